@@ -1,0 +1,130 @@
+/** @file archive.hpp
+ *  Reader and writer of the .dcz archive, version 1.0; the layout is in formats/ARCHIVE.md.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/formats/file_io.hpp"
+#include "dctchop/types.hpp"
+
+namespace dctchop::formats {
+
+inline constexpr std::uint16_t archive_major = 1;
+inline constexpr std::uint16_t archive_minor = 0;
+inline constexpr std::uint32_t archive_alignment = 4096;
+
+/** What the archive header says about the dataset and the codec. */
+struct archive_header {
+  int major = archive_major, minor = archive_minor;
+  dtype type = dtype::u8;
+  geometry geom;
+  codec_params codec;
+  std::uint64_t samples_per_chunk = 1;
+  std::uint32_t alignment = archive_alignment;
+  nlohmann::json provenance = nlohmann::json::object();
+  std::uint64_t coeff_bytes_per_sample() const { return dctchop::coeff_bytes_per_sample(codec, geom); }
+  nlohmann::json to_json() const;
+};
+
+/** One chunk as the index describes it. */
+struct chunk_info {
+  std::uint64_t index = 0, offset = 0, first = 0, count = 0;
+  std::uint64_t stored_bytes = 0, raw_bytes = 0, xxh64 = 0;
+  std::uint32_t stages = 0;
+};
+
+/** A lossless per-sample side array (e.g. labels). */
+struct side_array_info {
+  std::string name;
+  std::string descr;  ///< NumPy descr, little-endian, e.g. "<i8"
+  std::vector<std::uint64_t> shape;
+  std::uint64_t offset = 0, bytes = 0, xxh64 = 0;
+};
+
+/** Writes an archive front to back (works on a pipe). The file appears at its path only after
+ *  finish(); destroyed before, nothing is left behind. */
+class archive_writer {
+ public:
+  archive_writer(output_file out, archive_header header);
+  /** Append the coefficients of samples [first, first+count): count*coeff_bytes_per_sample. */
+  void write_chunk(std::uint64_t first, std::uint64_t count, std::span<const std::byte> coeffs);
+  /** Append a side array after the last chunk (raw C-order little-endian bytes). */
+  void write_side_array(const std::string& name, const std::string& descr,
+                        const std::vector<std::uint64_t>& shape,
+                        std::span<const std::byte> bytes);
+  /** Extra footer members, e.g. {"quality": {...}, "input_bytes": N}. */
+  void set_footer_extra(nlohmann::json extra) { footer_extra_ = std::move(extra); }
+  /** Write footer and tail, check that every sample was written, move into place. */
+  void finish();
+  std::uint64_t bytes_written() const { return out_.position(); }
+  std::string display_name() const { return out_.display_name(); }
+
+ private:
+  void pad_to_alignment();
+  output_file out_;
+  archive_header header_;
+  std::vector<chunk_info> chunks_;
+  std::vector<side_array_info> sides_;
+  std::uint64_t next_sample_ = 0;
+  nlohmann::json footer_extra_ = nlohmann::json::object();
+};
+
+/** Reads an archive: random access for regular files; chunk by chunk in order for stdin. */
+class archive_reader {
+ public:
+  /** Open and validate preamble, header and (for files) the footer and index. */
+  static archive_reader open(const std::string& path);
+
+  const archive_header& header() const noexcept { return header_; }
+  std::string display_name() const { return file_.display_name(); }
+  bool random_access() const noexcept { return file_.seekable(); }
+  /** File size (random access only). */
+  std::uint64_t file_bytes() const noexcept { return file_.size(); }
+
+  /** Index and footer: available at open for files, after the last chunk for streams. */
+  const std::vector<chunk_info>& chunks() const noexcept { return chunks_; }
+  const std::vector<side_array_info>& side_arrays() const noexcept { return sides_; }
+  const nlohmann::json& footer() const noexcept { return footer_; }
+
+  /** Read and verify chunk `i` (random access only); returns its raw coefficient bytes. */
+  void read_chunk(std::size_t i, std::vector<std::byte>& coeffs);
+  /** Sequential access (files and streams): the next chunk in order; false after the last.
+   *  For a stream, the footer and side arrays are read and checked when this returns false. */
+  bool next_chunk(chunk_info& info, std::vector<std::byte>& coeffs);
+  /** Read and verify the coefficients of samples [first, first+count) (random access only). */
+  void read_samples(std::uint64_t first, std::uint64_t count, std::span<std::byte> coeffs);
+  /** Read and verify a side array by name; nullopt when absent. */
+  std::optional<std::vector<std::byte>> read_side_array(const std::string& name);
+  /** Index of the chunk holding `sample`. */
+  std::size_t chunk_of(std::uint64_t sample) const;
+
+ private:
+  explicit archive_reader(input_file f) : file_(std::move(f)) {}
+  void read_footer_random();
+  void parse_footer(const std::string& text);
+  void verify_chunk(const chunk_info& expect, const unsigned char* record,
+                    std::span<const std::byte> payload) const;
+  input_file file_;
+  archive_header header_;
+  std::uint64_t data_offset_ = 0;
+  std::vector<chunk_info> chunks_;
+  std::vector<side_array_info> sides_;
+  nlohmann::json footer_ = nlohmann::json::object();
+  // sequential state
+  std::size_t next_index_ = 0;
+  std::uint64_t next_sample_ = 0;
+  std::vector<std::byte> stream_tail_;  // side arrays + footer + tail of a stream
+  std::uint64_t stream_tail_offset_ = 0;
+  bool stream_done_ = false;
+};
+
+}  // namespace dctchop::formats

@@ -1,0 +1,94 @@
+/** @file file_io.hpp
+ *  Plain files, stdin/stdout ("-"), and outputs that appear only when complete.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dctchop::formats {
+
+/** A read-only input: a regular file (random access, optional memory map) or stdin ("-").
+ *  Errors throw dctchop::error(io) naming the file. Never writes to its input. */
+class input_file {
+ public:
+  /** Open `path`; "-" is standard input. */
+  static input_file open(const std::string& path);
+  input_file(input_file&& other) noexcept;
+  input_file& operator=(input_file&& other) noexcept;
+  input_file(const input_file&) = delete;
+  input_file& operator=(const input_file&) = delete;
+  ~input_file();
+
+  const std::string& path() const noexcept { return path_; }
+  /** A name for messages: the path, or "<stdin>". */
+  std::string display_name() const;
+  /** True for regular files: size(), read_at() and map() work. */
+  bool seekable() const noexcept { return seekable_; }
+  /** File size in bytes (seekable files only). */
+  std::uint64_t size() const noexcept { return size_; }
+  /** Sequential read: returns fewer than n bytes only at end of file. */
+  std::size_t read(void* dst, std::size_t n);
+  /** Sequential read of exactly n bytes; a short read throws error(corrupt or bad_input per
+   *  `truncated_code`) with "truncated" and `what` in the message. */
+  void read_exact(void* dst, std::size_t n, const char* what);
+  /** Positioned read of exactly n bytes (seekable only); short read throws error(corrupt). */
+  void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const;
+  /** Bytes consumed by sequential reads so far. */
+  std::uint64_t position() const noexcept { return position_; }
+  /** Map the whole file read-only (seekable, non-empty files); nullptr when mapping fails. */
+  const std::byte* map();
+
+ private:
+  input_file() = default;
+  void close() noexcept;
+  std::string path_;
+  int fd_ = -1;
+  bool owns_fd_ = false;
+  bool seekable_ = false;
+  std::uint64_t size_ = 0;
+  std::uint64_t position_ = 0;
+  void* map_ = nullptr;
+};
+
+/** An output that appears at its path only when complete: bytes go to a temporary file in the
+ *  same folder, renamed over the path by commit(). Destroyed without commit(), the temporary file
+ *  is removed. "-" writes to standard output directly. */
+class output_file {
+ public:
+  /** Create. An existing `path` is refused with error(output_exists) unless `overwrite`. */
+  static output_file create(const std::string& path, bool overwrite);
+  output_file(output_file&& other) noexcept;
+  output_file& operator=(output_file&& other) noexcept;
+  output_file(const output_file&) = delete;
+  output_file& operator=(const output_file&) = delete;
+  ~output_file();
+
+  const std::string& path() const noexcept { return path_; }
+  std::string display_name() const;
+  bool is_stdout() const noexcept { return is_stdout_; }
+  /** Write all n bytes or throw error(io). */
+  void write(const void* src, std::size_t n);
+  /** Write `n` zero bytes. */
+  void write_zeros(std::size_t n);
+  /** Bytes written so far. */
+  std::uint64_t position() const noexcept { return position_; }
+  /** Flush, fsync and rename into place. */
+  void commit();
+
+ private:
+  output_file() = default;
+  void abandon() noexcept;
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  bool is_stdout_ = false;
+  bool committed_ = false;
+  std::uint64_t position_ = 0;
+};
+
+/** True when both paths name the same existing file (same device and inode). */
+bool same_file(const std::string& a, const std::string& b);
+
+}  // namespace dctchop::formats

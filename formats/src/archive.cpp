@@ -1,0 +1,555 @@
+// Reader and writer of the .dcz archive. The layout is specified in formats/ARCHIVE.md.
+#include "dctchop/formats/archive.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "dctchop/error.hpp"
+
+namespace dctchop::formats {
+namespace {
+
+using u64 = std::uint64_t;
+
+constexpr std::array<unsigned char, 8> k_magic = {0x89, 'D', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
+constexpr char k_chunk_magic[9] = "DCZCHUNK";
+constexpr char k_tail_magic[9] = "DCZINDEX";
+constexpr char k_end_magic[9] = "DCZ-END.";
+constexpr std::size_t k_preamble = 64, k_record = 64, k_tail = 64;
+constexpr u64 k_max_json = 256ull << 20;  // header/footer sanity bound
+
+void put_u16(unsigned char* p, std::uint16_t v) { std::memcpy(p, &v, 2); }
+void put_u32(unsigned char* p, std::uint32_t v) { std::memcpy(p, &v, 4); }
+void put_u64(unsigned char* p, u64 v) { std::memcpy(p, &v, 8); }
+std::uint16_t get_u16(const unsigned char* p) { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
+std::uint32_t get_u32(const unsigned char* p) { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
+u64 get_u64(const unsigned char* p) { u64 v; std::memcpy(&v, p, 8); return v; }
+
+u64 align_up(u64 v, u64 a) { return (v + a - 1) / a * a; }
+
+std::string hex64(u64 v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+u64 parse_hex64(const std::string& s) {
+  if (s.size() != 16) throw std::invalid_argument("checksum is not 16 hex digits");
+  std::size_t pos = 0;
+  u64 v = std::stoull(s, &pos, 16);
+  if (pos != 16) throw std::invalid_argument("checksum is not 16 hex digits");
+  return v;
+}
+
+u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) {
+  XXH64_state_t* st = XXH64_createState();
+  if (st == nullptr) throw error(errc::internal, "out of memory (xxhash state)");
+  XXH64_reset(st, 0);
+  XXH64_update(st, record, 56);
+  XXH64_update(st, payload.data(), payload.size());
+  u64 h = XXH64_digest(st);
+  XXH64_freeState(st);
+  return h;
+}
+
+[[noreturn]] void corrupt(const std::string& file, const std::string& what) {
+  throw error(errc::corrupt, file + ": corrupt archive: " + what);
+}
+
+archive_header header_from_json(const nlohmann::json& j, const std::string& file) {
+  archive_header h;
+  try {
+    if (j.at("format").get<std::string>() != "dctchop-archive") corrupt(file, "header format");
+    auto t = parse_dtype(j.at("dtype").get<std::string>());
+    auto l = parse_layout(j.at("layout").get<std::string>());
+    const auto& c = j.at("codec");
+    auto ct = parse_coeff_type(c.at("coeff").get<std::string>());
+    if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
+    h.type = *t;
+    auto shape = j.at("shape").get<std::vector<u64>>();
+    h.geom = resolve_layout(shape, *l);
+    if (j.at("samples").get<u64>() != h.geom.samples || j.at("planes").get<u64>() != h.geom.planes ||
+        j.at("height").get<u64>() != h.geom.height || j.at("width").get<u64>() != h.geom.width) {
+      corrupt(file, "header geometry disagrees with its shape");
+    }
+    h.codec.block = c.at("block").get<int>();
+    h.codec.chop = c.at("chop").get<int>();
+    h.codec.coeff = *ct;
+    h.codec.offset = c.at("offset").get<double>();
+    validate(h.codec);
+    auto cp = c.at("coeff_plane").get<std::vector<u64>>();
+    auto expect = coeff_shape(h.codec, h.geom.height, h.geom.width);
+    if (cp.size() != 2 || cp[0] != expect.rows || cp[1] != expect.cols ||
+        c.at("coeff_bytes_per_sample").get<u64>() != h.coeff_bytes_per_sample()) {
+      corrupt(file, "header coefficient plane disagrees with block, chop and shape");
+    }
+    h.samples_per_chunk = j.at("chunking").at("samples_per_chunk").get<u64>();
+    if (h.samples_per_chunk == 0) corrupt(file, "samples_per_chunk is 0");
+    if (j.contains("provenance")) h.provenance = j.at("provenance");
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(file, std::string("header: ") + e.what());
+  } catch (const error& e) {
+    if (e.code() == errc::corrupt) throw;
+    corrupt(file, std::string("header: ") + e.what());
+  }
+  return h;
+}
+
+}  // namespace
+
+nlohmann::json archive_header::to_json() const {
+  auto cs = coeff_shape(codec, geom.height, geom.width);
+  nlohmann::json j;
+  j["format"] = "dctchop-archive";
+  j["version"] = {major, minor};
+  j["dtype"] = std::string(to_string(type));
+  j["shape"] = geom.shape();
+  j["layout"] = std::string(to_string(geom.lay));
+  j["samples"] = geom.samples;
+  j["planes"] = geom.planes;
+  j["height"] = geom.height;
+  j["width"] = geom.width;
+  j["codec"] = {{"transform", "dct2-orthonormal-blockwise"},
+                {"block", codec.block},
+                {"chop", codec.chop},
+                {"coeff", std::string(to_string(codec.coeff))},
+                {"offset", codec.offset},
+                {"coeff_plane", {cs.rows, cs.cols}},
+                {"coeff_bytes_per_sample", coeff_bytes_per_sample()}};
+  j["chunking"] = {{"samples_per_chunk", samples_per_chunk}, {"alignment", alignment}};
+  j["provenance"] = provenance;
+  return j;
+}
+
+// ------------------------------------------------------------------------------ writer
+
+archive_writer::archive_writer(output_file out, archive_header header)
+    : out_(std::move(out)), header_(std::move(header)) {
+  validate(header_.codec);
+  if (header_.samples_per_chunk == 0) throw error(errc::invalid_argument, "samples per chunk is 0");
+  header_.major = archive_major;
+  header_.minor = archive_minor;
+  header_.alignment = archive_alignment;
+  const std::string text = header_.to_json().dump();
+  unsigned char pre[k_preamble] = {};
+  std::memcpy(pre, k_magic.data(), 8);
+  put_u16(pre + 8, archive_major);
+  put_u16(pre + 10, archive_minor);
+  put_u32(pre + 12, 0);
+  put_u64(pre + 16, text.size());
+  put_u64(pre + 24, XXH64(text.data(), text.size(), 0));
+  put_u64(pre + 32, align_up(k_preamble + text.size(), archive_alignment));
+  put_u32(pre + 40, archive_alignment);
+  out_.write(pre, sizeof pre);
+  out_.write(text.data(), text.size());
+  pad_to_alignment();
+}
+
+void archive_writer::pad_to_alignment() {
+  const u64 pos = out_.position();
+  out_.write_zeros(static_cast<std::size_t>(align_up(pos, header_.alignment) - pos));
+}
+
+void archive_writer::write_chunk(u64 first, u64 count, std::span<const std::byte> coeffs) {
+  const u64 cbps = header_.coeff_bytes_per_sample();
+  if (first != next_sample_ || count == 0 || first + count > header_.geom.samples ||
+      coeffs.size() != count * cbps || !sides_.empty()) {
+    throw error(errc::internal, out_.display_name() + ": chunk out of order or of wrong size");
+  }
+  chunk_info c;
+  c.index = chunks_.size();
+  c.offset = out_.position();
+  c.first = first;
+  c.count = count;
+  c.stored_bytes = c.raw_bytes = coeffs.size();
+  c.stages = 0;
+  unsigned char rec[k_record] = {};
+  std::memcpy(rec, k_chunk_magic, 8);
+  put_u64(rec + 8, c.index);
+  put_u64(rec + 16, c.first);
+  put_u64(rec + 24, c.count);
+  put_u64(rec + 32, c.stored_bytes);
+  put_u64(rec + 40, c.raw_bytes);
+  put_u32(rec + 48, c.stages);
+  put_u32(rec + 52, 0);
+  c.xxh64 = chunk_hash(rec, coeffs);
+  put_u64(rec + 56, c.xxh64);
+  out_.write(rec, sizeof rec);
+  out_.write(coeffs.data(), coeffs.size());
+  pad_to_alignment();
+  chunks_.push_back(c);
+  next_sample_ += count;
+}
+
+void archive_writer::write_side_array(const std::string& name, const std::string& descr,
+                                      const std::vector<u64>& shape,
+                                      std::span<const std::byte> bytes) {
+  if (next_sample_ != header_.geom.samples) {
+    throw error(errc::internal, "side arrays go after the last chunk");
+  }
+  side_array_info s;
+  s.name = name;
+  s.descr = descr;
+  s.shape = shape;
+  s.offset = out_.position();
+  s.bytes = bytes.size();
+  s.xxh64 = XXH64(bytes.data(), bytes.size(), 0);
+  out_.write(bytes.data(), bytes.size());
+  pad_to_alignment();
+  sides_.push_back(std::move(s));
+}
+
+void archive_writer::finish() {
+  if (next_sample_ != header_.geom.samples) {
+    throw error(errc::internal, out_.display_name() + ": finished with " +
+                                    std::to_string(next_sample_) + " of " +
+                                    std::to_string(header_.geom.samples) + " samples written");
+  }
+  nlohmann::json f = footer_extra_.is_object() ? footer_extra_ : nlohmann::json::object();
+  f["samples"] = header_.geom.samples;
+  auto& cj = f["chunks"] = nlohmann::json::array();
+  for (const auto& c : chunks_) {
+    cj.push_back({{"offset", c.offset}, {"first", c.first}, {"count", c.count},
+                  {"stored_bytes", c.stored_bytes}, {"raw_bytes", c.raw_bytes},
+                  {"stages", c.stages}, {"xxh64", hex64(c.xxh64)}});
+  }
+  auto& sj = f["side_arrays"] = nlohmann::json::array();
+  for (const auto& s : sides_) {
+    sj.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"offset", s.offset},
+                  {"bytes", s.bytes}, {"xxh64", hex64(s.xxh64)}});
+  }
+  const std::string text = f.dump();
+  const u64 footer_offset = out_.position();
+  out_.write(text.data(), text.size());
+  unsigned char tail[k_tail] = {};
+  std::memcpy(tail, k_tail_magic, 8);
+  put_u64(tail + 8, footer_offset);
+  put_u64(tail + 16, text.size());
+  put_u64(tail + 24, XXH64(text.data(), text.size(), 0));
+  put_u64(tail + 32, chunks_.size());
+  put_u64(tail + 40, header_.geom.samples);
+  std::memcpy(tail + 56, k_end_magic, 8);
+  out_.write(tail, sizeof tail);
+  out_.commit();
+}
+
+// ------------------------------------------------------------------------------ reader
+
+archive_reader archive_reader::open(const std::string& path) {
+  archive_reader r(input_file::open(path));
+  const std::string name = r.display_name();
+  unsigned char pre[k_preamble];
+  std::size_t got = r.file_.seekable() ? 0 : r.file_.read(pre, sizeof pre);
+  if (r.file_.seekable()) {
+    got = static_cast<std::size_t>(std::min<u64>(r.file_.size(), sizeof pre));
+    if (got > 0) r.file_.read_at(0, pre, got, "preamble");
+  }
+  if (got < 8 || std::memcmp(pre, k_magic.data(), 8) != 0) {
+    throw error(errc::bad_input, name + ": not a dctchop archive (bad magic)");
+  }
+  if (got < k_preamble) corrupt(name, "truncated inside the preamble");
+  const std::uint16_t major = get_u16(pre + 8), minor = get_u16(pre + 10);
+  if (major > archive_major) {
+    throw error(errc::unsupported_version,
+                name + ": archive version " + std::to_string(major) + "." +
+                    std::to_string(minor) + " is newer than this dctchop reads (" +
+                    std::to_string(archive_major) + ".x); upgrade dctchop");
+  }
+  if (major == 0) corrupt(name, "version 0 in the preamble");
+  const u64 header_bytes = get_u64(pre + 16), header_hash = get_u64(pre + 24);
+  const u64 data_offset = get_u64(pre + 32);
+  const std::uint32_t alignment = get_u32(pre + 40);
+  if (header_bytes == 0 || header_bytes > k_max_json || alignment == 0 ||
+      (alignment & (alignment - 1)) != 0 || data_offset < k_preamble + header_bytes ||
+      data_offset % alignment != 0) {
+    corrupt(name, "preamble fields out of range");
+  }
+  std::string text(header_bytes, '\0');
+  if (r.file_.seekable()) {
+    r.file_.read_at(k_preamble, text.data(), text.size(), "header");
+  } else {
+    r.file_.read_exact(text.data(), text.size(), "header");
+  }
+  if (XXH64(text.data(), text.size(), 0) != header_hash) corrupt(name, "header checksum mismatch");
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) corrupt(name, "header is not valid JSON");
+  r.header_ = header_from_json(j, name);
+  r.header_.major = major;
+  r.header_.minor = minor;
+  r.header_.alignment = alignment;
+  r.data_offset_ = data_offset;
+  if (r.file_.seekable()) {
+    r.read_footer_random();
+  } else {
+    std::vector<char> skip(data_offset - k_preamble - header_bytes);
+    r.file_.read_exact(skip.data(), skip.size(), "header padding");
+  }
+  return r;
+}
+
+void archive_reader::read_footer_random() {
+  const std::string name = display_name();
+  const u64 size = file_.size();
+  if (size < data_offset_ + k_tail) corrupt(name, "truncated (no index at the end)");
+  unsigned char tail[k_tail];
+  file_.read_at(size - k_tail, tail, k_tail, "tail");
+  if (std::memcmp(tail, k_tail_magic, 8) != 0 || std::memcmp(tail + 56, k_end_magic, 8) != 0) {
+    corrupt(name, "truncated or damaged: no index at the end of the file");
+  }
+  const u64 foff = get_u64(tail + 8), fbytes = get_u64(tail + 16), fhash = get_u64(tail + 24);
+  if (fbytes == 0 || fbytes > k_max_json || foff < data_offset_ || foff + fbytes != size - k_tail) {
+    corrupt(name, "index position out of range");
+  }
+  std::string text(fbytes, '\0');
+  file_.read_at(foff, text.data(), text.size(), "footer");
+  if (XXH64(text.data(), text.size(), 0) != fhash) corrupt(name, "index checksum mismatch");
+  parse_footer(text);
+  if (chunks_.size() != get_u64(tail + 32) || header_.geom.samples != get_u64(tail + 40)) {
+    corrupt(name, "tail disagrees with the index");
+  }
+  // Chunks and side arrays must lie between the data offset and the footer.
+  for (const auto& c : chunks_) {
+    if (c.offset < data_offset_ || c.offset % header_.alignment != 0 ||
+        c.offset + k_record + c.stored_bytes > foff) {
+      corrupt(name, "chunk " + std::to_string(c.index) + " lies outside the data area");
+    }
+  }
+  for (const auto& s : sides_) {
+    if (s.offset < data_offset_ || s.offset + s.bytes > foff) {
+      corrupt(name, "side array '" + s.name + "' lies outside the data area");
+    }
+  }
+}
+
+void archive_reader::parse_footer(const std::string& text) {
+  const std::string name = display_name();
+  nlohmann::json f = nlohmann::json::parse(text, nullptr, false);
+  if (f.is_discarded() || !f.is_object()) corrupt(name, "index is not valid JSON");
+  std::vector<chunk_info> chunks;
+  std::vector<side_array_info> sides;
+  try {
+    if (f.at("samples").get<u64>() != header_.geom.samples) {
+      corrupt(name, "index and header disagree on the sample count");
+    }
+    const u64 cbps = header_.coeff_bytes_per_sample();
+    u64 next = 0;
+    for (const auto& cj : f.at("chunks")) {
+      chunk_info c;
+      c.index = chunks.size();
+      c.offset = cj.at("offset").get<u64>();
+      c.first = cj.at("first").get<u64>();
+      c.count = cj.at("count").get<u64>();
+      c.stored_bytes = cj.at("stored_bytes").get<u64>();
+      c.raw_bytes = cj.at("raw_bytes").get<u64>();
+      c.stages = cj.at("stages").get<std::uint32_t>();
+      c.xxh64 = parse_hex64(cj.at("xxh64").get<std::string>());
+      if (c.first != next || c.count == 0 || c.count > header_.geom.samples - next ||
+          c.raw_bytes != c.count * cbps) {
+        corrupt(name, "index entry " + std::to_string(c.index) + " is inconsistent");
+      }
+      if (c.stages != 0) {
+        throw error(errc::unsupported_version,
+                    name + ": chunk " + std::to_string(c.index) +
+                        " uses codec stages that this dctchop cannot decode; upgrade dctchop");
+      }
+      if (c.stored_bytes != c.raw_bytes) {
+        corrupt(name, "index entry " + std::to_string(c.index) + " has a wrong stored size");
+      }
+      next += c.count;
+      chunks.push_back(c);
+    }
+    if (next != header_.geom.samples) corrupt(name, "index does not cover every sample");
+    if (f.contains("side_arrays")) {
+      for (const auto& sj : f.at("side_arrays")) {
+        side_array_info s;
+        s.name = sj.at("name").get<std::string>();
+        s.descr = sj.at("descr").get<std::string>();
+        s.shape = sj.at("shape").get<std::vector<u64>>();
+        s.offset = sj.at("offset").get<u64>();
+        s.bytes = sj.at("bytes").get<u64>();
+        s.xxh64 = parse_hex64(sj.at("xxh64").get<std::string>());
+        sides.push_back(std::move(s));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(name, std::string("index: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    corrupt(name, std::string("index: ") + e.what());
+  } catch (const std::out_of_range& e) {
+    corrupt(name, std::string("index: ") + e.what());
+  }
+  chunks_ = std::move(chunks);
+  sides_ = std::move(sides);
+  footer_ = std::move(f);
+}
+
+void archive_reader::verify_chunk(const chunk_info& c, const unsigned char* rec,
+                                  std::span<const std::byte> payload) const {
+  const std::string where = "chunk " + std::to_string(c.index) + " (samples " +
+                            std::to_string(c.first) + ".." +
+                            std::to_string(c.first + c.count - 1) + ")";
+  if (std::memcmp(rec, k_chunk_magic, 8) != 0) corrupt(display_name(), where + ": bad record");
+  if (get_u64(rec + 8) != c.index || get_u64(rec + 16) != c.first || get_u64(rec + 24) != c.count ||
+      get_u64(rec + 32) != c.stored_bytes || get_u64(rec + 40) != c.raw_bytes ||
+      get_u32(rec + 48) != c.stages || get_u64(rec + 56) != c.xxh64) {
+    corrupt(display_name(), where + ": record disagrees with the index");
+  }
+  if (chunk_hash(rec, payload) != c.xxh64) corrupt(display_name(), where + ": checksum mismatch");
+}
+
+void archive_reader::read_chunk(std::size_t i, std::vector<std::byte>& coeffs) {
+  if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
+  if (i >= chunks_.size()) throw error(errc::internal, "chunk index out of range");
+  const chunk_info& c = chunks_[i];
+  coeffs.resize(k_record + c.stored_bytes);
+  file_.read_at(c.offset, coeffs.data(), coeffs.size(), "chunk");
+  unsigned char rec[k_record];
+  std::memcpy(rec, coeffs.data(), k_record);
+  verify_chunk(c, rec, std::span<const std::byte>(coeffs).subspan(k_record));
+  coeffs.erase(coeffs.begin(), coeffs.begin() + k_record);
+}
+
+bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs) {
+  if (file_.seekable()) {
+    if (next_index_ >= chunks_.size()) return false;
+    read_chunk(next_index_, coeffs);
+    info = chunks_[next_index_++];
+    return true;
+  }
+  if (stream_done_) return false;
+  const std::string name = display_name();
+  const u64 align = header_.alignment;
+  // Stream offsets are counted from the start of the archive.
+  u64 offset = data_offset_ + stream_tail_offset_;
+  if (next_sample_ < header_.geom.samples) {
+    unsigned char rec[k_record];
+    file_.read_exact(rec, k_record, "a chunk record");
+    chunk_info c;
+    c.index = next_index_;
+    c.offset = offset;
+    c.first = get_u64(rec + 16);
+    c.count = get_u64(rec + 24);
+    c.stored_bytes = get_u64(rec + 32);
+    c.raw_bytes = get_u64(rec + 40);
+    c.stages = get_u32(rec + 48);
+    c.xxh64 = get_u64(rec + 56);
+    const u64 cbps = header_.coeff_bytes_per_sample();
+    if (std::memcmp(rec, k_chunk_magic, 8) != 0 || get_u64(rec + 8) != next_index_ ||
+        c.first != next_sample_ || c.count == 0 || c.count > header_.geom.samples - next_sample_ ||
+        c.raw_bytes != c.count * cbps || c.stored_bytes != c.raw_bytes) {
+      if (c.stages != 0 && std::memcmp(rec, k_chunk_magic, 8) == 0) {
+        throw error(errc::unsupported_version,
+                    name + ": chunk uses codec stages that this dctchop cannot decode");
+      }
+      corrupt(name, "chunk " + std::to_string(next_index_) + ": bad record");
+    }
+    coeffs.resize(c.stored_bytes);
+    file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
+    verify_chunk(c, rec, coeffs);
+    const u64 end = offset + k_record + c.stored_bytes;
+    std::vector<char> pad(align_up(end, align) - end);
+    file_.read_exact(pad.data(), pad.size(), "chunk padding");
+    stream_tail_offset_ += align_up(end, align) - offset;
+    chunks_.push_back(c);
+    info = c;
+    ++next_index_;
+    next_sample_ += c.count;
+    return true;
+  }
+  // After the last chunk: side arrays, footer and tail. These are small; read them whole.
+  stream_tail_.clear();
+  std::vector<std::byte> buf(1 << 16);
+  for (;;) {
+    std::size_t n = file_.read(buf.data(), buf.size());
+    if (n == 0) break;
+    stream_tail_.insert(stream_tail_.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+    if (stream_tail_.size() > k_max_json * 4) corrupt(name, "trailing data too large");
+  }
+  if (stream_tail_.size() < k_tail) corrupt(name, "truncated (no index at the end)");
+  const auto* t = reinterpret_cast<const unsigned char*>(stream_tail_.data()) +
+                  stream_tail_.size() - k_tail;
+  if (std::memcmp(t, k_tail_magic, 8) != 0 || std::memcmp(t + 56, k_end_magic, 8) != 0) {
+    corrupt(name, "truncated or damaged: no index at the end of the stream");
+  }
+  const u64 base = offset;  // archive offset of stream_tail_[0]
+  const u64 foff = get_u64(t + 8), fbytes = get_u64(t + 16), fhash = get_u64(t + 24);
+  if (foff < base || foff - base + fbytes != stream_tail_.size() - k_tail) {
+    corrupt(name, "index position out of range");
+  }
+  std::string text(reinterpret_cast<const char*>(stream_tail_.data()) + (foff - base), fbytes);
+  if (XXH64(text.data(), text.size(), 0) != fhash) corrupt(name, "index checksum mismatch");
+  std::vector<chunk_info> seen = std::move(chunks_);
+  parse_footer(text);
+  if (seen.size() != chunks_.size()) corrupt(name, "index disagrees with the chunks read");
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const auto &a = seen[i], &b = chunks_[i];
+    if (a.offset != b.offset || a.first != b.first || a.count != b.count || a.xxh64 != b.xxh64) {
+      corrupt(name, "index disagrees with chunk " + std::to_string(i));
+    }
+  }
+  for (const auto& s : sides_) {
+    if (s.offset < base || s.offset - base + s.bytes > foff - base) {
+      corrupt(name, "side array '" + s.name + "' lies outside the data area");
+    }
+  }
+  stream_tail_offset_ = base;
+  stream_done_ = true;
+  return false;
+}
+
+std::size_t archive_reader::chunk_of(u64 sample) const {
+  auto it = std::upper_bound(chunks_.begin(), chunks_.end(), sample,
+                             [](u64 s, const chunk_info& c) { return s < c.first; });
+  if (it == chunks_.begin() || sample >= header_.geom.samples) {
+    throw error(errc::invalid_argument, "sample " + std::to_string(sample) + " out of range");
+  }
+  return static_cast<std::size_t>(it - chunks_.begin() - 1);
+}
+
+void archive_reader::read_samples(u64 first, u64 count, std::span<std::byte> coeffs) {
+  const u64 cbps = header_.coeff_bytes_per_sample();
+  if (count == 0) return;
+  if (first + count > header_.geom.samples || first + count < first) {
+    throw error(errc::invalid_argument, display_name() + ": samples " + std::to_string(first) +
+                                            ".." + std::to_string(first + count - 1) +
+                                            " out of range (archive holds " +
+                                            std::to_string(header_.geom.samples) + ")");
+  }
+  if (coeffs.size() < count * cbps) throw error(errc::internal, "read_samples buffer too small");
+  std::vector<std::byte> buf;
+  u64 s = first;
+  while (s < first + count) {
+    const std::size_t ci = chunk_of(s);
+    const chunk_info& c = chunks_[ci];
+    read_chunk(ci, buf);
+    const u64 from = s - c.first;
+    const u64 n = std::min(c.first + c.count, first + count) - s;
+    std::memcpy(coeffs.data() + (s - first) * cbps, buf.data() + from * cbps, n * cbps);
+    s += n;
+  }
+}
+
+std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std::string& name) {
+  for (const auto& s : sides_) {
+    if (s.name != name) continue;
+    std::vector<std::byte> out(s.bytes);
+    if (file_.seekable()) {
+      file_.read_at(s.offset, out.data(), out.size(), "side array");
+    } else {
+      if (!stream_done_) throw error(errc::internal, "side arrays come after the last chunk");
+      std::memcpy(out.data(), stream_tail_.data() + (s.offset - stream_tail_offset_), s.bytes);
+    }
+    if (XXH64(out.data(), out.size(), 0) != s.xxh64) {
+      corrupt(display_name(), "side array '" + name + "': checksum mismatch");
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dctchop::formats

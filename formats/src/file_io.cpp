@@ -1,0 +1,250 @@
+#include "dctchop/formats/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "dctchop/error.hpp"
+
+namespace dctchop::formats {
+namespace {
+
+std::string os_error(const std::string& name, const char* action) {
+  return name + ": cannot " + action + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- input_file
+
+input_file input_file::open(const std::string& path) {
+  input_file f;
+  f.path_ = path;
+  if (path == "-") {
+    f.fd_ = STDIN_FILENO;
+    f.owns_fd_ = false;
+  } else {
+    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd_ < 0) throw error(errc::io, os_error(path, "open"));
+    f.owns_fd_ = true;
+  }
+  struct stat st {};
+  if (::fstat(f.fd_, &st) != 0) throw error(errc::io, os_error(f.display_name(), "stat"));
+  if (S_ISDIR(st.st_mode)) throw error(errc::io, f.display_name() + ": is a directory");
+  if (S_ISREG(st.st_mode)) {
+    f.seekable_ = true;
+    f.size_ = static_cast<std::uint64_t>(st.st_size);
+    // stdin redirected from a file may already be partly consumed
+    off_t pos = ::lseek(f.fd_, 0, SEEK_CUR);
+    f.position_ = pos > 0 ? static_cast<std::uint64_t>(pos) : 0;
+    if (path == "-") f.seekable_ = false;  // treat stdin as a stream either way
+  }
+  return f;
+}
+
+input_file::input_file(input_file&& o) noexcept { *this = std::move(o); }
+
+input_file& input_file::operator=(input_file&& o) noexcept {
+  if (this != &o) {
+    close();
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    owns_fd_ = std::exchange(o.owns_fd_, false);
+    seekable_ = o.seekable_;
+    size_ = o.size_;
+    position_ = o.position_;
+    map_ = std::exchange(o.map_, nullptr);
+  }
+  return *this;
+}
+
+input_file::~input_file() { close(); }
+
+void input_file::close() noexcept {
+  if (map_ != nullptr) ::munmap(map_, size_);
+  map_ = nullptr;
+  if (owns_fd_ && fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  owns_fd_ = false;
+}
+
+std::string input_file::display_name() const { return path_ == "-" ? "<stdin>" : path_; }
+
+std::size_t input_file::read(void* dst, std::size_t n) {
+  auto* p = static_cast<char*>(dst);
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::read(fd_, p + done, n - done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw error(errc::io, os_error(display_name(), "read"));
+    }
+    if (r == 0) break;
+    done += static_cast<std::size_t>(r);
+  }
+  position_ += done;
+  return done;
+}
+
+void input_file::read_exact(void* dst, std::size_t n, const char* what) {
+  std::size_t got = read(dst, n);
+  if (got != n) {
+    throw error(errc::corrupt, display_name() + ": truncated: end of file inside " + what);
+  }
+}
+
+void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const {
+  if (!seekable_) throw error(errc::internal, display_name() + ": positioned read on a stream");
+  if (offset > size_ || n > size_ - offset) {
+    throw error(errc::corrupt, display_name() + ": truncated: " + what + " lies past the end");
+  }
+  auto* p = static_cast<char*>(dst);
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw error(errc::io, os_error(display_name(), "read"));
+    }
+    if (r == 0) {
+      throw error(errc::corrupt, display_name() + ": truncated: end of file inside " + what);
+    }
+    done += static_cast<std::size_t>(r);
+  }
+}
+
+const std::byte* input_file::map() {
+  if (map_ != nullptr) return static_cast<const std::byte*>(map_);
+  if (!seekable_ || size_ == 0) return nullptr;
+  void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (m == MAP_FAILED) return nullptr;
+  ::madvise(m, size_, MADV_SEQUENTIAL);
+  map_ = m;
+  return static_cast<const std::byte*>(map_);
+}
+
+// ---------------------------------------------------------------- output_file
+
+output_file output_file::create(const std::string& path, bool overwrite) {
+  output_file f;
+  f.path_ = path;
+  if (path == "-") {
+    f.is_stdout_ = true;
+    f.fd_ = STDOUT_FILENO;
+    return f;
+  }
+  if (path.empty()) throw error(errc::invalid_argument, "empty output path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) throw error(errc::io, path + ": is a directory");
+    if (!overwrite) {
+      throw error(errc::output_exists, path + ": already exists (use -f to overwrite)");
+    }
+  }
+  // Temporary file in the same folder, so that rename() is atomic.
+  std::filesystem::path p(path);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  std::string templ = (std::filesystem::path(dir) / ("." + p.filename().string() + ".tmpXXXXXX")).string();
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  int fd = ::mkstemp(buf.data());
+  if (fd < 0) throw error(errc::io, os_error(path, "create a temporary file beside"));
+  ::fchmod(fd, 0644 & ~[] { mode_t m = ::umask(0); ::umask(m); return m; }());
+  f.fd_ = fd;
+  f.temp_path_ = buf.data();
+  return f;
+}
+
+output_file::output_file(output_file&& o) noexcept { *this = std::move(o); }
+
+output_file& output_file::operator=(output_file&& o) noexcept {
+  if (this != &o) {
+    abandon();
+    path_ = std::move(o.path_);
+    temp_path_ = std::move(o.temp_path_);
+    fd_ = std::exchange(o.fd_, -1);
+    is_stdout_ = o.is_stdout_;
+    committed_ = std::exchange(o.committed_, true);
+    position_ = o.position_;
+  }
+  return *this;
+}
+
+output_file::~output_file() { abandon(); }
+
+void output_file::abandon() noexcept {
+  if (fd_ >= 0 && !is_stdout_) {
+    ::close(fd_);
+    if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  }
+  fd_ = -1;
+  temp_path_.clear();
+}
+
+std::string output_file::display_name() const { return is_stdout_ ? "<stdout>" : path_; }
+
+void output_file::write(const void* src, std::size_t n) {
+  if (fd_ < 0) throw error(errc::internal, display_name() + ": write after close");
+  const auto* p = static_cast<const char*>(src);
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::write(fd_, p + done, n - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw error(errc::io, os_error(display_name(), "write"));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  position_ += n;
+}
+
+void output_file::write_zeros(std::size_t n) {
+  static const char zeros[4096] = {};
+  while (n > 0) {
+    std::size_t k = n < sizeof zeros ? n : sizeof zeros;
+    write(zeros, k);
+    n -= k;
+  }
+}
+
+void output_file::commit() {
+  if (committed_) return;
+  if (is_stdout_) {
+    committed_ = true;
+    return;
+  }
+  if (::fsync(fd_) != 0 && errno != EINVAL) {
+    throw error(errc::io, os_error(display_name(), "flush"));
+  }
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    ::unlink(temp_path_.c_str());
+    throw error(errc::io, os_error(display_name(), "close"));
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    int e = errno;
+    ::unlink(temp_path_.c_str());
+    errno = e;
+    throw error(errc::io, os_error(display_name(), "rename the finished output into"));
+  }
+  committed_ = true;
+  temp_path_.clear();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  if (a == "-" || b == "-") return false;
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace dctchop::formats

@@ -1,0 +1,698 @@
+// NumPy .npy reader and writer. Format:
+// https://numpy.org/devdocs/reference/generated/numpy.lib.format.html
+//
+//   "\x93NUMPY" major minor  header_len (u16 LE for 1.x, u32 LE for 2.x/3.x)  header  data
+//
+// The header is a Python dict literal {'descr': ..., 'fortran_order': ..., 'shape': (...), }
+// padded with spaces and a newline so that the data starts at a multiple of 64 bytes.
+#include "dctchop/formats/npy.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "dctchop/error.hpp"
+
+namespace dctchop::formats {
+namespace {
+
+constexpr std::array<char, 6> k_magic = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+constexpr std::size_t k_align = 64;
+// numpy leaves room for the growing axis to reach this many digits (GROWTH_AXIS_MAX_DIGITS).
+constexpr std::size_t k_growth_axis_max_digits = 21;
+// A sanity bound on the header length: numpy's own headers are a few hundred bytes; this
+// keeps a corrupt length from allocating gigabytes (stdin cannot be checked against a size).
+constexpr std::uint64_t k_max_header_len = std::uint64_t{1} << 24;
+constexpr bool k_native_big = std::endian::native == std::endian::big;
+
+[[noreturn]] void fail(errc code, const std::string& name, const std::string& what) {
+  throw error(code, name + ": " + what);
+}
+
+// Quote text from a file for a one-line message: printable ASCII only, bounded length.
+std::string printable(std::string_view s, std::size_t max_len = 40) {
+  std::string out;
+  for (char c : s.substr(0, max_len)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u < 0x7f) ? c : '?';
+  }
+  if (s.size() > max_len) out += "...";
+  return out;
+}
+
+bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return true;
+  out = a * b;
+  return false;
+}
+
+std::string shape_repr(const std::vector<std::uint64_t>& shape) {
+  // Python's repr of a tuple: (), (5,), (2, 3)
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ',';
+  s += ')';
+  return s;
+}
+
+void byteswap_in_place(void* data, std::uint64_t count, std::size_t itemsize) {
+  auto* p = static_cast<unsigned char*>(data);
+  switch (itemsize) {
+    case 2:
+      for (std::uint64_t i = 0; i < count; ++i, p += 2) std::swap(p[0], p[1]);
+      break;
+    case 4:
+      for (std::uint64_t i = 0; i < count; ++i, p += 4) {
+        std::uint32_t v;
+        std::memcpy(&v, p, 4);
+        v = __builtin_bswap32(v);
+        std::memcpy(p, &v, 4);
+      }
+      break;
+    case 8:
+      for (std::uint64_t i = 0; i < count; ++i, p += 8) {
+        std::uint64_t v;
+        std::memcpy(&v, p, 8);
+        v = __builtin_bswap64(v);
+        std::memcpy(p, &v, 8);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+// Why a descr that parse_npy_descr() refused is not supported, for the error message.
+std::string describe_unsupported_descr(const std::string& descr) {
+  std::string_view d = descr;
+  if (!d.empty() && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) d.remove_prefix(1);
+  const char k = d.empty() ? '\0' : d[0];
+  std::string why;
+  switch (k) {
+    case 'O':
+      why = "object arrays (pickled Python objects) are not supported";
+      break;
+    case 'S':
+    case 'a':
+    case 'U':
+      why = "string arrays are not supported";
+      break;
+    case 'V':
+      why = "void (raw bytes) arrays are not supported";
+      break;
+    case 'c':
+      why = "complex arrays are not supported";
+      break;
+    case 'M':
+    case 'm':
+      why = "datetime and timedelta arrays are not supported";
+      break;
+    default:
+      why = "this element type is not supported";
+      break;
+  }
+  return "dtype '" + printable(descr) + "': " + why +
+         " (numeric dtypes only: b1, i1, u1, i2, u2, i4, u4, i8, u8, f2, f4, f8)";
+}
+
+// ---- the header dict: a small parser for the Python literal numpy writes ----
+
+struct header_dict {
+  std::string descr;
+  bool descr_is_list = false;  // structured dtype
+  bool fortran_order = false;
+  std::vector<std::uint64_t> shape;
+};
+
+class dict_parser {
+ public:
+  dict_parser(std::string_view text, std::string name) : s_(text), name_(std::move(name)) {}
+
+  header_dict parse() {
+    header_dict d;
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    skip_ws();
+    expect('{', "the header does not start with '{'");
+    for (;;) {
+      skip_ws();
+      if (peek() == '}') {
+        ++i_;
+        break;
+      }
+      const std::string key = parse_string("a quoted key");
+      skip_ws();
+      expect(':', "expected ':' after key '" + printable(key) + "'");
+      skip_ws();
+      if (key == "descr") {
+        if (have_descr) bad("duplicate key 'descr'");
+        have_descr = true;
+        if (peek() == '[') {
+          d.descr_is_list = true;
+          skip_balanced('[', ']');
+        } else {
+          d.descr = parse_string("a quoted descr string");
+        }
+      } else if (key == "fortran_order") {
+        if (have_fortran) bad("duplicate key 'fortran_order'");
+        have_fortran = true;
+        d.fortran_order = parse_bool();
+      } else if (key == "shape") {
+        if (have_shape) bad("duplicate key 'shape'");
+        have_shape = true;
+        d.shape = parse_shape();
+      } else {
+        bad("unexpected key '" + printable(key) + "'");
+      }
+      skip_ws();
+      if (peek() == ',') {
+        ++i_;
+      } else if (peek() != '}') {
+        bad("expected ',' or '}' after the value of '" + key + "'");
+      }
+    }
+    skip_ws();
+    if (i_ != s_.size()) bad("unexpected text after the closing '}'");
+    if (!have_descr) bad("missing key 'descr'");
+    if (!have_fortran) bad("missing key 'fortran_order'");
+    if (!have_shape) bad("missing key 'shape'");
+    return d;
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& what) const {
+    fail(errc::bad_input, name_, "malformed .npy header: " + what);
+  }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r' ||
+                              s_[i_] == '\f' || s_[i_] == '\v')) {
+      ++i_;
+    }
+  }
+  void expect(char c, const std::string& what) {
+    if (peek() != c) bad(what);
+    ++i_;
+  }
+  std::string parse_string(const char* what) {
+    const char q = peek();
+    if (q != '\'' && q != '"') bad(std::string("expected ") + what);
+    ++i_;
+    std::string out;
+    while (i_ < s_.size() && s_[i_] != q) {
+      if (s_[i_] == '\\' || s_[i_] == '\n') bad("unsupported escape or newline in a string");
+      out += s_[i_++];
+    }
+    if (i_ >= s_.size()) bad("unterminated string");
+    ++i_;
+    return out;
+  }
+  bool parse_bool() {
+    if (s_.substr(i_, 4) == "True") {
+      i_ += 4;
+      return true;
+    }
+    if (s_.substr(i_, 5) == "False") {
+      i_ += 5;
+      return false;
+    }
+    bad("'fortran_order' is not True or False");
+  }
+  std::uint64_t parse_uint() {
+    if (!(peek() >= '0' && peek() <= '9')) bad("'shape' is not a tuple of non-negative integers");
+    std::uint64_t v = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      const auto digit = static_cast<std::uint64_t>(peek() - '0');
+      if (v > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) {
+        bad("a dimension in 'shape' is too large");
+      }
+      v = v * 10 + digit;
+      ++i_;
+    }
+    if (peek() == 'L' || peek() == 'l') ++i_;  // Python 2 long literal, e.g. (3L,)
+    return v;
+  }
+  std::vector<std::uint64_t> parse_shape() {
+    std::vector<std::uint64_t> shape;
+    expect('(', "'shape' is not a tuple");
+    skip_ws();
+    while (peek() != ')') {
+      shape.push_back(parse_uint());
+      skip_ws();
+      if (peek() == ',') {
+        ++i_;
+        skip_ws();
+      } else if (peek() != ')') {
+        bad("expected ',' or ')' in 'shape'");
+      }
+    }
+    ++i_;
+    return shape;
+  }
+  // Skip a bracketed value (a structured descr) so the other keys can still be checked.
+  void skip_balanced(char open, char close) {
+    int depth = 0;
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == '\'' || c == '"') {
+        parse_string("a string");
+        continue;
+      }
+      if (c == open || c == '(') ++depth;
+      if (c == close || c == ')') --depth;
+      ++i_;
+      if (depth == 0) return;
+    }
+    bad("unterminated list in 'descr'");
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+  std::string name_;
+};
+
+// Read up to n bytes; fewer only at end of input.
+std::size_t read_some(input_file& f, void* dst, std::size_t n) {
+  auto* p = static_cast<char*>(dst);
+  std::size_t got = 0;
+  while (got < n) {
+    const std::size_t r = f.read(p + got, n - got);
+    if (r == 0) break;
+    got += r;
+  }
+  return got;
+}
+
+}  // namespace
+
+// ---- npy_dtype ----
+
+std::string npy_dtype::native_descr() const {
+  std::string s;
+  s += itemsize == 1 ? '|' : (k_native_big ? '>' : '<');
+  s += kind;
+  s += std::to_string(itemsize);
+  return s;
+}
+
+std::optional<dtype> npy_dtype::codec_dtype() const {
+  if (kind == 'u' && itemsize == 1) return dtype::u8;
+  if (kind == 'u' && itemsize == 2) return dtype::u16;
+  if (kind == 'i' && itemsize == 2) return dtype::i16;
+  if (kind == 'f' && itemsize == 4) return dtype::f32;
+  if (kind == 'f' && itemsize == 8) return dtype::f64;
+  return std::nullopt;
+}
+
+std::optional<npy_dtype> parse_npy_descr(const std::string& descr) {
+  std::string_view d = descr;
+  char order = '=';
+  if (!d.empty() && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) {
+    order = d[0];
+    d.remove_prefix(1);
+  }
+  if (d.size() != 2) return std::nullopt;  // kind + one digit: all numeric types we take
+  npy_dtype t;
+  t.kind = d[0];
+  if (d[1] < '1' || d[1] > '8') return std::nullopt;
+  t.itemsize = static_cast<std::size_t>(d[1] - '0');
+  switch (t.kind) {
+    case 'b':
+      if (t.itemsize != 1) return std::nullopt;
+      break;
+    case 'i':
+    case 'u':
+      if (t.itemsize != 1 && t.itemsize != 2 && t.itemsize != 4 && t.itemsize != 8) {
+        return std::nullopt;
+      }
+      break;
+    case 'f':
+      if (t.itemsize != 2 && t.itemsize != 4 && t.itemsize != 8) return std::nullopt;
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (t.itemsize == 1) {
+    t.big_endian = false;
+  } else if (order == '>') {
+    t.big_endian = true;
+  } else if (order == '<') {
+    t.big_endian = false;
+  } else if (order == '=') {
+    t.big_endian = k_native_big;
+  } else {
+    return std::nullopt;  // '|' (not applicable) on a multi-byte type
+  }
+  return t;
+}
+
+npy_dtype npy_dtype_of(dtype t) {
+  npy_dtype d;
+  switch (t) {
+    case dtype::u8:
+      d.kind = 'u';
+      d.itemsize = 1;
+      break;
+    case dtype::u16:
+      d.kind = 'u';
+      d.itemsize = 2;
+      break;
+    case dtype::i16:
+      d.kind = 'i';
+      d.itemsize = 2;
+      break;
+    case dtype::f32:
+      d.kind = 'f';
+      d.itemsize = 4;
+      break;
+    case dtype::f64:
+      d.kind = 'f';
+      d.itemsize = 8;
+      break;
+  }
+  d.big_endian = false;
+  return d;
+}
+
+// ---- npy_header ----
+
+std::uint64_t npy_header::count() const {
+  std::uint64_t n = 1;
+  for (auto s : shape) {
+    if (mul_overflows(n, s, n)) throw error(errc::invalid_argument, "npy shape is too large");
+  }
+  return n;
+}
+
+std::uint64_t npy_header::row_bytes() const {
+  std::uint64_t n = type.itemsize;
+  for (std::size_t i = 1; i < shape.size(); ++i) {
+    if (mul_overflows(n, shape[i], n))
+      throw error(errc::invalid_argument, "npy shape is too large");
+  }
+  return n;
+}
+
+// ---- npy_reader ----
+
+npy_reader::npy_reader(npy_reader&&) noexcept = default;
+npy_reader& npy_reader::operator=(npy_reader&&) noexcept = default;
+npy_reader::~npy_reader() = default;
+
+npy_reader npy_reader::open(const std::string& path) {
+  npy_reader r(input_file::open(path));
+  input_file& f = r.file_;
+  const std::string name = f.display_name();
+  npy_header& h = r.header_;
+
+  // Magic and version.
+  std::array<unsigned char, 8> pre{};
+  const std::size_t got = read_some(f, pre.data(), pre.size());
+  if (got < k_magic.size() || std::memcmp(pre.data(), k_magic.data(), k_magic.size()) != 0) {
+    fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");
+  }
+  if (got < pre.size()) fail(errc::bad_input, name, "truncated .npy file (no version)");
+  h.major = pre[6];
+  h.minor = pre[7];
+  if ((h.major != 1 && h.major != 2 && h.major != 3) || h.minor != 0) {
+    fail(errc::bad_input, name,
+         "unsupported .npy format version " + std::to_string(h.major) + "." +
+             std::to_string(h.minor) + " (supported: 1.0, 2.0, 3.0)");
+  }
+
+  // Header length and header.
+  const std::size_t len_bytes = h.major == 1 ? 2 : 4;
+  std::array<unsigned char, 4> lb{};
+  if (read_some(f, lb.data(), len_bytes) < len_bytes) {
+    fail(errc::bad_input, name, "truncated .npy file (no header length)");
+  }
+  std::uint64_t header_len = 0;
+  for (std::size_t i = len_bytes; i-- > 0;) header_len = (header_len << 8) | lb[i];
+  const std::uint64_t prefix = pre.size() + len_bytes;
+  if (header_len > k_max_header_len) {
+    fail(errc::bad_input, name,
+         "malformed .npy header: header length " + std::to_string(header_len) +
+             " is implausibly large");
+  }
+  if (f.seekable() && header_len > f.size() - prefix) {
+    fail(errc::bad_input, name,
+         "truncated .npy file (header length " + std::to_string(header_len) +
+             " is larger than the file)");
+  }
+  std::string text(static_cast<std::size_t>(header_len), '\0');
+  if (read_some(f, text.data(), text.size()) < text.size()) {
+    fail(errc::bad_input, name, "truncated .npy file (header cut short)");
+  }
+  h.data_offset = prefix + header_len;
+
+  // The dict.
+  header_dict d = dict_parser(text, name).parse();
+  if (d.descr_is_list) {
+    fail(errc::bad_input, name,
+         "structured dtypes (records with named fields) are not supported; save one numeric "
+         "field per file");
+  }
+  const auto type = parse_npy_descr(d.descr);
+  if (!type) fail(errc::bad_input, name, describe_unsupported_descr(d.descr));
+  h.type = *type;
+  h.fortran_order = d.fortran_order;
+  h.shape = std::move(d.shape);
+
+  // Sizes, guarded against overflow.
+  std::uint64_t count = 1;
+  for (auto s : h.shape) {
+    if (mul_overflows(count, s, count)) {
+      fail(errc::bad_input, name, "shape " + shape_repr(h.shape) + " is too large");
+    }
+  }
+  std::uint64_t data_bytes = 0;
+  if (mul_overflows(count, h.type.itemsize, data_bytes) ||
+      data_bytes > std::numeric_limits<std::uint64_t>::max() - h.data_offset ||
+      data_bytes > std::numeric_limits<std::size_t>::max()) {
+    fail(errc::bad_input, name, "shape " + shape_repr(h.shape) + " is too large");
+  }
+
+  std::size_t dims_over_one = 0;
+  for (auto s : h.shape) dims_over_one += s > 1 ? 1 : 0;
+  if (f.seekable()) {
+    if (f.size() - h.data_offset < data_bytes) {
+      fail(errc::bad_input, name,
+           "truncated .npy file: shape " + shape_repr(h.shape) + " of " + h.type.native_descr() +
+               " needs " + std::to_string(data_bytes) + " data bytes, the file holds " +
+               std::to_string(f.size() - h.data_offset));
+    }
+    if (data_bytes > 0) {
+      const std::byte* base = f.map();
+      // Without a map (an unusual file system), read_rows() falls back to positioned reads.
+      if (base != nullptr) r.data_ = base + h.data_offset;
+    }
+  } else if (h.fortran_order && dims_over_one > 1) {
+    fail(errc::bad_input, name,
+         "Fortran-order arrays cannot be read from a pipe or standard input; save the array to "
+         "a file and pass its path");
+  }
+  return r;
+}
+
+std::uint64_t npy_reader::rows() const {
+  return header_.shape.empty() ? 1 : header_.shape[0];
+}
+
+void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) {
+  const std::uint64_t n_rows = rows();
+  if (first > n_rows || count > n_rows - first) {
+    throw error(errc::invalid_argument, display_name() + ": rows [" + std::to_string(first) + ", " +
+                                            std::to_string(first + count) +
+                                            ") are out of range (the array has " +
+                                            std::to_string(n_rows) + " rows)");
+  }
+  if (!file_.seekable() && first != next_row_) {
+    throw error(errc::invalid_argument,
+                display_name() +
+                    ": rows must be read in order, each once, from a stream "
+                    "(asked for row " +
+                    std::to_string(first) + ", next is " + std::to_string(next_row_) + ")");
+  }
+  const std::uint64_t row_bytes = header_.row_bytes();
+  const std::size_t itemsize = header_.type.itemsize;
+  const std::size_t bytes = static_cast<std::size_t>(count * row_bytes);
+  auto* out = static_cast<unsigned char*>(dst);
+
+  if (!file_.seekable()) {
+    if (read_some(file_, out, bytes) < bytes) {
+      fail(errc::bad_input, display_name(),
+           "truncated .npy data: the stream ended inside rows " + std::to_string(first) + ".." +
+               std::to_string(first + count - 1) + " of " + std::to_string(n_rows) + " (shape " +
+               shape_repr(header_.shape) + ")");
+    }
+    next_row_ = first + count;
+  } else if (bytes == 0) {
+    return;
+  } else if (!header_.fortran_order) {
+    const std::uint64_t offset = first * row_bytes;
+    if (data_ != nullptr) {
+      std::memcpy(out, data_ + offset, bytes);
+    } else {
+      file_.read_at(header_.data_offset + offset, out, bytes, "npy rows");
+    }
+  } else {
+    // Fortran order: axis 0 varies fastest in the file, so element (i0, rest) sits at
+    // i0 + shape[0] * F(rest). For each index `rest` of the trailing axes (in C order), the
+    // requested rows are one contiguous run in the file; scatter it into column `rest` of dst.
+    const auto& shape = header_.shape;
+    const std::uint64_t per_row = row_bytes / itemsize;  // elements in one row
+    const std::size_t run_bytes = static_cast<std::size_t>(count) * itemsize;
+    std::vector<unsigned char> run(data_ == nullptr ? run_bytes : 0);
+    std::vector<std::uint64_t> idx(shape.size(), 0);  // odometer over axes 1..k-1
+    std::vector<std::uint64_t> fstride(shape.size(), 1);
+    for (std::size_t a = 1; a < shape.size(); ++a) fstride[a] = fstride[a - 1] * shape[a - 1];
+    for (std::uint64_t col = 0; col < per_row; ++col) {
+      std::uint64_t f_index = first;
+      for (std::size_t a = 1; a < shape.size(); ++a) f_index += idx[a] * fstride[a];
+      const unsigned char* src;
+      if (data_ != nullptr) {
+        src = reinterpret_cast<const unsigned char*>(data_) + f_index * itemsize;
+      } else {
+        file_.read_at(header_.data_offset + f_index * itemsize, run.data(), run_bytes, "npy rows");
+        src = run.data();
+      }
+      unsigned char* d = out + col * itemsize;
+      for (std::uint64_t r = 0; r < count; ++r) {
+        std::memcpy(d + r * row_bytes, src + r * itemsize, itemsize);
+      }
+      for (std::size_t a = shape.size(); a-- > 1;) {  // advance, last axis fastest
+        if (++idx[a] < shape[a]) break;
+        idx[a] = 0;
+      }
+    }
+  }
+
+  if (itemsize > 1 && header_.type.big_endian != k_native_big) {
+    byteswap_in_place(out, bytes / itemsize, itemsize);
+  }
+}
+
+// ---- the header and npy_writer ----
+
+std::vector<char> make_npy_header(const npy_dtype& type, const std::vector<std::uint64_t>& shape,
+                                  bool fortran_order) {
+  std::string descr;
+  descr += type.itemsize == 1 ? '|' : (type.big_endian ? '>' : '<');
+  descr += type.kind;
+  descr += std::to_string(type.itemsize);
+
+  // Exactly what numpy.lib.format._write_array_header produces: sorted keys, repr() values,
+  // spaces so the growing axis can be rewritten in place, then padding and a newline.
+  std::string dict = "{'descr': '" + descr +
+                     "', 'fortran_order': " + (fortran_order ? "True" : "False") +
+                     ", 'shape': " + shape_repr(shape) + ", }";
+  if (!shape.empty()) {
+    const std::size_t digits = std::to_string(fortran_order ? shape.back() : shape.front()).size();
+    if (digits < k_growth_axis_max_digits) dict.append(k_growth_axis_max_digits - digits, ' ');
+  }
+
+  int major = 1;
+  std::size_t len_bytes = 2;
+  auto padded_len = [&]() {
+    const std::size_t hlen = dict.size() + 1;  // + newline
+    const std::size_t pad = k_align - (k_magic.size() + 2 + len_bytes + hlen) % k_align;
+    return hlen + pad;
+  };
+  std::size_t total = padded_len();
+  if (total > 0xffff) {
+    major = 2;
+    len_bytes = 4;
+    total = padded_len();
+  }
+
+  std::vector<char> out(k_magic.begin(), k_magic.end());
+  out.push_back(static_cast<char>(major));
+  out.push_back(0);
+  for (std::size_t i = 0; i < len_bytes; ++i) {
+    out.push_back(static_cast<char>((total >> (8 * i)) & 0xff));
+  }
+  out.insert(out.end(), dict.begin(), dict.end());
+  out.insert(out.end(), total - dict.size() - 1, ' ');
+  out.push_back('\n');
+  return out;
+}
+
+npy_writer npy_writer::create(const std::string& path, const npy_dtype& type,
+                              const std::vector<std::uint64_t>& shape, bool overwrite) {
+  npy_dtype le = type;
+  le.big_endian = false;
+  if (!parse_npy_descr(le.native_descr())) {
+    throw error(errc::invalid_argument, path + ": cannot write a .npy of element type '" +
+                                            std::string(1, type.kind) +
+                                            std::to_string(type.itemsize) + "'");
+  }
+  npy_header h;
+  h.type = le;
+  h.shape = shape;
+  std::uint64_t count = 1;
+  std::uint64_t bytes = 0;
+  for (auto s : shape) {
+    if (mul_overflows(count, s, count)) {
+      throw error(errc::invalid_argument, path + ": shape " + shape_repr(shape) + " is too large");
+    }
+  }
+  if (mul_overflows(count, le.itemsize, bytes)) {
+    throw error(errc::invalid_argument, path + ": shape " + shape_repr(shape) + " is too large");
+  }
+  const std::vector<char> header = make_npy_header(le, shape, false);
+  npy_writer w(output_file::create(path, overwrite));
+  w.out_.write(header.data(), header.size());
+  h.major = header[6];
+  h.data_offset = header.size();
+  w.header_ = std::move(h);
+  return w;
+}
+
+void npy_writer::write_rows(const void* src, std::uint64_t count) {
+  const std::uint64_t n_rows = header_.shape.empty() ? 1 : header_.shape[0];
+  if (finished_ || count > n_rows - rows_written_) {
+    throw error(errc::internal, display_name() + ": writing " + std::to_string(count) +
+                                    " rows after " + std::to_string(rows_written_) + " of " +
+                                    std::to_string(n_rows) +
+                                    (finished_ ? " (already finished)" : ""));
+  }
+  if (count == 0) return;
+  const std::uint64_t row_bytes = header_.row_bytes();
+  const std::size_t itemsize = header_.type.itemsize;
+  const auto* p = static_cast<const unsigned char*>(src);
+  const std::uint64_t bytes = count * row_bytes;
+  if (!k_native_big || itemsize == 1) {
+    out_.write(p, static_cast<std::size_t>(bytes));
+  } else {
+    // Big-endian host: swap through a bounded buffer.
+    constexpr std::size_t k_buf = std::size_t{1} << 20;
+    std::vector<unsigned char> buf(std::min<std::uint64_t>(bytes, k_buf));
+    for (std::uint64_t done = 0; done < bytes;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, k_buf));
+      std::memcpy(buf.data(), p + done, n);
+      byteswap_in_place(buf.data(), n / itemsize, itemsize);
+      out_.write(buf.data(), n);
+      done += n;
+    }
+  }
+  rows_written_ += count;
+}
+
+void npy_writer::finish() {
+  const std::uint64_t n_rows = header_.shape.empty() ? 1 : header_.shape[0];
+  if (finished_) throw error(errc::internal, display_name() + ": finish() called twice");
+  if (rows_written_ != n_rows) {
+    throw error(errc::internal, display_name() + ": " + std::to_string(rows_written_) + " of " +
+                                    std::to_string(n_rows) + " rows written at finish()");
+  }
+  out_.commit();
+  finished_ = true;
+}
+
+}  // namespace dctchop::formats

@@ -1,0 +1,334 @@
+#include "dctchop/formats/pipeline.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <vector>
+
+#include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/npy.hpp"
+
+namespace dctchop::formats {
+namespace {
+
+using u64 = std::uint64_t;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
+u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
+
+nlohmann::json quality_json(const quality& q) {
+  nlohmann::json j;
+  j["psnr_db"] = q.psnr_db ? nlohmann::json(*q.psnr_db) : nlohmann::json(nullptr);
+  j["mse"] = q.mse;
+  j["rmse"] = q.rmse;
+  j["nrmse"] = q.nrmse;
+  j["max_abs_error"] = q.max_abs_error;
+  j["range"] = q.range;
+  return j;
+}
+
+/** Re-throw an error from a batch with the file and the absolute sample index. */
+[[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first) {
+  if (e.sample() >= 0) {
+    throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
+                              e.detail());
+  }
+  throw error(e.code(), file + ": " + e.what());
+}
+
+void check_not_same(const std::string& input, const std::string& output) {
+  if (input == output && input != "-") {
+    throw error(errc::invalid_argument, output + ": the output would replace the input");
+  }
+  if (same_file(input, output)) {
+    throw error(errc::invalid_argument, output + ": is the same file as the input " + input);
+  }
+}
+
+}  // namespace
+
+nlohmann::json compress_result::to_json() const {
+  nlohmann::json j;
+  j["shape"] = geom.shape();
+  j["layout"] = std::string(to_string(geom.lay));
+  j["dtype"] = std::string(to_string(type));
+  j["block"] = codec.block;
+  j["chop"] = codec.chop;
+  j["coeff"] = std::string(to_string(codec.coeff));
+  j["samples_per_chunk"] = samples_per_chunk;
+  j["chunks"] = chunks;
+  j["input_bytes"] = input_bytes;
+  j["archive_bytes"] = archive_bytes;
+  j["ratio"] = ratio();
+  j["bits_per_value"] = bits_per_value();
+  j["seconds"] = seconds;
+  j["throughput_gbps"] = seconds > 0 ? double(input_bytes) / seconds / 1e9 : 0.0;
+  j["quality"] = q ? quality_json(*q) : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json decompress_result::to_json() const {
+  return {{"shape", geom.shape()},
+          {"dtype", std::string(to_string(type))},
+          {"output_bytes", output_bytes},
+          {"seconds", seconds},
+          {"throughput_gbps", seconds > 0 ? double(output_bytes) / seconds / 1e9 : 0.0}};
+}
+
+compress_result compress_npy(const std::string& input, const std::string& output, backend& be,
+                             const compress_options& o) {
+  const auto t0 = clock_type::now();
+  check_not_same(input, output);
+  npy_reader in = npy_reader::open(input);
+  const std::string name = in.display_name();
+  const auto& nh = in.header();
+  const auto dt = nh.type.codec_dtype();
+  if (!dt) {
+    throw error(errc::bad_input, name + ": dtype " + nh.type.native_descr() +
+                                     " is not supported; dctchop compresses u8, u16, i16, f32 "
+                                     "and f64 arrays");
+  }
+  geometry g;
+  try {
+    g = resolve_layout(nh.shape, o.lay);
+  } catch (const error& e) {
+    throw error(e.code(), name + ": " + e.what());
+  }
+  codec_params p;
+  p.block = o.block;
+  p.chop = o.chop;
+  p.coeff = o.coeff.value_or(default_coeff_type(*dt, o.block));
+  p.offset = default_offset(*dt);
+  validate(p);
+  if (!(o.chunk_mb > 0) || o.chunk_mb > 4096) {
+    throw error(errc::invalid_argument, "--chunk-mb must be in (0, 4096]");
+  }
+
+  const u64 cbps = coeff_bytes_per_sample(p, g);
+  const u64 ibps = g.values_per_sample() * size_of(*dt);
+  // Chunk size is set by the coefficient bytes; the input buffer is capped too, so that a
+  // strong chop (K=1: 32x) does not make the input side of a chunk huge.
+  const u64 target = static_cast<u64>(o.chunk_mb * 1048576.0);
+  u64 spc = std::max<u64>(1, target / cbps);
+  spc = std::max<u64>(1, std::min<u64>(spc, (u64(64) << 20) / ibps));
+  spc = std::min<u64>(spc, g.samples);
+
+  // Labels: one row per sample, read before anything is written.
+  std::optional<npy_reader> labels;
+  if (!o.labels_path.empty()) {
+    labels.emplace(npy_reader::open(o.labels_path));
+    const auto& lh = labels->header();
+    if (lh.shape.empty() || lh.shape[0] != g.samples) {
+      throw error(errc::bad_input, labels->display_name() + ": labels need one row per sample (" +
+                                       std::to_string(g.samples) + "), found " +
+                                       (lh.shape.empty() ? std::string("a 0-d array")
+                                                         : std::to_string(lh.shape[0])));
+    }
+  }
+
+  archive_header ah;
+  ah.type = *dt;
+  ah.geom = g;
+  ah.codec = p;
+  ah.samples_per_chunk = spc;
+  ah.provenance = {{"tool", "dctchop " + o.tool_version},
+                   {"created", utc_now()},
+                   {"source", input == "-" ? std::string("<stdin>") : input},
+                   {"source_bytes", g.samples * ibps}};
+  archive_writer w(output_file::create(output, o.overwrite), ah);
+
+  std::vector<std::byte> inbuf(spc * ibps), coeffs(spc * cbps), decoded;
+  if (o.measure_quality) decoded.resize(spc * ibps);
+  error_accumulator acc;
+  const u64 rps = rows_per_sample(g);
+  u64 chunks = 0;
+  for (u64 first = 0; first < g.samples;) {
+    const u64 n = std::min(spc, g.samples - first);
+    in.read_rows(first * rps, n * rps, inbuf.data());
+    const auto view = make_view(g, *dt, static_cast<const void*>(inbuf.data()), n);
+    try {
+      be.encode(p, view, std::span(coeffs.data(), n * cbps));
+    } catch (const error& e) {
+      rethrow_in(e, name, first);
+    }
+    if (o.measure_quality) {
+      be.decode(p, std::span<const std::byte>(coeffs.data(), n * cbps),
+                make_view(g, *dt, decoded.data(), n));
+      acc.add(view, make_view(g, *dt, static_cast<const void*>(decoded.data()), n));
+    }
+    w.write_chunk(first, n, std::span<const std::byte>(coeffs.data(), n * cbps));
+    first += n;
+    ++chunks;
+    if (o.progress) o.progress(first, g.samples);
+  }
+  if (labels) {
+    const auto& lh = labels->header();
+    std::vector<std::byte> lb(lh.count() * lh.type.itemsize);
+    labels->read_rows(0, labels->rows(), lb.data());
+    w.write_side_array("labels", lh.type.native_descr(), lh.shape, lb);
+  }
+
+  compress_result r;
+  r.geom = g;
+  r.type = *dt;
+  r.codec = p;
+  r.samples_per_chunk = spc;
+  r.chunks = chunks;
+  r.input_bytes = g.samples * ibps;
+  r.values = g.samples * g.values_per_sample();
+  nlohmann::json extra = {{"input_bytes", r.input_bytes}};
+  if (o.measure_quality) {
+    r.q = summarize(*dt, acc);
+    extra["quality"] = quality_json(*r.q);
+  }
+  w.set_footer_extra(extra);
+  w.finish();
+  r.archive_bytes = w.bytes_written();
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+decompress_result decompress_to_npy(const std::string& input, const std::string& output,
+                                    backend& be, const decompress_options& o) {
+  const auto t0 = clock_type::now();
+  check_not_same(input, output);
+  if (!o.labels_out.empty()) check_not_same(input, o.labels_out);
+  archive_reader r = archive_reader::open(input);
+  const auto& h = r.header();
+  const u64 total = h.geom.samples;
+  const u64 first = o.first, end = o.end.value_or(total);
+  if (first >= end || end > total) {
+    throw error(errc::invalid_argument,
+                r.display_name() + ": sample range " + std::to_string(first) + ":" +
+                    std::to_string(end) + " is empty or outside the archive's " +
+                    std::to_string(total) + " samples");
+  }
+  geometry g = h.geom;
+  g.samples = end - first;
+  if (g.lay == layout::hw && g.samples != 1) throw error(errc::internal, "HW archive range");
+
+  std::optional<npy_writer> labels_writer;
+  npy_writer w = npy_writer::create(output, npy_dtype_of(h.type), g.shape(), o.overwrite);
+  if (!o.labels_out.empty()) {
+    bool found = false;
+    for (const auto& s : r.side_arrays()) found |= s.name == "labels";
+    if (r.random_access() && !found) {
+      throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
+    }
+  }
+
+  const u64 cbps = h.coeff_bytes_per_sample();
+  const u64 ibps = h.geom.values_per_sample() * size_of(h.type);
+  const u64 rps = rows_per_sample(h.geom);
+  std::vector<std::byte> coeffs, outbuf(std::min<u64>(h.samples_per_chunk, g.samples) * ibps);
+  u64 done = 0;
+  auto decode_part = [&](const chunk_info& c) {
+    const u64 lo = std::max(c.first, first), hi = std::min(c.first + c.count, end);
+    if (lo >= hi) return;
+    const u64 n = hi - lo;
+    if (outbuf.size() < n * ibps) outbuf.resize(n * ibps);
+    be.decode(h.codec,
+              std::span<const std::byte>(coeffs.data() + (lo - c.first) * cbps, n * cbps),
+              make_view(h.geom, h.type, outbuf.data(), n));
+    w.write_rows(outbuf.data(), n * rps);
+    done += n;
+    if (o.progress) o.progress(done, g.samples);
+  };
+  if (r.random_access()) {
+    for (std::size_t ci = r.chunk_of(first); ci < r.chunks().size(); ++ci) {
+      const auto& c = r.chunks()[ci];
+      if (c.first >= end) break;
+      r.read_chunk(ci, coeffs);
+      decode_part(c);
+    }
+  } else {
+    chunk_info c;
+    while (r.next_chunk(c, coeffs)) decode_part(c);
+  }
+
+  if (!o.labels_out.empty()) {
+    auto bytes = r.read_side_array("labels");
+    const side_array_info* info = nullptr;
+    for (const auto& s : r.side_arrays())
+      if (s.name == "labels") info = &s;
+    if (!bytes || !info) {
+      throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
+    }
+    auto lt = parse_npy_descr(info->descr);
+    if (!lt || info->shape.empty() || info->shape[0] != total) {
+      throw error(errc::corrupt, r.display_name() + ": labels side array is malformed");
+    }
+    u64 row = lt->itemsize;
+    for (std::size_t i = 1; i < info->shape.size(); ++i) row *= info->shape[i];
+    if (row * total != bytes->size()) {
+      throw error(errc::corrupt, r.display_name() + ": labels side array has a wrong size");
+    }
+    auto shape = info->shape;
+    shape[0] = end - first;
+    auto lw = npy_writer::create(o.labels_out, *lt, shape, o.overwrite);
+    lw.write_rows(bytes->data() + first * row, end - first);
+    lw.finish();
+  }
+  w.finish();
+
+  decompress_result res;
+  res.geom = g;
+  res.type = h.type;
+  res.output_bytes = g.samples * ibps;
+  res.seconds = seconds_since(t0);
+  return res;
+}
+
+nlohmann::json archive_info(const std::string& input) {
+  archive_reader r = archive_reader::open(input);
+  u64 bytes = r.file_bytes();
+  if (!r.random_access()) {
+    // A stream: read it through, which also checks every chunk.
+    chunk_info c;
+    std::vector<std::byte> buf;
+    while (r.next_chunk(c, buf)) {
+    }
+    bytes = 0;
+  }
+  const auto& h = r.header();
+  nlohmann::json j = h.to_json();
+  j["file"] = r.display_name();
+  j["version"] = std::to_string(h.major) + "." + std::to_string(h.minor);
+  const auto& f = r.footer();
+  j["chunks"] = r.chunks().size();
+  nlohmann::json sides = nlohmann::json::array();
+  for (const auto& s : r.side_arrays()) {
+    sides.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"bytes", s.bytes}});
+  }
+  j["side_arrays"] = sides;
+  if (f.contains("quality")) j["quality"] = f["quality"];
+  if (bytes > 0) {
+    j["archive_bytes"] = bytes;
+    const u64 input_bytes = f.value("input_bytes", u64(0));
+    if (input_bytes > 0) {
+      j["input_bytes"] = input_bytes;
+      j["ratio"] = double(input_bytes) / double(bytes);
+      j["bits_per_value"] =
+          8.0 * double(bytes) / double(h.geom.samples * h.geom.values_per_sample());
+    }
+  }
+  return j;
+}
+
+}  // namespace dctchop::formats

@@ -1,0 +1,87 @@
+/** @file codec.hpp
+ *  Blockwise DCT+Chop (DESIGN.md, "The codec"): parameters, sample views and the backend
+ *  interface that every execution backend (CPU serial/OpenMP, CUDA) implements.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dctchop/types.hpp"
+
+namespace dctchop {
+
+/** Settings of the transform. */
+struct codec_params {
+  int block = 8;                        ///< B: 4, 8, 16 or 32
+  int chop = 4;                         ///< K: 1..B coefficients kept per axis
+  coeff_type coeff = coeff_type::f16;   ///< storage type of the kept coefficients
+  double offset = 0.0;                  ///< o, subtracted before the transform
+};
+
+/** Throws error(invalid_argument) when B or K is out of range. */
+void validate(const codec_params& p);
+
+/** The orthonormal DCT-II matrix T (B x B, row-major): T[u][x] = c(u) cos((2x+1)u pi / 2B). */
+std::vector<double> dct_matrix(int block);
+
+/** Size of the coefficient plane of an H x W plane: (ceil(H/B)*K, ceil(W/B)*K). */
+struct coeff_plane_shape {
+  std::uint64_t rows = 0, cols = 0;
+};
+coeff_plane_shape coeff_shape(const codec_params& p, std::uint64_t height, std::uint64_t width);
+
+/** Bytes of coefficients for one sample of `g`. */
+std::uint64_t coeff_bytes_per_sample(const codec_params& p, const geometry& g);
+
+/** A strided view of `samples` samples, each of `planes` planes of height x width values.
+ *  Strides count elements, not bytes. */
+template <typename Ptr>
+struct basic_sample_view {
+  Ptr data = nullptr;
+  dtype type = dtype::u8;
+  std::uint64_t samples = 0, planes = 1, height = 0, width = 0;
+  std::int64_t stride_sample = 0, stride_plane = 0, stride_row = 0, stride_col = 1;
+};
+using sample_view = basic_sample_view<void*>;
+using const_sample_view = basic_sample_view<const void*>;
+
+/** View of `samples` consecutive samples laid out per `g.lay` (C order) starting at `data`. */
+const_sample_view make_view(const geometry& g, dtype t, const void* data, std::uint64_t samples);
+sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samples);
+
+/** An execution backend. Coefficients are laid out [sample][plane][row][col], each plane of
+ *  coeff_shape(), little-endian values of params.coeff. */
+class backend {
+ public:
+  virtual ~backend() = default;
+  /** "cpu" or "cuda". */
+  virtual std::string name() const = 0;
+  /** Transform and chop. Throws error(out_of_range) naming a wider coefficient type when a
+   *  value does not fit params.coeff, error(bad_input) for NaN or Inf input. */
+  virtual void encode(const codec_params& params, const const_sample_view& in,
+                      std::span<std::byte> coeffs) = 0;
+  /** Invert: pad the kept coefficients with zeros, inverse transform, crop, round and clamp
+   *  to out.type, add the offset back. */
+  virtual void decode(const codec_params& params, std::span<const std::byte> coeffs,
+                      const sample_view& out) = 0;
+};
+
+/** Which backend to run. `automatic` takes CUDA when built and a device is present. */
+enum class backend_kind { cpu, cuda, automatic };
+
+struct backend_options {
+  int threads = 0;  ///< CPU threads; 0 means every core (OpenMP), ignored without OpenMP
+};
+
+/** Construct a backend; error(backend_unavailable) when it was not built or has no device. */
+std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options = {});
+
+/** Names of the backends compiled in, e.g. {"cpu (OpenMP)"}. */
+std::vector<std::string> compiled_backends();
+
+}  // namespace dctchop

@@ -1,0 +1,65 @@
+/** @file types.hpp
+ *  Element types, coefficient types and layouts, with their names as used on the command line
+ *  and in the archive header.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dctchop {
+
+/** Element type of an input dataset. */
+enum class dtype { u8, u16, i16, f32, f64 };
+
+/** Storage type of the kept DCT coefficients. */
+enum class coeff_type { f16, bf16, f32, i16 };
+
+/** How an array's axes map to samples, planes and rows/columns.
+ *  hw: one sample of one plane; nhw: N samples of one plane; nhwc: channels last;
+ *  nchw: channels first; automatic: decided from the shape by resolve_layout(). */
+enum class layout { hw, nhw, nhwc, nchw, automatic };
+
+std::size_t size_of(dtype t) noexcept;
+std::size_t size_of(coeff_type t) noexcept;
+bool is_float(dtype t) noexcept;
+
+std::string_view to_string(dtype t) noexcept;
+std::string_view to_string(coeff_type t) noexcept;
+std::string_view to_string(layout l) noexcept;
+
+/** Parse a name ("u8", "uint8", "f16", "NHWC", "auto", ...); nullopt when unknown. */
+std::optional<dtype> parse_dtype(std::string_view s) noexcept;
+std::optional<coeff_type> parse_coeff_type(std::string_view s) noexcept;
+std::optional<layout> parse_layout(std::string_view s) noexcept;
+
+/** The offset o subtracted before the transform (DESIGN.md, codec step 1). */
+double default_offset(dtype t) noexcept;
+
+/** Default coefficient type: f16 for integer inputs whose coefficients fit f16 at this block
+ *  size (u8), f32 otherwise (u16, i16 and float inputs). */
+coeff_type default_coeff_type(dtype t, int block) noexcept;
+
+/** Geometry of a dataset once its layout is resolved: N samples of C planes of H x W. */
+struct geometry {
+  layout lay = layout::nhw;    ///< resolved layout (never automatic)
+  std::uint64_t samples = 1;   ///< N (1 for hw)
+  std::uint64_t planes = 1;    ///< C, planes per sample
+  std::uint64_t height = 1;    ///< H
+  std::uint64_t width = 1;     ///< W
+  std::uint64_t values_per_sample() const { return planes * height * width; }
+  /** The array shape this geometry came from (2, 3 or 4 axes). */
+  std::vector<std::uint64_t> shape() const;
+};
+
+/** Resolve a layout against an array shape. `automatic` takes NHWC when the last axis is 1..4
+ *  (and there are 4 axes), NCHW when axis 1 is 1..4, NHW for 3 axes and HW for 2; an ambiguous
+ *  4-D shape is an error that names --layout. Throws dctchop::error(invalid_argument). */
+geometry resolve_layout(std::span<const std::uint64_t> shape, layout requested);
+
+}  // namespace dctchop

@@ -1,0 +1,102 @@
+#include "dctchop/codec.hpp"
+
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "backends.hpp"
+#include "dctchop/error.hpp"
+
+namespace dctchop {
+
+void validate(const codec_params& p) {
+  if (p.block != 4 && p.block != 8 && p.block != 16 && p.block != 32) {
+    throw error(errc::invalid_argument,
+                "block size " + std::to_string(p.block) + " is not one of 4, 8, 16, 32");
+  }
+  if (p.chop < 1 || p.chop > p.block) {
+    throw error(errc::invalid_argument, "chop " + std::to_string(p.chop) + " is outside 1.." +
+                                            std::to_string(p.block) + " for block " +
+                                            std::to_string(p.block));
+  }
+  if (!std::isfinite(p.offset)) throw error(errc::invalid_argument, "offset is not finite");
+}
+
+std::vector<double> dct_matrix(int block) {
+  const int b = block;
+  std::vector<double> t(static_cast<std::size_t>(b) * b);
+  for (int u = 0; u < b; ++u) {
+    const double c = u == 0 ? std::sqrt(1.0 / b) : std::sqrt(2.0 / b);
+    for (int x = 0; x < b; ++x) {
+      t[static_cast<std::size_t>(u) * b + x] =
+          c * std::cos((2.0 * x + 1.0) * u * std::numbers::pi / (2.0 * b));
+    }
+  }
+  return t;
+}
+
+coeff_plane_shape coeff_shape(const codec_params& p, std::uint64_t height, std::uint64_t width) {
+  const std::uint64_t b = static_cast<std::uint64_t>(p.block);
+  const std::uint64_t k = static_cast<std::uint64_t>(p.chop);
+  return {(height + b - 1) / b * k, (width + b - 1) / b * k};
+}
+
+std::uint64_t coeff_bytes_per_sample(const codec_params& p, const geometry& g) {
+  auto s = coeff_shape(p, g.height, g.width);
+  return g.planes * s.rows * s.cols * size_of(p.coeff);
+}
+
+namespace {
+template <typename View, typename Ptr>
+View view_of(const geometry& g, dtype t, Ptr data, std::uint64_t samples) {
+  View v;
+  v.data = data;
+  v.type = t;
+  v.samples = samples;
+  v.planes = g.planes;
+  v.height = g.height;
+  v.width = g.width;
+  const auto h = static_cast<std::int64_t>(g.height);
+  const auto w = static_cast<std::int64_t>(g.width);
+  const auto c = static_cast<std::int64_t>(g.planes);
+  switch (g.lay) {
+    case layout::nhwc:
+      v.stride_sample = h * w * c; v.stride_plane = 1; v.stride_row = w * c; v.stride_col = c;
+      break;
+    case layout::nchw:
+      v.stride_sample = c * h * w; v.stride_plane = h * w; v.stride_row = w; v.stride_col = 1;
+      break;
+    default:
+      v.stride_sample = h * w; v.stride_plane = h * w; v.stride_row = w; v.stride_col = 1;
+      break;
+  }
+  return v;
+}
+}  // namespace
+
+const_sample_view make_view(const geometry& g, dtype t, const void* data, std::uint64_t samples) {
+  return view_of<const_sample_view>(g, t, data, samples);
+}
+sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samples) {
+  return view_of<sample_view>(g, t, data, samples);
+}
+
+std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options) {
+  switch (kind) {
+    case backend_kind::cpu:
+      return detail::make_cpu_backend(options);
+    case backend_kind::cuda:
+      throw error(errc::backend_unavailable,
+                  "the CUDA backend was not built into this dctchop (configure with "
+                  "-DDCTCHOP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
+    case backend_kind::automatic:
+      return detail::make_cpu_backend(options);
+  }
+  throw error(errc::internal, "unknown backend kind");
+}
+
+std::vector<std::string> compiled_backends() {
+  return {detail::cpu_backend_description()};
+}
+
+}  // namespace dctchop

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of dctchop from Debian packages,
+# builds the project, and runs dctchop on the bundled sample.
+# Idempotent: safe to run again. Run as root on Debian 12 (bookworm) or newer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git \
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
+  libxxhash-dev libzstd-dev libhdf5-dev \
+  libgtest-dev libgmock-dev googletest libbenchmark-dev \
+  libomp-dev python3 python3-numpy
+
+if [ "${DCTCHOP_SETUP_NO_BUILD:-0}" = "1" ]; then exit 0; fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j2
+echo "== dctchop on the bundled sample =="
+./build/apps/dctchop compress sample_data/images_u8_nhwc.npy -o build/sample.dcz -f
+./build/apps/dctchop info build/sample.dcz
