@@ -1,0 +1,413 @@
+// Codec tests: the transform against an independent naive DCT and against the matrix form,
+// round trips at K = B, layouts, threads, coefficient types and their range errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/detail/scalar.hpp"
+#include "dctchop/error.hpp"
+
+namespace {
+
+using namespace dctchop;
+using u64 = std::uint64_t;
+
+// An independent DCT-II matrix, written from the textbook formula (not dctchop::dct_matrix).
+std::vector<double> naive_t(int b) {
+  std::vector<double> t(b * b);
+  const double pi = std::acos(-1.0);
+  for (int u = 0; u < b; ++u)
+    for (int x = 0; x < b; ++x)
+      t[u * b + x] = (u == 0 ? std::sqrt(1.0 / b) : std::sqrt(2.0 / b)) *
+                     std::cos((2 * x + 1) * u * pi / (2.0 * b));
+  return t;
+}
+
+// Naive coefficients of one plane: C[iK+u][jK+v] = sum_x sum_y T[u][x] T[v][y] Xpad[iB+x][jB+y],
+// with numpy "edge" padding, per element (no separability).
+std::vector<double> naive_plane(const std::vector<double>& x, u64 h, u64 w, int b, int k) {
+  auto t = naive_t(b);
+  const u64 hb = (h + b - 1) / b, wb = (w + b - 1) / b;
+  std::vector<double> c(hb * k * wb * k);
+  for (u64 i = 0; i < hb; ++i)
+    for (u64 j = 0; j < wb; ++j)
+      for (int u = 0; u < k; ++u)
+        for (int v = 0; v < k; ++v) {
+          double s = 0;
+          for (int r = 0; r < b; ++r)
+            for (int q = 0; q < b; ++q) {
+              u64 rr = std::min<u64>(i * b + r, h - 1), qq = std::min<u64>(j * b + q, w - 1);
+              s += t[u * b + r] * t[v * b + q] * x[rr * w + qq];
+            }
+          c[(i * k + u) * (wb * k) + j * k + v] = s;
+        }
+  return c;
+}
+
+std::vector<float> as_floats(const std::vector<std::byte>& b) {
+  std::vector<float> f(b.size() / 4);
+  std::memcpy(f.data(), b.data(), b.size());
+  return f;
+}
+
+TEST(DctMatrix, IsOrthonormalForEveryBlockSize) {
+  for (int b : {4, 8, 16, 32}) {
+    auto t = dct_matrix(b);
+    for (int i = 0; i < b; ++i)
+      for (int j = 0; j < b; ++j) {
+        double s = 0;
+        for (int x = 0; x < b; ++x) s += t[i * b + x] * t[j * b + x];
+        EXPECT_NEAR(s, i == j ? 1.0 : 0.0, 1e-12) << "B=" << b << " rows " << i << "," << j;
+      }
+  }
+}
+
+TEST(Encode, BlockwiseEqualsNaivePerElementDctOnRandomSizes) {
+  std::mt19937_64 rng(42);
+  auto be = make_backend(backend_kind::cpu, {1});
+  struct case_t { u64 h, w; int b, k; };
+  std::vector<case_t> cases = {{1, 1, 8, 4}, {1, 1, 4, 4}, {8, 8, 8, 8}, {13, 21, 8, 4},
+                               {5, 3, 4, 2},  {33, 17, 16, 5}, {40, 70, 32, 7}, {9, 1, 8, 3},
+                               {1, 30, 4, 1}, {16, 16, 8, 1}};
+  for (int extra = 0; extra < 6; ++extra) {
+    int b = std::vector<int>{4, 8, 16, 32}[rng() % 4];
+    cases.push_back({1 + rng() % 50, 1 + rng() % 50, b, int(1 + rng() % b)});
+  }
+  for (const auto& cs : cases) {
+    std::vector<float> x(cs.h * cs.w);
+    std::uniform_real_distribution<float> d(-100.f, 100.f);
+    for (auto& v : x) v = d(rng);
+    codec_params p{cs.b, cs.k, coeff_type::f32, 0.0};
+    geometry g{layout::hw, 1, 1, cs.h, cs.w};
+    std::vector<std::byte> out(coeff_bytes_per_sample(p, g));
+    be->encode(p, make_view(g, dtype::f32, static_cast<const void*>(x.data()), 1), out);
+    auto got = as_floats(out);
+    auto want = naive_plane(std::vector<double>(x.begin(), x.end()), cs.h, cs.w, cs.b, cs.k);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-3 + 1e-5 * std::fabs(want[i]))
+          << "H=" << cs.h << " W=" << cs.w << " B=" << cs.b << " K=" << cs.k << " at " << i;
+    }
+  }
+}
+
+TEST(Encode, CoefficientPlaneEqualsMatrixFormLtXR) {
+  // DESIGN.md step 5: Cplane = Lt * Xpad * R with Lt = M G (M keeps K of every B rows, G the
+  // block-diagonal T), R likewise for the columns.
+  const int b = 4, k = 2;
+  const u64 h = 10, w = 7;  // padded to 12 x 8
+  const u64 hp = 12, wp = 8, hc = 3 * k, wc = 2 * k;
+  auto t = naive_t(b);
+  auto lt_of = [&](u64 rows_c, u64 cols_p) {
+    std::vector<double> m(rows_c * cols_p, 0.0);
+    for (u64 i = 0; i < rows_c / k; ++i)
+      for (int u = 0; u < k; ++u)
+        for (int x = 0; x < b; ++x) m[(i * k + u) * cols_p + i * b + x] = t[u * b + x];
+    return m;
+  };
+  auto lt = lt_of(hc, hp), rt = lt_of(wc, wp);  // R = rt^T
+  std::vector<double> xpad(hp * wp);
+  std::vector<std::uint8_t> img(h * w);
+  for (u64 r = 0; r < h; ++r)
+    for (u64 c = 0; c < w; ++c) img[r * w + c] = static_cast<std::uint8_t>((r * 37 + c * 11) % 256);
+  for (u64 r = 0; r < hp; ++r)
+    for (u64 c = 0; c < wp; ++c)
+      xpad[r * wp + c] = img[std::min(r, h - 1) * w + std::min(c, w - 1)] - 128.0;
+  std::vector<double> want(hc * wc, 0.0);
+  for (u64 i = 0; i < hc; ++i)
+    for (u64 j = 0; j < wc; ++j)
+      for (u64 r = 0; r < hp; ++r)
+        for (u64 c = 0; c < wp; ++c) want[i * wc + j] += lt[i * hp + r] * xpad[r * wp + c] * rt[j * wp + c];
+
+  codec_params p{b, k, coeff_type::f32, 128.0};
+  geometry g{layout::hw, 1, 1, h, w};
+  std::vector<std::byte> out(coeff_bytes_per_sample(p, g));
+  make_backend(backend_kind::cpu)->encode(p, make_view(g, dtype::u8, static_cast<const void*>(img.data()), 1), out);
+  auto got = as_floats(out);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3) << i;
+}
+
+// ---- round trips at K = B --------------------------------------------------------------
+
+template <typename T>
+std::vector<T> random_data(std::size_t n, std::mt19937_64& rng) {
+  std::vector<T> v(n);
+  if constexpr (std::is_floating_point_v<T>) {
+    std::normal_distribution<double> d(3.0, 50.0);
+    for (auto& e : v) e = static_cast<T>(d(rng));
+  } else {
+    std::uniform_int_distribution<long long> d(std::numeric_limits<T>::min(),
+                                               std::numeric_limits<T>::max());
+    for (auto& e : v) e = static_cast<T>(d(rng));
+  }
+  return v;
+}
+
+double relative_eps(coeff_type c) {
+  switch (c) {
+    case coeff_type::f16: return std::ldexp(1.0, -11);
+    case coeff_type::bf16: return std::ldexp(1.0, -8);
+    case coeff_type::f32: return std::ldexp(1.0, -24);
+    case coeff_type::i16: return 0.0;
+  }
+  return 0;
+}
+
+template <typename T>
+void round_trip_case(dtype dt, coeff_type ct, int b, std::mt19937_64& rng) {
+  const u64 n = 2, h = 19, w = 13;
+  geometry g{layout::nhw, n, 1, h, w};
+  auto x = random_data<T>(n * h * w, rng);
+  codec_params p{b, b, ct, default_offset(dt)};
+  auto be = make_backend(backend_kind::cpu, {2});
+  std::vector<std::byte> coeffs(n * coeff_bytes_per_sample(p, g));
+  try {
+    be->encode(p, make_view(g, dt, static_cast<const void*>(x.data()), n), coeffs);
+  } catch (const error& e) {
+    // Only a type that cannot hold the coefficients may refuse, and it must say which can.
+    EXPECT_EQ(e.code(), errc::out_of_range) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f32"), std::string::npos) << e.what();
+    EXPECT_TRUE(ct == coeff_type::f16 || ct == coeff_type::i16) << e.what();
+    return;
+  }
+  std::vector<T> y(x.size());
+  be->decode(p, coeffs, make_view(g, dt, static_cast<void*>(y.data()), n));
+  // Error bound: each stored coefficient errs by at most eps*|Cmax| (0.5 for i16); a pixel is
+  // a sum of B*B basis functions whose absolute values sum to at most B.
+  double cmax = 0, xmax = 0;
+  for (auto v : x) xmax = std::max(xmax, std::fabs(double(v) - p.offset));
+  cmax = b * xmax;
+  double coef_err = ct == coeff_type::i16 ? 0.5 : relative_eps(ct) * cmax;
+  double bound = b * coef_err + 1e-5 * (xmax + 1.0);
+  if (!is_float(dt)) bound = std::floor(bound + 0.5);  // outputs are rounded integers
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(double(x[i]) - double(y[i])));
+  EXPECT_LE(worst, bound) << "dtype " << to_string(dt) << " coeff " << to_string(ct) << " B=" << b;
+}
+
+TEST(RoundTrip, ChopEqualsBlockIsWithinStoragePrecisionForEveryDtypeAndCoeffType) {
+  std::mt19937_64 rng(7);
+  for (int b : {4, 8, 16}) {
+    for (auto ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+      round_trip_case<std::uint8_t>(dtype::u8, ct, b, rng);
+      round_trip_case<std::uint16_t>(dtype::u16, ct, b, rng);
+      round_trip_case<std::int16_t>(dtype::i16, ct, b, rng);
+      round_trip_case<float>(dtype::f32, ct, b, rng);
+      round_trip_case<double>(dtype::f64, ct, b, rng);
+    }
+  }
+}
+
+TEST(RoundTrip, U8WithF16AtBlock8IsExact) {
+  // DESIGN.md: for u8 at B <= 16 every coefficient lies within +-2048 where f16 errs by at most
+  // 0.5 ulp; at K = B the decoded bytes must equal the input.
+  std::mt19937_64 rng(3);
+  geometry g{layout::nhw, 3, 1, 24, 40};
+  auto x = random_data<std::uint8_t>(3 * 24 * 40, rng);
+  codec_params p{8, 8, coeff_type::f16, 128};
+  auto be = make_backend(backend_kind::cpu);
+  std::vector<std::byte> c(3 * coeff_bytes_per_sample(p, g));
+  be->encode(p, make_view(g, dtype::u8, static_cast<const void*>(x.data()), 3), c);
+  std::vector<std::uint8_t> y(x.size());
+  be->decode(p, c, make_view(g, dtype::u8, static_cast<void*>(y.data()), 3));
+  EXPECT_EQ(x, y);
+}
+
+TEST(RoundTrip, SmoothImageAtChop4HasHighPsnrAndChop1IsBlockMeans) {
+  const u64 h = 32, w = 32;
+  std::vector<float> x(h * w);
+  for (u64 r = 0; r < h; ++r)
+    for (u64 c = 0; c < w; ++c) x[r * w + c] = std::sin(r / 9.0) + std::cos(c / 7.0);
+  geometry g{layout::hw, 1, 1, h, w};
+  auto be = make_backend(backend_kind::cpu);
+  codec_params p1{8, 1, coeff_type::f32, 0};
+  std::vector<std::byte> c(coeff_bytes_per_sample(p1, g));
+  be->encode(p1, make_view(g, dtype::f32, static_cast<const void*>(x.data()), 1), c);
+  std::vector<float> y(h * w);
+  be->decode(p1, c, make_view(g, dtype::f32, static_cast<void*>(y.data()), 1));
+  // K = 1 keeps only the DC term: every pixel decodes to its block's mean.
+  for (u64 bi = 0; bi < 4; ++bi)
+    for (u64 bj = 0; bj < 4; ++bj) {
+      double mean = 0;
+      for (u64 r = 0; r < 8; ++r)
+        for (u64 q = 0; q < 8; ++q) mean += x[(bi * 8 + r) * w + bj * 8 + q] / 64.0;
+      EXPECT_NEAR(y[(bi * 8 + 3) * w + bj * 8 + 5], mean, 1e-5);
+    }
+}
+
+TEST(Layouts, NhwcAndNchwCopiesDecodeToTheSameValues) {
+  const u64 n = 2, c = 3, h = 11, w = 14;
+  std::vector<std::uint8_t> nhwc(n * h * w * c), nchw(n * c * h * w);
+  for (u64 s = 0; s < n; ++s)
+    for (u64 ch = 0; ch < c; ++ch)
+      for (u64 r = 0; r < h; ++r)
+        for (u64 q = 0; q < w; ++q) {
+          auto v = static_cast<std::uint8_t>((s * 50 + ch * 80 + r * r + q * 7) % 256);
+          nhwc[((s * h + r) * w + q) * c + ch] = v;
+          nchw[((s * c + ch) * h + r) * w + q] = v;
+        }
+  auto be = make_backend(backend_kind::cpu);
+  codec_params p{8, 3, coeff_type::f16, 128};
+  geometry g1{layout::nhwc, n, c, h, w}, g2{layout::nchw, n, c, h, w};
+  std::vector<std::byte> c1(n * coeff_bytes_per_sample(p, g1)), c2(c1.size());
+  be->encode(p, make_view(g1, dtype::u8, static_cast<const void*>(nhwc.data()), n), c1);
+  be->encode(p, make_view(g2, dtype::u8, static_cast<const void*>(nchw.data()), n), c2);
+  EXPECT_EQ(c1, c2) << "the coefficient planes do not depend on the layout";
+  std::vector<std::uint8_t> d1(nhwc.size()), d2(nchw.size());
+  be->decode(p, c1, make_view(g1, dtype::u8, static_cast<void*>(d1.data()), n));
+  be->decode(p, c2, make_view(g2, dtype::u8, static_cast<void*>(d2.data()), n));
+  for (u64 s = 0; s < n; ++s)
+    for (u64 ch = 0; ch < c; ++ch)
+      for (u64 r = 0; r < h; ++r)
+        for (u64 q = 0; q < w; ++q)
+          ASSERT_EQ(d1[((s * h + r) * w + q) * c + ch], d2[((s * c + ch) * h + r) * w + q]);
+}
+
+TEST(Layouts, AutoPicksNhwcOrNchwAndRefusesAmbiguousShapes) {
+  std::vector<u64> a{10, 32, 32, 3}, b{10, 3, 32, 32}, amb{10, 3, 32, 3}, none{10, 9, 32, 32};
+  EXPECT_EQ(resolve_layout(a, layout::automatic).lay, layout::nhwc);
+  EXPECT_EQ(resolve_layout(b, layout::automatic).lay, layout::nchw);
+  EXPECT_EQ(resolve_layout(b, layout::automatic).planes, 3u);
+  for (auto* s : {&amb, &none}) {
+    try {
+      resolve_layout(*s, layout::automatic);
+      FAIL() << "ambiguous shape accepted";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("--layout"), std::string::npos);
+    }
+  }
+  std::vector<u64> hw{5, 6};
+  EXPECT_EQ(resolve_layout(hw, layout::automatic).lay, layout::hw);
+  EXPECT_THROW(resolve_layout(hw, layout::nhwc), error);
+}
+
+TEST(Threads, OneAndManyThreadsGiveIdenticalCoefficients) {
+  std::mt19937_64 rng(11);
+  geometry g{layout::nhwc, 5, 3, 37, 29};
+  auto x = random_data<std::uint8_t>(5 * 3 * 37 * 29, rng);
+  codec_params p{8, 4, coeff_type::f16, 128};
+  std::vector<std::byte> c1(5 * coeff_bytes_per_sample(p, g)), c4(c1.size());
+  make_backend(backend_kind::cpu, {1})->encode(p, make_view(g, dtype::u8, static_cast<const void*>(x.data()), 5), c1);
+  make_backend(backend_kind::cpu, {4})->encode(p, make_view(g, dtype::u8, static_cast<const void*>(x.data()), 5), c4);
+  EXPECT_EQ(c1, c4);
+}
+
+TEST(CoeffTypes, I16RoundsHalfToEven) {
+  // A constant 4x4 block of value v has DC coefficient 4v: v = 0.625 -> 2.5 -> 2, v = 0.875 ->
+  // 3.5 -> 4.
+  for (auto [v, want] : {std::pair{0.625f, 2}, std::pair{0.875f, 4}, std::pair{-0.625f, -2}}) {
+    std::vector<float> x(16, v);
+    geometry g{layout::hw, 1, 1, 4, 4};
+    codec_params p{4, 1, coeff_type::i16, 0};
+    std::vector<std::byte> c(2);
+    make_backend(backend_kind::cpu)->encode(p, make_view(g, dtype::f32, static_cast<const void*>(x.data()), 1), c);
+    std::int16_t got;
+    std::memcpy(&got, c.data(), 2);
+    EXPECT_EQ(got, want) << v;
+  }
+}
+
+TEST(CoeffTypes, ValueTooLargeForF16IsAnErrorNamingF32AndTheSample) {
+  std::vector<std::uint16_t> x(2 * 64, 32768);  // sample 0 is 0 after the offset
+  for (int i = 64; i < 128; ++i) x[i] = 65535;  // sample 1: DC = 8 * 32767 > 65504
+  geometry g{layout::nhw, 2, 1, 8, 8};
+  codec_params p{8, 2, coeff_type::f16, 32768};
+  std::vector<std::byte> c(2 * coeff_bytes_per_sample(p, g));
+  try {
+    make_backend(backend_kind::cpu)->encode(p, make_view(g, dtype::u16, static_cast<const void*>(x.data()), 2), c);
+    FAIL() << "overflow not detected";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::out_of_range);
+    EXPECT_EQ(e.sample(), 1);
+    EXPECT_NE(std::string(e.what()).find("--coeff f32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CoeffTypes, NanInFloatInputIsABadInputErrorNamingTheSample) {
+  std::vector<float> x(3 * 16, 1.0f);
+  x[2 * 16 + 5] = std::nanf("");
+  geometry g{layout::nhw, 3, 1, 4, 4};
+  codec_params p{4, 2, coeff_type::f32, 0};
+  std::vector<std::byte> c(3 * coeff_bytes_per_sample(p, g));
+  try {
+    make_backend(backend_kind::cpu)->encode(p, make_view(g, dtype::f32, static_cast<const void*>(x.data()), 3), c);
+    FAIL() << "NaN not detected";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::bad_input);
+    EXPECT_EQ(e.sample(), 2);
+  }
+}
+
+TEST(Params, OutOfRangeBlockAndChopAreRefused) {
+  EXPECT_THROW(validate({6, 2, coeff_type::f16, 0}), error);
+  EXPECT_THROW(validate({8, 0, coeff_type::f16, 0}), error);
+  EXPECT_THROW(validate({8, 9, coeff_type::f16, 0}), error);
+  EXPECT_NO_THROW(validate({32, 32, coeff_type::f32, 0}));
+}
+
+TEST(Backends, CudaIsAnExplicitErrorWhenNotBuilt) {
+  try {
+    make_backend(backend_kind::cuda);
+    FAIL() << "CUDA backend constructed in a build without it";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::backend_unavailable);
+  }
+}
+
+// ---- scalar conversions against the compiler's own types ---------------------------------
+
+TEST(Scalar, HalfConversionMatchesFloat16OnEveryPatternAndRandomFloats) {
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    _Float16 ref;
+    auto hb = static_cast<std::uint16_t>(h);
+    std::memcpy(&ref, &hb, 2);
+    float want = static_cast<float>(ref);
+    float got = detail::half_to_float(hb);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+    } else {
+      ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << h;
+    }
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  for (int i = 0; i < 2000000; ++i) {
+    float f = detail::bits_float(bits(rng));
+    if (i % 2) f = std::ldexp(std::fmod(f, 2.0f), int(rng() % 40) - 26);  // in half's range
+    if (std::isnan(f)) continue;
+    _Float16 ref = static_cast<_Float16>(f);
+    std::uint16_t want;
+    std::memcpy(&want, &ref, 2);
+    ASSERT_EQ(detail::float_to_half(f), want) << f;
+  }
+}
+
+TEST(Scalar, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(detail::float_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties to even -> 1.0
+  EXPECT_EQ(detail::float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  // 1 + 3*2^-8 is halfway between 1.0078125 (odd) and 1.015625 (even) -> even
+  EXPECT_EQ(detail::float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  std::mt19937 rng(9);
+  for (int i = 0; i < 100000; ++i) {
+    float f = std::uniform_real_distribution<float>(-1e6f, 1e6f)(rng);
+    float back = detail::bf16_to_float(detail::float_to_bf16(f));
+    ASSERT_LE(std::fabs(back - f), std::fabs(f) * std::ldexp(1.0f, -8)) << f;
+  }
+  EXPECT_TRUE(detail::bf16_is_nonfinite(detail::float_to_bf16(std::numeric_limits<float>::infinity())));
+}
+
+TEST(Scalar, RoundClampSaturatesAndRoundsHalfToEven) {
+  EXPECT_EQ(detail::round_clamp(2.5f, 0.f, 255.f), 2.f);
+  EXPECT_EQ(detail::round_clamp(3.5f, 0.f, 255.f), 4.f);
+  EXPECT_EQ(detail::round_clamp(-3.f, 0.f, 255.f), 0.f);
+  EXPECT_EQ(detail::round_clamp(300.f, 0.f, 255.f), 255.f);
+  EXPECT_EQ(detail::round_clamp(std::nanf(""), 0.f, 255.f), 0.f);
+}
+
+}  // namespace
