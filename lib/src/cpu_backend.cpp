@@ -194,12 +194,15 @@ void decode_strip(const std::byte* cplane, u64 ccols, coeff_type ct, u64 strip, 
     Real* c = s.crow.data();
     load_coeffs(cplane + (strip * k + u) * ccols * csize, wb * k, ct, c);
     Real* yu = y + static_cast<u64>(u) * wp;
+    // Inner loops over the B columns of a block: fixed length, vectorised.
     for (u64 j = 0; j < wb; ++j) {
       const Real* cj = c + j * k;
-      for (int cc = 0; cc < B; ++cc) {
-        Real acc = 0;
-        for (int vv = 0; vv < k; ++vv) acc += cj[vv] * t[vv * B + cc];
-        yu[j * B + cc] = acc;
+      Real* out = yu + j * B;
+      for (int cc = 0; cc < B; ++cc) out[cc] = cj[0] * t[cc];
+      for (int vv = 1; vv < k; ++vv) {
+        const Real cv = cj[vv];
+        const Real* tv = t + vv * B;
+        for (int cc = 0; cc < B; ++cc) out[cc] += cv * tv[cc];
       }
     }
   }

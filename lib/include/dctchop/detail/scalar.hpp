@@ -29,41 +29,36 @@ DCTCHOP_HD float bits_float(std::uint32_t u) {
   return f;
 }
 
-/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN. */
+/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN.
+ *  Branch-free (every path computed, one selected) so that loops over it vectorise. */
 DCTCHOP_HD std::uint16_t float_to_half(float f) {
   std::uint32_t x = float_bits(f);
   const std::uint32_t sign = x & 0x80000000u;
   x ^= sign;
-  std::uint32_t o;
-  if (x >= 0x47800000u) {                // |f| >= 65536, inf or NaN
-    o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  } else if (x < 0x38800000u) {          // |f| < 2^-14: subnormal half or zero
-    // Adding 0.5 aligns the half's subnormal ulp with the float's last mantissa bit, so the
-    // FPU does the round to nearest even for us.
-    const float magic = bits_float(126u << 23);
-    o = float_bits(bits_float(x) + magic) - float_bits(magic);
-  } else {
-    const std::uint32_t mant_odd = (x >> 13) & 1u;
-    x += (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu;  // rebias, round half up...
-    x += mant_odd;                                               // ...then to even
-    o = x >> 13;
-  }
+  // |f| >= 65536, inf or NaN
+  const std::uint32_t o_big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  // |f| < 2^-14: adding 0.5 aligns the half's subnormal ulp with the float's last mantissa
+  // bit, so the FPU does the round to nearest even.
+  const float magic = bits_float(126u << 23);
+  const std::uint32_t o_sub = float_bits(bits_float(x) + magic) - float_bits(magic);
+  // normal: rebias the exponent, round half up, then to even
+  const std::uint32_t o_norm =
+      (x + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((x >> 13) & 1u)) >> 13;
+  const std::uint32_t o = x >= 0x47800000u ? o_big : (x < 0x38800000u ? o_sub : o_norm);
   return static_cast<std::uint16_t>(o | (sign >> 16));
 }
 
-/** IEEE binary16 -> float (exact). */
+/** IEEE binary16 -> float (exact). Branch-free. */
 DCTCHOP_HD float half_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t o = static_cast<std::uint32_t>(h & 0x7fffu) << 13;
-  const std::uint32_t exp = o & 0x0f800000u;
-  o += static_cast<std::uint32_t>(127 - 15) << 23;
-  if (exp == 0x0f800000u) {
-    o += static_cast<std::uint32_t>(128 - 16) << 23;  // inf or NaN
-  } else if (exp == 0) {
-    o += 1u << 23;  // subnormal: renormalise through the FPU
-    o = float_bits(bits_float(o) - bits_float(113u << 23));
-  }
-  return bits_float(o | sign);
+  const std::uint32_t o = (static_cast<std::uint32_t>(h & 0x7fffu) << 13) +
+                          (static_cast<std::uint32_t>(127 - 15) << 23);
+  const std::uint32_t exp = static_cast<std::uint32_t>(h & 0x7c00u);
+  const std::uint32_t o_inf = o + (static_cast<std::uint32_t>(128 - 16) << 23);
+  // subnormal: renormalise through the FPU
+  const std::uint32_t o_sub = float_bits(bits_float(o + (1u << 23)) - bits_float(113u << 23));
+  const std::uint32_t r = exp == 0x7c00u ? o_inf : (exp == 0 ? o_sub : o);
+  return bits_float(r | sign);
 }
 
 /** True when a binary16 bit pattern is inf or NaN. */
@@ -84,14 +79,15 @@ DCTCHOP_HD float bf16_to_float(std::uint16_t b) {
 
 DCTCHOP_HD bool bf16_is_nonfinite(std::uint16_t b) { return (b & 0x7f80u) == 0x7f80u; }
 
-/** Round to nearest, ties to even, then clamp into [lo, hi]. NaN maps to 0. */
+/** Clamp into [lo, hi] (NaN goes to lo), then round to nearest, ties to even. lo and hi must
+ *  lie within +-2^22 (float) or +-2^51 (double): adding and subtracting 1.5 * 2^mantissa makes
+ *  the FPU round in its default mode, without a libm call, so loops over it vectorise. */
 template <typename Real>
 DCTCHOP_HD Real round_clamp(Real v, Real lo, Real hi) {
-  Real r = std::nearbyint(v);
-  // Written so that NaN compares false everywhere and ends as 0.
-  if (!(r >= lo)) r = (r < lo) ? lo : Real(0);
-  if (r > hi) r = hi;
-  return r;
+  Real r = !(v >= lo) ? lo : v;
+  r = r > hi ? hi : r;
+  const Real magic = sizeof(Real) == 4 ? Real(12582912.0) : Real(6755399441055744.0);
+  return (r + magic) - magic;
 }
 
 }  // namespace dctchop::detail
