@@ -38,6 +38,7 @@ struct setup {
 };
 
 setup images_u8(std::uint64_t n) { return {{layout::nhwc, n, 3, 256, 256}, dtype::u8}; }
+setup planes_u8(std::uint64_t n) { return {{layout::nhw, n, 1, 256, 256}, dtype::u8}; }
 setup fields_f32(std::uint64_t n) { return {{layout::nhw, n, 1, 512, 512}, dtype::f32}; }
 
 template <typename T>
@@ -70,6 +71,8 @@ void run(benchmark::State& state, setup s, bool encode) {
 
 void BM_encode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(32), true); }
 void BM_decode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(32), false); }
+void BM_encode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(96), true); }
+void BM_decode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(96), false); }
 void BM_encode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(8), true); }
 void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(8), false); }
 
@@ -77,6 +80,8 @@ void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(8), f
 #define DCTCHOP_ARGS ArgsProduct({{1, 2}, {1, 2, 4}})->ArgNames({"threads", "chop"})->UseRealTime()
 BENCHMARK(BM_encode_u8_256x256x3)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_u8_256x256x3)->DCTCHOP_ARGS;
+BENCHMARK(BM_encode_u8_NHW_256x256)->DCTCHOP_ARGS;
+BENCHMARK(BM_decode_u8_NHW_256x256)->DCTCHOP_ARGS;
 BENCHMARK(BM_encode_f32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_f32_512x512)->DCTCHOP_ARGS;
 

@@ -79,15 +79,17 @@ DCTCHOP_HD float bf16_to_float(std::uint16_t b) {
 
 DCTCHOP_HD bool bf16_is_nonfinite(std::uint16_t b) { return (b & 0x7f80u) == 0x7f80u; }
 
-/** Clamp into [lo, hi] (NaN goes to lo), then round to nearest, ties to even. lo and hi must
- *  lie within +-2^22 (float) or +-2^51 (double): adding and subtracting 1.5 * 2^mantissa makes
- *  the FPU round in its default mode, without a libm call, so loops over it vectorise. */
+/** Clamp into [lo, hi], then round to nearest, ties to even. lo and hi must lie within +-2^22
+ *  (float) or +-2^51 (double): adding and subtracting 1.5 * 2^mantissa makes the FPU round in
+ *  its default mode, without a libm call, so loops over it vectorise. NaN input is not
+ *  expected (stored coefficients are finite); it maps to a value within [lo, hi]. */
 template <typename Real>
 DCTCHOP_HD Real round_clamp(Real v, Real lo, Real hi) {
-  Real r = !(v >= lo) ? lo : v;
+  Real r = v < lo ? lo : v;
   r = r > hi ? hi : r;
   const Real magic = sizeof(Real) == 4 ? Real(12582912.0) : Real(6755399441055744.0);
-  return (r + magic) - magic;
+  r = (r + magic) - magic;
+  return r == r ? r : lo;
 }
 
 }  // namespace dctchop::detail

@@ -1,0 +1,492 @@
+// CPU kernels of the DCT+Chop codec, compiled once per instruction set (see lib/CMakeLists.txt):
+// DCTCHOP_KERNEL_NS names the copy (generic: the compiler's baseline; avx2: AVX2 and F16C).
+// cpu_backend.cpp picks one at run time. No FP contraction (ISO mode): every copy computes
+// bit-identical results.
+//
+// A plane is processed one strip of B rows at a time. Encoding a strip:
+//   stage 1 (vertical, vectorised along the row): Y[u][x] = sum_r T[u][r] * X[r][x], u < K
+//   stage 2 (horizontal, per block j):            C[u][jK+v] = sum_c Y[u][jB+c] * T[v][c]
+// which is K + K*K/B multiply-adds per value (6 at B=8, K=4). Decoding runs the same stages
+// backwards. Edge replication: rows past H repeat row H-1, columns past W repeat column W-1.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "cpu_kernels.hpp"
+#include "dctchop/detail/scalar.hpp"
+#include "dctchop/error.hpp"
+
+static_assert(std::endian::native == std::endian::little,
+              "dctchop stores little-endian coefficients and assumes a little-endian host");
+
+namespace dctchop::detail::DCTCHOP_KERNEL_NS {
+namespace {
+
+
+using u64 = std::uint64_t;
+using i64 = std::int64_t;
+
+template <typename Real>
+struct scratch {
+  std::vector<Real> row;   // B wide rows (encode) or one (decode)
+  std::vector<Real> y;     // K wide rows
+  std::vector<Real> crow;  // one coefficient row, wb*K
+};
+
+// ---- conversions between stored coefficients and Real -------------------------------------
+
+/** Store n values as coefficient type ct; returns false when one does not fit. */
+template <typename Real>
+bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst) {
+  bool ok = true;
+  switch (ct) {
+    case coeff_type::f32: {
+      auto* d = reinterpret_cast<float*>(dst);
+      for (std::size_t i = 0; i < n; ++i) {
+        float f = static_cast<float>(src[i]);
+        ok &= std::isfinite(f);
+        d[i] = f;
+      }
+      break;
+    }
+    case coeff_type::f16: {
+      auto* d = reinterpret_cast<std::uint16_t*>(dst);
+#if defined(__F16C__)
+      // The hardware conversion (vcvtps2ph) rounds to nearest even like float_to_half.
+      for (std::size_t i = 0; i < n; ++i) {
+        const _Float16 hf = static_cast<_Float16>(static_cast<float>(src[i]));
+        std::uint16_t h;
+        std::memcpy(&h, &hf, 2);
+        ok &= !half_is_nonfinite(h);
+        d[i] = h;
+      }
+#else
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h = float_to_half(static_cast<float>(src[i]));
+        ok &= !half_is_nonfinite(h);
+        d[i] = h;
+      }
+#endif
+      break;
+    }
+    case coeff_type::bf16: {
+      auto* d = reinterpret_cast<std::uint16_t*>(dst);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h = float_to_bf16(static_cast<float>(src[i]));
+        ok &= !bf16_is_nonfinite(h);
+        d[i] = h;
+      }
+      break;
+    }
+    case coeff_type::i16: {
+      auto* d = reinterpret_cast<std::int16_t*>(dst);
+      for (std::size_t i = 0; i < n; ++i) {
+        Real r = std::nearbyint(src[i]);
+        bool fits = r >= Real(-32768) && r <= Real(32767);  // false for NaN
+        ok &= fits;
+        d[i] = static_cast<std::int16_t>(fits ? r : Real(0));
+      }
+      break;
+    }
+  }
+  return ok;
+}
+
+template <typename Real>
+void load_coeffs(const std::byte* src, std::size_t n, coeff_type ct, Real* dst) {
+  switch (ct) {
+    case coeff_type::f32: {
+      const auto* s = reinterpret_cast<const float*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(s[i]);
+      break;
+    }
+    case coeff_type::f16: {
+#if defined(__F16C__)
+      const auto* s = reinterpret_cast<const _Float16*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(static_cast<float>(s[i]));
+#else
+      const auto* s = reinterpret_cast<const std::uint16_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(half_to_float(s[i]));
+#endif
+      break;
+    }
+    case coeff_type::bf16: {
+      const auto* s = reinterpret_cast<const std::uint16_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(bf16_to_float(s[i]));
+      break;
+    }
+    case coeff_type::i16: {
+      const auto* s = reinterpret_cast<const std::int16_t*>(src);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(s[i]);
+      break;
+    }
+  }
+}
+
+// ---- strips ------------------------------------------------------------------------------
+//
+// A strip job covers `ci` planes whose values are interleaved along the row (ci = C for NHWC
+// input, 1 for planar input): the vertical stage does not care which plane a column belongs
+// to, so it runs once over the whole interleaved row, contiguous and vectorised. Column X of a
+// wide row holds plane X % ci at pixel X / ci.
+
+struct strip_geometry {
+  u64 h, w, wb, wp;  // plane height, width, blocks per row, padded width
+  u64 ci;            // interleaved planes in this job
+  i64 stride_row, stride_col, stride_plane;
+};
+
+template <int B>
+strip_geometry make_strip_geometry(u64 h, u64 w, u64 ci, i64 stride_row, i64 stride_col,
+                                   i64 stride_plane) {
+  const u64 wb = (w + B - 1) / B;
+  return {h, w, wb, wb * B, ci, stride_row, stride_col, stride_plane};
+}
+
+/** Load image row `src` (all ci planes) into the wide row `dst` of wp*ci values, minus the
+ *  offset, replicating the last pixel of each plane into the padding. */
+template <typename In, typename Real>
+void load_wide_row(const In* src, const strip_geometry& g, Real offset, Real* dst) {
+  const u64 n = g.w * g.ci;
+  if (g.ci > 1 || g.stride_col == 1) {
+    // contiguous: planar rows, or interleaved pixels (stride_col == ci, stride_plane == 1)
+    for (u64 x = 0; x < n; ++x) dst[x] = static_cast<Real>(src[x]) - offset;
+  } else {
+    for (u64 x = 0; x < n; ++x) dst[x] = static_cast<Real>(src[x * g.stride_col]) - offset;
+  }
+  for (u64 x = g.w; x < g.wp; ++x)
+    for (u64 c = 0; c < g.ci; ++c) dst[x * g.ci + c] = dst[(g.w - 1) * g.ci + c];
+}
+
+template <typename Out, typename Real>
+void store_wide_row(const Real* row, const strip_geometry& g, Real offset, Out* dst) {
+  const u64 n = g.w * g.ci;
+  const i64 step = (g.ci > 1 || g.stride_col == 1) ? 1 : g.stride_col;
+  if constexpr (std::is_floating_point_v<Out>) {
+    for (u64 x = 0; x < n; ++x) dst[static_cast<i64>(x) * step] = static_cast<Out>(row[x] + offset);
+  } else {
+    const Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
+    const Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
+    if (step == 1) {
+      for (u64 x = 0; x < n; ++x) dst[x] = static_cast<Out>(round_clamp(row[x] + offset, lo, hi));
+    } else {
+      for (u64 x = 0; x < n; ++x)
+        dst[static_cast<i64>(x) * step] = static_cast<Out>(round_clamp(row[x] + offset, lo, hi));
+    }
+  }
+}
+
+/** Encode one strip of B rows for the ci planes starting at `plane0`; the coefficient plane of
+ *  plane c starts at cplanes + c * plane_bytes. Returns false when a value does not fit. */
+template <int B, typename In, typename Real>
+bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, const Real* t,
+                  Real offset, coeff_type ct, std::byte* cplanes, u64 plane_bytes,
+                  scratch<Real>& s) {
+  const u64 n = g.wp * g.ci;  // wide row length
+  Real* rows = s.row.data();  // B wide rows
+  Real* y = s.y.data();       // K wide rows
+  for (int r = 0; r < B; ++r) {
+    const u64 hr = std::min<u64>(strip * B + r, g.h - 1);
+    load_wide_row(plane0 + static_cast<i64>(hr) * g.stride_row, g, offset, rows + r * n);
+  }
+  // Vertical stage: y[u][X] = sum_r T[u][r] rows[r][X]; the fixed-length r loop unrolls and
+  // the X loop vectorises, each output written once.
+  for (int u = 0; u < k; ++u) {
+    const Real* tu = t + u * B;
+    Real* yu = y + static_cast<u64>(u) * n;
+    for (u64 x = 0; x < n; ++x) {
+      Real acc = 0;
+      for (int r = 0; r < B; ++r) acc += tu[r] * rows[r * n + x];
+      yu[x] = acc;
+    }
+  }
+  // Horizontal stage, per plane and block: C[u][jK+v] = sum_c y[u][(jB+c)*ci + plane] T[v][c].
+  bool ok = true;
+  const std::size_t csize = size_of(ct);
+  const u64 ccols = g.wb * k;
+  for (u64 c = 0; c < g.ci; ++c) {
+    for (int u = 0; u < k; ++u) {
+      const Real* yu = y + static_cast<u64>(u) * n + c;
+      Real* out = s.crow.data();
+      for (u64 j = 0; j < g.wb; ++j) {
+        Real blk[B];
+        for (int cc = 0; cc < B; ++cc) blk[cc] = yu[(j * B + cc) * g.ci];
+        for (int vv = 0; vv < k; ++vv) {
+          const Real* tv = t + vv * B;
+          Real acc = 0;
+          for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
+          out[j * k + vv] = acc;
+        }
+      }
+      ok &= store_coeffs(out, ccols, ct,
+                         cplanes + c * plane_bytes + (strip * k + u) * ccols * csize);
+    }
+  }
+  return ok;
+}
+
+/** row[x] = sum_{u<K} T[u][r] y[u][x] for x < m. A compile-time K keeps the sum in registers
+ *  (one store per value); larger K falls back to K passes over the row. */
+template <int K, typename Real>
+void vertical_inverse_k(const Real* __restrict t, int b, u64 r, const Real* __restrict y, u64 n,
+                        u64 m, Real* __restrict row) {
+  Real tc[K];
+  for (int u = 0; u < K; ++u) tc[u] = t[u * b + static_cast<int>(r)];
+  for (u64 x = 0; x < m; ++x) {
+    Real acc = 0;
+    for (int u = 0; u < K; ++u) acc += tc[u] * y[static_cast<u64>(u) * n + x];
+    row[x] = acc;
+  }
+}
+
+template <typename Real>
+void vertical_inverse(const Real* t, int b, u64 r, int k, const Real* y, u64 n, u64 m, Real* row) {
+  switch (k) {
+    case 1: return vertical_inverse_k<1>(t, b, r, y, n, m, row);
+    case 2: return vertical_inverse_k<2>(t, b, r, y, n, m, row);
+    case 3: return vertical_inverse_k<3>(t, b, r, y, n, m, row);
+    case 4: return vertical_inverse_k<4>(t, b, r, y, n, m, row);
+    case 5: return vertical_inverse_k<5>(t, b, r, y, n, m, row);
+    case 6: return vertical_inverse_k<6>(t, b, r, y, n, m, row);
+    case 7: return vertical_inverse_k<7>(t, b, r, y, n, m, row);
+    case 8: return vertical_inverse_k<8>(t, b, r, y, n, m, row);
+    default: break;
+  }
+  vertical_inverse_k<8>(t, b, r, y, n, m, row);
+  for (int u = 8; u < k; ++u) {
+    const Real tu = t[u * b + static_cast<int>(r)];
+    const Real* yu = y + static_cast<u64>(u) * n;
+    for (u64 x = 0; x < m; ++x) row[x] += tu * yu[x];
+  }
+}
+
+/** y[jB+c] = sum_{v<K} C[jK+v] T[v][c] for every block j of one coefficient row; the B-long
+ *  loops vectorise. */
+template <int B, typename Real>
+void horizontal_inverse(const Real* __restrict cr, u64 wb, int k, const Real* __restrict t,
+                        Real* __restrict y) {
+  for (u64 j = 0; j < wb; ++j) {
+    const Real* cj = cr + j * k;
+    Real blk[B];  // a local block keeps the sum in registers
+    for (int cc = 0; cc < B; ++cc) blk[cc] = cj[0] * t[cc];
+    for (int vv = 1; vv < k; ++vv) {
+      const Real cv = cj[vv];
+      const Real* tv = t + vv * B;
+      for (int cc = 0; cc < B; ++cc) blk[cc] += cv * tv[cc];
+    }
+    for (int cc = 0; cc < B; ++cc) y[j * B + cc] = blk[cc];
+  }
+}
+
+/** One decoded value: add the offset back, then round and clamp for integer outputs. */
+template <typename Out, typename Real>
+inline Out convert_out(Real v, Real offset) {
+  if constexpr (std::is_floating_point_v<Out>) {
+    return static_cast<Out>(v + offset);
+  } else {
+    constexpr Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
+    constexpr Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
+    return static_cast<Out>(round_clamp(v + offset, lo, hi));
+  }
+}
+
+/** Store ci planar rows (row + c*wp) into one interleaved image row (NHWC pixels). CI is the
+ *  plane count when known at compile time (so the interleave vectorises), 0 otherwise. */
+template <int CI, typename Out, typename Real>
+void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Out* dst) {
+  const u64 ci = CI > 0 ? static_cast<u64>(CI) : g.ci;
+  const u64 wp = g.wp;
+  // Convert each plane's row contiguously (vectorised), then interleave the converted values.
+  Out tmp[4 * 256];
+  for (u64 x0 = 0; x0 < g.w; x0 += 256) {
+    const u64 len = std::min<u64>(256, g.w - x0);
+    if (ci > 4) {
+      for (u64 x = x0; x < x0 + len; ++x)
+        for (u64 c = 0; c < ci; ++c) dst[x * ci + c] = convert_out<Out>(row[c * wp + x], offset);
+      continue;
+    }
+    for (u64 c = 0; c < ci; ++c)
+      for (u64 x = 0; x < len; ++x) tmp[c * 256 + x] = convert_out<Out>(row[c * wp + x0 + x], offset);
+    Out* d = dst + x0 * ci;
+    for (u64 x = 0; x < len; ++x)
+      for (u64 c = 0; c < ci; ++c) d[x * ci + c] = tmp[c * 256 + x];
+  }
+}
+
+template <int B, typename Out, typename Real>
+void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 strip, int k,
+                  const Real* t, Real offset, const strip_geometry& g, Out* plane0,
+                  scratch<Real>& s) {
+  Real* y = s.y.data();
+  Real* row = s.row.data();
+  const std::size_t csize = size_of(ct);
+  const u64 ccols = g.wb * k;
+  const u64 wp = g.wp;
+  // Horizontal stage, planar: y[(plane*K + u)*wp + jB+c] = sum_v C[u][jK+v] T[v][c].
+  for (u64 c = 0; c < g.ci; ++c) {
+    for (int u = 0; u < k; ++u) {
+      Real* cr = s.crow.data();
+      load_coeffs(cplanes + c * plane_bytes + (strip * k + u) * ccols * csize, ccols, ct, cr);
+      horizontal_inverse<B>(cr, g.wb, k, t, y + (c * k + static_cast<u64>(u)) * wp);
+    }
+  }
+  // Vertical stage, cropped to the plane: row[plane*wp + x] = sum_u T[u][r] y[plane][u][x];
+  // the store interleaves the planes again.
+  const u64 rows = std::min<u64>(B, g.h - strip * B);
+  for (u64 r = 0; r < rows; ++r) {
+    for (u64 c = 0; c < g.ci; ++c) {
+      vertical_inverse(t, B, r, k, y + c * k * wp, wp, g.w, row + c * wp);
+    }
+    Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
+    switch (g.ci) {
+      case 1: store_wide_row(row, g, offset, dst); break;
+      case 2: store_interleaved<2>(row, g, offset, dst); break;
+      case 3: store_interleaved<3>(row, g, offset, dst); break;
+      case 4: store_interleaved<4>(row, g, offset, dst); break;
+      default: store_interleaved<0>(row, g, offset, dst); break;
+    }
+  }
+}
+
+template <typename Real>
+std::vector<Real> matrix_as(int block) {
+  auto d = dct_matrix(block);
+  return std::vector<Real>(d.begin(), d.end());
+}
+
+template <typename Real>
+scratch<Real> make_scratch(int block, int k, const strip_geometry& g) {
+  scratch<Real> s;
+  const u64 n = g.wp * g.ci;
+  s.row.resize(static_cast<u64>(block) * n);
+  s.y.resize(static_cast<u64>(k) * n);
+  s.crow.resize(g.wb * k);
+  return s;
+}
+
+/** How a view splits into strip jobs: interleaved planes (NHWC) go together. */
+template <typename View>
+u64 interleave_of(const View& v) {
+  const bool interleaved = v.planes > 1 && v.stride_plane == 1 &&
+                           v.stride_col == static_cast<i64>(v.planes);
+  return interleaved ? v.planes : 1;
+}
+
+template <int B, typename In, typename Real>
+void encode_all(const codec_params& p, const const_sample_view& v, std::byte* coeffs,
+                int threads, std::atomic<u64>& first_bad) {
+  const auto t = matrix_as<Real>(B);
+  const auto cs = coeff_shape(p, v.height, v.width);
+  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
+  const u64 hb = (v.height + B - 1) / B;
+  const u64 ci = interleave_of(v);
+  const u64 groups = v.planes / ci;
+  const u64 items = v.samples * groups * hb;
+  const auto g = make_strip_geometry<B>(v.height, v.width, ci, v.stride_row, v.stride_col,
+                                        v.stride_plane);
+  const auto* base = static_cast<const In*>(v.data);
+  const Real offset = static_cast<Real>(p.offset);
+#pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
+  {
+    auto s = make_scratch<Real>(B, p.chop, g);
+#pragma omp for schedule(static)
+    for (i64 it = 0; it < static_cast<i64>(items); ++it) {
+      const u64 item = static_cast<u64>(it);
+      const u64 strip = item % hb;
+      const u64 group = item / hb;  // sample * groups + group within the sample
+      const u64 n = group / groups, c0 = (group % groups) * ci;
+      const In* plane0 = base + static_cast<i64>(n) * v.stride_sample +
+                         static_cast<i64>(c0) * v.stride_plane;
+      bool ok = encode_strip<B, In, Real>(plane0, g, strip, p.chop, t.data(), offset, p.coeff,
+                                          coeffs + (n * v.planes + c0) * plane_bytes,
+                                          plane_bytes, s);
+      if (!ok) {
+        u64 cur = first_bad.load();
+        while (n < cur && !first_bad.compare_exchange_weak(cur, n)) {
+        }
+      }
+    }
+  }
+}
+
+template <int B, typename Out, typename Real>
+void decode_all(const codec_params& p, const std::byte* coeffs, const sample_view& v,
+                int threads) {
+  const auto t = matrix_as<Real>(B);
+  const auto cs = coeff_shape(p, v.height, v.width);
+  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
+  const u64 hb = (v.height + B - 1) / B;
+  const u64 ci = interleave_of(v);
+  const u64 groups = v.planes / ci;
+  const u64 items = v.samples * groups * hb;
+  const auto g = make_strip_geometry<B>(v.height, v.width, ci, v.stride_row, v.stride_col,
+                                        v.stride_plane);
+  auto* base = static_cast<Out*>(v.data);
+  const Real offset = static_cast<Real>(p.offset);
+#pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
+  {
+    auto s = make_scratch<Real>(B, p.chop, g);
+#pragma omp for schedule(static)
+    for (i64 it = 0; it < static_cast<i64>(items); ++it) {
+      const u64 item = static_cast<u64>(it);
+      const u64 strip = item % hb;
+      const u64 group = item / hb;
+      const u64 n = group / groups, c0 = (group % groups) * ci;
+      Out* plane0 = base + static_cast<i64>(n) * v.stride_sample +
+                    static_cast<i64>(c0) * v.stride_plane;
+      decode_strip<B, Out, Real>(coeffs + (n * v.planes + c0) * plane_bytes, plane_bytes,
+                                 p.coeff, strip, p.chop, t.data(), offset, g, plane0, s);
+    }
+  }
+}
+
+// Dispatch on block size, then element type (f64 computes in double, the rest in float).
+template <typename Fn>
+void with_block(int block, Fn&& fn) {
+  switch (block) {
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    case 16: fn(std::integral_constant<int, 16>{}); break;
+    case 32: fn(std::integral_constant<int, 32>{}); break;
+    default: throw error(errc::invalid_argument, "unsupported block size");
+  }
+}
+
+template <typename Fn>
+void with_dtype(dtype t, Fn&& fn) {
+  switch (t) {
+    case dtype::u8: fn(std::uint8_t{}, float{}); break;
+    case dtype::u16: fn(std::uint16_t{}, float{}); break;
+    case dtype::i16: fn(std::int16_t{}, float{}); break;
+    case dtype::f32: fn(float{}, float{}); break;
+    case dtype::f64: fn(double{}, double{}); break;
+  }
+}
+
+}  // namespace
+
+void encode_batch(const codec_params& p, const const_sample_view& v, std::byte* coeffs,
+                  int threads, std::atomic<std::uint64_t>& first_bad) {
+  with_block(p.block, [&](auto b) {
+    with_dtype(v.type, [&](auto in, auto real) {
+      encode_all<decltype(b)::value, decltype(in), decltype(real)>(p, v, coeffs, threads,
+                                                                  first_bad);
+    });
+  });
+}
+
+void decode_batch(const codec_params& p, const std::byte* coeffs, const sample_view& v,
+                  int threads) {
+  with_block(p.block, [&](auto b) {
+    with_dtype(v.type, [&](auto out, auto real) {
+      decode_all<decltype(b)::value, decltype(out), decltype(real)>(p, coeffs, v, threads);
+    });
+  });
+}
+
+}  // namespace dctchop::detail::DCTCHOP_KERNEL_NS
