@@ -1,0 +1,129 @@
+// Golden files: committed archives must keep decoding, re-compressing the committed sample must
+// reproduce them bit for bit, and the committed broken archives must keep failing the same way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/npy.hpp"
+#include "dctchop/formats/pipeline.hpp"
+
+namespace {
+
+using namespace dctchop;
+namespace fs = std::filesystem;
+
+const std::string k_dir = DCTCHOP_SAMPLE_DIR;
+
+fs::path scratch(const std::string& name) {
+  const char* env = std::getenv("DCTCHOP_TMP");
+  fs::path p = fs::path(env ? env : fs::temp_directory_path().string()) / ("golden_" + name);
+  fs::create_directories(p);
+  return p;
+}
+
+std::vector<std::uint8_t> read_all_u8(const std::string& npy) {
+  auto r = formats::npy_reader::open(npy);
+  std::vector<std::uint8_t> v(r.header().count());
+  r.read_rows(0, r.rows(), v.data());
+  return v;
+}
+
+TEST(Golden, CommittedImageArchiveDecodesToTheRecordedQuality) {
+  const std::string arc = k_dir + "/archives/images_b8_k4_f16.dcz";
+  auto r = formats::archive_reader::open(arc);
+  ASSERT_EQ(r.header().geom.shape(), (std::vector<std::uint64_t>{16, 32, 32, 3}));
+  ASSERT_GT(r.chunks().size(), 1u) << "the golden archive is meant to have several chunks";
+  const double recorded = r.footer().at("quality").at("psnr_db").get<double>();
+
+  auto out = scratch("decode") / "images.npy";
+  auto be = make_backend(backend_kind::cpu);
+  formats::decompress_options o;
+  o.overwrite = true;
+  formats::decompress_to_npy(arc, out.string(), *be, o);
+  auto a = read_all_u8(k_dir + "/images_u8_nhwc.npy");
+  auto b = read_all_u8(out.string());
+  ASSERT_EQ(a.size(), b.size());
+  double sse = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) sse += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  const double psnr = 20 * std::log10(255.0) - 10 * std::log10(sse / double(a.size()));
+  EXPECT_NEAR(psnr, recorded, 1e-9);
+  EXPECT_GT(psnr, 25.0);
+}
+
+TEST(Golden, RecompressingTheSampleReproducesTheCommittedChunksBitForBit) {
+  // The same input and settings (sample_data/make_samples.py) must give the same coefficient
+  // bytes: the chunk checksums in the index are compared, and so is the labels side array.
+  const std::string arc = k_dir + "/archives/images_b8_k4_f16.dcz";
+  auto out = scratch("recompress") / "again.dcz";
+  auto be = make_backend(backend_kind::cpu, {2});
+  formats::compress_options o;
+  o.chop = 4;
+  o.chunk_mb = 0.005;
+  o.labels_path = k_dir + "/labels.npy";
+  o.overwrite = true;
+  formats::compress_npy(k_dir + "/images_u8_nhwc.npy", out.string(), *be, o);
+  auto want = formats::archive_reader::open(arc);
+  auto got = formats::archive_reader::open(out.string());
+  ASSERT_EQ(want.chunks().size(), got.chunks().size());
+  for (std::size_t i = 0; i < want.chunks().size(); ++i) {
+    EXPECT_EQ(want.chunks()[i].xxh64, got.chunks()[i].xxh64) << "chunk " << i;
+    EXPECT_EQ(want.chunks()[i].offset, got.chunks()[i].offset) << "chunk " << i;
+  }
+  EXPECT_EQ(want.read_side_array("labels"), got.read_side_array("labels"));
+}
+
+TEST(Golden, CommittedFloatArchiveDecodesCloseToTheInput) {
+  auto out = scratch("fields") / "fields.npy";
+  auto be = make_backend(backend_kind::cpu);
+  formats::decompress_options o;
+  o.overwrite = true;
+  formats::decompress_to_npy(k_dir + "/archives/fields_b8_k6_f32.dcz", out.string(), *be, o);
+  auto ra = formats::npy_reader::open(k_dir + "/fields_f32.npy");
+  auto rb = formats::npy_reader::open(out.string());
+  ASSERT_EQ(ra.header().shape, rb.header().shape);
+  std::vector<float> a(ra.header().count()), b(rb.header().count());
+  ra.read_rows(0, ra.rows(), a.data());
+  rb.read_rows(0, rb.rows(), b.data());
+  double lo = a[0], hi = a[0], sse = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    lo = std::min<double>(lo, a[i]);
+    hi = std::max<double>(hi, a[i]);
+    sse += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  }
+  const double psnr = 20 * std::log10(hi - lo) - 10 * std::log10(sse / double(a.size()));
+  EXPECT_GT(psnr, 50.0) << "smooth fields keep well at chop 6";
+}
+
+struct broken_case {
+  const char* file;
+  errc code;
+};
+
+TEST(Golden, CommittedBrokenArchivesFailWithTheirErrorCodes) {
+  const std::vector<broken_case> cases = {{"truncated.dcz", errc::corrupt},
+                                          {"flipped_chunk.dcz", errc::corrupt},
+                                          {"bad_magic.dcz", errc::bad_input},
+                                          {"version_2.dcz", errc::unsupported_version}};
+  auto be = make_backend(backend_kind::cpu);
+  for (const auto& c : cases) {
+    const std::string path = k_dir + "/archives/broken/" + c.file;
+    auto out = scratch("broken") / (std::string(c.file) + ".npy");
+    fs::remove(out);
+    formats::decompress_options o;
+    try {
+      formats::decompress_to_npy(path, out.string(), *be, o);
+      ADD_FAILURE() << c.file << " decoded without an error";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), c.code) << c.file << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.file), std::string::npos) << "message names the file";
+    }
+    EXPECT_FALSE(fs::exists(out)) << c.file << " left an output behind";
+  }
+}
+
+}  // namespace
