@@ -1,5 +1,6 @@
 // In-memory codec throughput (GB/s of uncompressed input), Google Benchmark.
-// Run: ./build/bench/dctchop_bench --benchmark_counters_tabular=true
+// Run: ./build/bench/dctchop_bench --benchmark_counters_tabular=true (or scripts/bench.sh).
+// Batches are 25-32 MB, larger than the caches, so the figures include memory traffic.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -69,12 +70,12 @@ void run(benchmark::State& state, setup s, bool encode) {
       bytes * state.iterations() / 1e9 / threads, benchmark::Counter::kIsRate);
 }
 
-void BM_encode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(32), true); }
-void BM_decode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(32), false); }
-void BM_encode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(96), true); }
-void BM_decode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(96), false); }
-void BM_encode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(8), true); }
-void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(8), false); }
+void BM_encode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(128), true); }
+void BM_decode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(128), false); }
+void BM_encode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(384), true); }
+void BM_decode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(384), false); }
+void BM_encode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), true); }
+void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), false); }
 
 // Args: {threads, chop}
 #define DCTCHOP_ARGS ArgsProduct({{1, 2}, {1, 2, 4}})->ArgNames({"threads", "chop"})->UseRealTime()

@@ -411,3 +411,44 @@ TEST(Scalar, RoundClampSaturatesAndRoundsHalfToEven) {
 }
 
 }  // namespace
+
+// ---- the per-ISA kernel copies must agree bit for bit ---------------------------------------
+
+#include "cpu_kernels.hpp"
+
+namespace {
+
+TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
+#if !defined(DCTCHOP_HAVE_AVX2_KERNELS)
+  GTEST_SKIP() << "no AVX2 kernel copy in this build";
+#else
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
+    GTEST_SKIP() << "this processor has no AVX2/F16C";
+  }
+  std::mt19937_64 rng(99);
+  for (auto lay : {layout::nhwc, layout::nchw, layout::nhw}) {
+    for (int b : {4, 8, 16, 32}) {
+      for (auto ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+        const int k = 1 + static_cast<int>(rng() % b);
+        geometry g{lay, 3, lay == layout::nhw ? 1u : 3u, 1 + rng() % 40, 1 + rng() % 40};
+        auto x = random_data<std::uint8_t>(g.samples * g.values_per_sample(), rng);
+        codec_params p{b, k, ct, 128};
+        std::vector<std::byte> c1(g.samples * coeff_bytes_per_sample(p, g)), c2(c1.size());
+        std::atomic<std::uint64_t> bad1{~0ull}, bad2{~0ull};
+        auto in = make_view(g, dtype::u8, static_cast<const void*>(x.data()), g.samples);
+        detail::generic::encode_batch(p, in, c1.data(), 1, bad1);
+        detail::avx2::encode_batch(p, in, c2.data(), 1, bad2);
+        ASSERT_EQ(c1, c2) << "B=" << b << " K=" << k << " " << to_string(ct) << " " << to_string(lay);
+        ASSERT_EQ(bad1.load(), bad2.load());
+        std::vector<std::uint8_t> y1(x.size()), y2(x.size());
+        detail::generic::decode_batch(p, c1.data(), make_view(g, dtype::u8, static_cast<void*>(y1.data()), g.samples), 1);
+        detail::avx2::decode_batch(p, c1.data(), make_view(g, dtype::u8, static_cast<void*>(y2.data()), g.samples), 1);
+        ASSERT_EQ(y1, y2) << "B=" << b << " K=" << k << " " << to_string(ct);
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# CPU benchmarks: in-memory codec throughput (Google Benchmark) and, through the CLI, ratio,
+# PSNR and end-to-end throughput on generated 256x256x3 u8 images and 512x512 f32 fields.
+# Usage: scripts/bench.sh [results-dir]   (default: scripts/results)
+# Writes bench-cpu-<date>.txt (human) and .json (raw) there. Takes about two minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RESULTS="${1:-scripts/results}"
+BUILD="${DCTCHOP_BUILD:-build}"
+mkdir -p "$RESULTS"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j2 --target dctchop_bench dctchop_cli >/dev/null
+STAMP="$(date -u +%Y-%m-%d)"
+OUT="$RESULTS/bench-cpu-$STAMP.txt"
+DATA="$BUILD/bench-data"
+/usr/bin/python3 scripts/make_bench_data.py "$DATA" 64 16
+DCT="$BUILD/apps/dctchop"
+
+{
+  echo "# dctchop CPU benchmark, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+  echo "# $("$DCT" --version | tr '\n' ' ')"
+  echo
+  echo "## In-memory codec, block 8 (GB/s of uncompressed input; batches of 25-32 MB)"
+  "$BUILD/bench/dctchop_bench" --benchmark_counters_tabular=true --benchmark_min_time=0.5 \
+    --benchmark_out="$RESULTS/bench-cpu-$STAMP.json" --benchmark_out_format=json 2>&1 |
+    grep -E "^(BM_|Benchmark|---)" || true
+  echo
+  echo "## CLI on generated data: ratio (archive bytes included), PSNR, end-to-end GB/s"
+  printf "%-28s %5s %6s %8s %9s %10s %12s %12s\n" input chop coeff ratio bits/val "PSNR dB" \
+    "compress GB/s" "decompress GB/s"
+  for IN in "$DATA/images_256x256x3_u8.npy" "$DATA/fields_512x512_f32.npy"; do
+    for K in 1 2 4 6; do
+      J="$("$DCT" compress "$IN" -o "$DATA/b.dcz" --chop "$K" -f --json)"
+      T="$("$DCT" compress "$IN" -o "$DATA/b.dcz" --chop "$K" -f --json --no-quality)"
+      D="$("$DCT" decompress "$DATA/b.dcz" -o "$DATA/b.npy" -f --json)"
+      /usr/bin/python3 - "$IN" "$K" "$J" "$T" "$D" <<'PY'
+import json, os, sys
+name, k, j, t, d = sys.argv[1:]
+j, t, d = json.loads(j), json.loads(t), json.loads(d)
+print("%-28s %5s %6s %8.2f %9.3f %10.2f %12.2f %12.2f" % (
+    os.path.basename(name), k, j["coeff"], j["ratio"], j["bits_per_value"],
+    j["quality"]["psnr_db"], t["throughput_gbps"], d["throughput_gbps"]))
+PY
+    done
+  done
+} | tee "$OUT"
+echo "wrote $OUT"

@@ -1,0 +1,312 @@
+/** @file test_util.hpp
+ *  Helpers shared by the archive, pipeline and CLI tests: scratch folders, whole-file reads and
+ *  writes, running a command through /bin/sh, feeding standard input from a pipe, and error
+ *  figures computed independently of lib/metrics.
+ */
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dctchop/error.hpp"
+#include "dctchop/formats/npy.hpp"
+
+#ifndef DCTCHOP_SAMPLE_DIR
+#error "DCTCHOP_SAMPLE_DIR must name the sample_data folder"
+#endif
+
+namespace dctchop::test {
+
+namespace fs = std::filesystem;
+
+inline std::string sample_npy(const std::string& name) {
+  return std::string(DCTCHOP_SAMPLE_DIR) + "/npy/" + name;
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("test: cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("test: cannot write " + path);
+}
+
+/** XOR one byte of a file in place with `mask`. */
+inline void flip_byte(const std::string& path, std::uint64_t offset, unsigned char mask = 0x5a) {
+  std::string b = read_bytes(path);
+  if (offset >= b.size()) throw std::runtime_error("test: flip_byte past the end of " + path);
+  b[offset] = static_cast<char>(static_cast<unsigned char>(b[offset]) ^ mask);
+  write_bytes(path, b);
+}
+
+/** Base folder for scratch data: $DCTCHOP_TMP (created when missing), else a mkdtemp folder
+ *  under /tmp made once per process. */
+inline fs::path scratch_base() {
+  static const fs::path base = [] {
+    const char* env = std::getenv("DCTCHOP_TMP");
+    if (env != nullptr && *env != '\0') {
+      std::error_code ec;
+      fs::create_directories(env, ec);
+      if (fs::is_directory(env, ec)) return fs::path(env);
+    }
+    char templ[] = "/tmp/dctchop_tests_XXXXXX";
+    if (::mkdtemp(templ) == nullptr) throw std::runtime_error("test: mkdtemp failed");
+    return fs::path(templ);
+  }();
+  return base;
+}
+
+/** A fresh folder for the running test (named after it), removed with its contents. */
+class temp_dir {
+ public:
+  temp_dir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = info != nullptr ? std::string(info->test_suite_name()) + "." + info->name()
+                                       : std::string("test");
+    for (char& c : name)
+      if (c == '/') c = '_';
+    std::string templ = (scratch_base() / (name + ".XXXXXX")).string();
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("test: mkdtemp " + templ);
+    path_ = buf.data();
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+  /** Names of the entries in the folder, sorted. */
+  std::vector<std::string> entries() const {
+    std::vector<std::string> v;
+    for (const auto& e : fs::directory_iterator(path_)) v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+ private:
+  fs::path path_;
+};
+
+/** Quote a word for /bin/sh. */
+inline std::string sh_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+struct command_result {
+  int status = -1;  ///< exit status, or 128 + signal number
+  std::string out, err;
+};
+
+/** Run `command` with /bin/sh -c in folder `dir`, stdin from /dev/null, stdout and stderr
+ *  captured through files in the scratch base folder (removed afterwards). */
+inline command_result run_sh(const std::string& command, const fs::path& dir) {
+  std::string out_s = (scratch_base() / "cmd_out_XXXXXX").string();
+  std::string err_s = (scratch_base() / "cmd_err_XXXXXX").string();
+  char* out_t = out_s.data();
+  char* err_t = err_s.data();
+  const int out_fd = ::mkstemp(out_t);
+  const int err_fd = ::mkstemp(err_t);
+  if (out_fd < 0 || err_fd < 0) throw std::runtime_error("test: mkstemp failed");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("test: fork failed");
+  if (pid == 0) {
+    const int in_fd = ::open("/dev/null", O_RDONLY);
+    ::dup2(in_fd, STDIN_FILENO);
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out_fd);
+  ::close(err_fd);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  command_result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = read_bytes(out_t);
+  r.err = read_bytes(err_t);
+  ::unlink(out_t);
+  ::unlink(err_t);
+  return r;
+}
+
+/** Standard input replaced by the read end of a pipe that a thread fills with `bytes` in small
+ *  pieces, for the object's life. The previous standard input comes back at destruction. */
+class stdin_pipe {
+ public:
+  explicit stdin_pipe(std::string bytes, std::size_t piece = 1000) : bytes_(std::move(bytes)) {
+    int p[2];
+    if (::pipe(p) != 0) throw std::runtime_error("test: pipe failed");
+    old_sigpipe_ = std::signal(SIGPIPE, SIG_IGN);  // a reader that stops early must not kill us
+    saved_ = ::dup(STDIN_FILENO);
+    ::dup2(p[0], STDIN_FILENO);
+    ::close(p[0]);
+    const int wfd = p[1];
+    feeder_ = std::thread([this, wfd, piece] {
+      std::size_t done = 0;
+      while (done < bytes_.size()) {
+        const std::size_t n = std::min(piece, bytes_.size() - done);
+        const ssize_t w = ::write(wfd, bytes_.data() + done, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;  // the reader closed its end
+        done += static_cast<std::size_t>(w);
+      }
+      ::close(wfd);
+    });
+  }
+  ~stdin_pipe() {
+    // Put the old stdin back first: that closes the pipe's read end, so a feeder still
+    // writing gets EPIPE and stops.
+    ::dup2(saved_, STDIN_FILENO);
+    ::close(saved_);
+    feeder_.join();
+    std::signal(SIGPIPE, old_sigpipe_);
+  }
+  stdin_pipe(const stdin_pipe&) = delete;
+  stdin_pipe& operator=(const stdin_pipe&) = delete;
+
+ private:
+  std::string bytes_;
+  int saved_ = -1;
+  std::thread feeder_;
+  void (*old_sigpipe_)(int) = SIG_DFL;
+};
+
+/** Expect `fn` to throw dctchop::error with `code` and a one-line message containing each of
+ *  `texts`. */
+template <typename Fn>
+void expect_error(Fn&& fn, errc code, const std::vector<std::string>& texts = {}) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected " << to_string(code);
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), code) << "got " << to_string(e.code()) << ": " << e.what();
+    for (const auto& text : texts) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos)
+          << "message lacks \"" << text << "\": " << e.what();
+    }
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+/** A whole .npy file read with the library's reader, as doubles plus its header. */
+struct npy_data {
+  formats::npy_header header;
+  std::vector<double> values;
+  std::vector<std::byte> raw;  ///< native-endian C-order data bytes
+};
+
+inline npy_data load_npy(const std::string& path) {
+  auto r = formats::npy_reader::open(path);
+  npy_data d;
+  d.header = r.header();
+  d.raw.resize(d.header.count() * d.header.type.itemsize);
+  if (!d.raw.empty()) r.read_rows(0, r.rows(), d.raw.data());
+  const auto& t = d.header.type;
+  d.values.resize(d.header.count());
+  for (std::size_t i = 0; i < d.values.size(); ++i) {
+    const std::byte* p = d.raw.data() + i * t.itemsize;
+    auto get = [&](auto v) {
+      std::memcpy(&v, p, sizeof v);
+      return static_cast<double>(v);
+    };
+    if (t.kind == 'u' && t.itemsize == 1) d.values[i] = get(std::uint8_t{});
+    else if (t.kind == 'u' && t.itemsize == 2) d.values[i] = get(std::uint16_t{});
+    else if (t.kind == 'i' && t.itemsize == 2) d.values[i] = get(std::int16_t{});
+    else if (t.kind == 'i' && t.itemsize == 8) d.values[i] = get(std::int64_t{});
+    else if (t.kind == 'f' && t.itemsize == 4) d.values[i] = get(float{});
+    else if (t.kind == 'f' && t.itemsize == 8) d.values[i] = get(double{});
+    else throw std::runtime_error("test: load_npy: unhandled dtype " + t.native_descr());
+  }
+  return d;
+}
+
+/** Write a .npy file of `type` and `shape` from native-endian C-order bytes. */
+template <typename T>
+void save_npy(const std::string& path, dtype type, const std::vector<std::uint64_t>& shape,
+              const std::vector<T>& values) {
+  auto w = formats::npy_writer::create(path, formats::npy_dtype_of(type), shape, false);
+  w.write_rows(values.data(), shape.empty() ? 1 : shape[0]);
+  w.finish();
+}
+
+/** Mean squared error between two equally long value lists. */
+inline double mse_of(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double s = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
+  return a.empty() ? 0.0 : s / static_cast<double>(a.size());
+}
+
+/** PSNR in dB as DESIGN.md defines it; +inf when the MSE is 0. */
+inline double psnr_of(const std::vector<double>& original, const std::vector<double>& decoded,
+                      double range) {
+  const double m = mse_of(original, decoded);
+  if (m == 0) return INFINITY;
+  return 20.0 * std::log10(range) - 10.0 * std::log10(m);
+}
+
+inline double value_range(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *hi - *lo;
+}
+
+/** Smooth test images: N samples of H x W x C u8 values (NHWC), gentle gradients and waves. */
+inline std::vector<std::uint8_t> smooth_u8_nhwc(int n, int h, int w, int c) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * h * w * c);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int k = 0; k < c; ++k) {
+          const double f = 128 + 60 * std::sin(0.11 * x + 0.3 * s + k) +
+                           40 * std::cos(0.07 * y - 0.2 * k) + 0.5 * s;
+          v[i++] = static_cast<std::uint8_t>(std::lround(std::clamp(f, 0.0, 255.0)));
+        }
+  return v;
+}
+
+/** Smooth f32 fields: N samples of H x W values (NHW). */
+inline std::vector<float> smooth_f32_nhw(int n, int h, int w) {
+  std::vector<float> v(static_cast<std::size_t>(n) * h * w);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        v[i++] = static_cast<float>(3.0 * std::sin(0.15 * x + 0.4 * s) * std::cos(0.1 * y) +
+                                    0.01 * x * y - 1.5);
+  return v;
+}
+
+}  // namespace dctchop::test
