@@ -72,7 +72,15 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
     h.type = *t;
     auto shape = j.at("shape").get<std::vector<u64>>();
+    for (u64 d : shape) {
+      if (d > (u64(1) << 40)) corrupt(file, "header shape has an absurd axis");
+    }
     h.geom = resolve_layout(shape, *l);
+    if (h.geom.height > (u64(1) << 24) || h.geom.width > (u64(1) << 24) ||
+        h.geom.planes > (u64(1) << 16) ||
+        h.geom.height * h.geom.width > (u64(1) << 36) / h.geom.planes) {
+      corrupt(file, "header sample size is out of range");
+    }
     if (j.at("samples").get<u64>() != h.geom.samples || j.at("planes").get<u64>() != h.geom.planes ||
         j.at("height").get<u64>() != h.geom.height || j.at("width").get<u64>() != h.geom.width) {
       corrupt(file, "header geometry disagrees with its shape");
@@ -439,6 +447,8 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
     c.stages = get_u32(rec + 48);
     c.xxh64 = get_u64(rec + 56);
     const u64 cbps = header_.coeff_bytes_per_sample();
+    // A sane writer never makes a chunk above a few GiB; refuse before allocating.
+    if (c.stored_bytes > (u64(16) << 30)) corrupt(name, "chunk record claims an absurd size");
     if (std::memcmp(rec, k_chunk_magic, 8) != 0 || get_u64(rec + 8) != next_index_ ||
         c.first != next_sample_ || c.count == 0 || c.count > header_.geom.samples - next_sample_ ||
         c.raw_bytes != c.count * cbps || c.stored_bytes != c.raw_bytes) {

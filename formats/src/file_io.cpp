@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -152,14 +153,27 @@ output_file output_file::create(const std::string& path, bool overwrite) {
   // Temporary file in the same folder, so that rename() is atomic.
   std::filesystem::path p(path);
   std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-  std::string templ = (std::filesystem::path(dir) / ("." + p.filename().string() + ".tmpXXXXXX")).string();
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  int fd = ::mkstemp(buf.data());
+  // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
+  // new file (mkstemp would leave it 0600). Built with append: GCC 12 warns falsely on
+  // "." + std::string&& (-Wrestrict).
+  std::random_device rd;
+  std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<std::uint64_t>(::getpid()));
+  int fd = -1;
+  std::string temp;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, ".tmp%012llx",
+                  static_cast<unsigned long long>(rng() & 0xffffffffffffull));
+    std::string leaf(".");
+    leaf.append(p.filename().string()).append(suffix);
+    temp = (std::filesystem::path(dir) / leaf).string();
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) throw error(errc::io, os_error(path, "create a temporary file beside"));
-  ::fchmod(fd, 0644 & ~[] { mode_t m = ::umask(0); ::umask(m); return m; }());
   f.fd_ = fd;
-  f.temp_path_ = buf.data();
+  f.temp_path_ = temp;
   return f;
 }
 

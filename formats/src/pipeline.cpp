@@ -236,7 +236,7 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 ibps = h.geom.values_per_sample() * size_of(h.type);
   const u64 rps = rows_per_sample(h.geom);
-  std::vector<std::byte> coeffs, outbuf(std::min<u64>(h.samples_per_chunk, g.samples) * ibps);
+  std::vector<std::byte> coeffs, outbuf;  // grown to the largest chunk actually read
   u64 done = 0;
   auto decode_part = [&](const chunk_info& c) {
     const u64 lo = std::max(c.first, first), hi = std::min(c.first + c.count, end);
