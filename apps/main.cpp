@@ -88,7 +88,10 @@ std::string psnr_text(const std::optional<double>& p) {
 
 std::string shape_text(const std::vector<std::uint64_t>& s) {
   std::string r;
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) r += 'x';
+    r += std::to_string(s[i]);
+  }
   return r;
 }
 
@@ -98,7 +101,11 @@ void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::
     if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) {
       throw error(errc::invalid_argument, "--samples " + s + ": expected A:B with A < B");
     }
-    return std::stoull(t);
+    try {
+      return std::stoull(t);
+    } catch (const std::exception&) {
+      throw error(errc::invalid_argument, "--samples " + s + ": number out of range");
+    }
   };
   auto colon = s.find(':');
   if (colon == std::string::npos) {

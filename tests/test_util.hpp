@@ -61,20 +61,33 @@ inline void flip_byte(const std::string& path, std::uint64_t offset, unsigned ch
 }
 
 /** Base folder for scratch data: $DCTCHOP_TMP (created when missing), else a mkdtemp folder
- *  under /tmp made once per process. */
+ *  under /tmp made once per process and removed at exit (when the tests left it empty). */
 inline fs::path scratch_base() {
-  static const fs::path base = [] {
-    const char* env = std::getenv("DCTCHOP_TMP");
-    if (env != nullptr && *env != '\0') {
-      std::error_code ec;
-      fs::create_directories(env, ec);
-      if (fs::is_directory(env, ec)) return fs::path(env);
+  struct base_dir {
+    fs::path path;
+    bool owned = false;
+    base_dir() {
+      const char* env = std::getenv("DCTCHOP_TMP");
+      if (env != nullptr && *env != '\0') {
+        std::error_code ec;
+        fs::create_directories(env, ec);
+        if (fs::is_directory(env, ec)) {
+          path = env;
+          return;
+        }
+      }
+      char templ[] = "/tmp/dctchop_tests_XXXXXX";
+      if (::mkdtemp(templ) == nullptr) throw std::runtime_error("test: mkdtemp failed");
+      path = templ;
+      owned = true;
     }
-    char templ[] = "/tmp/dctchop_tests_XXXXXX";
-    if (::mkdtemp(templ) == nullptr) throw std::runtime_error("test: mkdtemp failed");
-    return fs::path(templ);
-  }();
-  return base;
+    ~base_dir() {
+      std::error_code ec;
+      if (owned) fs::remove(path, ec);  // only removes an empty folder
+    }
+  };
+  static const base_dir base;
+  return base.path;
 }
 
 /** A fresh folder for the running test (named after it), removed with its contents. */
@@ -242,7 +255,11 @@ inline npy_data load_npy(const std::string& path) {
     };
     if (t.kind == 'u' && t.itemsize == 1) d.values[i] = get(std::uint8_t{});
     else if (t.kind == 'u' && t.itemsize == 2) d.values[i] = get(std::uint16_t{});
+    else if (t.kind == 'u' && t.itemsize == 4) d.values[i] = get(std::uint32_t{});
+    else if (t.kind == 'u' && t.itemsize == 8) d.values[i] = get(std::uint64_t{});
+    else if (t.kind == 'i' && t.itemsize == 1) d.values[i] = get(std::int8_t{});
     else if (t.kind == 'i' && t.itemsize == 2) d.values[i] = get(std::int16_t{});
+    else if (t.kind == 'i' && t.itemsize == 4) d.values[i] = get(std::int32_t{});
     else if (t.kind == 'i' && t.itemsize == 8) d.values[i] = get(std::int64_t{});
     else if (t.kind == 'f' && t.itemsize == 4) d.values[i] = get(float{});
     else if (t.kind == 'f' && t.itemsize == 8) d.values[i] = get(double{});

@@ -1,5 +1,7 @@
 #include "dctchop/formats/pipeline.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -208,7 +210,18 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
                                     backend& be, const decompress_options& o) {
   const auto t0 = clock_type::now();
   check_not_same(input, output);
-  if (!o.labels_out.empty()) check_not_same(input, o.labels_out);
+  if (!o.labels_out.empty()) {
+    check_not_same(input, o.labels_out);
+    if (o.labels_out == output || same_file(output, o.labels_out)) {
+      throw error(errc::invalid_argument,
+                  o.labels_out + ": the labels and the decoded data cannot share one output");
+    }
+    // Refuse an existing labels file now, not after decoding everything.
+    struct stat st {};
+    if (!o.overwrite && o.labels_out != "-" && ::stat(o.labels_out.c_str(), &st) == 0) {
+      throw error(errc::output_exists, o.labels_out + ": already exists (use -f to overwrite)");
+    }
+  }
   archive_reader r = archive_reader::open(input);
   const auto& h = r.header();
   const u64 total = h.geom.samples;

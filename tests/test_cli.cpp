@@ -1,0 +1,442 @@
+// Tests of the `dctchop` command: runs the built binary through /bin/sh and checks exit codes,
+// outputs, stdout/stderr, and that failures leave no output and no temporary file behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/codec.hpp"
+#include "test_util.hpp"
+
+#ifndef DCTCHOP_BINARY
+#error "DCTCHOP_BINARY must name the built dctchop command"
+#endif
+
+namespace {
+
+using namespace dctchop;
+using dctchop::test::command_result;
+using dctchop::test::flip_byte;
+using dctchop::test::load_npy;
+using dctchop::test::read_bytes;
+using dctchop::test::sample_npy;
+using dctchop::test::save_npy;
+using dctchop::test::sh_quote;
+using dctchop::test::temp_dir;
+using dctchop::test::write_bytes;
+using u64 = std::uint64_t;
+using json = nlohmann::json;
+
+const std::string k_bin = sh_quote(DCTCHOP_BINARY);
+
+/** Run `dctchop ARGS` (ARGS is shell text) in `dir`. */
+command_result cli(const temp_dir& dir, const std::string& args) {
+  return dctchop::test::run_sh(k_bin + " " + args, dir.path());
+}
+
+/** Run a shell pipeline in `dir`; "DCTCHOP" in it is replaced by the binary. */
+command_result sh(const temp_dir& dir, std::string cmd) {
+  for (std::size_t p; (p = cmd.find("DCTCHOP")) != std::string::npos;) cmd.replace(p, 7, k_bin);
+  return dctchop::test::run_sh(cmd, dir.path());
+}
+
+std::string describe(const command_result& r) {
+  return "exit " + std::to_string(r.status) + "\nstdout: " + r.out.substr(0, 2000) +
+         "\nstderr: " + r.err.substr(0, 2000);
+}
+
+json parse_json(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
+  return j;
+}
+
+std::size_t count_lines(const std::string& s) {
+  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+/** True when any entry of the folder looks like an output's temporary file (".NAME.tmp..."). */
+bool has_temp_file(const temp_dir& dir) {
+  for (const auto& e : dir.entries())
+    if (!e.empty() && e[0] == '.' && e.find(".tmp") != std::string::npos) return true;
+  return false;
+}
+
+bool cuda_built() {
+  for (const auto& b : compiled_backends())
+    if (b.rfind("cuda", 0) == 0) return true;
+  return false;
+}
+
+/** Smooth u8 NHWC images, n x 16 x 16 x 3, written to `dir`/name. */
+std::string make_u8(const temp_dir& dir, const std::string& name, int n = 5) {
+  save_npy(dir.file(name), dtype::u8, {u64(n), 16, 16, 3}, dctchop::test::smooth_u8_nhwc(n, 16, 16, 3));
+  return dir.file(name);
+}
+
+// ---------------------------------------------------------------- round trips
+
+TEST(Cli, RoundTripOfSampleU8AtChop4HasPsnrAbove30AndEqualToTheReportedOne) {
+  temp_dir dir;
+  const std::string in = sample_npy("u8_nhwc.npy");
+  auto c = cli(dir, "compress " + sh_quote(in) + " -o a.dcz --chop 4 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json j = parse_json(c.out);
+  auto d = cli(dir, "decompress a.dcz -o out.npy -q");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_EQ(d.out, "");
+  const auto a = load_npy(in), b = load_npy(dir.file("out.npy"));
+  EXPECT_EQ(b.header.shape, (std::vector<u64>{2, 8, 8, 3}));
+  EXPECT_EQ(b.header.type.native_descr(), "|u1");
+  const double p = dctchop::test::psnr_of(a.values, b.values, 255.0);
+  EXPECT_GT(p, 30.0);
+  ASSERT_TRUE(j.at("quality").at("psnr_db").is_number()) << c.out;
+  EXPECT_NEAR(p, j["quality"]["psnr_db"].get<double>(), 1e-9);
+}
+
+TEST(Cli, RoundTripOfU8AtChop8IsExact) {
+  temp_dir dir;
+  const std::string in = sample_npy("u8_nhwc.npy");
+  auto c = cli(dir, "compress " + sh_quote(in) + " -o a.dcz --chop 8 -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(c.err, "") << "-q prints nothing";
+  auto d = cli(dir, "decompress a.dcz -o out.npy -q");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  const auto a = load_npy(in), b = load_npy(dir.file("out.npy"));
+  EXPECT_EQ(b.header.shape, a.header.shape);
+  EXPECT_EQ(b.raw, a.raw);
+}
+
+TEST(Cli, RoundTripOfGeneratedF32KeepsDtypeAndHasPsnrAbove30) {
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(4, 24, 18);
+  save_npy(dir.file("f.npy"), dtype::f32, {4, 24, 18}, v);
+  auto c = cli(dir, "compress f.npy -o f.dcz --chop 4 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json j = parse_json(c.out);
+  EXPECT_EQ(j.at("coeff"), "f32");
+  EXPECT_EQ(j.at("layout"), "NHW");
+  auto d = cli(dir, "decompress f.dcz -o out.npy -q");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  const auto a = load_npy(dir.file("f.npy")), b = load_npy(dir.file("out.npy"));
+  EXPECT_EQ(b.header.type.native_descr(), "<f4");
+  EXPECT_EQ(b.header.shape, (std::vector<u64>{4, 24, 18}));
+  const double range = dctchop::test::value_range(a.values);
+  const double p = dctchop::test::psnr_of(a.values, b.values, range);
+  EXPECT_GT(p, 30.0);
+  EXPECT_NEAR(p, j.at("quality").at("psnr_db").get<double>(), 1e-6);
+}
+
+TEST(Cli, DefaultOutputNameReplacesNpyWithDcz) {
+  temp_dir dir;
+  make_u8(dir, "images.npy");
+  auto c = cli(dir, "compress images.npy -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("images.dcz")));
+}
+
+// ---------------------------------------------------------------- pipes
+
+TEST(Cli, DashPipesGiveTheSameBytesAsFiles) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  auto p = sh(dir, "cat in.npy | DCTCHOP compress - -o - -q | DCTCHOP decompress - -o - -q > piped.npy");
+  ASSERT_EQ(p.status, 0) << describe(p);
+  ASSERT_EQ(cli(dir, "compress in.npy -o f.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress f.dcz -o file.npy -q").status, 0);
+  const std::string piped = read_bytes(dir.file("piped.npy"));
+  EXPECT_FALSE(piped.empty());
+  EXPECT_EQ(piped, read_bytes(dir.file("file.npy")));
+  // A file archive decoded from a pipe, and a piped archive decoded from a file, agree too.
+  auto q = sh(dir, "cat f.dcz | DCTCHOP decompress - -o - -q > from_pipe.npy");
+  ASSERT_EQ(q.status, 0) << describe(q);
+  EXPECT_EQ(read_bytes(dir.file("from_pipe.npy")), piped);
+}
+
+TEST(Cli, InfoOfAPipedArchiveDescribesIt) {
+  temp_dir dir;
+  ASSERT_EQ(cli(dir, "compress " + sh_quote(sample_npy("u8_nhwc.npy")) + " -o a.dcz -q").status, 0);
+  auto t = sh(dir, "cat a.dcz | DCTCHOP info -");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  EXPECT_NE(t.out.find("2x8x8x3 u8 NHWC"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("block 8 chop 4 coeff f16"), std::string::npos) << t.out;
+  auto j = sh(dir, "cat a.dcz | DCTCHOP info - --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const json info = parse_json(j.out);
+  EXPECT_EQ(info.at("shape"), json({2, 8, 8, 3}));
+  EXPECT_EQ(info.at("file"), "<stdin>");
+}
+
+TEST(Cli, CompressToStdoutWithJsonPutsTheReportOnStderr) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  auto c = sh(dir, "DCTCHOP compress in.npy -o - --json > a.dcz");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json j = parse_json(c.err);
+  EXPECT_EQ(j.at("archive_bytes").get<u64>(), std::filesystem::file_size(dir.file("a.dcz")));
+  auto i = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_EQ(parse_json(i.out).at("shape"), json({5, 16, 16, 3}));
+}
+
+// ---------------------------------------------------------------- JSON reports
+
+TEST(Cli, JsonOfCompressAndInfoIsValidAndCarriesRatioAndPsnr) {
+  temp_dir dir;
+  make_u8(dir, "in.npy", 40);  // 30 KiB of input: the archive is smaller than the input
+  auto c = cli(dir, "compress in.npy -o a.dcz --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json cj = parse_json(c.out);
+  const u64 file_bytes = std::filesystem::file_size(dir.file("a.dcz"));
+  EXPECT_EQ(cj.at("input_bytes").get<u64>(), 40u * 16 * 16 * 3);
+  EXPECT_EQ(cj.at("archive_bytes").get<u64>(), file_bytes);
+  EXPECT_NEAR(cj.at("ratio").get<double>(), double(40 * 16 * 16 * 3) / double(file_bytes), 1e-12);
+  EXPECT_GT(cj["ratio"].get<double>(), 1.0);
+  ASSERT_TRUE(cj.at("quality").at("psnr_db").is_number());
+  EXPECT_GT(cj["quality"]["psnr_db"].get<double>(), 30.0);
+
+  auto i = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  const json ij = parse_json(i.out);
+  EXPECT_NEAR(ij.at("ratio").get<double>(), cj["ratio"].get<double>(), 1e-12);
+  EXPECT_NEAR(ij.at("quality").at("psnr_db").get<double>(), cj["quality"]["psnr_db"].get<double>(),
+              1e-9);
+  EXPECT_EQ(ij.at("codec").at("chop"), 4);
+  EXPECT_EQ(ij.at("dtype"), "u8");
+  EXPECT_EQ(ij.at("version"), "1.0");
+}
+
+// ---------------------------------------------------------------- overwriting
+
+TEST(Cli, SecondCompressToTheSameOutputExits6AndLeavesTheFileUntouchedUnlessForced) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  const std::string first = read_bytes(dir.file("a.dcz"));
+  auto again = cli(dir, "compress in.npy -o a.dcz --chop 2 -q");
+  EXPECT_EQ(again.status, 6) << describe(again);
+  EXPECT_NE(again.err.find("a.dcz"), std::string::npos) << again.err;
+  EXPECT_EQ(read_bytes(dir.file("a.dcz")), first);
+  EXPECT_FALSE(has_temp_file(dir));
+  auto forced = cli(dir, "compress in.npy -o a.dcz --chop 2 -q -f");
+  ASSERT_EQ(forced.status, 0) << describe(forced);
+  auto i = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_EQ(parse_json(i.out).at("codec").at("chop"), 2) << "-f replaced the archive";
+}
+
+TEST(Cli, DecompressOntoAnExistingFileExits6AndLeavesItUntouchedUnlessForced) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  write_bytes(dir.file("out.npy"), "keep me");
+  auto d = cli(dir, "decompress a.dcz -o out.npy -q");
+  EXPECT_EQ(d.status, 6) << describe(d);
+  EXPECT_EQ(read_bytes(dir.file("out.npy")), "keep me");
+  auto f = cli(dir, "decompress a.dcz -o out.npy -q --force");
+  ASSERT_EQ(f.status, 0) << describe(f);
+  EXPECT_EQ(load_npy(dir.file("out.npy")).header.shape, (std::vector<u64>{5, 16, 16, 3}));
+}
+
+TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  const std::string before = read_bytes(dir.file("in.npy"));
+  auto c = cli(dir, "compress in.npy -o in.npy -f");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  auto c2 = cli(dir, "compress in.npy -o ./in.npy -f");
+  EXPECT_EQ(c2.status, 2) << describe(c2);
+  EXPECT_EQ(read_bytes(dir.file("in.npy")), before);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"in.npy"});
+}
+
+// ---------------------------------------------------------------- bad input
+
+struct bad_case {
+  std::string args;        ///< after "dctchop"
+  int status;              ///< documented exit code
+  std::string names;       ///< text stderr must contain ("" for none)
+  bool one_line = true;    ///< a dctchop error: exactly one line on stderr
+};
+
+/** Runs every case in `dir` and checks the exit code, stderr, and that the folder holds only
+ *  what it held before (no output, no temporary file). */
+void check_bad_cases(const temp_dir& dir, const std::vector<bad_case>& cases) {
+  const auto before = dir.entries();
+  for (const auto& bc : cases) {
+    auto r = cli(dir, bc.args);
+    EXPECT_EQ(r.status, bc.status) << "dctchop " << bc.args << "\n" << describe(r);
+    EXPECT_FALSE(r.err.empty()) << "dctchop " << bc.args << ": nothing on stderr";
+    if (!bc.names.empty()) {
+      EXPECT_NE(r.err.find(bc.names), std::string::npos)
+          << "dctchop " << bc.args << ": stderr does not name " << bc.names << ": " << r.err;
+    }
+    if (bc.one_line) {
+      EXPECT_EQ(count_lines(r.err), 1u) << "dctchop " << bc.args << ": " << r.err;
+    }
+    EXPECT_EQ(dir.entries(), before) << "dctchop " << bc.args << " left files behind";
+  }
+}
+
+TEST(Cli, BadInputFilesExitWithTheDocumentedCodeAndLeaveNoOutput) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o good.dcz -q --chunk-mb 0.0008").status, 0);
+  const std::string good = read_bytes(dir.file("good.dcz"));
+  // A corrupted copy (a byte inside the first chunk's payload) and truncated copies.
+  std::string bad = good;
+  bad[4096 + 64 + 10] = static_cast<char>(bad[4096 + 64 + 10] ^ 0x40);
+  write_bytes(dir.file("corrupt.dcz"), bad);
+  write_bytes(dir.file("cut_chunk.dcz"), good.substr(0, 4096 + 64 + 100));
+  write_bytes(dir.file("cut_tail.dcz"), good.substr(0, good.size() - 64));
+  write_bytes(dir.file("cut_header.dcz"), good.substr(0, 100));
+  write_bytes(dir.file("notes.txt"), "these are notes, not an archive\n");
+
+  std::vector<bad_case> cases = {
+      {"compress missing.npy -o out.dcz", 5, "missing.npy"},
+      {"decompress missing.dcz -o out.npy", 5, "missing.dcz"},
+      {"decompress notes.txt -o out.npy", 3, "notes.txt"},
+      {"decompress corrupt.dcz -o out.npy", 4, "corrupt.dcz"},
+      {"decompress cut_chunk.dcz -o out.npy", 4, "cut_chunk.dcz"},
+      {"decompress cut_tail.dcz -o out.npy", 4, "cut_tail.dcz"},
+      {"decompress cut_header.dcz -o out.npy", 4, "cut_header.dcz"},
+      {"info cut_tail.dcz", 4, "cut_tail.dcz"},
+      {"info notes.txt", 3, "notes.txt"},
+  };
+  for (const auto& e : std::filesystem::directory_iterator(std::string(DCTCHOP_SAMPLE_DIR) + "/npy/broken")) {
+    const std::string p = e.path().string();
+    cases.push_back({"compress " + sh_quote(p) + " -o out.dcz", 3, e.path().filename().string()});
+  }
+  check_bad_cases(dir, cases);
+  EXPECT_GE(cases.size(), 9u + 7u) << "every broken sample was tried";
+}
+
+TEST(Cli, CorruptArchiveThroughAPipeExits4AndWritesNoOutput) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o good.dcz -q").status, 0);
+  flip_byte(dir.file("good.dcz"), 4096 + 64 + 10);
+  auto r = sh(dir, "cat good.dcz | DCTCHOP decompress - -o out.npy");
+  EXPECT_EQ(r.status, 4) << describe(r);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"good.dcz", "in.npy"}));
+}
+
+TEST(Cli, CorruptChunkMidwayExits4AndLeavesNoOutputOrTempFile) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  // 0.0008 MiB = 838 bytes of coefficients per chunk: 2 samples (384 bytes each) per chunk.
+  auto c = cli(dir, "compress in.npy -o a.dcz --chunk-mb 0.0008 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  ASSERT_EQ(parse_json(c.out).at("chunks"), 3);
+  flip_byte(dir.file("a.dcz"), 4096 * 3 + 64 + 1);  // third chunk: two chunks decode first
+  auto d = cli(dir, "decompress a.dcz -o out.npy");
+  EXPECT_EQ(d.status, 4) << describe(d);
+  EXPECT_NE(d.err.find("chunk 2"), std::string::npos) << d.err;
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
+}
+
+TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);  // 5 samples
+  std::vector<bad_case> cases = {
+      {"compress in.npy -o out.dcz --chop 9", 2, "chop"},
+      {"compress in.npy -o out.dcz --chop 0", 2, "chop"},
+      {"compress in.npy -o out.dcz --block 6", 2, "--block", false},
+      {"compress in.npy -o out.dcz --no-such-option", 2, "--no-such-option", false},
+      {"compress in.npy -o out.dcz --chunk-mb 0", 2, "chunk-mb"},
+      {"decompress a.dcz -o out.npy --samples 3:9", 2, "3:9"},
+      {"decompress a.dcz -o out.npy --samples 5:", 2, "a.dcz"},
+      {"decompress a.dcz -o out.npy --samples 4:2", 2, "a.dcz"},
+      {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples"},
+      {"frobnicate in.npy", 2, "", false},
+      {"", 2, "", false},
+  };
+  if (!cuda_built()) {
+    cases.push_back({"compress in.npy -o out.dcz --backend cuda", 7, "CUDA"});
+    cases.push_back({"decompress a.dcz -o out.npy --backend cuda", 7, "CUDA"});
+  }
+  check_bad_cases(dir, cases);
+}
+
+TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  check_bad_cases(dir, {{"decompress a.dcz -o out.npy --samples 99999999999999999999:", 2,
+                         "--samples"}});
+}
+
+// ---------------------------------------------------------------- help, version, ranges, labels
+
+TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
+  temp_dir dir;
+  auto v = cli(dir, "--version");
+  EXPECT_EQ(v.status, 0) << describe(v);
+  EXPECT_NE(v.out.find("cpu"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("dctchop"), std::string::npos) << v.out;
+  auto h = cli(dir, "--help");
+  EXPECT_EQ(h.status, 0) << describe(h);
+  EXPECT_NE(h.out.find("Examples"), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("Exit codes"), std::string::npos) << h.out;
+}
+
+TEST(Cli, DecompressSamples1To3GivesTwoSamplesEqualToThatSliceOfTheFullDecode) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --chunk-mb 0.0008").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o all.npy -q").status, 0);
+  auto r = cli(dir, "decompress a.dcz -o part.npy -q --samples 1:3");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const auto all = load_npy(dir.file("all.npy")), part = load_npy(dir.file("part.npy"));
+  ASSERT_FALSE(part.header.shape.empty());
+  EXPECT_EQ(part.header.shape[0], 2u);
+  EXPECT_EQ(part.header.shape, (std::vector<u64>{2, 16, 16, 3}));
+  const std::size_t per = 16 * 16 * 3;
+  EXPECT_EQ(part.raw, std::vector<std::byte>(all.raw.begin() + per, all.raw.begin() + 3 * per));
+  auto one = cli(dir, "decompress a.dcz -o one.npy -q --samples 4");
+  ASSERT_EQ(one.status, 0) << describe(one);
+  EXPECT_EQ(load_npy(dir.file("one.npy")).raw,
+            std::vector<std::byte>(all.raw.begin() + 4 * per, all.raw.end()));
+}
+
+TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  std::vector<std::int64_t> labels = {7, -3, 1000000000000LL, 0, 42};
+  {
+    auto w = formats::npy_writer::create(dir.file("labels.npy"), *formats::parse_npy_descr("<i8"),
+                                         {5}, false);
+    w.write_rows(labels.data(), 5);
+    w.finish();
+  }
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels labels.npy").status, 0);
+  auto i = cli(dir, "info a.dcz");
+  EXPECT_NE(i.out.find("labels <i8 5"), std::string::npos) << i.out;
+  auto d = cli(dir, "decompress a.dcz -o out.npy -q --labels-out l.npy");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_EQ(read_bytes(dir.file("l.npy")), read_bytes(dir.file("labels.npy")));
+  auto p = sh(dir, "cat a.dcz | DCTCHOP decompress - -o out2.npy -q --labels-out l2.npy --samples 1:4");
+  ASSERT_EQ(p.status, 0) << describe(p);
+  const auto l2 = load_npy(dir.file("l2.npy"));
+  EXPECT_EQ(l2.values, (std::vector<double>{-3, 1e12, 0}));
+}
+
+TEST(Cli, LabelsOutOnTheSamePathAsTheOutputIsRefused) {
+  // Both outputs would be renamed onto one path: one of them would be silently lost.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("labels.npy"), dtype::f64, {5}, std::vector<double>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels labels.npy").status, 0);
+  auto d = cli(dir, "decompress a.dcz -o out.npy --labels-out out.npy");
+  EXPECT_EQ(d.status, 2) << describe(d);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "labels.npy"}));
+}
+
+}  // namespace
