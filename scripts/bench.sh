@@ -13,7 +13,7 @@ cmake --build "$BUILD" -j2 --target dctchop_bench dctchop_cli >/dev/null
 STAMP="$(date -u +%Y-%m-%d)"
 OUT="$RESULTS/bench-cpu-$STAMP.txt"
 DATA="$BUILD/bench-data"
-/usr/bin/python3 scripts/make_bench_data.py "$DATA" 64 16
+/usr/bin/python3 scripts/make_bench_data.py "$DATA" 256 64
 DCT="$BUILD/apps/dctchop"
 
 {
@@ -26,21 +26,37 @@ DCT="$BUILD/apps/dctchop"
     --benchmark_out="$RESULTS/bench-cpu-$STAMP.json" --benchmark_out_format=json 2>&1 |
     grep -E "^(BM_|Benchmark|---)" || true
   echo
-  echo "## CLI on generated data: ratio (archive bytes included), PSNR, end-to-end GB/s"
+  echo "## CLI on generated data (256 images of 256x256x3 u8, 48 MiB; 64 fields of 512x512 f32,"
+  echo "## 64 MiB; Fashion-MNIST test set, 10000x28x28 u8, 7.5 MiB, when installed)"
+  echo "## ratio (archive bytes included), PSNR, end-to-end GB/s (best of 3; files on"
+  echo "## local disk, output fsync'd, both cores)"
   printf "%-28s %5s %6s %8s %9s %10s %12s %12s\n" input chop coeff ratio bits/val "PSNR dB" \
     "compress GB/s" "decompress GB/s"
-  for IN in "$DATA/images_256x256x3_u8.npy" "$DATA/fields_512x512_f32.npy"; do
+  INPUTS=("$DATA/images_256x256x3_u8.npy" "$DATA/fields_512x512_f32.npy")
+  if [ -f "$DATA/fashion_mnist_t10k_u8.npy" ]; then INPUTS+=("$DATA/fashion_mnist_t10k_u8.npy"); fi
+  for IN in "${INPUTS[@]}"; do
     for K in 1 2 4 6; do
       J="$("$DCT" compress "$IN" -o "$DATA/b.dcz" --chop "$K" -f --json)"
-      T="$("$DCT" compress "$IN" -o "$DATA/b.dcz" --chop "$K" -f --json --no-quality)"
-      D="$("$DCT" decompress "$DATA/b.dcz" -o "$DATA/b.npy" -f --json)"
+      T=""; D=""
+      for _ in 1 2 3; do  # best of three: the files are small enough for noise to matter
+        T="$T $("$DCT" compress "$IN" -o "$DATA/b.dcz" --chop "$K" -f --json --no-quality | tr -d '\n')"
+        D="$D $("$DCT" decompress "$DATA/b.dcz" -o "$DATA/b.npy" -f --json | tr -d '\n')"
+      done
       /usr/bin/python3 - "$IN" "$K" "$J" "$T" "$D" <<'PY'
 import json, os, sys
 name, k, j, t, d = sys.argv[1:]
-j, t, d = json.loads(j), json.loads(t), json.loads(d)
+j = json.loads(j)
+dec = json.JSONDecoder()
+def best(text):
+    text, out = text.strip(), []
+    while text:
+        obj, end = dec.raw_decode(text)
+        out.append(obj["throughput_gbps"])
+        text = text[end:].strip()
+    return max(out)
 print("%-28s %5s %6s %8.2f %9.3f %10.2f %12.2f %12.2f" % (
     os.path.basename(name), k, j["coeff"], j["ratio"], j["bits_per_value"],
-    j["quality"]["psnr_db"], t["throughput_gbps"], d["throughput_gbps"]))
+    j["quality"]["psnr_db"], best(t), best(d)))
 PY
     done
   done

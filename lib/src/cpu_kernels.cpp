@@ -17,6 +17,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "cpu_kernels.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
@@ -163,6 +167,29 @@ void load_wide_row(const In* src, const strip_geometry& g, Real offset, Real* ds
     for (u64 c = 0; c < g.ci; ++c) dst[x * g.ci + c] = dst[(g.w - 1) * g.ci + c];
 }
 
+/** dst[x] = round_clamp(row[x] + offset, 0, 255) for a contiguous row. The AVX2 copy converts
+ *  with cvtps2dq (round to nearest even, like round_clamp) after clamping, then packs: the
+ *  same bytes as the scalar loop, four times fewer instructions than the auto-vectorised one. */
+inline void store_u8_row(const float* row, u64 n, float offset, std::uint8_t* dst) {
+  u64 x = 0;
+#if defined(__AVX2__)
+  const __m256 off = _mm256_set1_ps(offset), lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  auto cvt = [&](const float* p) {
+    // max_ps(v, lo) returns lo for NaN v, as round_clamp does
+    __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(_mm256_loadu_ps(p), off), lo), hi);
+    return _mm256_cvtps_epi32(v);
+  };
+  for (; x + 32 <= n; x += 32) {
+    const __m256i ab = _mm256_packs_epi32(cvt(row + x), cvt(row + x + 8));
+    const __m256i cd = _mm256_packs_epi32(cvt(row + x + 16), cvt(row + x + 24));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), bytes);
+  }
+#endif
+  for (; x < n; ++x) dst[x] = static_cast<std::uint8_t>(round_clamp(row[x] + offset, 0.f, 255.f));
+}
+
 template <typename Out, typename Real>
 void store_wide_row(const Real* row, const strip_geometry& g, Real offset, Out* dst) {
   const u64 n = g.w * g.ci;
@@ -172,11 +199,49 @@ void store_wide_row(const Real* row, const strip_geometry& g, Real offset, Out* 
   } else {
     const Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
     const Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
+    if constexpr (std::is_same_v<Out, std::uint8_t> && std::is_same_v<Real, float>) {
+      if (step == 1) return store_u8_row(row, n, offset, dst);
+    }
     if (step == 1) {
       for (u64 x = 0; x < n; ++x) dst[x] = static_cast<Out>(round_clamp(row[x] + offset, lo, hi));
     } else {
       for (u64 x = 0; x < n; ++x)
         dst[static_cast<i64>(x) * step] = static_cast<Out>(round_clamp(row[x] + offset, lo, hi));
+    }
+  }
+}
+
+/** y[u][x] = sum_{r<B} T[u][r] rows[r][x] for u < K, x < n. With K known at compile time each
+ *  x loads its B row values once and writes K outputs, all in registers; K > 8 runs in passes
+ *  of at most 8 rows of T. */
+template <int B, int K, typename Real>
+void vertical_forward_k(const Real* __restrict t, const Real* __restrict rows, u64 n,
+                        Real* __restrict y) {
+  for (u64 x = 0; x < n; ++x) {
+    Real v[B];
+    for (int r = 0; r < B; ++r) v[r] = rows[r * n + x];
+    for (int u = 0; u < K; ++u) {
+      Real acc = 0;
+      for (int r = 0; r < B; ++r) acc += t[u * B + r] * v[r];
+      y[static_cast<u64>(u) * n + x] = acc;
+    }
+  }
+}
+
+template <int B, typename Real>
+void vertical_forward(const Real* t, int k, const Real* rows, u64 n, Real* y) {
+  for (int u0 = 0; u0 < k; u0 += 8) {
+    const Real* tu = t + u0 * B;
+    Real* yu = y + static_cast<u64>(u0) * n;
+    switch (std::min(k - u0, 8)) {
+      case 1: vertical_forward_k<B, 1>(tu, rows, n, yu); break;
+      case 2: vertical_forward_k<B, 2>(tu, rows, n, yu); break;
+      case 3: vertical_forward_k<B, 3>(tu, rows, n, yu); break;
+      case 4: vertical_forward_k<B, 4>(tu, rows, n, yu); break;
+      case 5: vertical_forward_k<B, 5>(tu, rows, n, yu); break;
+      case 6: vertical_forward_k<B, 6>(tu, rows, n, yu); break;
+      case 7: vertical_forward_k<B, 7>(tu, rows, n, yu); break;
+      default: vertical_forward_k<B, 8>(tu, rows, n, yu); break;
     }
   }
 }
@@ -194,17 +259,8 @@ bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, c
     const u64 hr = std::min<u64>(strip * B + r, g.h - 1);
     load_wide_row(plane0 + static_cast<i64>(hr) * g.stride_row, g, offset, rows + r * n);
   }
-  // Vertical stage: y[u][X] = sum_r T[u][r] rows[r][X]; the fixed-length r loop unrolls and
-  // the X loop vectorises, each output written once.
-  for (int u = 0; u < k; ++u) {
-    const Real* tu = t + u * B;
-    Real* yu = y + static_cast<u64>(u) * n;
-    for (u64 x = 0; x < n; ++x) {
-      Real acc = 0;
-      for (int r = 0; r < B; ++r) acc += tu[r] * rows[r * n + x];
-      yu[x] = acc;
-    }
-  }
+  // Vertical stage: y[u][X] = sum_r T[u][r] rows[r][X].
+  vertical_forward<B>(t, k, rows, n, y);
   // Horizontal stage, per plane and block: C[u][jK+v] = sum_c y[u][(jB+c)*ci + plane] T[v][c].
   bool ok = true;
   const std::size_t csize = size_of(ct);
@@ -310,8 +366,13 @@ void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Ou
         for (u64 c = 0; c < ci; ++c) dst[x * ci + c] = convert_out<Out>(row[c * wp + x], offset);
       continue;
     }
-    for (u64 c = 0; c < ci; ++c)
-      for (u64 x = 0; x < len; ++x) tmp[c * 256 + x] = convert_out<Out>(row[c * wp + x0 + x], offset);
+    for (u64 c = 0; c < ci; ++c) {
+      if constexpr (std::is_same_v<Out, std::uint8_t> && std::is_same_v<Real, float>) {
+        store_u8_row(row + c * wp + x0, len, offset, tmp + c * 256);
+      } else {
+        for (u64 x = 0; x < len; ++x) tmp[c * 256 + x] = convert_out<Out>(row[c * wp + x0 + x], offset);
+      }
+    }
     Out* d = dst + x0 * ci;
     for (u64 x = 0; x < len; ++x)
       for (u64 c = 0; c < ci; ++c) d[x * ci + c] = tmp[c * 256 + x];
