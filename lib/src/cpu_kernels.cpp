@@ -28,6 +28,13 @@
 static_assert(std::endian::native == std::endian::little,
               "dctchop stores little-endian coefficients and assumes a little-endian host");
 
+// OpenMP pragmas that vanish, without warnings, in a build without OpenMP.
+#if defined(_OPENMP)
+#define DCTCHOP_OMP(directive) _Pragma(#directive)
+#else
+#define DCTCHOP_OMP(directive)
+#endif
+
 namespace dctchop::detail::DCTCHOP_KERNEL_NS {
 namespace {
 
@@ -452,10 +459,11 @@ void encode_all(const codec_params& p, const const_sample_view& v, std::byte* co
                                         v.stride_plane);
   const auto* base = static_cast<const In*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
-#pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
+  (void)threads;
+  DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && items > 1))
   {
     auto s = make_scratch<Real>(B, p.chop, g);
-#pragma omp for schedule(static)
+    DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(items); ++it) {
       const u64 item = static_cast<u64>(it);
       const u64 strip = item % hb;
@@ -489,10 +497,11 @@ void decode_all(const codec_params& p, const std::byte* coeffs, const sample_vie
                                         v.stride_plane);
   auto* base = static_cast<Out*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
-#pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
+  (void)threads;
+  DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && items > 1))
   {
     auto s = make_scratch<Real>(B, p.chop, g);
-#pragma omp for schedule(static)
+    DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(items); ++it) {
       const u64 item = static_cast<u64>(it);
       const u64 strip = item % hb;
