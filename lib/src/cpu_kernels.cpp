@@ -445,74 +445,78 @@ u64 interleave_of(const View& v) {
   return interleaved ? v.planes : 1;
 }
 
+/** How a batch splits into strip jobs: (sample, group of interleaved planes, block row). */
+struct batch_plan {
+  u64 plane_bytes, hb, ci, groups, items;
+  strip_geometry g;
+};
+
+template <int B, typename View>
+batch_plan plan_batch(const codec_params& p, const View& v) {
+  const auto cs = coeff_shape(p, v.height, v.width);
+  batch_plan bp{};
+  bp.plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
+  bp.hb = (v.height + B - 1) / B;
+  bp.ci = interleave_of(v);
+  bp.groups = v.planes / bp.ci;
+  bp.items = v.samples * bp.groups * bp.hb;
+  bp.g = make_strip_geometry<B>(v.height, v.width, bp.ci, v.stride_row, v.stride_col,
+                                v.stride_plane);
+  return bp;
+}
+
+/** Run fn(strip, sample, element offset of the group's first plane, byte offset of its first
+ *  coefficient plane, scratch) for every strip job, on `threads` OpenMP threads. */
+template <int B, typename Real, typename View, typename Fn>
+void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
+                    Fn&& fn) {
+  (void)threads;
+  DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
+  {
+    auto s = make_scratch<Real>(B, p.chop, bp.g);
+    DCTCHOP_OMP(omp for schedule(static))
+    for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
+      const u64 item = static_cast<u64>(it);
+      const u64 strip = item % bp.hb;
+      const u64 group = item / bp.hb;  // sample * groups + group within the sample
+      const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
+      const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
+      fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, s);
+    }
+  }
+}
+
 template <int B, typename In, typename Real>
 void encode_all(const codec_params& p, const const_sample_view& v, std::byte* coeffs,
                 int threads, std::atomic<u64>& first_bad) {
   const auto t = matrix_as<Real>(B);
-  const auto cs = coeff_shape(p, v.height, v.width);
-  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
-  const u64 hb = (v.height + B - 1) / B;
-  const u64 ci = interleave_of(v);
-  const u64 groups = v.planes / ci;
-  const u64 items = v.samples * groups * hb;
-  const auto g = make_strip_geometry<B>(v.height, v.width, ci, v.stride_row, v.stride_col,
-                                        v.stride_plane);
+  const batch_plan bp = plan_batch<B>(p, v);
   const auto* base = static_cast<const In*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
-  (void)threads;
-  DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && items > 1))
-  {
-    auto s = make_scratch<Real>(B, p.chop, g);
-    DCTCHOP_OMP(omp for schedule(static))
-    for (i64 it = 0; it < static_cast<i64>(items); ++it) {
-      const u64 item = static_cast<u64>(it);
-      const u64 strip = item % hb;
-      const u64 group = item / hb;  // sample * groups + group within the sample
-      const u64 n = group / groups, c0 = (group % groups) * ci;
-      const In* plane0 = base + static_cast<i64>(n) * v.stride_sample +
-                         static_cast<i64>(c0) * v.stride_plane;
-      bool ok = encode_strip<B, In, Real>(plane0, g, strip, p.chop, t.data(), offset, p.coeff,
-                                          coeffs + (n * v.planes + c0) * plane_bytes,
-                                          plane_bytes, s);
-      if (!ok) {
-        u64 cur = first_bad.load();
-        while (n < cur && !first_bad.compare_exchange_weak(cur, n)) {
-        }
+  for_each_strip<B, Real>(p, v, bp, threads,
+                          [&](u64 strip, u64 n, i64 elem, u64 cbyte, scratch<Real>& s) {
+    const bool ok = encode_strip<B, In, Real>(base + elem, bp.g, strip, p.chop, t.data(), offset,
+                                              p.coeff, coeffs + cbyte, bp.plane_bytes, s);
+    if (!ok) {
+      u64 cur = first_bad.load();
+      while (n < cur && !first_bad.compare_exchange_weak(cur, n)) {
       }
     }
-  }
+  });
 }
 
 template <int B, typename Out, typename Real>
 void decode_all(const codec_params& p, const std::byte* coeffs, const sample_view& v,
                 int threads) {
   const auto t = matrix_as<Real>(B);
-  const auto cs = coeff_shape(p, v.height, v.width);
-  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
-  const u64 hb = (v.height + B - 1) / B;
-  const u64 ci = interleave_of(v);
-  const u64 groups = v.planes / ci;
-  const u64 items = v.samples * groups * hb;
-  const auto g = make_strip_geometry<B>(v.height, v.width, ci, v.stride_row, v.stride_col,
-                                        v.stride_plane);
+  const batch_plan bp = plan_batch<B>(p, v);
   auto* base = static_cast<Out*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
-  (void)threads;
-  DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && items > 1))
-  {
-    auto s = make_scratch<Real>(B, p.chop, g);
-    DCTCHOP_OMP(omp for schedule(static))
-    for (i64 it = 0; it < static_cast<i64>(items); ++it) {
-      const u64 item = static_cast<u64>(it);
-      const u64 strip = item % hb;
-      const u64 group = item / hb;
-      const u64 n = group / groups, c0 = (group % groups) * ci;
-      Out* plane0 = base + static_cast<i64>(n) * v.stride_sample +
-                    static_cast<i64>(c0) * v.stride_plane;
-      decode_strip<B, Out, Real>(coeffs + (n * v.planes + c0) * plane_bytes, plane_bytes,
-                                 p.coeff, strip, p.chop, t.data(), offset, g, plane0, s);
-    }
-  }
+  for_each_strip<B, Real>(p, v, bp, threads,
+                          [&](u64 strip, u64, i64 elem, u64 cbyte, scratch<Real>& s) {
+    decode_strip<B, Out, Real>(coeffs + cbyte, bp.plane_bytes, p.coeff, strip, p.chop, t.data(),
+                               offset, bp.g, base + elem, s);
+  });
 }
 
 // Dispatch on block size, then element type (f64 computes in double, the rest in float).
