@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -36,6 +38,8 @@ enum exit_code : int {
   exit_io = 5,
   exit_exists = 6,
   exit_backend = 7,
+  exit_quality = 8,   // verify: a gate failed; compress --psnr/--ssim: target unreachable
+  exit_mismatch = 9,  // verify: archive and input differ in shape or dtype
   exit_interrupted = 130,
 };
 
@@ -48,6 +52,7 @@ int exit_for(errc c) {
     case errc::io: return exit_io;
     case errc::output_exists: return exit_exists;
     case errc::backend_unavailable: return exit_backend;
+    case errc::quality_not_met: return exit_quality;
     case errc::internal: return exit_internal;
   }
   return exit_internal;
@@ -61,14 +66,18 @@ struct interrupted {};
 const char* k_examples = R"(
 Examples:
   dctchop compress train.npy -o train.dcz              # u8 images, block 8, chop 4, f16
+  dctchop compress train.npy -o train.dcz --psnr 35    # the largest ratio with PSNR >= 35 dB
   dctchop compress fields.npy -o f.dcz --chop 2 --coeff bf16
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
+  dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
   dctchop info train.dcz --json
+  dctchop verify train.dcz --against train.npy --min-psnr 30 || echo "quality gate failed"
   dctchop decompress train.dcz -o check.npy --samples 0:100
   cat train.dcz | dctchop decompress - -o - > all.npy
 
 Exit codes: 0 ok, 2 usage, 3 bad input or format, 4 corrupt archive, 5 I/O error,
-            6 output exists (use -f), 7 backend unavailable, 130 interrupted.
+            6 output exists (use -f), 7 backend unavailable, 8 quality gate or target not met,
+            9 archive and input differ, 130 interrupted.
 )";
 
 std::string human_bytes(std::uint64_t b) {
@@ -82,8 +91,12 @@ std::string human_bytes(std::uint64_t b) {
   return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
 }
 
-std::string psnr_text(const std::optional<double>& p) {
+std::string db_text(const std::optional<double>& p) {
   return p ? fmt::format("{:.2f} dB", *p) : std::string("inf (lossless)");
+}
+
+std::string ssim_text(const std::optional<double>& s) {
+  return s ? fmt::format("{:.4f}", *s) : std::string("n/a");
 }
 
 std::string shape_text(const std::vector<std::uint64_t>& s) {
@@ -93,6 +106,19 @@ std::string shape_text(const std::vector<std::uint64_t>& s) {
     r += std::to_string(s[i]);
   }
   return r;
+}
+
+/** One line of quality figures. */
+std::string quality_line(const quality& q) {
+  return fmt::format("PSNR {} (worst sample {}), SSIM {}, max error {:g}, NRMSE {:.3g}",
+                     db_text(q.psnr_db),
+                     q.sample_psnr_min ? db_text(q.sample_psnr_min) : std::string("lossless"),
+                     ssim_text(q.ssim), q.max_abs_error, q.nrmse);
+}
+
+std::optional<double> opt_number(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
 }
 
 /** Parse "A:B", "A:", ":B" or "A" (one sample) into [first, end). */
@@ -118,6 +144,17 @@ void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::
   if (!b.empty()) end = num(b);
 }
 
+/** Split "1,2,4" into items. */
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
 void check_signal() {
   if (g_signal.load() != 0) throw interrupted{};
 }
@@ -126,6 +163,114 @@ backend_kind parse_backend(const std::string& s) {
   if (s == "cpu") return backend_kind::cpu;
   if (s == "cuda") return backend_kind::cuda;
   return backend_kind::automatic;
+}
+
+formats::progress_fn progress_to(app::progress_bar& bar) {
+  return [&bar](std::uint64_t d, std::uint64_t t) {
+    check_signal();
+    bar.update(d, t);
+  };
+}
+
+void add_backend_options(CLI::App* cmd, std::string& backend, int& threads) {
+  cmd->add_option("--backend", backend, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", threads, "CPU threads (0: every core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+void print_info_text(const nlohmann::json& j) {
+  const auto& c = j["codec"];
+  std::cout << fmt::format("file:        {}\n", j["file"].get<std::string>());
+  std::cout << fmt::format("format:      dctchop archive {}\n", j["version"].get<std::string>());
+  std::cout << fmt::format("data:        {} {} {}\n",
+                           shape_text(j["shape"].get<std::vector<std::uint64_t>>()),
+                           j["dtype"].get<std::string>(), j["layout"].get<std::string>());
+  std::cout << fmt::format("codec:       block {} chop {} coeff {} offset {:g}\n",
+                           c["block"].get<int>(), c["chop"].get<int>(),
+                           c["coeff"].get<std::string>(), c["offset"].get<double>());
+  std::cout << fmt::format("chunks:      {} of up to {} samples\n",
+                           j["chunks"].get<std::uint64_t>(),
+                           j["chunking"]["samples_per_chunk"].get<std::uint64_t>());
+  if (j.contains("ratio")) {
+    std::cout << fmt::format("size:        {} -> {}, ratio {:.2f}x, {:.3f} bits/value\n",
+                             human_bytes(j["input_bytes"].get<std::uint64_t>()),
+                             human_bytes(j["archive_bytes"].get<std::uint64_t>()),
+                             j["ratio"].get<double>(), j["bits_per_value"].get<double>());
+  }
+  if (j.contains("quality") && j["quality"].is_object()) {
+    const auto& q = j["quality"];
+    std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}\n",
+                             db_text(opt_number(q, "psnr_db")),
+                             db_text(opt_number(q, "sample_psnr_min_db")),
+                             db_text(opt_number(q, "sample_psnr_mean_db")));
+    std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {:.3g}, max error {:g}\n",
+                             ssim_text(opt_number(q, "ssim")), q.value("rmse", 0.0),
+                             q.value("nrmse", 0.0), q.value("max_abs_error", 0.0));
+  } else {
+    std::cout << "quality:     not measured at compression (--no-quality)\n";
+  }
+  for (const auto& s : j["side_arrays"]) {
+    std::cout << fmt::format("side array:  {} {} {}\n", s["name"].get<std::string>(),
+                             s["descr"].get<std::string>(),
+                             shape_text(s["shape"].get<std::vector<std::uint64_t>>()));
+  }
+  const auto& p = j["provenance"];
+  if (p.contains("source")) {
+    std::cout << fmt::format("provenance:  {} from {} at {}\n", p.value("tool", std::string("?")),
+                             p.value("source", std::string("?")),
+                             p.value("created", std::string("?")));
+  }
+}
+
+void print_eval(const formats::eval_result& r, bool json, bool csv) {
+  if (json) {
+    nlohmann::json j;
+    j["shape"] = r.geom.shape();
+    j["dtype"] = std::string(to_string(r.type));
+    j["rows"] = nlohmann::json::array();
+    for (const auto& row : r.rows) j["rows"].push_back(row.to_json());
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  auto num = [csv](const std::optional<double>& v, const char* f) {
+    return v ? fmt::format(fmt::runtime(f), *v) : std::string(csv ? "" : "inf");
+  };
+  if (csv) {
+    std::cout << "block,chop,coeff,ratio,bits_per_value,psnr_db,sample_psnr_min_db,ssim,"
+                 "max_abs_error,compress_gbps,decompress_gbps,error\n";
+  } else {
+    std::cout << fmt::format("{:>5} {:>4} {:>5} {:>8} {:>9} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}\n",
+                             "block", "chop", "coeff", "ratio", "bits/val", "PSNR dB", "min PSNR",
+                             "SSIM", "max err", "comp GB/s", "dec GB/s");
+  }
+  for (const auto& row : r.rows) {
+    const std::string ct(to_string(row.coeff));
+    if (!row.error.empty()) {
+      if (csv) {
+        std::cout << fmt::format("{},{},{},,,,,,,,,\"{}\"\n", row.block, row.chop, ct, row.error);
+      } else {
+        std::cout << fmt::format("{:>5} {:>4} {:>5}  -- {}\n", row.block, row.chop, ct, row.error);
+      }
+      continue;
+    }
+    const auto& q = row.q;
+    if (csv) {
+      std::cout << fmt::format("{},{},{},{:.6g},{:.6g},{},{},{},{:.6g},{:.4g},{:.4g},\n", row.block,
+                               row.chop, ct, row.ratio(), row.bits_per_value(),
+                               num(q.psnr_db, "{:.4f}"), num(q.sample_psnr_min, "{:.4f}"),
+                               q.ssim ? fmt::format("{:.6f}", *q.ssim) : std::string(),
+                               q.max_abs_error, row.compress_gbps(), row.decompress_gbps());
+    } else {
+      std::cout << fmt::format(
+          "{:>5} {:>4} {:>5} {:>8.2f} {:>9.3f} {:>9} {:>10} {:>7} {:>9.4g} {:>9.2f} {:>9.2f}\n",
+          row.block, row.chop, ct, row.ratio(), row.bits_per_value(), num(q.psnr_db, "{:.2f}"),
+          num(q.sample_psnr_min, "{:.2f}"), ssim_text(q.ssim), q.max_abs_error,
+          row.compress_gbps(), row.decompress_gbps());
+    }
+  }
 }
 
 }  // namespace
@@ -141,44 +286,47 @@ int main(int argc, char** argv) {
   CLI::App app{"dctchop: compress image and tensor datasets with blockwise DCT+Chop"};
   app.footer(k_examples);
   app.require_subcommand(1);
-  app.set_version_flag("--version",
-                       std::string("dctchop ") + DCTCHOP_VERSION_STRING + "\nbackends: " + [] {
-                         std::string s;
-                         for (const auto& b : compiled_backends()) s += (s.empty() ? "" : ", ") + b;
-                         return s;
-                       }() + "\narchive format: " + std::to_string(formats::archive_major) + "." +
-                           std::to_string(formats::archive_minor));
+  std::string backends;
+  for (const auto& b : compiled_backends()) backends += (backends.empty() ? "" : ", ") + b;
+  app.set_version_flag("--version", std::string("dctchop ") + DCTCHOP_VERSION_STRING +
+                                        "\nbackends: " + backends + "\narchive format: " +
+                                        std::to_string(formats::archive_major) + "." +
+                                        std::to_string(formats::archive_minor));
 
   // ---- compress
   std::string c_in, c_out, c_coeff, c_layout = "auto", c_labels, c_backend = "auto";
   int c_block = 8, c_chop = 4, c_threads = 0;
   double c_chunk_mb = 4.0;
-  bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false;
+  std::optional<double> c_psnr, c_ssim;
+  bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
   auto* cmp = app.add_subcommand("compress", "compress a .npy dataset into a .dcz archive");
   cmp->add_option("input", c_in, "input .npy file, or - for stdin")->required();
   cmp->add_option("-o,--output", c_out, "output archive, or - for stdout (default: INPUT.dcz)");
   cmp->add_option("--block", c_block, "block size B: 4, 8, 16 or 32")
       ->check(CLI::IsMember({4, 8, 16, 32}))
       ->capture_default_str();
-  cmp->add_option("--chop", c_chop, "coefficients kept per axis K, 1..B")->capture_default_str();
+  auto* chop_opt =
+      cmp->add_option("--chop", c_chop, "coefficients kept per axis K, 1..B")->capture_default_str();
+  cmp->add_option("--psnr", c_psnr,
+                  "choose the smallest chop whose PSNR on this data is at least X dB")
+      ->excludes(chop_opt);
+  cmp->add_option("--ssim", c_ssim, "choose the smallest chop whose SSIM is at least Y")
+      ->check(CLI::Range(-1.0, 1.0))
+      ->excludes(chop_opt);
   cmp->add_option("--coeff", c_coeff,
                   "coefficient type: f16, bf16, f32, i16 (default f16 for u8, f32 otherwise)")
       ->check(CLI::IsMember({"f16", "bf16", "f32", "i16"}));
   cmp->add_option("--layout", c_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
       ->capture_default_str();
-  cmp->add_option("--threads", c_threads, "CPU threads (0: every core)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
   cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")->capture_default_str();
   cmp->add_option("--labels", c_labels, "per-sample labels (.npy) stored losslessly");
-  cmp->add_option("--backend", c_backend, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
+  add_backend_options(cmp, c_backend, c_threads);
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
   cmp->add_flag("--json", c_json, "print the report as JSON (stdout, or stderr with -o -)");
-  cmp->add_flag("--no-quality", c_no_quality, "skip measuring PSNR (faster)");
+  cmp->add_flag("--no-quality", c_no_quality, "skip measuring PSNR and SSIM (faster)");
+  cmp->add_flag("--no-ssim", c_no_ssim, "measure PSNR but not SSIM");
 
   // ---- decompress
   std::string d_in, d_out, d_samples, d_labels_out, d_backend = "auto";
@@ -189,10 +337,7 @@ int main(int argc, char** argv) {
   dec->add_option("-o,--output", d_out, "output .npy file, or - for stdout")->required();
   dec->add_option("--samples", d_samples, "sample range A:B (half-open; A: or :B allowed)");
   dec->add_option("--labels-out", d_labels_out, "also write the stored labels to this .npy");
-  dec->add_option("--threads", d_threads, "CPU threads (0: every core)")
-      ->check(CLI::NonNegativeNumber);
-  dec->add_option("--backend", d_backend, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  add_backend_options(dec, d_backend, d_threads);
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
   dec->add_flag("-q,--quiet", d_quiet, "print nothing but errors");
   dec->add_flag("--json", d_json, "print the report as JSON");
@@ -203,6 +348,44 @@ int main(int argc, char** argv) {
   auto* inf = app.add_subcommand("info", "describe a .dcz archive");
   inf->add_option("input", i_in, "archive, or - for stdin")->required();
   inf->add_flag("--json", i_json, "print JSON");
+
+  // ---- eval
+  std::string e_in, e_chops = "1,2,4,6", e_coeffs, e_layout = "auto", e_backend = "auto";
+  int e_block = 8, e_threads = 0;
+  double e_chunk_mb = 4.0;
+  bool e_json = false, e_csv = false, e_no_ssim = false, e_quiet = false;
+  auto* evl = app.add_subcommand(
+      "eval", "measure ratio, quality and speed of several settings in memory (writes nothing)");
+  evl->add_option("input", e_in, "input .npy file, or - for stdin")->required();
+  evl->add_option("--block", e_block, "block size B: 4, 8, 16 or 32")
+      ->check(CLI::IsMember({4, 8, 16, 32}))
+      ->capture_default_str();
+  evl->add_option("--chop", e_chops, "comma-separated chops to try")->capture_default_str();
+  evl->add_option("--coeff", e_coeffs, "comma-separated coefficient types (default: the dtype's)");
+  evl->add_option("--layout", e_layout, "HW, NHW, NHWC, NCHW or auto")
+      ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case));
+  evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size");
+  add_backend_options(evl, e_backend, e_threads);
+  auto* e_json_opt = evl->add_flag("--json", e_json, "print JSON");
+  evl->add_flag("--csv", e_csv, "print CSV (for scripts/plot_eval.py)")->excludes(e_json_opt);
+  evl->add_flag("--no-ssim", e_no_ssim, "skip SSIM (faster)");
+  evl->add_flag("-q,--quiet", e_quiet, "no progress bar");
+
+  // ---- verify
+  std::string v_in, v_against, v_backend = "auto";
+  int v_threads = 0;
+  std::optional<double> v_min_psnr, v_min_ssim, v_max_error;
+  bool v_json = false, v_quiet = false;
+  auto* ver = app.add_subcommand(
+      "verify", "check an archive's checksums and its quality against the original data");
+  ver->add_option("archive", v_in, "archive, or - for stdin")->required();
+  ver->add_option("--against", v_against, "the original .npy (or - for stdin)")->required();
+  ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB");
+  ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y");
+  ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z");
+  add_backend_options(ver, v_backend, v_threads);
+  ver->add_flag("--json", v_json, "print JSON");
+  ver->add_flag("-q,--quiet", v_quiet, "print nothing but errors and failed gates");
 
   try {
     app.parse(argc, argv);
@@ -234,12 +417,13 @@ int main(int argc, char** argv) {
       o.labels_path = c_labels;
       o.overwrite = c_force;
       o.measure_quality = !c_no_quality;
+      o.ssim = !c_no_ssim;
+      o.target.psnr_db = c_psnr;
+      o.target.ssim = c_ssim;
+      o.threads = c_threads;
       o.tool_version = DCTCHOP_VERSION_STRING;
       app::progress_bar bar("compressing", !c_quiet);
-      o.progress = [&](std::uint64_t d, std::uint64_t t) {
-        check_signal();
-        bar.update(d, t);
-      };
+      o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});
       auto r = formats::compress_npy(c_in, c_out, *be, o);
       bar.clear();
@@ -250,14 +434,24 @@ int main(int argc, char** argv) {
         j["backend"] = be->name();
         (c_out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
       } else if (!c_quiet) {
+        for (const auto& t : r.trials) {
+          log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, db_text(t.q.psnr_db),
+                    ssim_text(t.q.ssim), t.on_sample ? "a sample" : "all the data",
+                    t.meets ? " - meets the target" : "");
+        }
+        if (!r.trials.empty()) log->info("chose chop {} for the target", r.codec.chop);
         log->info("{} -> {}: {} {} {}, block {} chop {} {}", c_in == "-" ? "<stdin>" : c_in,
                   c_out == "-" ? "<stdout>" : c_out, shape_text(r.geom.shape()),
                   to_string(r.type), to_string(r.geom.lay), r.codec.block, r.codec.chop,
                   to_string(r.codec.coeff));
-        log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value), PSNR {}, max error {:g}",
-                  human_bytes(r.input_bytes), human_bytes(r.archive_bytes), r.ratio(),
-                  r.bits_per_value(), r.q ? psnr_text(r.q->psnr_db) : "not measured",
-                  r.q ? r.q->max_abs_error : 0.0);
+        log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
+                  human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
+        if (r.q) log->info("  {}", quality_line(*r.q));
+        if (r.archive_bytes > r.input_bytes) {
+          log->warn("  note: the archive is larger than the input ({} coefficients take more "
+                    "bytes than {} values at chop {}); a smaller chop or --coeff i16 helps",
+                    to_string(r.codec.coeff), to_string(r.type), r.codec.chop);
+        }
         log->info("  {:.3f} s, {:.3f} GB/s of input ({} chunks of {} samples, backend {})",
                   r.seconds, r.seconds > 0 ? double(r.input_bytes) / r.seconds / 1e9 : 0.0,
                   r.chunks, r.samples_per_chunk, be->name());
@@ -271,10 +465,7 @@ int main(int argc, char** argv) {
       o.labels_out = d_labels_out;
       o.overwrite = d_force;
       app::progress_bar bar("decompressing", !d_quiet);
-      o.progress = [&](std::uint64_t d, std::uint64_t t) {
-        check_signal();
-        bar.update(d, t);
-      };
+      o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(d_backend), {d_threads});
       auto r = formats::decompress_to_npy(d_in, d_out, *be, o);
       bar.clear();
@@ -294,46 +485,61 @@ int main(int argc, char** argv) {
       if (i_json) {
         std::cout << j.dump(2) << "\n";
       } else {
-        const auto& c = j["codec"];
-        std::cout << fmt::format("file:        {}\n", j["file"].get<std::string>());
-        std::cout << fmt::format("format:      dctchop archive {}\n", j["version"].get<std::string>());
-        std::cout << fmt::format("data:        {} {} {}\n",
-                                 shape_text(j["shape"].get<std::vector<std::uint64_t>>()),
-                                 j["dtype"].get<std::string>(), j["layout"].get<std::string>());
-        std::cout << fmt::format("codec:       block {} chop {} coeff {} offset {:g}\n",
-                                 c["block"].get<int>(), c["chop"].get<int>(),
-                                 c["coeff"].get<std::string>(), c["offset"].get<double>());
-        std::cout << fmt::format("chunks:      {} of up to {} samples\n",
-                                 j["chunks"].get<std::uint64_t>(),
-                                 j["chunking"]["samples_per_chunk"].get<std::uint64_t>());
-        if (j.contains("ratio")) {
-          std::cout << fmt::format(
-              "size:        {} -> {}, ratio {:.2f}x, {:.3f} bits/value\n",
-              human_bytes(j["input_bytes"].get<std::uint64_t>()),
-              human_bytes(j["archive_bytes"].get<std::uint64_t>()), j["ratio"].get<double>(),
-              j["bits_per_value"].get<double>());
-        }
-        if (j.contains("quality")) {
-          const auto& q = j["quality"];
-          std::optional<double> p;
-          if (!q["psnr_db"].is_null()) p = q["psnr_db"].get<double>();
-          std::cout << fmt::format("quality:     PSNR {}, RMSE {:g}, max error {:g}\n",
-                                   psnr_text(p), q["rmse"].get<double>(),
-                                   q["max_abs_error"].get<double>());
-        }
-        for (const auto& s : j["side_arrays"]) {
-          std::cout << fmt::format("side array:  {} {} {}\n", s["name"].get<std::string>(),
-                                   s["descr"].get<std::string>(),
-                                   shape_text(s["shape"].get<std::vector<std::uint64_t>>()));
-        }
-        const auto& p = j["provenance"];
-        if (p.contains("source")) {
-          std::cout << fmt::format("provenance:  {} from {} at {}\n",
-                                   p.value("tool", std::string("?")),
-                                   p.value("source", std::string("?")),
-                                   p.value("created", std::string("?")));
-        }
+        print_info_text(j);
       }
+    } else if (*evl) {
+      formats::eval_options o;
+      o.block = e_block;
+      o.chops.clear();
+      for (const auto& s : split_list(e_chops)) {
+        int k = 0;
+        try {
+          k = std::stoi(s);
+        } catch (const std::exception&) {
+          throw error(errc::invalid_argument, "--chop " + e_chops + ": expected numbers like 1,2,4");
+        }
+        if (k < 1 || k > e_block) {
+          throw error(errc::invalid_argument, fmt::format("--chop {} is outside 1..{}", k, e_block));
+        }
+        o.chops.push_back(k);
+      }
+      for (const auto& s : split_list(e_coeffs)) {
+        auto ct = parse_coeff_type(s);
+        if (!ct) throw error(errc::invalid_argument, "--coeff " + s + ": not f16, bf16, f32 or i16");
+        o.coeffs.push_back(*ct);
+      }
+      o.lay = parse_layout(e_layout).value_or(layout::automatic);
+      o.chunk_mb = e_chunk_mb;
+      o.ssim = !e_no_ssim;
+      o.threads = e_threads;
+      app::progress_bar bar("evaluating", !e_quiet);
+      o.progress = progress_to(bar);
+      auto be = make_backend(parse_backend(e_backend), {e_threads});
+      auto r = formats::eval_npy(e_in, *be, o);
+      bar.clear();
+      print_eval(r, e_json, e_csv);
+    } else if (*ver) {
+      formats::verify_options o;
+      o.min_psnr = v_min_psnr;
+      o.min_ssim = v_min_ssim;
+      o.max_error = v_max_error;
+      o.threads = v_threads;
+      app::progress_bar bar("verifying", !v_quiet);
+      o.progress = progress_to(bar);
+      auto be = make_backend(parse_backend(v_backend), {v_threads});
+      auto r = formats::verify_archive(v_in, v_against, *be, o);
+      bar.clear();
+      if (v_json) {
+        std::cout << r.to_json().dump(2) << "\n";
+      } else if (!r.mismatch.empty()) {
+        log->error("mismatch: {}", r.mismatch);
+      } else {
+        if (!v_quiet) log->info("{}: checksums ok; {}", v_in == "-" ? "<stdin>" : v_in, quality_line(*r.q));
+        for (const auto& f : r.failures) log->error("gate failed: {}", f);
+        if (r.passed() && !v_quiet) log->info("every gate holds");
+      }
+      if (!r.mismatch.empty()) return exit_mismatch;
+      if (!r.passed()) return exit_quality;
     }
   } catch (const interrupted&) {
     log->error("interrupted; no output was written");

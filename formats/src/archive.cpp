@@ -108,7 +108,56 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
   return h;
 }
 
+nlohmann::json make_footer(u64 samples, const std::vector<chunk_info>& chunks,
+                           const std::vector<side_array_info>& sides, const nlohmann::json& extra) {
+  nlohmann::json f = extra.is_object() ? extra : nlohmann::json::object();
+  f["samples"] = samples;
+  auto& cj = f["chunks"] = nlohmann::json::array();
+  for (const auto& c : chunks) {
+    cj.push_back({{"offset", c.offset}, {"first", c.first}, {"count", c.count},
+                  {"stored_bytes", c.stored_bytes}, {"raw_bytes", c.raw_bytes},
+                  {"stages", c.stages}, {"xxh64", hex64(c.xxh64)}});
+  }
+  auto& sj = f["side_arrays"] = nlohmann::json::array();
+  for (const auto& s : sides) {
+    sj.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"offset", s.offset},
+                  {"bytes", s.bytes}, {"xxh64", hex64(s.xxh64)}});
+  }
+  return f;
+}
+
 }  // namespace
+
+std::uint64_t predict_archive_bytes(const archive_header& header,
+                                    const std::vector<side_array_info>& sides,
+                                    const nlohmann::json& footer_extra) {
+  // Mirrors archive_writer: same header text, same chunking, same footer text (checksums have
+  // a fixed width, so their values do not change the length).
+  archive_header h = header;
+  h.major = archive_major;
+  h.minor = archive_minor;
+  h.alignment = archive_alignment;
+  const u64 a = h.alignment;
+  u64 pos = align_up(k_preamble + h.to_json().dump().size(), a);
+  const u64 cbps = h.coeff_bytes_per_sample();
+  std::vector<chunk_info> chunks;
+  for (u64 first = 0; first < h.geom.samples; first += h.samples_per_chunk) {
+    chunk_info c;
+    c.index = chunks.size();
+    c.offset = pos;
+    c.first = first;
+    c.count = std::min(h.samples_per_chunk, h.geom.samples - first);
+    c.stored_bytes = c.raw_bytes = c.count * cbps;
+    chunks.push_back(c);
+    pos = align_up(pos + k_record + c.stored_bytes, a);
+  }
+  std::vector<side_array_info> placed = sides;
+  for (auto& sd : placed) {
+    sd.offset = pos;
+    pos = align_up(pos + sd.bytes, a);
+  }
+  return pos + make_footer(h.geom.samples, chunks, placed, footer_extra).dump().size() + k_tail;
+}
 
 nlohmann::json archive_header::to_json() const {
   auto cs = coeff_shape(codec, geom.height, geom.width);
@@ -218,19 +267,7 @@ void archive_writer::finish() {
                                     std::to_string(next_sample_) + " of " +
                                     std::to_string(header_.geom.samples) + " samples written");
   }
-  nlohmann::json f = footer_extra_.is_object() ? footer_extra_ : nlohmann::json::object();
-  f["samples"] = header_.geom.samples;
-  auto& cj = f["chunks"] = nlohmann::json::array();
-  for (const auto& c : chunks_) {
-    cj.push_back({{"offset", c.offset}, {"first", c.first}, {"count", c.count},
-                  {"stored_bytes", c.stored_bytes}, {"raw_bytes", c.raw_bytes},
-                  {"stages", c.stages}, {"xxh64", hex64(c.xxh64)}});
-  }
-  auto& sj = f["side_arrays"] = nlohmann::json::array();
-  for (const auto& s : sides_) {
-    sj.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"offset", s.offset},
-                  {"bytes", s.bytes}, {"xxh64", hex64(s.xxh64)}});
-  }
+  const nlohmann::json f = make_footer(header_.geom.samples, chunks_, sides_, footer_extra_);
   const std::string text = f.dump();
   const u64 footer_offset = out_.position();
   out_.write(text.data(), text.size());

@@ -5,22 +5,93 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <vector>
 
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/npy.hpp"
+#include "pipeline_util.hpp"
 
 namespace dctchop::formats {
-namespace {
+namespace detail {
 
-using u64 = std::uint64_t;
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
+npy_source open_source(const std::string& path, layout lay) {
+  npy_source s{path, npy_reader::open(path), dtype::u8, geometry{}, 0};
+  const auto& nh = s.reader.header();
+  const auto dt = nh.type.codec_dtype();
+  if (!dt) {
+    throw error(errc::bad_input, s.name() + ": dtype " + nh.type.native_descr() +
+                                     " is not supported; dctchop compresses u8, u16, i16, f32 "
+                                     "and f64 arrays");
+  }
+  s.type = *dt;
+  try {
+    s.geom = resolve_layout(nh.shape, lay);
+  } catch (const error& e) {
+    throw error(e.code(), s.name() + ": " + e.what());
+  }
+  s.bytes_per_sample = s.geom.values_per_sample() * size_of(s.type);
+  return s;
 }
+
+u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples) {
+  if (!(chunk_mb > 0) || chunk_mb > 4096) {
+    throw error(errc::invalid_argument, "--chunk-mb must be in (0, 4096]");
+  }
+  // Chunk size is set by the coefficient bytes; the input buffer is capped too, so that a
+  // strong chop (K=1: 32x) does not make the input side of a chunk huge.
+  const u64 target = static_cast<u64>(chunk_mb * 1048576.0);
+  u64 spc = std::max<u64>(1, target / cbps);
+  spc = std::max<u64>(1, std::min<u64>(spc, (u64(64) << 20) / ibps));
+  return std::min<u64>(spc, samples);
+}
+
+std::optional<double> float_range(const std::string& path, layout lay, progress_fn progress) {
+  if (path == "-") return std::nullopt;
+  npy_source s = open_source(path, lay);
+  if (!is_float(s.type)) return std::nullopt;
+  const u64 n = s.geom.samples;
+  const u64 spc = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / s.bytes_per_sample));
+  std::vector<std::byte> buf(spc * s.bytes_per_sample);
+  value_range vr;
+  for (u64 first = 0; first < n; first += spc) {
+    const u64 k = std::min(spc, n - first);
+    s.read(first, k, buf.data());
+    vr.add(make_view(s.geom, s.type, static_cast<const void*>(buf.data()), k));
+    if (progress) progress(first + k, n);
+  }
+  return vr.empty ? std::nullopt : std::optional<double>(vr.max - vr.min);
+}
+
+void rethrow_in(const error& e, const std::string& file, u64 first) {
+  if (e.sample() >= 0) {
+    throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
+                              e.detail());
+  }
+  throw error(e.code(), file + ": " + e.what());
+}
+
+bool meets(const quality& q, const quality_target& t) {
+  bool ok = true;
+  if (t.psnr_db) ok &= !q.psnr_db || *q.psnr_db >= *t.psnr_db;  // nullopt: lossless
+  if (t.ssim) {
+    if (!q.ssim) {
+      throw error(errc::invalid_argument,
+                  "an SSIM target needs planes of at least 7x7 (and, for float data, a file "
+                  "input so that the data range is known)");
+    }
+    ok &= *q.ssim >= *t.ssim;
+  }
+  return ok;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
 
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
@@ -31,27 +102,8 @@ std::string utc_now() {
   return buf;
 }
 
-/** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
-u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
-
-nlohmann::json quality_json(const quality& q) {
-  nlohmann::json j;
-  j["psnr_db"] = q.psnr_db ? nlohmann::json(*q.psnr_db) : nlohmann::json(nullptr);
-  j["mse"] = q.mse;
-  j["rmse"] = q.rmse;
-  j["nrmse"] = q.nrmse;
-  j["max_abs_error"] = q.max_abs_error;
-  j["range"] = q.range;
-  return j;
-}
-
-/** Re-throw an error from a batch with the file and the absolute sample index. */
-[[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first) {
-  if (e.sample() >= 0) {
-    throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
-                              e.detail());
-  }
-  throw error(e.code(), file + ": " + e.what());
+nlohmann::json opt(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
 void check_not_same(const std::string& input, const std::string& output) {
@@ -63,7 +115,66 @@ void check_not_same(const std::string& input, const std::string& output) {
   }
 }
 
+std::string fmt_db(const std::optional<double>& v) {
+  if (!v) return "inf";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", *v);
+  return b;
+}
+
+/** Measure chops 1..B on an evenly spaced sample of the data (at most 32 MiB of input) and
+ *  return the trials up to the first that meets the target. */
+std::vector<chop_trial> search_on_sample(npy_source& src, backend& be, codec_params p,
+                                         std::optional<double> range, const quality_target& t,
+                                         bool ssim, int threads) {
+  const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
+  const u64 m = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / ibps));
+  std::vector<std::byte> in(m * ibps), out(m * ibps), coeffs;
+  for (u64 i = 0; i < m; ++i) src.read(i * n / m, 1, in.data() + i * ibps);
+  const auto view = make_view(src.geom, src.type, static_cast<const void*>(in.data()), m);
+  std::vector<chop_trial> trials;
+  for (int k = 1; k <= p.block; ++k) {
+    p.chop = k;
+    coeffs.resize(m * coeff_bytes_per_sample(p, src.geom));
+    try {
+      be.encode(p, view, coeffs);
+    } catch (const error& e) {
+      rethrow_in(e, src.name(), 0);
+    }
+    be.decode(p, coeffs, make_view(src.geom, src.type, static_cast<void*>(out.data()), m));
+    quality_accumulator acc(src.type, range, ssim);
+    acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), m), threads);
+    chop_trial tr{k, acc.result(), m < n, false};
+    tr.meets = meets(tr.q, t);
+    trials.push_back(tr);
+    if (tr.meets) return trials;
+  }
+  const auto& last = trials.back().q;
+  throw error(errc::quality_not_met,
+              src.name() + ": even chop " + std::to_string(p.block) + " (every coefficient) " +
+                  "gives PSNR " + fmt_db(last.psnr_db) + " dB" +
+                  (last.ssim ? ", SSIM " + std::to_string(*last.ssim) : std::string()) +
+                  " on a sample, short of the target; try --coeff f32");
+}
+
 }  // namespace
+
+nlohmann::json quality_to_json(const quality& q) {
+  nlohmann::json j;
+  j["psnr_db"] = opt(q.psnr_db);
+  j["sample_psnr_min_db"] = opt(q.sample_psnr_min);
+  j["sample_psnr_mean_db"] = opt(q.sample_psnr_mean);
+  j["lossless_samples"] = q.lossless_samples;
+  j["ssim"] = opt(q.ssim);
+  j["ssim_planes"] = q.ssim_planes;
+  j["mse"] = q.mse;
+  j["rmse"] = q.rmse;
+  j["nrmse"] = q.nrmse;
+  j["max_abs_error"] = q.max_abs_error;
+  j["range"] = q.range;
+  j["samples"] = q.samples;
+  return j;
+}
 
 nlohmann::json compress_result::to_json() const {
   nlohmann::json j;
@@ -81,7 +192,14 @@ nlohmann::json compress_result::to_json() const {
   j["bits_per_value"] = bits_per_value();
   j["seconds"] = seconds;
   j["throughput_gbps"] = seconds > 0 ? double(input_bytes) / seconds / 1e9 : 0.0;
-  j["quality"] = q ? quality_json(*q) : nlohmann::json(nullptr);
+  j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
+  if (!trials.empty()) {
+    auto& t = j["chop_search"] = nlohmann::json::array();
+    for (const auto& tr : trials) {
+      t.push_back({{"chop", tr.chop}, {"psnr_db", opt(tr.q.psnr_db)}, {"ssim", opt(tr.q.ssim)},
+                   {"measured_on", tr.on_sample ? "sample" : "all"}, {"meets", tr.meets}});
+    }
+  }
   return j;
 }
 
@@ -93,86 +211,47 @@ nlohmann::json decompress_result::to_json() const {
           {"throughput_gbps", seconds > 0 ? double(output_bytes) / seconds / 1e9 : 0.0}};
 }
 
-compress_result compress_npy(const std::string& input, const std::string& output, backend& be,
-                             const compress_options& o) {
-  const auto t0 = clock_type::now();
-  check_not_same(input, output);
-  npy_reader in = npy_reader::open(input);
-  const std::string name = in.display_name();
-  const auto& nh = in.header();
-  const auto dt = nh.type.codec_dtype();
-  if (!dt) {
-    throw error(errc::bad_input, name + ": dtype " + nh.type.native_descr() +
-                                     " is not supported; dctchop compresses u8, u16, i16, f32 "
-                                     "and f64 arrays");
-  }
-  geometry g;
-  try {
-    g = resolve_layout(nh.shape, o.lay);
-  } catch (const error& e) {
-    throw error(e.code(), name + ": " + e.what());
-  }
-  codec_params p;
-  p.block = o.block;
-  p.chop = o.chop;
-  p.coeff = o.coeff.value_or(default_coeff_type(*dt, o.block));
-  p.offset = default_offset(*dt);
-  validate(p);
-  if (!(o.chunk_mb > 0) || o.chunk_mb > 4096) {
-    throw error(errc::invalid_argument, "--chunk-mb must be in (0, 4096]");
-  }
+namespace {
 
+/** One full compression with fixed codec parameters. */
+compress_result write_archive(npy_source& src, const std::string& output, backend& be,
+                              const codec_params& p, const compress_options& o,
+                              std::optional<npy_reader>& labels, std::optional<double> range,
+                              bool measure) {
+  const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
-  const u64 ibps = g.values_per_sample() * size_of(*dt);
-  // Chunk size is set by the coefficient bytes; the input buffer is capped too, so that a
-  // strong chop (K=1: 32x) does not make the input side of a chunk huge.
-  const u64 target = static_cast<u64>(o.chunk_mb * 1048576.0);
-  u64 spc = std::max<u64>(1, target / cbps);
-  spc = std::max<u64>(1, std::min<u64>(spc, (u64(64) << 20) / ibps));
-  spc = std::min<u64>(spc, g.samples);
-
-  // Labels: one row per sample, read before anything is written.
-  std::optional<npy_reader> labels;
-  if (!o.labels_path.empty()) {
-    labels.emplace(npy_reader::open(o.labels_path));
-    const auto& lh = labels->header();
-    if (lh.shape.empty() || lh.shape[0] != g.samples) {
-      throw error(errc::bad_input, labels->display_name() + ": labels need one row per sample (" +
-                                       std::to_string(g.samples) + "), found " +
-                                       (lh.shape.empty() ? std::string("a 0-d array")
-                                                         : std::to_string(lh.shape[0])));
-    }
-  }
+  const u64 ibps = src.bytes_per_sample;
+  const u64 spc = samples_per_chunk(cbps, ibps, o.chunk_mb, g.samples);
 
   archive_header ah;
-  ah.type = *dt;
+  ah.type = src.type;
   ah.geom = g;
   ah.codec = p;
   ah.samples_per_chunk = spc;
   ah.provenance = {{"tool", "dctchop " + o.tool_version},
                    {"created", utc_now()},
-                   {"source", input == "-" ? std::string("<stdin>") : input},
+                   {"source", src.path == "-" ? std::string("<stdin>") : src.path},
                    {"source_bytes", g.samples * ibps}};
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
   std::vector<std::byte> inbuf(spc * ibps), coeffs(spc * cbps), decoded;
-  if (o.measure_quality) decoded.resize(spc * ibps);
-  error_accumulator acc;
-  const u64 rps = rows_per_sample(g);
+  if (measure) decoded.resize(spc * ibps);
+  quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 chunks = 0;
   for (u64 first = 0; first < g.samples;) {
     const u64 n = std::min(spc, g.samples - first);
-    in.read_rows(first * rps, n * rps, inbuf.data());
-    const auto view = make_view(g, *dt, static_cast<const void*>(inbuf.data()), n);
+    src.read(first, n, inbuf.data());
+    const auto view = make_view(g, src.type, static_cast<const void*>(inbuf.data()), n);
     try {
       be.encode(p, view, std::span(coeffs.data(), n * cbps));
     } catch (const error& e) {
-      rethrow_in(e, name, first);
+      rethrow_in(e, src.name(), first);
     }
-    if (o.measure_quality) {
+    if (measure) {
       be.decode(p, std::span<const std::byte>(coeffs.data(), n * cbps),
-                make_view(g, *dt, decoded.data(), n));
-      acc.add(view, make_view(g, *dt, static_cast<const void*>(decoded.data()), n));
+                make_view(g, src.type, decoded.data(), n));
+      acc.add(view, make_view(g, src.type, static_cast<const void*>(decoded.data()), n),
+              o.threads);
     }
     w.write_chunk(first, n, std::span<const std::byte>(coeffs.data(), n * cbps));
     first += n;
@@ -188,22 +267,90 @@ compress_result compress_npy(const std::string& input, const std::string& output
 
   compress_result r;
   r.geom = g;
-  r.type = *dt;
+  r.type = src.type;
   r.codec = p;
   r.samples_per_chunk = spc;
   r.chunks = chunks;
   r.input_bytes = g.samples * ibps;
   r.values = g.samples * g.values_per_sample();
   nlohmann::json extra = {{"input_bytes", r.input_bytes}};
-  if (o.measure_quality) {
-    r.q = summarize(*dt, acc);
-    extra["quality"] = quality_json(*r.q);
+  if (measure) {
+    r.q = acc.result();
+    extra["quality"] = quality_to_json(*r.q);
   }
   w.set_footer_extra(extra);
+  if (o.target.any() && !meets(*r.q, o.target)) return r;  // caller retries; nothing written
   w.finish();
   r.archive_bytes = w.bytes_written();
-  r.seconds = seconds_since(t0);
   return r;
+}
+
+}  // namespace
+
+compress_result compress_npy(const std::string& input, const std::string& output, backend& be,
+                             const compress_options& o) {
+  const auto t0 = clock_type::now();
+  check_not_same(input, output);
+  npy_source src = open_source(input, o.lay);
+  codec_params p;
+  p.block = o.block;
+  p.chop = o.target.any() ? 1 : o.chop;
+  p.coeff = o.coeff.value_or(default_coeff_type(src.type, o.block));
+  p.offset = default_offset(src.type);
+  validate(p);
+  samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates --chunk-mb before any work
+  if (o.target.any() && input == "-") {
+    throw error(errc::invalid_argument,
+                "--psnr and --ssim measure the data before choosing and need a file input, "
+                "not stdin");
+  }
+  const bool measure = o.measure_quality || o.target.any();
+
+  // Labels: one row per sample, checked before anything is written.
+  std::optional<npy_reader> labels;
+  if (!o.labels_path.empty()) {
+    labels.emplace(npy_reader::open(o.labels_path));
+    const auto& lh = labels->header();
+    if (lh.shape.empty() || lh.shape[0] != src.geom.samples) {
+      throw error(errc::bad_input,
+                  labels->display_name() + ": labels need one row per sample (" +
+                      std::to_string(src.geom.samples) + "), found " +
+                      (lh.shape.empty() ? std::string("a 0-d array") : std::to_string(lh.shape[0])));
+    }
+  }
+
+  // R for float data: a first pass over a file, so that PSNR and SSIM use the dataset's range.
+  std::optional<double> range;
+  if (measure && is_float(src.type)) range = float_range(input, o.lay, nullptr);
+
+  std::vector<chop_trial> trials;
+  if (o.target.any()) {
+    trials = search_on_sample(src, be, p, range, o.target, o.ssim || o.target.ssim, o.threads);
+    p.chop = trials.back().chop;
+  }
+  for (;;) {
+    compress_result r = write_archive(src, output, be, p, o, labels, range, measure);
+    if (!o.target.any()) {
+      r.seconds = seconds_since(t0);
+      return r;
+    }
+    chop_trial full{p.chop, *r.q, false, meets(*r.q, o.target)};
+    // When the sample was the whole dataset the measurement is already in the list.
+    if (trials.back().on_sample || trials.back().chop != p.chop) trials.push_back(full);
+    if (full.meets) {
+      r.trials = trials;
+      r.seconds = seconds_since(t0);
+      return r;
+    }
+    // The sample was kinder than the whole dataset: one more coefficient per axis.
+    if (p.chop == p.block) {
+      throw error(errc::quality_not_met,
+                  src.name() + ": even chop " + std::to_string(p.block) + " gives PSNR " +
+                      fmt_db(r.q->psnr_db) + " dB on the whole dataset, short of the target");
+    }
+    ++p.chop;
+    if (labels) labels.emplace(npy_reader::open(o.labels_path));
+  }
 }
 
 decompress_result decompress_to_npy(const std::string& input, const std::string& output,

@@ -22,18 +22,12 @@
 #endif
 
 #include "cpu_kernels.hpp"
+#include "omp.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "dctchop stores little-endian coefficients and assumes a little-endian host");
-
-// OpenMP pragmas that vanish, without warnings, in a build without OpenMP.
-#if defined(_OPENMP)
-#define DCTCHOP_OMP(directive) _Pragma(#directive)
-#else
-#define DCTCHOP_OMP(directive)
-#endif
 
 namespace dctchop::detail::DCTCHOP_KERNEL_NS {
 namespace {

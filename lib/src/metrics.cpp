@@ -3,100 +3,299 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "dctchop/error.hpp"
+#include "omp.hpp"
 
 namespace dctchop {
 namespace {
 
+using u64 = std::uint64_t;
+using i64 = std::int64_t;
+
+constexpr int k_win = 7;                    // scikit-image default win_size
+constexpr double k_np = k_win * k_win;      // values per window
+constexpr double k_cov_norm = k_np / (k_np - 1.0);  // use_sample_covariance=True
+
+/** Read one row of a plane as doubles. */
 template <typename T>
-void accumulate(const const_sample_view& a, const const_sample_view& b, std::uint64_t& count,
-                double& sse, double& max_abs, double& mn, double& mx) {
-  const auto* pa = static_cast<const T*>(a.data);
-  const auto* pb = static_cast<const T*>(b.data);
-  double local_sse = 0, local_max = 0;
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (std::uint64_t n = 0; n < a.samples; ++n)
-    for (std::uint64_t c = 0; c < a.planes; ++c)
-      for (std::uint64_t r = 0; r < a.height; ++r) {
-        const T* ra = pa + static_cast<std::int64_t>(n) * a.stride_sample +
-                      static_cast<std::int64_t>(c) * a.stride_plane +
-                      static_cast<std::int64_t>(r) * a.stride_row;
-        const T* rb = pb + static_cast<std::int64_t>(n) * b.stride_sample +
-                      static_cast<std::int64_t>(c) * b.stride_plane +
-                      static_cast<std::int64_t>(r) * b.stride_row;
-        for (std::uint64_t x = 0; x < a.width; ++x) {
-          const double va = static_cast<double>(ra[static_cast<std::int64_t>(x) * a.stride_col]);
-          const double vb = static_cast<double>(rb[static_cast<std::int64_t>(x) * b.stride_col]);
-          const double d = va - vb;
-          local_sse += d * d;
-          local_max = std::max(local_max, std::fabs(d));
-          lo = std::min(lo, va);
-          hi = std::max(hi, va);
-        }
+void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
+  const T* p = static_cast<const T*>(v.data) + static_cast<i64>(n) * v.stride_sample +
+               static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
+  for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<double>(p[static_cast<i64>(x) * v.stride_col]);
+}
+
+void load_row_any(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
+  switch (v.type) {
+    case dtype::u8: return load_row<std::uint8_t>(v, n, c, r, out);
+    case dtype::u16: return load_row<std::uint16_t>(v, n, c, r, out);
+    case dtype::i16: return load_row<std::int16_t>(v, n, c, r, out);
+    case dtype::f32: return load_row<float>(v, n, c, r, out);
+    case dtype::f64: return load_row<double>(v, n, c, r, out);
+  }
+}
+
+/** Sliding-window SSIM over a plane fed row by row: keeps the last 7 rows and the column sums
+ *  of x, y, xx, yy, xy over them (memory O(7W)). */
+class ssim_rows {
+ public:
+  ssim_rows(u64 w, double range) : w_(w) {
+    c1_ = (0.01 * range) * (0.01 * range);
+    c2_ = (0.03 * range) * (0.03 * range);
+    ring_a_.assign(k_win * w, 0.0);
+    ring_b_.assign(k_win * w, 0.0);
+    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, 0.0);
+  }
+  /** Add the next row of both planes. */
+  void push(const double* a, const double* b) {
+    const u64 slot = rows_ % k_win;
+    double* oa = ring_a_.data() + slot * w_;
+    double* ob = ring_b_.data() + slot * w_;
+    const bool full = rows_ >= k_win;
+    for (u64 x = 0; x < w_; ++x) {
+      if (full) {  // the row leaving the window
+        sx_[x] -= oa[x];
+        sy_[x] -= ob[x];
+        sxx_[x] -= oa[x] * oa[x];
+        syy_[x] -= ob[x] * ob[x];
+        sxy_[x] -= oa[x] * ob[x];
       }
-  const std::uint64_t n = a.samples * a.planes * a.height * a.width;
-  if (n == 0) return;
-  mn = count == 0 ? lo : std::min(mn, lo);
-  mx = count == 0 ? hi : std::max(mx, hi);
-  count += n;
-  sse += local_sse;
-  max_abs = std::max(max_abs, local_max);
+      sx_[x] += a[x];
+      sy_[x] += b[x];
+      sxx_[x] += a[x] * a[x];
+      syy_[x] += b[x] * b[x];
+      sxy_[x] += a[x] * b[x];
+      oa[x] = a[x];
+      ob[x] = b[x];
+    }
+    ++rows_;
+    if (rows_ >= k_win && w_ >= k_win) emit_row();
+  }
+  double sum() const { return sum_; }
+  u64 windows() const { return windows_; }
+
+ private:
+  void emit_row() {
+    double hx = 0, hy = 0, hxx = 0, hyy = 0, hxy = 0;
+    for (u64 x = 0; x < w_; ++x) {
+      hx += sx_[x];
+      hy += sy_[x];
+      hxx += sxx_[x];
+      hyy += syy_[x];
+      hxy += sxy_[x];
+      if (x >= k_win) {
+        const u64 o = x - k_win;
+        hx -= sx_[o];
+        hy -= sy_[o];
+        hxx -= sxx_[o];
+        hyy -= syy_[o];
+        hxy -= sxy_[o];
+      }
+      if (x + 1 >= k_win) {
+        const double ux = hx / k_np, uy = hy / k_np;
+        const double vx = k_cov_norm * (hxx / k_np - ux * ux);
+        const double vy = k_cov_norm * (hyy / k_np - uy * uy);
+        const double vxy = k_cov_norm * (hxy / k_np - ux * uy);
+        const double num = (2 * ux * uy + c1_) * (2 * vxy + c2_);
+        const double den = (ux * ux + uy * uy + c1_) * (vx + vy + c2_);
+        sum_ += num / den;
+        ++windows_;
+      }
+    }
+  }
+  u64 w_;
+  double c1_, c2_;
+  u64 rows_ = 0;
+  std::vector<double> ring_a_, ring_b_, sx_, sy_, sxx_, syy_, sxy_;
+  double sum_ = 0;
+  u64 windows_ = 0;
+};
+
+int resolve_threads(int requested) {
+#if defined(_OPENMP)
+  return requested > 0 ? requested : omp_get_num_procs();
+#else
+  (void)requested;
+  return 1;
+#endif
 }
 
 }  // namespace
 
-void error_accumulator::add(const const_sample_view& a, const const_sample_view& b) {
-  if (a.type != b.type || a.samples != b.samples || a.planes != b.planes ||
-      a.height != b.height || a.width != b.width) {
-    throw error(errc::internal, "error_accumulator: views differ in shape or dtype");
-  }
-  switch (a.type) {
-    case dtype::u8: accumulate<std::uint8_t>(a, b, count_, sse_, max_abs_, min_, max_); break;
-    case dtype::u16: accumulate<std::uint16_t>(a, b, count_, sse_, max_abs_, min_, max_); break;
-    case dtype::i16: accumulate<std::int16_t>(a, b, count_, sse_, max_abs_, min_, max_); break;
-    case dtype::f32: accumulate<float>(a, b, count_, sse_, max_abs_, min_, max_); break;
-    case dtype::f64: accumulate<double>(a, b, count_, sse_, max_abs_, min_, max_); break;
-  }
-}
-
-void error_accumulator::merge(const error_accumulator& o) {
-  if (o.count_ == 0) return;
-  min_ = count_ == 0 ? o.min_ : std::min(min_, o.min_);
-  max_ = count_ == 0 ? o.max_ : std::max(max_, o.max_);
-  count_ += o.count_;
-  sse_ += o.sse_;
-  max_abs_ = std::max(max_abs_, o.max_abs_);
-}
-
-double error_accumulator::mse() const noexcept {
-  return count_ == 0 ? 0.0 : sse_ / static_cast<double>(count_);
-}
-double error_accumulator::rmse() const noexcept { return std::sqrt(mse()); }
-
-double data_range(dtype t, const error_accumulator& acc) {
+std::optional<double> integer_range(dtype t) noexcept {
   switch (t) {
     case dtype::u8: return 255.0;
     case dtype::u16: return 65535.0;
     case dtype::i16: return 65535.0;
-    default: return acc.original_max() - acc.original_min();
+    default: return std::nullopt;
   }
 }
 
 std::optional<double> psnr(double range, double mse) {
   if (!(mse > 0.0)) return std::nullopt;
-  if (!(range > 0.0)) return 0.0;  // constant float data with an error: no meaningful range
+  if (!(range > 0.0)) return -std::numeric_limits<double>::infinity();
   return 20.0 * std::log10(range) - 10.0 * std::log10(mse);
 }
 
-quality summarize(dtype t, const error_accumulator& acc) {
+std::optional<double> ssim_plane(const double* a, const double* b, u64 h, u64 w, double range) {
+  if (h < static_cast<u64>(k_win) || w < static_cast<u64>(k_win)) return std::nullopt;
+  ssim_rows s(w, range);
+  for (u64 r = 0; r < h; ++r) s.push(a + r * w, b + r * w);
+  return s.sum() / static_cast<double>(s.windows());
+}
+
+void value_range::add(const const_sample_view& v) {
+  std::vector<double> row(v.width);
+  for (u64 n = 0; n < v.samples; ++n)
+    for (u64 c = 0; c < v.planes; ++c)
+      for (u64 r = 0; r < v.height; ++r) {
+        load_row_any(v, n, c, r, row.data());
+        for (double x : row) {
+          if (empty) {
+            min = max = x;
+            empty = false;
+          }
+          min = std::min(min, x);
+          max = std::max(max, x);
+        }
+      }
+}
+
+void value_range::merge(const value_range& o) {
+  if (o.empty) return;
+  if (empty) {
+    *this = o;
+    return;
+  }
+  min = std::min(min, o.min);
+  max = std::max(max, o.max);
+}
+
+quality_accumulator::quality_accumulator(dtype type, std::optional<double> range, bool ssim)
+    : type_(type) {
+  known_range_ = integer_range(type);
+  if (!known_range_ && range) known_range_ = range;
+  ssim_enabled_ = ssim && known_range_.has_value();
+}
+
+void quality_accumulator::add(const const_sample_view& a, const const_sample_view& b,
+                              int threads) {
+  if (a.type != b.type || a.type != type_ || a.samples != b.samples || a.planes != b.planes ||
+      a.height != b.height || a.width != b.width) {
+    throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
+  }
+  const int nt = resolve_threads(threads);
+  const i64 samples = static_cast<i64>(a.samples);
+  const u64 per_sample = a.planes * a.height * a.width;
+  const double range = known_range_.value_or(0.0);
+  const bool do_ssim = ssim_enabled_;
+  // Per-thread partial sums, merged below in thread order (deterministic for a thread count).
+  struct partial {
+    double sse = 0, max_abs = 0, mn = std::numeric_limits<double>::infinity(),
+           mx = -std::numeric_limits<double>::infinity();
+    double max_sample_mse = 0, sum_log = 0, ssim_sum = 0;
+    u64 lossy = 0, lossless = 0, ssim_planes = 0;
+  };
+  std::vector<partial> parts(static_cast<std::size_t>(nt));
+  DCTCHOP_OMP(omp parallel num_threads(nt) if (nt > 1 && samples > 1))
+  {
+#if defined(_OPENMP)
+    partial& pt = parts[static_cast<std::size_t>(omp_get_thread_num())];
+#else
+    partial& pt = parts[0];
+#endif
+    std::vector<double> ra(a.width), rb(a.width);
+    DCTCHOP_OMP(omp for schedule(dynamic, 1))
+    for (i64 si = 0; si < samples; ++si) {
+      const u64 n = static_cast<u64>(si);
+      double sample_sse = 0;
+      for (u64 c = 0; c < a.planes; ++c) {
+        std::optional<ssim_rows> ss;
+        if (do_ssim && a.height >= static_cast<u64>(k_win) && a.width >= static_cast<u64>(k_win))
+          ss.emplace(a.width, range);
+        for (u64 r = 0; r < a.height; ++r) {
+          load_row_any(a, n, c, r, ra.data());
+          load_row_any(b, n, c, r, rb.data());
+          for (u64 x = 0; x < a.width; ++x) {
+            const double d = ra[x] - rb[x];
+            sample_sse += d * d;
+            pt.max_abs = std::max(pt.max_abs, std::fabs(d));
+            pt.mn = std::min(pt.mn, ra[x]);
+            pt.mx = std::max(pt.mx, ra[x]);
+          }
+          if (ss) ss->push(ra.data(), rb.data());
+        }
+        if (ss) {
+          pt.ssim_sum += ss->sum() / static_cast<double>(ss->windows());
+          ++pt.ssim_planes;
+        }
+      }
+      pt.sse += sample_sse;
+      if (sample_sse > 0) {
+        const double m = sample_sse / static_cast<double>(per_sample);
+        pt.max_sample_mse = std::max(pt.max_sample_mse, m);
+        pt.sum_log += std::log10(m);
+        ++pt.lossy;
+      } else {
+        ++pt.lossless;
+      }
+    }
+  }
+  for (const auto& pt : parts) {
+    if (pt.lossy + pt.lossless == 0) continue;
+    min_ = values_ == 0 ? pt.mn : std::min(min_, pt.mn);
+    max_ = values_ == 0 ? pt.mx : std::max(max_, pt.mx);
+    values_ += (pt.lossy + pt.lossless) * per_sample;
+    sse_ += pt.sse;
+    max_abs_ = std::max(max_abs_, pt.max_abs);
+    max_sample_mse_ = std::max(max_sample_mse_, pt.max_sample_mse);
+    sum_log_sample_mse_ += pt.sum_log;
+    lossy_samples_ += pt.lossy;
+    lossless_ += pt.lossless;
+    ssim_sum_ += pt.ssim_sum;
+    ssim_planes_ += pt.ssim_planes;
+  }
+  samples_ += a.samples;
+}
+
+void quality_accumulator::merge(const quality_accumulator& o) {
+  if (o.type_ != type_ || o.ssim_enabled_ != ssim_enabled_) {
+    throw error(errc::internal, "quality_accumulator: merging different settings");
+  }
+  if (o.values_ == 0) return;
+  min_ = values_ == 0 ? o.min_ : std::min(min_, o.min_);
+  max_ = values_ == 0 ? o.max_ : std::max(max_, o.max_);
+  samples_ += o.samples_;
+  values_ += o.values_;
+  sse_ += o.sse_;
+  max_abs_ = std::max(max_abs_, o.max_abs_);
+  max_sample_mse_ = std::max(max_sample_mse_, o.max_sample_mse_);
+  sum_log_sample_mse_ += o.sum_log_sample_mse_;
+  lossy_samples_ += o.lossy_samples_;
+  lossless_ += o.lossless_;
+  ssim_sum_ += o.ssim_sum_;
+  ssim_planes_ += o.ssim_planes_;
+}
+
+quality quality_accumulator::result() const {
   quality q;
-  q.mse = acc.mse();
-  q.rmse = acc.rmse();
-  q.max_abs_error = acc.max_abs_error();
-  q.range = data_range(t, acc);
+  q.samples = samples_;
+  q.values = values_;
+  q.mse = values_ ? sse_ / static_cast<double>(values_) : 0.0;
+  q.rmse = std::sqrt(q.mse);
+  q.max_abs_error = max_abs_;
+  q.range = known_range_.value_or(values_ ? max_ - min_ : 0.0);
   q.nrmse = q.range > 0 ? q.rmse / q.range : 0.0;
   q.psnr_db = psnr(q.range, q.mse);
+  if (lossy_samples_ > 0) {
+    q.sample_psnr_min = psnr(q.range, max_sample_mse_);
+    const double lr = q.range > 0 ? 20.0 * std::log10(q.range) : 0.0;
+    q.sample_psnr_mean = lr - 10.0 * sum_log_sample_mse_ / static_cast<double>(lossy_samples_);
+  }
+  q.lossless_samples = lossless_;
+  if (ssim_enabled_ && ssim_planes_ > 0) q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
+  q.ssim_planes = ssim_planes_;
   return q;
 }
 

@@ -18,6 +18,7 @@ const char* to_string(errc code) noexcept {
     case errc::io: return "io";
     case errc::output_exists: return "output_exists";
     case errc::backend_unavailable: return "backend_unavailable";
+    case errc::quality_not_met: return "quality_not_met";
     case errc::internal: return "internal";
   }
   return "unknown";

@@ -19,6 +19,7 @@ enum class errc {
   io,                    ///< the operating system refused a read, write, open or rename
   output_exists,         ///< an output file exists and overwriting was not allowed
   backend_unavailable,   ///< a backend that was not built, or has no device
+  quality_not_met,       ///< a quality target that no setting reaches
   internal,              ///< a broken invariant: a bug
 };
 

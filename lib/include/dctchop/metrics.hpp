@@ -1,5 +1,7 @@
 /** @file metrics.hpp
- *  Error figures as DESIGN.md ("Quality figures") defines them, accumulated chunk by chunk.
+ *  Quality figures as DESIGN.md ("Quality figures") defines them, accumulated chunk by chunk in
+ *  bounded memory: global PSNR, per-sample PSNR (minimum and mean), SSIM with scikit-image's
+ *  default conventions, max abs error, RMSE, NRMSE.
  */
 #pragma once
 
@@ -11,42 +13,73 @@
 
 namespace dctchop {
 
-/** Accumulates squared and absolute error between original and decoded values, and the range
- *  of the original, over as many chunks as the dataset has. */
-class error_accumulator {
- public:
-  /** Add the values of `original` and `decoded` (same geometry and dtype). */
-  void add(const const_sample_view& original, const const_sample_view& decoded);
-  /** Combine another accumulator's totals into this one. */
-  void merge(const error_accumulator& other);
-
-  std::uint64_t count() const noexcept { return count_; }
-  double sum_squared_error() const noexcept { return sse_; }
-  double max_abs_error() const noexcept { return max_abs_; }
-  double original_min() const noexcept { return min_; }
-  double original_max() const noexcept { return max_; }
-  double mse() const noexcept;
-  double rmse() const noexcept;
-
- private:
-  std::uint64_t count_ = 0;
-  double sse_ = 0.0;
-  double max_abs_ = 0.0;
-  double min_ = 0.0, max_ = 0.0;
+/** The figures of one comparison of an original dataset with its decoded copy. */
+struct quality {
+  std::uint64_t samples = 0, values = 0;
+  double mse = 0, rmse = 0, nrmse = 0, max_abs_error = 0;
+  double range = 0;                       ///< R of the PSNR and SSIM formulas
+  std::optional<double> psnr_db;          ///< global; nullopt: lossless (infinite)
+  std::optional<double> sample_psnr_min;  ///< worst sample; nullopt: every sample lossless
+  std::optional<double> sample_psnr_mean; ///< mean over samples that are not lossless
+  std::uint64_t lossless_samples = 0;     ///< samples decoded without any error
+  std::optional<double> ssim;             ///< mean over planes of at least 7x7; nullopt: none
+  std::uint64_t ssim_planes = 0;
 };
 
-/** Data range R: the dtype's range for integer types (255 for u8), max - min of the original
- *  for float types. */
-double data_range(dtype t, const error_accumulator& acc);
+/** Accumulates the error between original and decoded samples.
+ *
+ *  R is the dtype's range for integer types (255 for u8, 65535 for u16 and i16). For float
+ *  types it is max - min of the original over the whole dataset: pass it to the constructor
+ *  when it is known beforehand (a first pass over the data); SSIM needs it while accumulating,
+ *  so a float accumulator without a known range reports no SSIM, and its PSNR uses the range
+ *  seen in the data added. */
+class quality_accumulator {
+ public:
+  /** @param type     element type of the data
+   *  @param range    R for float types when known; ignored for integer types
+   *  @param ssim     whether to compute SSIM (costs about as much as a decode) */
+  quality_accumulator(dtype type, std::optional<double> range, bool ssim);
+
+  /** Add whole samples: `original` and `decoded` must have the same geometry and dtype.
+   *  Runs on `threads` OpenMP threads (0: every core). */
+  void add(const const_sample_view& original, const const_sample_view& decoded, int threads = 1);
+  /** Combine another accumulator's totals (same dtype and settings). */
+  void merge(const quality_accumulator& other);
+  /** The figures so far. */
+  quality result() const;
+
+  bool computes_ssim() const noexcept { return ssim_enabled_; }
+
+ private:
+  dtype type_;
+  std::optional<double> known_range_;
+  bool ssim_enabled_;
+  std::uint64_t samples_ = 0, values_ = 0, lossless_ = 0;
+  double sse_ = 0, max_abs_ = 0, min_ = 0, max_ = 0;
+  double max_sample_mse_ = 0, sum_log_sample_mse_ = 0;
+  std::uint64_t lossy_samples_ = 0;
+  double ssim_sum_ = 0;
+  std::uint64_t ssim_planes_ = 0;
+};
+
+/** The dtype's range R for integer types; nullopt for float types. */
+std::optional<double> integer_range(dtype t) noexcept;
 
 /** PSNR = 20 log10(R) - 10 log10(MSE) in dB; nullopt when MSE is 0 (infinite PSNR). */
 std::optional<double> psnr(double range, double mse);
 
-/** The figures that compress reports and the archive records. */
-struct quality {
-  double mse = 0, rmse = 0, nrmse = 0, max_abs_error = 0, range = 0;
-  std::optional<double> psnr_db;  ///< nullopt: lossless (infinite PSNR)
+/** SSIM of one plane pair (scikit-image defaults: 7x7 uniform window, K1 = 0.01, K2 = 0.03,
+ *  sample covariance, mean over the windows that lie inside the plane); nullopt when the plane
+ *  is smaller than 7x7. `a` and `b` are row-major h x w. */
+std::optional<double> ssim_plane(const double* a, const double* b, std::uint64_t h,
+                                 std::uint64_t w, double range);
+
+/** Minimum and maximum of a batch of samples (for the float range R). */
+struct value_range {
+  double min = 0, max = 0;
+  bool empty = true;
+  void add(const const_sample_view& v);
+  void merge(const value_range& o);
 };
-quality summarize(dtype t, const error_accumulator& acc);
 
 }  // namespace dctchop

@@ -50,6 +50,13 @@ struct side_array_info {
   std::uint64_t offset = 0, bytes = 0, xxh64 = 0;
 };
 
+/** The exact size in bytes of the archive that archive_writer would write for `header`, these
+ *  side arrays (name, descr, shape and bytes used) and this footer_extra, with chunks of
+ *  header.samples_per_chunk samples. Used to report true ratios without writing anything. */
+std::uint64_t predict_archive_bytes(const archive_header& header,
+                                    const std::vector<side_array_info>& sides,
+                                    const nlohmann::json& footer_extra);
+
 /** Writes an archive front to back (works on a pipe). The file appears at its path only after
  *  finish(); destroyed before, nothing is left behind. */
 class archive_writer {

@@ -1,6 +1,7 @@
 /** @file pipeline.hpp
  *  Whole-file operations that join the formats and the codec chunk by chunk, so that no
- *  operation holds more than a few chunks in memory.
+ *  operation holds more than a few chunks in memory: compress (optionally to a target quality),
+ *  decompress, info, eval and verify.
  */
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,15 +22,33 @@ namespace dctchop::formats {
 /** Called after each chunk with (samples done, samples in total). May throw to cancel. */
 using progress_fn = std::function<void(std::uint64_t, std::uint64_t)>;
 
+/** Quality targets: the smallest chop (largest ratio) whose measured quality meets all. */
+struct quality_target {
+  std::optional<double> psnr_db;  ///< global PSNR at least this
+  std::optional<double> ssim;     ///< mean SSIM at least this
+  bool any() const { return psnr_db || ssim; }
+};
+
+/** One measured setting during a target-quality search. */
+struct chop_trial {
+  int chop = 0;
+  quality q;
+  bool on_sample = true;  ///< measured on a sample of the data (false: the whole dataset)
+  bool meets = false;
+};
+
 struct compress_options {
   int block = 8;
-  int chop = 4;
+  int chop = 4;                         ///< ignored when target.any()
   std::optional<coeff_type> coeff;      ///< default: default_coeff_type(dtype, block)
   layout lay = layout::automatic;
   double chunk_mb = 4.0;                ///< target coefficient bytes per chunk, in MiB
   std::string labels_path;              ///< optional .npy of per-sample labels
   bool overwrite = false;
   bool measure_quality = true;          ///< decode each chunk and accumulate the error
+  bool ssim = true;                     ///< include SSIM in the measured quality
+  quality_target target;                ///< choose the chop from measurements
+  int threads = 0;                      ///< for the quality measurement (0: every core)
   std::string tool_version;             ///< recorded in the header's provenance
   progress_fn progress;
 };
@@ -40,13 +60,16 @@ struct compress_result {
   std::uint64_t samples_per_chunk = 0, chunks = 0;
   std::uint64_t input_bytes = 0, archive_bytes = 0, values = 0;
   std::optional<quality> q;             ///< when measured
+  std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
   double seconds = 0.0;                 ///< wall time of the whole operation
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
   double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
   nlohmann::json to_json() const;
 };
 
-/** Compress a .npy file (or "-") into an archive (or "-"). */
+/** Compress a .npy file (or "-") into an archive (or "-"). With options.target set, the chop
+ *  is chosen by measuring a sample of the data first, then checked on the whole result; an
+ *  unreachable target throws error(quality_not_met). Target mode needs a file input. */
 compress_result compress_npy(const std::string& input, const std::string& output,
                              backend& be, const compress_options& options);
 
@@ -72,5 +95,69 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
 
 /** Everything `dctchop info` shows: header, index summary, footer figures. */
 nlohmann::json archive_info(const std::string& input);
+
+// ---------------------------------------------------------------------------------- eval
+
+struct eval_options {
+  int block = 8;
+  std::vector<int> chops = {1, 2, 4, 6};     ///< values above the block are skipped
+  std::vector<coeff_type> coeffs;            ///< empty: the default for the dtype
+  layout lay = layout::automatic;
+  double chunk_mb = 4.0;                     ///< chunking used for the true archive size
+  bool ssim = true;
+  int threads = 0;
+  progress_fn progress;
+};
+
+/** One row of `dctchop eval`. */
+struct eval_row {
+  int block = 8, chop = 4;
+  coeff_type coeff = coeff_type::f16;
+  std::uint64_t archive_bytes = 0, input_bytes = 0, values = 0;
+  quality q;
+  double encode_seconds = 0, decode_seconds = 0;
+  std::string error;  ///< non-empty when this setting cannot hold the data (e.g. f16 overflow)
+  double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
+  double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
+  double compress_gbps() const { return encode_seconds > 0 ? double(input_bytes) / encode_seconds / 1e9 : 0; }
+  double decompress_gbps() const { return decode_seconds > 0 ? double(input_bytes) / decode_seconds / 1e9 : 0; }
+  nlohmann::json to_json() const;
+};
+
+struct eval_result {
+  geometry geom;
+  dtype type = dtype::u8;
+  std::vector<eval_row> rows;
+};
+
+/** Compress and decompress `input` in memory, chunk by chunk, with every combination of chop
+ *  and coefficient type, and measure each. Reads the input once (twice for float data, whose
+ *  range R is found first); writes nothing. */
+eval_result eval_npy(const std::string& input, backend& be, const eval_options& options);
+
+// -------------------------------------------------------------------------------- verify
+
+struct verify_options {
+  std::optional<double> min_psnr, min_ssim, max_error;
+  int threads = 0;
+  progress_fn progress;
+};
+
+struct verify_result {
+  std::string mismatch;               ///< non-empty: archive and input differ in shape or dtype
+  std::optional<quality> q;           ///< when the shapes match
+  std::vector<std::string> failures;  ///< gates that did not hold, one line each
+  bool passed() const { return mismatch.empty() && failures.empty(); }
+  nlohmann::json to_json() const;
+};
+
+/** Check every checksum of `archive`, compare its shape and dtype with `input`, decode and
+ *  measure the quality against `input`, and apply the gates. Corruption throws
+ *  error(corrupt); a failed gate or a mismatch is reported in the result. */
+verify_result verify_archive(const std::string& archive, const std::string& input, backend& be,
+                             const verify_options& options);
+
+/** JSON of a quality record, as stored in the archive footer and printed by --json. */
+nlohmann::json quality_to_json(const quality& q);
 
 }  // namespace dctchop::formats

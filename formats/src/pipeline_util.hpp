@@ -1,0 +1,61 @@
+// Internal helpers shared by the whole-file operations (pipeline.cpp, quality_tools.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/npy.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "dctchop/metrics.hpp"
+
+namespace dctchop::formats::detail {
+
+using u64 = std::uint64_t;
+using clock_type = std::chrono::steady_clock;
+
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
+inline u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
+
+/** An NPY input seen as samples of a codec dtype. */
+struct npy_source {
+  std::string path;
+  npy_reader reader;
+  dtype type = dtype::u8;
+  geometry geom;
+  u64 bytes_per_sample = 0;
+  std::string name() const { return reader.display_name(); }
+  bool seekable() const { return path != "-"; }
+  /** Read samples [first, first+n) into dst (C order, native). */
+  void read(u64 first, u64 n, void* dst) {
+    const u64 rps = rows_per_sample(geom);
+    reader.read_rows(first * rps, n * rps, dst);
+  }
+};
+
+/** Open an NPY input, check its dtype and resolve the layout; errors name the file. */
+npy_source open_source(const std::string& path, layout lay);
+
+/** Samples per chunk for a target of chunk_mb MiB of coefficients, the input side capped at
+ *  64 MiB, at least one sample. */
+u64 samples_per_chunk(u64 coeff_bytes_per_sample, u64 input_bytes_per_sample, double chunk_mb,
+                      u64 samples);
+
+/** R for float data, by a first pass over a file input (nullopt for stdin and integer types). */
+std::optional<double> float_range(const std::string& path, layout lay, progress_fn progress);
+
+/** Re-throw an error from a batch with the file and the absolute sample index. */
+[[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);
+
+/** Whether q meets every target; throws invalid_argument when an SSIM target cannot be
+ *  measured on this data. */
+bool meets(const quality& q, const quality_target& t);
+
+}  // namespace dctchop::formats::detail

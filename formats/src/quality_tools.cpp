@@ -1,0 +1,217 @@
+// dctchop eval and dctchop verify: measuring settings without writing, and gating archives.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/npy.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "pipeline_util.hpp"
+
+namespace dctchop::formats {
+
+using namespace detail;
+
+namespace {
+
+nlohmann::json opt(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+std::string fmt(double v, const char* f = "%.4g") {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+nlohmann::json eval_row::to_json() const {
+  nlohmann::json j;
+  j["block"] = block;
+  j["chop"] = chop;
+  j["coeff"] = std::string(to_string(coeff));
+  if (!error.empty()) {
+    j["error"] = error;
+    return j;
+  }
+  j["archive_bytes"] = archive_bytes;
+  j["ratio"] = ratio();
+  j["bits_per_value"] = bits_per_value();
+  j["quality"] = quality_to_json(q);
+  j["compress_gbps"] = compress_gbps();
+  j["decompress_gbps"] = decompress_gbps();
+  return j;
+}
+
+eval_result eval_npy(const std::string& input, backend& be, const eval_options& o) {
+  npy_source src = open_source(input, o.lay);
+  const geometry& g = src.geom;
+  const u64 ibps = src.bytes_per_sample;
+
+  std::vector<coeff_type> coeffs = o.coeffs;
+  if (coeffs.empty()) coeffs.push_back(default_coeff_type(src.type, o.block));
+  struct combo {
+    eval_row row;
+    codec_params p;
+    quality_accumulator acc;
+  };
+  std::vector<combo> combos;
+  std::optional<double> range;
+  if (is_float(src.type)) range = float_range(input, o.lay, nullptr);
+  for (auto ct : coeffs) {
+    for (int k : o.chops) {
+      codec_params p{o.block, k, ct, default_offset(src.type)};
+      validate(p);
+      eval_row row;
+      row.block = o.block;
+      row.chop = k;
+      row.coeff = ct;
+      row.input_bytes = g.samples * ibps;
+      row.values = g.samples * g.values_per_sample();
+      combos.push_back({row, p, quality_accumulator(src.type, range, o.ssim)});
+    }
+  }
+  if (combos.empty()) throw error(errc::invalid_argument, "eval: no chop to try");
+  samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates chunk_mb
+
+  // One pass over the input: every setting sees each chunk while it is in memory.
+  const u64 spc = std::max<u64>(1, std::min<u64>(g.samples, (u64(64) << 20) / ibps));
+  std::vector<std::byte> in(spc * ibps), out(spc * ibps), coeff_buf;
+  for (u64 first = 0; first < g.samples; first += spc) {
+    const u64 n = std::min(spc, g.samples - first);
+    src.read(first, n, in.data());
+    const auto view = make_view(g, src.type, static_cast<const void*>(in.data()), n);
+    for (auto& c : combos) {
+      if (!c.row.error.empty()) continue;
+      coeff_buf.resize(n * coeff_bytes_per_sample(c.p, g));
+      auto t0 = clock_type::now();
+      try {
+        be.encode(c.p, view, coeff_buf);
+      } catch (const error& e) {
+        if (e.code() != errc::out_of_range) rethrow_in(e, src.name(), first);
+        c.row.error = e.detail();  // this coefficient type cannot hold the data
+        continue;
+      }
+      c.row.encode_seconds += seconds_since(t0);
+      t0 = clock_type::now();
+      be.decode(c.p, coeff_buf, make_view(g, src.type, static_cast<void*>(out.data()), n));
+      c.row.decode_seconds += seconds_since(t0);
+      c.acc.add(view, make_view(g, src.type, static_cast<const void*>(out.data()), n), o.threads);
+    }
+    if (o.progress) o.progress(first + n, g.samples);
+  }
+
+  eval_result res;
+  res.geom = g;
+  res.type = src.type;
+  for (auto& c : combos) {
+    if (c.row.error.empty()) {
+      c.row.q = c.acc.result();
+      archive_header h;
+      h.type = src.type;
+      h.geom = g;
+      h.codec = c.p;
+      h.samples_per_chunk =
+          samples_per_chunk(coeff_bytes_per_sample(c.p, g), ibps, o.chunk_mb, g.samples);
+      h.provenance = {{"tool", "dctchop"}, {"created", "0000-00-00T00:00:00Z"},
+                      {"source", input}, {"source_bytes", c.row.input_bytes}};
+      c.row.archive_bytes = predict_archive_bytes(
+          h, {}, {{"input_bytes", c.row.input_bytes}, {"quality", quality_to_json(c.row.q)}});
+    }
+    res.rows.push_back(c.row);
+  }
+  return res;
+}
+
+nlohmann::json verify_result::to_json() const {
+  nlohmann::json j;
+  j["passed"] = passed();
+  if (!mismatch.empty()) j["mismatch"] = mismatch;
+  j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
+  j["failures"] = failures;
+  return j;
+}
+
+verify_result verify_archive(const std::string& archive, const std::string& input, backend& be,
+                             const verify_options& o) {
+  if (archive == "-" && input == "-") {
+    throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
+  }
+  archive_reader r = archive_reader::open(archive);
+  const auto& h = r.header();
+  verify_result res;
+  // Read the input with the archive's layout; a shape that cannot have it is a mismatch.
+  std::optional<npy_source> opened;
+  try {
+    opened.emplace(open_source(input, h.geom.lay));
+  } catch (const error& e) {
+    if (e.code() != errc::invalid_argument) throw;
+    res.mismatch = e.what();
+    return res;
+  }
+  npy_source& src = *opened;
+  if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
+    auto shape = [](const std::vector<u64>& s) {
+      std::string t;
+      for (std::size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+      return t;
+    };
+    res.mismatch = r.display_name() + " holds " + shape(h.geom.shape()) + " " +
+                   std::string(to_string(h.type)) + " but " + src.name() + " is " +
+                   shape(src.geom.shape()) + " " + std::string(to_string(src.type));
+    return res;
+  }
+
+  // R for float data: the range recorded at compression, else a first pass over a file.
+  std::optional<double> range;
+  if (is_float(h.type)) {
+    const auto& f = r.footer();
+    if (f.contains("quality") && f["quality"].contains("range") &&
+        f["quality"]["range"].is_number()) {
+      range = f["quality"]["range"].get<double>();
+    } else {
+      range = float_range(input, h.geom.lay, nullptr);
+    }
+  }
+  quality_accumulator acc(h.type, range, true);
+  const u64 ibps = src.bytes_per_sample;
+  std::vector<std::byte> coeffs, in, out;
+  chunk_info c;
+  u64 done = 0;
+  while (r.next_chunk(c, coeffs)) {  // checks each chunk's checksum
+    in.resize(c.count * ibps);
+    out.resize(c.count * ibps);
+    src.read(c.first, c.count, in.data());
+    be.decode(h.codec, coeffs, make_view(h.geom, h.type, static_cast<void*>(out.data()), c.count));
+    acc.add(make_view(h.geom, h.type, static_cast<const void*>(in.data()), c.count),
+            make_view(h.geom, h.type, static_cast<const void*>(out.data()), c.count), o.threads);
+    done += c.count;
+    if (o.progress) o.progress(done, h.geom.samples);
+  }
+  for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
+  res.q = acc.result();
+  const quality& q = *res.q;
+  if (o.min_psnr && q.psnr_db && *q.psnr_db < *o.min_psnr) {
+    res.failures.push_back("PSNR " + fmt(*q.psnr_db, "%.3f") + " dB is below --min-psnr " +
+                           fmt(*o.min_psnr));
+  }
+  if (o.min_ssim) {
+    if (!q.ssim) {
+      res.failures.push_back("SSIM is undefined here (planes smaller than 7x7, or float data "
+                             "without a known range), so --min-ssim cannot hold");
+    } else if (*q.ssim < *o.min_ssim) {
+      res.failures.push_back("SSIM " + fmt(*q.ssim, "%.5f") + " is below --min-ssim " +
+                             fmt(*o.min_ssim));
+    }
+  }
+  if (o.max_error && q.max_abs_error > *o.max_error) {
+    res.failures.push_back("max abs error " + fmt(q.max_abs_error) + " exceeds --max-error " +
+                           fmt(*o.max_error));
+  }
+  return res;
+}
+
+}  // namespace dctchop::formats
