@@ -1,0 +1,268 @@
+// Quality figures: PSNR, RMSE and max error against hand-computed values; SSIM against a slow
+// direct implementation written here and against values committed from scikit-image.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/metrics.hpp"
+
+namespace {
+
+using namespace dctchop;
+using u64 = std::uint64_t;
+
+// ---- a direct SSIM, one window at a time, two-pass statistics (scikit-image conventions) ----
+
+double slow_ssim(const std::vector<double>& a, const std::vector<double>& b, u64 h, u64 w,
+                 double range) {
+  const int win = 7;
+  const double n = win * win;
+  const double c1 = std::pow(0.01 * range, 2), c2 = std::pow(0.03 * range, 2);
+  double total = 0;
+  u64 count = 0;
+  for (u64 i = 0; i + win <= h; ++i)
+    for (u64 j = 0; j + win <= w; ++j) {
+      double ma = 0, mb = 0;
+      for (int y = 0; y < win; ++y)
+        for (int x = 0; x < win; ++x) {
+          ma += a[(i + y) * w + j + x];
+          mb += b[(i + y) * w + j + x];
+        }
+      ma /= n;
+      mb /= n;
+      double va = 0, vb = 0, cov = 0;
+      for (int y = 0; y < win; ++y)
+        for (int x = 0; x < win; ++x) {
+          const double da = a[(i + y) * w + j + x] - ma, db = b[(i + y) * w + j + x] - mb;
+          va += da * da;
+          vb += db * db;
+          cov += da * db;
+        }
+      va /= n - 1;  // sample covariance
+      vb /= n - 1;
+      cov /= n - 1;
+      total += ((2 * ma * mb + c1) * (2 * cov + c2)) / ((ma * ma + mb * mb + c1) * (va + vb + c2));
+      ++count;
+    }
+  return total / static_cast<double>(count);
+}
+
+// ---- the images of tests/data/make_ssim_reference.py, by the same integer formulas ----------
+
+std::vector<std::int64_t> lcg(std::int64_t seed, u64 n) {
+  std::vector<std::int64_t> out(n);
+  std::int64_t s = seed;
+  for (auto& v : out) {
+    s = (s * 1103515245 + 12345) % (std::int64_t(1) << 31);
+    v = (s >> 16) & 0x7FFF;
+  }
+  return out;
+}
+
+struct image_pair {
+  std::vector<double> a, b;
+  double range = 255;
+};
+
+image_pair make(const std::string& kind, u64 h, u64 w) {
+  image_pair p;
+  p.a.resize(h * w);
+  p.b.resize(h * w);
+  if (kind == "noise") {
+    auto r1 = lcg(1, h * w), r2 = lcg(2, h * w);
+    for (u64 k = 0; k < h * w; ++k) {
+      p.a[k] = double(r1[k] % 256);
+      p.b[k] = std::clamp(p.a[k] + double(r2[k] % 17) - 8, 0.0, 255.0);
+    }
+  } else if (kind == "pattern") {
+    auto av = [&](std::int64_t i, std::int64_t j) { return (i * i + 3 * j * j + i * j) % 256; };
+    for (u64 i = 0; i < h; ++i)
+      for (u64 j = 0; j < w; ++j) {
+        const std::int64_t left = av(i, (j + w - 1) % w);  // numpy roll by 1 along axis 1
+        p.a[i * w + j] = double(av(i, j));
+        p.b[i * w + j] = double((av(i, j) + left) / 2);
+      }
+  } else if (kind == "constant_same" || kind == "constant_shift") {
+    std::fill(p.a.begin(), p.a.end(), 100.0);
+    std::fill(p.b.begin(), p.b.end(), kind == "constant_same" ? 100.0 : 101.0);
+  } else if (kind == "float_field") {
+    double lo = 1e300, hi = -1e300;
+    for (u64 i = 0; i < h; ++i)
+      for (u64 j = 0; j < w; ++j) {
+        const double v = double(i * i) * 0.01 - double(j) * 0.25 + double((i * j) % 5) * 0.5;
+        p.a[i * w + j] = v;
+        p.b[i * w + j] = v + 0.05 * double(std::int64_t((i + 2 * j) % 3) - 1);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    p.range = hi - lo;
+  }
+  return p;
+}
+
+TEST(Ssim, MatchesScikitImageOnCommittedReferenceCases) {
+  std::ifstream f(std::string(DCTCHOP_TEST_DATA) + "/ssim_reference.json");
+  ASSERT_TRUE(f) << "tests/data/ssim_reference.json missing";
+  auto j = nlohmann::json::parse(f);
+  ASSERT_GE(j["cases"].size(), 5u);
+  for (const auto& c : j["cases"]) {
+    const std::string kind = c["kind"];
+    const u64 h = c["h"], w = c["w"];
+    auto p = make(kind, h, w);
+    ASSERT_NEAR(p.range, c["range"].get<double>(), 1e-9) << kind;
+    auto got = ssim_plane(p.a.data(), p.b.data(), h, w, p.range);
+    ASSERT_TRUE(got.has_value()) << kind;
+    EXPECT_NEAR(*got, c["ssim"].get<double>(), 1e-6) << kind << " " << h << "x" << w;
+  }
+}
+
+TEST(Ssim, SlidingImplementationEqualsDirectPerWindowComputation) {
+  std::mt19937 rng(17);
+  struct shape { u64 h, w; };
+  for (auto s : {shape{7, 7}, shape{7, 40}, shape{33, 8}, shape{64, 48}, shape{19, 23}}) {
+    std::vector<double> a(s.h * s.w), b(a.size());
+    std::uniform_int_distribution<int> px(0, 255), noise(-20, 20);
+    for (u64 k = 0; k < a.size(); ++k) {
+      a[k] = px(rng);
+      b[k] = std::clamp(a[k] + noise(rng), 0.0, 255.0);
+    }
+    auto got = ssim_plane(a.data(), b.data(), s.h, s.w, 255.0);
+    ASSERT_TRUE(got);
+    EXPECT_NEAR(*got, slow_ssim(a, b, s.h, s.w, 255.0), 1e-9) << s.h << "x" << s.w;
+  }
+}
+
+TEST(Ssim, ConstantPlanesAndPlanesBelowSevenBySeven) {
+  std::vector<double> a(100, 42.0), b(100, 42.0), c(100, 43.0);
+  EXPECT_DOUBLE_EQ(*ssim_plane(a.data(), b.data(), 10, 10, 255.0), 1.0);
+  // Both constant: SSIM reduces to the luminance term (2 m1 m2 + C1) / (m1^2 + m2^2 + C1).
+  const double c1 = std::pow(0.01 * 255, 2);
+  EXPECT_NEAR(*ssim_plane(a.data(), c.data(), 10, 10, 255.0),
+              (2 * 42.0 * 43.0 + c1) / (42.0 * 42.0 + 43.0 * 43.0 + c1), 1e-12);
+  EXPECT_FALSE(ssim_plane(a.data(), b.data(), 6, 16, 255.0).has_value());
+  EXPECT_FALSE(ssim_plane(a.data(), b.data(), 16, 6, 255.0).has_value());
+}
+
+// ---- PSNR, RMSE, max error --------------------------------------------------------------
+
+TEST(Psnr, U8FiguresEqualHandComputedValues) {
+  // errors 1, 0, 0, 3: MSE = 10 / 4 = 2.5, RMSE = 1.58113883, max 3,
+  // PSNR = 20 log10(255) - 10 log10(2.5) = 48.130803609 - 3.979400087 = 44.151403522 dB
+  std::vector<std::uint8_t> a{0, 10, 20, 30}, b{1, 10, 20, 27};
+  geometry g{layout::hw, 1, 1, 2, 2};
+  quality_accumulator acc(dtype::u8, std::nullopt, true);
+  acc.add(make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1),
+          make_view(g, dtype::u8, static_cast<const void*>(b.data()), 1));
+  auto q = acc.result();
+  EXPECT_DOUBLE_EQ(q.mse, 2.5);
+  EXPECT_NEAR(q.rmse, 1.5811388300841898, 1e-12);
+  EXPECT_DOUBLE_EQ(q.max_abs_error, 3.0);
+  EXPECT_DOUBLE_EQ(q.range, 255.0);
+  EXPECT_NEAR(*q.psnr_db, 44.15140352195871, 1e-9);
+  EXPECT_NEAR(q.nrmse, 1.5811388300841898 / 255.0, 1e-12);
+  EXPECT_FALSE(q.ssim.has_value()) << "a 2x2 plane has no 7x7 window";
+}
+
+TEST(Psnr, FloatRangeIsMaxMinusMinOfTheOriginal) {
+  // R = 4 - 0 = 4, MSE = 0.25 / 4 = 0.0625: PSNR = 20 log10 4 + 10 log10 16 = 24.0823996531 dB
+  std::vector<float> a{0, 1, 2, 4}, b{0, 1.5f, 2, 4};
+  geometry g{layout::hw, 1, 1, 1, 4};
+  quality_accumulator acc(dtype::f32, std::nullopt, false);
+  acc.add(make_view(g, dtype::f32, static_cast<const void*>(a.data()), 1),
+          make_view(g, dtype::f32, static_cast<const void*>(b.data()), 1));
+  auto q = acc.result();
+  EXPECT_DOUBLE_EQ(q.range, 4.0);
+  EXPECT_NEAR(*q.psnr_db, 24.082399653118497, 1e-9);
+  EXPECT_DOUBLE_EQ(q.max_abs_error, 0.5);
+}
+
+TEST(Psnr, PerSampleMinimumAndMeanAndLosslessSamples) {
+  // Three 1x2 u8 samples: lossless; errors (1,1) -> MSE 1; errors (4,0) -> MSE 8.
+  std::vector<std::uint8_t> a{5, 5, 10, 10, 50, 60}, b{5, 5, 11, 9, 54, 60};
+  geometry g{layout::nhw, 3, 1, 1, 2};
+  quality_accumulator acc(dtype::u8, std::nullopt, false);
+  acc.add(make_view(g, dtype::u8, static_cast<const void*>(a.data()), 3),
+          make_view(g, dtype::u8, static_cast<const void*>(b.data()), 3), 2);
+  auto q = acc.result();
+  const double l = 20 * std::log10(255.0);
+  EXPECT_EQ(q.lossless_samples, 1u);
+  EXPECT_NEAR(*q.sample_psnr_min, l - 10 * std::log10(8.0), 1e-9);
+  EXPECT_NEAR(*q.sample_psnr_mean, l - 10 * (std::log10(1.0) + std::log10(8.0)) / 2, 1e-9);
+  EXPECT_NEAR(*q.psnr_db, l - 10 * std::log10(18.0 / 6.0), 1e-9);
+}
+
+TEST(Psnr, LosslessIsReportedAsInfiniteNotAsANumber) {
+  std::vector<std::uint8_t> a{1, 2, 3};
+  geometry g{layout::hw, 1, 1, 1, 3};
+  quality_accumulator acc(dtype::u8, std::nullopt, false);
+  auto v = make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1);
+  acc.add(v, v);
+  auto q = acc.result();
+  EXPECT_FALSE(q.psnr_db.has_value());
+  EXPECT_FALSE(q.sample_psnr_min.has_value());
+  EXPECT_EQ(q.mse, 0.0);
+}
+
+// ---- the accumulator over batches ---------------------------------------------------------
+
+TEST(QualityAccumulator, ChunksThreadsAndLayoutsGiveTheSameFigures) {
+  // NHWC u8, 6 samples of 20x17x3: one batch on one thread, or three batches on two threads,
+  // must give the same PSNR and SSIM; SSIM is the mean of the per-plane values.
+  const u64 n = 6, h = 20, w = 17, c = 3;
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> a(n * h * w * c), b(a.size());
+  std::uniform_int_distribution<int> px(0, 255), noise(-9, 9);
+  for (u64 k = 0; k < a.size(); ++k) {
+    a[k] = static_cast<std::uint8_t>(px(rng));
+    b[k] = static_cast<std::uint8_t>(std::clamp(a[k] + noise(rng), 0, 255));
+  }
+  geometry g{layout::nhwc, n, c, h, w};
+  quality_accumulator one(dtype::u8, std::nullopt, true), parts(dtype::u8, std::nullopt, true);
+  one.add(make_view(g, dtype::u8, static_cast<const void*>(a.data()), n),
+          make_view(g, dtype::u8, static_cast<const void*>(b.data()), n), 1);
+  const u64 per = h * w * c;
+  for (u64 s = 0; s < n; s += 2) {
+    quality_accumulator chunk(dtype::u8, std::nullopt, true);
+    chunk.add(make_view(g, dtype::u8, static_cast<const void*>(a.data() + s * per), 2),
+              make_view(g, dtype::u8, static_cast<const void*>(b.data() + s * per), 2), 2);
+    parts.merge(chunk);
+  }
+  auto q1 = one.result(), q2 = parts.result();
+  EXPECT_NEAR(*q1.psnr_db, *q2.psnr_db, 1e-12);
+  EXPECT_NEAR(*q1.ssim, *q2.ssim, 1e-12);
+  EXPECT_EQ(q1.ssim_planes, n * c);
+  double sum = 0;
+  for (u64 s = 0; s < n; ++s)
+    for (u64 ch = 0; ch < c; ++ch) {
+      std::vector<double> pa(h * w), pb(h * w);
+      for (u64 k = 0; k < h * w; ++k) {
+        pa[k] = a[s * per + k * c + ch];
+        pb[k] = b[s * per + k * c + ch];
+      }
+      sum += slow_ssim(pa, pb, h, w, 255.0);
+    }
+  EXPECT_NEAR(*q1.ssim, sum / double(n * c), 1e-9);
+}
+
+TEST(QualityAccumulator, FloatSsimNeedsAKnownRange) {
+  std::vector<float> a(64, 1.0f), b(64, 1.0f);
+  a[3] = 2.0f;
+  geometry g{layout::hw, 1, 1, 8, 8};
+  quality_accumulator unknown(dtype::f32, std::nullopt, true), known(dtype::f32, 1.0, true);
+  auto va = make_view(g, dtype::f32, static_cast<const void*>(a.data()), 1);
+  auto vb = make_view(g, dtype::f32, static_cast<const void*>(b.data()), 1);
+  unknown.add(va, vb);
+  known.add(va, vb);
+  EXPECT_FALSE(unknown.result().ssim.has_value());
+  ASSERT_TRUE(known.result().ssim.has_value());
+  EXPECT_LT(*known.result().ssim, 1.0);
+}
+
+}  // namespace
