@@ -1,0 +1,913 @@
+// Tests of the quality tools (issue 3): target-quality compression (--psnr, --ssim), eval,
+// verify, and the quality figures that info shows. The --psnr search is checked against an
+// input whose PSNR at every chop is known in closed form; everything else is checked against
+// the files the library writes and against figures computed here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <numbers>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "dctchop/metrics.hpp"
+#include "test_util.hpp"
+
+#ifndef DCTCHOP_BINARY
+#error "DCTCHOP_BINARY must name the built dctchop command"
+#endif
+
+namespace {
+
+using namespace dctchop;
+using dctchop::test::command_result;
+using dctchop::test::expect_error;
+using dctchop::test::flip_byte;
+using dctchop::test::load_npy;
+using dctchop::test::read_bytes;
+using dctchop::test::save_npy;
+using dctchop::test::sh_quote;
+using dctchop::test::temp_dir;
+using u64 = std::uint64_t;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string k_bin = sh_quote(DCTCHOP_BINARY);
+
+command_result cli(const temp_dir& dir, const std::string& args) {
+  return dctchop::test::run_sh(k_bin + " " + args, dir.path());
+}
+
+/** A shell pipeline in `dir`; "DCTCHOP" in it is replaced by the binary. */
+command_result sh(const temp_dir& dir, std::string cmd) {
+  for (std::size_t p; (p = cmd.find("DCTCHOP")) != std::string::npos;) cmd.replace(p, 7, k_bin);
+  return dctchop::test::run_sh(cmd, dir.path());
+}
+
+std::string describe(const command_result& r) {
+  return "exit " + std::to_string(r.status) + "\nstdout: " + r.out.substr(0, 3000) +
+         "\nstderr: " + r.err.substr(0, 3000);
+}
+
+json parse_json(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
+  return j;
+}
+
+std::unique_ptr<backend> cpu() { return make_backend(backend_kind::cpu); }
+
+std::string num(double v, int decimals) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+// ------------------------------------------------------------------ synthetic data
+
+/** The orthonormal DCT-II matrix of size 8, from its formula:
+ *  T[u][x] = c(u) cos(pi (2x + 1) u / 16), c(0) = sqrt(1/8), c(u > 0) = sqrt(2/8). */
+struct dct8 {
+  double t[8][8];
+  dct8() {
+    for (int u = 0; u < 8; ++u)
+      for (int x = 0; x < 8; ++x)
+        t[u][x] = (u == 0 ? std::sqrt(1.0 / 8) : std::sqrt(2.0 / 8)) *
+                  std::cos(std::numbers::pi * (2 * x + 1) * u / 16.0);
+  }
+};
+
+/** Float data whose 8x8 blocks each hold only the coefficients (v = 0, u = 0..7) with
+ *  amplitudes s_b * g_b * a_u, a_u = 100 * 2^-u: keeping chop K drops exactly a_u for u >= K,
+ *  so the MSE at chop K is mean_b(g_b^2) * sum_{u >= K} a_u^2 / 64. */
+struct analytic_f32 {
+  static constexpr int n = 4, h = 32, w = 32;
+  std::vector<float> values;
+  double mean_g2 = 0;
+  double a[8];
+  analytic_f32() {
+    const dct8 T;
+    for (int u = 0; u < 8; ++u) a[u] = 100.0 * std::pow(2.0, -u);
+    values.assign(std::size_t(n) * h * w, 0.0f);
+    int blocks = 0;
+    for (int s = 0; s < n; ++s)
+      for (int by = 0; by < h / 8; ++by)
+        for (int bx = 0; bx < w / 8; ++bx) {
+          const int b = blocks++;
+          const double sign = (b % 2 == 0) ? 1.0 : -1.0;
+          const double g = 1.0 + 0.5 * (b % 3);  // 1, 1.5, 2
+          mean_g2 += g * g;
+          for (int y = 0; y < 8; ++y)
+            for (int x = 0; x < 8; ++x) {
+              double f = 0;
+              for (int u = 0; u < 8; ++u) f += sign * g * a[u] * T.t[u][x] * T.t[0][y];
+              values[(std::size_t(s) * h + by * 8 + y) * w + bx * 8 + x] = static_cast<float>(f);
+            }
+        }
+    mean_g2 /= blocks;
+  }
+  double mse_at(int k) const {
+    double s = 0;
+    for (int u = k; u < 8; ++u) s += a[u] * a[u];
+    return mean_g2 * s / 64.0;
+  }
+  double range() const {
+    auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    return double(*hi) - double(*lo);
+  }
+  double psnr_at(int k) const {
+    return 20.0 * std::log10(range()) - 10.0 * std::log10(mse_at(k));
+  }
+  std::string save(const temp_dir& dir, const std::string& name = "analytic.npy") const {
+    save_npy(dir.file(name), dtype::f32, {u64(n), u64(h), u64(w)}, values);
+    return dir.file(name);
+  }
+};
+
+/** A small deterministic pseudo-random generator (no dependence on <random>'s distributions). */
+struct lcg {
+  std::uint64_t s;
+  explicit lcg(std::uint64_t seed) : s(seed * 6364136223846793005ull + 1442695040888963407ull) {}
+  std::uint32_t next() {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(s >> 33);
+  }
+  double uniform() { return next() / double(1u << 31); }  // [0, 1)
+};
+
+/** Textured u8 images N x H x W (NHW): waves of several frequencies plus noise, so that every
+ *  chop loses something and SSIM grows with the chop. */
+std::vector<std::uint8_t> textured_u8(int n, int h, int w, std::uint64_t seed = 7) {
+  lcg r(seed);
+  std::vector<std::uint8_t> v(std::size_t(n) * h * w);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const double f = 128 + 45 * std::sin(0.8 * x + 0.5 * s) * std::cos(0.6 * y) +
+                         25 * std::sin(0.21 * (x + 2 * y)) + 24 * (r.uniform() - 0.5);
+        v[i++] = static_cast<std::uint8_t>(std::lround(std::clamp(f, 0.0, 255.0)));
+      }
+  return v;
+}
+
+std::string save_textured(const temp_dir& dir, const std::string& name = "tex.npy", int n = 4) {
+  save_npy(dir.file(name), dtype::u8, {u64(n), 32, 32}, textured_u8(n, 32, 32));
+  return dir.file(name);
+}
+
+/** u8 noise: no chop, not even 8 with f16 coefficients, decodes it without error everywhere. */
+std::string save_noise_u8(const temp_dir& dir, const std::string& name = "noise.npy") {
+  lcg r(11);
+  std::vector<std::uint8_t> v(4 * 16 * 16);
+  for (auto& x : v) x = static_cast<std::uint8_t>(r.next() & 0xff);
+  save_npy(dir.file(name), dtype::u8, {4, 16, 16}, v);
+  return dir.file(name);
+}
+
+/** u16 data over the whole range (constant 65535 blocks among others): its DC coefficients
+ *  (8 * 32767 at block 8) overflow f16 but fit f32. */
+std::string save_full_range_u16(const temp_dir& dir, const std::string& name = "u16.npy") {
+  lcg r(5);
+  std::vector<std::uint16_t> v(3 * 16 * 16);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::size_t x = i % 16, y = (i / 16) % 16;
+    v[i] = (x < 8 && y < 8) ? 65535 : (x >= 8 && y >= 8) ? 0 : static_cast<std::uint16_t>(r.next());
+  }
+  save_npy(dir.file(name), dtype::u16, {3, 16, 16}, v);
+  return dir.file(name);
+}
+
+const formats::chop_trial* trial_for(const formats::compress_result& r, int chop) {
+  for (const auto& t : r.trials)
+    if (t.chop == chop) return &t;
+  return nullptr;
+}
+
+// ============================================================ --psnr / --ssim (library)
+
+TEST(QualityPipeline, AnalyticInputHasTheExpectedPsnrsAtEveryChop) {
+  // Checks the test's own closed form against the library's measurement at fixed chops, so
+  // that the target tests below rest on figures known to be right.
+  temp_dir dir;
+  const analytic_f32 d;
+  const std::string in = d.save(dir);
+  auto be = cpu();
+  for (int k : {1, 2, 3, 4, 5}) {
+    formats::compress_options o;
+    o.chop = k;
+    o.overwrite = true;
+    const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+    EXPECT_EQ(r.codec.coeff, coeff_type::f32) << "f32 data defaults to f32 coefficients";
+    ASSERT_TRUE(r.q && r.q->psnr_db);
+    EXPECT_NEAR(r.q->range, d.range(), 1e-9);
+    EXPECT_NEAR(r.q->mse, d.mse_at(k), 1e-4 * d.mse_at(k)) << "chop " << k;
+    EXPECT_NEAR(*r.q->psnr_db, d.psnr_at(k), 0.01) << "chop " << k;
+  }
+}
+
+TEST(QualityPipeline, PsnrTargetHalfwayBetweenChop3And4PicksChop4) {
+  temp_dir dir;
+  const analytic_f32 d;
+  const std::string in = d.save(dir);
+  const double p3 = d.psnr_at(3), p4 = d.psnr_at(4);
+  ASSERT_GT(p4 - p3, 3.0) << "the chops must be well apart for this test to mean anything";
+  formats::compress_options o;
+  o.target.psnr_db = (p3 + p4) / 2;
+  auto be = cpu();
+  const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(r.codec.chop, 4);
+  ASSERT_TRUE(r.q && r.q->psnr_db);
+  EXPECT_NEAR(*r.q->psnr_db, p4, 0.01);
+  EXPECT_TRUE(fs::exists(dir.file("a.dcz")));
+  EXPECT_EQ(r.archive_bytes, fs::file_size(dir.file("a.dcz")));
+  // The search tried 1, 2, 3 (each short of the target, at its analytic PSNR) and then 4.
+  ASSERT_FALSE(r.trials.empty());
+  for (int k = 1; k <= 3; ++k) {
+    const auto* t = trial_for(r, k);
+    ASSERT_NE(t, nullptr) << "no trial of chop " << k;
+    EXPECT_FALSE(t->meets) << "chop " << k;
+    ASSERT_TRUE(t->q.psnr_db);
+    EXPECT_LT(*t->q.psnr_db, *o.target.psnr_db);
+    EXPECT_NEAR(*t->q.psnr_db, d.psnr_at(k), 0.01) << "chop " << k;
+  }
+  const auto* t4 = trial_for(r, 4);
+  ASSERT_NE(t4, nullptr);
+  EXPECT_TRUE(t4->meets);
+  EXPECT_EQ(trial_for(r, 5), nullptr) << "the search stops at the first chop that meets";
+  for (const auto& t : r.trials) EXPECT_LE(t.chop, 4);
+  // The whole input (16 KiB) is the sample: the measurements are of all the data.
+  EXPECT_FALSE(r.trials.back().on_sample);
+  EXPECT_EQ(r.trials.back().chop, 4);
+  // The archive holds chop 4.
+  const json info = formats::archive_info(dir.file("a.dcz"));
+  EXPECT_EQ(info.at("codec").at("chop"), 4);
+}
+
+TEST(QualityPipeline, PsnrTargetJustBelowChop2PicksChop2AndJustAbovePicksChop3) {
+  temp_dir dir;
+  const analytic_f32 d;
+  const std::string in = d.save(dir);
+  auto be = cpu();
+  formats::compress_options o;
+  o.overwrite = true;
+  o.target.psnr_db = d.psnr_at(2) - 0.05;
+  const auto r2 = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(r2.codec.chop, 2);
+  ASSERT_TRUE(r2.q && r2.q->psnr_db);
+  EXPECT_NEAR(*r2.q->psnr_db, d.psnr_at(2), 0.01);
+  ASSERT_NE(trial_for(r2, 1), nullptr);
+  EXPECT_FALSE(trial_for(r2, 1)->meets);
+
+  o.target.psnr_db = d.psnr_at(2) + 0.05;
+  const auto r3 = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(r3.codec.chop, 3);
+  ASSERT_NE(trial_for(r3, 2), nullptr);
+  EXPECT_FALSE(trial_for(r3, 2)->meets);
+}
+
+TEST(QualityPipeline, SsimTargetOnU8PicksAChopThatMeetsItWhileTheChopBelowDoesNot) {
+  temp_dir dir;
+  const std::string in = save_textured(dir);
+  auto be = cpu();
+  // SSIM of every chop on the whole data, from eval.
+  formats::eval_options eo;
+  eo.chops = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto ev = formats::eval_npy(in, *be, eo);
+  ASSERT_EQ(ev.rows.size(), 8u);
+  std::vector<double> s;
+  for (const auto& row : ev.rows) {
+    ASSERT_TRUE(row.q.ssim) << "chop " << row.chop;
+    s.push_back(*row.q.ssim);
+  }
+  // A target between chop 2 and chop 3, which the data makes far apart.
+  ASSERT_GT(s[2] - s[1], 0.01) << "SSIM at chops 2, 3: " << s[1] << ", " << s[2];
+  const double target = (s[1] + s[2]) / 2;
+
+  formats::compress_options o;
+  o.target.ssim = target;
+  const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+  const int k = r.codec.chop;
+  EXPECT_EQ(k, 3);
+  ASSERT_TRUE(r.q && r.q->ssim);
+  EXPECT_GE(*r.q->ssim, target);
+  EXPECT_NEAR(*r.q->ssim, s[2], 1e-9) << "compress measures what eval measures";
+  const auto* below = trial_for(r, k - 1);
+  ASSERT_NE(below, nullptr) << "the trials show the chop below the chosen one";
+  EXPECT_FALSE(below->meets);
+  ASSERT_TRUE(below->q.ssim);
+  EXPECT_LT(*below->q.ssim, target);
+  const auto* chosen = trial_for(r, k);
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_TRUE(chosen->meets);
+  // An independent check of the written archive: verify measures the same SSIM.
+  formats::verify_options vo;
+  vo.min_ssim = target;
+  const auto v = formats::verify_archive(dir.file("a.dcz"), in, *be, vo);
+  EXPECT_TRUE(v.passed()) << v.to_json().dump();
+}
+
+// ============================================================ unreachable targets
+
+TEST(QualityPipeline, UnreachablePsnrTargetThrowsQualityNotMetAndWritesNothing) {
+  temp_dir dir;
+  const std::string in = save_noise_u8(dir);
+  auto be = cpu();
+  // Precondition: even chop 8 with bf16 coefficients leaves some error (PSNR finite).
+  formats::eval_options eo;
+  eo.chops = {8};
+  eo.coeffs = {coeff_type::bf16};
+  const auto ev = formats::eval_npy(in, *be, eo);
+  ASSERT_TRUE(ev.rows.at(0).error.empty());
+  ASSERT_TRUE(ev.rows.at(0).q.psnr_db) << "chop 8 bf16 happens to be lossless on this data";
+  ASSERT_LT(*ev.rows.at(0).q.psnr_db, 200);
+
+  formats::compress_options o;
+  o.coeff = coeff_type::bf16;
+  o.target.psnr_db = 200;
+  expect_error([&] { formats::compress_npy(in, dir.file("out.dcz"), *be, o); },
+               errc::quality_not_met, {"chop 8"});
+  EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"}) << "no temporary file left";
+  // The same with an SSIM target above what chop 8 reaches.
+  formats::compress_options os;
+  os.coeff = coeff_type::bf16;
+  os.target.ssim = 1.0;
+  expect_error([&] { formats::compress_npy(in, dir.file("out.dcz"), *be, os); },
+               errc::quality_not_met);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
+}
+
+TEST(QualityPipeline, PsnrTargetOfU8WithF16IsMetLosslesslyByChop8) {
+  // u8 noise with f16 coefficients decodes exactly at chop 8 (infinite PSNR), which meets any
+  // PSNR target: the search ends there instead of failing.
+  temp_dir dir;
+  const std::string in = save_noise_u8(dir);
+  auto be = cpu();
+  formats::compress_options o;
+  o.coeff = coeff_type::f16;
+  o.target.psnr_db = 200;
+  const auto r = formats::compress_npy(in, dir.file("out.dcz"), *be, o);
+  EXPECT_EQ(r.codec.chop, 8);
+  ASSERT_TRUE(r.q);
+  EXPECT_FALSE(r.q->psnr_db) << "lossless";
+  EXPECT_EQ(r.q->max_abs_error, 0);
+  for (const auto& t : r.trials) EXPECT_EQ(t.meets, t.chop == 8) << "chop " << t.chop;
+}
+
+TEST(QualityCli, UnreachablePsnrTargetExits8AndLeavesNoOutput) {
+  temp_dir dir;
+  save_noise_u8(dir);
+  auto c = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff bf16");
+  EXPECT_EQ(c.status, 8) << describe(c);
+  EXPECT_TRUE(contains(c.err, "chop 8")) << c.err;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
+  auto j = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff bf16 --json");
+  EXPECT_EQ(j.status, 8) << describe(j);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
+}
+
+TEST(QualityCli, PsnrTargetWithStdinInputIsAUsageError) {
+  temp_dir dir;
+  save_textured(dir);
+  auto c = sh(dir, "cat tex.npy | DCTCHOP compress - -o out.dcz --psnr 30");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_TRUE(contains(c.err, "stdin")) << c.err;
+  EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
+}
+
+TEST(QualityCli, PsnrTogetherWithChopIsAUsageError) {
+  temp_dir dir;
+  save_textured(dir);
+  auto c = cli(dir, "compress tex.npy -o out.dcz --psnr 30 --chop 4");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
+  auto s = cli(dir, "compress tex.npy -o out.dcz --ssim 0.9 --chop 4");
+  EXPECT_EQ(s.status, 2) << describe(s);
+  EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
+}
+
+TEST(QualityCli, PsnrTargetPicksChop4OnTheAnalyticInputAndReportsTheSearch) {
+  temp_dir dir;
+  const analytic_f32 d;
+  d.save(dir, "f.npy");
+  const double target = (d.psnr_at(3) + d.psnr_at(4)) / 2;
+  auto c = cli(dir, "compress f.npy -o f.dcz --psnr " + num(target, 4) + " --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json j = parse_json(c.out);
+  EXPECT_EQ(j.at("chop"), 4);
+  EXPECT_NEAR(j.at("quality").at("psnr_db").get<double>(), d.psnr_at(4), 0.01);
+  ASSERT_TRUE(j.contains("chop_search")) << c.out;
+  const auto& search = j["chop_search"];
+  ASSERT_EQ(search.size(), 4u) << c.out;
+  for (int k = 1; k <= 4; ++k) {
+    EXPECT_EQ(search[k - 1].at("chop"), k);
+    EXPECT_EQ(search[k - 1].at("meets").get<bool>(), k == 4);
+    EXPECT_NEAR(search[k - 1].at("psnr_db").get<double>(), d.psnr_at(k), 0.01);
+  }
+  // The text report names the choice.
+  auto t = cli(dir, "compress f.npy -o g.dcz --psnr " + num(target, 4));
+  ASSERT_EQ(t.status, 0) << describe(t);
+  EXPECT_TRUE(contains(t.err, "chose chop 4")) << t.err;
+}
+
+// ============================================================ eval
+
+struct eval_setting {
+  dtype type;
+  int block, chop;
+  coeff_type coeff;
+  double chunk_mb;
+};
+
+TEST(QualityPipeline, EvalArchiveBytesEqualTheFileCompressWritesAndQualityAgrees) {
+  temp_dir dir;
+  const std::string u8in = save_textured(dir, "tex.npy", 6);
+  const analytic_f32 d;
+  const std::string f32in = d.save(dir, "f.npy");
+  auto be = cpu();
+  const std::vector<eval_setting> settings = {
+      {dtype::u8, 8, 4, coeff_type::f16, 4.0},
+      {dtype::u8, 8, 2, coeff_type::bf16, 0.003},  // several chunks of 2 samples
+      {dtype::u8, 16, 5, coeff_type::f32, 4.0},
+      {dtype::f32, 4, 3, coeff_type::f32, 0.005},  // several chunks
+      {dtype::f32, 8, 6, coeff_type::f16, 4.0},
+  };
+  for (const auto& s : settings) {
+    SCOPED_TRACE("dtype " + std::string(to_string(s.type)) + " block " + std::to_string(s.block) +
+                 " chop " + std::to_string(s.chop) + " coeff " + std::string(to_string(s.coeff)) +
+                 " chunk_mb " + std::to_string(s.chunk_mb));
+    const std::string& in = s.type == dtype::u8 ? u8in : f32in;
+    formats::eval_options eo;
+    eo.block = s.block;
+    eo.chops = {s.chop};
+    eo.coeffs = {s.coeff};
+    eo.chunk_mb = s.chunk_mb;
+    const auto ev = formats::eval_npy(in, *be, eo);
+    ASSERT_EQ(ev.rows.size(), 1u);
+    const auto& row = ev.rows[0];
+    ASSERT_TRUE(row.error.empty()) << row.error;
+
+    formats::compress_options co;
+    co.block = s.block;
+    co.chop = s.chop;
+    co.coeff = s.coeff;
+    co.chunk_mb = s.chunk_mb;
+    co.overwrite = true;
+    const std::string out = dir.file("a.dcz");
+    const auto cr = formats::compress_npy(in, out, *be, co);
+    const u64 file_bytes = fs::file_size(out);
+    EXPECT_EQ(row.archive_bytes, file_bytes);
+    EXPECT_EQ(cr.archive_bytes, file_bytes);
+    EXPECT_EQ(row.input_bytes, cr.input_bytes);
+    EXPECT_NEAR(row.ratio(), cr.ratio(), 1e-12);
+    ASSERT_TRUE(cr.q && cr.q->psnr_db && row.q.psnr_db);
+    EXPECT_NEAR(*row.q.psnr_db, *cr.q->psnr_db, 1e-9);
+    ASSERT_TRUE(row.q.sample_psnr_min && cr.q->sample_psnr_min);
+    EXPECT_NEAR(*row.q.sample_psnr_min, *cr.q->sample_psnr_min, 1e-9);
+    ASSERT_TRUE(row.q.ssim && cr.q->ssim);
+    EXPECT_NEAR(*row.q.ssim, *cr.q->ssim, 1e-9);
+    EXPECT_NEAR(row.q.max_abs_error, cr.q->max_abs_error, 1e-9);
+  }
+}
+
+TEST(QualityPipeline, EvalReportsAnErrorRowForF16OnFullRangeU16WhileF32RowsAreFine) {
+  temp_dir dir;
+  const std::string in = save_full_range_u16(dir);
+  auto be = cpu();
+  formats::eval_options eo;
+  eo.chops = {2, 4};
+  eo.coeffs = {coeff_type::f16, coeff_type::f32};
+  formats::eval_result ev;
+  ASSERT_NO_THROW(ev = formats::eval_npy(in, *be, eo));
+  ASSERT_EQ(ev.rows.size(), 4u);
+  for (const auto& row : ev.rows) {
+    SCOPED_TRACE("chop " + std::to_string(row.chop) + " " + std::string(to_string(row.coeff)));
+    if (row.coeff == coeff_type::f16) {
+      EXPECT_FALSE(row.error.empty());
+      EXPECT_TRUE(contains(row.error, "f16")) << row.error;
+      EXPECT_EQ(row.to_json().value("error", std::string()), row.error);
+    } else {
+      EXPECT_TRUE(row.error.empty()) << row.error;
+      EXPECT_GT(row.archive_bytes, 0u);
+      EXPECT_TRUE(row.q.psnr_db);
+      EXPECT_EQ(row.q.samples, 3u);
+    }
+  }
+}
+
+TEST(QualityCli, EvalWritesNothingToDisk) {
+  temp_dir dir;
+  save_textured(dir);
+  const auto before = dir.entries();
+  auto c = cli(dir, "eval tex.npy --chop 1,2,4 --coeff f16,bf16 -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(dir.entries(), before);
+  // A table: a header plus one line per setting.
+  EXPECT_EQ(std::count(c.out.begin(), c.out.end(), '\n'), 1 + 6) << c.out;
+  auto e = cli(dir, "eval tex.npy --csv -q");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_EQ(dir.entries(), before);
+}
+
+/** Split one CSV line; fields may be double-quoted (with "" for a quote inside). */
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        f.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        f.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      f.emplace_back();
+    } else {
+      f.back() += c;
+    }
+  }
+  EXPECT_FALSE(quoted) << "unterminated quote: " << line;
+  return f;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string l; std::getline(ss, l);) v.push_back(l);
+  return v;
+}
+
+TEST(QualityCli, EvalCsvHasAHeaderAndOneParseableRowPerSettingMatchingTheJson) {
+  temp_dir dir;
+  save_textured(dir);
+  auto c = cli(dir, "eval tex.npy --chop 1,3,8 --coeff f16,bf16 --csv -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto lines = lines_of(c.out);
+  ASSERT_EQ(lines.size(), 1u + 6u) << c.out;
+  const auto header = csv_fields(lines[0]);
+  ASSERT_GE(header.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(header.begin(), header.begin() + 4),
+            (std::vector<std::string>{"block", "chop", "coeff", "ratio"}));
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << "no column " << name << " in " << lines[0];
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::size_t c_psnr = col("psnr_db"), c_ssim = col("ssim"), c_ratio = col("ratio");
+
+  auto j = cli(dir, "eval tex.npy --chop 1,3,8 --coeff f16,bf16 --json -q");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const json jr = parse_json(j.out);
+  ASSERT_TRUE(jr.contains("rows") && jr["rows"].is_array()) << j.out;
+  ASSERT_EQ(jr["rows"].size(), 6u);
+
+  std::vector<std::pair<int, std::string>> seen;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto f = csv_fields(lines[i]);
+    ASSERT_EQ(f.size(), header.size()) << lines[i];
+    EXPECT_EQ(f[0], "8");
+    seen.emplace_back(std::stoi(f[1]), f[2]);
+    const double ratio = std::stod(f[c_ratio]);
+    const double ssim = std::stod(f[c_ssim]);
+    EXPECT_GT(ratio, 0);
+    EXPECT_GT(ssim, 0);
+    EXPECT_LE(ssim, 1);
+    // The same row in the JSON.
+    const json& row = jr["rows"][i - 1];
+    EXPECT_EQ(row.at("chop").get<int>(), std::stoi(f[1]));
+    EXPECT_EQ(row.at("coeff").get<std::string>(), f[2]);
+    EXPECT_NEAR(ratio, row.at("ratio").get<double>(), 1e-5 * ratio);
+    // An empty PSNR is a lossless setting (infinite PSNR): null in the JSON.
+    if (f[c_psnr].empty()) {
+      EXPECT_TRUE(row.at("quality").at("psnr_db").is_null()) << row.dump();
+      EXPECT_EQ(row.at("quality").at("max_abs_error").get<double>(), 0.0);
+    } else {
+      EXPECT_NEAR(std::stod(f[c_psnr]), row.at("quality").at("psnr_db").get<double>(), 1e-3);
+    }
+    EXPECT_NEAR(ssim, row.at("quality").at("ssim").get<double>(), 1e-5);
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::pair<int, std::string>>{
+                      {1, "bf16"}, {1, "f16"}, {3, "bf16"}, {3, "f16"}, {8, "bf16"}, {8, "f16"}}));
+}
+
+TEST(QualityCli, EvalCsvAndJsonCarryTheErrorRowOfF16OnFullRangeU16) {
+  temp_dir dir;
+  save_full_range_u16(dir);
+  auto c = cli(dir, "eval u16.npy --chop 2,4 --coeff f16,f32 --csv -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto lines = lines_of(c.out);
+  ASSERT_EQ(lines.size(), 5u) << c.out;
+  const auto header = csv_fields(lines[0]);
+  const std::size_t c_err =
+      static_cast<std::size_t>(std::find(header.begin(), header.end(), "error") - header.begin());
+  ASSERT_LT(c_err, header.size()) << lines[0];
+  int errors = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto f = csv_fields(lines[i]);
+    ASSERT_EQ(f.size(), header.size()) << lines[i];
+    if (f[2] == "f16") {
+      ++errors;
+      EXPECT_TRUE(contains(f[c_err], "f16")) << lines[i];
+    } else {
+      EXPECT_EQ(f[c_err], "") << lines[i];
+      EXPECT_GT(std::stod(f[3]), 0) << lines[i];
+    }
+  }
+  EXPECT_EQ(errors, 2);
+  auto j = cli(dir, "eval u16.npy --chop 2,4 --coeff f16,f32 --json -q");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const json jr = parse_json(j.out);
+  ASSERT_EQ(jr.at("rows").size(), 4u);
+  for (const auto& row : jr["rows"]) {
+    if (row.at("coeff") == "f16") {
+      EXPECT_TRUE(row.contains("error")) << row.dump();
+    } else {
+      EXPECT_FALSE(row.contains("error")) << row.dump();
+      EXPECT_TRUE(row.at("quality").at("psnr_db").is_number()) << row.dump();
+    }
+  }
+}
+
+TEST(QualityCli, EvalJsonArchiveBytesEqualTheSizeOfTheCompressedFile) {
+  temp_dir dir;
+  save_textured(dir, "tex.npy", 6);
+  auto j = cli(dir, "eval tex.npy --chop 3 --coeff bf16 --chunk-mb 0.003 --json -q");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const json jr = parse_json(j.out);
+  ASSERT_EQ(jr.at("rows").size(), 1u);
+  auto c = cli(dir, "compress tex.npy -o a.dcz --chop 3 --coeff bf16 --chunk-mb 0.003 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json cj = parse_json(c.out);
+  EXPECT_EQ(jr["rows"][0].at("archive_bytes").get<u64>(), fs::file_size(dir.file("a.dcz")));
+  EXPECT_NEAR(jr["rows"][0].at("quality").at("psnr_db").get<double>(),
+              cj.at("quality").at("psnr_db").get<double>(), 1e-9);
+  EXPECT_NEAR(jr["rows"][0].at("quality").at("ssim").get<double>(),
+              cj.at("quality").at("ssim").get<double>(), 1e-9);
+}
+
+// ============================================================ verify
+
+struct verified_archive {
+  std::string in, archive;
+  quality q;
+};
+
+/** Textured u8 compressed at chop 3 with f16, and its quality as verify measures it. */
+verified_archive make_verified(const temp_dir& dir) {
+  verified_archive v;
+  v.in = save_textured(dir, "x.npy");
+  v.archive = dir.file("a.dcz");
+  auto be = cpu();
+  formats::compress_options o;
+  o.chop = 3;
+  const auto cr = formats::compress_npy(v.in, v.archive, *be, o);
+  const auto r = formats::verify_archive(v.archive, v.in, *be, {});
+  EXPECT_TRUE(r.passed()) << r.to_json().dump();
+  EXPECT_TRUE(r.q.has_value());
+  if (r.q) v.q = *r.q;
+  EXPECT_TRUE(v.q.psnr_db && v.q.ssim && v.q.max_abs_error > 0);
+  // verify measures what compress measured.
+  if (cr.q && cr.q->psnr_db && v.q.psnr_db) {
+    EXPECT_NEAR(*v.q.psnr_db, *cr.q->psnr_db, 1e-9);
+  }
+  if (cr.q && cr.q->ssim && v.q.ssim) {
+    EXPECT_NEAR(*v.q.ssim, *cr.q->ssim, 1e-9);
+  }
+  return v;
+}
+
+TEST(QualityPipeline, VerifyGatesPassJustBelowTheMeasuredValuesAndFailJustAbove) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  ASSERT_TRUE(v.q.psnr_db && v.q.ssim);
+  auto be = cpu();
+  auto run = [&](formats::verify_options o) {
+    return formats::verify_archive(v.archive, v.in, *be, o);
+  };
+  formats::verify_options pass;
+  pass.min_psnr = *v.q.psnr_db - 0.001;
+  pass.min_ssim = *v.q.ssim - 1e-6;
+  pass.max_error = v.q.max_abs_error;  // "exceeds" fails, equal holds
+  const auto rp = run(pass);
+  EXPECT_TRUE(rp.passed()) << rp.to_json().dump();
+  EXPECT_TRUE(rp.failures.empty());
+
+  formats::verify_options fp;
+  fp.min_psnr = *v.q.psnr_db + 0.001;
+  const auto r1 = run(fp);
+  EXPECT_FALSE(r1.passed());
+  ASSERT_EQ(r1.failures.size(), 1u);
+  EXPECT_TRUE(contains(r1.failures[0], "--min-psnr")) << r1.failures[0];
+
+  formats::verify_options fs_;
+  fs_.min_ssim = *v.q.ssim + 1e-6;
+  const auto r2 = run(fs_);
+  EXPECT_FALSE(r2.passed());
+  ASSERT_EQ(r2.failures.size(), 1u);
+  EXPECT_TRUE(contains(r2.failures[0], "--min-ssim")) << r2.failures[0];
+
+  formats::verify_options fe;
+  fe.max_error = v.q.max_abs_error - 0.001;
+  const auto r3 = run(fe);
+  EXPECT_FALSE(r3.passed());
+  ASSERT_EQ(r3.failures.size(), 1u);
+  EXPECT_TRUE(contains(r3.failures[0], "--max-error")) << r3.failures[0];
+
+  // All three failing at once: one line each.
+  formats::verify_options all = fp;
+  all.min_ssim = fs_.min_ssim;
+  all.max_error = fe.max_error;
+  EXPECT_EQ(run(all).failures.size(), 3u);
+}
+
+TEST(QualityCli, VerifyExitsZeroJustBelowAndEightJustAboveEachGateNamingIt) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  ASSERT_TRUE(v.q.psnr_db && v.q.ssim);
+  const std::string base = "verify a.dcz --against x.npy";
+  struct gate {
+    std::string flag, pass, fail;
+  };
+  const std::vector<gate> gates = {
+      {"--min-psnr", num(*v.q.psnr_db - 0.001, 6), num(*v.q.psnr_db + 0.001, 6)},
+      {"--min-ssim", num(*v.q.ssim - 1e-5, 8), num(*v.q.ssim + 1e-5, 8)},
+      {"--max-error", num(v.q.max_abs_error + 0.001, 6), num(v.q.max_abs_error - 0.001, 6)},
+  };
+  for (const auto& g : gates) {
+    auto p = cli(dir, base + " " + g.flag + " " + g.pass);
+    EXPECT_EQ(p.status, 0) << g.flag << " " << g.pass << "\n" << describe(p);
+    auto f = cli(dir, base + " " + g.flag + " " + g.fail);
+    EXPECT_EQ(f.status, 8) << g.flag << " " << g.fail << "\n" << describe(f);
+    EXPECT_TRUE(contains(f.err, g.flag)) << describe(f);
+    EXPECT_TRUE(contains(f.err, "gate failed")) << describe(f);
+    auto fj = cli(dir, base + " " + g.flag + " " + g.fail + " --json -q");
+    EXPECT_EQ(fj.status, 8) << describe(fj);
+    const json j = parse_json(fj.out);
+    EXPECT_EQ(j.value("passed", true), false) << fj.out;
+    ASSERT_TRUE(j.contains("failures") && j["failures"].size() == 1) << fj.out;
+    EXPECT_TRUE(contains(j["failures"][0].get<std::string>(), g.flag)) << fj.out;
+  }
+  auto all = cli(dir, base + " --min-psnr " + gates[0].pass + " --min-ssim " + gates[1].pass +
+                          " --max-error " + gates[2].pass + " --json");
+  EXPECT_EQ(all.status, 0) << describe(all);
+  const json j = parse_json(all.out);
+  EXPECT_EQ(j.value("passed", false), true) << all.out;
+  EXPECT_NEAR(j.at("quality").at("psnr_db").get<double>(), *v.q.psnr_db, 1e-9);
+}
+
+TEST(QualityPipeline, VerifyOfACorruptedChunkThrowsCorrupt) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  flip_byte(v.archive, 4096 + 64 + 10);
+  auto be = cpu();
+  expect_error([&] { formats::verify_archive(v.archive, v.in, *be, {}); }, errc::corrupt);
+}
+
+TEST(QualityCli, VerifyOfACorruptedChunkExits4) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  flip_byte(v.archive, 4096 + 64 + 10);
+  auto c = cli(dir, "verify a.dcz --against x.npy");
+  EXPECT_EQ(c.status, 4) << describe(c);
+  auto p = sh(dir, "cat a.dcz | DCTCHOP verify - --against x.npy");
+  EXPECT_EQ(p.status, 4) << describe(p);
+}
+
+TEST(QualityPipeline, VerifyAgainstAnotherShapeOrDtypeReportsAMismatch) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  auto be = cpu();
+  save_npy(dir.file("more.npy"), dtype::u8, {5, 32, 32}, textured_u8(5, 32, 32));
+  const auto r1 = formats::verify_archive(v.archive, dir.file("more.npy"), *be, {});
+  EXPECT_FALSE(r1.passed());
+  EXPECT_FALSE(r1.mismatch.empty());
+  EXPECT_TRUE(contains(r1.mismatch, "4x32x32")) << r1.mismatch;
+  EXPECT_TRUE(contains(r1.mismatch, "5x32x32")) << r1.mismatch;
+  EXPECT_FALSE(r1.q.has_value());
+  std::vector<float> f(4 * 32 * 32, 1.0f);
+  save_npy(dir.file("f.npy"), dtype::f32, {4, 32, 32}, f);
+  const auto r2 = formats::verify_archive(v.archive, dir.file("f.npy"), *be, {});
+  EXPECT_FALSE(r2.passed());
+  EXPECT_TRUE(contains(r2.mismatch, "f32")) << r2.mismatch;
+}
+
+TEST(QualityCli, VerifyAgainstAnotherShapeOrDtypeExits9) {
+  temp_dir dir;
+  make_verified(dir);
+  save_npy(dir.file("more.npy"), dtype::u8, {5, 32, 32}, textured_u8(5, 32, 32));
+  auto a = cli(dir, "verify a.dcz --against more.npy");
+  EXPECT_EQ(a.status, 9) << describe(a);
+  EXPECT_TRUE(contains(a.err, "mismatch")) << a.err;
+  std::vector<float> f(4 * 32 * 32, 1.0f);
+  save_npy(dir.file("f.npy"), dtype::f32, {4, 32, 32}, f);
+  auto b = cli(dir, "verify a.dcz --against f.npy");
+  EXPECT_EQ(b.status, 9) << describe(b);
+  // A 4-d array cannot have the archive's NHW layout at all: still a mismatch.
+  save_npy(dir.file("nhwc.npy"), dtype::u8, {4, 32, 32, 1}, textured_u8(4, 32, 32));
+  auto c = cli(dir, "verify a.dcz --against nhwc.npy");
+  EXPECT_EQ(c.status, 9) << describe(c);
+  auto j = cli(dir, "verify a.dcz --against more.npy --json");
+  EXPECT_EQ(j.status, 9) << describe(j);
+  const json jj = parse_json(j.out);
+  EXPECT_EQ(jj.value("passed", true), false);
+  EXPECT_TRUE(jj.contains("mismatch")) << j.out;
+}
+
+TEST(QualityCli, VerifyReadsTheArchiveFromStdin) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  ASSERT_TRUE(v.q.psnr_db);
+  auto p = sh(dir, "cat a.dcz | DCTCHOP verify - --against x.npy --min-psnr " +
+                       num(*v.q.psnr_db - 0.001, 6));
+  EXPECT_EQ(p.status, 0) << describe(p);
+  auto f = sh(dir, "cat a.dcz | DCTCHOP verify - --against x.npy --min-psnr " +
+                       num(*v.q.psnr_db + 0.001, 6));
+  EXPECT_EQ(f.status, 8) << describe(f);
+  auto j = sh(dir, "cat a.dcz | DCTCHOP verify - --against x.npy --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  EXPECT_NEAR(parse_json(j.out).at("quality").at("psnr_db").get<double>(), *v.q.psnr_db, 1e-9);
+}
+
+// ============================================================ info
+
+TEST(QualityCli, InfoShowsSsimAndPerSamplePsnrMeasuredAtCompression) {
+  temp_dir dir;
+  save_textured(dir, "x.npy");
+  auto c = cli(dir, "compress x.npy -o a.dcz --chop 3 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json cj = parse_json(c.out);
+  auto t = cli(dir, "info a.dcz");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  const double ssim = cj.at("quality").at("ssim").get<double>();
+  const double smin = cj.at("quality").at("sample_psnr_min_db").get<double>();
+  EXPECT_TRUE(contains(t.out, "SSIM " + num(ssim, 4))) << t.out;
+  EXPECT_TRUE(contains(t.out, "per-sample PSNR min " + num(smin, 2) + " dB")) << t.out;
+  EXPECT_FALSE(contains(t.out, "not measured")) << t.out;
+
+  auto j = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const json ij = parse_json(j.out);
+  ASSERT_TRUE(ij.contains("quality")) << j.out;
+  EXPECT_NEAR(ij["quality"].at("ssim").get<double>(), ssim, 1e-12);
+  EXPECT_NEAR(ij["quality"].at("sample_psnr_min_db").get<double>(), smin, 1e-12);
+
+  // The per-sample minimum, computed here from the decoded data.
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o out.npy -q").status, 0);
+  const auto a = load_npy(dir.file("x.npy")), b = load_npy(dir.file("out.npy"));
+  const std::size_t per = 32 * 32;
+  double worst = INFINITY, global_sse = 0;
+  for (std::size_t s = 0; s < 4; ++s) {
+    std::vector<double> sa(a.values.begin() + s * per, a.values.begin() + (s + 1) * per);
+    std::vector<double> sb(b.values.begin() + s * per, b.values.begin() + (s + 1) * per);
+    worst = std::min(worst, dctchop::test::psnr_of(sa, sb, 255.0));
+    global_sse += dctchop::test::mse_of(sa, sb) * per;
+  }
+  EXPECT_NEAR(smin, worst, 1e-9);
+  EXPECT_LE(smin, ij["quality"].at("psnr_db").get<double>());
+  EXPECT_NEAR(ij["quality"].at("psnr_db").get<double>(),
+              20 * std::log10(255.0) - 10 * std::log10(global_sse / (4 * per)), 1e-9);
+}
+
+TEST(QualityCli, InfoOfAnArchiveMadeWithNoQualitySaysQualityWasNotMeasured) {
+  temp_dir dir;
+  save_textured(dir, "x.npy");
+  auto c = cli(dir, "compress x.npy -o a.dcz --chop 3 --no-quality -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  auto t = cli(dir, "info a.dcz");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  EXPECT_TRUE(contains(t.out, "not measured")) << t.out;
+  EXPECT_FALSE(contains(t.out, "SSIM")) << t.out;
+  auto j = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const json ij = parse_json(j.out);
+  EXPECT_TRUE(!ij.contains("quality") || ij["quality"].is_null()) << j.out;
+  // verify still measures it, with the float-free u8 range.
+  auto v = cli(dir, "verify a.dcz --against x.npy --json");
+  ASSERT_EQ(v.status, 0) << describe(v);
+  EXPECT_TRUE(parse_json(v.out).at("quality").at("ssim").is_number()) << v.out;
+}
+
+}  // namespace
