@@ -66,7 +66,15 @@ json parse_json(const std::string& text) {
   return j;
 }
 
-std::unique_ptr<backend> cpu() { return make_backend(backend_kind::cpu); }
+/** One thread everywhere in the library calls: the cores are shared, the data is tiny, and the
+ *  figures then do not depend on OpenMP's scheduling. */
+std::unique_ptr<backend> cpu() { return make_backend(backend_kind::cpu, {1}); }
+
+formats::verify_options one_thread() {
+  formats::verify_options o;
+  o.threads = 1;
+  return o;
+}
 
 std::string num(double v, int decimals) {
   char b[64];
@@ -171,7 +179,7 @@ std::string save_textured(const temp_dir& dir, const std::string& name = "tex.np
   return dir.file(name);
 }
 
-/** u8 noise: no chop, not even 8 with f16 coefficients, decodes it without error everywhere. */
+/** u8 noise: every chop below 8 loses much of it. */
 std::string save_noise_u8(const temp_dir& dir, const std::string& name = "noise.npy") {
   lcg r(11);
   std::vector<std::uint8_t> v(4 * 16 * 16);
@@ -210,6 +218,7 @@ TEST(QualityPipeline, AnalyticInputHasTheExpectedPsnrsAtEveryChop) {
   auto be = cpu();
   for (int k : {1, 2, 3, 4, 5}) {
     formats::compress_options o;
+    o.threads = 1;
     o.chop = k;
     o.overwrite = true;
     const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
@@ -228,6 +237,7 @@ TEST(QualityPipeline, PsnrTargetHalfwayBetweenChop3And4PicksChop4) {
   const double p3 = d.psnr_at(3), p4 = d.psnr_at(4);
   ASSERT_GT(p4 - p3, 3.0) << "the chops must be well apart for this test to mean anything";
   formats::compress_options o;
+  o.threads = 1;
   o.target.psnr_db = (p3 + p4) / 2;
   auto be = cpu();
   const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
@@ -265,6 +275,7 @@ TEST(QualityPipeline, PsnrTargetJustBelowChop2PicksChop2AndJustAbovePicksChop3) 
   const std::string in = d.save(dir);
   auto be = cpu();
   formats::compress_options o;
+  o.threads = 1;
   o.overwrite = true;
   o.target.psnr_db = d.psnr_at(2) - 0.05;
   const auto r2 = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
@@ -287,6 +298,7 @@ TEST(QualityPipeline, SsimTargetOnU8PicksAChopThatMeetsItWhileTheChopBelowDoesNo
   auto be = cpu();
   // SSIM of every chop on the whole data, from eval.
   formats::eval_options eo;
+  eo.threads = 1;
   eo.chops = {1, 2, 3, 4, 5, 6, 7, 8};
   const auto ev = formats::eval_npy(in, *be, eo);
   ASSERT_EQ(ev.rows.size(), 8u);
@@ -300,6 +312,7 @@ TEST(QualityPipeline, SsimTargetOnU8PicksAChopThatMeetsItWhileTheChopBelowDoesNo
   const double target = (s[1] + s[2]) / 2;
 
   formats::compress_options o;
+  o.threads = 1;
   o.target.ssim = target;
   const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
   const int k = r.codec.chop;
@@ -317,6 +330,7 @@ TEST(QualityPipeline, SsimTargetOnU8PicksAChopThatMeetsItWhileTheChopBelowDoesNo
   EXPECT_TRUE(chosen->meets);
   // An independent check of the written archive: verify measures the same SSIM.
   formats::verify_options vo;
+  vo.threads = 1;
   vo.min_ssim = target;
   const auto v = formats::verify_archive(dir.file("a.dcz"), in, *be, vo);
   EXPECT_TRUE(v.passed()) << v.to_json().dump();
@@ -328,17 +342,19 @@ TEST(QualityPipeline, UnreachablePsnrTargetThrowsQualityNotMetAndWritesNothing) 
   temp_dir dir;
   const std::string in = save_noise_u8(dir);
   auto be = cpu();
-  // Precondition: even chop 8 with bf16 coefficients leaves some error (PSNR finite).
+  // Precondition: even chop 8 with i16 coefficients (rounded to integers) leaves some error.
   formats::eval_options eo;
+  eo.threads = 1;
   eo.chops = {8};
-  eo.coeffs = {coeff_type::bf16};
+  eo.coeffs = {coeff_type::i16};
   const auto ev = formats::eval_npy(in, *be, eo);
   ASSERT_TRUE(ev.rows.at(0).error.empty());
-  ASSERT_TRUE(ev.rows.at(0).q.psnr_db) << "chop 8 bf16 happens to be lossless on this data";
+  ASSERT_TRUE(ev.rows.at(0).q.psnr_db) << "chop 8 i16 happens to be lossless on this data";
   ASSERT_LT(*ev.rows.at(0).q.psnr_db, 200);
 
   formats::compress_options o;
-  o.coeff = coeff_type::bf16;
+  o.threads = 1;
+  o.coeff = coeff_type::i16;
   o.target.psnr_db = 200;
   expect_error([&] { formats::compress_npy(in, dir.file("out.dcz"), *be, o); },
                errc::quality_not_met, {"chop 8"});
@@ -346,7 +362,8 @@ TEST(QualityPipeline, UnreachablePsnrTargetThrowsQualityNotMetAndWritesNothing) 
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"}) << "no temporary file left";
   // The same with an SSIM target above what chop 8 reaches.
   formats::compress_options os;
-  os.coeff = coeff_type::bf16;
+  os.threads = 1;
+  os.coeff = coeff_type::i16;
   os.target.ssim = 1.0;
   expect_error([&] { formats::compress_npy(in, dir.file("out.dcz"), *be, os); },
                errc::quality_not_met);
@@ -360,6 +377,7 @@ TEST(QualityPipeline, PsnrTargetOfU8WithF16IsMetLosslesslyByChop8) {
   const std::string in = save_noise_u8(dir);
   auto be = cpu();
   formats::compress_options o;
+  o.threads = 1;
   o.coeff = coeff_type::f16;
   o.target.psnr_db = 200;
   const auto r = formats::compress_npy(in, dir.file("out.dcz"), *be, o);
@@ -373,13 +391,24 @@ TEST(QualityPipeline, PsnrTargetOfU8WithF16IsMetLosslesslyByChop8) {
 TEST(QualityCli, UnreachablePsnrTargetExits8AndLeavesNoOutput) {
   temp_dir dir;
   save_noise_u8(dir);
-  auto c = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff bf16");
+  auto c = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff i16");
   EXPECT_EQ(c.status, 8) << describe(c);
   EXPECT_TRUE(contains(c.err, "chop 8")) << c.err;
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
-  auto j = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff bf16 --json");
+  auto j = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff i16 --json");
   EXPECT_EQ(j.status, 8) << describe(j);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
+}
+
+TEST(QualityCli, UnreachablePsnrTargetOnF32DataWithF16CoefficientsExits8) {
+  // Float data is never decoded exactly from f16 coefficients, so 200 dB is out of reach.
+  temp_dir dir;
+  const analytic_f32 d;
+  d.save(dir, "f.npy");
+  auto c = cli(dir, "compress f.npy -o f.dcz --psnr 200 --coeff f16");
+  EXPECT_EQ(c.status, 8) << describe(c);
+  EXPECT_TRUE(contains(c.err, "chop 8")) << c.err;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"f.npy"});
 }
 
 TEST(QualityCli, PsnrTargetWithStdinInputIsAUsageError) {
@@ -454,6 +483,7 @@ TEST(QualityPipeline, EvalArchiveBytesEqualTheFileCompressWritesAndQualityAgrees
                  " chunk_mb " + std::to_string(s.chunk_mb));
     const std::string& in = s.type == dtype::u8 ? u8in : f32in;
     formats::eval_options eo;
+    eo.threads = 1;
     eo.block = s.block;
     eo.chops = {s.chop};
     eo.coeffs = {s.coeff};
@@ -464,6 +494,7 @@ TEST(QualityPipeline, EvalArchiveBytesEqualTheFileCompressWritesAndQualityAgrees
     ASSERT_TRUE(row.error.empty()) << row.error;
 
     formats::compress_options co;
+    co.threads = 1;
     co.block = s.block;
     co.chop = s.chop;
     co.coeff = s.coeff;
@@ -486,11 +517,79 @@ TEST(QualityPipeline, EvalArchiveBytesEqualTheFileCompressWritesAndQualityAgrees
   }
 }
 
+TEST(QualityPipeline, EvalArchiveBytesAreExactWhenCompressWritesSeveralChunks) {
+  // The footer of an archive holds the quality figures as JSON numbers, so the archive size
+  // depends on their last digits: eval (which measures the input in one piece) must arrive at
+  // the very figures compress accumulates chunk by chunk, or its "true" size is off by a byte
+  // or two. One thread: nothing here depends on OpenMP's scheduling.
+  temp_dir dir;
+  auto be = cpu();
+  std::vector<std::string> wrong;
+  int several = 0;
+  for (int seed = 1; seed <= 12; ++seed) {
+    const int n = 3 + seed % 7;
+    const std::string in = dir.file(std::to_string(seed) + "_t.npy");
+    save_npy(in, dtype::u8, {u64(n), 32, 32}, textured_u8(n, 32, 32, seed));
+    for (int chop : {3, 5})
+      for (double chunk_mb : {0.001, 0.0025}) {
+        formats::eval_options eo;
+        eo.threads = 1;
+        eo.chops = {chop};
+        eo.coeffs = {coeff_type::bf16};
+        eo.chunk_mb = chunk_mb;
+        const auto row = formats::eval_npy(in, *be, eo).rows.at(0);
+        formats::compress_options co;
+        co.threads = 1;
+        co.chop = chop;
+        co.coeff = coeff_type::bf16;
+        co.chunk_mb = chunk_mb;
+        co.overwrite = true;
+        const auto cr = formats::compress_npy(in, dir.file("a.dcz"), *be, co);
+        several += cr.chunks > 1 ? 1 : 0;
+        const u64 file_bytes = fs::file_size(dir.file("a.dcz"));
+        if (row.archive_bytes != file_bytes) {
+          char b[400];
+          std::snprintf(b, sizeof b,
+                        "seed %d (%d samples) chop %d bf16 chunk_mb %g: eval %llu, file %llu; "
+                        "sample_psnr_mean %.17g vs %.17g, ssim %.17g vs %.17g",
+                        seed, n, chop, chunk_mb, (unsigned long long)row.archive_bytes,
+                        (unsigned long long)file_bytes, row.q.sample_psnr_mean.value_or(0),
+                        cr.q->sample_psnr_mean.value_or(0), row.q.ssim.value_or(0),
+                        cr.q->ssim.value_or(0));
+          wrong.push_back(b);
+        }
+      }
+  }
+  EXPECT_GE(several, 30) << "most settings must write several chunks";
+  std::string all;
+  for (const auto& w : wrong) {
+    all += w;
+    all += '\n';
+  }
+  EXPECT_TRUE(wrong.empty()) << wrong.size() << " of 48 settings differ:\n" << all;
+}
+
+TEST(QualityPipeline, EvalSkipsDefaultChopsAboveTheBlock) {
+  // eval_options::chops defaults to {1, 2, 4, 6}; "values above the block are skipped".
+  temp_dir dir;
+  const std::string in = save_textured(dir);
+  auto be = cpu();
+  formats::eval_options eo;
+  eo.threads = 1;
+  eo.block = 4;
+  formats::eval_result ev;
+  ASSERT_NO_THROW(ev = formats::eval_npy(in, *be, eo));
+  std::vector<int> chops;
+  for (const auto& r : ev.rows) chops.push_back(r.chop);
+  EXPECT_EQ(chops, (std::vector<int>{1, 2, 4}));
+}
+
 TEST(QualityPipeline, EvalReportsAnErrorRowForF16OnFullRangeU16WhileF32RowsAreFine) {
   temp_dir dir;
   const std::string in = save_full_range_u16(dir);
   auto be = cpu();
   formats::eval_options eo;
+  eo.threads = 1;
   eo.chops = {2, 4};
   eo.coeffs = {coeff_type::f16, coeff_type::f32};
   formats::eval_result ev;
@@ -557,6 +656,32 @@ std::vector<std::string> lines_of(const std::string& s) {
   std::stringstream ss(s);
   for (std::string l; std::getline(ss, l);) v.push_back(l);
   return v;
+}
+
+TEST(QualityCli, EvalWithBlock4AndTheDefaultChopListSucceeds) {
+  // The default --chop is 1,2,4,6; with --block 4 the 6 cannot apply, and should not turn a
+  // plain "dctchop eval IN --block 4" into a usage error.
+  temp_dir dir;
+  save_textured(dir);
+  auto c = cli(dir, "eval tex.npy --block 4 --csv -q");
+  EXPECT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(lines_of(c.out).size(), 1u + 3u) << c.out;
+}
+
+TEST(QualityCli, EvalOfStdinGivesTheSameFiguresAsEvalOfTheFile) {
+  temp_dir dir;
+  save_textured(dir);
+  auto f = cli(dir, "eval tex.npy --chop 2,5 --json -q");
+  auto p = sh(dir, "cat tex.npy | DCTCHOP eval - --chop 2,5 --json -q");
+  ASSERT_EQ(f.status, 0) << describe(f);
+  ASSERT_EQ(p.status, 0) << describe(p);
+  const json jf = parse_json(f.out), jp = parse_json(p.out);
+  ASSERT_EQ(jf.at("rows").size(), 2u);
+  ASSERT_EQ(jp.at("rows").size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(jp["rows"][i].at("quality").at("psnr_db"), jf["rows"][i].at("quality").at("psnr_db"));
+    EXPECT_EQ(jp["rows"][i].at("quality").at("ssim"), jf["rows"][i].at("quality").at("ssim"));
+  }
 }
 
 TEST(QualityCli, EvalCsvHasAHeaderAndOneParseableRowPerSettingMatchingTheJson) {
@@ -654,11 +779,11 @@ TEST(QualityCli, EvalCsvAndJsonCarryTheErrorRowOfF16OnFullRangeU16) {
 TEST(QualityCli, EvalJsonArchiveBytesEqualTheSizeOfTheCompressedFile) {
   temp_dir dir;
   save_textured(dir, "tex.npy", 6);
-  auto j = cli(dir, "eval tex.npy --chop 3 --coeff bf16 --chunk-mb 0.003 --json -q");
+  auto j = cli(dir, "eval tex.npy --chop 3 --coeff bf16 --chunk-mb 0.003 --threads 1 --json -q");
   ASSERT_EQ(j.status, 0) << describe(j);
   const json jr = parse_json(j.out);
   ASSERT_EQ(jr.at("rows").size(), 1u);
-  auto c = cli(dir, "compress tex.npy -o a.dcz --chop 3 --coeff bf16 --chunk-mb 0.003 --json");
+  auto c = cli(dir, "compress tex.npy -o a.dcz --chop 3 --coeff bf16 --chunk-mb 0.003 --threads 1 --json");
   ASSERT_EQ(c.status, 0) << describe(c);
   const json cj = parse_json(c.out);
   EXPECT_EQ(jr["rows"][0].at("archive_bytes").get<u64>(), fs::file_size(dir.file("a.dcz")));
@@ -682,9 +807,10 @@ verified_archive make_verified(const temp_dir& dir) {
   v.archive = dir.file("a.dcz");
   auto be = cpu();
   formats::compress_options o;
+  o.threads = 1;
   o.chop = 3;
   const auto cr = formats::compress_npy(v.in, v.archive, *be, o);
-  const auto r = formats::verify_archive(v.archive, v.in, *be, {});
+  const auto r = formats::verify_archive(v.archive, v.in, *be, one_thread());
   EXPECT_TRUE(r.passed()) << r.to_json().dump();
   EXPECT_TRUE(r.q.has_value());
   if (r.q) v.q = *r.q;
@@ -708,6 +834,7 @@ TEST(QualityPipeline, VerifyGatesPassJustBelowTheMeasuredValuesAndFailJustAbove)
     return formats::verify_archive(v.archive, v.in, *be, o);
   };
   formats::verify_options pass;
+  pass.threads = 1;
   pass.min_psnr = *v.q.psnr_db - 0.001;
   pass.min_ssim = *v.q.ssim - 1e-6;
   pass.max_error = v.q.max_abs_error;  // "exceeds" fails, equal holds
@@ -716,6 +843,7 @@ TEST(QualityPipeline, VerifyGatesPassJustBelowTheMeasuredValuesAndFailJustAbove)
   EXPECT_TRUE(rp.failures.empty());
 
   formats::verify_options fp;
+  fp.threads = 1;
   fp.min_psnr = *v.q.psnr_db + 0.001;
   const auto r1 = run(fp);
   EXPECT_FALSE(r1.passed());
@@ -723,6 +851,7 @@ TEST(QualityPipeline, VerifyGatesPassJustBelowTheMeasuredValuesAndFailJustAbove)
   EXPECT_TRUE(contains(r1.failures[0], "--min-psnr")) << r1.failures[0];
 
   formats::verify_options fs_;
+  fs_.threads = 1;
   fs_.min_ssim = *v.q.ssim + 1e-6;
   const auto r2 = run(fs_);
   EXPECT_FALSE(r2.passed());
@@ -730,6 +859,7 @@ TEST(QualityPipeline, VerifyGatesPassJustBelowTheMeasuredValuesAndFailJustAbove)
   EXPECT_TRUE(contains(r2.failures[0], "--min-ssim")) << r2.failures[0];
 
   formats::verify_options fe;
+  fe.threads = 1;
   fe.max_error = v.q.max_abs_error - 0.001;
   const auto r3 = run(fe);
   EXPECT_FALSE(r3.passed());
@@ -783,7 +913,7 @@ TEST(QualityPipeline, VerifyOfACorruptedChunkThrowsCorrupt) {
   const auto v = make_verified(dir);
   flip_byte(v.archive, 4096 + 64 + 10);
   auto be = cpu();
-  expect_error([&] { formats::verify_archive(v.archive, v.in, *be, {}); }, errc::corrupt);
+  expect_error([&] { formats::verify_archive(v.archive, v.in, *be, one_thread()); }, errc::corrupt);
 }
 
 TEST(QualityCli, VerifyOfACorruptedChunkExits4) {
@@ -801,7 +931,7 @@ TEST(QualityPipeline, VerifyAgainstAnotherShapeOrDtypeReportsAMismatch) {
   const auto v = make_verified(dir);
   auto be = cpu();
   save_npy(dir.file("more.npy"), dtype::u8, {5, 32, 32}, textured_u8(5, 32, 32));
-  const auto r1 = formats::verify_archive(v.archive, dir.file("more.npy"), *be, {});
+  const auto r1 = formats::verify_archive(v.archive, dir.file("more.npy"), *be, one_thread());
   EXPECT_FALSE(r1.passed());
   EXPECT_FALSE(r1.mismatch.empty());
   EXPECT_TRUE(contains(r1.mismatch, "4x32x32")) << r1.mismatch;
@@ -809,7 +939,7 @@ TEST(QualityPipeline, VerifyAgainstAnotherShapeOrDtypeReportsAMismatch) {
   EXPECT_FALSE(r1.q.has_value());
   std::vector<float> f(4 * 32 * 32, 1.0f);
   save_npy(dir.file("f.npy"), dtype::f32, {4, 32, 32}, f);
-  const auto r2 = formats::verify_archive(v.archive, dir.file("f.npy"), *be, {});
+  const auto r2 = formats::verify_archive(v.archive, dir.file("f.npy"), *be, one_thread());
   EXPECT_FALSE(r2.passed());
   EXPECT_TRUE(contains(r2.mismatch, "f32")) << r2.mismatch;
 }
@@ -849,6 +979,17 @@ TEST(QualityCli, VerifyReadsTheArchiveFromStdin) {
   auto j = sh(dir, "cat a.dcz | DCTCHOP verify - --against x.npy --json");
   ASSERT_EQ(j.status, 0) << describe(j);
   EXPECT_NEAR(parse_json(j.out).at("quality").at("psnr_db").get<double>(), *v.q.psnr_db, 1e-9);
+}
+
+TEST(QualityCli, VerifyTakesTheOriginalFromStdinButNotBothFromStdin) {
+  temp_dir dir;
+  const auto v = make_verified(dir);
+  ASSERT_TRUE(v.q.psnr_db);
+  auto p = sh(dir, "cat x.npy | DCTCHOP verify a.dcz --against - --min-psnr " +
+                       num(*v.q.psnr_db - 0.001, 6));
+  EXPECT_EQ(p.status, 0) << describe(p);
+  auto both = sh(dir, "cat a.dcz | DCTCHOP verify - --against -");
+  EXPECT_EQ(both.status, 2) << describe(both);
 }
 
 // ============================================================ info

@@ -290,32 +290,28 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
   const double range = known_range_.value_or(0.0);
   const bool do_ssim = ssim_enabled_;
   const bool dense = dense_samples(a) && dense_samples(b);
-  // Per-thread partial sums, merged below in thread order (deterministic for a thread count).
-  struct alignas(64) partial {  // one cache line each: threads never share one
-    double sse = 0, max_abs = 0, mn = std::numeric_limits<double>::infinity(),
-           mx = -std::numeric_limits<double>::infinity();
-    double max_sample_mse = 0, sum_log = 0, ssim_sum = 0;
-    u64 lossy = 0, lossless = 0, ssim_planes = 0;
+  // One record per sample, filled in parallel, then added to the totals in sample order: the
+  // figures do not depend on the thread count or on how the data was split into batches.
+  struct sample_record {
+    double sse = 0, max_abs = 0, mn = 0, mx = 0, ssim_sum = 0;
+    u64 ssim_planes = 0;
   };
-  std::vector<partial> parts(static_cast<std::size_t>(nt));
+  std::vector<sample_record> recs(a.samples);
   DCTCHOP_OMP(omp parallel num_threads(nt) if (nt > 1 && samples > 1))
   {
-#if defined(_OPENMP)
-    partial& pt = parts[static_cast<std::size_t>(omp_get_thread_num())];
-#else
-    partial& pt = parts[0];
-#endif
     std::vector<double> ra(a.width), rb(a.width);
     DCTCHOP_OMP(omp for schedule(dynamic, 1))
     for (i64 si = 0; si < samples; ++si) {
       const u64 n = static_cast<u64>(si);
-      double sample_sse = 0;
+      sample_record& rec = recs[n];
+      rec.mn = std::numeric_limits<double>::infinity();
+      rec.mx = -rec.mn;
       if (dense) {
         const error_stats st = sample_stats(a, b, n);
-        sample_sse = st.sse;
-        pt.max_abs = std::max(pt.max_abs, st.max_abs);
-        pt.mn = std::min(pt.mn, st.mn);
-        pt.mx = std::max(pt.mx, st.mx);
+        rec.sse = st.sse;
+        rec.max_abs = st.max_abs;
+        rec.mn = st.mn;
+        rec.mx = st.mx;
       }
       const bool plane_ssim =
           do_ssim && a.height >= static_cast<u64>(k_win) && a.width >= static_cast<u64>(k_win);
@@ -329,44 +325,38 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
             if (!dense) {
               for (u64 x = 0; x < a.width; ++x) {
                 const double d = ra[x] - rb[x];
-                sample_sse += d * d;
-                pt.max_abs = std::max(pt.max_abs, std::fabs(d));
-                pt.mn = std::min(pt.mn, ra[x]);
-                pt.mx = std::max(pt.mx, ra[x]);
+                rec.sse += d * d;
+                rec.max_abs = std::max(rec.max_abs, std::fabs(d));
+                rec.mn = std::min(rec.mn, ra[x]);
+                rec.mx = std::max(rec.mx, ra[x]);
               }
             }
             if (ss) ss->push(ra.data(), rb.data());
           }
           if (ss) {
-            pt.ssim_sum += ss->sum() / static_cast<double>(ss->windows());
-            ++pt.ssim_planes;
+            rec.ssim_sum += ss->sum() / static_cast<double>(ss->windows());
+            ++rec.ssim_planes;
           }
         }
       }
-      pt.sse += sample_sse;
-      if (sample_sse > 0) {
-        const double m = sample_sse / static_cast<double>(per_sample);
-        pt.max_sample_mse = std::max(pt.max_sample_mse, m);
-        pt.sum_log += std::log10(m);
-        ++pt.lossy;
-      } else {
-        ++pt.lossless;
-      }
     }
   }
-  for (const auto& pt : parts) {
-    if (pt.lossy + pt.lossless == 0) continue;
-    min_ = values_ == 0 ? pt.mn : std::min(min_, pt.mn);
-    max_ = values_ == 0 ? pt.mx : std::max(max_, pt.mx);
-    values_ += (pt.lossy + pt.lossless) * per_sample;
-    sse_ += pt.sse;
-    max_abs_ = std::max(max_abs_, pt.max_abs);
-    max_sample_mse_ = std::max(max_sample_mse_, pt.max_sample_mse);
-    sum_log_sample_mse_ += pt.sum_log;
-    lossy_samples_ += pt.lossy;
-    lossless_ += pt.lossless;
-    ssim_sum_ += pt.ssim_sum;
-    ssim_planes_ += pt.ssim_planes;
+  for (const auto& rec : recs) {
+    min_ = values_ == 0 ? rec.mn : std::min(min_, rec.mn);
+    max_ = values_ == 0 ? rec.mx : std::max(max_, rec.mx);
+    values_ += per_sample;
+    sse_ += rec.sse;
+    max_abs_ = std::max(max_abs_, rec.max_abs);
+    if (rec.sse > 0) {
+      const double m = rec.sse / static_cast<double>(per_sample);
+      max_sample_mse_ = std::max(max_sample_mse_, m);
+      sum_log_sample_mse_ += std::log10(m);
+      ++lossy_samples_;
+    } else {
+      ++lossless_;
+    }
+    ssim_sum_ += rec.ssim_sum;
+    ssim_planes_ += rec.ssim_planes;
   }
   samples_ += a.samples;
 }
