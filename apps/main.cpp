@@ -53,6 +53,7 @@ int exit_for(errc c) {
     case errc::output_exists: return exit_exists;
     case errc::backend_unavailable: return exit_backend;
     case errc::quality_not_met: return exit_quality;
+    case errc::interrupted: return exit_interrupted;
     case errc::internal: return exit_internal;
   }
   return exit_internal;
@@ -108,11 +109,19 @@ std::string shape_text(const std::vector<std::uint64_t>& s) {
   return r;
 }
 
+/** Global PSNR: a number, infinite (lossless), or undefined (an error on constant data). */
+std::string psnr_text(const quality& q) {
+  if (q.psnr_undefined) return "n/a (constant data)";
+  return db_text(q.psnr_db);
+}
+
 /** One line of quality figures. */
 std::string quality_line(const quality& q) {
   return fmt::format("PSNR {} (worst sample {}), SSIM {}, max error {:g}, NRMSE {:.3g}",
-                     db_text(q.psnr_db),
-                     q.sample_psnr_min ? db_text(q.sample_psnr_min) : std::string("lossless"),
+                     psnr_text(q),
+                     q.sample_psnr_min  ? db_text(q.sample_psnr_min)
+                     : q.psnr_undefined ? std::string("n/a")
+                                        : std::string("lossless"),
                      ssim_text(q.ssim), q.max_abs_error, q.nrmse);
 }
 
@@ -155,6 +164,21 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+/** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake. */
+void refuse_tty_stdin(const std::string& path) {
+  if (path == "-" && ::isatty(STDIN_FILENO) == 1) {
+    throw error(errc::invalid_argument,
+                "standard input is a terminal; pipe data in or name a file instead of -");
+  }
+}
+
+/** Refuse to write binary data to a terminal. */
+void refuse_tty_stdout(const std::string& path) {
+  if (path == "-" && ::isatty(STDOUT_FILENO) == 1) {
+    throw error(errc::invalid_argument, "refusing to write binary data to a terminal");
+  }
+}
+
 void check_signal() {
   if (g_signal.load() != 0) throw interrupted{};
 }
@@ -177,7 +201,7 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd->add_option("--threads", threads, "CPU threads (0: every core)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 4096))
       ->capture_default_str();
 }
 
@@ -202,10 +226,14 @@ void print_info_text(const nlohmann::json& j) {
   }
   if (j.contains("quality") && j["quality"].is_object()) {
     const auto& q = j["quality"];
+    const bool undefined = q.value("psnr_undefined", false);
+    auto per_sample = [&](const char* key) {
+      return undefined ? std::string("n/a") : db_text(opt_number(q, key));
+    };
     std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}\n",
-                             db_text(opt_number(q, "psnr_db")),
-                             db_text(opt_number(q, "sample_psnr_min_db")),
-                             db_text(opt_number(q, "sample_psnr_mean_db")));
+                             undefined ? std::string("n/a (constant data)")
+                                       : db_text(opt_number(q, "psnr_db")),
+                             per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"));
     std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {:.3g}, max error {:g}\n",
                              ssim_text(opt_number(q, "ssim")), q.value("rmse", 0.0),
                              q.value("nrmse", 0.0), q.value("max_abs_error", 0.0));
@@ -277,13 +305,22 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe becomes an I/O error, not a silent death
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  // No SA_RESTART: a read blocked on a pipe returns EINTR, the library throws
+  // error(interrupted) and the destructors remove unfinished outputs.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
 
   auto log = spdlog::stderr_logger_st("dctchop");
   log->set_pattern("dctchop: %v");
 
   CLI::App app{"dctchop: compress image and tensor datasets with blockwise DCT+Chop"};
+  // Usage errors as one line, like every other error.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("dctchop: error: ") + e.what() + " (see --help)\n";
+  });
   app.footer(k_examples);
   app.require_subcommand(1);
   std::string backends;
@@ -301,7 +338,8 @@ int main(int argc, char** argv) {
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
   auto* cmp = app.add_subcommand("compress", "compress a .npy dataset into a .dcz archive");
   cmp->add_option("input", c_in, "input .npy file, or - for stdin")->required();
-  cmp->add_option("-o,--output", c_out, "output archive, or - for stdout (default: INPUT.dcz)");
+  cmp->add_option("-o,--output", c_out,
+                  "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)");
   cmp->add_option("--block", c_block, "block size B: 4, 8, 16 or 32")
       ->check(CLI::IsMember({4, 8, 16, 32}))
       ->capture_default_str();
@@ -335,7 +373,8 @@ int main(int argc, char** argv) {
   auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into a .npy file");
   dec->add_option("input", d_in, "input archive, or - for stdin")->required();
   dec->add_option("-o,--output", d_out, "output .npy file, or - for stdout")->required();
-  dec->add_option("--samples", d_samples, "sample range A:B (half-open; A: or :B allowed)");
+  dec->add_option("--samples", d_samples,
+                  "sample range A:B (half-open; A:, :B, or A for one sample)");
   dec->add_option("--labels-out", d_labels_out, "also write the stored labels to this .npy");
   add_backend_options(dec, d_backend, d_threads);
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
@@ -407,8 +446,10 @@ int main(int argc, char** argv) {
           c_out = stem + ".dcz";
         }
       }
-      if (c_out == "-" && ::isatty(STDOUT_FILENO) == 1) {
-        throw error(errc::invalid_argument, "refusing to write an archive to a terminal");
+      refuse_tty_stdin(c_in);
+      refuse_tty_stdout(c_out);
+      if (c_in == "-" && c_labels == "-") {
+        throw error(errc::invalid_argument, "the input and --labels cannot both be stdin");
       }
       formats::compress_options o;
       o.block = c_block;
@@ -437,7 +478,7 @@ int main(int argc, char** argv) {
         (c_out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
       } else if (!c_quiet) {
         for (const auto& t : r.trials) {
-          log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, db_text(t.q.psnr_db),
+          log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q),
                     ssim_text(t.q.ssim), t.on_sample ? "a sample" : "all the data",
                     t.meets ? " - meets the target" : "");
         }
@@ -450,18 +491,26 @@ int main(int argc, char** argv) {
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
         if (r.archive_bytes > r.input_bytes) {
-          log->warn("  note: the archive is larger than the input ({} coefficients take more "
-                    "bytes than {} values at chop {}); a smaller chop or --coeff i16 helps",
-                    to_string(r.codec.coeff), to_string(r.type), r.codec.chop);
+          const double coeff_ratio =
+              double(r.codec.block * r.codec.block * size_of(r.type)) /
+              double(r.codec.chop * r.codec.chop * size_of(r.codec.coeff));
+          if (coeff_ratio < 1) {
+            log->warn("  note: the archive is larger than the input: {} coefficients at chop {} "
+                      "take more bytes than the {} values; use a smaller chop",
+                      to_string(r.codec.coeff), r.codec.chop, to_string(r.type));
+          } else {
+            log->warn("  note: the archive is larger than the input: for data this small the "
+                      "4 KiB-aligned header and chunks dominate");
+          }
         }
-        log->info("  {:.3f} s, {:.3f} GB/s of input ({} chunks of {} samples, backend {})",
+        log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} samples, backend {})",
                   r.seconds, r.seconds > 0 ? double(r.input_bytes) / r.seconds / 1e9 : 0.0,
-                  r.chunks, r.samples_per_chunk, be->name());
+                  r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk, be->name());
       }
     } else if (*dec) {
-      if (d_out == "-" && ::isatty(STDOUT_FILENO) == 1) {
-        throw error(errc::invalid_argument, "refusing to write binary data to a terminal");
-      }
+      refuse_tty_stdin(d_in);
+      refuse_tty_stdout(d_out);
+      refuse_tty_stdout(d_labels_out);
       formats::decompress_options o;
       if (!d_samples.empty()) parse_range(d_samples, o.first, o.end);
       o.labels_out = d_labels_out;
@@ -483,6 +532,7 @@ int main(int argc, char** argv) {
                   r.seconds > 0 ? double(r.output_bytes) / r.seconds / 1e9 : 0.0);
       }
     } else if (*inf) {
+      refuse_tty_stdin(i_in);
       auto j = formats::archive_info(i_in);
       if (i_json) {
         std::cout << j.dump(2) << "\n";
@@ -490,6 +540,7 @@ int main(int argc, char** argv) {
         print_info_text(j);
       }
     } else if (*evl) {
+      refuse_tty_stdin(e_in);
       formats::eval_options o;
       o.block = e_block;
       o.chops.clear();
@@ -522,6 +573,8 @@ int main(int argc, char** argv) {
       bar.clear();
       print_eval(r, e_json, e_csv);
     } else if (*ver) {
+      refuse_tty_stdin(v_in);
+      refuse_tty_stdin(v_against);
       formats::verify_options o;
       o.min_psnr = v_min_psnr;
       o.min_ssim = v_min_ssim;
@@ -548,7 +601,11 @@ int main(int argc, char** argv) {
     log->error("interrupted; no output was written");
     return exit_interrupted;
   } catch (const error& e) {
-    log->error("error: {}", e.what());
+    if (e.code() == errc::interrupted) {
+      log->error("interrupted; no output was written");
+    } else {
+      log->error("error: {}", e.what());
+    }
     return exit_for(e.code());
   } catch (const std::bad_alloc&) {
     log->error("error: out of memory");

@@ -15,12 +15,14 @@ $SUDO apt-get install -y --no-install-recommends \
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
   libxxhash-dev libzstd-dev libhdf5-dev \
   libgtest-dev libgmock-dev googletest libbenchmark-dev \
-  libomp-dev python3 python3-numpy python3-matplotlib python3-skimage \
+  python3 python3-numpy python3-matplotlib python3-skimage \
   dataset-fashion-mnist
 
 if [ "${DCTCHOP_SETUP_NO_BUILD:-0}" = "1" ]; then exit 0; fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+GEN=(-G Ninja)
+if [ -f build/Makefile ]; then GEN=(); fi  # keep the generator of an existing build folder
+cmake -S . -B build "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j2
 echo "== dctchop on the bundled sample =="
 ./build/apps/dctchop compress sample_data/images_u8_nhwc.npy -o build/sample.dcz -f

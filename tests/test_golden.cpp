@@ -11,6 +11,7 @@
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -19,9 +20,10 @@ namespace fs = std::filesystem;
 
 const std::string k_dir = DCTCHOP_SAMPLE_DIR;
 
+// One scratch folder per test process, removed at exit (test_util.hpp's temp_dir).
 fs::path scratch(const std::string& name) {
-  const char* env = std::getenv("DCTCHOP_TMP");
-  fs::path p = fs::path(env ? env : fs::temp_directory_path().string()) / ("golden_" + name);
+  static dctchop::test::temp_dir dir;
+  fs::path p = fs::path(dir.path()) / name;
   fs::create_directories(p);
   return p;
 }

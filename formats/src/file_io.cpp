@@ -85,7 +85,9 @@ std::size_t input_file::read(void* dst, std::size_t n) {
   while (done < n) {
     ssize_t r = ::read(fd_, p + done, n - done);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
+      // callers' destructors remove any unfinished output.
+      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
       throw error(errc::io, os_error(display_name(), "read"));
     }
     if (r == 0) break;
@@ -112,7 +114,9 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
   while (done < n) {
     ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0) {
-      if (errno == EINTR) continue;
+      // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
+      // callers' destructors remove any unfinished output.
+      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
       throw error(errc::io, os_error(display_name(), "read"));
     }
     if (r == 0) {
@@ -212,7 +216,9 @@ void output_file::write(const void* src, std::size_t n) {
   while (done < n) {
     ssize_t w = ::write(fd_, p + done, n - done);
     if (w < 0) {
-      if (errno == EINTR) continue;
+      // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
+      // callers' destructors remove any unfinished output.
+      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
       throw error(errc::io, os_error(display_name(), "write"));
     }
     done += static_cast<std::size_t>(w);

@@ -119,7 +119,7 @@ std::string describe_unsupported_descr(const std::string& descr) {
       break;
   }
   return "dtype '" + printable(descr) + "': " + why +
-         " (numeric dtypes only: b1, i1, u1, i2, u2, i4, u4, i8, u8, f2, f4, f8)";
+         " (numeric arrays only: bool, int8..int64, uint8..uint64, float16..float64)";
 }
 
 // ---- the header dict: a small parser for the Python literal numpy writes ----

@@ -75,7 +75,7 @@ void rethrow_in(const error& e, const std::string& file, u64 first) {
 
 bool meets(const quality& q, const quality_target& t) {
   bool ok = true;
-  if (t.psnr_db) ok &= !q.psnr_db || *q.psnr_db >= *t.psnr_db;  // nullopt: lossless
+  if (t.psnr_db) ok &= q.mse == 0 || (q.psnr_db && *q.psnr_db >= *t.psnr_db);
   if (t.ssim) {
     if (!q.ssim) {
       throw error(errc::invalid_argument,
@@ -161,7 +161,9 @@ std::vector<chop_trial> search_on_sample(npy_source& src, backend& be, codec_par
 
 nlohmann::json quality_to_json(const quality& q) {
   nlohmann::json j;
-  j["psnr_db"] = opt(q.psnr_db);
+  j["psnr_db"] = opt(q.psnr_db);  // null: lossless (see "lossless") or undefined
+  j["lossless"] = q.mse == 0;
+  j["psnr_undefined"] = q.psnr_undefined;
   j["sample_psnr_min_db"] = opt(q.sample_psnr_min);
   j["sample_psnr_mean_db"] = opt(q.sample_psnr_mean);
   j["lossless_samples"] = q.lossless_samples;
@@ -234,8 +236,18 @@ compress_result write_archive(npy_source& src, const std::string& output, backen
                    {"source_bytes", g.samples * ibps}};
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
-  std::vector<std::byte> inbuf(spc * ibps), coeffs(spc * cbps), decoded;
-  if (measure) decoded.resize(spc * ibps);
+  std::vector<std::byte> inbuf, coeffs, decoded;
+  try {
+    inbuf.resize(spc * ibps);
+    coeffs.resize(spc * cbps);
+    if (measure) decoded.resize(spc * ibps);
+  } catch (const std::bad_alloc&) {
+    // One sample is the unit of work; a sample larger than memory cannot be processed yet.
+    throw error(errc::bad_input, src.name() + ": a chunk of " + std::to_string(spc) +
+                                     " sample(s) needs " +
+                                     std::to_string((spc * ibps * (measure ? 2 : 1) + spc * cbps) >> 20) +
+                                     " MiB of memory, more than this machine gives");
+  }
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 chunks = 0;
   for (u64 first = 0; first < g.samples;) {
@@ -309,6 +321,10 @@ compress_result compress_npy(const std::string& input, const std::string& output
   // Labels: one row per sample, checked before anything is written.
   std::optional<npy_reader> labels;
   if (!o.labels_path.empty()) {
+    if ((o.labels_path == output && output != "-") || same_file(o.labels_path, output)) {
+      throw error(errc::invalid_argument,
+                  output + ": the output would replace the labels input " + o.labels_path);
+    }
     labels.emplace(npy_reader::open(o.labels_path));
     const auto& lh = labels->header();
     if (lh.shape.empty() || lh.shape[0] != src.geom.samples) {

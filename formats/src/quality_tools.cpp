@@ -16,10 +16,6 @@ using namespace detail;
 
 namespace {
 
-nlohmann::json opt(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
 std::string fmt(double v, const char* f = "%.4g") {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -157,7 +153,10 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
     auto shape = [](const std::vector<u64>& s) {
       std::string t;
-      for (std::size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (i) t += 'x';
+        t += std::to_string(s[i]);
+      }
       return t;
     };
     res.mismatch = r.display_name() + " holds " + shape(h.geom.shape()) + " " +

@@ -87,8 +87,7 @@ std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& 
       return detail::make_cpu_backend(options);
     case backend_kind::cuda:
       throw error(errc::backend_unavailable,
-                  "the CUDA backend was not built into this dctchop (configure with "
-                  "-DDCTCHOP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
+                  "this dctchop was built without a CUDA backend; use --backend cpu");
     case backend_kind::automatic:
       return detail::make_cpu_backend(options);
   }

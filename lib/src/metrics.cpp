@@ -232,8 +232,7 @@ std::optional<double> integer_range(dtype t) noexcept {
 }
 
 std::optional<double> psnr(double range, double mse) {
-  if (!(mse > 0.0)) return std::nullopt;
-  if (!(range > 0.0)) return -std::numeric_limits<double>::infinity();
+  if (!(mse > 0.0) || !(range > 0.0)) return std::nullopt;
   return 20.0 * std::log10(range) - 10.0 * std::log10(mse);
 }
 
@@ -288,7 +287,7 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
   const i64 samples = static_cast<i64>(a.samples);
   const u64 per_sample = a.planes * a.height * a.width;
   const double range = known_range_.value_or(0.0);
-  const bool do_ssim = ssim_enabled_;
+  const bool do_ssim = ssim_enabled_ && range > 0;  // range 0: SSIM is 0/0, undefined
   const bool dense = dense_samples(a) && dense_samples(b);
   // One record per sample, filled in parallel, then added to the totals in sample order: the
   // figures do not depend on the thread count or on how the data was split into batches.
@@ -390,13 +389,16 @@ quality quality_accumulator::result() const {
   q.range = known_range_.value_or(values_ ? max_ - min_ : 0.0);
   q.nrmse = q.range > 0 ? q.rmse / q.range : 0.0;
   q.psnr_db = psnr(q.range, q.mse);
-  if (lossy_samples_ > 0) {
+  q.psnr_undefined = q.mse > 0 && !(q.range > 0);
+  if (lossy_samples_ > 0 && q.range > 0) {
     q.sample_psnr_min = psnr(q.range, max_sample_mse_);
     const double lr = q.range > 0 ? 20.0 * std::log10(q.range) : 0.0;
     q.sample_psnr_mean = lr - 10.0 * sum_log_sample_mse_ / static_cast<double>(lossy_samples_);
   }
   q.lossless_samples = lossless_;
-  if (ssim_enabled_ && ssim_planes_ > 0) q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
+  if (ssim_enabled_ && ssim_planes_ > 0 && q.range > 0) {
+    q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
+  }
   q.ssim_planes = ssim_planes_;
   return q;
 }

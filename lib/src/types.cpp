@@ -19,6 +19,7 @@ const char* to_string(errc code) noexcept {
     case errc::output_exists: return "output_exists";
     case errc::backend_unavailable: return "backend_unavailable";
     case errc::quality_not_met: return "quality_not_met";
+    case errc::interrupted: return "interrupted";
     case errc::internal: return "internal";
   }
   return "unknown";
@@ -168,10 +169,15 @@ geometry resolve_layout(std::span<const std::uint64_t> shape, layout requested) 
       bool second = shape[1] >= 1 && shape[1] <= 4;
       if (last && !second) l = layout::nhwc;
       else if (second && !last) l = layout::nchw;
-      else
+      else if (last && second)
         throw error(errc::invalid_argument,
                     "shape " + shape_str(shape) +
                         " is ambiguous between NHWC and NCHW; pass --layout NHWC or --layout NCHW");
+      else
+        throw error(errc::invalid_argument,
+                    "shape " + shape_str(shape) +
+                        ": neither axis 1 nor axis 3 looks like channels (1..4); pass --layout "
+                        "NHWC or --layout NCHW");
     } else {
       throw error(errc::bad_input, "shape " + shape_str(shape) +
                                        " has " + std::to_string(nd) +

@@ -20,6 +20,7 @@ enum class errc {
   output_exists,         ///< an output file exists and overwriting was not allowed
   backend_unavailable,   ///< a backend that was not built, or has no device
   quality_not_met,       ///< a quality target that no setting reaches
+  interrupted,           ///< a read or write was interrupted by a signal (EINTR)
   internal,              ///< a broken invariant: a bug
 };
 

@@ -18,7 +18,8 @@ struct quality {
   std::uint64_t samples = 0, values = 0;
   double mse = 0, rmse = 0, nrmse = 0, max_abs_error = 0;
   double range = 0;                       ///< R of the PSNR and SSIM formulas
-  std::optional<double> psnr_db;          ///< global; nullopt: lossless (infinite)
+  std::optional<double> psnr_db;          ///< global; nullopt: lossless, or psnr_undefined
+  bool psnr_undefined = false;            ///< an error on data of range 0 (constant floats)
   std::optional<double> sample_psnr_min;  ///< worst sample; nullopt: every sample lossless
   std::optional<double> sample_psnr_mean; ///< mean over samples that are not lossless
   std::uint64_t lossless_samples = 0;     ///< samples decoded without any error
@@ -65,7 +66,8 @@ class quality_accumulator {
 /** The dtype's range R for integer types; nullopt for float types. */
 std::optional<double> integer_range(dtype t) noexcept;
 
-/** PSNR = 20 log10(R) - 10 log10(MSE) in dB; nullopt when MSE is 0 (infinite PSNR). */
+/** PSNR = 20 log10(R) - 10 log10(MSE) in dB; nullopt when MSE is 0 (infinite PSNR) or when R
+ *  is 0 (constant float data: undefined). */
 std::optional<double> psnr(double range, double mse);
 
 /** SSIM of one plane pair (scikit-image defaults: 7x7 uniform window, K1 = 0.01, K2 = 0.03,

@@ -10,7 +10,9 @@
 namespace dctchop::formats {
 
 /** A read-only input: a regular file (random access, optional memory map) or stdin ("-").
- *  Errors throw dctchop::error(io) naming the file. Never writes to its input. */
+ *  Errors throw dctchop::error(io) naming the file. Never writes to its input. A read that a
+ *  signal interrupts (EINTR: a handler installed without SA_RESTART) throws
+ *  error(interrupted), and so does a write of output_file. */
 class input_file {
  public:
   /** Open `path`; "-" is standard input. */

@@ -1,0 +1,72 @@
+// Signals: SIGINT, SIGTERM and SIGHUP stop dctchop promptly, even while it waits on a pipe,
+// with exit code 130 and no output or temporary file left behind.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dctchop::test::run_sh;
+using dctchop::test::sh_quote;
+using dctchop::test::temp_dir;
+
+const std::string k_bin = sh_quote(DCTCHOP_BINARY);
+
+/** Files in `dir` other than `keep`. */
+std::vector<std::string> leftovers(const temp_dir& dir, const std::string& keep) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    if (name != keep) out.push_back(name);
+  }
+  return out;
+}
+
+TEST(Signals, TermWhileWaitingOnAPipeExits130AndLeavesNothing) {
+  for (const char* sig : {"TERM", "INT", "HUP"}) {
+    temp_dir dir;
+    // Half an NPY header through a FIFO that the shell keeps open, then silence: dctchop
+    // blocks in read(). $! is dctchop's PID.
+    const std::string cmd =
+        "mkfifo f; " + k_bin + " compress - -o out.dcz < f & P=$!; exec 3>f; "
+        "printf '\\223NUMPY' >&3; sleep 0.5; kill -" + sig + " $P; "
+        // give it 3 s; a dctchop that keeps waiting on the pipe is killed and reported
+        "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
+        "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
+        "wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run_sh(cmd, dir.path());
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(r.out.find("rc=130"), std::string::npos) << sig << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
+    EXPECT_TRUE(leftovers(dir, "").empty()) << sig << ": a file was left behind";
+    EXPECT_EQ(r.out.find("stuck"), std::string::npos) << sig << ": dctchop kept waiting on the pipe";
+    EXPECT_LT(secs, 3.0) << sig;
+  }
+}
+
+TEST(Signals, InterruptDuringAFileCompressionLeavesNoOutput) {
+  temp_dir dir;
+  // About 50 MB of zeros: long enough to be interrupted mid-way on any machine we run on.
+  const std::string make =
+      "/usr/bin/python3 -c \"import numpy as np; np.save('big.npy', np.zeros((800,256,256), "
+      "np.uint8))\"";
+  ASSERT_EQ(run_sh(make, dir.path()).status, 0);
+  const std::string cmd = k_bin + " compress big.npy -o big.dcz --threads 1 & P=$!; sleep 0.05; "
+                          "kill -INT $P; wait $P; echo \"rc=$?\"";
+  auto r = run_sh(cmd, dir.path());
+  // Either it was interrupted (130, nothing written) or it had already finished (0, complete).
+  if (r.out.find("rc=130") != std::string::npos) {
+    EXPECT_EQ(leftovers(dir, "big.npy"), std::vector<std::string>{}) << r.err;
+  } else {
+    EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+    EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "big.dcz"));
+  }
+}
+
+}  // namespace
