@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
       ->excludes(chop_opt);
   cmp->add_option("--coeff", c_coeff,
                   "coefficient type: f16, bf16, f32, i16 (default f16 for u8, f32 otherwise)")
-      ->check(CLI::IsMember({"f16", "bf16", "f32", "i16"}));
+      ->check(CLI::IsMember({"f16", "bf16", "f32", "i16"}, CLI::ignore_case));
   cmp->add_option("--layout", c_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
       ->capture_default_str();
@@ -420,7 +420,9 @@ int main(int argc, char** argv) {
   auto* ver = app.add_subcommand(
       "verify", "check an archive's checksums and its quality against the original data");
   ver->add_option("archive", v_in, "archive, or - for stdin")->required();
-  ver->add_option("--against", v_against, "the original .npy (or - for stdin)")->required();
+  ver->add_option("--against", v_against,
+                  "the original .npy (or - for stdin); without it only the checksums and the "
+                  "index are checked");
   ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB");
   ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y");
   ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z");
@@ -574,6 +576,20 @@ int main(int argc, char** argv) {
       print_eval(r, e_json, e_csv);
     } else if (*ver) {
       refuse_tty_stdin(v_in);
+      if (v_against.empty()) {
+        if (v_min_psnr || v_min_ssim || v_max_error) {
+          throw error(errc::invalid_argument, "quality gates need --against ORIGINAL");
+        }
+        auto j = formats::check_archive(v_in);
+        if (v_json) {
+          std::cout << j.dump(2) << "\n";
+        } else if (!v_quiet) {
+          log->info("{}: {} chunks and {} side arrays, every checksum ok",
+                    v_in == "-" ? "<stdin>" : v_in, j["chunks"].get<std::uint64_t>(),
+                    j["side_arrays"].get<std::uint64_t>());
+        }
+        return exit_ok;
+      }
       refuse_tty_stdin(v_against);
       formats::verify_options o;
       o.min_psnr = v_min_psnr;

@@ -2,7 +2,10 @@
 // reproduce them bit for bit, and the committed broken archives must keep failing the same way.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -126,6 +129,33 @@ TEST(Golden, CommittedBrokenArchivesFailWithTheirErrorCodes) {
     }
     EXPECT_FALSE(fs::exists(out)) << c.file << " left an output behind";
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Golden, CheckArchiveAcceptsTheGoldenFilesAndRejectsEveryBrokenOne) {
+  auto ok = formats::check_archive(k_dir + "/archives/images_b8_k4_f16.dcz");
+  EXPECT_EQ(ok["chunks"].get<std::uint64_t>(), 6u);
+  EXPECT_EQ(ok["side_arrays"].get<std::uint64_t>(), 1u);
+  EXPECT_NO_THROW(formats::check_archive(k_dir + "/archives/fields_b8_k6_f32.dcz"));
+  for (const char* f : {"truncated.dcz", "flipped_chunk.dcz", "bad_magic.dcz", "version_2.dcz"}) {
+    EXPECT_THROW(formats::check_archive(k_dir + "/archives/broken/" + f), error) << f;
+  }
+}
+
+TEST(Golden, VerifyWithoutAnOriginalChecksOnlyIntegrityWithExitCodes0And4) {
+  const std::string bin = DCTCHOP_BINARY;
+  auto rc = [&](const std::string& args) {
+    const int s = std::system((bin + " verify " + args + " -q 2>/dev/null").c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  };
+  EXPECT_EQ(rc(k_dir + "/archives/images_b8_k4_f16.dcz"), 0);
+  EXPECT_EQ(rc(k_dir + "/archives/broken/flipped_chunk.dcz"), 4);
+  EXPECT_EQ(rc(k_dir + "/archives/broken/truncated.dcz"), 4);
+  EXPECT_EQ(rc(k_dir + "/archives/images_b8_k4_f16.dcz --min-psnr 20"), 2)
+      << "a quality gate without --against is a usage error";
 }
 
 }  // namespace

@@ -157,6 +157,11 @@ struct verify_result {
 verify_result verify_archive(const std::string& archive, const std::string& input, backend& be,
                              const verify_options& options);
 
+/** Read every chunk and side array of `archive`, checking each checksum and the index;
+ *  throws error(corrupt) on the first fault. Returns {"chunks": n, "side_arrays": m,
+ *  "samples": N}. */
+nlohmann::json check_archive(const std::string& archive);
+
 /** JSON of a quality record, as stored in the archive footer and printed by --json. */
 nlohmann::json quality_to_json(const quality& q);
 
