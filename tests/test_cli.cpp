@@ -21,7 +21,11 @@
 namespace {
 
 using namespace dctchop;
+using dctchop::test::cli;
 using dctchop::test::command_result;
+using dctchop::test::describe;
+using dctchop::test::parse_json;
+using dctchop::test::sh;
 using dctchop::test::flip_byte;
 using dctchop::test::load_npy;
 using dctchop::test::read_bytes;
@@ -32,30 +36,6 @@ using dctchop::test::temp_dir;
 using dctchop::test::write_bytes;
 using u64 = std::uint64_t;
 using json = nlohmann::json;
-
-const std::string k_bin = sh_quote(DCTCHOP_BINARY);
-
-/** Run `dctchop ARGS` (ARGS is shell text) in `dir`. */
-command_result cli(const temp_dir& dir, const std::string& args) {
-  return dctchop::test::run_sh(k_bin + " " + args, dir.path());
-}
-
-/** Run a shell pipeline in `dir`; "DCTCHOP" in it is replaced by the binary. */
-command_result sh(const temp_dir& dir, std::string cmd) {
-  for (std::size_t p; (p = cmd.find("DCTCHOP")) != std::string::npos;) cmd.replace(p, 7, k_bin);
-  return dctchop::test::run_sh(cmd, dir.path());
-}
-
-std::string describe(const command_result& r) {
-  return "exit " + std::to_string(r.status) + "\nstdout: " + r.out.substr(0, 2000) +
-         "\nstderr: " + r.err.substr(0, 2000);
-}
-
-json parse_json(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
-  return j;
-}
 
 std::size_t count_lines(const std::string& s) {
   return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));

@@ -31,7 +31,11 @@
 namespace {
 
 using namespace dctchop;
+using dctchop::test::cli;
 using dctchop::test::command_result;
+using dctchop::test::describe;
+using dctchop::test::parse_json;
+using dctchop::test::sh;
 using dctchop::test::expect_error;
 using dctchop::test::flip_byte;
 using dctchop::test::load_npy;
@@ -42,29 +46,6 @@ using dctchop::test::temp_dir;
 using u64 = std::uint64_t;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-const std::string k_bin = sh_quote(DCTCHOP_BINARY);
-
-command_result cli(const temp_dir& dir, const std::string& args) {
-  return dctchop::test::run_sh(k_bin + " " + args, dir.path());
-}
-
-/** A shell pipeline in `dir`; "DCTCHOP" in it is replaced by the binary. */
-command_result sh(const temp_dir& dir, std::string cmd) {
-  for (std::size_t p; (p = cmd.find("DCTCHOP")) != std::string::npos;) cmd.replace(p, 7, k_bin);
-  return dctchop::test::run_sh(cmd, dir.path());
-}
-
-std::string describe(const command_result& r) {
-  return "exit " + std::to_string(r.status) + "\nstdout: " + r.out.substr(0, 3000) +
-         "\nstderr: " + r.err.substr(0, 3000);
-}
-
-json parse_json(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
-  return j;
-}
 
 /** One thread everywhere in the library calls: the cores are shared, the data is tiny, and the
  *  figures then do not depend on OpenMP's scheduling. */

@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -324,6 +326,41 @@ inline std::vector<float> smooth_f32_nhw(int n, int h, int w) {
         v[i++] = static_cast<float>(3.0 * std::sin(0.15 * x + 0.4 * s) * std::cos(0.1 * y) +
                                     0.01 * x * y - 1.5);
   return v;
+}
+
+
+#ifdef DCTCHOP_BINARY
+/** The built dctchop command, quoted for the shell. */
+inline const std::string& dctchop_bin() {
+  static const std::string bin = sh_quote(DCTCHOP_BINARY);
+  return bin;
+}
+
+/** Run `dctchop ARGS` (ARGS is shell text) in `dir`. */
+inline command_result cli(const temp_dir& dir, const std::string& args) {
+  return run_sh(dctchop_bin() + " " + args, dir.path());
+}
+
+/** Run a shell pipeline in `dir`; "DCTCHOP" in it is replaced by the binary. */
+inline command_result sh(const temp_dir& dir, std::string cmd) {
+  for (std::size_t p; (p = cmd.find("DCTCHOP")) != std::string::npos;) {
+    cmd.replace(p, 7, dctchop_bin());
+  }
+  return run_sh(cmd, dir.path());
+}
+#endif
+
+/** A command's exit status and output, for failure messages. */
+inline std::string describe(const command_result& r) {
+  return "exit " + std::to_string(r.status) + "\nstdout: " + r.out.substr(0, 3000) +
+         "\nstderr: " + r.err.substr(0, 3000);
+}
+
+/** Parse JSON, failing the test (not crashing) on bad text. */
+inline nlohmann::json parse_json(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << text;
+  return j;
 }
 
 }  // namespace dctchop::test

@@ -6,13 +6,10 @@
 #include <limits>
 #include <string>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "backends.hpp"
 #include "cpu_kernels.hpp"
 #include "dctchop/error.hpp"
+#include "omp.hpp"
 
 namespace dctchop::detail {
 namespace {
@@ -20,14 +17,6 @@ namespace {
 using u64 = std::uint64_t;
 using i64 = std::int64_t;
 
-int resolve_threads(int requested) {
-#if defined(_OPENMP)
-  return requested > 0 ? requested : omp_get_num_procs();
-#else
-  (void)requested;
-  return 1;
-#endif
-}
 
 struct kernel_table {
   const char* isa;

@@ -211,14 +211,7 @@ class ssim_rows {
   u64 windows_ = 0;
 };
 
-int resolve_threads(int requested) {
-#if defined(_OPENMP)
-  return requested > 0 ? requested : omp_get_num_procs();
-#else
-  (void)requested;
-  return 1;
-#endif
-}
+using detail::resolve_threads;
 
 }  // namespace
 
