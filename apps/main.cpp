@@ -69,6 +69,9 @@ Examples:
   dctchop compress train.npy -o train.dcz              # u8 images, block 8, chop 4, f16
   dctchop compress train.npy -o train.dcz --psnr 35    # the largest ratio with PSNR >= 35 dB
   dctchop compress fields.npy -o f.dcz --chop 2 --coeff bf16
+  dctchop compress train.h5:/images --labels train.h5:/labels -o train.dcz
+  dctchop compress field.bin --raw --dtype f32 --shape 64,512,512 -o field.dcz
+  dctchop decompress train.dcz -o check.h5:/images
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
   dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
   dctchop info train.dcz --json
@@ -194,6 +197,47 @@ formats::progress_fn progress_to(app::progress_bar& bar) {
     check_signal();
     bar.update(d, t);
   };
+}
+
+/** How an input dataset is named: FILE.npy, -, FILE.h5[:/dset], or raw binary. */
+struct input_options {
+  std::string dataset;  ///< --dataset
+  bool raw = false;     ///< --raw
+  std::string dtype;    ///< --dtype (raw)
+  std::string shape;    ///< --shape (raw), e.g. 64,512,512
+};
+
+void add_input_options(CLI::App* cmd, input_options& in) {
+  cmd->add_option("--dataset", in.dataset, "HDF5 dataset path (or write FILE.h5:/path)");
+  auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
+  cmd->add_option("--dtype", in.dtype, "raw input element type: u8, u16, i16, f32, f64")
+      ->check(CLI::IsMember({"u8", "u16", "i16", "f32", "f64"}, CLI::ignore_case))
+      ->needs(raw);
+  cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")->needs(raw);
+}
+
+formats::dataset_spec input_spec(const std::string& path, const input_options& in) {
+  auto spec = formats::parse_dataset_spec(path, in.dataset, in.raw);
+  if (in.raw) {
+    if (in.dtype.empty() || in.shape.empty()) {
+      throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
+    }
+    spec.raw_type = formats::npy_dtype_of(*parse_dtype(in.dtype));
+    std::stringstream ss(in.shape);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos) {
+        throw error(errc::invalid_argument, "--shape " + in.shape + ": expected numbers like 64,512,512");
+      }
+      try {
+        spec.raw_shape.push_back(std::stoull(item));
+      } catch (const std::exception&) {
+        throw error(errc::invalid_argument, "--shape " + in.shape + ": number out of range");
+      }
+    }
+    if (spec.raw_shape.empty()) throw error(errc::invalid_argument, "--shape is empty");
+  }
+  return spec;
 }
 
 void add_backend_options(CLI::App* cmd, std::string& backend, int& threads) {
@@ -337,7 +381,10 @@ int main(int argc, char** argv) {
   std::optional<double> c_psnr, c_ssim;
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
   auto* cmp = app.add_subcommand("compress", "compress a .npy dataset into a .dcz archive");
-  cmp->add_option("input", c_in, "input .npy file, or - for stdin")->required();
+  input_options c_io;
+  cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw")
+      ->required();
+  add_input_options(cmp, c_io);
   cmp->add_option("-o,--output", c_out,
                   "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)");
   cmp->add_option("--block", c_block, "block size B: 4, 8, 16 or 32")
@@ -358,7 +405,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
       ->capture_default_str();
   cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")->capture_default_str();
-  cmp->add_option("--labels", c_labels, "per-sample labels (.npy) stored losslessly");
+  cmp->add_option("--labels", c_labels,
+                  "per-sample labels stored losslessly: FILE.npy or FILE.h5:/labels");
   add_backend_options(cmp, c_backend, c_threads);
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
@@ -372,7 +420,14 @@ int main(int argc, char** argv) {
   bool d_force = false, d_quiet = false, d_json = false;
   auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into a .npy file");
   dec->add_option("input", d_in, "input archive, or - for stdin")->required();
-  dec->add_option("-o,--output", d_out, "output .npy file, or - for stdout")->required();
+  std::string d_dataset;
+  bool d_raw = false;
+  dec->add_option("-o,--output", d_out,
+                  "output: FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside as "
+                  "/labels), or raw with --raw")
+      ->required();
+  dec->add_option("--dataset", d_dataset, "HDF5 dataset path for the output (default /data)");
+  dec->add_flag("--raw", d_raw, "write raw little-endian binary (C order, no header)");
   dec->add_option("--samples", d_samples,
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
   dec->add_option("--labels-out", d_labels_out, "also write the stored labels to this .npy");
@@ -395,7 +450,10 @@ int main(int argc, char** argv) {
   bool e_json = false, e_csv = false, e_no_ssim = false, e_quiet = false;
   auto* evl = app.add_subcommand(
       "eval", "measure ratio, quality and speed of several settings in memory (writes nothing)");
-  evl->add_option("input", e_in, "input .npy file, or - for stdin")->required();
+  input_options e_io;
+  evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw")
+      ->required();
+  add_input_options(evl, e_io);
   evl->add_option("--block", e_block, "block size B: 4, 8, 16 or 32")
       ->check(CLI::IsMember({4, 8, 16, 32}))
       ->capture_default_str();
@@ -420,6 +478,8 @@ int main(int argc, char** argv) {
   auto* ver = app.add_subcommand(
       "verify", "check an archive's checksums and its quality against the original data");
   ver->add_option("archive", v_in, "archive, or - for stdin")->required();
+  input_options v_io;
+  add_input_options(ver, v_io);
   ver->add_option("--against", v_against,
                   "the original .npy (or - for stdin); without it only the checksums and the "
                   "index are checked");
@@ -443,8 +503,10 @@ int main(int argc, char** argv) {
         if (c_in == "-") {
           c_out = "-";
         } else {
-          std::string stem = c_in;
-          if (stem.size() > 4 && stem.substr(stem.size() - 4) == ".npy") stem.resize(stem.size() - 4);
+          // train.npy -> train.dcz; train.h5:/images -> train.dcz
+          std::string stem = formats::parse_dataset_spec(c_in, c_io.dataset, c_io.raw).path;
+          const auto dot = stem.rfind('.');
+          if (dot != std::string::npos && stem.find('/', dot) == std::string::npos) stem.resize(dot);
           c_out = stem + ".dcz";
         }
       }
@@ -470,7 +532,8 @@ int main(int argc, char** argv) {
       app::progress_bar bar("compressing", !c_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});
-      auto r = formats::compress_npy(c_in, c_out, *be, o);
+      auto r = formats::compress(input_spec(c_in, c_io), c_out, *be, o);
+      for (const auto& n : r.notes) log->info("{}", n);
       bar.clear();
       if (c_json) {
         auto j = r.to_json();
@@ -520,7 +583,7 @@ int main(int argc, char** argv) {
       app::progress_bar bar("decompressing", !d_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(d_backend), {d_threads});
-      auto r = formats::decompress_to_npy(d_in, d_out, *be, o);
+      auto r = formats::decompress(d_in, formats::parse_dataset_spec(d_out, d_dataset, d_raw), *be, o);
       bar.clear();
       if (d_json) {
         auto j = r.to_json();
@@ -571,7 +634,7 @@ int main(int argc, char** argv) {
       app::progress_bar bar("evaluating", !e_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(e_backend), {e_threads});
-      auto r = formats::eval_npy(e_in, *be, o);
+      auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
       print_eval(r, e_json, e_csv);
     } else if (*ver) {
@@ -599,7 +662,7 @@ int main(int argc, char** argv) {
       app::progress_bar bar("verifying", !v_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(v_backend), {v_threads});
-      auto r = formats::verify_archive(v_in, v_against, *be, o);
+      auto r = formats::verify_archive(v_in, input_spec(v_against, v_io), *be, o);
       bar.clear();
       if (v_json) {
         std::cout << r.to_json().dump(2) << "\n";

@@ -17,26 +17,28 @@
 namespace dctchop::formats {
 namespace detail {
 
-npy_source open_source(const std::string& path, layout lay) {
-  npy_source s{path, npy_reader::open(path), dtype::u8, geometry{}, 0};
-  const auto& nh = s.reader.header();
-  const auto dt = nh.type.codec_dtype();
+input_source open_input(const dataset_spec& spec, layout lay) {
+  input_source in;
+  in.spec = spec;
+  in.src = open_dataset(spec);
+  const npy_dtype& t = in.src->type();
+  const auto dt = t.codec_dtype();
   if (!dt) {
-    throw error(errc::bad_input, s.name() + ": dtype " + nh.type.native_descr() +
+    throw error(errc::bad_input, in.name() + ": dtype " + t.native_descr() +
                                      " is not supported; dctchop compresses u8, u16, i16, f32 "
                                      "and f64 arrays");
   }
-  s.type = *dt;
+  in.type = *dt;
   try {
-    s.geom = resolve_layout(nh.shape, lay);
+    in.geom = resolve_layout(in.src->shape(), lay);
   } catch (const error& e) {
-    throw error(e.code(), s.name() + ": " + e.what());
+    throw error(e.code(), in.name() + ": " + e.what());
   }
-  s.bytes_per_sample = s.geom.values_per_sample() * size_of(s.type);
-  return s;
+  in.bytes_per_sample = in.geom.values_per_sample() * size_of(in.type);
+  return in;
 }
 
-u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples) {
+u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples, u64 preferred) {
   if (!(chunk_mb > 0) || chunk_mb > 4096) {
     throw error(errc::invalid_argument, "--chunk-mb must be in (0, 4096]");
   }
@@ -45,13 +47,14 @@ u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples) {
   const u64 target = static_cast<u64>(chunk_mb * 1048576.0);
   u64 spc = std::max<u64>(1, target / cbps);
   spc = std::max<u64>(1, std::min<u64>(spc, (u64(64) << 20) / ibps));
+  if (preferred > 1 && spc >= preferred) spc = spc / preferred * preferred;
   return std::min<u64>(spc, samples);
 }
 
-std::optional<double> float_range(const std::string& path, layout lay, progress_fn progress) {
-  if (path == "-") return std::nullopt;
-  npy_source s = open_source(path, lay);
-  if (!is_float(s.type)) return std::nullopt;
+std::optional<double> float_range(const dataset_spec& spec, layout lay) {
+  if (spec.path == "-") return std::nullopt;
+  input_source s = open_input(spec, lay);
+  if (!is_float(s.type) || !s.rereadable()) return std::nullopt;
   const u64 n = s.geom.samples;
   const u64 spc = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / s.bytes_per_sample));
   std::vector<std::byte> buf(spc * s.bytes_per_sample);
@@ -60,7 +63,6 @@ std::optional<double> float_range(const std::string& path, layout lay, progress_
     const u64 k = std::min(spc, n - first);
     s.read(first, k, buf.data());
     vr.add(make_view(s.geom, s.type, static_cast<const void*>(buf.data()), k));
-    if (progress) progress(first + k, n);
   }
   return vr.empty ? std::nullopt : std::optional<double>(vr.max - vr.min);
 }
@@ -124,7 +126,7 @@ std::string fmt_db(const std::optional<double>& v) {
 
 /** Measure chops 1..B on an evenly spaced sample of the data (at most 32 MiB of input) and
  *  return the trials up to the first that meets the target. */
-std::vector<chop_trial> search_on_sample(npy_source& src, backend& be, codec_params p,
+std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_params p,
                                          std::optional<double> range, const quality_target& t,
                                          bool ssim, int threads) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
@@ -216,14 +218,15 @@ nlohmann::json decompress_result::to_json() const {
 namespace {
 
 /** One full compression with fixed codec parameters. */
-compress_result write_archive(npy_source& src, const std::string& output, backend& be,
+compress_result write_archive(input_source& src, const std::string& output, backend& be,
                               const codec_params& p, const compress_options& o,
-                              std::optional<npy_reader>& labels, std::optional<double> range,
+                              std::unique_ptr<sample_source>& labels, std::optional<double> range,
                               bool measure) {
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
-  const u64 spc = samples_per_chunk(cbps, ibps, o.chunk_mb, g.samples);
+  const u64 spc = samples_per_chunk(cbps, ibps, o.chunk_mb, g.samples,
+                                    g.lay == layout::hw ? 1 : src.src->preferred_rows());
 
   archive_header ah;
   ah.type = src.type;
@@ -232,7 +235,7 @@ compress_result write_archive(npy_source& src, const std::string& output, backen
   ah.samples_per_chunk = spc;
   ah.provenance = {{"tool", "dctchop " + o.tool_version},
                    {"created", utc_now()},
-                   {"source", src.path == "-" ? std::string("<stdin>") : src.path},
+                   {"source", src.spec.display()},
                    {"source_bytes", g.samples * ibps}};
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
@@ -271,10 +274,9 @@ compress_result write_archive(npy_source& src, const std::string& output, backen
     if (o.progress) o.progress(first, g.samples);
   }
   if (labels) {
-    const auto& lh = labels->header();
-    std::vector<std::byte> lb(lh.count() * lh.type.itemsize);
+    std::vector<std::byte> lb(labels->rows() * labels->row_bytes());
     labels->read_rows(0, labels->rows(), lb.data());
-    w.write_side_array("labels", lh.type.native_descr(), lh.shape, lb);
+    w.write_side_array("labels", labels->type().native_descr(), labels->shape(), lb);
   }
 
   compress_result r;
@@ -301,9 +303,17 @@ compress_result write_archive(npy_source& src, const std::string& output, backen
 
 compress_result compress_npy(const std::string& input, const std::string& output, backend& be,
                              const compress_options& o) {
+  return compress(parse_dataset_spec(input), output, be, o);
+}
+
+compress_result compress(const dataset_spec& in, const std::string& output, backend& be,
+                         const compress_options& o) {
   const auto t0 = clock_type::now();
+  const std::string input = in.path;
   check_not_same(input, output);
-  npy_source src = open_source(input, o.lay);
+  input_source src = open_input(in, o.lay);
+  std::vector<std::string> notes;
+  if (!src.src->note().empty()) notes.push_back(src.src->note());
   codec_params p;
   p.block = o.block;
   p.chop = o.target.any() ? 1 : o.chop;
@@ -311,7 +321,7 @@ compress_result compress_npy(const std::string& input, const std::string& output
   p.offset = default_offset(src.type);
   validate(p);
   samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates --chunk-mb before any work
-  if (o.target.any() && input == "-") {
+  if (o.target.any() && !src.rereadable()) {
     throw error(errc::invalid_argument,
                 "--psnr and --ssim measure the data before choosing and need a file input, "
                 "not stdin");
@@ -319,25 +329,27 @@ compress_result compress_npy(const std::string& input, const std::string& output
   const bool measure = o.measure_quality || o.target.any();
 
   // Labels: one row per sample, checked before anything is written.
-  std::optional<npy_reader> labels;
+  std::unique_ptr<sample_source> labels;
+  const dataset_spec labels_spec =
+      o.labels_path.empty() ? dataset_spec{} : parse_dataset_spec(o.labels_path);
   if (!o.labels_path.empty()) {
-    if ((o.labels_path == output && output != "-") || same_file(o.labels_path, output)) {
+    if ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output)) {
       throw error(errc::invalid_argument,
                   output + ": the output would replace the labels input " + o.labels_path);
     }
-    labels.emplace(npy_reader::open(o.labels_path));
-    const auto& lh = labels->header();
-    if (lh.shape.empty() || lh.shape[0] != src.geom.samples) {
+    labels = open_dataset(labels_spec);
+    const auto& lshape = labels->shape();
+    if (lshape.empty() || lshape[0] != src.geom.samples) {
       throw error(errc::bad_input,
-                  labels->display_name() + ": labels need one row per sample (" +
+                  labels->name() + ": labels need one row per sample (" +
                       std::to_string(src.geom.samples) + "), found " +
-                      (lh.shape.empty() ? std::string("a 0-d array") : std::to_string(lh.shape[0])));
+                      (lshape.empty() ? std::string("a 0-d array") : std::to_string(lshape[0])));
     }
   }
 
   // R for float data: a first pass over a file, so that PSNR and SSIM use the dataset's range.
   std::optional<double> range;
-  if (measure && is_float(src.type)) range = float_range(input, o.lay, nullptr);
+  if (measure && is_float(src.type)) range = float_range(in, o.lay);
 
   std::vector<chop_trial> trials;
   if (o.target.any()) {
@@ -346,6 +358,7 @@ compress_result compress_npy(const std::string& input, const std::string& output
   }
   for (;;) {
     compress_result r = write_archive(src, output, be, p, o, labels, range, measure);
+    r.notes = notes;
     if (!o.target.any()) {
       r.seconds = seconds_since(t0);
       return r;
@@ -365,13 +378,19 @@ compress_result compress_npy(const std::string& input, const std::string& output
                       fmt_db(r.q->psnr_db) + " dB on the whole dataset, short of the target");
     }
     ++p.chop;
-    if (labels) labels.emplace(npy_reader::open(o.labels_path));
+    if (labels) labels = open_dataset(labels_spec);
   }
 }
 
 decompress_result decompress_to_npy(const std::string& input, const std::string& output,
                                     backend& be, const decompress_options& o) {
+  return decompress(input, parse_dataset_spec(output), be, o);
+}
+
+decompress_result decompress(const std::string& input, const dataset_spec& out, backend& be,
+                             const decompress_options& o) {
   const auto t0 = clock_type::now();
+  const std::string output = out.path;
   check_not_same(input, output);
   if (!o.labels_out.empty()) {
     check_not_same(input, o.labels_out);
@@ -398,16 +417,27 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
   geometry g = h.geom;
   g.samples = end - first;
   if (g.lay == layout::hw && g.samples != 1) throw error(errc::internal, "HW archive range");
-
-  std::optional<npy_writer> labels_writer;
-  npy_writer w = npy_writer::create(output, npy_dtype_of(h.type), g.shape(), o.overwrite);
-  if (!o.labels_out.empty()) {
-    bool found = false;
-    for (const auto& s : r.side_arrays()) found |= s.name == "labels";
-    if (r.random_access() && !found) {
-      throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
-    }
+  bool has_labels = false;
+  for (const auto& s : r.side_arrays()) has_labels |= s.name == "labels";
+  if (!o.labels_out.empty() && r.random_access() && !has_labels) {
+    throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
+
+  // Where it came from, for formats that keep attributes (HDF5).
+  nlohmann::json attrs = {{"dctchop_archive", r.display_name()},
+                          {"dctchop_block", h.codec.block},
+                          {"dctchop_chop", h.codec.chop},
+                          {"dctchop_coeff", std::string(to_string(h.codec.coeff))},
+                          {"dctchop_layout", std::string(to_string(h.geom.lay))},
+                          {"dctchop_first_sample", first}};
+  const auto& f = r.footer();
+  if (f.contains("quality") && f["quality"].is_object() && f["quality"]["psnr_db"].is_number()) {
+    attrs["dctchop_psnr_db"] = f["quality"]["psnr_db"].get<double>();
+  }
+  if (h.provenance.contains("source") && h.provenance["source"].is_string()) {
+    attrs["dctchop_source"] = h.provenance["source"];
+  }
+  auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
 
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 ibps = h.geom.values_per_sample() * size_of(h.type);
@@ -422,7 +452,7 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
     be.decode(h.codec,
               std::span<const std::byte>(coeffs.data() + (lo - c.first) * cbps, n * cbps),
               make_view(h.geom, h.type, outbuf.data(), n));
-    w.write_rows(outbuf.data(), n * rps);
+    w->write_rows(outbuf.data(), n * rps);
     done += n;
     if (o.progress) o.progress(done, g.samples);
   };
@@ -438,16 +468,15 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
     while (r.next_chunk(c, coeffs)) decode_part(c);
   }
 
-  if (!o.labels_out.empty()) {
+  // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5).
+  for (const auto& s : r.side_arrays()) has_labels |= s.name == "labels";
+  if (has_labels) {
     auto bytes = r.read_side_array("labels");
     const side_array_info* info = nullptr;
     for (const auto& s : r.side_arrays())
       if (s.name == "labels") info = &s;
-    if (!bytes || !info) {
-      throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
-    }
     auto lt = parse_npy_descr(info->descr);
-    if (!lt || info->shape.empty() || info->shape[0] != total) {
+    if (!bytes || !lt || info->shape.empty() || info->shape[0] != total) {
       throw error(errc::corrupt, r.display_name() + ": labels side array is malformed");
     }
     u64 row = lt->itemsize;
@@ -457,11 +486,17 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
     }
     auto shape = info->shape;
     shape[0] = end - first;
-    auto lw = npy_writer::create(o.labels_out, *lt, shape, o.overwrite);
-    lw.write_rows(bytes->data() + first * row, end - first);
-    lw.finish();
+    const std::byte* part = bytes->data() + first * row;
+    w->add_side_dataset("/labels", *lt, shape, part);
+    if (!o.labels_out.empty()) {
+      auto lw = create_dataset(parse_dataset_spec(o.labels_out), *lt, shape, o.overwrite);
+      lw->write_rows(part, end - first);
+      lw->finish();
+    }
+  } else if (!o.labels_out.empty()) {
+    throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
-  w.finish();
+  w->finish();
 
   decompress_result res;
   res.geom = g;

@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/metrics.hpp"
@@ -24,32 +26,34 @@ inline double seconds_since(clock_type::time_point t0) {
 /** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
 inline u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
 
-/** An NPY input seen as samples of a codec dtype. */
-struct npy_source {
-  std::string path;
-  npy_reader reader;
+/** A dataset (NPY, HDF5 or raw) seen as samples of a codec dtype. */
+struct input_source {
+  dataset_spec spec;
+  std::unique_ptr<sample_source> src;
   dtype type = dtype::u8;
   geometry geom;
   u64 bytes_per_sample = 0;
-  std::string name() const { return reader.display_name(); }
-  bool seekable() const { return path != "-"; }
+  std::string name() const { return src->name(); }
+  bool rereadable() const { return src->rereadable(); }
   /** Read samples [first, first+n) into dst (C order, native). */
   void read(u64 first, u64 n, void* dst) {
     const u64 rps = rows_per_sample(geom);
-    reader.read_rows(first * rps, n * rps, dst);
+    src->read_rows(first * rps, n * rps, dst);
   }
 };
 
-/** Open an NPY input, check its dtype and resolve the layout; errors name the file. */
-npy_source open_source(const std::string& path, layout lay);
+/** Open an input, check its dtype and resolve the layout; errors name the file. */
+input_source open_input(const dataset_spec& spec, layout lay);
 
 /** Samples per chunk for a target of chunk_mb MiB of coefficients, the input side capped at
- *  64 MiB, at least one sample. */
+ *  64 MiB, at least one sample; rounded to whole read units of `preferred_rows` samples
+ *  (an HDF5 chunk) when that is not smaller than one unit. */
 u64 samples_per_chunk(u64 coeff_bytes_per_sample, u64 input_bytes_per_sample, double chunk_mb,
-                      u64 samples);
+                      u64 samples, u64 preferred_rows = 1);
 
-/** R for float data, by a first pass over a file input (nullopt for stdin and integer types). */
-std::optional<double> float_range(const std::string& path, layout lay, progress_fn progress);
+/** R for float data, by a first pass over a rereadable input (nullopt for stdin and integer
+ *  types). */
+std::optional<double> float_range(const dataset_spec& spec, layout lay);
 
 /** Re-throw an error from a batch with the file and the absolute sample index. */
 [[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);

@@ -43,7 +43,11 @@ nlohmann::json eval_row::to_json() const {
 }
 
 eval_result eval_npy(const std::string& input, backend& be, const eval_options& o) {
-  npy_source src = open_source(input, o.lay);
+  return eval(parse_dataset_spec(input), be, o);
+}
+
+eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
+  input_source src = open_input(input, o.lay);
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 
@@ -56,7 +60,7 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
   };
   std::vector<combo> combos;
   std::optional<double> range;
-  if (is_float(src.type)) range = float_range(input, o.lay, nullptr);
+  if (is_float(src.type)) range = float_range(input, o.lay);
   for (auto ct : coeffs) {
     for (int k : o.chops) {
       if (k > o.block) continue;  // e.g. the default list 1,2,4,6 at block 4
@@ -112,9 +116,10 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
       h.geom = g;
       h.codec = c.p;
       h.samples_per_chunk =
-          samples_per_chunk(coeff_bytes_per_sample(c.p, g), ibps, o.chunk_mb, g.samples);
+          samples_per_chunk(coeff_bytes_per_sample(c.p, g), ibps, o.chunk_mb, g.samples,
+                            g.lay == layout::hw ? 1 : src.src->preferred_rows());
       h.provenance = {{"tool", "dctchop"}, {"created", "0000-00-00T00:00:00Z"},
-                      {"source", input}, {"source_bytes", c.row.input_bytes}};
+                      {"source", input.display()}, {"source_bytes", c.row.input_bytes}};
       c.row.archive_bytes = predict_archive_bytes(
           h, {}, {{"input_bytes", c.row.input_bytes}, {"quality", quality_to_json(c.row.q)}});
     }
@@ -147,22 +152,27 @@ nlohmann::json verify_result::to_json() const {
 
 verify_result verify_archive(const std::string& archive, const std::string& input, backend& be,
                              const verify_options& o) {
-  if (archive == "-" && input == "-") {
+  return verify_archive(archive, parse_dataset_spec(input), be, o);
+}
+
+verify_result verify_archive(const std::string& archive, const dataset_spec& input, backend& be,
+                             const verify_options& o) {
+  if (archive == "-" && input.path == "-") {
     throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
   }
   archive_reader r = archive_reader::open(archive);
   const auto& h = r.header();
   verify_result res;
   // Read the input with the archive's layout; a shape that cannot have it is a mismatch.
-  std::optional<npy_source> opened;
+  std::optional<input_source> opened;
   try {
-    opened.emplace(open_source(input, h.geom.lay));
+    opened.emplace(open_input(input, h.geom.lay));
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
     res.mismatch = e.what();
     return res;
   }
-  npy_source& src = *opened;
+  input_source& src = *opened;
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
     auto shape = [](const std::vector<u64>& s) {
       std::string t;
@@ -186,7 +196,7 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
         f["quality"]["range"].is_number()) {
       range = f["quality"]["range"].get<double>();
     } else {
-      range = float_range(input, h.geom.lay, nullptr);
+      range = float_range(input, h.geom.lay);
     }
   }
   quality_accumulator acc(h.type, range, true);

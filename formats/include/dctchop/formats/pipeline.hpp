@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/metrics.hpp"
 #include "dctchop/types.hpp"
 
@@ -43,7 +44,7 @@ struct compress_options {
   std::optional<coeff_type> coeff;      ///< default: default_coeff_type(dtype, block)
   layout lay = layout::automatic;
   double chunk_mb = 4.0;                ///< target coefficient bytes per chunk, in MiB
-  std::string labels_path;              ///< optional .npy of per-sample labels
+  std::string labels_path;              ///< optional labels: a .npy, or FILE.h5:/labels
   bool overwrite = false;
   bool measure_quality = true;          ///< decode each chunk and accumulate the error
   bool ssim = true;                     ///< include SSIM in the measured quality
@@ -61,6 +62,7 @@ struct compress_result {
   std::uint64_t input_bytes = 0, archive_bytes = 0, values = 0;
   std::optional<quality> q;             ///< when measured
   std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
+  std::vector<std::string> notes;       ///< things to tell the user (e.g. the dataset chosen)
   double seconds = 0.0;                 ///< wall time of the whole operation
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
   double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
@@ -70,6 +72,9 @@ struct compress_result {
 /** Compress a .npy file (or "-") into an archive (or "-"). With options.target set, the chop
  *  is chosen by measuring a sample of the data first, then checked on the whole result; an
  *  unreachable target throws error(quality_not_met). Target mode needs a file input. */
+compress_result compress(const dataset_spec& input, const std::string& output, backend& be,
+                         const compress_options& options);
+/** compress() of parse_dataset_spec(input). */
 compress_result compress_npy(const std::string& input, const std::string& output,
                              backend& be, const compress_options& options);
 
@@ -89,7 +94,12 @@ struct decompress_result {
   nlohmann::json to_json() const;
 };
 
-/** Decode an archive (or "-") into a .npy file (or "-") of the original dtype and layout. */
+/** Decode an archive (or "-") into a dataset of the original dtype and layout: .npy (or "-"),
+ *  an HDF5 dataset (with attributes saying where it came from, and the labels beside it as
+ *  /labels), or raw binary. */
+decompress_result decompress(const std::string& input, const dataset_spec& output, backend& be,
+                             const decompress_options& options);
+/** decompress() to parse_dataset_spec(output). */
 decompress_result decompress_to_npy(const std::string& input, const std::string& output,
                                     backend& be, const decompress_options& options);
 
@@ -133,6 +143,8 @@ struct eval_result {
 /** Compress and decompress `input` in memory, chunk by chunk, with every combination of chop
  *  and coefficient type, and measure each. Reads the input once (twice for float data, whose
  *  range R is found first); writes nothing. */
+eval_result eval(const dataset_spec& input, backend& be, const eval_options& options);
+/** eval() of parse_dataset_spec(input). */
 eval_result eval_npy(const std::string& input, backend& be, const eval_options& options);
 
 // -------------------------------------------------------------------------------- verify
@@ -154,6 +166,9 @@ struct verify_result {
 /** Check every checksum of `archive`, compare its shape and dtype with `input`, decode and
  *  measure the quality against `input`, and apply the gates. Corruption throws
  *  error(corrupt); a failed gate or a mismatch is reported in the result. */
+verify_result verify_archive(const std::string& archive, const dataset_spec& input, backend& be,
+                             const verify_options& options);
+/** verify_archive() against parse_dataset_spec(input). */
 verify_result verify_archive(const std::string& archive, const std::string& input, backend& be,
                              const verify_options& options);
 

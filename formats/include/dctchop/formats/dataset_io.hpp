@@ -1,0 +1,95 @@
+/** @file dataset_io.hpp
+ *  Datasets in and out, whatever the file format: NumPy .npy (or stdin/stdout), HDF5 datasets
+ *  (`file.h5:/group/dset`), and raw little-endian binary (`--raw --dtype --shape`). Every
+ *  source is read along axis 0 in row ranges, every sink written the same way, so no operation
+ *  needs the whole dataset in memory. No HDF5 types appear here.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/formats/npy.hpp"
+
+namespace dctchop::formats {
+
+/** Which file format a path names. */
+enum class file_kind { npy, hdf5, raw };
+
+/** Where a dataset lives. Built by parse_dataset_spec() from "file.npy", "-", "file.h5",
+ *  "file.h5:/group/dset"; raw when the caller says so. */
+struct dataset_spec {
+  std::string path;       ///< file path, or "-" for stdin/stdout (npy and raw only)
+  std::string dataset;    ///< HDF5 dataset path; empty: choose (input) or "/data" (output)
+  file_kind kind = file_kind::npy;
+  // raw binary only:
+  std::optional<npy_dtype> raw_type;
+  std::vector<std::uint64_t> raw_shape;
+  /** "path" or "path:/dataset", for messages. */
+  std::string display() const;
+};
+
+/** Parse a command-line dataset name. HDF5 is recognised by the extension (.h5, .hdf5, .he5,
+ *  .hdf) or by a ":/" that separates file and dataset; `dataset` (from --dataset) fills in
+ *  the dataset when the text names none. */
+dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset = {},
+                                bool raw = false);
+
+/** Rows along axis 0 of a dataset, read in order or (when rereadable) anywhere. */
+class sample_source {
+ public:
+  virtual ~sample_source() = default;
+  /** For messages: "train.h5:/images", "<stdin>". */
+  virtual std::string name() const = 0;
+  virtual const npy_dtype& type() const = 0;
+  virtual const std::vector<std::uint64_t>& shape() const = 0;
+  /** True when rows can be read again and in any order (files; not stdin). */
+  virtual bool rereadable() const = 0;
+  /** The natural read size in rows (an HDF5 dataset's chunk extent along axis 0), or 1. */
+  virtual std::uint64_t preferred_rows() const { return 1; }
+  /** Copy rows [first, first+count) to dst as native-endian C-order values. */
+  virtual void read_rows(std::uint64_t first, std::uint64_t count, void* dst) = 0;
+  /** Something the user should be told, e.g. which dataset was chosen; empty if nothing. */
+  virtual std::string note() const { return {}; }
+  /** Rows along axis 0 (1 for a 0-d array). */
+  std::uint64_t rows() const { return shape().empty() ? 1 : shape()[0]; }
+  /** Bytes of one row. */
+  std::uint64_t row_bytes() const;
+};
+
+/** Open a dataset for reading. Errors name the file and dataset: missing file (io), missing
+ *  dataset, compound or string data, raw size mismatch (bad_input). */
+std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);
+
+/** Writes rows along axis 0; the output appears only after finish(). */
+class sample_sink {
+ public:
+  virtual ~sample_sink() = default;
+  virtual std::string name() const = 0;
+  /** Append native-endian C-order rows. */
+  virtual void write_rows(const void* src, std::uint64_t count) = 0;
+  /** Add a whole second dataset beside the main one (HDF5: e.g. "/labels"); false when the
+   *  format holds one array only (the caller then writes it elsewhere). */
+  virtual bool add_side_dataset(const std::string& name, const npy_dtype& type,
+                                const std::vector<std::uint64_t>& shape, const void* data) = 0;
+  /** Check the row count, flush, and move the output into place. */
+  virtual void finish() = 0;
+};
+
+/** Create an output for an array of `type` and `shape`. `attributes` (HDF5 only) are written
+ *  as attributes of the dataset: numbers and strings. An existing output is refused unless
+ *  `overwrite` (an HDF5 file is then replaced whole). */
+std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_dtype& type,
+                                            const std::vector<std::uint64_t>& shape,
+                                            bool overwrite,
+                                            const nlohmann::json& attributes = nlohmann::json::object());
+
+/** Whether this build reads and writes HDF5 (it always does; kept for the CLI's --version). */
+bool hdf5_available() noexcept;
+
+}  // namespace dctchop::formats

@@ -1,0 +1,216 @@
+// Datasets in and out: format dispatch, and the NPY and raw-binary sources and sinks.
+// HDF5 lives in hdf5_io.cpp.
+#include "dctchop/formats/dataset_io.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "dctchop/error.hpp"
+#include "hdf5_io.hpp"
+
+namespace dctchop::formats {
+namespace {
+
+using u64 = std::uint64_t;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  std::string tail = s.substr(s.size() - suffix.size());
+  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
+  return tail == suffix;
+}
+
+bool hdf5_name(const std::string& path) {
+  return ends_with(path, ".h5") || ends_with(path, ".hdf5") || ends_with(path, ".he5") ||
+         ends_with(path, ".hdf");
+}
+
+u64 checked_count(const std::vector<u64>& shape, const std::string& name) {
+  u64 n = 1;
+  for (u64 d : shape) {
+    if (d != 0 && n > std::numeric_limits<u64>::max() / d) {
+      throw error(errc::bad_input, name + ": shape is too large");
+    }
+    n *= d;
+  }
+  return n;
+}
+
+// ---- NPY ----------------------------------------------------------------------------------
+
+class npy_source final : public sample_source {
+ public:
+  explicit npy_source(const std::string& path) : path_(path), r_(npy_reader::open(path)) {}
+  std::string name() const override { return r_.display_name(); }
+  const npy_dtype& type() const override { return r_.header().type; }
+  const std::vector<u64>& shape() const override { return r_.header().shape; }
+  bool rereadable() const override { return path_ != "-"; }
+  void read_rows(u64 first, u64 count, void* dst) override { r_.read_rows(first, count, dst); }
+
+ private:
+  std::string path_;
+  npy_reader r_;
+};
+
+class npy_sink final : public sample_sink {
+ public:
+  npy_sink(const std::string& path, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
+      : w_(npy_writer::create(path, t, shape, ow)) {}
+  std::string name() const override { return w_.display_name(); }
+  void write_rows(const void* src, u64 count) override { w_.write_rows(src, count); }
+  bool add_side_dataset(const std::string&, const npy_dtype&, const std::vector<u64>&,
+                        const void*) override {
+    return false;
+  }
+  void finish() override { w_.finish(); }
+
+ private:
+  npy_writer w_;
+};
+
+// ---- raw binary: little-endian, C order, no header ----------------------------------------
+
+class raw_source final : public sample_source {
+ public:
+  explicit raw_source(const dataset_spec& s) : f_(input_file::open(s.path)) {
+    if (!s.raw_type || s.raw_shape.empty()) {
+      throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
+    }
+    type_ = *s.raw_type;
+    shape_ = s.raw_shape;
+    const u64 bytes = checked_count(shape_, name()) * type_.itemsize;
+    if (f_.seekable() && f_.size() != bytes) {
+      throw error(errc::bad_input,
+                  name() + ": holds " + std::to_string(f_.size()) + " bytes, but --shape and "
+                  "--dtype describe " + std::to_string(bytes) + " bytes");
+    }
+  }
+  std::string name() const override { return f_.display_name(); }
+  const npy_dtype& type() const override { return type_; }
+  const std::vector<u64>& shape() const override { return shape_; }
+  bool rereadable() const override { return f_.seekable(); }
+  void read_rows(u64 first, u64 count, void* dst) override {
+    const u64 rb = row_bytes();
+    if (first + count > rows()) throw error(errc::internal, name() + ": rows out of range");
+    if (f_.seekable()) {
+      f_.read_at(first * rb, dst, count * rb, "raw data");
+      return;
+    }
+    if (first != next_) throw error(errc::invalid_argument, name() + ": stdin is read in order");
+    const std::size_t got = f_.read(dst, count * rb);
+    if (got != count * rb) {
+      throw error(errc::bad_input, name() + ": truncated: the stream ended before the " +
+                                       std::to_string(checked_count(shape_, name()) * type_.itemsize) +
+                                       " bytes that --shape and --dtype describe");
+    }
+    next_ = first + count;
+    if (next_ == rows()) {  // the stream must end here
+      char extra;
+      if (f_.read(&extra, 1) != 0) {
+        throw error(errc::bad_input, name() + ": holds more data than --shape and --dtype describe");
+      }
+    }
+  }
+
+ private:
+  input_file f_;
+  npy_dtype type_;
+  std::vector<u64> shape_;
+  u64 next_ = 0;
+};
+
+class raw_sink final : public sample_sink {
+ public:
+  raw_sink(const std::string& path, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
+      : out_(output_file::create(path, ow)), type_(t), shape_(shape) {}
+  std::string name() const override { return out_.display_name(); }
+  void write_rows(const void* src, u64 count) override {
+    u64 rb = type_.itemsize;
+    for (std::size_t i = 1; i < shape_.size(); ++i) rb *= shape_[i];
+    out_.write(src, count * rb);
+    rows_ += count;
+  }
+  bool add_side_dataset(const std::string&, const npy_dtype&, const std::vector<u64>&,
+                        const void*) override {
+    return false;
+  }
+  void finish() override {
+    const u64 want = shape_.empty() ? 1 : shape_[0];
+    if (rows_ != want) throw error(errc::internal, name() + ": wrote a wrong number of rows");
+    out_.commit();
+  }
+
+ private:
+  output_file out_;
+  npy_dtype type_;
+  std::vector<u64> shape_;
+  u64 rows_ = 0;
+};
+
+}  // namespace
+
+std::string dataset_spec::display() const {
+  const std::string p = path == "-" ? std::string("<stdin>") : path;
+  return dataset.empty() ? p : p + ":" + dataset;
+}
+
+dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset, bool raw) {
+  dataset_spec s;
+  s.path = text;
+  s.dataset = dataset;
+  if (raw) {
+    s.kind = file_kind::raw;
+    return s;
+  }
+  // "file.h5:/group/dset": the last ":/" separates the dataset, if the part before it is an
+  // HDF5 file name or an existing path.
+  const auto colon = text.rfind(":/");
+  if (colon != std::string::npos && colon > 0) {
+    const std::string file = text.substr(0, colon);
+    if (hdf5_name(file) || !hdf5_name(text)) {
+      if (!dataset.empty() && dataset != text.substr(colon + 1)) {
+        throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
+      }
+      s.path = file;
+      s.dataset = text.substr(colon + 1);
+      s.kind = file_kind::hdf5;
+      return s;
+    }
+  }
+  if (hdf5_name(text) || !dataset.empty()) s.kind = file_kind::hdf5;
+  if (s.kind == file_kind::hdf5 && s.path == "-") {
+    throw error(errc::invalid_argument, "HDF5 needs a file; it cannot be read from or written to a pipe");
+  }
+  return s;
+}
+
+u64 sample_source::row_bytes() const {
+  u64 b = type().itemsize;
+  for (std::size_t i = 1; i < shape().size(); ++i) b *= shape()[i];
+  return b;
+}
+
+std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec) {
+  switch (spec.kind) {
+    case file_kind::npy: return std::make_unique<npy_source>(spec.path);
+    case file_kind::raw: return std::make_unique<raw_source>(spec);
+    case file_kind::hdf5: return detail::open_hdf5(spec);
+  }
+  throw error(errc::internal, "unknown file kind");
+}
+
+std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_dtype& type,
+                                            const std::vector<u64>& shape, bool overwrite,
+                                            const nlohmann::json& attributes) {
+  switch (spec.kind) {
+    case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
+    case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
+    case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
+  }
+  throw error(errc::internal, "unknown file kind");
+}
+
+bool hdf5_available() noexcept { return true; }
+
+}  // namespace dctchop::formats

@@ -1,0 +1,478 @@
+// HDF5 datasets in and out, through the HDF5 C API. Every handle is owned by an h5_id (RAII);
+// HDF5's own error printing is switched off while we call it and restored afterwards, and its
+// failures become dctchop::error naming the file and dataset.
+#include "hdf5_io.hpp"
+
+#include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dctchop/error.hpp"
+
+namespace dctchop::formats::detail {
+namespace {
+
+using u64 = std::uint64_t;
+
+/** Owns one HDF5 identifier and closes it with the right H5?close. */
+class h5_id {
+ public:
+  using closer = herr_t (*)(hid_t);
+  h5_id() = default;
+  h5_id(hid_t id, closer c) : id_(id), close_(c) {}
+  h5_id(h5_id&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), close_(o.close_) {}
+  h5_id& operator=(h5_id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+      close_ = o.close_;
+    }
+    return *this;
+  }
+  h5_id(const h5_id&) = delete;
+  h5_id& operator=(const h5_id&) = delete;
+  ~h5_id() { reset(); }
+  void reset() {
+    if (id_ >= 0 && close_ != nullptr) close_(id_);
+    id_ = H5I_INVALID_HID;
+  }
+  hid_t get() const { return id_; }
+  /** Give up ownership without closing. */
+  hid_t release() { return std::exchange(id_, H5I_INVALID_HID); }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  closer close_ = nullptr;
+};
+
+/** Silences HDF5's automatic error stack printing for the current scope. */
+class quiet_hdf5 {
+ public:
+  quiet_hdf5() {
+    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  quiet_hdf5(const quiet_hdf5&) = delete;
+  quiet_hdf5& operator=(const quiet_hdf5&) = delete;
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+h5_id check(hid_t id, h5_id::closer c, errc code, const std::string& what) {
+  if (id < 0) throw error(code, what);
+  return h5_id(id, c);
+}
+
+void check(herr_t status, errc code, const std::string& what) {
+  if (status < 0) throw error(code, what);
+}
+
+/** The numeric type of an HDF5 datatype, or an error naming what it is instead. */
+npy_dtype numeric_type(hid_t type, const std::string& name) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const std::size_t size = H5Tget_size(type);
+  npy_dtype t;
+  t.itemsize = size;
+  t.big_endian = false;  // read into native little-endian memory
+  if (cls == H5T_INTEGER) {
+    t.kind = H5Tget_sign(type) == H5T_SGN_NONE ? 'u' : 'i';
+    if (size == 1 || size == 2 || size == 4 || size == 8) return t;
+  } else if (cls == H5T_FLOAT) {
+    t.kind = 'f';
+    if (size == 4 || size == 8) return t;
+  }
+  const char* what = cls == H5T_COMPOUND ? "a compound (structured) dataset"
+                     : cls == H5T_STRING ? "a string dataset"
+                     : cls == H5T_ENUM   ? "an enum (or h5py bool) dataset"
+                     : cls == H5T_ARRAY  ? "an array-typed dataset"
+                     : cls == H5T_VLEN   ? "a variable-length dataset"
+                     : cls == H5T_OPAQUE ? "an opaque dataset"
+                     : cls == H5T_REFERENCE ? "a reference dataset"
+                                             : "a dataset of an unsupported element type";
+  throw error(errc::bad_input, name + ": is " + what + " (" + std::to_string(size) +
+                                   "-byte elements); dctchop reads integer and float arrays");
+}
+
+/** The in-memory (native) HDF5 type for a numeric type. */
+hid_t memory_type(const npy_dtype& t) {
+  if (t.kind == 'f') return t.itemsize == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+  const bool u = t.kind == 'u' || t.kind == 'b';
+  switch (t.itemsize) {
+    case 1: return u ? H5T_NATIVE_UINT8 : H5T_NATIVE_INT8;
+    case 2: return u ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT16;
+    case 4: return u ? H5T_NATIVE_UINT32 : H5T_NATIVE_INT32;
+    default: return u ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64;
+  }
+}
+
+/** The little-endian file type for a numeric type. */
+hid_t file_type(const npy_dtype& t) {
+  if (t.kind == 'f') return t.itemsize == 4 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+  const bool u = t.kind == 'u' || t.kind == 'b';
+  switch (t.itemsize) {
+    case 1: return u ? H5T_STD_U8LE : H5T_STD_I8LE;
+    case 2: return u ? H5T_STD_U16LE : H5T_STD_I16LE;
+    case 4: return u ? H5T_STD_U32LE : H5T_STD_I32LE;
+    default: return u ? H5T_STD_U64LE : H5T_STD_I64LE;
+  }
+}
+
+std::string shape_text(const std::vector<u64>& s) {
+  std::string r = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+
+struct candidate {
+  std::string path;
+  std::vector<u64> shape;
+  bool numeric = false;
+};
+
+/** Every dataset in the file, with its shape and whether it is numeric. */
+std::vector<candidate> list_datasets(hid_t file) {
+  std::vector<candidate> out;
+  auto visit = [](hid_t group, const char* name, const H5L_info_t*, void* data) -> herr_t {
+    auto* list = static_cast<std::vector<candidate>*>(data);
+    const hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
+    if (d < 0) return 0;  // a group or a dangling link
+    h5_id ds(d, H5Dclose);
+    candidate c;
+    c.path = std::string("/") + name;
+    h5_id space(H5Dget_space(d), H5Sclose);
+    const int nd = H5Sget_simple_extent_ndims(space.get());
+    std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(nd, 0)));
+    if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    c.shape.assign(dims.begin(), dims.end());
+    h5_id type(H5Dget_type(d), H5Tclose);
+    const H5T_class_t cls = H5Tget_class(type.get());
+    c.numeric = cls == H5T_INTEGER || cls == H5T_FLOAT;
+    list->push_back(std::move(c));
+    return 0;
+  };
+  H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &out);
+  return out;
+}
+
+std::string leaf(const std::string& p) {
+  const auto s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// ---- source -------------------------------------------------------------------------------
+
+class hdf5_source final : public sample_source {
+ public:
+  explicit hdf5_source(const dataset_spec& spec) : path_(spec.path) {
+    quiet_hdf5 quiet;
+    struct stat st {};
+    if (::stat(spec.path.c_str(), &st) != 0) {
+      throw error(errc::io, spec.path + ": cannot open: no such file");
+    }
+    if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
+      throw error(errc::bad_input, spec.path + ": not an HDF5 file");
+    }
+    file_ = check(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, errc::io,
+                  spec.path + ": cannot open the HDF5 file");
+    dataset_ = spec.dataset.empty() ? choose() : spec.dataset;
+    if (dataset_.front() != '/') dataset_ = "/" + dataset_;
+    const std::string nm = name();
+    if (H5Lexists(file_.get(), dataset_.c_str(), H5P_DEFAULT) <= 0) {
+      throw error(errc::bad_input, nm + ": no such dataset in the file" + list_hint());
+    }
+    h5_id probe(H5Dopen2(file_.get(), dataset_.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!probe.valid()) throw error(errc::bad_input, nm + ": is not a dataset" + list_hint());
+    {
+      h5_id type(H5Dget_type(probe.get()), H5Tclose);
+      type_ = numeric_type(type.get(), nm);
+    }
+    h5_id space(H5Dget_space(probe.get()), H5Sclose);
+    const int nd = H5Sget_simple_extent_ndims(space.get());
+    if (nd < 0) throw error(errc::bad_input, nm + ": has no simple dataspace");
+    std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
+    if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    shape_.assign(dims.begin(), dims.end());
+    // Chunked datasets: read whole chunks along axis 0, with a cache that holds one slab of
+    // chunks (all chunks that share an axis-0 range), so that no chunk is read twice.
+    std::size_t cache_bytes = 1 << 20;
+    {
+      h5_id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
+      if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+        std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
+        H5Pget_chunk(dcpl.get(), nd, chunk.data());
+        preferred_ = std::max<u64>(1, chunk[0]);
+        u64 chunk_bytes = type_.itemsize, per_slab = 1;
+        for (int i = 0; i < nd; ++i) {
+          chunk_bytes *= chunk[static_cast<std::size_t>(i)];
+          if (i > 0) per_slab *= (dims[static_cast<std::size_t>(i)] + chunk[static_cast<std::size_t>(i)] - 1) /
+                                 chunk[static_cast<std::size_t>(i)];
+        }
+        cache_bytes = static_cast<std::size_t>(
+            std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
+                          u64(256) << 20));
+      }
+    }
+    probe.reset();
+    h5_id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+    H5Pset_chunk_cache(dapl.get(), 12421, cache_bytes, 1.0);
+    dset_ = check(H5Dopen2(file_.get(), dataset_.c_str(), dapl.get()), H5Dclose, errc::bad_input,
+                  nm + ": cannot open the dataset");
+  }
+
+  std::string name() const override { return path_ + ":" + dataset_; }
+  const npy_dtype& type() const override { return type_; }
+  const std::vector<u64>& shape() const override { return shape_; }
+  bool rereadable() const override { return true; }
+  u64 preferred_rows() const override { return preferred_; }
+  std::string note() const override { return note_; }
+
+  void read_rows(u64 first, u64 count, void* dst) override {
+    if (count == 0) return;
+    quiet_hdf5 quiet;
+    const std::size_t nd = shape_.size();
+    if (nd == 0) {
+      check(H5Dread(dset_.get(), memory_type(type_), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst),
+            errc::io, name() + ": read failed");
+      return;
+    }
+    if (first + count > shape_[0]) throw error(errc::internal, name() + ": rows out of range");
+    std::vector<hsize_t> start(nd, 0), cnt(shape_.begin(), shape_.end());
+    start[0] = first;
+    cnt[0] = count;
+    h5_id fspace(H5Dget_space(dset_.get()), H5Sclose);
+    check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(),
+                              nullptr),
+          errc::internal, name() + ": bad hyperslab");
+    h5_id mspace(H5Screate_simple(static_cast<int>(nd), cnt.data(), nullptr), H5Sclose);
+    check(H5Dread(dset_.get(), memory_type(type_), mspace.get(), fspace.get(), H5P_DEFAULT, dst),
+          errc::io, name() + ": read of rows " + std::to_string(first) + ".." +
+                        std::to_string(first + count - 1) + " failed (damaged file?)");
+  }
+
+ private:
+  /** No dataset named: the only image-like one, else one named images, data or x. */
+  std::string choose() {
+    auto all = list_datasets(file_.get());
+    std::vector<candidate> image_like;
+    for (const auto& c : all)
+      if (c.numeric && c.shape.size() >= 2) image_like.push_back(c);
+    std::string chosen;
+    if (image_like.size() == 1) {
+      chosen = image_like[0].path;
+    } else {
+      for (const char* want : {"images", "data", "x"})
+        for (const auto& c : image_like)
+          if (chosen.empty() && leaf(c.path) == want) chosen = c.path;
+    }
+    if (chosen.empty()) {
+      std::string list;
+      for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
+      throw error(errc::invalid_argument,
+                  path_ + ": name the dataset (FILE.h5:/path or --dataset); " +
+                      (all.empty() ? std::string("the file holds no dataset")
+                                   : "candidates: " + list));
+    }
+    note_ = "using dataset " + chosen + " of " + path_;
+    return chosen;
+  }
+
+  std::string list_hint() const {
+    auto all = list_datasets(file_.get());
+    std::string list;
+    for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
+    return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + list + ")";
+  }
+
+  std::string path_, dataset_, note_;
+  h5_id file_, dset_;
+  npy_dtype type_;
+  std::vector<u64> shape_;
+  u64 preferred_ = 1;
+};
+
+// ---- sink ---------------------------------------------------------------------------------
+
+class hdf5_sink final : public sample_sink {
+ public:
+  hdf5_sink(const dataset_spec& spec, const npy_dtype& type, const std::vector<u64>& shape,
+            bool overwrite, const nlohmann::json& attributes)
+      : path_(spec.path), dataset_(spec.dataset.empty() ? "/data" : spec.dataset), type_(type),
+        shape_(shape) {
+    if (dataset_.front() != '/') dataset_ = "/" + dataset_;
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) == 0 && !overwrite) {
+      throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
+    }
+    quiet_hdf5 quiet;
+    // A temporary file beside the output, renamed by finish(): the output appears complete
+    // or not at all.
+    std::filesystem::path p(path_);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    std::random_device rd;
+    std::mt19937_64 rng((u64(rd()) << 32) ^ rd() ^ u64(::getpid()));
+    hid_t f = H5I_INVALID_HID;
+    for (int attempt = 0; attempt < 100 && f < 0; ++attempt) {
+      char suffix[24];
+      std::snprintf(suffix, sizeof suffix, ".tmp%012llx",
+                    static_cast<unsigned long long>(rng() & 0xffffffffffffull));
+      std::string leaf_name(".");
+      leaf_name.append(p.filename().string()).append(suffix);
+      temp_ = (std::filesystem::path(dir) / leaf_name).string();
+      f = H5Fcreate(temp_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    }
+    file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
+    dset_ = make_dataset(dataset_, type_, shape_, true);
+    for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
+  }
+
+  ~hdf5_sink() override {
+    if (!finished_) {
+      dset_.reset();
+      file_.reset();
+      if (!temp_.empty()) ::unlink(temp_.c_str());
+    }
+  }
+
+  std::string name() const override { return path_ + ":" + dataset_; }
+
+  void write_rows(const void* src, u64 count) override {
+    if (count == 0) return;
+    quiet_hdf5 quiet;
+    const std::size_t nd = shape_.size();
+    if (nd == 0 || rows_ + count > shape_[0]) {
+      throw error(errc::internal, name() + ": more rows written than the shape holds");
+    }
+    std::vector<hsize_t> start(nd, 0), cnt(shape_.begin(), shape_.end());
+    start[0] = rows_;
+    cnt[0] = count;
+    h5_id fspace(H5Dget_space(dset_.get()), H5Sclose);
+    check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(),
+                              nullptr),
+          errc::internal, name() + ": bad hyperslab");
+    h5_id mspace(H5Screate_simple(static_cast<int>(nd), cnt.data(), nullptr), H5Sclose);
+    check(H5Dwrite(dset_.get(), memory_type(type_), mspace.get(), fspace.get(), H5P_DEFAULT, src),
+          errc::io, name() + ": write failed (disk full?)");
+    rows_ += count;
+  }
+
+  bool add_side_dataset(const std::string& name, const npy_dtype& type,
+                        const std::vector<u64>& shape, const void* data) override {
+    quiet_hdf5 quiet;
+    const std::string full = name.front() == '/' ? name : "/" + name;
+    h5_id d = make_dataset(full, type, shape, false);
+    check(H5Dwrite(d.get(), memory_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), errc::io,
+          path_ + ":" + full + ": write failed");
+    return true;
+  }
+
+  void finish() override {
+    const u64 want = shape_.empty() ? 1 : shape_[0];
+    if (!shape_.empty() && rows_ != want) {
+      throw error(errc::internal, name() + ": finished with " + std::to_string(rows_) + " of " +
+                                      std::to_string(want) + " rows");
+    }
+    {
+      quiet_hdf5 quiet;
+      dset_.reset();
+      check(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), errc::io, path_ + ": flush failed");
+      const hid_t f = file_.release();
+      if (H5Fclose(f) < 0) {
+        ::unlink(temp_.c_str());
+        throw error(errc::io, path_ + ": closing the HDF5 file failed");
+      }
+    }
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+      ::unlink(temp_.c_str());
+      throw error(errc::io, path_ + ": cannot rename the finished output into place");
+    }
+    finished_ = true;
+  }
+
+ private:
+  h5_id make_dataset(const std::string& name, const npy_dtype& type, const std::vector<u64>& shape,
+                     bool chunked) {
+    const std::size_t nd = shape.size();
+    std::vector<hsize_t> dims(shape.begin(), shape.end());
+    h5_id space(nd == 0 ? H5Screate(H5S_SCALAR)
+                        : H5Screate_simple(static_cast<int>(nd), dims.data(), nullptr),
+                H5Sclose);
+    h5_id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl.get(), 1);  // "/train/images" makes /train
+    h5_id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    bool any_zero = false;
+    for (auto d : shape) any_zero |= d == 0;
+    if (chunked && nd > 0 && !any_zero) {
+      // Chunks of whole rows along axis 0, about 1 MiB each: readers stream them in order.
+      u64 row = type.itemsize;
+      for (std::size_t i = 1; i < nd; ++i) row *= shape[i];
+      std::vector<hsize_t> chunk(dims);
+      chunk[0] = std::clamp<u64>((u64(1) << 20) / std::max<u64>(row, 1), 1, shape[0]);
+      // HDF5 caps a chunk at 4 GiB: split the other axes of very large rows.
+      for (std::size_t i = 1; i < nd && row > (u64(1) << 30); ++i) {
+        const u64 split = std::min<u64>(chunk[i], (row + (u64(1) << 30) - 1) >> 30);
+        chunk[i] = (chunk[i] + split - 1) / split;
+        row = row / split + 1;
+      }
+      H5Pset_chunk(dcpl.get(), static_cast<int>(nd), chunk.data());
+    }
+    return check(H5Dcreate2(file_.get(), name.c_str(), file_type(type), space.get(), lcpl.get(),
+                            dcpl.get(), H5P_DEFAULT),
+                 H5Dclose, errc::io, path_ + ":" + name + ": cannot create the dataset");
+  }
+
+  static void write_attribute(hid_t obj, const std::string& key, const nlohmann::json& v) {
+    h5_id space(H5Screate(H5S_SCALAR), H5Sclose);
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      h5_id t(H5Tcopy(H5T_C_S1), H5Tclose);
+      H5Tset_size(t.get(), std::max<std::size_t>(1, s.size()));
+      H5Tset_strpad(t.get(), H5T_STR_NULLPAD);
+      H5Tset_cset(t.get(), H5T_CSET_UTF8);  // h5py reads it as str, not bytes
+      h5_id a(H5Acreate2(obj, key.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      if (a.valid()) H5Awrite(a.get(), t.get(), s.data());
+    } else if (v.is_number_integer()) {
+      const long long x = v.get<long long>();
+      h5_id a(H5Acreate2(obj, key.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose);
+      if (a.valid()) H5Awrite(a.get(), H5T_NATIVE_LLONG, &x);
+    } else if (v.is_number()) {
+      const double x = v.get<double>();
+      h5_id a(H5Acreate2(obj, key.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose);
+      if (a.valid()) H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &x);
+    }
+  }
+
+  std::string path_, dataset_, temp_;
+  npy_dtype type_;
+  std::vector<u64> shape_;
+  h5_id file_, dset_;
+  u64 rows_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<sample_source> open_hdf5(const dataset_spec& spec) {
+  return std::make_unique<hdf5_source>(spec);
+}
+
+std::unique_ptr<sample_sink> create_hdf5(const dataset_spec& spec, const npy_dtype& type,
+                                         const std::vector<u64>& shape, bool overwrite,
+                                         const nlohmann::json& attributes) {
+  return std::make_unique<hdf5_sink>(spec, type, shape, overwrite, attributes);
+}
+
+}  // namespace dctchop::formats::detail
