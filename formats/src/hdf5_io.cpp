@@ -221,7 +221,7 @@ class hdf5_source final : public sample_source {
         }
         cache_bytes = static_cast<std::size_t>(
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
-                          u64(256) << 20));
+                          u64(64) << 20));
       }
     }
     probe.reset();

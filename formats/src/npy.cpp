@@ -535,12 +535,10 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
   } else if (bytes == 0) {
     return;
   } else if (!header_.fortran_order) {
+    // pread rather than a copy from the map: pages read through a map count in the process's
+    // resident set until unmapped, so a long C-order read would grow it to the file's size.
     const std::uint64_t offset = first * row_bytes;
-    if (data_ != nullptr) {
-      std::memcpy(out, data_ + offset, bytes);
-    } else {
-      file_.read_at(header_.data_offset + offset, out, bytes, "npy rows");
-    }
+    file_.read_at(header_.data_offset + offset, out, bytes, "npy rows");
   } else {
     // Fortran order: axis 0 varies fastest in the file, so element (i0, rest) sits at
     // i0 + shape[0] * F(rest). For each index `rest` of the trailing axes (in C order), the

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <future>
 #include <vector>
 
 #include "dctchop/error.hpp"
@@ -239,24 +240,40 @@ compress_result write_archive(input_source& src, const std::string& output, back
                    {"source_bytes", g.samples * ibps}};
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
-  std::vector<std::byte> inbuf, coeffs, decoded;
+  // Two input buffers: while one chunk is encoded and written, the next is read on a
+  // background thread (files only: a read from a pipe could block an interrupted exit).
+  const bool prefetch = src.rereadable();
+  std::vector<std::byte> inbuf[2], coeffs, decoded;
   try {
-    inbuf.resize(spc * ibps);
+    inbuf[0].resize(spc * ibps);
+    if (prefetch && spc < g.samples) inbuf[1].resize(spc * ibps);
     coeffs.resize(spc * cbps);
     if (measure) decoded.resize(spc * ibps);
   } catch (const std::bad_alloc&) {
     // One sample is the unit of work; a sample larger than memory cannot be processed yet.
     throw error(errc::bad_input, src.name() + ": a chunk of " + std::to_string(spc) +
                                      " sample(s) needs " +
-                                     std::to_string((spc * ibps * (measure ? 2 : 1) + spc * cbps) >> 20) +
+                                     std::to_string((spc * ibps * (measure ? 3 : 2) + spc * cbps) >> 20) +
                                      " MiB of memory, more than this machine gives");
   }
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 chunks = 0;
+  std::future<void> next;
+  auto read_async = [&](u64 at, std::vector<std::byte>& buf) {
+    const u64 k = std::min(spc, g.samples - at);
+    return std::async(std::launch::async, [&src, at, k, &buf] { src.read(at, k, buf.data()); });
+  };
+  if (prefetch) next = read_async(0, inbuf[0]);
   for (u64 first = 0; first < g.samples;) {
     const u64 n = std::min(spc, g.samples - first);
-    src.read(first, n, inbuf.data());
-    const auto view = make_view(g, src.type, static_cast<const void*>(inbuf.data()), n);
+    std::vector<std::byte>& cur = inbuf[chunks % 2];
+    if (prefetch) {
+      next.get();  // rethrows a read error
+      if (first + n < g.samples) next = read_async(first + n, inbuf[(chunks + 1) % 2]);
+    } else {
+      src.read(first, n, cur.data());
+    }
+    const auto view = make_view(g, src.type, static_cast<const void*>(cur.data()), n);
     try {
       be.encode(p, view, std::span(coeffs.data(), n * cbps));
     } catch (const error& e) {
@@ -444,7 +461,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const u64 rps = rows_per_sample(h.geom);
   std::vector<std::byte> coeffs, outbuf;  // grown to the largest chunk actually read
   u64 done = 0;
-  auto decode_part = [&](const chunk_info& c) {
+  auto decode_part = [&](const chunk_info& c, const std::vector<std::byte>& coeffs) {
     const u64 lo = std::max(c.first, first), hi = std::min(c.first + c.count, end);
     if (lo >= hi) return;
     const u64 n = hi - lo;
@@ -457,15 +474,23 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     if (o.progress) o.progress(done, g.samples);
   };
   if (r.random_access()) {
-    for (std::size_t ci = r.chunk_of(first); ci < r.chunks().size(); ++ci) {
-      const auto& c = r.chunks()[ci];
-      if (c.first >= end) break;
-      r.read_chunk(ci, coeffs);
-      decode_part(c);
+    // Read (and check) the next chunk on a background thread while this one is decoded and
+    // written; the two buffers alternate and are never resized while a read is in flight.
+    const std::size_t last = r.chunk_of(end - 1);
+    std::vector<std::byte> bufs[2];
+    std::size_t ci = r.chunk_of(first);
+    auto read_async = [&r](std::size_t index, std::vector<std::byte>& buf) {
+      return std::async(std::launch::async, [&r, index, &buf] { r.read_chunk(index, buf); });
+    };
+    std::future<void> next = read_async(ci, bufs[0]);
+    for (unsigned k = 0; ci <= last; ++ci, ++k) {
+      next.get();  // rethrows a read or checksum error
+      if (ci < last) next = read_async(ci + 1, bufs[(k + 1) % 2]);
+      decode_part(r.chunks()[ci], bufs[k % 2]);
     }
   } else {
     chunk_info c;
-    while (r.next_chunk(c, coeffs)) decode_part(c);
+    while (r.next_chunk(c, coeffs)) decode_part(c, coeffs);
   }
 
   // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5).

@@ -1,0 +1,31 @@
+#!/usr/bin/python3
+"""Makes a large u8 NHWC HDF5 dataset for scripts/bench_hdf5.sh (not committed).
+
+Usage: make_big_h5.py OUT.h5 GIB   (e.g. 4). The images are the bundled sample's generator at
+256x256x3, 64 distinct ones repeated with shifts, chunked 16 images per chunk, no filter; the
+labels go to /train/labels.
+"""
+import os
+import sys
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sample_data"))
+import make_samples  # noqa: E402
+
+out, gib = sys.argv[1], float(sys.argv[2])
+per = 256 * 256 * 3
+n = int(np.ceil(gib * (1 << 30) / per))
+bank = make_samples.images(64, 256, 256)
+with h5py.File(out, "w") as f:
+    d = f.create_dataset("train/images", shape=(n, 256, 256, 3), dtype=np.uint8,
+                         chunks=(16, 256, 256, 3))
+    block = 256
+    for i in range(0, n, block):
+        k = min(block, n - i)
+        idx = (np.arange(i, i + k) * 7) % 64
+        shift = (i // block) % 32
+        d[i:i + k] = np.roll(bank[idx], shift, axis=2)
+    f.create_dataset("train/labels", data=(np.arange(n) % 10).astype(np.int64))
+print(out, n, "images", os.path.getsize(out) / (1 << 30), "GiB")
