@@ -533,7 +533,9 @@ int main(int argc, char** argv) {
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});
       auto r = formats::compress(input_spec(c_in, c_io), c_out, *be, o);
-      for (const auto& n : r.notes) log->info("{}", n);
+      if (!c_quiet) {
+        for (const auto& n : r.notes) log->info("{}", n);
+      }
       bar.clear();
       if (c_json) {
         auto j = r.to_json();

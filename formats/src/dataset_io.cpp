@@ -2,6 +2,8 @@
 // HDF5 lives in hdf5_io.cpp.
 #include "dctchop/formats/dataset_io.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -168,7 +170,12 @@ dataset_spec parse_dataset_spec(const std::string& text, const std::string& data
   const auto colon = text.rfind(":/");
   if (colon != std::string::npos && colon > 0) {
     const std::string file = text.substr(0, colon);
-    if (hdf5_name(file) || !hdf5_name(text)) {
+    // Split when the part before ":/" is an HDF5 name, or is an existing file while the whole
+    // text is not (so "run:/x.npy", a file in a folder named "run:", stays a path).
+    struct stat st {};
+    const bool whole_exists = ::stat(text.c_str(), &st) == 0;
+    const bool file_exists = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    if (hdf5_name(file) || (file_exists && !whole_exists)) {
       if (!dataset.empty() && dataset != text.substr(colon + 1)) {
         throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
       }

@@ -268,21 +268,31 @@ class hdf5_source final : public sample_source {
     std::vector<candidate> image_like;
     for (const auto& c : all)
       if (c.numeric && c.shape.size() >= 2) image_like.push_back(c);
+    std::string list;
+    for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
+    if (image_like.empty()) {
+      throw error(errc::bad_input,
+                  path_ + ": holds no image-like dataset (numeric, 2 or more axes)" +
+                      (all.empty() ? std::string("; the file holds no dataset at all")
+                                   : "; datasets: " + list));
+    }
     std::string chosen;
     if (image_like.size() == 1) {
       chosen = image_like[0].path;
     } else {
-      for (const char* want : {"images", "data", "x"})
+      // One dataset with a conventional name; two such names (/train/images, /test/images)
+      // are as ambiguous as none.
+      for (const char* want : {"images", "data", "x"}) {
+        std::vector<std::string> named;
         for (const auto& c : image_like)
-          if (chosen.empty() && leaf(c.path) == want) chosen = c.path;
+          if (leaf(c.path) == want) named.push_back(c.path);
+        if (named.size() == 1 && chosen.empty()) chosen = named[0];
+        if (named.size() > 1 && chosen.empty()) break;
+      }
     }
     if (chosen.empty()) {
-      std::string list;
-      for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
       throw error(errc::invalid_argument,
-                  path_ + ": name the dataset (FILE.h5:/path or --dataset); " +
-                      (all.empty() ? std::string("the file holds no dataset")
-                                   : "candidates: " + list));
+                  path_ + ": name the dataset (FILE.h5:/path or --dataset); candidates: " + list);
     }
     note_ = "using dataset " + chosen + " of " + path_;
     return chosen;

@@ -236,7 +236,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   ah.samples_per_chunk = spc;
   ah.provenance = {{"tool", "dctchop " + o.tool_version},
                    {"created", utc_now()},
-                   {"source", src.spec.display()},
+                   {"source", src.name()},  // names the dataset even when dctchop chose it
                    {"source_bytes", g.samples * ibps}};
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
@@ -266,7 +266,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   if (prefetch) next = read_async(0, inbuf[0]);
   for (u64 first = 0; first < g.samples;) {
     const u64 n = std::min(spc, g.samples - first);
-    std::vector<std::byte>& cur = inbuf[chunks % 2];
+    std::vector<std::byte>& cur = prefetch ? inbuf[chunks % 2] : inbuf[0];
     if (prefetch) {
       next.get();  // rethrows a read error
       if (first + n < g.samples) next = read_async(first + n, inbuf[(chunks + 1) % 2]);

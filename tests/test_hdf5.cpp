@@ -1,0 +1,1171 @@
+// Tests of HDF5 and raw-binary datasets in and out: parse_dataset_spec, the HDF5 source and sink
+// through the library, and round trips through the `dctchop` command. Every HDF5 file is made
+// here with the HDF5 C API (a small RAII wrapper below), independently of formats/src/hdf5_io.cpp,
+// and every decoded HDF5 file is read back the same way.
+#include <hdf5.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/dataset_io.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "test_util.hpp"
+
+#ifndef DCTCHOP_BINARY
+#error "DCTCHOP_BINARY must name the built dctchop command"
+#endif
+
+namespace {
+
+using namespace dctchop;
+using dctchop::test::cli;
+using dctchop::test::command_result;
+using dctchop::test::describe;
+using dctchop::test::expect_error;
+using dctchop::test::load_npy;
+using dctchop::test::parse_json;
+using dctchop::test::psnr_of;
+using dctchop::test::read_bytes;
+using dctchop::test::save_npy;
+using dctchop::test::sh;
+using dctchop::test::sh_quote;
+using dctchop::test::temp_dir;
+using dctchop::test::value_range;
+using dctchop::test::write_bytes;
+using formats::dataset_spec;
+using formats::file_kind;
+using formats::parse_dataset_spec;
+using u64 = std::uint64_t;
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------- HDF5 helpers (test side)
+
+/** Owns one HDF5 identifier and closes it with the matching H5?close. */
+class h5 {
+ public:
+  using closer = herr_t (*)(hid_t);
+  h5() = default;
+  h5(hid_t id, closer c, const std::string& what) : id_(id), close_(c) {
+    if (id < 0) throw std::runtime_error("test: HDF5 call failed: " + what);
+  }
+  h5(h5&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), close_(o.close_) {}
+  h5& operator=(h5&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+      close_ = o.close_;
+    }
+    return *this;
+  }
+  h5(const h5&) = delete;
+  h5& operator=(const h5&) = delete;
+  ~h5() { reset(); }
+  void reset() {
+    if (id_ >= 0 && close_ != nullptr) close_(id_);
+    id_ = H5I_INVALID_HID;
+  }
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  closer close_ = nullptr;
+};
+
+void h5_check(herr_t s, const std::string& what) {
+  if (s < 0) throw std::runtime_error("test: HDF5 call failed: " + what);
+}
+
+template <typename T>
+hid_t native_type() {
+  if constexpr (std::is_same_v<T, std::uint8_t>) return H5T_NATIVE_UINT8;
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return H5T_NATIVE_UINT16;
+  else if constexpr (std::is_same_v<T, std::int16_t>) return H5T_NATIVE_INT16;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_NATIVE_INT32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
+  else if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
+  else static_assert(!sizeof(T), "unhandled type");
+}
+
+/** An HDF5 file open for writing: created (truncated) or opened read-write. */
+h5 h5_create(const std::string& path) {
+  return h5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+            "create " + path);
+}
+
+h5 h5_open(const std::string& path, bool write = false) {
+  return h5(H5Fopen(path.c_str(), write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+            "open " + path);
+}
+
+struct storage {
+  std::vector<u64> chunk;  ///< empty: contiguous
+  int gzip = -1;           ///< deflate level, or -1 for none
+};
+
+/** Create dataset `name` (intermediate groups made) of `file_type` holding `data`. */
+template <typename T>
+void h5_write(hid_t file, const std::string& name, hid_t file_type, const std::vector<u64>& shape,
+              const std::vector<T>& data, const storage& st = {}) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  u64 n = 1;
+  for (auto d : shape) n *= d;
+  if (n != data.size()) throw std::runtime_error("test: h5_write: data does not fill the shape");
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
+           "dataspace");
+  h5 lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "lcpl");
+  h5_check(H5Pset_create_intermediate_group(lcpl.get(), 1), "intermediate groups");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  if (!st.chunk.empty()) {
+    std::vector<hsize_t> c(st.chunk.begin(), st.chunk.end());
+    h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(c.size()), c.data()), "chunk");
+    if (st.gzip >= 0) h5_check(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(st.gzip)), "gzip");
+  }
+  h5 d(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+       H5Dclose, "create dataset " + name);
+  h5_check(H5Dwrite(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()),
+           "write " + name);
+}
+
+/** A dataset of a compound type {int32 a; float b} and the given shape, zero-filled. */
+void h5_write_compound(hid_t file, const std::string& name, const std::vector<u64>& shape) {
+  struct rec {
+    std::int32_t a;
+    float b;
+  };
+  h5 t(H5Tcreate(H5T_COMPOUND, sizeof(rec)), H5Tclose, "compound");
+  h5_check(H5Tinsert(t.get(), "a", offsetof(rec, a), H5T_NATIVE_INT32), "insert a");
+  h5_check(H5Tinsert(t.get(), "b", offsetof(rec, b), H5T_NATIVE_FLOAT), "insert b");
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  u64 n = 1;
+  for (auto d : shape) n *= d;
+  std::vector<rec> data(n, rec{1, 2.0f});
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
+  h5 d(H5Dcreate2(file, name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+       H5Dclose, "create " + name);
+  h5_check(H5Dwrite(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "write");
+}
+
+/** A dataset of fixed-length 4-byte strings of the given shape. */
+void h5_write_strings(hid_t file, const std::string& name, const std::vector<u64>& shape) {
+  h5 t(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  h5_check(H5Tset_size(t.get(), 4), "string size");
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  u64 n = 1;
+  for (auto d : shape) n *= d;
+  std::string data;
+  for (u64 i = 0; i < n; ++i) data += "abcd";
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
+  h5 d(H5Dcreate2(file, name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+       H5Dclose, "create " + name);
+  h5_check(H5Dwrite(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "write");
+}
+
+/** What a dataset in a file is: shape, element type, storage. */
+struct h5_info {
+  std::vector<u64> shape;
+  H5T_class_t cls = H5T_NO_CLASS;
+  std::size_t size = 0;
+  H5T_sign_t sign = H5T_SGN_ERROR;
+  H5T_order_t order = H5T_ORDER_ERROR;
+  H5D_layout_t layout = H5D_LAYOUT_ERROR;
+  std::vector<u64> chunk;
+};
+
+h5_info h5_describe(hid_t file, const std::string& name) {
+  h5 d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  h5_info info;
+  h5 space(H5Dget_space(d.get()), H5Sclose, "space");
+  const int nd = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(nd, 0)));
+  if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  info.shape.assign(dims.begin(), dims.end());
+  h5 t(H5Dget_type(d.get()), H5Tclose, "type");
+  info.cls = H5Tget_class(t.get());
+  info.size = H5Tget_size(t.get());
+  if (info.cls == H5T_INTEGER) info.sign = H5Tget_sign(t.get());
+  info.order = H5Tget_order(t.get());
+  h5 dcpl(H5Dget_create_plist(d.get()), H5Pclose, "dcpl");
+  info.layout = H5Pget_layout(dcpl.get());
+  if (info.layout == H5D_CHUNKED && nd > 0) {
+    std::vector<hsize_t> c(static_cast<std::size_t>(nd));
+    H5Pget_chunk(dcpl.get(), nd, c.data());
+    info.chunk.assign(c.begin(), c.end());
+  }
+  return info;
+}
+
+/** The whole dataset converted by HDF5 to T. */
+template <typename T>
+std::vector<T> h5_read(hid_t file, const std::string& name) {
+  const auto info = h5_describe(file, name);
+  u64 n = 1;
+  for (auto d : info.shape) n *= d;
+  std::vector<T> v(n);
+  h5 d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  h5_check(H5Dread(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
+           "read " + name);
+  return v;
+}
+
+bool h5_has_attr(hid_t file, const std::string& dset, const std::string& attr) {
+  h5 d(H5Dopen2(file, dset.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + dset);
+  return H5Aexists(d.get(), attr.c_str()) > 0;
+}
+
+/** A numeric attribute, converted by HDF5 to double. */
+std::optional<double> h5_attr_number(hid_t file, const std::string& dset, const std::string& attr) {
+  if (!h5_has_attr(file, dset, attr)) return std::nullopt;
+  h5 d(H5Dopen2(file, dset.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + dset);
+  h5 a(H5Aopen(d.get(), attr.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + attr);
+  h5 t(H5Aget_type(a.get()), H5Tclose, "attribute type");
+  const auto cls = H5Tget_class(t.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) return std::nullopt;
+  double x = 0;
+  h5_check(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &x), "read attribute " + attr);
+  return x;
+}
+
+/** A string attribute (fixed or variable length). */
+std::optional<std::string> h5_attr_string(hid_t file, const std::string& dset, const std::string& attr) {
+  if (!h5_has_attr(file, dset, attr)) return std::nullopt;
+  h5 d(H5Dopen2(file, dset.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + dset);
+  h5 a(H5Aopen(d.get(), attr.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + attr);
+  h5 t(H5Aget_type(a.get()), H5Tclose, "attribute type");
+  if (H5Tget_class(t.get()) != H5T_STRING) return std::nullopt;
+  if (H5Tis_variable_str(t.get()) > 0) {
+    char* p = nullptr;
+    h5_check(H5Aread(a.get(), t.get(), &p), "read attribute " + attr);
+    std::string s = p != nullptr ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  std::string s(H5Tget_size(t.get()), '\0');
+  h5_check(H5Aread(a.get(), t.get(), s.data()), "read attribute " + attr);
+  s.resize(std::strlen(s.c_str()));  // null padding
+  return s;
+}
+
+bool h5_exists(hid_t file, const std::string& name) {
+  return H5Lexists(file, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+// ---------------------------------------------------------------- data
+
+/** u16 NCHW fields, n x c x h x w, covering much of the u16 range. */
+std::vector<std::uint16_t> smooth_u16_nchw(int n, int c, int h, int w) {
+  std::vector<std::uint16_t> v(static_cast<std::size_t>(n) * c * h * w);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int k = 0; k < c; ++k)
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+          const double f = 30000 + 15000 * std::sin(0.13 * x + 0.5 * s + k) +
+                           9000 * std::cos(0.09 * y - 0.3 * k) + 40.0 * s;
+          v[i++] = static_cast<std::uint16_t>(std::lround(std::clamp(f, 0.0, 65535.0)));
+        }
+  return v;
+}
+
+template <typename T>
+std::vector<double> as_doubles(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+template <typename T>
+std::vector<std::byte> as_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+std::size_t count_lines(const std::string& s) {
+  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+std::unique_ptr<backend> cpu() { return make_backend(backend_kind::cpu, {1}); }
+
+const std::vector<u64> k_u8_shape = {6, 16, 16, 3};  // NHWC
+const std::vector<u64> k_f32_shape = {5, 24, 18};    // NHW
+const std::vector<u64> k_u16_shape = {5, 2, 20, 18};  // NCHW
+const std::vector<std::int64_t> k_labels = {3, -1, 7, 1000000000000LL, 0, 42};
+
+/** /train/images: u8 NHWC chunked (4,8,8,3) with gzip; /train/labels int64 (6,);
+ *  /fields: f32 NHW contiguous; /extra/u16: u16 NCHW chunked (2,1,7,5), which does not divide
+ *  the shape. Three datasets are image-like: the tests name the one they mean. */
+void make_mixed_file(const std::string& path) {
+  auto f = h5_create(path);
+  h5_write(f.get(), "/train/images", H5T_STD_U8LE, k_u8_shape,
+           dctchop::test::smooth_u8_nhwc(6, 16, 16, 3), storage{{4, 8, 8, 3}, 4});
+  h5_write(f.get(), "/train/labels", H5T_STD_I64LE, {6}, k_labels);
+  h5_write(f.get(), "/fields", H5T_IEEE_F32LE, k_f32_shape, dctchop::test::smooth_f32_nhw(5, 24, 18));
+  h5_write(f.get(), "/extra/u16", H5T_STD_U16LE, k_u16_shape, smooth_u16_nchw(5, 2, 20, 18),
+           storage{{2, 1, 7, 5}, 1});
+}
+
+/** A file with only /train/images (u8 NHWC, chunked, gzip) and /train/labels (int64, 1-D). */
+void make_train_file(const std::string& path) {
+  auto f = h5_create(path);
+  h5_write(f.get(), "/train/images", H5T_STD_U8LE, k_u8_shape,
+           dctchop::test::smooth_u8_nhwc(6, 16, 16, 3), storage{{4, 8, 8, 3}, 4});
+  h5_write(f.get(), "/train/labels", H5T_STD_I64LE, {6}, k_labels);
+}
+
+/** Read a whole source through the library. */
+std::vector<std::byte> read_all(formats::sample_source& s) {
+  std::vector<std::byte> b(s.rows() * s.row_bytes());
+  s.read_rows(0, s.rows(), b.data());
+  return b;
+}
+
+// ---------------------------------------------------------------- parse_dataset_spec
+
+TEST(Hdf5Spec, H5FileWithoutDatasetIsHdf5WithAnEmptyDataset) {
+  for (const std::string name : {"a.h5", "dir/a.hdf5", "A.H5", "x.he5", "y.hdf"}) {
+    const auto s = parse_dataset_spec(name);
+    EXPECT_EQ(s.kind, file_kind::hdf5) << name;
+    EXPECT_EQ(s.path, name);
+    EXPECT_EQ(s.dataset, "") << name;
+  }
+}
+
+TEST(Hdf5Spec, ColonSlashSeparatesTheDataset) {
+  const auto s = parse_dataset_spec("a.h5:/g/d");
+  EXPECT_EQ(s.kind, file_kind::hdf5);
+  EXPECT_EQ(s.path, "a.h5");
+  EXPECT_EQ(s.dataset, "/g/d");
+  EXPECT_EQ(s.display(), "a.h5:/g/d");
+  // A path with folders keeps them; the last ":/" is the separator.
+  const auto t = parse_dataset_spec("runs/2024/b.hdf5:/train/images");
+  EXPECT_EQ(t.kind, file_kind::hdf5);
+  EXPECT_EQ(t.path, "runs/2024/b.hdf5");
+  EXPECT_EQ(t.dataset, "/train/images");
+}
+
+TEST(Hdf5Spec, NpyAndStdinAreNpy) {
+  for (const std::string name : {"a.npy", "-", "dir/b.NPY", "noext"}) {
+    const auto s = parse_dataset_spec(name);
+    EXPECT_EQ(s.kind, file_kind::npy) << name;
+    EXPECT_EQ(s.path, name);
+    EXPECT_EQ(s.dataset, "");
+  }
+}
+
+TEST(Hdf5Spec, DatasetOptionFillsInTheDatasetAndAgreesOrIsRefused) {
+  const auto s = parse_dataset_spec("a.h5", "/train/images");
+  EXPECT_EQ(s.kind, file_kind::hdf5);
+  EXPECT_EQ(s.path, "a.h5");
+  EXPECT_EQ(s.dataset, "/train/images");
+  const auto same = parse_dataset_spec("a.h5:/x", "/x");
+  EXPECT_EQ(same.dataset, "/x");
+  EXPECT_EQ(same.path, "a.h5");
+  expect_error([] { parse_dataset_spec("a.h5:/x", "/y"); }, errc::invalid_argument,
+               {"--dataset", "/y", "a.h5:/x"});
+  // An extensionless file named with --dataset is HDF5.
+  EXPECT_EQ(parse_dataset_spec("data", "/x").kind, file_kind::hdf5);
+}
+
+TEST(Hdf5Spec, Hdf5CannotBeAPipe) {
+  expect_error([] { parse_dataset_spec("-", "/images"); }, errc::invalid_argument, {"HDF5"});
+}
+
+TEST(Hdf5Spec, RawWinsOverExtensionAndColon) {
+  const auto s = parse_dataset_spec("odd.h5:/x", "", true);
+  EXPECT_EQ(s.kind, file_kind::raw);
+  EXPECT_EQ(s.path, "odd.h5:/x");
+  EXPECT_EQ(parse_dataset_spec("-", "", true).kind, file_kind::raw);
+}
+
+TEST(Hdf5Spec, H5FileInsideAFolderWhoseNameEndsWithAColonIsTheH5File) {
+  // "data:/x.h5": the text as a whole names an HDF5 file; "data" is not one.
+  const auto s = parse_dataset_spec("data:/x.h5");
+  EXPECT_EQ(s.kind, file_kind::hdf5);
+  EXPECT_EQ(s.path, "data:/x.h5");
+  EXPECT_EQ(s.dataset, "");
+}
+
+TEST(Hdf5Spec, NpyFileInsideAFolderWhoseNameEndsWithAColonIsThatNpyFile) {
+  // A folder "run:" holding x.npy: "run:/x.npy" names that file. The part before ":/" is
+  // neither an HDF5 file name nor an existing path (parse_dataset_spec's own rule), so it must
+  // not be split into file "run" and dataset "/x.npy".
+  temp_dir dir;
+  std::filesystem::create_directories(dir.file("run:"));
+  const std::string path = dir.file("run:") + "/x.npy";
+  save_npy(path, dtype::u8, {2, 8, 8}, std::vector<std::uint8_t>(128, 7));
+  const auto s = parse_dataset_spec(path);
+  EXPECT_EQ(s.kind, file_kind::npy) << "parsed as path " << s.path << " dataset " << s.dataset;
+  EXPECT_EQ(s.path, path);
+  EXPECT_EQ(s.dataset, "");
+}
+
+TEST(Hdf5Spec, ExtensionlessExistingHdf5FileWithDataset) {
+  temp_dir dir;
+  make_train_file(dir.file("plain"));
+  const auto s = parse_dataset_spec(dir.file("plain") + ":/train/images");
+  EXPECT_EQ(s.kind, file_kind::hdf5);
+  EXPECT_EQ(s.path, dir.file("plain"));
+  EXPECT_EQ(s.dataset, "/train/images");
+  auto src = formats::open_dataset(s);
+  EXPECT_EQ(src->shape(), k_u8_shape);
+}
+
+// ---------------------------------------------------------------- sources (library)
+
+TEST(Hdf5Source, ChunkedGzipU8InAGroupReadsEveryRowRangeExactly) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  auto src = formats::open_dataset(parse_dataset_spec(dir.file("m.h5") + ":/train/images"));
+  EXPECT_EQ(src->shape(), k_u8_shape);
+  EXPECT_EQ(src->type().native_descr(), "|u1");
+  EXPECT_EQ(src->preferred_rows(), 4u) << "the dataset's chunk extent along axis 0";
+  EXPECT_TRUE(src->rereadable());
+  EXPECT_TRUE(contains(src->name(), "m.h5")) << src->name();
+  EXPECT_TRUE(contains(src->name(), "/train/images")) << src->name();
+  EXPECT_EQ(src->note(), "") << "a named dataset needs no note";
+  const auto orig = as_bytes(dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+  EXPECT_EQ(read_all(*src), orig);
+  // Ranges that cross chunk boundaries, out of order.
+  const u64 rb = src->row_bytes();
+  ASSERT_EQ(rb, 16u * 16 * 3);
+  for (auto [first, count] : std::vector<std::pair<u64, u64>>{{3, 2}, {1, 5}, {5, 1}, {0, 1}}) {
+    std::vector<std::byte> part(count * rb);
+    src->read_rows(first, count, part.data());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), orig.begin() + first * rb))
+        << "rows " << first << "+" << count;
+  }
+}
+
+TEST(Hdf5Source, ContiguousF32AndNonDividingChunksU16ReadExactly) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  auto f = formats::open_dataset(parse_dataset_spec(dir.file("m.h5") + ":/fields"));
+  EXPECT_EQ(f->shape(), k_f32_shape);
+  EXPECT_EQ(f->type().native_descr(), "<f4");
+  EXPECT_EQ(f->preferred_rows(), 1u) << "contiguous";
+  EXPECT_EQ(read_all(*f), as_bytes(dctchop::test::smooth_f32_nhw(5, 24, 18)));
+
+  auto u = formats::open_dataset(parse_dataset_spec(dir.file("m.h5"), "/extra/u16"));
+  EXPECT_EQ(u->shape(), k_u16_shape);
+  EXPECT_EQ(u->type().native_descr(), "<u2");
+  EXPECT_EQ(u->preferred_rows(), 2u);
+  const auto orig = as_bytes(smooth_u16_nchw(5, 2, 20, 18));
+  EXPECT_EQ(read_all(*u), orig);
+  std::vector<std::byte> part(3 * u->row_bytes());
+  u->read_rows(1, 3, part.data());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), orig.begin() + u->row_bytes()));
+}
+
+TEST(Hdf5Source, BigEndianDatasetsAreReadAsNativeValues) {
+  temp_dir dir;
+  const auto u16v = smooth_u16_nchw(3, 1, 9, 11);
+  const auto f32v = dctchop::test::smooth_f32_nhw(3, 10, 12);
+  {
+    auto f = h5_create(dir.file("be.h5"));
+    h5_write(f.get(), "/u16be", H5T_STD_U16BE, {3, 1, 9, 11}, u16v, storage{{2, 1, 9, 11}, 2});
+    h5_write(f.get(), "/f32be", H5T_IEEE_F32BE, {3, 10, 12}, f32v);
+  }
+  {
+    auto f = h5_open(dir.file("be.h5"));
+    ASSERT_EQ(h5_describe(f.get(), "/u16be").order, H5T_ORDER_BE) << "the file really is big-endian";
+    ASSERT_EQ(h5_describe(f.get(), "/f32be").order, H5T_ORDER_BE);
+  }
+  auto u = formats::open_dataset(parse_dataset_spec(dir.file("be.h5") + ":/u16be"));
+  EXPECT_EQ(u->type().native_descr(), "<u2");
+  EXPECT_EQ(read_all(*u), as_bytes(u16v));
+  auto g = formats::open_dataset(parse_dataset_spec(dir.file("be.h5") + ":/f32be"));
+  EXPECT_EQ(g->type().native_descr(), "<f4");
+  EXPECT_EQ(read_all(*g), as_bytes(f32v));
+}
+
+TEST(Hdf5Source, ChosenDatasetIsNamedInTheNote) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  auto src = formats::open_dataset(parse_dataset_spec(dir.file("t.h5")));
+  EXPECT_EQ(src->shape(), k_u8_shape);
+  EXPECT_TRUE(contains(src->note(), "using dataset")) << src->note();
+  EXPECT_TRUE(contains(src->note(), "/train/images")) << src->note();
+  EXPECT_TRUE(contains(src->name(), "/train/images")) << src->name();
+}
+
+TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("bad.h5"));
+    h5_write_compound(f.get(), "/rec", {4, 8, 8});
+    h5_write_strings(f.get(), "/names", {4, 8});
+    h5_write(f.get(), "/vec", H5T_IEEE_F32LE, {40}, std::vector<float>(40, 1.0f));
+  }
+  const std::string b = dir.file("bad.h5");
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/rec")); }, errc::bad_input,
+               {"bad.h5", "/rec", "compound"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/names")); }, errc::bad_input,
+               {"bad.h5", "/names", "string"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/nope")); }, errc::bad_input,
+               {"bad.h5", "/nope", "no such dataset", "/vec (40,)"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(dir.file("missing.h5"))); }, errc::io,
+               {"missing.h5"});
+  write_bytes(dir.file("text.h5"), "not an HDF5 file at all\n");
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(dir.file("text.h5"))); },
+               errc::bad_input, {"text.h5", "not an HDF5 file"});
+}
+
+// ---------------------------------------------------------------- sink (library)
+
+TEST(Hdf5Sink, WritesChunkedDatasetWithAttributesAndSideDatasetOnlyAtFinish) {
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(5, 24, 18);
+  const auto spec = parse_dataset_spec(dir.file("o.h5") + ":/deep/group/fields");
+  {
+    auto w = formats::create_dataset(spec, formats::npy_dtype_of(dtype::f32), k_f32_shape, false,
+                                     json{{"k_int", 8}, {"k_real", 31.5}, {"k_text", "hello"}});
+    const u64 row = 24 * 18;
+    w->write_rows(v.data(), 2);
+    w->write_rows(v.data() + 2 * row, 3);
+    EXPECT_TRUE(w->add_side_dataset("/labels", *formats::parse_npy_descr("<i8"), {6},
+                                    k_labels.data()));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5"))) << "nothing before finish()";
+    w->finish();
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"o.h5"}) << "no temporary file left";
+  auto f = h5_open(dir.file("o.h5"));
+  const auto info = h5_describe(f.get(), "/deep/group/fields");
+  EXPECT_EQ(info.shape, k_f32_shape);
+  EXPECT_EQ(info.cls, H5T_FLOAT);
+  EXPECT_EQ(info.size, 4u);
+  EXPECT_EQ(info.layout, H5D_CHUNKED);
+  EXPECT_EQ(h5_read<float>(f.get(), "/deep/group/fields"), v);
+  EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/labels"), k_labels);
+  EXPECT_EQ(h5_attr_number(f.get(), "/deep/group/fields", "k_int"), 8.0);
+  EXPECT_EQ(h5_attr_number(f.get(), "/deep/group/fields", "k_real"), 31.5);
+  EXPECT_EQ(h5_attr_string(f.get(), "/deep/group/fields", "k_text"), "hello");
+}
+
+TEST(Hdf5Sink, UnfinishedOutputLeavesNothingAndExistingOutputIsRefusedUnlessOverwrite) {
+  temp_dir dir;
+  const auto spec = parse_dataset_spec(dir.file("o.h5"));
+  {
+    auto w = formats::create_dataset(spec, formats::npy_dtype_of(dtype::u8), {2, 8, 8}, false);
+    std::vector<std::uint8_t> row(64, 1);
+    w->write_rows(row.data(), 1);
+  }  // abandoned
+  EXPECT_TRUE(dir.entries().empty()) << "an abandoned output leaves no file";
+  {
+    auto w = formats::create_dataset(spec, formats::npy_dtype_of(dtype::u8), {2, 8, 8}, false);
+    std::vector<std::uint8_t> rows(128, 2);
+    w->write_rows(rows.data(), 2);
+    w->finish();
+  }
+  {
+    auto f = h5_open(dir.file("o.h5"));
+    EXPECT_TRUE(h5_exists(f.get(), "/data")) << "the default output dataset is /data";
+  }
+  const std::string before = read_bytes(dir.file("o.h5"));
+  expect_error([&] { formats::create_dataset(spec, formats::npy_dtype_of(dtype::u8), {2, 8, 8}, false); },
+               errc::output_exists, {"o.h5"});
+  EXPECT_EQ(read_bytes(dir.file("o.h5")), before);
+  {
+    auto w = formats::create_dataset(spec, formats::npy_dtype_of(dtype::u16), {1, 4, 4}, true);
+    std::vector<std::uint16_t> rows(16, 3);
+    w->write_rows(rows.data(), 1);
+    w->finish();
+  }
+  auto f = h5_open(dir.file("o.h5"));
+  EXPECT_EQ(h5_describe(f.get(), "/data").shape, (std::vector<u64>{1, 4, 4}));
+  EXPECT_EQ(h5_describe(f.get(), "/data").size, 2u);
+}
+
+// ---------------------------------------------------------------- round trips (library)
+
+TEST(Hdf5Lib, U8AtChopEqualToBlockRoundTripsExactlyToHdf5AndNpy) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  auto be = cpu();
+  formats::compress_options o;
+  o.chop = 8;
+  o.labels_path = dir.file("t.h5") + ":/train/labels";
+  o.chunk_mb = 0.002;  // several archive chunks
+  const auto cr = formats::compress(parse_dataset_spec(dir.file("t.h5") + ":/train/images"),
+                                    dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(cr.geom.lay, layout::nhwc);
+  EXPECT_EQ(cr.type, dtype::u8);
+  EXPECT_GT(cr.chunks, 1u);
+  formats::decompress(dir.file("a.dcz"), parse_dataset_spec(dir.file("o.h5") + ":/images"), *be, {});
+  formats::decompress(dir.file("a.dcz"), parse_dataset_spec(dir.file("o.npy")), *be, {});
+  const auto orig = dctchop::test::smooth_u8_nhwc(6, 16, 16, 3);
+  auto f = h5_open(dir.file("o.h5"));
+  const auto info = h5_describe(f.get(), "/images");
+  EXPECT_EQ(info.shape, k_u8_shape);
+  EXPECT_EQ(info.cls, H5T_INTEGER);
+  EXPECT_EQ(info.size, 1u);
+  EXPECT_EQ(info.sign, H5T_SGN_NONE);
+  EXPECT_EQ(info.layout, H5D_CHUNKED);
+  EXPECT_EQ(h5_read<std::uint8_t>(f.get(), "/images"), orig) << "chop 8 of 8 is exact for u8";
+  EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/labels"), k_labels);
+  const auto npy = load_npy(dir.file("o.npy"));
+  EXPECT_EQ(npy.raw, as_bytes(orig));
+}
+
+TEST(Hdf5Lib, F32ContiguousRoundTripMeetsPsnrAndMatchesTheReportedFigure) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  auto be = cpu();
+  formats::compress_options o;
+  o.chop = 4;
+  const auto cr = formats::compress(parse_dataset_spec(dir.file("m.h5") + ":/fields"),
+                                    dir.file("f.dcz"), *be, o);
+  ASSERT_TRUE(cr.q && cr.q->psnr_db);
+  formats::decompress(dir.file("f.dcz"), parse_dataset_spec(dir.file("o.h5:/fields")), *be, {});
+  formats::decompress(dir.file("f.dcz"), parse_dataset_spec(dir.file("o.npy")), *be, {});
+  const auto orig = dctchop::test::smooth_f32_nhw(5, 24, 18);
+  auto f = h5_open(dir.file("o.h5"));
+  EXPECT_EQ(h5_describe(f.get(), "/fields").shape, k_f32_shape);
+  const auto dec = h5_read<float>(f.get(), "/fields");
+  const double p = psnr_of(as_doubles(orig), as_doubles(dec), value_range(as_doubles(orig)));
+  EXPECT_GT(p, 30.0);
+  EXPECT_NEAR(p, *cr.q->psnr_db, 1e-6);
+  EXPECT_EQ(as_bytes(dec), load_npy(dir.file("o.npy")).raw) << "HDF5 and NPY outputs agree";
+  EXPECT_NEAR(*h5_attr_number(f.get(), "/fields", "dctchop_psnr_db"), *cr.q->psnr_db, 1e-9);
+}
+
+TEST(Hdf5Lib, U16NchwWithNonDividingChunksRoundTripsAtHighPsnr) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  auto be = cpu();
+  formats::compress_options o;
+  o.chop = 6;
+  o.chunk_mb = 0.004;
+  const auto cr = formats::compress(parse_dataset_spec(dir.file("m.h5") + ":/extra/u16"),
+                                    dir.file("u.dcz"), *be, o);
+  EXPECT_EQ(cr.geom.lay, layout::nchw);
+  EXPECT_EQ(cr.type, dtype::u16);
+  formats::decompress(dir.file("u.dcz"), parse_dataset_spec(dir.file("o.h5")), *be, {});
+  auto f = h5_open(dir.file("o.h5"));
+  const auto info = h5_describe(f.get(), "/data");
+  EXPECT_EQ(info.shape, k_u16_shape);
+  EXPECT_EQ(info.size, 2u);
+  EXPECT_EQ(info.sign, H5T_SGN_NONE);
+  EXPECT_EQ(info.layout, H5D_CHUNKED);
+  const auto dec = h5_read<std::uint16_t>(f.get(), "/data");
+  const double p = psnr_of(as_doubles(smooth_u16_nchw(5, 2, 20, 18)), as_doubles(dec), 65535.0);
+  EXPECT_GT(p, 60.0);
+  ASSERT_TRUE(cr.q && cr.q->psnr_db);
+  EXPECT_NEAR(p, *cr.q->psnr_db, 1e-6);
+}
+
+TEST(Hdf5Lib, BigEndianInputRoundTripsLikeTheLittleEndianCopy) {
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(4, 16, 16);
+  {
+    auto f = h5_create(dir.file("e.h5"));
+    h5_write(f.get(), "/be", H5T_IEEE_F32BE, {4, 16, 16}, v, storage{{3, 16, 16}, 1});
+    h5_write(f.get(), "/le", H5T_IEEE_F32LE, {4, 16, 16}, v);
+  }
+  auto be = cpu();
+  formats::compress_options o;
+  o.chop = 5;
+  const auto a = formats::compress(parse_dataset_spec(dir.file("e.h5:/be")), dir.file("be.dcz"), *be, o);
+  const auto b = formats::compress(parse_dataset_spec(dir.file("e.h5:/le")), dir.file("le.dcz"), *be, o);
+  formats::decompress(dir.file("be.dcz"), parse_dataset_spec(dir.file("be.npy")), *be, {});
+  formats::decompress(dir.file("le.dcz"), parse_dataset_spec(dir.file("le.npy")), *be, {});
+  const auto x = load_npy(dir.file("be.npy")), y = load_npy(dir.file("le.npy"));
+  EXPECT_EQ(x.header.type.native_descr(), "<f4");
+  EXPECT_EQ(x.raw, y.raw);
+  ASSERT_TRUE(a.q && b.q && a.q->psnr_db && b.q->psnr_db);
+  EXPECT_EQ(*a.q->psnr_db, *b.q->psnr_db);
+  EXPECT_GT(psnr_of(as_doubles(v), x.values, value_range(as_doubles(v))), 30.0);
+}
+
+TEST(Hdf5Lib, VerifyAndEvalReadHdf5Inputs) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  auto be = cpu();
+  formats::compress_options o;
+  o.chop = 4;
+  formats::compress(parse_dataset_spec(dir.file("m.h5:/train/images")), dir.file("a.dcz"), *be, o);
+  formats::verify_options vo;
+  vo.min_psnr = 25;
+  const auto ok = formats::verify_archive(dir.file("a.dcz"),
+                                          parse_dataset_spec(dir.file("m.h5:/train/images")), *be, vo);
+  EXPECT_TRUE(ok.passed()) << ok.to_json().dump();
+  const auto mm = formats::verify_archive(dir.file("a.dcz"),
+                                          parse_dataset_spec(dir.file("m.h5:/fields")), *be, vo);
+  EXPECT_FALSE(mm.mismatch.empty()) << "a different dataset is a mismatch";
+  formats::eval_options eo;
+  eo.chops = {2, 8};
+  eo.ssim = false;
+  const auto er = formats::eval(parse_dataset_spec(dir.file("m.h5:/train/images")), *be, eo);
+  ASSERT_EQ(er.rows.size(), 2u);
+  EXPECT_EQ(er.geom.shape(), k_u8_shape);
+  EXPECT_FALSE(er.rows[1].q.psnr_db.has_value()) << "chop 8 of 8 is lossless for u8";
+}
+
+// ---------------------------------------------------------------- command line
+
+/** Run `dctchop ARGS`, failing the test unless it exits 0. */
+command_result must(const temp_dir& dir, const std::string& args) {
+  auto r = cli(dir, args);
+  EXPECT_EQ(r.status, 0) << "dctchop " << args << "\n" << describe(r);
+  return r;
+}
+
+TEST(Hdf5Cli, U8GzipGroupToArchiveToHdf5AndNpyWithLabelsAndAttributes) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  auto c = must(dir, "compress t.h5:/train/images --labels t.h5:/train/labels -o a.dcz --chop 4 --json");
+  const json j = parse_json(c.out);
+  must(dir, "decompress a.dcz -o out.h5:/images -q");
+  must(dir, "decompress a.dcz -o out.npy -q --labels-out l.npy");
+  const auto orig = dctchop::test::smooth_u8_nhwc(6, 16, 16, 3);
+  auto f = h5_open(dir.file("out.h5"));
+  const auto info = h5_describe(f.get(), "/images");
+  EXPECT_EQ(info.shape, k_u8_shape);
+  EXPECT_EQ(info.cls, H5T_INTEGER);
+  EXPECT_EQ(info.size, 1u);
+  EXPECT_EQ(info.sign, H5T_SGN_NONE);
+  EXPECT_EQ(info.layout, H5D_CHUNKED);
+  ASSERT_EQ(info.chunk.size(), 4u);
+  EXPECT_EQ(info.chunk[0] >= 1 && info.chunk[0] <= 6, true);
+  const auto dec = h5_read<std::uint8_t>(f.get(), "/images");
+  const double p = psnr_of(as_doubles(orig), as_doubles(dec), 255.0);
+  EXPECT_GT(p, 30.0);
+  ASSERT_TRUE(j.at("quality").at("psnr_db").is_number()) << c.out;
+  EXPECT_NEAR(p, j["quality"]["psnr_db"].get<double>(), 1e-9);
+  EXPECT_EQ(as_bytes(dec), load_npy(dir.file("out.npy")).raw) << "HDF5 and NPY outputs agree";
+  // Labels beside the data, equal to the input labels, and in --labels-out.
+  ASSERT_TRUE(h5_exists(f.get(), "/labels"));
+  EXPECT_EQ(h5_describe(f.get(), "/labels").shape, (std::vector<u64>{6}));
+  EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/labels"), k_labels);
+  const auto l = load_npy(dir.file("l.npy"));
+  EXPECT_EQ(l.header.type.native_descr(), "<i8");
+  EXPECT_EQ(l.raw, as_bytes(k_labels));
+  // Attributes recording where it came from.
+  EXPECT_EQ(h5_attr_number(f.get(), "/images", "dctchop_block"), 8.0);
+  EXPECT_EQ(h5_attr_number(f.get(), "/images", "dctchop_chop"), 4.0);
+  ASSERT_TRUE(h5_attr_number(f.get(), "/images", "dctchop_psnr_db"));
+  EXPECT_NEAR(*h5_attr_number(f.get(), "/images", "dctchop_psnr_db"),
+              j["quality"]["psnr_db"].get<double>(), 1e-9);
+  EXPECT_EQ(h5_attr_string(f.get(), "/images", "dctchop_coeff"), "f16");
+  EXPECT_EQ(h5_attr_string(f.get(), "/images", "dctchop_layout"), "NHWC");
+  EXPECT_EQ(h5_attr_number(f.get(), "/images", "dctchop_first_sample"), 0.0);
+  const auto archive = h5_attr_string(f.get(), "/images", "dctchop_archive");
+  ASSERT_TRUE(archive);
+  EXPECT_TRUE(contains(*archive, "a.dcz")) << *archive;
+  const auto source = h5_attr_string(f.get(), "/images", "dctchop_source");
+  ASSERT_TRUE(source);
+  EXPECT_TRUE(contains(*source, "t.h5")) << *source;
+  EXPECT_TRUE(contains(*source, "/train/images")) << *source;
+}
+
+TEST(Hdf5Cli, U8AtChop8IsExactThroughHdf5AndOutputDefaultsToData) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz --chop 8 -q");
+  must(dir, "decompress a.dcz -o out.h5 -q");
+  must(dir, "decompress a.dcz -o out.npy -q");
+  auto f = h5_open(dir.file("out.h5"));
+  ASSERT_TRUE(h5_exists(f.get(), "/data"));
+  EXPECT_EQ(h5_read<std::uint8_t>(f.get(), "/data"), dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+  EXPECT_FALSE(h5_exists(f.get(), "/labels")) << "no labels stored, none written";
+  EXPECT_EQ(load_npy(dir.file("out.npy")).raw, as_bytes(dctchop::test::smooth_u8_nhwc(6, 16, 16, 3)));
+  EXPECT_EQ(h5_attr_number(f.get(), "/data", "dctchop_chop"), 8.0);
+}
+
+TEST(Hdf5Cli, F32NhwContiguousAndU16NchwChunkedRoundTripKeepShapeAndDtype) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  // f32 NHW, contiguous.
+  auto c = must(dir, "compress m.h5:/fields -o f.dcz --chop 4 --json");
+  must(dir, "decompress f.dcz -o f.h5:/out/fields -q");
+  must(dir, "decompress f.dcz -o f.npy -q");
+  {
+    auto f = h5_open(dir.file("f.h5"));
+    const auto info = h5_describe(f.get(), "/out/fields");
+    EXPECT_EQ(info.shape, k_f32_shape);
+    EXPECT_EQ(info.cls, H5T_FLOAT);
+    EXPECT_EQ(info.size, 4u);
+    EXPECT_EQ(info.layout, H5D_CHUNKED);
+    const auto orig = dctchop::test::smooth_f32_nhw(5, 24, 18);
+    const auto dec = h5_read<float>(f.get(), "/out/fields");
+    const double p = psnr_of(as_doubles(orig), as_doubles(dec), value_range(as_doubles(orig)));
+    EXPECT_GT(p, 30.0);
+    EXPECT_NEAR(p, parse_json(c.out).at("quality").at("psnr_db").get<double>(), 1e-6);
+    EXPECT_EQ(as_bytes(dec), load_npy(dir.file("f.npy")).raw);
+    EXPECT_EQ(h5_attr_string(f.get(), "/out/fields", "dctchop_layout"), "NHW");
+    EXPECT_EQ(h5_attr_string(f.get(), "/out/fields", "dctchop_coeff"), "f32");
+  }
+  // u16 NCHW with chunks (2,1,7,5) that do not divide (5,2,20,18), given with --dataset.
+  must(dir, "compress m.h5 --dataset /extra/u16 -o u.dcz --chop 6 -q --chunk-mb 0.004");
+  must(dir, "decompress u.dcz -o u.h5:/u16 -q");
+  must(dir, "decompress u.dcz -o u.npy -q");
+  auto f = h5_open(dir.file("u.h5"));
+  const auto info = h5_describe(f.get(), "/u16");
+  EXPECT_EQ(info.shape, k_u16_shape);
+  EXPECT_EQ(info.cls, H5T_INTEGER);
+  EXPECT_EQ(info.size, 2u);
+  EXPECT_EQ(info.sign, H5T_SGN_NONE);
+  const auto dec = h5_read<std::uint16_t>(f.get(), "/u16");
+  EXPECT_GT(psnr_of(as_doubles(smooth_u16_nchw(5, 2, 20, 18)), as_doubles(dec), 65535.0), 60.0);
+  EXPECT_EQ(as_bytes(dec), load_npy(dir.file("u.npy")).raw);
+  EXPECT_EQ(h5_attr_string(f.get(), "/u16", "dctchop_layout"), "NCHW");
+}
+
+TEST(Hdf5Cli, BigEndianDatasetsCompressLikeTheirLittleEndianCopies) {
+  temp_dir dir;
+  const auto u = smooth_u16_nchw(4, 1, 16, 16);
+  {
+    auto f = h5_create(dir.file("e.h5"));
+    h5_write(f.get(), "/be", H5T_STD_U16BE, {4, 1, 16, 16}, u, storage{{3, 1, 5, 16}, 3});
+    h5_write(f.get(), "/le", H5T_STD_U16LE, {4, 1, 16, 16}, u);
+  }
+  must(dir, "compress e.h5:/be -o be.dcz --chop 4 -q");
+  must(dir, "compress e.h5:/le -o le.dcz --chop 4 -q");
+  must(dir, "decompress be.dcz -o be.npy -q");
+  must(dir, "decompress le.dcz -o le.npy -q");
+  const auto x = load_npy(dir.file("be.npy"));
+  EXPECT_EQ(x.header.type.native_descr(), "<u2");
+  EXPECT_EQ(x.raw, load_npy(dir.file("le.npy")).raw);
+  EXPECT_GT(psnr_of(as_doubles(u), x.values, 65535.0), 40.0);
+}
+
+TEST(Hdf5Cli, LabelsFromHdf5RoundTripAndSampleRangesSliceThem) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images --labels t.h5:/train/labels -o a.dcz -q --chunk-mb 0.002");
+  auto i = must(dir, "info a.dcz");
+  EXPECT_TRUE(contains(i.out, "labels <i8 6")) << i.out;
+  must(dir, "decompress a.dcz -o part.h5:/images -q --samples 1:4");
+  auto f = h5_open(dir.file("part.h5"));
+  EXPECT_EQ(h5_describe(f.get(), "/images").shape, (std::vector<u64>{3, 16, 16, 3}));
+  EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/labels"),
+            (std::vector<std::int64_t>(k_labels.begin() + 1, k_labels.begin() + 4)));
+  EXPECT_EQ(h5_attr_number(f.get(), "/images", "dctchop_first_sample"), 1.0);
+  // The same from a piped archive (no index: labels come at the end of the stream).
+  auto p = sh(dir, "cat a.dcz | DCTCHOP decompress - -o piped.h5:/x -q");
+  ASSERT_EQ(p.status, 0) << describe(p);
+  auto g = h5_open(dir.file("piped.h5"));
+  EXPECT_EQ(h5_read<std::int64_t>(g.get(), "/labels"), k_labels);
+  must(dir, "decompress a.dcz -o all.h5:/x -q");
+  auto a = h5_open(dir.file("all.h5"));
+  EXPECT_EQ(h5_read<std::uint8_t>(g.get(), "/x"), h5_read<std::uint8_t>(a.get(), "/x"));
+}
+
+TEST(Hdf5Cli, LabelsFromNpyGoBesideHdf5Output) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  save_npy(dir.file("labels.npy"), dtype::f32, {6}, std::vector<float>{0.5f, 1, 2, 3, 4, 5});
+  must(dir, "compress t.h5:/train/images --labels labels.npy -o a.dcz -q");
+  must(dir, "decompress a.dcz -o out.h5:/images -q");
+  auto f = h5_open(dir.file("out.h5"));
+  EXPECT_EQ(h5_describe(f.get(), "/labels").cls, H5T_FLOAT);
+  EXPECT_EQ(h5_read<float>(f.get(), "/labels"), (std::vector<float>{0.5f, 1, 2, 3, 4, 5}));
+}
+
+TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));  // /train/labels is 1-D: not image-like
+  auto c = must(dir, "compress t.h5 -o a.dcz");
+  EXPECT_TRUE(contains(c.err, "using dataset /train/images")) << c.err;
+  EXPECT_TRUE(contains(c.err, "t.h5")) << c.err;
+  auto i = must(dir, "info a.dcz --json");
+  EXPECT_EQ(parse_json(i.out).at("shape"), json({6, 16, 16, 3}));
+  // Default output name: t.h5 -> t.dcz.
+  must(dir, "compress t.h5:/train/images -q");
+  EXPECT_TRUE(std::filesystem::exists(dir.file("t.dcz")));
+}
+
+TEST(Hdf5Cli, QuietSilencesTheDatasetNote) {
+  // -q: "print nothing but errors".
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  auto q = must(dir, "compress t.h5 -o b.dcz -q");
+  EXPECT_EQ(q.err, "") << "-q prints nothing but errors";
+}
+
+TEST(Hdf5Cli, ProvenanceOfAChosenDatasetNamesTheDataset) {
+  // The archive records its source; when dctchop chose the dataset, "t.h5" alone does not say
+  // which data was compressed.
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5 -o a.dcz -q");
+  auto i = must(dir, "info a.dcz --json");
+  const json j = parse_json(i.out);
+  const std::string src = j.at("provenance").value("source", std::string());
+  EXPECT_TRUE(contains(src, "/train/images")) << "provenance source: " << src;
+}
+
+TEST(Hdf5Cli, SeveralImageLikeDatasetsExit2ListingThemWithShapes) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("two.h5"));
+    h5_write(f.get(), "/a", H5T_IEEE_F32LE, {4, 8, 8}, std::vector<float>(256, 1.0f));
+    h5_write(f.get(), "/g/b", H5T_STD_U8LE, {3, 16, 16, 1}, std::vector<std::uint8_t>(768, 5));
+  }
+  auto c = cli(dir, "compress two.h5 -o a.dcz");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+  EXPECT_TRUE(contains(c.err, "two.h5")) << c.err;
+  EXPECT_TRUE(contains(c.err, "/a (4, 8, 8)")) << c.err;
+  EXPECT_TRUE(contains(c.err, "/g/b (3, 16, 16, 1)")) << c.err;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"two.h5"});
+}
+
+TEST(Hdf5Cli, DatasetNamedImagesAmongSeveralIsChosen) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("s.h5"));
+    h5_write(f.get(), "/masks", H5T_STD_U8LE, {4, 8, 8}, std::vector<std::uint8_t>(256, 1));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {4, 16, 16, 3}, dctchop::test::smooth_u8_nhwc(4, 16, 16, 3));
+    h5_write(f.get(), "/zeta", H5T_IEEE_F32LE, {2, 8, 8}, std::vector<float>(128, 1.0f));
+  }
+  auto c = must(dir, "compress s.h5 -o a.dcz");
+  EXPECT_TRUE(contains(c.err, "using dataset /images")) << c.err;
+  auto i = must(dir, "info a.dcz --json");
+  EXPECT_EQ(parse_json(i.out).at("shape"), json({4, 16, 16, 3}));
+}
+
+TEST(Hdf5Cli, TwoDatasetsNamedImagesAreAmbiguous) {
+  // "one named images": with /train/images and /test/images nothing says which is meant; the
+  // choice must not be made silently by alphabetical order.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("tt.h5"));
+    h5_write(f.get(), "/train/images", H5T_STD_U8LE, {4, 8, 8}, std::vector<std::uint8_t>(256, 1));
+    h5_write(f.get(), "/test/images", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 2));
+  }
+  auto c = cli(dir, "compress tt.h5 -o a.dcz");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_TRUE(contains(c.err, "/train/images (4, 8, 8)")) << c.err;
+  EXPECT_TRUE(contains(c.err, "/test/images (2, 8, 8)")) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
+}
+
+TEST(Hdf5Cli, VerifyAndEvalAcceptHdf5Inputs) {
+  temp_dir dir;
+  make_mixed_file(dir.file("m.h5"));
+  must(dir, "compress m.h5:/train/images -o a.dcz -q");
+  auto v = must(dir, "verify a.dcz --against m.h5:/train/images --min-psnr 25 -q");
+  auto mm = cli(dir, "verify a.dcz --against m.h5:/fields -q");
+  EXPECT_EQ(mm.status, 9) << describe(mm);
+  auto g = cli(dir, "verify a.dcz --against m.h5:/train/images --min-psnr 99 -q");
+  EXPECT_EQ(g.status, 8) << describe(g);
+  auto e = must(dir, "eval m.h5 --dataset /fields --chop 2,4 --no-ssim -q --json");
+  const json j = parse_json(e.out);
+  EXPECT_EQ(j.at("shape"), json({5, 24, 18}));
+  EXPECT_EQ(j.at("rows").size(), 2u);
+}
+
+TEST(Hdf5Cli, DecompressOntoAnExistingHdf5FileExits6UnlessForced) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  must(dir, "decompress a.dcz -o out.h5:/images -q");
+  const std::string before = read_bytes(dir.file("out.h5"));
+  auto again = cli(dir, "decompress a.dcz -o out.h5:/other -q");
+  EXPECT_EQ(again.status, 6) << describe(again);
+  EXPECT_TRUE(contains(again.err, "out.h5")) << again.err;
+  EXPECT_EQ(read_bytes(dir.file("out.h5")), before);
+  must(dir, "decompress a.dcz -o out.h5:/other -q -f");
+  auto f = h5_open(dir.file("out.h5"));
+  EXPECT_TRUE(h5_exists(f.get(), "/other"));
+  EXPECT_FALSE(h5_exists(f.get(), "/images")) << "-f replaces the file whole";
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "out.h5", "t.h5"}));
+}
+
+// ---------------------------------------------------------------- bad inputs
+
+struct bad_case {
+  std::string args;      ///< after "dctchop"
+  int status;            ///< documented exit code
+  std::vector<std::string> names;  ///< texts stderr must contain
+};
+
+/** Each case: the exit code, a one-line message naming what is wrong, no output left. */
+void check_bad_cases(const temp_dir& dir, const std::vector<bad_case>& cases) {
+  const auto before = dir.entries();
+  for (const auto& bc : cases) {
+    auto r = cli(dir, bc.args);
+    EXPECT_EQ(r.status, bc.status) << "dctchop " << bc.args << "\n" << describe(r);
+    EXPECT_EQ(count_lines(r.err), 1u) << "dctchop " << bc.args << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "error")) << "dctchop " << bc.args << ": " << r.err;
+    for (const auto& n : bc.names) {
+      EXPECT_TRUE(contains(r.err, n)) << "dctchop " << bc.args << ": stderr lacks \"" << n
+                                      << "\": " << r.err;
+    }
+    EXPECT_EQ(r.out, "") << "dctchop " << bc.args;
+    EXPECT_EQ(dir.entries(), before) << "dctchop " << bc.args << " left files behind";
+  }
+}
+
+TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("bad.h5"));
+    h5_write_compound(f.get(), "/rec", {4, 8, 8});
+    h5_write_strings(f.get(), "/names", {4, 8});
+    h5_write(f.get(), "/vec", H5T_IEEE_F32LE, {40}, std::vector<float>(40, 1.0f));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 3));
+  }
+  make_train_file(dir.file("t.h5"));
+  write_bytes(dir.file("text.h5"), "these are notes, not HDF5\n");
+  check_bad_cases(dir, {
+      {"compress missing.h5 -o out.dcz", 5, {"missing.h5"}},
+      {"compress missing.h5:/images -o out.dcz", 5, {"missing.h5"}},
+      {"compress t.h5:/train/nope -o out.dcz", 3, {"t.h5", "/train/nope", "/train/images"}},
+      {"compress t.h5 --dataset /nope -o out.dcz", 3, {"t.h5", "/nope"}},
+      {"compress bad.h5:/rec -o out.dcz", 3, {"bad.h5", "/rec", "compound"}},
+      {"compress bad.h5:/names -o out.dcz", 3, {"bad.h5", "/names", "string"}},
+      {"compress bad.h5:/vec -o out.dcz", 3, {"bad.h5", "/vec", "(40,)"}},
+      {"compress text.h5 -o out.dcz", 3, {"text.h5", "not an HDF5 file"}},
+      {"compress text.h5:/images -o out.dcz", 3, {"text.h5"}},
+      {"compress t.h5:/train/images --dataset /other -o out.dcz", 2, {"--dataset", "/other"}},
+      {"compress t.h5:/train/images --labels t.h5:/nope -o out.dcz", 3, {"t.h5", "/nope"}},
+      {"compress t.h5:/train/images --labels bad.h5:/vec -o out.dcz", 3, {"bad.h5", "/vec"}},
+      {"eval bad.h5:/rec -q", 3, {"bad.h5", "/rec"}},
+      {"eval missing.h5 -q", 5, {"missing.h5"}},
+  });
+}
+
+TEST(Hdf5BadInput, FileWithOnlyOneDimensionalDataIsRefusedNamingTheDataset) {
+  // Named, a 1-D dataset is bad input (3). Unnamed, the file has no image-like dataset: also
+  // bad input (3), and the error says so and lists what the file holds.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("v.h5"));
+    h5_write(f.get(), "/vec", H5T_IEEE_F64LE, {50}, std::vector<double>(50, 1.0));
+  }
+  check_bad_cases(dir, {
+      {"compress v.h5:/vec -o out.dcz", 3, {"v.h5", "/vec", "(50,)"}},
+      {"compress v.h5 -o out.dcz", 3, {"v.h5", "no image-like dataset", "/vec (50,)"}},
+  });
+}
+
+TEST(Hdf5BadInput, DecompressToAnUnwritableHdf5PlaceExits5AndLeavesNothing) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  check_bad_cases(dir, {
+      {"decompress a.dcz -o nodir/out.h5:/x", 5, {"nodir/out.h5"}},
+      {"decompress a.dcz -o - --dataset /x", 2, {"HDF5"}},
+  });
+}
+
+// ---------------------------------------------------------------- raw binary
+
+TEST(RawCli, RawToArchiveToRawIsByteIdenticalToTheNpyData) {
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(4, 24, 18);
+  const auto bytes = as_bytes(v);
+  write_bytes(dir.file("f.bin"), std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  auto c = must(dir, "compress f.bin --raw --dtype f32 --shape 4,24,18 -o f.dcz --chop 4 --json");
+  const json j = parse_json(c.out);
+  EXPECT_EQ(j.at("layout"), "NHW");
+  must(dir, "decompress f.dcz -o out.bin --raw -q");
+  must(dir, "decompress f.dcz -o out.npy -q");
+  const auto npy = load_npy(dir.file("out.npy"));
+  EXPECT_EQ(npy.header.shape, (std::vector<u64>{4, 24, 18}));
+  EXPECT_EQ(npy.header.type.native_descr(), "<f4");
+  const std::string raw = read_bytes(dir.file("out.bin"));
+  ASSERT_EQ(raw.size(), npy.raw.size());
+  EXPECT_EQ(std::memcmp(raw.data(), npy.raw.data(), raw.size()), 0);
+  const double p = psnr_of(as_doubles(v), npy.values, value_range(as_doubles(v)));
+  EXPECT_GT(p, 30.0);
+  EXPECT_NEAR(p, j.at("quality").at("psnr_db").get<double>(), 1e-6);
+  // Raw to stdout gives the same bytes.
+  auto s = sh(dir, "DCTCHOP decompress f.dcz -o - --raw -q > stdout.bin");
+  ASSERT_EQ(s.status, 0) << describe(s);
+  EXPECT_EQ(read_bytes(dir.file("stdout.bin")), raw);
+}
+
+TEST(RawCli, RawU8AtChop8IsExactAndRawU16KeepsItsType) {
+  temp_dir dir;
+  const auto u8v = dctchop::test::smooth_u8_nhwc(3, 16, 16, 3);
+  write_bytes(dir.file("u8.raw"), std::string(u8v.begin(), u8v.end()));
+  must(dir, "compress u8.raw --raw --dtype u8 --shape 3,16,16,3 -o u8.dcz --chop 8 -q");
+  must(dir, "decompress u8.dcz -o u8.out --raw -q");
+  EXPECT_EQ(read_bytes(dir.file("u8.out")), read_bytes(dir.file("u8.raw")));
+  const auto u16v = smooth_u16_nchw(2, 1, 16, 16);
+  const auto b = as_bytes(u16v);
+  write_bytes(dir.file("u16.raw"), std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+  must(dir, "compress u16.raw --raw --dtype u16 --shape 2,1,16,16 -o u16.dcz -q");
+  must(dir, "decompress u16.dcz -o u16.npy -q");
+  const auto n = load_npy(dir.file("u16.npy"));
+  EXPECT_EQ(n.header.type.native_descr(), "<u2");
+  EXPECT_EQ(n.header.shape, (std::vector<u64>{2, 1, 16, 16}));
+  EXPECT_GT(psnr_of(as_doubles(u16v), n.values, 65535.0), 40.0);
+}
+
+TEST(RawCli, RawFromStdinDecodesLikeRawFromAFile) {
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(4, 24, 18);
+  const auto bytes = as_bytes(v);
+  write_bytes(dir.file("f.bin"), std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  must(dir, "compress f.bin --raw --dtype f32 --shape 4,24,18 -o file.dcz -q --chunk-mb 0.001");
+  auto p = sh(dir, "cat f.bin | DCTCHOP compress - --raw --dtype f32 --shape 4,24,18 -o pipe.dcz -q "
+                   "--chunk-mb 0.001");
+  ASSERT_EQ(p.status, 0) << describe(p);
+  must(dir, "decompress file.dcz -o file.bin --raw -q");
+  must(dir, "decompress pipe.dcz -o pipe.bin --raw -q");
+  EXPECT_EQ(read_bytes(dir.file("pipe.bin")), read_bytes(dir.file("file.bin")));
+  EXPECT_EQ(read_bytes(dir.file("pipe.bin")).size(), bytes.size());
+  // And the whole way through pipes.
+  auto q = sh(dir, "cat f.bin | DCTCHOP compress - --raw --dtype f32 --shape 4,24,18 -o - -q "
+                   "--chunk-mb 0.001 | DCTCHOP decompress - -o - --raw -q > all.bin");
+  ASSERT_EQ(q.status, 0) << describe(q);
+  EXPECT_EQ(read_bytes(dir.file("all.bin")), read_bytes(dir.file("file.bin")));
+}
+
+TEST(RawBadInput, RawSizeMismatchAndMissingOptionsExitWithTheirCodes) {
+  temp_dir dir;
+  write_bytes(dir.file("f.bin"), std::string(4 * 24 * 18 * 4, '\0'));
+  check_bad_cases(dir, {
+      {"compress f.bin --raw --dtype f32 --shape 4,24,19 -o out.dcz", 3, {"f.bin", "6912", "7296"}},
+      {"compress f.bin --raw --dtype u16 --shape 4,24,18 -o out.dcz", 3, {"f.bin"}},
+      {"compress f.bin --raw --shape 4,24,18 -o out.dcz", 2, {"--dtype"}},
+      {"compress f.bin --raw --dtype f32 -o out.dcz", 2, {"--shape"}},
+      {"compress f.bin --raw --dtype f32 --shape 4,x,18 -o out.dcz", 2, {"--shape"}},
+      {"compress missing.bin --raw --dtype f32 --shape 4,24,18 -o out.dcz", 5, {"missing.bin"}},
+      {"eval f.bin --raw --dtype f32 --shape 4,24,19 -q", 3, {"f.bin"}},
+  });
+  // --dtype without --raw is a usage error (CLI11's message may span lines).
+  auto r = cli(dir, "compress f.bin --dtype f32 --shape 4,24,18 -o out.dcz");
+  EXPECT_EQ(r.status, 2) << describe(r);
+  auto u = cli(dir, "compress f.bin --raw --dtype u32 --shape 4,24,18 -o out.dcz");
+  EXPECT_EQ(u.status, 2) << describe(u);
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"f.bin"});
+}
+
+TEST(RawBadInput, ShortOrLongRawStreamOnStdinExits3AndLeavesNoOutput) {
+  temp_dir dir;
+  write_bytes(dir.file("short.bin"), std::string(4 * 24 * 18 * 4 - 10, '\1'));
+  write_bytes(dir.file("long.bin"), std::string(4 * 24 * 18 * 4 + 10, '\1'));
+  for (const std::string name : {"short.bin", "long.bin"}) {
+    auto r = sh(dir, "cat " + name + " | DCTCHOP compress - --raw --dtype f32 --shape 4,24,18 -o out.dcz");
+    EXPECT_EQ(r.status, 3) << name << "\n" << describe(r);
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, "stdin")) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz"))) << name;
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"long.bin", "short.bin"}));
+}
+
+}  // namespace
