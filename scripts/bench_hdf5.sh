@@ -19,11 +19,16 @@ OUT="scripts/results/bench-hdf5-$(date -u +%Y-%m-%d).txt"
 H5="$WORK/big.h5"
 [ -f "$H5" ] || /usr/bin/python3 scripts/make_big_h5.py "$H5" "$GIB"
 
-measure() {  # label, command...: prints wall seconds and peak RSS in MiB
+measure() {  # label, command...: best wall seconds of two runs, and the larger peak RSS (MiB)
   local label="$1"; shift
-  /usr/bin/time -f "%e %M" -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/err.txt" || {
-    cat "$WORK/err.txt"; return 1; }
-  read -r secs kib < "$WORK/time.txt"
+  local secs=999999 kib=0 s k
+  for _ in 1 2; do  # this machine's disk and page cache make single runs noisy
+    /usr/bin/time -f "%e %M" -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/err.txt" || {
+      cat "$WORK/err.txt"; return 1; }
+    read -r s k < "$WORK/time.txt"
+    if (( $(echo "$s < $secs" | bc -l) )); then secs=$s; fi
+    if (( k > kib )); then kib=$k; fi
+  done
   local bytes
   bytes=$(stat -c %s "$H5")
   printf "%-44s %8.2f s %8.0f MiB peak RSS %7.2f GB/s of input\n" "$label" "$secs" \
@@ -33,7 +38,8 @@ measure() {  # label, command...: prints wall seconds and peak RSS in MiB
 {
   echo "# dctchop streaming benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
   echo "# input: $H5, $(du -h "$H5" | cut -f1), u8 (N,256,256,3) chunked 16 images, no filter"
-  echo "# page cache warm: the file was read once before each measurement (it fits in RAM)"
+  echo "# page cache warm: the file was read once before (it fits in RAM); outputs go to the"
+  echo "# same local disk and are fsync'd; each figure is the best of two runs"
   cat "$H5" > /dev/null
   echo
   echo "## baselines"

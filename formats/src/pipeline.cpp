@@ -243,11 +243,12 @@ compress_result write_archive(input_source& src, const std::string& output, back
   // Two input buffers: while one chunk is encoded and written, the next is read on a
   // background thread (files only: a read from a pipe could block an interrupted exit).
   const bool prefetch = src.rereadable();
-  std::vector<std::byte> inbuf[2], coeffs, decoded;
+  std::vector<std::byte> inbuf[2], coeff_bufs[2], decoded;
   try {
     inbuf[0].resize(spc * ibps);
     if (prefetch && spc < g.samples) inbuf[1].resize(spc * ibps);
-    coeffs.resize(spc * cbps);
+    coeff_bufs[0].resize(spc * cbps);
+    if (spc < g.samples) coeff_bufs[1].resize(spc * cbps);
     if (measure) decoded.resize(spc * ibps);
   } catch (const std::bad_alloc&) {
     // One sample is the unit of work; a sample larger than memory cannot be processed yet.
@@ -264,7 +265,10 @@ compress_result write_archive(input_source& src, const std::string& output, back
     return std::async(std::launch::async, [&src, at, k, &buf] { src.read(at, k, buf.data()); });
   };
   if (prefetch) next = read_async(0, inbuf[0]);
+  // Chunk i is written (and hashed) on a background thread while chunk i+1 is encoded.
+  std::future<void> written;
   for (u64 first = 0; first < g.samples;) {
+    std::vector<std::byte>& coeffs = coeff_bufs[chunks % 2];
     const u64 n = std::min(spc, g.samples - first);
     std::vector<std::byte>& cur = prefetch ? inbuf[chunks % 2] : inbuf[0];
     if (prefetch) {
@@ -285,11 +289,15 @@ compress_result write_archive(input_source& src, const std::string& output, back
       acc.add(view, make_view(g, src.type, static_cast<const void*>(decoded.data()), n),
               o.threads);
     }
-    w.write_chunk(first, n, std::span<const std::byte>(coeffs.data(), n * cbps));
+    if (written.valid()) written.get();  // the previous chunk is out; rethrows its error
+    written = std::async(std::launch::async, [&w, first, n, &coeffs, cbps] {
+      w.write_chunk(first, n, std::span<const std::byte>(coeffs.data(), n * cbps));
+    });
     first += n;
     ++chunks;
     if (o.progress) o.progress(first, g.samples);
   }
+  if (written.valid()) written.get();
   if (labels) {
     std::vector<std::byte> lb(labels->rows() * labels->row_bytes());
     labels->read_rows(0, labels->rows(), lb.data());
