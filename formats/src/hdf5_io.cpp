@@ -135,6 +135,26 @@ std::string shape_text(const std::vector<u64>& s) {
   return r + (s.size() == 1 ? ",)" : ")");
 }
 
+/** File and memory dataspaces for rows [first, first+count) of a dataset of `shape`. */
+struct row_selection {
+  h5_id file_space, mem_space;
+};
+
+row_selection select_rows(hid_t dset, const std::vector<u64>& shape, u64 first, u64 count,
+                          const std::string& name) {
+  const std::size_t nd = shape.size();
+  std::vector<hsize_t> start(nd, 0), cnt(shape.begin(), shape.end());
+  start[0] = first;
+  cnt[0] = count;
+  row_selection sel;
+  sel.file_space = h5_id(H5Dget_space(dset), H5Sclose);
+  check(H5Sselect_hyperslab(sel.file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                            cnt.data(), nullptr),
+        errc::internal, name + ": bad hyperslab");
+  sel.mem_space = h5_id(H5Screate_simple(static_cast<int>(nd), cnt.data(), nullptr), H5Sclose);
+  return sel;
+}
+
 struct candidate {
   std::string path;
   std::vector<u64> shape;
@@ -248,15 +268,9 @@ class hdf5_source final : public sample_source {
       return;
     }
     if (first + count > shape_[0]) throw error(errc::internal, name() + ": rows out of range");
-    std::vector<hsize_t> start(nd, 0), cnt(shape_.begin(), shape_.end());
-    start[0] = first;
-    cnt[0] = count;
-    h5_id fspace(H5Dget_space(dset_.get()), H5Sclose);
-    check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(),
-                              nullptr),
-          errc::internal, name() + ": bad hyperslab");
-    h5_id mspace(H5Screate_simple(static_cast<int>(nd), cnt.data(), nullptr), H5Sclose);
-    check(H5Dread(dset_.get(), memory_type(type_), mspace.get(), fspace.get(), H5P_DEFAULT, dst),
+    const auto sel = select_rows(dset_.get(), shape_, first, count, name());
+    check(H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
+                  H5P_DEFAULT, dst),
           errc::io, name() + ": read of rows " + std::to_string(first) + ".." +
                         std::to_string(first + count - 1) + " failed (damaged file?)");
   }
@@ -364,15 +378,9 @@ class hdf5_sink final : public sample_sink {
     if (nd == 0 || rows_ + count > shape_[0]) {
       throw error(errc::internal, name() + ": more rows written than the shape holds");
     }
-    std::vector<hsize_t> start(nd, 0), cnt(shape_.begin(), shape_.end());
-    start[0] = rows_;
-    cnt[0] = count;
-    h5_id fspace(H5Dget_space(dset_.get()), H5Sclose);
-    check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(),
-                              nullptr),
-          errc::internal, name() + ": bad hyperslab");
-    h5_id mspace(H5Screate_simple(static_cast<int>(nd), cnt.data(), nullptr), H5Sclose);
-    check(H5Dwrite(dset_.get(), memory_type(type_), mspace.get(), fspace.get(), H5P_DEFAULT, src),
+    const auto sel = select_rows(dset_.get(), shape_, rows_, count, name());
+    check(H5Dwrite(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
+                  H5P_DEFAULT, src),
           errc::io, name() + ": write failed (disk full?)");
     rows_ += count;
   }
