@@ -48,7 +48,7 @@ measure() {  # label, command...: best wall seconds of two runs, and the larger 
     awk '{print "in-memory codec: " $1 "  " $(NF-1) " GB/s"}'
   echo "plain HDF5 read (h5_read_baseline): $("$BUILD/bench/h5_read_baseline" "$H5:/train/images")"
   echo
-  echo "## dctchop (block 8, chop 4, f16; 2 threads)"
+  echo "## dctchop (block 8, chop 4, f16; default threads: one codec thread per core but one)"
   measure "compress --no-quality" "$DCT" compress "$H5:/train/images" -o "$WORK/big.dcz" -f --no-quality -q
   measure "compress (PSNR, no SSIM)" "$DCT" compress "$H5:/train/images" -o "$WORK/big.dcz" -f --no-ssim -q
   measure "compress + labels (PSNR and SSIM)" "$DCT" compress "$H5:/train/images" \
