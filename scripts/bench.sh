@@ -29,7 +29,7 @@ DCT="$BUILD/apps/dctchop"
   echo "## CLI on generated data (256 images of 256x256x3 u8, 48 MiB; 64 fields of 512x512 f32,"
   echo "## 64 MiB; Fashion-MNIST test set, 10000x28x28 u8, 7.5 MiB, when installed)"
   echo "## ratio (archive bytes included), PSNR, end-to-end GB/s (best of 3; files on"
-  echo "## local disk, output fsync'd, both cores)"
+  echo "## local disk, output fsync'd; default threads: codec on all cores but one)"
   printf "%-28s %5s %6s %8s %9s %10s %12s %12s\n" input chop coeff ratio bits/val "PSNR dB" \
     "compress GB/s" "decompress GB/s"
   INPUTS=("$DATA/images_256x256x3_u8.npy" "$DATA/fields_512x512_f32.npy")
