@@ -467,17 +467,27 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 ibps = h.geom.values_per_sample() * size_of(h.type);
   const u64 rps = rows_per_sample(h.geom);
-  std::vector<std::byte> coeffs, outbuf;  // grown to the largest chunk actually read
+  // Decoded chunk k is written on a background thread while chunk k+1 is decoded; the two
+  // output buffers alternate and are resized only when no write is in flight.
+  std::vector<std::byte> coeffs, outbufs[2];
+  std::future<void> written;
+  unsigned parts = 0;
   u64 done = 0;
   auto decode_part = [&](const chunk_info& c, const std::vector<std::byte>& coeffs) {
     const u64 lo = std::max(c.first, first), hi = std::min(c.first + c.count, end);
     if (lo >= hi) return;
     const u64 n = hi - lo;
-    if (outbuf.size() < n * ibps) outbuf.resize(n * ibps);
+    std::vector<std::byte>& out = outbufs[parts++ % 2];
+    if (out.size() < n * ibps) {
+      if (written.valid()) written.get();  // never resize under a running write
+      out.resize(n * ibps);
+    }
     be.decode(h.codec,
               std::span<const std::byte>(coeffs.data() + (lo - c.first) * cbps, n * cbps),
-              make_view(h.geom, h.type, outbuf.data(), n));
-    w->write_rows(outbuf.data(), n * rps);
+              make_view(h.geom, h.type, out.data(), n));
+    if (written.valid()) written.get();  // the previous part is out; rethrows its error
+    written = std::async(std::launch::async,
+                         [&w, &out, n, rps] { w->write_rows(out.data(), n * rps); });
     done += n;
     if (o.progress) o.progress(done, g.samples);
   };
@@ -500,6 +510,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     chunk_info c;
     while (r.next_chunk(c, coeffs)) decode_part(c, coeffs);
   }
+
+  if (written.valid()) written.get();
 
   // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5).
   for (const auto& s : r.side_arrays()) has_labels |= s.name == "labels";
