@@ -70,3 +70,24 @@ TEST(Signals, InterruptDuringAFileCompressionLeavesNoOutput) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Signals, InterruptDuringADecompressionToHdf5LeavesNoOutput) {
+  temp_dir dir;
+  const std::string make =
+      "/usr/bin/python3 -c \"import numpy as np; np.save('big.npy', np.zeros((800,256,256), "
+      "np.uint8))\" && " + k_bin + " compress big.npy -o big.dcz -q --no-quality && rm big.npy";
+  ASSERT_EQ(run_sh(make, dir.path()).status, 0);
+  const std::string cmd = k_bin + " decompress big.dcz -o out.h5:/x --threads 1 & P=$!; "
+                          "sleep 0.05; kill -TERM $P; wait $P; echo \"rc=$?\"";
+  auto r = run_sh(cmd, dir.path());
+  if (r.out.find("rc=130") != std::string::npos) {
+    EXPECT_EQ(leftovers(dir, "big.dcz"), std::vector<std::string>{}) << r.err;
+  } else {
+    EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+    EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "out.h5"));
+  }
+}
+
+}  // namespace
