@@ -137,11 +137,12 @@ error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,
 
 /** Slide the column sums of one plane down a row: remove the leaving row (when `full`), add
  *  the new one and keep it. A free function of plain pointers, so that it vectorises. */
-[[gnu::noinline]] void update_columns(double* __restrict sx, double* __restrict sy,
-                                      double* __restrict sxx, double* __restrict syy,
-                                      double* __restrict sxy, double* __restrict oa,
-                                      double* __restrict ob, const double* __restrict a,
-                                      const double* __restrict b, u64 w, bool full) {
+template <typename Acc>
+[[gnu::noinline]] void update_columns(Acc* __restrict sx, Acc* __restrict sy,
+                                      Acc* __restrict sxx, Acc* __restrict syy,
+                                      Acc* __restrict sxy, Acc* __restrict oa,
+                                      Acc* __restrict ob, const Acc* __restrict a,
+                                      const Acc* __restrict b, u64 w, bool full) {
   if (full) {
     for (u64 x = 0; x < w; ++x) {
       sx[x] -= oa[x];
@@ -163,30 +164,33 @@ error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,
 }
 
 /** Sliding-window SSIM over a plane fed row by row: keeps the last 7 rows and the column sums
- *  of x, y, xx, yy, xy over them (memory O(7W)). */
+ *  of x, y, xx, yy, xy over them (memory O(7W)). Acc is the type of the sums: double, or
+ *  float for u8 data, whose sums are integers below 2^24 and so exact in float (twice the
+ *  values per vector, the same results). The window formula always runs in double. */
+template <typename Acc>
 class ssim_rows {
  public:
   ssim_rows(u64 w, double range) : w_(w) {
     c1_ = (0.01 * range) * (0.01 * range);
     c2_ = (0.03 * range) * (0.03 * range);
-    ring_a_.assign(k_win * w, 0.0);
-    ring_b_.assign(k_win * w, 0.0);
-    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, 0.0);
-    for (auto* s : {&bx_, &by_, &bxx_, &byy_, &bxy_}) s->assign(w, 0.0);
+    ring_a_.assign(k_win * w, Acc(0));
+    ring_b_.assign(k_win * w, Acc(0));
+    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, Acc(0));
+    for (auto* s : {&bx_, &by_, &bxx_, &byy_, &bxy_}) s->assign(w, Acc(0));
   }
   /** Add the next row of both planes. */
-  void push(const double* a, const double* b) {
+  void push(const Acc* a, const Acc* b) {
     const u64 slot = rows_ % k_win;
     // Local restrict pointers: the compiler may then vectorise across x.
-    double* __restrict oa = ring_a_.data() + slot * w_;
-    double* __restrict ob = ring_b_.data() + slot * w_;
-    double* __restrict sx = sx_.data();
-    double* __restrict sy = sy_.data();
-    double* __restrict sxx = sxx_.data();
-    double* __restrict syy = syy_.data();
-    double* __restrict sxy = sxy_.data();
-    const double* __restrict pa = a;
-    const double* __restrict pb = b;
+    Acc* __restrict oa = ring_a_.data() + slot * w_;
+    Acc* __restrict ob = ring_b_.data() + slot * w_;
+    Acc* __restrict sx = sx_.data();
+    Acc* __restrict sy = sy_.data();
+    Acc* __restrict sxx = sxx_.data();
+    Acc* __restrict syy = syy_.data();
+    Acc* __restrict sxy = sxy_.data();
+    const Acc* __restrict pa = a;
+    const Acc* __restrict pb = b;
     update_columns(sx, sy, sxx, syy, sxy, oa, ob, pa, pb, w_, rows_ >= k_win);
     ++rows_;
     if (rows_ >= k_win && w_ >= k_win) emit_row();
@@ -199,27 +203,27 @@ class ssim_rows {
     // Box sums over 7 columns, written so that every loop vectorises (no running sums), then
     // the SSIM of each window, summed in 8 lanes (a fixed order: the same result every run).
     const u64 nw = w_ - k_win + 1;
-    double* const box[5] = {bx_.data(), by_.data(), bxx_.data(), byy_.data(), bxy_.data()};
-    const double* const col[5] = {sx_.data(), sy_.data(), sxx_.data(), syy_.data(), sxy_.data()};
+    Acc* const box[5] = {bx_.data(), by_.data(), bxx_.data(), byy_.data(), bxy_.data()};
+    const Acc* const col[5] = {sx_.data(), sy_.data(), sxx_.data(), syy_.data(), sxy_.data()};
     for (int s = 0; s < 5; ++s) {
-      double* __restrict b = box[s];
-      const double* __restrict c = col[s];
+      Acc* __restrict b = box[s];
+      const Acc* __restrict c = col[s];
       for (u64 x = 0; x < nw; ++x) b[x] = c[x] + c[x + 1] + c[x + 2] + c[x + 3] + c[x + 4] + c[x + 5] + c[x + 6];
     }
-    const double* __restrict bx = bx_.data();
-    const double* __restrict by = by_.data();
-    const double* __restrict bxx = bxx_.data();
-    const double* __restrict byy = byy_.data();
-    const double* __restrict bxy = bxy_.data();
+    const Acc* __restrict bx = bx_.data();
+    const Acc* __restrict by = by_.data();
+    const Acc* __restrict bxx = bxx_.data();
+    const Acc* __restrict byy = byy_.data();
+    const Acc* __restrict bxy = bxy_.data();
     const double c1 = c1_, c2 = c2_;
     // Multiplying by 1/49 instead of dividing: five divisions per window were the bottleneck;
     // the results differ from division in the last bit only.
     constexpr double inv = 1.0 / k_np;
     auto window = [&](u64 x) {
-      const double ux = bx[x] * inv, uy = by[x] * inv;
-      const double vx = k_cov_norm * (bxx[x] * inv - ux * ux);
-      const double vy = k_cov_norm * (byy[x] * inv - uy * uy);
-      const double vxy = k_cov_norm * (bxy[x] * inv - ux * uy);
+      const double ux = double(bx[x]) * inv, uy = double(by[x]) * inv;
+      const double vx = k_cov_norm * (double(bxx[x]) * inv - ux * ux);
+      const double vy = k_cov_norm * (double(byy[x]) * inv - uy * uy);
+      const double vxy = k_cov_norm * (double(bxy[x]) * inv - ux * uy);
       return ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2));
     };
     double lane[8] = {};
@@ -233,11 +237,43 @@ class ssim_rows {
   u64 w_;
   double c1_, c2_;
   u64 rows_ = 0;
-  std::vector<double> ring_a_, ring_b_, sx_, sy_, sxx_, syy_, sxy_;
-  std::vector<double> bx_, by_, bxx_, byy_, bxy_;  // box sums of the current window row
+  std::vector<Acc> ring_a_, ring_b_, sx_, sy_, sxx_, syy_, sxy_;
+  std::vector<Acc> bx_, by_, bxx_, byy_, bxy_;  // box sums of the current window row
   double sum_ = 0;
   u64 windows_ = 0;
 };
+
+/** One row of a plane as Acc values. */
+template <typename Acc>
+void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, Acc* out) {
+  auto run = [&](auto* base) {
+    const auto* p = base + static_cast<i64>(n) * v.stride_sample +
+                    static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
+    for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<Acc>(p[static_cast<i64>(x) * v.stride_col]);
+  };
+  switch (v.type) {
+    case dtype::u8: return run(static_cast<const std::uint8_t*>(v.data));
+    case dtype::u16: return run(static_cast<const std::uint16_t*>(v.data));
+    case dtype::i16: return run(static_cast<const std::int16_t*>(v.data));
+    case dtype::f32: return run(static_cast<const float*>(v.data));
+    case dtype::f64: return run(static_cast<const double*>(v.data));
+  }
+}
+
+/** SSIM of plane c of sample n (at least 7x7), with sums in Acc. */
+template <typename Acc>
+double plane_ssim(const const_sample_view& a, const const_sample_view& b, u64 n, u64 c,
+                  double range, std::vector<Acc>& ra, std::vector<Acc>& rb) {
+  ssim_rows<Acc> ss(a.width, range);
+  ra.resize(a.width);
+  rb.resize(a.width);
+  for (u64 r = 0; r < a.height; ++r) {
+    load_row_as(a, n, c, r, ra.data());
+    load_row_as(b, n, c, r, rb.data());
+    ss.push(ra.data(), rb.data());
+  }
+  return ss.sum() / static_cast<double>(ss.windows());
+}
 
 using detail::resolve_threads;
 
@@ -259,7 +295,7 @@ std::optional<double> psnr(double range, double mse) {
 
 std::optional<double> ssim_plane(const double* a, const double* b, u64 h, u64 w, double range) {
   if (h < static_cast<u64>(k_win) || w < static_cast<u64>(k_win)) return std::nullopt;
-  ssim_rows s(w, range);
+  ssim_rows<double> s(w, range);
   for (u64 r = 0; r < h; ++r) s.push(a + r * w, b + r * w);
   return s.sum() / static_cast<double>(s.windows());
 }
@@ -320,6 +356,7 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
   DCTCHOP_OMP(omp parallel num_threads(nt) if (nt > 1 && samples > 1))
   {
     std::vector<double> ra(a.width), rb(a.width);
+    std::vector<float> fa, fb;
     DCTCHOP_OMP(omp for schedule(dynamic, 1))
     for (i64 si = 0; si < samples; ++si) {
       const u64 n = static_cast<u64>(si);
@@ -333,30 +370,27 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
         rec.mn = st.mn;
         rec.mx = st.mx;
       }
-      const bool plane_ssim =
+      const bool want_ssim =
           do_ssim && a.height >= static_cast<u64>(k_win) && a.width >= static_cast<u64>(k_win);
-      if (!dense || plane_ssim) {
-        for (u64 c = 0; c < a.planes; ++c) {
-          std::optional<ssim_rows> ss;
-          if (plane_ssim) ss.emplace(a.width, range);
+      if (!dense) {  // a strided view: walk the rows
+        for (u64 c = 0; c < a.planes; ++c)
           for (u64 r = 0; r < a.height; ++r) {
             load_row_any(a, n, c, r, ra.data());
             load_row_any(b, n, c, r, rb.data());
-            if (!dense) {
-              for (u64 x = 0; x < a.width; ++x) {
-                const double d = ra[x] - rb[x];
-                rec.sse += d * d;
-                rec.max_abs = std::max(rec.max_abs, std::fabs(d));
-                rec.mn = std::min(rec.mn, ra[x]);
-                rec.mx = std::max(rec.mx, ra[x]);
-              }
+            for (u64 x = 0; x < a.width; ++x) {
+              const double d = ra[x] - rb[x];
+              rec.sse += d * d;
+              rec.max_abs = std::max(rec.max_abs, std::fabs(d));
+              rec.mn = std::min(rec.mn, ra[x]);
+              rec.mx = std::max(rec.mx, ra[x]);
             }
-            if (ss) ss->push(ra.data(), rb.data());
           }
-          if (ss) {
-            rec.ssim_sum += ss->sum() / static_cast<double>(ss->windows());
-            ++rec.ssim_planes;
-          }
+      }
+      if (want_ssim) {
+        for (u64 c = 0; c < a.planes; ++c) {
+          rec.ssim_sum += a.type == dtype::u8 ? plane_ssim<float>(a, b, n, c, range, fa, fb)
+                                              : plane_ssim<double>(a, b, n, c, range, ra, rb);
+          ++rec.ssim_planes;
         }
       }
     }
