@@ -80,7 +80,7 @@ Examples:
   dctchop decompress train.dcz -o check.npy --samples 0:100
   cat train.dcz | dctchop decompress - -o - > all.npy
 
-Exit codes: 0 ok, 2 usage, 3 bad input or format, 4 corrupt archive, 5 I/O error,
+Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt archive, 5 I/O error,
             6 output exists (use -f), 7 backend unavailable, 8 quality gate or target not met,
             9 archive and input differ, 130 interrupted.
 )";
@@ -511,6 +511,9 @@ int main(int argc, char** argv) {
 
   try {
     if (*cmp) {
+      if (cmp->get_option("--output")->count() > 0 && c_out.empty()) {
+        throw error(errc::invalid_argument, "-o: empty output path");
+      }
       if (c_out.empty()) {
         if (c_in == "-") {
           c_out = "-";
