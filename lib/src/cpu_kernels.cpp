@@ -191,27 +191,6 @@ inline void store_u8_row(const float* row, u64 n, float offset, std::uint8_t* ds
   for (; x < n; ++x) dst[x] = static_cast<std::uint8_t>(round_clamp(row[x] + offset, 0.f, 255.f));
 }
 
-template <typename Out, typename Real>
-void store_wide_row(const Real* row, const strip_geometry& g, Real offset, Out* dst) {
-  const u64 n = g.w * g.ci;
-  const i64 step = (g.ci > 1 || g.stride_col == 1) ? 1 : g.stride_col;
-  if constexpr (std::is_floating_point_v<Out>) {
-    for (u64 x = 0; x < n; ++x) dst[static_cast<i64>(x) * step] = static_cast<Out>(row[x] + offset);
-  } else {
-    const Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
-    const Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
-    if constexpr (std::is_same_v<Out, std::uint8_t> && std::is_same_v<Real, float>) {
-      if (step == 1) return store_u8_row(row, n, offset, dst);
-    }
-    if (step == 1) {
-      for (u64 x = 0; x < n; ++x) dst[x] = static_cast<Out>(round_clamp(row[x] + offset, lo, hi));
-    } else {
-      for (u64 x = 0; x < n; ++x)
-        dst[static_cast<i64>(x) * step] = static_cast<Out>(round_clamp(row[x] + offset, lo, hi));
-    }
-  }
-}
-
 /** y[u][x] = sum_{r<B} T[u][r] rows[r][x] for u < K, x < n. With K known at compile time each
  *  x loads its B row values once and writes K outputs, all in registers; K > 8 runs in passes
  *  of at most 8 rows of T. */
@@ -352,6 +331,24 @@ inline Out convert_out(Real v, Real offset) {
   }
 }
 
+/** Convert a contiguous row of decoded values to Out (u8 from float: the AVX2 path). */
+template <typename Out, typename Real>
+void convert_row(const Real* row, u64 n, Real offset, Out* dst) {
+  if constexpr (std::is_same_v<Out, std::uint8_t> && std::is_same_v<Real, float>) {
+    store_u8_row(row, n, offset, dst);
+  } else {
+    for (u64 x = 0; x < n; ++x) dst[x] = convert_out<Out>(row[x], offset);
+  }
+}
+
+/** Store one decoded row of a single plane (planar layouts; stride_col may exceed 1). */
+template <typename Out, typename Real>
+void store_wide_row(const Real* row, const strip_geometry& g, Real offset, Out* dst) {
+  if (g.stride_col == 1) return convert_row(row, g.w, offset, dst);
+  for (u64 x = 0; x < g.w; ++x)
+    dst[static_cast<i64>(x) * g.stride_col] = convert_out<Out>(row[x], offset);
+}
+
 /** Store ci planar rows (row + c*wp) into one interleaved image row (NHWC pixels). CI is the
  *  plane count when known at compile time (so the interleave vectorises), 0 otherwise. */
 template <int CI, typename Out, typename Real>
@@ -367,13 +364,7 @@ void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Ou
         for (u64 c = 0; c < ci; ++c) dst[x * ci + c] = convert_out<Out>(row[c * wp + x], offset);
       continue;
     }
-    for (u64 c = 0; c < ci; ++c) {
-      if constexpr (std::is_same_v<Out, std::uint8_t> && std::is_same_v<Real, float>) {
-        store_u8_row(row + c * wp + x0, len, offset, tmp + c * 256);
-      } else {
-        for (u64 x = 0; x < len; ++x) tmp[c * 256 + x] = convert_out<Out>(row[c * wp + x0 + x], offset);
-      }
-    }
+    for (u64 c = 0; c < ci; ++c) convert_row(row + c * wp + x0, len, offset, tmp + c * 256);
     Out* d = dst + x0 * ci;
     for (u64 x = 0; x < len; ++x)
       for (u64 c = 0; c < ci; ++c) d[x * ci + c] = tmp[c * 256 + x];
