@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/npy.hpp"
 
 namespace dctchop::formats {
 namespace {
@@ -418,6 +419,14 @@ void archive_reader::parse_footer(const std::string& text) {
         s.offset = sj.at("offset").get<u64>();
         s.bytes = sj.at("bytes").get<u64>();
         s.xxh64 = parse_hex64(sj.at("xxh64").get<std::string>());
+        // One entry per sample along axis 0, numeric, and as many bytes as its shape says:
+        // checked here once, so readers of a side array can trust its description.
+        const auto type = parse_npy_descr(s.descr);
+        u64 bytes = type ? type->itemsize : 0;
+        for (u64 d : s.shape) bytes = d != 0 && bytes > UINT64_MAX / d ? 0 : bytes * d;
+        if (!type || s.shape.empty() || s.shape[0] != header_.geom.samples || bytes != s.bytes) {
+          corrupt(name, "side array '" + s.name + "' is malformed");
+        }
         sides.push_back(std::move(s));
       }
     }
@@ -581,9 +590,15 @@ void archive_reader::read_samples(u64 first, u64 count, std::span<std::byte> coe
   }
 }
 
+const side_array_info* archive_reader::find_side_array(const std::string& name) const {
+  for (const auto& s : sides_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
 std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std::string& name) {
-  for (const auto& s : sides_) {
-    if (s.name != name) continue;
+  if (const side_array_info* found = find_side_array(name)) {
+    const side_array_info& s = *found;
     std::vector<std::byte> out(s.bytes);
     if (file_.seekable()) {
       file_.read_at(s.offset, out.data(), out.size(), "side array");

@@ -403,7 +403,6 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
                       fmt_db(r.q->psnr_db) + " dB on the whole dataset, short of the target");
     }
     ++p.chop;
-    if (labels) labels = open_dataset(labels_spec);
   }
 }
 
@@ -442,9 +441,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   geometry g = h.geom;
   g.samples = end - first;
   if (g.lay == layout::hw && g.samples != 1) throw error(errc::internal, "HW archive range");
-  bool has_labels = false;
-  for (const auto& s : r.side_arrays()) has_labels |= s.name == "labels";
-  if (!o.labels_out.empty() && r.random_access() && !has_labels) {
+  if (!o.labels_out.empty() && r.random_access() && r.find_side_array("labels") == nullptr) {
     throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
 
@@ -473,7 +470,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   std::future<void> written;
   unsigned parts = 0;
   u64 done = 0;
-  auto decode_part = [&](const chunk_info& c, const std::vector<std::byte>& coeffs) {
+  auto decode_part = [&](const chunk_info& c, const std::vector<std::byte>& chunk) {
     const u64 lo = std::max(c.first, first), hi = std::min(c.first + c.count, end);
     if (lo >= hi) return;
     const u64 n = hi - lo;
@@ -483,7 +480,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       out.resize(n * ibps);
     }
     be.decode(h.codec,
-              std::span<const std::byte>(coeffs.data() + (lo - c.first) * cbps, n * cbps),
+              std::span<const std::byte>(chunk.data() + (lo - c.first) * cbps, n * cbps),
               make_view(h.geom, h.type, out.data(), n));
     if (written.valid()) written.get();  // the previous part is out; rethrows its error
     written = std::async(std::launch::async,
@@ -514,27 +511,17 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (written.valid()) written.get();
 
   // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5).
-  for (const auto& s : r.side_arrays()) has_labels |= s.name == "labels";
-  if (has_labels) {
-    auto bytes = r.read_side_array("labels");
-    const side_array_info* info = nullptr;
-    for (const auto& s : r.side_arrays())
-      if (s.name == "labels") info = &s;
-    auto lt = parse_npy_descr(info->descr);
-    if (!bytes || !lt || info->shape.empty() || info->shape[0] != total) {
-      throw error(errc::corrupt, r.display_name() + ": labels side array is malformed");
-    }
-    u64 row = lt->itemsize;
-    for (std::size_t i = 1; i < info->shape.size(); ++i) row *= info->shape[i];
-    if (row * total != bytes->size()) {
-      throw error(errc::corrupt, r.display_name() + ": labels side array has a wrong size");
-    }
+  // The reader has checked their description against the header (numeric, one row per sample).
+  if (const side_array_info* info = r.find_side_array("labels")) {
+    const auto bytes = r.read_side_array("labels");
+    const npy_dtype lt = *parse_npy_descr(info->descr);
+    const u64 row = info->bytes / total;
     auto shape = info->shape;
     shape[0] = end - first;
     const std::byte* part = bytes->data() + first * row;
-    w->add_side_dataset("/labels", *lt, shape, part);
+    w->add_side_dataset("/labels", lt, shape, part);
     if (!o.labels_out.empty()) {
-      auto lw = create_dataset(parse_dataset_spec(o.labels_out), *lt, shape, o.overwrite);
+      auto lw = create_dataset(parse_dataset_spec(o.labels_out), lt, shape, o.overwrite);
       lw->write_rows(part, end - first);
       lw->finish();
     }

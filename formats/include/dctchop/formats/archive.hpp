@@ -109,6 +109,10 @@ class archive_reader {
   bool next_chunk(chunk_info& info, std::vector<std::byte>& coeffs);
   /** Read and verify the coefficients of samples [first, first+count) (random access only). */
   void read_samples(std::uint64_t first, std::uint64_t count, std::span<std::byte> coeffs);
+  /** A side array's description by name (checked at open: numeric, one row per sample, the
+   *  byte count its shape implies); nullptr when absent. For streams, complete only after the
+   *  last chunk. */
+  const side_array_info* find_side_array(const std::string& name) const;
   /** Read and verify a side array by name; nullopt when absent. */
   std::optional<std::vector<std::byte>> read_side_array(const std::string& name);
   /** Index of the chunk holding `sample`. */
