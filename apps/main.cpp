@@ -647,6 +647,7 @@ int main(int argc, char** argv) {
       }
       o.lay = parse_layout(e_layout).value_or(layout::automatic);
       o.chunk_mb = e_chunk_mb;
+      o.tool_version = DCTCHOP_VERSION_STRING;
       o.ssim = !e_no_ssim;
       o.threads = e_threads;
       app::progress_bar bar("evaluating", !e_quiet);

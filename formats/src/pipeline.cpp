@@ -68,6 +68,33 @@ std::optional<double> float_range(const dataset_spec& spec, layout lay) {
   return vr.empty ? std::nullopt : std::optional<double>(vr.max - vr.min);
 }
 
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+archive_header make_archive_header(const input_source& src, const codec_params& p,
+                                   double chunk_mb, const std::string& tool_version,
+                                   const std::string& created) {
+  const geometry& g = src.geom;
+  archive_header h;
+  h.type = src.type;
+  h.geom = g;
+  h.codec = p;
+  h.samples_per_chunk =
+      samples_per_chunk(coeff_bytes_per_sample(p, g), src.bytes_per_sample, chunk_mb, g.samples,
+                        g.lay == layout::hw ? 1 : src.src->preferred_rows());
+  h.provenance = {{"tool", "dctchop " + tool_version},
+                  {"created", created},
+                  {"source", src.name()},  // names the dataset even when dctchop chose it
+                  {"source_bytes", g.samples * src.bytes_per_sample}};
+  return h;
+}
+
 void rethrow_in(const error& e, const std::string& file, u64 first) {
   if (e.sample() >= 0) {
     throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
@@ -95,15 +122,6 @@ bool meets(const quality& q, const quality_target& t) {
 using namespace detail;
 
 namespace {
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 nlohmann::json opt(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -226,18 +244,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
-  const u64 spc = samples_per_chunk(cbps, ibps, o.chunk_mb, g.samples,
-                                    g.lay == layout::hw ? 1 : src.src->preferred_rows());
-
-  archive_header ah;
-  ah.type = src.type;
-  ah.geom = g;
-  ah.codec = p;
-  ah.samples_per_chunk = spc;
-  ah.provenance = {{"tool", "dctchop " + o.tool_version},
-                   {"created", utc_now()},
-                   {"source", src.name()},  // names the dataset even when dctchop chose it
-                   {"source_bytes", g.samples * ibps}};
+  const archive_header ah = make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_now());
+  const u64 spc = ah.samples_per_chunk;
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
   // Two input buffers: while one chunk is encoded and written, the next is read on a

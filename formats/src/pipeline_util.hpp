@@ -9,6 +9,7 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
@@ -50,6 +51,16 @@ input_source open_input(const dataset_spec& spec, layout lay);
  *  (an HDF5 chunk) when that is not smaller than one unit. */
 u64 samples_per_chunk(u64 coeff_bytes_per_sample, u64 input_bytes_per_sample, double chunk_mb,
                       u64 samples, u64 preferred_rows = 1);
+
+/** The header compress writes for `src` with codec `p`: geometry, chunking (chunk_mb MiB of
+ *  coefficients, aligned to the source's read unit) and provenance. eval builds the same one to
+ *  predict archive sizes exactly. */
+archive_header make_archive_header(const input_source& src, const codec_params& p,
+                                   double chunk_mb, const std::string& tool_version,
+                                   const std::string& created);
+
+/** The current UTC time as ISO 8601 ("2026-11-29T18:00:00Z"), the provenance's "created". */
+std::string utc_now();
 
 /** R for float data, by a first pass over a rereadable input (nullopt for stdin and integer
  *  types). */

@@ -111,15 +111,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   for (auto& c : combos) {
     if (c.row.error.empty()) {
       c.row.q = c.acc.result();
-      archive_header h;
-      h.type = src.type;
-      h.geom = g;
-      h.codec = c.p;
-      h.samples_per_chunk =
-          samples_per_chunk(coeff_bytes_per_sample(c.p, g), ibps, o.chunk_mb, g.samples,
-                            g.lay == layout::hw ? 1 : src.src->preferred_rows());
-      h.provenance = {{"tool", "dctchop"}, {"created", "0000-00-00T00:00:00Z"},
-                      {"source", input.display()}, {"source_bytes", c.row.input_bytes}};
+      // The header compress would write (its timestamp has a fixed width).
+      const archive_header h = make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_now());
       c.row.archive_bytes = predict_archive_bytes(
           h, {}, {{"input_bytes", c.row.input_bytes}, {"quality", quality_to_json(c.row.q)}});
     }

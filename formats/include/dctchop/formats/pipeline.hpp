@@ -114,6 +114,7 @@ struct eval_options {
   std::vector<coeff_type> coeffs;            ///< empty: the default for the dtype
   layout lay = layout::automatic;
   double chunk_mb = 4.0;                     ///< chunking used for the true archive size
+  std::string tool_version;                  ///< as compress_options: the header's provenance
   bool ssim = true;
   int threads = 0;
   progress_fn progress;
