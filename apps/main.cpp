@@ -261,6 +261,13 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads) {
       ->capture_default_str();
 }
 
+/** A --json report, with the input and output named; on stderr when stdout carries data. */
+void print_json_report(nlohmann::json j, const std::string& in, const std::string& out) {
+  j["input"] = in;
+  j["output"] = out;
+  (out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
+}
+
 void print_info_text(const nlohmann::json& j) {
   const auto& c = j["codec"];
   std::cout << fmt::format("file:        {}\n", j["file"].get<std::string>());
@@ -555,10 +562,8 @@ int main(int argc, char** argv) {
       bar.clear();
       if (c_json) {
         auto j = r.to_json();
-        j["input"] = c_in;
-        j["output"] = c_out;
         j["backend"] = be->name();
-        (c_out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
+        print_json_report(j, c_in, c_out);
       } else if (!c_quiet) {
         for (const auto& t : r.trials) {
           log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q),
@@ -587,7 +592,7 @@ int main(int argc, char** argv) {
           }
         }
         log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} samples, backend {})",
-                  r.seconds, r.seconds > 0 ? double(r.input_bytes) / r.seconds / 1e9 : 0.0,
+                  r.seconds, formats::gb_per_s(r.input_bytes, r.seconds),
                   r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk, be->name());
       }
     } else if (*dec) {
@@ -604,15 +609,12 @@ int main(int argc, char** argv) {
       auto r = formats::decompress(d_in, formats::parse_dataset_spec(d_out, d_dataset, d_raw), *be, o);
       bar.clear();
       if (d_json) {
-        auto j = r.to_json();
-        j["input"] = d_in;
-        j["output"] = d_out;
-        (d_out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
+        print_json_report(r.to_json(), d_in, d_out);
       } else if (!d_quiet) {
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   d_out == "-" ? "<stdout>" : d_out, shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
-                  r.seconds > 0 ? double(r.output_bytes) / r.seconds / 1e9 : 0.0);
+                  formats::gb_per_s(r.output_bytes, r.seconds));
       }
     } else if (*inf) {
       refuse_tty_stdin(i_in);

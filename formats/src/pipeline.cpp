@@ -157,11 +157,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
   for (int k = 1; k <= p.block; ++k) {
     p.chop = k;
     coeffs.resize(m * coeff_bytes_per_sample(p, src.geom));
-    try {
-      be.encode(p, view, coeffs);
-    } catch (const error& e) {
-      rethrow_in(e, src.name(), 0);
-    }
+    encode_batch(be, p, view, coeffs, src.name(), 0);
     be.decode(p, coeffs, make_view(src.geom, src.type, static_cast<void*>(out.data()), m));
     quality_accumulator acc(src.type, range, ssim);
     acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), m), threads);
@@ -214,7 +210,7 @@ nlohmann::json compress_result::to_json() const {
   j["ratio"] = ratio();
   j["bits_per_value"] = bits_per_value();
   j["seconds"] = seconds;
-  j["throughput_gbps"] = seconds > 0 ? double(input_bytes) / seconds / 1e9 : 0.0;
+  j["throughput_gbps"] = gb_per_s(input_bytes, seconds);
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
   if (!trials.empty()) {
     auto& t = j["chop_search"] = nlohmann::json::array();
@@ -231,7 +227,7 @@ nlohmann::json decompress_result::to_json() const {
           {"dtype", std::string(to_string(type))},
           {"output_bytes", output_bytes},
           {"seconds", seconds},
-          {"throughput_gbps", seconds > 0 ? double(output_bytes) / seconds / 1e9 : 0.0}};
+          {"throughput_gbps", gb_per_s(output_bytes, seconds)}};
 }
 
 namespace {
@@ -286,11 +282,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
       src.read(first, n, cur.data());
     }
     const auto view = make_view(g, src.type, static_cast<const void*>(cur.data()), n);
-    try {
-      be.encode(p, view, std::span(coeffs.data(), n * cbps));
-    } catch (const error& e) {
-      rethrow_in(e, src.name(), first);
-    }
+    encode_batch(be, p, view, std::span(coeffs.data(), n * cbps), src.name(), first);
     if (measure) {
       be.decode(p, std::span<const std::byte>(coeffs.data(), n * cbps),
                 make_view(g, src.type, decoded.data(), n));

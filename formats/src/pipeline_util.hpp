@@ -69,6 +69,17 @@ std::optional<double> float_range(const dataset_spec& spec, layout lay);
 /** Re-throw an error from a batch with the file and the absolute sample index. */
 [[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);
 
+/** be.encode(), with a sample-level error re-thrown naming the file and absolute sample
+ *  (`first` is the batch's first sample). */
+inline void encode_batch(backend& be, const codec_params& p, const const_sample_view& view,
+                         std::span<std::byte> coeffs, const std::string& file, u64 first) {
+  try {
+    be.encode(p, view, coeffs);
+  } catch (const error& e) {
+    rethrow_in(e, file, first);
+  }
+}
+
 /** Whether q meets every target; throws invalid_argument when an SSIM target cannot be
  *  measured on this data. */
 bool meets(const quality& q, const quality_target& t);

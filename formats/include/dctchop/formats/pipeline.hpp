@@ -20,6 +20,11 @@
 
 namespace dctchop::formats {
 
+/** Throughput in GB/s (1e9 bytes per second); 0 when no time was measured. */
+inline double gb_per_s(std::uint64_t bytes, double seconds) {
+  return seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
+}
+
 /** Called after each chunk with (samples done, samples in total). May throw to cancel. */
 using progress_fn = std::function<void(std::uint64_t, std::uint64_t)>;
 
@@ -130,8 +135,8 @@ struct eval_row {
   std::string error;  ///< non-empty when this setting cannot hold the data (e.g. f16 overflow)
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
   double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
-  double compress_gbps() const { return encode_seconds > 0 ? double(input_bytes) / encode_seconds / 1e9 : 0; }
-  double decompress_gbps() const { return decode_seconds > 0 ? double(input_bytes) / decode_seconds / 1e9 : 0; }
+  double compress_gbps() const { return gb_per_s(input_bytes, encode_seconds); }
+  double decompress_gbps() const { return gb_per_s(input_bytes, decode_seconds); }
   nlohmann::json to_json() const;
 };
 
