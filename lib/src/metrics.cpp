@@ -19,21 +19,20 @@ constexpr int k_win = 7;                    // scikit-image default win_size
 constexpr double k_np = k_win * k_win;      // values per window
 constexpr double k_cov_norm = k_np / (k_np - 1.0);  // use_sample_covariance=True
 
-/** Read one row of a plane as doubles. */
-template <typename T>
-void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
-  const T* p = static_cast<const T*>(v.data) + static_cast<i64>(n) * v.stride_sample +
-               static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
-  for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<double>(p[static_cast<i64>(x) * v.stride_col]);
-}
-
-void load_row_any(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
+/** One row of a plane as Acc values. */
+template <typename Acc>
+void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, Acc* out) {
+  auto run = [&](auto* base) {
+    const auto* p = base + static_cast<i64>(n) * v.stride_sample +
+                    static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
+    for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<Acc>(p[static_cast<i64>(x) * v.stride_col]);
+  };
   switch (v.type) {
-    case dtype::u8: return load_row<std::uint8_t>(v, n, c, r, out);
-    case dtype::u16: return load_row<std::uint16_t>(v, n, c, r, out);
-    case dtype::i16: return load_row<std::int16_t>(v, n, c, r, out);
-    case dtype::f32: return load_row<float>(v, n, c, r, out);
-    case dtype::f64: return load_row<double>(v, n, c, r, out);
+    case dtype::u8: return run(static_cast<const std::uint8_t*>(v.data));
+    case dtype::u16: return run(static_cast<const std::uint16_t*>(v.data));
+    case dtype::i16: return run(static_cast<const std::int16_t*>(v.data));
+    case dtype::f32: return run(static_cast<const float*>(v.data));
+    case dtype::f64: return run(static_cast<const double*>(v.data));
   }
 }
 
@@ -243,23 +242,6 @@ class ssim_rows {
   u64 windows_ = 0;
 };
 
-/** One row of a plane as Acc values. */
-template <typename Acc>
-void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, Acc* out) {
-  auto run = [&](auto* base) {
-    const auto* p = base + static_cast<i64>(n) * v.stride_sample +
-                    static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
-    for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<Acc>(p[static_cast<i64>(x) * v.stride_col]);
-  };
-  switch (v.type) {
-    case dtype::u8: return run(static_cast<const std::uint8_t*>(v.data));
-    case dtype::u16: return run(static_cast<const std::uint16_t*>(v.data));
-    case dtype::i16: return run(static_cast<const std::int16_t*>(v.data));
-    case dtype::f32: return run(static_cast<const float*>(v.data));
-    case dtype::f64: return run(static_cast<const double*>(v.data));
-  }
-}
-
 /** SSIM of plane c of sample n (at least 7x7), with sums in Acc. */
 template <typename Acc>
 double plane_ssim(const const_sample_view& a, const const_sample_view& b, u64 n, u64 c,
@@ -305,7 +287,7 @@ void value_range::add(const const_sample_view& v) {
   for (u64 n = 0; n < v.samples; ++n)
     for (u64 c = 0; c < v.planes; ++c)
       for (u64 r = 0; r < v.height; ++r) {
-        load_row_any(v, n, c, r, row.data());
+        load_row_as(v, n, c, r, row.data());
         for (double x : row) {
           if (empty) {
             min = max = x;
@@ -375,8 +357,8 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
       if (!dense) {  // a strided view: walk the rows
         for (u64 c = 0; c < a.planes; ++c)
           for (u64 r = 0; r < a.height; ++r) {
-            load_row_any(a, n, c, r, ra.data());
-            load_row_any(b, n, c, r, rb.data());
+            load_row_as(a, n, c, r, ra.data());
+            load_row_as(b, n, c, r, rb.data());
             for (u64 x = 0; x < a.width; ++x) {
               const double d = ra[x] - rb[x];
               rec.sse += d * d;
