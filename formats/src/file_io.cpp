@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -146,6 +147,22 @@ output_file output_file::create(const std::string& path, bool overwrite) {
     f.fd_ = STDOUT_FILENO;
     return f;
   }
+  check_output_path(path, overwrite);
+  int fd = -1;
+  // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
+  // new file (mkstemp would leave it 0600).
+  f.temp_path_ = create_temp_beside(path, [&](const std::string& candidate) {
+    fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) {
+      throw error(errc::io, os_error(path, "create a temporary file beside"));
+    }
+    return fd >= 0;
+  });
+  f.fd_ = fd;
+  return f;
+}
+
+void check_output_path(const std::string& path, bool overwrite) {
   if (path.empty()) throw error(errc::invalid_argument, "empty output path");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
@@ -154,31 +171,27 @@ output_file output_file::create(const std::string& path, bool overwrite) {
       throw error(errc::output_exists, path + ": already exists (use -f to overwrite)");
     }
   }
-  // Temporary file in the same folder, so that rename() is atomic.
-  std::filesystem::path p(path);
-  std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-  // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
-  // new file (mkstemp would leave it 0600). Built with append: GCC 12 warns falsely on
-  // "." + std::string&& (-Wrestrict).
+}
+
+std::string create_temp_beside(const std::string& path,
+                               const std::function<bool(const std::string&)>& try_create) {
+  // Same folder as the output, so that rename() is atomic. Built with append: GCC 12 warns
+  // falsely on "." + std::string&& (-Wrestrict).
+  const std::filesystem::path p(path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   std::random_device rd;
   std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
                       static_cast<std::uint64_t>(::getpid()));
-  int fd = -1;
-  std::string temp;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, ".tmp%012llx",
                   static_cast<unsigned long long>(rng() & 0xffffffffffffull));
     std::string leaf(".");
     leaf.append(p.filename().string()).append(suffix);
-    temp = (std::filesystem::path(dir) / leaf).string();
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
+    const std::string temp = (std::filesystem::path(dir) / leaf).string();
+    if (try_create(temp)) return temp;
   }
-  if (fd < 0) throw error(errc::io, os_error(path, "create a temporary file beside"));
-  f.fd_ = fd;
-  f.temp_path_ = temp;
-  return f;
+  throw error(errc::io, path + ": cannot create a temporary file beside it");
 }
 
 output_file::output_file(output_file&& o) noexcept { *this = std::move(o); }

@@ -9,8 +9,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -335,27 +333,15 @@ class hdf5_sink final : public sample_sink {
       : path_(spec.path), dataset_(spec.dataset.empty() ? "/data" : spec.dataset), type_(type),
         shape_(shape) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) == 0 && !overwrite) {
-      throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
-    }
+    check_output_path(path_, overwrite);
     quiet_hdf5 quiet;
     // A temporary file beside the output, renamed by finish(): the output appears complete
     // or not at all.
-    std::filesystem::path p(path_);
-    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-    std::random_device rd;
-    std::mt19937_64 rng((u64(rd()) << 32) ^ rd() ^ u64(::getpid()));
     hid_t f = H5I_INVALID_HID;
-    for (int attempt = 0; attempt < 100 && f < 0; ++attempt) {
-      char suffix[24];
-      std::snprintf(suffix, sizeof suffix, ".tmp%012llx",
-                    static_cast<unsigned long long>(rng() & 0xffffffffffffull));
-      std::string leaf_name(".");
-      leaf_name.append(p.filename().string()).append(suffix);
-      temp_ = (std::filesystem::path(dir) / leaf_name).string();
-      f = H5Fcreate(temp_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-    }
+    temp_ = create_temp_beside(path_, [&](const std::string& candidate) {
+      f = H5Fcreate(candidate.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+      return f >= 0;
+    });
     file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
     dset_ = make_dataset(dataset_, type_, shape_, true);
     for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace dctchop::formats {
@@ -89,6 +90,16 @@ class output_file {
   bool committed_ = false;
   std::uint64_t position_ = 0;
 };
+
+/** Refuse an output path that exists (error output_exists, unless `overwrite`) or is a
+ *  directory (error io). */
+void check_output_path(const std::string& path, bool overwrite);
+
+/** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
+ *  rename into place is atomic): `try_create(candidate)` creates it exclusively and returns
+ *  false when that name is taken. Returns the name used; error(io) after 100 taken names. */
+std::string create_temp_beside(const std::string& path,
+                               const std::function<bool(const std::string&)>& try_create);
 
 /** True when both paths name the same existing file (same device and inode). */
 bool same_file(const std::string& a, const std::string& b);
