@@ -487,9 +487,10 @@ npy_reader npy_reader::open(const std::string& path) {
                " needs " + std::to_string(data_bytes) + " data bytes, the file holds " +
                std::to_string(f.size() - h.data_offset));
     }
-    if (data_bytes > 0) {
+    // C-order rows are read with pread (see read_rows); only a Fortran-order gather uses a
+    // map. Without one (an unusual file system) it falls back to positioned reads.
+    if (data_bytes > 0 && h.fortran_order) {
       const std::byte* base = f.map();
-      // Without a map (an unusual file system), read_rows() falls back to positioned reads.
       if (base != nullptr) r.data_ = base + h.data_offset;
     }
   } else if (h.fortran_order && dims_over_one > 1) {

@@ -44,7 +44,8 @@ struct npy_header {
 };
 
 /** Reads a .npy file along axis 0, converting to native byte order and C order.
- *  Files are memory-mapped; stdin is read sequentially in chunks (C order only).
+ *  Files are read with positioned reads (a Fortran-order file through a memory map); stdin is
+ *  read sequentially in chunks (C order only).
  *  Refuses object/pickled arrays, structured and non-numeric dtypes, bad magic and truncated
  *  data with dctchop::error(bad_input) naming the file. */
 class npy_reader {
