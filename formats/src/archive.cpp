@@ -334,6 +334,7 @@ archive_reader archive_reader::open(const std::string& path) {
   } else {
     std::vector<char> skip(data_offset - k_preamble - header_bytes);
     r.file_.read_exact(skip.data(), skip.size(), "header padding");
+    r.stream_offset_ = data_offset;
   }
   return r;
 }
@@ -479,7 +480,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
   const std::string name = display_name();
   const u64 align = header_.alignment;
   // Stream offsets are counted from the start of the archive.
-  u64 offset = data_offset_ + stream_tail_offset_;
+  const u64 offset = stream_offset_;
   if (next_sample_ < header_.geom.samples) {
     unsigned char rec[k_record];
     file_.read_exact(rec, k_record, "a chunk record");
@@ -510,7 +511,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
     const u64 end = offset + k_record + c.stored_bytes;
     std::vector<char> pad(align_up(end, align) - end);
     file_.read_exact(pad.data(), pad.size(), "chunk padding");
-    stream_tail_offset_ += align_up(end, align) - offset;
+    stream_offset_ = align_up(end, align);
     chunks_.push_back(c);
     info = c;
     ++next_index_;
@@ -553,7 +554,6 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
       corrupt(name, "side array '" + s.name + "' lies outside the data area");
     }
   }
-  stream_tail_offset_ = base;
   stream_done_ = true;
   return false;
 }
@@ -604,7 +604,7 @@ std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std:
       file_.read_at(s.offset, out.data(), out.size(), "side array");
     } else {
       if (!stream_done_) throw error(errc::internal, "side arrays come after the last chunk");
-      std::memcpy(out.data(), stream_tail_.data() + (s.offset - stream_tail_offset_), s.bytes);
+      std::memcpy(out.data(), stream_tail_.data() + (s.offset - stream_offset_), s.bytes);
     }
     if (XXH64(out.data(), out.size(), 0) != s.xxh64) {
       corrupt(display_name(), "side array '" + name + "': checksum mismatch");

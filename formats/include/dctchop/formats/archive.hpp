@@ -134,7 +134,8 @@ class archive_reader {
   std::size_t next_index_ = 0;
   std::uint64_t next_sample_ = 0;
   std::vector<std::byte> stream_tail_;  // side arrays + footer + tail of a stream
-  std::uint64_t stream_tail_offset_ = 0;
+  std::uint64_t stream_offset_ = 0;     // archive offset of the next unread byte of a stream;
+                                        // once done, of stream_tail_[0]
   bool stream_done_ = false;
 };
 
