@@ -9,7 +9,6 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -241,22 +240,13 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
   return spec;
 }
 
-/** Codec threads for a streaming command: as asked, or every core but one. The spare core
- *  runs the read-ahead and write-behind threads; measured on 2 cores, giving OpenMP both
- *  cores as well made compress 1.5x slower (its waiting workers spin). */
-int streaming_threads(int requested) {
-  if (requested > 0) return requested;
-  const unsigned n = std::thread::hardware_concurrency();
-  return n > 1 ? static_cast<int>(n) - 1 : 1;
-}
-
 void add_backend_options(CLI::App* cmd, std::string& backend, int& threads) {
   cmd->add_option("--backend", backend, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd->add_option("--threads", threads,
-                  "CPU threads (0: every core; the codec of compress, decompress and verify "
-                  "takes every core but one, which streams the I/O)")
+                  "CPU threads (0: every core); compress, decompress and verify run one "
+                  "chunk per thread")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
 }
@@ -549,8 +539,7 @@ int main(int argc, char** argv) {
       o.ssim = !c_no_ssim;
       o.target.psnr_db = c_psnr;
       o.target.ssim = c_ssim;
-      o.threads = c_threads;  // quality measurement: CPU-bound, every core
-      c_threads = streaming_threads(c_threads);
+      o.threads = c_threads;
       o.tool_version = DCTCHOP_VERSION_STRING;
       app::progress_bar bar("compressing", !c_quiet);
       o.progress = progress_to(bar);
@@ -605,7 +594,7 @@ int main(int argc, char** argv) {
       o.overwrite = d_force;
       app::progress_bar bar("decompressing", !d_quiet);
       o.progress = progress_to(bar);
-      auto be = make_backend(parse_backend(d_backend), {streaming_threads(d_threads)});
+      auto be = make_backend(parse_backend(d_backend), {d_threads});
       auto r = formats::decompress(d_in, formats::parse_dataset_spec(d_out, d_dataset, d_raw), *be, o);
       bar.clear();
       if (d_json) {
@@ -680,7 +669,6 @@ int main(int argc, char** argv) {
       o.min_ssim = v_min_ssim;
       o.max_error = v_max_error;
       o.threads = v_threads;
-      v_threads = streaming_threads(v_threads);
       app::progress_bar bar("verifying", !v_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(v_backend), {v_threads});

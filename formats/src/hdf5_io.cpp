@@ -3,17 +3,21 @@
 // failures become dctchop::error naming the file and dataset.
 #include "hdf5_io.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/file_io.hpp"
 
 namespace dctchop::formats::detail {
 namespace {
@@ -240,6 +244,10 @@ class hdf5_source final : public sample_source {
         cache_bytes = static_cast<std::size_t>(
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
                           u64(64) << 20));
+        // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
+        // cache, and reads a part of one without reading it whole: a cache would only add a
+        // copy of every byte.
+        if (H5Pget_nfilters(dcpl.get()) == 0) cache_bytes = 0;
       }
     }
     probe.reset();
@@ -343,11 +351,16 @@ class hdf5_sink final : public sample_sink {
       return f >= 0;
     });
     file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
+    // Our own descriptor of the same file: HDF5 writes through its own, and this one starts
+    // the write-out behind it and makes the finished file durable (fsync) before the rename.
+    sync_fd_ = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
+    behind_ = write_behind(sync_fd_);
     dset_ = make_dataset(dataset_, type_, shape_, true);
     for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
   }
 
   ~hdf5_sink() override {
+    if (sync_fd_ >= 0) ::close(sync_fd_);
     if (!finished_) {
       dset_.reset();
       file_.reset();
@@ -369,6 +382,8 @@ class hdf5_sink final : public sample_sink {
                   H5P_DEFAULT, src),
           errc::io, name() + ": write failed (disk full?)");
     rows_ += count;
+    struct stat st {};
+    if (sync_fd_ >= 0 && ::fstat(sync_fd_, &st) == 0) behind_.advance(static_cast<u64>(st.st_size));
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
@@ -396,6 +411,10 @@ class hdf5_sink final : public sample_sink {
         ::unlink(temp_.c_str());
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
+    }
+    if (sync_fd_ >= 0 && ::fsync(sync_fd_) != 0 && errno != EINVAL) {
+      ::unlink(temp_.c_str());
+      throw error(errc::io, path_ + ": cannot flush: " + std::strerror(errno));
     }
     if (::rename(temp_.c_str(), path_.c_str()) != 0) {
       ::unlink(temp_.c_str());
@@ -465,6 +484,8 @@ class hdf5_sink final : public sample_sink {
   h5_id file_, dset_;
   u64 rows_ = 0;
   bool finished_ = false;
+  int sync_fd_ = -1;
+  write_behind behind_;
 };
 
 }  // namespace

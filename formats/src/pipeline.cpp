@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <future>
 #include <vector>
 
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/npy.hpp"
+#include "chunk_pipeline.hpp"
 #include "pipeline_util.hpp"
 
 namespace dctchop::formats {
@@ -50,6 +52,27 @@ u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples, u64 pref
   spc = std::max<u64>(1, std::min<u64>(spc, (u64(64) << 20) / ibps));
   if (preferred > 1 && spc >= preferred) spc = spc / preferred * preferred;
   return std::min<u64>(spc, samples);
+}
+
+pipeline_workers make_workers(backend& be, u64 slot_bytes) {
+  constexpr u64 budget = u64(384) << 20;
+  const u64 fit = budget / std::max<u64>(slot_bytes, 1);
+  const u64 most = fit > 3 ? fit - 2 : 1;
+  pipeline_workers crew;
+  const u64 want = std::min<u64>(static_cast<u64>(std::max(be.threads(), 1)), most);
+  if (want > 1) {
+    for (u64 i = 0; i < want; ++i) {
+      auto one = be.single_threaded();
+      if (!one) break;
+      crew.be.push_back(one.get());
+      crew.owned.push_back(std::move(one));
+    }
+  }
+  if (crew.be.size() <= 1) {
+    crew.owned.clear();
+    crew.be.assign(1, &be);
+  }
+  return crew;
 }
 
 std::optional<double> float_range(const dataset_spec& spec, layout lay) {
@@ -244,60 +267,62 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const u64 spc = ah.samples_per_chunk;
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
-  // Two input buffers: while one chunk is encoded and written, the next is read on a
-  // background thread (files only: a read from a pipe could block an interrupted exit).
-  const bool prefetch = src.rereadable();
-  std::vector<std::byte> inbuf[2], coeff_bufs[2], decoded;
+  // Chunks stream through run_chunks(): read on this thread, encoded (and measured) by
+  // be.threads() workers at once, one chunk each, and written in order by a writer thread.
+  // Each slot holds one chunk's buffers; memory is slots x (input, coefficients, decoded).
+  const u64 slot_bytes = spc * (ibps * (measure ? 2 : 1) + cbps);
+  const pipeline_workers crew = make_workers(be, slot_bytes);
+  const unsigned workers = crew.count();
+  const std::size_t slots = crew.slots();
+  struct slot_buffers {
+    std::vector<std::byte> in, coeffs, decoded;
+    u64 first = 0, n = 0;
+    quality_batch measured;
+  };
+  std::vector<slot_buffers> slot(slots);
   try {
-    inbuf[0].resize(spc * ibps);
-    if (prefetch && spc < g.samples) inbuf[1].resize(spc * ibps);
-    coeff_bufs[0].resize(spc * cbps);
-    if (spc < g.samples) coeff_bufs[1].resize(spc * cbps);
-    if (measure) decoded.resize(spc * ibps);
+    for (auto& b : slot) {
+      b.in.resize(spc * ibps);
+      b.coeffs.resize(spc * cbps);
+      if (measure) b.decoded.resize(spc * ibps);
+    }
   } catch (const std::bad_alloc&) {
     // One sample is the unit of work; a sample larger than memory cannot be processed yet.
-    throw error(errc::bad_input, src.name() + ": a chunk of " + std::to_string(spc) +
-                                     " sample(s) needs " +
-                                     std::to_string((spc * ibps * (measure ? 3 : 2) + spc * cbps) >> 20) +
+    throw error(errc::bad_input, src.name() + ": " + std::to_string(slots) + " chunks of " +
+                                     std::to_string(spc) + " sample(s) need " +
+                                     std::to_string((slots * slot_bytes) >> 20) +
                                      " MiB of memory, more than this machine gives");
   }
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
-  u64 chunks = 0;
-  std::future<void> next;
-  auto read_async = [&](u64 at, std::vector<std::byte>& buf) {
-    const u64 k = std::min(spc, g.samples - at);
-    return std::async(std::launch::async, [&src, at, k, &buf] { src.read(at, k, buf.data()); });
+  chunk_stages stages;
+  stages.read = [&](u64 c, std::size_t i) {
+    slot_buffers& b = slot[i];
+    b.first = c * spc;
+    if (b.first >= g.samples) return false;
+    b.n = std::min(spc, g.samples - b.first);
+    src.read(b.first, b.n, b.in.data());
+    return true;
   };
-  if (prefetch) next = read_async(0, inbuf[0]);
-  // Chunk i is written (and hashed) on a background thread while chunk i+1 is encoded.
-  std::future<void> written;
-  for (u64 first = 0; first < g.samples;) {
-    std::vector<std::byte>& coeffs = coeff_bufs[chunks % 2];
-    const u64 n = std::min(spc, g.samples - first);
-    std::vector<std::byte>& cur = prefetch ? inbuf[chunks % 2] : inbuf[0];
-    if (prefetch) {
-      next.get();  // rethrows a read error
-      if (first + n < g.samples) next = read_async(first + n, inbuf[(chunks + 1) % 2]);
-    } else {
-      src.read(first, n, cur.data());
-    }
-    const auto view = make_view(g, src.type, static_cast<const void*>(cur.data()), n);
-    encode_batch(be, p, view, std::span(coeffs.data(), n * cbps), src.name(), first);
+  stages.work = [&](u64, std::size_t i, unsigned worker) {
+    slot_buffers& b = slot[i];
+    backend& wb = *crew.be[worker];
+    const auto view = make_view(g, src.type, static_cast<const void*>(b.in.data()), b.n);
+    encode_batch(wb, p, view, std::span(b.coeffs.data(), b.n * cbps), src.name(), b.first);
     if (measure) {
-      be.decode(p, std::span<const std::byte>(coeffs.data(), n * cbps),
-                make_view(g, src.type, decoded.data(), n));
-      acc.add(view, make_view(g, src.type, static_cast<const void*>(decoded.data()), n),
-              o.threads);
+      wb.decode(p, std::span<const std::byte>(b.coeffs.data(), b.n * cbps),
+                make_view(g, src.type, b.decoded.data(), b.n));
+      b.measured = acc.measure(
+          view, make_view(g, src.type, static_cast<const void*>(b.decoded.data()), b.n),
+          workers > 1 ? 1 : o.threads);
     }
-    if (written.valid()) written.get();  // the previous chunk is out; rethrows its error
-    written = std::async(std::launch::async, [&w, first, n, &coeffs, cbps] {
-      w.write_chunk(first, n, std::span<const std::byte>(coeffs.data(), n * cbps));
-    });
-    first += n;
-    ++chunks;
-    if (o.progress) o.progress(first, g.samples);
-  }
-  if (written.valid()) written.get();
+  };
+  stages.write = [&](u64, std::size_t i) {
+    slot_buffers& b = slot[i];
+    w.write_chunk(b.first, b.n, std::span<const std::byte>(b.coeffs.data(), b.n * cbps));
+    if (measure) acc.add(b.measured);  // in chunk order: the sums do not depend on the workers
+    if (o.progress) o.progress(b.first + b.n, g.samples);
+  };
+  const u64 chunks = run_chunks(slots, workers, stages);
   if (labels) {
     std::vector<std::byte> lb(labels->rows() * labels->row_bytes());
     labels->read_rows(0, labels->rows(), lb.data());
@@ -464,51 +489,54 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 ibps = h.geom.values_per_sample() * size_of(h.type);
   const u64 rps = rows_per_sample(h.geom);
-  // Decoded chunk k is written on a background thread while chunk k+1 is decoded; the two
-  // output buffers alternate and are resized only when no write is in flight.
-  std::vector<std::byte> coeffs, outbufs[2];
-  std::future<void> written;
-  unsigned parts = 0;
-  u64 done = 0;
-  auto decode_part = [&](const chunk_info& c, const std::vector<std::byte>& chunk) {
-    const u64 lo = std::max(c.first, first), hi = std::min(c.first + c.count, end);
-    if (lo >= hi) return;
-    const u64 n = hi - lo;
-    std::vector<std::byte>& out = outbufs[parts++ % 2];
-    if (out.size() < n * ibps) {
-      if (written.valid()) written.get();  // never resize under a running write
-      out.resize(n * ibps);
+  // Chunks stream through run_chunks(): read and checked on this thread, decoded by
+  // be.threads() workers at once, one chunk each, and written in order by a writer thread.
+  // A chunk that lies outside --samples is read (a stream cannot skip it) but not decoded.
+  struct slot_buffers {
+    chunk_info info;
+    std::vector<std::byte> coeffs, out;
+    u64 lo = 0, hi = 0;  // the samples of this chunk that are written
+  };
+  const u64 max_chunk = h.samples_per_chunk;
+  const pipeline_workers crew = make_workers(be, max_chunk * (cbps + ibps));
+  std::vector<slot_buffers> slot(crew.slots());
+  const bool random = r.random_access();
+  const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
+  const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
+  chunk_stages stages;
+  stages.read = [&](u64 c, std::size_t i) {
+    slot_buffers& b = slot[i];
+    if (random) {
+      const std::size_t ci = first_chunk + c;
+      if (ci > last_chunk) return false;
+      b.info = r.chunks()[ci];
+      r.read_chunk(ci, b.coeffs);
+    } else if (!r.next_chunk(b.info, b.coeffs)) {
+      return false;
     }
-    be.decode(h.codec,
-              std::span<const std::byte>(chunk.data() + (lo - c.first) * cbps, n * cbps),
-              make_view(h.geom, h.type, out.data(), n));
-    if (written.valid()) written.get();  // the previous part is out; rethrows its error
-    written = std::async(std::launch::async,
-                         [&w, &out, n, rps] { w->write_rows(out.data(), n * rps); });
+    b.lo = std::max(b.info.first, first);
+    b.hi = std::max(b.lo, std::min(b.info.first + b.info.count, end));
+    return true;
+  };
+  stages.work = [&](u64, std::size_t i, unsigned worker) {
+    slot_buffers& b = slot[i];
+    const u64 n = b.hi - b.lo;
+    if (n == 0) return;
+    if (b.out.size() < n * ibps) b.out.resize(n * ibps);
+    crew.be[worker]->decode(
+        h.codec, std::span<const std::byte>(b.coeffs.data() + (b.lo - b.info.first) * cbps, n * cbps),
+        make_view(h.geom, h.type, b.out.data(), n));
+  };
+  u64 done = 0;
+  stages.write = [&](u64, std::size_t i) {
+    const slot_buffers& b = slot[i];
+    const u64 n = b.hi - b.lo;
+    if (n == 0) return;
+    w->write_rows(b.out.data(), n * rps);
     done += n;
     if (o.progress) o.progress(done, g.samples);
   };
-  if (r.random_access()) {
-    // Read (and check) the next chunk on a background thread while this one is decoded and
-    // written; the two buffers alternate and are never resized while a read is in flight.
-    const std::size_t last = r.chunk_of(end - 1);
-    std::vector<std::byte> bufs[2];
-    std::size_t ci = r.chunk_of(first);
-    auto read_async = [&r](std::size_t index, std::vector<std::byte>& buf) {
-      return std::async(std::launch::async, [&r, index, &buf] { r.read_chunk(index, buf); });
-    };
-    std::future<void> next = read_async(ci, bufs[0]);
-    for (unsigned k = 0; ci <= last; ++ci, ++k) {
-      next.get();  // rethrows a read or checksum error
-      if (ci < last) next = read_async(ci + 1, bufs[(k + 1) % 2]);
-      decode_part(r.chunks()[ci], bufs[k % 2]);
-    }
-  } else {
-    chunk_info c;
-    while (r.next_chunk(c, coeffs)) decode_part(c, coeffs);
-  }
-
-  if (written.valid()) written.get();
+  run_chunks(slot.size(), crew.count(), stages);
 
   // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5).
   // The reader has checked their description against the header (numeric, one row per sample).

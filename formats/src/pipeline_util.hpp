@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
@@ -79,6 +80,18 @@ inline void encode_batch(backend& be, const codec_params& p, const const_sample_
     rethrow_in(e, file, first);
   }
 }
+
+/** The backends of a chunk pipeline's workers (run_chunks): be.threads() single-threaded
+ *  copies of `be`, or `be` alone when it does not split that way; fewer when workers + 2
+ *  chunks in flight of `slot_bytes` each would pass the pipeline's memory budget (384 MiB). */
+struct pipeline_workers {
+  std::vector<std::unique_ptr<backend>> owned;
+  std::vector<backend*> be;
+  unsigned count() const { return static_cast<unsigned>(be.size()); }
+  /** Chunks in flight: one per worker, one being read and one being written. */
+  std::size_t slots() const { return be.size() + 2; }
+};
+pipeline_workers make_workers(backend& be, u64 slot_bytes);
 
 /** Whether q meets every target; throws invalid_argument when an SSIM target cannot be
  *  measured on this data. */

@@ -8,6 +8,7 @@
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
+#include "chunk_pipeline.hpp"
 #include "pipeline_util.hpp"
 
 namespace dctchop::formats {
@@ -194,19 +195,43 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   }
   quality_accumulator acc(h.type, range, true);
   const u64 ibps = src.bytes_per_sample;
-  std::vector<std::byte> coeffs, in, out;
-  chunk_info c;
+  // Chunks stream through run_chunks(): the archive chunk (checksum checked) and the same
+  // samples of the input are read on this thread, decoded and measured by the workers, and
+  // the measurements summed in chunk order.
+  struct slot_buffers {
+    chunk_info info;
+    std::vector<std::byte> coeffs, in, out;
+    quality_batch measured;
+  };
+  const pipeline_workers crew =
+      make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps));
+  std::vector<slot_buffers> slot(crew.slots());
+  chunk_stages stages;
+  stages.read = [&](u64, std::size_t i) {
+    slot_buffers& b = slot[i];
+    if (!r.next_chunk(b.info, b.coeffs)) return false;
+    b.in.resize(b.info.count * ibps);
+    src.read(b.info.first, b.info.count, b.in.data());
+    return true;
+  };
+  stages.work = [&](u64, std::size_t i, unsigned worker) {
+    slot_buffers& b = slot[i];
+    const u64 n = b.info.count;
+    b.out.resize(n * ibps);
+    crew.be[worker]->decode(h.codec, b.coeffs,
+                            make_view(h.geom, h.type, static_cast<void*>(b.out.data()), n));
+    b.measured = acc.measure(make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
+                             make_view(h.geom, h.type, static_cast<const void*>(b.out.data()), n),
+                             crew.count() > 1 ? 1 : o.threads);
+  };
   u64 done = 0;
-  while (r.next_chunk(c, coeffs)) {  // checks each chunk's checksum
-    in.resize(c.count * ibps);
-    out.resize(c.count * ibps);
-    src.read(c.first, c.count, in.data());
-    be.decode(h.codec, coeffs, make_view(h.geom, h.type, static_cast<void*>(out.data()), c.count));
-    acc.add(make_view(h.geom, h.type, static_cast<const void*>(in.data()), c.count),
-            make_view(h.geom, h.type, static_cast<const void*>(out.data()), c.count), o.threads);
-    done += c.count;
+  stages.write = [&](u64, std::size_t i) {
+    const slot_buffers& b = slot[i];
+    acc.add(b.measured);
+    done += b.info.count;
     if (o.progress) o.progress(done, h.geom.samples);
-  }
+  };
+  run_chunks(slot.size(), crew.count(), stages);
   for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
   res.q = acc.result();
   const quality& q = *res.q;

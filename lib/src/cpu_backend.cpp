@@ -81,6 +81,10 @@ class cpu_backend final : public backend {
   explicit cpu_backend(const backend_options& o)
       : threads_(resolve_threads(o.threads)), kernels_(pick_kernels()) {}
   std::string name() const override { return "cpu"; }
+  int threads() const override { return threads_; }
+  std::unique_ptr<backend> single_threaded() const override {
+    return std::make_unique<cpu_backend>(backend_options{1});
+  }
 
   void encode(const codec_params& p, const const_sample_view& v,
               std::span<std::byte> coeffs) override {

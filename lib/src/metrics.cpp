@@ -316,8 +316,8 @@ quality_accumulator::quality_accumulator(dtype type, std::optional<double> range
   ssim_enabled_ = ssim && known_range_.has_value();
 }
 
-void quality_accumulator::add(const const_sample_view& a, const const_sample_view& b,
-                              int threads) {
+quality_batch quality_accumulator::measure(const const_sample_view& a,
+                                           const const_sample_view& b, int threads) const {
   if (a.type != b.type || a.type != type_ || a.samples != b.samples || a.planes != b.planes ||
       a.height != b.height || a.width != b.width) {
     throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
@@ -328,13 +328,12 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
   const double range = known_range_.value_or(0.0);
   const bool do_ssim = ssim_enabled_ && range > 0;  // range 0: SSIM is 0/0, undefined
   const bool dense = dense_samples(a) && dense_samples(b);
-  // One record per sample, filled in parallel, then added to the totals in sample order: the
+  // One record per sample, filled in parallel; add(batch) sums them in sample order, so the
   // figures do not depend on the thread count or on how the data was split into batches.
-  struct sample_record {
-    double sse = 0, max_abs = 0, mn = 0, mx = 0, ssim_sum = 0;
-    u64 ssim_planes = 0;
-  };
-  std::vector<sample_record> recs(a.samples);
+  quality_batch batch;
+  batch.values_per_sample = per_sample;
+  batch.samples.resize(a.samples);
+  auto& recs = batch.samples;
   DCTCHOP_OMP(omp parallel num_threads(nt) if (nt > 1 && samples > 1))
   {
     std::vector<double> ra(a.width), rb(a.width);
@@ -342,7 +341,7 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
     DCTCHOP_OMP(omp for schedule(dynamic, 1))
     for (i64 si = 0; si < samples; ++si) {
       const u64 n = static_cast<u64>(si);
-      sample_record& rec = recs[n];
+      quality_batch::sample& rec = recs[n];
       rec.mn = std::numeric_limits<double>::infinity();
       rec.mx = -rec.mn;
       if (dense) {
@@ -377,7 +376,12 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
       }
     }
   }
-  for (const auto& rec : recs) {
+  return batch;
+}
+
+void quality_accumulator::add(const quality_batch& batch) {
+  const u64 per_sample = batch.values_per_sample;
+  for (const auto& rec : batch.samples) {
     min_ = values_ == 0 ? rec.mn : std::min(min_, rec.mn);
     max_ = values_ == 0 ? rec.mx : std::max(max_, rec.mx);
     values_ += per_sample;
@@ -394,7 +398,12 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
     ssim_sum_ += rec.ssim_sum;
     ssim_planes_ += rec.ssim_planes;
   }
-  samples_ += a.samples;
+  samples_ += batch.samples.size();
+}
+
+void quality_accumulator::add(const const_sample_view& a, const const_sample_view& b,
+                              int threads) {
+  add(measure(a, b, threads));
 }
 
 void quality_accumulator::merge(const quality_accumulator& o) {

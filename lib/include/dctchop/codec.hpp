@@ -69,6 +69,13 @@ class backend {
    *  to out.type, add the offset back. */
   virtual void decode(const codec_params& params, std::span<const std::byte> coeffs,
                       const sample_view& out) = 0;
+  /** CPU threads that one encode() or decode() call runs on. */
+  virtual int threads() const { return 1; }
+  /** A backend of the same kind whose calls run on the calling thread alone, so that a
+   *  pipeline can run threads() of them at once, one chunk each, with no barrier inside a
+   *  chunk; nullptr when this backend does not split that way (the pipeline then makes one
+   *  call at a time). Encode and decode results are the same as this backend's. */
+  virtual std::unique_ptr<backend> single_threaded() const { return nullptr; }
 };
 
 /** Which backend to run. `automatic` takes CUDA when built and a device is present. */

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/types.hpp"
@@ -27,6 +28,17 @@ struct quality {
   std::uint64_t ssim_planes = 0;
 };
 
+/** Per-sample figures of one batch, measured but not yet added to the totals (see
+ *  quality_accumulator::measure). */
+struct quality_batch {
+  struct sample {
+    double sse = 0, max_abs = 0, mn = 0, mx = 0, ssim_sum = 0;
+    std::uint64_t ssim_planes = 0;
+  };
+  std::vector<sample> samples;
+  std::uint64_t values_per_sample = 0;
+};
+
 /** Accumulates the error between original and decoded samples.
  *
  *  R is the dtype's range for integer types (255 for u8, 65535 for u16 and i16). For float
@@ -44,6 +56,13 @@ class quality_accumulator {
   /** Add whole samples: `original` and `decoded` must have the same geometry and dtype.
    *  Runs on `threads` OpenMP threads (0: every core). */
   void add(const const_sample_view& original, const const_sample_view& decoded, int threads = 1);
+  /** The first half of add(): measure a batch without touching the totals. It is const, so
+   *  several batches may be measured at once on different threads; adding the batches in
+   *  order then gives exactly the totals of add() on the whole. */
+  quality_batch measure(const const_sample_view& original, const const_sample_view& decoded,
+                        int threads = 1) const;
+  /** The second half of add(): sum a measured batch into the totals, sample by sample. */
+  void add(const quality_batch& batch);
   /** Combine another accumulator's totals (same dtype and settings). */
   void merge(const quality_accumulator& other);
   /** The figures so far. */

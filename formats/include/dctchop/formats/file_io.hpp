@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace dctchop::formats {
@@ -55,13 +56,48 @@ class input_file {
   void* map_ = nullptr;
 };
 
+/** Write-behind for a regular file written front to back (Linux; elsewhere it does nothing).
+ *
+ *  Left alone, the kernel starts writing dirty pages only when a share of memory is dirty, and
+ *  the final fsync then waits for gigabytes at once while the disk sat idle; fresh page-cache
+ *  pages also cost more than reused ones. So every `kick` bytes we start the write-out of what
+ *  was written (sync_file_range WRITE), and once a range is `lag` bytes behind the write
+ *  position we wait for it and drop it from the page cache: the disk works alongside the
+ *  codec, dirty memory stays under `lag`, and the output does not evict the user's cache.
+ *  Failures (a pipe, a file system without support) switch it off; fsync still reports real
+ *  write errors. Not thread-safe: call from the one thread that writes. */
+class write_behind {
+ public:
+  static constexpr std::uint64_t kick = std::uint64_t(8) << 20;
+  static constexpr std::uint64_t lag = std::uint64_t(64) << 20;
+
+  write_behind() = default;
+  /** `fd` (not owned) must stay open while advance() is called. */
+  explicit write_behind(int fd) : fd_(fd) {}
+  /** Bytes [0, end) of the file have been written. */
+  void advance(std::uint64_t end) noexcept;
+
+ private:
+  int fd_ = -1;
+  std::uint64_t started_ = 0;  // write-out started for [0, started_)
+  std::uint64_t settled_ = 0;  // written to disk and dropped from the cache for [0, settled_)
+};
+
 /** An output that appears at its path only when complete: bytes go to a temporary file in the
  *  same folder, renamed over the path by commit(). Destroyed without commit(), the temporary file
- *  is removed. "-" writes to standard output directly. */
+ *  is removed. "-" writes to standard output directly.
+ *
+ *  A regular file is written with direct I/O (O_DIRECT) where the file system takes it: the
+ *  bytes are gathered in aligned 8 MiB buffers that a background thread writes to the disk
+ *  while the next one fills, with no page-cache copy. On a streaming job of gigabytes that
+ *  keeps the disk busy alongside the computation, saves the kernel's copy, and leaves the
+ *  user's page cache alone. The last partial block is written through the page cache. Where
+ *  direct I/O is refused (tmpfs, some network file systems), or with direct_io = false, writes
+ *  are buffered, with write_behind. The file's bytes are the same either way. */
 class output_file {
  public:
   /** Create. An existing `path` is refused with error(output_exists) unless `overwrite`. */
-  static output_file create(const std::string& path, bool overwrite);
+  static output_file create(const std::string& path, bool overwrite, bool direct_io = true);
   output_file(output_file&& other) noexcept;
   output_file& operator=(output_file&& other) noexcept;
   output_file(const output_file&) = delete;
@@ -79,16 +115,22 @@ class output_file {
   std::uint64_t position() const noexcept { return position_; }
   /** Flush, fsync and rename into place. */
   void commit();
+  /** Whether writes currently go to the disk with direct I/O. */
+  bool direct() const noexcept { return direct_ != nullptr; }
 
  private:
   output_file() = default;
   void abandon() noexcept;
+  void write_fd(const void* src, std::size_t n);
+  class direct_writer;
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
   bool is_stdout_ = false;
   bool committed_ = false;
   std::uint64_t position_ = 0;
+  write_behind behind_;
+  std::unique_ptr<direct_writer> direct_;  // the direct I/O path, while it is in use
 };
 
 /** Refuse an output path that exists (error output_exists, unless `overwrite`) or is a

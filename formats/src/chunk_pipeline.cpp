@@ -1,0 +1,185 @@
+#include "chunk_pipeline.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dctchop/error.hpp"
+#include "quiet_thread.hpp"
+
+namespace dctchop::formats::detail {
+namespace {
+
+using u64 = std::uint64_t;
+constexpr u64 none = std::numeric_limits<u64>::max();
+
+enum class slot_state { free, filled, worked };
+
+/** Shared state of one run, guarded by `m`. */
+struct pipeline_state {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<slot_state> state;
+  std::vector<u64> chunk;
+  std::deque<std::size_t> queue;  // filled slots, in chunk order
+  u64 read_total = none;          // chunks read, once reading has ended
+  u64 next_write = 0;
+  u64 failed_chunk = none;  // lowest chunk that failed
+  std::exception_ptr error;
+
+  bool failed() const { return failed_chunk != none; }
+  void fail(u64 at, std::exception_ptr e) {  // with m held
+    if (at < failed_chunk) {
+      failed_chunk = at;
+      error = std::move(e);
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) {
+  if (workers == 0) workers = 1;
+  if (slots < 2) slots = 2;
+  pipeline_state s;
+  s.state.assign(slots, slot_state::free);
+  s.chunk.assign(slots, none);
+
+  auto worker_loop = [&s, &stages](unsigned w) {
+    std::unique_lock lock(s.m);
+    for (;;) {
+      // After a failure, only chunks before the failed one are still worked.
+      s.cv.wait(lock, [&] {
+        return !s.queue.empty() || s.read_total != none || s.failed();
+      });
+      if (s.queue.empty()) {
+        if (s.read_total != none || s.failed()) return;
+        continue;
+      }
+      const std::size_t slot = s.queue.front();
+      const u64 c = s.chunk[slot];
+      if (c > s.failed_chunk) return;
+      s.queue.pop_front();
+      lock.unlock();
+      std::exception_ptr err;
+      try {
+        stages.work(c, slot, w);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lock.lock();
+      if (err) {
+        s.fail(c, err);
+      } else {
+        s.state[slot] = slot_state::worked;
+        s.cv.notify_all();
+      }
+    }
+  };
+
+  auto writer_loop = [&s, &stages] {
+    std::unique_lock lock(s.m);
+    for (;;) {
+      // Chunks before a failed one are still written, so that a write error there wins.
+      std::size_t slot = 0;
+      bool done = false;
+      s.cv.wait(lock, [&] {
+        done = (s.failed() && s.next_write >= s.failed_chunk) ||
+               (s.read_total != none && s.next_write >= s.read_total);
+        if (done) return true;
+        for (slot = 0; slot < s.state.size(); ++slot) {
+          if (s.chunk[slot] == s.next_write && s.state[slot] == slot_state::worked) return true;
+        }
+        return false;
+      });
+      if (done) return;
+      const u64 c = s.next_write;
+      lock.unlock();
+      std::exception_ptr err;
+      try {
+        stages.write(c, slot);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lock.lock();
+      if (err) {
+        s.fail(c, err);
+        return;
+      }
+      s.state[slot] = slot_state::free;
+      s.chunk[slot] = none;
+      ++s.next_write;
+      s.cv.notify_all();
+    }
+  };
+
+  std::vector<std::thread> threads;
+  auto stop_and_join = [&] {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  };
+  u64 c = 0;
+  try {
+    threads.reserve(workers + 1);
+    threads.push_back(start_quiet_thread(writer_loop));
+    for (unsigned w = 0; w < workers; ++w) threads.push_back(start_quiet_thread([&, w] { worker_loop(w); }));
+
+    std::unique_lock lock(s.m);
+    for (;; ++c) {
+      std::size_t slot = 0;
+      s.cv.wait(lock, [&] {
+        if (s.failed()) return true;
+        for (slot = 0; slot < s.state.size(); ++slot) {
+          if (s.state[slot] == slot_state::free && s.chunk[slot] == none) return true;
+        }
+        return false;
+      });
+      if (s.failed()) break;
+      s.chunk[slot] = c;  // taken: not free for another read
+      lock.unlock();
+      bool more = false;
+      std::exception_ptr err;
+      try {
+        more = stages.read(c, slot);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lock.lock();
+      if (err) {
+        s.chunk[slot] = none;
+        s.fail(c, err);
+        break;
+      }
+      if (!more) {
+        s.chunk[slot] = none;
+        break;
+      }
+      s.state[slot] = slot_state::filled;
+      s.queue.push_back(slot);
+      s.cv.notify_all();
+    }
+    s.read_total = c;
+    s.cv.notify_all();
+    lock.unlock();
+  } catch (...) {
+    // Starting a thread failed: stop the others before leaving.
+    {
+      std::lock_guard lock(s.m);
+      s.fail(0, std::current_exception());
+      s.read_total = c;
+    }
+    stop_and_join();
+    throw;
+  }
+  stop_and_join();
+  if (s.error) std::rethrow_exception(s.error);
+  return c;
+}
+
+}  // namespace dctchop::formats::detail

@@ -1,0 +1,33 @@
+// Internal: the three-stage chunk pipeline of compress and decompress.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace dctchop::formats::detail {
+
+/** The stages of run_chunks(). Chunks are numbered 0, 1, 2, ... in the order read() sees them;
+ *  `slot` (0..slots-1) names the buffers a chunk travels in, and `worker` (0..workers-1) the
+ *  worker thread that runs work(). */
+struct chunk_stages {
+  /** On the calling thread, in chunk order, one at a time: fill slot `slot` with chunk
+   *  `chunk`. Returns false when there are no more chunks (the slot stays unused). */
+  std::function<bool(std::uint64_t chunk, std::size_t slot)> read;
+  /** On a worker thread, several chunks at once in any order: transform the slot's chunk. */
+  std::function<void(std::uint64_t chunk, std::size_t slot, unsigned worker)> work;
+  /** On one writer thread, in chunk order, one at a time: write the slot's chunk out. */
+  std::function<void(std::uint64_t chunk, std::size_t slot)> write;
+};
+
+/** Streams chunks through read -> work -> write with `workers` threads for work() and
+ *  `slots` buffers in flight (at least workers + 1, so that reading and writing overlap the
+ *  work). Reading stays on the calling thread: a read blocked on a pipe is the one a signal
+ *  interrupts (the threads started here block SIGINT, SIGTERM, SIGHUP and SIGQUIT).
+ *
+ *  The first failure stops the pipeline; every chunk before it is still worked, so that the
+ *  exception rethrown is that of the lowest-numbered chunk that failed (whatever its stage),
+ *  the same one a sequential loop would meet first. Returns the number of chunks. */
+std::uint64_t run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages);
+
+}  // namespace dctchop::formats::detail

@@ -1,0 +1,360 @@
+// Tests of the streaming machinery (issue 4): the chunk pipeline that runs compress, decompress
+// and verify (read on one thread, work on several, write in order), the direct-I/O output path,
+// and the guarantee that what comes out does not depend on the number of threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chunk_pipeline.hpp"
+#include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/file_io.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "dctchop/metrics.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace dctchop;
+using dctchop::formats::detail::chunk_stages;
+using dctchop::formats::detail::run_chunks;
+using dctchop::test::read_bytes;
+using dctchop::test::save_npy;
+using dctchop::test::temp_dir;
+using u64 = std::uint64_t;
+namespace fs = std::filesystem;
+
+/** A failure that says which chunk and stage raised it. */
+struct stage_failure : std::runtime_error {
+  u64 chunk;
+  stage_failure(const std::string& stage, u64 c)
+      : std::runtime_error(stage + " failed at chunk " + std::to_string(c)), chunk(c) {}
+};
+
+void pause_us(unsigned us) { std::this_thread::sleep_for(std::chrono::microseconds(us)); }
+
+/** A pipeline over `total` chunks whose payload is the chunk number: read puts it in the slot,
+ *  work squares it (after a chunk-dependent pause, so that workers finish out of order), write
+ *  records it. */
+struct counting_pipeline {
+  u64 total;
+  std::vector<u64> slot_value;
+  std::vector<u64> written;  // writer thread only
+  std::atomic<u64> reads{0};
+  std::atomic<int> in_work{0}, most_in_work{0};
+  chunk_stages stages;
+
+  counting_pipeline(u64 n, std::size_t slots) : total(n), slot_value(slots) {
+    stages.read = [this](u64 c, std::size_t s) {
+      if (c >= total) return false;
+      ++reads;
+      slot_value[s] = c;
+      return true;
+    };
+    stages.work = [this](u64 c, std::size_t s, unsigned) {
+      const int now = ++in_work;
+      int seen = most_in_work.load();
+      while (now > seen && !most_in_work.compare_exchange_weak(seen, now)) {
+      }
+      pause_us(static_cast<unsigned>((c * 7919) % 13) * 150);
+      slot_value[s] = c * c;
+      --in_work;
+    };
+    stages.write = [this](u64 c, std::size_t s) {
+      if (slot_value[s] != c * c) throw std::logic_error("slot holds another chunk");
+      written.push_back(c);
+    };
+  }
+};
+
+TEST(ChunkPipeline, WritesEveryChunkOnceInOrderWhileWorkersFinishOutOfOrder) {
+  for (unsigned workers : {1u, 2u, 4u}) {
+    counting_pipeline p(97, workers + 2);
+    const u64 n = run_chunks(workers + 2, workers, p.stages);
+    EXPECT_EQ(n, 97u) << workers << " workers";
+    ASSERT_EQ(p.written.size(), 97u) << workers << " workers";
+    for (u64 i = 0; i < 97; ++i) EXPECT_EQ(p.written[i], i) << workers << " workers";
+    // One worker never overlaps itself; several do overlap (the pauses make sure of it).
+    if (workers == 1) {
+      EXPECT_EQ(p.most_in_work.load(), 1);
+    }
+    if (workers == 4) {
+      EXPECT_GT(p.most_in_work.load(), 1);
+    }
+  }
+}
+
+TEST(ChunkPipeline, NoChunksMeansNoWorkAndNoWrites) {
+  counting_pipeline p(0, 4);
+  EXPECT_EQ(run_chunks(4, 2, p.stages), 0u);
+  EXPECT_TRUE(p.written.empty());
+}
+
+TEST(ChunkPipeline, ReportsTheLowestFailingChunkEvenWhenAHigherOneFailsFirst) {
+  // Chunk 30 fails at once; chunk 12 fails only after a long pause, so 30's failure comes
+  // first in time. A sequential loop would meet 12 first, and so must the pipeline.
+  for (int round = 0; round < 5; ++round) {
+    counting_pipeline p(200, 6);
+    p.stages.work = [&p](u64 c, std::size_t s, unsigned) {
+      if (c == 12) {
+        pause_us(20000);
+        throw stage_failure("work", c);
+      }
+      if (c == 30) throw stage_failure("work", c);
+      p.slot_value[s] = c * c;
+    };
+    try {
+      run_chunks(6, 4, p.stages);
+      FAIL() << "no failure reported";
+    } catch (const stage_failure& e) {
+      EXPECT_EQ(e.chunk, 12u) << e.what();
+    }
+    // Chunks before the failure were written, none from it on, and reading stopped early.
+    ASSERT_EQ(p.written.size(), 12u);
+    for (u64 i = 0; i < 12; ++i) EXPECT_EQ(p.written[i], i);
+    EXPECT_LT(p.reads.load(), 200u);
+  }
+}
+
+TEST(ChunkPipeline, AWorkFailureBeforeAReadFailureWins) {
+  counting_pipeline p(100, 5);
+  auto read = p.stages.read;
+  p.stages.read = [&, read](u64 c, std::size_t s) {
+    if (c == 9) throw stage_failure("read", c);
+    return read(c, s);
+  };
+  p.stages.work = [&p](u64 c, std::size_t s, unsigned) {
+    if (c == 7) {
+      pause_us(10000);  // the read of chunk 9 fails meanwhile
+      throw stage_failure("work", c);
+    }
+    p.slot_value[s] = c * c;
+  };
+  try {
+    run_chunks(5, 3, p.stages);
+    FAIL() << "no failure reported";
+  } catch (const stage_failure& e) {
+    EXPECT_EQ(e.chunk, 7u) << e.what();
+    EXPECT_STREQ(e.what(), "work failed at chunk 7");
+  }
+}
+
+TEST(ChunkPipeline, AWriteFailureStopsReadingAndIsRethrownAsItWas) {
+  counting_pipeline p(1000, 4);
+  p.stages.write = [&p](u64 c, std::size_t) {
+    if (c == 5) throw error(errc::io, "disk full at chunk 5");
+    p.written.push_back(c);
+  };
+  try {
+    run_chunks(4, 2, p.stages);
+    FAIL() << "no failure reported";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::io);
+    EXPECT_STREQ(e.what(), "disk full at chunk 5");
+  }
+  EXPECT_EQ(p.written.size(), 5u);
+  EXPECT_LE(p.reads.load(), 5u + 4u);  // at most one chunk per slot beyond the failure
+}
+
+TEST(ChunkPipeline, ExceptionsOfAnyTypePassThrough) {
+  // The command-line tool's progress callback throws its own type on a signal.
+  counting_pipeline p(50, 4);
+  p.stages.write = [](u64 c, std::size_t) {
+    if (c == 3) throw 42;
+  };
+  try {
+    run_chunks(4, 2, p.stages);
+    FAIL() << "no failure reported";
+  } catch (int v) {
+    EXPECT_EQ(v, 42);
+  }
+}
+
+// ---- output_file: direct I/O and buffered writes give the same file
+
+std::string pattern(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+/** Writes `bytes` through output_file in pieces of random sizes (some larger than the 8 MiB
+ *  staging buffer) and commits. Returns whether direct I/O was in use. */
+bool write_in_pieces(const std::string& path, const std::string& bytes, bool direct_io,
+                     unsigned seed) {
+  auto f = formats::output_file::create(path, true, direct_io);
+  const bool direct = f.direct();
+  std::mt19937 rng(seed);
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    const std::size_t most = (rng() % 4 == 0) ? (std::size_t(11) << 20) : 70000;
+    const std::size_t k = std::min<std::size_t>(bytes.size() - at, 1 + rng() % most);
+    f.write(bytes.data() + at, k);
+    at += k;
+    EXPECT_EQ(f.position(), at);
+  }
+  f.commit();
+  return direct;
+}
+
+TEST(OutputFile, DirectAndBufferedWritesGiveTheSameBytesAtEverySizeAroundTheBlocks) {
+  temp_dir dir;
+  const std::size_t mib8 = std::size_t(8) << 20;
+  bool any_direct = false;
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(4095), std::size_t(4096),
+                        std::size_t(4097), mib8 - 1, mib8, mib8 + 1, 3 * mib8 + 12345}) {
+    const std::string bytes = pattern(n, static_cast<unsigned>(n));
+    for (bool direct_io : {true, false}) {
+      const std::string path = dir.file(std::string("out_").append(std::to_string(n)).append(direct_io ? "_d" : "_b"));
+      const bool direct = write_in_pieces(path, bytes, direct_io, static_cast<unsigned>(n) + 1);
+      if (!direct_io) {
+        EXPECT_FALSE(direct);
+      }
+      any_direct = any_direct || direct;
+      EXPECT_EQ(fs::file_size(path), n);
+      EXPECT_TRUE(read_bytes(path) == bytes) << n << " bytes, direct " << direct;
+    }
+  }
+  // Which path ran depends on the file system; say it in the test's record.
+  ::testing::Test::RecordProperty("direct_io_used", any_direct ? "yes" : "no (not supported here)");
+  // Nothing but the outputs is left behind (no temporary names).
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().rfind("out_", 0), 0u) << e.path();
+  }
+}
+
+TEST(OutputFile, AnUncommittedDirectOutputLeavesNothingBehind) {
+  temp_dir dir;
+  {
+    auto f = formats::output_file::create(dir.file("never.bin"), false, true);
+    const std::string bytes = pattern(std::size_t(20) << 20, 7);
+    f.write(bytes.data(), bytes.size());
+  }  // destroyed without commit()
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// ---- the results do not depend on the number of threads
+
+/** f32 fields with a deterministic pattern, 24 samples of 40x36. */
+std::vector<float> fields(u64 n, u64 h, u64 w) {
+  std::vector<float> v(n * h * w);
+  for (u64 i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<float>(std::sin(0.013 * double(i)) * 50.0 + double(i % 17));
+  }
+  return v;
+}
+
+TEST(StreamingThreads, ArchivesAndFiguresAreTheSameForOneTwoAndFiveThreads) {
+  temp_dir dir;
+  const std::string in = dir.file("in.npy");
+  save_npy(in, dtype::f32, {24, 40, 36}, fields(24, 40, 36));
+  std::vector<std::string> chunks_seen;
+  std::vector<std::string> footers, decoded;
+  for (int threads : {1, 2, 5}) {
+    auto be = make_backend(backend_kind::cpu, {threads});
+    formats::compress_options o;
+    o.chop = 3;
+    o.chunk_mb = 0.003;  // three samples per chunk: many chunks in flight
+    o.threads = threads;
+    const std::string out = dir.file(std::to_string(threads).append("t.dcz"));
+    const auto r = formats::compress_npy(in, out, *be, o);
+    EXPECT_GT(r.chunks, 4u);
+    auto ar = formats::archive_reader::open(out);
+    std::string payload;
+    std::vector<std::byte> buf;
+    for (std::size_t c = 0; c < ar.chunks().size(); ++c) {
+      ar.read_chunk(c, buf);
+      payload.append(reinterpret_cast<const char*>(buf.data()), buf.size());
+    }
+    chunks_seen.push_back(payload);
+    footers.push_back(ar.footer().dump());
+    const std::string back = dir.file(std::to_string(threads).append("t.npy"));
+    formats::decompress_to_npy(out, back, *be, {});
+    decoded.push_back(read_bytes(back));
+    EXPECT_TRUE(formats::verify_archive(out, in, *be, {}).passed());
+  }
+  for (std::size_t i = 1; i < chunks_seen.size(); ++i) {
+    EXPECT_TRUE(chunks_seen[i] == chunks_seen[0]) << "coefficients differ, run " << i;
+    EXPECT_EQ(footers[i], footers[0]) << "footer (quality figures) differs, run " << i;
+    EXPECT_TRUE(decoded[i] == decoded[0]) << "decoded data differs, run " << i;
+  }
+}
+
+TEST(StreamingThreads, TheFirstBadSampleIsNamedWhateverTheThreadCount) {
+  // NaN in samples 5 and 19: each thread count must name sample 5, the first.
+  temp_dir dir;
+  const std::string in = dir.file("nan.npy");
+  auto v = fields(24, 40, 36);
+  v[5 * 40 * 36 + 100] = std::numeric_limits<float>::quiet_NaN();
+  v[19 * 40 * 36 + 7] = std::numeric_limits<float>::quiet_NaN();
+  save_npy(in, dtype::f32, {24, 40, 36}, v);
+  for (int threads : {1, 3, 6}) {
+    auto be = make_backend(backend_kind::cpu, {threads});
+    formats::compress_options o;
+    o.chunk_mb = 0.006;
+    o.measure_quality = false;
+    const std::string out = dir.file(std::to_string(threads).append("nan.dcz"));
+    try {
+      formats::compress_npy(in, out, *be, o);
+      ADD_FAILURE() << "NaN input accepted with " << threads << " threads";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::bad_input);
+      EXPECT_NE(std::string(e.what()).find("sample 5"), std::string::npos)
+          << threads << " threads: " << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+TEST(QualityAccumulator, MeasuringBatchesApartThenAddingThemInOrderEqualsOneAdd) {
+  const u64 n = 9, h = 20, w = 18;
+  std::vector<std::uint8_t> a(n * h * w), b(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<std::uint8_t>((i * 37) % 251);
+    b[i] = static_cast<std::uint8_t>(a[i] + (i % 5) - 2);
+  }
+  geometry g;
+  g.lay = layout::nhw;
+  g.samples = n;
+  g.height = h;
+  g.width = w;
+  g.planes = 1;
+  quality_accumulator whole(dtype::u8, std::nullopt, true), parts(dtype::u8, std::nullopt, true);
+  whole.add(make_view(g, dtype::u8, static_cast<const void*>(a.data()), n),
+            make_view(g, dtype::u8, static_cast<const void*>(b.data()), n), 1);
+  // Batches of 4, 1 and 4 samples, measured in reverse order, added in sample order.
+  std::vector<quality_batch> batches(3);
+  const u64 starts[] = {0, 4, 5}, counts[] = {4, 1, 4};
+  for (int k = 2; k >= 0; --k) {
+    const u64 off = starts[k] * h * w;
+    batches[static_cast<std::size_t>(k)] = parts.measure(
+        make_view(g, dtype::u8, static_cast<const void*>(a.data() + off), counts[k]),
+        make_view(g, dtype::u8, static_cast<const void*>(b.data() + off), counts[k]), 1);
+  }
+  for (const auto& bt : batches) parts.add(bt);
+  const quality x = whole.result(), y = parts.result();
+  EXPECT_EQ(x.samples, y.samples);
+  EXPECT_EQ(x.mse, y.mse);
+  EXPECT_EQ(x.max_abs_error, y.max_abs_error);
+  EXPECT_EQ(x.psnr_db, y.psnr_db);
+  EXPECT_EQ(x.sample_psnr_min, y.sample_psnr_min);
+  EXPECT_EQ(x.sample_psnr_mean, y.sample_psnr_mean);
+  ASSERT_TRUE(x.ssim.has_value());
+  EXPECT_EQ(x.ssim, y.ssim);
+  EXPECT_GT(x.mse, 0.0);
+}
+
+}  // namespace
