@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "dctchop/codec.hpp"
@@ -77,8 +78,17 @@ void BM_decode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes
 void BM_encode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), true); }
 void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), false); }
 
+/** 1, 2 and every core: the streaming benchmark compares with the last. */
+std::vector<std::int64_t> thread_counts() {
+  std::vector<std::int64_t> t{1, 2};
+  const auto n = static_cast<std::int64_t>(std::thread::hardware_concurrency());
+  if (n > 2) t.push_back(n);
+  return t;
+}
+
 // Args: {threads, chop}
-#define DCTCHOP_ARGS ArgsProduct({{1, 2}, {1, 2, 4}})->ArgNames({"threads", "chop"})->UseRealTime()
+#define DCTCHOP_ARGS \
+  ArgsProduct({thread_counts(), {1, 2, 4}})->ArgNames({"threads", "chop"})->UseRealTime()
 BENCHMARK(BM_encode_u8_256x256x3)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_u8_256x256x3)->DCTCHOP_ARGS;
 BENCHMARK(BM_encode_u8_NHW_256x256)->DCTCHOP_ARGS;

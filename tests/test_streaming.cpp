@@ -2,6 +2,7 @@
 // and verify (read on one thread, work on several, write in order), the direct-I/O output path,
 // and the guarantee that what comes out does not depend on the number of threads.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <atomic>
 #include <chrono>
@@ -316,6 +317,74 @@ TEST(StreamingThreads, TheFirstBadSampleIsNamedWhateverTheThreadCount) {
           << threads << " threads: " << e.what();
     }
     EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+/** The whole first dataset `name` of an HDF5 file as u8, read with the C API, and its chunk
+ *  rows (0 when not chunked). */
+std::vector<std::uint8_t> read_h5_u8(const std::string& file, const std::string& name,
+                                     u64& chunk_rows) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0) << file;
+  const hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  EXPECT_GE(d, 0) << name;
+  const hid_t sp = H5Dget_space(d);
+  hsize_t dims[8] = {};
+  const int nd = H5Sget_simple_extent_dims(sp, dims, nullptr);
+  u64 n = 1;
+  for (int i = 0; i < nd; ++i) n *= dims[i];
+  std::vector<std::uint8_t> v(n);
+  EXPECT_GE(H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  const hid_t dcpl = H5Dget_create_plist(d);
+  chunk_rows = 0;
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    hsize_t chunk[8] = {};
+    H5Pget_chunk(dcpl, 8, chunk);
+    chunk_rows = chunk[0];
+  }
+  H5Pclose(dcpl);
+  H5Sclose(sp);
+  H5Dclose(d);
+  H5Fclose(f);
+  return v;
+}
+
+TEST(StreamingHdf5, DecodedHdf5EqualsDecodedNpyWithWholeChunksWrittenDirectlyOrThroughHdf5) {
+  // 200 rows of 64x64x3 (12 KiB): chunks of 85 rows (1 MiB), the last one partial, are
+  // written by dctchop at the places HDF5 allocated (direct path). 150 rows of 33x35: the
+  // rows do not make 4 KiB blocks, so HDF5 writes them (the ordinary path). Both must read
+  // back, through the HDF5 C API, equal to the NPY output.
+  struct shape_case {
+    std::vector<u64> shape;
+    layout lay;
+  };
+  for (const auto& c : {shape_case{{200, 64, 64, 3}, layout::nhwc},
+                        shape_case{{150, 33, 35}, layout::nhw}}) {
+    temp_dir dir;
+    u64 n = 1;
+    for (auto d : c.shape) n *= d;
+    std::vector<std::uint8_t> v(n);
+    for (u64 i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>((i * 131 + i / 977) % 256);
+    const std::string in = dir.file("in.npy");
+    save_npy(in, dtype::u8, c.shape, v);
+    auto be = make_backend(backend_kind::cpu, {2});
+    formats::compress_options o;
+    o.chunk_mb = 0.1;  // several archive chunks, not aligned with the HDF5 chunks
+    o.measure_quality = false;
+    const std::string dcz = dir.file("a.dcz");
+    formats::compress_npy(in, dcz, *be, o);
+    formats::decompress_to_npy(dcz, dir.file("back.npy"), *be, {});
+    formats::decompress(dcz, formats::parse_dataset_spec(dir.file("back.h5") + ":/x/images"), *be,
+                        {});
+    const auto npy = dctchop::test::load_npy(dir.file("back.npy"));
+    u64 chunk_rows = 0;
+    const auto h5 = read_h5_u8(dir.file("back.h5"), "/x/images", chunk_rows);
+    ASSERT_EQ(h5.size(), npy.raw.size());
+    EXPECT_TRUE(std::memcmp(h5.data(), npy.raw.data(), h5.size()) == 0) << c.shape[0] << " rows";
+    EXPECT_GT(chunk_rows, 0u);
+    if (c.shape[0] == 200) {
+      EXPECT_EQ(chunk_rows, 85u);
+    }
   }
 }
 

@@ -7,13 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <mutex>
-#include <span>
-#include <thread>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -23,7 +16,7 @@
 #include <vector>
 
 #include "dctchop/error.hpp"
-#include "quiet_thread.hpp"
+#include "direct_writer.hpp"
 
 namespace dctchop::formats {
 
@@ -174,174 +167,6 @@ const std::byte* input_file::map() {
 
 // ---------------------------------------------------------------- output_file
 
-/** The direct I/O path of output_file: bytes are copied into one of three aligned buffers;
- *  a full buffer goes to a flusher thread that writes it (in order, whole aligned blocks)
- *  while the next fills. finish() writes what is left in whole blocks and hands back the
- *  partial last block, which the caller writes through the page cache. Should the file
- *  system refuse a direct write after all (EINVAL), the flusher writes buffered from then on. */
-class output_file::direct_writer {
- public:
-  static constexpr std::size_t align = 4096;  // a multiple of every logical block size
-  static constexpr std::size_t buffer_bytes = std::size_t(8) << 20;
-
-  /** nullptr when direct I/O cannot be had: no O_DIRECT, or no memory for the buffers. */
-  static std::unique_ptr<direct_writer> start(int fd, std::string name) {
-#if defined(O_DIRECT)
-    auto w = std::unique_ptr<direct_writer>(new direct_writer(fd, std::move(name)));
-    for (auto& b : w->bufs_) {
-      b.data = static_cast<std::byte*>(std::aligned_alloc(align, buffer_bytes));
-      if (b.data == nullptr) return nullptr;
-    }
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return nullptr;
-    w->thread_ = detail::start_quiet_thread([p = w.get()] { p->run(); });
-    return w;
-#else
-    (void)fd;
-    (void)name;
-    return nullptr;
-#endif
-  }
-
-  ~direct_writer() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    for (auto& b : bufs_) std::free(b.data);
-  }
-
-  void write(const std::byte* p, std::size_t n) {
-    while (n > 0) {
-      if (current_ < 0) current_ = take_free();
-      buffer& b = bufs_[static_cast<std::size_t>(current_)];
-      const std::size_t k = std::min(n, buffer_bytes - b.size);
-      std::memcpy(b.data + b.size, p, k);
-      b.size += k;
-      p += k;
-      n -= k;
-      if (b.size == buffer_bytes) submit();
-    }
-  }
-
-  /** Writes every whole block and waits for the flusher; returns the partial last block. */
-  std::span<const std::byte> finish() {
-    std::size_t rest = 0;
-    const std::byte* tail = nullptr;
-    if (current_ >= 0) {
-      buffer& b = bufs_[static_cast<std::size_t>(current_)];
-      rest = b.size % align;
-      if (rest > 0) {  // keep the partial block aside; the flusher writes the whole ones
-        std::memcpy(tail_, b.data + b.size - rest, rest);
-        tail = tail_;
-      }
-      b.size -= rest;
-      if (b.size > 0) {
-        submit();
-      } else {
-        give_back(current_);
-        current_ = -1;
-      }
-    }
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || err_; });
-    if (err_) std::rethrow_exception(err_);
-    return {tail, rest};
-  }
-
- private:
-  struct buffer {
-    std::byte* data = nullptr;
-    std::size_t size = 0;
-  };
-
-  direct_writer(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
-
-  int take_free() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return !free_.empty() || err_; });
-    if (err_) std::rethrow_exception(err_);
-    const int i = free_.back();
-    free_.pop_back();
-    return i;
-  }
-  void give_back(int i) {
-    std::lock_guard lock(m_);
-    free_.push_back(i);
-  }
-  void submit() {
-    {
-      std::lock_guard lock(m_);
-      if (err_) std::rethrow_exception(err_);
-      queue_.push_back(current_);
-    }
-    current_ = -1;
-    cv_.notify_all();
-  }
-
-  void run() {
-    std::unique_lock lock(m_);
-    for (;;) {
-      cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
-      if (queue_.empty()) return;  // stopped
-      const int i = queue_.front();
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      buffer& b = bufs_[static_cast<std::size_t>(i)];
-      std::exception_ptr err;
-      try {
-        write_all(b.data, b.size);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      b.size = 0;
-      lock.lock();
-      busy_ = false;
-      free_.push_back(i);
-      if (err && !err_) err_ = err;
-      cv_.notify_all();
-      if (err_) return;
-    }
-  }
-
-  void write_all(const std::byte* p, std::size_t n) {
-    std::size_t done = 0;
-    while (done < n) {
-      const ssize_t w = ::write(fd_, p + done, n - done);
-      if (w < 0) {
-        if (errno == EINTR) continue;  // this thread blocks the tool's signals; be safe
-        if (errno == EINVAL && direct_) {  // refused after all: buffered from now on
-          const int flags = ::fcntl(fd_, F_GETFL);
-          if (flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0) {
-            direct_ = false;
-            continue;
-          }
-        }
-        throw error(errc::io, os_error(name_, "write"));
-      }
-      done += static_cast<std::size_t>(w);
-    }
-  }
-
-  int fd_;
-  std::string name_;
-  bool direct_ = true;  // flusher thread only
-  buffer bufs_[3];
-  int current_ = -1;  // the buffer being filled (caller's thread)
-  std::byte tail_[align];
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<int> queue_;           // full buffers, in file order
-  std::vector<int> free_{0, 1, 2};  // buffers ready to fill
-  bool busy_ = false;               // the flusher is writing one
-  bool stop_ = false;
-  std::exception_ptr err_;
-  std::thread thread_;
-};
-
 output_file output_file::create(const std::string& path, bool overwrite, bool direct_io) {
   output_file f;
   f.path_ = path;
@@ -363,7 +188,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
   });
   f.fd_ = fd;
   f.behind_ = write_behind(fd);
-  if (direct_io) f.direct_ = direct_writer::start(fd, path);
+  if (direct_io) f.direct_ = detail::direct_writer::start(fd, path);
   return f;
 }
 
@@ -412,6 +237,8 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     position_ = o.position_;
     behind_ = o.behind_;
     direct_ = std::move(o.direct_);
+    buf_ = std::exchange(o.buf_, nullptr);
+    fill_ = std::exchange(o.fill_, 0);
   }
   return *this;
 }
@@ -419,7 +246,9 @@ output_file& output_file::operator=(output_file&& o) noexcept {
 output_file::~output_file() { abandon(); }
 
 void output_file::abandon() noexcept {
-  direct_.reset();  // stops the flusher before the descriptor closes
+  direct_.reset();  // stops the flusher before the descriptor closes; frees buf_
+  buf_ = nullptr;
+  fill_ = 0;
   if (fd_ >= 0 && !is_stdout_) {
     ::close(fd_);
     if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
@@ -448,7 +277,20 @@ void output_file::write_fd(const void* src, std::size_t n) {
 void output_file::write(const void* src, std::size_t n) {
   if (fd_ < 0) throw error(errc::internal, display_name() + ": write after close");
   if (direct_) {
-    direct_->write(static_cast<const std::byte*>(src), n);
+    const auto* p = static_cast<const std::byte*>(src);
+    std::size_t left = n;
+    while (left > 0) {
+      if (buf_ == nullptr) buf_ = direct_->acquire();
+      const std::size_t k = std::min(left, detail::direct_writer::buffer_bytes - fill_);
+      std::memcpy(buf_ + fill_, p, k);
+      fill_ += k;
+      p += k;
+      left -= k;
+      if (fill_ == detail::direct_writer::buffer_bytes) {
+        direct_->submit(std::exchange(buf_, nullptr), fill_, position_ + (n - left) - fill_);
+        fill_ = 0;
+      }
+    }
   } else {
     write_fd(src, n);
     behind_.advance(position_ + n);
@@ -472,16 +314,19 @@ void output_file::commit() {
     return;
   }
   if (direct_) {
-    const auto tail = direct_->finish();  // the flusher is idle from here on
-    if (!tail.empty()) {  // the partial last block, through the page cache
-      const int flags = ::fcntl(fd_, F_GETFL);
-#if defined(O_DIRECT)
-      if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) {
-        throw error(errc::io, os_error(display_name(), "switch off direct I/O for"));
-      }
-#endif
-      write_fd(tail.data(), tail.size());
+    // Whole blocks go direct; the partial last block through the page cache.
+    const std::uint64_t at = position_ - fill_;
+    const std::size_t whole = fill_ / detail::direct_writer::align * detail::direct_writer::align;
+    std::byte* last = std::exchange(buf_, nullptr);
+    if (last != nullptr) {
+      if (whole > 0) direct_->submit(last, whole, at);
+      direct_->drain();
+      direct_->write_tail(last + whole, fill_ - whole, at + whole);
+      if (whole == 0) direct_->release(last);
+    } else {
+      direct_->drain();
     }
+    fill_ = 0;
     direct_.reset();
   }
   if (::fsync(fd_) != 0 && errno != EINVAL) {

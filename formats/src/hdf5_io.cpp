@@ -12,12 +12,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dctchop/error.hpp"
 #include "dctchop/formats/file_io.hpp"
+#include "direct_writer.hpp"
 
 namespace dctchop::formats::detail {
 namespace {
@@ -345,22 +348,32 @@ class hdf5_sink final : public sample_sink {
     quiet_hdf5 quiet;
     // A temporary file beside the output, renamed by finish(): the output appears complete
     // or not at all.
+    // Large objects (the data's chunks) start on 4 KiB boundaries, for direct I/O.
+    h5_id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_alignment(fapl.get(), direct_min_chunk, direct_writer::align);
     hid_t f = H5I_INVALID_HID;
     temp_ = create_temp_beside(path_, [&](const std::string& candidate) {
-      f = H5Fcreate(candidate.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+      f = H5Fcreate(candidate.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
       return f >= 0;
     });
     file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
-    // Our own descriptor of the same file: HDF5 writes through its own, and this one starts
-    // the write-out behind it and makes the finished file durable (fsync) before the rename.
-    sync_fd_ = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
-    behind_ = write_behind(sync_fd_);
+    // Our own descriptor of the same file: HDF5 writes its metadata through its own, and this
+    // one writes the data's chunks (direct I/O) or starts the write-out behind HDF5's writes;
+    // either way it makes the finished file durable (fsync) before the rename.
+    own_fd_ = ::open(temp_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (own_fd_ < 0) {
+      ::unlink(temp_.c_str());
+      throw error(errc::io, path_ + ": cannot open the temporary HDF5 file: " + std::strerror(errno));
+    }
+    behind_ = write_behind(own_fd_);
     dset_ = make_dataset(dataset_, type_, shape_, true);
     for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
+    if (direct_chunks_) find_chunk_addresses();
   }
 
   ~hdf5_sink() override {
-    if (sync_fd_ >= 0) ::close(sync_fd_);
+    direct_.reset();  // stops its thread before the descriptor closes
+    if (own_fd_ >= 0) ::close(own_fd_);
     if (!finished_) {
       dset_.reset();
       file_.reset();
@@ -377,13 +390,87 @@ class hdf5_sink final : public sample_sink {
     if (nd == 0 || rows_ + count > shape_[0]) {
       throw error(errc::internal, name() + ": more rows written than the shape holds");
     }
+    if (direct_) {
+      write_direct(static_cast<const std::byte*>(src), count);
+      return;
+    }
     const auto sel = select_rows(dset_.get(), shape_, rows_, count, name());
     check(H5Dwrite(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
                   H5P_DEFAULT, src),
           errc::io, name() + ": write failed (disk full?)");
     rows_ += count;
     struct stat st {};
-    if (sync_fd_ >= 0 && ::fstat(sync_fd_, &st) == 0) behind_.advance(static_cast<u64>(st.st_size));
+    if (::fstat(own_fd_, &st) == 0) behind_.advance(static_cast<u64>(st.st_size));
+  }
+
+  // ---- the direct path: whole chunks written by us at the addresses HDF5 allocated
+
+  /** With early allocation every chunk has its place in the file from the start; note where.
+   *  Any surprise (an unaligned or missing chunk) leaves the writing to HDF5. */
+  void find_chunk_addresses() {
+    const u64 n_chunks = (shape_[0] + chunk_rows_ - 1) / chunk_rows_;
+    std::vector<haddr_t> addr(n_chunks, HADDR_UNDEF);
+    std::vector<hsize_t> offset(shape_.size(), 0);
+    for (u64 k = 0; k < n_chunks; ++k) {
+      offset[0] = k * chunk_rows_;
+      unsigned mask = 0;
+      haddr_t a = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(dset_.get(), offset.data(), &mask, &a, &size) < 0 ||
+          a == HADDR_UNDEF || a % direct_writer::align != 0 ||
+          size != chunk_rows_ * row_bytes_ || mask != 0) {
+        return;
+      }
+      addr[k] = a;
+    }
+    direct_ = direct_writer::start(own_fd_, path_);
+    if (direct_) chunk_addr_ = std::move(addr);
+  }
+
+  /** Rows go into the current buffer, whole chunks at a time; a buffer holds chunks that lie
+   *  one after the other in the file, and goes to the disk when full or when the next chunk
+   *  lies elsewhere. */
+  void write_direct(const std::byte* p, u64 count) {
+    const u64 chunk_bytes = chunk_rows_ * row_bytes_;
+    while (count > 0) {
+      if (buf_ == nullptr) {
+        buf_ = direct_->acquire();
+        buf_first_chunk_ = rows_ / chunk_rows_;
+        buf_fill_ = 0;
+      }
+      const u64 in_chunk = rows_ % chunk_rows_;
+      const u64 k = std::min(count, chunk_rows_ - in_chunk);
+      std::memcpy(buf_ + buf_fill_, p, k * row_bytes_);
+      buf_fill_ += k * row_bytes_;
+      p += k * row_bytes_;
+      rows_ += k;
+      count -= k;
+      if (rows_ % chunk_rows_ == 0) {  // a chunk is complete
+        const u64 next = rows_ / chunk_rows_;
+        const bool room = buf_fill_ + chunk_bytes <= direct_writer::buffer_bytes;
+        const bool adjacent = next < chunk_addr_.size() &&
+                              chunk_addr_[next] == chunk_addr_[next - 1] + chunk_bytes;
+        if (!room || !adjacent) flush_direct(false);
+      }
+    }
+  }
+
+  /** Submit the current buffer; `last`: pad the partial last chunk to its whole size (its
+   *  room in the file is allocated; HDF5 never reads past the dataset's extent). */
+  void flush_direct(bool last) {
+    if (buf_ == nullptr) return;
+    if (last && buf_fill_ % (chunk_rows_ * row_bytes_) != 0) {
+      const u64 chunk_bytes = chunk_rows_ * row_bytes_;
+      const u64 padded = (buf_fill_ + chunk_bytes - 1) / chunk_bytes * chunk_bytes;
+      std::memset(buf_ + buf_fill_, 0, padded - buf_fill_);
+      buf_fill_ = padded;
+    }
+    if (buf_fill_ == 0) {
+      direct_->release(std::exchange(buf_, nullptr));
+      return;
+    }
+    direct_->submit(std::exchange(buf_, nullptr), buf_fill_, chunk_addr_[buf_first_chunk_]);
+    buf_fill_ = 0;
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
@@ -402,6 +489,11 @@ class hdf5_sink final : public sample_sink {
       throw error(errc::internal, name() + ": finished with " + std::to_string(rows_) + " of " +
                                       std::to_string(want) + " rows");
     }
+    if (direct_) {
+      flush_direct(true);
+      direct_->drain();
+      direct_.reset();
+    }
     {
       quiet_hdf5 quiet;
       dset_.reset();
@@ -412,7 +504,7 @@ class hdf5_sink final : public sample_sink {
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
-    if (sync_fd_ >= 0 && ::fsync(sync_fd_) != 0 && errno != EINVAL) {
+    if (::fsync(own_fd_) != 0 && errno != EINVAL) {
       ::unlink(temp_.c_str());
       throw error(errc::io, path_ + ": cannot flush: " + std::strerror(errno));
     }
@@ -442,6 +534,14 @@ class hdf5_sink final : public sample_sink {
       for (std::size_t i = 1; i < nd; ++i) row *= shape[i];
       std::vector<hsize_t> chunk(dims);
       chunk[0] = std::clamp<u64>((u64(1) << 20) / std::max<u64>(row, 1), 1, shape[0]);
+      // For the direct path a chunk must be a whole number of 4 KiB blocks: round the rows
+      // per chunk up to a multiple of 4096 / gcd(row, 4096) when that still fits.
+      const u64 unit = direct_writer::align / std::gcd<u64>(row, direct_writer::align);
+      const u64 rows_direct = (chunk[0] + unit - 1) / unit * unit;
+      const bool direct = name == dataset_ && rows_direct <= shape[0] &&
+                          rows_direct * row >= direct_min_chunk &&
+                          rows_direct * row <= direct_writer::buffer_bytes;
+      if (direct) chunk[0] = rows_direct;
       // HDF5 caps a chunk at 4 GiB: split the other axes of very large rows.
       for (std::size_t i = 1; i < nd && row > (u64(1) << 30); ++i) {
         const u64 split = std::min<u64>(chunk[i], (row + (u64(1) << 30) - 1) >> 30);
@@ -449,6 +549,14 @@ class hdf5_sink final : public sample_sink {
         row = row / split + 1;
       }
       H5Pset_chunk(dcpl.get(), static_cast<int>(nd), chunk.data());
+      if (direct) {
+        // Every chunk gets its place now and nothing is written into it but our data.
+        H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
+        H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+        direct_chunks_ = true;
+        row_bytes_ = row;
+        chunk_rows_ = chunk[0];
+      }
     }
     return check(H5Dcreate2(file_.get(), name.c_str(), file_type(type), space.get(), lcpl.get(),
                             dcpl.get(), H5P_DEFAULT),
@@ -484,8 +592,16 @@ class hdf5_sink final : public sample_sink {
   h5_id file_, dset_;
   u64 rows_ = 0;
   bool finished_ = false;
-  int sync_fd_ = -1;
+  int own_fd_ = -1;
   write_behind behind_;
+  // The direct path (see find_chunk_addresses): chunks of chunk_rows_ rows of row_bytes_.
+  static constexpr u64 direct_min_chunk = u64(64) << 10;
+  bool direct_chunks_ = false;  // the dataset was made for it
+  u64 row_bytes_ = 1, chunk_rows_ = 1;
+  std::vector<haddr_t> chunk_addr_;
+  std::unique_ptr<direct_writer> direct_;
+  std::byte* buf_ = nullptr;
+  u64 buf_first_chunk_ = 0, buf_fill_ = 0;
 };
 
 }  // namespace

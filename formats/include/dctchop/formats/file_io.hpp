@@ -11,6 +11,10 @@
 
 namespace dctchop::formats {
 
+namespace detail {
+class direct_writer;
+}
+
 /** A read-only input: a regular file (random access, optional memory map) or stdin ("-").
  *  Errors throw dctchop::error(io) naming the file. Never writes to its input. A read that a
  *  signal interrupts (EINTR: a handler installed without SA_RESTART) throws
@@ -122,7 +126,6 @@ class output_file {
   output_file() = default;
   void abandon() noexcept;
   void write_fd(const void* src, std::size_t n);
-  class direct_writer;
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
@@ -130,7 +133,11 @@ class output_file {
   bool committed_ = false;
   std::uint64_t position_ = 0;
   write_behind behind_;
-  std::unique_ptr<direct_writer> direct_;  // the direct I/O path, while it is in use
+  // The direct I/O path, while in use: buf_ (acquired from direct_) holds fill_ bytes that
+  // belong at file offset position_ - fill_.
+  std::unique_ptr<detail::direct_writer> direct_;
+  std::byte* buf_ = nullptr;
+  std::size_t fill_ = 0;
 };
 
 /** Refuse an output path that exists (error output_exists, unless `overwrite`) or is a
