@@ -21,7 +21,7 @@ OUT="scripts/results/bench-hdf5-$(date -u +%Y-%m-%d).txt"
 H5="$WORK/big.h5"
 [ -f "$H5" ] || /usr/bin/python3 scripts/make_big_h5.py "$H5" "$GIB"
 
-RUNS="${RUNS:-3}"
+RUNS="${RUNS:-5}"
 measure() {  # label, command...: best wall seconds of $RUNS runs, and the largest peak RSS (MiB)
   local label="$1"; shift
   local secs=999999 kib=0 s k
