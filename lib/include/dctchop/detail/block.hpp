@@ -1,0 +1,189 @@
+/** @file detail/block.hpp
+ *  The codec's per-block arithmetic as host-and-device functions: the forward transform of one
+ *  B x B block to its K x K kept coefficients, the inverse, and the conversions to and from the
+ *  stored coefficient types. The CUDA kernels run exactly this code, one block per thread;
+ *  the CPU kernels (lib/src/cpu_kernels.cpp) run the same sums in the same order over whole
+ *  strips, so that both give bit-identical coefficients when neither contracts a multiply and
+ *  an add into one FMA (the CUDA backend is compiled with -fmad=false for that reason). The
+ *  CPU tests check these functions against the CPU backend and against a direct DCT.
+ */
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "dctchop/detail/scalar.hpp"
+
+namespace dctchop::detail {
+
+/** Coefficient storage codes, the values of dctchop::coeff_type (usable in device code). */
+enum class coeff_code : int { f16 = 0, bf16 = 1, f32 = 2, i16 = 3 };
+
+/** C = (T X T^t) restricted to u, v < k. `t` is the B x B DCT matrix (row u, column x), `x`
+ *  the block (row-major, offset already subtracted, edges already replicated), `c` the k x k
+ *  result (row-major). The sums run over ascending indices from 0, like the CPU kernels. */
+template <typename Real>
+DCTCHOP_HD void forward_block(const Real* t, int b, int k, const Real* x, Real* c) {
+  Real y[32];  // one row of T X at a time (b <= 32)
+  for (int u = 0; u < k; ++u) {
+    for (int col = 0; col < b; ++col) {
+      Real acc = 0;
+      for (int r = 0; r < b; ++r) acc += t[u * b + r] * x[r * b + col];
+      y[col] = acc;
+    }
+    for (int v = 0; v < k; ++v) {
+      Real acc = 0;
+      for (int col = 0; col < b; ++col) acc += y[col] * t[v * b + col];
+      c[u * k + v] = acc;
+    }
+  }
+}
+
+/** X' = T^t C T with C zero beyond k x k: `c` is k x k (row-major), `x` the b x b result. The
+ *  horizontal sums come first, then the vertical ones, in the CPU kernels' order. */
+template <typename Real>
+DCTCHOP_HD void inverse_block(const Real* t, int b, int k, const Real* c, Real* x) {
+  Real y[32 * 32];  // y[u][col] = sum_v C[u][v] T[v][col], for u < k
+  for (int u = 0; u < k; ++u) {
+    for (int col = 0; col < b; ++col) {
+      Real acc = c[u * k] * t[col];
+      for (int v = 1; v < k; ++v) acc += c[u * k + v] * t[v * b + col];
+      y[u * b + col] = acc;
+    }
+  }
+  for (int r = 0; r < b; ++r) {
+    for (int col = 0; col < b; ++col) {
+      Real acc = 0;
+      for (int u = 0; u < k; ++u) acc += t[u * b + r] * y[u * b + col];
+      x[r * b + col] = acc;
+    }
+  }
+}
+
+/** Store v as element i of a coefficient array of type `code`; false when it does not fit
+ *  (out of range, or not finite). i16 rounds to nearest, ties to even. */
+template <typename Real>
+DCTCHOP_HD bool store_coeff(Real v, coeff_code code, void* dst, std::uint64_t i) {
+  switch (code) {
+    case coeff_code::f32: {
+      const float f = static_cast<float>(v);
+      static_cast<float*>(dst)[i] = f;
+      return (float_bits(f) & 0x7f800000u) != 0x7f800000u;
+    }
+    case coeff_code::f16: {
+      const std::uint16_t h = float_to_half(static_cast<float>(v));
+      static_cast<std::uint16_t*>(dst)[i] = h;
+      return !half_is_nonfinite(h);
+    }
+    case coeff_code::bf16: {
+      const std::uint16_t h = float_to_bf16(static_cast<float>(v));
+      static_cast<std::uint16_t*>(dst)[i] = h;
+      return !bf16_is_nonfinite(h);
+    }
+    case coeff_code::i16: {
+      // Round to nearest, ties to even, like std::nearbyint: adding and subtracting
+      // 1.5 * 2^mantissa does it for |v| < 2^22, and anything larger does not fit anyway.
+      const Real magic = sizeof(Real) == 4 ? Real(12582912.0) : Real(6755399441055744.0);
+      const bool small = v > Real(-4194304) && v < Real(4194304);  // false for NaN
+      const Real r = small ? (v + magic) - magic : Real(0);
+      const bool in_range = small && r >= Real(-32768) && r <= Real(32767);
+      static_cast<std::int16_t*>(dst)[i] = static_cast<std::int16_t>(in_range ? r : Real(0));
+      return in_range;
+    }
+  }
+  return false;
+}
+
+/** Element i of a coefficient array of type `code`, as Real (exact). */
+template <typename Real>
+DCTCHOP_HD Real load_coeff(const void* src, coeff_code code, std::uint64_t i) {
+  switch (code) {
+    case coeff_code::f32: return static_cast<Real>(static_cast<const float*>(src)[i]);
+    case coeff_code::f16: return static_cast<Real>(half_to_float(static_cast<const std::uint16_t*>(src)[i]));
+    case coeff_code::bf16: return static_cast<Real>(bf16_to_float(static_cast<const std::uint16_t*>(src)[i]));
+    case coeff_code::i16: return static_cast<Real>(static_cast<const std::int16_t*>(src)[i]);
+  }
+  return Real(0);
+}
+
+/** A decoded value: the offset added back, then rounded (ties to even) and clamped for integer
+ *  outputs. */
+template <typename Out, typename Real>
+DCTCHOP_HD Out convert_out(Real v, Real offset) {
+  if constexpr (std::numeric_limits<Out>::is_integer) {
+    constexpr Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
+    constexpr Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
+    return static_cast<Out>(round_clamp(v + offset, lo, hi));
+  } else {
+    return static_cast<Out>(v + offset);
+  }
+}
+
+/** Where one plane lies: element (r, c) is at data[r * stride_row + c * stride_col]. */
+struct plane_geometry {
+  std::uint64_t height, width;
+  std::int64_t stride_row, stride_col;
+};
+
+/** Encode block (bi, bj) of a plane into its coefficient plane (rows of ceil(W/B)*K values):
+ *  gather B x B values minus the offset, replicating the last row and column into the
+ *  padding, transform, store. Returns false when a coefficient does not fit `code` (which a
+ *  NaN or Inf input also causes). */
+template <typename In, typename Real>
+DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane,
+                             const plane_geometry& g, std::uint64_t bi, std::uint64_t bj,
+                             Real offset, coeff_code code, void* cplane) {
+  Real x[32 * 32];
+  Real c[32 * 32];
+  for (int r = 0; r < b; ++r) {
+    std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
+    row = row < g.height ? row : g.height - 1;
+    for (int col = 0; col < b; ++col) {
+      std::uint64_t cc = bj * b + static_cast<std::uint64_t>(col);
+      cc = cc < g.width ? cc : g.width - 1;
+      x[r * b + col] = static_cast<Real>(plane[static_cast<std::int64_t>(row) * g.stride_row +
+                                               static_cast<std::int64_t>(cc) * g.stride_col]) -
+                       offset;
+    }
+  }
+  forward_block(t, b, k, x, c);
+  const std::uint64_t ccols = (g.width + b - 1) / b * k;
+  bool ok = true;
+  for (int u = 0; u < k; ++u) {
+    for (int v = 0; v < k; ++v) {
+      const std::uint64_t at = (bi * k + u) * ccols + bj * k + v;
+      ok &= store_coeff(c[u * k + v], code, cplane, at);
+    }
+  }
+  return ok;
+}
+
+/** Decode block (bi, bj) of a plane from its coefficient plane: load K x K, inverse
+ *  transform, crop to the plane, add the offset back and convert. */
+template <typename Out, typename Real>
+DCTCHOP_HD void decode_block(const Real* t, int b, int k, const void* cplane, coeff_code code,
+                             Out* plane, const plane_geometry& g, std::uint64_t bi,
+                             std::uint64_t bj, Real offset) {
+  Real c[32 * 32];
+  Real x[32 * 32];
+  const std::uint64_t ccols = (g.width + b - 1) / b * k;
+  for (int u = 0; u < k; ++u) {
+    for (int v = 0; v < k; ++v) {
+      c[u * k + v] = load_coeff<Real>(cplane, code, (bi * k + u) * ccols + bj * k + v);
+    }
+  }
+  inverse_block(t, b, k, c, x);
+  for (int r = 0; r < b; ++r) {
+    const std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
+    if (row >= g.height) break;
+    for (int col = 0; col < b; ++col) {
+      const std::uint64_t cc = bj * b + static_cast<std::uint64_t>(col);
+      if (cc >= g.width) break;
+      plane[static_cast<std::int64_t>(row) * g.stride_row + static_cast<std::int64_t>(cc) * g.stride_col] =
+          convert_out<Out>(x[r * b + col], offset);
+    }
+  }
+}
+
+}  // namespace dctchop::detail

@@ -1,0 +1,204 @@
+// Tests of the per-block arithmetic that the CUDA kernels run (lib/include/dctchop/detail/
+// block.hpp), on the CPU: encoding and decoding whole datasets block by block with it must give
+// the CPU backend's bytes exactly, for every block size, chop, coefficient type, dtype and
+// layout, on sizes that are not multiples of the block. The CUDA tests (test_cuda.cpp, label
+// gpu) then only have to show that the device runs the same functions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/detail/block.hpp"
+#include "dctchop/error.hpp"
+
+namespace {
+
+using namespace dctchop;
+using detail::coeff_code;
+using u64 = std::uint64_t;
+
+static_assert(static_cast<int>(coeff_code::f16) == static_cast<int>(coeff_type::f16) &&
+              static_cast<int>(coeff_code::bf16) == static_cast<int>(coeff_type::bf16) &&
+              static_cast<int>(coeff_code::f32) == static_cast<int>(coeff_type::f32) &&
+              static_cast<int>(coeff_code::i16) == static_cast<int>(coeff_type::i16));
+
+template <typename T>
+std::vector<T> random_values(u64 n, unsigned seed, double lo, double hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(std::numeric_limits<T>::is_integer ? std::floor(d(rng)) : d(rng));
+  return v;
+}
+
+/** The plane of sample n, channel c of a view, for the block functions. */
+template <typename T, typename View>
+std::pair<T*, detail::plane_geometry> plane_of(const View& v, u64 n, u64 c) {
+  auto* base = static_cast<T*>(const_cast<void*>(static_cast<const void*>(v.data)));
+  return {base + static_cast<std::int64_t>(n) * v.stride_sample +
+              static_cast<std::int64_t>(c) * v.stride_plane,
+          {v.height, v.width, v.stride_row, v.stride_col}};
+}
+
+/** Encode with detail::encode_block, block by block: the CUDA kernel's loop, on the host. */
+template <typename In, typename Real>
+bool encode_by_blocks(const codec_params& p, const const_sample_view& v, std::vector<std::byte>& out) {
+  const auto td = dct_matrix(p.block);
+  std::vector<Real> t(td.begin(), td.end());
+  const auto cs = coeff_shape(p, v.height, v.width);
+  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
+  out.assign(v.samples * v.planes * plane_bytes, std::byte{0});
+  const u64 bh = (v.height + p.block - 1) / p.block, bw = (v.width + p.block - 1) / p.block;
+  bool ok = true;
+  for (u64 n = 0; n < v.samples; ++n)
+    for (u64 c = 0; c < v.planes; ++c) {
+      auto [plane, g] = plane_of<const In>(v, n, c);
+      void* cplane = out.data() + (n * v.planes + c) * plane_bytes;
+      for (u64 bi = 0; bi < bh; ++bi)
+        for (u64 bj = 0; bj < bw; ++bj)
+          ok &= detail::encode_block<In, Real>(t.data(), p.block, p.chop, plane, g, bi, bj,
+                                               static_cast<Real>(p.offset),
+                                               static_cast<coeff_code>(p.coeff), cplane);
+    }
+  return ok;
+}
+
+template <typename Out, typename Real>
+void decode_by_blocks(const codec_params& p, const std::vector<std::byte>& coeffs, const sample_view& v) {
+  const auto td = dct_matrix(p.block);
+  std::vector<Real> t(td.begin(), td.end());
+  const auto cs = coeff_shape(p, v.height, v.width);
+  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
+  const u64 bh = (v.height + p.block - 1) / p.block, bw = (v.width + p.block - 1) / p.block;
+  for (u64 n = 0; n < v.samples; ++n)
+    for (u64 c = 0; c < v.planes; ++c) {
+      auto [plane, g] = plane_of<Out>(v, n, c);
+      const void* cplane = coeffs.data() + (n * v.planes + c) * plane_bytes;
+      for (u64 bi = 0; bi < bh; ++bi)
+        for (u64 bj = 0; bj < bw; ++bj)
+          detail::decode_block<Out, Real>(t.data(), p.block, p.chop, cplane,
+                                          static_cast<coeff_code>(p.coeff), plane, g, bi, bj,
+                                          static_cast<Real>(p.offset));
+    }
+}
+
+/** One setting: random data of type T through the CPU backend and through the block
+ *  functions; coefficients and decoded values must be identical bytes. */
+template <typename T, typename Real>
+void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b, int k,
+                        coeff_type ct, double lo, double hi, unsigned seed) {
+  geometry g;
+  g.lay = lay;
+  g.samples = n;
+  g.height = h;
+  g.width = w;
+  g.planes = c;
+  codec_params p;
+  p.block = b;
+  p.chop = k;
+  p.coeff = ct;
+  p.offset = dt == dtype::u8 ? 128.0 : (dt == dtype::u16 ? 32768.0 : 0.0);
+  const auto in = random_values<T>(n * h * w * c, seed, lo, hi);
+  const auto view = make_view(g, dt, static_cast<const void*>(in.data()), n);
+  const std::string what = "dtype " + std::to_string(static_cast<int>(dt)) + " B=" +
+                           std::to_string(b) + " K=" + std::to_string(k) + " coeff " +
+                           std::to_string(static_cast<int>(ct)) + " " + std::to_string(h) + "x" +
+                           std::to_string(w) + "x" + std::to_string(c);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  std::vector<std::byte> want(n * coeff_bytes_per_sample(p, g));
+  cpu->encode(p, view, want);
+  std::vector<std::byte> got;
+  ASSERT_TRUE((encode_by_blocks<T, Real>(p, view, got))) << what;
+  ASSERT_EQ(got.size(), want.size()) << what;
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << what;
+
+  std::vector<T> dec_cpu(in.size()), dec_blk(in.size());
+  cpu->decode(p, want, make_view(g, dt, static_cast<void*>(dec_cpu.data()), n));
+  decode_by_blocks<T, Real>(p, want, make_view(g, dt, static_cast<void*>(dec_blk.data()), n));
+  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_blk.data(), in.size() * sizeof(T)), 0) << what;
+}
+
+TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
+  unsigned seed = 1;
+  for (int b : {4, 8, 16, 32}) {
+    for (int k : {1, b / 2, b}) {
+      for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+        // u8 NHWC (3 channels), 2 samples of a size that is no multiple of the block.
+        expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 2 * b + 3, b + 5, 3,
+                                                b, k, ct, 0, 256, seed++);
+        // f32 planar, and f64 (computed in double) planar.
+        if (ct == coeff_type::f32 || ct == coeff_type::bf16) {
+          expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, b + 1, 2 * b - 1, 1, b, k,
+                                           ct, -100, 100, seed++);
+          expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, b + 2, b + 3, 1, b, k,
+                                             ct, -1e3, 1e3, seed++);
+        }
+        // u16 NCHW (2 channels) and i16, with values small enough for every type at K=1.
+        if (ct != coeff_type::f16) {
+          expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, b + 7, b + 1, 2,
+                                                   b, k, ct, 32768 - 400, 32768 + 400, seed++);
+          expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhw, 2, b, b + 9, 1, b, k,
+                                                  ct, -300, 300, seed++);
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockFunctions, ForwardBlockMatchesADirectDctAndInverseUndoesIt) {
+  // C[u][v] = sum_x sum_y T[u][x] X[x][y] T[v][y], computed in double straight from the
+  // formula; forward_block in float agrees to float precision; the inverse of a full chop
+  // returns the block.
+  for (int b : {4, 8, 16, 32}) {
+    const auto td = dct_matrix(b);
+    std::vector<float> t(td.begin(), td.end());
+    auto x = random_values<float>(static_cast<u64>(b) * b, static_cast<unsigned>(b), -128, 128);
+    std::vector<float> c(static_cast<u64>(b) * b), back(c.size());
+    detail::forward_block(t.data(), b, b, x.data(), c.data());
+    double worst = 0;
+    for (int u = 0; u < b; ++u)
+      for (int v = 0; v < b; ++v) {
+        double want = 0;
+        for (int i = 0; i < b; ++i)
+          for (int j = 0; j < b; ++j) {
+            const double cu = u == 0 ? std::sqrt(1.0 / b) : std::sqrt(2.0 / b);
+            const double cv = v == 0 ? std::sqrt(1.0 / b) : std::sqrt(2.0 / b);
+            want += cu * std::cos((2 * i + 1) * u * M_PI / (2.0 * b)) * x[i * b + j] * cv *
+                    std::cos((2 * j + 1) * v * M_PI / (2.0 * b));
+          }
+        worst = std::max(worst, std::fabs(want - c[u * b + v]));
+      }
+    EXPECT_LT(worst, 2e-3 * b) << "B=" << b;
+    detail::inverse_block(t.data(), b, b, c.data(), back.data());
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 2e-3 * b) << "B=" << b;
+  }
+}
+
+TEST(BlockFunctions, StoreCoeffRefusesWhatTheTypeCannotHoldAndRoundsI16TiesToEven) {
+  std::int16_t i16[1];
+  EXPECT_TRUE(detail::store_coeff(2.5f, coeff_code::i16, i16, 0));
+  EXPECT_EQ(i16[0], 2);
+  EXPECT_TRUE(detail::store_coeff(-3.5f, coeff_code::i16, i16, 0));
+  EXPECT_EQ(i16[0], -4);
+  EXPECT_TRUE(detail::store_coeff(32767.4f, coeff_code::i16, i16, 0));
+  EXPECT_EQ(i16[0], 32767);
+  EXPECT_FALSE(detail::store_coeff(32767.5f, coeff_code::i16, i16, 0));  // rounds to 32768
+  EXPECT_FALSE(detail::store_coeff(-32768.6f, coeff_code::i16, i16, 0));
+  EXPECT_FALSE(detail::store_coeff(std::numeric_limits<float>::quiet_NaN(), coeff_code::i16, i16, 0));
+  std::uint16_t h[1];
+  EXPECT_TRUE(detail::store_coeff(65504.0f, coeff_code::f16, h, 0));
+  EXPECT_FALSE(detail::store_coeff(65536.0f, coeff_code::f16, h, 0));
+  EXPECT_FALSE(detail::store_coeff(std::numeric_limits<float>::infinity(), coeff_code::bf16, h, 0));
+  float f[1];
+  EXPECT_FALSE(detail::store_coeff(std::numeric_limits<double>::max(), coeff_code::f32, f, 0));
+  EXPECT_TRUE(detail::store_coeff(1e30, coeff_code::f32, f, 0));
+  EXPECT_EQ(detail::load_coeff<double>(f, coeff_code::f32, 0), static_cast<double>(1e30f));
+}
+
+}  // namespace
