@@ -11,4 +11,14 @@ namespace dctchop::detail {
 std::unique_ptr<backend> make_cpu_backend(const backend_options& options);
 std::string cpu_backend_description();
 
+/** Explain, as an error, why sample `n` of `v` could not be encoded: a NaN or Inf in it, or a
+ *  coefficient too large for p.coeff (naming a type that can hold it). `v` is host memory. */
+[[noreturn]] void throw_bad_sample(const codec_params& p, const const_sample_view& v,
+                                   std::uint64_t n);
+
+/** The CUDA backend (cuda_backend.cu, when built): error(backend_unavailable) without a
+ *  device. */
+std::unique_ptr<backend> make_cuda_backend(const backend_options& options);
+std::string cuda_backend_description();
+
 }  // namespace dctchop::detail

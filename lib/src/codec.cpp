@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends.hpp"
+#include "dctchop/cuda.hpp"
 #include "dctchop/error.hpp"
 
 namespace dctchop {
@@ -86,16 +87,29 @@ std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& 
     case backend_kind::cpu:
       return detail::make_cpu_backend(options);
     case backend_kind::cuda:
+#if defined(DCTCHOP_HAVE_CUDA)
+      return detail::make_cuda_backend(options);
+#else
       throw error(errc::backend_unavailable,
                   "this dctchop was built without a CUDA backend; use --backend cpu");
+#endif
     case backend_kind::automatic:
+#if defined(DCTCHOP_HAVE_CUDA)
+      if (cuda::available()) return detail::make_cuda_backend(options);
+#endif
       return detail::make_cpu_backend(options);
   }
   throw error(errc::internal, "unknown backend kind");
 }
 
 std::vector<std::string> compiled_backends() {
-  return {detail::cpu_backend_description()};
+  std::vector<std::string> v{detail::cpu_backend_description()};
+#if defined(DCTCHOP_HAVE_CUDA)
+  v.push_back(detail::cuda_backend_description() +
+              (cuda::available() ? " (" + std::to_string(cuda::device_count()) + " device(s))"
+                                 : " (no device)"));
+#endif
+  return v;
 }
 
 }  // namespace dctchop

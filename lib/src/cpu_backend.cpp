@@ -34,47 +34,6 @@ kernel_table pick_kernels() {
   return {"generic", &generic::encode_batch, &generic::decode_batch};
 }
 
-/** Explain why sample `n` could not be stored: a non-finite input, or a coefficient too big. */
-[[noreturn]] void throw_bad_sample(const codec_params& p, const const_sample_view& v, u64 n) {
-  // Scan the sample: a NaN or Inf is the input's fault; otherwise find the largest |x - o|,
-  // which bounds every coefficient by B * max|x - o| (the DC term's bound).
-  bool nonfinite = false;
-  double max_dev = 0;
-  for (u64 c = 0; c < v.planes; ++c)
-    for (u64 r = 0; r < v.height; ++r)
-      for (u64 x = 0; x < v.width; ++x) {
-        const i64 off = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c) * v.stride_plane +
-                        static_cast<i64>(r) * v.stride_row + static_cast<i64>(x) * v.stride_col;
-        double val = 0;
-        switch (v.type) {
-          case dtype::u8: val = static_cast<const std::uint8_t*>(v.data)[off]; break;
-          case dtype::u16: val = static_cast<const std::uint16_t*>(v.data)[off]; break;
-          case dtype::i16: val = static_cast<const std::int16_t*>(v.data)[off]; break;
-          case dtype::f32: val = static_cast<const float*>(v.data)[off]; break;
-          case dtype::f64: val = static_cast<const double*>(v.data)[off]; break;
-        }
-        if (!std::isfinite(val)) nonfinite = true;
-        else max_dev = std::max(max_dev, std::fabs(val - p.offset));
-      }
-  if (nonfinite) {
-    throw error(errc::bad_input, "holds a NaN or Inf, which DCT+Chop cannot keep",
-                static_cast<long long>(n));
-  }
-  const double bound = p.block * max_dev;
-  std::string suggestion;
-  if (bound < 3.0e38 && p.coeff != coeff_type::f32) {
-    suggestion = "use --coeff f32";
-  } else {
-    char b[64];
-    std::snprintf(b, sizeof b, "%.3g", max_dev);
-    suggestion = std::string("no coefficient type can hold coefficients this large (|x - offset| "
-                             "up to ") + b + "); rescale the data";
-  }
-  throw error(errc::out_of_range,
-              "a DCT coefficient does not fit " + std::string(to_string(p.coeff)) + "; " +
-                  suggestion,
-              static_cast<long long>(n));
-}
 
 class cpu_backend final : public backend {
  public:
@@ -124,6 +83,48 @@ class cpu_backend final : public backend {
 };
 
 }  // namespace
+
+/** Explain why sample `n` could not be stored: a non-finite input, or a coefficient too big. */
+[[noreturn]] void throw_bad_sample(const codec_params& p, const const_sample_view& v, u64 n) {
+  // Scan the sample: a NaN or Inf is the input's fault; otherwise find the largest |x - o|,
+  // which bounds every coefficient by B * max|x - o| (the DC term's bound).
+  bool nonfinite = false;
+  double max_dev = 0;
+  for (u64 c = 0; c < v.planes; ++c)
+    for (u64 r = 0; r < v.height; ++r)
+      for (u64 x = 0; x < v.width; ++x) {
+        const i64 off = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c) * v.stride_plane +
+                        static_cast<i64>(r) * v.stride_row + static_cast<i64>(x) * v.stride_col;
+        double val = 0;
+        switch (v.type) {
+          case dtype::u8: val = static_cast<const std::uint8_t*>(v.data)[off]; break;
+          case dtype::u16: val = static_cast<const std::uint16_t*>(v.data)[off]; break;
+          case dtype::i16: val = static_cast<const std::int16_t*>(v.data)[off]; break;
+          case dtype::f32: val = static_cast<const float*>(v.data)[off]; break;
+          case dtype::f64: val = static_cast<const double*>(v.data)[off]; break;
+        }
+        if (!std::isfinite(val)) nonfinite = true;
+        else max_dev = std::max(max_dev, std::fabs(val - p.offset));
+      }
+  if (nonfinite) {
+    throw error(errc::bad_input, "holds a NaN or Inf, which DCT+Chop cannot keep",
+                static_cast<long long>(n));
+  }
+  const double bound = p.block * max_dev;
+  std::string suggestion;
+  if (bound < 3.0e38 && p.coeff != coeff_type::f32) {
+    suggestion = "use --coeff f32";
+  } else {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.3g", max_dev);
+    suggestion = std::string("no coefficient type can hold coefficients this large (|x - offset| "
+                             "up to ") + b + "); rescale the data";
+  }
+  throw error(errc::out_of_range,
+              "a DCT coefficient does not fit " + std::string(to_string(p.coeff)) + "; " +
+                  suggestion,
+              static_cast<long long>(n));
+}
 
 std::unique_ptr<backend> make_cpu_backend(const backend_options& options) {
   if (options.threads < 0) {

@@ -1,0 +1,410 @@
+// CUDA backend: the per-block functions of detail/block.hpp, one thread per block.
+//
+// Host batches are streamed through pinned staging buffers on two CUDA streams: while the
+// device encodes or decodes one part, the host copies the next part into the other staging
+// buffer, and the copies to and from the device overlap the kernels of the other stream.
+// The device-memory entry points (dctchop/cuda.hpp) run the same kernels on a caller's stream.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "backends.hpp"
+#include "dctchop/cuda.hpp"
+#include "dctchop/detail/block.hpp"
+#include "dctchop/error.hpp"
+
+/** Every CUDA runtime call goes through this: a failure throws error(backend_unavailable)
+ *  with the call, the place and CUDA's name for the error. */
+#define DCTCHOP_CUDA_CHECK(call)                                                        \
+  do {                                                                                  \
+    const cudaError_t dctchop_e_ = (call);                                              \
+    if (dctchop_e_ != cudaSuccess) ::dctchop::detail::throw_cuda(dctchop_e_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+namespace dctchop::detail {
+
+[[noreturn]] void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
+  throw error(errc::backend_unavailable, std::string("CUDA: ") + call + " failed (" +
+                                             cudaGetErrorName(e) + ": " + cudaGetErrorString(e) +
+                                             ") at " + file + ":" + std::to_string(line));
+}
+
+namespace {
+
+using u64 = std::uint64_t;
+using i64 = std::int64_t;
+constexpr u64 no_bad_sample = std::numeric_limits<unsigned long long>::max();
+
+// ---- RAII for device memory, pinned host memory and streams --------------------------------
+
+struct device_free {
+  void operator()(void* p) const noexcept { cudaFree(p); }
+};
+struct host_free {
+  void operator()(void* p) const noexcept { cudaFreeHost(p); }
+};
+using device_ptr = std::unique_ptr<void, device_free>;
+using pinned_ptr = std::unique_ptr<void, host_free>;
+
+device_ptr device_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  DCTCHOP_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
+  return device_ptr(p);
+}
+pinned_ptr pinned_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  DCTCHOP_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
+  return pinned_ptr(p);
+}
+
+class stream {
+ public:
+  stream() { DCTCHOP_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~stream() { cudaStreamDestroy(s_); }
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  void sync() const { DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// ---- kernels ------------------------------------------------------------------------------
+
+/** The DCT matrix, passed by value: it lands in the constant bank, read by every thread. */
+template <typename Real>
+struct dct_table {
+  Real t[32 * 32];
+};
+
+template <typename Real>
+dct_table<Real> make_table(int b) {
+  dct_table<Real> tab{};
+  const auto t = dct_matrix(b);  // double, as the CPU kernels start from
+  for (std::size_t i = 0; i < t.size(); ++i) tab.t[i] = static_cast<Real>(t[i]);
+  return tab;
+}
+
+/** A dense batch: samples of `planes` planes of h x w, strides in elements. */
+struct batch_geometry {
+  u64 samples, planes, h, w, bh, bw;
+  i64 stride_sample, stride_plane, stride_row, stride_col;
+  u64 plane_coeff_bytes;
+};
+
+batch_geometry batch_of(const codec_params& p, const geometry& g, u64 samples) {
+  const auto v = make_view(g, dtype::u8, static_cast<const void*>(nullptr), samples);
+  const auto cs = coeff_shape(p, g.height, g.width);
+  const u64 b = static_cast<u64>(p.block);
+  return {samples, g.planes, g.height, g.width, (g.height + b - 1) / b, (g.width + b - 1) / b,
+          v.stride_sample, v.stride_plane, v.stride_row, v.stride_col,
+          cs.rows * cs.cols * size_of(p.coeff)};
+}
+
+/** One thread per block; the block index runs fastest along a block row. */
+template <typename In, typename Real>
+__global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, batch_geometry g,
+                              Real offset, coeff_code code, std::byte* coeffs,
+                              unsigned long long* first_bad) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const u64 per_plane = g.bh * g.bw;
+  if (i >= g.samples * g.planes * per_plane) return;
+  const u64 plane = i / per_plane, blk = i % per_plane;
+  const u64 n = plane / g.planes, c = plane % g.planes;
+  const In* src = in + static_cast<i64>(n) * g.stride_sample + static_cast<i64>(c) * g.stride_plane;
+  const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
+  if (!encode_block<In, Real>(tab.t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
+                              coeffs + plane * g.plane_coeff_bytes)) {
+    atomicMin(first_bad, static_cast<unsigned long long>(n));
+  }
+}
+
+template <typename Out, typename Real>
+__global__ void decode_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
+                              coeff_code code, Out* out, batch_geometry g, Real offset) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const u64 per_plane = g.bh * g.bw;
+  if (i >= g.samples * g.planes * per_plane) return;
+  const u64 plane = i / per_plane, blk = i % per_plane;
+  const u64 n = plane / g.planes, c = plane % g.planes;
+  Out* dst = out + static_cast<i64>(n) * g.stride_sample + static_cast<i64>(c) * g.stride_plane;
+  const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
+  decode_block<Out, Real>(tab.t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
+                          blk / g.bw, blk % g.bw, offset);
+}
+
+constexpr unsigned threads_per_cta = 128;
+
+unsigned grid_for(const batch_geometry& g) {
+  const u64 blocks = g.samples * g.planes * g.bh * g.bw;
+  return static_cast<unsigned>((blocks + threads_per_cta - 1) / threads_per_cta);
+}
+
+/** Calls fn(In{}, Real{}) for the dtype: f64 computes in double, the rest in float, as on
+ *  the CPU. */
+template <typename Fn>
+void with_types(dtype t, Fn&& fn) {
+  switch (t) {
+    case dtype::u8: fn(std::uint8_t{}, float{}); return;
+    case dtype::u16: fn(std::uint16_t{}, float{}); return;
+    case dtype::i16: fn(std::int16_t{}, float{}); return;
+    case dtype::f32: fn(float{}, float{}); return;
+    case dtype::f64: fn(double{}, double{}); return;
+  }
+  throw error(errc::internal, "unknown dtype");
+}
+
+void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
+                   void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s) {
+  if (g.samples == 0) return;
+  with_types(t, [&](auto in, auto real) {
+    using In = decltype(in);
+    using Real = decltype(real);
+    encode_kernel<In, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
+        make_table<Real>(p.block), p.block, p.chop, static_cast<const In*>(d_in), g,
+        static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
+        static_cast<std::byte*>(d_coeffs), d_first_bad);
+  });
+  DCTCHOP_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_coeffs,
+                   void* d_out, cudaStream_t s) {
+  if (g.samples == 0) return;
+  with_types(t, [&](auto out, auto real) {
+    using Out = decltype(out);
+    using Real = decltype(real);
+    decode_kernel<Out, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
+        make_table<Real>(p.block), p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
+        static_cast<coeff_code>(p.coeff), static_cast<Out*>(d_out), g,
+        static_cast<Real>(p.offset));
+  });
+  DCTCHOP_CUDA_CHECK(cudaGetLastError());
+}
+
+geometry geometry_of_view(const const_sample_view& v, layout lay) {
+  geometry g;
+  g.lay = lay;
+  g.samples = v.samples;
+  g.planes = v.planes;
+  g.height = v.height;
+  g.width = v.width;
+  return g;
+}
+
+/** The layout of a dense view (as make_view builds them); throws for other strides. */
+template <typename View>
+layout dense_layout(const View& v) {
+  const i64 h = static_cast<i64>(v.height), w = static_cast<i64>(v.width),
+            c = static_cast<i64>(v.planes);
+  if (v.stride_sample == h * w * c) {
+    if (v.stride_col == 1 && v.stride_row == w && (c == 1 || v.stride_plane == h * w)) {
+      return c == 1 ? layout::nhw : layout::nchw;
+    }
+    if (v.stride_col == c && v.stride_row == w * c && v.stride_plane == 1) return layout::nhwc;
+  }
+  throw error(errc::internal, "the CUDA backend takes dense sample views only");
+}
+
+// ---- the backend ---------------------------------------------------------------------------
+
+class cuda_backend final : public backend {
+ public:
+  explicit cuda_backend(int device) : device_(device) {}
+  std::string name() const override { return "cuda"; }
+
+  void encode(const codec_params& p, const const_sample_view& v,
+              std::span<std::byte> coeffs) override {
+    validate(p);
+    if (v.samples == 0) return;
+    const layout lay = dense_layout(v);
+    const geometry g = geometry_of_view(v, lay);
+    const u64 in_per_sample = g.values_per_sample() * size_of(v.type);
+    const u64 out_per_sample = coeff_bytes_per_sample(p, g);
+    if (coeffs.size() < v.samples * out_per_sample) {
+      throw error(errc::internal, "coefficient buffer too small");
+    }
+    DCTCHOP_CUDA_CHECK(cudaSetDevice(device_));
+    auto d_bad = device_alloc(sizeof(unsigned long long));
+    DCTCHOP_CUDA_CHECK(cudaMemset(d_bad.get(), 0xff, sizeof(unsigned long long)));
+    stream_parts(v.samples, in_per_sample, out_per_sample,
+                 static_cast<const std::byte*>(v.data), coeffs.data(),
+                 [&](u64 n, const void* d_in, void* d_out, cudaStream_t s) {
+                   launch_encode(p, batch_of(p, g, n), v.type, d_in, d_out,
+                                 static_cast<unsigned long long*>(d_bad.get()), s);
+                 });
+    unsigned long long bad = 0;
+    DCTCHOP_CUDA_CHECK(cudaMemcpy(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost));
+    if (bad != no_bad_sample) {
+      // The parts are numbered from 0 each; find the first bad sample on the host.
+      for (u64 n = 0; n < v.samples; ++n) {
+        auto one = v;
+        one.data = static_cast<const std::byte*>(v.data) + n * in_per_sample;
+        one.samples = 1;
+        std::vector<std::byte> scratch(out_per_sample);
+        try {
+          make_cpu_backend({1})->encode(p, one, scratch);
+        } catch (const error&) {
+          throw_bad_sample(p, v, n);
+        }
+      }
+      throw error(errc::internal, "the CUDA encoder refused a sample the CPU accepts");
+    }
+  }
+
+  void decode(const codec_params& p, std::span<const std::byte> coeffs,
+              const sample_view& v) override {
+    validate(p);
+    if (v.samples == 0) return;
+    const const_sample_view cv{v.data, v.type, v.samples, v.planes, v.height, v.width,
+                               v.stride_sample, v.stride_plane, v.stride_row, v.stride_col};
+    const layout lay = dense_layout(cv);
+    const geometry g = geometry_of_view(cv, lay);
+    const u64 in_per_sample = coeff_bytes_per_sample(p, g);
+    const u64 out_per_sample = g.values_per_sample() * size_of(v.type);
+    if (coeffs.size() < v.samples * in_per_sample) {
+      throw error(errc::internal, "coefficient buffer too small");
+    }
+    DCTCHOP_CUDA_CHECK(cudaSetDevice(device_));
+    stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
+                 static_cast<std::byte*>(v.data),
+                 [&](u64 n, const void* d_in, void* d_out, cudaStream_t s) {
+                   launch_decode(p, batch_of(p, g, n), v.type, d_in, d_out, s);
+                 });
+  }
+
+ private:
+  /** Runs `run(n, d_in, d_out, stream)` over parts of the batch: copy a part into a pinned
+   *  buffer, to the device, run, copy back, out of the pinned buffer; two streams and two
+   *  sets of buffers, so one part's copies overlap the other's kernel. */
+  template <typename Run>
+  void stream_parts(u64 samples, u64 in_per_sample, u64 out_per_sample, const std::byte* in,
+                    std::byte* out, Run&& run) {
+    constexpr u64 part_bytes = u64(32) << 20;
+    const u64 per_part = std::max<u64>(1, part_bytes / std::max(in_per_sample, out_per_sample));
+    const u64 n_parts = (samples + per_part - 1) / per_part;
+    const u64 part = std::min(per_part, samples);
+    struct lane {
+      stream s;
+      pinned_ptr h_in, h_out;
+      device_ptr d_in, d_out;
+      u64 first = 0, n = 0;
+      bool busy = false;
+    };
+    lane lanes[2];
+    for (auto& l : lanes) {
+      l.h_in = pinned_alloc(part * in_per_sample);
+      l.h_out = pinned_alloc(part * out_per_sample);
+      l.d_in = device_alloc(part * in_per_sample);
+      l.d_out = device_alloc(part * out_per_sample);
+    }
+    auto finish = [&](lane& l) {
+      if (!l.busy) return;
+      l.s.sync();
+      std::memcpy(out + l.first * out_per_sample, l.h_out.get(), l.n * out_per_sample);
+      l.busy = false;
+    };
+    for (u64 i = 0; i < n_parts; ++i) {
+      lane& l = lanes[i % 2];
+      finish(l);  // its previous part is done and copied out
+      l.first = i * per_part;
+      l.n = std::min(per_part, samples - l.first);
+      std::memcpy(l.h_in.get(), in + l.first * in_per_sample, l.n * in_per_sample);
+      DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), l.h_in.get(), l.n * in_per_sample,
+                                         cudaMemcpyHostToDevice, l.s.get()));
+      run(l.n, l.d_in.get(), l.d_out.get(), l.s.get());
+      DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.h_out.get(), l.d_out.get(), l.n * out_per_sample,
+                                         cudaMemcpyDeviceToHost, l.s.get()));
+      l.busy = true;
+    }
+    finish(lanes[0]);
+    finish(lanes[1]);
+  }
+
+  int device_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cuda_backend(const backend_options&) {
+  const int n = cuda::device_count();
+  if (n <= 0) {
+    throw error(errc::backend_unavailable,
+                "no CUDA device is available (the CUDA backend is built, but the driver "
+                "reports no device); use --backend cpu");
+  }
+  int device = 0;
+  DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
+  return std::make_unique<cuda_backend>(device);
+}
+
+std::string cuda_backend_description() { return "cuda"; }
+
+}  // namespace dctchop::detail
+
+namespace dctchop::cuda {
+
+using detail::u64;
+
+bool built() noexcept { return true; }
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    return 0;
+  }
+  return n;
+}
+
+void decode_device_async(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                         const void* device_coeffs, void* device_out, void* stream) {
+  validate(p);
+  detail::launch_decode(p, detail::batch_of(p, g, samples), type, device_coeffs, device_out,
+                        static_cast<cudaStream_t>(stream));
+}
+
+void decode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                   const void* device_coeffs, void* device_out, void* stream) {
+  decode_device_async(p, g, type, samples, device_coeffs, device_out, stream);
+  DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                   const void* device_in, void* device_coeffs, void* stream) {
+  validate(p);
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto d_bad = detail::device_alloc(sizeof(unsigned long long));
+  DCTCHOP_CUDA_CHECK(cudaMemsetAsync(d_bad.get(), 0xff, sizeof(unsigned long long), s));
+  detail::launch_encode(p, detail::batch_of(p, g, samples), type, device_in, device_coeffs,
+                        static_cast<unsigned long long*>(d_bad.get()), s);
+  unsigned long long bad = 0;
+  DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
+  DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (bad != detail::no_bad_sample) {
+    // Bring the sample to the host to say what is wrong with it.
+    const u64 per_sample = g.values_per_sample() * size_of(type);
+    std::vector<std::byte> host(per_sample);
+    DCTCHOP_CUDA_CHECK(cudaMemcpy(host.data(),
+                                  static_cast<const std::byte*>(device_in) + bad * per_sample,
+                                  per_sample, cudaMemcpyDeviceToHost));
+    geometry one = g;
+    one.samples = 1;
+    try {
+      std::vector<std::byte> scratch(coeff_bytes_per_sample(p, one));
+      detail::make_cpu_backend({1})->encode(p, make_view(one, type, static_cast<const void*>(host.data()), 1), scratch);
+    } catch (const error& e) {
+      throw error(e.code(), "sample " + std::to_string(bad) + ": " + e.what());
+    }
+    throw error(errc::internal, "the CUDA encoder refused a sample the CPU accepts");
+  }
+}
+
+}  // namespace dctchop::cuda

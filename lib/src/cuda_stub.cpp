@@ -1,0 +1,28 @@
+// The dctchop::cuda entry points in a build without the CUDA backend.
+#include "dctchop/cuda.hpp"
+#include "dctchop/error.hpp"
+
+namespace dctchop::cuda {
+namespace {
+[[noreturn]] void unavailable() {
+  throw error(errc::backend_unavailable, "this dctchop was built without the CUDA backend");
+}
+}  // namespace
+
+bool built() noexcept { return false; }
+int device_count() noexcept { return 0; }
+
+void decode_device_async(const codec_params&, const geometry&, dtype, std::uint64_t, const void*,
+                         void*, void*) {
+  unavailable();
+}
+void decode_device(const codec_params&, const geometry&, dtype, std::uint64_t, const void*, void*,
+                   void*) {
+  unavailable();
+}
+void encode_device(const codec_params&, const geometry&, dtype, std::uint64_t, const void*, void*,
+                   void*) {
+  unavailable();
+}
+
+}  // namespace dctchop::cuda

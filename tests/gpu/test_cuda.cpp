@@ -1,0 +1,203 @@
+// GPU tests (ctest label "gpu"): the CUDA backend against the CPU backend on the same inputs.
+// Every test is reported as skipped where no CUDA device is present (or the backend was not
+// built); the arithmetic itself is covered on the CPU by test_block.cpp.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/cuda.hpp"
+#include "dctchop/error.hpp"
+
+namespace {
+
+using namespace dctchop;
+using u64 = std::uint64_t;
+
+#define REQUIRE_DEVICE()                                                          \
+  do {                                                                            \
+    if (!cuda::available()) GTEST_SKIP() << "no CUDA device (or CUDA not built)"; \
+  } while (0)
+
+template <typename T>
+std::vector<T> random_values(u64 n, unsigned seed, double lo, double hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    const double r = d(rng);
+    x = static_cast<T>(std::numeric_limits<T>::is_integer ? std::floor(r) : r);
+  }
+  return v;
+}
+
+struct setting {
+  dtype type;
+  layout lay;
+  u64 n, h, w, c;
+  int b, k;
+  coeff_type ct;
+};
+
+std::string describe(const setting& s) {
+  return "dtype " + std::to_string(static_cast<int>(s.type)) + " layout " +
+         std::to_string(static_cast<int>(s.lay)) + " " + std::to_string(s.n) + "x" +
+         std::to_string(s.h) + "x" + std::to_string(s.w) + "x" + std::to_string(s.c) +
+         " B=" + std::to_string(s.b) + " K=" + std::to_string(s.k) + " coeff " +
+         std::to_string(static_cast<int>(s.ct));
+}
+
+/** CUDA and CPU encode the same random input to the same bytes, and decode them to the same
+ *  values (the device runs detail/block.hpp with -fmad=false: bit-identical, stricter than
+ *  the one-ulp rule of DESIGN.md). */
+template <typename T>
+void expect_cuda_equals_cpu(const setting& s, backend& gpu, backend& cpu, unsigned seed,
+                            double lo, double hi) {
+  geometry g;
+  g.lay = s.lay;
+  g.samples = s.n;
+  g.height = s.h;
+  g.width = s.w;
+  g.planes = s.c;
+  codec_params p;
+  p.block = s.b;
+  p.chop = s.k;
+  p.coeff = s.ct;
+  p.offset = s.type == dtype::u8 ? 128.0 : (s.type == dtype::u16 ? 32768.0 : 0.0);
+  const auto in = random_values<T>(s.n * s.h * s.w * s.c, seed, lo, hi);
+  const auto view = make_view(g, s.type, static_cast<const void*>(in.data()), s.n);
+  std::vector<std::byte> want(s.n * coeff_bytes_per_sample(p, g)), got(want.size());
+  cpu.encode(p, view, want);
+  gpu.encode(p, view, got);
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size()), 0) << describe(s);
+  std::vector<T> dc(in.size()), dg(in.size());
+  cpu.decode(p, want, make_view(g, s.type, static_cast<void*>(dc.data()), s.n));
+  gpu.decode(p, want, make_view(g, s.type, static_cast<void*>(dg.data()), s.n));
+  EXPECT_EQ(std::memcmp(dc.data(), dg.data(), dc.size() * sizeof(T)), 0) << describe(s);
+}
+
+TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
+  REQUIRE_DEVICE();
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  EXPECT_EQ(gpu->name(), "cuda");
+  unsigned seed = 1;
+  for (int b : {4, 8, 16, 32}) {
+    const u64 bb = static_cast<u64>(b);
+    for (int k : {1, b / 2, b}) {
+      for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+        expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 3, 2 * bb + 3, 3 * bb + 5, 3, b, k, ct},
+                                             *gpu, *cpu, seed++, 0, 256);
+        expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nchw, 2, bb + 1, bb - 1, 2, b, k, ct},
+                                             *gpu, *cpu, seed++, 0, 256);
+        if (ct != coeff_type::f16) {
+          expect_cuda_equals_cpu<std::uint16_t>({dtype::u16, layout::nhw, 2, bb + 7, 2 * bb + 1, 1, b, k, ct},
+                                                *gpu, *cpu, seed++, 32368, 33168);
+        }
+        if (ct == coeff_type::f32 || ct == coeff_type::bf16) {
+          expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 2, 3 * bb - 1, bb + 2, 1, b, k, ct},
+                                        *gpu, *cpu, seed++, -100, 100);
+          expect_cuda_equals_cpu<double>({dtype::f64, layout::nhw, 1, bb + 3, bb + 3, 1, b, k, ct},
+                                         *gpu, *cpu, seed++, -1e3, 1e3);
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaBackend, ABatchLargerThanOneStreamedPartEqualsTheCpu) {
+  REQUIRE_DEVICE();
+  // 200 images of 256x256x3 u8 = 39 MB of input: more than one 32 MiB part, so both streams
+  // and both staging buffers are used, and the last part is short.
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 200, 256, 256, 3, 8, 4, coeff_type::f16},
+                                       *gpu, *cpu, 99, 0, 256);
+  expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 40, 512, 512, 1, 8, 2, coeff_type::f32},
+                                *gpu, *cpu, 98, -1, 1);
+}
+
+TEST(CudaBackend, TheFirstBadSampleIsNamedAsOnTheCpu) {
+  REQUIRE_DEVICE();
+  auto gpu = make_backend(backend_kind::cuda);
+  geometry g;
+  g.lay = layout::nhw;
+  g.samples = 12;
+  g.height = 20;
+  g.width = 20;
+  std::vector<float> in(12 * 400, 1.0f);
+  in[7 * 400 + 33] = std::numeric_limits<float>::quiet_NaN();
+  in[9 * 400 + 1] = std::numeric_limits<float>::infinity();
+  codec_params p;
+  p.coeff = coeff_type::f32;
+  std::vector<std::byte> out(12 * coeff_bytes_per_sample(p, g));
+  try {
+    gpu->encode(p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 12), out);
+    FAIL() << "NaN accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::bad_input) << e.what();
+    EXPECT_EQ(e.sample(), 7) << e.what();
+  }
+}
+
+/** Device buffers for the device-memory entry points. */
+struct device_bytes {
+  void* p = nullptr;
+  explicit device_bytes(std::size_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~device_bytes() { cudaFree(p); }
+};
+
+TEST(CudaDevice, AsyncDecodesOnTwoStreamsEqualTheSynchronousAndTheHostPaths) {
+  REQUIRE_DEVICE();
+  geometry g;
+  g.lay = layout::nhwc;
+  g.samples = 64;
+  g.height = 64;
+  g.width = 48;
+  g.planes = 3;
+  codec_params p;
+  p.offset = 128;
+  const u64 vals = g.samples * g.values_per_sample();
+  const auto in = random_values<std::uint8_t>(vals, 5, 0, 256);
+  const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
+  device_bytes d_in(vals), d_c(cbytes), d_sync(vals), d_async(vals);
+  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
+  cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_sync.p);
+  // Two halves on two streams at once.
+  cudaStream_t s[2];
+  for (auto& x : s) ASSERT_EQ(cudaStreamCreate(&x), cudaSuccess);
+  const u64 half = g.samples / 2, vhalf = half * g.values_per_sample(),
+            chalf = half * coeff_bytes_per_sample(p, g);
+  cuda::decode_device_async(p, g, dtype::u8, half, d_c.p, d_async.p, s[0]);
+  cuda::decode_device_async(p, g, dtype::u8, half, static_cast<std::byte*>(d_c.p) + chalf,
+                            static_cast<std::byte*>(d_async.p) + vhalf, s[1]);
+  for (auto& x : s) {
+    ASSERT_EQ(cudaStreamSynchronize(x), cudaSuccess);
+    cudaStreamDestroy(x);
+  }
+  std::vector<std::uint8_t> a(vals), b(vals), host(vals);
+  ASSERT_EQ(cudaMemcpy(a.data(), d_sync.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b.data(), d_async.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(a, b);
+  // And the host path of the CPU backend gives the same values.
+  std::vector<std::byte> coeffs(cbytes);
+  ASSERT_EQ(cudaMemcpy(coeffs.data(), d_c.p, cbytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  make_backend(backend_kind::cpu, {1})->decode(p, coeffs, make_view(g, dtype::u8, static_cast<void*>(host.data()), g.samples));
+  EXPECT_EQ(a, host);
+}
+
+TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
+  REQUIRE_DEVICE();
+  EXPECT_EQ(make_backend(backend_kind::automatic)->name(), "cuda");
+  EXPECT_EQ(make_backend(backend_kind::cuda)->name(), "cuda");
+}
+
+}  // namespace
