@@ -1,0 +1,135 @@
+// GPU codec throughput (Google Benchmark; built with the CUDA backend; needs a device).
+// Run: ./build/bench/dctchop_gpu_bench --benchmark_counters_tabular=true (or scripts/gpu-check.sh).
+//  - device: encode_device / decode_device from device memory to device memory, timed with
+//    CUDA events. GB/s counts uncompressed bytes; "bw_frac" is the fraction of the H200's
+//    4.8 TB/s counting the bytes the kernel reads plus the bytes it writes.
+//  - host: the backend's encode/decode of host memory (pinned staging, two streams), so the
+//    figures include the copies over PCIe.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/cuda.hpp"
+
+namespace {
+
+using namespace dctchop;
+using u64 = std::uint64_t;
+constexpr double peak_bytes_per_s = 4.8e12;  // H200 HBM3e
+
+struct workload {
+  geometry g;
+  dtype type;
+  codec_params p;
+};
+
+workload images_u8(u64 n, int chop) {
+  codec_params p;
+  p.chop = chop;
+  p.offset = 128;
+  return {{layout::nhwc, n, 3, 256, 256}, dtype::u8, p};
+}
+workload fields_f32(u64 n, int chop) {
+  codec_params p;
+  p.chop = chop;
+  p.coeff = coeff_type::f32;
+  return {{layout::nhw, n, 1, 512, 512}, dtype::f32, p};
+}
+
+std::vector<std::byte> make_input(const workload& w) {
+  const u64 n = w.g.samples * w.g.values_per_sample();
+  std::vector<std::byte> v(n * size_of(w.type));
+  std::mt19937 rng(3);
+  if (w.type == dtype::u8) {
+    for (auto& b : v) b = static_cast<std::byte>(rng() & 0xff);
+  } else {
+    auto* f = reinterpret_cast<float*>(v.data());
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    for (u64 i = 0; i < n; ++i) f[i] = d(rng);
+  }
+  return v;
+}
+
+void device_run(benchmark::State& state, const workload& w, bool encode) {
+  if (!cuda::available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const auto in = make_input(w);
+  const u64 raw = in.size(), coeffs = w.g.samples * coeff_bytes_per_sample(w.p, w.g);
+  void *d_raw = nullptr, *d_c = nullptr;
+  cudaMalloc(&d_raw, raw);
+  cudaMalloc(&d_c, coeffs);
+  cudaMemcpy(d_raw, in.data(), raw, cudaMemcpyHostToDevice);
+  cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (auto _ : state) {
+    cudaEventRecord(start);
+    if (encode) {
+      cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c);
+    } else {
+      cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr);
+    }
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    state.SetIterationTime(ms / 1e3);
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(raw) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["bw_frac"] = benchmark::Counter(
+      static_cast<double>(raw + coeffs) * state.iterations() / peak_bytes_per_s,
+      benchmark::Counter::kIsRate);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(d_raw);
+  cudaFree(d_c);
+}
+
+void host_run(benchmark::State& state, const workload& w, bool encode) {
+  if (!cuda::available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  auto be = make_backend(backend_kind::cuda);
+  auto in = make_input(w);
+  std::vector<std::byte> coeffs(w.g.samples * coeff_bytes_per_sample(w.p, w.g));
+  be->encode(w.p, make_view(w.g, w.type, static_cast<const void*>(in.data()), w.g.samples), coeffs);
+  for (auto _ : state) {
+    if (encode) {
+      be->encode(w.p, make_view(w.g, w.type, static_cast<const void*>(in.data()), w.g.samples), coeffs);
+    } else {
+      be->decode(w.p, coeffs, make_view(w.g, w.type, static_cast<void*>(in.data()), w.g.samples));
+    }
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(in.size()) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+// 1024 images of 256x256x3 (201 MB) and 256 fields of 512x512 f32 (268 MB): large enough to
+// stream from HBM, small enough for any GPU.
+void BM_device_encode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, static_cast<int>(s.range(0))), true); }
+void BM_device_decode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, static_cast<int>(s.range(0))), false); }
+void BM_device_encode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, static_cast<int>(s.range(0))), true); }
+void BM_device_decode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, static_cast<int>(s.range(0))), false); }
+void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(1024, static_cast<int>(s.range(0))), true); }
+void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(1024, static_cast<int>(s.range(0))), false); }
+
+#define DCTCHOP_CHOPS Arg(1)->Arg(2)->Arg(4)->ArgName("chop")
+BENCHMARK(BM_device_encode_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_decode_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_encode_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_decode_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime();
+BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 5 in one command: build with CUDA, run the GPU tests (ctest label
+# "gpu"), the GPU benchmark (bench/bench_cuda.cpp), and an end-to-end CLI run on a 4 GiB file
+# with --backend cuda against --backend cpu. Results go to OUTDIR.
+#
+#   scripts/gpu-check.sh OUTDIR      on a machine with an NVIDIA GPU and the build dependencies
+#   scripts/gpu-check.sh --bundle    here: build for sm_90 and gather the programs and the
+#                                    shared libraries they need into gpu-bundle/, for a GPU
+#                                    machine that has CUDA but not dctchop's Debian packages;
+#                                    OUTDIR runs then use gpu-bundle/ instead of building.
+# Sized to finish in under 8 minutes on an H200 machine (16 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build-gpu
+BUNDLE=gpu-bundle
+
+if [ "${1:-}" = "--bundle" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
+  cmake --build "$BUILD" -j2 --target dctchop_cli dctchop_gpu_tests dctchop_gpu_bench
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
+  cp "$BUILD/apps/dctchop" "$BUILD/tests/dctchop_gpu_tests" "$BUILD/bench/dctchop_gpu_bench" "$BUNDLE/"
+  # Shared libraries from Debian packages (HDF5, spdlog, fmt, xxHash, Google Benchmark...);
+  # the C library, the C++ runtime and CUDA's own come from the GPU machine.
+  for b in "$BUNDLE"/dctchop "$BUNDLE"/dctchop_gpu_tests "$BUNDLE"/dctchop_gpu_bench; do
+    ldd "$b" | awk '/=> \// {print $3}' |
+      grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcudart' |
+      xargs -r -I{} cp -Lu {} "$BUNDLE/lib/"
+  done
+  du -sh "$BUNDLE"
+  exit 0
+fi
+
+OUT="${1:?usage: scripts/gpu-check.sh OUTDIR | --bundle}"
+mkdir -p "$OUT"
+if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
+  BIN="$BUNDLE"
+  export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  TESTS=("$BIN/dctchop_gpu_tests")
+  BENCH="$BIN/dctchop_gpu_bench"
+  DCT="$BIN/dctchop"
+else
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON >/dev/null
+  cmake --build "$BUILD" -j"$(nproc)"
+  TESTS=(ctest --test-dir "$BUILD" -L gpu --output-on-failure)
+  BENCH="$BUILD/bench/dctchop_gpu_bench"
+  DCT="$BUILD/apps/dctchop"
+fi
+
+{
+  date -u +%Y-%m-%dT%H:%MZ
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
+  "$DCT" --version
+} | tee "$OUT/gpu.txt"
+
+echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
+"${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt"
+
+echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
+"$BENCH" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
+  --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 | tee -a "$OUT/gpu-bench.txt"
+
+echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
+WORK="${TMPDIR:-/tmp}/dctchop-gpu-check"
+mkdir -p "$WORK"
+N=21845  # 21845 images of 256x256x3 = 4.29 GB
+head -c $((N * 196608)) /dev/urandom > "$WORK/big.raw"
+timed() {  # label, command...: wall seconds (no GNU time needed)
+  local label="$1"; shift
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@"
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" -v l="$label" -v n=$((N * 196608)) \
+    'BEGIN {printf "%-24s %6.2f s  %6.2f GB/s of uncompressed data\n", l, b - a, n / (b - a) / 1e9}' |
+    tee -a "$OUT/gpu-e2e.txt"
+}
+for be in cuda cpu; do
+  timed "compress --backend $be" "$DCT" compress "$WORK/big.raw" --raw --dtype u8 \
+    --shape "$N,256,256,3" -o "$WORK/big-$be.dcz" -f --no-quality -q --backend "$be"
+  timed "decompress --backend $be" "$DCT" decompress "$WORK/big-$be.dcz" -o "$WORK/back-$be.raw" \
+    --raw -f -q --backend "$be"
+done
+echo "input bytes: $((N * 196608))" | tee -a "$OUT/gpu-e2e.txt"
+if cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
+  echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
+else
+  echo "MISMATCH: decoded by cuda != decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
+fi
+rm -rf "$WORK"
+echo "results in $OUT"
