@@ -5,10 +5,12 @@
 //    4.8 TB/s counting the bytes the kernel reads plus the bytes it writes.
 //  - host: the backend's encode/decode of host memory (pinned staging, two streams), so the
 //    figures include the copies over PCIe.
+//  - decode_gemm: the matrix-form decode (cuda::gemm_decoder: two batched f32 GEMMs).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -54,7 +56,9 @@ std::vector<std::byte> make_input(const workload& w) {
   return v;
 }
 
-void device_run(benchmark::State& state, const workload& w, bool encode) {
+enum class op { encode, decode, decode_gemm };
+
+void device_run(benchmark::State& state, const workload& w, op what) {
   if (!cuda::available()) {
     state.SkipWithError("no CUDA device");
     return;
@@ -66,15 +70,19 @@ void device_run(benchmark::State& state, const workload& w, bool encode) {
   cudaMalloc(&d_c, coeffs);
   cudaMemcpy(d_raw, in.data(), raw, cudaMemcpyHostToDevice);
   cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c);
+  std::unique_ptr<cuda::gemm_decoder> gemm;
+  if (what == op::decode_gemm) gemm = std::make_unique<cuda::gemm_decoder>();
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (auto _ : state) {
     cudaEventRecord(start);
-    if (encode) {
+    if (what == op::encode) {
       cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c);
-    } else {
+    } else if (what == op::decode) {
       cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr);
+    } else {
+      gemm->decode_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr);
     }
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
@@ -115,18 +123,23 @@ void host_run(benchmark::State& state, const workload& w, bool encode) {
 
 // 1024 images of 256x256x3 (201 MB) and 256 fields of 512x512 f32 (268 MB): large enough to
 // stream from HBM, small enough for any GPU.
-void BM_device_encode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, static_cast<int>(s.range(0))), true); }
-void BM_device_decode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, static_cast<int>(s.range(0))), false); }
-void BM_device_encode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, static_cast<int>(s.range(0))), true); }
-void BM_device_decode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, static_cast<int>(s.range(0))), false); }
+int chop(const benchmark::State& s) { return static_cast<int>(s.range(0)); }
+void BM_device_encode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::encode); }
+void BM_device_decode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::decode); }
+void BM_device_decode_gemm_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::decode_gemm); }
+void BM_device_encode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::encode); }
+void BM_device_decode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::decode); }
+void BM_device_decode_gemm_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::decode_gemm); }
 void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(1024, static_cast<int>(s.range(0))), true); }
 void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(1024, static_cast<int>(s.range(0))), false); }
 
 #define DCTCHOP_CHOPS Arg(1)->Arg(2)->Arg(4)->ArgName("chop")
 BENCHMARK(BM_device_encode_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_decode_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_decode_gemm_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_encode_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_decode_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_decode_gemm_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime();
 BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime();
 

@@ -24,7 +24,7 @@ if [ "${1:-}" = "--bundle" ]; then
   # the C library, the C++ runtime and CUDA's own come from the GPU machine.
   for b in "$BUNDLE"/dctchop "$BUNDLE"/dctchop_gpu_tests "$BUNDLE"/dctchop_gpu_bench; do
     ldd "$b" | awk '/=> \// {print $3}' |
-      grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcudart' |
+      grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas' |
       xargs -r -I{} cp -Lu {} "$BUNDLE/lib/"
   done
   du -sh "$BUNDLE"

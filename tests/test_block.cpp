@@ -5,6 +5,7 @@
 // gpu) then only have to show that the device runs the same functions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "dctchop/codec.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/matrix_form.hpp"
 
 namespace {
 
@@ -199,6 +201,48 @@ TEST(BlockFunctions, StoreCoeffRefusesWhatTheTypeCannotHoldAndRoundsI16TiesToEve
   EXPECT_FALSE(detail::store_coeff(std::numeric_limits<double>::max(), coeff_code::f32, f, 0));
   EXPECT_TRUE(detail::store_coeff(1e30, coeff_code::f32, f, 0));
   EXPECT_EQ(detail::load_coeff<double>(f, coeff_code::f32, 0), static_cast<double>(1e30f));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(MatrixForm, LtTimesCoefficientsTimesRDecodesLikeTheCpuBackend) {
+  // f32 data decoded by the CPU backend (no rounding) against Lt * C * R in double, cropped,
+  // plus the offset: the portable decode that the GPU's GEMM path and the accelerators run.
+  using namespace dctchop;
+  for (int b : {4, 8, 16}) {
+    for (int k : {1, 3, b}) {
+      codec_params p;
+      p.block = b;
+      p.chop = std::min(k, b);
+      p.coeff = coeff_type::f32;
+      p.offset = 2.5;
+      const std::uint64_t h = 2 * b + 3, w = b + 5;
+      geometry g{layout::hw, 1, 1, h, w};
+      const auto in = random_values<float>(h * w, static_cast<unsigned>(b * 10 + k), -50, 50);
+      auto cpu = make_backend(backend_kind::cpu, {1});
+      std::vector<std::byte> c(coeff_bytes_per_sample(p, g));
+      cpu->encode(p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 1), c);
+      std::vector<float> want(h * w);
+      cpu->decode(p, c, make_view(g, dtype::f32, static_cast<void*>(want.data()), 1));
+      const auto m = make_decode_matrices(p, h, w);
+      ASSERT_EQ(m.lt.size(), m.hp * m.kh);
+      ASSERT_EQ(m.r.size(), m.kw * m.wp);
+      std::vector<float> cf(m.kh * m.kw);
+      std::memcpy(cf.data(), c.data(), cf.size() * sizeof(float));
+      std::vector<double> t1(m.kh * m.wp, 0.0);  // C * R
+      for (std::uint64_t i = 0; i < m.kh; ++i)
+        for (std::uint64_t v = 0; v < m.kw; ++v)
+          for (std::uint64_t y = 0; y < m.wp; ++y) t1[i * m.wp + y] += cf[i * m.kw + v] * m.r[v * m.wp + y];
+      for (std::uint64_t r = 0; r < h; ++r)
+        for (std::uint64_t col = 0; col < w; ++col) {
+          double x = 0;
+          for (std::uint64_t i = 0; i < m.kh; ++i) x += m.lt[r * m.kh + i] * t1[i * m.wp + col];
+          EXPECT_NEAR(x + p.offset, want[r * w + col], 1e-3) << "B=" << b << " K=" << k;
+        }
+    }
+  }
 }
 
 }  // namespace

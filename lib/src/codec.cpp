@@ -6,6 +6,7 @@
 
 #include "backends.hpp"
 #include "dctchop/cuda.hpp"
+#include "dctchop/matrix_form.hpp"
 #include "dctchop/error.hpp"
 
 namespace dctchop {
@@ -34,6 +35,28 @@ std::vector<double> dct_matrix(int block) {
     }
   }
   return t;
+}
+
+decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height,
+                                     std::uint64_t width) {
+  validate(p);
+  const std::uint64_t b = static_cast<std::uint64_t>(p.block), k = static_cast<std::uint64_t>(p.chop);
+  const auto t = dct_matrix(p.block);
+  decode_matrices m;
+  const std::uint64_t hb = (height + b - 1) / b, wb = (width + b - 1) / b;
+  m.hp = hb * b;
+  m.wp = wb * b;
+  m.kh = hb * k;
+  m.kw = wb * k;
+  m.lt.assign(m.hp * m.kh, 0.0);
+  m.r.assign(m.kw * m.wp, 0.0);
+  for (std::uint64_t i = 0; i < hb; ++i)
+    for (std::uint64_t u = 0; u < k; ++u)
+      for (std::uint64_t x = 0; x < b; ++x) m.lt[(i * b + x) * m.kh + i * k + u] = t[u * b + x];
+  for (std::uint64_t j = 0; j < wb; ++j)
+    for (std::uint64_t v = 0; v < k; ++v)
+      for (std::uint64_t y = 0; y < b; ++y) m.r[(j * k + v) * m.wp + j * b + y] = t[v * b + y];
+  return m;
 }
 
 coeff_plane_shape coeff_shape(const codec_params& p, std::uint64_t height, std::uint64_t width) {

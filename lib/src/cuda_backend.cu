@@ -4,6 +4,7 @@
 // device encodes or decodes one part, the host copies the next part into the other staging
 // buffer, and the copies to and from the device overlap the kernels of the other stream.
 // The device-memory entry points (dctchop/cuda.hpp) run the same kernels on a caller's stream.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/matrix_form.hpp"
 
 /** Every CUDA runtime call goes through this: a failure throws error(backend_unavailable)
  *  with the call, the place and CUDA's name for the error. */
@@ -25,6 +27,18 @@
   do {                                                                                  \
     const cudaError_t dctchop_e_ = (call);                                              \
     if (dctchop_e_ != cudaSuccess) ::dctchop::detail::throw_cuda(dctchop_e_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/** Every cuBLAS call likewise. */
+#define DCTCHOP_CUBLAS_CHECK(call)                                                       \
+  do {                                                                                   \
+    const cublasStatus_t dctchop_s_ = (call);                                            \
+    if (dctchop_s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+      throw ::dctchop::error(::dctchop::errc::backend_unavailable,                       \
+                             std::string("cuBLAS: ") + #call + " failed (status " +      \
+                                 std::to_string(static_cast<int>(dctchop_s_)) + ") at " + \
+                                 __FILE__ + ":" + std::to_string(__LINE__));             \
+    }                                                                                    \
   } while (0)
 
 namespace dctchop::detail {
@@ -138,6 +152,27 @@ __global__ void decode_kernel(dct_table<Real> tab, int b, int k, const std::byte
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
   decode_block<Out, Real>(tab.t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
                           blk / g.bw, blk % g.bw, offset);
+}
+
+/** Coefficients of any storage type to f32, for the GEMMs. */
+__global__ void coeffs_to_f32(const std::byte* src, coeff_code code, u64 count, float* dst) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) dst[i] = load_coeff<float>(src, code, i);
+}
+
+/** Planes [first, first + n) of the GEMM result (padded hp x wp each) into the output: crop,
+ *  add the offset, convert. */
+template <typename Out>
+__global__ void store_planes(const float* x, u64 first, u64 n, u64 hp, u64 wp, batch_geometry g,
+                             float offset, Out* out) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const u64 per_plane = g.h * g.w;
+  if (i >= n * per_plane) return;
+  const u64 q = i / per_plane, rc = i % per_plane, r = rc / g.w, c = rc % g.w;
+  const u64 plane = first + q, s = plane / g.planes, ch = plane % g.planes;
+  out[static_cast<i64>(s) * g.stride_sample + static_cast<i64>(ch) * g.stride_plane +
+      static_cast<i64>(r) * g.stride_row + static_cast<i64>(c) * g.stride_col] =
+      convert_out<Out>(x[q * hp * wp + r * wp + c], offset);
 }
 
 constexpr unsigned threads_per_cta = 128;
@@ -405,6 +440,106 @@ void encode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
     }
     throw error(errc::internal, "the CUDA encoder refused a sample the CPU accepts");
   }
+}
+
+}  // namespace dctchop::cuda
+
+namespace dctchop::cuda {
+
+struct gemm_decoder::impl {
+  cublasHandle_t handle = nullptr;
+  codec_params p{};
+  u64 h = 0, w = 0;
+  decode_matrices m;
+  detail::device_ptr d_lt, d_r, scratch;
+  std::size_t scratch_bytes = 0;
+  cudaStream_t last_stream = nullptr;
+};
+
+gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
+  if (!available()) {
+    throw error(errc::backend_unavailable, "no CUDA device for the GEMM decoder");
+  }
+  DCTCHOP_CUBLAS_CHECK(cublasCreate(&impl_->handle));
+}
+
+gemm_decoder::~gemm_decoder() {
+  if (impl_ && impl_->handle != nullptr) {
+    if (impl_->last_stream != nullptr) cudaStreamSynchronize(impl_->last_stream);
+    cublasDestroy(impl_->handle);
+  }
+}
+
+void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype type,
+                                u64 samples, const void* device_coeffs, void* device_out,
+                                void* stream) {
+  validate(p);
+  impl& d = *impl_;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (samples == 0) return;
+  // The matrices of this plane shape, in f32 on the device (uploaded when the shape changes;
+  // the previous call's stream is drained first, as it may still read the old ones).
+  if (!d.d_lt || d.p.block != p.block || d.p.chop != p.chop || d.h != g.height || d.w != g.width) {
+    if (d.last_stream != nullptr) DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(d.last_stream));
+    d.m = make_decode_matrices(p, g.height, g.width);
+    const std::vector<float> lt(d.m.lt.begin(), d.m.lt.end()), r(d.m.r.begin(), d.m.r.end());
+    d.d_lt = detail::device_alloc(lt.size() * sizeof(float));
+    d.d_r = detail::device_alloc(r.size() * sizeof(float));
+    DCTCHOP_CUDA_CHECK(cudaMemcpy(d.d_lt.get(), lt.data(), lt.size() * sizeof(float), cudaMemcpyHostToDevice));
+    DCTCHOP_CUDA_CHECK(cudaMemcpy(d.d_r.get(), r.data(), r.size() * sizeof(float), cudaMemcpyHostToDevice));
+    d.p = p;
+    d.h = g.height;
+    d.w = g.width;
+  }
+  const auto& m = d.m;
+  const u64 planes = samples * g.planes;
+  const u64 per_plane = m.kh * m.kw + m.kh * m.wp + m.hp * m.wp;  // floats: C, C*R, X'
+  const u64 group = std::max<u64>(1, std::min<u64>(planes, (u64(256) << 20) / (per_plane * sizeof(float))));
+  const std::size_t need = group * per_plane * sizeof(float);
+  if (d.scratch_bytes < need) {
+    if (d.last_stream != nullptr) DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(d.last_stream));
+    d.scratch = detail::device_alloc(need);
+    d.scratch_bytes = need;
+  }
+  d.last_stream = s;
+  auto* c32 = static_cast<float*>(d.scratch.get());
+  float* t1 = c32 + group * m.kh * m.kw;
+  float* x = t1 + group * m.kh * m.wp;
+  const auto bg = detail::batch_of(p, g, samples);
+  const u64 cplane_bytes = bg.plane_coeff_bytes;
+  DCTCHOP_CUBLAS_CHECK(cublasSetStream(d.handle, s));
+  const float one = 1.0f, zero = 0.0f;
+  for (u64 first = 0; first < planes; first += group) {
+    const u64 n = std::min(group, planes - first);
+    const u64 count = n * m.kh * m.kw;
+    detail::coeffs_to_f32<<<static_cast<unsigned>((count + 255) / 256), 256, 0, s>>>(
+        static_cast<const std::byte*>(device_coeffs) + first * cplane_bytes,
+        static_cast<detail::coeff_code>(p.coeff), count, c32);
+    DCTCHOP_CUDA_CHECK(cudaGetLastError());
+    // Row-major products through column-major cuBLAS: a row-major m x n matrix is the
+    // column-major n x m transpose, so C*R is computed as R^T * C^T, and Lt*(C*R) likewise.
+    const int wp = static_cast<int>(m.wp), kh = static_cast<int>(m.kh), kw = static_cast<int>(m.kw),
+              hp = static_cast<int>(m.hp), batch = static_cast<int>(n);
+    DCTCHOP_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, kh, kw, &one, static_cast<const float*>(d.d_r.get()), wp, 0,
+        c32, kw, static_cast<long long>(m.kh * m.kw), &zero, t1, wp, static_cast<long long>(m.kh * m.wp), batch));
+    DCTCHOP_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, hp, kh, &one, t1, wp, static_cast<long long>(m.kh * m.wp),
+        static_cast<const float*>(d.d_lt.get()), kh, 0, &zero, x, wp, static_cast<long long>(m.hp * m.wp), batch));
+    const u64 values = n * g.height * g.width;
+    detail::with_types(type, [&](auto out, auto) {
+      using Out = decltype(out);
+      detail::store_planes<Out><<<static_cast<unsigned>((values + 255) / 256), 256, 0, s>>>(
+          x, first, n, m.hp, m.wp, bg, static_cast<float>(p.offset), static_cast<Out*>(device_out));
+    });
+    DCTCHOP_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void gemm_decoder::decode(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                          const void* device_coeffs, void* device_out, void* stream) {
+  decode_async(p, g, type, samples, device_coeffs, device_out, stream);
+  DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
 }  // namespace dctchop::cuda

@@ -25,4 +25,16 @@ void encode_device(const codec_params&, const geometry&, dtype, std::uint64_t, c
   unavailable();
 }
 
+struct gemm_decoder::impl {};
+gemm_decoder::gemm_decoder() { unavailable(); }
+gemm_decoder::~gemm_decoder() = default;
+void gemm_decoder::decode_async(const codec_params&, const geometry&, dtype, std::uint64_t,
+                                const void*, void*, void*) {
+  unavailable();
+}
+void gemm_decoder::decode(const codec_params&, const geometry&, dtype, std::uint64_t, const void*,
+                          void*, void*) {
+  unavailable();
+}
+
 }  // namespace dctchop::cuda

@@ -194,6 +194,57 @@ TEST(CudaDevice, AsyncDecodesOnTwoStreamsEqualTheSynchronousAndTheHostPaths) {
   EXPECT_EQ(a, host);
 }
 
+TEST(CudaGemm, MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision) {
+  REQUIRE_DEVICE();
+  cuda::gemm_decoder gemm;
+  for (int b : {4, 8, 16}) {
+    for (int k : {1, b / 2, b}) {
+      // u8 NHWC (odd sizes): the two paths round the same real value, so they differ by at
+      // most one, and only where it lies within float rounding of a half.
+      geometry g{layout::nhwc, 16, 3, static_cast<u64>(5 * b + 3), static_cast<u64>(3 * b + 1)};
+      codec_params p;
+      p.block = b;
+      p.chop = k;
+      p.offset = 128;
+      const u64 vals = g.samples * g.values_per_sample();
+      const auto in = random_values<std::uint8_t>(vals, static_cast<unsigned>(b + k), 0, 256);
+      const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
+      device_bytes d_in(vals), d_c(cbytes), d_direct(vals), d_gemm(vals);
+      ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
+      cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
+      cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_direct.p);
+      gemm.decode(p, g, dtype::u8, g.samples, d_c.p, d_gemm.p);
+      std::vector<std::uint8_t> a(vals), c(vals);
+      ASSERT_EQ(cudaMemcpy(a.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(c.data(), d_gemm.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+      u64 differ = 0;
+      for (u64 i = 0; i < vals; ++i) {
+        const int d = std::abs(int(a[i]) - int(c[i]));
+        EXPECT_LE(d, 1) << "B=" << b << " K=" << k << " at " << i;
+        differ += d != 0;
+      }
+      EXPECT_LT(differ, vals / 100 + 1) << "B=" << b << " K=" << k;
+      // f32 planar with f32 coefficients: equal to float rounding.
+      geometry gf{layout::nhw, 8, 1, static_cast<u64>(4 * b + 1), static_cast<u64>(2 * b + 5)};
+      codec_params pf = p;
+      pf.offset = 0;
+      pf.coeff = coeff_type::f32;
+      const u64 fv = gf.samples * gf.values_per_sample();
+      const auto fin = random_values<float>(fv, 7, -10, 10);
+      const u64 fc = gf.samples * coeff_bytes_per_sample(pf, gf);
+      device_bytes f_in(fv * 4), f_c(fc), f_direct(fv * 4), f_gemm(fv * 4);
+      ASSERT_EQ(cudaMemcpy(f_in.p, fin.data(), fv * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      cuda::encode_device(pf, gf, dtype::f32, gf.samples, f_in.p, f_c.p);
+      cuda::decode_device(pf, gf, dtype::f32, gf.samples, f_c.p, f_direct.p);
+      gemm.decode(pf, gf, dtype::f32, gf.samples, f_c.p, f_gemm.p);
+      std::vector<float> fa(fv), fg(fv);
+      ASSERT_EQ(cudaMemcpy(fa.data(), f_direct.p, fv * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(fg.data(), f_gemm.p, fv * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (u64 i = 0; i < fv; ++i) EXPECT_NEAR(fa[i], fg[i], 1e-4) << "B=" << b << " K=" << k;
+    }
+  }
+}
+
 TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
   REQUIRE_DEVICE();
   EXPECT_EQ(make_backend(backend_kind::automatic)->name(), "cuda");

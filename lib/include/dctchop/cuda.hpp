@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/types.hpp"
@@ -36,5 +37,31 @@ void decode_device(const codec_params& params, const geometry& g, dtype type,
 void encode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_in, void* device_coeffs,
                    void* stream = nullptr);
+
+/** The portable matrix-form decode on the GPU (DESIGN.md; dctchop/matrix_form.hpp): per
+ *  plane X' = Lt * Cplane * R as two batched f32 GEMMs with cuBLAS, then crop, offset and
+ *  convert. It holds a cuBLAS handle, the matrices of the last plane shape and scratch memory:
+ *  keep one per stream and reuse it. Its sums run in another order than the direct kernel's,
+ *  so float outputs agree to float rounding and integer outputs can differ by one where a
+ *  value lies within rounding of a half. Constructing one without the backend or a device
+ *  throws error(backend_unavailable). */
+class gemm_decoder {
+ public:
+  gemm_decoder();
+  ~gemm_decoder();
+  gemm_decoder(const gemm_decoder&) = delete;
+  gemm_decoder& operator=(const gemm_decoder&) = delete;
+  /** As decode_device_async(). */
+  void decode_async(const codec_params& params, const geometry& g, dtype type,
+                    std::uint64_t samples, const void* device_coeffs, void* device_out,
+                    void* stream);
+  /** decode_async(), then wait for the stream. */
+  void decode(const codec_params& params, const geometry& g, dtype type, std::uint64_t samples,
+              const void* device_coeffs, void* device_out, void* stream = nullptr);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
 
 }  // namespace dctchop::cuda
