@@ -246,3 +246,32 @@ TEST(MatrixForm, LtTimesCoefficientsTimesRDecodesLikeTheCpuBackend) {
 }
 
 }  // namespace
+
+#include "dctchop/cuda.hpp"
+
+namespace {
+
+TEST(CudaWithoutDevice, EveryEntryPointIsAClearErrorNotASilentFallback) {
+  using namespace dctchop;
+  if (cuda::available()) GTEST_SKIP() << "a CUDA device is present: the gpu-labelled tests cover it";
+  auto expect_unavailable = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << what << " did not throw";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::backend_unavailable) << what << ": " << e.what();
+    }
+  };
+  codec_params p;
+  geometry g{layout::nhw, 1, 1, 8, 8};
+  std::vector<std::byte> host(64);
+  expect_unavailable([] { make_backend(backend_kind::cuda); }, "make_backend(cuda)");
+  expect_unavailable([] { cuda::gemm_decoder d; }, "gemm_decoder");
+  expect_unavailable([&] { cuda::decode_device(p, g, dtype::u8, 1, host.data(), host.data()); },
+                     "decode_device");
+  expect_unavailable([&] { cuda::encode_device(p, g, dtype::u8, 1, host.data(), host.data()); },
+                     "encode_device");
+  EXPECT_EQ(make_backend(backend_kind::automatic)->name(), "cpu");
+}
+
+}  // namespace

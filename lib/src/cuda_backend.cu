@@ -6,6 +6,7 @@
 // The device-memory entry points (dctchop/cuda.hpp) run the same kernels on a caller's stream.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -48,6 +49,50 @@ namespace dctchop::detail {
                                              cudaGetErrorName(e) + ": " + cudaGetErrorString(e) +
                                              ") at " + file + ":" + std::to_string(line));
 }
+
+/** cuBLAS, loaded when the first gemm_decoder is made: linking it would make every start of
+ *  the command-line tool load hundreds of megabytes of libraries (70 ms), GPU or not. */
+struct cublas_api {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*sgemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                          int, int, int, const float*, const float*, int,
+                                          long long, const float*, int, long long, const float*,
+                                          float*, int, long long, int) = nullptr;
+
+  static const cublas_api& get() {
+    static const cublas_api api = load();  // once per process, thread-safe
+    if (api.create == nullptr) {
+      throw error(errc::backend_unavailable,
+                  std::string("cannot load cuBLAS (" DCTCHOP_CUBLAS_LIBRARY "): ") + api.why);
+    }
+    return api;
+  }
+
+ private:
+  std::string why;
+  static cublas_api load() {
+    cublas_api a;
+    void* lib = dlopen(DCTCHOP_CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* e = dlerror();
+      a.why = e != nullptr ? e : "not found";
+      return a;
+    }
+    a.create = reinterpret_cast<decltype(a.create)>(dlsym(lib, "cublasCreate_v2"));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(lib, "cublasDestroy_v2"));
+    a.set_stream = reinterpret_cast<decltype(a.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
+    a.sgemm_strided_batched = reinterpret_cast<decltype(a.sgemm_strided_batched)>(
+        dlsym(lib, "cublasSgemmStridedBatched"));
+    if (!a.destroy || !a.set_stream || !a.sgemm_strided_batched) {
+      a.create = nullptr;
+      a.why = "a function is missing from it";
+    }
+    return a;  // the library stays loaded for the process's life
+  }
+};
 
 namespace {
 
@@ -460,13 +505,13 @@ gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
   if (!available()) {
     throw error(errc::backend_unavailable, "no CUDA device for the GEMM decoder");
   }
-  DCTCHOP_CUBLAS_CHECK(cublasCreate(&impl_->handle));
+  DCTCHOP_CUBLAS_CHECK(detail::cublas_api::get().create(&impl_->handle));
 }
 
 gemm_decoder::~gemm_decoder() {
   if (impl_ && impl_->handle != nullptr) {
     if (impl_->last_stream != nullptr) cudaStreamSynchronize(impl_->last_stream);
-    cublasDestroy(impl_->handle);
+    detail::cublas_api::get().destroy(impl_->handle);
   }
 }
 
@@ -507,7 +552,8 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   float* x = t1 + group * m.kh * m.wp;
   const auto bg = detail::batch_of(p, g, samples);
   const u64 cplane_bytes = bg.plane_coeff_bytes;
-  DCTCHOP_CUBLAS_CHECK(cublasSetStream(d.handle, s));
+  const auto& blas = detail::cublas_api::get();
+  DCTCHOP_CUBLAS_CHECK(blas.set_stream(d.handle, s));
   const float one = 1.0f, zero = 0.0f;
   for (u64 first = 0; first < planes; first += group) {
     const u64 n = std::min(group, planes - first);
@@ -520,10 +566,10 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     // column-major n x m transpose, so C*R is computed as R^T * C^T, and Lt*(C*R) likewise.
     const int wp = static_cast<int>(m.wp), kh = static_cast<int>(m.kh), kw = static_cast<int>(m.kw),
               hp = static_cast<int>(m.hp), batch = static_cast<int>(n);
-    DCTCHOP_CUBLAS_CHECK(cublasSgemmStridedBatched(
+    DCTCHOP_CUBLAS_CHECK(blas.sgemm_strided_batched(
         d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, kh, kw, &one, static_cast<const float*>(d.d_r.get()), wp, 0,
         c32, kw, static_cast<long long>(m.kh * m.kw), &zero, t1, wp, static_cast<long long>(m.kh * m.wp), batch));
-    DCTCHOP_CUBLAS_CHECK(cublasSgemmStridedBatched(
+    DCTCHOP_CUBLAS_CHECK(blas.sgemm_strided_batched(
         d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, hp, kh, &one, t1, wp, static_cast<long long>(m.kh * m.wp),
         static_cast<const float*>(d.d_lt.get()), kh, 0, &zero, x, wp, static_cast<long long>(m.hp * m.wp), batch));
     const u64 values = n * g.height * g.width;
