@@ -49,7 +49,7 @@ std::pair<T*, detail::plane_geometry> plane_of(const View& v, u64 n, u64 c) {
 }
 
 /** Encode with detail::encode_block, block by block: the CUDA kernel's loop, on the host. */
-template <typename In, typename Real>
+template <typename In, typename Real, int BT = 0>
 bool encode_by_blocks(const codec_params& p, const const_sample_view& v, std::vector<std::byte>& out) {
   const auto td = dct_matrix(p.block);
   std::vector<Real> t(td.begin(), td.end());
@@ -64,14 +64,14 @@ bool encode_by_blocks(const codec_params& p, const const_sample_view& v, std::ve
       void* cplane = out.data() + (n * v.planes + c) * plane_bytes;
       for (u64 bi = 0; bi < bh; ++bi)
         for (u64 bj = 0; bj < bw; ++bj)
-          ok &= detail::encode_block<In, Real>(t.data(), p.block, p.chop, plane, g, bi, bj,
+          ok &= detail::encode_block<In, Real, BT>(t.data(), p.block, p.chop, plane, g, bi, bj,
                                                static_cast<Real>(p.offset),
                                                static_cast<coeff_code>(p.coeff), cplane);
     }
   return ok;
 }
 
-template <typename Out, typename Real>
+template <typename Out, typename Real, int BT = 0>
 void decode_by_blocks(const codec_params& p, const std::vector<std::byte>& coeffs, const sample_view& v) {
   const auto td = dct_matrix(p.block);
   std::vector<Real> t(td.begin(), td.end());
@@ -84,7 +84,7 @@ void decode_by_blocks(const codec_params& p, const std::vector<std::byte>& coeff
       const void* cplane = coeffs.data() + (n * v.planes + c) * plane_bytes;
       for (u64 bi = 0; bi < bh; ++bi)
         for (u64 bj = 0; bj < bw; ++bj)
-          detail::decode_block<Out, Real>(t.data(), p.block, p.chop, cplane,
+          detail::decode_block<Out, Real, BT>(t.data(), p.block, p.chop, cplane,
                                           static_cast<coeff_code>(p.coeff), plane, g, bi, bj,
                                           static_cast<Real>(p.offset));
     }
@@ -115,15 +115,34 @@ void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b,
   auto cpu = make_backend(backend_kind::cpu, {1});
   std::vector<std::byte> want(n * coeff_bytes_per_sample(p, g));
   cpu->encode(p, view, want);
-  std::vector<std::byte> got;
+  std::vector<std::byte> got, got_ct;
   ASSERT_TRUE((encode_by_blocks<T, Real>(p, view, got))) << what;
   ASSERT_EQ(got.size(), want.size()) << what;
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << what;
+  // The compile-time block size (what the GPU kernels instantiate) gives the same bytes.
+  bool ok_ct = false;
+  switch (b) {
+    case 4: ok_ct = encode_by_blocks<T, Real, 4>(p, view, got_ct); break;
+    case 8: ok_ct = encode_by_blocks<T, Real, 8>(p, view, got_ct); break;
+    case 16: ok_ct = encode_by_blocks<T, Real, 16>(p, view, got_ct); break;
+    default: ok_ct = encode_by_blocks<T, Real, 32>(p, view, got_ct); break;
+  }
+  ASSERT_TRUE(ok_ct) << what;
+  EXPECT_TRUE(got_ct == want) << what << " (compile-time block size)";
 
-  std::vector<T> dec_cpu(in.size()), dec_blk(in.size());
+  std::vector<T> dec_cpu(in.size()), dec_blk(in.size()), dec_ct(in.size());
   cpu->decode(p, want, make_view(g, dt, static_cast<void*>(dec_cpu.data()), n));
   decode_by_blocks<T, Real>(p, want, make_view(g, dt, static_cast<void*>(dec_blk.data()), n));
   EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_blk.data(), in.size() * sizeof(T)), 0) << what;
+  const auto out_view = make_view(g, dt, static_cast<void*>(dec_ct.data()), n);
+  switch (b) {
+    case 4: decode_by_blocks<T, Real, 4>(p, want, out_view); break;
+    case 8: decode_by_blocks<T, Real, 8>(p, want, out_view); break;
+    case 16: decode_by_blocks<T, Real, 16>(p, want, out_view); break;
+    default: decode_by_blocks<T, Real, 32>(p, want, out_view); break;
+  }
+  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_ct.data(), in.size() * sizeof(T)), 0)
+      << what << " (compile-time block size)";
 }
 
 TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {

@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "backends.hpp"
@@ -168,7 +169,7 @@ batch_geometry batch_of(const codec_params& p, const geometry& g, u64 samples) {
 }
 
 /** One thread per block; the block index runs fastest along a block row. */
-template <typename In, typename Real>
+template <int BT, typename In, typename Real>
 __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, batch_geometry g,
                               Real offset, coeff_code code, std::byte* coeffs,
                               unsigned long long* first_bad) {
@@ -179,13 +180,13 @@ __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, b
   const u64 n = plane / g.planes, c = plane % g.planes;
   const In* src = in + static_cast<i64>(n) * g.stride_sample + static_cast<i64>(c) * g.stride_plane;
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  if (!encode_block<In, Real>(tab.t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
+  if (!encode_block<In, Real, BT>(tab.t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
                               coeffs + plane * g.plane_coeff_bytes)) {
     atomicMin(first_bad, static_cast<unsigned long long>(n));
   }
 }
 
-template <typename Out, typename Real>
+template <int BT, typename Out, typename Real>
 __global__ void decode_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                               coeff_code code, Out* out, batch_geometry g, Real offset) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -195,7 +196,7 @@ __global__ void decode_kernel(dct_table<Real> tab, int b, int k, const std::byte
   const u64 n = plane / g.planes, c = plane % g.planes;
   Out* dst = out + static_cast<i64>(n) * g.stride_sample + static_cast<i64>(c) * g.stride_plane;
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  decode_block<Out, Real>(tab.t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
+  decode_block<Out, Real, BT>(tab.t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
                           blk / g.bw, blk % g.bw, offset);
 }
 
@@ -241,16 +242,31 @@ void with_types(dtype t, Fn&& fn) {
   throw error(errc::internal, "unknown dtype");
 }
 
+/** Calls fn(std::integral_constant<int, B>{}) for the block size: the kernels are compiled
+ *  once per block size, with their loops unrolled. */
+template <typename Fn>
+void with_block(int b, Fn&& fn) {
+  switch (b) {
+    case 4: fn(std::integral_constant<int, 4>{}); return;
+    case 8: fn(std::integral_constant<int, 8>{}); return;
+    case 16: fn(std::integral_constant<int, 16>{}); return;
+    case 32: fn(std::integral_constant<int, 32>{}); return;
+  }
+  throw error(errc::invalid_argument, "block size " + std::to_string(b) + " is not 4, 8, 16 or 32");
+}
+
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
                    void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s) {
   if (g.samples == 0) return;
   with_types(t, [&](auto in, auto real) {
     using In = decltype(in);
     using Real = decltype(real);
-    encode_kernel<In, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
-        make_table<Real>(p.block), p.block, p.chop, static_cast<const In*>(d_in), g,
-        static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
-        static_cast<std::byte*>(d_coeffs), d_first_bad);
+    with_block(p.block, [&](auto bt) {
+      encode_kernel<decltype(bt)::value, In, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
+          make_table<Real>(p.block), p.block, p.chop, static_cast<const In*>(d_in), g,
+          static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
+          static_cast<std::byte*>(d_coeffs), d_first_bad);
+    });
   });
   DCTCHOP_CUDA_CHECK(cudaGetLastError());
 }
@@ -261,10 +277,12 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
   with_types(t, [&](auto out, auto real) {
     using Out = decltype(out);
     using Real = decltype(real);
-    decode_kernel<Out, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
-        make_table<Real>(p.block), p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
-        static_cast<coeff_code>(p.coeff), static_cast<Out*>(d_out), g,
-        static_cast<Real>(p.offset));
+    with_block(p.block, [&](auto bt) {
+      decode_kernel<decltype(bt)::value, Out, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
+          make_table<Real>(p.block), p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
+          static_cast<coeff_code>(p.coeff), static_cast<Out*>(d_out), g,
+          static_cast<Real>(p.offset));
+    });
   });
   DCTCHOP_CUDA_CHECK(cudaGetLastError());
 }

@@ -23,9 +23,10 @@ enum class coeff_code : int { f16 = 0, bf16 = 1, f32 = 2, i16 = 3 };
 /** C = (T X T^t) restricted to u, v < k. `t` is the B x B DCT matrix (row u, column x), `x`
  *  the block (row-major, offset already subtracted, edges already replicated), `c` the k x k
  *  result (row-major). The sums run over ascending indices from 0, like the CPU kernels. */
-template <typename Real>
+template <int BT = 0, typename Real>
 DCTCHOP_HD void forward_block(const Real* t, int b, int k, const Real* x, Real* c) {
-  Real y[32];  // one row of T X at a time (b <= 32)
+  if constexpr (BT > 0) b = BT;  // a compile-time block size: unrolled loops, registers
+  Real y[BT > 0 ? BT : 32];      // one row of T X at a time (b <= 32)
   for (int u = 0; u < k; ++u) {
     for (int col = 0; col < b; ++col) {
       Real acc = 0;
@@ -42,9 +43,10 @@ DCTCHOP_HD void forward_block(const Real* t, int b, int k, const Real* x, Real* 
 
 /** X' = T^t C T with C zero beyond k x k: `c` is k x k (row-major), `x` the b x b result. The
  *  horizontal sums come first, then the vertical ones, in the CPU kernels' order. */
-template <typename Real>
+template <int BT = 0, typename Real>
 DCTCHOP_HD void inverse_block(const Real* t, int b, int k, const Real* c, Real* x) {
-  Real y[32 * 32];  // y[u][col] = sum_v C[u][v] T[v][col], for u < k
+  if constexpr (BT > 0) b = BT;
+  Real y[BT > 0 ? BT * BT : 32 * 32];  // y[u][col] = sum_v C[u][v] T[v][col], for u < k
   for (int u = 0; u < k; ++u) {
     for (int col = 0; col < b; ++col) {
       Real acc = c[u * k] * t[col];
@@ -130,12 +132,13 @@ struct plane_geometry {
  *  gather B x B values minus the offset, replicating the last row and column into the
  *  padding, transform, store. Returns false when a coefficient does not fit `code` (which a
  *  NaN or Inf input also causes). */
-template <typename In, typename Real>
+template <typename In, typename Real, int BT = 0>
 DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane,
                              const plane_geometry& g, std::uint64_t bi, std::uint64_t bj,
                              Real offset, coeff_code code, void* cplane) {
-  Real x[32 * 32];
-  Real c[32 * 32];
+  if constexpr (BT > 0) b = BT;
+  Real x[BT > 0 ? BT * BT : 32 * 32];
+  Real c[BT > 0 ? BT * BT : 32 * 32];
   for (int r = 0; r < b; ++r) {
     std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
     row = row < g.height ? row : g.height - 1;
@@ -147,7 +150,7 @@ DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane,
                        offset;
     }
   }
-  forward_block(t, b, k, x, c);
+  forward_block<BT>(t, b, k, x, c);
   const std::uint64_t ccols = (g.width + b - 1) / b * k;
   bool ok = true;
   for (int u = 0; u < k; ++u) {
@@ -161,19 +164,20 @@ DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane,
 
 /** Decode block (bi, bj) of a plane from its coefficient plane: load K x K, inverse
  *  transform, crop to the plane, add the offset back and convert. */
-template <typename Out, typename Real>
+template <typename Out, typename Real, int BT = 0>
 DCTCHOP_HD void decode_block(const Real* t, int b, int k, const void* cplane, coeff_code code,
                              Out* plane, const plane_geometry& g, std::uint64_t bi,
                              std::uint64_t bj, Real offset) {
-  Real c[32 * 32];
-  Real x[32 * 32];
+  if constexpr (BT > 0) b = BT;
+  Real c[BT > 0 ? BT * BT : 32 * 32];
+  Real x[BT > 0 ? BT * BT : 32 * 32];
   const std::uint64_t ccols = (g.width + b - 1) / b * k;
   for (int u = 0; u < k; ++u) {
     for (int v = 0; v < k; ++v) {
       c[u * k + v] = load_coeff<Real>(cplane, code, (bi * k + u) * ccols + bj * k + v);
     }
   }
-  inverse_block(t, b, k, c, x);
+  inverse_block<BT>(t, b, k, c, x);
   for (int r = 0; r < b; ++r) {
     const std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
     if (row >= g.height) break;
