@@ -1,0 +1,101 @@
+/** @file loader.hpp
+ *  Training-time batches from a .dcz archive: shuffled (reproducibly, differently each
+ *  epoch, and chunk by chunk so that reads stay mostly sequential), sharded by (rank, world),
+ *  prefetched on a background thread, and resumable from a saved state.
+ *
+ *  The order of an epoch is a pure function of (seed, epoch): the archive's chunks are put in
+ *  a shuffled order, then the samples of each window of `shuffle_window` consecutive chunks
+ *  (in that order) are shuffled together. Every rank computes the same global order and takes
+ *  every world-th sample of it, starting at its rank; with drop_last each rank keeps the same
+ *  whole number of batches, so the ranks step together.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/types.hpp"
+
+namespace dctchop::loaders {
+
+struct loader_options {
+  std::size_t batch_size = 32;
+  bool shuffle = true;            ///< false: samples in archive order, every epoch
+  std::uint64_t seed = 0;         ///< the order depends only on (seed, epoch)
+  std::size_t shuffle_window = 4; ///< chunks whose samples are shuffled together
+  int rank = 0;                   ///< this process's shard, 0..world-1
+  int world = 1;                  ///< number of shards
+  bool drop_last = true;          ///< drop the last partial batch (and, when sharded, even out
+                                  ///< the ranks); false: a smaller last batch
+  std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
+  bool decode = true;             ///< true: batches hold decoded values; false: coefficients
+};
+
+/** One batch: `samples` (global indices into the archive) in batch order, their data
+ *  (decoded values in the archive's dtype and layout, or stored coefficients) and labels. */
+struct batch {
+  std::uint64_t epoch = 0;
+  std::uint64_t index = 0;              ///< batch number within the epoch, for this rank
+  std::vector<std::uint64_t> samples;
+  std::vector<std::byte> data;          ///< samples.size() * sample_bytes()
+  std::vector<std::byte> labels;        ///< samples.size() * label_bytes(), when the archive has labels
+};
+
+/** Where a loader stands: the next batch it returns is batch `position` of `epoch`. */
+struct loader_state {
+  std::uint64_t epoch = 0;
+  std::uint64_t position = 0;
+  std::uint64_t seed = 0;
+  /** As JSON text, to save beside a training checkpoint. */
+  std::string to_json() const;
+  /** Parse to_json()'s text; error(invalid_argument) when it is not one. */
+  static loader_state from_json(const std::string& text);
+};
+
+/** Batches from one archive. Not thread-safe: one consumer thread. */
+class archive_loader {
+ public:
+  /** Opens `archive` (a regular file: random access is needed). `be` decodes when
+   *  options.decode; nullptr uses a CPU backend. Errors: error(invalid_argument) for bad
+   *  options, the archive reader's errors for the file. */
+  archive_loader(const std::string& archive, const loader_options& options,
+                 std::shared_ptr<backend> be = nullptr);
+  ~archive_loader();
+  archive_loader(const archive_loader&) = delete;
+  archive_loader& operator=(const archive_loader&) = delete;
+
+  /** Samples in the archive. */
+  std::uint64_t samples() const noexcept;
+  /** Batches per epoch for this rank. */
+  std::uint64_t batches_per_epoch() const noexcept;
+  /** Bytes of one sample in batch::data (decoded values or coefficients). */
+  std::uint64_t sample_bytes() const noexcept;
+  /** Bytes of one sample's labels (0: the archive has none). */
+  std::uint64_t label_bytes() const noexcept;
+  /** The archive's geometry, dtype and codec, to interpret batch::data. */
+  const geometry& sample_geometry() const noexcept;
+  dtype sample_type() const noexcept;
+  const codec_params& codec() const noexcept;
+
+  /** The next batch; after the last batch of an epoch comes batch 0 of the next. Errors of the
+   *  background thread (a corrupt chunk) are rethrown here. */
+  batch next();
+  /** The state after the batches returned so far. */
+  loader_state state() const noexcept;
+  /** Continue from a saved state: the next batch is batch `position` of `epoch`, in the order
+   *  of `seed`. */
+  void restore(const loader_state& s);
+
+  /** This rank's samples of an epoch, in order (before batching): for tests and tools. */
+  std::vector<std::uint64_t> epoch_order(std::uint64_t epoch) const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace dctchop::loaders

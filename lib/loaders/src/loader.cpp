@@ -1,0 +1,337 @@
+#include "dctchop/loader.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <list>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
+
+namespace dctchop::loaders {
+namespace {
+
+using u64 = std::uint64_t;
+
+/** splitmix64: a well-mixed 64-bit value from any input (Steele, Lea, Flood 2014). */
+u64 mix(u64 x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/** A small generator with a fixed algorithm, so that an order is the same on every platform
+ *  and standard library (std::shuffle's is not specified). */
+struct rng64 {
+  u64 state;
+  u64 next() { return mix(state++); }
+  /** Uniform in [0, n): the high half of a 64 x 64-bit product (Lemire's multiply-shift;
+   *  the bias is below n / 2^64). */
+  u64 below(u64 n) {
+    const u64 x = next();
+    const u64 xl = x & 0xffffffffu, xh = x >> 32, nl = n & 0xffffffffu, nh = n >> 32;
+    const u64 lo = xl * nl, m1 = xh * nl, m2 = xl * nh, hi = xh * nh;
+    const u64 mid = (lo >> 32) + (m1 & 0xffffffffu) + (m2 & 0xffffffffu);
+    return hi + (m1 >> 32) + (m2 >> 32) + (mid >> 32);
+  }
+};
+
+template <typename T>
+void shuffle(std::vector<T>& v, rng64& r) {
+  for (u64 i = v.size(); i > 1; --i) std::swap(v[i - 1], v[r.below(i)]);
+}
+
+}  // namespace
+
+std::string loader_state::to_json() const {
+  return nlohmann::json{{"epoch", epoch}, {"position", position}, {"seed", seed}}.dump();
+}
+
+loader_state loader_state::from_json(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    loader_state s;
+    s.epoch = j.at("epoch").get<u64>();
+    s.position = j.at("position").get<u64>();
+    s.seed = j.at("seed").get<u64>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw error(errc::invalid_argument, std::string("not a loader state: ") + e.what());
+  }
+}
+
+struct archive_loader::impl {
+  loader_options o;
+  std::shared_ptr<backend> be;
+  formats::archive_reader reader;
+  formats::archive_header h;
+  std::vector<std::byte> labels;  // every sample's labels, read once (they are small)
+  u64 label_row = 0;
+  u64 sample_bytes = 0, coeff_bytes = 0;
+
+  // The producer side (the prefetch thread, or next() itself without prefetch).
+  u64 make_epoch = 0, make_pos = 0;
+  std::optional<u64> order_epoch;
+  std::vector<u64> order;  // this rank's samples of order_epoch
+  struct cached_chunk {
+    std::size_t index;
+    std::vector<std::byte> data;  // decoded values, or coefficients
+  };
+  std::list<cached_chunk> cache;  // most recently used first
+
+  // The consumer side.
+  u64 seed = 0;
+  u64 used_epoch = 0, used_pos = 0;
+
+  // Prefetch.
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<batch> ready;
+  std::exception_ptr err;
+  bool stop = false;
+  std::thread thread;
+
+  impl(const std::string& path, const loader_options& opt, std::shared_ptr<backend> b)
+      : o(opt), be(std::move(b)), reader(formats::archive_reader::open(path)) {
+    if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
+    if (o.world < 1 || o.rank < 0 || o.rank >= o.world) {
+      throw error(errc::invalid_argument, "rank " + std::to_string(o.rank) + " is outside 0.." +
+                                              std::to_string(o.world - 1));
+    }
+    if (!reader.random_access()) {
+      throw error(errc::invalid_argument,
+                  reader.display_name() + ": a loader needs a file it can seek in, not a stream");
+    }
+    h = reader.header();
+    seed = o.seed;
+    if (o.shuffle_window == 0) o.shuffle_window = 1;
+    if (!be) be = make_backend(backend_kind::cpu, {1});
+    coeff_bytes = h.coeff_bytes_per_sample();
+    sample_bytes = o.decode ? h.geom.values_per_sample() * size_of(h.type) : coeff_bytes;
+    if (const auto* info = reader.find_side_array("labels")) {
+      labels = *reader.read_side_array("labels");
+      label_row = info->bytes / std::max<u64>(h.geom.samples, 1);
+    }
+  }
+
+  /** This rank's samples of `epoch`, in order. */
+  std::vector<u64> rank_order(u64 epoch) const {
+    const u64 n = h.geom.samples;
+    std::vector<u64> global;
+    global.reserve(n);
+    if (!o.shuffle) {
+      global.resize(n);
+      std::iota(global.begin(), global.end(), u64(0));
+    } else {
+      rng64 r{mix(seed ^ mix(epoch))};
+      const auto& chunks = reader.chunks();
+      std::vector<u64> chunk_order(chunks.size());
+      std::iota(chunk_order.begin(), chunk_order.end(), u64(0));
+      shuffle(chunk_order, r);
+      for (std::size_t w = 0; w < chunk_order.size(); w += o.shuffle_window) {
+        std::vector<u64> window;
+        const std::size_t end = std::min(chunk_order.size(), w + o.shuffle_window);
+        for (std::size_t i = w; i < end; ++i) {
+          const auto& c = chunks[chunk_order[i]];
+          for (u64 s = 0; s < c.count; ++s) window.push_back(c.first + s);
+        }
+        shuffle(window, r);
+        global.insert(global.end(), window.begin(), window.end());
+      }
+    }
+    const u64 world = static_cast<u64>(o.world), rank = static_cast<u64>(o.rank);
+    std::vector<u64> mine;
+    for (u64 i = rank; i < global.size(); i += world) mine.push_back(global[i]);
+    if (o.drop_last) {
+      // Every rank keeps the same whole number of batches.
+      const u64 per_rank = n / world;
+      mine.resize(std::min<u64>(mine.size(), per_rank / o.batch_size * o.batch_size));
+    }
+    return mine;
+  }
+
+  u64 batches_per_epoch() const {
+    const u64 n = h.geom.samples, world = static_cast<u64>(o.world), rank = static_cast<u64>(o.rank);
+    if (o.drop_last) return n / world / o.batch_size;
+    const u64 mine = n / world + (rank < n % world ? 1 : 0);
+    return (mine + o.batch_size - 1) / o.batch_size;
+  }
+
+  /** Chunk `ci`, decoded (or as stored), through a cache of shuffle_window + 1 chunks. */
+  const std::vector<std::byte>& chunk(std::size_t ci) {
+    for (auto it = cache.begin(); it != cache.end(); ++it) {
+      if (it->index == ci) {
+        cache.splice(cache.begin(), cache, it);
+        return cache.front().data;
+      }
+    }
+    cached_chunk c{ci, {}};
+    std::vector<std::byte> coeffs;
+    reader.read_chunk(ci, coeffs);  // checks the checksum
+    if (o.decode) {
+      const u64 count = reader.chunks()[ci].count;
+      c.data.resize(count * sample_bytes);
+      be->decode(h.codec, coeffs, make_view(h.geom, h.type, static_cast<void*>(c.data.data()), count));
+    } else {
+      c.data = std::move(coeffs);
+    }
+    cache.push_front(std::move(c));
+    while (cache.size() > o.shuffle_window + 1) cache.pop_back();
+    return cache.front().data;
+  }
+
+  /** Batch `pos` of `epoch`. */
+  batch make(u64 epoch, u64 pos) {
+    if (!order_epoch || *order_epoch != epoch) {
+      order = rank_order(epoch);
+      order_epoch = epoch;
+    }
+    batch b;
+    b.epoch = epoch;
+    b.index = pos;
+    const u64 first = pos * o.batch_size;
+    const u64 count = std::min<u64>(o.batch_size, order.size() - std::min<u64>(first, order.size()));
+    b.samples.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
+                     order.begin() + static_cast<std::ptrdiff_t>(first + count));
+    b.data.resize(count * sample_bytes);
+    if (label_row > 0) b.labels.resize(count * label_row);
+    for (u64 i = 0; i < count; ++i) {
+      const u64 s = b.samples[i];
+      const std::size_t ci = reader.chunk_of(s);
+      const auto& data = chunk(ci);
+      const u64 at = s - reader.chunks()[ci].first;
+      std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(at * sample_bytes), sample_bytes,
+                  b.data.begin() + static_cast<std::ptrdiff_t>(i * sample_bytes));
+      if (label_row > 0) {
+        std::copy_n(labels.begin() + static_cast<std::ptrdiff_t>(s * label_row), label_row,
+                    b.labels.begin() + static_cast<std::ptrdiff_t>(i * label_row));
+      }
+    }
+    return b;
+  }
+
+  /** The next batch to make, in order; epochs roll over. */
+  batch make_next() {
+    const u64 per_epoch = batches_per_epoch();
+    if (per_epoch == 0) {
+      throw error(errc::invalid_argument,
+                  reader.display_name() + ": too few samples for one batch of " +
+                      std::to_string(o.batch_size) + " per rank");
+    }
+    if (make_pos >= per_epoch) {
+      ++make_epoch;
+      make_pos = 0;
+    }
+    return make(make_epoch, make_pos++);
+  }
+
+  void start() {
+    if (o.prefetch == 0) return;
+    stop = false;
+    thread = std::thread([this] {
+      std::unique_lock lock(m);
+      for (;;) {
+        cv.wait(lock, [&] { return stop || ready.size() < o.prefetch; });
+        if (stop) return;
+        lock.unlock();
+        std::optional<batch> b;
+        std::exception_ptr e;
+        try {
+          b = make_next();
+        } catch (...) {
+          e = std::current_exception();
+        }
+        lock.lock();
+        if (e) {
+          err = e;
+          cv.notify_all();
+          return;
+        }
+        ready.push_back(std::move(*b));
+        cv.notify_all();
+      }
+    });
+  }
+
+  void halt() {
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+    ready.clear();
+    err = nullptr;
+  }
+};
+
+archive_loader::archive_loader(const std::string& archive, const loader_options& options,
+                               std::shared_ptr<backend> be)
+    : impl_(std::make_unique<impl>(archive, options, std::move(be))) {
+  impl_->start();
+}
+
+archive_loader::~archive_loader() { impl_->halt(); }
+
+std::uint64_t archive_loader::samples() const noexcept { return impl_->h.geom.samples; }
+std::uint64_t archive_loader::batches_per_epoch() const noexcept { return impl_->batches_per_epoch(); }
+std::uint64_t archive_loader::sample_bytes() const noexcept { return impl_->sample_bytes; }
+std::uint64_t archive_loader::label_bytes() const noexcept { return impl_->label_row; }
+const geometry& archive_loader::sample_geometry() const noexcept { return impl_->h.geom; }
+dtype archive_loader::sample_type() const noexcept { return impl_->h.type; }
+const codec_params& archive_loader::codec() const noexcept { return impl_->h.codec; }
+
+batch archive_loader::next() {
+  impl& d = *impl_;
+  batch b;
+  if (d.o.prefetch == 0) {
+    b = d.make_next();
+  } else {
+    std::unique_lock lock(d.m);
+    d.cv.wait(lock, [&] { return !d.ready.empty() || d.err; });
+    if (d.ready.empty()) std::rethrow_exception(d.err);
+    b = std::move(d.ready.front());
+    d.ready.pop_front();
+    d.cv.notify_all();
+  }
+  d.used_epoch = b.epoch;
+  d.used_pos = b.index + 1;
+  return b;
+}
+
+loader_state archive_loader::state() const noexcept {
+  const impl& d = *impl_;
+  loader_state s{d.used_epoch, d.used_pos, d.seed};
+  if (s.position >= d.batches_per_epoch()) {  // the epoch is complete: the next one is due
+    ++s.epoch;
+    s.position = 0;
+  }
+  return s;
+}
+
+void archive_loader::restore(const loader_state& s) {
+  impl& d = *impl_;
+  d.halt();
+  d.seed = s.seed;
+  d.order_epoch.reset();
+  d.make_epoch = s.epoch;
+  d.make_pos = s.position;
+  d.used_epoch = s.epoch;
+  d.used_pos = s.position;
+  d.start();
+}
+
+std::vector<std::uint64_t> archive_loader::epoch_order(std::uint64_t epoch) const {
+  return impl_->rank_order(epoch);
+}
+
+}  // namespace dctchop::loaders

@@ -1,0 +1,246 @@
+// Tests of the archive loader (issue 6, part 1): every sample once per epoch, shuffles that
+// differ between epochs and repeat for a seed, chunk-aware order, shards that partition the
+// dataset, prefetch that changes nothing, and a saved state that resumes at the same batch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/npy.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "dctchop/loader.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace dctchop;
+using dctchop::test::save_npy;
+using dctchop::test::temp_dir;
+using u64 = std::uint64_t;
+
+/** An archive of `n` u8 samples of 16x16 whose every value is the sample's index mod 256
+ *  (exactly representable, so a decoded sample says which one it is), labels = index * 3,
+ *  and 5 samples per chunk. */
+std::string make_archive(const temp_dir& dir, u64 n) {
+  std::vector<std::uint8_t> v(n * 256);
+  for (u64 i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i / 256) % 256);
+  std::vector<std::int32_t> labels(n);
+  for (u64 i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i * 3);
+  save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, v);
+  formats::npy_dtype i32;
+  i32.kind = 'i';
+  i32.itemsize = 4;
+  auto w = formats::npy_writer::create(dir.file("y.npy"), i32, {n}, false);
+  w.write_rows(labels.data(), n);
+  w.finish();
+  auto be = make_backend(backend_kind::cpu, {1});
+  formats::compress_options o;
+  o.chunk_mb = 5.0 * 64 * 2 / 1048576.0;  // 16x16 at chop 4 in f16: 128 bytes a sample
+  o.measure_quality = false;
+  o.labels_path = dir.file("y.npy");
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, o);
+  return dir.file("a.dcz");
+}
+
+std::vector<u64> all_samples(loaders::archive_loader& l, u64 batches) {
+  std::vector<u64> s;
+  for (u64 i = 0; i < batches; ++i) {
+    const auto b = l.next();
+    s.insert(s.end(), b.samples.begin(), b.samples.end());
+  }
+  return s;
+}
+
+TEST(Loader, EveryEpochHoldsEverySampleOnceAndItsDataAndLabelsAreThatSample) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 103);
+  loaders::loader_options o;
+  o.batch_size = 10;
+  o.drop_last = false;
+  o.seed = 7;
+  loaders::archive_loader l(a, o);
+  EXPECT_EQ(l.samples(), 103u);
+  EXPECT_EQ(l.batches_per_epoch(), 11u);  // 10 full batches and one of 3
+  EXPECT_EQ(l.sample_bytes(), 256u);
+  EXPECT_EQ(l.label_bytes(), 4u);
+  for (u64 epoch = 0; epoch < 2; ++epoch) {
+    std::vector<u64> seen;
+    for (u64 i = 0; i < l.batches_per_epoch(); ++i) {
+      const auto b = l.next();
+      EXPECT_EQ(b.epoch, epoch);
+      EXPECT_EQ(b.index, i);
+      EXPECT_EQ(b.samples.size(), i < 10 ? 10u : 3u);
+      for (std::size_t k = 0; k < b.samples.size(); ++k) {
+        const u64 s = b.samples[k];
+        seen.push_back(s);
+        // Decoded data: every value is s mod 256; label: s * 3.
+        for (u64 x = 0; x < 256; ++x) {
+          ASSERT_EQ(static_cast<u64>(b.data[k * 256 + x]), s % 256) << "sample " << s;
+        }
+        std::int32_t label = 0;
+        std::memcpy(&label, b.labels.data() + k * 4, 4);
+        EXPECT_EQ(label, static_cast<std::int32_t>(s * 3));
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<u64> want(103);
+    for (u64 i = 0; i < 103; ++i) want[i] = i;
+    EXPECT_EQ(seen, want) << "epoch " << epoch;
+  }
+}
+
+TEST(Loader, ShufflesDifferBetweenEpochsRepeatForASeedAndDifferBetweenSeeds) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 60);
+  loaders::loader_options o;
+  o.batch_size = 6;
+  o.seed = 11;
+  loaders::archive_loader l1(a, o), l2(a, o);
+  o.seed = 12;
+  loaders::archive_loader l3(a, o);
+  const auto e0 = l1.epoch_order(0), e1 = l1.epoch_order(1);
+  EXPECT_NE(e0, e1);
+  EXPECT_EQ(e0, l2.epoch_order(0));
+  EXPECT_EQ(e1, l2.epoch_order(1));
+  EXPECT_NE(e0, l3.epoch_order(0));
+  std::vector<u64> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(e0, sorted) << "not shuffled at all";
+  // The batches follow the order.
+  EXPECT_EQ(all_samples(l1, 10), e0);
+  EXPECT_EQ(all_samples(l1, 10), e1);
+  // Without shuffling: archive order every epoch.
+  o.shuffle = false;
+  loaders::archive_loader plain(a, o);
+  EXPECT_EQ(plain.epoch_order(0), sorted);
+  EXPECT_EQ(plain.epoch_order(3), sorted);
+}
+
+TEST(Loader, TheOrderIsChunkAwareSamplesStayWithinTheirWindowOfChunks) {
+  // 5 samples per chunk and windows of 2 chunks: each run of 10 consecutive samples of the
+  // order covers exactly two whole chunks.
+  temp_dir dir;
+  const auto a = make_archive(dir, 100);
+  loaders::loader_options o;
+  o.batch_size = 10;
+  o.shuffle_window = 2;
+  o.seed = 3;
+  loaders::archive_loader l(a, o);
+  const auto order = l.epoch_order(0);
+  ASSERT_EQ(order.size(), 100u);
+  for (u64 w = 0; w < 100; w += 10) {
+    std::set<u64> chunks;
+    for (u64 i = w; i < w + 10; ++i) chunks.insert(order[i] / 5);
+    EXPECT_EQ(chunks.size(), 2u) << "window at " << w;
+  }
+}
+
+TEST(Loader, ShardsPartitionTheDatasetAndDropLastEvensThemOut) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 103);
+  for (bool drop : {false, true}) {
+    std::vector<u64> together;
+    std::vector<u64> batches;
+    for (int rank = 0; rank < 4; ++rank) {
+      loaders::loader_options o;
+      o.batch_size = 5;
+      o.seed = 21;
+      o.world = 4;
+      o.rank = rank;
+      o.drop_last = drop;
+      loaders::archive_loader l(a, o);
+      batches.push_back(l.batches_per_epoch());
+      const auto mine = all_samples(l, l.batches_per_epoch());
+      EXPECT_EQ(mine, l.epoch_order(0));
+      together.insert(together.end(), mine.begin(), mine.end());
+    }
+    std::sort(together.begin(), together.end());
+    EXPECT_TRUE(std::adjacent_find(together.begin(), together.end()) == together.end())
+        << "a sample in two shards";
+    if (!drop) {
+      EXPECT_EQ(together.size(), 103u);  // every sample, exactly once
+    } else {
+      // 103 / 4 = 25 per rank, 5 batches of 5 each: the same count everywhere.
+      EXPECT_EQ(together.size(), 100u);
+      for (auto b : batches) EXPECT_EQ(b, 5u);
+    }
+  }
+}
+
+TEST(Loader, ARestoredStateResumesAtTheSameBatch) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 80);
+  loaders::loader_options o;
+  o.batch_size = 8;
+  o.seed = 5;
+  o.prefetch = 3;
+  loaders::archive_loader l(a, o);
+  for (int i = 0; i < 13; ++i) l.next();  // into the second epoch (10 batches an epoch)
+  const auto saved = loaders::loader_state::from_json(l.state().to_json());
+  EXPECT_EQ(saved.epoch, 1u);
+  EXPECT_EQ(saved.position, 3u);
+  std::vector<loaders::batch> want;
+  for (int i = 0; i < 12; ++i) want.push_back(l.next());  // crosses into the third epoch
+  // A fresh loader restored from the state gives the same batches.
+  o.seed = 999;  // the state carries the seed
+  loaders::archive_loader r(a, o);
+  r.restore(saved);
+  for (const auto& w : want) {
+    const auto b = r.next();
+    EXPECT_EQ(b.epoch, w.epoch);
+    EXPECT_EQ(b.index, w.index);
+    EXPECT_EQ(b.samples, w.samples);
+    EXPECT_TRUE(b.data == w.data);
+  }
+  // And restoring the first loader rewinds it.
+  l.restore(saved);
+  EXPECT_EQ(l.next().samples, want[0].samples);
+}
+
+TEST(Loader, PrefetchChangesNothingAndCoefficientsCanBeHandedOutUndecoded) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 50);
+  loaders::loader_options o;
+  o.batch_size = 7;
+  o.seed = 1;
+  o.prefetch = 0;
+  loaders::archive_loader sync(a, o);
+  o.prefetch = 4;
+  loaders::archive_loader ahead(a, o);
+  for (int i = 0; i < 15; ++i) {
+    const auto x = sync.next(), y = ahead.next();
+    EXPECT_EQ(x.samples, y.samples);
+    EXPECT_TRUE(x.data == y.data);
+  }
+  o.decode = false;
+  loaders::archive_loader raw(a, o);
+  EXPECT_EQ(raw.sample_bytes(), 4u * 4u * 4u * 2u);  // 4x4 kept coefficients of 4 blocks, f16
+  const auto b = raw.next();
+  EXPECT_EQ(b.data.size(), b.samples.size() * raw.sample_bytes());
+}
+
+TEST(Loader, BadOptionsAndStreamsAreRefused) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 20);
+  loaders::loader_options o;
+  o.batch_size = 0;
+  EXPECT_THROW(loaders::archive_loader(a, o), error);
+  o.batch_size = 4;
+  o.world = 2;
+  o.rank = 2;
+  EXPECT_THROW(loaders::archive_loader(a, o), error);
+  EXPECT_THROW(loaders::loader_state::from_json("{\"epoch\": 1}"), error);
+  o.rank = 0;
+  o.batch_size = 50;  // more than a rank's share: no batch at all
+  loaders::archive_loader l(a, o);
+  EXPECT_EQ(l.batches_per_epoch(), 0u);
+  EXPECT_THROW(l.next(), error);
+}
+
+}  // namespace
