@@ -8,7 +8,9 @@
 #                                    shared libraries they need into gpu-bundle/, for a GPU
 #                                    machine that has CUDA but not dctchop's Debian packages;
 #                                    OUTDIR runs then use gpu-bundle/ instead of building.
-# Sized to finish in under 8 minutes on an H200 machine (16 cores).
+# Sized to finish in under 8 minutes on an H200 machine (16 cores). Exits 1 if any check
+# failed, after running all of them. Rebuild the bundle right before a device run, and name
+# gpu-bundle in the device tool's carry list (it is git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -33,6 +35,11 @@ fi
 
 OUT="${1:?usage: scripts/gpu-check.sh OUTDIR | --bundle}"
 mkdir -p "$OUT"
+# The toolkit's libraries (cudart; cuBLAS, which dctchop loads when the GEMM decode runs).
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# On a GPU machine a skipped GPU test is a failure (a broken driver or build would hide).
+export DCTCHOP_REQUIRE_GPU=1
+FAILED=0
 if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   BIN="$BUNDLE"
   export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -47,6 +54,9 @@ else
   DCT="$BUILD/apps/dctchop"
 fi
 
+for b in "$DCT" "$BENCH"; do  # every shared library found?
+  if ldd "$b" | grep -q "not found"; then ldd "$b" | grep "not found" | tee -a "$OUT/gpu.txt"; FAILED=1; fi
+done
 {
   date -u +%Y-%m-%dT%H:%MZ
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
@@ -54,11 +64,12 @@ fi
 } | tee "$OUT/gpu.txt"
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
-"${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt"
+"${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1  # go on: device time is scarce
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
 "$BENCH" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
-  --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 | tee -a "$OUT/gpu-bench.txt"
+  --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
+  tee -a "$OUT/gpu-bench.txt" || FAILED=1
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
 WORK="${TMPDIR:-/tmp}/dctchop-gpu-check"
@@ -69,7 +80,7 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
   local label="$1"; shift
   local t0 t1
   t0=$(date +%s.%N)
-  "$@"
+  "$@" || { echo "$label: FAILED" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0; }
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" -v l="$label" -v n=$((N * 196608)) \
     'BEGIN {printf "%-24s %6.2f s  %6.2f GB/s of uncompressed data\n", l, b - a, n / (b - a) / 1e9}' |
@@ -86,6 +97,8 @@ if cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
   echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
 else
   echo "MISMATCH: decoded by cuda != decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
+  FAILED=1
 fi
 rm -rf "$WORK"
-echo "results in $OUT"
+echo "results in $OUT; $([ "$FAILED" = 0 ] && echo "all checks passed" || echo "SOME CHECKS FAILED")"
+exit "$FAILED"

@@ -125,7 +125,9 @@ pinned_ptr pinned_alloc(std::size_t bytes) {
 
 class stream {
  public:
-  stream() { DCTCHOP_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  // Blocking streams: they wait for work on the legacy default stream, such as the
+  // cudaMemset of the bad-sample flag that precedes the parts.
+  stream() { DCTCHOP_CUDA_CHECK(cudaStreamCreate(&s_)); }
   ~stream() { cudaStreamDestroy(s_); }
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
@@ -172,7 +174,7 @@ batch_geometry batch_of(const codec_params& p, const geometry& g, u64 samples) {
 template <int BT, typename In, typename Real>
 __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, batch_geometry g,
                               Real offset, coeff_code code, std::byte* coeffs,
-                              unsigned long long* first_bad) {
+                              unsigned long long* first_bad, u64 sample_base) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
   const u64 per_plane = g.bh * g.bw;
   if (i >= g.samples * g.planes * per_plane) return;
@@ -182,7 +184,7 @@ __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, b
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
   if (!encode_block<In, Real, BT>(tab.t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
                               coeffs + plane * g.plane_coeff_bytes)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(n));
+    atomicMin(first_bad, static_cast<unsigned long long>(sample_base + n));
   }
 }
 
@@ -256,7 +258,8 @@ void with_block(int b, Fn&& fn) {
 }
 
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
-                   void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s) {
+                   void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s,
+                   u64 sample_base = 0) {
   if (g.samples == 0) return;
   with_types(t, [&](auto in, auto real) {
     using In = decltype(in);
@@ -265,7 +268,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
       encode_kernel<decltype(bt)::value, In, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
           make_table<Real>(p.block), p.block, p.chop, static_cast<const In*>(d_in), g,
           static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
-          static_cast<std::byte*>(d_coeffs), d_first_bad);
+          static_cast<std::byte*>(d_coeffs), d_first_bad, sample_base);
     });
   });
   DCTCHOP_CUDA_CHECK(cudaGetLastError());
@@ -334,27 +337,13 @@ class cuda_backend final : public backend {
     DCTCHOP_CUDA_CHECK(cudaMemset(d_bad.get(), 0xff, sizeof(unsigned long long)));
     stream_parts(v.samples, in_per_sample, out_per_sample,
                  static_cast<const std::byte*>(v.data), coeffs.data(),
-                 [&](u64 n, const void* d_in, void* d_out, cudaStream_t s) {
+                 [&](u64 first, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
                    launch_encode(p, batch_of(p, g, n), v.type, d_in, d_out,
-                                 static_cast<unsigned long long*>(d_bad.get()), s);
+                                 static_cast<unsigned long long*>(d_bad.get()), s, first);
                  });
     unsigned long long bad = 0;
     DCTCHOP_CUDA_CHECK(cudaMemcpy(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost));
-    if (bad != no_bad_sample) {
-      // The parts are numbered from 0 each; find the first bad sample on the host.
-      for (u64 n = 0; n < v.samples; ++n) {
-        auto one = v;
-        one.data = static_cast<const std::byte*>(v.data) + n * in_per_sample;
-        one.samples = 1;
-        std::vector<std::byte> scratch(out_per_sample);
-        try {
-          make_cpu_backend({1})->encode(p, one, scratch);
-        } catch (const error&) {
-          throw_bad_sample(p, v, n);
-        }
-      }
-      throw error(errc::internal, "the CUDA encoder refused a sample the CPU accepts");
-    }
+    if (bad != no_bad_sample) throw_bad_sample(p, v, bad);  // says what is wrong with it
   }
 
   void decode(const codec_params& p, std::span<const std::byte> coeffs,
@@ -373,13 +362,13 @@ class cuda_backend final : public backend {
     DCTCHOP_CUDA_CHECK(cudaSetDevice(device_));
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
-                 [&](u64 n, const void* d_in, void* d_out, cudaStream_t s) {
+                 [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
                    launch_decode(p, batch_of(p, g, n), v.type, d_in, d_out, s);
                  });
   }
 
  private:
-  /** Runs `run(n, d_in, d_out, stream)` over parts of the batch: copy a part into a pinned
+  /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part into a pinned
    *  buffer, to the device, run, copy back, out of the pinned buffer; two streams and two
    *  sets of buffers, so one part's copies overlap the other's kernel. */
   template <typename Run>
@@ -417,7 +406,7 @@ class cuda_backend final : public backend {
       std::memcpy(l.h_in.get(), in + l.first * in_per_sample, l.n * in_per_sample);
       DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), l.h_in.get(), l.n * in_per_sample,
                                          cudaMemcpyHostToDevice, l.s.get()));
-      run(l.n, l.d_in.get(), l.d_out.get(), l.s.get());
+      run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s.get());
       DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.h_out.get(), l.d_out.get(), l.n * out_per_sample,
                                          cudaMemcpyDeviceToHost, l.s.get()));
       l.busy = true;
@@ -451,6 +440,21 @@ namespace dctchop::cuda {
 
 using detail::u64;
 
+namespace {
+/** The device entry points take a geometry from the caller: refuse one that cannot be. */
+void check_geometry(const geometry& g) {
+  if (g.height == 0 || g.width == 0 || g.planes == 0) {
+    throw error(errc::invalid_argument, "CUDA decode/encode: empty plane geometry");
+  }
+  if (g.lay == layout::automatic) {
+    throw error(errc::invalid_argument, "CUDA decode/encode: resolve the layout first");
+  }
+  if ((g.lay == layout::nhw || g.lay == layout::hw) && g.planes != 1) {
+    throw error(errc::invalid_argument, "CUDA decode/encode: NHW and HW have one plane");
+  }
+}
+}  // namespace
+
 bool built() noexcept { return true; }
 
 int device_count() noexcept {
@@ -465,6 +469,7 @@ int device_count() noexcept {
 void decode_device_async(const codec_params& p, const geometry& g, dtype type, u64 samples,
                          const void* device_coeffs, void* device_out, void* stream) {
   validate(p);
+  check_geometry(g);
   detail::launch_decode(p, detail::batch_of(p, g, samples), type, device_coeffs, device_out,
                         static_cast<cudaStream_t>(stream));
 }
@@ -478,6 +483,7 @@ void decode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
 void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
                    const void* device_in, void* device_coeffs, void* stream) {
   validate(p);
+  check_geometry(g);
   const auto s = static_cast<cudaStream_t>(stream);
   auto d_bad = detail::device_alloc(sizeof(unsigned long long));
   DCTCHOP_CUDA_CHECK(cudaMemsetAsync(d_bad.get(), 0xff, sizeof(unsigned long long), s));
@@ -499,7 +505,7 @@ void encode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
       std::vector<std::byte> scratch(coeff_bytes_per_sample(p, one));
       detail::make_cpu_backend({1})->encode(p, make_view(one, type, static_cast<const void*>(host.data()), 1), scratch);
     } catch (const error& e) {
-      throw error(e.code(), "sample " + std::to_string(bad) + ": " + e.what());
+      throw error(e.code(), e.detail(), static_cast<long long>(bad));
     }
     throw error(errc::internal, "the CUDA encoder refused a sample the CPU accepts");
   }
@@ -517,6 +523,10 @@ struct gemm_decoder::impl {
   detail::device_ptr d_lt, d_r, scratch;
   std::size_t scratch_bytes = 0;
   cudaStream_t last_stream = nullptr;
+  bool used = false;  // last_stream is meaningful (nullptr is the default stream)
+  void drain() const {
+    if (used) DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(last_stream));
+  }
 };
 
 gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
@@ -528,7 +538,7 @@ gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
 
 gemm_decoder::~gemm_decoder() {
   if (impl_ && impl_->handle != nullptr) {
-    if (impl_->last_stream != nullptr) cudaStreamSynchronize(impl_->last_stream);
+    if (impl_->used) cudaStreamSynchronize(impl_->last_stream);
     detail::cublas_api::get().destroy(impl_->handle);
   }
 }
@@ -537,19 +547,24 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
                                 u64 samples, const void* device_coeffs, void* device_out,
                                 void* stream) {
   validate(p);
+  check_geometry(g);
   impl& d = *impl_;
   const auto s = static_cast<cudaStream_t>(stream);
   if (samples == 0) return;
   // The matrices of this plane shape, in f32 on the device (uploaded when the shape changes;
   // the previous call's stream is drained first, as it may still read the old ones).
   if (!d.d_lt || d.p.block != p.block || d.p.chop != p.chop || d.h != g.height || d.w != g.width) {
-    if (d.last_stream != nullptr) DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(d.last_stream));
+    d.drain();
     d.m = make_decode_matrices(p, g.height, g.width);
     const std::vector<float> lt(d.m.lt.begin(), d.m.lt.end()), r(d.m.r.begin(), d.m.r.end());
     d.d_lt = detail::device_alloc(lt.size() * sizeof(float));
     d.d_r = detail::device_alloc(r.size() * sizeof(float));
-    DCTCHOP_CUDA_CHECK(cudaMemcpy(d.d_lt.get(), lt.data(), lt.size() * sizeof(float), cudaMemcpyHostToDevice));
-    DCTCHOP_CUDA_CHECK(cudaMemcpy(d.d_r.get(), r.data(), r.size() * sizeof(float), cudaMemcpyHostToDevice));
+    // On the caller's stream, and waited for: the vectors are pageable and go out of scope.
+    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_lt.get(), lt.data(), lt.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, s));
+    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_r.get(), r.data(), r.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice, s));
+    DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
     d.p = p;
     d.h = g.height;
     d.w = g.width;
@@ -560,11 +575,12 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   const u64 group = std::max<u64>(1, std::min<u64>(planes, (u64(256) << 20) / (per_plane * sizeof(float))));
   const std::size_t need = group * per_plane * sizeof(float);
   if (d.scratch_bytes < need) {
-    if (d.last_stream != nullptr) DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(d.last_stream));
+    d.drain();
     d.scratch = detail::device_alloc(need);
     d.scratch_bytes = need;
   }
   d.last_stream = s;
+  d.used = true;
   auto* c32 = static_cast<float*>(d.scratch.get());
   float* t1 = c32 + group * m.kh * m.kw;
   float* x = t1 + group * m.kh * m.wp;

@@ -1,0 +1,195 @@
+// The Python binding (pybind11, NumPy): `import dctchop`. Archives read as numpy arrays, and the
+// training loader (dctchop/loader.hpp) as a Python iterator. Errors become dctchop.Error
+// (a RuntimeError subclass) carrying the error's code name.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "dctchop/loader.hpp"
+#include "dctchop_version.hpp"
+
+namespace py = pybind11;
+using namespace dctchop;
+using u64 = std::uint64_t;
+
+namespace {
+
+/** NumPy's name of a codec dtype. */
+py::dtype numpy_dtype(dtype t) {
+  switch (t) {
+    case dtype::u8: return py::dtype("u1");
+    case dtype::u16: return py::dtype("<u2");
+    case dtype::i16: return py::dtype("<i2");
+    case dtype::f32: return py::dtype("<f4");
+    case dtype::f64: return py::dtype("<f8");
+  }
+  throw error(errc::internal, "unknown dtype");
+}
+
+/** Shape of `n` samples: (n, *per-sample axes) per the archive's layout. */
+std::vector<py::ssize_t> batch_shape(const geometry& g, u64 n) {
+  std::vector<u64> s = g.shape();
+  std::vector<py::ssize_t> out;
+  if (g.lay == layout::hw) {
+    out.push_back(static_cast<py::ssize_t>(n));  // one sample: (1, H, W)
+    for (auto d : s) out.push_back(static_cast<py::ssize_t>(d));
+    return out;
+  }
+  out.push_back(static_cast<py::ssize_t>(n));
+  for (std::size_t i = 1; i < s.size(); ++i) out.push_back(static_cast<py::ssize_t>(s[i]));
+  return out;
+}
+
+py::array array_of(const std::vector<std::byte>& bytes, py::dtype dt, std::vector<py::ssize_t> shape) {
+  py::array a(dt, shape);
+  std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+  return a;
+}
+
+/** An archive opened for random access. */
+class archive {
+ public:
+  explicit archive(const std::string& path)
+      : r_(formats::archive_reader::open(path)), be_(make_backend(backend_kind::cpu)) {
+    if (!r_.random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
+  }
+  u64 samples() const { return r_.header().geom.samples; }
+  std::vector<u64> shape() const { return r_.header().geom.shape(); }
+  py::dtype type() const { return numpy_dtype(r_.header().type); }
+  int block() const { return r_.header().codec.block; }
+  int chop() const { return r_.header().codec.chop; }
+  std::string coeff() const { return std::string(to_string(r_.header().codec.coeff)); }
+  std::string layout_name() const { return std::string(to_string(r_.header().geom.lay)); }
+
+  /** Samples [first, first + count), decoded: shape (count, *sample shape). */
+  py::array read(u64 first, u64 count) {
+    const auto& h = r_.header();
+    if (first >= h.geom.samples || count > h.geom.samples - first) {
+      throw py::index_error("samples " + std::to_string(first) + ".." +
+                            std::to_string(first + count) + " are outside 0.." +
+                            std::to_string(h.geom.samples));
+    }
+    std::vector<std::byte> coeffs(count * h.coeff_bytes_per_sample());
+    r_.read_samples(first, count, coeffs);
+    py::array a(numpy_dtype(h.type), batch_shape(h.geom, count));
+    be_->decode(h.codec, coeffs, make_view(h.geom, h.type, a.mutable_data(), count));
+    return a;
+  }
+
+  /** The labels side array, or None. */
+  py::object labels() {
+    const auto* info = r_.find_side_array("labels");
+    if (info == nullptr) return py::none();
+    const auto bytes = r_.read_side_array("labels");
+    std::vector<py::ssize_t> shape(info->shape.begin(), info->shape.end());
+    return array_of(*bytes, py::dtype(info->descr), shape);
+  }
+
+  std::string info_json() const { return formats::archive_info(r_.display_name()).dump(); }
+
+ private:
+  formats::archive_reader r_;
+  std::unique_ptr<backend> be_;
+};
+
+/** The loader as a Python iterator of (data, labels or None, sample indices). */
+class loader {
+ public:
+  loader(const std::string& path, const loaders::loader_options& o) : l_(path, o), decode_(o.decode) {}
+
+  py::tuple next() {
+    loaders::batch b;
+    {
+      py::gil_scoped_release release;  // the prefetch thread keeps working meanwhile
+      b = l_.next();
+    }
+    const u64 n = b.samples.size();
+    py::array data = decode_ ? array_of(b.data, numpy_dtype(l_.sample_type()),
+                                        batch_shape(l_.sample_geometry(), n))
+                             : array_of(b.data, py::dtype("u1"),
+                                        {static_cast<py::ssize_t>(n),
+                                         static_cast<py::ssize_t>(l_.sample_bytes())});
+    py::object labels = py::none();
+    if (l_.label_bytes() > 0) {
+      labels = array_of(b.labels, py::dtype("u1"),
+                        {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(l_.label_bytes())});
+    }
+    py::array_t<u64> idx(static_cast<py::ssize_t>(n));
+    std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
+    return py::make_tuple(data, labels, idx, b.epoch, b.index);
+  }
+
+  u64 batches_per_epoch() const { return l_.batches_per_epoch(); }
+  std::string state() const { return l_.state().to_json(); }
+  void restore(const std::string& json) { l_.restore(loaders::loader_state::from_json(json)); }
+  std::vector<u64> epoch_order(u64 e) const { return l_.epoch_order(e); }
+
+ private:
+  loaders::archive_loader l_;
+  bool decode_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_dctchop, m) {
+  m.doc() = "dctchop: DCT+Chop archives as NumPy arrays, and a training loader";
+  m.attr("__version__") = DCTCHOP_VERSION_STRING;
+  static py::exception<error> exc(m, "Error", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const error& e) {
+      py::object err = exc;
+      PyErr_SetObject(err.ptr(), py::make_tuple(std::string(to_string(e.code())), e.what()).ptr());
+    }
+  });
+
+  py::class_<archive>(m, "Archive", "A .dcz archive opened for reading")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("samples", &archive::samples)
+      .def_property_readonly("shape", &archive::shape)
+      .def_property_readonly("dtype", &archive::type)
+      .def_property_readonly("block", &archive::block)
+      .def_property_readonly("chop", &archive::chop)
+      .def_property_readonly("coeff", &archive::coeff)
+      .def_property_readonly("layout", &archive::layout_name)
+      .def("read", &archive::read, py::arg("first"), py::arg("count") = 1,
+           "decoded samples [first, first + count) as an array of shape (count, ...)")
+      .def("labels", &archive::labels, "the labels side array, or None")
+      .def("info_json", &archive::info_json, "what `dctchop info --json` prints");
+
+  py::class_<loader>(m, "_Loader")
+      .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
+                       std::size_t shuffle_window, int rank, int world, bool drop_last,
+                       std::size_t prefetch, bool decode) {
+             loaders::loader_options o;
+             o.batch_size = batch_size;
+             o.shuffle = shuffle;
+             o.seed = seed;
+             o.shuffle_window = shuffle_window;
+             o.rank = rank;
+             o.world = world;
+             o.drop_last = drop_last;
+             o.prefetch = prefetch;
+             o.decode = decode;
+             return std::make_unique<loader>(path, o);
+           }),
+           py::arg("path"), py::arg("batch_size") = 32, py::arg("shuffle") = true,
+           py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
+           py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
+           py::arg("decode") = true)
+      .def("next", &loader::next)
+      .def_property_readonly("batches_per_epoch", &loader::batches_per_epoch)
+      .def("state", &loader::state)
+      .def("restore", &loader::restore, py::arg("state_json"))
+      .def("epoch_order", &loader::epoch_order, py::arg("epoch"));
+}
