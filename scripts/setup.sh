@@ -16,7 +16,7 @@ $SUDO apt-get install -y --no-install-recommends \
   libxxhash-dev libzstd-dev libhdf5-dev \
   libgtest-dev libgmock-dev googletest libbenchmark-dev \
   python3 python3-dev python3-numpy python3-matplotlib python3-skimage python3-h5py hdf5-tools \
-  pybind11-dev python3-pybind11 \
+  pybind11-dev python3-pybind11 python3-torch \
   dataset-fashion-mnist time bc
 
 if [ "${DCTCHOP_SETUP_NO_BUILD:-0}" = "1" ]; then exit 0; fi

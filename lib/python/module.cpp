@@ -15,6 +15,7 @@
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/loader.hpp"
+#include "dctchop/matrix_form.hpp"
 #include "dctchop_version.hpp"
 
 namespace py = pybind11;
@@ -69,6 +70,10 @@ class archive {
   int chop() const { return r_.header().codec.chop; }
   std::string coeff() const { return std::string(to_string(r_.header().codec.coeff)); }
   std::string layout_name() const { return std::string(to_string(r_.header().geom.lay)); }
+  double offset() const { return r_.header().codec.offset; }
+  u64 planes() const { return r_.header().geom.planes; }
+  u64 height() const { return r_.header().geom.height; }
+  u64 width() const { return r_.header().geom.width; }
 
   /** Samples [first, first + count), decoded: shape (count, *sample shape). */
   py::array read(u64 first, u64 count) {
@@ -162,10 +167,31 @@ PYBIND11_MODULE(_dctchop, m) {
       .def_property_readonly("chop", &archive::chop)
       .def_property_readonly("coeff", &archive::coeff)
       .def_property_readonly("layout", &archive::layout_name)
+      .def_property_readonly("offset", &archive::offset)
+      .def_property_readonly("planes", &archive::planes)
+      .def_property_readonly("height", &archive::height)
+      .def_property_readonly("width", &archive::width)
       .def("read", &archive::read, py::arg("first"), py::arg("count") = 1,
            "decoded samples [first, first + count) as an array of shape (count, ...)")
       .def("labels", &archive::labels, "the labels side array, or None")
       .def("info_json", &archive::info_json, "what `dctchop info --json` prints");
+
+  m.def(
+      "decode_matrices",
+      [](int block, int chop, u64 height, u64 width) {
+        codec_params p;
+        p.block = block;
+        p.chop = chop;
+        const auto dm = make_decode_matrices(p, height, width);
+        py::array_t<double> lt({static_cast<py::ssize_t>(dm.hp), static_cast<py::ssize_t>(dm.kh)});
+        py::array_t<double> r({static_cast<py::ssize_t>(dm.kw), static_cast<py::ssize_t>(dm.wp)});
+        std::memcpy(lt.mutable_data(), dm.lt.data(), dm.lt.size() * sizeof(double));
+        std::memcpy(r.mutable_data(), dm.r.data(), dm.r.size() * sizeof(double));
+        return py::make_tuple(lt, r);
+      },
+      py::arg("block"), py::arg("chop"), py::arg("height"), py::arg("width"),
+      "Lt (Hp x Kh) and R (Kw x Wp) of the matrix-form decode: X' = Lt @ C @ R, cropped to "
+      "H x W, plus the offset");
 
   py::class_<loader>(m, "_Loader")
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,

@@ -14,9 +14,9 @@ import json
 
 import numpy as np
 
-from ._dctchop import Archive, Error, __version__, _Loader
+from ._dctchop import Archive, Error, __version__, _Loader, decode_matrices
 
-__all__ = ["Archive", "Error", "Loader", "__version__"]
+__all__ = ["Archive", "Error", "Loader", "decode_matrices", "__version__"]
 
 
 class Loader:

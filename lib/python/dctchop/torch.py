@@ -1,0 +1,81 @@
+"""dctchop for PyTorch: a Dataset over an archive, and DecodeLayer, the decode as two
+matrix products (X' = Lt @ C @ R) that PopTorch and the Cerebras PyTorch stack compile for
+their devices, and that runs on GPUs and CPUs as it is.
+
+    from dctchop.torch import ArchiveDataset, DecodeLayer
+    ds = ArchiveDataset("train.dcz", decode=False)      # coefficient planes, not pixels
+    dec = DecodeLayer.for_archive("train.dcz")          # (N, P, Kh, Kw) -> (N, P, H, W)
+    x = dec(coeffs)                                     # inside the model, on the device
+"""
+import numpy as np
+import torch
+
+from . import Archive, Loader, decode_matrices
+
+_COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
+
+
+def coefficient_planes(raw, archive):
+    """Raw coefficient bytes of a batch (N, bytes per sample; uint8, as the loader hands them
+    out with decode=False) as a float32 tensor (N, P, Kh, Kw)."""
+    raw = np.ascontiguousarray(raw)
+    n = raw.shape[0]
+    kh = -(-archive.height // archive.block) * archive.chop
+    kw = -(-archive.width // archive.block) * archive.chop
+    if archive.coeff == "bf16":  # no NumPy bfloat16: widen the bits to float32
+        bits = raw.view(np.uint16).astype(np.uint32) << 16
+        values = bits.view(np.float32)
+    else:
+        values = raw.view(_COEFF_NUMPY[archive.coeff]).astype(np.float32)
+    return torch.from_numpy(values.reshape(n, archive.planes, kh, kw).copy())
+
+
+class DecodeLayer(torch.nn.Module):
+    """Decodes coefficient planes (N, P, Kh, Kw) to values (N, P, H, W) with two matrix
+    products, plus the archive's offset; float output (round it for integer data if needed).
+    The matrices are buffers, so .to(device) moves them with the model."""
+
+    def __init__(self, block, chop, height, width, offset=0.0, dtype=torch.float32):
+        super().__init__()
+        lt, r = decode_matrices(block, chop, height, width)
+        self.register_buffer("lt", torch.from_numpy(lt).to(dtype))
+        self.register_buffer("r", torch.from_numpy(r).to(dtype))
+        self.height, self.width, self.offset = height, width, offset
+
+    @classmethod
+    def for_archive(cls, path, dtype=torch.float32):
+        a = Archive(path)
+        return cls(a.block, a.chop, a.height, a.width, a.offset, dtype)
+
+    def forward(self, c):
+        x = torch.matmul(torch.matmul(self.lt, c.to(self.lt.dtype)), self.r)
+        return x[..., : self.height, : self.width] + self.offset
+
+
+class ArchiveDataset(torch.utils.data.Dataset):
+    """Samples of an archive: decoded (a tensor in the archive's layout) or, with
+    decode=False, coefficient planes (P, Kh, Kw) for DecodeLayer; with labels when the
+    archive has them."""
+
+    def __init__(self, path, decode=True):
+        self.archive = Archive(path)
+        self.decode = decode
+        labels = self.archive.labels()
+        self.labels = None if labels is None else torch.from_numpy(labels)
+        self._loader = None if decode else Loader(path, batch_size=1, shuffle=False,
+                                                  drop_last=False, prefetch=0, decode=False)
+
+    def __len__(self):
+        return self.archive.samples
+
+    def __getitem__(self, i):
+        if self.decode:
+            x = torch.from_numpy(self.archive.read(i, 1)[0])
+        else:
+            x = self._coefficients(i)
+        return x if self.labels is None else (x, self.labels[i])
+
+    def _coefficients(self, i):
+        self._loader.restore({"epoch": 0, "position": i, "seed": 0})
+        data, _ = next(self._loader)
+        return coefficient_planes(data, self.archive)[0]

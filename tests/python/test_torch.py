@@ -1,0 +1,79 @@
+"""dctchop.torch, run by ctest: DecodeLayer (two matmuls) decodes coefficient planes to the
+same values as the C++ decoder, for u8 images (rounded) and f32 fields, every coefficient
+type; ArchiveDataset serves decoded samples and coefficient planes with labels.
+
+Usage: test_torch.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+import dctchop
+from dctchop.torch import ArchiveDataset, DecodeLayer, coefficient_planes
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def compress(binary, src, dst, *args):
+    subprocess.run([binary, "compress", src, "-o", dst, "-q", "--no-quality", *args], check=True)
+
+
+def main():
+    binary, scratch = sys.argv[1], sys.argv[2]
+    os.makedirs(scratch, exist_ok=True)
+    rng = np.random.default_rng(9)
+    with tempfile.TemporaryDirectory(dir=scratch) as d:
+        # u8 NHWC images, odd size, every coefficient type that holds them; labels.
+        x = rng.integers(0, 256, size=(12, 27, 21, 3), dtype=np.uint8)
+        np.save(f"{d}/x.npy", x)
+        np.save(f"{d}/y.npy", np.arange(12, dtype=np.int32))
+        for coeff, chop in (("f16", 4), ("bf16", 2), ("f32", 8), ("i16", 3)):
+            dcz = f"{d}/x_{coeff}.dcz"
+            compress(binary, f"{d}/x.npy", dcz, "--coeff", coeff, "--chop", str(chop),
+                     "--labels", f"{d}/y.npy")
+            a = dctchop.Archive(dcz)
+            want = a.read(0, a.samples)                     # C++ decode, (N, H, W, C)
+            ds = ArchiveDataset(dcz, decode=False)
+            planes = torch.stack([ds[i][0] for i in range(len(ds))])
+            check(tuple(planes.shape) == (12, 3, 4 * chop, 3 * chop),
+                  f"{coeff}: coefficient planes {tuple(planes.shape)}")
+            got = DecodeLayer.for_archive(dcz)(planes)       # (N, C, H, W), float
+            got = torch.clamp(torch.round(got), 0, 255).permute(0, 2, 3, 1).numpy()
+            diff = np.abs(got.astype(int) - want.astype(int))
+            # The matmuls sum in another order than the C++ kernels: a value within float
+            # rounding of a half may round the other way; nothing else may differ.
+            check(diff.max() <= 1 and (diff > 0).mean() < 0.001,
+                  f"{coeff}: DecodeLayer vs C++ max {diff.max()}, {(diff > 0).mean():.5f} differ")
+            dec = ArchiveDataset(dcz)
+            check(np.array_equal(dec[5][0].numpy(), want[5]) and int(dec[5][1]) == 5,
+                  f"{coeff}: decoded dataset sample and label")
+        # f32 fields: no rounding, agreement to float precision.
+        f = rng.normal(0, 10, size=(5, 40, 33)).astype(np.float32)
+        np.save(f"{d}/f.npy", f)
+        compress(binary, f"{d}/f.npy", f"{d}/f.dcz", "--chop", "5")
+        a = dctchop.Archive(f"{d}/f.dcz")
+        want = a.read(0, 5)
+        planes = torch.stack([ArchiveDataset(f"{d}/f.dcz", decode=False)[i] for i in range(5)])
+        got = DecodeLayer.for_archive(f"{d}/f.dcz", dtype=torch.float64)(planes)[:, 0].numpy()
+        check(np.allclose(got, want, atol=1e-4), f"f32 fields: max {np.abs(got - want).max()}")
+        # The decode matrices have the shapes of DESIGN.md.
+        lt, r = dctchop.decode_matrices(8, 4, 28, 28)
+        check(lt.shape == (32, 16) and r.shape == (16, 32), f"matrices {lt.shape} {r.shape}")
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("dctchop.torch: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
