@@ -244,3 +244,60 @@ TEST(Loader, BadOptionsAndStreamsAreRefused) {
 }
 
 }  // namespace
+
+#include <dlpack/dlpack.h>
+
+#include "dctchop/cuda.hpp"
+#include "dctchop/device_loader.hpp"
+
+namespace {
+
+TEST(DeviceLoader, HostTensorsAreDlpackBatchesEqualToTheLoaderAndReturnTheirBuffers) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  loaders::loader_options o;
+  o.batch_size = 6;
+  o.seed = 2;
+  loaders::archive_loader ref(a, o);
+  loaders::device_loader dl(a, o, -1, 2);
+  EXPECT_EQ(dl.device(), -1);
+  EXPECT_EQ(dl.batches_per_epoch(), ref.batches_per_epoch());
+  for (int i = 0; i < 8; ++i) {  // more batches than buffers: the deleters give them back
+    std::vector<u64> samples;
+    std::vector<std::byte> labels;
+    DLManagedTensor* t = dl.next(&samples, &labels);
+    const auto want = ref.next();
+    ASSERT_NE(t, nullptr);
+    const DLTensor& x = t->dl_tensor;
+    EXPECT_EQ(x.device.device_type, kDLCPU);
+    EXPECT_EQ(x.dtype.code, kDLUInt);
+    EXPECT_EQ(x.dtype.bits, 8);
+    ASSERT_EQ(x.ndim, 3);
+    EXPECT_EQ(x.shape[0], 6);
+    EXPECT_EQ(x.shape[1], 16);
+    EXPECT_EQ(x.shape[2], 16);
+    EXPECT_EQ(samples, want.samples);
+    EXPECT_TRUE(labels == want.labels);
+    EXPECT_EQ(std::memcmp(x.data, want.data.data(), want.data.size()), 0);
+    t->deleter(t);
+  }
+  const auto saved = dl.state();
+  EXPECT_EQ(saved.epoch, 1u);  // 40 / 6 = 6 batches an epoch
+  EXPECT_EQ(saved.position, 2u);
+}
+
+TEST(DeviceLoader, ACudaDeviceWithoutCudaIsAClearError) {
+  if (dctchop::cuda::available()) GTEST_SKIP() << "a CUDA device is present";
+  temp_dir dir;
+  const auto a = make_archive(dir, 10);
+  loaders::loader_options o;
+  o.batch_size = 2;
+  try {
+    loaders::device_loader dl(a, o, 0);
+    FAIL() << "a CUDA device loader without a device";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::backend_unavailable) << e.what();
+  }
+}
+
+}  // namespace

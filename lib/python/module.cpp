@@ -1,6 +1,7 @@
 // The Python binding (pybind11, NumPy): `import dctchop`. Archives read as numpy arrays, and the
 // training loader (dctchop/loader.hpp) as a Python iterator. Errors become dctchop.Error
 // (a RuntimeError subclass) carrying the error's code name.
+#include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -14,6 +15,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/pipeline.hpp"
+#include "dctchop/device_loader.hpp"
 #include "dctchop/loader.hpp"
 #include "dctchop/matrix_form.hpp"
 #include "dctchop_version.hpp"
@@ -143,6 +145,46 @@ class loader {
   bool decode_;
 };
 
+/** The device loader: each batch a DLPack capsule ("dltensor"), for torch.from_dlpack. */
+class device_loader {
+ public:
+  device_loader(const std::string& path, const loaders::loader_options& o, int device)
+      : l_(path, o, device) {}
+
+  py::tuple next() {
+    std::vector<u64> samples;
+    std::vector<std::byte> labels;
+    DLManagedTensor* t = nullptr;
+    {
+      py::gil_scoped_release release;
+      t = l_.next(&samples, &labels);
+    }
+    // A capsule that nobody consumed still owns the tensor: its destructor calls the deleter.
+    PyObject* cap = PyCapsule_New(t, "dltensor", [](PyObject* c) {
+      if (PyCapsule_IsValid(c, "dltensor")) {
+        auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+        if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+      }
+    });
+    if (cap == nullptr) {
+      t->deleter(t);
+      throw py::error_already_set();
+    }
+    py::object capsule = py::reinterpret_steal<py::object>(cap);
+    py::array_t<u64> idx(static_cast<py::ssize_t>(samples.size()));
+    std::memcpy(idx.mutable_data(), samples.data(), samples.size() * sizeof(u64));
+    py::bytes lab(reinterpret_cast<const char*>(labels.data()), labels.size());
+    return py::make_tuple(capsule, lab, idx);
+  }
+  u64 batches_per_epoch() const { return l_.batches_per_epoch(); }
+  std::string state() const { return l_.state().to_json(); }
+  void restore(const std::string& json) { l_.restore(loaders::loader_state::from_json(json)); }
+  int device() const { return l_.device(); }
+
+ private:
+  loaders::device_loader l_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_dctchop, m) {
@@ -192,6 +234,31 @@ PYBIND11_MODULE(_dctchop, m) {
       py::arg("block"), py::arg("chop"), py::arg("height"), py::arg("width"),
       "Lt (Hp x Kh) and R (Kw x Wp) of the matrix-form decode: X' = Lt @ C @ R, cropped to "
       "H x W, plus the offset");
+
+  py::class_<device_loader>(m, "_DeviceLoader")
+      .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
+                       std::size_t shuffle_window, int rank, int world, bool drop_last,
+                       std::size_t prefetch, int device) {
+             loaders::loader_options o;
+             o.batch_size = batch_size;
+             o.shuffle = shuffle;
+             o.seed = seed;
+             o.shuffle_window = shuffle_window;
+             o.rank = rank;
+             o.world = world;
+             o.drop_last = drop_last;
+             o.prefetch = prefetch;
+             return std::make_unique<device_loader>(path, o, device);
+           }),
+           py::arg("path"), py::arg("batch_size") = 32, py::arg("shuffle") = true,
+           py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
+           py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
+           py::arg("device") = -1)
+      .def("next", &device_loader::next)
+      .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch)
+      .def_property_readonly("device", &device_loader::device)
+      .def("state", &device_loader::state)
+      .def("restore", &device_loader::restore, py::arg("state_json"));
 
   py::class_<loader>(m, "_Loader")
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,

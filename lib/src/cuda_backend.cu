@@ -623,3 +623,49 @@ void gemm_decoder::decode(const codec_params& p, const geometry& g, dtype type, 
 }
 
 }  // namespace dctchop::cuda
+
+namespace dctchop::cuda {
+
+struct device_ring::impl {
+  int device = 0;
+  std::vector<detail::device_ptr> out;
+  detail::pinned_ptr h_in;
+  detail::device_ptr d_in;
+  u64 in_bytes = 0, out_bytes = 0;
+  std::unique_ptr<detail::stream> s;
+};
+
+device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_bytes)
+    : impl_(std::make_unique<impl>()) {
+  if (device < 0 || device >= device_count()) {
+    throw error(errc::backend_unavailable, "no CUDA device " + std::to_string(device));
+  }
+  DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
+  impl_->device = device;
+  impl_->in_bytes = in_bytes;
+  impl_->out_bytes = out_bytes;
+  for (std::size_t i = 0; i < count; ++i) impl_->out.push_back(detail::device_alloc(out_bytes));
+  impl_->h_in = detail::pinned_alloc(in_bytes);
+  impl_->d_in = detail::device_alloc(in_bytes);
+  impl_->s = std::make_unique<detail::stream>();
+}
+
+device_ring::~device_ring() = default;
+
+void* device_ring::decode(std::size_t slot, const codec_params& p, const geometry& g, dtype type,
+                          u64 samples, const void* host_coeffs, u64 bytes) {
+  impl& d = *impl_;
+  if (slot >= d.out.size() || bytes > d.in_bytes ||
+      samples * g.values_per_sample() * size_of(type) > d.out_bytes) {
+    throw error(errc::internal, "device_ring: batch larger than its buffers");
+  }
+  DCTCHOP_CUDA_CHECK(cudaSetDevice(d.device));
+  std::memcpy(d.h_in.get(), host_coeffs, bytes);
+  DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_in.get(), d.h_in.get(), bytes, cudaMemcpyHostToDevice,
+                                     d.s->get()));
+  decode_device_async(p, g, type, samples, d.d_in.get(), d.out[slot].get(), d.s->get());
+  d.s->sync();
+  return d.out[slot].get();
+}
+
+}  // namespace dctchop::cuda

@@ -37,4 +37,12 @@ void gemm_decoder::decode(const codec_params&, const geometry&, dtype, std::uint
   unavailable();
 }
 
+struct device_ring::impl {};
+device_ring::device_ring(int, std::size_t, std::uint64_t, std::uint64_t) { unavailable(); }
+device_ring::~device_ring() = default;
+void* device_ring::decode(std::size_t, const codec_params&, const geometry&, dtype, std::uint64_t,
+                          const void*, std::uint64_t) {
+  unavailable();
+}
+
 }  // namespace dctchop::cuda

@@ -65,6 +65,19 @@ def main():
         planes = torch.stack([ArchiveDataset(f"{d}/f.dcz", decode=False)[i] for i in range(5)])
         got = DecodeLayer.for_archive(f"{d}/f.dcz", dtype=torch.float64)(planes)[:, 0].numpy()
         check(np.allclose(got, want, atol=1e-4), f"f32 fields: max {np.abs(got - want).max()}")
+        # The device loader on the host: DLPack tensors equal the plain loader's batches.
+        from dctchop.torch import DeviceLoader
+        dcz = f"{d}/x_f16.dcz"
+        dev = DeviceLoader(dcz, batch_size=5, seed=4, device=-1)
+        plain = dctchop.Loader(dcz, batch_size=5, seed=4)
+        for _ in range(5):  # more batches than its two buffers
+            xt, yt = next(dev)
+            xp, yp = next(plain)
+            check(xt.dtype == torch.uint8 and tuple(xt.shape) == (5, 27, 21, 3),
+                  f"device loader tensor {xt.dtype} {tuple(xt.shape)}")
+            check(np.array_equal(xt.numpy(), xp) and np.array_equal(yt.numpy(), yp),
+                  "device loader batch equals the loader's")
+            del xt
         # The decode matrices have the shapes of DESIGN.md.
         lt, r = dctchop.decode_matrices(8, 4, 28, 28)
         check(lt.shape == (32, 16) and r.shape == (16, 32), f"matrices {lt.shape} {r.shape}")

@@ -64,4 +64,23 @@ class gemm_decoder {
   std::unique_ptr<impl> impl_;
 };
 
+/** Device memory for a loader (loaders::device_loader): `count` output buffers of
+ *  `out_bytes`, one pinned and one device buffer of `in_bytes` for coefficients, and a stream.
+ *  Without the backend or the device: error(backend_unavailable). */
+class device_ring {
+ public:
+  device_ring(int device, std::size_t count, std::uint64_t in_bytes, std::uint64_t out_bytes);
+  ~device_ring();
+  device_ring(const device_ring&) = delete;
+  device_ring& operator=(const device_ring&) = delete;
+  /** Copy `bytes` of host coefficients to the device, decode `samples` samples into output
+   *  buffer `slot`, wait for it, and return that buffer's device address. */
+  void* decode(std::size_t slot, const codec_params& params, const geometry& g, dtype type,
+               std::uint64_t samples, const void* host_coeffs, std::uint64_t bytes);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
 }  // namespace dctchop::cuda
