@@ -277,3 +277,47 @@ TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
 }
 
 }  // namespace
+
+// ---- the device loader on a GPU -----------------------------------------------------------
+
+#include <dlpack/dlpack.h>
+
+#include "../test_util.hpp"
+#include "dctchop/device_loader.hpp"
+#include "dctchop/formats/pipeline.hpp"
+
+namespace {
+
+TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
+  REQUIRE_DEVICE();
+  dctchop::test::temp_dir dir;
+  const u64 n = 50;
+  const auto x = random_values<std::uint8_t>(n * 32 * 24 * 3, 8, 0, 256);
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, 32, 24, 3}, x);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  formats::compress_options co;
+  co.measure_quality = false;
+  co.chunk_mb = 0.01;
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *cpu, co);
+  loaders::loader_options o;
+  o.batch_size = 8;
+  o.seed = 6;
+  loaders::archive_loader host(dir.file("a.dcz"), o);
+  loaders::device_loader dev(dir.file("a.dcz"), o, 0, 2);
+  EXPECT_EQ(dev.device(), 0);
+  for (int i = 0; i < 9; ++i) {  // more batches than buffers, across an epoch boundary
+    std::vector<u64> samples;
+    DLManagedTensor* t = dev.next(&samples);
+    const auto want = host.next();
+    ASSERT_EQ(t->dl_tensor.device.device_type, kDLCUDA);
+    ASSERT_EQ(t->dl_tensor.ndim, 4);
+    EXPECT_EQ(samples, want.samples);
+    std::vector<std::byte> got(want.data.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), t->dl_tensor.data, got.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_TRUE(got == want.data) << "batch " << i;
+    t->deleter(t);
+  }
+}
+
+}  // namespace

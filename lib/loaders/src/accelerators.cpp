@@ -1,0 +1,221 @@
+#include "dctchop/accelerators.hpp"
+
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/detail/scalar.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/matrix_form.hpp"
+
+namespace dctchop::accel {
+namespace {
+
+using u64 = std::uint64_t;
+
+std::vector<std::byte> convert(const std::vector<double>& v, coeff_type format) {
+  std::vector<std::byte> out(v.size() * size_of(format));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    if (format == coeff_type::f32) {
+      std::memcpy(out.data() + i * 4, &f, 4);
+    } else {
+      const std::uint16_t h =
+          format == coeff_type::f16 ? detail::float_to_half(f) : detail::float_to_bf16(f);
+      std::memcpy(out.data() + i * 2, &h, 2);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+device_matrices export_decode_matrices(const codec_params& p, u64 height, u64 width,
+                                       coeff_type format) {
+  if (format == coeff_type::i16) {
+    throw error(errc::invalid_argument, "decode matrices come in f16, bf16 or f32, not i16");
+  }
+  const auto m = make_decode_matrices(p, height, width);
+  device_matrices d;
+  d.hp = m.hp;
+  d.wp = m.wp;
+  d.kh = m.kh;
+  d.kw = m.kw;
+  d.format = format;
+  d.lt = convert(m.lt, format);
+  d.r = convert(m.r, format);
+  return d;
+}
+
+// ---- IPU ----------------------------------------------------------------------------------
+
+struct ipu_feed::impl {
+  ipu_options o;
+  std::unique_ptr<archive_loader> l;
+  std::size_t sample_bytes = 0, label_bytes = 0;
+  struct item {
+    std::vector<std::byte> bytes;  // what the engine received
+    loader_state after;            // the loader's state once this micro-batch is consumed
+    bool prefetched = false;
+  };
+  std::deque<item> in_flight;  // handed to the engine, not yet complete, oldest first
+  std::deque<item> replay;     // withdrawn prefetches, to hand out again first
+  u64 completed = 0;
+  loader_state done_state;     // after the last completed micro-batch
+  std::exception_ptr err;
+  std::mutex m;
+
+  item next_item() {
+    if (!replay.empty()) {
+      item it = std::move(replay.front());
+      replay.pop_front();
+      return it;
+    }
+    batch b = l->next();
+    item it;
+    it.bytes.resize(micro_batch_bytes());
+    std::memcpy(it.bytes.data(), b.data.data(), b.data.size());
+    if (label_bytes > 0) {
+      std::memcpy(it.bytes.data() + o.micro_batch * sample_bytes, b.labels.data(), b.labels.size());
+    }
+    it.after = l->state();
+    return it;
+  }
+  std::size_t micro_batch_bytes() const { return o.micro_batch * (sample_bytes + label_bytes); }
+};
+
+ipu_feed::ipu_feed(const std::string& archive, const ipu_options& options)
+    : impl_(std::make_unique<impl>()) {
+  impl& d = *impl_;
+  d.o = options;
+  if (d.o.micro_batch == 0 || d.o.device_iterations == 0 || d.o.replicas == 0 ||
+      d.o.gradient_accumulation == 0) {
+    throw error(errc::invalid_argument, "IPU feed: batch sizes and counts must be at least 1");
+  }
+  loader_options lo = d.o.loader;
+  lo.batch_size = d.o.micro_batch;
+  lo.decode = false;
+  lo.drop_last = true;  // static shapes
+  d.l = std::make_unique<archive_loader>(archive, lo);
+  d.sample_bytes = d.l->sample_bytes();
+  d.label_bytes = d.l->label_bytes();
+  d.done_state = d.l->state();
+}
+
+ipu_feed::~ipu_feed() = default;
+
+std::size_t ipu_feed::micro_batch_bytes() const noexcept { return impl_->micro_batch_bytes(); }
+std::size_t ipu_feed::step_bytes() const noexcept {
+  const auto& o = impl_->o;
+  return micro_batch_bytes() * o.device_iterations * o.replicas * o.gradient_accumulation;
+}
+std::uint64_t ipu_feed::completed() const noexcept { return impl_->completed; }
+loader_state ipu_feed::state() const { return impl_->done_state; }
+const geometry& ipu_feed::sample_geometry() const noexcept { return impl_->l->sample_geometry(); }
+const codec_params& ipu_feed::codec() const noexcept { return impl_->l->codec(); }
+
+stream_callback::result ipu_feed::prefetch(void* dst) noexcept {
+  impl& d = *impl_;
+  std::lock_guard lock(d.m);
+  if (d.err) return result::not_available;
+  u64 prefetched = 0;
+  for (const auto& it : d.in_flight) prefetched += it.prefetched ? 1 : 0;
+  if (prefetched >= d.o.max_prefetched) return result::not_available;
+  try {
+    impl::item it = d.next_item();
+    std::memcpy(dst, it.bytes.data(), it.bytes.size());
+    it.prefetched = true;
+    d.in_flight.push_back(std::move(it));
+    return result::success;
+  } catch (...) {
+    d.err = std::current_exception();
+    return result::not_available;
+  }
+}
+
+void ipu_feed::fetch(void* dst) noexcept {
+  impl& d = *impl_;
+  std::lock_guard lock(d.m);
+  try {
+    impl::item it = d.next_item();
+    std::memcpy(dst, it.bytes.data(), it.bytes.size());
+    it.prefetched = false;
+    d.in_flight.push_back(std::move(it));
+  } catch (...) {
+    if (!d.err) d.err = std::current_exception();
+    std::memset(dst, 0, d.micro_batch_bytes());
+  }
+}
+
+void ipu_feed::complete() noexcept {
+  impl& d = *impl_;
+  std::lock_guard lock(d.m);
+  if (d.in_flight.empty()) return;
+  d.done_state = d.in_flight.front().after;
+  d.in_flight.pop_front();
+  ++d.completed;
+}
+
+void ipu_feed::invalidate_prefetched() noexcept {
+  impl& d = *impl_;
+  std::lock_guard lock(d.m);
+  // Withdrawn prefetches come again first, in their order, before anything newer.
+  std::deque<impl::item> keep, withdrawn;
+  for (auto& it : d.in_flight) (it.prefetched ? withdrawn : keep).push_back(std::move(it));
+  d.in_flight = std::move(keep);
+  for (auto it = withdrawn.rbegin(); it != withdrawn.rend(); ++it) d.replay.push_front(std::move(*it));
+}
+
+void ipu_feed::rethrow_error() {
+  std::lock_guard lock(impl_->m);
+  if (impl_->err) std::rethrow_exception(impl_->err);
+}
+
+// ---- CS-2 ---------------------------------------------------------------------------------
+
+namespace {
+loader_options cs2_loader(const cs2_options& o) {
+  loader_options lo = o.loader;
+  lo.batch_size = o.batch_size;
+  lo.rank = o.worker_id;
+  lo.world = o.num_workers;
+  lo.drop_last = true;  // static batch shapes, the same batch count on every worker
+  lo.decode = false;
+  return lo;
+}
+}  // namespace
+
+cs2_worker_feed::cs2_worker_feed(const std::string& archive, const cs2_options& options)
+    : o_(options), l_(archive, cs2_loader(options)) {}
+
+batch cs2_worker_feed::next() { return l_.next(); }
+std::uint64_t cs2_worker_feed::batches_per_epoch() const noexcept { return l_.batches_per_epoch(); }
+
+std::string cs2_worker_feed::state_dict() const {
+  const auto s = l_.state();
+  return nlohmann::json{{"epoch", s.epoch},          {"position", s.position},
+                        {"seed", s.seed},            {"worker_id", o_.worker_id},
+                        {"num_workers", o_.num_workers}, {"batch_size", o_.batch_size}}
+      .dump();
+}
+
+void cs2_worker_feed::load_state_dict(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+    if (j.at("worker_id").get<int>() != o_.worker_id || j.at("num_workers").get<int>() != o_.num_workers ||
+        j.at("batch_size").get<std::size_t>() != o_.batch_size) {
+      throw error(errc::invalid_argument,
+                  "this state belongs to worker " + std::to_string(j.at("worker_id").get<int>()) +
+                      " of " + std::to_string(j.at("num_workers").get<int>()) +
+                      " (or another batch size)");
+    }
+    l_.restore({j.at("epoch").get<u64>(), j.at("position").get<u64>(), j.at("seed").get<u64>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
+  }
+}
+
+}  // namespace dctchop::accel

@@ -1,0 +1,195 @@
+// Tests of the accelerator feeds (issue 6): the IPU feed driven by a simulated engine that
+// calls it the way Poplar does (speculative prefetch, invalidation, fetch, complete), the CS-2
+// worker feeds, and the exported decode matrices.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dctchop/accelerators.hpp"
+#include "dctchop/codec.hpp"
+#include "dctchop/detail/scalar.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/formats/pipeline.hpp"
+#include "dctchop/matrix_form.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace dctchop;
+using dctchop::test::save_npy;
+using dctchop::test::temp_dir;
+using u64 = std::uint64_t;
+
+/** u8 samples of 16x16, each holding its index mod 256; 4 samples per chunk. */
+std::string make_archive(const temp_dir& dir, u64 n) {
+  std::vector<std::uint8_t> v(n * 256);
+  for (u64 i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i / 256) % 256);
+  save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, v);
+  auto be = make_backend(backend_kind::cpu, {1});
+  formats::compress_options o;
+  o.chunk_mb = 4.0 * 128 / 1048576.0;
+  o.measure_quality = false;
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, o);
+  return dir.file("a.dcz");
+}
+
+TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBatchInOrder) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 96);
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.device_iterations = 2;
+  o.replicas = 2;
+  o.gradient_accumulation = 3;
+  o.max_prefetched = 3;
+  o.loader.seed = 17;
+  o.loader.prefetch = 0;
+  accel::ipu_feed feed(a, o);
+  EXPECT_EQ(feed.micro_batch_bytes(), 4u * 128u);  // no labels in this archive
+  EXPECT_EQ(feed.step_bytes(), feed.micro_batch_bytes() * 12u);
+  // What the engine must receive: the loader's own sequence of micro-batches.
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = 4;
+  lo.decode = false;
+  loaders::archive_loader ref(a, lo);
+
+  std::mt19937 rng(5);
+  std::deque<std::vector<std::byte>> engine_prefetched;  // in the engine's hands, not consumed
+  std::vector<std::vector<std::byte>> consumed;
+  u64 invalidations = 0, prefetches = 0;
+  for (int step = 0; step < 60; ++step) {
+    // Speculate a few micro-batches ahead.
+    for (unsigned k = rng() % 4; k > 0; --k) {
+      std::vector<std::byte> buf(feed.micro_batch_bytes());
+      if (feed.prefetch(buf.data()) == accel::stream_callback::result::success) {
+        engine_prefetched.push_back(std::move(buf));
+        ++prefetches;
+      }
+    }
+    // Sometimes the engine changes course and withdraws its speculation.
+    if (rng() % 4 == 0 && !engine_prefetched.empty()) {
+      feed.invalidate_prefetched();
+      engine_prefetched.clear();
+      ++invalidations;
+    }
+    // Consume one micro-batch: a prefetched one if held, else fetch now.
+    std::vector<std::byte> buf(feed.micro_batch_bytes());
+    if (!engine_prefetched.empty()) {
+      buf = std::move(engine_prefetched.front());
+      engine_prefetched.pop_front();
+    } else {
+      feed.fetch(buf.data());
+    }
+    feed.complete();
+    consumed.push_back(std::move(buf));
+  }
+  feed.rethrow_error();
+  EXPECT_GT(invalidations, 5u);
+  EXPECT_GT(prefetches, 30u);
+  EXPECT_EQ(feed.completed(), 60u);
+  for (std::size_t i = 0; i < consumed.size(); ++i) {
+    const auto want = ref.next();
+    EXPECT_TRUE(consumed[i] == want.data) << "micro-batch " << i;
+  }
+  // The state after the last completed micro-batch resumes the sequence.
+  const auto s = feed.state();
+  EXPECT_EQ(s.epoch * ref.batches_per_epoch() + s.position, 60u);
+}
+
+TEST(IpuFeed, PrefetchStopsAtItsLimitAndAnswersNotAvailable) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  accel::ipu_options o;
+  o.micro_batch = 2;
+  o.max_prefetched = 2;
+  accel::ipu_feed feed(a, o);
+  std::vector<std::byte> buf(feed.micro_batch_bytes());
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::not_available);
+  feed.complete();
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+}
+
+TEST(Cs2Feed, WorkersTogetherCoverEverySampleOncePerEpochWithStaticShapes) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 60);  // 3 workers x 4 batches x 5
+  std::multiset<u64> seen;
+  for (int w = 0; w < 3; ++w) {
+    accel::cs2_options o;
+    o.batch_size = 5;
+    o.num_workers = 3;
+    o.worker_id = w;
+    o.loader.seed = 8;
+    accel::cs2_worker_feed f(a, o);
+    ASSERT_EQ(f.batches_per_epoch(), 4u);
+    for (u64 b = 0; b < f.batches_per_epoch(); ++b) {
+      const auto batch = f.next();
+      ASSERT_EQ(batch.samples.size(), 5u);
+      ASSERT_EQ(batch.data.size(), 5u * 128u);
+      seen.insert(batch.samples.begin(), batch.samples.end());
+    }
+  }
+  ASSERT_EQ(seen.size(), 60u);
+  for (u64 s = 0; s < 60; ++s) EXPECT_EQ(seen.count(s), 1u) << "sample " << s;
+}
+
+TEST(Cs2Feed, AStateDictRestartsTheWorkerAndIsRefusedByAnother) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 60);
+  accel::cs2_options o;
+  o.batch_size = 5;
+  o.num_workers = 3;
+  o.worker_id = 1;
+  o.loader.seed = 8;
+  accel::cs2_worker_feed f(a, o);
+  f.next();
+  f.next();
+  const std::string saved = f.state_dict();
+  const auto want = f.next();
+  accel::cs2_worker_feed g(a, o);
+  g.load_state_dict(saved);
+  EXPECT_EQ(g.next().samples, want.samples);
+  o.worker_id = 2;
+  accel::cs2_worker_feed other(a, o);
+  EXPECT_THROW(other.load_state_dict(saved), error);
+}
+
+TEST(DecodeMatrices, ExportedInF16Bf16AndF32MatchTheDoubleOnes) {
+  codec_params p;
+  p.block = 8;
+  p.chop = 4;
+  const auto m = make_decode_matrices(p, 28, 30);
+  EXPECT_EQ(m.hp, 32u);
+  EXPECT_EQ(m.wp, 32u);
+  EXPECT_EQ(m.kh, 16u);
+  EXPECT_EQ(m.kw, 16u);
+  for (coeff_type f : {coeff_type::f16, coeff_type::bf16, coeff_type::f32}) {
+    const auto d = accel::export_decode_matrices(p, 28, 30, f);
+    ASSERT_EQ(d.lt.size(), m.lt.size() * size_of(f));
+    ASSERT_EQ(d.r.size(), m.r.size() * size_of(f));
+    const double tol = f == coeff_type::f32 ? 1e-7 : (f == coeff_type::f16 ? 1e-3 : 4e-3);
+    for (std::size_t i = 0; i < m.lt.size(); ++i) {
+      double v = 0;
+      if (f == coeff_type::f32) {
+        float x;
+        std::memcpy(&x, d.lt.data() + i * 4, 4);
+        v = x;
+      } else {
+        std::uint16_t h;
+        std::memcpy(&h, d.lt.data() + i * 2, 2);
+        v = f == coeff_type::f16 ? detail::half_to_float(h) : detail::bf16_to_float(h);
+      }
+      EXPECT_NEAR(v, m.lt[i], tol) << i;
+    }
+  }
+  EXPECT_THROW(accel::export_decode_matrices(p, 28, 30, coeff_type::i16), error);
+}
+
+}  // namespace
