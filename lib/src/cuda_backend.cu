@@ -316,6 +316,8 @@ layout dense_layout(const View& v) {
 
 // ---- the backend ---------------------------------------------------------------------------
 
+/** Not thread-safe: one call at a time (its staging buffers are kept between calls). The
+ *  chunk pipeline runs one worker on it (single_threaded() is nullptr). */
 class cuda_backend final : public backend {
  public:
   explicit cuda_backend(int device) : device_(device) {}
@@ -333,7 +335,9 @@ class cuda_backend final : public backend {
       throw error(errc::internal, "coefficient buffer too small");
     }
     DCTCHOP_CUDA_CHECK(cudaSetDevice(device_));
-    auto d_bad = device_alloc(sizeof(unsigned long long));
+    if (!d_bad_) d_bad_ = device_alloc(sizeof(unsigned long long));
+    const device_ptr& d_bad = d_bad_;
+    // The legacy stream; the lanes' streams are blocking, so they run after it.
     DCTCHOP_CUDA_CHECK(cudaMemset(d_bad.get(), 0xff, sizeof(unsigned long long)));
     stream_parts(v.samples, in_per_sample, out_per_sample,
                  static_cast<const std::byte*>(v.data), coeffs.data(),
@@ -371,6 +375,39 @@ class cuda_backend final : public backend {
   /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part into a pinned
    *  buffer, to the device, run, copy back, out of the pinned buffer; two streams and two
    *  sets of buffers, so one part's copies overlap the other's kernel. */
+  /** One of the two pipelines of stream_parts, kept between calls (grow-only buffers): a
+   *  backend is used by one thread at a time, and every chunk of a file has the same size, so
+   *  the pinned and device memory is allocated once, not for every chunk. */
+  struct lane {
+    std::unique_ptr<stream> s;
+    pinned_ptr h_in, h_out;
+    device_ptr d_in, d_out;
+    u64 in_cap = 0, out_cap = 0;
+    u64 first = 0, n = 0;
+    bool busy = false;
+  };
+
+  static void reserve(lane& l, u64 in_bytes, u64 out_bytes) {
+    if (!l.s) l.s = std::make_unique<stream>();
+    if (l.in_cap < in_bytes) {
+      l.h_in.reset();
+      l.d_in.reset();
+      l.h_in = pinned_alloc(in_bytes);
+      l.d_in = device_alloc(in_bytes);
+      l.in_cap = in_bytes;
+    }
+    if (l.out_cap < out_bytes) {
+      l.h_out.reset();
+      l.d_out.reset();
+      l.h_out = pinned_alloc(out_bytes);
+      l.d_out = device_alloc(out_bytes);
+      l.out_cap = out_bytes;
+    }
+  }
+
+  /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part into a
+   *  pinned buffer, to the device, run, copy back, out of the pinned buffer; two streams and
+   *  two sets of buffers, so one part's copies overlap the other's kernel. */
   template <typename Run>
   void stream_parts(u64 samples, u64 in_per_sample, u64 out_per_sample, const std::byte* in,
                     std::byte* out, Run&& run) {
@@ -378,43 +415,40 @@ class cuda_backend final : public backend {
     const u64 per_part = std::max<u64>(1, part_bytes / std::max(in_per_sample, out_per_sample));
     const u64 n_parts = (samples + per_part - 1) / per_part;
     const u64 part = std::min(per_part, samples);
-    struct lane {
-      stream s;
-      pinned_ptr h_in, h_out;
-      device_ptr d_in, d_out;
-      u64 first = 0, n = 0;
-      bool busy = false;
-    };
-    lane lanes[2];
-    for (auto& l : lanes) {
-      l.h_in = pinned_alloc(part * in_per_sample);
-      l.h_out = pinned_alloc(part * out_per_sample);
-      l.d_in = device_alloc(part * in_per_sample);
-      l.d_out = device_alloc(part * out_per_sample);
+    for (auto& l : lanes_) {  // a call that failed midway may have left work queued
+      if (l.busy) {
+        l.s->sync();
+        l.busy = false;
+      }
+    }
+    for (u64 i = 0; i < std::min<u64>(n_parts, 2); ++i) {
+      reserve(lanes_[i], part * in_per_sample, part * out_per_sample);
     }
     auto finish = [&](lane& l) {
       if (!l.busy) return;
-      l.s.sync();
+      l.s->sync();
       std::memcpy(out + l.first * out_per_sample, l.h_out.get(), l.n * out_per_sample);
       l.busy = false;
     };
     for (u64 i = 0; i < n_parts; ++i) {
-      lane& l = lanes[i % 2];
+      lane& l = lanes_[i % 2];
       finish(l);  // its previous part is done and copied out
       l.first = i * per_part;
       l.n = std::min(per_part, samples - l.first);
       std::memcpy(l.h_in.get(), in + l.first * in_per_sample, l.n * in_per_sample);
       DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), l.h_in.get(), l.n * in_per_sample,
-                                         cudaMemcpyHostToDevice, l.s.get()));
-      run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s.get());
+                                         cudaMemcpyHostToDevice, l.s->get()));
+      run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get());
       DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.h_out.get(), l.d_out.get(), l.n * out_per_sample,
-                                         cudaMemcpyDeviceToHost, l.s.get()));
+                                         cudaMemcpyDeviceToHost, l.s->get()));
       l.busy = true;
     }
-    finish(lanes[0]);
-    finish(lanes[1]);
+    finish(lanes_[0]);
+    finish(lanes_[1]);
   }
 
+  lane lanes_[2];
+  device_ptr d_bad_;  // the first bad sample of an encode
   int device_;
 };
 
