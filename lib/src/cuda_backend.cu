@@ -662,11 +662,20 @@ namespace dctchop::cuda {
 
 struct device_ring::impl {
   int device = 0;
-  std::vector<detail::device_ptr> out;
-  detail::pinned_ptr h_in;
-  detail::device_ptr d_in;
+  struct slot {
+    detail::device_ptr out, d_in;
+    detail::pinned_ptr h_in;
+    cudaEvent_t done = nullptr;
+  };
+  std::vector<slot> slots;
   u64 in_bytes = 0, out_bytes = 0;
   std::unique_ptr<detail::stream> s;
+  ~impl() {
+    if (s) cudaStreamSynchronize(s->get());
+    for (auto& x : slots) {
+      if (x.done != nullptr) cudaEventDestroy(x.done);
+    }
+  }
 };
 
 device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_bytes)
@@ -675,31 +684,49 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
     throw error(errc::backend_unavailable, "no CUDA device " + std::to_string(device));
   }
   DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
-  impl_->device = device;
-  impl_->in_bytes = in_bytes;
-  impl_->out_bytes = out_bytes;
-  for (std::size_t i = 0; i < count; ++i) impl_->out.push_back(detail::device_alloc(out_bytes));
-  impl_->h_in = detail::pinned_alloc(in_bytes);
-  impl_->d_in = detail::device_alloc(in_bytes);
-  impl_->s = std::make_unique<detail::stream>();
+  impl& d = *impl_;
+  d.device = device;
+  d.in_bytes = in_bytes;
+  d.out_bytes = out_bytes;
+  d.slots.resize(count);
+  for (auto& x : d.slots) {
+    x.out = detail::device_alloc(out_bytes);
+    x.d_in = detail::device_alloc(in_bytes);
+    x.h_in = detail::pinned_alloc(in_bytes);
+    DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
+  }
+  d.s = std::make_unique<detail::stream>();
 }
 
 device_ring::~device_ring() = default;
 
-void* device_ring::decode(std::size_t slot, const codec_params& p, const geometry& g, dtype type,
-                          u64 samples, const void* host_coeffs, u64 bytes) {
+void* device_ring::decode_async(std::size_t slot, const codec_params& p, const geometry& g,
+                                dtype type, u64 samples, const void* host_coeffs, u64 bytes) {
   impl& d = *impl_;
-  if (slot >= d.out.size() || bytes > d.in_bytes ||
+  if (slot >= d.slots.size() || bytes > d.in_bytes ||
       samples * g.values_per_sample() * size_of(type) > d.out_bytes) {
     throw error(errc::internal, "device_ring: batch larger than its buffers");
   }
+  auto& x = d.slots[slot];
   DCTCHOP_CUDA_CHECK(cudaSetDevice(d.device));
-  std::memcpy(d.h_in.get(), host_coeffs, bytes);
-  DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_in.get(), d.h_in.get(), bytes, cudaMemcpyHostToDevice,
+  DCTCHOP_CUDA_CHECK(cudaEventSynchronize(x.done));  // the slot's previous copy has left h_in
+  std::memcpy(x.h_in.get(), host_coeffs, bytes);
+  DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), x.h_in.get(), bytes, cudaMemcpyHostToDevice,
                                      d.s->get()));
-  decode_device_async(p, g, type, samples, d.d_in.get(), d.out[slot].get(), d.s->get());
-  d.s->sync();
-  return d.out[slot].get();
+  decode_device_async(p, g, type, samples, x.d_in.get(), x.out.get(), d.s->get());
+  DCTCHOP_CUDA_CHECK(cudaEventRecord(x.done, d.s->get()));
+  return x.out.get();
+}
+
+void device_ring::wait(std::size_t slot) {
+  DCTCHOP_CUDA_CHECK(cudaEventSynchronize(impl_->slots.at(slot).done));
+}
+
+void* device_ring::decode(std::size_t slot, const codec_params& p, const geometry& g, dtype type,
+                          u64 samples, const void* host_coeffs, u64 bytes) {
+  void* out = decode_async(slot, p, g, type, samples, host_coeffs, bytes);
+  wait(slot);
+  return out;
 }
 
 }  // namespace dctchop::cuda

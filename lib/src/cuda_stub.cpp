@@ -44,5 +44,10 @@ void* device_ring::decode(std::size_t, const codec_params&, const geometry&, dty
                           const void*, std::uint64_t) {
   unavailable();
 }
+void* device_ring::decode_async(std::size_t, const codec_params&, const geometry&, dtype,
+                                std::uint64_t, const void*, std::uint64_t) {
+  unavailable();
+}
+void device_ring::wait(std::size_t) { unavailable(); }
 
 }  // namespace dctchop::cuda

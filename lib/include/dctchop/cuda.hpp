@@ -64,17 +64,24 @@ class gemm_decoder {
   std::unique_ptr<impl> impl_;
 };
 
-/** Device memory for a loader (loaders::device_loader): `count` output buffers of
- *  `out_bytes`, one pinned and one device buffer of `in_bytes` for coefficients, and a stream.
- *  Without the backend or the device: error(backend_unavailable). */
+/** Device memory for a loader (loaders::device_loader): `count` slots, each an output buffer
+ *  of `out_bytes`, a pinned and a device buffer of `in_bytes` for coefficients, and an event;
+ *  one stream. Without the backend or the device: error(backend_unavailable). */
 class device_ring {
  public:
   device_ring(int device, std::size_t count, std::uint64_t in_bytes, std::uint64_t out_bytes);
   ~device_ring();
   device_ring(const device_ring&) = delete;
   device_ring& operator=(const device_ring&) = delete;
-  /** Copy `bytes` of host coefficients to the device, decode `samples` samples into output
-   *  buffer `slot`, wait for it, and return that buffer's device address. */
+  /** Queue: copy `bytes` of host coefficients (copied at once into the slot's pinned buffer)
+   *  to the device and decode `samples` samples into slot `slot`'s output buffer. Returns
+   *  that buffer's device address; it holds the batch once wait(slot) has returned. */
+  void* decode_async(std::size_t slot, const codec_params& params, const geometry& g,
+                     dtype type, std::uint64_t samples, const void* host_coeffs,
+                     std::uint64_t bytes);
+  /** Wait until slot `slot`'s queued decode has finished. */
+  void wait(std::size_t slot);
+  /** decode_async(), then wait(). */
   void* decode(std::size_t slot, const codec_params& params, const geometry& g, dtype type,
                std::uint64_t samples, const void* host_coeffs, std::uint64_t bytes);
 

@@ -29,32 +29,96 @@ DLDataType dl_type(dtype t) {
 
 struct device_loader::impl {
   loader_options o;
-  archive_loader coeffs;  // decode=false: the stored coefficients, prefetched
   int device;
+  archive_loader batches;  // coefficients for the device, decoded values on the host
   std::unique_ptr<cuda::device_ring> ring;  // nullptr on the host
-  std::shared_ptr<backend> cpu;
   std::mutex m;
   std::condition_variable cv;
-  std::vector<bool> held;                       // ring slots owned by tensors
-  std::vector<std::vector<std::byte>> host_out; // the host path's buffers
+  std::vector<bool> held;                        // slots owned by tensors (or the pending decode)
+  std::vector<std::vector<std::byte>> host_out;  // the host path's batches
+  // The device path decodes one batch ahead: while the caller trains on batch i, batch i+1
+  // is copied and decoded on the ring's stream.
+  struct ahead {
+    bool active = false;
+    std::size_t slot = 0;
+    batch b;
+    loader_state after;  // the state once this batch is handed out
+    void* data = nullptr;
+  } pending;
+  loader_state handed;  // the state after the batches handed out
+
+  static loader_options inner(const loader_options& opt, int dev) {
+    auto c = opt;
+    c.decode = dev < 0;  // the host decodes on the loader's prefetch thread
+    return c;
+  }
 
   impl(const std::string& path, const loader_options& opt, int dev, int buffers)
-      : o(opt), coeffs(path, [&] {
-          auto c = opt;
-          c.decode = false;
-          return c;
-        }()), device(dev) {
+      : o(opt), device(dev), batches(path, inner(opt, dev)) {
     if (buffers < 1) throw error(errc::invalid_argument, "a device loader needs a buffer");
-    held.assign(static_cast<std::size_t>(buffers), false);
-    const u64 batch_values = o.batch_size * coeffs.sample_geometry().values_per_sample();
-    const u64 out_bytes = batch_values * size_of(coeffs.sample_type());
+    held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
+    handed = batches.state();
     if (device >= 0) {
-      ring = std::make_unique<cuda::device_ring>(device, static_cast<std::size_t>(buffers),
-                                                 o.batch_size * coeffs.sample_bytes(), out_bytes);
+      const u64 out_bytes = o.batch_size * batches.sample_geometry().values_per_sample() *
+                            size_of(batches.sample_type());
+      ring = std::make_unique<cuda::device_ring>(device, held.size(),
+                                                 o.batch_size * batches.sample_bytes(), out_bytes);
     } else {
-      cpu = make_backend(backend_kind::cpu);
-      host_out.assign(static_cast<std::size_t>(buffers), std::vector<std::byte>(out_bytes));
+      host_out.resize(held.size());
     }
+  }
+
+  /** A free slot, waiting for a tensor to be released if `wait_for_one`; -1 if none. */
+  long take_slot(bool wait_for_one) {
+    std::unique_lock lock(m);
+    std::size_t slot = 0;
+    auto free_one = [&] {
+      for (slot = 0; slot < held.size(); ++slot) {
+        if (!held[slot]) return true;
+      }
+      return false;
+    };
+    if (wait_for_one) {
+      cv.wait(lock, free_one);
+    } else if (!free_one()) {
+      return -1;
+    }
+    held[slot] = true;
+    return static_cast<long>(slot);
+  }
+
+  void release(std::size_t slot) {
+    {
+      std::lock_guard lock(m);
+      held[slot] = false;
+    }
+    cv.notify_all();
+  }
+
+  /** Queue the decode of the loader's next batch into a free slot (device path). */
+  void start_ahead(bool wait_for_slot) {
+    const long slot = take_slot(wait_for_slot);
+    if (slot < 0) return;  // every slot is held: decode when asked
+    try {
+      pending.b = batches.next();
+      pending.after = batches.state();
+      pending.slot = static_cast<std::size_t>(slot);
+      pending.data = ring->decode_async(pending.slot, batches.codec(), batches.sample_geometry(),
+                                        batches.sample_type(), pending.b.samples.size(),
+                                        pending.b.data.data(), pending.b.data.size());
+      pending.active = true;
+    } catch (...) {
+      release(static_cast<std::size_t>(slot));
+      throw;
+    }
+  }
+
+  /** Drop a decode queued ahead (restore). */
+  void drop_ahead() {
+    if (!pending.active) return;
+    ring->wait(pending.slot);
+    release(pending.slot);
+    pending = ahead{};
   }
 };
 
@@ -78,35 +142,28 @@ device_loader::~device_loader() = default;
 
 DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std::byte>* labels) {
   impl& d = *impl_;
-  batch b = d.coeffs.next();
-  const u64 n = b.samples.size();
+  batch b;
   std::size_t slot = 0;
-  {
-    std::unique_lock lock(d.m);
-    d.cv.wait(lock, [&] {
-      for (slot = 0; slot < d.held.size(); ++slot) {
-        if (!d.held[slot]) return true;
-      }
-      return false;
-    });
-    d.held[slot] = true;
-  }
-  const geometry& g = d.coeffs.sample_geometry();
-  const dtype t = d.coeffs.sample_type();
   void* data = nullptr;
-  try {
-    if (d.ring) {
-      data = d.ring->decode(slot, d.coeffs.codec(), g, t, n, b.data.data(), b.data.size());
-    } else {
-      auto& out = d.host_out[slot];
-      d.cpu->decode(d.coeffs.codec(), b.data, make_view(g, t, static_cast<void*>(out.data()), n));
-      data = out.data();
-    }
-  } catch (...) {
-    std::lock_guard lock(d.m);
-    d.held[slot] = false;
-    throw;
+  if (d.ring) {
+    if (!d.pending.active) d.start_ahead(true);
+    d.ring->wait(d.pending.slot);
+    b = std::move(d.pending.b);
+    slot = d.pending.slot;
+    data = d.pending.data;
+    d.handed = d.pending.after;
+    d.pending = impl::ahead{};
+    d.start_ahead(false);  // the next batch decodes while the caller uses this one
+  } else {
+    b = d.batches.next();  // decoded on the loader's prefetch thread
+    d.handed = d.batches.state();
+    slot = static_cast<std::size_t>(d.take_slot(true));
+    d.host_out[slot] = std::move(b.data);
+    data = d.host_out[slot].data();
   }
+  const u64 n = b.samples.size();
+  const geometry& g = d.batches.sample_geometry();
+  const dtype t = d.batches.sample_type();
   auto* ctx = new tensor_ctx{impl_, slot, {}, {}};
   ctx->shape.push_back(static_cast<int64_t>(n));
   const auto full = g.shape();
@@ -124,11 +181,7 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   ctx->t.manager_ctx = ctx;
   ctx->t.deleter = [](DLManagedTensor* self) {
     auto* c = static_cast<tensor_ctx*>(self->manager_ctx);
-    {
-      std::lock_guard lock(c->owner->m);
-      c->owner->held[c->slot] = false;
-    }
-    c->owner->cv.notify_all();
+    c->owner->release(c->slot);
     delete c;
   };
   if (samples) *samples = std::move(b.samples);
@@ -136,9 +189,13 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   return &ctx->t;
 }
 
-std::uint64_t device_loader::batches_per_epoch() const noexcept { return impl_->coeffs.batches_per_epoch(); }
-loader_state device_loader::state() const noexcept { return impl_->coeffs.state(); }
-void device_loader::restore(const loader_state& s) { impl_->coeffs.restore(s); }
+std::uint64_t device_loader::batches_per_epoch() const noexcept { return impl_->batches.batches_per_epoch(); }
+loader_state device_loader::state() const noexcept { return impl_->handed; }
+void device_loader::restore(const loader_state& s) {
+  impl_->drop_ahead();
+  impl_->batches.restore(s);
+  impl_->handed = s;
+}
 int device_loader::device() const noexcept { return impl_->ring ? impl_->device : -1; }
 
 }  // namespace dctchop::loaders
