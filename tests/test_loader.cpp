@@ -301,3 +301,53 @@ TEST(DeviceLoader, ACudaDeviceWithoutCudaIsAClearError) {
 }
 
 }  // namespace
+
+#include "dctchop/formats/archive.hpp"
+
+namespace {
+
+TEST(Loader, ABatchThatFailsIsTriedAgainNotSkipped) {
+  // A corrupt chunk makes every batch that needs it fail, each time it is asked for, and the
+  // state does not move past it.
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  {
+    auto r = formats::archive_reader::open(a);
+    const auto off = r.chunks()[0].offset + 64 + 10;  // inside chunk 0's coefficients
+    dctchop::test::flip_byte(a, off);
+  }
+  loaders::loader_options o;
+  o.batch_size = 5;
+  o.shuffle = false;
+  o.prefetch = 0;
+  loaders::archive_loader l(a, o);
+  EXPECT_THROW(l.next(), error);
+  EXPECT_THROW(l.next(), error);  // the same batch again, not the next one
+  EXPECT_EQ(l.state().position, 0u);
+  // Past it (restored to batch 1), the rest reads fine.
+  l.restore({0, 1, 0});
+  EXPECT_EQ(l.next().samples.front(), 5u);
+}
+
+TEST(DeviceLoader, HoldingEveryBufferIsAnErrorNotAHang) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 30);
+  loaders::loader_options o;
+  o.batch_size = 3;
+  loaders::device_loader dl(a, o, -1, 2);
+  DLManagedTensor* t1 = dl.next();
+  DLManagedTensor* t2 = dl.next();
+  try {
+    dl.next();
+    ADD_FAILURE() << "a third batch while two buffers are held";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+  t1->deleter(t1);
+  DLManagedTensor* t3 = dl.next();  // a buffer is free again
+  EXPECT_EQ(dl.state().position, 3u);
+  t2->deleter(t2);
+  t3->deleter(t3);
+}
+
+}  // namespace

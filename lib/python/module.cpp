@@ -148,8 +148,9 @@ class loader {
 /** The device loader: each batch a DLPack capsule ("dltensor"), for torch.from_dlpack. */
 class device_loader {
  public:
-  device_loader(const std::string& path, const loaders::loader_options& o, int device)
-      : l_(path, o, device) {}
+  device_loader(const std::string& path, const loaders::loader_options& o, int device,
+                int buffers)
+      : l_(path, o, device, buffers) {}
 
   py::tuple next() {
     std::vector<u64> samples;
@@ -238,7 +239,7 @@ PYBIND11_MODULE(_dctchop, m) {
   py::class_<device_loader>(m, "_DeviceLoader")
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
                        std::size_t shuffle_window, int rank, int world, bool drop_last,
-                       std::size_t prefetch, int device) {
+                       std::size_t prefetch, int device, int buffers) {
              loaders::loader_options o;
              o.batch_size = batch_size;
              o.shuffle = shuffle;
@@ -248,12 +249,12 @@ PYBIND11_MODULE(_dctchop, m) {
              o.world = world;
              o.drop_last = drop_last;
              o.prefetch = prefetch;
-             return std::make_unique<device_loader>(path, o, device);
+             return std::make_unique<device_loader>(path, o, device, buffers);
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("shuffle") = true,
            py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
-           py::arg("device") = -1)
+           py::arg("device") = -1, py::arg("buffers") = 2)
       .def("next", &device_loader::next)
       .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch)
       .def_property_readonly("device", &device_loader::device)

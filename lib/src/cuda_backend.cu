@@ -700,6 +700,24 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
 
 device_ring::~device_ring() = default;
 
+namespace {
+/** Makes `device` current for a scope and gives the caller's back (a framework's current
+ *  device must not change under it). */
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));
+    if (old_ != device) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~device_guard() { cudaSetDevice(old_); }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int old_ = 0;
+};
+}  // namespace
+
 void* device_ring::decode_async(std::size_t slot, const codec_params& p, const geometry& g,
                                 dtype type, u64 samples, const void* host_coeffs, u64 bytes) {
   impl& d = *impl_;
@@ -708,7 +726,7 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
     throw error(errc::internal, "device_ring: batch larger than its buffers");
   }
   auto& x = d.slots[slot];
-  DCTCHOP_CUDA_CHECK(cudaSetDevice(d.device));
+  const device_guard on(d.device);
   DCTCHOP_CUDA_CHECK(cudaEventSynchronize(x.done));  // the slot's previous copy has left h_in
   std::memcpy(x.h_in.get(), host_coeffs, bytes);
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), x.h_in.get(), bytes, cudaMemcpyHostToDevice,

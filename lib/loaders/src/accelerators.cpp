@@ -65,7 +65,7 @@ struct ipu_feed::impl {
   u64 completed = 0;
   loader_state done_state;     // after the last completed micro-batch
   std::exception_ptr err;
-  std::mutex m;
+  mutable std::mutex m;
 
   item next_item() {
     if (!replay.empty()) {
@@ -111,8 +111,14 @@ std::size_t ipu_feed::step_bytes() const noexcept {
   const auto& o = impl_->o;
   return micro_batch_bytes() * o.device_iterations * o.replicas * o.gradient_accumulation;
 }
-std::uint64_t ipu_feed::completed() const noexcept { return impl_->completed; }
-loader_state ipu_feed::state() const { return impl_->done_state; }
+std::uint64_t ipu_feed::completed() const noexcept {
+  std::lock_guard lock(impl_->m);  // the engine's callbacks may run on other threads
+  return impl_->completed;
+}
+loader_state ipu_feed::state() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->done_state;
+}
 const geometry& ipu_feed::sample_geometry() const noexcept { return impl_->l->sample_geometry(); }
 const codec_params& ipu_feed::codec() const noexcept { return impl_->l->codec(); }
 
@@ -146,6 +152,10 @@ void ipu_feed::fetch(void* dst) noexcept {
   } catch (...) {
     if (!d.err) d.err = std::current_exception();
     std::memset(dst, 0, d.micro_batch_bytes());
+    // A placeholder, so that the engine's complete() for it pops nothing real.
+    impl::item it;
+    it.after = d.done_state;
+    d.in_flight.push_back(std::move(it));
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <utility>
 #include <mutex>
 
 #include "dctchop/cuda.hpp"
@@ -46,6 +48,7 @@ struct device_loader::impl {
     void* data = nullptr;
   } pending;
   loader_state handed;  // the state after the batches handed out
+  std::exception_ptr ahead_error;  // a read-ahead that failed: raised by the next next()
 
   static loader_options inner(const loader_options& opt, int dev) {
     auto c = opt;
@@ -78,10 +81,12 @@ struct device_loader::impl {
       }
       return false;
     };
-    if (wait_for_one) {
-      cv.wait(lock, free_one);
-    } else if (!free_one()) {
-      return -1;
+    if (!free_one()) {
+      if (!wait_for_one) return -1;
+      // A single-threaded caller would wait forever: say what to do instead.
+      throw error(errc::invalid_argument,
+                  "every buffer of the device loader is held by a batch still in use: free one "
+                  "(drop its tensor) before asking for the next, or give the loader more buffers");
     }
     held[slot] = true;
     return static_cast<long>(slot);
@@ -142,6 +147,7 @@ device_loader::~device_loader() = default;
 
 DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std::byte>* labels) {
   impl& d = *impl_;
+  if (d.ahead_error) std::rethrow_exception(std::exchange(d.ahead_error, nullptr));
   batch b;
   std::size_t slot = 0;
   void* data = nullptr;
@@ -153,18 +159,34 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
     data = d.pending.data;
     d.handed = d.pending.after;
     d.pending = impl::ahead{};
-    d.start_ahead(false);  // the next batch decodes while the caller uses this one
+    try {
+      d.start_ahead(false);  // the next batch decodes while the caller uses this one
+    } catch (...) {
+      d.ahead_error = std::current_exception();  // this batch is fine: hand it out first
+    }
   } else {
-    b = d.batches.next();  // decoded on the loader's prefetch thread
+    slot = static_cast<std::size_t>(d.take_slot(true));  // first: a refusal loses no batch
+    try {
+      b = d.batches.next();  // decoded on the loader's prefetch thread
+    } catch (...) {
+      d.release(slot);
+      throw;
+    }
     d.handed = d.batches.state();
-    slot = static_cast<std::size_t>(d.take_slot(true));
     d.host_out[slot] = std::move(b.data);
     data = d.host_out[slot].data();
   }
   const u64 n = b.samples.size();
   const geometry& g = d.batches.sample_geometry();
   const dtype t = d.batches.sample_type();
-  auto* ctx = new tensor_ctx{impl_, slot, {}, {}};
+  std::unique_ptr<tensor_ctx> owned;
+  try {
+    owned.reset(new tensor_ctx{impl_, slot, {}, {}});
+  } catch (...) {
+    d.release(slot);
+    throw;
+  }
+  tensor_ctx* ctx = owned.release();
   ctx->shape.push_back(static_cast<int64_t>(n));
   const auto full = g.shape();
   for (std::size_t i = (g.lay == layout::hw ? 0 : 1); i < full.size(); ++i) {
@@ -193,8 +215,9 @@ std::uint64_t device_loader::batches_per_epoch() const noexcept { return impl_->
 loader_state device_loader::state() const noexcept { return impl_->handed; }
 void device_loader::restore(const loader_state& s) {
   impl_->drop_ahead();
+  impl_->ahead_error = nullptr;
   impl_->batches.restore(s);
-  impl_->handed = s;
+  impl_->handed = impl_->batches.state();
 }
 int device_loader::device() const noexcept { return impl_->ring ? impl_->device : -1; }
 

@@ -231,7 +231,9 @@ struct archive_loader::impl {
       ++make_epoch;
       make_pos = 0;
     }
-    return make(make_epoch, make_pos++);
+    batch b = make(make_epoch, make_pos);  // a batch that fails is tried again next time
+    ++make_pos;
+    return b;
   }
 
   void start() {
@@ -321,8 +323,8 @@ loader_state archive_loader::state() const noexcept {
 void archive_loader::restore(const loader_state& s) {
   impl& d = *impl_;
   d.halt();
+  if (s.seed != d.seed) d.order_epoch.reset();  // the order depends on (seed, epoch) only
   d.seed = s.seed;
-  d.order_epoch.reset();
   d.make_epoch = s.epoch;
   d.make_pos = s.position;
   d.used_epoch = s.epoch;

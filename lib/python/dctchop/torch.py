@@ -88,12 +88,13 @@ class DeviceLoader:
     """Batches decoded on a CUDA device (device=N) or on the host (device=-1), as torch
     tensors shared through DLPack without a copy: (x, labels), x of shape (N, *sample shape)
     in the archive's dtype. Only the coefficients cross PCIe. Shuffling, sharding and resume
-    as Loader."""
+    as Loader. At most `buffers` batches may be held at once (their tensors alive); asking
+    for another then raises dctchop.Error instead of waiting."""
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
-                 world=1, drop_last=True, prefetch=2, device=-1):
+                 world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
         self._l = _DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank, world,
-                                drop_last, prefetch, device)
+                                drop_last, prefetch, device, buffers)
         labels = Archive(path).labels()
         self._label_dtype = None if labels is None else labels.dtype
         self._label_shape = None if labels is None else labels.shape[1:]

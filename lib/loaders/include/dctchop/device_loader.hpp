@@ -6,8 +6,8 @@
  *  prefetch thread, decode=false): only the coefficients cross PCIe, through a pinned buffer,
  *  and the decode runs on the device into one of `buffers` device buffers (a ring), so that a
  *  batch can be decoded while the training step uses the previous one. A tensor's buffer
- *  returns to the ring when its DLPack deleter is called; next() waits while every buffer is
- *  still held.
+ *  returns to the ring when its DLPack deleter is called; asking for a batch while the caller
+ *  still holds `buffers` tensors is an error (it would wait forever in a single thread).
  */
 #pragma once
 
