@@ -152,13 +152,13 @@ class device_loader {
                 int buffers)
       : l_(path, o, device, buffers) {}
 
-  py::tuple next() {
+  py::tuple next(std::uintptr_t consumer_stream) {
     std::vector<u64> samples;
     std::vector<std::byte> labels;
     DLManagedTensor* t = nullptr;
     {
       py::gil_scoped_release release;
-      t = l_.next(&samples, &labels);
+      t = l_.next(&samples, &labels, reinterpret_cast<void*>(consumer_stream));
     }
     // A capsule that nobody consumed still owns the tensor: its destructor calls the deleter.
     PyObject* cap = PyCapsule_New(t, "dltensor", [](PyObject* c) {
@@ -255,7 +255,7 @@ PYBIND11_MODULE(_dctchop, m) {
            py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
            py::arg("device") = -1, py::arg("buffers") = 2)
-      .def("next", &device_loader::next)
+      .def("next", &device_loader::next, py::arg("consumer_stream") = 0)
       .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch)
       .def_property_readonly("device", &device_loader::device)
       .def("state", &device_loader::state)

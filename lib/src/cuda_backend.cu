@@ -666,6 +666,7 @@ struct device_ring::impl {
     detail::device_ptr out, d_in;
     detail::pinned_ptr h_in;
     cudaEvent_t done = nullptr;
+    cudaEvent_t free = nullptr;  // recorded on the consumer's stream when it lets go
   };
   std::vector<slot> slots;
   u64 in_bytes = 0, out_bytes = 0;
@@ -674,6 +675,7 @@ struct device_ring::impl {
     if (s) cudaStreamSynchronize(s->get());
     for (auto& x : slots) {
       if (x.done != nullptr) cudaEventDestroy(x.done);
+      if (x.free != nullptr) cudaEventDestroy(x.free);
     }
   }
 };
@@ -694,6 +696,7 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
     x.d_in = detail::device_alloc(in_bytes);
     x.h_in = detail::pinned_alloc(in_bytes);
     DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
+    DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.free, cudaEventDisableTiming));
   }
   d.s = std::make_unique<detail::stream>();
 }
@@ -731,6 +734,9 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
   std::memcpy(x.h_in.get(), host_coeffs, bytes);
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), x.h_in.get(), bytes, cudaMemcpyHostToDevice,
                                      d.s->get()));
+  // The consumer's last use of this slot's output must have run (an event never recorded
+  // is already complete).
+  DCTCHOP_CUDA_CHECK(cudaStreamWaitEvent(d.s->get(), x.free, 0));
   decode_device_async(p, g, type, samples, x.d_in.get(), x.out.get(), d.s->get());
   DCTCHOP_CUDA_CHECK(cudaEventRecord(x.done, d.s->get()));
   return x.out.get();
@@ -738,6 +744,11 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
 
 void device_ring::wait(std::size_t slot) {
   DCTCHOP_CUDA_CHECK(cudaEventSynchronize(impl_->slots.at(slot).done));
+}
+
+void device_ring::released(std::size_t slot, void* stream) {
+  const device_guard on(impl_->device);
+  DCTCHOP_CUDA_CHECK(cudaEventRecord(impl_->slots.at(slot).free, static_cast<cudaStream_t>(stream)));
 }
 
 void* device_ring::decode(std::size_t slot, const codec_params& p, const geometry& g, dtype type,

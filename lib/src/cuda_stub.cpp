@@ -49,5 +49,6 @@ void* device_ring::decode_async(std::size_t, const codec_params&, const geometry
   unavailable();
 }
 void device_ring::wait(std::size_t) { unavailable(); }
+void device_ring::released(std::size_t, void*) { unavailable(); }
 
 }  // namespace dctchop::cuda

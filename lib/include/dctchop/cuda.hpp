@@ -81,6 +81,10 @@ class device_ring {
                      std::uint64_t bytes);
   /** Wait until slot `slot`'s queued decode has finished. */
   void wait(std::size_t slot);
+  /** The consumer is done with slot `slot` once the work queued so far on `stream` (a
+   *  cudaStream_t; nullptr: the default stream) has run: the next decode into the slot waits
+   *  for that on the device, not on the host. Thread-safe (a DLPack deleter may call it). */
+  void released(std::size_t slot, void* stream);
   /** decode_async(), then wait(). */
   void* decode(std::size_t slot, const codec_params& params, const geometry& g, dtype type,
                std::uint64_t samples, const void* host_coeffs, std::uint64_t bytes);

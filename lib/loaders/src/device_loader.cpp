@@ -133,6 +133,7 @@ namespace {
 struct tensor_ctx {
   std::shared_ptr<device_loader::impl> owner;
   std::size_t slot;
+  void* stream;  // the consumer's stream (device path)
   std::vector<int64_t> shape;
   DLManagedTensor t;
 };
@@ -145,7 +146,8 @@ device_loader::device_loader(const std::string& archive, const loader_options& o
 
 device_loader::~device_loader() = default;
 
-DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std::byte>* labels) {
+DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std::byte>* labels,
+                                     void* consumer_stream) {
   impl& d = *impl_;
   if (d.ahead_error) std::rethrow_exception(std::exchange(d.ahead_error, nullptr));
   batch b;
@@ -181,7 +183,7 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   const dtype t = d.batches.sample_type();
   std::unique_ptr<tensor_ctx> owned;
   try {
-    owned.reset(new tensor_ctx{impl_, slot, {}, {}});
+    owned.reset(new tensor_ctx{impl_, slot, consumer_stream, {}, {}});
   } catch (...) {
     d.release(slot);
     throw;
@@ -203,6 +205,14 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   ctx->t.manager_ctx = ctx;
   ctx->t.deleter = [](DLManagedTensor* self) {
     auto* c = static_cast<tensor_ctx*>(self->manager_ctx);
+    if (c->owner->ring) {
+      try {
+        c->owner->ring->released(c->slot, c->stream);
+      } catch (...) {
+        // A deleter cannot fail: without the event, the next decode into the slot is still
+        // ordered after the default stream (the ring's stream is a blocking one).
+      }
+    }
     c->owner->release(c->slot);
     delete c;
   };

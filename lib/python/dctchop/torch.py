@@ -108,7 +108,10 @@ class DeviceLoader:
         return self
 
     def __next__(self):
-        capsule, labels, samples = self._l.next()
+        stream = 0
+        if self._l.device >= 0:  # the stream that will use the batch: its buffer is reused after
+            stream = torch.cuda.current_stream(self._l.device).cuda_stream
+        capsule, labels, samples = self._l.next(stream)
         x = torch.utils.dlpack.from_dlpack(capsule)
         self.last_samples = samples
         y = None

@@ -36,9 +36,12 @@ class device_loader {
   /** The next batch as a DLPack tensor of shape (N, *sample shape) and the archive's dtype,
    *  on the device (kDLCUDA) or the host (kDLCPU), ready to use (its decode has finished).
    *  The caller owns it and must call its deleter. `samples` and `labels`, when given, get the
-   *  batch's sample indices and label bytes. */
+   *  batch's sample indices and label bytes. `consumer_stream` (a cudaStream_t) is the stream
+   *  that uses the tensor: when the tensor is deleted, its buffer is reused only after the
+   *  work queued on that stream by then has run (nullptr: the default stream). */
   DLManagedTensor* next(std::vector<std::uint64_t>* samples = nullptr,
-                        std::vector<std::byte>* labels = nullptr);
+                        std::vector<std::byte>* labels = nullptr,
+                        void* consumer_stream = nullptr);
   std::uint64_t batches_per_epoch() const noexcept;
   loader_state state() const noexcept;
   void restore(const loader_state& s);
