@@ -186,6 +186,22 @@ class device_loader {
   loaders::device_loader l_;
 };
 
+/** The loader options that both Python loaders take, in their keyword order. */
+loaders::loader_options options_of(std::size_t batch_size, bool shuffle, u64 seed,
+                                   std::size_t shuffle_window, int rank, int world, bool drop_last,
+                                   std::size_t prefetch) {
+  loaders::loader_options o;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.seed = seed;
+  o.shuffle_window = shuffle_window;
+  o.rank = rank;
+  o.world = world;
+  o.drop_last = drop_last;
+  o.prefetch = prefetch;
+  return o;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_dctchop, m) {
@@ -240,16 +256,10 @@ PYBIND11_MODULE(_dctchop, m) {
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
                        std::size_t shuffle_window, int rank, int world, bool drop_last,
                        std::size_t prefetch, int device, int buffers) {
-             loaders::loader_options o;
-             o.batch_size = batch_size;
-             o.shuffle = shuffle;
-             o.seed = seed;
-             o.shuffle_window = shuffle_window;
-             o.rank = rank;
-             o.world = world;
-             o.drop_last = drop_last;
-             o.prefetch = prefetch;
-             return std::make_unique<device_loader>(path, o, device, buffers);
+             return std::make_unique<device_loader>(
+                 path, options_of(batch_size, shuffle, seed, shuffle_window, rank, world, drop_last,
+                                  prefetch),
+                 device, buffers);
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("shuffle") = true,
            py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
@@ -265,15 +275,8 @@ PYBIND11_MODULE(_dctchop, m) {
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
                        std::size_t shuffle_window, int rank, int world, bool drop_last,
                        std::size_t prefetch, bool decode) {
-             loaders::loader_options o;
-             o.batch_size = batch_size;
-             o.shuffle = shuffle;
-             o.seed = seed;
-             o.shuffle_window = shuffle_window;
-             o.rank = rank;
-             o.world = world;
-             o.drop_last = drop_last;
-             o.prefetch = prefetch;
+             auto o = options_of(batch_size, shuffle, seed, shuffle_window, rank, world, drop_last,
+                                 prefetch);
              o.decode = decode;
              return std::make_unique<loader>(path, o);
            }),

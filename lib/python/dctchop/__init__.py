@@ -19,23 +19,21 @@ from ._dctchop import Archive, Error, __version__, _Loader, decode_matrices
 __all__ = ["Archive", "Error", "Loader", "decode_matrices", "__version__"]
 
 
-class Loader:
-    """Batches from an archive: shuffled reproducibly (differently each epoch, chunk by
-    chunk), sharded by (rank, world), prefetched on a background thread, resumable.
+class _Batches:
+    """What the two loaders share: labels in their own dtype, epochs, state and restore."""
 
-    Each batch is (data, labels): data a NumPy array (batch, *sample shape) of the archive's
-    dtype (or, with decode=False, the raw coefficient bytes), labels a NumPy array in the
-    labels' own dtype and shape, or None."""
-
-    def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
-                 world=1, drop_last=True, prefetch=2, decode=True):
-        self._l = _Loader(path, batch_size, shuffle, seed, shuffle_window, rank, world,
-                          drop_last, prefetch, decode)
+    def __init__(self, inner, path):
+        self._l = inner
         labels = Archive(path).labels()
         self._label_dtype = None if labels is None else labels.dtype
         self._label_shape = None if labels is None else labels.shape[1:]
         self.last_samples = None  # global sample indices of the last batch
-        self.last_epoch = None
+
+    def _labels(self, raw, n):
+        """A batch's label bytes as an array of the labels' dtype and shape, or None."""
+        if self._label_dtype is None:
+            return None
+        return np.frombuffer(raw, dtype=self._label_dtype).reshape((n,) + self._label_shape).copy()
 
     @property
     def batches_per_epoch(self):
@@ -43,14 +41,6 @@ class Loader:
 
     def __iter__(self):
         return self
-
-    def __next__(self):
-        data, labels, samples, epoch, _ = self._l.next()
-        self.last_samples = samples
-        self.last_epoch = epoch
-        if labels is not None:
-            labels = labels.view(self._label_dtype).reshape((len(samples),) + self._label_shape)
-        return data, labels
 
     def epoch(self):
         """The rest of the current epoch's batches (a whole epoch from a fresh start)."""
@@ -65,6 +55,27 @@ class Loader:
     def restore(self, state):
         """Continue from a saved state: the next batch is the one that was next then."""
         self._l.restore(json.dumps(state))
+
+
+class Loader(_Batches):
+    """Batches from an archive: shuffled reproducibly (differently each epoch, and chunk by
+    chunk), sharded by (rank, world), prefetched on a background thread, resumable.
+
+    Each batch is (data, labels): data a NumPy array (batch, *sample shape) of the archive's
+    dtype (or, with decode=False, the raw coefficient bytes), labels a NumPy array in the
+    labels' own dtype and shape, or None."""
+
+    def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
+                 world=1, drop_last=True, prefetch=2, decode=True):
+        super().__init__(_Loader(path, batch_size, shuffle, seed, shuffle_window, rank, world,
+                                 drop_last, prefetch, decode), path)
+        self.last_epoch = None
+
+    def __next__(self):
+        data, labels, samples, epoch, _ = self._l.next()
+        self.last_samples = samples
+        self.last_epoch = epoch
+        return data, None if labels is None else self._labels(labels, len(samples))
 
     def epoch_order(self, epoch):
         """This rank's samples of an epoch, in order."""

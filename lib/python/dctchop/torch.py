@@ -10,9 +10,7 @@ their devices, and that runs on GPUs and CPUs as it is.
 import numpy as np
 import torch
 
-import json
-
-from . import Archive, Loader, decode_matrices
+from . import Archive, Loader, _Batches, decode_matrices
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -84,7 +82,7 @@ class ArchiveDataset(torch.utils.data.Dataset):
         return coefficient_planes(data, self.archive)[0]
 
 
-class DeviceLoader:
+class DeviceLoader(_Batches):
     """Batches decoded on a CUDA device (device=N) or on the host (device=-1), as torch
     tensors shared through DLPack without a copy: (x, labels), x of shape (N, *sample shape)
     in the archive's dtype. Only the coefficients cross PCIe. Shuffling, sharding and resume
@@ -93,40 +91,14 @@ class DeviceLoader:
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
-        self._l = _DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank, world,
-                                drop_last, prefetch, device, buffers)
-        labels = Archive(path).labels()
-        self._label_dtype = None if labels is None else labels.dtype
-        self._label_shape = None if labels is None else labels.shape[1:]
-        self.last_samples = None
-
-    @property
-    def batches_per_epoch(self):
-        return self._l.batches_per_epoch
-
-    def __iter__(self):
-        return self
+        super().__init__(_DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank,
+                                       world, drop_last, prefetch, device, buffers), path)
 
     def __next__(self):
         stream = 0
         if self._l.device >= 0:  # the stream that will use the batch: its buffer is reused after
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
         capsule, labels, samples = self._l.next(stream)
-        x = torch.utils.dlpack.from_dlpack(capsule)
         self.last_samples = samples
-        y = None
-        if self._label_dtype is not None:
-            y = torch.from_numpy(np.frombuffer(labels, dtype=self._label_dtype)
-                                 .reshape((len(samples),) + self._label_shape).copy())
-        return x, y
-
-    def epoch(self):
-        state = json.loads(self._l.state())
-        for _ in range(state["position"], self.batches_per_epoch):
-            yield next(self)
-
-    def state(self):
-        return json.loads(self._l.state())
-
-    def restore(self, state):
-        self._l.restore(json.dumps(state))
+        y = self._labels(labels, len(samples))
+        return torch.utils.dlpack.from_dlpack(capsule), None if y is None else torch.from_numpy(y)
