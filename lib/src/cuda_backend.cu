@@ -138,6 +138,22 @@ class stream {
   cudaStream_t s_ = nullptr;
 };
 
+/** Makes `device` current for a scope and gives the caller's back (a framework's current
+ *  device must not change under it). */
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));
+    if (old_ != device) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~device_guard() { cudaSetDevice(old_); }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int old_ = 0;
+};
+
 // ---- kernels ------------------------------------------------------------------------------
 
 /** The DCT matrix, passed by value: it lands in the constant bank, read by every thread. */
@@ -334,7 +350,7 @@ class cuda_backend final : public backend {
     if (coeffs.size() < v.samples * out_per_sample) {
       throw error(errc::internal, "coefficient buffer too small");
     }
-    DCTCHOP_CUDA_CHECK(cudaSetDevice(device_));
+    const device_guard on(device_);
     if (!d_bad_) d_bad_ = device_alloc(sizeof(unsigned long long));
     const device_ptr& d_bad = d_bad_;
     // The legacy stream; the lanes' streams are blocking, so they run after it.
@@ -363,7 +379,7 @@ class cuda_backend final : public backend {
     if (coeffs.size() < v.samples * in_per_sample) {
       throw error(errc::internal, "coefficient buffer too small");
     }
-    DCTCHOP_CUDA_CHECK(cudaSetDevice(device_));
+    const device_guard on(device_);
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
                  [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
@@ -685,7 +701,7 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
   if (device < 0 || device >= device_count()) {
     throw error(errc::backend_unavailable, "no CUDA device " + std::to_string(device));
   }
-  DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
+  const detail::device_guard on(device);
   impl& d = *impl_;
   d.device = device;
   d.in_bytes = in_bytes;
@@ -703,23 +719,6 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
 
 device_ring::~device_ring() = default;
 
-namespace {
-/** Makes `device` current for a scope and gives the caller's back (a framework's current
- *  device must not change under it). */
-class device_guard {
- public:
-  explicit device_guard(int device) {
-    DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));
-    if (old_ != device) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~device_guard() { cudaSetDevice(old_); }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-
- private:
-  int old_ = 0;
-};
-}  // namespace
 
 void* device_ring::decode_async(std::size_t slot, const codec_params& p, const geometry& g,
                                 dtype type, u64 samples, const void* host_coeffs, u64 bytes) {
@@ -729,7 +728,7 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
     throw error(errc::internal, "device_ring: batch larger than its buffers");
   }
   auto& x = d.slots[slot];
-  const device_guard on(d.device);
+  const detail::device_guard on(d.device);
   DCTCHOP_CUDA_CHECK(cudaEventSynchronize(x.done));  // the slot's previous copy has left h_in
   std::memcpy(x.h_in.get(), host_coeffs, bytes);
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), x.h_in.get(), bytes, cudaMemcpyHostToDevice,
@@ -747,7 +746,7 @@ void device_ring::wait(std::size_t slot) {
 }
 
 void device_ring::released(std::size_t slot, void* stream) {
-  const device_guard on(impl_->device);
+  const detail::device_guard on(impl_->device);
   DCTCHOP_CUDA_CHECK(cudaEventRecord(impl_->slots.at(slot).free, static_cast<cudaStream_t>(stream)));
 }
 
