@@ -22,21 +22,12 @@
 namespace {
 
 using namespace dctchop;
-using dctchop::test::save_npy;
 using dctchop::test::temp_dir;
 using u64 = std::uint64_t;
 
-/** u8 samples of 16x16, each holding its index mod 256; 4 samples per chunk. */
+/** dir/a.dcz: samples that hold their own index; 4 samples per chunk. */
 std::string make_archive(const temp_dir& dir, u64 n) {
-  std::vector<std::uint8_t> v(n * 256);
-  for (u64 i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i / 256) % 256);
-  save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, v);
-  auto be = make_backend(backend_kind::cpu, {1});
-  formats::compress_options o;
-  o.chunk_mb = 4.0 * 128 / 1048576.0;
-  o.measure_quality = false;
-  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, o);
-  return dir.file("a.dcz");
+  return dctchop::test::make_index_archive(dir, n, 4, false);
 }
 
 TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBatchInOrder) {

@@ -20,32 +20,12 @@
 namespace {
 
 using namespace dctchop;
-using dctchop::test::save_npy;
 using dctchop::test::temp_dir;
 using u64 = std::uint64_t;
 
-/** An archive of `n` u8 samples of 16x16 whose every value is the sample's index mod 256
- *  (exactly representable, so a decoded sample says which one it is), labels = index * 3,
- *  and 5 samples per chunk. */
+/** dir/a.dcz: samples that hold their own index; 5 samples per chunk, labels = index * 3. */
 std::string make_archive(const temp_dir& dir, u64 n) {
-  std::vector<std::uint8_t> v(n * 256);
-  for (u64 i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i / 256) % 256);
-  std::vector<std::int32_t> labels(n);
-  for (u64 i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i * 3);
-  save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, v);
-  formats::npy_dtype i32;
-  i32.kind = 'i';
-  i32.itemsize = 4;
-  auto w = formats::npy_writer::create(dir.file("y.npy"), i32, {n}, false);
-  w.write_rows(labels.data(), n);
-  w.finish();
-  auto be = make_backend(backend_kind::cpu, {1});
-  formats::compress_options o;
-  o.chunk_mb = 5.0 * 64 * 2 / 1048576.0;  // 16x16 at chop 4 in f16: 128 bytes a sample
-  o.measure_quality = false;
-  o.labels_path = dir.file("y.npy");
-  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, o);
-  return dir.file("a.dcz");
+  return dctchop::test::make_index_archive(dir, n, 5, true);
 }
 
 std::vector<u64> all_samples(loaders::archive_loader& l, u64 batches) {

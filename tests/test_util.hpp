@@ -28,7 +28,9 @@
 #include <vector>
 
 #include "dctchop/error.hpp"
+#include "dctchop/codec.hpp"
 #include "dctchop/formats/npy.hpp"
+#include "dctchop/formats/pipeline.hpp"
 
 #ifndef DCTCHOP_SAMPLE_DIR
 #error "DCTCHOP_SAMPLE_DIR must name the sample_data folder"
@@ -277,6 +279,34 @@ void save_npy(const std::string& path, dtype type, const std::vector<std::uint64
   auto w = formats::npy_writer::create(path, formats::npy_dtype_of(type), shape, false);
   w.write_rows(values.data(), shape.empty() ? 1 : shape[0]);
   w.finish();
+}
+
+/** An archive (dir/a.dcz) of `n` u8 samples of 16x16 whose every value is the sample's index
+ *  mod 256 (exact after the codec, so a decoded sample says which one it is), with
+ *  `samples_per_chunk` samples per chunk (16x16 at chop 4 in f16 is 128 bytes a sample) and,
+ *  when `labels`, an int32 labels side array of index * 3. For the loader tests. */
+inline std::string make_index_archive(const temp_dir& dir, std::uint64_t n,
+                                      std::uint64_t samples_per_chunk, bool labels) {
+  std::vector<std::uint8_t> v(n * 256);
+  for (std::uint64_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i / 256) % 256);
+  save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, v);
+  formats::compress_options o;
+  o.chunk_mb = static_cast<double>(samples_per_chunk) * 128 / 1048576.0;
+  o.measure_quality = false;
+  if (labels) {
+    std::vector<std::int32_t> y(n);
+    for (std::uint64_t i = 0; i < n; ++i) y[i] = static_cast<std::int32_t>(i * 3);
+    formats::npy_dtype i32;
+    i32.kind = 'i';
+    i32.itemsize = 4;
+    auto w = formats::npy_writer::create(dir.file("y.npy"), i32, {n}, false);
+    w.write_rows(y.data(), n);
+    w.finish();
+    o.labels_path = dir.file("y.npy");
+  }
+  auto be = make_backend(backend_kind::cpu, {1});
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, o);
+  return dir.file("a.dcz");
 }
 
 /** Mean squared error between two equally long value lists. */
