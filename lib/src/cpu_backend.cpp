@@ -1,4 +1,8 @@
 // CPU backend: picks the kernel copy for this processor and reports errors.
+#if defined(DCTCHOP_HAVE_AVX2_KERNELS)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <algorithm>
 #include <cmath>
@@ -26,8 +30,11 @@ struct kernel_table {
 
 kernel_table pick_kernels() {
 #if defined(DCTCHOP_HAVE_AVX2_KERNELS)
+  // F16C by CPUID: clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx2") && f16c) {
     return {"avx2", &avx2::encode_batch, &avx2::decode_batch};
   }
 #endif

@@ -61,7 +61,7 @@ bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst)
     }
     case coeff_type::f16: {
       auto* d = reinterpret_cast<std::uint16_t*>(dst);
-#if defined(__F16C__)
+#if defined(__F16C__) && defined(__FLT16_MAX__)  // _Float16: GCC 12, clang 15 and later
       // The hardware conversion (vcvtps2ph) rounds to nearest even like float_to_half.
       for (std::size_t i = 0; i < n; ++i) {
         const _Float16 hf = static_cast<_Float16>(static_cast<float>(src[i]));
@@ -111,7 +111,7 @@ void load_coeffs(const std::byte* src, std::size_t n, coeff_type ct, Real* dst) 
       break;
     }
     case coeff_type::f16: {
-#if defined(__F16C__)
+#if defined(__F16C__) && defined(__FLT16_MAX__)  // _Float16: GCC 12, clang 15 and later
       const auto* s = reinterpret_cast<const _Float16*>(src);
       for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(static_cast<float>(s[i]));
 #else

@@ -322,7 +322,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
       a.height != b.height || a.width != b.width) {
     throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
   }
-  const int nt = resolve_threads(threads);
+  [[maybe_unused]] const int nt = resolve_threads(threads);
   const i64 samples = static_cast<i64>(a.samples);
   const u64 per_sample = a.planes * a.height * a.width;
   const double range = known_range_.value_or(0.0);
