@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,10 @@ class archive_writer {
   std::uint64_t next_sample_ = 0;
   nlohmann::json footer_extra_ = nlohmann::json::object();
 };
+
+/** Parse and check a header JSON text (the bytes after the preamble); error(corrupt) naming
+ *  `file` when it is not JSON, lacks a field, or disagrees with itself. */
+archive_header parse_archive_header(std::string_view text, const std::string& file);
 
 /** Reads an archive: random access for regular files; chunk by chunk in order for stdin. */
 class archive_reader {

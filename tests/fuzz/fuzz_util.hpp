@@ -1,0 +1,64 @@
+// Helpers for the fuzz targets: hand the fuzzer's bytes to the readers as a file, either a
+// regular file (random access) or a pipe (the stream readers used for stdin).
+#pragma once
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace dctchop::fuzz {
+
+/** Writes all of [p, p+n) to fd; false on error. */
+inline bool write_all(int fd, const std::uint8_t* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+/** The bytes as an anonymous regular file (memfd), opened by path like any file. */
+class mem_file {
+ public:
+  mem_file(const std::uint8_t* data, std::size_t size) {
+    fd_ = ::memfd_create("dctchop-fuzz", MFD_CLOEXEC);
+    if (fd_ < 0 || !write_all(fd_, data, size)) std::abort();
+  }
+  ~mem_file() { ::close(fd_); }
+  mem_file(const mem_file&) = delete;
+  mem_file& operator=(const mem_file&) = delete;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
+/** The bytes in a pipe whose writing end is closed, so a reader sees a stream that ends.
+ *  Holds at most pipe_capacity bytes (the writes happen up front, on this thread). */
+class pipe_file {
+ public:
+  static constexpr std::size_t pipe_capacity = 1 << 16;
+  pipe_file(const std::uint8_t* data, std::size_t size) {
+    int fds[2];
+    if (size > pipe_capacity || ::pipe2(fds, O_CLOEXEC) != 0) std::abort();
+    ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(pipe_capacity));
+    if (!write_all(fds[1], data, size)) std::abort();
+    ::close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~pipe_file() { ::close(fd_); }
+  pipe_file(const pipe_file&) = delete;
+  pipe_file& operator=(const pipe_file&) = delete;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace dctchop::fuzz
