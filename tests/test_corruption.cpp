@@ -1,0 +1,182 @@
+// Corruption sweep (issue 7): every single-byte flip and every truncation of a small archive
+// either decodes to the same data as the original or is refused with a format error (corrupt,
+// bad_input, unsupported_version); never a crash, never different data without an error.
+// Both readers run: random access (a file) and streaming (a pipe, as for stdin).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../tests/fuzz/fuzz_util.hpp"
+#include "dctchop/formats/archive.hpp"
+#include "test_util.hpp"
+
+namespace dctchop {
+namespace {
+
+using formats::archive_reader;
+using test::temp_dir;
+
+/** What a reader returns for an archive: header facts, decoded samples, labels. */
+struct decoded {
+  std::string header;  // header_facts()
+  std::vector<std::byte> samples;
+  std::vector<std::byte> labels;
+  bool operator==(const decoded&) const = default;
+};
+
+/** The header's description of the data. Not the provenance, and not the version: a reader
+ *  accepts any minor version (ARCHIVE.md), and neither changes how the data decodes. */
+std::string header_facts(const formats::archive_header& h) {
+  nlohmann::json j = h.to_json();
+  j.erase("provenance");
+  j.erase("version");
+  return j.dump();
+}
+
+void decode_into(const archive_reader& r, const std::vector<std::byte>& coeffs,
+                 std::uint64_t count, decoded& d) {
+  const auto& h = r.header();
+  static const auto be = make_backend(backend_kind::cpu, {1});
+  const std::uint64_t bps = h.geom.values_per_sample() * size_of(h.type);
+  const std::size_t at = d.samples.size();
+  d.samples.resize(at + count * bps);
+  be->decode(h.codec, coeffs, make_view(h.geom, h.type, d.samples.data() + at, count));
+}
+
+decoded read_random(const std::string& path) {
+  archive_reader r = archive_reader::open(path);
+  decoded d;
+  d.header = header_facts(r.header());
+  std::vector<std::byte> coeffs;
+  for (std::size_t i = 0; i < r.chunks().size(); ++i) {
+    r.read_chunk(i, coeffs);
+    decode_into(r, coeffs, r.chunks()[i].count, d);
+  }
+  if (auto l = r.read_side_array("labels")) d.labels = *l;
+  return d;
+}
+
+decoded read_stream(const std::string& bytes) {
+  fuzz::pipe_file p(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+  archive_reader r = archive_reader::open(p.path());
+  decoded d;
+  d.header = header_facts(r.header());
+  formats::chunk_info c;
+  std::vector<std::byte> coeffs;
+  while (r.next_chunk(c, coeffs)) decode_into(r, coeffs, c.count, d);
+  if (auto l = r.read_side_array("labels")) d.labels = *l;
+  return d;
+}
+
+/** Outcomes of a sweep; `wrong` and `bad_error` must stay 0. */
+struct tally {
+  std::size_t cases = 0, identical = 0, refused = 0, wrong = 0, bad_error = 0;
+  std::string problems;  // the first few
+  void note(const std::string& what) {
+    if (wrong + bad_error <= 8) problems += what + "\n";
+  }
+};
+
+template <typename Read>
+void judge(tally& t, const decoded& expect, const std::string& what, Read&& read) {
+  ++t.cases;
+  try {
+    if (read() == expect) {
+      ++t.identical;
+    } else {
+      ++t.wrong;
+      t.note(what + ": different data returned without an error");
+    }
+  } catch (const error& e) {
+    if (e.code() == errc::corrupt || e.code() == errc::bad_input ||
+        e.code() == errc::unsupported_version) {
+      ++t.refused;
+    } else {
+      ++t.bad_error;
+      t.note(what + ": refused with " + to_string(e.code()) + ": " + e.what());
+    }
+  }
+}
+
+void report(const char* name, const tally& t) {
+  std::printf("%s: %zu cases, %zu decode identically, %zu refused, %zu wrong, %zu other errors\n",
+              name, t.cases, t.identical, t.refused, t.wrong, t.bad_error);
+}
+
+class CorruptionSweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // 3 samples of 16x16 in two chunks (2 + 1) and int32 labels: preamble, header, two chunk
+    // records with payload and padding, a side array, the footer and the tail, 17 KiB in all.
+    path_ = test::make_index_archive(dir_, 3, 2, true);
+    bytes_ = test::read_bytes(path_);
+    expect_ = read_random(path_);
+    ASSERT_EQ(expect_, read_stream(bytes_)) << "the two readers disagree on the clean archive";
+    ASSERT_EQ(expect_.samples.size(), 3u * 256);
+    ASSERT_EQ(expect_.labels.size(), 3u * 4);
+  }
+  temp_dir dir_;
+  std::string path_, bytes_;
+  decoded expect_;
+};
+
+TEST_F(CorruptionSweep, EveryByteFlipIsRefusedOrDecodesIdentically) {
+  tally file_t, stream_t;
+  const std::string flipped = dir_.file("flipped.dcz");
+  for (std::size_t i = 0; i < bytes_.size(); ++i) {
+    for (const unsigned char mask : {0x01, 0x80, 0xff}) {
+      std::string b = bytes_;
+      b[i] = static_cast<char>(static_cast<unsigned char>(b[i]) ^ mask);
+      const std::string what = "byte " + std::to_string(i) + " ^ " + std::to_string(mask);
+      test::write_bytes(flipped, b);
+      judge(file_t, expect_, what + " (file)", [&] { return read_random(flipped); });
+      judge(stream_t, expect_, what + " (stream)", [&] { return read_stream(b); });
+    }
+  }
+  report("byte flips, file", file_t);
+  report("byte flips, stream", stream_t);
+  for (const tally* t : {&file_t, &stream_t}) {
+    EXPECT_EQ(t->wrong, 0u) << t->problems;
+    EXPECT_EQ(t->bad_error, 0u) << t->problems;
+    EXPECT_EQ(t->cases, 3 * bytes_.size());
+    // The sweep must reach both outcomes: the checksums refuse data bytes, padding decodes.
+    EXPECT_GT(t->refused, bytes_.size() / 4);
+    EXPECT_GT(t->identical, 0u);
+  }
+}
+
+TEST_F(CorruptionSweep, EveryTruncationIsRefused) {
+  tally file_t, stream_t;
+  const std::string cut = dir_.file("cut.dcz");
+  for (std::size_t n = 0; n < bytes_.size(); ++n) {
+    const std::string b = bytes_.substr(0, n);
+    const std::string what = "first " + std::to_string(n) + " bytes";
+    test::write_bytes(cut, b);
+    judge(file_t, expect_, what + " (file)", [&] { return read_random(cut); });
+    judge(stream_t, expect_, what + " (stream)", [&] { return read_stream(b); });
+  }
+  report("truncations, file", file_t);
+  report("truncations, stream", stream_t);
+  for (const tally* t : {&file_t, &stream_t}) {
+    EXPECT_EQ(t->refused, bytes_.size()) << t->problems;
+  }
+}
+
+TEST_F(CorruptionSweep, ExtraBytesAfterTheTailAreRefused) {
+  // Appended data moves the tail: the file no longer ends with the index.
+  const std::string longer = dir_.file("longer.dcz");
+  test::write_bytes(longer, bytes_ + std::string(7, '\0'));
+  tally t;
+  judge(t, expect_, "7 zero bytes appended (file)", [&] { return read_random(longer); });
+  judge(t, expect_, "7 zero bytes appended (stream)",
+        [&] { return read_stream(bytes_ + std::string(7, '\0')); });
+  EXPECT_EQ(t.refused, 2u) << t.problems;
+}
+
+}  // namespace
+}  // namespace dctchop
