@@ -358,6 +358,8 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe becomes an I/O error, not a silent death
+  std::signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, write() fails with EFBIG: an I/O error
+  dctchop::formats::skip_hdf5_exit_handler();  // every HDF5 file is closed by its owner
   // No SA_RESTART: a read blocked on a pipe returns EINTR, the library throws
   // error(interrupted) and the destructors remove unfinished outputs.
   struct sigaction sa {};

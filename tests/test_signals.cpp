@@ -17,13 +17,6 @@ using dctchop::test::temp_dir;
 
 const std::string k_bin = sh_quote(DCTCHOP_BINARY);
 
-/** Shell code that waits (up to 5 s) until the temporary file of output `name` exists, or the
- *  background command $P has ended. */
-std::string wait_for_temp(const std::string& name) {
-  return "for i in $(seq 500); do ls -a | grep -q '^\\." + name +
-         "\\.tmp' && break; kill -0 $P 2>/dev/null || break; sleep 0.01; done; ";
-}
-
 /** Files in `dir` other than `keep`. */
 std::vector<std::string> leftovers(const temp_dir& dir, const std::string& keep) {
   std::vector<std::string> out;
@@ -67,7 +60,7 @@ TEST(Signals, InterruptDuringAFileCompressionLeavesNoOutput) {
   // The signal goes once the output's temporary file exists: the command is then at work,
   // with its handlers installed (however long the dynamic loader took).
   const std::string cmd = k_bin + " compress big.npy -o big.dcz --threads 1 & P=$!; " +
-                          wait_for_temp("big.dcz") + "kill -INT $P; wait $P; echo \"rc=$?\"";
+                          dctchop::test::wait_for_output("big.dcz") + "kill -INT $P; wait $P; echo \"rc=$?\"";
   auto r = run_sh(cmd, dir.path());
   // Either it was interrupted (130, nothing written) or it had already finished (0, complete).
   if (r.out.find("rc=130") != std::string::npos) {
@@ -89,7 +82,7 @@ TEST(Signals, InterruptDuringADecompressionToHdf5LeavesNoOutput) {
       "np.uint8))\" && " + k_bin + " compress big.npy -o big.dcz -q --no-quality && rm big.npy";
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   const std::string cmd = k_bin + " decompress big.dcz -o out.h5:/x --threads 1 & P=$!; " +
-                          wait_for_temp("out.h5") + "kill -TERM $P; wait $P; echo \"rc=$?\"";
+                          dctchop::test::wait_for_output("out.h5") + "kill -TERM $P; wait $P; echo \"rc=$?\"";
   auto r = run_sh(cmd, dir.path());
   if (r.out.find("rc=130") != std::string::npos) {
     EXPECT_EQ(leftovers(dir, "big.dcz"), std::vector<std::string>{}) << r.err;

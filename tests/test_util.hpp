@@ -177,6 +177,17 @@ inline command_result run_sh(const std::string& command, const fs::path& dir) {
   return r;
 }
 
+/** Shell code that waits (up to 5 s) until the background command $P holds its output `name`
+ *  open in the current folder, or has ended. The output is an unnamed file there (O_TMPFILE,
+ *  "/folder/#inode (deleted)" in /proc), or a hidden ".name.tmp..." file (HDF5 outputs, and
+ *  file systems without O_TMPFILE). Once it holds it, the command is at work with its signal
+ *  handlers installed. */
+inline std::string wait_for_output(const std::string& name) {
+  return "D=$(pwd -P); for i in $(seq 500); do ls -l /proc/$P/fd 2>/dev/null | grep -q -e "
+         "\"$D/#\" -e \"$D/\\." + name + "\\.tmp\" && break; kill -0 $P 2>/dev/null || "
+         "break; sleep 0.01; done; ";
+}
+
 /** Standard input replaced by the read end of a pipe that a thread fills with `bytes` in small
  *  pieces, for the object's life. The previous standard input comes back at destruction. */
 class stdin_pipe {

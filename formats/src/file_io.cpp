@@ -167,9 +167,20 @@ const std::byte* input_file::map() {
 
 // ---------------------------------------------------------------- output_file
 
+namespace {
+
+/** The folder of an output path ("." for a bare name). */
+std::string folder_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+}  // namespace
+
 output_file output_file::create(const std::string& path, bool overwrite, bool direct_io) {
   output_file f;
   f.path_ = path;
+  f.overwrite_ = overwrite;
   if (path == "-") {
     f.is_stdout_ = true;
     f.fd_ = STDOUT_FILENO;
@@ -177,15 +188,25 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
   }
   check_output_path(path, overwrite);
   int fd = -1;
-  // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
-  // new file (mkstemp would leave it 0600).
-  f.temp_path_ = create_temp_beside(path, [&](const std::string& candidate) {
-    fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) {
-      throw error(errc::io, os_error(path, "create a temporary file beside"));
-    }
-    return fd >= 0;
-  });
+#if defined(O_TMPFILE)
+  // An unnamed file in the output's folder, given a name by commit() only: a process killed at
+  // any point, even by SIGKILL, leaves nothing behind. Naming it goes through /proc; without
+  // /proc, or where the file system refuses O_TMPFILE, a named temporary file instead.
+  if (::access("/proc/self/fd", X_OK) == 0) {
+    fd = ::open(folder_of(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  }
+#endif
+  if (fd < 0) {
+    // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
+    // new file (mkstemp would leave it 0600).
+    f.temp_path_ = create_temp_beside(path, [&](const std::string& candidate) {
+      fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd < 0 && errno != EEXIST) {
+        throw error(errc::io, os_error(path, "create a temporary file beside"));
+      }
+      return fd >= 0;
+    });
+  }
   f.fd_ = fd;
   f.behind_ = write_behind(fd);
   if (direct_io) f.direct_ = detail::direct_writer::start(fd, path);
@@ -208,7 +229,7 @@ std::string create_temp_beside(const std::string& path,
   // Same folder as the output, so that rename() is atomic. Built with append: GCC 12 warns
   // falsely on "." + std::string&& (-Wrestrict).
   const std::filesystem::path p(path);
-  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  const std::string dir = folder_of(path);
   std::random_device rd;
   std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
                       static_cast<std::uint64_t>(::getpid()));
@@ -233,6 +254,7 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     temp_path_ = std::move(o.temp_path_);
     fd_ = std::exchange(o.fd_, -1);
     is_stdout_ = o.is_stdout_;
+    overwrite_ = o.overwrite_;
     committed_ = std::exchange(o.committed_, true);
     position_ = o.position_;
     behind_ = o.behind_;
@@ -332,13 +354,14 @@ void output_file::commit() {
   if (::fsync(fd_) != 0 && errno != EINVAL) {
     throw error(errc::io, os_error(display_name(), "flush"));
   }
+  if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at path_
   if (::close(fd_) != 0) {
     fd_ = -1;
-    ::unlink(temp_path_.c_str());
+    ::unlink(temp_path_.empty() ? path_.c_str() : temp_path_.c_str());
     throw error(errc::io, os_error(display_name(), "close"));
   }
   fd_ = -1;
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (!temp_path_.empty() && ::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     int e = errno;
     ::unlink(temp_path_.c_str());
     errno = e;
@@ -348,10 +371,38 @@ void output_file::commit() {
   temp_path_.clear();
 }
 
+void output_file::name_anonymous() {
+  const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+  const auto link_as = [&](const std::string& name) {
+    return ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
+  };
+  if (!overwrite_) {
+    // Straight to the path: link() never replaces a file, so one that appeared since create()
+    // is refused rather than overwritten.
+    if (link_as(path_)) return;
+    if (errno == EEXIST) {
+      throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
+    }
+    throw error(errc::io, os_error(display_name(), "link the finished output into"));
+  }
+  temp_path_ = create_temp_beside(path_, [&](const std::string& candidate) {
+    if (link_as(candidate)) return true;
+    if (errno != EEXIST) {
+      throw error(errc::io, os_error(display_name(), "link the finished output beside"));
+    }
+    return false;
+  });
+}
+
 bool same_file(const std::string& a, const std::string& b) {
-  if (a == "-" || b == "-") return false;
+  // "-" as an input is standard input: the same file as `b` when redirected from it.
+  const auto stat_of = [](const std::string& p, struct stat& st) {
+    return p == "-" ? ::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)
+                    : ::stat(p.c_str(), &st) == 0;
+  };
+  if (b == "-") return false;
   struct stat sa {}, sb {};
-  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  if (!stat_of(a, sa) || !stat_of(b, sb)) return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 

@@ -443,7 +443,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   check_not_same(input, output);
   if (!o.labels_out.empty()) {
     check_not_same(input, o.labels_out);
-    if (o.labels_out == output || same_file(output, o.labels_out)) {
+    if (o.labels_out == output || (output != "-" && same_file(output, o.labels_out))) {
       throw error(errc::invalid_argument,
                   o.labels_out + ": the labels and the decoded data cannot share one output");
     }

@@ -92,4 +92,10 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
 /** Whether this build reads and writes HDF5 (it always does; kept for the CLI's --version). */
 bool hdf5_available() noexcept;
 
+/** For a program that closes every HDF5 file itself (the dctchop command): turn off the HDF5
+ *  library's exit handler, before any other HDF5 call. HDF5 1.10's handler crashes on a file
+ *  whose close failed, which an output abandoned past `ulimit -f` leaves behind. A library
+ *  user whose own code leaves HDF5 files for the exit handler to close must not call it. */
+void skip_hdf5_exit_handler() noexcept;
+
 }  // namespace dctchop::formats

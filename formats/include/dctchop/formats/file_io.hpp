@@ -87,9 +87,11 @@ class write_behind {
   std::uint64_t settled_ = 0;  // written to disk and dropped from the cache for [0, settled_)
 };
 
-/** An output that appears at its path only when complete: bytes go to a temporary file in the
- *  same folder, renamed over the path by commit(). Destroyed without commit(), the temporary file
- *  is removed. "-" writes to standard output directly.
+/** An output that appears at its path only when complete: bytes go to an unnamed file in the
+ *  same folder (O_TMPFILE), which commit() links at the path (or, to overwrite, beside it and
+ *  renames over the path). Destroyed without commit(), or killed, nothing is left. Where the
+ *  file system has no O_TMPFILE, a hidden temporary file beside the path instead, removed
+ *  when destroyed without commit(). "-" writes to standard output directly.
  *
  *  A regular file is written with direct I/O (O_DIRECT) where the file system takes it: the
  *  bytes are gathered in aligned 8 MiB buffers that a background thread writes to the disk
@@ -126,10 +128,12 @@ class output_file {
   output_file() = default;
   void abandon() noexcept;
   void write_fd(const void* src, std::size_t n);
+  void name_anonymous();
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
   bool is_stdout_ = false;
+  bool overwrite_ = false;
   bool committed_ = false;
   std::uint64_t position_ = 0;
   write_behind behind_;
@@ -150,7 +154,8 @@ void check_output_path(const std::string& path, bool overwrite);
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create);
 
-/** True when both paths name the same existing file (same device and inode). */
+/** True when both paths name the same existing file (same device and inode). `a` may be "-",
+ *  standard input, when it is redirected from a regular file; `b` "-" is never the same. */
 bool same_file(const std::string& a, const std::string& b);
 
 }  // namespace dctchop::formats

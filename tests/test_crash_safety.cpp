@@ -1,0 +1,169 @@
+// Crash safety (issue 7): whatever stops dctchop midway (SIGKILL, a full file system, a file
+// size limit, a read-only folder, a full device on stdout) leaves no file at the output path,
+// no temporary file beside it, an existing output untouched and the input unchanged; every
+// refusal is one clear line on stderr and exit code 5 (I/O), as the README documents.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace dctchop {
+namespace {
+
+using test::describe;
+using test::read_bytes;
+using test::sh;
+using test::temp_dir;
+
+/** dir/in.npy: n random u8 samples of 64x64 (random, so the archive stays about half the size
+ *  of the input: f16 at chop 4). */
+void make_input(const temp_dir& dir, std::uint64_t n, const std::string& name = "in.npy") {
+  std::vector<std::uint8_t> v(n * 64 * 64);
+  std::mt19937 rng(7);
+  for (auto& x : v) x = static_cast<std::uint8_t>(rng());
+  test::save_npy(dir.file(name), dtype::u8, {n, 64, 64}, v);
+}
+
+/** Whether this process may make mount namespaces (root, with util-linux's unshare): then
+ *  the tests mount a small tmpfs or a read-only bind mount that only the command sees. */
+bool can_mount() {
+  static const bool ok = ::geteuid() == 0 &&
+                         std::system("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt' "
+                                     ">/dev/null 2>&1") == 0;
+  return ok;
+}
+
+/** stderr is a single line that names `what`. */
+void expect_one_line_naming(const test::command_result& r, const std::string& what) {
+  EXPECT_NE(r.err.find(what), std::string::npos) << describe(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << describe(r);
+}
+
+TEST(CrashSafety, SigkillMidwayThroughACompressLeavesNoFileAndAnExistingOutputUntouched) {
+  temp_dir dir;
+  make_input(dir, 4096);  // 16 MiB
+  for (const bool existing : {false, true}) {
+    if (existing) test::write_bytes(dir.file("out.dcz"), "the user's old archive");
+    // Half the input through a FIFO, then silence: dctchop has written some chunks and waits
+    // for more when the SIGKILL comes, whatever the speed of the machine.
+    const std::string cmd =
+        "mkfifo f; DCTCHOP compress - -o out.dcz -f --chunk-mb 1 < f & P=$!; exec 3>f; "
+        "head -c 8500000 in.npy >&3; " + test::wait_for_output("out.dcz") +
+        "sleep 0.3; kill -KILL $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+    const auto r = sh(dir, cmd);
+    EXPECT_NE(r.out.find("rc=137"), std::string::npos) << describe(r);
+    if (existing) {
+      EXPECT_EQ(dir.entries(), (std::vector<std::string>{"in.npy", "out.dcz"}));
+      EXPECT_EQ(read_bytes(dir.file("out.dcz")), "the user's old archive");
+    } else {
+      EXPECT_EQ(dir.entries(), std::vector<std::string>{"in.npy"});
+    }
+  }
+}
+
+TEST(CrashSafety, SigkillMidwayThroughADecompressLeavesNoFile) {
+  temp_dir dir;
+  make_input(dir, 4096);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q --no-quality --chunk-mb 1").status, 0);
+  const std::string cmd =
+      "mkfifo f; DCTCHOP decompress - -o out.npy < f & P=$!; exec 3>f; "
+      "head -c 5000000 a.dcz >&3; " + test::wait_for_output("out.npy") +
+      "sleep 0.3; kill -KILL $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+  const auto r = sh(dir, cmd);
+  EXPECT_NE(r.out.find("rc=137"), std::string::npos) << describe(r);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
+}
+
+TEST(CrashSafety, PastTheFileSizeLimitEveryOutputKindFailsWithAnIoErrorAndLeavesNothing) {
+  temp_dir dir;
+  make_input(dir, 256);  // 1 MiB in, about 0.5 MiB of archive
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
+  const std::string before = read_bytes(dir.file("in.npy"));
+  // ulimit -f counts 512-byte blocks in sh: 128 KiB, below every output here.
+  for (const std::string& args : {std::string("compress in.npy -o out.dcz"),
+                                  std::string("decompress a.dcz -o out.npy"),
+                                  std::string("decompress a.dcz -o out.h5:/x"),
+                                  std::string("decompress a.dcz -o out.raw")}) {
+    const auto r = sh(dir, "ulimit -f 256; DCTCHOP " + args);
+    EXPECT_EQ(r.status, 5) << args << "\n" << describe(r);
+    expect_one_line_naming(r, "out.");
+    EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"})) << args;
+  }
+  EXPECT_EQ(read_bytes(dir.file("in.npy")), before);
+}
+
+TEST(CrashSafety, AFullFileSystemGivesAnIoErrorAndLeavesNothing) {
+  if (!can_mount()) GTEST_SKIP() << "needs root and unshare to mount a small tmpfs";
+  temp_dir dir;
+  make_input(dir, 256);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
+  for (const std::string& args : {std::string("compress in.npy -o full/out.dcz"),
+                                  std::string("decompress a.dcz -o full/out.npy"),
+                                  std::string("decompress a.dcz -o full/out.h5:/x")}) {
+    // A 64 KiB tmpfs that only this command sees; its contents are listed before it goes.
+    const auto r = sh(dir, "mkdir -p full; unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs "
+                           "full && DCTCHOP " + args + "; echo \"rc=$?\"; ls -A full'");
+    EXPECT_NE(r.out.find("rc=5\n"), std::string::npos) << args << "\n" << describe(r);
+    EXPECT_EQ(r.out.substr(r.out.find("rc=")), "rc=5\n") << "files left in the full folder\n"
+                                                          << describe(r);
+    EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
+  }
+}
+
+TEST(CrashSafety, AReadOnlyFolderGivesAnIoErrorNamingTheOutput) {
+  temp_dir dir;
+  make_input(dir, 16);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q && mkdir ro").status, 0);
+  for (const std::string& args : {std::string("compress in.npy -o ro/out.dcz"),
+                                  std::string("decompress a.dcz -o ro/out.npy"),
+                                  std::string("decompress a.dcz -o ro/out.h5:/x")}) {
+    // Root ignores permissions: a read-only bind mount then. Others: a folder without write
+    // permission.
+    const std::string cmd =
+        can_mount() ? "unshare -m sh -c 'mount --bind ro ro && mount -o remount,bind,ro ro && "
+                      "DCTCHOP " + args + "; echo \"rc=$?\"; ls -A ro'"
+                    : "chmod 555 ro; DCTCHOP " + args + "; echo \"rc=$?\"; ls -A ro";
+    const auto r = sh(dir, cmd);
+    EXPECT_EQ(r.out, "rc=5\n") << args << "\n" << describe(r);
+    expect_one_line_naming(r, "ro/out.");
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "ro"}));
+}
+
+TEST(CrashSafety, StdoutOnAFullDeviceGivesAnIoError) {
+  temp_dir dir;
+  make_input(dir, 64);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
+  for (const std::string& args : {std::string("compress in.npy -o -"),
+                                  std::string("decompress a.dcz -o -")}) {
+    const auto r = sh(dir, "DCTCHOP " + args + " > /dev/full");
+    EXPECT_EQ(r.status, 5) << args << "\n" << describe(r);
+    EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
+  }
+}
+
+TEST(CrashSafety, TheInputAsOutputIsRefusedByNameByLinkAndBySymlink) {
+  temp_dir dir;
+  make_input(dir, 16);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q && ln in.npy hard.npy && "
+                    "ln -s in.npy soft.npy && ln -s a.dcz soft.dcz").status, 0);
+  const std::string npy = read_bytes(dir.file("in.npy")), dcz = read_bytes(dir.file("a.dcz"));
+  for (const std::string& args :
+       {std::string("compress in.npy -o in.npy -f"), std::string("compress in.npy -o hard.npy -f"),
+        std::string("compress in.npy -o soft.npy -f"), std::string("compress - -o in.npy -f < in.npy"),
+        std::string("decompress a.dcz -o a.dcz -f"), std::string("decompress a.dcz -o soft.dcz -f"),
+        std::string("decompress soft.dcz -o a.dcz -f")}) {
+    const auto r = sh(dir, "DCTCHOP " + args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << describe(r);
+  }
+  EXPECT_EQ(read_bytes(dir.file("in.npy")), npy);
+  EXPECT_EQ(read_bytes(dir.file("a.dcz")), dcz);
+}
+
+}  // namespace
+}  // namespace dctchop
