@@ -133,6 +133,25 @@ std::optional<double> opt_number(const nlohmann::json& j, const char* key) {
   return j[key].get<double>();
 }
 
+/** Parse --nonfinite: "error" (nullopt) or "replace=V" with a finite number V. */
+std::optional<double> parse_nonfinite(const std::string& s) {
+  if (s == "error") return std::nullopt;
+  const std::string prefix = "replace=";
+  if (s.rfind(prefix, 0) == 0) {
+    const std::string v = s.substr(prefix.size());
+    std::size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (!v.empty() && used == v.size() && std::isfinite(x)) return x;
+  }
+  throw error(errc::invalid_argument,
+              "--nonfinite " + s + ": expected error or replace=V with a finite number V");
+}
+
 /** Parse "A:B", "A:", ":B" or "A" (one sample) into [first, end). */
 void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::uint64_t>& end) {
   auto num = [&](const std::string& t) -> std::uint64_t {
@@ -268,6 +287,14 @@ void print_info_text(const nlohmann::json& j) {
   std::cout << fmt::format("codec:       block {} chop {} coeff {} offset {:g}\n",
                            c["block"].get<int>(), c["chop"].get<int>(),
                            c["coeff"].get<std::string>(), c["offset"].get<double>());
+  if (j.contains("nonfinite")) {
+    std::cout << fmt::format("non-finite:  NaN/Inf replaced by {:g}{}\n",
+                             j["nonfinite"]["replace"].get<double>(),
+                             j.contains("nonfinite_replaced")
+                                 ? fmt::format(" ({} values)",
+                                               j["nonfinite_replaced"].get<std::uint64_t>())
+                                 : std::string());
+  }
   std::cout << fmt::format("chunks:      {} of up to {} samples\n",
                            j["chunks"].get<std::uint64_t>(),
                            j["chunking"]["samples_per_chunk"].get<std::uint64_t>());
@@ -387,6 +414,7 @@ int main(int argc, char** argv) {
 
   // ---- compress
   std::string c_in, c_out, c_coeff, c_layout = "auto", c_labels, c_backend = "auto";
+  std::string c_nonfinite = "error";
   int c_block = 8, c_chop = 4, c_threads = 0;
   double c_chunk_mb = 4.0;
   std::optional<double> c_psnr, c_ssim;
@@ -418,6 +446,10 @@ int main(int argc, char** argv) {
   cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")->capture_default_str();
   cmp->add_option("--labels", c_labels,
                   "per-sample labels stored losslessly: FILE.npy or FILE.h5:/labels");
+  cmp->add_option("--nonfinite", c_nonfinite,
+                  "NaN and Inf in float input: error (naming the first sample), or replace=V "
+                  "(counted in the archive)")
+      ->capture_default_str();
   add_backend_options(cmp, c_backend, c_threads);
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
@@ -479,6 +511,9 @@ int main(int argc, char** argv) {
   auto* e_json_opt = evl->add_flag("--json", e_json, "print JSON");
   evl->add_flag("--csv", e_csv, "print CSV (for scripts/plot_eval.py)")->excludes(e_json_opt);
   evl->add_flag("--no-ssim", e_no_ssim, "skip SSIM (faster)");
+  std::string e_nonfinite = "error";
+  evl->add_option("--nonfinite", e_nonfinite, "NaN and Inf in float input: error, or replace=V")
+      ->capture_default_str();
   evl->add_flag("-q,--quiet", e_quiet, "no progress bar");
 
   // ---- verify
@@ -536,6 +571,7 @@ int main(int argc, char** argv) {
       o.lay = parse_layout(c_layout).value_or(layout::automatic);
       o.chunk_mb = c_chunk_mb;
       o.labels_path = c_labels;
+      o.nonfinite_replacement = parse_nonfinite(c_nonfinite);
       o.overwrite = c_force;
       o.measure_quality = !c_no_quality;
       o.ssim = !c_no_ssim;
@@ -569,6 +605,10 @@ int main(int argc, char** argv) {
         log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
+        if (r.nonfinite_replaced) {
+          log->info("  {} NaN/Inf value{} replaced by {:g}", *r.nonfinite_replaced,
+                    *r.nonfinite_replaced == 1 ? "" : "s", *o.nonfinite_replacement);
+        }
         if (r.archive_bytes > r.input_bytes) {
           const double coeff_ratio =
               double(r.codec.block * r.codec.block * size_of(r.type)) /
@@ -619,6 +659,7 @@ int main(int argc, char** argv) {
       refuse_tty_stdin(e_in);
       formats::eval_options o;
       o.block = e_block;
+      o.nonfinite_replacement = parse_nonfinite(e_nonfinite);
       o.chops.clear();
       for (const auto& s : split_list(e_chops)) {
         int k = 0;

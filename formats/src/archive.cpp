@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/json_number.hpp"
 #include "dctchop/formats/npy.hpp"
 
 namespace dctchop::formats {
@@ -91,7 +93,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     auto ct = parse_coeff_type(c.at("coeff").get<std::string>());
     if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
     h.type = *t;
-    auto shape = j.at("shape").get<std::vector<u64>>();
+    auto shape = json_integers<u64>(j.at("shape"));
     for (u64 d : shape) {
       if (d > (u64(1) << 40)) corrupt(file, "header shape has an absurd axis");
     }
@@ -101,25 +103,34 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
         h.geom.height * h.geom.width > (u64(1) << 36) / h.geom.planes) {
       corrupt(file, "header sample size is out of range");
     }
-    if (j.at("samples").get<u64>() != h.geom.samples || j.at("planes").get<u64>() != h.geom.planes ||
-        j.at("height").get<u64>() != h.geom.height || j.at("width").get<u64>() != h.geom.width) {
+    if (json_integer<u64>(j.at("samples")) != h.geom.samples ||
+        json_integer<u64>(j.at("planes")) != h.geom.planes ||
+        json_integer<u64>(j.at("height")) != h.geom.height ||
+        json_integer<u64>(j.at("width")) != h.geom.width) {
       corrupt(file, "header geometry disagrees with its shape");
     }
-    h.codec.block = c.at("block").get<int>();
-    h.codec.chop = c.at("chop").get<int>();
+    h.codec.block = json_integer<int>(c.at("block"));
+    h.codec.chop = json_integer<int>(c.at("chop"));
     h.codec.coeff = *ct;
     h.codec.offset = c.at("offset").get<double>();
     validate(h.codec);
-    auto cp = c.at("coeff_plane").get<std::vector<u64>>();
+    auto cp = json_integers<u64>(c.at("coeff_plane"));
     auto expect = coeff_shape(h.codec, h.geom.height, h.geom.width);
     if (cp.size() != 2 || cp[0] != expect.rows || cp[1] != expect.cols ||
-        c.at("coeff_bytes_per_sample").get<u64>() != h.coeff_bytes_per_sample()) {
+        json_integer<u64>(c.at("coeff_bytes_per_sample")) != h.coeff_bytes_per_sample()) {
       corrupt(file, "header coefficient plane disagrees with block, chop and shape");
     }
-    h.samples_per_chunk = j.at("chunking").at("samples_per_chunk").get<u64>();
+    h.samples_per_chunk = json_integer<u64>(j.at("chunking").at("samples_per_chunk"));
     if (h.samples_per_chunk == 0) corrupt(file, "samples_per_chunk is 0");
     if (j.contains("provenance")) h.provenance = j.at("provenance");
+    if (j.contains("nonfinite")) {
+      const double v = j.at("nonfinite").at("replace").get<double>();
+      if (!std::isfinite(v)) corrupt(file, "header nonfinite replacement is not finite");
+      h.nonfinite_replacement = v;
+    }
   } catch (const nlohmann::json::exception& e) {
+    corrupt(file, std::string("header: ") + e.what());
+  } catch (const std::out_of_range& e) {
     corrupt(file, std::string("header: ") + e.what());
   } catch (const error& e) {
     if (e.code() == errc::corrupt) throw;
@@ -199,6 +210,7 @@ nlohmann::json archive_header::to_json() const {
                 {"coeff_plane", {cs.rows, cs.cols}},
                 {"coeff_bytes_per_sample", coeff_bytes_per_sample()}};
   j["chunking"] = {{"samples_per_chunk", samples_per_chunk}, {"alignment", alignment}};
+  if (nonfinite_replacement) j["nonfinite"] = {{"replace", *nonfinite_replacement}};
   j["provenance"] = provenance;
   return j;
 }
@@ -406,7 +418,7 @@ void archive_reader::parse_footer(const std::string& text) {
   std::vector<chunk_info> chunks;
   std::vector<side_array_info> sides;
   try {
-    if (f.at("samples").get<u64>() != header_.geom.samples) {
+    if (json_integer<u64>(f.at("samples")) != header_.geom.samples) {
       corrupt(name, "index and header disagree on the sample count");
     }
     const u64 cbps = header_.coeff_bytes_per_sample();
@@ -414,12 +426,12 @@ void archive_reader::parse_footer(const std::string& text) {
     for (const auto& cj : f.at("chunks")) {
       chunk_info c;
       c.index = chunks.size();
-      c.offset = cj.at("offset").get<u64>();
-      c.first = cj.at("first").get<u64>();
-      c.count = cj.at("count").get<u64>();
-      c.stored_bytes = cj.at("stored_bytes").get<u64>();
-      c.raw_bytes = cj.at("raw_bytes").get<u64>();
-      c.stages = cj.at("stages").get<std::uint32_t>();
+      c.offset = json_integer<u64>(cj.at("offset"));
+      c.first = json_integer<u64>(cj.at("first"));
+      c.count = json_integer<u64>(cj.at("count"));
+      c.stored_bytes = json_integer<u64>(cj.at("stored_bytes"));
+      c.raw_bytes = json_integer<u64>(cj.at("raw_bytes"));
+      c.stages = json_integer<std::uint32_t>(cj.at("stages"));
       c.xxh64 = parse_hex64(cj.at("xxh64").get<std::string>());
       if (c.first != next || c.count == 0 || c.count > header_.geom.samples - next ||
           c.raw_bytes != c.count * cbps) {
@@ -442,9 +454,9 @@ void archive_reader::parse_footer(const std::string& text) {
         side_array_info s;
         s.name = sj.at("name").get<std::string>();
         s.descr = sj.at("descr").get<std::string>();
-        s.shape = sj.at("shape").get<std::vector<u64>>();
-        s.offset = sj.at("offset").get<u64>();
-        s.bytes = sj.at("bytes").get<u64>();
+        s.shape = json_integers<u64>(sj.at("shape"));
+        s.offset = json_integer<u64>(sj.at("offset"));
+        s.bytes = json_integer<u64>(sj.at("bytes"));
         s.xxh64 = parse_hex64(sj.at("xxh64").get<std::string>());
         // One entry per sample along axis 0, numeric, and as many bytes as its shape says:
         // checked here once, so readers of a side array can trust its description.

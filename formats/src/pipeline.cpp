@@ -20,9 +20,43 @@
 namespace dctchop::formats {
 namespace detail {
 
-input_source open_input(const dataset_spec& spec, layout lay) {
+namespace {
+
+template <typename T>
+u64 replace_nonfinite(T* v, u64 n, double with) {
+  u64 replaced = 0;
+  for (u64 i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) {
+      v[i] = static_cast<T>(with);
+      ++replaced;
+    }
+  }
+  return replaced;
+}
+
+}  // namespace
+
+u64 input_source::read(u64 first, u64 n, void* dst) {
+  const u64 rps = rows_per_sample(geom);
+  src->read_rows(first * rps, n * rps, dst);
+  if (!nonfinite_replacement) return 0;
+  const u64 values = n * geom.values_per_sample();
+  if (type == dtype::f32) {
+    return replace_nonfinite(static_cast<float*>(dst), values, *nonfinite_replacement);
+  }
+  if (type == dtype::f64) {
+    return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
+  }
+  return 0;
+}
+
+input_source open_input(const dataset_spec& spec, layout lay, std::optional<double> replace) {
+  if (replace && !std::isfinite(*replace)) {
+    throw error(errc::invalid_argument, "--nonfinite replace=V needs a finite V");
+  }
   input_source in;
   in.spec = spec;
+  in.nonfinite_replacement = replace;
   in.src = open_dataset(spec);
   const npy_dtype& t = in.src->type();
   const auto dt = t.codec_dtype();
@@ -75,9 +109,10 @@ pipeline_workers make_workers(backend& be, u64 slot_bytes) {
   return crew;
 }
 
-std::optional<double> float_range(const dataset_spec& spec, layout lay) {
+std::optional<double> float_range(const dataset_spec& spec, layout lay,
+                                  std::optional<double> replace) {
   if (spec.path == "-") return std::nullopt;
-  input_source s = open_input(spec, lay);
+  input_source s = open_input(spec, lay, replace);
   if (!is_float(s.type) || !s.rereadable()) return std::nullopt;
   const u64 n = s.geom.samples;
   const u64 spc = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / s.bytes_per_sample));
@@ -235,6 +270,7 @@ nlohmann::json compress_result::to_json() const {
   j["seconds"] = seconds;
   j["throughput_gbps"] = gb_per_s(input_bytes, seconds);
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
+  if (nonfinite_replaced) j["nonfinite_replaced"] = *nonfinite_replaced;
   if (!trials.empty()) {
     auto& t = j["chop_search"] = nlohmann::json::array();
     for (const auto& tr : trials) {
@@ -263,7 +299,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
-  const archive_header ah = make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_now());
+  archive_header ah = make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_now());
+  if (is_float(src.type)) ah.nonfinite_replacement = src.nonfinite_replacement;
   const u64 spc = ah.samples_per_chunk;
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
@@ -294,13 +331,14 @@ compress_result write_archive(input_source& src, const std::string& output, back
                                      " MiB of memory, more than this machine gives");
   }
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
+  u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
   chunk_stages stages;
   stages.read = [&](u64 c, std::size_t i) {
     slot_buffers& b = slot[i];
     b.first = c * spc;
     if (b.first >= g.samples) return false;
     b.n = std::min(spc, g.samples - b.first);
-    src.read(b.first, b.n, b.in.data());
+    replaced += src.read(b.first, b.n, b.in.data());
     return true;
   };
   stages.work = [&](u64, std::size_t i, unsigned worker) {
@@ -338,6 +376,10 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.input_bytes = g.samples * ibps;
   r.values = g.samples * g.values_per_sample();
   nlohmann::json extra = {{"input_bytes", r.input_bytes}};
+  if (ah.nonfinite_replacement) {
+    r.nonfinite_replaced = replaced;
+    extra["nonfinite_replaced"] = replaced;
+  }
   if (measure) {
     r.q = acc.result();
     extra["quality"] = quality_to_json(*r.q);
@@ -361,7 +403,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   const auto t0 = clock_type::now();
   const std::string input = in.path;
   check_not_same(input, output);
-  input_source src = open_input(in, o.lay);
+  input_source src = open_input(in, o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   codec_params p;
@@ -399,7 +441,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
 
   // R for float data: a first pass over a file, so that PSNR and SSIM use the dataset's range.
   std::optional<double> range;
-  if (measure && is_float(src.type)) range = float_range(in, o.lay);
+  if (measure && is_float(src.type)) range = float_range(in, o.lay, o.nonfinite_replacement);
 
   std::vector<chop_trial> trials;
   if (o.target.any()) {
@@ -589,9 +631,12 @@ nlohmann::json archive_info(const std::string& input) {
   }
   j["side_arrays"] = sides;
   if (f.contains("quality")) j["quality"] = f["quality"];
+  if (f.contains("nonfinite_replaced")) j["nonfinite_replaced"] = f["nonfinite_replaced"];
   if (bytes > 0) {
     j["archive_bytes"] = bytes;
-    const u64 input_bytes = f.value("input_bytes", u64(0));
+    const u64 input_bytes = f.contains("input_bytes") && f["input_bytes"].is_number_unsigned()
+                                ? f["input_bytes"].get<u64>()
+                                : 0;
     if (input_bytes > 0) {
       j["input_bytes"] = input_bytes;
       j["ratio"] = double(input_bytes) / double(bytes);

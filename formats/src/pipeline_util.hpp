@@ -35,17 +35,19 @@ struct input_source {
   dtype type = dtype::u8;
   geometry geom;
   u64 bytes_per_sample = 0;
+  /** When set, NaN and Inf in a float input read as this value (--nonfinite replace=V). */
+  std::optional<double> nonfinite_replacement;
   std::string name() const { return src->name(); }
   bool rereadable() const { return src->rereadable(); }
-  /** Read samples [first, first+n) into dst (C order, native). */
-  void read(u64 first, u64 n, void* dst) {
-    const u64 rps = rows_per_sample(geom);
-    src->read_rows(first * rps, n * rps, dst);
-  }
+  /** Read samples [first, first+n) into dst (C order, native); returns how many non-finite
+   *  values were replaced (always 0 without nonfinite_replacement). */
+  u64 read(u64 first, u64 n, void* dst);
 };
 
-/** Open an input, check its dtype and resolve the layout; errors name the file. */
-input_source open_input(const dataset_spec& spec, layout lay);
+/** Open an input, check its dtype and resolve the layout; errors name the file. `replace`
+ *  sets input_source::nonfinite_replacement. */
+input_source open_input(const dataset_spec& spec, layout lay,
+                        std::optional<double> replace = std::nullopt);
 
 /** Samples per chunk for a target of chunk_mb MiB of coefficients, the input side capped at
  *  64 MiB, at least one sample; rounded to whole read units of `preferred_rows` samples
@@ -65,7 +67,8 @@ std::string utc_now();
 
 /** R for float data, by a first pass over a rereadable input (nullopt for stdin and integer
  *  types). */
-std::optional<double> float_range(const dataset_spec& spec, layout lay);
+std::optional<double> float_range(const dataset_spec& spec, layout lay,
+                                  std::optional<double> replace = std::nullopt);
 
 /** Re-throw an error from a batch with the file and the absolute sample index. */
 [[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);

@@ -48,7 +48,7 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 }
 
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
-  input_source src = open_input(input, o.lay);
+  input_source src = open_input(input, o.lay, o.nonfinite_replacement);
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 
@@ -61,7 +61,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   };
   std::vector<combo> combos;
   std::optional<double> range;
-  if (is_float(src.type)) range = float_range(input, o.lay);
+  if (is_float(src.type)) range = float_range(input, o.lay, o.nonfinite_replacement);
   for (auto ct : coeffs) {
     for (int k : o.chops) {
       if (k > o.block) continue;  // e.g. the default list 1,2,4,6 at block 4
@@ -160,7 +160,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // Read the input with the archive's layout; a shape that cannot have it is a mismatch.
   std::optional<input_source> opened;
   try {
-    opened.emplace(open_input(input, h.geom.lay));
+    // The input as compressed: with the replacement of NaN and Inf that the header records.
+    opened.emplace(open_input(input, h.geom.lay, h.nonfinite_replacement));
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
     res.mismatch = e.what();
@@ -190,7 +191,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
         f["quality"]["range"].is_number()) {
       range = f["quality"]["range"].get<double>();
     } else {
-      range = float_range(input, h.geom.lay);
+      range = float_range(input, h.geom.lay, h.nonfinite_replacement);
     }
   }
   quality_accumulator acc(h.type, range, true);

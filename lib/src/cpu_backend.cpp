@@ -114,7 +114,9 @@ class cpu_backend final : public backend {
         else max_dev = std::max(max_dev, std::fabs(val - p.offset));
       }
   if (nonfinite) {
-    throw error(errc::bad_input, "holds a NaN or Inf, which DCT+Chop cannot keep",
+    throw error(errc::bad_input,
+                "holds a NaN or Inf, which DCT+Chop cannot keep (--nonfinite replace=V "
+                "substitutes V)",
                 static_cast<long long>(n));
   }
   const double bound = p.block * max_dev;

@@ -8,6 +8,7 @@
 
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/formats/json_number.hpp"
 #include "dctchop/matrix_form.hpp"
 
 namespace dctchop::accel {
@@ -215,15 +216,21 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-    if (j.at("worker_id").get<int>() != o_.worker_id || j.at("num_workers").get<int>() != o_.num_workers ||
-        j.at("batch_size").get<std::size_t>() != o_.batch_size) {
+    if (formats::json_integer<int>(j.at("worker_id")) != o_.worker_id ||
+        formats::json_integer<int>(j.at("num_workers")) != o_.num_workers ||
+        formats::json_integer<std::size_t>(j.at("batch_size")) != o_.batch_size) {
       throw error(errc::invalid_argument,
-                  "this state belongs to worker " + std::to_string(j.at("worker_id").get<int>()) +
-                      " of " + std::to_string(j.at("num_workers").get<int>()) +
+                  "this state belongs to worker " +
+                      std::to_string(formats::json_integer<int>(j.at("worker_id"))) + " of " +
+                      std::to_string(formats::json_integer<int>(j.at("num_workers"))) +
                       " (or another batch size)");
     }
-    l_.restore({j.at("epoch").get<u64>(), j.at("position").get<u64>(), j.at("seed").get<u64>()});
+    l_.restore({formats::json_integer<u64>(j.at("epoch")),
+                formats::json_integer<u64>(j.at("position")),
+                formats::json_integer<u64>(j.at("seed"))});
   } catch (const nlohmann::json::exception& e) {
+    throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
+  } catch (const std::out_of_range& e) {
     throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
   }
 }

@@ -15,6 +15,7 @@
 
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/json_number.hpp"
 
 namespace dctchop::loaders {
 namespace {
@@ -60,11 +61,13 @@ loader_state loader_state::from_json(const std::string& text) {
   try {
     const auto j = nlohmann::json::parse(text);
     loader_state s;
-    s.epoch = j.at("epoch").get<u64>();
-    s.position = j.at("position").get<u64>();
-    s.seed = j.at("seed").get<u64>();
+    s.epoch = formats::json_integer<u64>(j.at("epoch"));
+    s.position = formats::json_integer<u64>(j.at("position"));
+    s.seed = formats::json_integer<u64>(j.at("seed"));
     return s;
   } catch (const nlohmann::json::exception& e) {
+    throw error(errc::invalid_argument, std::string("not a loader state: ") + e.what());
+  } catch (const std::out_of_range& e) {
     throw error(errc::invalid_argument, std::string("not a loader state: ") + e.what());
   }
 }

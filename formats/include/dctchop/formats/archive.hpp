@@ -32,6 +32,9 @@ struct archive_header {
   std::uint64_t samples_per_chunk = 1;
   std::uint32_t alignment = archive_alignment;
   nlohmann::json provenance = nlohmann::json::object();
+  /** The value that replaced NaN and Inf in a float input (--nonfinite replace=V); how many
+   *  were replaced is in the footer ("nonfinite_replaced"), known only at the end. */
+  std::optional<double> nonfinite_replacement;
   std::uint64_t coeff_bytes_per_sample() const { return dctchop::coeff_bytes_per_sample(codec, geom); }
   nlohmann::json to_json() const;
 };

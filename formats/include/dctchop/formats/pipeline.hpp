@@ -55,6 +55,9 @@ struct compress_options {
   bool ssim = true;                     ///< include SSIM in the measured quality
   quality_target target;                ///< choose the chop from measurements
   int threads = 0;                      ///< for the quality measurement (0: every core)
+  /** NaN and Inf in a float input: an error naming the first sample (nullopt, the default),
+   *  or replaced by this finite value and counted in the archive (--nonfinite replace=V). */
+  std::optional<double> nonfinite_replacement;
   std::string tool_version;             ///< recorded in the header's provenance
   progress_fn progress;
 };
@@ -68,6 +71,7 @@ struct compress_result {
   std::optional<quality> q;             ///< when measured
   std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
   std::vector<std::string> notes;       ///< things to tell the user (e.g. the dataset chosen)
+  std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
   double seconds = 0.0;                 ///< wall time of the whole operation
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
   double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
@@ -121,6 +125,7 @@ struct eval_options {
   double chunk_mb = 4.0;                     ///< chunking used for the true archive size
   std::string tool_version;                  ///< as compress_options: the header's provenance
   bool ssim = true;
+  std::optional<double> nonfinite_replacement;  ///< as compress_options
   int threads = 0;
   progress_fn progress;
 };

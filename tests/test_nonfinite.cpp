@@ -1,0 +1,120 @@
+// NaN and Inf in float input (issue 7): by default an error naming the first sample that holds
+// one; with --nonfinite replace=V they are replaced by V, the value is recorded in the header
+// and the count in the footer, and verify applies the same replacement to the original.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace dctchop {
+namespace {
+
+using test::cli;
+using test::describe;
+using test::temp_dir;
+
+constexpr std::uint64_t k_n = 6, k_h = 16, k_w = 16;
+
+/** dir/x.npy: 6 smooth f32 samples of 16x16 with a NaN in sample 2, +Inf in sample 4 and
+ *  -Inf in sample 5; returns the positions of the three. */
+std::vector<std::size_t> make_input(const temp_dir& dir, dtype type = dtype::f32) {
+  std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
+  const std::vector<std::size_t> at = {2 * 256 + 17, 4 * 256 + 100, 5 * 256 + 255};
+  v[at[0]] = std::numeric_limits<float>::quiet_NaN();
+  v[at[1]] = std::numeric_limits<float>::infinity();
+  v[at[2]] = -std::numeric_limits<float>::infinity();
+  if (type == dtype::f64) {
+    test::save_npy(dir.file("x.npy"), dtype::f64, {k_n, k_h, k_w},
+                   std::vector<double>(v.begin(), v.end()));
+  } else {
+    test::save_npy(dir.file("x.npy"), dtype::f32, {k_n, k_h, k_w}, v);
+  }
+  return at;
+}
+
+TEST(NonFinite, ByDefaultCompressRefusesNamingTheFirstSampleAndTheOption) {
+  for (dtype t : {dtype::f32, dtype::f64}) {
+    temp_dir dir;
+    make_input(dir, t);
+    const auto r = cli(dir, "compress x.npy -o a.dcz");
+    EXPECT_EQ(r.status, 3) << describe(r);
+    EXPECT_NE(r.err.find("x.npy: sample 2: holds a NaN or Inf"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--nonfinite replace=V"), std::string::npos) << r.err;
+    EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.npy"});
+  }
+}
+
+TEST(NonFinite, ReplaceSubstitutesTheValueAndRecordsItAndTheCount) {
+  temp_dir dir;
+  const auto at = make_input(dir);
+  // Chop 8 with f32 coefficients: every value decodes to within float rounding.
+  auto r = cli(dir, "compress x.npy -o a.dcz --chop 8 --coeff f32 --nonfinite replace=-1.5 "
+                    "--json");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(test::parse_json(r.out).at("nonfinite_replaced"), 3);
+  r = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const auto info = test::parse_json(r.out);
+  EXPECT_EQ(info.at("nonfinite").at("replace"), -1.5);
+  EXPECT_EQ(info.at("nonfinite_replaced"), 3);
+  r = cli(dir, "info a.dcz");
+  EXPECT_NE(r.out.find("non-finite:  NaN/Inf replaced by -1.5 (3 values)"), std::string::npos)
+      << r.out;
+
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npy").status, 0);
+  const auto x = test::load_npy(dir.file("x.npy")).values;
+  const auto y = test::load_npy(dir.file("y.npy")).values;
+  ASSERT_EQ(x.size(), y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool replaced = std::find(at.begin(), at.end(), i) != at.end();
+    ASSERT_EQ(std::isfinite(x[i]), !replaced) << i;
+    EXPECT_NEAR(y[i], replaced ? -1.5 : x[i], 1e-4) << "value " << i;
+  }
+
+  // verify compares with the original as compressed: the same replacement, a finite PSNR.
+  r = cli(dir, "verify a.dcz --against x.npy --min-psnr 80 --json");
+  EXPECT_EQ(r.status, 0) << describe(r);
+}
+
+TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {
+  temp_dir dir;
+  make_input(dir, dtype::f64);
+  auto r = cli(dir, "compress - -o a.dcz --nonfinite replace=0 --json < x.npy");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(test::parse_json(r.out).at("nonfinite_replaced"), 3);
+  r = cli(dir, "eval x.npy --chop 4 --nonfinite replace=0 --json");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const auto rows = test::parse_json(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_TRUE(rows[0].at("quality").at("psnr_db").is_number()) << r.out;
+}
+
+TEST(NonFinite, IntegerInputIgnoresTheReplacementAndRecordsNothing) {
+  temp_dir dir;
+  test::save_npy(dir.file("u.npy"), dtype::u8, {2, 8, 8}, std::vector<std::uint8_t>(128, 7));
+  ASSERT_EQ(cli(dir, "compress u.npy -o a.dcz --nonfinite replace=3").status, 0);
+  const auto r = cli(dir, "info a.dcz --json");
+  const auto info = test::parse_json(r.out);
+  EXPECT_FALSE(info.contains("nonfinite")) << r.out;
+  EXPECT_FALSE(info.contains("nonfinite_replaced")) << r.out;
+}
+
+TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
+  temp_dir dir;
+  make_input(dir);
+  for (const char* mode : {"replace=nan", "replace=inf", "replace=", "replace=1e999",
+                           "replace=2x", "drop", "Replace=0"}) {
+    const auto r = cli(dir, std::string("compress x.npy -o a.dcz --nonfinite ") + mode);
+    EXPECT_EQ(r.status, 2) << mode << "\n" << describe(r);
+    EXPECT_NE(r.err.find("--nonfinite"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.npy"});
+}
+
+}  // namespace
+}  // namespace dctchop
