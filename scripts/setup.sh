@@ -17,7 +17,8 @@ $SUDO apt-get install -y --no-install-recommends \
   libgtest-dev libgmock-dev googletest libbenchmark-dev \
   python3 python3-dev python3-numpy python3-matplotlib python3-skimage python3-h5py hdf5-tools \
   pybind11-dev python3-pybind11 python3-torch \
-  dataset-fashion-mnist time bc
+  dataset-fashion-mnist time bc \
+  clang libclang-rt-dev util-linux
 
 if [ "${DCTCHOP_SETUP_NO_BUILD:-0}" = "1" ]; then exit 0; fi
 
