@@ -63,6 +63,7 @@ decoded read_random(const std::string& path) {
 
 decoded read_stream(const std::string& bytes) {
   fuzz::pipe_file p(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+  if (!p.ok()) throw std::runtime_error("test: this system's pipes are too small for the archive");
   archive_reader r = archive_reader::open(p.path());
   decoded d;
   d.header = header_facts(r.header());
@@ -176,6 +177,26 @@ TEST_F(CorruptionSweep, ExtraBytesAfterTheTailAreRefused) {
   judge(t, expect_, "7 zero bytes appended (stream)",
         [&] { return read_stream(bytes_ + std::string(7, '\0')); });
   EXPECT_EQ(t.refused, 2u) << t.problems;
+}
+
+TEST_F(CorruptionSweep, AHeaderWhoseSizesWouldWrapAround2To64IsRefused) {
+  // 2^39 samples of 4096x4096 (8 MiB of coefficients each): samples x bytes per sample
+  // passes 2^62, so sizes computed from it could wrap. A writer never makes such a header.
+  nlohmann::json j = archive_reader::open(path_).header().to_json();
+  const std::uint64_t n = std::uint64_t(1) << 39;
+  j["shape"] = {n, 4096, 4096};
+  j["samples"] = n;
+  j["planes"] = 1;
+  j["height"] = 4096;
+  j["width"] = 4096;
+  j["codec"]["coeff_plane"] = {2048, 2048};
+  j["codec"]["coeff_bytes_per_sample"] = 2048 * 2048 * 2;
+  test::expect_error([&] { formats::parse_archive_header(j.dump(), "big.dcz"); }, errc::corrupt,
+                     {"big.dcz", "more data than any file holds"});
+  // The same header with 2^20 samples is fine.
+  j["shape"][0] = 1 << 20;
+  j["samples"] = 1 << 20;
+  EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").geom.samples, 1u << 20);
 }
 
 }  // namespace

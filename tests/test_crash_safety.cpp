@@ -107,9 +107,10 @@ TEST(CrashSafety, AFullFileSystemGivesAnIoErrorAndLeavesNothing) {
     // A 64 KiB tmpfs that only this command sees; its contents are listed before it goes.
     const auto r = sh(dir, "mkdir -p full; unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs "
                            "full && DCTCHOP " + args + "; echo \"rc=$?\"; ls -A full'");
-    EXPECT_NE(r.out.find("rc=5\n"), std::string::npos) << args << "\n" << describe(r);
-    EXPECT_EQ(r.out.substr(r.out.find("rc=")), "rc=5\n") << "files left in the full folder\n"
-                                                          << describe(r);
+    const auto rc = r.out.find("rc=");
+    ASSERT_NE(rc, std::string::npos) << args << "\n" << describe(r);
+    EXPECT_EQ(r.out.substr(rc), "rc=5\n") << "exit code, or files left in the full folder\n"
+                                           << describe(r);
     EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
   }
 }
@@ -123,6 +124,9 @@ TEST(CrashSafety, AReadOnlyFolderGivesAnIoErrorNamingTheOutput) {
                                   std::string("decompress a.dcz -o ro/out.h5:/x")}) {
     // Root ignores permissions: a read-only bind mount then. Others: a folder without write
     // permission.
+    if (::geteuid() == 0 && !can_mount()) {
+      GTEST_SKIP() << "root without the right to mount: no folder is read-only to it";
+    }
     const std::string cmd =
         can_mount() ? "unshare -m sh -c 'mount --bind ro ro && mount -o remount,bind,ro ro && "
                       "DCTCHOP " + args + "; echo \"rc=$?\"; ls -A ro'"

@@ -114,6 +114,10 @@ TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
     EXPECT_NE(r.err.find("--nonfinite"), std::string::npos) << r.err;
   }
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.npy"});
+  // Finite, but not an f32 value: refused for f32 input (f64 input could hold it).
+  const auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=1e300");
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("does not fit f32"), std::string::npos) << r.err;
 }
 
 }  // namespace

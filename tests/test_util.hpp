@@ -183,8 +183,8 @@ inline command_result run_sh(const std::string& command, const fs::path& dir) {
  *  file systems without O_TMPFILE). Once it holds it, the command is at work with its signal
  *  handlers installed. */
 inline std::string wait_for_output(const std::string& name) {
-  return "D=$(pwd -P); for i in $(seq 500); do ls -l /proc/$P/fd 2>/dev/null | grep -q -e "
-         "\"$D/#\" -e \"$D/\\." + name + "\\.tmp\" && break; kill -0 $P 2>/dev/null || "
+  return "D=$(pwd -P); for i in $(seq 500); do ls -l /proc/$P/fd 2>/dev/null | grep -q -F -e "
+         "\"$D/#\" -e \"$D/." + name + ".tmp\" && break; kill -0 $P 2>/dev/null || "
          "break; sleep 0.01; done; ";
 }
 

@@ -120,6 +120,13 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
         json_integer<u64>(c.at("coeff_bytes_per_sample")) != h.coeff_bytes_per_sample()) {
       corrupt(file, "header coefficient plane disagrees with block, chop and shape");
     }
+    // Bounded so that no product of samples and bytes per sample can overflow: every check
+    // of a chunk's or a range's size relies on it.
+    const u64 per_sample =
+        std::max<u64>({h.coeff_bytes_per_sample(), h.geom.values_per_sample() * 8, 1});
+    if (h.geom.samples > (u64(1) << 62) / per_sample) {
+      corrupt(file, "header describes more data than any file holds");
+    }
     h.samples_per_chunk = json_integer<u64>(j.at("chunking").at("samples_per_chunk"));
     if (h.samples_per_chunk == 0) corrupt(file, "samples_per_chunk is 0");
     if (j.contains("provenance")) h.provenance = j.at("provenance");
@@ -399,13 +406,15 @@ void archive_reader::read_footer_random() {
   }
   // Chunks and side arrays must lie between the data offset and the footer.
   for (const auto& c : chunks_) {
-    if (c.offset < data_offset_ || c.offset % header_.alignment != 0 ||
-        c.offset + k_record + c.stored_bytes > foff) {
+    // Subtractions, not sums: the values come from the file (stored_bytes < 2^62, see the
+    // header's size bound).
+    if (c.offset < data_offset_ || c.offset % header_.alignment != 0 || c.offset > foff ||
+        k_record + c.stored_bytes > foff - c.offset) {
       corrupt(name, "chunk " + std::to_string(c.index) + " lies outside the data area");
     }
   }
   for (const auto& s : sides_) {
-    if (s.offset < data_offset_ || s.offset + s.bytes > foff) {
+    if (s.offset < data_offset_ || s.offset > foff || s.bytes > foff - s.offset) {
       corrupt(name, "side array '" + s.name + "' lies outside the data area");
     }
   }
@@ -462,13 +471,19 @@ void archive_reader::parse_footer(const std::string& text) {
         // checked here once, so readers of a side array can trust its description.
         const auto type = parse_npy_descr(s.descr);
         u64 bytes = type ? type->itemsize : 0;
-        for (u64 d : s.shape) bytes = d != 0 && bytes > UINT64_MAX / d ? 0 : bytes * d;
-        if (!type || s.shape.empty() || s.shape[0] != header_.geom.samples || bytes != s.bytes) {
+        bool overflow = false;
+        for (u64 d : s.shape) {
+          overflow |= d != 0 && bytes > UINT64_MAX / d;
+          bytes *= d;
+        }
+        if (!type || overflow || s.shape.empty() || s.shape[0] != header_.geom.samples ||
+            bytes != s.bytes) {
           corrupt(name, "side array '" + s.name + "' is malformed");
         }
         sides.push_back(std::move(s));
       }
     }
+    if (f.contains("nonfinite_replaced")) (void)json_integer<u64>(f.at("nonfinite_replaced"));
   } catch (const nlohmann::json::exception& e) {
     corrupt(name, std::string("index: ") + e.what());
   } catch (const std::invalid_argument& e) {
@@ -574,7 +589,9 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
   }
   const u64 base = offset;  // archive offset of stream_tail_[0]
   const u64 foff = get_u64(t + 8), fbytes = get_u64(t + 16), fhash = get_u64(t + 24);
-  if (foff < base || foff - base + fbytes != stream_tail_.size() - k_tail) {
+  const u64 before_tail = stream_tail_.size() - k_tail;  // side arrays and footer
+  if (foff < base || foff - base > before_tail || fbytes != before_tail - (foff - base) ||
+      fbytes == 0 || fbytes > k_max_json) {
     corrupt(name, "index position out of range");
   }
   std::string text(reinterpret_cast<const char*>(stream_tail_.data()) + (foff - base), fbytes);
@@ -591,7 +608,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
     }
   }
   for (const auto& s : sides_) {
-    if (s.offset < base || s.offset - base + s.bytes > foff - base) {
+    if (s.offset < base || s.offset > foff || s.bytes > foff - s.offset) {
       corrupt(name, "side array '" + s.name + "' lies outside the data area");
     }
   }

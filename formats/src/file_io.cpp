@@ -175,6 +175,25 @@ std::string folder_of(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
+/** Give the unnamed (O_TMPFILE) file `fd` the name `name`; false with errno set. */
+bool link_unnamed(int fd, const std::string& name) {
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  return ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
+}
+
+/** An unnamed file in `path`'s folder that commit() names later, or -1 (no O_TMPFILE in this
+ *  file system, no /proc): the caller then uses a named temporary file. (The link cannot be
+ *  tried in advance: once linked and unlinked, Linux refuses to link the file again.) */
+int open_unnamed(const std::string& path) {
+#if defined(O_TMPFILE)
+  if (::access("/proc/self/fd", X_OK) != 0) return -1;
+  return ::open(folder_of(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+#else
+  (void)path;
+  return -1;
+#endif
+}
+
 }  // namespace
 
 output_file output_file::create(const std::string& path, bool overwrite, bool direct_io) {
@@ -187,15 +206,10 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     return f;
   }
   check_output_path(path, overwrite);
-  int fd = -1;
-#if defined(O_TMPFILE)
   // An unnamed file in the output's folder, given a name by commit() only: a process killed at
-  // any point, even by SIGKILL, leaves nothing behind. Naming it goes through /proc; without
-  // /proc, or where the file system refuses O_TMPFILE, a named temporary file instead.
-  if (::access("/proc/self/fd", X_OK) == 0) {
-    fd = ::open(folder_of(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-  }
-#endif
+  // any point, even by SIGKILL, leaves nothing behind. Where that is not possible, a named
+  // temporary file instead.
+  int fd = open_unnamed(path);
   if (fd < 0) {
     // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
     // new file (mkstemp would leave it 0600).
@@ -372,21 +386,18 @@ void output_file::commit() {
 }
 
 void output_file::name_anonymous() {
-  const std::string self = "/proc/self/fd/" + std::to_string(fd_);
-  const auto link_as = [&](const std::string& name) {
-    return ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
-  };
-  if (!overwrite_) {
-    // Straight to the path: link() never replaces a file, so one that appeared since create()
-    // is refused rather than overwritten.
-    if (link_as(path_)) return;
-    if (errno == EEXIST) {
-      throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
-    }
+  // Straight to the path when nothing is there: link() never replaces a file, so without -f
+  // one that appeared since create() is refused rather than overwritten.
+  if (link_unnamed(fd_, path_)) return;
+  if (errno != EEXIST) {
     throw error(errc::io, os_error(display_name(), "link the finished output into"));
   }
+  if (!overwrite_) {
+    throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
+  }
+  // Replacing a file: a name beside it, then rename() over it, which is atomic.
   temp_path_ = create_temp_beside(path_, [&](const std::string& candidate) {
-    if (link_as(candidate)) return true;
+    if (link_unnamed(fd_, candidate)) return true;
     if (errno != EEXIST) {
       throw error(errc::io, os_error(display_name(), "link the finished output beside"));
     }

@@ -262,23 +262,6 @@ class hdf5_source final : public sample_source {
   }
 
   std::string name() const override { return path_ + ":" + dataset_; }
-
-  /** HDF5 writes its metadata when a file closes. An abandoned output is deleted anyway, so its
-   *  descriptor is first pointed at an anonymous memory file: the close then cannot fail on
-   *  the full disk that may have stopped us. (A failed close leaves HDF5 1.10 in a state that
-   *  crashes in its exit handler.) */
-  void divert_abandoned_file() noexcept {
-    void* handle = nullptr;
-    if (!file_.valid() || H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) < 0 ||
-        handle == nullptr) {
-      return;
-    }
-    const int hdf5_fd = *static_cast<int*>(handle);  // the sec2 driver's handle is its fd
-    const int mem = ::memfd_create("dctchop-abandoned-hdf5", MFD_CLOEXEC);
-    if (mem < 0) return;
-    ::dup3(mem, hdf5_fd, O_CLOEXEC);
-    ::close(mem);
-  }
   const npy_dtype& type() const override { return type_; }
   const std::vector<u64>& shape() const override { return shape_; }
   bool rereadable() const override { return true; }
@@ -394,8 +377,8 @@ class hdf5_sink final : public sample_sink {
     if (own_fd_ >= 0) ::close(own_fd_);
     if (!finished_) {
       quiet_hdf5 quiet;
-      dset_.reset();
       divert_abandoned_file();
+      dset_.reset();
       file_.reset();
       if (!temp_.empty()) ::unlink(temp_.c_str());
     }
@@ -403,10 +386,11 @@ class hdf5_sink final : public sample_sink {
 
   std::string name() const override { return path_ + ":" + dataset_; }
 
-  /** HDF5 writes its metadata when a file closes. An abandoned output is deleted anyway, so its
-   *  descriptor is first pointed at an anonymous memory file: the close then cannot fail on
-   *  the full disk that may have stopped us. (A failed close leaves HDF5 1.10 in a state that
-   *  crashes in its exit handler.) */
+  /** HDF5 writes its metadata when a dataset and file close. An abandoned output is deleted
+   *  anyway, so its descriptor is first pointed at an anonymous memory file: the close then
+   *  does not fail on the full disk that may have stopped us. (A failed close leaves HDF5 1.10
+   *  in a state that crashes in its exit handler. Past `ulimit -f` the memory file is limited
+   *  too, and the close can still fail: the dctchop command also turns the handler off.) */
   void divert_abandoned_file() noexcept {
     void* handle = nullptr;
     if (!file_.valid() || H5Fget_vfd_handle(file_.get(), H5P_DEFAULT, &handle) < 0 ||

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -72,6 +73,10 @@ input_source open_input(const dataset_spec& spec, layout lay, std::optional<doub
     throw error(e.code(), in.name() + ": " + e.what());
   }
   in.bytes_per_sample = in.geom.values_per_sample() * size_of(in.type);
+  if (replace && in.type == dtype::f32 &&
+      std::fabs(*replace) > double(std::numeric_limits<float>::max())) {
+    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit f32");
+  }
   return in;
 }
 

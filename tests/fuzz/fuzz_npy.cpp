@@ -39,6 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (size <= dctchop::fuzz::pipe_file::pipe_capacity) {
     dctchop::fuzz::pipe_file p(data, size);
+    if (!p.ok()) return 0;  // the system gives small pipes: the file half ran
     try {
       read_all(p.path());
     } catch (const dctchop::error&) {

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,18 +41,23 @@ class mem_file {
 };
 
 /** The bytes in a pipe whose writing end is closed, so a reader sees a stream that ends.
- *  Holds at most pipe_capacity bytes (the writes happen up front, on this thread). */
+ *  The writes happen up front, on this thread, so the pipe must hold them all: ok() is false
+ *  (and the pipe empty) when the system gives a pipe less than `size` bytes. */
 class pipe_file {
  public:
   static constexpr std::size_t pipe_capacity = 1 << 16;
   pipe_file(const std::uint8_t* data, std::size_t size) {
     int fds[2];
-    if (size > pipe_capacity || ::pipe2(fds, O_CLOEXEC) != 0) std::abort();
-    ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(pipe_capacity));
-    if (!write_all(fds[1], data, size)) std::abort();
+    if (::pipe2(fds, O_CLOEXEC) != 0) std::abort();
+    if (size > 0 && ::fcntl(fds[1], F_GETPIPE_SZ) < static_cast<int>(size)) {
+      ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(std::max(size, pipe_capacity)));
+    }
+    ok_ = size == 0 || ::fcntl(fds[1], F_GETPIPE_SZ) >= static_cast<int>(size);
+    if (ok_ && !write_all(fds[1], data, size)) std::abort();
     ::close(fds[1]);
     fd_ = fds[0];
   }
+  bool ok() const { return ok_; }
   ~pipe_file() { ::close(fd_); }
   pipe_file(const pipe_file&) = delete;
   pipe_file& operator=(const pipe_file&) = delete;
@@ -59,6 +65,7 @@ class pipe_file {
 
  private:
   int fd_ = -1;
+  bool ok_ = false;
 };
 
 }  // namespace dctchop::fuzz
