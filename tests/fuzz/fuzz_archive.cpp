@@ -66,20 +66,8 @@ void stream(const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  {
-    dctchop::fuzz::mem_file f(data, size);
-    try {
-      random_access(f.path());
-    } catch (const dctchop::error&) {
-    }
-  }
-  if (size <= dctchop::fuzz::pipe_file::pipe_capacity) {
-    dctchop::fuzz::pipe_file p(data, size);
-    if (!p.ok()) return 0;  // the system gives small pipes: the file half ran
-    try {
-      stream(p.path());
-    } catch (const dctchop::error&) {
-    }
-  }
+  dctchop::fuzz::as_file_and_pipe(data, size, [](const std::string& path, bool file) {
+    file ? random_access(path) : stream(path);
+  });
   return 0;
 }

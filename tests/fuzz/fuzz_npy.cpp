@@ -30,20 +30,7 @@ void read_all(const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  {
-    dctchop::fuzz::mem_file f(data, size);
-    try {
-      read_all(f.path());
-    } catch (const dctchop::error&) {
-    }
-  }
-  if (size <= dctchop::fuzz::pipe_file::pipe_capacity) {
-    dctchop::fuzz::pipe_file p(data, size);
-    if (!p.ok()) return 0;  // the system gives small pipes: the file half ran
-    try {
-      read_all(p.path());
-    } catch (const dctchop::error&) {
-    }
-  }
+  dctchop::fuzz::as_file_and_pipe(data, size,
+                                  [](const std::string& path, bool) { read_all(path); });
   return 0;
 }

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "dctchop/error.hpp"
+
 namespace dctchop::fuzz {
 
 /** Writes all of [p, p+n) to fd; false on error. */
@@ -67,5 +69,27 @@ class pipe_file {
   int fd_ = -1;
   bool ok_ = false;
 };
+
+/** The two halves of the archive and NPY targets: `read(path)` on the bytes as a regular
+ *  file, then (when the system's pipes hold them) as a pipe. A dctchop::error is the expected
+ *  refusal of a bad input; anything else escapes to libFuzzer as a finding. */
+template <typename Read>
+void as_file_and_pipe(const std::uint8_t* data, std::size_t size, Read&& read) {
+  {
+    mem_file f(data, size);
+    try {
+      read(f.path(), true);
+    } catch (const dctchop::error&) {
+    }
+  }
+  if (size <= pipe_file::pipe_capacity) {
+    pipe_file p(data, size);
+    if (!p.ok()) return;  // the system gives small pipes: the file half ran
+    try {
+      read(p.path(), false);
+    } catch (const dctchop::error&) {
+    }
+  }
+}
 
 }  // namespace dctchop::fuzz
