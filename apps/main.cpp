@@ -306,7 +306,8 @@ void print_info_text(const nlohmann::json& j) {
   }
   if (j.contains("quality") && j["quality"].is_object()) {
     const auto& q = j["quality"];
-    const bool undefined = q.value("psnr_undefined", false);
+    const bool undefined = q.contains("psnr_undefined") && q["psnr_undefined"].is_boolean() &&
+                           q["psnr_undefined"].get<bool>();
     auto per_sample = [&](const char* key) {
       return undefined ? std::string("n/a") : db_text(opt_number(q, key));
     };
@@ -315,8 +316,9 @@ void print_info_text(const nlohmann::json& j) {
                                        : db_text(opt_number(q, "psnr_db")),
                              per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"));
     std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {:.3g}, max error {:g}\n",
-                             ssim_text(opt_number(q, "ssim")), q.value("rmse", 0.0),
-                             q.value("nrmse", 0.0), q.value("max_abs_error", 0.0));
+                             ssim_text(opt_number(q, "ssim")), opt_number(q, "rmse").value_or(0),
+                             opt_number(q, "nrmse").value_or(0),
+                             opt_number(q, "max_abs_error").value_or(0));
   } else {
     std::cout << "quality:     not measured at compression (--no-quality)\n";
   }

@@ -484,6 +484,17 @@ void archive_reader::parse_footer(const std::string& text) {
       }
     }
     if (f.contains("nonfinite_replaced")) (void)json_integer<u64>(f.at("nonfinite_replaced"));
+    // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR).
+    if (f.contains("quality")) {
+      const auto& q = f.at("quality");
+      bool ok = q.is_object();
+      if (ok) {
+        for (const auto& [key, v] : q.items()) {
+          ok &= v.is_number() || v.is_boolean() || v.is_null();
+        }
+      }
+      if (!ok) corrupt(name, "index quality figures are malformed");
+    }
   } catch (const nlohmann::json::exception& e) {
     corrupt(name, std::string("index: ") + e.what());
   } catch (const std::invalid_argument& e) {
