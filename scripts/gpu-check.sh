@@ -9,7 +9,8 @@
 #                                    machine that has CUDA but not dctchop's Debian packages;
 #                                    OUTDIR runs then use gpu-bundle/ instead of building.
 # Sized to finish in under 8 minutes on an H200 machine (16 cores). Exits 1 if any check
-# failed, after running all of them. Rebuild the bundle right before a device run, and name
+# failed, after running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
+# for a dry run of the script itself (on a machine without a GPU every GPU check fails). Rebuild the bundle right before a device run, and name
 # gpu-bundle in the device tool's carry list (it is git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +62,7 @@ done
   date -u +%Y-%m-%dT%H:%MZ
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
   "$DCT" --version
-} | tee "$OUT/gpu.txt"
+} | tee -a "$OUT/gpu.txt"
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
 "${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1  # go on: device time is scarce
@@ -74,7 +75,7 @@ echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
 WORK="${TMPDIR:-/tmp}/dctchop-gpu-check"
 mkdir -p "$WORK"
-N=21845  # 21845 images of 256x256x3 = 4.29 GB
+N="${DCTCHOP_GPU_CHECK_IMAGES:-21845}"  # 21845 images of 256x256x3 = 4.29 GB (fewer: a dry run)
 head -c $((N * 196608)) /dev/urandom > "$WORK/big.raw"
 timed() {  # label, command...: wall seconds (no GNU time needed)
   local label="$1"; shift
