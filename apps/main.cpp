@@ -342,6 +342,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     j["dtype"] = std::string(to_string(r.type));
     j["rows"] = nlohmann::json::array();
     for (const auto& row : r.rows) j["rows"].push_back(row.to_json());
+    if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -692,6 +693,10 @@ int main(int argc, char** argv) {
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
       print_eval(r, e_json, e_csv);
+      if (r.nonfinite_replaced && !e_quiet) {
+        log->info("{} NaN/Inf value{} replaced by {:g} in every setting", *r.nonfinite_replaced,
+                  *r.nonfinite_replaced == 1 ? "" : "s", *o.nonfinite_replacement);
+      }
     } else if (*ver) {
       refuse_tty_stdin(v_in);
       if (v_against.empty()) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace {
 using test::cli;
 using test::describe;
 using test::temp_dir;
+namespace fs = std::filesystem;
 
 constexpr std::uint64_t k_n = 6, k_h = 16, k_w = 16;
 
@@ -87,11 +89,18 @@ TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {
   auto r = cli(dir, "compress - -o a.dcz --nonfinite replace=0 --json < x.npy");
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_EQ(test::parse_json(r.out).at("nonfinite_replaced"), 3);
+  // eval counts the replacements and predicts the archive compress writes, byte for byte.
   r = cli(dir, "eval x.npy --chop 4 --nonfinite replace=0 --json");
   ASSERT_EQ(r.status, 0) << describe(r);
-  const auto rows = test::parse_json(r.out).at("rows");
+  const auto ej = test::parse_json(r.out);
+  EXPECT_EQ(ej.at("nonfinite_replaced"), 3) << r.out;
+  const auto rows = ej.at("rows");
   ASSERT_EQ(rows.size(), 1u) << r.out;
   EXPECT_TRUE(rows[0].at("quality").at("psnr_db").is_number()) << r.out;
+  ASSERT_EQ(cli(dir, "compress x.npy -o b.dcz --chop 4 --nonfinite replace=0").status, 0);
+  EXPECT_EQ(rows[0].at("archive_bytes"), fs::file_size(dir.file("b.dcz")));
+  r = cli(dir, "eval x.npy --chop 4 --nonfinite replace=0");
+  EXPECT_NE(r.err.find("3 NaN/Inf values replaced by 0"), std::string::npos) << describe(r);
 }
 
 TEST(NonFinite, IntegerInputIgnoresTheReplacementAndRecordsNothing) {

@@ -82,9 +82,10 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   // One pass over the input: every setting sees each chunk while it is in memory.
   const u64 spc = std::max<u64>(1, std::min<u64>(g.samples, (u64(64) << 20) / ibps));
   std::vector<std::byte> in(spc * ibps), out(spc * ibps), coeff_buf;
+  u64 replaced = 0;
   for (u64 first = 0; first < g.samples; first += spc) {
     const u64 n = std::min(spc, g.samples - first);
-    src.read(first, n, in.data());
+    replaced += src.read(first, n, in.data());
     const auto view = make_view(g, src.type, static_cast<const void*>(in.data()), n);
     for (auto& c : combos) {
       if (!c.row.error.empty()) continue;
@@ -109,13 +110,20 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   eval_result res;
   res.geom = g;
   res.type = src.type;
+  const bool replacing = src.nonfinite_replacement && is_float(src.type);
+  if (replacing) res.nonfinite_replaced = replaced;
   for (auto& c : combos) {
     if (c.row.error.empty()) {
       c.row.q = c.acc.result();
-      // The header compress would write (its timestamp has a fixed width).
-      const archive_header h = make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_now());
-      c.row.archive_bytes = predict_archive_bytes(
-          h, {}, {{"input_bytes", c.row.input_bytes}, {"quality", quality_to_json(c.row.q)}});
+      // The header and footer compress would write (its timestamp has a fixed width).
+      archive_header h = make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_now());
+      nlohmann::json extra = {{"input_bytes", c.row.input_bytes},
+                              {"quality", quality_to_json(c.row.q)}};
+      if (replacing) {
+        h.nonfinite_replacement = src.nonfinite_replacement;
+        extra["nonfinite_replaced"] = replaced;
+      }
+      c.row.archive_bytes = predict_archive_bytes(h, {}, extra);
     }
     res.rows.push_back(c.row);
   }

@@ -149,6 +149,7 @@ struct eval_result {
   geometry geom;
   dtype type = dtype::u8;
   std::vector<eval_row> rows;
+  std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
 };
 
 /** Compress and decompress `input` in memory, chunk by chunk, with every combination of chop
