@@ -152,6 +152,11 @@ std::optional<double> parse_nonfinite(const std::string& s) {
               "--nonfinite " + s + ": expected error or replace=V with a finite number V");
 }
 
+/** "3 NaN/Inf values replaced by 0", for the reports of compress and eval. */
+std::string replaced_text(std::uint64_t count, double value) {
+  return fmt::format("{} NaN/Inf value{} replaced by {:g}", count, count == 1 ? "" : "s", value);
+}
+
 /** Parse "A:B", "A:", ":B" or "A" (one sample) into [first, end). */
 void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::uint64_t>& end) {
   auto num = [&](const std::string& t) -> std::uint64_t {
@@ -609,8 +614,7 @@ int main(int argc, char** argv) {
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
         if (r.nonfinite_replaced) {
-          log->info("  {} NaN/Inf value{} replaced by {:g}", *r.nonfinite_replaced,
-                    *r.nonfinite_replaced == 1 ? "" : "s", *o.nonfinite_replacement);
+          log->info("  {}", replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
         }
         if (r.archive_bytes > r.input_bytes) {
           const double coeff_ratio =
@@ -694,8 +698,8 @@ int main(int argc, char** argv) {
       bar.clear();
       print_eval(r, e_json, e_csv);
       if (r.nonfinite_replaced && !e_quiet) {
-        log->info("{} NaN/Inf value{} replaced by {:g} in every setting", *r.nonfinite_replaced,
-                  *r.nonfinite_replaced == 1 ? "" : "s", *o.nonfinite_replacement);
+        log->info("{} in every setting",
+                  replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
       }
     } else if (*ver) {
       refuse_tty_stdin(v_in);

@@ -40,15 +40,12 @@ u64 replace_nonfinite(T* v, u64 n, double with) {
 u64 input_source::read(u64 first, u64 n, void* dst) {
   const u64 rps = rows_per_sample(geom);
   src->read_rows(first * rps, n * rps, dst);
-  if (!nonfinite_replacement) return 0;
+  if (!nonfinite_replacement) return 0;  // set only for f32 and f64 (open_input)
   const u64 values = n * geom.values_per_sample();
   if (type == dtype::f32) {
     return replace_nonfinite(static_cast<float*>(dst), values, *nonfinite_replacement);
   }
-  if (type == dtype::f64) {
-    return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
-  }
-  return 0;
+  return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
 }
 
 input_source open_input(const dataset_spec& spec, layout lay, std::optional<double> replace) {
@@ -77,6 +74,7 @@ input_source open_input(const dataset_spec& spec, layout lay, std::optional<doub
       std::fabs(*replace) > double(std::numeric_limits<float>::max())) {
     throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit f32");
   }
+  if (!is_float(in.type)) in.nonfinite_replacement.reset();  // integers hold no NaN or Inf
   return in;
 }
 
@@ -151,6 +149,7 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
   h.samples_per_chunk =
       samples_per_chunk(coeff_bytes_per_sample(p, g), src.bytes_per_sample, chunk_mb, g.samples,
                         g.lay == layout::hw ? 1 : src.src->preferred_rows());
+  h.nonfinite_replacement = src.nonfinite_replacement;
   h.provenance = {{"tool", "dctchop " + tool_version},
                   {"created", created},
                   {"source", src.name()},  // names the dataset even when dctchop chose it
@@ -164,6 +163,13 @@ void rethrow_in(const error& e, const std::string& file, u64 first) {
                               e.detail());
   }
   throw error(e.code(), file + ": " + e.what());
+}
+
+nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64> replaced) {
+  nlohmann::json extra = {{"input_bytes", input_bytes}};
+  if (q != nullptr) extra["quality"] = quality_to_json(*q);
+  if (replaced) extra["nonfinite_replaced"] = *replaced;
+  return extra;
 }
 
 bool meets(const quality& q, const quality_target& t) {
@@ -304,8 +310,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
-  archive_header ah = make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_now());
-  if (is_float(src.type)) ah.nonfinite_replacement = src.nonfinite_replacement;
+  const archive_header ah =
+      make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_now());
   const u64 spc = ah.samples_per_chunk;
   archive_writer w(output_file::create(output, o.overwrite), ah);
 
@@ -380,16 +386,9 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.chunks = chunks;
   r.input_bytes = g.samples * ibps;
   r.values = g.samples * g.values_per_sample();
-  nlohmann::json extra = {{"input_bytes", r.input_bytes}};
-  if (ah.nonfinite_replacement) {
-    r.nonfinite_replaced = replaced;
-    extra["nonfinite_replaced"] = replaced;
-  }
-  if (measure) {
-    r.q = acc.result();
-    extra["quality"] = quality_to_json(*r.q);
-  }
-  w.set_footer_extra(extra);
+  if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
+  if (measure) r.q = acc.result();
+  w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target)) return r;  // caller retries; nothing written
   w.finish();
   r.archive_bytes = w.bytes_written();

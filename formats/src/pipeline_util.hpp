@@ -70,6 +70,11 @@ std::string utc_now();
 std::optional<double> float_range(const dataset_spec& spec, layout lay,
                                   std::optional<double> replace = std::nullopt);
 
+/** The footer members compress adds beside the index (ARCHIVE.md): the input's size, the
+ *  measured quality when there is one, and the count of replaced NaN/Inf values when the
+ *  input had them replaced. eval uses it too, to predict the archive's size exactly. */
+nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64> replaced);
+
 /** Re-throw an error from a batch with the file and the absolute sample index. */
 [[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);
 

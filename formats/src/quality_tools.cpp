@@ -110,20 +110,15 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   eval_result res;
   res.geom = g;
   res.type = src.type;
-  const bool replacing = src.nonfinite_replacement && is_float(src.type);
-  if (replacing) res.nonfinite_replaced = replaced;
+  if (src.nonfinite_replacement) res.nonfinite_replaced = replaced;
   for (auto& c : combos) {
     if (c.row.error.empty()) {
       c.row.q = c.acc.result();
       // The header and footer compress would write (its timestamp has a fixed width).
-      archive_header h = make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_now());
-      nlohmann::json extra = {{"input_bytes", c.row.input_bytes},
-                              {"quality", quality_to_json(c.row.q)}};
-      if (replacing) {
-        h.nonfinite_replacement = src.nonfinite_replacement;
-        extra["nonfinite_replaced"] = replaced;
-      }
-      c.row.archive_bytes = predict_archive_bytes(h, {}, extra);
+      const archive_header h =
+          make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_now());
+      c.row.archive_bytes = predict_archive_bytes(
+          h, {}, footer_extra(c.row.input_bytes, &c.row.q, res.nonfinite_replaced));
     }
     res.rows.push_back(c.row);
   }
