@@ -83,6 +83,14 @@ u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) 
   throw error(errc::corrupt, file + ": corrupt archive: " + what);
 }
 
+/** Refuse `n` bytes at `data` as corrupt unless their XXH64 is `expected` (`what` names them:
+ *  "header" gives "header checksum mismatch"). Chunks, whose sum covers record and payload,
+ *  are checked by archive_reader::verify_chunk; every other sum goes through here. */
+void check_sum(const void* data, std::size_t n, u64 expected, const std::string& file,
+               const std::string& what) {
+  if (k_check_sums && XXH64(data, n, 0) != expected) corrupt(file, what + " checksum mismatch");
+}
+
 archive_header header_from_json(const nlohmann::json& j, const std::string& file) {
   archive_header h;
   try {
@@ -365,9 +373,7 @@ archive_reader archive_reader::open(const std::string& path) {
   } else {
     r.file_.read_exact(text.data(), text.size(), "header");
   }
-  if (k_check_sums && XXH64(text.data(), text.size(), 0) != header_hash) {
-    corrupt(name, "header checksum mismatch");
-  }
+  check_sum(text.data(), text.size(), header_hash, name, "header");
   r.header_ = parse_archive_header(text, name);
   r.header_.major = major;
   r.header_.minor = minor;
@@ -397,9 +403,7 @@ void archive_reader::read_footer_random() {
   }
   std::string text(fbytes, '\0');
   file_.read_at(foff, text.data(), text.size(), "footer");
-  if (k_check_sums && XXH64(text.data(), text.size(), 0) != fhash) {
-    corrupt(name, "index checksum mismatch");
-  }
+  check_sum(text.data(), text.size(), fhash, name, "index");
   parse_footer(text);
   if (chunks_.size() != get_u64(tail + 32) || header_.geom.samples != get_u64(tail + 40)) {
     corrupt(name, "tail disagrees with the index");
@@ -606,9 +610,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
     corrupt(name, "index position out of range");
   }
   std::string text(reinterpret_cast<const char*>(stream_tail_.data()) + (foff - base), fbytes);
-  if (k_check_sums && XXH64(text.data(), text.size(), 0) != fhash) {
-    corrupt(name, "index checksum mismatch");
-  }
+  check_sum(text.data(), text.size(), fhash, name, "index");
   std::vector<chunk_info> seen = std::move(chunks_);
   parse_footer(text);
   if (seen.size() != chunks_.size()) corrupt(name, "index disagrees with the chunks read");
@@ -675,9 +677,7 @@ std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std:
       if (!stream_done_) throw error(errc::internal, "side arrays come after the last chunk");
       std::memcpy(out.data(), stream_tail_.data() + (s.offset - stream_offset_), s.bytes);
     }
-    if (k_check_sums && XXH64(out.data(), out.size(), 0) != s.xxh64) {
-      corrupt(display_name(), "side array '" + name + "': checksum mismatch");
-    }
+    check_sum(out.data(), out.size(), s.xxh64, display_name(), "side array '" + name + "':");
     return out;
   }
   return std::nullopt;
