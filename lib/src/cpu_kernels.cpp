@@ -22,6 +22,7 @@
 #endif
 
 #include "cpu_kernels.hpp"
+#include "dispatch.hpp"
 #include "omp.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
@@ -319,7 +320,10 @@ void horizontal_inverse(const Real* __restrict cr, u64 wb, int k, const Real* __
   }
 }
 
-/** One decoded value: add the offset back, then round and clamp for integer outputs. */
+/** One decoded value: add the offset back, then round and clamp for integer outputs. The same
+ *  as detail::convert_out (block.hpp), kept here on purpose: this file is compiled once per
+ *  instruction set, and only functions with internal linkage keep an AVX2 instantiation out
+ *  of the baseline copy when the linker merges identical templates. */
 template <typename Out, typename Real>
 inline Out convert_out(Real v, Real offset) {
   if constexpr (std::is_floating_point_v<Out>) {
@@ -502,29 +506,6 @@ void decode_all(const codec_params& p, const std::byte* coeffs, const sample_vie
     decode_strip<B, Out, Real>(coeffs + cbyte, bp.plane_bytes, p.coeff, strip, p.chop, t.data(),
                                offset, bp.g, base + elem, s);
   });
-}
-
-// Dispatch on block size, then element type (f64 computes in double, the rest in float).
-template <typename Fn>
-void with_block(int block, Fn&& fn) {
-  switch (block) {
-    case 4: fn(std::integral_constant<int, 4>{}); break;
-    case 8: fn(std::integral_constant<int, 8>{}); break;
-    case 16: fn(std::integral_constant<int, 16>{}); break;
-    case 32: fn(std::integral_constant<int, 32>{}); break;
-    default: throw error(errc::invalid_argument, "unsupported block size");
-  }
-}
-
-template <typename Fn>
-void with_dtype(dtype t, Fn&& fn) {
-  switch (t) {
-    case dtype::u8: fn(std::uint8_t{}, float{}); break;
-    case dtype::u16: fn(std::uint16_t{}, float{}); break;
-    case dtype::i16: fn(std::int16_t{}, float{}); break;
-    case dtype::f32: fn(float{}, float{}); break;
-    case dtype::f64: fn(double{}, double{}); break;
-  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "backends.hpp"
+#include "dispatch.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
@@ -246,38 +247,11 @@ unsigned grid_for(const batch_geometry& g) {
   return static_cast<unsigned>((blocks + threads_per_cta - 1) / threads_per_cta);
 }
 
-/** Calls fn(In{}, Real{}) for the dtype: f64 computes in double, the rest in float, as on
- *  the CPU. */
-template <typename Fn>
-void with_types(dtype t, Fn&& fn) {
-  switch (t) {
-    case dtype::u8: fn(std::uint8_t{}, float{}); return;
-    case dtype::u16: fn(std::uint16_t{}, float{}); return;
-    case dtype::i16: fn(std::int16_t{}, float{}); return;
-    case dtype::f32: fn(float{}, float{}); return;
-    case dtype::f64: fn(double{}, double{}); return;
-  }
-  throw error(errc::internal, "unknown dtype");
-}
-
-/** Calls fn(std::integral_constant<int, B>{}) for the block size: the kernels are compiled
- *  once per block size, with their loops unrolled. */
-template <typename Fn>
-void with_block(int b, Fn&& fn) {
-  switch (b) {
-    case 4: fn(std::integral_constant<int, 4>{}); return;
-    case 8: fn(std::integral_constant<int, 8>{}); return;
-    case 16: fn(std::integral_constant<int, 16>{}); return;
-    case 32: fn(std::integral_constant<int, 32>{}); return;
-  }
-  throw error(errc::invalid_argument, "block size " + std::to_string(b) + " is not 4, 8, 16 or 32");
-}
-
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
                    void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s,
                    u64 sample_base = 0) {
   if (g.samples == 0) return;
-  with_types(t, [&](auto in, auto real) {
+  with_dtype(t, [&](auto in, auto real) {
     using In = decltype(in);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
@@ -293,7 +267,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
 void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_coeffs,
                    void* d_out, cudaStream_t s) {
   if (g.samples == 0) return;
-  with_types(t, [&](auto out, auto real) {
+  with_dtype(t, [&](auto out, auto real) {
     using Out = decltype(out);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
@@ -657,7 +631,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
         d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, hp, kh, &one, t1, wp, static_cast<long long>(m.kh * m.wp),
         static_cast<const float*>(d.d_lt.get()), kh, 0, &zero, x, wp, static_cast<long long>(m.hp * m.wp), batch));
     const u64 values = n * g.height * g.width;
-    detail::with_types(type, [&](auto out, auto) {
+    detail::with_dtype(type, [&](auto out, auto) {
       using Out = decltype(out);
       detail::store_planes<Out><<<static_cast<unsigned>((values + 255) / 256), 256, 0, s>>>(
           x, first, n, m.hp, m.wp, bg, static_cast<float>(p.offset), static_cast<Out*>(device_out));
