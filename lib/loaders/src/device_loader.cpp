@@ -2,7 +2,6 @@
 
 #include <dlpack/dlpack.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -30,12 +29,10 @@ DLDataType dl_type(dtype t) {
 }  // namespace
 
 struct device_loader::impl {
-  loader_options o;
   int device;
   archive_loader batches;  // coefficients for the device, decoded values on the host
   std::unique_ptr<cuda::device_ring> ring;  // nullptr on the host
   std::mutex m;
-  std::condition_variable cv;
   std::vector<bool> held;                        // slots owned by tensors (or the pending decode)
   std::vector<std::vector<std::byte>> host_out;  // the host path's batches
   // The device path decodes one batch ahead: while the caller trains on batch i, batch i+1
@@ -57,22 +54,23 @@ struct device_loader::impl {
   }
 
   impl(const std::string& path, const loader_options& opt, int dev, int buffers)
-      : o(opt), device(dev), batches(path, inner(opt, dev)) {
+      : device(dev), batches(path, inner(opt, dev)) {
     if (buffers < 1) throw error(errc::invalid_argument, "a device loader needs a buffer");
     held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
     handed = batches.state();
     if (device >= 0) {
-      const u64 out_bytes = o.batch_size * batches.sample_geometry().values_per_sample() *
+      const u64 out_bytes = opt.batch_size * batches.sample_geometry().values_per_sample() *
                             size_of(batches.sample_type());
       ring = std::make_unique<cuda::device_ring>(device, held.size(),
-                                                 o.batch_size * batches.sample_bytes(), out_bytes);
+                                                 opt.batch_size * batches.sample_bytes(), out_bytes);
     } else {
       host_out.resize(held.size());
     }
   }
 
-  /** A free slot, waiting for a tensor to be released if `wait_for_one`; -1 if none. */
-  long take_slot(bool wait_for_one) {
+  /** A free slot; when every slot is held, -1, or an error if `required` (nothing waits: a
+   *  single-threaded caller that holds every buffer would wait forever). */
+  long take_slot(bool required) {
     std::unique_lock lock(m);
     std::size_t slot = 0;
     auto free_one = [&] {
@@ -82,8 +80,7 @@ struct device_loader::impl {
       return false;
     };
     if (!free_one()) {
-      if (!wait_for_one) return -1;
-      // A single-threaded caller would wait forever: say what to do instead.
+      if (!required) return -1;
       throw error(errc::invalid_argument,
                   "every buffer of the device loader is held by a batch still in use: free one "
                   "(drop its tensor) before asking for the next, or give the loader more buffers");
@@ -93,16 +90,13 @@ struct device_loader::impl {
   }
 
   void release(std::size_t slot) {
-    {
-      std::lock_guard lock(m);
-      held[slot] = false;
-    }
-    cv.notify_all();
+    std::lock_guard lock(m);
+    held[slot] = false;
   }
 
   /** Queue the decode of the loader's next batch into a free slot (device path). */
-  void start_ahead(bool wait_for_slot) {
-    const long slot = take_slot(wait_for_slot);
+  void start_ahead(bool slot_required) {
+    const long slot = take_slot(slot_required);
     if (slot < 0) return;  // every slot is held: decode when asked
     try {
       pending.b = batches.next();
