@@ -52,10 +52,11 @@ std::vector<py::ssize_t> batch_shape(const geometry& g, u64 n) {
   return out;
 }
 
-py::array array_of(const std::vector<std::byte>& bytes, py::dtype dt, std::vector<py::ssize_t> shape) {
-  py::array a(dt, shape);
-  std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
-  return a;
+py::array array_of(std::vector<std::byte>&& bytes, py::dtype dt, std::vector<py::ssize_t> shape) {
+  // The array takes the bytes over (no copy): a capsule owns them and frees them with it.
+  auto* owned = new std::vector<std::byte>(std::move(bytes));
+  py::capsule owner(owned, [](void* v) { delete static_cast<std::vector<std::byte>*>(v); });
+  return py::array(dt, std::move(shape), {}, owned->data(), owner);
 }
 
 /** An archive opened for random access. */
@@ -96,9 +97,9 @@ class archive {
   py::object labels() {
     const auto* info = r_.find_side_array("labels");
     if (info == nullptr) return py::none();
-    const auto bytes = r_.read_side_array("labels");
+    auto bytes = r_.read_side_array("labels");
     std::vector<py::ssize_t> shape(info->shape.begin(), info->shape.end());
-    return array_of(*bytes, py::dtype(info->descr), shape);
+    return array_of(std::move(*bytes), py::dtype(info->descr), std::move(shape));
   }
 
   std::string info_json() const { return formats::archive_info(r_.display_name()).dump(); }
@@ -120,14 +121,14 @@ class loader {
       b = l_.next();
     }
     const u64 n = b.samples.size();
-    py::array data = decode_ ? array_of(b.data, numpy_dtype(l_.sample_type()),
+    py::array data = decode_ ? array_of(std::move(b.data), numpy_dtype(l_.sample_type()),
                                         batch_shape(l_.sample_geometry(), n))
-                             : array_of(b.data, py::dtype("u1"),
+                             : array_of(std::move(b.data), py::dtype("u1"),
                                         {static_cast<py::ssize_t>(n),
                                          static_cast<py::ssize_t>(l_.sample_bytes())});
     py::object labels = py::none();
     if (l_.label_bytes() > 0) {
-      labels = array_of(b.labels, py::dtype("u1"),
+      labels = array_of(std::move(b.labels), py::dtype("u1"),
                         {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(l_.label_bytes())});
     }
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
