@@ -13,33 +13,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
 JOBS="${DCTCHOP_JOBS:-2}"
-GEN=()
-if command -v ninja >/dev/null 2>&1 && [ ! -f "$BUILD/Makefile" ]; then GEN=(-G Ninja); fi
-cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release
+
+# configure DIR [cmake options...]: Ninja when present (a folder made with Make keeps Make).
+configure() {
+  local dir="$1"
+  shift
+  local gen=()
+  if command -v ninja >/dev/null 2>&1 && [ ! -f "$dir/Makefile" ]; then gen=(-G Ninja); fi
+  cmake -S . -B "$dir" "${gen[@]}" "$@"
+}
+
+# sanitized DIR "FLAGS" [cmake options...]: a CPU-only build with FLAGS on every compile and link.
+sanitized() {
+  local dir="$1" flags="$2"
+  shift 2
+  configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCTCHOP_WITH_CUDA=OFF \
+    -DDCTCHOP_BUILD_BENCHMARKS=OFF -DDCTCHOP_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "$@"
+}
+
+configure "$BUILD" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD" -j"$JOBS"
 ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS"
 
 if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   ASAN="$BUILD-asan"
-  GEN=()
-  if command -v ninja >/dev/null 2>&1 && [ ! -f "$ASAN/Makefile" ]; then GEN=(-G Ninja); fi
   SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer"
-  SAN="$SAN -fno-sanitize-recover=undefined,float-cast-overflow"
-  cmake -S . -B "$ASAN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCTCHOP_WITH_CUDA=OFF \
-    -DDCTCHOP_BUILD_BENCHMARKS=OFF -DDCTCHOP_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS="$SAN" \
-    -DCMAKE_EXE_LINKER_FLAGS="$SAN" -DCMAKE_SHARED_LINKER_FLAGS="$SAN"
+  sanitized "$ASAN" "$SAN -fno-sanitize-recover=undefined,float-cast-overflow"
   cmake --build "$ASAN" -j"$JOBS"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$ASAN" --output-on-failure -j"$JOBS"
 
   TSAN="$BUILD-tsan"
-  GEN=()
-  if command -v ninja >/dev/null 2>&1 && [ ! -f "$TSAN/Makefile" ]; then GEN=(-G Ninja); fi
-  SAN="-fsanitize=thread -fno-omit-frame-pointer"
-  cmake -S . -B "$TSAN" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCTCHOP_WITH_CUDA=OFF \
-    -DDCTCHOP_WITH_OPENMP=OFF -DDCTCHOP_BUILD_BENCHMARKS=OFF -DDCTCHOP_BUILD_PYTHON=OFF \
-    -DDCTCHOP_THREAD_TESTS_ONLY=ON -DCMAKE_CXX_FLAGS="$SAN" -DCMAKE_EXE_LINKER_FLAGS="$SAN" \
-    -DCMAKE_SHARED_LINKER_FLAGS="$SAN"
+  sanitized "$TSAN" "-fsanitize=thread -fno-omit-frame-pointer" -DDCTCHOP_WITH_OPENMP=OFF \
+    -DDCTCHOP_THREAD_TESTS_ONLY=ON
   cmake --build "$TSAN" -j"$JOBS" --target dctchop_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN/tests/dctchop_tests"
 fi
