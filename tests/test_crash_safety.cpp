@@ -43,18 +43,24 @@ void expect_one_line_naming(const test::command_result& r, const std::string& wh
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << describe(r);
 }
 
+/** Shell code: `dctchop ARGS < f` reading from a FIFO that gets the first `bytes` bytes of
+ *  `feed` and then silence, so that the command has written part of `output` and waits for
+ *  more when the SIGKILL comes, whatever the speed of the machine. Prints "rc=CODE". */
+std::string kill_midway(const std::string& args, const std::string& feed, std::uint64_t bytes,
+                        const std::string& output) {
+  return "mkfifo f; DCTCHOP " + args + " < f & P=$!; exec 3>f; head -c " +
+         std::to_string(bytes) + " " + feed + " >&3; " + test::wait_for_output(output) +
+         "sleep 0.3; kill -KILL $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+}
+
 TEST(CrashSafety, SigkillMidwayThroughACompressLeavesNoFileAndAnExistingOutputUntouched) {
   temp_dir dir;
   make_input(dir, 4096);  // 16 MiB
   for (const bool existing : {false, true}) {
     if (existing) test::write_bytes(dir.file("out.dcz"), "the user's old archive");
-    // Half the input through a FIFO, then silence: dctchop has written some chunks and waits
-    // for more when the SIGKILL comes, whatever the speed of the machine.
-    const std::string cmd =
-        "mkfifo f; DCTCHOP compress - -o out.dcz -f --chunk-mb 1 < f & P=$!; exec 3>f; "
-        "head -c 8500000 in.npy >&3; " + test::wait_for_output("out.dcz") +
-        "sleep 0.3; kill -KILL $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
-    const auto r = sh(dir, cmd);
+    // Half the input.
+    const auto r =
+        sh(dir, kill_midway("compress - -o out.dcz -f --chunk-mb 1", "in.npy", 8500000, "out.dcz"));
     EXPECT_NE(r.out.find("rc=137"), std::string::npos) << describe(r);
     if (existing) {
       EXPECT_EQ(dir.entries(), (std::vector<std::string>{"in.npy", "out.dcz"}));
@@ -69,11 +75,7 @@ TEST(CrashSafety, SigkillMidwayThroughADecompressLeavesNoFile) {
   temp_dir dir;
   make_input(dir, 4096);
   ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q --no-quality --chunk-mb 1").status, 0);
-  const std::string cmd =
-      "mkfifo f; DCTCHOP decompress - -o out.npy < f & P=$!; exec 3>f; "
-      "head -c 5000000 a.dcz >&3; " + test::wait_for_output("out.npy") +
-      "sleep 0.3; kill -KILL $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
-  const auto r = sh(dir, cmd);
+  const auto r = sh(dir, kill_midway("decompress - -o out.npy", "a.dcz", 5000000, "out.npy"));
   EXPECT_NE(r.out.find("rc=137"), std::string::npos) << describe(r);
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
 }
