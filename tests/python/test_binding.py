@@ -10,14 +10,7 @@ import tempfile
 import numpy as np
 
 import dctchop
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what)
+from checks import check, finish
 
 
 def main():
@@ -83,11 +76,7 @@ def main():
         both = np.concatenate(shards)
         check(sorted(both.tolist()) == list(range(37)), "shards partition the dataset")
 
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("python binding: all checks passed")
-    return 0
+    return finish("python binding")
 
 
 if __name__ == "__main__":

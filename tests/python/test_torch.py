@@ -12,15 +12,8 @@ import numpy as np
 import torch
 
 import dctchop
+from checks import check, finish
 from dctchop.torch import ArchiveDataset, DecodeLayer, coefficient_planes
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def compress(binary, src, dst, *args):
@@ -81,11 +74,7 @@ def main():
         # The decode matrices have the shapes of DESIGN.md.
         lt, r = dctchop.decode_matrices(8, 4, 28, 28)
         check(lt.shape == (32, 16) and r.shape == (16, 32), f"matrices {lt.shape} {r.shape}")
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("dctchop.torch: all checks passed")
-    return 0
+    return finish("dctchop.torch")
 
 
 if __name__ == "__main__":
