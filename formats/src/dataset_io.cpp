@@ -2,8 +2,6 @@
 // HDF5 lives in hdf5_io.cpp.
 #include "dctchop/formats/dataset_io.hpp"
 
-#include <hdf5.h>
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -221,7 +219,5 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
 }
 
 bool hdf5_available() noexcept { return true; }
-
-void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
 
 }  // namespace dctchop::formats

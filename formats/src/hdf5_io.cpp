@@ -638,3 +638,9 @@ std::unique_ptr<sample_sink> create_hdf5(const dataset_spec& spec, const npy_dty
 }
 
 }  // namespace dctchop::formats::detail
+
+namespace dctchop::formats {
+
+void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
+
+}  // namespace dctchop::formats
