@@ -71,6 +71,7 @@ Examples:
   dctchop compress fields.npy -o f.dcz --chop 2 --coeff bf16
   dctchop compress train.h5:/images --labels train.h5:/labels -o train.dcz
   dctchop compress field.bin --raw --dtype f32 --shape 64,512,512 -o field.dcz
+  dctchop compress sst.npy -o sst.dcz --nonfinite replace=0   # NaN/Inf (land) stored as 0
   dctchop decompress train.dcz -o check.h5:/images
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
   dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
