@@ -18,6 +18,8 @@
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/matrix_form.hpp"
+#include "cuda_grid.hpp"
+#include "dispatch.hpp"
 
 namespace {
 
@@ -39,55 +41,42 @@ std::vector<T> random_values(u64 n, unsigned seed, double lo, double hi) {
   return v;
 }
 
-/** The plane of sample n, channel c of a view, for the block functions. */
-template <typename T, typename View>
-std::pair<T*, detail::plane_geometry> plane_of(const View& v, u64 n, u64 c) {
-  auto* base = static_cast<T*>(const_cast<void*>(static_cast<const void*>(v.data)));
-  return {base + static_cast<std::int64_t>(n) * v.stride_sample +
-              static_cast<std::int64_t>(c) * v.stride_plane,
-          {v.height, v.width, v.stride_row, v.stride_col}};
+/** Every thread index of a CUDA grid of `threads` (rounded up to whole CTAs, as the
+ *  launches are), last first: the result must not depend on the order threads run in. */
+template <typename Fn>
+void for_each_thread(u64 threads, Fn&& fn) {
+  for (u64 i = u64(detail::ctas_for(threads)) * detail::threads_per_cta; i-- > 0;) fn(i);
 }
 
-/** Encode with detail::encode_block, block by block: the CUDA kernel's loop, on the host. */
+/** The CUDA encode kernel on the host: detail::encode_thread over its whole grid, as
+ *  launch_encode sizes it. Returns the first sample with a coefficient out of range, as the
+ *  kernel's atomicMin records it, or -1. */
 template <typename In, typename Real, int BT = 0>
-bool encode_by_blocks(const codec_params& p, const const_sample_view& v, std::vector<std::byte>& out) {
-  const auto td = dct_matrix(p.block);
-  std::vector<Real> t(td.begin(), td.end());
-  const auto cs = coeff_shape(p, v.height, v.width);
-  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
-  out.assign(v.samples * v.planes * plane_bytes, std::byte{0});
-  const u64 bh = (v.height + p.block - 1) / p.block, bw = (v.width + p.block - 1) / p.block;
-  bool ok = true;
-  for (u64 n = 0; n < v.samples; ++n)
-    for (u64 c = 0; c < v.planes; ++c) {
-      auto [plane, g] = plane_of<const In>(v, n, c);
-      void* cplane = out.data() + (n * v.planes + c) * plane_bytes;
-      for (u64 bi = 0; bi < bh; ++bi)
-        for (u64 bj = 0; bj < bw; ++bj)
-          ok &= detail::encode_block<In, Real, BT>(t.data(), p.block, p.chop, plane, g, bi, bj,
-                                               static_cast<Real>(p.offset),
-                                               static_cast<coeff_code>(p.coeff), cplane);
+long long encode_by_grid(const codec_params& p, const geometry& g, const In* in,
+                         std::vector<std::byte>& out) {
+  const auto tab = detail::make_table<Real>(p.block);
+  const auto bg = detail::batch_of(p, g, g.samples);
+  out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
+  u64 first_bad = std::numeric_limits<u64>::max();
+  for_each_thread(detail::block_threads(bg), [&](u64 i) {
+    if (!detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg, static_cast<Real>(p.offset),
+                                   static_cast<coeff_code>(p.coeff), out.data())) {
+      first_bad = std::min(first_bad, detail::sample_of_block(i, bg));
     }
-  return ok;
+  });
+  return first_bad == std::numeric_limits<u64>::max() ? -1 : static_cast<long long>(first_bad);
 }
 
+/** The CUDA decode kernel on the host. */
 template <typename Out, typename Real, int BT = 0>
-void decode_by_blocks(const codec_params& p, const std::vector<std::byte>& coeffs, const sample_view& v) {
-  const auto td = dct_matrix(p.block);
-  std::vector<Real> t(td.begin(), td.end());
-  const auto cs = coeff_shape(p, v.height, v.width);
-  const u64 plane_bytes = cs.rows * cs.cols * size_of(p.coeff);
-  const u64 bh = (v.height + p.block - 1) / p.block, bw = (v.width + p.block - 1) / p.block;
-  for (u64 n = 0; n < v.samples; ++n)
-    for (u64 c = 0; c < v.planes; ++c) {
-      auto [plane, g] = plane_of<Out>(v, n, c);
-      const void* cplane = coeffs.data() + (n * v.planes + c) * plane_bytes;
-      for (u64 bi = 0; bi < bh; ++bi)
-        for (u64 bj = 0; bj < bw; ++bj)
-          detail::decode_block<Out, Real, BT>(t.data(), p.block, p.chop, cplane,
-                                          static_cast<coeff_code>(p.coeff), plane, g, bi, bj,
-                                          static_cast<Real>(p.offset));
-    }
+void decode_by_grid(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
+                    Out* out) {
+  const auto tab = detail::make_table<Real>(p.block);
+  const auto bg = detail::batch_of(p, g, g.samples);
+  for_each_thread(detail::block_threads(bg), [&](u64 i) {
+    detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs.data(),
+                              static_cast<coeff_code>(p.coeff), out, bg, static_cast<Real>(p.offset));
+  });
 }
 
 /** One setting: random data of type T through the CPU backend and through the block
@@ -116,31 +105,21 @@ void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b,
   std::vector<std::byte> want(n * coeff_bytes_per_sample(p, g));
   cpu->encode(p, view, want);
   std::vector<std::byte> got, got_ct;
-  ASSERT_TRUE((encode_by_blocks<T, Real>(p, view, got))) << what;
+  ASSERT_EQ((encode_by_grid<T, Real>(p, g, in.data(), got)), -1) << what;
   ASSERT_EQ(got.size(), want.size()) << what;
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << what;
-  // The compile-time block size (what the GPU kernels instantiate) gives the same bytes.
-  bool ok_ct = false;
-  switch (b) {
-    case 4: ok_ct = encode_by_blocks<T, Real, 4>(p, view, got_ct); break;
-    case 8: ok_ct = encode_by_blocks<T, Real, 8>(p, view, got_ct); break;
-    case 16: ok_ct = encode_by_blocks<T, Real, 16>(p, view, got_ct); break;
-    default: ok_ct = encode_by_blocks<T, Real, 32>(p, view, got_ct); break;
-  }
-  ASSERT_TRUE(ok_ct) << what;
+  // The compile-time block size (what the GPU kernels instantiate, through the same
+  // with_block) gives the same bytes.
+  long long bad_ct = 0;
+  detail::with_block(b, [&](auto bt) { bad_ct = encode_by_grid<T, Real, decltype(bt)::value>(p, g, in.data(), got_ct); });
+  ASSERT_EQ(bad_ct, -1) << what;
   EXPECT_TRUE(got_ct == want) << what << " (compile-time block size)";
 
-  std::vector<T> dec_cpu(in.size()), dec_blk(in.size()), dec_ct(in.size());
+  std::vector<T> dec_cpu(in.size()), dec_grid(in.size()), dec_ct(in.size());
   cpu->decode(p, want, make_view(g, dt, static_cast<void*>(dec_cpu.data()), n));
-  decode_by_blocks<T, Real>(p, want, make_view(g, dt, static_cast<void*>(dec_blk.data()), n));
-  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_blk.data(), in.size() * sizeof(T)), 0) << what;
-  const auto out_view = make_view(g, dt, static_cast<void*>(dec_ct.data()), n);
-  switch (b) {
-    case 4: decode_by_blocks<T, Real, 4>(p, want, out_view); break;
-    case 8: decode_by_blocks<T, Real, 8>(p, want, out_view); break;
-    case 16: decode_by_blocks<T, Real, 16>(p, want, out_view); break;
-    default: decode_by_blocks<T, Real, 32>(p, want, out_view); break;
-  }
+  decode_by_grid<T, Real>(p, g, want, dec_grid.data());
+  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_grid.data(), in.size() * sizeof(T)), 0) << what;
+  detail::with_block(b, [&](auto bt) { decode_by_grid<T, Real, decltype(bt)::value>(p, g, want, dec_ct.data()); });
   EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_ct.data(), in.size() * sizeof(T)), 0)
       << what << " (compile-time block size)";
 }
@@ -260,6 +239,127 @@ TEST(MatrixForm, LtTimesCoefficientsTimesRDecodesLikeTheCpuBackend) {
           for (std::uint64_t i = 0; i < m.kh; ++i) x += m.lt[r * m.kh + i] * t1[i * m.wp + col];
           EXPECT_NEAR(x + p.offset, want[r * w + col], 1e-3) << "B=" << b << " K=" << k;
         }
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CudaGridOnHost, TheEncodeGridNamesTheFirstSampleWithACoefficientOutOfRange) {
+  // The kernel records min(sample) over the threads whose block fails (atomicMin); the CPU
+  // backend names the same sample.
+  geometry g{layout::nhwc, 5, 2, 13, 11};
+  codec_params p;
+  p.coeff = coeff_type::f16;
+  auto in = random_values<float>(g.samples * g.values_per_sample(), 3, -1, 1);
+  std::vector<std::byte> out;
+  EXPECT_EQ((encode_by_grid<float, float, 8>(p, g, in.data(), out)), -1);
+  const u64 per_sample = g.values_per_sample();
+  in[3 * per_sample + 200] = 1e30f;  // sample 3, second plane, far past f16's range
+  in[1 * per_sample + 7] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ((encode_by_grid<float, float, 8>(p, g, in.data(), out)), 1);
+  try {
+    std::vector<std::byte> scratch(g.samples * coeff_bytes_per_sample(p, g));
+    make_backend(backend_kind::cpu, {1})->encode(
+        p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), g.samples), scratch);
+    ADD_FAILURE() << "the CPU backend accepted a NaN";
+  } catch (const error& e) {
+    EXPECT_EQ(e.sample(), 1) << e.what();
+  }
+}
+
+/** cublasSgemmStridedBatched with no transposes, alpha 1 and beta 0, on the host: element
+ *  (i, j) of a column-major matrix with leading dimension ld is at i + j * ld. */
+void column_major_gemm(const detail::strided_gemm& q) {
+  for (int n = 0; n < q.batch; ++n) {
+    const float* a = q.a + n * q.stride_a;
+    const float* b = q.b + n * q.stride_b;
+    float* c = q.c + n * q.stride_c;
+    for (int j = 0; j < q.n; ++j)
+      for (int i = 0; i < q.m; ++i) {
+        float sum = 0;
+        for (int l = 0; l < q.k; ++l) sum += a[i + l * q.lda] * b[l + j * q.ldb];
+        c[i + j * q.ldc] = sum;
+      }
+  }
+}
+
+/** gemm_decoder::decode_async on the host: the coefficients to f32, then for each group of
+ *  planes the two GEMMs of matrix_form_gemms and the store grid of store_thread. */
+template <typename Out>
+void decode_by_gemms(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
+                     Out* out, u64 group) {
+  const auto m = make_decode_matrices(p, g.height, g.width);
+  const std::vector<float> lt(m.lt.begin(), m.lt.end()), r(m.r.begin(), m.r.end());
+  const auto bg = detail::batch_of(p, g, g.samples);
+  const u64 planes = g.samples * g.planes, per_plane = m.kh * m.kw;
+  std::vector<float> c32(planes * per_plane);
+  for (u64 i = 0; i < c32.size(); ++i) {
+    c32[i] = detail::load_coeff<float>(coeffs.data(), static_cast<coeff_code>(p.coeff), i);
+  }
+  std::vector<float> t1(group * m.kh * m.wp), x(group * m.hp * m.wp);
+  for (u64 first = 0; first < planes; first += group) {
+    const u64 n = std::min(group, planes - first);
+    for (const auto& q : detail::matrix_form_gemms(m, lt.data(), r.data(), c32.data() + first * per_plane,
+                                                   static_cast<long long>(per_plane), t1.data(),
+                                                   x.data(), static_cast<int>(n))) {
+      column_major_gemm(q);
+    }
+    for_each_thread(detail::store_threads(n, bg), [&](u64 i) {
+      detail::store_thread(i, x.data(), first, n, m.hp, m.wp, bg, static_cast<float>(p.offset), out);
+    });
+  }
+}
+
+TEST(CudaGridOnHost, TheGemmDecodesCublasArgumentsGiveTheCpuBackendsValues) {
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  unsigned seed = 40;
+  for (int b : {4, 8, 16}) {
+    for (int k : {1, b / 2, b}) {
+      for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+        // u8 NHWC of odd size, in groups of 2 planes (groups split samples) and all at once.
+        geometry g{layout::nhwc, 3, 3, static_cast<u64>(3 * b + 3), static_cast<u64>(2 * b + 1)};
+        codec_params p;
+        p.block = b;
+        p.chop = k;
+        p.coeff = ct;
+        p.offset = 128;
+        const u64 vals = g.samples * g.values_per_sample();
+        const auto in = random_values<std::uint8_t>(vals, seed++, 0, 256);
+        std::vector<std::byte> c(g.samples * coeff_bytes_per_sample(p, g));
+        cpu->encode(p, make_view(g, dtype::u8, static_cast<const void*>(in.data()), g.samples), c);
+        std::vector<std::uint8_t> want(vals);
+        cpu->decode(p, c, make_view(g, dtype::u8, static_cast<void*>(want.data()), g.samples));
+        for (u64 group : {u64(2), g.samples * g.planes}) {
+          std::vector<std::uint8_t> got(vals, 0);
+          decode_by_gemms(p, g, c, got.data(), group);
+          u64 differ = 0;
+          for (u64 i = 0; i < vals; ++i) {
+            // The two paths round the same real value: at most one apart, and rarely.
+            const int d = std::abs(int(want[i]) - int(got[i]));
+            ASSERT_LE(d, 1) << "B=" << b << " K=" << k << " coeff " << int(ct) << " at " << i;
+            differ += d != 0;
+          }
+          EXPECT_LT(differ, vals / 100 + 1) << "B=" << b << " K=" << k << " coeff " << int(ct);
+        }
+      }
+      // f32 planar (NCHW, 2 planes) with f32 coefficients: equal to float rounding.
+      geometry gf{layout::nchw, 2, 2, static_cast<u64>(2 * b + 1), static_cast<u64>(b + 5)};
+      codec_params pf;
+      pf.block = b;
+      pf.chop = k;
+      pf.coeff = coeff_type::f32;
+      pf.offset = 0.5;
+      const u64 fv = gf.samples * gf.values_per_sample();
+      const auto fin = random_values<float>(fv, seed++, -10, 10);
+      std::vector<std::byte> fc(gf.samples * coeff_bytes_per_sample(pf, gf));
+      cpu->encode(pf, make_view(gf, dtype::f32, static_cast<const void*>(fin.data()), gf.samples), fc);
+      std::vector<float> fwant(fv), fgot(fv, -1e9f);
+      cpu->decode(pf, fc, make_view(gf, dtype::f32, static_cast<void*>(fwant.data()), gf.samples));
+      decode_by_gemms(pf, gf, fc, fgot.data(), 3);
+      for (u64 i = 0; i < fv; ++i) ASSERT_NEAR(fwant[i], fgot[i], 1e-4) << "B=" << b << " K=" << k << " at " << i;
     }
   }
 }

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "backends.hpp"
+#include "cuda_grid.hpp"
 #include "dispatch.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
@@ -155,53 +156,15 @@ class device_guard {
   int old_ = 0;
 };
 
-// ---- kernels ------------------------------------------------------------------------------
+// ---- kernels: each thread runs its function of cuda_grid.hpp ------------------------------
 
-/** The DCT matrix, passed by value: it lands in the constant bank, read by every thread. */
-template <typename Real>
-struct dct_table {
-  Real t[32 * 32];
-};
-
-template <typename Real>
-dct_table<Real> make_table(int b) {
-  dct_table<Real> tab{};
-  const auto t = dct_matrix(b);  // double, as the CPU kernels start from
-  for (std::size_t i = 0; i < t.size(); ++i) tab.t[i] = static_cast<Real>(t[i]);
-  return tab;
-}
-
-/** A dense batch: samples of `planes` planes of h x w, strides in elements. */
-struct batch_geometry {
-  u64 samples, planes, h, w, bh, bw;
-  i64 stride_sample, stride_plane, stride_row, stride_col;
-  u64 plane_coeff_bytes;
-};
-
-batch_geometry batch_of(const codec_params& p, const geometry& g, u64 samples) {
-  const auto v = make_view(g, dtype::u8, static_cast<const void*>(nullptr), samples);
-  const auto cs = coeff_shape(p, g.height, g.width);
-  const u64 b = static_cast<u64>(p.block);
-  return {samples, g.planes, g.height, g.width, (g.height + b - 1) / b, (g.width + b - 1) / b,
-          v.stride_sample, v.stride_plane, v.stride_row, v.stride_col,
-          cs.rows * cs.cols * size_of(p.coeff)};
-}
-
-/** One thread per block; the block index runs fastest along a block row. */
 template <int BT, typename In, typename Real>
 __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, batch_geometry g,
                               Real offset, coeff_code code, std::byte* coeffs,
                               unsigned long long* first_bad, u64 sample_base) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const u64 per_plane = g.bh * g.bw;
-  if (i >= g.samples * g.planes * per_plane) return;
-  const u64 plane = i / per_plane, blk = i % per_plane;
-  const u64 n = plane / g.planes, c = plane % g.planes;
-  const In* src = in + static_cast<i64>(n) * g.stride_sample + static_cast<i64>(c) * g.stride_plane;
-  const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  if (!encode_block<In, Real, BT>(tab.t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
-                              coeffs + plane * g.plane_coeff_bytes)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(sample_base + n));
+  if (!encode_thread<BT>(i, tab.t, b, k, in, g, offset, code, coeffs)) {
+    atomicMin(first_bad, static_cast<unsigned long long>(sample_base + sample_of_block(i, g)));
   }
 }
 
@@ -209,14 +172,7 @@ template <int BT, typename Out, typename Real>
 __global__ void decode_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                               coeff_code code, Out* out, batch_geometry g, Real offset) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const u64 per_plane = g.bh * g.bw;
-  if (i >= g.samples * g.planes * per_plane) return;
-  const u64 plane = i / per_plane, blk = i % per_plane;
-  const u64 n = plane / g.planes, c = plane % g.planes;
-  Out* dst = out + static_cast<i64>(n) * g.stride_sample + static_cast<i64>(c) * g.stride_plane;
-  const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  decode_block<Out, Real, BT>(tab.t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
-                          blk / g.bw, blk % g.bw, offset);
+  decode_thread<BT>(i, tab.t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Coefficients of any storage type to f32, for the GEMMs. */
@@ -225,26 +181,11 @@ __global__ void coeffs_to_f32(const std::byte* src, coeff_code code, u64 count, 
   if (i < count) dst[i] = load_coeff<float>(src, code, i);
 }
 
-/** Planes [first, first + n) of the GEMM result (padded hp x wp each) into the output: crop,
- *  add the offset, convert. */
 template <typename Out>
 __global__ void store_planes(const float* x, u64 first, u64 n, u64 hp, u64 wp, batch_geometry g,
                              float offset, Out* out) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const u64 per_plane = g.h * g.w;
-  if (i >= n * per_plane) return;
-  const u64 q = i / per_plane, rc = i % per_plane, r = rc / g.w, c = rc % g.w;
-  const u64 plane = first + q, s = plane / g.planes, ch = plane % g.planes;
-  out[static_cast<i64>(s) * g.stride_sample + static_cast<i64>(ch) * g.stride_plane +
-      static_cast<i64>(r) * g.stride_row + static_cast<i64>(c) * g.stride_col] =
-      convert_out<Out>(x[q * hp * wp + r * wp + c], offset);
-}
-
-constexpr unsigned threads_per_cta = 128;
-
-unsigned grid_for(const batch_geometry& g) {
-  const u64 blocks = g.samples * g.planes * g.bh * g.bw;
-  return static_cast<unsigned>((blocks + threads_per_cta - 1) / threads_per_cta);
+  store_thread(i, x, first, n, hp, wp, g, offset, out);
 }
 
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
@@ -255,7 +196,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
     using In = decltype(in);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
-      encode_kernel<decltype(bt)::value, In, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
+      encode_kernel<decltype(bt)::value, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
           make_table<Real>(p.block), p.block, p.chop, static_cast<const In*>(d_in), g,
           static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
           static_cast<std::byte*>(d_coeffs), d_first_bad, sample_base);
@@ -271,7 +212,7 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
     using Out = decltype(out);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
-      decode_kernel<decltype(bt)::value, Out, Real><<<grid_for(g), threads_per_cta, 0, s>>>(
+      decode_kernel<decltype(bt)::value, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
           make_table<Real>(p.block), p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
           static_cast<coeff_code>(p.coeff), static_cast<Out*>(d_out), g,
           static_cast<Real>(p.offset));
@@ -589,13 +530,17 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_r.get(), r.data(), r.size() * sizeof(float),
                                        cudaMemcpyHostToDevice, s));
     DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
+    d.m.lt = {};  // only the dimensions are needed from here on
+    d.m.r = {};
     d.p = p;
     d.h = g.height;
     d.w = g.width;
   }
   const auto& m = d.m;
   const u64 planes = samples * g.planes;
-  const u64 per_plane = m.kh * m.kw + m.kh * m.wp + m.hp * m.wp;  // floats: C, C*R, X'
+  // f32 coefficients feed the GEMMs where they lie; other types are converted first.
+  const bool convert = p.coeff != coeff_type::f32;
+  const u64 per_plane = (convert ? m.kh * m.kw : 0) + m.kh * m.wp + m.hp * m.wp;  // C, C*R, X'
   const u64 group = std::max<u64>(1, std::min<u64>(planes, (u64(256) << 20) / (per_plane * sizeof(float))));
   const std::size_t need = group * per_plane * sizeof(float);
   if (d.scratch_bytes < need) {
@@ -605,9 +550,9 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   }
   d.last_stream = s;
   d.used = true;
-  auto* c32 = static_cast<float*>(d.scratch.get());
-  float* t1 = c32 + group * m.kh * m.kw;
+  auto* t1 = static_cast<float*>(d.scratch.get());
   float* x = t1 + group * m.kh * m.wp;
+  float* c32 = x + group * m.hp * m.wp;  // used when converting
   const auto bg = detail::batch_of(p, g, samples);
   const u64 cplane_bytes = bg.plane_coeff_bytes;
   const auto& blas = detail::cublas_api::get();
@@ -615,25 +560,28 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   const float one = 1.0f, zero = 0.0f;
   for (u64 first = 0; first < planes; first += group) {
     const u64 n = std::min(group, planes - first);
-    const u64 count = n * m.kh * m.kw;
-    detail::coeffs_to_f32<<<static_cast<unsigned>((count + 255) / 256), 256, 0, s>>>(
-        static_cast<const std::byte*>(device_coeffs) + first * cplane_bytes,
-        static_cast<detail::coeff_code>(p.coeff), count, c32);
-    DCTCHOP_CUDA_CHECK(cudaGetLastError());
-    // Row-major products through column-major cuBLAS: a row-major m x n matrix is the
-    // column-major n x m transpose, so C*R is computed as R^T * C^T, and Lt*(C*R) likewise.
-    const int wp = static_cast<int>(m.wp), kh = static_cast<int>(m.kh), kw = static_cast<int>(m.kw),
-              hp = static_cast<int>(m.hp), batch = static_cast<int>(n);
-    DCTCHOP_CUBLAS_CHECK(blas.sgemm_strided_batched(
-        d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, kh, kw, &one, static_cast<const float*>(d.d_r.get()), wp, 0,
-        c32, kw, static_cast<long long>(m.kh * m.kw), &zero, t1, wp, static_cast<long long>(m.kh * m.wp), batch));
-    DCTCHOP_CUBLAS_CHECK(blas.sgemm_strided_batched(
-        d.handle, CUBLAS_OP_N, CUBLAS_OP_N, wp, hp, kh, &one, t1, wp, static_cast<long long>(m.kh * m.wp),
-        static_cast<const float*>(d.d_lt.get()), kh, 0, &zero, x, wp, static_cast<long long>(m.hp * m.wp), batch));
-    const u64 values = n * g.height * g.width;
+    const auto* src = static_cast<const std::byte*>(device_coeffs) + first * cplane_bytes;
+    const float* c = reinterpret_cast<const float*>(src);
+    if (convert) {
+      const u64 count = n * m.kh * m.kw;
+      detail::coeffs_to_f32<<<detail::ctas_for(count), detail::threads_per_cta, 0, s>>>(
+          src, static_cast<detail::coeff_code>(p.coeff), count, c32);
+      DCTCHOP_CUDA_CHECK(cudaGetLastError());
+      c = c32;
+    }
+    for (const auto& q : detail::matrix_form_gemms(m, static_cast<const float*>(d.d_lt.get()),
+                                                   static_cast<const float*>(d.d_r.get()), c,
+                                                   static_cast<long long>(m.kh * m.kw), t1, x,
+                                                   static_cast<int>(n))) {
+      DCTCHOP_CUBLAS_CHECK(blas.sgemm_strided_batched(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, q.m,
+                                                      q.n, q.k, &one, q.a, q.lda, q.stride_a,
+                                                      q.b, q.ldb, q.stride_b, &zero, q.c, q.ldc,
+                                                      q.stride_c, q.batch));
+    }
+    const u64 values = detail::store_threads(n, bg);
     detail::with_dtype(type, [&](auto out, auto) {
       using Out = decltype(out);
-      detail::store_planes<Out><<<static_cast<unsigned>((values + 255) / 256), 256, 0, s>>>(
+      detail::store_planes<Out><<<detail::ctas_for(values), detail::threads_per_cta, 0, s>>>(
           x, first, n, m.hp, m.wp, bg, static_cast<float>(p.offset), static_cast<Out*>(device_out));
     });
     DCTCHOP_CUDA_CHECK(cudaGetLastError());

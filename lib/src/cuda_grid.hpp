@@ -1,0 +1,157 @@
+/** @file cuda_grid.hpp
+ *  What one thread of each CUDA kernel does, as host-and-device functions, and the arguments
+ *  of the GEMM decode's two cuBLAS calls. The kernels in cuda_backend.cu compute their
+ *  thread's index and call these; the CPU tests (tests/test_block.cpp) run every index of the
+ *  same grids on the host, and the same GEMM arguments through a column-major reference GEMM.
+ *  So the index arithmetic (sample, plane, block, strides, the bounds check) and the row-major
+ *  to column-major mapping are covered on machines without a GPU. Internal header.
+ */
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/detail/block.hpp"
+#include "dctchop/matrix_form.hpp"
+
+namespace dctchop::detail {
+
+/** The DCT matrix, passed to a kernel by value: it lands in the constant bank, read by every
+ *  thread. */
+template <typename Real>
+struct dct_table {
+  Real t[32 * 32];
+};
+
+template <typename Real>
+dct_table<Real> make_table(int b) {
+  dct_table<Real> tab{};
+  const auto t = dct_matrix(b);  // double, as the CPU kernels start from
+  for (std::size_t i = 0; i < t.size(); ++i) tab.t[i] = static_cast<Real>(t[i]);
+  return tab;
+}
+
+/** A dense batch: samples of `planes` planes of h x w, bh x bw blocks each, strides in
+ *  elements; each plane's coefficients take plane_coeff_bytes. */
+struct batch_geometry {
+  std::uint64_t samples, planes, h, w, bh, bw;
+  std::int64_t stride_sample, stride_plane, stride_row, stride_col;
+  std::uint64_t plane_coeff_bytes;
+};
+
+inline batch_geometry batch_of(const codec_params& p, const geometry& g, std::uint64_t samples) {
+  const auto v = make_view(g, dtype::u8, static_cast<const void*>(nullptr), samples);
+  const auto cs = coeff_shape(p, g.height, g.width);
+  const auto b = static_cast<std::uint64_t>(p.block);
+  return {samples, g.planes, g.height, g.width, (g.height + b - 1) / b, (g.width + b - 1) / b,
+          v.stride_sample, v.stride_plane, v.stride_row, v.stride_col,
+          cs.rows * cs.cols * size_of(p.coeff)};
+}
+
+/** Threads per CTA of every kernel, and the CTAs that cover `threads` threads. */
+constexpr unsigned threads_per_cta = 128;
+inline unsigned ctas_for(std::uint64_t threads) {
+  return static_cast<unsigned>((threads + threads_per_cta - 1) / threads_per_cta);
+}
+
+/** Threads of the encode and decode grids: one per block of every plane. */
+DCTCHOP_HD std::uint64_t block_threads(const batch_geometry& g) {
+  return g.samples * g.planes * g.bh * g.bw;
+}
+
+/** The sample (within the batch) whose block thread `i` transforms. */
+DCTCHOP_HD std::uint64_t sample_of_block(std::uint64_t i, const batch_geometry& g) {
+  return i / (g.bh * g.bw) / g.planes;
+}
+
+/** Encode thread `i`: block i % (bh*bw) of plane i / (bh*bw), the block index running fastest
+ *  along a block row. Returns false when a coefficient does not fit `code`; an index past the
+ *  last block does nothing and returns true. */
+template <int BT, typename In, typename Real>
+DCTCHOP_HD bool encode_thread(std::uint64_t i, const Real* t, int b, int k, const In* in,
+                              const batch_geometry& g, Real offset, coeff_code code,
+                              std::byte* coeffs) {
+  if (i >= block_threads(g)) return true;
+  const std::uint64_t per_plane = g.bh * g.bw;
+  const std::uint64_t plane = i / per_plane, blk = i % per_plane;
+  const std::uint64_t n = plane / g.planes, c = plane % g.planes;
+  const In* src = in + static_cast<std::int64_t>(n) * g.stride_sample +
+                  static_cast<std::int64_t>(c) * g.stride_plane;
+  const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
+  return encode_block<In, Real, BT>(t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
+                                    coeffs + plane * g.plane_coeff_bytes);
+}
+
+/** Decode thread `i`, the inverse of encode_thread. */
+template <int BT, typename Out, typename Real>
+DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k,
+                              const std::byte* coeffs, coeff_code code, Out* out,
+                              const batch_geometry& g, Real offset) {
+  if (i >= block_threads(g)) return;
+  const std::uint64_t per_plane = g.bh * g.bw;
+  const std::uint64_t plane = i / per_plane, blk = i % per_plane;
+  const std::uint64_t n = plane / g.planes, c = plane % g.planes;
+  Out* dst = out + static_cast<std::int64_t>(n) * g.stride_sample +
+             static_cast<std::int64_t>(c) * g.stride_plane;
+  const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
+  decode_block<Out, Real, BT>(t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
+                              blk / g.bw, blk % g.bw, offset);
+}
+
+/** Threads of the GEMM decode's store grid for `n` planes: one per output value. */
+DCTCHOP_HD std::uint64_t store_threads(std::uint64_t n, const batch_geometry& g) {
+  return n * g.h * g.w;
+}
+
+/** Store thread `i` of planes [first, first + n): value i of the GEMM result `x` (n padded
+ *  planes of hp x wp, row-major) cropped to h x w, plus the offset, converted, into the output
+ *  batch at its strides. */
+template <typename Out>
+DCTCHOP_HD void store_thread(std::uint64_t i, const float* x, std::uint64_t first,
+                             std::uint64_t n, std::uint64_t hp, std::uint64_t wp,
+                             const batch_geometry& g, float offset, Out* out) {
+  if (i >= store_threads(n, g)) return;
+  const std::uint64_t per_plane = g.h * g.w;
+  const std::uint64_t q = i / per_plane, rc = i % per_plane, r = rc / g.w, c = rc % g.w;
+  const std::uint64_t plane = first + q, s = plane / g.planes, ch = plane % g.planes;
+  out[static_cast<std::int64_t>(s) * g.stride_sample +
+      static_cast<std::int64_t>(ch) * g.stride_plane + static_cast<std::int64_t>(r) * g.stride_row +
+      static_cast<std::int64_t>(c) * g.stride_col] = convert_out<Out>(x[q * hp * wp + r * wp + c], offset);
+}
+
+/** One strided-batched SGEMM in cuBLAS's convention: column-major, no transposes, alpha 1,
+ *  beta 0; C_i = A_i * B_i (m x k times k x n) with X_i = x + i * stride_x. */
+struct strided_gemm {
+  int m, n, k;
+  const float* a;
+  int lda;
+  long long stride_a;
+  const float* b;
+  int ldb;
+  long long stride_b;
+  float* c;
+  int ldc;
+  long long stride_c;
+  int batch;
+};
+
+/** The two GEMMs that give X' = Lt * C * R for `batch` planes, all row-major: C (kh x kw
+ *  each, `stride_c` floats apart), T1 = C * R (kh x wp each), X' = Lt * T1 (hp x wp each).
+ *  A row-major m x n matrix is the column-major n x m transpose, so C * R is computed as the
+ *  column-major R^T * C^T, and Lt * T1 as T1^T * Lt^T. Lt and R are shared by every plane
+ *  (stride 0). */
+inline std::array<strided_gemm, 2> matrix_form_gemms(const decode_matrices& m, const float* lt,
+                                                     const float* r, const float* c,
+                                                     long long stride_c, float* t1, float* x,
+                                                     int batch) {
+  const int wp = static_cast<int>(m.wp), kh = static_cast<int>(m.kh),
+            kw = static_cast<int>(m.kw), hp = static_cast<int>(m.hp);
+  const auto t1_stride = static_cast<long long>(m.kh * m.wp);
+  return {strided_gemm{wp, kh, kw, r, wp, 0, c, kw, stride_c, t1, wp, t1_stride, batch},
+          strided_gemm{wp, hp, kh, t1, wp, t1_stride, lt, kh, 0, x, wp,
+                       static_cast<long long>(m.hp * m.wp), batch}};
+}
+
+}  // namespace dctchop::detail
