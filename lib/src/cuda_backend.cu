@@ -125,6 +125,39 @@ pinned_ptr pinned_alloc(std::size_t bytes) {
   return pinned_ptr(p);
 }
 
+/** A device word for one call on `s`: allocated and freed in stream order where the device
+ *  has memory pools, since cudaFree waits for the whole device, other callers' streams
+ *  included. */
+class stream_flag {
+ public:
+  explicit stream_flag(cudaStream_t s) : s_(s) {
+    int device = 0, pools = 0;
+    DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
+    DCTCHOP_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+    pooled_ = pools != 0;
+    if (pooled_) {
+      DCTCHOP_CUDA_CHECK(cudaMallocAsync(&p_, sizeof(unsigned long long), s_));
+    } else {
+      DCTCHOP_CUDA_CHECK(cudaMalloc(&p_, sizeof(unsigned long long)));
+    }
+  }
+  ~stream_flag() {
+    if (pooled_) {
+      cudaFreeAsync(p_, s_);
+    } else {
+      cudaFree(p_);
+    }
+  }
+  stream_flag(const stream_flag&) = delete;
+  stream_flag& operator=(const stream_flag&) = delete;
+  unsigned long long* get() const { return static_cast<unsigned long long*>(p_); }
+
+ private:
+  cudaStream_t s_;
+  void* p_ = nullptr;
+  bool pooled_ = false;
+};
+
 class stream {
  public:
   // Blocking streams: they wait for work on the legacy default stream, such as the
@@ -196,8 +229,9 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
     using In = decltype(in);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
+      static const auto tab = make_table<Real>(decltype(bt)::value);  // once per instantiation
       encode_kernel<decltype(bt)::value, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-          make_table<Real>(p.block), p.block, p.chop, static_cast<const In*>(d_in), g,
+          tab, p.block, p.chop, static_cast<const In*>(d_in), g,
           static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
           static_cast<std::byte*>(d_coeffs), d_first_bad, sample_base);
     });
@@ -212,8 +246,9 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
     using Out = decltype(out);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
+      static const auto tab = make_table<Real>(decltype(bt)::value);
       decode_kernel<decltype(bt)::value, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-          make_table<Real>(p.block), p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
+          tab, p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
           static_cast<coeff_code>(p.coeff), static_cast<Out*>(d_out), g,
           static_cast<Real>(p.offset));
     });
@@ -450,10 +485,10 @@ void encode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
   validate(p);
   check_geometry(g);
   const auto s = static_cast<cudaStream_t>(stream);
-  auto d_bad = detail::device_alloc(sizeof(unsigned long long));
+  const detail::stream_flag d_bad(s);
   DCTCHOP_CUDA_CHECK(cudaMemsetAsync(d_bad.get(), 0xff, sizeof(unsigned long long), s));
   detail::launch_encode(p, detail::batch_of(p, g, samples), type, device_in, device_coeffs,
-                        static_cast<unsigned long long*>(d_bad.get()), s);
+                        d_bad.get(), s);
   unsigned long long bad = 0;
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
