@@ -3,6 +3,7 @@
 // worker feeds, and the exported decode matrices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -91,6 +92,39 @@ TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBat
   // The state after the last completed micro-batch resumes the sequence.
   const auto s = feed.state();
   EXPECT_EQ(s.epoch * ref.batches_per_epoch() + s.position, 60u);
+}
+
+TEST(IpuFeed, EachBufferHoldsTheCoefficientsThenTheLabelsAlsoAfterAnInvalidation) {
+  temp_dir dir;
+  const auto a = dctchop::test::make_index_archive(dir, 24, 4, true);  // int32 labels 3 * i
+  accel::ipu_options o;
+  o.micro_batch = 3;
+  o.loader.seed = 2;
+  o.loader.prefetch = 0;
+  accel::ipu_feed feed(a, o);
+  ASSERT_EQ(feed.micro_batch_bytes(), 3u * (128u + 4u));
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = 3;
+  lo.decode = false;
+  loaders::archive_loader ref(a, lo);
+  std::vector<std::byte> buf(feed.micro_batch_bytes());
+  ASSERT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+  ASSERT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+  feed.invalidate_prefetched();  // both come again, from the next fetches
+  for (int i = 0; i < 5; ++i) {
+    std::fill(buf.begin(), buf.end(), std::byte{0xee});
+    feed.fetch(buf.data());
+    feed.complete();
+    const auto want = ref.next();
+    ASSERT_EQ(want.data.size(), 3u * 128u);
+    EXPECT_EQ(std::memcmp(buf.data(), want.data.data(), want.data.size()), 0) << "batch " << i;
+    for (u64 j = 0; j < 3; ++j) {
+      std::int32_t label = 0;
+      std::memcpy(&label, buf.data() + want.data.size() + j * 4, 4);
+      EXPECT_EQ(label, static_cast<std::int32_t>(3 * want.samples[j])) << "batch " << i;
+    }
+  }
+  feed.rethrow_error();
 }
 
 TEST(IpuFeed, PrefetchStopsAtItsLimitAndAnswersNotAvailable) {

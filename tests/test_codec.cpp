@@ -286,6 +286,15 @@ TEST(Layouts, AutoPicksNhwcOrNchwAndRefusesAmbiguousShapes) {
   EXPECT_THROW(resolve_layout(hw, layout::nhwc), error);
 }
 
+TEST(Layouts, ASampleShapeIsTheShapeAfterTheSampleAxis) {
+  using shape = std::vector<u64>;
+  EXPECT_EQ(resolve_layout(shape{10, 32, 24, 3}, layout::automatic).sample_shape(), (shape{32, 24, 3}));
+  EXPECT_EQ(resolve_layout(shape{10, 3, 32, 24}, layout::automatic).sample_shape(), (shape{3, 32, 24}));
+  EXPECT_EQ(resolve_layout(shape{10, 32, 24}, layout::automatic).sample_shape(), (shape{32, 24}));
+  // HW is one sample of H x W: a batch of it is (1, H, W), as for NHW.
+  EXPECT_EQ(resolve_layout(shape{32, 24}, layout::automatic).sample_shape(), (shape{32, 24}));
+}
+
 TEST(Threads, OneAndManyThreadsGiveIdenticalCoefficients) {
   std::mt19937_64 rng(11);
   geometry g{layout::nhwc, 5, 3, 37, 29};

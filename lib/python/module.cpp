@@ -38,17 +38,10 @@ py::dtype numpy_dtype(dtype t) {
   throw error(errc::internal, "unknown dtype");
 }
 
-/** Shape of `n` samples: (n, *per-sample axes) per the archive's layout. */
-std::vector<py::ssize_t> batch_shape(const geometry& g, u64 n) {
-  std::vector<u64> s = g.shape();
-  std::vector<py::ssize_t> out;
-  if (g.lay == layout::hw) {
-    out.push_back(static_cast<py::ssize_t>(n));  // one sample: (1, H, W)
-    for (auto d : s) out.push_back(static_cast<py::ssize_t>(d));
-    return out;
-  }
-  out.push_back(static_cast<py::ssize_t>(n));
-  for (std::size_t i = 1; i < s.size(); ++i) out.push_back(static_cast<py::ssize_t>(s[i]));
+/** The shape of `n` items of shape `item`: (n, *item). */
+std::vector<py::ssize_t> batch_shape(u64 n, const std::vector<u64>& item) {
+  std::vector<py::ssize_t> out{static_cast<py::ssize_t>(n)};
+  for (const u64 d : item) out.push_back(static_cast<py::ssize_t>(d));
   return out;
 }
 
@@ -57,6 +50,13 @@ py::array array_of(std::vector<std::byte>&& bytes, py::dtype dt, std::vector<py:
   auto* owned = new std::vector<std::byte>(std::move(bytes));
   py::capsule owner(owned, [](void* v) { delete static_cast<std::vector<std::byte>*>(v); });
   return py::array(dt, std::move(shape), {}, owned->data(), owner);
+}
+
+/** A batch's label bytes as an array in the labels' own dtype, (n, *label shape); None when
+ *  the archive has no labels. */
+py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_loader& l, u64 n) {
+  if (l.label_bytes() == 0) return py::none();
+  return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
 }
 
 /** An archive opened for random access. */
@@ -81,16 +81,19 @@ class archive {
   /** Samples [first, first + count), decoded: shape (count, *sample shape). */
   py::array read(u64 first, u64 count) {
     const auto& h = r_.header();
-    if (first >= h.geom.samples || count > h.geom.samples - first) {
-      throw py::index_error("samples " + std::to_string(first) + ".." +
-                            std::to_string(first + count) + " are outside 0.." +
-                            std::to_string(h.geom.samples));
-    }
-    std::vector<std::byte> coeffs(count * h.coeff_bytes_per_sample());
-    r_.read_samples(first, count, coeffs);
-    py::array a(numpy_dtype(h.type), batch_shape(h.geom, count));
+    std::vector<std::byte> coeffs = read_coefficient_bytes(first, count);
+    py::array a(numpy_dtype(h.type), batch_shape(count, h.geom.sample_shape()));
     be_->decode(h.codec, coeffs, make_view(h.geom, h.type, a.mutable_data(), count));
     return a;
+  }
+
+  /** Samples [first, first + count) as stored: their coefficient bytes, (count, bytes per
+   *  sample) of uint8, as a Loader with decode=False hands them out. */
+  py::array read_coefficients(u64 first, u64 count) {
+    auto bytes = read_coefficient_bytes(first, count);
+    return array_of(std::move(bytes), py::dtype("u1"),
+                    {static_cast<py::ssize_t>(count),
+                     static_cast<py::ssize_t>(r_.header().coeff_bytes_per_sample())});
   }
 
   /** The labels side array, or None. */
@@ -105,6 +108,18 @@ class archive {
   std::string info_json() const { return formats::archive_info(r_.display_name()).dump(); }
 
  private:
+  std::vector<std::byte> read_coefficient_bytes(u64 first, u64 count) {
+    const auto& h = r_.header();
+    if (first >= h.geom.samples || count > h.geom.samples - first) {
+      throw py::index_error("samples " + std::to_string(first) + ".." +
+                            std::to_string(first + count) + " are outside 0.." +
+                            std::to_string(h.geom.samples));
+    }
+    std::vector<std::byte> coeffs(count * h.coeff_bytes_per_sample());
+    r_.read_samples(first, count, coeffs);
+    return coeffs;
+  }
+
   formats::archive_reader r_;
   std::unique_ptr<backend> be_;
 };
@@ -122,15 +137,11 @@ class loader {
     }
     const u64 n = b.samples.size();
     py::array data = decode_ ? array_of(std::move(b.data), numpy_dtype(l_.sample_type()),
-                                        batch_shape(l_.sample_geometry(), n))
+                                        batch_shape(n, l_.sample_geometry().sample_shape()))
                              : array_of(std::move(b.data), py::dtype("u1"),
                                         {static_cast<py::ssize_t>(n),
                                          static_cast<py::ssize_t>(l_.sample_bytes())});
-    py::object labels = py::none();
-    if (l_.label_bytes() > 0) {
-      labels = array_of(std::move(b.labels), py::dtype("u1"),
-                        {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(l_.label_bytes())});
-    }
+    py::object labels = labels_of(std::move(b.labels), l_, n);
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
     std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
     return py::make_tuple(data, labels, idx, b.epoch, b.index);
@@ -175,7 +186,7 @@ class device_loader {
     py::object capsule = py::reinterpret_steal<py::object>(cap);
     py::array_t<u64> idx(static_cast<py::ssize_t>(samples.size()));
     std::memcpy(idx.mutable_data(), samples.data(), samples.size() * sizeof(u64));
-    py::bytes lab(reinterpret_cast<const char*>(labels.data()), labels.size());
+    py::object lab = labels_of(std::move(labels), l_.source(), samples.size());
     return py::make_tuple(capsule, lab, idx);
   }
   u64 batches_per_epoch() const { return l_.batches_per_epoch(); }
@@ -233,6 +244,10 @@ PYBIND11_MODULE(_dctchop, m) {
       .def_property_readonly("width", &archive::width)
       .def("read", &archive::read, py::arg("first"), py::arg("count") = 1,
            "decoded samples [first, first + count) as an array of shape (count, ...)")
+      .def("read_coefficients", &archive::read_coefficients, py::arg("first"),
+           py::arg("count") = 1,
+           "samples [first, first + count) as stored: coefficient bytes, shape (count, bytes "
+           "per sample), uint8 (dctchop.torch.coefficient_planes makes planes of them)")
       .def("labels", &archive::labels, "the labels side array, or None")
       .def("info_json", &archive::info_json, "what `dctchop info --json` prints");
 

@@ -133,6 +133,12 @@ std::vector<std::uint64_t> geometry::shape() const {
   return {};
 }
 
+std::vector<std::uint64_t> geometry::sample_shape() const {
+  auto s = shape();
+  if (lay != layout::hw && !s.empty()) s.erase(s.begin());
+  return s;
+}
+
 namespace {
 std::string shape_str(std::span<const std::uint64_t> shape) {
   std::string s = "(";

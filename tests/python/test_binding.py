@@ -76,6 +76,33 @@ def main():
         both = np.concatenate(shards)
         check(sorted(both.tolist()) == list(range(37)), "shards partition the dataset")
 
+        # Stored coefficients: read_coefficients gives what a Loader with decode=False hands out.
+        raw, _ = next(dctchop.Loader(f"{d}/a.dcz", batch_size=37, shuffle=False,
+                                     drop_last=False, decode=False))
+        c = a.read_coefficients(3, 6)
+        check(c.dtype == np.uint8 and c.shape == (6, raw.shape[1]) and np.array_equal(c, raw[3:9]),
+              f"read_coefficients(3, 6): {c.dtype} {c.shape}")
+        try:
+            a.read_coefficients(36, 2)
+            check(False, "reading coefficients past the end raises")
+        except IndexError:
+            pass
+
+        # Labels of several values per sample: their own dtype and shape, writable; none: None.
+        y2 = rng.normal(size=(37, 2)).astype(np.float32)
+        np.save(f"{d}/y2.npy", y2)
+        subprocess.run([binary, "compress", f"{d}/x.npy", "--labels", f"{d}/y2.npy", "-o",
+                        f"{d}/b.dcz", "-q", "--no-quality"], check=True)
+        l2 = dctchop.Loader(f"{d}/b.dcz", batch_size=4, seed=1)
+        _, yb = next(l2)
+        check(yb.dtype == np.float32 and yb.shape == (4, 2) and
+              np.array_equal(yb, y2[l2.last_samples]), f"2-D labels: {yb.dtype} {yb.shape}")
+        check(yb.flags.writeable, "label batches are writable arrays")
+        subprocess.run([binary, "compress", f"{d}/x.npy", "-o", f"{d}/c.dcz", "-q",
+                        "--no-quality"], check=True)
+        _, none = next(dctchop.Loader(f"{d}/c.dcz", batch_size=4))
+        check(none is None, "no labels: None")
+
     return finish("python binding")
 
 

@@ -55,6 +55,9 @@ struct geometry {
   std::uint64_t values_per_sample() const { return planes * height * width; }
   /** The array shape this geometry came from (2, 3 or 4 axes). */
   std::vector<std::uint64_t> shape() const;
+  /** The axes of one sample, as a batch of N samples has them after its first axis N:
+   *  (H, W) for HW and NHW, (H, W, C) for NHWC, (C, H, W) for NCHW. */
+  std::vector<std::uint64_t> sample_shape() const;
 };
 
 /** Resolve a layout against an array shape. `automatic` takes NHWC when the last axis is 1..4

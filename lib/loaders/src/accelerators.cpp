@@ -56,9 +56,12 @@ struct ipu_feed::impl {
   ipu_options o;
   std::unique_ptr<archive_loader> l;
   std::size_t sample_bytes = 0, label_bytes = 0;
+  /** A micro-batch handed to the engine, kept until complete() (a withdrawn prefetch is
+   *  handed out again). It holds the loader's batch itself: the only copy is into the
+   *  engine's buffer. */
   struct item {
-    std::vector<std::byte> bytes;  // what the engine received
-    loader_state after;            // the loader's state once this micro-batch is consumed
+    std::vector<std::byte> data, labels;
+    loader_state after;  // the loader's state once this micro-batch is consumed
     bool prefetched = false;
   };
   std::deque<item> in_flight;  // handed to the engine, not yet complete, oldest first
@@ -76,13 +79,18 @@ struct ipu_feed::impl {
     }
     batch b = l->next();
     item it;
-    it.bytes.resize(micro_batch_bytes());
-    std::memcpy(it.bytes.data(), b.data.data(), b.data.size());
-    if (label_bytes > 0) {
-      std::memcpy(it.bytes.data() + o.micro_batch * sample_bytes, b.labels.data(), b.labels.size());
-    }
+    it.data = std::move(b.data);  // micro_batch samples: drop_last is on
+    it.labels = std::move(b.labels);
     it.after = l->state();
     return it;
+  }
+  /** The engine's buffer: the samples' coefficients, then their labels. */
+  void copy_out(const item& it, void* dst) const {
+    auto* out = static_cast<std::byte*>(dst);
+    std::memcpy(out, it.data.data(), it.data.size());
+    if (!it.labels.empty()) {
+      std::memcpy(out + o.micro_batch * sample_bytes, it.labels.data(), it.labels.size());
+    }
   }
   std::size_t micro_batch_bytes() const { return o.micro_batch * (sample_bytes + label_bytes); }
 };
@@ -132,7 +140,7 @@ stream_callback::result ipu_feed::prefetch(void* dst) noexcept {
   if (prefetched >= d.o.max_prefetched) return result::not_available;
   try {
     impl::item it = d.next_item();
-    std::memcpy(dst, it.bytes.data(), it.bytes.size());
+    d.copy_out(it, dst);
     it.prefetched = true;
     d.in_flight.push_back(std::move(it));
     return result::success;
@@ -147,7 +155,7 @@ void ipu_feed::fetch(void* dst) noexcept {
   std::lock_guard lock(d.m);
   try {
     impl::item it = d.next_item();
-    std::memcpy(dst, it.bytes.data(), it.bytes.size());
+    d.copy_out(it, dst);
     it.prefetched = false;
     d.in_flight.push_back(std::move(it));
   } catch (...) {

@@ -184,10 +184,7 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   }
   tensor_ctx* ctx = owned.release();
   ctx->shape.push_back(static_cast<int64_t>(n));
-  const auto full = g.shape();
-  for (std::size_t i = (g.lay == layout::hw ? 0 : 1); i < full.size(); ++i) {
-    ctx->shape.push_back(static_cast<int64_t>(full[i]));
-  }
+  for (const u64 axis : g.sample_shape()) ctx->shape.push_back(static_cast<int64_t>(axis));
   DLTensor& dl = ctx->t.dl_tensor;
   dl.data = data;
   dl.device = d.ring ? DLDevice{kDLCUDA, d.device} : DLDevice{kDLCPU, 0};
@@ -224,5 +221,6 @@ void device_loader::restore(const loader_state& s) {
   impl_->handed = impl_->batches.state();
 }
 int device_loader::device() const noexcept { return impl_->ring ? impl_->device : -1; }
+const archive_loader& device_loader::source() const noexcept { return impl_->batches; }
 
 }  // namespace dctchop::loaders

@@ -79,6 +79,8 @@ struct archive_loader::impl {
   formats::archive_header h;
   std::vector<std::byte> labels;  // every sample's labels, read once (they are small)
   u64 label_row = 0;
+  std::string label_descr;
+  std::vector<u64> label_shape;  // of one sample
   u64 sample_bytes = 0, coeff_bytes = 0;
 
   // The producer side (the prefetch thread, or next() itself without prefetch).
@@ -123,6 +125,8 @@ struct archive_loader::impl {
     if (const auto* info = reader.find_side_array("labels")) {
       labels = *reader.read_side_array("labels");
       label_row = info->bytes / std::max<u64>(h.geom.samples, 1);
+      label_descr = info->descr;
+      if (!info->shape.empty()) label_shape.assign(info->shape.begin() + 1, info->shape.end());
     }
   }
 
@@ -291,6 +295,10 @@ std::uint64_t archive_loader::samples() const noexcept { return impl_->h.geom.sa
 std::uint64_t archive_loader::batches_per_epoch() const noexcept { return impl_->batches_per_epoch(); }
 std::uint64_t archive_loader::sample_bytes() const noexcept { return impl_->sample_bytes; }
 std::uint64_t archive_loader::label_bytes() const noexcept { return impl_->label_row; }
+const std::string& archive_loader::label_descr() const noexcept { return impl_->label_descr; }
+const std::vector<std::uint64_t>& archive_loader::label_shape() const noexcept {
+  return impl_->label_shape;
+}
 const geometry& archive_loader::sample_geometry() const noexcept { return impl_->h.geom; }
 dtype archive_loader::sample_type() const noexcept { return impl_->h.type; }
 const codec_params& archive_loader::codec() const noexcept { return impl_->h.codec; }

@@ -20,20 +20,11 @@ __all__ = ["Archive", "Error", "Loader", "decode_matrices", "__version__"]
 
 
 class _Batches:
-    """What the two loaders share: labels in their own dtype, epochs, state and restore."""
+    """What the two loaders share: epochs, state and restore."""
 
-    def __init__(self, inner, path):
+    def __init__(self, inner):
         self._l = inner
-        labels = Archive(path).labels()
-        self._label_dtype = None if labels is None else labels.dtype
-        self._label_shape = None if labels is None else labels.shape[1:]
         self.last_samples = None  # global sample indices of the last batch
-
-    def _labels(self, raw, n):
-        """A batch's label bytes as an array of the labels' dtype and shape, or None."""
-        if self._label_dtype is None:
-            return None
-        return np.frombuffer(raw, dtype=self._label_dtype).reshape((n,) + self._label_shape).copy()
 
     @property
     def batches_per_epoch(self):
@@ -68,14 +59,14 @@ class Loader(_Batches):
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, decode=True):
         super().__init__(_Loader(path, batch_size, shuffle, seed, shuffle_window, rank, world,
-                                 drop_last, prefetch, decode), path)
+                                 drop_last, prefetch, decode))
         self.last_epoch = None
 
     def __next__(self):
         data, labels, samples, epoch, _ = self._l.next()
         self.last_samples = samples
         self.last_epoch = epoch
-        return data, None if labels is None else self._labels(labels, len(samples))
+        return data, labels
 
     def epoch_order(self, epoch):
         """This rank's samples of an epoch, in order."""

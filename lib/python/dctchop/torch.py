@@ -10,7 +10,7 @@ their devices, and that runs on GPUs and CPUs as it is.
 import numpy as np
 import torch
 
-from . import Archive, Loader, _Batches, decode_matrices
+from . import Archive, _Batches, decode_matrices
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -63,8 +63,6 @@ class ArchiveDataset(torch.utils.data.Dataset):
         self.decode = decode
         labels = self.archive.labels()
         self.labels = None if labels is None else torch.from_numpy(labels)
-        self._loader = None if decode else Loader(path, batch_size=1, shuffle=False,
-                                                  drop_last=False, prefetch=0, decode=False)
 
     def __len__(self):
         return self.archive.samples
@@ -77,9 +75,7 @@ class ArchiveDataset(torch.utils.data.Dataset):
         return x if self.labels is None else (x, self.labels[i])
 
     def _coefficients(self, i):
-        self._loader.restore({"epoch": 0, "position": i, "seed": 0})
-        data, _ = next(self._loader)
-        return coefficient_planes(data, self.archive)[0]
+        return coefficient_planes(self.archive.read_coefficients(i, 1), self.archive)[0]
 
 
 class DeviceLoader(_Batches):
@@ -92,7 +88,7 @@ class DeviceLoader(_Batches):
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
         super().__init__(_DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank,
-                                       world, drop_last, prefetch, device, buffers), path)
+                                       world, drop_last, prefetch, device, buffers))
 
     def __next__(self):
         stream = 0
@@ -100,5 +96,5 @@ class DeviceLoader(_Batches):
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
         capsule, labels, samples = self._l.next(stream)
         self.last_samples = samples
-        y = self._labels(labels, len(samples))
-        return torch.utils.dlpack.from_dlpack(capsule), None if y is None else torch.from_numpy(y)
+        y = None if labels is None else torch.from_numpy(labels)
+        return torch.utils.dlpack.from_dlpack(capsule), y

@@ -47,6 +47,9 @@ class device_loader {
   void restore(const loader_state& s);
   /** -1 for the host, else the CUDA device. */
   int device() const noexcept;
+  /** The batches' compressed source: its label_descr() and label_shape() interpret the
+   *  label bytes. */
+  const archive_loader& source() const noexcept;
 
   struct impl;  // opaque; shared with the tensors still out, which return their buffers to it
 

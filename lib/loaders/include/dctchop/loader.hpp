@@ -76,6 +76,10 @@ class archive_loader {
   std::uint64_t sample_bytes() const noexcept;
   /** Bytes of one sample's labels (0: the archive has none). */
   std::uint64_t label_bytes() const noexcept;
+  /** The labels' NumPy descr ("<i8"...) and the axes of one sample's labels (empty for one
+   *  scalar label per sample): to interpret batch::labels. Empty descr: no labels. */
+  const std::string& label_descr() const noexcept;
+  const std::vector<std::uint64_t>& label_shape() const noexcept;
   /** The archive's geometry, dtype and codec, to interpret batch::data. */
   const geometry& sample_geometry() const noexcept;
   dtype sample_type() const noexcept;
