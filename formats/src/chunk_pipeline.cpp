@@ -17,14 +17,14 @@ namespace {
 using u64 = std::uint64_t;
 constexpr u64 none = std::numeric_limits<u64>::max();
 
-enum class slot_state { free, filled, worked };
-
-/** Shared state of one run, guarded by `m`. */
+/** Shared state of one run, guarded by `m`. A slot is free while its chunk is `none`; it is
+ *  taken from the read of a chunk until that chunk is written, and `worked` once work() is
+ *  done with it. */
 struct pipeline_state {
   std::mutex m;
   std::condition_variable cv;
-  std::vector<slot_state> state;
   std::vector<u64> chunk;
+  std::vector<char> worked;
   std::deque<std::size_t> queue;  // filled slots, in chunk order
   u64 read_total = none;          // chunks read, once reading has ended
   u64 next_write = 0;
@@ -47,8 +47,8 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
   if (workers == 0) workers = 1;
   if (slots < 2) slots = 2;
   pipeline_state s;
-  s.state.assign(slots, slot_state::free);
   s.chunk.assign(slots, none);
+  s.worked.assign(slots, 0);
 
   auto worker_loop = [&s, &stages](unsigned w) {
     std::unique_lock lock(s.m);
@@ -57,10 +57,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       s.cv.wait(lock, [&] {
         return !s.queue.empty() || s.read_total != none || s.failed();
       });
-      if (s.queue.empty()) {
-        if (s.read_total != none || s.failed()) return;
-        continue;
-      }
+      if (s.queue.empty()) return;  // reading has ended or failed, and nothing is left
       const std::size_t slot = s.queue.front();
       const u64 c = s.chunk[slot];
       if (c > s.failed_chunk) return;
@@ -76,7 +73,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       if (err) {
         s.fail(c, err);
       } else {
-        s.state[slot] = slot_state::worked;
+        s.worked[slot] = 1;
         s.cv.notify_all();
       }
     }
@@ -92,8 +89,8 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
         done = (s.failed() && s.next_write >= s.failed_chunk) ||
                (s.read_total != none && s.next_write >= s.read_total);
         if (done) return true;
-        for (slot = 0; slot < s.state.size(); ++slot) {
-          if (s.chunk[slot] == s.next_write && s.state[slot] == slot_state::worked) return true;
+        for (slot = 0; slot < s.chunk.size(); ++slot) {
+          if (s.chunk[slot] == s.next_write && s.worked[slot]) return true;
         }
         return false;
       });
@@ -111,7 +108,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
         s.fail(c, err);
         return;
       }
-      s.state[slot] = slot_state::free;
+      s.worked[slot] = 0;
       s.chunk[slot] = none;
       ++s.next_write;
       s.cv.notify_all();
@@ -135,8 +132,8 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       std::size_t slot = 0;
       s.cv.wait(lock, [&] {
         if (s.failed()) return true;
-        for (slot = 0; slot < s.state.size(); ++slot) {
-          if (s.state[slot] == slot_state::free && s.chunk[slot] == none) return true;
+        for (slot = 0; slot < s.chunk.size(); ++slot) {
+          if (s.chunk[slot] == none) return true;
         }
         return false;
       });
@@ -160,7 +157,6 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
         s.chunk[slot] = none;
         break;
       }
-      s.state[slot] = slot_state::filled;
       s.queue.push_back(slot);
       s.cv.notify_all();
     }

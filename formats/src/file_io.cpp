@@ -375,14 +375,26 @@ void output_file::commit() {
     throw error(errc::io, os_error(display_name(), "close"));
   }
   fd_ = -1;
-  if (!temp_path_.empty() && ::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    int e = errno;
-    ::unlink(temp_path_.c_str());
-    errno = e;
-    throw error(errc::io, os_error(display_name(), "rename the finished output into"));
-  }
+  if (!temp_path_.empty()) publish_temp(-1, temp_path_, path_, display_name());
   committed_ = true;
   temp_path_.clear();
+}
+
+void publish_temp(int fd, const std::string& temp, const std::string& path,
+                  const std::string& display_name) {
+  // EINVAL: a descriptor that cannot be synced (a pipe, some special files), nothing to flush.
+  const char* failed = nullptr;
+  if (fd >= 0 && ::fsync(fd) != 0 && errno != EINVAL) {
+    failed = "flush";
+  } else if (::rename(temp.c_str(), path.c_str()) != 0) {
+    failed = "rename the finished output into";
+  }
+  if (failed != nullptr) {
+    const int e = errno;
+    ::unlink(temp.c_str());
+    errno = e;
+    throw error(errc::io, os_error(display_name, failed));
+  }
 }
 
 void output_file::name_anonymous() {

@@ -525,14 +525,7 @@ class hdf5_sink final : public sample_sink {
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
-    if (::fsync(own_fd_) != 0 && errno != EINVAL) {
-      ::unlink(temp_.c_str());
-      throw error(errc::io, path_ + ": cannot flush: " + std::strerror(errno));
-    }
-    if (::rename(temp_.c_str(), path_.c_str()) != 0) {
-      ::unlink(temp_.c_str());
-      throw error(errc::io, path_ + ": cannot rename the finished output into place");
-    }
+    publish_temp(own_fd_, temp_, path_, path_);
     finished_ = true;
   }
 

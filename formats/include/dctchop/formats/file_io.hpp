@@ -154,6 +154,12 @@ void check_output_path(const std::string& path, bool overwrite);
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create);
 
+/** The end of every output written under a temporary name: flush `fd` to disk (a descriptor
+ *  of `temp`; -1: already flushed), then rename `temp` over `path`. On failure `temp` is
+ *  removed and error(io) names `display_name`. */
+void publish_temp(int fd, const std::string& temp, const std::string& path,
+                  const std::string& display_name);
+
 /** True when both paths name the same existing file (same device and inode). `a` may be "-",
  *  standard input, when it is redirected from a regular file; `b` "-" is never the same. */
 bool same_file(const std::string& a, const std::string& b);
