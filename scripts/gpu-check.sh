@@ -10,8 +10,9 @@
 #                                    OUTDIR runs then use gpu-bundle/ instead of building.
 # Sized to finish in under 8 minutes on an H200 machine (16 cores). Exits 1 if any check
 # failed, after running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
-# for a dry run of the script itself (on a machine without a GPU every GPU check fails). Rebuild the bundle right before a device run, and name
-# gpu-bundle in the device tool's carry list (it is git-ignored).
+# for a dry run of the script itself (on a machine without a GPU every GPU check fails).
+# Rebuild the bundle right before a device run, and name gpu-bundle in the device tool's carry
+# list (it is git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -21,15 +22,22 @@ if [ "${1:-}" = "--bundle" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
   cmake --build "$BUILD" -j2 --target dctchop_cli dctchop_gpu_tests dctchop_gpu_bench
-  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib" "$BUNDLE/libc"
   cp "$BUILD/apps/dctchop" "$BUILD/tests/dctchop_gpu_tests" "$BUILD/bench/dctchop_gpu_bench" "$BUNDLE/"
-  # Shared libraries from Debian packages (HDF5, spdlog, fmt, xxHash, Google Benchmark...);
-  # the C library, the C++ runtime and CUDA's own come from the GPU machine.
+  # Shared libraries from Debian packages (HDF5, spdlog, fmt, xxHash, Google Benchmark...) and
+  # the CUDA runtime go to lib/. The C library and the C++ runtime go to libc/, used only where
+  # the GPU machine's own are too old (see below). The driver (libcuda) is the machine's, and
+  # cuBLAS (hundreds of MB, loaded at run time) too.
   for b in "$BUNDLE"/dctchop "$BUNDLE"/dctchop_gpu_tests "$BUNDLE"/dctchop_gpu_bench; do
-    ldd "$b" | awk '/=> \// {print $3}' |
-      grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas' |
-      xargs -r -I{} cp -Lu {} "$BUNDLE/lib/"
+    ldd "$b" | awk '/=> \// {print $3}' | grep -vE 'libcuda\.so|libcublas' | while read -r lib; do
+      if echo "$lib" | grep -qE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+)\.so'; then
+        cp -Lu "$lib" "$BUNDLE/libc/"
+      else
+        cp -Lu "$lib" "$BUNDLE/lib/"
+      fi
+    done
   done
+  cp -L /lib64/ld-linux-x86-64.so.2 "$BUNDLE/libc/"
   du -sh "$BUNDLE"
   exit 0
 fi
@@ -41,34 +49,45 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PA
 # On a GPU machine a skipped GPU test is a failure (a broken driver or build would hide).
 export DCTCHOP_REQUIRE_GPU=1
 FAILED=0
+# cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
+if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
+  found=$(find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null | head -1 || true)
+  [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
+  echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
+fi
 if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
-  BIN="$BUNDLE"
   export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  TESTS=("$BIN/dctchop_gpu_tests")
-  BENCH="$BIN/dctchop_gpu_bench"
-  DCT="$BIN/dctchop"
+  RUN=()
+  # DCTCHOP_GPU_CHECK_OWN_LIBC=1 takes the bundled C library anyway (to try that path here).
+  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
+    # Built against a newer C library than this machine's: run it with the bundled one.
+    { echo "the bundle does not run with this machine's C library:"
+      "$BUNDLE/dctchop" --version 2>&1 | head -3
+      echo "running it with the bundled C library instead"; } | tee -a "$OUT/gpu.txt"
+    RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$LD_LIBRARY_PATH")
+  fi
+  TESTS=("${RUN[@]}" "$BUNDLE/dctchop_gpu_tests")
+  BENCH=("${RUN[@]}" "$BUNDLE/dctchop_gpu_bench")
+  DCT=("${RUN[@]}" "$BUNDLE/dctchop")
 else
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON >/dev/null
   cmake --build "$BUILD" -j"$(nproc)"
   TESTS=(ctest --test-dir "$BUILD" -L gpu --output-on-failure)
-  BENCH="$BUILD/bench/dctchop_gpu_bench"
-  DCT="$BUILD/apps/dctchop"
+  BENCH=("$BUILD/bench/dctchop_gpu_bench")
+  DCT=("$BUILD/apps/dctchop")
 fi
 
-for b in "$DCT" "$BENCH"; do  # every shared library found?
-  if ldd "$b" | grep -q "not found"; then ldd "$b" | grep "not found" | tee -a "$OUT/gpu.txt"; FAILED=1; fi
-done
 {
   date -u +%Y-%m-%dT%H:%MZ
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
-  "$DCT" --version
 } | tee -a "$OUT/gpu.txt"
+"${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
 "${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1  # go on: device time is scarce
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
-"$BENCH" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
+"${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
 
@@ -88,9 +107,9 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
     tee -a "$OUT/gpu-e2e.txt"
 }
 for be in cuda cpu; do
-  timed "compress --backend $be" "$DCT" compress "$WORK/big.raw" --raw --dtype u8 \
+  timed "compress --backend $be" "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 \
     --shape "$N,256,256,3" -o "$WORK/big-$be.dcz" -f --no-quality -q --backend "$be"
-  timed "decompress --backend $be" "$DCT" decompress "$WORK/big-$be.dcz" -o "$WORK/back-$be.raw" \
+  timed "decompress --backend $be" "${DCT[@]}" decompress "$WORK/big-$be.dcz" -o "$WORK/back-$be.raw" \
     --raw -f -q --backend "$be"
 done
 echo "input bytes: $((N * 196608))" | tee -a "$OUT/gpu-e2e.txt"
