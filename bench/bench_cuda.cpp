@@ -5,6 +5,8 @@
 //    4.8 TB/s counting the bytes the kernel reads plus the bytes it writes.
 //  - host: the backend's encode/decode of host memory (pinned staging, two streams), so the
 //    figures include the copies over PCIe.
+//  - encode/decode use the line kernels (the default); encode_blocks/decode_blocks the first,
+//    one-thread-per-block kernels (cuda::kernel_layout), to compare the two.
 //  - decode_gemm: the matrix-form decode (cuda::gemm_decoder: two batched f32 GEMMs).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -56,7 +58,8 @@ std::vector<std::byte> make_input(const workload& w) {
   return v;
 }
 
-enum class op { encode, decode, decode_gemm };
+/** The direct kernels in either thread layout (cuda::kernel_layout), and the GEMM decode. */
+enum class op { encode, decode, encode_blocks, decode_blocks, decode_gemm };
 
 void device_run(benchmark::State& state, const workload& w, op what) {
   if (!cuda::available()) {
@@ -77,10 +80,13 @@ void device_run(benchmark::State& state, const workload& w, op what) {
   cudaEventCreate(&stop);
   for (auto _ : state) {
     cudaEventRecord(start);
-    if (what == op::encode) {
-      cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c);
-    } else if (what == op::decode) {
-      cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr);
+    const auto kl = what == op::encode_blocks || what == op::decode_blocks
+                        ? cuda::kernel_layout::blocks
+                        : cuda::kernel_layout::lines;
+    if (what == op::encode || what == op::encode_blocks) {
+      cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c, nullptr, kl);
+    } else if (what == op::decode || what == op::decode_blocks) {
+      cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr, kl);
     } else {
       gemm->decode_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr);
     }
@@ -126,9 +132,13 @@ void host_run(benchmark::State& state, const workload& w, bool encode) {
 int chop(const benchmark::State& s) { return static_cast<int>(s.range(0)); }
 void BM_device_encode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::encode); }
 void BM_device_decode_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::decode); }
+void BM_device_encode_blocks_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::encode_blocks); }
+void BM_device_decode_blocks_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::decode_blocks); }
 void BM_device_decode_gemm_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(1024, chop(s)), op::decode_gemm); }
 void BM_device_encode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::encode); }
 void BM_device_decode_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::decode); }
+void BM_device_encode_blocks_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::encode_blocks); }
+void BM_device_decode_blocks_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::decode_blocks); }
 void BM_device_decode_gemm_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(256, chop(s)), op::decode_gemm); }
 void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(1024, static_cast<int>(s.range(0))), true); }
 void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(1024, static_cast<int>(s.range(0))), false); }
@@ -136,9 +146,13 @@ void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(10
 #define DCTCHOP_CHOPS Arg(1)->Arg(2)->Arg(4)->ArgName("chop")
 BENCHMARK(BM_device_encode_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_decode_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_encode_blocks_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_decode_blocks_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_decode_gemm_u8_256x256x3)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_encode_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_decode_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_encode_blocks_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
+BENCHMARK(BM_device_decode_blocks_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_device_decode_gemm_f32_512x512)->DCTCHOP_CHOPS->UseManualTime();
 BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime();
 BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime();

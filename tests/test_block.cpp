@@ -79,6 +79,40 @@ void decode_by_grid(const codec_params& p, const geometry& g, const std::vector<
   });
 }
 
+/** The CUDA line kernels on the host: a thread per kept row of a block (encode) and per
+ *  column of a block row (decode), over their whole grids. */
+template <typename In, typename Real, int BT = 0>
+long long encode_by_lines(const codec_params& p, const geometry& g, const In* in,
+                          std::vector<std::byte>& out) {
+  const auto tab = detail::make_table<Real>(p.block);
+  const auto bg = detail::batch_of(p, g, g.samples);
+  out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
+  u64 first_bad = std::numeric_limits<u64>::max();
+  const u64 threads = detail::row_threads(bg, p.chop);
+  for_each_thread(threads, [&](u64 i) {
+    if (i >= threads) return;  // the kernel's bounds check
+    const auto at = detail::row_place(i, bg, p.chop);
+    if (!detail::encode_row<BT>(at, tab.t, p.block, p.chop, in, bg, static_cast<Real>(p.offset),
+                                static_cast<coeff_code>(p.coeff), out.data())) {
+      first_bad = std::min(first_bad, at.n);
+    }
+  });
+  return first_bad == std::numeric_limits<u64>::max() ? -1 : static_cast<long long>(first_bad);
+}
+
+template <typename Out, typename Real, int BT = 0>
+void decode_by_lines(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
+                     Out* out) {
+  const auto tab = detail::make_table<Real>(p.block);
+  const auto bg = detail::batch_of(p, g, g.samples);
+  const u64 threads = detail::column_threads(bg);
+  for_each_thread(threads, [&](u64 i) {
+    if (i >= threads) return;
+    detail::decode_column<BT>(detail::column_place(i, bg), tab.t, p.block, p.chop, coeffs.data(),
+                              static_cast<coeff_code>(p.coeff), out, bg, static_cast<Real>(p.offset));
+  });
+}
+
 /** One setting: random data of type T through the CPU backend and through the block
  *  functions; coefficients and decoded values must be identical bytes. */
 template <typename T, typename Real>
@@ -122,6 +156,20 @@ void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b,
   detail::with_block(b, [&](auto bt) { decode_by_grid<T, Real, decltype(bt)::value>(p, g, want, dec_ct.data()); });
   EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_ct.data(), in.size() * sizeof(T)), 0)
       << what << " (compile-time block size)";
+
+  // The line kernels, with the block size at run time and at compile time.
+  std::vector<std::byte> lines;
+  ASSERT_EQ((encode_by_lines<T, Real>(p, g, in.data(), lines)), -1) << what;
+  EXPECT_TRUE(lines == want) << what << " (line encode)";
+  detail::with_block(b, [&](auto bt) { bad_ct = encode_by_lines<T, Real, decltype(bt)::value>(p, g, in.data(), lines); });
+  ASSERT_EQ(bad_ct, -1) << what;
+  EXPECT_TRUE(lines == want) << what << " (line encode, compile-time block size)";
+  std::vector<T> dec_lines(in.size(), T{}), dec_lines_ct(in.size(), T{});
+  decode_by_lines<T, Real>(p, g, want, dec_lines.data());
+  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_lines.data(), in.size() * sizeof(T)), 0) << what << " (line decode)";
+  detail::with_block(b, [&](auto bt) { decode_by_lines<T, Real, decltype(bt)::value>(p, g, want, dec_lines_ct.data()); });
+  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_lines_ct.data(), in.size() * sizeof(T)), 0)
+      << what << " (line decode, compile-time block size)";
 }
 
 TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
@@ -256,10 +304,12 @@ TEST(CudaGridOnHost, TheEncodeGridNamesTheFirstSampleWithACoefficientOutOfRange)
   auto in = random_values<float>(g.samples * g.values_per_sample(), 3, -1, 1);
   std::vector<std::byte> out;
   EXPECT_EQ((encode_by_grid<float, float, 8>(p, g, in.data(), out)), -1);
+  EXPECT_EQ((encode_by_lines<float, float, 8>(p, g, in.data(), out)), -1);
   const u64 per_sample = g.values_per_sample();
   in[3 * per_sample + 200] = 1e30f;  // sample 3, second plane, far past f16's range
   in[1 * per_sample + 7] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ((encode_by_grid<float, float, 8>(p, g, in.data(), out)), 1);
+  EXPECT_EQ((encode_by_lines<float, float, 8>(p, g, in.data(), out)), 1);
   try {
     std::vector<std::byte> scratch(g.samples * coeff_bytes_per_sample(p, g));
     make_backend(backend_kind::cpu, {1})->encode(

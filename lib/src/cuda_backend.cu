@@ -208,6 +208,27 @@ __global__ void decode_kernel(dct_table<Real> tab, int b, int k, const std::byte
   decode_thread<BT>(i, tab.t, b, k, coeffs, code, out, g, offset);
 }
 
+template <int BT, typename In, typename Real>
+__global__ void encode_rows_kernel(dct_table<Real> tab, int b, int k, const In* in,
+                                   batch_geometry g, Real offset, coeff_code code,
+                                   std::byte* coeffs, unsigned long long* first_bad,
+                                   u64 sample_base) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= row_threads(g, k)) return;
+  const line_place at = row_place(i, g, k);
+  if (!encode_row<BT>(at, tab.t, b, k, in, g, offset, code, coeffs)) {
+    atomicMin(first_bad, static_cast<unsigned long long>(sample_base + at.n));
+  }
+}
+
+template <int BT, typename Out, typename Real>
+__global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
+                                      coeff_code code, Out* out, batch_geometry g, Real offset) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= column_threads(g)) return;
+  decode_column<BT>(column_place(i, g), tab.t, b, k, coeffs, code, out, g, offset);
+}
+
 /** Coefficients of any storage type to f32, for the GEMMs. */
 __global__ void coeffs_to_f32(const std::byte* src, coeff_code code, u64 count, float* dst) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -221,36 +242,54 @@ __global__ void store_planes(const float* x, u64 first, u64 n, u64 hp, u64 wp, b
   store_thread(i, x, first, n, hp, wp, g, offset, out);
 }
 
+using cuda::kernel_layout;
+
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
                    void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s,
-                   u64 sample_base = 0) {
+                   u64 sample_base, kernel_layout kl) {
   if (g.samples == 0) return;
   with_dtype(t, [&](auto in, auto real) {
     using In = decltype(in);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
-      static const auto tab = make_table<Real>(decltype(bt)::value);  // once per instantiation
-      encode_kernel<decltype(bt)::value, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-          tab, p.block, p.chop, static_cast<const In*>(d_in), g,
-          static_cast<Real>(p.offset), static_cast<coeff_code>(p.coeff),
-          static_cast<std::byte*>(d_coeffs), d_first_bad, sample_base);
+      constexpr int BT = decltype(bt)::value;
+      static const auto tab = make_table<Real>(BT);  // once per instantiation
+      const auto* src = static_cast<const In*>(d_in);
+      const auto offset = static_cast<Real>(p.offset);
+      const auto code = static_cast<coeff_code>(p.coeff);
+      auto* dst = static_cast<std::byte*>(d_coeffs);
+      if (kl == kernel_layout::lines) {
+        encode_rows_kernel<BT, In, Real><<<ctas_for(row_threads(g, p.chop)), threads_per_cta, 0, s>>>(
+            tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
+      } else {
+        encode_kernel<BT, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+            tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
+      }
     });
   });
   DCTCHOP_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_coeffs,
-                   void* d_out, cudaStream_t s) {
+                   void* d_out, cudaStream_t s, kernel_layout kl) {
   if (g.samples == 0) return;
   with_dtype(t, [&](auto out, auto real) {
     using Out = decltype(out);
     using Real = decltype(real);
     with_block(p.block, [&](auto bt) {
-      static const auto tab = make_table<Real>(decltype(bt)::value);
-      decode_kernel<decltype(bt)::value, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-          tab, p.block, p.chop, static_cast<const std::byte*>(d_coeffs),
-          static_cast<coeff_code>(p.coeff), static_cast<Out*>(d_out), g,
-          static_cast<Real>(p.offset));
+      constexpr int BT = decltype(bt)::value;
+      static const auto tab = make_table<Real>(BT);
+      const auto* src = static_cast<const std::byte*>(d_coeffs);
+      const auto code = static_cast<coeff_code>(p.coeff);
+      auto* dst = static_cast<Out*>(d_out);
+      const auto offset = static_cast<Real>(p.offset);
+      if (kl == kernel_layout::lines) {
+        decode_columns_kernel<BT, Out, Real><<<ctas_for(column_threads(g)), threads_per_cta, 0, s>>>(
+            tab, p.block, p.chop, src, code, dst, g, offset);
+      } else {
+        decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+            tab, p.block, p.chop, src, code, dst, g, offset);
+      }
     });
   });
   DCTCHOP_CUDA_CHECK(cudaGetLastError());
@@ -309,7 +348,8 @@ class cuda_backend final : public backend {
                  static_cast<const std::byte*>(v.data), coeffs.data(),
                  [&](u64 first, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
                    launch_encode(p, batch_of(p, g, n), v.type, d_in, d_out,
-                                 static_cast<unsigned long long*>(d_bad.get()), s, first);
+                                 static_cast<unsigned long long*>(d_bad.get()), s, first,
+                                 kernel_layout::lines);
                  });
     unsigned long long bad = 0;
     DCTCHOP_CUDA_CHECK(cudaMemcpy(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost));
@@ -333,7 +373,8 @@ class cuda_backend final : public backend {
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
                  [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
-                   launch_decode(p, batch_of(p, g, n), v.type, d_in, d_out, s);
+                   launch_decode(p, batch_of(p, g, n), v.type, d_in, d_out, s,
+                                 kernel_layout::lines);
                  });
   }
 
@@ -467,28 +508,31 @@ int device_count() noexcept {
 }
 
 void decode_device_async(const codec_params& p, const geometry& g, dtype type, u64 samples,
-                         const void* device_coeffs, void* device_out, void* stream) {
+                         const void* device_coeffs, void* device_out, void* stream,
+                         kernel_layout layout) {
   validate(p);
   check_geometry(g);
   detail::launch_decode(p, detail::batch_of(p, g, samples), type, device_coeffs, device_out,
-                        static_cast<cudaStream_t>(stream));
+                        static_cast<cudaStream_t>(stream), layout);
 }
 
 void decode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
-                   const void* device_coeffs, void* device_out, void* stream) {
-  decode_device_async(p, g, type, samples, device_coeffs, device_out, stream);
+                   const void* device_coeffs, void* device_out, void* stream,
+                   kernel_layout layout) {
+  decode_device_async(p, g, type, samples, device_coeffs, device_out, stream, layout);
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
 void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
-                   const void* device_in, void* device_coeffs, void* stream) {
+                   const void* device_in, void* device_coeffs, void* stream,
+                   kernel_layout layout) {
   validate(p);
   check_geometry(g);
   const auto s = static_cast<cudaStream_t>(stream);
   const detail::stream_flag d_bad(s);
   DCTCHOP_CUDA_CHECK(cudaMemsetAsync(d_bad.get(), 0xff, sizeof(unsigned long long), s));
   detail::launch_encode(p, detail::batch_of(p, g, samples), type, device_in, device_coeffs,
-                        d_bad.get(), s);
+                        d_bad.get(), s, 0, layout);
   unsigned long long bad = 0;
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -16,6 +16,12 @@
 #include "dctchop/detail/block.hpp"
 #include "dctchop/matrix_form.hpp"
 
+#if defined(__CUDACC__)
+#define DCTCHOP_UNROLL _Pragma("unroll")
+#else
+#define DCTCHOP_UNROLL
+#endif
+
 namespace dctchop::detail {
 
 /** The DCT matrix, passed to a kernel by value: it lands in the constant bank, read by every
@@ -98,6 +104,178 @@ DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k,
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
   decode_block<Out, Real, BT>(t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
                               blk / g.bw, blk % g.bw, offset);
+}
+
+// ---- the line kernels: a thread per column of a block row (decode) or per kept row of a
+// block (encode). Neighbouring threads touch neighbouring values, so a warp's stores (decode)
+// and loads (encode) are contiguous, and each thread holds one line, not a whole block. The
+// sums are the per-block functions' own, term for term, so the results are identical.
+
+/** Whether a batch's planes are interleaved (NHWC with more than one plane): its threads then
+ *  take the planes of a column one after another, as memory holds them. */
+DCTCHOP_HD bool interleaved(const batch_geometry& g) {
+  return g.planes > 1 && g.stride_plane == 1;
+}
+
+/** Where a line thread works: sample n, plane p, block row bi, and the column `col` (decode)
+ *  or the block column `bj` and kept row `u` (encode). */
+struct line_place {
+  std::uint64_t n, p, bi, col, bj;
+  int u;
+};
+
+/** Threads of the line decode: one per column of every block row of every plane. */
+DCTCHOP_HD std::uint64_t column_threads(const batch_geometry& g) {
+  return g.samples * g.planes * g.bh * g.w;
+}
+
+DCTCHOP_HD line_place column_place(std::uint64_t i, const batch_geometry& g) {
+  line_place at{};
+  if (interleaved(g)) {  // i = ((n * bh + bi) * w + col) * planes + p
+    at.p = i % g.planes;
+    i /= g.planes;
+    at.col = i % g.w;
+    i /= g.w;
+    at.bi = i % g.bh;
+    at.n = i / g.bh;
+  } else {  // i = ((n * planes + p) * bh + bi) * w + col
+    at.col = i % g.w;
+    i /= g.w;
+    at.bi = i % g.bh;
+    i /= g.bh;
+    at.p = i % g.planes;
+    at.n = i / g.planes;
+  }
+  return at;
+}
+
+/** Decode one column of one block row: the column's K vertical sums of the kept
+ *  coefficients times T (inverse_block's first stage, for this column only), then its B (or
+ *  fewer, at the bottom edge) values. The column of T it needs is read once into registers:
+ *  the table lies in the constant bank, which serves a warp at once only where all its
+ *  threads read one address. The loops run to the compile-time block size and stop at k, so
+ *  that they unroll and y stays in registers. */
+template <int BT, typename Out, typename Real>
+DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
+                              const std::byte* coeffs, coeff_code code, Out* out,
+                              const batch_geometry& g, Real offset) {
+  constexpr int bmax = BT > 0 ? BT : 32;
+  if constexpr (BT > 0) b = BT;
+  const std::uint64_t j = at.col / static_cast<std::uint64_t>(b);
+  const int cb = static_cast<int>(at.col % static_cast<std::uint64_t>(b));
+  const std::byte* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
+  const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
+  Real tc[bmax] = {};  // T[v][cb]
+  DCTCHOP_UNROLL
+  for (int v = 0; v < bmax; ++v) {
+    if (v >= k) break;
+    tc[v] = t[v * b + cb];
+  }
+  Real y[bmax] = {};  // y[u] = sum_v C[u][v] T[v][cb]
+  DCTCHOP_UNROLL
+  for (int u = 0; u < bmax; ++u) {
+    if (u >= k) break;
+    const std::uint64_t first = (at.bi * k + u) * ccols + j * k;
+    Real acc = load_coeff<Real>(cplane, code, first) * tc[0];
+    DCTCHOP_UNROLL
+    for (int v = 1; v < bmax; ++v) {
+      if (v >= k) break;
+      acc += load_coeff<Real>(cplane, code, first + v) * tc[v];
+    }
+    y[u] = acc;
+  }
+  Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
+             static_cast<std::int64_t>(at.p) * g.stride_plane +
+             static_cast<std::int64_t>(at.col) * g.stride_col;
+  const std::uint64_t top = at.bi * static_cast<std::uint64_t>(b);
+  const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
+  DCTCHOP_UNROLL
+  for (int r = 0; r < bmax; ++r) {
+    if (r >= rows) break;
+    Real acc = 0;
+    DCTCHOP_UNROLL
+    for (int u = 0; u < bmax; ++u) {
+      if (u >= k) break;
+      acc += t[u * b + r] * y[u];  // the same address in every thread: a broadcast
+    }
+    dst[static_cast<std::int64_t>(top + r) * g.stride_row] = convert_out<Out>(acc, offset);
+  }
+}
+
+/** Threads of the line encode: one per kept row of every block of every plane. */
+DCTCHOP_HD std::uint64_t row_threads(const batch_geometry& g, int k) {
+  return g.samples * g.planes * g.bh * g.bw * static_cast<std::uint64_t>(k);
+}
+
+DCTCHOP_HD line_place row_place(std::uint64_t i, const batch_geometry& g, int k) {
+  line_place at{};
+  at.u = static_cast<int>(i % static_cast<std::uint64_t>(k));
+  i /= static_cast<std::uint64_t>(k);
+  if (interleaved(g)) {  // i = ((n * bh + bi) * bw + bj) * planes + p
+    at.p = i % g.planes;
+    i /= g.planes;
+    at.bj = i % g.bw;
+    i /= g.bw;
+    at.bi = i % g.bh;
+    at.n = i / g.bh;
+  } else {  // i = ((n * planes + p) * bh + bi) * bw + bj
+    at.bj = i % g.bw;
+    i /= g.bw;
+    at.bi = i % g.bh;
+    i /= g.bh;
+    at.p = i % g.planes;
+    at.n = i / g.planes;
+  }
+  return at;
+}
+
+/** Encode kept row u of one block: row u of T X (forward_block's first stage, the block's
+ *  rows read in turn, the last row and column replicated into the padding), then its K
+ *  coefficients. Row u of T is read once into registers (see decode_column). False when a
+ *  coefficient does not fit `code`. */
+template <int BT, typename In, typename Real>
+DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, const In* in,
+                           const batch_geometry& g, Real offset, coeff_code code,
+                           std::byte* coeffs) {
+  constexpr int bmax = BT > 0 ? BT : 32;
+  if constexpr (BT > 0) b = BT;
+  const In* src = in + static_cast<std::int64_t>(at.n) * g.stride_sample +
+                  static_cast<std::int64_t>(at.p) * g.stride_plane;
+  Real tu[bmax] = {};  // T[u][r]
+  Real y[bmax];   // y[col] = sum_r T[u][r] X[r][col], summed over r in order
+  DCTCHOP_UNROLL
+  for (int i = 0; i < bmax; ++i) {
+    if (i >= b) break;
+    tu[i] = t[at.u * b + i];
+    y[i] = 0;
+  }
+  DCTCHOP_UNROLL
+  for (int r = 0; r < bmax; ++r) {
+    if (r >= b) break;
+    std::uint64_t row = at.bi * b + static_cast<std::uint64_t>(r);
+    row = row < g.h ? row : g.h - 1;
+    const In* line = src + static_cast<std::int64_t>(row) * g.stride_row;
+    DCTCHOP_UNROLL
+    for (int col = 0; col < bmax; ++col) {
+      if (col >= b) break;
+      std::uint64_t cc = at.bj * b + static_cast<std::uint64_t>(col);
+      cc = cc < g.w ? cc : g.w - 1;
+      y[col] += tu[r] * (static_cast<Real>(line[static_cast<std::int64_t>(cc) * g.stride_col]) - offset);
+    }
+  }
+  void* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
+  const std::uint64_t first = (at.bi * k + at.u) * (g.bw * k) + at.bj * k;
+  bool ok = true;
+  for (int v = 0; v < k; ++v) {
+    Real acc = 0;
+    DCTCHOP_UNROLL
+    for (int col = 0; col < bmax; ++col) {
+      if (col >= b) break;
+      acc += y[col] * t[v * b + col];  // a broadcast, as in decode_column
+    }
+    ok &= store_coeff(acc, code, cplane, first + v);
+  }
+  return ok;
 }
 
 /** Threads of the GEMM decode's store grid for `n` planes: one per output value. */

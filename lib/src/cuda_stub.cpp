@@ -13,15 +13,15 @@ bool built() noexcept { return false; }
 int device_count() noexcept { return 0; }
 
 void decode_device_async(const codec_params&, const geometry&, dtype, std::uint64_t, const void*,
-                         void*, void*) {
+                         void*, void*, kernel_layout) {
   unavailable();
 }
 void decode_device(const codec_params&, const geometry&, dtype, std::uint64_t, const void*, void*,
-                   void*) {
+                   void*, kernel_layout) {
   unavailable();
 }
 void encode_device(const codec_params&, const geometry&, dtype, std::uint64_t, const void*, void*,
-                   void*) {
+                   void*, kernel_layout) {
   unavailable();
 }
 

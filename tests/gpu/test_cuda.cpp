@@ -170,12 +170,59 @@ TEST(CudaDevice, EncodeDeviceNamesTheFirstBadSample) {
   in[6 * 256 + 9] = std::numeric_limits<float>::infinity();
   device_bytes d_in(in.size() * 4), d_c(10 * coeff_bytes_per_sample(p, g));
   ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), in.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  try {
-    cuda::encode_device(p, g, dtype::f32, 10, d_in.p, d_c.p);
-    FAIL() << "Inf accepted";
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::bad_input) << e.what();
-    EXPECT_EQ(e.sample(), 6) << e.what();
+  for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+    try {
+      cuda::encode_device(p, g, dtype::f32, 10, d_in.p, d_c.p, nullptr, kl);
+      ADD_FAILURE() << "Inf accepted";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::bad_input) << e.what();
+      EXPECT_EQ(e.sample(), 6) << e.what();
+    }
+  }
+}
+
+/** Encode and decode in device memory with both kernel layouts: identical bytes. */
+template <typename T>
+void expect_layouts_agree(dtype type, geometry g, int b, int k, coeff_type ct, double lo,
+                          double hi, unsigned seed) {
+  codec_params p;
+  p.block = b;
+  p.chop = k;
+  p.coeff = ct;
+  p.offset = type == dtype::u8 ? 128.0 : (type == dtype::u16 ? 32768.0 : 0.0);
+  const u64 vals = g.samples * g.values_per_sample(), cbytes = g.samples * coeff_bytes_per_sample(p, g);
+  const auto in = random_values<T>(vals, seed, lo, hi);
+  device_bytes d_in(vals * sizeof(T)), d_c1(cbytes), d_c2(cbytes), d_o1(vals * sizeof(T)),
+      d_o2(vals * sizeof(T));
+  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::encode_device(p, g, type, g.samples, d_in.p, d_c1.p, nullptr, cuda::kernel_layout::lines);
+  cuda::encode_device(p, g, type, g.samples, d_in.p, d_c2.p, nullptr, cuda::kernel_layout::blocks);
+  cuda::decode_device(p, g, type, g.samples, d_c1.p, d_o1.p, nullptr, cuda::kernel_layout::lines);
+  cuda::decode_device(p, g, type, g.samples, d_c1.p, d_o2.p, nullptr, cuda::kernel_layout::blocks);
+  std::vector<std::byte> c1(cbytes), c2(cbytes), o1(vals * sizeof(T)), o2(vals * sizeof(T));
+  ASSERT_EQ(cudaMemcpy(c1.data(), d_c1.p, cbytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(c2.data(), d_c2.p, cbytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(o1.data(), d_o1.p, o1.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(o2.data(), d_o2.p, o2.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  const std::string what = "dtype " + std::to_string(static_cast<int>(type)) + " B=" +
+                           std::to_string(b) + " K=" + std::to_string(k);
+  EXPECT_TRUE(c1 == c2) << what << ": encode";
+  EXPECT_TRUE(o1 == o2) << what << ": decode";
+}
+
+TEST(CudaDevice, LineAndBlockKernelsGiveIdenticalBytes) {
+  REQUIRE_DEVICE();
+  unsigned seed = 60;
+  for (int b : {4, 8, 16, 32}) {
+    for (int k : {1, b / 2, b}) {
+      const u64 ub = static_cast<u64>(b);
+      expect_layouts_agree<std::uint8_t>(dtype::u8, {layout::nhwc, 5, 3, 3 * ub + 1, 2 * ub + 3},
+                                         b, k, coeff_type::f16, 0, 256, seed++);
+      expect_layouts_agree<float>(dtype::f32, {layout::nhw, 3, 1, 2 * ub + 5, 4 * ub - 1}, b, k,
+                                  coeff_type::f32, -50, 50, seed++);
+      expect_layouts_agree<std::uint16_t>(dtype::u16, {layout::nchw, 2, 2, ub + 3, ub + 7}, b, k,
+                                          coeff_type::f32, 30000, 36000, seed++);
+    }
   }
 }
 

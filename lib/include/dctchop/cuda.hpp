@@ -21,22 +21,28 @@ int device_count() noexcept;
 /** built() and a device present: what `--backend auto` checks. */
 inline bool available() noexcept { return device_count() > 0; }
 
+/** How the direct kernels share the work among threads; both give identical results.
+ *  `lines` (the default): a thread per column of a block row (decode) or per kept row of a
+ *  block (encode), so that neighbouring threads touch neighbouring values. `blocks`: a thread
+ *  per block, the first version, kept so that the benchmark can compare the two. */
+enum class kernel_layout { lines, blocks };
+
 /** Decode `samples` samples of geometry `g` (layout, planes, height, width; g.samples is
  *  ignored) from coefficients in device memory to values of type `type` in device memory,
  *  densely laid out per g.lay. Queued on `stream`; returns before the work is done. Both
  *  pointers must stay valid until the stream has run it. */
 void decode_device_async(const codec_params& params, const geometry& g, dtype type,
                          std::uint64_t samples, const void* device_coeffs, void* device_out,
-                         void* stream);
+                         void* stream, kernel_layout layout = kernel_layout::lines);
 /** decode_device_async(), then wait for the stream. */
 void decode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_coeffs, void* device_out,
-                   void* stream = nullptr);
+                   void* stream = nullptr, kernel_layout layout = kernel_layout::lines);
 /** Encode from device memory to device memory and wait; throws like backend::encode (a value
  *  the coefficient type cannot hold, NaN or Inf), naming the first such sample. */
 void encode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_in, void* device_coeffs,
-                   void* stream = nullptr);
+                   void* stream = nullptr, kernel_layout layout = kernel_layout::lines);
 
 /** The portable matrix-form decode on the GPU (DESIGN.md; dctchop/matrix_form.hpp): per
  *  plane X' = Lt * Cplane * R as two batched f32 GEMMs with cuBLAS, then crop, offset and
