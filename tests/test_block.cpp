@@ -341,8 +341,10 @@ void column_major_gemm(const detail::strided_gemm& q) {
 template <typename Out>
 void decode_by_gemms(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
                      Out* out, u64 group) {
-  const auto m = make_decode_matrices(p, g.height, g.width);
-  const std::vector<float> lt(m.lt.begin(), m.lt.end()), r(m.r.begin(), m.r.end());
+  const auto m = detail::plane_dims(p, g.height, g.width);
+  const auto full = make_decode_matrices(p, g.height, g.width);  // the same dimensions
+  EXPECT_TRUE(m.hp == full.hp && m.wp == full.wp && m.kh == full.kh && m.kw == full.kw);
+  const auto bm = detail::make_block_matrices(p.block, p.chop);
   const auto bg = detail::batch_of(p, g, g.samples);
   const u64 planes = g.samples * g.planes, per_plane = m.kh * m.kw;
   std::vector<float> c32(planes * per_plane);
@@ -352,8 +354,8 @@ void decode_by_gemms(const codec_params& p, const geometry& g, const std::vector
   std::vector<float> t1(group * m.kh * m.wp), x(group * m.hp * m.wp);
   for (u64 first = 0; first < planes; first += group) {
     const u64 n = std::min(group, planes - first);
-    for (const auto& q : detail::matrix_form_gemms(m, lt.data(), r.data(), c32.data() + first * per_plane,
-                                                   static_cast<long long>(per_plane), t1.data(),
+    for (const auto& q : detail::matrix_form_gemms(m, p.block, p.chop, bm.tk.data(), bm.tkt.data(),
+                                                   c32.data() + first * per_plane, t1.data(),
                                                    x.data(), static_cast<int>(n))) {
       column_major_gemm(q);
     }

@@ -561,10 +561,8 @@ namespace dctchop::cuda {
 
 struct gemm_decoder::impl {
   cublasHandle_t handle = nullptr;
-  codec_params p{};
-  u64 h = 0, w = 0;
-  decode_matrices m;
-  detail::device_ptr d_lt, d_r, scratch;
+  int block = 0, chop = 0;  // of d_tk and d_tkt
+  detail::device_ptr d_tk, d_tkt, scratch;
   std::size_t scratch_bytes = 0;
   cudaStream_t last_stream = nullptr;
   bool used = false;  // last_stream is meaningful (nullptr is the default stream)
@@ -595,27 +593,22 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   impl& d = *impl_;
   const auto s = static_cast<cudaStream_t>(stream);
   if (samples == 0) return;
-  // The matrices of this plane shape, in f32 on the device (uploaded when the shape changes;
-  // the previous call's stream is drained first, as it may still read the old ones).
-  if (!d.d_lt || d.p.block != p.block || d.p.chop != p.chop || d.h != g.height || d.w != g.width) {
+  // The blocks of Lt and R (T_K^t and T_K) in f32 on the device, uploaded when the block or
+  // the chop changes; the previous call's stream is drained first, as it may still read them.
+  if (!d.d_tk || d.block != p.block || d.chop != p.chop) {
     d.drain();
-    d.m = make_decode_matrices(p, g.height, g.width);
-    const std::vector<float> lt(d.m.lt.begin(), d.m.lt.end()), r(d.m.r.begin(), d.m.r.end());
-    d.d_lt = detail::device_alloc(lt.size() * sizeof(float));
-    d.d_r = detail::device_alloc(r.size() * sizeof(float));
+    const auto bm = detail::make_block_matrices(p.block, p.chop);
+    const std::size_t bytes = bm.tk.size() * sizeof(float);
+    d.d_tk = detail::device_alloc(bytes);
+    d.d_tkt = detail::device_alloc(bytes);
     // On the caller's stream, and waited for: the vectors are pageable and go out of scope.
-    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_lt.get(), lt.data(), lt.size() * sizeof(float),
-                                       cudaMemcpyHostToDevice, s));
-    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_r.get(), r.data(), r.size() * sizeof(float),
-                                       cudaMemcpyHostToDevice, s));
+    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_tk.get(), bm.tk.data(), bytes, cudaMemcpyHostToDevice, s));
+    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_tkt.get(), bm.tkt.data(), bytes, cudaMemcpyHostToDevice, s));
     DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
-    d.m.lt = {};  // only the dimensions are needed from here on
-    d.m.r = {};
-    d.p = p;
-    d.h = g.height;
-    d.w = g.width;
+    d.block = p.block;
+    d.chop = p.chop;
   }
-  const auto& m = d.m;
+  const decode_matrices m = detail::plane_dims(p, g.height, g.width);
   const u64 planes = samples * g.planes;
   // f32 coefficients feed the GEMMs where they lie; other types are converted first.
   const bool convert = p.coeff != coeff_type::f32;
@@ -648,10 +641,10 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
       DCTCHOP_CUDA_CHECK(cudaGetLastError());
       c = c32;
     }
-    for (const auto& q : detail::matrix_form_gemms(m, static_cast<const float*>(d.d_lt.get()),
-                                                   static_cast<const float*>(d.d_r.get()), c,
-                                                   static_cast<long long>(m.kh * m.kw), t1, x,
-                                                   static_cast<int>(n))) {
+    for (const auto& q : detail::matrix_form_gemms(m, p.block, p.chop,
+                                                   static_cast<const float*>(d.d_tk.get()),
+                                                   static_cast<const float*>(d.d_tkt.get()), c,
+                                                   t1, x, static_cast<int>(n))) {
       DCTCHOP_CUBLAS_CHECK(blas.sgemm_strided_batched(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, q.m,
                                                       q.n, q.k, &one, q.a, q.lda, q.stride_a,
                                                       q.b, q.ldb, q.stride_b, &zero, q.c, q.ldc,

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/detail/block.hpp"
@@ -315,21 +316,60 @@ struct strided_gemm {
   int batch;
 };
 
-/** The two GEMMs that give X' = Lt * C * R for `batch` planes, all row-major: C (kh x kw
- *  each, `stride_c` floats apart), T1 = C * R (kh x wp each), X' = Lt * T1 (hp x wp each).
- *  A row-major m x n matrix is the column-major n x m transpose, so C * R is computed as the
- *  column-major R^T * C^T, and Lt * T1 as T1^T * Lt^T. Lt and R are shared by every plane
- *  (stride 0). */
-inline std::array<strided_gemm, 2> matrix_form_gemms(const decode_matrices& m, const float* lt,
-                                                     const float* r, const float* c,
-                                                     long long stride_c, float* t1, float* x,
-                                                     int batch) {
-  const int wp = static_cast<int>(m.wp), kh = static_cast<int>(m.kh),
-            kw = static_cast<int>(m.kw), hp = static_cast<int>(m.hp);
-  const auto t1_stride = static_cast<long long>(m.kh * m.wp);
-  return {strided_gemm{wp, kh, kw, r, wp, 0, c, kw, stride_c, t1, wp, t1_stride, batch},
-          strided_gemm{wp, hp, kh, t1, wp, t1_stride, lt, kh, 0, x, wp,
-                       static_cast<long long>(m.hp * m.wp), batch}};
+/** The dimensions of the matrix form for H x W planes (decode_matrices without the
+ *  matrices): padded hp x wp, coefficient plane kh x kw. */
+inline decode_matrices plane_dims(const codec_params& p, std::uint64_t height, std::uint64_t width) {
+  const auto b = static_cast<std::uint64_t>(p.block);
+  const auto cs = coeff_shape(p, height, width);
+  decode_matrices m;
+  m.hp = (height + b - 1) / b * b;
+  m.wp = (width + b - 1) / b * b;
+  m.kh = cs.rows;
+  m.kw = cs.cols;
+  return m;
+}
+
+/** The blocks on the diagonals of R and Lt: T_K (K x B, row-major, T_K[v][y] = T[v][y]) and
+ *  its transpose (B x K), in f32. */
+struct block_matrices {
+  std::vector<float> tk, tkt;
+};
+
+inline block_matrices make_block_matrices(int b, int k) {
+  const auto t = dct_matrix(b);
+  block_matrices m;
+  m.tk.resize(static_cast<std::size_t>(k) * b);
+  m.tkt.resize(m.tk.size());
+  for (int v = 0; v < k; ++v) {
+    for (int y = 0; y < b; ++y) {
+      m.tk[v * b + y] = static_cast<float>(t[v * b + y]);
+      m.tkt[y * k + v] = static_cast<float>(t[v * b + y]);
+    }
+  }
+  return m;
+}
+
+/** The two GEMMs that give X' = Lt * C * R for `planes` consecutive planes (DESIGN.md's
+ *  matrix form), all row-major: C (kh x kw each), T1 = C * R (kh x wp each), X' = Lt * T1
+ *  (hp x wp each). R and Lt are block-diagonal, with blocks T_K and T_K^t, so the products
+ *  skip their zeros:
+ *  - C * R: each row of C is bw segments of K coefficients, and each segment times T_K gives
+ *    the B values of its block's columns. So the planes' C, read as a (planes * kh * bw) x K
+ *    matrix, times T_K is T1 read as a (planes * kh * bw) x B matrix: one GEMM.
+ *  - Lt * T1: block row i of X' (B x wp) is T_K^t times rows iK..iK+K-1 of T1 (K x wp): one
+ *    GEMM per block row of every plane, batched.
+ *  cuBLAS is column-major, and a row-major m x n matrix is the column-major n x m transpose:
+ *  so the first product runs as T_K^T * C^T and the second as T1_i^T * T_K. */
+inline std::array<strided_gemm, 2> matrix_form_gemms(const decode_matrices& m, int b, int k,
+                                                     const float* tk, const float* tkt,
+                                                     const float* c, float* t1, float* x,
+                                                     int planes) {
+  const int wp = static_cast<int>(m.wp);
+  const auto segments = static_cast<int>(static_cast<std::uint64_t>(planes) * m.kh * (m.kw / k));
+  const auto block_rows = static_cast<int>(static_cast<std::uint64_t>(planes) * (m.hp / b));
+  return {strided_gemm{b, segments, k, tk, b, 0, c, k, 0, t1, b, 0, 1},
+          strided_gemm{wp, b, k, t1, wp, static_cast<long long>(k) * wp, tkt, k, 0, x, wp,
+                       static_cast<long long>(b) * wp, block_rows}};
 }
 
 }  // namespace dctchop::detail
