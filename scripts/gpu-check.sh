@@ -62,13 +62,14 @@ if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
     # Built against a newer C library than this machine's: run it with the bundled one.
     { echo "the bundle does not run with this machine's C library:"
-      "$BUNDLE/dctchop" --version 2>&1 | head -3
+      "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
       echo "running it with the bundled C library instead"; } | tee -a "$OUT/gpu.txt"
     RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$LD_LIBRARY_PATH")
   fi
-  TESTS=("${RUN[@]}" "$BUNDLE/dctchop_gpu_tests")
-  BENCH=("${RUN[@]}" "$BUNDLE/dctchop_gpu_bench")
-  DCT=("${RUN[@]}" "$BUNDLE/dctchop")
+  # ${RUN[@]+...}: an empty array under set -u, also in a bash older than 4.4.
+  TESTS=(${RUN[@]+"${RUN[@]}"} "$BUNDLE/dctchop_gpu_tests")
+  BENCH=(${RUN[@]+"${RUN[@]}"} "$BUNDLE/dctchop_gpu_bench")
+  DCT=(${RUN[@]+"${RUN[@]}"} "$BUNDLE/dctchop")
 else
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON >/dev/null
   cmake --build "$BUILD" -j"$(nproc)"

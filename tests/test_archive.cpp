@@ -16,6 +16,7 @@
 #include "dctchop/formats/file_io.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
+#include "dctchop/loader.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -71,9 +72,10 @@ std::vector<std::byte> labels_bytes(u64 n) {
   return b;
 }
 
-/** Writes test_header() with chunks of 3, 3, 3, 1 samples (and labels when asked); returns the
- *  coefficient bytes written. */
-std::vector<std::byte> write_test_archive(const std::string& path, bool with_labels) {
+/** Writes test_header() with chunks of 3, 3, 3, 1 samples (and labels when asked, one per
+ *  sample unless `label_rows` says otherwise); returns the coefficient bytes written. */
+std::vector<std::byte> write_test_archive(const std::string& path, bool with_labels,
+                                          u64 label_rows = 0) {
   const archive_header h = test_header();
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 n = h.geom.samples;
@@ -83,7 +85,8 @@ std::vector<std::byte> write_test_archive(const std::string& path, bool with_lab
     const u64 count = std::min(h.samples_per_chunk, n - first);
     w.write_chunk(first, count, std::span<const std::byte>(coeffs).subspan(first * cbps, count * cbps));
   }
-  if (with_labels) w.write_side_array("labels", "<i8", {n}, labels_bytes(n));
+  if (label_rows == 0) label_rows = n;
+  if (with_labels) w.write_side_array("labels", "<i8", {label_rows}, labels_bytes(label_rows));
   w.set_footer_extra({{"input_bytes", n * h.geom.values_per_sample() * 2}});
   w.finish();
   return coeffs;
@@ -430,6 +433,16 @@ TEST(Archive, FlippedLabelsByteIsCorruptWhenRead) {
   flip_byte(path, off + 17);
   auto r = archive_reader::open(path);
   expect_error([&] { (void)r.read_side_array("labels"); }, errc::corrupt, {"labels", path});
+}
+
+TEST(Archive, ALoaderRefusesLabelsThatAreNotOneRowPerSample) {
+  temp_dir dir;
+  const std::string path = dir.file("a.dcz");
+  write_test_archive(path, true, 20);  // 20 labels for 10 samples
+  loaders::loader_options o;
+  o.batch_size = 2;
+  // The reader refuses them (so the loader's label rows always match its samples).
+  expect_error([&] { loaders::archive_loader l(path, o); }, errc::corrupt, {path, "'labels'"});
 }
 
 TEST(Archive, WriterDestroyedBeforeFinishLeavesNoFileBehind) {

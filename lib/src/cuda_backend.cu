@@ -599,16 +599,27 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     d.drain();
     const auto bm = detail::make_block_matrices(p.block, p.chop);
     const std::size_t bytes = bm.tk.size() * sizeof(float);
-    d.d_tk = detail::device_alloc(bytes);
-    d.d_tkt = detail::device_alloc(bytes);
+    auto tk = detail::device_alloc(bytes), tkt = detail::device_alloc(bytes);
     // On the caller's stream, and waited for: the vectors are pageable and go out of scope.
-    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_tk.get(), bm.tk.data(), bytes, cudaMemcpyHostToDevice, s));
-    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(d.d_tkt.get(), bm.tkt.data(), bytes, cudaMemcpyHostToDevice, s));
+    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(tk.get(), bm.tk.data(), bytes, cudaMemcpyHostToDevice, s));
+    DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(tkt.get(), bm.tkt.data(), bytes, cudaMemcpyHostToDevice, s));
     DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
+    // Only now, so that a failed upload leaves no half-made tables under the old key.
+    d.d_tk = std::move(tk);
+    d.d_tkt = std::move(tkt);
     d.block = p.block;
     d.chop = p.chop;
   }
   const decode_matrices m = detail::plane_dims(p, g.height, g.width);
+  // cuBLAS takes int dimensions and leading dimensions; groups of planes keep the products
+  // within that, down to one plane.
+  constexpr u64 int_max = static_cast<u64>(std::numeric_limits<int>::max());
+  if (m.hp * m.wp > int_max) {
+    throw error(errc::invalid_argument,
+                "planes of " + std::to_string(g.height) + " x " + std::to_string(g.width) +
+                    " are too large for the GEMM decode (cuBLAS takes int sizes); use "
+                    "cuda::decode_device");
+  }
   const u64 planes = samples * g.planes;
   // f32 coefficients feed the GEMMs where they lie; other types are converted first.
   const bool convert = p.coeff != coeff_type::f32;
