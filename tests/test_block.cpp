@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/matrix_form.hpp"
@@ -48,68 +49,53 @@ void for_each_thread(u64 threads, Fn&& fn) {
   for (u64 i = u64(detail::ctas_for(threads)) * detail::threads_per_cta; i-- > 0;) fn(i);
 }
 
-/** The CUDA encode kernel on the host: detail::encode_thread over its whole grid, as
- *  launch_encode sizes it. Returns the first sample with a coefficient out of range, as the
+/** A CUDA encode kernel on the host (cuda_backend.cu's launch_encode): each thread's
+ *  function of cuda_grid.hpp over the kernel's whole grid, past its last thread too (the
+ *  kernels check the bound). Returns the first sample with a coefficient out of range, as the
  *  kernel's atomicMin records it, or -1. */
 template <typename In, typename Real, int BT = 0>
-long long encode_by_grid(const codec_params& p, const geometry& g, const In* in,
-                         std::vector<std::byte>& out) {
+long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometry& g,
+                         const In* in, std::vector<std::byte>& out) {
   const auto tab = detail::make_table<Real>(p.block);
   const auto bg = detail::batch_of(p, g, g.samples);
+  const auto offset = static_cast<Real>(p.offset);
+  const auto code = static_cast<coeff_code>(p.coeff);
   out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
+  const bool lines = kl == cuda::kernel_layout::lines;
+  const u64 threads = lines ? detail::row_threads(bg, p.chop) : detail::block_threads(bg);
   u64 first_bad = std::numeric_limits<u64>::max();
-  for_each_thread(detail::block_threads(bg), [&](u64 i) {
-    if (!detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg, static_cast<Real>(p.offset),
-                                   static_cast<coeff_code>(p.coeff), out.data())) {
+  for_each_thread(threads, [&](u64 i) {
+    if (lines) {
+      if (i >= threads) return;
+      const auto at = detail::row_place(i, bg, p.chop);
+      if (!detail::encode_row<BT>(at, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
+        first_bad = std::min(first_bad, at.n);
+      }
+    } else if (!detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
       first_bad = std::min(first_bad, detail::sample_of_block(i, bg));
     }
   });
   return first_bad == std::numeric_limits<u64>::max() ? -1 : static_cast<long long>(first_bad);
 }
 
-/** The CUDA decode kernel on the host. */
+/** A CUDA decode kernel on the host (launch_decode). */
 template <typename Out, typename Real, int BT = 0>
-void decode_by_grid(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
-                    Out* out) {
+void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometry& g,
+                    const std::vector<std::byte>& coeffs, Out* out) {
   const auto tab = detail::make_table<Real>(p.block);
   const auto bg = detail::batch_of(p, g, g.samples);
-  for_each_thread(detail::block_threads(bg), [&](u64 i) {
-    detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs.data(),
-                              static_cast<coeff_code>(p.coeff), out, bg, static_cast<Real>(p.offset));
-  });
-}
-
-/** The CUDA line kernels on the host: a thread per kept row of a block (encode) and per
- *  column of a block row (decode), over their whole grids. */
-template <typename In, typename Real, int BT = 0>
-long long encode_by_lines(const codec_params& p, const geometry& g, const In* in,
-                          std::vector<std::byte>& out) {
-  const auto tab = detail::make_table<Real>(p.block);
-  const auto bg = detail::batch_of(p, g, g.samples);
-  out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
-  u64 first_bad = std::numeric_limits<u64>::max();
-  const u64 threads = detail::row_threads(bg, p.chop);
+  const auto offset = static_cast<Real>(p.offset);
+  const auto code = static_cast<coeff_code>(p.coeff);
+  const bool lines = kl == cuda::kernel_layout::lines;
+  const u64 threads = lines ? detail::column_threads(bg) : detail::block_threads(bg);
   for_each_thread(threads, [&](u64 i) {
-    if (i >= threads) return;  // the kernel's bounds check
-    const auto at = detail::row_place(i, bg, p.chop);
-    if (!detail::encode_row<BT>(at, tab.t, p.block, p.chop, in, bg, static_cast<Real>(p.offset),
-                                static_cast<coeff_code>(p.coeff), out.data())) {
-      first_bad = std::min(first_bad, at.n);
+    if (lines) {
+      if (i >= threads) return;
+      detail::decode_column<BT>(detail::column_place(i, bg), tab.t, p.block, p.chop,
+                                coeffs.data(), code, out, bg, offset);
+    } else {
+      detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs.data(), code, out, bg, offset);
     }
-  });
-  return first_bad == std::numeric_limits<u64>::max() ? -1 : static_cast<long long>(first_bad);
-}
-
-template <typename Out, typename Real, int BT = 0>
-void decode_by_lines(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
-                     Out* out) {
-  const auto tab = detail::make_table<Real>(p.block);
-  const auto bg = detail::batch_of(p, g, g.samples);
-  const u64 threads = detail::column_threads(bg);
-  for_each_thread(threads, [&](u64 i) {
-    if (i >= threads) return;
-    detail::decode_column<BT>(detail::column_place(i, bg), tab.t, p.block, p.chop, coeffs.data(),
-                              static_cast<coeff_code>(p.coeff), out, bg, static_cast<Real>(p.offset));
   });
 }
 
@@ -138,38 +124,32 @@ void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b,
   auto cpu = make_backend(backend_kind::cpu, {1});
   std::vector<std::byte> want(n * coeff_bytes_per_sample(p, g));
   cpu->encode(p, view, want);
-  std::vector<std::byte> got, got_ct;
-  ASSERT_EQ((encode_by_grid<T, Real>(p, g, in.data(), got)), -1) << what;
-  ASSERT_EQ(got.size(), want.size()) << what;
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << what;
-  // The compile-time block size (what the GPU kernels instantiate, through the same
-  // with_block) gives the same bytes.
-  long long bad_ct = 0;
-  detail::with_block(b, [&](auto bt) { bad_ct = encode_by_grid<T, Real, decltype(bt)::value>(p, g, in.data(), got_ct); });
-  ASSERT_EQ(bad_ct, -1) << what;
-  EXPECT_TRUE(got_ct == want) << what << " (compile-time block size)";
-
-  std::vector<T> dec_cpu(in.size()), dec_grid(in.size()), dec_ct(in.size());
+  std::vector<T> dec_cpu(in.size());
   cpu->decode(p, want, make_view(g, dt, static_cast<void*>(dec_cpu.data()), n));
-  decode_by_grid<T, Real>(p, g, want, dec_grid.data());
-  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_grid.data(), in.size() * sizeof(T)), 0) << what;
-  detail::with_block(b, [&](auto bt) { decode_by_grid<T, Real, decltype(bt)::value>(p, g, want, dec_ct.data()); });
-  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_ct.data(), in.size() * sizeof(T)), 0)
-      << what << " (compile-time block size)";
-
-  // The line kernels, with the block size at run time and at compile time.
-  std::vector<std::byte> lines;
-  ASSERT_EQ((encode_by_lines<T, Real>(p, g, in.data(), lines)), -1) << what;
-  EXPECT_TRUE(lines == want) << what << " (line encode)";
-  detail::with_block(b, [&](auto bt) { bad_ct = encode_by_lines<T, Real, decltype(bt)::value>(p, g, in.data(), lines); });
-  ASSERT_EQ(bad_ct, -1) << what;
-  EXPECT_TRUE(lines == want) << what << " (line encode, compile-time block size)";
-  std::vector<T> dec_lines(in.size(), T{}), dec_lines_ct(in.size(), T{});
-  decode_by_lines<T, Real>(p, g, want, dec_lines.data());
-  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_lines.data(), in.size() * sizeof(T)), 0) << what << " (line decode)";
-  detail::with_block(b, [&](auto bt) { decode_by_lines<T, Real, decltype(bt)::value>(p, g, want, dec_lines_ct.data()); });
-  EXPECT_EQ(std::memcmp(dec_cpu.data(), dec_lines_ct.data(), in.size() * sizeof(T)), 0)
-      << what << " (line decode, compile-time block size)";
+  // Both kernel layouts, with the block size at run time and at compile time (what the GPU
+  // kernels instantiate, through the same with_block).
+  for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+    for (bool compile_time : {false, true}) {
+      const std::string how = what + (kl == cuda::kernel_layout::lines ? " lines" : " blocks") +
+                              (compile_time ? ", compile-time B" : "");
+      std::vector<std::byte> got;
+      std::vector<T> dec(in.size(), T{});
+      long long bad = 0;
+      if (compile_time) {
+        detail::with_block(b, [&](auto bt) {
+          constexpr int BT = decltype(bt)::value;
+          bad = encode_on_host<T, Real, BT>(kl, p, g, in.data(), got);
+          decode_on_host<T, Real, BT>(kl, p, g, want, dec.data());
+        });
+      } else {
+        bad = encode_on_host<T, Real>(kl, p, g, in.data(), got);
+        decode_on_host<T, Real>(kl, p, g, want, dec.data());
+      }
+      ASSERT_EQ(bad, -1) << how;
+      EXPECT_TRUE(got == want) << how << ": encode";
+      EXPECT_EQ(std::memcmp(dec_cpu.data(), dec.data(), in.size() * sizeof(T)), 0) << how << ": decode";
+    }
+  }
 }
 
 TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
@@ -303,13 +283,15 @@ TEST(CudaGridOnHost, TheEncodeGridNamesTheFirstSampleWithACoefficientOutOfRange)
   p.coeff = coeff_type::f16;
   auto in = random_values<float>(g.samples * g.values_per_sample(), 3, -1, 1);
   std::vector<std::byte> out;
-  EXPECT_EQ((encode_by_grid<float, float, 8>(p, g, in.data(), out)), -1);
-  EXPECT_EQ((encode_by_lines<float, float, 8>(p, g, in.data(), out)), -1);
+  for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+    EXPECT_EQ((encode_on_host<float, float, 8>(kl, p, g, in.data(), out)), -1);
+  }
   const u64 per_sample = g.values_per_sample();
   in[3 * per_sample + 200] = 1e30f;  // sample 3, second plane, far past f16's range
   in[1 * per_sample + 7] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ((encode_by_grid<float, float, 8>(p, g, in.data(), out)), 1);
-  EXPECT_EQ((encode_by_lines<float, float, 8>(p, g, in.data(), out)), 1);
+  for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+    EXPECT_EQ((encode_on_host<float, float, 8>(kl, p, g, in.data(), out)), 1);
+  }
   try {
     std::vector<std::byte> scratch(g.samples * coeff_bytes_per_sample(p, g));
     make_backend(backend_kind::cpu, {1})->encode(

@@ -118,12 +118,34 @@ DCTCHOP_HD bool interleaved(const batch_geometry& g) {
   return g.planes > 1 && g.stride_plane == 1;
 }
 
-/** Where a line thread works: sample n, plane p, block row bi, and the column `col` (decode)
- *  or the block column `bj` and kept row `u` (encode). */
+/** Where a line thread works: sample n, plane p, block row bi, and x, the column (decode)
+ *  or the block column (encode); u, the kept row (encode). */
 struct line_place {
-  std::uint64_t n, p, bi, col, bj;
+  std::uint64_t n, p, bi, x;
   int u;
 };
+
+/** Thread index i over (sample, plane, block row, x < width), in memory order: the planes
+ *  innermost where they are interleaved, else x. */
+DCTCHOP_HD line_place line_place_of(std::uint64_t i, const batch_geometry& g, std::uint64_t width) {
+  line_place at{};
+  if (interleaved(g)) {  // i = ((n * bh + bi) * width + x) * planes + p
+    at.p = i % g.planes;
+    i /= g.planes;
+    at.x = i % width;
+    i /= width;
+    at.bi = i % g.bh;
+    at.n = i / g.bh;
+  } else {  // i = ((n * planes + p) * bh + bi) * width + x
+    at.x = i % width;
+    i /= width;
+    at.bi = i % g.bh;
+    i /= g.bh;
+    at.p = i % g.planes;
+    at.n = i / g.planes;
+  }
+  return at;
+}
 
 /** Threads of the line decode: one per column of every block row of every plane. */
 DCTCHOP_HD std::uint64_t column_threads(const batch_geometry& g) {
@@ -131,23 +153,7 @@ DCTCHOP_HD std::uint64_t column_threads(const batch_geometry& g) {
 }
 
 DCTCHOP_HD line_place column_place(std::uint64_t i, const batch_geometry& g) {
-  line_place at{};
-  if (interleaved(g)) {  // i = ((n * bh + bi) * w + col) * planes + p
-    at.p = i % g.planes;
-    i /= g.planes;
-    at.col = i % g.w;
-    i /= g.w;
-    at.bi = i % g.bh;
-    at.n = i / g.bh;
-  } else {  // i = ((n * planes + p) * bh + bi) * w + col
-    at.col = i % g.w;
-    i /= g.w;
-    at.bi = i % g.bh;
-    i /= g.bh;
-    at.p = i % g.planes;
-    at.n = i / g.planes;
-  }
-  return at;
+  return line_place_of(i, g, g.w);
 }
 
 /** Decode one column of one block row: the column's K vertical sums of the kept
@@ -162,8 +168,8 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
                               const batch_geometry& g, Real offset) {
   constexpr int bmax = BT > 0 ? BT : 32;
   if constexpr (BT > 0) b = BT;
-  const std::uint64_t j = at.col / static_cast<std::uint64_t>(b);
-  const int cb = static_cast<int>(at.col % static_cast<std::uint64_t>(b));
+  const std::uint64_t j = at.x / static_cast<std::uint64_t>(b);
+  const int cb = static_cast<int>(at.x % static_cast<std::uint64_t>(b));
   const std::byte* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
   const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
   Real tc[bmax] = {};  // T[v][cb]
@@ -187,7 +193,7 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
   }
   Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
              static_cast<std::int64_t>(at.p) * g.stride_plane +
-             static_cast<std::int64_t>(at.col) * g.stride_col;
+             static_cast<std::int64_t>(at.x) * g.stride_col;
   const std::uint64_t top = at.bi * static_cast<std::uint64_t>(b);
   const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
   DCTCHOP_UNROLL
@@ -209,24 +215,9 @@ DCTCHOP_HD std::uint64_t row_threads(const batch_geometry& g, int k) {
 }
 
 DCTCHOP_HD line_place row_place(std::uint64_t i, const batch_geometry& g, int k) {
-  line_place at{};
-  at.u = static_cast<int>(i % static_cast<std::uint64_t>(k));
-  i /= static_cast<std::uint64_t>(k);
-  if (interleaved(g)) {  // i = ((n * bh + bi) * bw + bj) * planes + p
-    at.p = i % g.planes;
-    i /= g.planes;
-    at.bj = i % g.bw;
-    i /= g.bw;
-    at.bi = i % g.bh;
-    at.n = i / g.bh;
-  } else {  // i = ((n * planes + p) * bh + bi) * bw + bj
-    at.bj = i % g.bw;
-    i /= g.bw;
-    at.bi = i % g.bh;
-    i /= g.bh;
-    at.p = i % g.planes;
-    at.n = i / g.planes;
-  }
+  const auto kk = static_cast<std::uint64_t>(k);
+  line_place at = line_place_of(i / kk, g, g.bw);
+  at.u = static_cast<int>(i % kk);
   return at;
 }
 
@@ -259,13 +250,13 @@ DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, co
     DCTCHOP_UNROLL
     for (int col = 0; col < bmax; ++col) {
       if (col >= b) break;
-      std::uint64_t cc = at.bj * b + static_cast<std::uint64_t>(col);
+      std::uint64_t cc = at.x * b + static_cast<std::uint64_t>(col);
       cc = cc < g.w ? cc : g.w - 1;
       y[col] += tu[r] * (static_cast<Real>(line[static_cast<std::int64_t>(cc) * g.stride_col]) - offset);
     }
   }
   void* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
-  const std::uint64_t first = (at.bi * k + at.u) * (g.bw * k) + at.bj * k;
+  const std::uint64_t first = (at.bi * k + at.u) * (g.bw * k) + at.x * k;
   bool ok = true;
   for (int v = 0; v < k; ++v) {
     Real acc = 0;
