@@ -85,10 +85,12 @@ fi
 "${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
-"${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1  # go on: device time is scarce
+# Each step has a time limit, so that a hang (a stream that never completes, say) costs one
+# step, not the whole device session; the steps take well under half of their limits.
+timeout -k 10 240 "${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1  # go on: device time is scarce
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
-"${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
+timeout -k 10 240 "${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
 
@@ -101,7 +103,7 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
   local label="$1"; shift
   local t0 t1
   t0=$(date +%s.%N)
-  "$@" || { echo "$label: FAILED" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0; }
+  timeout -k 10 120 "$@" || { echo "$label: FAILED" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0; }
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" -v l="$label" -v n=$((N * 196608)) \
     'BEGIN {printf "%-24s %6.2f s  %6.2f GB/s of uncompressed data\n", l, b - a, n / (b - a) / 1e9}' |
