@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of issue 5 in one command: build with CUDA, run the GPU tests (ctest label
-# "gpu"), the GPU benchmark (bench/bench_cuda.cpp), and an end-to-end CLI run on a 4 GiB file
-# with --backend cuda against --backend cpu. Results go to OUTDIR.
+# "gpu"), the GPU benchmark (bench/bench_cuda.cpp) and its summary against the targets
+# (scripts/gpu_summary.py), and an end-to-end CLI run on a 4 GiB file with --backend cuda
+# against --backend cpu. Results go to OUTDIR (six files).
 #
 #   scripts/gpu-check.sh OUTDIR      on a machine with an NVIDIA GPU and the build dependencies
 #   scripts/gpu-check.sh --bundle    here: build for sm_90 and gather the programs and the
@@ -93,6 +94,10 @@ echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
 timeout -k 10 240 "${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
+
+# Against issue 5's targets, and which kernel layout is faster (the default should be).
+python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || true
+cat "$OUT/gpu-summary.txt"
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
 WORK="${TMPDIR:-/tmp}/dctchop-gpu-check"

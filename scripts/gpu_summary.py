@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Summarise the GPU benchmark's JSON (bench/bench_cuda.cpp, run by scripts/gpu-check.sh).
+
+    scripts/gpu_summary.py gpu-bench.json
+
+Prints one row per device benchmark (GB/s of uncompressed data and the fraction of the H200's
+4.8 TB/s counting bytes read plus written) against issue 5's targets: decode at 50% of the
+memory bandwidth or more, encode at 25% or more. Then, for each operation and workload, the
+faster kernel layout (lines or blocks) over the chops, which should be the default of
+dctchop::cuda::kernel_layout. Standard library only: it runs on the GPU machine's python3.
+"""
+import json
+import re
+import sys
+
+TARGET = {"encode": 0.25, "decode": 0.50}
+NAME = re.compile(r"BM_(device|host)_(encode|decode)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
+
+
+def rows(report):
+    for b in report.get("benchmarks", []):
+        m = NAME.match(b.get("name", ""))
+        if not m:
+            continue
+        where, op, variant, workload, chop = m.groups()
+        yield {
+            "where": where, "op": op, "variant": variant or ("lines" if where == "device" else "host"),
+            "workload": workload, "chop": int(chop), "error": b.get("error_message") if b.get("error_occurred") else None,
+            "gbs": b.get("GB/s"), "frac": b.get("bw_frac"),
+        }
+
+
+def main(path):
+    with open(path) as f:
+        report = json.load(f)
+    all_rows = list(rows(report))
+    print(f"{'benchmark':44s} {'chop':>4s} {'GB/s':>9s} {'of 4.8 TB/s':>11s}  target")
+    for r in all_rows:
+        label = f"{r['where']} {r['op']} {r['variant']} {r['workload']}"
+        if r["error"]:
+            print(f"{label:44s} {r['chop']:4d} {'error: ' + r['error']}")
+            continue
+        frac = r["frac"]
+        target = TARGET[r["op"]] if r["where"] == "device" and r["variant"] in ("lines", "blocks") else None
+        verdict = ""
+        if target is not None and frac is not None:
+            verdict = f"{target:.0%}: {'met' if frac >= target else 'MISSED'}"
+        gbs = f"{r['gbs']:9.1f}" if r["gbs"] is not None else f"{'-':>9s}"
+        fr = f"{frac:11.1%}" if frac is not None else f"{'-':>11s}"
+        print(f"{label:44s} {r['chop']:4d} {gbs} {fr}  {verdict}")
+    # The faster layout of the direct kernels, by mean GB/s over the chops.
+    print()
+    for op in ("encode", "decode"):
+        for workload in sorted({r["workload"] for r in all_rows}):
+            mean = {}
+            for layout in ("lines", "blocks"):
+                v = [r["gbs"] for r in all_rows if r["where"] == "device" and r["op"] == op and
+                     r["workload"] == workload and r["variant"] == layout and r["gbs"]]
+                if v:
+                    mean[layout] = sum(v) / len(v)
+            if len(mean) == 2:
+                best = max(mean, key=mean.get)
+                print(f"{op} {workload}: lines {mean['lines']:.1f} GB/s, blocks {mean['blocks']:.1f} GB/s"
+                      f" -> {best} is faster ({mean[best] / min(mean.values()):.2f}x)")
+    return 0 if all_rows else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))
