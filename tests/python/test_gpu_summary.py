@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""scripts/gpu_summary.py on a benchmark report made here: each device figure is set against
+its target (decode 50%, encode 25% of the memory bandwidth), errors are shown, and the faster
+kernel layout is named with its mean over the chops."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from checks import check, failures, finish
+
+
+def bench(name, gbs, frac):
+    return {"name": name, "GB/s": gbs, "bw_frac": frac}
+
+
+def main():
+    script = sys.argv[1]
+    report = {"benchmarks": [
+        bench("BM_device_decode_u8_256x256x3/chop:1/manual_time", 3000.0, 0.62),
+        bench("BM_device_decode_u8_256x256x3/chop:4/manual_time", 1000.0, 0.40),
+        bench("BM_device_decode_blocks_u8_256x256x3/chop:1/manual_time", 500.0, 0.10),
+        bench("BM_device_decode_blocks_u8_256x256x3/chop:4/manual_time", 700.0, 0.14),
+        bench("BM_device_encode_f32_512x512/chop:2/manual_time", 900.0, 0.24),
+        bench("BM_device_encode_blocks_f32_512x512/chop:2/manual_time", 1200.0, 0.30),
+        bench("BM_device_decode_gemm_u8_256x256x3/chop:1/manual_time", 80.0, 0.02),
+        {"name": "BM_host_decode_u8_256x256x3/chop:2/real_time", "error_occurred": True,
+         "error_message": "no CUDA device"},
+    ]}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        r = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
+    out = r.stdout
+    lines = out.splitlines()
+    check(r.returncode == 0, f"exit code {r.returncode}: {r.stderr}")
+
+    def row(prefix, chop):
+        return next((l for l in lines if l.startswith(prefix) and l.split()[4] == str(chop)), "")
+
+    check("50%: met" in row("device decode lines u8_256x256x3", 1), "62% meets decode's 50%")
+    check("50%: MISSED" in row("device decode lines u8_256x256x3", 4), "40% misses decode's 50%")
+    check("25%: MISSED" in row("device encode lines f32_512x512", 2), "24% misses encode's 25%")
+    check("25%: met" in row("device encode blocks f32_512x512", 2), "30% meets encode's 25%")
+    check("met" not in row("device decode gemm u8_256x256x3", 1) and
+          "MISSED" not in row("device decode gemm u8_256x256x3", 1), "the GEMM form has no target")
+    check("error: no CUDA device" in out, "errors are shown")
+    # Means over the chops: lines 2000 against blocks 600 GB/s; blocks 1200 against 900.
+    check("decode u8_256x256x3: lines 2000.0 GB/s, blocks 600.0 GB/s -> lines is faster (3.33x)" in out,
+          "the faster decode layout")
+    check("encode f32_512x512: lines 900.0 GB/s, blocks 1200.0 GB/s -> blocks is faster (1.33x)" in out,
+          "the faster encode layout")
+    if failures:
+        print(out)
+    return finish("gpu summary")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
