@@ -49,6 +49,15 @@ void for_each_thread(u64 threads, Fn&& fn) {
   for (u64 i = u64(detail::ctas_for(threads)) * detail::threads_per_cta; i-- > 0;) fn(i);
 }
 
+/** Every (grid row, position) of a line kernel's two-dimensional grid, likewise. */
+template <typename Fn>
+void for_each_line_thread(const detail::line_grid& lg, Fn&& fn) {
+  EXPECT_TRUE(detail::fits(lg));
+  for (u64 row = lg.rows; row-- > 0;) {
+    for_each_thread(lg.width, [&](u64 pos) { fn(row, static_cast<std::uint32_t>(pos)); });
+  }
+}
+
 /** A CUDA encode kernel on the host (cuda_backend.cu's launch_encode): each thread's
  *  function of cuda_grid.hpp over the kernel's whole grid, past its last thread too (the
  *  kernels check the bound). Returns the first sample with a coefficient out of range, as the
@@ -61,20 +70,23 @@ long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const ge
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
   out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
-  const bool lines = kl == cuda::kernel_layout::lines;
-  const u64 threads = lines ? detail::row_threads(bg, p.chop) : detail::block_threads(bg);
   u64 first_bad = std::numeric_limits<u64>::max();
-  for_each_thread(threads, [&](u64 i) {
-    if (lines) {
-      if (i >= threads) return;
-      const auto at = detail::row_place(i, bg, p.chop);
+  if (kl == cuda::kernel_layout::lines) {
+    const auto lg = detail::row_grid(bg, p.chop);
+    for_each_line_thread(lg, [&](u64 row, std::uint32_t pos) {
+      if (pos >= lg.width) return;  // the kernel's bounds check
+      const auto at = detail::row_place(row, pos, bg, p.chop);
       if (!detail::encode_row<BT>(at, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
         first_bad = std::min(first_bad, at.n);
       }
-    } else if (!detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
-      first_bad = std::min(first_bad, detail::sample_of_block(i, bg));
-    }
-  });
+    });
+  } else {
+    for_each_thread(detail::block_threads(bg), [&](u64 i) {
+      if (!detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
+        first_bad = std::min(first_bad, detail::sample_of_block(i, bg));
+      }
+    });
+  }
   return first_bad == std::numeric_limits<u64>::max() ? -1 : static_cast<long long>(first_bad);
 }
 
@@ -86,17 +98,18 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto bg = detail::batch_of(p, g, g.samples);
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
-  const bool lines = kl == cuda::kernel_layout::lines;
-  const u64 threads = lines ? detail::column_threads(bg) : detail::block_threads(bg);
-  for_each_thread(threads, [&](u64 i) {
-    if (lines) {
-      if (i >= threads) return;
-      detail::decode_column<BT>(detail::column_place(i, bg), tab.t, p.block, p.chop,
+  if (kl == cuda::kernel_layout::lines) {
+    const auto lg = detail::column_grid(bg);
+    for_each_line_thread(lg, [&](u64 row, std::uint32_t pos) {
+      if (pos >= lg.width) return;
+      detail::decode_column<BT>(detail::column_place(row, pos, bg), tab.t, p.block, p.chop,
                                 coeffs.data(), code, out, bg, offset);
-    } else {
+    });
+  } else {
+    for_each_thread(detail::block_threads(bg), [&](u64 i) {
       detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs.data(), code, out, bg, offset);
-    }
-  });
+    });
+  }
 }
 
 /** One setting: random data of type T through the CPU backend and through the block
@@ -300,6 +313,29 @@ TEST(CudaGridOnHost, TheEncodeGridNamesTheFirstSampleWithACoefficientOutOfRange)
   } catch (const error& e) {
     EXPECT_EQ(e.sample(), 1) << e.what();
   }
+}
+
+TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaunched) {
+  codec_params p;  // B = 8, K = 4
+  // 1024 RGB images of 256 x 256: a grid row per block row of a sample, its planes
+  // interleaved along it (768 positions).
+  const auto rgb = detail::batch_of(p, {layout::nhwc, 1024, 3, 256, 256}, 1024);
+  EXPECT_EQ(detail::column_grid(rgb).rows, 1024u * 32u);
+  EXPECT_EQ(detail::column_grid(rgb).width, 768u);
+  EXPECT_EQ(detail::row_grid(rgb, 4).width, 32u * 3u * 4u);
+  EXPECT_TRUE(detail::fits(detail::column_grid(rgb)));
+  // Planar: a grid row per block row of each plane.
+  const auto planar = detail::batch_of(p, {layout::nchw, 2, 3, 20, 30}, 2);
+  EXPECT_EQ(detail::column_grid(planar).rows, 2u * 3u * 3u);
+  EXPECT_EQ(detail::column_grid(planar).width, 30u);
+  // 9 million values in a row need more than 65535 CTAs along y for the decode (one thread
+  // per column), not for the encode (K threads per 8 columns); 20 million, for both. The
+  // launches take the block kernels for grids that do not fit.
+  const auto wide = detail::batch_of(p, {layout::hw, 1, 1, 8, 9000000}, 1);
+  EXPECT_FALSE(detail::fits(detail::column_grid(wide)));
+  EXPECT_TRUE(detail::fits(detail::row_grid(wide, 4)));
+  const auto wider = detail::batch_of(p, {layout::hw, 1, 1, 8, 20000000}, 1);
+  EXPECT_FALSE(detail::fits(detail::row_grid(wider, 4)));
 }
 
 /** cublasSgemmStridedBatched with no transposes, alpha 1 and beta 0, on the host: element

@@ -213,9 +213,9 @@ __global__ void encode_rows_kernel(dct_table<Real> tab, int b, int k, const In* 
                                    batch_geometry g, Real offset, coeff_code code,
                                    std::byte* coeffs, unsigned long long* first_bad,
                                    u64 sample_base) {
-  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= row_threads(g, k)) return;
-  const line_place at = row_place(i, g, k);
+  const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
+  if (pos >= row_grid(g, k).width) return;
+  const line_place at = row_place(blockIdx.x, pos, g, k);
   if (!encode_row<BT>(at, tab.t, b, k, in, g, offset, code, coeffs)) {
     atomicMin(first_bad, static_cast<unsigned long long>(sample_base + at.n));
   }
@@ -224,9 +224,9 @@ __global__ void encode_rows_kernel(dct_table<Real> tab, int b, int k, const In* 
 template <int BT, typename Out, typename Real>
 __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                                       coeff_code code, Out* out, batch_geometry g, Real offset) {
-  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= column_threads(g)) return;
-  decode_column<BT>(column_place(i, g), tab.t, b, k, coeffs, code, out, g, offset);
+  const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
+  if (pos >= column_grid(g).width) return;
+  decode_column<BT>(column_place(blockIdx.x, pos, g), tab.t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Coefficients of any storage type to f32, for the GEMMs. */
@@ -258,8 +258,10 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto offset = static_cast<Real>(p.offset);
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<std::byte*>(d_coeffs);
-      if (kl == kernel_layout::lines) {
-        encode_rows_kernel<BT, In, Real><<<ctas_for(row_threads(g, p.chop)), threads_per_cta, 0, s>>>(
+      const line_grid lg = row_grid(g, p.chop);
+      if (kl == kernel_layout::lines && fits(lg)) {
+        const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
+        encode_rows_kernel<BT, In, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
       } else {
         encode_kernel<BT, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
@@ -283,8 +285,10 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<Out*>(d_out);
       const auto offset = static_cast<Real>(p.offset);
-      if (kl == kernel_layout::lines) {
-        decode_columns_kernel<BT, Out, Real><<<ctas_for(column_threads(g)), threads_per_cta, 0, s>>>(
+      const line_grid lg = column_grid(g);
+      if (kl == kernel_layout::lines && fits(lg)) {
+        const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
+        decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);
       } else {
         decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(

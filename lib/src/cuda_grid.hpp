@@ -125,35 +125,56 @@ struct line_place {
   int u;
 };
 
-/** Thread index i over (sample, plane, block row, x < width), in memory order: the planes
- *  innermost where they are interleaved, else x. */
-DCTCHOP_HD line_place line_place_of(std::uint64_t i, const batch_geometry& g, std::uint64_t width) {
+/** The line kernels' two-dimensional grid. Each grid row (blockIdx.x) is one block row of one
+ *  plane, or of all of a sample's planes where they are interleaved; its `width` positions
+ *  (blockIdx.y and threadIdx.x) are the threads along it. Decomposing the grid row takes
+ *  64-bit divisions, but the same ones in every thread of a CTA, which the compiler leaves to
+ *  the uniform datapath; a position needs 32-bit arithmetic only. */
+struct line_grid {
+  std::uint64_t rows;
+  std::uint64_t width;
+};
+
+/** Whether the grid fits CUDA's limits (2^31 - 1 CTAs along x, 65535 along y); the launches
+ *  take the block kernels when it does not. */
+inline bool fits(const line_grid& lg) {
+  return lg.rows <= 0x7fffffffu && (lg.width + threads_per_cta - 1) / threads_per_cta <= 65535u;
+}
+
+/** Decode: one position per column (per column and plane where interleaved). */
+DCTCHOP_HD line_grid column_grid(const batch_geometry& g) {
+  if (interleaved(g)) return {g.samples * g.bh, g.w * g.planes};
+  return {g.samples * g.planes * g.bh, g.w};
+}
+
+/** Encode: one position per kept row of each block along the block row. */
+DCTCHOP_HD line_grid row_grid(const batch_geometry& g, int k) {
+  const auto kk = static_cast<std::uint64_t>(k);
+  if (interleaved(g)) return {g.samples * g.bh, g.bw * g.planes * kk};
+  return {g.samples * g.planes * g.bh, g.bw * kk};
+}
+
+/** Grid row `row`, position `pos` of a column grid (or of a row grid divided by k). Where
+ *  planes are interleaved, pos = x * planes + p, so that a warp covers memory in order. */
+DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const batch_geometry& g) {
   line_place at{};
-  if (interleaved(g)) {  // i = ((n * bh + bi) * width + x) * planes + p
-    at.p = i % g.planes;
-    i /= g.planes;
-    at.x = i % width;
-    i /= width;
-    at.bi = i % g.bh;
-    at.n = i / g.bh;
-  } else {  // i = ((n * planes + p) * bh + bi) * width + x
-    at.x = i % width;
-    i /= width;
-    at.bi = i % g.bh;
-    i /= g.bh;
-    at.p = i % g.planes;
-    at.n = i / g.planes;
+  at.bi = row % g.bh;
+  if (interleaved(g)) {  // row = n * bh + bi
+    const auto planes = static_cast<std::uint32_t>(g.planes);
+    at.n = row / g.bh;
+    at.p = pos % planes;
+    at.x = pos / planes;
+  } else {  // row = (n * planes + p) * bh + bi
+    const std::uint64_t plane = row / g.bh;
+    at.p = plane % g.planes;
+    at.n = plane / g.planes;
+    at.x = pos;
   }
   return at;
 }
 
-/** Threads of the line decode: one per column of every block row of every plane. */
-DCTCHOP_HD std::uint64_t column_threads(const batch_geometry& g) {
-  return g.samples * g.planes * g.bh * g.w;
-}
-
-DCTCHOP_HD line_place column_place(std::uint64_t i, const batch_geometry& g) {
-  return line_place_of(i, g, g.w);
+DCTCHOP_HD line_place column_place(std::uint64_t row, std::uint32_t pos, const batch_geometry& g) {
+  return line_place_of(row, pos, g);
 }
 
 /** Decode one column of one block row: the column's K vertical sums of the kept
@@ -209,15 +230,11 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
   }
 }
 
-/** Threads of the line encode: one per kept row of every block of every plane. */
-DCTCHOP_HD std::uint64_t row_threads(const batch_geometry& g, int k) {
-  return g.samples * g.planes * g.bh * g.bw * static_cast<std::uint64_t>(k);
-}
-
-DCTCHOP_HD line_place row_place(std::uint64_t i, const batch_geometry& g, int k) {
-  const auto kk = static_cast<std::uint64_t>(k);
-  line_place at = line_place_of(i / kk, g, g.bw);
-  at.u = static_cast<int>(i % kk);
+/** Position pos = (x * planes + p) * k + u where interleaved, else x * k + u. */
+DCTCHOP_HD line_place row_place(std::uint64_t row, std::uint32_t pos, const batch_geometry& g, int k) {
+  const auto kk = static_cast<std::uint32_t>(k);
+  line_place at = line_place_of(row, pos / kk, g);
+  at.u = static_cast<int>(pos % kk);
   return at;
 }
 
