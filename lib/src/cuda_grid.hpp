@@ -135,10 +135,11 @@ struct line_grid {
   std::uint64_t width;
 };
 
-/** Whether the grid fits CUDA's limits (2^31 - 1 CTAs along x, 65535 along y); the launches
- *  take the block kernels when it does not. */
+/** Whether the grid fits CUDA's limits (1 to 2^31 - 1 CTAs along x, 1 to 65535 along y); the
+ *  launches take the block kernels when it does not. */
 inline bool fits(const line_grid& lg) {
-  return lg.rows <= 0x7fffffffu && (lg.width + threads_per_cta - 1) / threads_per_cta <= 65535u;
+  return lg.rows > 0 && lg.rows <= 0x7fffffffu && lg.width > 0 &&
+         (lg.width + threads_per_cta - 1) / threads_per_cta <= 65535u;
 }
 
 /** Decode: one position per column (per column and plane where interleaved). */
