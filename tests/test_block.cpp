@@ -72,9 +72,8 @@ long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const ge
   u64 first_bad = std::numeric_limits<u64>::max();
   const auto rows = detail::row_grid(bg, p.chop);
   if (kl == cuda::kernel_layout::lines && detail::fits(rows)) {  // as launch_encode chooses
-    const auto& lg = rows;
-    for_each_line_thread(lg, [&](u64 row, std::uint32_t pos) {
-      if (pos >= lg.width) return;  // the kernel's bounds check
+    for_each_line_thread(rows, [&](u64 row, std::uint32_t pos) {
+      if (pos >= rows.width) return;  // the kernel's bounds check
       const auto at = detail::row_place(row, pos, bg, p.chop);
       if (!detail::encode_row<BT>(at, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
         first_bad = std::min(first_bad, at.n);
@@ -100,10 +99,9 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto code = static_cast<coeff_code>(p.coeff);
   const auto columns = detail::column_grid(bg);
   if (kl == cuda::kernel_layout::lines && detail::fits(columns)) {  // as launch_decode chooses
-    const auto& lg = columns;
-    for_each_line_thread(lg, [&](u64 row, std::uint32_t pos) {
-      if (pos >= lg.width) return;
-      detail::decode_column<BT>(detail::column_place(row, pos, bg), tab.t, p.block, p.chop,
+    for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
+      if (pos >= columns.width) return;
+      detail::decode_column<BT>(detail::line_place_of(row, pos, bg), tab.t, p.block, p.chop,
                                 coeffs.data(), code, out, bg, offset);
     });
   } else {
@@ -288,10 +286,6 @@ TEST(MatrixForm, LtTimesCoefficientsTimesRDecodesLikeTheCpuBackend) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 TEST(CudaGridOnHost, TheEncodeGridNamesTheFirstSampleWithACoefficientOutOfRange) {
   // The kernel records min(sample) over the threads whose block fails (atomicMin); the CPU
   // backend names the same sample.
@@ -363,7 +357,7 @@ void column_major_gemm(const detail::strided_gemm& q) {
 template <typename Out>
 void decode_by_gemms(const codec_params& p, const geometry& g, const std::vector<std::byte>& coeffs,
                      Out* out, u64 group) {
-  const auto m = detail::plane_dims(p, g.height, g.width);
+  const auto m = decode_matrix_dims(p, g.height, g.width);
   const auto full = make_decode_matrices(p, g.height, g.width);  // the same dimensions
   EXPECT_TRUE(m.hp == full.hp && m.wp == full.wp && m.kh == full.kh && m.kw == full.kw);
   const auto bm = detail::make_block_matrices(p.block, p.chop);
@@ -439,8 +433,6 @@ TEST(CudaGridOnHost, TheGemmDecodesCublasArgumentsGiveTheCpuBackendsValues) {
 }
 
 }  // namespace
-
-#include "dctchop/cuda.hpp"
 
 namespace {
 

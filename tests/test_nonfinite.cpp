@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,7 +17,6 @@ namespace {
 using test::cli;
 using test::describe;
 using test::temp_dir;
-namespace fs = std::filesystem;
 
 constexpr std::uint64_t k_n = 6, k_h = 16, k_w = 16;
 
@@ -98,7 +96,7 @@ TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {
   ASSERT_EQ(rows.size(), 1u) << r.out;
   EXPECT_TRUE(rows[0].at("quality").at("psnr_db").is_number()) << r.out;
   ASSERT_EQ(cli(dir, "compress x.npy -o b.dcz --chop 4 --nonfinite replace=0").status, 0);
-  EXPECT_EQ(rows[0].at("archive_bytes"), fs::file_size(dir.file("b.dcz")));
+  EXPECT_EQ(rows[0].at("archive_bytes"), test::fs::file_size(dir.file("b.dcz")));
   r = cli(dir, "eval x.npy --chop 4 --nonfinite replace=0");
   EXPECT_NE(r.err.find("3 NaN/Inf values replaced by 0"), std::string::npos) << describe(r);
 }

@@ -37,17 +37,25 @@ std::vector<double> dct_matrix(int block) {
   return t;
 }
 
-decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height,
-                                     std::uint64_t width) {
+decode_matrices decode_matrix_dims(const codec_params& p, std::uint64_t height,
+                                   std::uint64_t width) {
   validate(p);
   const std::uint64_t b = static_cast<std::uint64_t>(p.block), k = static_cast<std::uint64_t>(p.chop);
-  const auto t = dct_matrix(p.block);
-  decode_matrices m;
   const std::uint64_t hb = (height + b - 1) / b, wb = (width + b - 1) / b;
+  decode_matrices m;
   m.hp = hb * b;
   m.wp = wb * b;
   m.kh = hb * k;
   m.kw = wb * k;
+  return m;
+}
+
+decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height,
+                                     std::uint64_t width) {
+  decode_matrices m = decode_matrix_dims(p, height, width);
+  const std::uint64_t b = static_cast<std::uint64_t>(p.block), k = static_cast<std::uint64_t>(p.chop);
+  const std::uint64_t hb = m.hp / b, wb = m.wp / b;
+  const auto t = dct_matrix(p.block);
   m.lt.assign(m.hp * m.kh, 0.0);
   m.r.assign(m.kw * m.wp, 0.0);
   for (std::uint64_t i = 0; i < hb; ++i)

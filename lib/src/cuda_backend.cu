@@ -14,7 +14,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "backends.hpp"
@@ -226,7 +225,7 @@ __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const s
                                       coeff_code code, Out* out, batch_geometry g, Real offset) {
   const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
   if (pos >= column_grid(g).width) return;
-  decode_column<BT>(column_place(blockIdx.x, pos, g), tab.t, b, k, coeffs, code, out, g, offset);
+  decode_column<BT>(line_place_of(blockIdx.x, pos, g), tab.t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Coefficients of any storage type to f32, for the GEMMs. */
@@ -614,7 +613,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     d.block = p.block;
     d.chop = p.chop;
   }
-  const decode_matrices m = detail::plane_dims(p, g.height, g.width);
+  const decode_matrices m = decode_matrix_dims(p, g.height, g.width);
   // cuBLAS takes int dimensions and leading dimensions; groups of planes keep the products
   // within that, down to one plane.
   constexpr u64 int_max = static_cast<u64>(std::numeric_limits<int>::max());

@@ -174,10 +174,6 @@ DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const 
   return at;
 }
 
-DCTCHOP_HD line_place column_place(std::uint64_t row, std::uint32_t pos, const batch_geometry& g) {
-  return line_place_of(row, pos, g);
-}
-
 /** Decode one column of one block row: the column's K vertical sums of the kept
  *  coefficients times T (inverse_block's first stage, for this column only), then its B (or
  *  fewer, at the bottom edge) values. The column of T it needs is read once into registers:
@@ -324,19 +320,6 @@ struct strided_gemm {
   long long stride_c;
   int batch;
 };
-
-/** The dimensions of the matrix form for H x W planes (decode_matrices without the
- *  matrices): padded hp x wp, coefficient plane kh x kw. */
-inline decode_matrices plane_dims(const codec_params& p, std::uint64_t height, std::uint64_t width) {
-  const auto b = static_cast<std::uint64_t>(p.block);
-  const auto cs = coeff_shape(p, height, width);
-  decode_matrices m;
-  m.hp = (height + b - 1) / b * b;
-  m.wp = (width + b - 1) / b * b;
-  m.kh = cs.rows;
-  m.kw = cs.cols;
-  return m;
-}
 
 /** The blocks on the diagonals of R and Lt: T_K (K x B, row-major, T_K[v][y] = T[v][y]) and
  *  its transpose (B x K), in f32. */

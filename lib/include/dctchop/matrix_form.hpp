@@ -24,6 +24,11 @@ struct decode_matrices {
   std::vector<double> r;         ///< kw x wp
 };
 
+/** The dimensions alone (hp, wp, kh, kw; lt and r left empty), for decoders that multiply by
+ *  the blocks of Lt and R rather than by the whole matrices. */
+decode_matrices decode_matrix_dims(const codec_params& p, std::uint64_t height,
+                                   std::uint64_t width);
+
 /** The decode matrices of an H x W plane under codec `p`. */
 decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height,
                                      std::uint64_t width);

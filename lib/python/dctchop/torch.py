@@ -28,7 +28,7 @@ def coefficient_planes(raw, archive):
         values = bits.view(np.float32)
     else:
         values = raw.view(_COEFF_NUMPY[archive.coeff]).astype(np.float32)
-    return torch.from_numpy(values.reshape(n, archive.planes, kh, kw).copy())
+    return torch.from_numpy(values.reshape(n, archive.planes, kh, kw))  # values is a new array
 
 
 class DecodeLayer(torch.nn.Module):
