@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dctchop/codec.hpp"
@@ -45,10 +46,13 @@ std::vector<py::ssize_t> batch_shape(u64 n, const std::vector<u64>& item) {
   return out;
 }
 
-py::array array_of(std::vector<std::byte>&& bytes, py::dtype dt, std::vector<py::ssize_t> shape) {
+template <typename Bytes>
+py::array array_of(Bytes&& bytes, py::dtype dt, std::vector<py::ssize_t> shape) {
   // The array takes the bytes over (no copy): a capsule owns them and frees them with it.
-  auto* owned = new std::vector<std::byte>(std::move(bytes));
-  py::capsule owner(owned, [](void* v) { delete static_cast<std::vector<std::byte>*>(v); });
+  using owned_t = std::remove_cvref_t<Bytes>;
+  static_assert(!std::is_lvalue_reference_v<Bytes>, "array_of takes the bytes over");
+  auto* owned = new owned_t(std::move(bytes));
+  py::capsule owner(owned, [](void* v) { delete static_cast<owned_t*>(v); });
   return py::array(dt, std::move(shape), {}, owned->data(), owner);
 }
 

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <memory_resource>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -684,11 +686,41 @@ void gemm_decoder::decode(const codec_params& p, const geometry& g, dtype type, 
 
 namespace dctchop::cuda {
 
+namespace {
+
+/** cudaHostAlloc'd memory: page-aligned, so any alignment up to a page. */
+class pinned_resource final : public std::pmr::memory_resource {
+ public:
+  explicit pinned_resource(int device) : device_(device) {}
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    if (align > 4096) throw std::bad_alloc();
+    const detail::device_guard on(device_);
+    void* p = nullptr;
+    DCTCHOP_CUDA_CHECK(cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocPortable));
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t, std::size_t) override { cudaFreeHost(p); }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return dynamic_cast<const pinned_resource*>(&other) != nullptr;  // any can free any
+  }
+  int device_;
+};
+
+}  // namespace
+
+std::shared_ptr<std::pmr::memory_resource> pinned_memory(int device) {
+  if (device < 0 || device >= device_count()) {
+    throw error(errc::backend_unavailable, "no CUDA device " + std::to_string(device));
+  }
+  return std::make_shared<pinned_resource>(device);
+}
+
 struct device_ring::impl {
   int device = 0;
   struct slot {
     detail::device_ptr out, d_in;
-    detail::pinned_ptr h_in;
     cudaEvent_t done = nullptr;
     cudaEvent_t free = nullptr;  // recorded on the consumer's stream when it lets go
   };
@@ -718,7 +750,6 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
   for (auto& x : d.slots) {
     x.out = detail::device_alloc(out_bytes);
     x.d_in = detail::device_alloc(in_bytes);
-    x.h_in = detail::pinned_alloc(in_bytes);
     DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
     DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.free, cudaEventDisableTiming));
   }
@@ -737,15 +768,19 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
   }
   auto& x = d.slots[slot];
   const detail::device_guard on(d.device);
-  DCTCHOP_CUDA_CHECK(cudaEventSynchronize(x.done));  // the slot's previous copy has left h_in
-  std::memcpy(x.h_in.get(), host_coeffs, bytes);
-  DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), x.h_in.get(), bytes, cudaMemcpyHostToDevice,
+  // The slot's earlier work ran on the same stream, so its d_in is free by stream order.
+  DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), host_coeffs, bytes, cudaMemcpyHostToDevice,
                                      d.s->get()));
-  // The consumer's last use of this slot's output must have run (an event never recorded
-  // is already complete).
-  DCTCHOP_CUDA_CHECK(cudaStreamWaitEvent(d.s->get(), x.free, 0));
-  decode_device_async(p, g, type, samples, x.d_in.get(), x.out.get(), d.s->get());
-  DCTCHOP_CUDA_CHECK(cudaEventRecord(x.done, d.s->get()));
+  try {
+    // The consumer's last use of this slot's output must have run (an event never recorded
+    // is already complete).
+    DCTCHOP_CUDA_CHECK(cudaStreamWaitEvent(d.s->get(), x.free, 0));
+    decode_device_async(p, g, type, samples, x.d_in.get(), x.out.get(), d.s->get());
+    DCTCHOP_CUDA_CHECK(cudaEventRecord(x.done, d.s->get()));
+  } catch (...) {
+    cudaStreamSynchronize(d.s->get());  // the caller may free host_coeffs once we throw
+    throw;
+  }
   return x.out.get();
 }
 

@@ -37,6 +37,8 @@ void gemm_decoder::decode(const codec_params&, const geometry&, dtype, std::uint
   unavailable();
 }
 
+std::shared_ptr<std::pmr::memory_resource> pinned_memory(int) { unavailable(); }
+
 struct device_ring::impl {};
 device_ring::device_ring(int, std::size_t, std::uint64_t, std::uint64_t) { unavailable(); }
 device_ring::~device_ring() = default;

@@ -16,6 +16,7 @@
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/host_memory.hpp"
 
 namespace {
 
@@ -359,12 +360,37 @@ TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
     ASSERT_EQ(t->dl_tensor.device.device_type, kDLCUDA);
     ASSERT_EQ(t->dl_tensor.ndim, 4);
     EXPECT_EQ(samples, want.samples);
-    std::vector<std::byte> got(want.data.size());
+    byte_buffer got(want.data.size());
     ASSERT_EQ(cudaMemcpy(got.data(), t->dl_tensor.data, got.size(), cudaMemcpyDeviceToHost),
               cudaSuccess);
     EXPECT_TRUE(got == want.data) << "batch " << i;
     t->deleter(t);
   }
+}
+
+TEST(CudaPinnedMemory, BlocksArePageLockedAndRecycled) {
+  REQUIRE_DEVICE();
+  auto pool = std::make_shared<recycling_resource>(cuda::pinned_memory(0));
+  const std::size_t bytes = std::size_t(3) << 20;
+  void* p = pool->allocate(bytes, 64);
+  cudaPointerAttributes at{};
+  ASSERT_EQ(cudaPointerGetAttributes(&at, p), cudaSuccess);
+  EXPECT_EQ(at.type, cudaMemoryTypeHost);  // page-locked, not pageable (cudaMemoryTypeUnregistered)
+  pool->deallocate(p, bytes, 64);
+  void* q = pool->allocate(bytes, 64);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(pool->statistics().from_upstream, 1u);
+  // An asynchronous round trip through the device from and to the pinned block.
+  auto* h = static_cast<std::uint8_t*>(q);
+  for (std::size_t i = 0; i < bytes; ++i) h[i] = static_cast<std::uint8_t>(i * 7);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, q, bytes, cudaMemcpyHostToDevice, nullptr), cudaSuccess);
+  std::vector<std::uint8_t> back(bytes);
+  ASSERT_EQ(cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d);
+  for (std::size_t i = 0; i < bytes; i += 4099) ASSERT_EQ(back[i], static_cast<std::uint8_t>(i * 7));
+  pool->deallocate(q, bytes, 64);
 }
 
 }  // namespace

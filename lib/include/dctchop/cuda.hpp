@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/types.hpp"
@@ -71,18 +72,27 @@ class gemm_decoder {
   std::unique_ptr<impl> impl_;
 };
 
+/** Page-locked host memory (cudaHostAlloc, portable to every device), which the GPU copies
+ *  from and to asynchronously and without staging. Getting it is slow (the pages are locked and
+ *  mapped): put a recycling_resource (dctchop/host_memory.hpp) over it. `device` is the one
+ *  whose context allocates. Thread-safe. Without the backend or the device:
+ *  error(backend_unavailable). */
+std::shared_ptr<std::pmr::memory_resource> pinned_memory(int device);
+
 /** Device memory for a loader (loaders::device_loader): `count` slots, each an output buffer
- *  of `out_bytes`, a pinned and a device buffer of `in_bytes` for coefficients, and an event;
- *  one stream. Without the backend or the device: error(backend_unavailable). */
+ *  of `out_bytes`, a device buffer of `in_bytes` for coefficients, and an event; one stream.
+ *  Without the backend or the device: error(backend_unavailable). */
 class device_ring {
  public:
   device_ring(int device, std::size_t count, std::uint64_t in_bytes, std::uint64_t out_bytes);
   ~device_ring();
   device_ring(const device_ring&) = delete;
   device_ring& operator=(const device_ring&) = delete;
-  /** Queue: copy `bytes` of host coefficients (copied at once into the slot's pinned buffer)
-   *  to the device and decode `samples` samples into slot `slot`'s output buffer. Returns
-   *  that buffer's device address; it holds the batch once wait(slot) has returned. */
+  /** Queue: copy `bytes` of host coefficients to the device and decode `samples` samples into
+   *  slot `slot`'s output buffer. Returns that buffer's device address; it holds the batch once
+   *  wait(slot) has returned. `host_coeffs` must stay valid and unchanged until then; in
+   *  pinned memory (pinned_memory()) the copy runs asynchronously, from pageable memory the
+   *  driver stages it and the call returns only when it has been read. */
   void* decode_async(std::size_t slot, const codec_params& params, const geometry& g,
                      dtype type, std::uint64_t samples, const void* host_coeffs,
                      std::uint64_t bytes);

@@ -60,7 +60,8 @@ struct ipu_feed::impl {
    *  handed out again). It holds the loader's batch itself: the only copy is into the
    *  engine's buffer. */
   struct item {
-    std::vector<std::byte> data, labels;
+    byte_buffer data;
+    std::vector<std::byte> labels;
     loader_state after;  // the loader's state once this micro-batch is consumed
     bool prefetched = false;
   };

@@ -34,7 +34,7 @@ struct device_loader::impl {
   std::unique_ptr<cuda::device_ring> ring;  // nullptr on the host
   std::mutex m;
   std::vector<bool> held;                        // slots owned by tensors (or the pending decode)
-  std::vector<std::vector<std::byte>> host_out;  // the host path's batches
+  std::vector<byte_buffer> host_out;  // the host path's batches
   // The device path decodes one batch ahead: while the caller trains on batch i, batch i+1
   // is copied and decoded on the ring's stream.
   struct ahead {
@@ -50,6 +50,11 @@ struct device_loader::impl {
   static loader_options inner(const loader_options& opt, int dev) {
     auto c = opt;
     c.decode = dev < 0;  // the host decodes on the loader's prefetch thread
+    if (dev >= 0) {
+      // Batches are gathered into pinned memory, which the ring copies to the device
+      // asynchronously; recycled, since pinning pages is slow.
+      c.batch_memory = std::make_shared<recycling_resource>(cuda::pinned_memory(dev));
+    }
     return c;
   }
 

@@ -209,7 +209,7 @@ struct archive_loader::impl {
     const u64 count = std::min<u64>(o.batch_size, order.size() - std::min<u64>(first, order.size()));
     b.samples.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
                      order.begin() + static_cast<std::ptrdiff_t>(first + count));
-    b.data.resize(count * sample_bytes);
+    b.data = byte_buffer(count * sample_bytes, resource_allocator<std::byte>(o.batch_memory));
     if (label_row > 0) b.labels.resize(count * label_row);
     for (u64 i = 0; i < count; ++i) {
       const u64 s = b.samples[i];

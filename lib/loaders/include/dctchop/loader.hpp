@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/host_memory.hpp"
 #include "dctchop/types.hpp"
 
 namespace dctchop::loaders {
@@ -33,6 +34,11 @@ struct loader_options {
                                   ///< the ranks); false: a smaller last batch
   std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
+  /** Where batch::data is allocated (nullptr: the heap). The device loader gives pinned memory
+   *  (cuda::pinned_memory() under a recycling_resource), so a batch is gathered straight into
+   *  memory the GPU copies from. Allocated on the prefetch thread, freed wherever the batch
+   *  goes: it must be thread-safe. */
+  std::shared_ptr<std::pmr::memory_resource> batch_memory;
 };
 
 /** One batch: `samples` (global indices into the archive) in batch order, their data
@@ -41,7 +47,7 @@ struct batch {
   std::uint64_t epoch = 0;
   std::uint64_t index = 0;              ///< batch number within the epoch, for this rank
   std::vector<std::uint64_t> samples;
-  std::vector<std::byte> data;          ///< samples.size() * sample_bytes()
+  byte_buffer data;                     ///< samples.size() * sample_bytes(), in batch_memory
   std::vector<std::byte> labels;        ///< samples.size() * label_bytes(), when the archive has labels
 };
 

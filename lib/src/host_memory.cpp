@@ -1,0 +1,57 @@
+#include "dctchop/host_memory.hpp"
+
+#include <algorithm>
+
+#include "dctchop/error.hpp"
+
+namespace dctchop {
+
+recycling_resource::recycling_resource(std::shared_ptr<std::pmr::memory_resource> upstream,
+                                       std::size_t keep)
+    : up_(std::move(upstream)), keep_(keep) {
+  if (!up_) throw error(errc::internal, "recycling_resource needs an upstream resource");
+  free_.reserve(keep_);
+}
+
+recycling_resource::~recycling_resource() {
+  for (const block& b : free_) up_->deallocate(b.p, b.bytes, b.align);
+}
+
+recycling_resource::counts recycling_resource::statistics() const {
+  std::lock_guard lock(m_);
+  return n_;
+}
+
+void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
+  {
+    std::lock_guard lock(m_);
+    const auto it = std::find_if(free_.begin(), free_.end(), [&](const block& b) {
+      return b.bytes == bytes && b.align == align;
+    });
+    if (it != free_.end()) {
+      void* p = it->p;
+      free_.erase(it);
+      ++n_.reused;
+      n_.retained = free_.size();
+      return p;
+    }
+  }
+  void* p = up_->allocate(bytes, align);  // outside the lock: it may be slow
+  std::lock_guard lock(m_);
+  ++n_.from_upstream;
+  return p;
+}
+
+void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t align) {
+  {
+    std::lock_guard lock(m_);
+    if (free_.size() < keep_) {
+      free_.push_back({p, bytes, align});  // reserved: cannot throw
+      n_.retained = free_.size();
+      return;
+    }
+  }
+  up_->deallocate(p, bytes, align);
+}
+
+}  // namespace dctchop

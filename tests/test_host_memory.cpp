@@ -1,0 +1,202 @@
+// Tests of host buffers from a chosen memory resource (dctchop/host_memory.hpp): the
+// recycling resource that sits over pinned memory for the GPU loader, byte buffers that keep
+// their memory when moved, and a loader whose batches are gathered into a given resource.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <memory_resource>
+#include <thread>
+#include <vector>
+
+#include "dctchop/cuda.hpp"
+#include "dctchop/error.hpp"
+#include "dctchop/host_memory.hpp"
+#include "dctchop/loader.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace dctchop;
+using u64 = std::uint64_t;
+
+/** The heap, counting what it hands out and gets back (thread-safe). */
+class counting_resource final : public std::pmr::memory_resource {
+ public:
+  std::atomic<u64> allocations{0}, deallocations{0};
+  std::atomic<std::int64_t> live_bytes{0};
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    ++allocations;
+    live_bytes += static_cast<std::int64_t>(bytes);
+    return std::pmr::new_delete_resource()->allocate(bytes, align);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    ++deallocations;
+    live_bytes -= static_cast<std::int64_t>(bytes);
+    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
+    return this == &o;
+  }
+};
+
+TEST(RecyclingResource, AFreedBlockIsHandedOutAgainForTheSameSizeAndAlignmentOnly) {
+  auto up = std::make_shared<counting_resource>();
+  recycling_resource pool(up);
+  void* a = pool.allocate(1000, 64);
+  pool.deallocate(a, 1000, 64);
+  EXPECT_EQ(pool.statistics().retained, 1u);
+  EXPECT_EQ(pool.allocate(1000, 64), a);  // the same block, not a new one
+  EXPECT_EQ(up->allocations, 1u);
+  EXPECT_EQ(pool.statistics().reused, 1u);
+  void* b = pool.allocate(999, 64);   // another size
+  void* c = pool.allocate(1000, 128);  // another alignment
+  EXPECT_EQ(up->allocations, 3u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(c) % 128, 0u);
+  pool.deallocate(a, 1000, 64);
+  pool.deallocate(b, 999, 64);
+  pool.deallocate(c, 1000, 128);
+  EXPECT_EQ(up->deallocations, 0u);  // all kept
+  EXPECT_EQ(pool.statistics().from_upstream, 3u);
+}
+
+TEST(RecyclingResource, KeepsAtMostItsLimitAndGivesEverythingBackWhenDestroyed) {
+  auto up = std::make_shared<counting_resource>();
+  {
+    recycling_resource pool(up, 2);
+    std::vector<void*> p;
+    for (int i = 0; i < 5; ++i) p.push_back(pool.allocate(256, 16));
+    for (void* x : p) pool.deallocate(x, 256, 16);
+    EXPECT_EQ(pool.statistics().retained, 2u);
+    EXPECT_EQ(up->deallocations, 3u);  // beyond the limit: back upstream at once
+    EXPECT_EQ(up->live_bytes, 2 * 256);
+  }
+  EXPECT_EQ(up->live_bytes, 0);
+  EXPECT_EQ(up->allocations, up->deallocations);
+}
+
+TEST(RecyclingResource, AllocatingOnOneThreadAndFreeingOnAnotherIsSafe) {
+  // The loader's prefetch thread allocates batches; the consumer frees them.
+  auto up = std::make_shared<counting_resource>();
+  auto pool = std::make_shared<recycling_resource>(up, 4);
+  std::vector<std::atomic<std::byte*>> handed(2000);  // value-initialized: nullptr
+  std::atomic<std::size_t> freed{0};
+  std::thread producer([&] {
+    for (std::size_t i = 0; i < handed.size(); ++i) {
+      while (i >= freed.load() + 3) std::this_thread::yield();  // at most 3 live, as a pipeline
+      auto* p = static_cast<std::byte*>(pool->allocate(4096, 64));
+      std::memset(p, static_cast<int>(i & 0xff), 4096);
+      handed[i].store(p);
+    }
+  });
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    std::byte* p = nullptr;
+    while ((p = handed[i].load()) == nullptr) std::this_thread::yield();
+    ASSERT_EQ(p[4095], static_cast<std::byte>(i & 0xff));
+    pool->deallocate(p, 4096, 64);
+    freed.store(i + 1);
+  }
+  producer.join();
+  EXPECT_LE(up->allocations, 8u);  // the pipeline's depth, not one per block
+  pool.reset();
+  EXPECT_EQ(up->live_bytes, 0);
+}
+
+TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
+  auto up = std::make_shared<counting_resource>();
+  byte_buffer a(1 << 16, resource_allocator<std::byte>(up));
+  a[0] = std::byte{7};
+  const std::byte* where = a.data();
+  EXPECT_EQ(up->allocations, 1u);
+  byte_buffer b = std::move(a);
+  EXPECT_EQ(b.data(), where);
+  byte_buffer c;  // on the heap
+  c.resize(10);
+  c = std::move(b);  // a move assignment takes the memory and its resource over
+  EXPECT_EQ(c.data(), where);
+  EXPECT_EQ(c.get_allocator().resource(), up);
+  EXPECT_EQ(up->allocations, 1u);  // no copy was made in the resource
+  const byte_buffer d = c;           // a copy: on the heap
+  EXPECT_EQ(d.get_allocator().resource(), nullptr);
+  EXPECT_EQ(d[0], std::byte{7});
+  EXPECT_EQ(up->allocations, 1u);
+  // The buffer keeps its resource alive after every other owner let go.
+  std::weak_ptr<counting_resource> watch = up;
+  up.reset();
+  EXPECT_FALSE(watch.expired());
+  c = byte_buffer();
+  EXPECT_TRUE(watch.expired());
+}
+
+/** dir/a.dcz: samples that hold their own index; 5 samples per chunk, labels. */
+std::string make_archive(const dctchop::test::temp_dir& dir, u64 n) {
+  return dctchop::test::make_index_archive(dir, n, 5, true);
+}
+
+TEST(LoaderBatchMemory, BatchesAreGatheredIntoTheGivenResourceWithTheSameBytes) {
+  dctchop::test::temp_dir dir;
+  const auto a = make_archive(dir, 60);
+  auto up = std::make_shared<counting_resource>();
+  for (const bool decode : {true, false}) {
+    loaders::loader_options o;
+    o.batch_size = 7;
+    o.seed = 3;
+    o.decode = decode;
+    o.prefetch = 3;
+    loaders::archive_loader heap(a, o);
+    o.batch_memory = std::make_shared<recycling_resource>(up);
+    {
+      loaders::archive_loader pooled(a, o);
+      for (int i = 0; i < 30; ++i) {
+        const auto x = heap.next(), y = pooled.next();
+        EXPECT_EQ(x.samples, y.samples);
+        EXPECT_TRUE(x.data == y.data) << "batch " << i;
+        EXPECT_EQ(x.data.get_allocator().resource(), nullptr);
+        EXPECT_EQ(y.data.get_allocator().resource(), o.batch_memory) << "batch " << i;
+      }
+      // Batches are recycled: the queue's depth plus the one being made and the one held.
+      EXPECT_LE(std::static_pointer_cast<recycling_resource>(o.batch_memory)->statistics()
+                    .from_upstream,
+                o.prefetch + 3);
+    }
+    o.batch_memory.reset();
+    EXPECT_EQ(up->live_bytes, 0) << "decode " << decode;  // the loader and its batches are gone
+  }
+  EXPECT_GT(up->allocations, 0u);
+}
+
+TEST(LoaderBatchMemory, ABatchOutlivesItsLoader) {
+  dctchop::test::temp_dir dir;
+  const auto a = make_archive(dir, 20);
+  auto up = std::make_shared<counting_resource>();
+  loaders::batch kept;
+  {
+    loaders::loader_options o;
+    o.batch_size = 4;
+    o.shuffle = false;
+    o.batch_memory = std::make_shared<recycling_resource>(up);
+    loaders::archive_loader l(a, o);
+    kept = l.next();
+  }
+  ASSERT_EQ(kept.data.size(), 4u * 256u);
+  for (u64 k = 0; k < 4; ++k) EXPECT_EQ(static_cast<u64>(kept.data[k * 256 + 9]), k);
+  EXPECT_GT(up->live_bytes, 0);
+  kept = loaders::batch();
+  EXPECT_EQ(up->live_bytes, 0);
+}
+
+TEST(PinnedMemory, WithoutACudaDeviceIsAClearError) {
+  if (cuda::available()) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    (void)cuda::pinned_memory(0);
+    FAIL() << "pinned memory without a device";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::backend_unavailable) << e.what();
+  }
+}
+
+}  // namespace
