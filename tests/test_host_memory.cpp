@@ -6,13 +6,16 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <memory_resource>
 #include <thread>
 #include <vector>
 
 #include "dctchop/cuda.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/formats/pipeline.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/loader.hpp"
 #include "test_util.hpp"
@@ -197,6 +200,103 @@ TEST(PinnedMemory, WithoutACudaDeviceIsAClearError) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::backend_unavailable) << e.what();
   }
+}
+
+/** The heap, remembering the blocks it hands out, to tell whether a range lies in one. */
+class tracking_resource final : public std::pmr::memory_resource {
+ public:
+  bool holds(const void* p, std::size_t bytes) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard lock(m_);
+    auto it = blocks_.upper_bound(a);
+    if (it == blocks_.begin()) return false;
+    --it;
+    return a + bytes <= it->first + it->second;
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    void* p = std::pmr::new_delete_resource()->allocate(bytes, align);
+    std::lock_guard lock(m_);
+    blocks_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    {
+      std::lock_guard lock(m_);
+      blocks_.erase(reinterpret_cast<std::uintptr_t>(p));
+    }
+    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
+    return this == &o;
+  }
+  mutable std::mutex m_;
+  std::map<std::uintptr_t, std::size_t> blocks_;
+};
+
+/** The CPU backend, offering a tracking resource as its host memory (as the CUDA backend
+ *  offers pinned memory) and counting the calls whose buffers lie outside it. */
+class host_memory_backend final : public backend {
+ public:
+  std::shared_ptr<tracking_resource> mem = std::make_shared<tracking_resource>();
+  std::atomic<int> encodes{0}, decodes{0}, outside{0};
+
+  std::string name() const override { return "cpu"; }
+  void encode(const codec_params& p, const const_sample_view& in,
+              std::span<std::byte> coeffs) override {
+    ++encodes;
+    if (!mem->holds(in.data, bytes_of(in)) || !mem->holds(coeffs.data(), coeffs.size())) {
+      ++outside;
+    }
+    cpu_->encode(p, in, coeffs);
+  }
+  void decode(const codec_params& p, std::span<const std::byte> coeffs,
+              const sample_view& out) override {
+    ++decodes;
+    if (!mem->holds(coeffs.data(), coeffs.size()) || !mem->holds(out.data, bytes_of(out))) {
+      ++outside;
+    }
+    cpu_->decode(p, coeffs, out);
+  }
+  std::shared_ptr<std::pmr::memory_resource> host_memory() const override { return mem; }
+
+ private:
+  template <typename View>
+  static std::size_t bytes_of(const View& v) {
+    return v.samples * v.planes * v.height * v.width * size_of(v.type);
+  }
+  std::unique_ptr<backend> cpu_ = make_backend(backend_kind::cpu, {1});
+};
+
+TEST(BackendHostMemory, EveryPipelineHandsTheBackendBuffersInItsHostMemory) {
+  // Compress (with the quality measurement and with a target search), decompress, verify and
+  // eval: every encode and decode sees only buffers from backend::host_memory(), so that the
+  // CUDA backend copies them to and from the device without staging. Results are the CPU's.
+  dctchop::test::temp_dir dir;
+  const u64 n = 37;
+  std::vector<std::uint8_t> v(n * 20 * 12 * 3);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i * 37) ^ (i >> 5));
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, 20, 12, 3}, v);
+  host_memory_backend be;
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  formats::compress_options co;
+  co.chunk_mb = 0.004;  // several chunks
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), be, co);
+  formats::compress_npy(dir.file("x.npy"), dir.file("c.dcz"), *cpu, co);
+  co.target.psnr_db = 30;
+  formats::compress_npy(dir.file("x.npy"), dir.file("t.dcz"), be, co);
+  formats::decompress_to_npy(dir.file("a.dcz"), dir.file("a.npy"), be, {});
+  formats::decompress_to_npy(dir.file("c.dcz"), dir.file("c.npy"), *cpu, {});
+  const auto vr = formats::verify_archive(dir.file("a.dcz"), dir.file("x.npy"), be, {});
+  EXPECT_TRUE(vr.passed());
+  formats::eval_options eo;
+  eo.chops = {2, 4};
+  (void)formats::eval_npy(dir.file("x.npy"), be, eo);
+  EXPECT_GT(be.encodes, 4);
+  EXPECT_GT(be.decodes, 4);
+  EXPECT_EQ(be.outside, 0) << "calls with a buffer outside the backend's host memory";
+  EXPECT_EQ(dctchop::test::read_bytes(dir.file("a.npy")), dctchop::test::read_bytes(dir.file("c.npy")));
 }
 
 }  // namespace

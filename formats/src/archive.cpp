@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "dctchop/error.hpp"
+#include "dctchop/host_memory.hpp"
 #include "dctchop/formats/json_number.hpp"
 #include "dctchop/formats/npy.hpp"
 
@@ -527,19 +528,21 @@ void archive_reader::verify_chunk(const chunk_info& c, const unsigned char* rec,
   }
 }
 
-void archive_reader::read_chunk(std::size_t i, std::vector<std::byte>& coeffs) {
+template <typename Alloc>
+void archive_reader::read_chunk(std::size_t i, std::vector<std::byte, Alloc>& coeffs) {
   if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
   if (i >= chunks_.size()) throw error(errc::internal, "chunk index out of range");
   const chunk_info& c = chunks_[i];
-  coeffs.resize(k_record + c.stored_bytes);
-  file_.read_at(c.offset, coeffs.data(), coeffs.size(), "chunk");
+  // The record and the payload in two reads, so the payload lands where it stays.
   unsigned char rec[k_record];
-  std::memcpy(rec, coeffs.data(), k_record);
-  verify_chunk(c, rec, std::span<const std::byte>(coeffs).subspan(k_record));
-  coeffs.erase(coeffs.begin(), coeffs.begin() + k_record);
+  file_.read_at(c.offset, rec, k_record, "chunk");
+  coeffs.resize(c.stored_bytes);
+  file_.read_at(c.offset + k_record, coeffs.data(), coeffs.size(), "chunk");
+  verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
 }
 
-bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs) {
+template <typename Alloc>
+bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>& coeffs) {
   if (file_.seekable()) {
     if (next_index_ >= chunks_.size()) return false;
     read_chunk(next_index_, coeffs);
@@ -577,7 +580,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte>& coeffs
     }
     coeffs.resize(c.stored_bytes);
     file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
-    verify_chunk(c, rec, coeffs);
+    verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
     const u64 end = offset + k_record + c.stored_bytes;
     discard(file_, align_up(end, align) - end, "chunk padding");
     stream_offset_ = align_up(end, align);
@@ -682,5 +685,11 @@ std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std:
   }
   return std::nullopt;
 }
+
+// The two kinds of chunk buffer: the heap, and a backend's host memory.
+template void archive_reader::read_chunk(std::size_t, std::vector<std::byte>&);
+template void archive_reader::read_chunk(std::size_t, byte_buffer&);
+template bool archive_reader::next_chunk(chunk_info&, std::vector<std::byte>&);
+template bool archive_reader::next_chunk(chunk_info&, byte_buffer&);
 
 }  // namespace dctchop::formats

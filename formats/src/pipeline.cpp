@@ -219,7 +219,8 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
                                          bool ssim, int threads) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
   const u64 m = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / ibps));
-  std::vector<std::byte> in(m * ibps), out(m * ibps), coeffs;
+  byte_buffer in = host_buffer(be, m * ibps), out = host_buffer(be, m * ibps),
+              coeffs = host_buffer(be);
   for (u64 i = 0; i < m; ++i) src.read(i * n / m, 1, in.data() + i * ibps);
   const auto view = make_view(src.geom, src.type, static_cast<const void*>(in.data()), m);
   std::vector<chop_trial> trials;
@@ -323,16 +324,16 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const unsigned workers = crew.count();
   const std::size_t slots = crew.slots();
   struct slot_buffers {
-    std::vector<std::byte> in, coeffs, decoded;
+    byte_buffer in, coeffs, decoded;  // in the backend's host memory
     u64 first = 0, n = 0;
     quality_batch measured;
   };
   std::vector<slot_buffers> slot(slots);
   try {
     for (auto& b : slot) {
-      b.in.resize(spc * ibps);
-      b.coeffs.resize(spc * cbps);
-      if (measure) b.decoded.resize(spc * ibps);
+      b.in = host_buffer(be, spc * ibps);
+      b.coeffs = host_buffer(be, spc * cbps);
+      if (measure) b.decoded = host_buffer(be, spc * ibps);
     }
   } catch (const std::bad_alloc&) {
     // One sample is the unit of work; a sample larger than memory cannot be processed yet.
@@ -540,12 +541,16 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // A chunk that lies outside --samples is read (a stream cannot skip it) but not decoded.
   struct slot_buffers {
     chunk_info info;
-    std::vector<std::byte> coeffs, out;
+    byte_buffer coeffs, out;  // in the backend's host memory
     u64 lo = 0, hi = 0;  // the samples of this chunk that are written
   };
   const u64 max_chunk = h.samples_per_chunk;
   const pipeline_workers crew = make_workers(be, max_chunk * (cbps + ibps));
   std::vector<slot_buffers> slot(crew.slots());
+  for (auto& b : slot) {
+    b.coeffs = host_buffer(be);
+    b.out = host_buffer(be);
+  }
   const bool random = r.random_access();
   const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
   const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;

@@ -81,7 +81,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
 
   // One pass over the input: every setting sees each chunk while it is in memory.
   const u64 spc = std::max<u64>(1, std::min<u64>(g.samples, (u64(64) << 20) / ibps));
-  std::vector<std::byte> in(spc * ibps), out(spc * ibps), coeff_buf;
+  byte_buffer in = host_buffer(be, spc * ibps), out = host_buffer(be, spc * ibps),
+              coeff_buf = host_buffer(be);
   u64 replaced = 0;
   for (u64 first = 0; first < g.samples; first += spc) {
     const u64 n = std::min(spc, g.samples - first);
@@ -204,12 +205,17 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // the measurements summed in chunk order.
   struct slot_buffers {
     chunk_info info;
-    std::vector<std::byte> coeffs, in, out;
+    byte_buffer coeffs, out;  // in the backend's host memory: it decodes from one into the other
+    byte_buffer in;           // the original, for the measurement
     quality_batch measured;
   };
   const pipeline_workers crew =
       make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps));
   std::vector<slot_buffers> slot(crew.slots());
+  for (auto& b : slot) {
+    b.coeffs = host_buffer(be);
+    b.out = host_buffer(be);
+  }
   chunk_stages stages;
   stages.read = [&](u64, std::size_t i) {
     slot_buffers& b = slot[i];

@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <memory_resource>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/host_memory.hpp"
 #include "dctchop/matrix_form.hpp"
 
 /** Every CUDA runtime call goes through this: a failure throws error(backend_unavailable)
@@ -333,6 +335,15 @@ class cuda_backend final : public backend {
   explicit cuda_backend(int device) : device_(device) {}
   std::string name() const override { return "cuda"; }
 
+  /** Pinned memory, recycled: chunks read into it are copied to the device without staging. */
+  std::shared_ptr<std::pmr::memory_resource> host_memory() const override {
+    std::lock_guard lock(host_memory_m_);
+    if (!host_memory_) {
+      host_memory_ = std::make_shared<recycling_resource>(cuda::pinned_memory(device_));
+    }
+    return host_memory_;
+  }
+
   void encode(const codec_params& p, const const_sample_view& v,
               std::span<std::byte> coeffs) override {
     validate(p);
@@ -384,42 +395,47 @@ class cuda_backend final : public backend {
   }
 
  private:
-  /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part into a pinned
-   *  buffer, to the device, run, copy back, out of the pinned buffer; two streams and two
-   *  sets of buffers, so one part's copies overlap the other's kernel. */
   /** One of the two pipelines of stream_parts, kept between calls (grow-only buffers): a
    *  backend is used by one thread at a time, and every chunk of a file has the same size, so
    *  the pinned and device memory is allocated once, not for every chunk. */
   struct lane {
     std::unique_ptr<stream> s;
-    pinned_ptr h_in, h_out;
+    pinned_ptr h_in, h_out;  // staging, for callers' buffers that are not pinned
     device_ptr d_in, d_out;
-    u64 in_cap = 0, out_cap = 0;
+    u64 h_in_cap = 0, h_out_cap = 0, d_in_cap = 0, d_out_cap = 0;
     u64 first = 0, n = 0;
     bool busy = false;
   };
 
-  static void reserve(lane& l, u64 in_bytes, u64 out_bytes) {
-    if (!l.s) l.s = std::make_unique<stream>();
-    if (l.in_cap < in_bytes) {
-      l.h_in.reset();
-      l.d_in.reset();
-      l.h_in = pinned_alloc(in_bytes);
-      l.d_in = device_alloc(in_bytes);
-      l.in_cap = in_bytes;
-    }
-    if (l.out_cap < out_bytes) {
-      l.h_out.reset();
-      l.d_out.reset();
-      l.h_out = pinned_alloc(out_bytes);
-      l.d_out = device_alloc(out_bytes);
-      l.out_cap = out_bytes;
-    }
+  /** `p` holds at least `bytes` (grow-only; the old contents are not kept). */
+  template <typename Ptr, typename Alloc>
+  static void grow(Ptr& p, u64& cap, u64 bytes, Alloc alloc) {
+    if (cap >= bytes) return;
+    p.reset();
+    cap = 0;
+    p = alloc(bytes);
+    cap = bytes;
   }
 
-  /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part into a
-   *  pinned buffer, to the device, run, copy back, out of the pinned buffer; two streams and
-   *  two sets of buffers, so one part's copies overlap the other's kernel. */
+  /** Whether the host range [p, p + bytes) is page-locked memory, which the device copies
+   *  from and to directly (both ends are checked: a range within one allocation or
+   *  registration). */
+  static bool pinned(const void* p, u64 bytes) {
+    auto host = [](const void* q) {
+      cudaPointerAttributes a{};
+      if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
+        (void)cudaGetLastError();  // an unknown pointer: not pinned, and not an error
+        return false;
+      }
+      return a.type == cudaMemoryTypeHost;
+    };
+    return bytes > 0 && host(p) && host(static_cast<const std::byte*>(p) + (bytes - 1));
+  }
+
+  /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part to the
+   *  device, run, copy it back; two streams and two sets of device buffers, so one part's
+   *  copies overlap the other's kernel. Pinned input or output (host_memory()) is copied
+   *  directly; pageable memory goes through the lanes' pinned staging buffers. */
   template <typename Run>
   void stream_parts(u64 samples, u64 in_per_sample, u64 out_per_sample, const std::byte* in,
                     std::byte* out, Run&& run) {
@@ -427,6 +443,8 @@ class cuda_backend final : public backend {
     const u64 per_part = std::max<u64>(1, part_bytes / std::max(in_per_sample, out_per_sample));
     const u64 n_parts = (samples + per_part - 1) / per_part;
     const u64 part = std::min(per_part, samples);
+    const bool direct_in = pinned(in, samples * in_per_sample);
+    const bool direct_out = pinned(out, samples * out_per_sample);
     for (auto& l : lanes_) {  // a call that failed midway may have left work queued
       if (l.busy) {
         l.s->sync();
@@ -434,34 +452,58 @@ class cuda_backend final : public backend {
       }
     }
     for (u64 i = 0; i < std::min<u64>(n_parts, 2); ++i) {
-      reserve(lanes_[i], part * in_per_sample, part * out_per_sample);
+      lane& l = lanes_[i];
+      if (!l.s) l.s = std::make_unique<stream>();
+      grow(l.d_in, l.d_in_cap, part * in_per_sample, device_alloc);
+      grow(l.d_out, l.d_out_cap, part * out_per_sample, device_alloc);
+      if (!direct_in) grow(l.h_in, l.h_in_cap, part * in_per_sample, pinned_alloc);
+      if (!direct_out) grow(l.h_out, l.h_out_cap, part * out_per_sample, pinned_alloc);
     }
     auto finish = [&](lane& l) {
       if (!l.busy) return;
       l.s->sync();
-      std::memcpy(out + l.first * out_per_sample, l.h_out.get(), l.n * out_per_sample);
+      if (!direct_out) {
+        std::memcpy(out + l.first * out_per_sample, l.h_out.get(), l.n * out_per_sample);
+      }
       l.busy = false;
     };
-    for (u64 i = 0; i < n_parts; ++i) {
-      lane& l = lanes_[i % 2];
-      finish(l);  // its previous part is done and copied out
-      l.first = i * per_part;
-      l.n = std::min(per_part, samples - l.first);
-      std::memcpy(l.h_in.get(), in + l.first * in_per_sample, l.n * in_per_sample);
-      DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), l.h_in.get(), l.n * in_per_sample,
-                                         cudaMemcpyHostToDevice, l.s->get()));
-      run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get());
-      DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.h_out.get(), l.d_out.get(), l.n * out_per_sample,
-                                         cudaMemcpyDeviceToHost, l.s->get()));
-      l.busy = true;
+    try {
+      for (u64 i = 0; i < n_parts; ++i) {
+        lane& l = lanes_[i % 2];
+        finish(l);  // its previous part is done (and copied out of staging)
+        l.first = i * per_part;
+        l.n = std::min(per_part, samples - l.first);
+        const void* src = in + l.first * in_per_sample;
+        if (!direct_in) {
+          std::memcpy(l.h_in.get(), src, l.n * in_per_sample);
+          src = l.h_in.get();
+        }
+        DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), src, l.n * in_per_sample,
+                                           cudaMemcpyHostToDevice, l.s->get()));
+        l.busy = true;
+        run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get());
+        void* dst = direct_out ? static_cast<void*>(out + l.first * out_per_sample) : l.h_out.get();
+        DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(dst, l.d_out.get(), l.n * out_per_sample,
+                                           cudaMemcpyDeviceToHost, l.s->get()));
+      }
+      finish(lanes_[0]);
+      finish(lanes_[1]);
+    } catch (...) {
+      // Copies still queued may read `in` or write `out`, which the caller frees once this
+      // throws: let them finish first.
+      for (auto& l : lanes_) {
+        if (l.busy) cudaStreamSynchronize(l.s->get());
+        l.busy = false;
+      }
+      throw;
     }
-    finish(lanes_[0]);
-    finish(lanes_[1]);
   }
 
   lane lanes_[2];
   device_ptr d_bad_;  // the first bad sample of an encode
   int device_;
+  mutable std::mutex host_memory_m_;
+  mutable std::shared_ptr<std::pmr::memory_resource> host_memory_;
 };
 
 }  // namespace
@@ -686,9 +728,11 @@ void gemm_decoder::decode(const codec_params& p, const geometry& g, dtype type, 
 
 namespace dctchop::cuda {
 
+
 namespace {
 
-/** cudaHostAlloc'd memory: page-aligned, so any alignment up to a page. */
+/** cudaHostAlloc'd memory: page-aligned, so any alignment up to a page. Failure is
+ *  std::bad_alloc, as for any memory resource. */
 class pinned_resource final : public std::pmr::memory_resource {
  public:
   explicit pinned_resource(int device) : device_(device) {}
@@ -698,7 +742,10 @@ class pinned_resource final : public std::pmr::memory_resource {
     if (align > 4096) throw std::bad_alloc();
     const detail::device_guard on(device_);
     void* p = nullptr;
-    DCTCHOP_CUDA_CHECK(cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocPortable));
+    if (cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: clear it
+      throw std::bad_alloc();
+    }
     return p;
   }
   void do_deallocate(void* p, std::size_t, std::size_t) override { cudaFreeHost(p); }

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <vector>
@@ -76,6 +77,12 @@ class backend {
    *  chunk; nullptr when this backend does not split that way (the pipeline then makes one
    *  call at a time). Encode and decode results are the same as this backend's. */
   virtual std::unique_ptr<backend> single_threaded() const { return nullptr; }
+  /** Where host buffers that encode() and decode() read and write should live (nullptr: the
+   *  heap, which the CPU backend reads as fast as any). The CUDA backend gives page-locked
+   *  memory: its copies to and from the device then start straight from the caller's buffers,
+   *  without a staging copy. Any buffer works with any backend; this is only the fast one.
+   *  Thread-safe; the resource recycles freed blocks, so asking again is cheap. */
+  virtual std::shared_ptr<std::pmr::memory_resource> host_memory() const { return nullptr; }
 };
 
 /** Which backend to run. `automatic` takes CUDA when built and a device is present. */

@@ -110,11 +110,15 @@ class archive_reader {
   const std::vector<side_array_info>& side_arrays() const noexcept { return sides_; }
   const nlohmann::json& footer() const noexcept { return footer_; }
 
-  /** Read and verify chunk `i` (random access only); returns its raw coefficient bytes. */
-  void read_chunk(std::size_t i, std::vector<std::byte>& coeffs);
+  /** Read and verify chunk `i` (random access only); returns its raw coefficient bytes.
+   *  `coeffs` is a std::vector<std::byte> or a byte_buffer (dctchop/host_memory.hpp: memory
+   *  the backend that decodes it reads fastest, backend::host_memory()). */
+  template <typename Alloc>
+  void read_chunk(std::size_t i, std::vector<std::byte, Alloc>& coeffs);
   /** Sequential access (files and streams): the next chunk in order; false after the last.
    *  For a stream, the footer and side arrays are read and checked when this returns false. */
-  bool next_chunk(chunk_info& info, std::vector<std::byte>& coeffs);
+  template <typename Alloc>
+  bool next_chunk(chunk_info& info, std::vector<std::byte, Alloc>& coeffs);
   /** Read and verify the coefficients of samples [first, first+count) (random access only). */
   void read_samples(std::uint64_t first, std::uint64_t count, std::span<std::byte> coeffs);
   /** A side array's description by name (checked at open: numeric, one row per sample, the
