@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -130,6 +131,48 @@ TEST(CudaBackend, ABatchLargerThanOneStreamedPartEqualsTheCpu) {
                                        *gpu, *cpu, 99, 0, 256);
   expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 40, 512, 512, 1, 8, 2, coeff_type::f32},
                                 *gpu, *cpu, 98, -1, 1);
+}
+
+TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) {
+  REQUIRE_DEVICE();
+  // Buffers from backend::host_memory() are copied to and from the device directly (no
+  // staging): three 32 MiB parts, pinned input and output, then pinned on one side only.
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  const auto mem = gpu->host_memory();
+  ASSERT_NE(mem, nullptr);
+  geometry g;
+  g.lay = layout::nhwc;
+  g.samples = 400;
+  g.height = 256;
+  g.width = 256;
+  g.planes = 3;
+  codec_params p;
+  p.chop = 4;
+  p.coeff = coeff_type::f16;
+  p.offset = 128;
+  const auto values = random_values<std::uint8_t>(g.samples * g.values_per_sample(), 97, 0, 256);
+  const resource_allocator<std::byte> pinned(mem);
+  byte_buffer in(values.size(), pinned);
+  std::memcpy(in.data(), values.data(), values.size());
+  const u64 cb = g.samples * coeff_bytes_per_sample(p, g);
+  std::vector<std::byte> want(cb);
+  cpu->encode(p, make_view(g, dtype::u8, static_cast<const void*>(values.data()), g.samples), want);
+  byte_buffer got(cb, pinned);
+  gpu->encode(p, make_view(g, dtype::u8, static_cast<const void*>(in.data()), g.samples), got);
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin())) << "pinned in, pinned out";
+  std::vector<std::byte> got_pageable(cb);
+  gpu->encode(p, make_view(g, dtype::u8, static_cast<const void*>(in.data()), g.samples),
+              got_pageable);
+  EXPECT_TRUE(got_pageable == want) << "pinned in, pageable out";
+  std::vector<std::uint8_t> dc(values.size());
+  cpu->decode(p, want, make_view(g, dtype::u8, static_cast<void*>(dc.data()), g.samples));
+  byte_buffer dg(values.size(), pinned);
+  gpu->decode(p, got, make_view(g, dtype::u8, static_cast<void*>(dg.data()), g.samples));
+  EXPECT_EQ(std::memcmp(dc.data(), dg.data(), dc.size()), 0) << "pinned in, pinned out";
+  std::vector<std::uint8_t> dp(values.size());
+  gpu->decode(p, got, make_view(g, dtype::u8, static_cast<void*>(dp.data()), g.samples));
+  EXPECT_TRUE(dp == dc) << "pinned in, pageable out";
 }
 
 TEST(CudaBackend, TheFirstBadSampleIsNamedAsOnTheCpu) {
@@ -391,6 +434,29 @@ TEST(CudaPinnedMemory, BlocksArePageLockedAndRecycled) {
   cudaFree(d);
   for (std::size_t i = 0; i < bytes; i += 4099) ASSERT_EQ(back[i], static_cast<std::uint8_t>(i * 7));
   pool->deallocate(q, bytes, 64);
+}
+
+TEST(CudaPipelines, CompressAndDecompressOnTheDeviceEqualTheCpu) {
+  REQUIRE_DEVICE();
+  // The chunk pipelines hand the CUDA backend buffers in its pinned host memory.
+  dctchop::test::temp_dir dir;
+  const u64 n = 61;
+  const auto x = random_values<std::uint8_t>(n * 40 * 36 * 3, 11, 0, 256);
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, 40, 36, 3}, x);
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  formats::compress_options co;
+  co.chunk_mb = 0.05;  // several chunks
+  const auto rg = formats::compress_npy(dir.file("x.npy"), dir.file("g.dcz"), *gpu, co);
+  const auto rc = formats::compress_npy(dir.file("x.npy"), dir.file("c.dcz"), *cpu, co);
+  ASSERT_GT(rg.chunks, 2u);
+  EXPECT_EQ(rg.q->psnr_db, rc.q->psnr_db);
+  formats::decompress_to_npy(dir.file("g.dcz"), dir.file("g.npy"), *gpu, {});
+  formats::decompress_to_npy(dir.file("c.dcz"), dir.file("c.npy"), *cpu, {});
+  EXPECT_EQ(dctchop::test::read_bytes(dir.file("g.npy")), dctchop::test::read_bytes(dir.file("c.npy")));
+  const auto v = formats::verify_archive(dir.file("g.dcz"), dir.file("x.npy"), *gpu, {});
+  EXPECT_TRUE(v.passed());
+  EXPECT_EQ(v.q->psnr_db, rc.q->psnr_db);
 }
 
 }  // namespace
