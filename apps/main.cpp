@@ -129,9 +129,15 @@ std::string quality_line(const quality& q) {
                      ssim_text(q.ssim), q.max_abs_error, q.nrmse);
 }
 
+/** j[key] when it is a number (an archive's figures may be absent, or null for infinity). */
 std::optional<double> opt_number(const nlohmann::json& j, const char* key) {
   if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
   return j[key].get<double>();
+}
+
+/** j[key] when it is a boolean, else false. */
+bool opt_flag(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
 }
 
 /** Parse --nonfinite: "error" (nullopt) or "replace=V" with a finite number V. */
@@ -312,8 +318,7 @@ void print_info_text(const nlohmann::json& j) {
   }
   if (j.contains("quality") && j["quality"].is_object()) {
     const auto& q = j["quality"];
-    const bool undefined = q.contains("psnr_undefined") && q["psnr_undefined"].is_boolean() &&
-                           q["psnr_undefined"].get<bool>();
+    const bool undefined = opt_flag(q, "psnr_undefined");
     auto per_sample = [&](const char* key) {
       return undefined ? std::string("n/a") : db_text(opt_number(q, key));
     };

@@ -69,24 +69,20 @@ long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const ge
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
   out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
-  u64 first_bad = std::numeric_limits<u64>::max();
+  u64 first_bad = detail::all_fit;  // the kernels' atomicMin
   const auto rows = detail::row_grid(bg, p.chop);
-  if (kl == cuda::kernel_layout::lines && detail::fits(rows)) {  // as launch_encode chooses
+  if (detail::uses_lines(kl, rows)) {
     for_each_line_thread(rows, [&](u64 row, std::uint32_t pos) {
-      if (pos >= rows.width) return;  // the kernel's bounds check
-      const auto at = detail::row_place(row, pos, bg, p.chop);
-      if (!detail::encode_row<BT>(at, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
-        first_bad = std::min(first_bad, at.n);
-      }
+      first_bad = std::min(first_bad, detail::encode_line_thread<BT>(row, pos, tab.t, p.block, p.chop,
+                                                                     in, bg, offset, code, out.data()));
     });
   } else {
     for_each_thread(detail::block_threads(bg), [&](u64 i) {
-      if (!detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg, offset, code, out.data())) {
-        first_bad = std::min(first_bad, detail::sample_of_block(i, bg));
-      }
+      first_bad = std::min(first_bad, detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg,
+                                                                offset, code, out.data()));
     });
   }
-  return first_bad == std::numeric_limits<u64>::max() ? -1 : static_cast<long long>(first_bad);
+  return first_bad == detail::all_fit ? -1 : static_cast<long long>(first_bad);
 }
 
 /** A CUDA decode kernel on the host (launch_decode). */
@@ -98,11 +94,10 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
   const auto columns = detail::column_grid(bg);
-  if (kl == cuda::kernel_layout::lines && detail::fits(columns)) {  // as launch_decode chooses
+  if (detail::uses_lines(kl, columns)) {
     for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
-      if (pos >= columns.width) return;
-      detail::decode_column<BT>(detail::line_place_of(row, pos, bg), tab.t, p.block, p.chop,
-                                coeffs.data(), code, out, bg, offset);
+      detail::decode_line_thread<BT>(row, pos, tab.t, p.block, p.chop, coeffs.data(), code, out,
+                                     bg, offset);
     });
   } else {
     for_each_thread(detail::block_threads(bg), [&](u64 i) {

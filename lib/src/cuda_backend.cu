@@ -199,9 +199,8 @@ __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, b
                               Real offset, coeff_code code, std::byte* coeffs,
                               unsigned long long* first_bad, u64 sample_base) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (!encode_thread<BT>(i, tab.t, b, k, in, g, offset, code, coeffs)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(sample_base + sample_of_block(i, g)));
-  }
+  const u64 bad = encode_thread<BT>(i, tab.t, b, k, in, g, offset, code, coeffs);
+  if (bad != all_fit) atomicMin(first_bad, static_cast<unsigned long long>(sample_base + bad));
 }
 
 template <int BT, typename Out, typename Real>
@@ -217,19 +216,15 @@ __global__ void encode_rows_kernel(dct_table<Real> tab, int b, int k, const In* 
                                    std::byte* coeffs, unsigned long long* first_bad,
                                    u64 sample_base) {
   const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
-  if (pos >= row_grid(g, k).width) return;
-  const line_place at = row_place(blockIdx.x, pos, g, k);
-  if (!encode_row<BT>(at, tab.t, b, k, in, g, offset, code, coeffs)) {
-    atomicMin(first_bad, static_cast<unsigned long long>(sample_base + at.n));
-  }
+  const u64 bad = encode_line_thread<BT>(blockIdx.x, pos, tab.t, b, k, in, g, offset, code, coeffs);
+  if (bad != all_fit) atomicMin(first_bad, static_cast<unsigned long long>(sample_base + bad));
 }
 
 template <int BT, typename Out, typename Real>
 __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                                       coeff_code code, Out* out, batch_geometry g, Real offset) {
   const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
-  if (pos >= column_grid(g).width) return;
-  decode_column<BT>(line_place_of(blockIdx.x, pos, g), tab.t, b, k, coeffs, code, out, g, offset);
+  decode_line_thread<BT>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Coefficients of any storage type to f32, for the GEMMs. */
@@ -262,7 +257,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<std::byte*>(d_coeffs);
       const line_grid lg = row_grid(g, p.chop);
-      if (kl == kernel_layout::lines && fits(lg)) {
+      if (uses_lines(kl, lg)) {
         const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
         encode_rows_kernel<BT, In, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
@@ -289,7 +284,7 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       auto* dst = static_cast<Out*>(d_out);
       const auto offset = static_cast<Real>(p.offset);
       const line_grid lg = column_grid(g);
-      if (kl == kernel_layout::lines && fits(lg)) {
+      if (uses_lines(kl, lg)) {
         const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
         decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);

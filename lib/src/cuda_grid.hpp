@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/matrix_form.hpp"
 
@@ -68,27 +69,37 @@ DCTCHOP_HD std::uint64_t block_threads(const batch_geometry& g) {
   return g.samples * g.planes * g.bh * g.bw;
 }
 
-/** The sample (within the batch) whose block thread `i` transforms. */
-DCTCHOP_HD std::uint64_t sample_of_block(std::uint64_t i, const batch_geometry& g) {
-  return i / (g.bh * g.bw) / g.planes;
-}
+/** What an encode thread returns when every coefficient fit its type; otherwise it returns
+ *  the sample (within the batch), which the kernel's atomicMin keeps the first of. */
+constexpr std::uint64_t all_fit = ~std::uint64_t(0);
 
-/** Encode thread `i`: block i % (bh*bw) of plane i / (bh*bw), the block index running fastest
- *  along a block row. Returns false when a coefficient does not fit `code`; an index past the
- *  last block does nothing and returns true. */
-template <int BT, typename In, typename Real>
-DCTCHOP_HD bool encode_thread(std::uint64_t i, const Real* t, int b, int k, const In* in,
-                              const batch_geometry& g, Real offset, coeff_code code,
-                              std::byte* coeffs) {
-  if (i >= block_threads(g)) return true;
+/** Where block thread `i` works: block (bi, bj) of plane c of sample n, the `plane`-th plane
+ *  of the batch. The block index runs fastest along a block row. */
+struct block_place {
+  std::uint64_t plane, n, c, bi, bj;
+};
+
+DCTCHOP_HD block_place block_place_of(std::uint64_t i, const batch_geometry& g) {
   const std::uint64_t per_plane = g.bh * g.bw;
   const std::uint64_t plane = i / per_plane, blk = i % per_plane;
-  const std::uint64_t n = plane / g.planes, c = plane % g.planes;
-  const In* src = in + static_cast<std::int64_t>(n) * g.stride_sample +
-                  static_cast<std::int64_t>(c) * g.stride_plane;
+  return {plane, plane / g.planes, plane % g.planes, blk / g.bw, blk % g.bw};
+}
+
+/** Encode thread `i` of the block grid: one block. An index past the last block does
+ *  nothing. Returns all_fit, or the sample of a coefficient that does not fit `code`. */
+template <int BT, typename In, typename Real>
+DCTCHOP_HD std::uint64_t encode_thread(std::uint64_t i, const Real* t, int b, int k,
+                                       const In* in, const batch_geometry& g, Real offset,
+                                       coeff_code code, std::byte* coeffs) {
+  if (i >= block_threads(g)) return all_fit;
+  const block_place at = block_place_of(i, g);
+  const In* src = in + static_cast<std::int64_t>(at.n) * g.stride_sample +
+                  static_cast<std::int64_t>(at.c) * g.stride_plane;
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  return encode_block<In, Real, BT>(t, b, k, src, pg, blk / g.bw, blk % g.bw, offset, code,
-                                    coeffs + plane * g.plane_coeff_bytes);
+  return encode_block<In, Real, BT>(t, b, k, src, pg, at.bi, at.bj, offset, code,
+                                    coeffs + at.plane * g.plane_coeff_bytes)
+             ? all_fit
+             : at.n;
 }
 
 /** Decode thread `i`, the inverse of encode_thread. */
@@ -97,14 +108,12 @@ DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k,
                               const std::byte* coeffs, coeff_code code, Out* out,
                               const batch_geometry& g, Real offset) {
   if (i >= block_threads(g)) return;
-  const std::uint64_t per_plane = g.bh * g.bw;
-  const std::uint64_t plane = i / per_plane, blk = i % per_plane;
-  const std::uint64_t n = plane / g.planes, c = plane % g.planes;
-  Out* dst = out + static_cast<std::int64_t>(n) * g.stride_sample +
-             static_cast<std::int64_t>(c) * g.stride_plane;
+  const block_place at = block_place_of(i, g);
+  Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
+             static_cast<std::int64_t>(at.c) * g.stride_plane;
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  decode_block<Out, Real, BT>(t, b, k, coeffs + plane * g.plane_coeff_bytes, code, dst, pg,
-                              blk / g.bw, blk % g.bw, offset);
+  decode_block<Out, Real, BT>(t, b, k, coeffs + at.plane * g.plane_coeff_bytes, code, dst, pg,
+                              at.bi, at.bj, offset);
 }
 
 // ---- the line kernels: a thread per column of a block row (decode) or per kept row of a
@@ -140,6 +149,11 @@ struct line_grid {
 inline bool fits(const line_grid& lg) {
   return lg.rows > 0 && lg.rows <= 0x7fffffffu && lg.width > 0 &&
          (lg.width + threads_per_cta - 1) / threads_per_cta <= 65535u;
+}
+
+/** Whether a launch runs the line kernels on grid `lg`: asked for, and within the limits. */
+inline bool uses_lines(cuda::kernel_layout kl, const line_grid& lg) {
+  return kl == cuda::kernel_layout::lines && fits(lg);
 }
 
 /** Decode: one position per column (per column and plane where interleaved). */
@@ -282,6 +296,27 @@ DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, co
     ok &= store_coeff(acc, code, cplane, first + v);
   }
   return ok;
+}
+
+/** Encode thread (row, pos) of the line grid row_grid(g, k): one kept row of one block.
+ *  Positions past the grid's width do nothing. Returns as encode_thread. */
+template <int BT, typename In, typename Real>
+DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t,
+                                            int b, int k, const In* in, const batch_geometry& g,
+                                            Real offset, coeff_code code, std::byte* coeffs) {
+  if (pos >= row_grid(g, k).width) return all_fit;
+  const line_place at = row_place(row, pos, g, k);
+  return encode_row<BT>(at, t, b, k, in, g, offset, code, coeffs) ? all_fit : at.n;
+}
+
+/** Decode thread (row, pos) of the line grid column_grid(g): one column of one block row.
+ *  Positions past the grid's width do nothing. */
+template <int BT, typename Out, typename Real>
+DCTCHOP_HD void decode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t, int b,
+                                   int k, const std::byte* coeffs, coeff_code code, Out* out,
+                                   const batch_geometry& g, Real offset) {
+  if (pos >= column_grid(g).width) return;
+  decode_column<BT>(line_place_of(row, pos, g), t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Threads of the GEMM decode's store grid for `n` planes: one per output value. */
