@@ -7,14 +7,16 @@ Prints one row per device benchmark (GB/s of uncompressed data and the fraction 
 4.8 TB/s counting bytes read plus written) against issue 5's targets: decode at 50% of the
 memory bandwidth or more, encode at 25% or more. Then, for each operation and workload, the
 faster kernel layout (lines or blocks) over the chops, which should be the default of
-dctchop::cuda::kernel_layout. Standard library only: it runs on the GPU machine's python3.
+dctchop::cuda::kernel_layout, and what pinned host buffers gain over pageable ones through
+the backend (the CLI's pipelines give it pinned ones). Standard library only: it runs on the
+GPU machine's python3.
 """
 import json
 import re
 import sys
 
 TARGET = {"encode": 0.25, "decode": 0.50}
-NAME = re.compile(r"BM_(device|host)_(encode|decode)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
+NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
 
 
 def rows(report):
@@ -22,9 +24,11 @@ def rows(report):
         m = NAME.match(b.get("name", ""))
         if not m:
             continue
-        where, op, variant, workload, chop = m.groups()
+        where, pinned, op, variant, workload, chop = m.groups()
+        if where == "host":  # host memory through the backend: staged, or pinned and direct
+            variant = "pinned" if pinned else "pageable"
         yield {
-            "where": where, "op": op, "variant": variant or ("lines" if where == "device" else "host"),
+            "where": where, "op": op, "variant": variant or "lines",
             "workload": workload, "chop": int(chop), "error": b.get("error_message") if b.get("error_occurred") else None,
             "gbs": b.get("GB/s"), "frac": b.get("bw_frac"),
         }
@@ -62,6 +66,18 @@ def main(path):
                 best = max(mean, key=mean.get)
                 print(f"{op} {workload}: lines {mean['lines']:.1f} GB/s, blocks {mean['blocks']:.1f} GB/s"
                       f" -> {best} is faster ({mean[best] / min(mean.values()):.2f}x)")
+    # Host buffers through the backend: pinned (copied directly) against pageable (staged).
+    for op in ("encode", "decode"):
+        for workload in sorted({r["workload"] for r in all_rows}):
+            mean = {}
+            for kind in ("pageable", "pinned"):
+                v = [r["gbs"] for r in all_rows if r["where"] == "host" and r["op"] == op and
+                     r["workload"] == workload and r["variant"] == kind and r["gbs"]]
+                if v:
+                    mean[kind] = sum(v) / len(v)
+            if len(mean) == 2:
+                print(f"host {op} {workload}: pageable {mean['pageable']:.1f} GB/s, pinned "
+                      f"{mean['pinned']:.1f} GB/s ({mean['pinned'] / mean['pageable']:.2f}x)")
     return 0 if all_rows else 1
 
 

@@ -3,6 +3,7 @@
 // their memory when moved, and a loader whose batches are gathered into a given resource.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -117,6 +118,7 @@ TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
   EXPECT_EQ(up->allocations, 1u);
   byte_buffer b = std::move(a);
   EXPECT_EQ(b.data(), where);
+  EXPECT_EQ(a.get_allocator().resource(), up);  // a moved-from buffer stays in its resource
   byte_buffer c;  // on the heap
   c.resize(10);
   c = std::move(b);  // a move assignment takes the memory and its resource over
@@ -127,12 +129,45 @@ TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
   EXPECT_EQ(d.get_allocator().resource(), nullptr);
   EXPECT_EQ(d[0], std::byte{7});
   EXPECT_EQ(up->allocations, 1u);
-  // The buffer keeps its resource alive after every other owner let go.
+  a.resize(16);  // the moved-from buffer grows in its resource
+  EXPECT_EQ(up->allocations, 2u);
+  // The buffers keep their resource alive after every other owner let go.
   std::weak_ptr<counting_resource> watch = up;
   up.reset();
   EXPECT_FALSE(watch.expired());
+  a = byte_buffer();
+  b = byte_buffer();
   c = byte_buffer();
   EXPECT_TRUE(watch.expired());
+}
+
+/** The heap, recording the smallest alignment asked of it. */
+class alignment_resource final : public std::pmr::memory_resource {
+ public:
+  std::size_t smallest = ~std::size_t(0);
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    smallest = std::min(smallest, align);
+    return std::pmr::new_delete_resource()->allocate(bytes, align);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
+    return this == &o;
+  }
+};
+
+TEST(ByteBuffer, AsksForAlignmentFitForAnyValueType) {
+  // A batch of bytes is read as f32, f64 or u16 (NumPy, DLPack, the decode views): a resource
+  // that honours only what it is asked must still give aligned memory.
+  auto r = std::make_shared<alignment_resource>();
+  byte_buffer a(100, resource_allocator<std::byte>(r));
+  EXPECT_EQ(r->smallest, 64u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % 64, 0u);
+  byte_buffer heap(3);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(heap.data()) % 64, 0u);
 }
 
 /** dir/a.dcz: samples that hold their own index; 5 samples per chunk, labels. */
@@ -194,6 +229,8 @@ TEST(LoaderBatchMemory, ABatchOutlivesItsLoader) {
 
 TEST(PinnedMemory, WithoutACudaDeviceIsAClearError) {
   if (cuda::available()) GTEST_SKIP() << "a CUDA device is present";
+  std::vector<std::byte> v(64);
+  EXPECT_FALSE(cuda::is_pinned(v.data(), v.size()));
   try {
     (void)cuda::pinned_memory(0);
     FAIL() << "pinned memory without a device";

@@ -219,16 +219,18 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
                                          bool ssim, int threads) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
   const u64 m = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / ibps));
+  codec_params all = p;
+  all.chop = p.block;  // the most coefficients of any chop tried
   byte_buffer in = host_buffer(be, m * ibps), out = host_buffer(be, m * ibps),
-              coeffs = host_buffer(be);
+              coeffs = host_buffer(be, m * coeff_bytes_per_sample(all, src.geom));
   for (u64 i = 0; i < m; ++i) src.read(i * n / m, 1, in.data() + i * ibps);
   const auto view = make_view(src.geom, src.type, static_cast<const void*>(in.data()), m);
   std::vector<chop_trial> trials;
   for (int k = 1; k <= p.block; ++k) {
     p.chop = k;
-    coeffs.resize(m * coeff_bytes_per_sample(p, src.geom));
-    encode_batch(be, p, view, coeffs, src.name(), 0);
-    be.decode(p, coeffs, make_view(src.geom, src.type, static_cast<void*>(out.data()), m));
+    const std::span<std::byte> kept(coeffs.data(), m * coeff_bytes_per_sample(p, src.geom));
+    encode_batch(be, p, view, kept, src.name(), 0);
+    be.decode(p, kept, make_view(src.geom, src.type, static_cast<void*>(out.data()), m));
     quality_accumulator acc(src.type, range, ssim);
     acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), m), threads);
     chop_trial tr{k, acc.result(), m < n, false};
@@ -547,9 +549,9 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const u64 max_chunk = h.samples_per_chunk;
   const pipeline_workers crew = make_workers(be, max_chunk * (cbps + ibps));
   std::vector<slot_buffers> slot(crew.slots());
-  for (auto& b : slot) {
-    b.coeffs = host_buffer(be);
-    b.out = host_buffer(be);
+  for (auto& b : slot) {  // a chunk holds at most max_chunk samples
+    b.coeffs = host_buffer(be, max_chunk * cbps);
+    b.out = host_buffer(be, max_chunk * ibps);
   }
   const bool random = r.random_access();
   const std::size_t first_chunk = random ? r.chunk_of(first) : 0;

@@ -10,7 +10,6 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
-#include "dctchop/host_memory.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/npy.hpp"
@@ -78,12 +77,6 @@ nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64
 
 /** Re-throw an error from a batch with the file and the absolute sample index. */
 [[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);
-
-/** `bytes` (unset) in the memory that `be` reads and writes fastest (backend::host_memory():
- *  page-locked for CUDA). */
-inline byte_buffer host_buffer(const backend& be, u64 bytes = 0) {
-  return byte_buffer(bytes, resource_allocator<std::byte>(be.host_memory()));
-}
 
 /** be.encode(), with a sample-level error re-thrown naming the file and absolute sample
  *  (`first` is the batch's first sample). */

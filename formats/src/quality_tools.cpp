@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <span>
 #include <vector>
 
 #include "dctchop/error.hpp"
@@ -81,8 +82,10 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
 
   // One pass over the input: every setting sees each chunk while it is in memory.
   const u64 spc = std::max<u64>(1, std::min<u64>(g.samples, (u64(64) << 20) / ibps));
+  u64 most_coeffs = 0;  // bytes per sample of the setting that keeps the most
+  for (const auto& c : combos) most_coeffs = std::max(most_coeffs, coeff_bytes_per_sample(c.p, g));
   byte_buffer in = host_buffer(be, spc * ibps), out = host_buffer(be, spc * ibps),
-              coeff_buf = host_buffer(be);
+              coeff_buf = host_buffer(be, spc * most_coeffs);
   u64 replaced = 0;
   for (u64 first = 0; first < g.samples; first += spc) {
     const u64 n = std::min(spc, g.samples - first);
@@ -90,10 +93,10 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     const auto view = make_view(g, src.type, static_cast<const void*>(in.data()), n);
     for (auto& c : combos) {
       if (!c.row.error.empty()) continue;
-      coeff_buf.resize(n * coeff_bytes_per_sample(c.p, g));
+      const std::span<std::byte> coeffs(coeff_buf.data(), n * coeff_bytes_per_sample(c.p, g));
       auto t0 = clock_type::now();
       try {
-        be.encode(c.p, view, coeff_buf);
+        be.encode(c.p, view, coeffs);
       } catch (const error& e) {
         if (e.code() != errc::out_of_range) rethrow_in(e, src.name(), first);
         c.row.error = e.detail();  // this coefficient type cannot hold the data
@@ -101,7 +104,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
       }
       c.row.encode_seconds += seconds_since(t0);
       t0 = clock_type::now();
-      be.decode(c.p, coeff_buf, make_view(g, src.type, static_cast<void*>(out.data()), n));
+      be.decode(c.p, coeffs, make_view(g, src.type, static_cast<void*>(out.data()), n));
       c.row.decode_seconds += seconds_since(t0);
       c.acc.add(view, make_view(g, src.type, static_cast<const void*>(out.data()), n), o.threads);
     }
@@ -212,9 +215,9 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   const pipeline_workers crew =
       make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps));
   std::vector<slot_buffers> slot(crew.slots());
-  for (auto& b : slot) {
-    b.coeffs = host_buffer(be);
-    b.out = host_buffer(be);
+  for (auto& b : slot) {  // a chunk holds at most samples_per_chunk samples
+    b.coeffs = host_buffer(be, h.samples_per_chunk * h.coeff_bytes_per_sample());
+    b.out = host_buffer(be, h.samples_per_chunk * ibps);
   }
   chunk_stages stages;
   stages.read = [&](u64, std::size_t i) {

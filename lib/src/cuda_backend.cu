@@ -176,19 +176,40 @@ class stream {
   cudaStream_t s_ = nullptr;
 };
 
+/** Whether the calling thread has a current CUDA context. The runtime cannot tell (on a thread
+ *  that chose no device, cudaGetDevice says 0), so this asks the driver, which the runtime has
+ *  loaded by now. dctchop does not link the driver, so that it starts where none is installed. */
+bool thread_has_context() {
+  using get_fn = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*)
+  static const get_fn get = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return lib != nullptr ? reinterpret_cast<get_fn>(dlsym(lib, "cuCtxGetCurrent")) : nullptr;
+  }();
+  void* ctx = nullptr;
+  return get == nullptr || (get(&ctx) == 0 && ctx != nullptr);  // unknown: assume one
+}
+
 /** Makes `device` current for a scope and gives the caller's back (a framework's current
- *  device must not change under it). */
+ *  device must not change under it). A thread that had no context (a loader's prefetch
+ *  thread, a pipeline worker) has chosen no device: it stays on `device`, since setting
+ *  device 0 back would start a context there (cudaSetDevice does, since CUDA 12), on a GPU
+ *  that another process may own. */
 class device_guard {
  public:
-  explicit device_guard(int device) {
+  explicit device_guard(int device) : device_(device) {
+    const bool bound = thread_has_context();
     DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));
-    if (old_ != device) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
+    if (!bound) old_ = device;  // nothing to give back
+    if (!bound || old_ != device) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
   }
-  ~device_guard() { cudaSetDevice(old_); }
+  ~device_guard() {
+    if (old_ != device_) cudaSetDevice(old_);
+  }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
 
  private:
+  int device_;
   int old_ = 0;
 };
 
@@ -412,21 +433,6 @@ class cuda_backend final : public backend {
     cap = bytes;
   }
 
-  /** Whether the host range [p, p + bytes) is page-locked memory, which the device copies
-   *  from and to directly (both ends are checked: a range within one allocation or
-   *  registration). */
-  static bool pinned(const void* p, u64 bytes) {
-    auto host = [](const void* q) {
-      cudaPointerAttributes a{};
-      if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
-        (void)cudaGetLastError();  // an unknown pointer: not pinned, and not an error
-        return false;
-      }
-      return a.type == cudaMemoryTypeHost;
-    };
-    return bytes > 0 && host(p) && host(static_cast<const std::byte*>(p) + (bytes - 1));
-  }
-
   /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part to the
    *  device, run, copy it back; two streams and two sets of device buffers, so one part's
    *  copies overlap the other's kernel. Pinned input or output (host_memory()) is copied
@@ -438,14 +444,8 @@ class cuda_backend final : public backend {
     const u64 per_part = std::max<u64>(1, part_bytes / std::max(in_per_sample, out_per_sample));
     const u64 n_parts = (samples + per_part - 1) / per_part;
     const u64 part = std::min(per_part, samples);
-    const bool direct_in = pinned(in, samples * in_per_sample);
-    const bool direct_out = pinned(out, samples * out_per_sample);
-    for (auto& l : lanes_) {  // a call that failed midway may have left work queued
-      if (l.busy) {
-        l.s->sync();
-        l.busy = false;
-      }
-    }
+    const bool direct_in = cuda::is_pinned(in, samples * in_per_sample);
+    const bool direct_out = cuda::is_pinned(out, samples * out_per_sample);
     for (u64 i = 0; i < std::min<u64>(n_parts, 2); ++i) {
       lane& l = lanes_[i];
       if (!l.s) l.s = std::make_unique<stream>();
@@ -743,7 +743,16 @@ class pinned_resource final : public std::pmr::memory_resource {
     }
     return p;
   }
-  void do_deallocate(void* p, std::size_t, std::size_t) override { cudaFreeHost(p); }
+  void do_deallocate(void* p, std::size_t, std::size_t) override {
+    // Whatever thread lets a buffer go: on one without a context, this binds ours rather than
+    // starting one on device 0.
+    try {
+      const detail::device_guard on(device_);
+      if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();  // not for the next check
+    } catch (const error&) {
+      // The device is gone (a deallocation cannot fail): the memory goes with the process.
+    }
+  }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
     return dynamic_cast<const pinned_resource*>(&other) != nullptr;  // any can free any
   }
@@ -751,6 +760,19 @@ class pinned_resource final : public std::pmr::memory_resource {
 };
 
 }  // namespace
+
+bool is_pinned(const void* p, std::size_t bytes) noexcept {
+  auto host = [](const void* q) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
+      (void)cudaGetLastError();  // an unknown pointer: not pinned, and not an error
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  };
+  // Both ends: a range within one allocation or registration.
+  return p != nullptr && bytes > 0 && host(p) && host(static_cast<const std::byte*>(p) + (bytes - 1));
+}
 
 std::shared_ptr<std::pmr::memory_resource> pinned_memory(int device) {
   if (device < 0 || device >= device_count()) {

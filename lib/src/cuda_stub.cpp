@@ -38,6 +38,7 @@ void gemm_decoder::decode(const codec_params&, const geometry&, dtype, std::uint
 }
 
 std::shared_ptr<std::pmr::memory_resource> pinned_memory(int) { unavailable(); }
+bool is_pinned(const void*, std::size_t) noexcept { return false; }
 
 struct device_ring::impl {};
 device_ring::device_ring(int, std::size_t, std::uint64_t, std::uint64_t) { unavailable(); }

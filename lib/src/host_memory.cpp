@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
 
 namespace dctchop {
@@ -52,6 +53,17 @@ void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t a
     }
   }
   up_->deallocate(p, bytes, align);
+}
+
+byte_buffer host_buffer(const backend& be, std::uint64_t bytes) {
+  if (auto mem = be.host_memory()) {
+    try {
+      return byte_buffer(bytes, resource_allocator<std::byte>(std::move(mem)));
+    } catch (const std::bad_alloc&) {
+      // Page-locked memory is scarcer than memory: the heap then.
+    }
+  }
+  return byte_buffer(bytes);
 }
 
 }  // namespace dctchop

@@ -154,6 +154,7 @@ TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) 
   const auto values = random_values<std::uint8_t>(g.samples * g.values_per_sample(), 97, 0, 256);
   const resource_allocator<std::byte> pinned(mem);
   byte_buffer in(values.size(), pinned);
+  ASSERT_TRUE(cuda::is_pinned(in.data(), in.size()));  // so the direct copies are what runs
   std::memcpy(in.data(), values.data(), values.size());
   const u64 cb = g.samples * coeff_bytes_per_sample(p, g);
   std::vector<std::byte> want(cb);
@@ -419,6 +420,10 @@ TEST(CudaPinnedMemory, BlocksArePageLockedAndRecycled) {
   cudaPointerAttributes at{};
   ASSERT_EQ(cudaPointerGetAttributes(&at, p), cudaSuccess);
   EXPECT_EQ(at.type, cudaMemoryTypeHost);  // page-locked, not pageable (cudaMemoryTypeUnregistered)
+  EXPECT_TRUE(cuda::is_pinned(p, bytes));
+  std::vector<std::byte> pageable(bytes);
+  EXPECT_FALSE(cuda::is_pinned(pageable.data(), pageable.size()));
+  EXPECT_FALSE(cuda::is_pinned(p, bytes + (std::size_t(64) << 20)));  // runs past the block
   pool->deallocate(p, bytes, 64);
   void* q = pool->allocate(bytes, 64);
   EXPECT_EQ(q, p);

@@ -27,6 +27,10 @@ def main():
         bench("BM_device_decode_gemm_u8_256x256x3/chop:1/manual_time", 80.0, 0.02),
         {"name": "BM_host_decode_u8_256x256x3/chop:2/real_time", "error_occurred": True,
          "error_message": "no CUDA device"},
+        bench("BM_host_encode_u8_256x256x3/chop:1/real_time", 10.0, None),
+        bench("BM_host_encode_u8_256x256x3/chop:4/real_time", 14.0, None),
+        bench("BM_host_pinned_encode_u8_256x256x3/chop:1/real_time", 30.0, None),
+        bench("BM_host_pinned_encode_u8_256x256x3/chop:4/real_time", 36.0, None),
     ]}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "bench.json")
@@ -52,6 +56,9 @@ def main():
           "the faster decode layout")
     check("encode f32_512x512: lines 900.0 GB/s, blocks 1200.0 GB/s -> blocks is faster (1.33x)" in out,
           "the faster encode layout")
+    check(row("host encode pinned u8_256x256x3", 4).split()[5] == "36.0", "a pinned host row")
+    check("host encode u8_256x256x3: pageable 12.0 GB/s, pinned 33.0 GB/s (2.75x)" in out,
+          "pinned against pageable host buffers")
     if failures:
         print(out)
     return finish("gpu summary")

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dctchop/host_memory.hpp"
 #include "dctchop/types.hpp"
 
 namespace dctchop {
@@ -84,6 +85,12 @@ class backend {
    *  Thread-safe; the resource recycles freed blocks, so asking again is cheap. */
   virtual std::shared_ptr<std::pmr::memory_resource> host_memory() const { return nullptr; }
 };
+
+/** `bytes` (unset) in the memory that `be` reads and writes fastest (backend::host_memory():
+ *  page-locked for CUDA), or on the heap when that has no room: any buffer works with any
+ *  backend. Size it for its largest use at once; growing it later allocates from the
+ *  backend's memory without this fallback. */
+byte_buffer host_buffer(const backend& be, std::uint64_t bytes = 0);
 
 /** Which backend to run. `automatic` takes CUDA when built and a device is present. */
 enum class backend_kind { cpu, cuda, automatic };

@@ -78,6 +78,10 @@ class gemm_decoder {
  *  whose context allocates. Thread-safe. Without the backend or the device:
  *  error(backend_unavailable). */
 std::shared_ptr<std::pmr::memory_resource> pinned_memory(int device);
+/** Whether the host range [p, p + bytes) is page-locked (pinned_memory(), cudaHostAlloc or
+ *  cudaHostRegister), so that the device copies from and to it directly. False without the
+ *  backend. */
+bool is_pinned(const void* p, std::size_t bytes) noexcept;
 
 /** Device memory for a loader (loaders::device_loader): `count` slots, each an output buffer
  *  of `out_bytes`, a device buffer of `in_bytes` for coefficients, and an event; one stream.

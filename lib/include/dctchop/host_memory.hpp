@@ -23,7 +23,8 @@ namespace dctchop {
  *  buffer never copies its bytes (a std::pmr::polymorphic_allocator does not propagate, and
  *  std::vector copies element by element on a move between resources). A copy of a buffer goes
  *  to the heap. resize() default-initializes: new bytes are left unset, for buffers that are
- *  written whole right after (a batch of several megabytes need not be cleared first). */
+ *  written whole right after (a batch of several megabytes need not be cleared first). Memory
+ *  is aligned to 64 bytes at least, whatever T: a byte buffer holds values of any type. */
 template <typename T>
 class resource_allocator {
  public:
@@ -33,20 +34,28 @@ class resource_allocator {
   using propagate_on_container_copy_assignment = std::false_type;
   using is_always_equal = std::false_type;
 
+  /** Alignment asked of the resource. */
+  static constexpr std::size_t alignment = alignof(T) > 64 ? alignof(T) : 64;
+
   resource_allocator() noexcept = default;
   explicit resource_allocator(std::shared_ptr<std::pmr::memory_resource> r) noexcept
       : r_(std::move(r)) {}
+  // Declared, so that there is no move constructor: a moved-from allocator must still equal
+  // the new one (and a moved-from buffer stay in its resource), which a moved shared_ptr
+  // would not.
+  resource_allocator(const resource_allocator&) noexcept = default;
+  resource_allocator& operator=(const resource_allocator&) noexcept = default;
   template <typename U>
   resource_allocator(const resource_allocator<U>& other) noexcept : r_(other.resource()) {}
 
   T* allocate(std::size_t n) {
-    if (!r_) return std::allocator<T>{}.allocate(n);
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(r_->allocate(n * sizeof(T), alignof(T)));
+    auto* r = r_ ? r_.get() : std::pmr::new_delete_resource();
+    return static_cast<T*>(r->allocate(n * sizeof(T), alignment));
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (!r_) return std::allocator<T>{}.deallocate(p, n);
-    r_->deallocate(p, n * sizeof(T), alignof(T));
+    auto* r = r_ ? r_.get() : std::pmr::new_delete_resource();
+    r->deallocate(p, n * sizeof(T), alignment);
   }
   template <typename U>
   void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {

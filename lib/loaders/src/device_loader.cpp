@@ -50,7 +50,7 @@ struct device_loader::impl {
   static loader_options inner(const loader_options& opt, int dev) {
     auto c = opt;
     c.decode = dev < 0;  // the host decodes on the loader's prefetch thread
-    if (dev >= 0) {
+    if (dev >= 0 && !c.batch_memory) {
       // Batches are gathered into pinned memory, which the ring copies to the device
       // asynchronously; recycled, since pinning pages is slow.
       c.batch_memory = std::make_shared<recycling_resource>(cuda::pinned_memory(dev));
@@ -72,6 +72,19 @@ struct device_loader::impl {
       host_out.resize(held.size());
     }
   }
+
+  ~impl() {
+    // The batch decoded ahead is still being copied from: it goes only once that is done.
+    if (pending.active) {
+      try {
+        ring->wait(pending.slot);
+      } catch (...) {
+        // The device failed: nothing more will read the batch.
+      }
+    }
+  }
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
 
   /** A free slot; when every slot is held, -1, or an error if `required` (nothing waits: a
    *  single-threaded caller that holds every buffer would wait forever). */

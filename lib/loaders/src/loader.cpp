@@ -89,7 +89,7 @@ struct archive_loader::impl {
   std::vector<u64> order;  // this rank's samples of order_epoch
   struct cached_chunk {
     std::size_t index;
-    std::vector<std::byte> data;  // decoded values, or coefficients
+    byte_buffer data;  // decoded values, or coefficients; in the backend's host memory
   };
   std::list<cached_chunk> cache;  // most recently used first
 
@@ -174,7 +174,7 @@ struct archive_loader::impl {
   }
 
   /** Chunk `ci`, decoded (or as stored), through a cache of shuffle_window + 1 chunks. */
-  const std::vector<std::byte>& chunk(std::size_t ci) {
+  const byte_buffer& chunk(std::size_t ci) {
     for (auto it = cache.begin(); it != cache.end(); ++it) {
       if (it->index == ci) {
         cache.splice(cache.begin(), cache, it);
@@ -182,11 +182,11 @@ struct archive_loader::impl {
       }
     }
     cached_chunk c{ci, {}};
-    std::vector<std::byte> coeffs;
+    const u64 count = reader.chunks()[ci].count;
+    byte_buffer coeffs = host_buffer(*be, count * coeff_bytes);
     reader.read_chunk(ci, coeffs);  // checks the checksum
     if (o.decode) {
-      const u64 count = reader.chunks()[ci].count;
-      c.data.resize(count * sample_bytes);
+      c.data = host_buffer(*be, count * sample_bytes);
       be->decode(h.codec, coeffs, make_view(h.geom, h.type, static_cast<void*>(c.data.data()), count));
     } else {
       c.data = std::move(coeffs);

@@ -34,10 +34,10 @@ struct loader_options {
                                   ///< the ranks); false: a smaller last batch
   std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
-  /** Where batch::data is allocated (nullptr: the heap). The device loader gives pinned memory
-   *  (cuda::pinned_memory() under a recycling_resource), so a batch is gathered straight into
-   *  memory the GPU copies from. Allocated on the prefetch thread, freed wherever the batch
-   *  goes: it must be thread-safe. */
+  /** Where batch::data is allocated (nullptr: the heap). The device loader, unless given one,
+   *  takes pinned memory (cuda::pinned_memory() under a recycling_resource), so a batch is
+   *  gathered straight into memory the GPU copies from. Allocated on the prefetch thread,
+   *  freed wherever the batch goes: it must be thread-safe. */
   std::shared_ptr<std::pmr::memory_resource> batch_memory;
 };
 
