@@ -110,6 +110,61 @@ TEST(RecyclingResource, AllocatingOnOneThreadAndFreeingOnAnotherIsSafe) {
   EXPECT_EQ(up->live_bytes, 0);
 }
 
+/** The heap with room for `cap` bytes at a time, as page-locked memory is limited. */
+class limited_resource final : public std::pmr::memory_resource {
+ public:
+  explicit limited_resource(std::size_t cap) : cap_(cap) {}
+  std::size_t live = 0;
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    if (live + bytes > cap_) throw std::bad_alloc();
+    live += bytes;
+    return std::pmr::new_delete_resource()->allocate(bytes, align);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    live -= bytes;
+    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
+    return this == &o;
+  }
+  std::size_t cap_;
+};
+
+TEST(RecyclingResource, WhenUpstreamIsFullItGivesBackWhatItKeepsAndTriesAgain) {
+  auto up = std::make_shared<limited_resource>(1000);
+  recycling_resource pool(up);
+  void* a = pool.allocate(400, 64);
+  void* b = pool.allocate(400, 64);
+  pool.deallocate(a, 400, 64);
+  pool.deallocate(b, 400, 64);  // both kept: 800 of upstream's 1000 bytes
+  void* c = pool.allocate(900, 64);  // fits only once the kept blocks are back
+  EXPECT_EQ(up->live, 900u);
+  EXPECT_EQ(pool.statistics().retained, 0u);
+  EXPECT_THROW((void)pool.allocate(200, 64), std::bad_alloc);  // nothing kept: a real refusal
+  pool.deallocate(c, 900, 64);
+}
+
+TEST(HostBuffer, FallsBackToTheHeapWhenTheBackendsMemoryHasNoRoom) {
+  // A backend whose host memory is full: host_buffer() still gives a buffer, on the heap.
+  class full_backend final : public backend {
+   public:
+    std::shared_ptr<std::pmr::memory_resource> mem = std::make_shared<limited_resource>(100);
+    std::string name() const override { return "cpu"; }
+    void encode(const codec_params&, const const_sample_view&, std::span<std::byte>) override {}
+    void decode(const codec_params&, std::span<const std::byte>, const sample_view&) override {}
+    std::shared_ptr<std::pmr::memory_resource> host_memory() const override { return mem; }
+  } be;
+  const byte_buffer fits = host_buffer(be, 64);
+  EXPECT_EQ(fits.get_allocator().resource(), be.mem);
+  const byte_buffer big = host_buffer(be, 4096);
+  EXPECT_EQ(big.size(), 4096u);
+  EXPECT_EQ(big.get_allocator().resource(), nullptr);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  EXPECT_EQ(host_buffer(*cpu, 8).get_allocator().resource(), nullptr);  // the CPU's is the heap
+}
+
 TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
   auto up = std::make_shared<counting_resource>();
   byte_buffer a(1 << 16, resource_allocator<std::byte>(up));

@@ -5,10 +5,12 @@
 // buffer, and the copies to and from the device overlap the kernels of the other stream.
 // The device-memory entry points (dctchop/cuda.hpp) run the same kernels on a caller's stream.
 #include <cublas_v2.h>
+#include <cuda.h>  // the driver API's types only: it is not linked
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -105,6 +107,7 @@ namespace {
 using u64 = std::uint64_t;
 using i64 = std::int64_t;
 constexpr u64 no_bad_sample = std::numeric_limits<unsigned long long>::max();
+static_assert(no_bad_sample == all_fit, "the flag's start is what an encode thread returns");
 
 // ---- RAII for device memory, pinned host memory and streams --------------------------------
 
@@ -178,39 +181,46 @@ class stream {
 
 /** Whether the calling thread has a current CUDA context. The runtime cannot tell (on a thread
  *  that chose no device, cudaGetDevice says 0), so this asks the driver, which the runtime has
- *  loaded by now. dctchop does not link the driver, so that it starts where none is installed. */
+ *  loaded by now. dctchop does not link the driver, so that it starts where none is installed;
+ *  <cuda.h> gives only the function's type. True when the driver cannot be asked. */
 bool thread_has_context() {
-  using get_fn = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*)
-  static const get_fn get = [] {
+  using get_fn = decltype(&cuCtxGetCurrent);
+  static std::atomic<get_fn> cached{nullptr};
+  get_fn get = cached.load(std::memory_order_acquire);
+  if (get == nullptr) {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    return lib != nullptr ? reinterpret_cast<get_fn>(dlsym(lib, "cuCtxGetCurrent")) : nullptr;
-  }();
-  void* ctx = nullptr;
-  return get == nullptr || (get(&ctx) == 0 && ctx != nullptr);  // unknown: assume one
+    if (lib != nullptr) get = reinterpret_cast<get_fn>(dlsym(lib, "cuCtxGetCurrent"));
+    if (get == nullptr) return true;  // not loaded yet: ask again next time
+    cached.store(get, std::memory_order_release);
+  }
+  CUcontext ctx = nullptr;
+  return get(&ctx) == CUDA_SUCCESS && ctx != nullptr;
 }
 
 /** Makes `device` current for a scope and gives the caller's back (a framework's current
- *  device must not change under it). A thread that had no context (a loader's prefetch
- *  thread, a pipeline worker) has chosen no device: it stays on `device`, since setting
- *  device 0 back would start a context there (cudaSetDevice does, since CUDA 12), on a GPU
- *  that another process may own. */
+ *  device must not change under it). With `stay_if_unbound`, a thread that had no context
+ *  stays on `device` instead: setting device 0 back would start a context there (cudaSetDevice
+ *  does, since CUDA 12), on a GPU that another process may own. Only for code that runs on
+ *  dctchop's own threads (a loader's prefetch thread) or that must not touch another GPU
+ *  (freeing pinned memory): the runtime's current device of such a thread is then `device`. */
 class device_guard {
  public:
-  explicit device_guard(int device) : device_(device) {
-    const bool bound = thread_has_context();
+  explicit device_guard(int device, bool stay_if_unbound = false) {
+    const bool unbound = stay_if_unbound && !thread_has_context();
     DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));
-    if (!bound) old_ = device;  // nothing to give back
-    if (!bound || old_ != device) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
+    if (unbound) old_ = device;  // nothing to give back
+    restore_ = old_ != device;
+    if (unbound || restore_) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
   }
   ~device_guard() {
-    if (old_ != device_) cudaSetDevice(old_);
+    if (restore_) cudaSetDevice(old_);
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
 
  private:
-  int device_;
   int old_ = 0;
+  bool restore_ = false;
 };
 
 // ---- kernels: each thread runs its function of cuda_grid.hpp ------------------------------
@@ -735,7 +745,7 @@ class pinned_resource final : public std::pmr::memory_resource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override {
     if (align > 4096) throw std::bad_alloc();
-    const detail::device_guard on(device_);
+    const detail::device_guard on(device_, true);  // on a loader's prefetch thread, say
     void* p = nullptr;
     if (cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocPortable) != cudaSuccess) {
       (void)cudaGetLastError();  // not sticky: clear it
@@ -747,9 +757,9 @@ class pinned_resource final : public std::pmr::memory_resource {
     // Whatever thread lets a buffer go: on one without a context, this binds ours rather than
     // starting one on device 0.
     try {
-      const detail::device_guard on(device_);
+      const detail::device_guard on(device_, true);
       if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();  // not for the next check
-    } catch (const error&) {
+    } catch (...) {
       // The device is gone (a deallocation cannot fail): the memory goes with the process.
     }
   }

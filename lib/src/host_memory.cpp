@@ -1,6 +1,8 @@
 #include "dctchop/host_memory.hpp"
 
 #include <algorithm>
+#include <new>
+#include <vector>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
@@ -37,7 +39,23 @@ void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
       return p;
     }
   }
-  void* p = up_->allocate(bytes, align);  // outside the lock: it may be slow
+  void* p = nullptr;
+  try {
+    p = up_->allocate(bytes, align);  // outside the lock: it may be slow
+  } catch (const std::bad_alloc&) {
+    // Upstream has no room (page-locked memory is limited): give it the blocks kept for
+    // other sizes, and ask once more.
+    std::vector<block> kept;
+    kept.reserve(keep_);  // becomes the free list: do_deallocate's push_back cannot throw
+    {
+      std::lock_guard lock(m_);
+      kept.swap(free_);
+      n_.retained = 0;
+    }
+    if (kept.empty()) throw;
+    for (const block& b : kept) up_->deallocate(b.p, b.bytes, b.align);
+    p = up_->allocate(bytes, align);
+  }
   std::lock_guard lock(m_);
   ++n_.from_upstream;
   return p;

@@ -79,8 +79,10 @@ class gemm_decoder {
  *  error(backend_unavailable). */
 std::shared_ptr<std::pmr::memory_resource> pinned_memory(int device);
 /** Whether the host range [p, p + bytes) is page-locked (pinned_memory(), cudaHostAlloc or
- *  cudaHostRegister), so that the device copies from and to it directly. False without the
- *  backend. */
+ *  cudaHostRegister), so that the device copies from and to it directly. Both ends are
+ *  checked: for a range within one allocation or registration. It asks the CUDA runtime, which
+ *  starts a context on the thread's current device if it has none: call it with the device
+ *  in use current. False without the backend. */
 bool is_pinned(const void* p, std::size_t bytes) noexcept;
 
 /** Device memory for a loader (loaders::device_loader): `count` slots, each an output buffer

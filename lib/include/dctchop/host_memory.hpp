@@ -88,7 +88,8 @@ using byte_buffer = std::vector<std::byte, resource_allocator<std::byte>>;
  *  requests of the same size and alignment: a loader that makes one batch after another gets
  *  memory from its upstream (pinned memory is slow to get: the pages are locked and mapped for
  *  the device) only until its pipeline is full. At most `keep` free blocks are retained; the
- *  rest go back upstream at once, and all of them when the resource is destroyed. */
+ *  rest go back upstream at once, and all of them when the resource is destroyed, or when
+ *  upstream has no room for a request (std::bad_alloc), which is then tried once more. */
 class recycling_resource final : public std::pmr::memory_resource {
  public:
   explicit recycling_resource(std::shared_ptr<std::pmr::memory_resource> upstream,
