@@ -59,7 +59,7 @@ py::array array_of(Bytes&& bytes, py::dtype dt, std::vector<py::ssize_t> shape) 
 /** A batch's label bytes as an array in the labels' own dtype, (n, *label shape); None when
  *  the archive has no labels. */
 py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_loader& l, u64 n) {
-  if (l.label_bytes() == 0) return py::none();
+  if (l.label_descr().empty()) return py::none();  // no labels (zero-width ones are an empty array)
   return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
 }
 

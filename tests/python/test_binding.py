@@ -102,6 +102,13 @@ def main():
                         "--no-quality"], check=True)
         _, none = next(dctchop.Loader(f"{d}/c.dcz", batch_size=4))
         check(none is None, "no labels: None")
+        # Labels of zero values per sample are labels all the same: an empty (4, 0) array.
+        np.save(f"{d}/y0.npy", np.zeros((37, 0), dtype=np.int32))
+        subprocess.run([binary, "compress", f"{d}/x.npy", "--labels", f"{d}/y0.npy", "-o",
+                        f"{d}/z.dcz", "-q", "--no-quality"], check=True)
+        _, empty = next(dctchop.Loader(f"{d}/z.dcz", batch_size=4))
+        check(empty is not None and empty.shape == (4, 0) and empty.dtype == np.int32,
+              f"zero-width labels: {None if empty is None else (empty.shape, empty.dtype)}")
 
     return finish("python binding")
 
