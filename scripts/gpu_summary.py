@@ -34,6 +34,17 @@ def rows(report):
         }
 
 
+def means(all_rows, where, op, workload, variants):
+    """Mean GB/s over the chops of each variant that has figures."""
+    mean = {}
+    for variant in variants:
+        v = [r["gbs"] for r in all_rows if r["where"] == where and r["op"] == op and
+             r["workload"] == workload and r["variant"] == variant and r["gbs"]]
+        if v:
+            mean[variant] = sum(v) / len(v)
+    return mean
+
+
 def main(path):
     with open(path) as f:
         report = json.load(f)
@@ -52,29 +63,19 @@ def main(path):
         gbs = f"{r['gbs']:9.1f}" if r["gbs"] is not None else f"{'-':>9s}"
         fr = f"{frac:11.1%}" if frac is not None else f"{'-':>11s}"
         print(f"{label:44s} {r['chop']:4d} {gbs} {fr}  {verdict}")
-    # The faster layout of the direct kernels, by mean GB/s over the chops.
+    # The faster layout of the direct kernels, and what pinned host buffers (copied directly)
+    # gain over pageable ones (staged): mean GB/s over the chops.
     print()
     for op in ("encode", "decode"):
         for workload in sorted({r["workload"] for r in all_rows}):
-            mean = {}
-            for layout in ("lines", "blocks"):
-                v = [r["gbs"] for r in all_rows if r["where"] == "device" and r["op"] == op and
-                     r["workload"] == workload and r["variant"] == layout and r["gbs"]]
-                if v:
-                    mean[layout] = sum(v) / len(v)
+            mean = means(all_rows, "device", op, workload, ("lines", "blocks"))
             if len(mean) == 2:
                 best = max(mean, key=mean.get)
                 print(f"{op} {workload}: lines {mean['lines']:.1f} GB/s, blocks {mean['blocks']:.1f} GB/s"
                       f" -> {best} is faster ({mean[best] / min(mean.values()):.2f}x)")
-    # Host buffers through the backend: pinned (copied directly) against pageable (staged).
     for op in ("encode", "decode"):
         for workload in sorted({r["workload"] for r in all_rows}):
-            mean = {}
-            for kind in ("pageable", "pinned"):
-                v = [r["gbs"] for r in all_rows if r["where"] == "host" and r["op"] == op and
-                     r["workload"] == workload and r["variant"] == kind and r["gbs"]]
-                if v:
-                    mean[kind] = sum(v) / len(v)
+            mean = means(all_rows, "host", op, workload, ("pageable", "pinned"))
             if len(mean) == 2:
                 print(f"host {op} {workload}: pageable {mean['pageable']:.1f} GB/s, pinned "
                       f"{mean['pinned']:.1f} GB/s ({mean['pinned'] / mean['pageable']:.2f}x)")
