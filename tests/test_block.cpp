@@ -21,6 +21,7 @@
 #include "dctchop/matrix_form.hpp"
 #include "cuda_grid.hpp"
 #include "dispatch.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -111,12 +112,7 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
 template <typename T, typename Real>
 void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b, int k,
                         coeff_type ct, double lo, double hi, unsigned seed) {
-  geometry g;
-  g.lay = lay;
-  g.samples = n;
-  g.height = h;
-  g.width = w;
-  g.planes = c;
+  const geometry g = test::shape_of(lay, n, h, w, c);
   codec_params p;
   p.block = b;
   p.chop = k;

@@ -292,6 +292,18 @@ void save_npy(const std::string& path, dtype type, const std::vector<std::uint64
   w.finish();
 }
 
+/** A geometry of n samples of c planes of h x w, laid out per `lay`. */
+inline geometry shape_of(layout lay, std::uint64_t n, std::uint64_t h, std::uint64_t w,
+                         std::uint64_t c = 1) {
+  geometry g;
+  g.lay = lay;
+  g.samples = n;
+  g.height = h;
+  g.width = w;
+  g.planes = c;
+  return g;
+}
+
 /** An archive (dir/a.dcz) of `n` u8 samples of 16x16 whose every value is the sample's index
  *  mod 256 (exact after the codec, so a decoded sample says which one it is), with
  *  `samples_per_chunk` samples per chunk (16x16 at chop 4 in f16 is 128 bytes a sample) and,

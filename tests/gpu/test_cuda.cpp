@@ -18,6 +18,7 @@
 #include "dctchop/cuda.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
+#include "../test_util.hpp"
 
 namespace {
 
@@ -47,17 +48,6 @@ std::vector<T> random_values(u64 n, unsigned seed, double lo, double hi) {
   return v;
 }
 
-/** A geometry of n samples of c planes of h x w, laid out per `lay`. */
-geometry shape_of(layout lay, u64 n, u64 h, u64 w, u64 c = 1) {
-  geometry g;
-  g.lay = lay;
-  g.samples = n;
-  g.height = h;
-  g.width = w;
-  g.planes = c;
-  return g;
-}
-
 struct setting {
   dtype type;
   layout lay;
@@ -80,7 +70,7 @@ std::string describe(const setting& s) {
 template <typename T>
 void expect_cuda_equals_cpu(const setting& s, backend& gpu, backend& cpu, unsigned seed,
                             double lo, double hi) {
-  const geometry g = shape_of(s.lay, s.n, s.h, s.w, s.c);
+  const geometry g = dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c);
   codec_params p;
   p.block = s.b;
   p.chop = s.k;
@@ -147,7 +137,7 @@ TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) 
   auto cpu = make_backend(backend_kind::cpu);
   const auto mem = gpu->host_memory();
   ASSERT_NE(mem, nullptr);
-  const geometry g = shape_of(layout::nhwc, 400, 256, 256, 3);
+  const geometry g = dctchop::test::shape_of(layout::nhwc, 400, 256, 256, 3);
   codec_params p;
   p.chop = 4;
   p.coeff = coeff_type::f16;
@@ -180,7 +170,7 @@ TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) 
 TEST(CudaBackend, TheFirstBadSampleIsNamedAsOnTheCpu) {
   REQUIRE_DEVICE();
   auto gpu = make_backend(backend_kind::cuda);
-  const geometry g = shape_of(layout::nhw, 12, 20, 20);
+  const geometry g = dctchop::test::shape_of(layout::nhw, 12, 20, 20);
   std::vector<float> in(12 * 400, 1.0f);
   in[7 * 400 + 33] = std::numeric_limits<float>::quiet_NaN();
   in[9 * 400 + 1] = std::numeric_limits<float>::infinity();
@@ -270,7 +260,7 @@ TEST(CudaDevice, LineAndBlockKernelsGiveIdenticalBytes) {
 
 TEST(CudaDevice, AsyncDecodesOnTwoStreamsEqualTheSynchronousAndTheHostPaths) {
   REQUIRE_DEVICE();
-  const geometry g = shape_of(layout::nhwc, 64, 64, 48, 3);
+  const geometry g = dctchop::test::shape_of(layout::nhwc, 64, 64, 48, 3);
   codec_params p;
   p.offset = 128;
   const u64 vals = g.samples * g.values_per_sample();
@@ -366,7 +356,6 @@ TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
 
 #include <dlpack/dlpack.h>
 
-#include "../test_util.hpp"
 #include "dctchop/device_loader.hpp"
 #include "dctchop/formats/pipeline.hpp"
 
