@@ -15,6 +15,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "dctchop/codec.hpp"
@@ -62,6 +64,21 @@ std::vector<std::byte> make_input(const workload& w) {
 /** The direct kernels in either thread layout (cuda::kernel_layout), and the GEMM decode. */
 enum class op { encode, decode, encode_blocks, decode_blocks, decode_gemm };
 
+/** Device memory, freed on every path (a benchmark that fails goes on to the next). */
+struct device_buffer {
+  void* p = nullptr;
+  explicit device_buffer(std::size_t n) {
+    if (cudaMalloc(&p, n) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
+  }
+  ~device_buffer() { cudaFree(p); }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+};
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
 void device_run(benchmark::State& state, const workload& w, op what) {
   if (!cuda::available()) {
     state.SkipWithError("no CUDA device");
@@ -69,43 +86,52 @@ void device_run(benchmark::State& state, const workload& w, op what) {
   }
   const auto in = make_input(w);
   const u64 raw = in.size(), coeffs = w.g.samples * coeff_bytes_per_sample(w.p, w.g);
-  void *d_raw = nullptr, *d_c = nullptr;
-  cudaMalloc(&d_raw, raw);
-  cudaMalloc(&d_c, coeffs);
-  cudaMemcpy(d_raw, in.data(), raw, cudaMemcpyHostToDevice);
-  cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c);
-  std::unique_ptr<cuda::gemm_decoder> gemm;
-  if (what == op::decode_gemm) gemm = std::make_unique<cuda::gemm_decoder>();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (auto _ : state) {
-    cudaEventRecord(start);
+  try {
+    device_buffer d_raw(raw), d_c(coeffs), d_flag(sizeof(unsigned long long));
+    check(cudaMemcpy(d_raw.p, in.data(), raw, cudaMemcpyHostToDevice), "upload");
+    cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw.p, d_c.p);
+    std::unique_ptr<cuda::gemm_decoder> gemm;
+    if (what == op::decode_gemm) gemm = std::make_unique<cuda::gemm_decoder>();
+    cudaEvent_t start = nullptr, stop = nullptr;
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
     const auto kl = what == op::encode_blocks || what == op::decode_blocks
                         ? cuda::kernel_layout::blocks
                         : cuda::kernel_layout::lines;
-    if (what == op::encode || what == op::encode_blocks) {
-      cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw, d_c, nullptr, kl);
-    } else if (what == op::decode || what == op::decode_blocks) {
-      cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr, kl);
-    } else {
-      gemm->decode_async(w.p, w.g, w.type, w.g.samples, d_c, d_raw, nullptr);
+    for (auto _ : state) {
+      try {
+        // Only the device's work between the events: the encode's bad-sample word is the
+        // caller's (allocated above), and its reading is left out, as a pipeline would.
+        check(cudaEventRecord(start), "cudaEventRecord");
+        if (what == op::encode || what == op::encode_blocks) {
+          cuda::encode_device_async(w.p, w.g, w.type, w.g.samples, d_raw.p, d_c.p,
+                                    static_cast<unsigned long long*>(d_flag.p), nullptr, kl);
+        } else if (what == op::decode || what == op::decode_blocks) {
+          cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c.p, d_raw.p, nullptr, kl);
+        } else {
+          gemm->decode_async(w.p, w.g, w.type, w.g.samples, d_c.p, d_raw.p, nullptr);
+        }
+        check(cudaEventRecord(stop), "cudaEventRecord");
+        check(cudaEventSynchronize(stop), "the benchmark's work");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        state.SetIterationTime(ms / 1e3);
+      } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+        break;
+      }
     }
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    state.SetIterationTime(ms / 1e3);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
   }
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(raw) * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
   state.counters["bw_frac"] = benchmark::Counter(
       static_cast<double>(raw + coeffs) * state.iterations() / peak_bytes_per_s,
       benchmark::Counter::kIsRate);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(d_raw);
-  cudaFree(d_c);
 }
 
 /** Host memory to device and back through the backend: from pageable buffers (staged through
@@ -116,25 +142,38 @@ void host_run(benchmark::State& state, const workload& w, bool encode, bool pinn
     state.SkipWithError("no CUDA device");
     return;
   }
-  auto be = make_backend(backend_kind::cuda);
-  const auto values = make_input(w);
-  const u64 coeff_bytes = w.g.samples * coeff_bytes_per_sample(w.p, w.g);
-  byte_buffer in = pinned ? host_buffer(*be, values.size()) : byte_buffer(values.size());
-  std::memcpy(in.data(), values.data(), values.size());
-  byte_buffer coeffs = pinned ? host_buffer(*be, coeff_bytes) : byte_buffer(coeff_bytes);
-  if (pinned && !(cuda::is_pinned(in.data(), in.size()) && cuda::is_pinned(coeffs.data(), coeffs.size()))) {
-    state.SkipWithError("no pinned memory");
+  try {
+    auto be = make_backend(backend_kind::cuda);
+    const auto values = make_input(w);
+    const u64 coeff_bytes = w.g.samples * coeff_bytes_per_sample(w.p, w.g);
+    byte_buffer in = pinned ? host_buffer(*be, values.size()) : byte_buffer(values.size());
+    std::memcpy(in.data(), values.data(), values.size());
+    byte_buffer coeffs = pinned ? host_buffer(*be, coeff_bytes) : byte_buffer(coeff_bytes);
+    if (pinned &&
+        !(cuda::is_pinned(in.data(), in.size()) && cuda::is_pinned(coeffs.data(), coeffs.size()))) {
+      state.SkipWithError("no pinned memory");
+      return;
+    }
+    const auto view = make_view(w.g, w.type, static_cast<const void*>(in.data()), w.g.samples);
+    be->encode(w.p, view, coeffs);
+    for (auto _ : state) {
+      try {
+        if (encode) {
+          be->encode(w.p, view, coeffs);
+        } else {
+          be->decode(w.p, coeffs, make_view(w.g, w.type, static_cast<void*>(in.data()), w.g.samples));
+        }
+      } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
     return;
   }
-  be->encode(w.p, make_view(w.g, w.type, static_cast<const void*>(in.data()), w.g.samples), coeffs);
-  for (auto _ : state) {
-    if (encode) {
-      be->encode(w.p, make_view(w.g, w.type, static_cast<const void*>(in.data()), w.g.samples), coeffs);
-    } else {
-      be->decode(w.p, coeffs, make_view(w.g, w.type, static_cast<void*>(in.data()), w.g.samples));
-    }
-  }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(in.size()) * state.iterations() / 1e9,
+  const u64 in_bytes = w.g.samples * w.g.values_per_sample() * size_of(w.type);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(in_bytes) * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
 }
 

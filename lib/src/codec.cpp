@@ -136,9 +136,7 @@ std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& 
 std::vector<std::string> compiled_backends() {
   std::vector<std::string> v{detail::cpu_backend_description()};
 #if defined(DCTCHOP_HAVE_CUDA)
-  v.push_back(detail::cuda_backend_description() +
-              (cuda::available() ? " (" + std::to_string(cuda::device_count()) + " device(s))"
-                                 : " (no device)"));
+  v.push_back(detail::cuda_backend_description() + " (" + cuda::device_status() + ")");
 #endif
   return v;
 }

@@ -517,8 +517,8 @@ std::unique_ptr<backend> make_cuda_backend(const backend_options&) {
   const int n = cuda::device_count();
   if (n <= 0) {
     throw error(errc::backend_unavailable,
-                "no CUDA device is available (the CUDA backend is built, but the driver "
-                "reports no device); use --backend cpu");
+                "no CUDA device is available (the CUDA backend is built, but the runtime says: " +
+                    cuda::device_status() + "); use --backend cpu");
   }
   int device = 0;
   DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
@@ -559,6 +559,16 @@ int device_count() noexcept {
   return n;
 }
 
+std::string device_status() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no device: ") + cudaGetErrorName(e) + ", " + cudaGetErrorString(e);
+  }
+  return n > 0 ? std::to_string(n) + " device(s)" : std::string("no device");
+}
+
 void decode_device_async(const codec_params& p, const geometry& g, dtype type, u64 samples,
                          const void* device_coeffs, void* device_out, void* stream,
                          kernel_layout layout) {
@@ -575,16 +585,24 @@ void decode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
-void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
-                   const void* device_in, void* device_coeffs, void* stream,
-                   kernel_layout layout) {
+void encode_device_async(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                         const void* device_in, void* device_coeffs,
+                         unsigned long long* device_first_bad, void* stream,
+                         kernel_layout layout) {
   validate(p);
   check_geometry(g);
   const auto s = static_cast<cudaStream_t>(stream);
-  const detail::stream_flag d_bad(s);
-  DCTCHOP_CUDA_CHECK(cudaMemsetAsync(d_bad.get(), 0xff, sizeof(unsigned long long), s));
+  DCTCHOP_CUDA_CHECK(cudaMemsetAsync(device_first_bad, 0xff, sizeof(unsigned long long), s));
   detail::launch_encode(p, detail::batch_of(p, g, samples), type, device_in, device_coeffs,
-                        d_bad.get(), s, 0, layout);
+                        device_first_bad, s, 0, layout);
+}
+
+void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                   const void* device_in, void* device_coeffs, void* stream,
+                   kernel_layout layout) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  const detail::stream_flag d_bad(s);
+  encode_device_async(p, g, type, samples, device_in, device_coeffs, d_bad.get(), stream, layout);
   unsigned long long bad = 0;
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -11,6 +11,7 @@ namespace {
 
 bool built() noexcept { return false; }
 int device_count() noexcept { return 0; }
+std::string device_status() { return "not built"; }
 
 void decode_device_async(const codec_params&, const geometry&, dtype, std::uint64_t, const void*,
                          void*, void*, kernel_layout) {
@@ -18,6 +19,10 @@ void decode_device_async(const codec_params&, const geometry&, dtype, std::uint6
 }
 void decode_device(const codec_params&, const geometry&, dtype, std::uint64_t, const void*, void*,
                    void*, kernel_layout) {
+  unavailable();
+}
+void encode_device_async(const codec_params&, const geometry&, dtype, std::uint64_t, const void*,
+                         void*, unsigned long long*, void*, kernel_layout) {
   unavailable();
 }
 void encode_device(const codec_params&, const geometry&, dtype, std::uint64_t, const void*, void*,

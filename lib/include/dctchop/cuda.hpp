@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <memory_resource>
+#include <string>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/types.hpp"
@@ -19,6 +20,9 @@ namespace dctchop::cuda {
 bool built() noexcept;
 /** CUDA devices present (0 without the backend, a driver or a device). */
 int device_count() noexcept;
+/** What the runtime says of the devices, for messages: "2 device(s)", "no device" with the
+ *  runtime's reason ("no device: cudaErrorInsufficientDriver, ..."), or "not built". */
+std::string device_status();
 /** built() and a device present: what `--backend auto` checks. */
 inline bool available() noexcept { return device_count() > 0; }
 
@@ -39,6 +43,15 @@ void decode_device_async(const codec_params& params, const geometry& g, dtype ty
 void decode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_coeffs, void* device_out,
                    void* stream = nullptr, kernel_layout layout = kernel_layout::lines);
+/** Queue an encode from device memory to device memory on `stream`. `device_first_bad`, a
+ *  device word the caller allocates, receives the first sample (within the batch) with a value
+ *  the coefficient type cannot hold, NaN or Inf, or ~0 (all ones) when every sample fits:
+ *  read it once the stream has run. For callers that check later (a pipeline, a benchmark);
+ *  encode_device() checks at once and says what is wrong with the sample. */
+void encode_device_async(const codec_params& params, const geometry& g, dtype type,
+                         std::uint64_t samples, const void* device_in, void* device_coeffs,
+                         unsigned long long* device_first_bad, void* stream,
+                         kernel_layout layout = kernel_layout::lines);
 /** Encode from device memory to device memory and wait; throws like backend::encode (a value
  *  the coefficient type cannot hold, NaN or Inf), naming the first such sample. */
 void encode_device(const codec_params& params, const geometry& g, dtype type,
