@@ -273,6 +273,17 @@ __global__ void store_planes(const float* x, u64 first, u64 n, u64 hp, u64 wp, b
 
 using cuda::kernel_layout;
 
+/** CTAs of a block-kernel grid; a batch beyond CUDA's 2^31 - 1 CTAs is refused (the launch
+ *  would fail, and a count past 2^32 would be cut short and leave blocks undone). */
+unsigned block_ctas(const batch_geometry& g) {
+  const u64 ctas = (block_threads(g) + threads_per_cta - 1) / threads_per_cta;
+  if (ctas > 0x7fffffffu) {
+    throw error(errc::invalid_argument, "a batch of " + std::to_string(block_threads(g)) +
+                                            " blocks is too large for one launch: pass fewer samples");
+  }
+  return static_cast<unsigned>(ctas);
+}
+
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
                    void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s,
                    u64 sample_base, kernel_layout kl) {
@@ -293,7 +304,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
         encode_rows_kernel<BT, In, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
       } else {
-        encode_kernel<BT, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+        encode_kernel<BT, In, Real><<<block_ctas(g), threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
       }
     });
@@ -320,7 +331,7 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
         decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);
       } else {
-        decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+        decode_kernel<BT, Out, Real><<<block_ctas(g), threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);
       }
     });
@@ -374,6 +385,7 @@ class cuda_backend final : public backend {
               std::span<std::byte> coeffs) override {
     validate(p);
     if (v.samples == 0) return;
+    check_view(v);
     const layout lay = dense_layout(v);
     const geometry g = geometry_of_view(v, lay);
     const u64 in_per_sample = g.values_per_sample() * size_of(v.type);
@@ -402,6 +414,7 @@ class cuda_backend final : public backend {
               const sample_view& v) override {
     validate(p);
     if (v.samples == 0) return;
+    check_view(v);
     const const_sample_view cv{v.data, v.type, v.samples, v.planes, v.height, v.width,
                                v.stride_sample, v.stride_plane, v.stride_row, v.stride_col};
     const layout lay = dense_layout(cv);
@@ -421,6 +434,14 @@ class cuda_backend final : public backend {
   }
 
  private:
+  /** As the CPU backend: a view with samples has data and non-empty planes. */
+  template <typename View>
+  static void check_view(const View& v) {
+    if (v.data == nullptr || v.height == 0 || v.width == 0 || v.planes == 0) {
+      throw error(errc::internal, "empty or null sample view");
+    }
+  }
+
   /** One of the two pipelines of stream_parts, kept between calls (grow-only buffers): a
    *  backend is used by one thread at a time, and every chunk of a file has the same size, so
    *  the pinned and device memory is allocated once, not for every chunk. */
@@ -701,6 +722,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     d.scratch = detail::device_alloc(need);
     d.scratch_bytes = need;
   }
+  if (d.used && d.last_stream != s) d.drain();  // its scratch is about to be reused
   d.last_stream = s;
   d.used = true;
   auto* t1 = static_cast<float*>(d.scratch.get());
