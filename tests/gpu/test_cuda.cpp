@@ -395,12 +395,16 @@ TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
 
 namespace {
 
+/** dir/x.npy: n random u8 images of h x w x 3. */
+void save_random_images(const dctchop::test::temp_dir& dir, u64 n, u64 h, u64 w, unsigned seed) {
+  const auto x = random_values<std::uint8_t>(n * h * w * 3, seed, 0, 256);
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, h, w, 3}, x);
+}
+
 TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
-  const u64 n = 50;
-  const auto x = random_values<std::uint8_t>(n * 32 * 24 * 3, 8, 0, 256);
-  dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, 32, 24, 3}, x);
+  save_random_images(dir, 50, 32, 24, 8);
   auto cpu = make_backend(backend_kind::cpu, {1});
   formats::compress_options co;
   co.measure_quality = false;
@@ -459,9 +463,7 @@ TEST(CudaPipelines, CompressAndDecompressOnTheDeviceEqualTheCpu) {
   REQUIRE_DEVICE();
   // The chunk pipelines hand the CUDA backend buffers in its pinned host memory.
   dctchop::test::temp_dir dir;
-  const u64 n = 61;
-  const auto x = random_values<std::uint8_t>(n * 40 * 36 * 3, 11, 0, 256);
-  dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, 40, 36, 3}, x);
+  save_random_images(dir, 61, 40, 36, 11);
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu);
   formats::compress_options co;
