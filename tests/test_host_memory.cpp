@@ -26,30 +26,53 @@ namespace {
 using namespace dctchop;
 using u64 = std::uint64_t;
 
-/** The heap, counting what it hands out and gets back (thread-safe). */
-class counting_resource final : public std::pmr::memory_resource {
+/** The heap, watched (thread-safe): it counts what it hands out and gets back, remembers its
+ *  blocks (to tell whether a range lies in one) and the smallest alignment asked of it, and
+ *  refuses beyond `cap` bytes at a time, as page-locked memory is limited. */
+class test_heap final : public std::pmr::memory_resource {
  public:
+  explicit test_heap(std::size_t cap = ~std::size_t(0)) : cap_(cap) {}
   std::atomic<u64> allocations{0}, deallocations{0};
   std::atomic<std::int64_t> live_bytes{0};
+  std::atomic<std::size_t> smallest{~std::size_t(0)};
+
+  bool holds(const void* p, std::size_t bytes) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard lock(m_);
+    auto it = blocks_.upper_bound(a);
+    if (it == blocks_.begin()) return false;
+    --it;
+    return a + bytes <= it->first + it->second;
+  }
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override {
+    std::lock_guard lock(m_);
+    if (static_cast<std::size_t>(live_bytes) + bytes > cap_) throw std::bad_alloc();
+    void* p = std::pmr::new_delete_resource()->allocate(bytes, align);
     ++allocations;
     live_bytes += static_cast<std::int64_t>(bytes);
-    return std::pmr::new_delete_resource()->allocate(bytes, align);
+    smallest = std::min<std::size_t>(smallest, align);
+    blocks_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
+    return p;
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    std::lock_guard lock(m_);
     ++deallocations;
     live_bytes -= static_cast<std::int64_t>(bytes);
+    blocks_.erase(reinterpret_cast<std::uintptr_t>(p));
     std::pmr::new_delete_resource()->deallocate(p, bytes, align);
   }
   bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
     return this == &o;
   }
+  std::size_t cap_;
+  mutable std::mutex m_;
+  std::map<std::uintptr_t, std::size_t> blocks_;
 };
 
 TEST(RecyclingResource, AFreedBlockIsHandedOutAgainForTheSameSizeAndAlignmentOnly) {
-  auto up = std::make_shared<counting_resource>();
+  auto up = std::make_shared<test_heap>();
   recycling_resource pool(up);
   void* a = pool.allocate(1000, 64);
   pool.deallocate(a, 1000, 64);
@@ -69,7 +92,7 @@ TEST(RecyclingResource, AFreedBlockIsHandedOutAgainForTheSameSizeAndAlignmentOnl
 }
 
 TEST(RecyclingResource, KeepsAtMostItsLimitAndGivesEverythingBackWhenDestroyed) {
-  auto up = std::make_shared<counting_resource>();
+  auto up = std::make_shared<test_heap>();
   {
     recycling_resource pool(up, 2);
     std::vector<void*> p;
@@ -85,7 +108,7 @@ TEST(RecyclingResource, KeepsAtMostItsLimitAndGivesEverythingBackWhenDestroyed) 
 
 TEST(RecyclingResource, AllocatingOnOneThreadAndFreeingOnAnotherIsSafe) {
   // The loader's prefetch thread allocates batches; the consumer frees them.
-  auto up = std::make_shared<counting_resource>();
+  auto up = std::make_shared<test_heap>();
   auto pool = std::make_shared<recycling_resource>(up, 4);
   std::vector<std::atomic<std::byte*>> handed(2000);  // value-initialized: nullptr
   std::atomic<std::size_t> freed{0};
@@ -110,37 +133,15 @@ TEST(RecyclingResource, AllocatingOnOneThreadAndFreeingOnAnotherIsSafe) {
   EXPECT_EQ(up->live_bytes, 0);
 }
 
-/** The heap with room for `cap` bytes at a time, as page-locked memory is limited. */
-class limited_resource final : public std::pmr::memory_resource {
- public:
-  explicit limited_resource(std::size_t cap) : cap_(cap) {}
-  std::size_t live = 0;
-
- private:
-  void* do_allocate(std::size_t bytes, std::size_t align) override {
-    if (live + bytes > cap_) throw std::bad_alloc();
-    live += bytes;
-    return std::pmr::new_delete_resource()->allocate(bytes, align);
-  }
-  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
-    live -= bytes;
-    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
-  }
-  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
-    return this == &o;
-  }
-  std::size_t cap_;
-};
-
 TEST(RecyclingResource, WhenUpstreamIsFullItGivesBackWhatItKeepsAndTriesAgain) {
-  auto up = std::make_shared<limited_resource>(1000);
+  auto up = std::make_shared<test_heap>(1000);
   recycling_resource pool(up);
   void* a = pool.allocate(400, 64);
   void* b = pool.allocate(400, 64);
   pool.deallocate(a, 400, 64);
   pool.deallocate(b, 400, 64);  // both kept: 800 of upstream's 1000 bytes
   void* c = pool.allocate(900, 64);  // fits only once the kept blocks are back
-  EXPECT_EQ(up->live, 900u);
+  EXPECT_EQ(up->live_bytes, 900);
   EXPECT_EQ(pool.statistics().retained, 0u);
   EXPECT_THROW((void)pool.allocate(200, 64), std::bad_alloc);  // nothing kept: a real refusal
   pool.deallocate(c, 900, 64);
@@ -150,7 +151,7 @@ TEST(HostBuffer, FallsBackToTheHeapWhenTheBackendsMemoryHasNoRoom) {
   // A backend whose host memory is full: host_buffer() still gives a buffer, on the heap.
   class full_backend final : public backend {
    public:
-    std::shared_ptr<std::pmr::memory_resource> mem = std::make_shared<limited_resource>(100);
+    std::shared_ptr<std::pmr::memory_resource> mem = std::make_shared<test_heap>(100);
     std::string name() const override { return "cpu"; }
     void encode(const codec_params&, const const_sample_view&, std::span<std::byte>) override {}
     void decode(const codec_params&, std::span<const std::byte>, const sample_view&) override {}
@@ -166,7 +167,7 @@ TEST(HostBuffer, FallsBackToTheHeapWhenTheBackendsMemoryHasNoRoom) {
 }
 
 TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
-  auto up = std::make_shared<counting_resource>();
+  auto up = std::make_shared<test_heap>();
   byte_buffer a(1 << 16, resource_allocator<std::byte>(up));
   a[0] = std::byte{7};
   const std::byte* where = a.data();
@@ -187,7 +188,7 @@ TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
   a.resize(16);  // the moved-from buffer grows in its resource
   EXPECT_EQ(up->allocations, 2u);
   // The buffers keep their resource alive after every other owner let go.
-  std::weak_ptr<counting_resource> watch = up;
+  std::weak_ptr<test_heap> watch = up;
   up.reset();
   EXPECT_FALSE(watch.expired());
   a = byte_buffer();
@@ -196,28 +197,10 @@ TEST(ByteBuffer, MovingKeepsTheMemoryAndTheResourceAndACopyGoesToTheHeap) {
   EXPECT_TRUE(watch.expired());
 }
 
-/** The heap, recording the smallest alignment asked of it. */
-class alignment_resource final : public std::pmr::memory_resource {
- public:
-  std::size_t smallest = ~std::size_t(0);
-
- private:
-  void* do_allocate(std::size_t bytes, std::size_t align) override {
-    smallest = std::min(smallest, align);
-    return std::pmr::new_delete_resource()->allocate(bytes, align);
-  }
-  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
-    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
-  }
-  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
-    return this == &o;
-  }
-};
-
 TEST(ByteBuffer, AsksForAlignmentFitForAnyValueType) {
   // A batch of bytes is read as f32, f64 or u16 (NumPy, DLPack, the decode views): a resource
   // that honours only what it is asked must still give aligned memory.
-  auto r = std::make_shared<alignment_resource>();
+  auto r = std::make_shared<test_heap>();
   byte_buffer a(100, resource_allocator<std::byte>(r));
   EXPECT_EQ(r->smallest, 64u);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % 64, 0u);
@@ -233,7 +216,7 @@ std::string make_archive(const dctchop::test::temp_dir& dir, u64 n) {
 TEST(LoaderBatchMemory, BatchesAreGatheredIntoTheGivenResourceWithTheSameBytes) {
   dctchop::test::temp_dir dir;
   const auto a = make_archive(dir, 60);
-  auto up = std::make_shared<counting_resource>();
+  auto up = std::make_shared<test_heap>();
   for (const bool decode : {true, false}) {
     loaders::loader_options o;
     o.batch_size = 7;
@@ -265,7 +248,7 @@ TEST(LoaderBatchMemory, BatchesAreGatheredIntoTheGivenResourceWithTheSameBytes) 
 TEST(LoaderBatchMemory, ABatchOutlivesItsLoader) {
   dctchop::test::temp_dir dir;
   const auto a = make_archive(dir, 20);
-  auto up = std::make_shared<counting_resource>();
+  auto up = std::make_shared<test_heap>();
   loaders::batch kept;
   {
     loaders::loader_options o;
@@ -294,44 +277,11 @@ TEST(PinnedMemory, WithoutACudaDeviceIsAClearError) {
   }
 }
 
-/** The heap, remembering the blocks it hands out, to tell whether a range lies in one. */
-class tracking_resource final : public std::pmr::memory_resource {
- public:
-  bool holds(const void* p, std::size_t bytes) const {
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
-    std::lock_guard lock(m_);
-    auto it = blocks_.upper_bound(a);
-    if (it == blocks_.begin()) return false;
-    --it;
-    return a + bytes <= it->first + it->second;
-  }
-
- private:
-  void* do_allocate(std::size_t bytes, std::size_t align) override {
-    void* p = std::pmr::new_delete_resource()->allocate(bytes, align);
-    std::lock_guard lock(m_);
-    blocks_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
-    return p;
-  }
-  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
-    {
-      std::lock_guard lock(m_);
-      blocks_.erase(reinterpret_cast<std::uintptr_t>(p));
-    }
-    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
-  }
-  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override {
-    return this == &o;
-  }
-  mutable std::mutex m_;
-  std::map<std::uintptr_t, std::size_t> blocks_;
-};
-
-/** The CPU backend, offering a tracking resource as its host memory (as the CUDA backend
+/** The CPU backend, offering a watched heap as its host memory (as the CUDA backend
  *  offers pinned memory) and counting the calls whose buffers lie outside it. */
 class host_memory_backend final : public backend {
  public:
-  std::shared_ptr<tracking_resource> mem = std::make_shared<tracking_resource>();
+  std::shared_ptr<test_heap> mem = std::make_shared<test_heap>();
   std::atomic<int> encodes{0}, decodes{0}, outside{0};
 
   std::string name() const override { return "cpu"; }

@@ -5,8 +5,18 @@
 #include <string>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
 
 namespace dctchop::detail {
+
+/** Every backend's check of the views it is given: one with samples has data and non-empty
+ *  planes. */
+template <typename View>
+void check_view(const View& v) {
+  if (v.samples > 0 && (v.data == nullptr || v.height == 0 || v.width == 0 || v.planes == 0)) {
+    throw error(errc::internal, "empty or null sample view");
+  }
+}
 
 std::unique_ptr<backend> make_cpu_backend(const backend_options& options);
 std::string cpu_backend_description();

@@ -79,12 +79,6 @@ class cpu_backend final : public backend {
     auto cs = coeff_shape(p, h, w);
     return cs.rows * cs.cols * size_of(p.coeff);
   }
-  template <typename View>
-  static void check_view(const View& v) {
-    if (v.samples > 0 && (v.data == nullptr || v.height == 0 || v.width == 0 || v.planes == 0)) {
-      throw error(errc::internal, "empty or null sample view");
-    }
-  }
   int threads_;
   kernel_table kernels_;
 };

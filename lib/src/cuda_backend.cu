@@ -106,29 +106,17 @@ namespace {
 
 using u64 = std::uint64_t;
 using i64 = std::int64_t;
-constexpr u64 no_bad_sample = std::numeric_limits<unsigned long long>::max();
-static_assert(no_bad_sample == all_fit, "the flag's start is what an encode thread returns");
-
-// ---- RAII for device memory, pinned host memory and streams --------------------------------
+// ---- RAII for device memory and streams (pinned host memory: cuda::pinned_memory) ---------
 
 struct device_free {
   void operator()(void* p) const noexcept { cudaFree(p); }
 };
-struct host_free {
-  void operator()(void* p) const noexcept { cudaFreeHost(p); }
-};
 using device_ptr = std::unique_ptr<void, device_free>;
-using pinned_ptr = std::unique_ptr<void, host_free>;
 
 device_ptr device_alloc(std::size_t bytes) {
   void* p = nullptr;
   DCTCHOP_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
   return device_ptr(p);
-}
-pinned_ptr pinned_alloc(std::size_t bytes) {
-  void* p = nullptr;
-  DCTCHOP_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
-  return pinned_ptr(p);
 }
 
 /** A device word for one call on `s`: allocated and freed in stream order where the device
@@ -384,8 +372,8 @@ class cuda_backend final : public backend {
   void encode(const codec_params& p, const const_sample_view& v,
               std::span<std::byte> coeffs) override {
     validate(p);
-    if (v.samples == 0) return;
     check_view(v);
+    if (v.samples == 0) return;
     const layout lay = dense_layout(v);
     const geometry g = geometry_of_view(v, lay);
     const u64 in_per_sample = g.values_per_sample() * size_of(v.type);
@@ -407,14 +395,14 @@ class cuda_backend final : public backend {
                  });
     unsigned long long bad = 0;
     DCTCHOP_CUDA_CHECK(cudaMemcpy(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost));
-    if (bad != no_bad_sample) throw_bad_sample(p, v, bad);  // says what is wrong with it
+    if (bad != all_fit) throw_bad_sample(p, v, bad);  // says what is wrong with it
   }
 
   void decode(const codec_params& p, std::span<const std::byte> coeffs,
               const sample_view& v) override {
     validate(p);
-    if (v.samples == 0) return;
     check_view(v);
+    if (v.samples == 0) return;
     const const_sample_view cv{v.data, v.type, v.samples, v.planes, v.height, v.width,
                                v.stride_sample, v.stride_plane, v.stride_row, v.stride_col};
     const layout lay = dense_layout(cv);
@@ -434,34 +422,29 @@ class cuda_backend final : public backend {
   }
 
  private:
-  /** As the CPU backend: a view with samples has data and non-empty planes. */
-  template <typename View>
-  static void check_view(const View& v) {
-    if (v.data == nullptr || v.height == 0 || v.width == 0 || v.planes == 0) {
-      throw error(errc::internal, "empty or null sample view");
-    }
-  }
-
   /** One of the two pipelines of stream_parts, kept between calls (grow-only buffers): a
    *  backend is used by one thread at a time, and every chunk of a file has the same size, so
-   *  the pinned and device memory is allocated once, not for every chunk. */
+   *  the staging and device memory is allocated once, not for every chunk. */
   struct lane {
     std::unique_ptr<stream> s;
-    pinned_ptr h_in, h_out;  // staging, for callers' buffers that are not pinned
+    byte_buffer h_in, h_out;  // staging in host_memory(), for callers' buffers that are not pinned
     device_ptr d_in, d_out;
-    u64 h_in_cap = 0, h_out_cap = 0, d_in_cap = 0, d_out_cap = 0;
+    u64 d_in_cap = 0, d_out_cap = 0;
     u64 first = 0, n = 0;
     bool busy = false;
   };
 
-  /** `p` holds at least `bytes` (grow-only; the old contents are not kept). */
-  template <typename Ptr, typename Alloc>
-  static void grow(Ptr& p, u64& cap, u64 bytes, Alloc alloc) {
+  /** `p` holds at least `bytes` of device memory (grow-only; the old contents are not kept). */
+  static void grow(device_ptr& p, u64& cap, u64 bytes) {
     if (cap >= bytes) return;
     p.reset();
     cap = 0;
-    p = alloc(bytes);
+    p = device_alloc(bytes);
     cap = bytes;
+  }
+  /** Likewise for a staging buffer. */
+  void grow(byte_buffer& b, u64 bytes) const {
+    if (b.size() < bytes) b = host_buffer(*this, bytes);
   }
 
   /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part to the
@@ -480,16 +463,16 @@ class cuda_backend final : public backend {
     for (u64 i = 0; i < std::min<u64>(n_parts, 2); ++i) {
       lane& l = lanes_[i];
       if (!l.s) l.s = std::make_unique<stream>();
-      grow(l.d_in, l.d_in_cap, part * in_per_sample, device_alloc);
-      grow(l.d_out, l.d_out_cap, part * out_per_sample, device_alloc);
-      if (!direct_in) grow(l.h_in, l.h_in_cap, part * in_per_sample, pinned_alloc);
-      if (!direct_out) grow(l.h_out, l.h_out_cap, part * out_per_sample, pinned_alloc);
+      grow(l.d_in, l.d_in_cap, part * in_per_sample);
+      grow(l.d_out, l.d_out_cap, part * out_per_sample);
+      if (!direct_in) grow(l.h_in, part * in_per_sample);
+      if (!direct_out) grow(l.h_out, part * out_per_sample);
     }
     auto finish = [&](lane& l) {
       if (!l.busy) return;
       l.s->sync();
       if (!direct_out) {
-        std::memcpy(out + l.first * out_per_sample, l.h_out.get(), l.n * out_per_sample);
+        std::memcpy(out + l.first * out_per_sample, l.h_out.data(), l.n * out_per_sample);
       }
       l.busy = false;
     };
@@ -501,14 +484,14 @@ class cuda_backend final : public backend {
         l.n = std::min(per_part, samples - l.first);
         const void* src = in + l.first * in_per_sample;
         if (!direct_in) {
-          std::memcpy(l.h_in.get(), src, l.n * in_per_sample);
-          src = l.h_in.get();
+          std::memcpy(l.h_in.data(), src, l.n * in_per_sample);
+          src = l.h_in.data();
         }
         DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), src, l.n * in_per_sample,
                                            cudaMemcpyHostToDevice, l.s->get()));
         l.busy = true;
         run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get());
-        void* dst = direct_out ? static_cast<void*>(out + l.first * out_per_sample) : l.h_out.get();
+        void* dst = direct_out ? static_cast<void*>(out + l.first * out_per_sample) : l.h_out.data();
         DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(dst, l.d_out.get(), l.n * out_per_sample,
                                            cudaMemcpyDeviceToHost, l.s->get()));
       }
@@ -567,24 +550,31 @@ void check_geometry(const geometry& g) {
     throw error(errc::invalid_argument, "CUDA decode/encode: NHW and HW have one plane");
   }
 }
+
+/** cudaGetDeviceCount into `n` (0 on failure), its error cleared (not for the next check). */
+cudaError_t count_devices(int& n) noexcept {
+  n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  return e;
+}
 }  // namespace
 
 bool built() noexcept { return true; }
 
 int device_count() noexcept {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear it
-    return 0;
-  }
+  (void)count_devices(n);
   return n;
 }
 
 std::string device_status() {
   int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
+  const cudaError_t e = count_devices(n);
   if (e != cudaSuccess) {
-    cudaGetLastError();
     return std::string("no device: ") + cudaGetErrorName(e) + ", " + cudaGetErrorString(e);
   }
   return n > 0 ? std::to_string(n) + " device(s)" : std::string("no device");
@@ -627,7 +617,7 @@ void encode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
   unsigned long long bad = 0;
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (bad != detail::no_bad_sample) {
+  if (bad != detail::all_fit) {
     // Bring the sample to the host to say what is wrong with it.
     const u64 per_sample = g.values_per_sample() * size_of(type);
     std::vector<std::byte> host(per_sample);
@@ -772,7 +762,6 @@ void gemm_decoder::decode(const codec_params& p, const geometry& g, dtype type, 
 }  // namespace dctchop::cuda
 
 namespace dctchop::cuda {
-
 
 namespace {
 

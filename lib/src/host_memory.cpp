@@ -22,7 +22,9 @@ recycling_resource::~recycling_resource() {
 
 recycling_resource::counts recycling_resource::statistics() const {
   std::lock_guard lock(m_);
-  return n_;
+  counts c = n_;
+  c.retained = free_.size();
+  return c;
 }
 
 void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
@@ -35,7 +37,6 @@ void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
       void* p = it->p;
       free_.erase(it);
       ++n_.reused;
-      n_.retained = free_.size();
       return p;
     }
   }
@@ -50,7 +51,6 @@ void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
     {
       std::lock_guard lock(m_);
       kept.swap(free_);
-      n_.retained = 0;
     }
     if (kept.empty()) throw;
     for (const block& b : kept) up_->deallocate(b.p, b.bytes, b.align);
@@ -66,7 +66,6 @@ void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t a
     std::lock_guard lock(m_);
     if (free_.size() < keep_) {
       free_.push_back({p, bytes, align});  // reserved: cannot throw
-      n_.retained = free_.size();
       return;
     }
   }

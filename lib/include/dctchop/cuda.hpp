@@ -62,9 +62,10 @@ void encode_device(const codec_params& params, const geometry& g, dtype type,
  *  plane X' = Lt * Cplane * R as two f32 GEMMs with cuBLAS, then crop, offset and convert.
  *  Lt and R are block-diagonal, so the GEMMs multiply by their blocks (T_K^t and T_K) and skip
  *  the zeros: O(K) work per value instead of O(H + W). It holds a cuBLAS handle, the blocks
- *  of the last block size and chop, and scratch memory: keep one per stream and reuse it. Its sums run in another order than the direct kernel's,
- *  so float outputs agree to float rounding and integer outputs can differ by one where a
- *  value lies within rounding of a half. Constructing one without the backend or a device
+ *  of the last block size and chop, and scratch memory: keep one per stream and reuse it.
+ *  Its sums run in another order than the direct kernel's, so float outputs agree to float
+ *  rounding and integer outputs can differ by one where a value lies within rounding of a
+ *  half. Constructing one without the backend or a device
  *  throws error(backend_unavailable). */
 class gemm_decoder {
  public:
