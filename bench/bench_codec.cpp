@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/metrics.hpp"
 
 namespace {
 
@@ -78,6 +79,35 @@ void BM_decode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes
 void BM_encode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), true); }
 void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), false); }
 
+/** The quality figures that compress, eval and verify measure by default: PSNR (and the error
+ *  figures) alone, or with SSIM; a decoded copy at chop 4 against the original. */
+template <typename T>
+void quality(benchmark::State& state, setup s) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool ssim = state.range(1) != 0;
+  const std::uint64_t n = s.g.samples;
+  auto x = make_data<T>(n * s.g.values_per_sample());
+  codec_params p{8, 4, default_coeff_type(s.type, 8), default_offset(s.type)};
+  auto be = make_backend(backend_kind::cpu, {threads});
+  std::vector<std::byte> c(n * coeff_bytes_per_sample(p, s.g));
+  std::vector<T> y(x.size());
+  be->encode(p, make_view(s.g, s.type, static_cast<const void*>(x.data()), n), c);
+  be->decode(p, c, make_view(s.g, s.type, static_cast<void*>(y.data()), n));
+  const auto a = make_view(s.g, s.type, static_cast<const void*>(x.data()), n);
+  const auto b = make_view(s.g, s.type, static_cast<const void*>(y.data()), n);
+  for (auto _ : state) {
+    quality_accumulator q(s.type, 1.0, ssim);
+    q.add(a, b, threads);
+    benchmark::DoNotOptimize(q.result());
+  }
+  const double bytes = static_cast<double>(x.size() * sizeof(T));
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+void BM_quality_u8_256x256x3(benchmark::State& s) { quality<std::uint8_t>(s, images_u8(128)); }
+void BM_quality_f32_512x512(benchmark::State& s) { quality<float>(s, fields_f32(32)); }
+
 /** 1, 2 and every core: the streaming benchmark compares with the last. */
 std::vector<std::int64_t> thread_counts() {
   std::vector<std::int64_t> t{1, 2};
@@ -95,6 +125,10 @@ BENCHMARK(BM_encode_u8_NHW_256x256)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_u8_NHW_256x256)->DCTCHOP_ARGS;
 BENCHMARK(BM_encode_f32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_f32_512x512)->DCTCHOP_ARGS;
+BENCHMARK(BM_quality_u8_256x256x3)
+    ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
+BENCHMARK(BM_quality_f32_512x512)
+    ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
 
 }  // namespace
 

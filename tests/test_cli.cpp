@@ -111,6 +111,14 @@ TEST(Cli, RoundTripOfGeneratedF32KeepsDtypeAndHasPsnrAbove30) {
   const double p = dctchop::test::psnr_of(a.values, b.values, range);
   EXPECT_GT(p, 30.0);
   EXPECT_NEAR(p, j.at("quality").at("psnr_db").get<double>(), 1e-6);
+  EXPECT_EQ(j["quality"].at("range").get<double>(), range);
+  // Without SSIM there is no first pass for the range: the figures must not change.
+  auto n = cli(dir, "compress f.npy -o g.dcz --chop 4 --json --no-ssim");
+  ASSERT_EQ(n.status, 0) << describe(n);
+  const json nj = parse_json(n.out);
+  EXPECT_EQ(nj["quality"].at("range").get<double>(), range);
+  EXPECT_EQ(nj["quality"].at("psnr_db").get<double>(), j["quality"]["psnr_db"].get<double>());
+  EXPECT_FALSE(nj["quality"].contains("ssim") && nj["quality"]["ssim"].is_number());
 }
 
 TEST(Cli, DefaultOutputNameReplacesNpyWithDcz) {

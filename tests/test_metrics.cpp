@@ -2,16 +2,20 @@
 // direct implementation written here and against values committed from scikit-image.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "dctchop/metrics.hpp"
+#include "metric_kernels.hpp"
 
 namespace {
 
@@ -148,6 +152,153 @@ TEST(Ssim, ConstantPlanesAndPlanesBelowSevenBySeven) {
               (2 * 42.0 * 43.0 + c1) / (42.0 * 42.0 + 43.0 * 43.0 + c1), 1e-12);
   EXPECT_FALSE(ssim_plane(a.data(), b.data(), 6, 16, 255.0).has_value());
   EXPECT_FALSE(ssim_plane(a.data(), b.data(), 16, 6, 255.0).has_value());
+}
+
+// ---- the u8 path: exact integer statistics, planes split from interleaved rows ----------
+
+/** SSIM of a u8 batch through the accumulator (the path compress, eval and verify take). */
+double u8_ssim(const const_sample_view& a, const const_sample_view& b, int threads = 1) {
+  quality_accumulator q(dtype::u8, std::nullopt, true);
+  q.add(a, b, threads);
+  EXPECT_EQ(q.result().ssim_planes, a.samples * a.planes);
+  return q.result().ssim.value_or(-1.0);
+}
+
+/** Plane c of sample n of a view, as doubles in row-major order. */
+std::vector<double> plane_of(const const_sample_view& v, u64 n, u64 c) {
+  std::vector<double> out;
+  for (u64 r = 0; r < v.height; ++r)
+    for (u64 x = 0; x < v.width; ++x)
+      out.push_back(static_cast<const std::uint8_t*>(
+          v.data)[n * v.stride_sample + c * v.stride_plane + r * v.stride_row + x * v.stride_col]);
+  return out;
+}
+
+double slow_mean_ssim(const const_sample_view& a, const const_sample_view& b) {
+  double sum = 0;
+  for (u64 n = 0; n < a.samples; ++n)
+    for (u64 c = 0; c < a.planes; ++c)
+      sum += slow_ssim(plane_of(a, n, c), plane_of(b, n, c), a.height, a.width, 255.0);
+  return sum / static_cast<double>(a.samples * a.planes);
+}
+
+TEST(Ssim, U8IntegerPathMatchesScikitImageOnCommittedReferenceCases) {
+  std::ifstream f(std::string(DCTCHOP_TEST_DATA) + "/ssim_reference.json");
+  ASSERT_TRUE(f) << "tests/data/ssim_reference.json missing";
+  const auto j = nlohmann::json::parse(f);
+  int checked = 0;
+  for (const auto& c : j["cases"]) {
+    if (c["range"].get<double>() != 255.0) continue;  // the u8 cases
+    const u64 h = c["h"], w = c["w"];
+    auto p = make(c["kind"], h, w);
+    std::vector<std::uint8_t> a(p.a.begin(), p.a.end()), b(p.b.begin(), p.b.end());
+    geometry g{layout::nhw, 1, 1, h, w};
+    EXPECT_NEAR(u8_ssim(make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1),
+                        make_view(g, dtype::u8, static_cast<const void*>(b.data()), 1)),
+                c["ssim"].get<double>(), 1e-6)
+        << c["kind"] << " " << h << "x" << w;
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+TEST(Ssim, U8SsimEqualsTheDirectComputationInEveryLayoutAndOnACrop) {
+  // Interleaved rows of 1 to 4 planes are split in one pass (3 planes by its own loop), planar
+  // rows are used in place, and a crop (rows longer than the plane) takes the planar path.
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> px(0, 255), noise(-12, 12);
+  auto pair_of = [&](u64 count) {
+    std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> p;
+    for (u64 k = 0; k < count; ++k) {
+      p.first.push_back(static_cast<std::uint8_t>(px(rng)));
+      p.second.push_back(static_cast<std::uint8_t>(std::clamp(p.first.back() + noise(rng), 0, 255)));
+    }
+    return p;
+  };
+  struct setting { layout lay; u64 planes, h, w; };
+  for (auto s : {setting{layout::nhwc, 3, 19, 23}, setting{layout::nhwc, 2, 9, 30},
+                 setting{layout::nhwc, 4, 12, 7}, setting{layout::nchw, 3, 16, 11},
+                 setting{layout::nhw, 1, 40, 33}}) {
+    geometry g{s.lay, 3, s.planes, s.h, s.w};
+    auto [a, b] = pair_of(g.samples * g.values_per_sample());
+    auto va = make_view(g, dtype::u8, static_cast<const void*>(a.data()), g.samples);
+    auto vb = make_view(g, dtype::u8, static_cast<const void*>(b.data()), g.samples);
+    EXPECT_NEAR(u8_ssim(va, vb, 2), slow_mean_ssim(va, vb), 1e-12)
+        << to_string(s.lay) << " " << s.planes << " planes";
+  }
+  // The 10 x 9 top-left corner of 2 samples of 15 x 20.
+  geometry full{layout::nhw, 2, 1, 15, 20};
+  auto [a, b] = pair_of(full.samples * full.values_per_sample());
+  auto va = make_view(full, dtype::u8, static_cast<const void*>(a.data()), 2);
+  auto vb = make_view(full, dtype::u8, static_cast<const void*>(b.data()), 2);
+  va.height = vb.height = 10;
+  va.width = vb.width = 9;
+  EXPECT_NEAR(u8_ssim(va, vb), slow_mean_ssim(va, vb), 1e-12);
+}
+
+TEST(Psnr, U8SquaredErrorsPastTheInt32RangeSumExactly) {
+  // 400 x 400 values of error 255: the sum, 1.04e10, passes 2^31 many times over; u8 errors
+  // are summed in 32-bit runs of 2^15 values and then in double.
+  geometry g{layout::nhw, 1, 1, 400, 400};
+  std::vector<std::uint8_t> a(160000, 255), b(160000, 0);
+  b[7] = 254;  // one error of 1, to see that the sum is exact, not rounded
+  quality_accumulator q(dtype::u8, std::nullopt, false);
+  q.add(make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1),
+        make_view(g, dtype::u8, static_cast<const void*>(b.data()), 1));
+  EXPECT_EQ(q.result().mse * 160000.0, 159999.0 * 65025.0 + 1.0);
+  EXPECT_EQ(q.result().max_abs_error, 255.0);
+}
+
+TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
+#if !defined(DCTCHOP_HAVE_AVX2_KERNELS)
+  GTEST_SKIP() << "no AVX2 kernel copy in this build";
+#else
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
+    GTEST_SKIP() << "this processor has no AVX2/F16C";
+  }
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<double> val(0.0, 1.0);
+  for (dtype t : {dtype::u8, dtype::u16, dtype::i16, dtype::f32, dtype::f64}) {
+    for (auto lay : {layout::nhwc, layout::nchw}) {
+      geometry g{lay, 2, 3, 21, 37};
+      const u64 count = g.samples * g.values_per_sample();
+      std::vector<std::byte> a(count * size_of(t)), b(a.size());
+      for (u64 k = 0; k < count; ++k) {  // values spread over the type's range, b near a
+        const double x = val(rng), y = std::clamp(x + 0.05 * (val(rng) - 0.5), 0.0, 1.0);
+        auto put = [&](auto tag) {
+          using T = decltype(tag);
+          const double lo = std::is_signed_v<T> && std::is_integral_v<T> ? -32768.0 : 0.0;
+          const double span = std::is_integral_v<T> ? double(std::numeric_limits<T>::max()) - lo : 1.0;
+          reinterpret_cast<T*>(a.data())[k] = static_cast<T>(lo + x * span);
+          reinterpret_cast<T*>(b.data())[k] = static_cast<T>(lo + y * span);
+        };
+        switch (t) {
+          case dtype::u8: put(std::uint8_t{}); break;
+          case dtype::u16: put(std::uint16_t{}); break;
+          case dtype::i16: put(std::int16_t{}); break;
+          case dtype::f32: put(float{}); break;
+          case dtype::f64: put(double{}); break;
+        }
+      }
+      auto va = make_view(g, t, static_cast<const void*>(a.data()), g.samples);
+      auto vb = make_view(g, t, static_cast<const void*>(b.data()), g.samples);
+      const double range = integer_range(t).value_or(1.0);
+      for (u64 n = 0; n < g.samples; ++n) {
+        const auto s1 = detail::generic::sample_stats(va, vb, n);
+        const auto s2 = detail::avx2::sample_stats(va, vb, n);
+        EXPECT_EQ(s1.sse, s2.sse) << to_string(t);
+        EXPECT_EQ(s1.max_abs, s2.max_abs) << to_string(t);
+        EXPECT_EQ(s1.mn, s2.mn) << to_string(t);
+        EXPECT_EQ(s1.mx, s2.mx) << to_string(t);
+        EXPECT_GT(s1.sse, 0.0) << to_string(t);
+        EXPECT_EQ(detail::generic::sample_ssim(va, vb, n, range),
+                  detail::avx2::sample_ssim(va, vb, n, range))
+            << to_string(t) << " " << to_string(lay);
+      }
+    }
+  }
+#endif
 }
 
 // ---- PSNR, RMSE, max error --------------------------------------------------------------

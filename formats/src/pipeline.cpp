@@ -446,9 +446,12 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
     }
   }
 
-  // R for float data: a first pass over a file, so that PSNR and SSIM use the dataset's range.
+  // R for float data: a first pass over a file, so that SSIM and a target search on a
+  // sample use the dataset's range. PSNR alone needs no first pass: the accumulator sees
+  // every value and takes the same max - min at the end.
   std::optional<double> range;
-  if (measure && is_float(src.type)) range = float_range(in, o.lay, o.nonfinite_replacement);
+  if (measure && is_float(src.type) && (o.ssim || o.target.any()))
+    range = float_range(in, o.lay, o.nonfinite_replacement);
 
   std::vector<chop_trial> trials;
   if (o.target.any()) {

@@ -62,7 +62,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   };
   std::vector<combo> combos;
   std::optional<double> range;
-  if (is_float(src.type)) range = float_range(input, o.lay, o.nonfinite_replacement);
+  // SSIM needs float data's range up front; PSNR takes it from the values at the end.
+  if (is_float(src.type) && o.ssim) range = float_range(input, o.lay, o.nonfinite_replacement);
   for (auto ct : coeffs) {
     for (int k : o.chops) {
       if (k > o.block) continue;  // e.g. the default list 1,2,4,6 at block 4

@@ -1,7 +1,4 @@
 // CPU backend: picks the kernel copy for this processor and reports errors.
-#if defined(DCTCHOP_HAVE_AVX2_KERNELS)
-#include <cpuid.h>
-#endif
 
 #include <atomic>
 #include <algorithm>
@@ -13,6 +10,7 @@
 #include "backends.hpp"
 #include "cpu_kernels.hpp"
 #include "dctchop/error.hpp"
+#include "isa.hpp"
 #include "omp.hpp"
 
 namespace dctchop::detail {
@@ -30,13 +28,7 @@ struct kernel_table {
 
 kernel_table pick_kernels() {
 #if defined(DCTCHOP_HAVE_AVX2_KERNELS)
-  // F16C by CPUID: clang 14's __builtin_cpu_supports does not know "f16c".
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && f16c) {
-    return {"avx2", &avx2::encode_batch, &avx2::decode_batch};
-  }
+  if (use_avx2_kernels()) return {"avx2", &avx2::encode_batch, &avx2::decode_batch};
 #endif
   return {"generic", &generic::encode_batch, &generic::decode_batch};
 }

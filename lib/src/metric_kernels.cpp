@@ -1,0 +1,386 @@
+// The quality measurements' inner loops, compiled once per instruction set (see
+// metric_kernels.hpp); DCTCHOP_KERNEL_NS names the copy. Loops are written over plain
+// restrict pointers with fixed summation orders, so that they vectorise and every copy gives
+// the same figures.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "metric_kernels.hpp"
+
+namespace dctchop::detail::DCTCHOP_KERNEL_NS {
+namespace {
+
+using u64 = std::uint64_t;
+using i64 = std::int64_t;
+
+constexpr int k_win = ssim_window;
+constexpr double k_np = k_win * k_win;              // values per window
+constexpr double k_cov_norm = k_np / (k_np - 1.0);  // use_sample_covariance=True
+
+/** One row of a plane as T values. */
+template <typename T>
+void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, T* out) {
+  auto run = [&](auto* base) {
+    const auto* p = base + static_cast<i64>(n) * v.stride_sample +
+                    static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
+    for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<T>(p[static_cast<i64>(x) * v.stride_col]);
+  };
+  switch (v.type) {
+    case dtype::u8: return run(static_cast<const std::uint8_t*>(v.data));
+    case dtype::u16: return run(static_cast<const std::uint16_t*>(v.data));
+    case dtype::i16: return run(static_cast<const std::int16_t*>(v.data));
+    case dtype::f32: return run(static_cast<const float*>(v.data));
+    case dtype::f64: return run(static_cast<const double*>(v.data));
+  }
+}
+
+/** Where row r of plane c of sample n starts. */
+template <typename T>
+const T* row_of(const const_sample_view& v, u64 n, u64 c, u64 r) {
+  return static_cast<const T*>(v.data) + static_cast<i64>(n) * v.stride_sample +
+         static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
+}
+
+/** Row r of every plane of sample n of a u8 view, one plane after another (planes x width). */
+void split_row(const const_sample_view& v, u64 n, u64 r, std::uint8_t* __restrict out) {
+  const u64 w = v.width, planes = v.planes;
+  if (v.stride_plane == 1 && v.stride_col == static_cast<i64>(planes)) {  // interleaved
+    const std::uint8_t* __restrict in = row_of<std::uint8_t>(v, n, 0, r);
+    if (planes == 3) {  // RGB, the common case: a loop the compiler unrolls
+      for (u64 x = 0; x < w; ++x) {
+        out[x] = in[3 * x];
+        out[w + x] = in[3 * x + 1];
+        out[2 * w + x] = in[3 * x + 2];
+      }
+      return;
+    }
+    for (u64 x = 0; x < w; ++x)
+      for (u64 c = 0; c < planes; ++c) out[c * w + x] = in[x * planes + c];
+    return;
+  }
+  for (u64 c = 0; c < planes; ++c) load_row_as(v, n, c, r, out + c * w);
+}
+
+/** Squared error, max abs error and the original's range over `count` contiguous values.
+ *  Integer types sum exactly in integers; floats in eight double lanes (a fixed summation
+ *  order). */
+template <typename T>
+error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 count) {
+  error_stats st;
+  if (count == 0) return st;
+  if constexpr (std::is_integral_v<T>) {
+    // u8: d*d <= 255^2, so 2^15 of them stay below 2^31 and sum in 32-bit lanes. 16-bit
+    // types: d*d < 2^32, so 2^20 of them stay below 2^52, exact in int64 and then in double.
+    using acc = std::conditional_t<sizeof(T) == 1, std::int32_t, std::int64_t>;
+    constexpr u64 run = sizeof(T) == 1 ? (u64(1) << 15) : (u64(1) << 20);
+    acc mx_abs = 0;
+    T lo = a[0], hi = a[0];
+    for (u64 start = 0; start < count; start += run) {
+      const u64 end = std::min<u64>(count, start + run);
+      acc sse = 0;
+      for (u64 i = start; i < end; ++i) {
+        const acc d = acc(a[i]) - acc(b[i]);
+        sse += d * d;
+        const acc ad = d < 0 ? -d : d;
+        mx_abs = ad > mx_abs ? ad : mx_abs;
+        lo = a[i] < lo ? a[i] : lo;
+        hi = a[i] > hi ? a[i] : hi;
+      }
+      st.sse += static_cast<double>(sse);
+    }
+    st.max_abs = static_cast<double>(mx_abs);
+    st.mn = static_cast<double>(lo);
+    st.mx = static_cast<double>(hi);
+  } else {
+    double l_sse[8] = {}, l_max[8] = {}, l_mn[8], l_mx[8];
+    for (int j = 0; j < 8; ++j) l_mn[j] = l_mx[j] = static_cast<double>(a[0]);
+    u64 i = 0;
+    for (; i + 8 <= count; i += 8) {
+      for (int j = 0; j < 8; ++j) {
+        const double o = static_cast<double>(a[i + j]);
+        const double d = o - static_cast<double>(b[i + j]);
+        l_sse[j] += d * d;
+        l_max[j] = std::max(l_max[j], std::fabs(d));
+        l_mn[j] = std::min(l_mn[j], o);
+        l_mx[j] = std::max(l_mx[j], o);
+      }
+    }
+    for (; i < count; ++i) {
+      const double o = static_cast<double>(a[i]), d = o - static_cast<double>(b[i]);
+      l_sse[0] += d * d;
+      l_max[0] = std::max(l_max[0], std::fabs(d));
+      l_mn[0] = std::min(l_mn[0], o);
+      l_mx[0] = std::max(l_mx[0], o);
+    }
+    st.mn = l_mn[0];
+    st.mx = l_mx[0];
+    for (int j = 0; j < 8; ++j) {
+      st.sse += l_sse[j];
+      st.max_abs = std::max(st.max_abs, l_max[j]);
+      st.mn = std::min(st.mn, l_mn[j]);
+      st.mx = std::max(st.mx, l_mx[j]);
+    }
+  }
+  return st;
+}
+
+/** The sum of `n` values in eight lanes, then the lanes in order: a fixed order, whatever the
+ *  vector width. */
+double lane_sum(const double* __restrict v, u64 n) {
+  double lane[8] = {};
+  u64 x = 0;
+  for (; x + 8 <= n; x += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += v[x + j];
+  for (; x < n; ++x) lane[0] += v[x];
+  double s = 0;
+  for (double l : lane) s += l;
+  return s;
+}
+
+/** Box sums over 7 neighbours, written without running sums so that the loop vectorises. */
+template <typename T>
+void box7(const T* __restrict c, T* __restrict out, u64 n) {
+  for (u64 x = 0; x < n; ++x)
+    out[x] = c[x] + c[x + 1] + c[x + 2] + c[x + 3] + c[x + 4] + c[x + 5] + c[x + 6];
+}
+
+/** Slide the column sums of one plane down a row: remove the leaving row (when `full`), add
+ *  the new one and keep it. A free function of plain pointers, so that it vectorises. */
+[[gnu::noinline]] void update_columns(double* __restrict sx, double* __restrict sy,
+                                      double* __restrict sxx, double* __restrict syy,
+                                      double* __restrict sxy, double* __restrict oa,
+                                      double* __restrict ob, const double* __restrict a,
+                                      const double* __restrict b, u64 w, bool full) {
+  if (full) {
+    for (u64 x = 0; x < w; ++x) {
+      sx[x] -= oa[x];
+      sy[x] -= ob[x];
+      sxx[x] -= oa[x] * oa[x];
+      syy[x] -= ob[x] * ob[x];
+      sxy[x] -= oa[x] * ob[x];
+    }
+  }
+  for (u64 x = 0; x < w; ++x) {
+    sx[x] += a[x];
+    sy[x] += b[x];
+    sxx[x] += a[x] * a[x];
+    syy[x] += b[x] * b[x];
+    sxy[x] += a[x] * b[x];
+    oa[x] = a[x];
+    ob[x] = b[x];
+  }
+}
+
+/** Sliding-window SSIM over a plane of doubles fed row by row: keeps the last 7 rows and the
+ *  column sums of x, y, xx, yy, xy over them (memory O(7W)). */
+class ssim_rows {
+ public:
+  ssim_rows(u64 w, double range) : w_(w) {
+    c1_ = (0.01 * range) * (0.01 * range);
+    c2_ = (0.03 * range) * (0.03 * range);
+    ring_a_.assign(k_win * w, 0.0);
+    ring_b_.assign(k_win * w, 0.0);
+    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, 0.0);
+    for (auto* s : {&bx_, &by_, &bxx_, &byy_, &bxy_, &ssim_}) s->assign(w, 0.0);
+  }
+  /** Add the next row of both planes. */
+  void push(const double* a, const double* b) {
+    const u64 slot = rows_ % k_win;
+    update_columns(sx_.data(), sy_.data(), sxx_.data(), syy_.data(), sxy_.data(),
+                   ring_a_.data() + slot * w_, ring_b_.data() + slot * w_, a, b, w_,
+                   rows_ >= k_win);
+    ++rows_;
+    if (rows_ >= k_win && w_ >= k_win) emit_row();
+  }
+  double mean() const { return sum_ / static_cast<double>(windows_); }
+
+ private:
+  void emit_row() {
+    const u64 nw = w_ - k_win + 1;
+    box7(sx_.data(), bx_.data(), nw);
+    box7(sy_.data(), by_.data(), nw);
+    box7(sxx_.data(), bxx_.data(), nw);
+    box7(syy_.data(), byy_.data(), nw);
+    box7(sxy_.data(), bxy_.data(), nw);
+    const double* __restrict bx = bx_.data();
+    const double* __restrict by = by_.data();
+    const double* __restrict bxx = bxx_.data();
+    const double* __restrict byy = byy_.data();
+    const double* __restrict bxy = bxy_.data();
+    double* __restrict s = ssim_.data();
+    const double c1 = c1_, c2 = c2_;
+    // Multiplying by 1/49 instead of dividing: five divisions per window were the bottleneck;
+    // the results differ from division in the last bit only.
+    constexpr double inv = 1.0 / k_np;
+    for (u64 x = 0; x < nw; ++x) {
+      const double ux = bx[x] * inv, uy = by[x] * inv;
+      const double vx = k_cov_norm * (bxx[x] * inv - ux * ux);
+      const double vy = k_cov_norm * (byy[x] * inv - uy * uy);
+      const double vxy = k_cov_norm * (bxy[x] * inv - ux * uy);
+      s[x] = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2));
+    }
+    sum_ += lane_sum(s, nw);
+    windows_ += nw;
+  }
+  u64 w_;
+  double c1_, c2_;
+  u64 rows_ = 0;
+  std::vector<double> ring_a_, ring_b_, sx_, sy_, sxx_, syy_, sxy_;
+  std::vector<double> bx_, by_, bxx_, byy_, bxy_, ssim_;  // the current window row
+  double sum_ = 0;
+  u64 windows_ = 0;
+};
+
+/** The same for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums Sx, Sxx,
+ *  Sxy stay below 2^22, and the statistics the SSIM formula needs, scaled by 49^2 or 49*48,
+ *  are integers below 2^29:
+ *    2 Sx Sy,  Sx^2 + Sy^2,  2 (49 Sxy - Sx Sy),  49 (Sxx + Syy) - Sx^2 - Sy^2.
+ *  So the means, variances and covariance are exact, and the one formula per window takes
+ *  four roundings in double (scikit-image's float64 arithmetic takes about twenty):
+ *    SSIM = (2 Sx Sy + 49^2 C1) (2 (49 Sxy - Sx Sy) + 49*48 C2)
+ *         / ((Sx^2 + Sy^2 + 49^2 C1) (49 (Sxx + Syy) - Sx^2 - Sy^2 + 49*48 C2)). */
+class ssim_rows_u8 {
+ public:
+  ssim_rows_u8(u64 w, double range) : w_(w) {
+    c1_ = (0.01 * range) * (0.01 * range) * (k_np * k_np);
+    c2_ = (0.03 * range) * (0.03 * range) * (k_np * (k_np - 1));
+    ring_a_.assign(k_win * w, 0);
+    ring_b_.assign(k_win * w, 0);
+    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, 0);
+    for (auto* s : {&bx_, &by_, &bxx_, &byy_, &bxy_}) s->assign(w, 0);
+    ssim_.assign(w, 0.0);
+  }
+  /** Add the next row of both planes (w values each, contiguous). */
+  void push(const std::uint8_t* a, const std::uint8_t* b) {
+    const u64 slot = rows_ % k_win;
+    std::uint8_t* oa = ring_a_.data() + slot * w_;
+    std::uint8_t* ob = ring_b_.data() + slot * w_;
+    slide(a, b, oa, ob);  // the ring starts at zero: removing an unfilled slot removes nothing
+    std::memcpy(oa, a, w_);
+    std::memcpy(ob, b, w_);
+    ++rows_;
+    if (rows_ >= k_win && w_ >= k_win) emit_row();
+  }
+  double mean() const { return sum_ / static_cast<double>(windows_); }
+
+ private:
+  using i32 = std::int32_t;
+  /** Move the column sums down a row: add row (a, b), remove the leaving row (oa, ob). */
+  void slide(const std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
+             const std::uint8_t* __restrict oa, const std::uint8_t* __restrict ob) {
+    i32* __restrict sx = sx_.data();
+    i32* __restrict sy = sy_.data();
+    i32* __restrict sxx = sxx_.data();
+    i32* __restrict syy = syy_.data();
+    i32* __restrict sxy = sxy_.data();
+    for (u64 x = 0; x < w_; ++x) {
+      const i32 va = a[x], vb = b[x], wa = oa[x], wb = ob[x];
+      sx[x] += va - wa;
+      sy[x] += vb - wb;
+      sxx[x] += va * va - wa * wa;
+      syy[x] += vb * vb - wb * wb;
+      sxy[x] += va * vb - wa * wb;
+    }
+  }
+  void emit_row() {
+    const u64 nw = w_ - k_win + 1;
+    box7(sx_.data(), bx_.data(), nw);
+    box7(sy_.data(), by_.data(), nw);
+    box7(sxx_.data(), bxx_.data(), nw);
+    box7(syy_.data(), byy_.data(), nw);
+    box7(sxy_.data(), bxy_.data(), nw);
+    const i32* __restrict bx = bx_.data();
+    const i32* __restrict by = by_.data();
+    const i32* __restrict bxx = bxx_.data();
+    const i32* __restrict byy = byy_.data();
+    const i32* __restrict bxy = bxy_.data();
+    double* __restrict s = ssim_.data();
+    const double c1 = c1_, c2 = c2_;
+    constexpr i32 np = k_win * k_win;
+    for (u64 x = 0; x < nw; ++x) {
+      const i32 sxy = bx[x] * by[x], sq = bx[x] * bx[x] + by[x] * by[x];
+      const i32 cov = np * bxy[x] - sxy, var = np * (bxx[x] + byy[x]) - sq;
+      s[x] = ((double(2 * sxy) + c1) * (double(2 * cov) + c2)) /
+             ((double(sq) + c1) * (double(var) + c2));
+    }
+    sum_ += lane_sum(s, nw);
+    windows_ += nw;
+  }
+  u64 w_;
+  double c1_, c2_;
+  u64 rows_ = 0;
+  std::vector<std::uint8_t> ring_a_, ring_b_;
+  std::vector<i32> sx_, sy_, sxx_, syy_, sxy_;
+  std::vector<i32> bx_, by_, bxx_, byy_, bxy_;  // the current window row
+  std::vector<double> ssim_;
+  double sum_ = 0;
+  u64 windows_ = 0;
+};
+
+template <typename T>
+error_stats stats_of(const const_sample_view& a, const const_sample_view& b, u64 n) {
+  const i64 off = static_cast<i64>(n) * a.stride_sample;
+  return contiguous_stats(static_cast<const T*>(a.data) + off, static_cast<const T*>(b.data) + off,
+                          a.planes * a.height * a.width);
+}
+
+}  // namespace
+
+error_stats sample_stats(const const_sample_view& a, const const_sample_view& b, u64 n) {
+  switch (a.type) {
+    case dtype::u8: return stats_of<std::uint8_t>(a, b, n);
+    case dtype::u16: return stats_of<std::uint16_t>(a, b, n);
+    case dtype::i16: return stats_of<std::int16_t>(a, b, n);
+    case dtype::f32: return stats_of<float>(a, b, n);
+    case dtype::f64: return stats_of<double>(a, b, n);
+  }
+  return {};
+}
+
+double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n, double range) {
+  const u64 w = a.width, planes = a.planes;
+  double sum = 0;
+  if (a.type == dtype::u8) {
+    // Row by row, every plane at once: an interleaved row is split into its planes in one
+    // pass, and a plane's row is used where it lies when its values are contiguous.
+    std::vector<ssim_rows_u8> ss;
+    ss.reserve(planes);
+    for (u64 c = 0; c < planes; ++c) ss.emplace_back(w, range);
+    const bool contiguous = a.stride_col == 1 && b.stride_col == 1;
+    std::vector<std::uint8_t> ra(contiguous ? 0 : planes * w), rb(ra.size());
+    for (u64 r = 0; r < a.height; ++r) {
+      if (contiguous) {
+        for (u64 c = 0; c < planes; ++c)
+          ss[c].push(row_of<std::uint8_t>(a, n, c, r), row_of<std::uint8_t>(b, n, c, r));
+      } else {
+        split_row(a, n, r, ra.data());
+        split_row(b, n, r, rb.data());
+        for (u64 c = 0; c < planes; ++c) ss[c].push(ra.data() + c * w, rb.data() + c * w);
+      }
+    }
+    for (const auto& s : ss) sum += s.mean();
+    return sum;
+  }
+  std::vector<double> ra(w), rb(w);
+  for (u64 c = 0; c < planes; ++c) {
+    ssim_rows ss(w, range);
+    for (u64 r = 0; r < a.height; ++r) {
+      load_row_as(a, n, c, r, ra.data());
+      load_row_as(b, n, c, r, rb.data());
+      ss.push(ra.data(), rb.data());
+    }
+    sum += ss.mean();
+  }
+  return sum;
+}
+
+double dense_ssim(const double* a, const double* b, u64 h, u64 w, double range) {
+  ssim_rows s(w, range);
+  for (u64 r = 0; r < h; ++r) s.push(a + r * w, b + r * w);
+  return s.mean();
+}
+
+}  // namespace dctchop::detail::DCTCHOP_KERNEL_NS

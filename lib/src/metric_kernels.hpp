@@ -1,0 +1,38 @@
+// Internal: the quality measurements' inner loops (error statistics, SSIM), compiled once per
+// instruction set like the codec kernels (cpu_kernels.hpp): namespaces generic and, on
+// x86-64, avx2. metrics.cpp picks a copy at run time.
+#pragma once
+
+#include <cstdint>
+
+#include "dctchop/codec.hpp"
+
+namespace dctchop::detail {
+
+/** scikit-image's default SSIM window: 7 x 7. */
+constexpr int ssim_window = 7;
+
+/** Squared error and max abs error between two samples, and the original's range. */
+struct error_stats {
+  double sse = 0, max_abs = 0, mn = 0, mx = 0;
+};
+
+}  // namespace dctchop::detail
+
+#define DCTCHOP_DECLARE_METRIC_KERNELS(ns)                                                   \
+  namespace dctchop::detail::ns {                                                            \
+  /** Error statistics of sample n, whose planes*height*width values are contiguous in both \
+   *  views (dense_samples). */                                                              \
+  error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,          \
+                           std::uint64_t n);                                                 \
+  /** The sum over the planes of sample n of each plane's mean SSIM (planes of at least  \
+   *  7 x 7). */                                                                             \
+  double sample_ssim(const const_sample_view& a, const const_sample_view& b,                \
+                     std::uint64_t n, double range);                                         \
+  /** Mean SSIM of two row-major h x w planes of doubles (at least 7 x 7). */              \
+  double dense_ssim(const double* a, const double* b, std::uint64_t h, std::uint64_t w,     \
+                    double range);                                                           \
+  }
+
+DCTCHOP_DECLARE_METRIC_KERNELS(generic)
+DCTCHOP_DECLARE_METRIC_KERNELS(avx2)
