@@ -144,7 +144,7 @@ double lane_sum(const double* __restrict v, u64 n) {
 template <typename T>
 void box7(const T* __restrict c, T* __restrict out, u64 n) {
   for (u64 x = 0; x < n; ++x)
-    out[x] = c[x] + c[x + 1] + c[x + 2] + c[x + 3] + c[x + 4] + c[x + 5] + c[x + 6];
+    out[x] = static_cast<T>(c[x] + c[x + 1] + c[x + 2] + c[x + 3] + c[x + 4] + c[x + 5] + c[x + 6]);
 }
 
 /** Slide the column sums of one plane down a row: remove the leaving row (when `full`), add
@@ -234,14 +234,16 @@ class ssim_rows {
   u64 windows_ = 0;
 };
 
-/** The same for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums Sx, Sxx,
- *  Sxy stay below 2^22, and the statistics the SSIM formula needs, scaled by 49^2 or 49*48,
- *  are integers below 2^29:
+/** The same for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums Sx, Sy
+ *  stay below 2^14 and Sxx + Syy, Sxy below 2^23, and the statistics the SSIM formula needs,
+ *  scaled by 49^2 or 49*48, are integers below 2^29:
  *    2 Sx Sy,  Sx^2 + Sy^2,  2 (49 Sxy - Sx Sy),  49 (Sxx + Syy) - Sx^2 - Sy^2.
  *  So the means, variances and covariance are exact, and the one formula per window takes
  *  four roundings in double (scikit-image's float64 arithmetic takes about twenty):
  *    SSIM = (2 Sx Sy + 49^2 C1) (2 (49 Sxy - Sx Sy) + 49*48 C2)
- *         / ((Sx^2 + Sy^2 + 49^2 C1) (49 (Sxx + Syy) - Sx^2 - Sy^2 + 49*48 C2)). */
+ *         / ((Sx^2 + Sy^2 + 49^2 C1) (49 (Sxx + Syy) - Sx^2 - Sy^2 + 49*48 C2)).
+ *  Only the sum Sxx + Syy is needed, so four sums are kept, Sx and Sy in 16 bits: twice as
+ *  many per vector. */
 class ssim_rows_u8 {
  public:
   ssim_rows_u8(u64 w, double range) : w_(w) {
@@ -249,8 +251,8 @@ class ssim_rows_u8 {
     c2_ = (0.03 * range) * (0.03 * range) * (k_np * (k_np - 1));
     ring_a_.assign(k_win * w, 0);
     ring_b_.assign(k_win * w, 0);
-    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, 0);
-    for (auto* s : {&bx_, &by_, &bxx_, &byy_, &bxy_}) s->assign(w, 0);
+    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(w, 0);
+    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(w, 0);
     ssim_.assign(w, 0.0);
   }
   /** Add the next row of both planes (w values each, contiguous). */
@@ -267,21 +269,22 @@ class ssim_rows_u8 {
   double mean() const { return sum_ / static_cast<double>(windows_); }
 
  private:
+  using i16 = std::int16_t;
   using i32 = std::int32_t;
   /** Move the column sums down a row: add row (a, b), remove the leaving row (oa, ob). */
   void slide(const std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
              const std::uint8_t* __restrict oa, const std::uint8_t* __restrict ob) {
-    i32* __restrict sx = sx_.data();
-    i32* __restrict sy = sy_.data();
-    i32* __restrict sxx = sxx_.data();
-    i32* __restrict syy = syy_.data();
+    i16* __restrict sx = sx_.data();
+    i16* __restrict sy = sy_.data();
+    for (u64 x = 0; x < w_; ++x) {
+      sx[x] = static_cast<i16>(sx[x] + (i16(a[x]) - i16(oa[x])));
+      sy[x] = static_cast<i16>(sy[x] + (i16(b[x]) - i16(ob[x])));
+    }
+    i32* __restrict sq = sq_.data();
     i32* __restrict sxy = sxy_.data();
     for (u64 x = 0; x < w_; ++x) {
       const i32 va = a[x], vb = b[x], wa = oa[x], wb = ob[x];
-      sx[x] += va - wa;
-      sy[x] += vb - wb;
-      sxx[x] += va * va - wa * wa;
-      syy[x] += vb * vb - wb * wb;
+      sq[x] += (va * va + vb * vb) - (wa * wa + wb * wb);
       sxy[x] += va * vb - wa * wb;
     }
   }
@@ -289,20 +292,19 @@ class ssim_rows_u8 {
     const u64 nw = w_ - k_win + 1;
     box7(sx_.data(), bx_.data(), nw);
     box7(sy_.data(), by_.data(), nw);
-    box7(sxx_.data(), bxx_.data(), nw);
-    box7(syy_.data(), byy_.data(), nw);
+    box7(sq_.data(), bq_.data(), nw);
     box7(sxy_.data(), bxy_.data(), nw);
-    const i32* __restrict bx = bx_.data();
-    const i32* __restrict by = by_.data();
-    const i32* __restrict bxx = bxx_.data();
-    const i32* __restrict byy = byy_.data();
+    const i16* __restrict bx = bx_.data();
+    const i16* __restrict by = by_.data();
+    const i32* __restrict bq = bq_.data();
     const i32* __restrict bxy = bxy_.data();
     double* __restrict s = ssim_.data();
     const double c1 = c1_, c2 = c2_;
     constexpr i32 np = k_win * k_win;
     for (u64 x = 0; x < nw; ++x) {
-      const i32 sxy = bx[x] * by[x], sq = bx[x] * bx[x] + by[x] * by[x];
-      const i32 cov = np * bxy[x] - sxy, var = np * (bxx[x] + byy[x]) - sq;
+      const i32 sx = bx[x], sy = by[x];
+      const i32 sxy = sx * sy, sq = sx * sx + sy * sy;
+      const i32 cov = np * bxy[x] - sxy, var = np * bq[x] - sq;
       s[x] = ((double(2 * sxy) + c1) * (double(2 * cov) + c2)) /
              ((double(sq) + c1) * (double(var) + c2));
     }
@@ -313,8 +315,8 @@ class ssim_rows_u8 {
   double c1_, c2_;
   u64 rows_ = 0;
   std::vector<std::uint8_t> ring_a_, ring_b_;
-  std::vector<i32> sx_, sy_, sxx_, syy_, sxy_;
-  std::vector<i32> bx_, by_, bxx_, byy_, bxy_;  // the current window row
+  std::vector<i16> sx_, sy_, bx_, by_;     // column sums and the current window row's sums
+  std::vector<i32> sq_, sxy_, bq_, bxy_;  // of x, y, xx + yy, xy
   std::vector<double> ssim_;
   double sum_ = 0;
   u64 windows_ = 0;
