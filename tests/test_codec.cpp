@@ -424,6 +424,7 @@ TEST(Scalar, RoundClampSaturatesAndRoundsHalfToEven) {
 // ---- the per-ISA kernel copies must agree bit for bit ---------------------------------------
 
 #include "cpu_kernels.hpp"
+#include "isa.hpp"
 
 namespace {
 
@@ -431,10 +432,7 @@ TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
 #if !defined(DCTCHOP_HAVE_AVX2_KERNELS)
   GTEST_SKIP() << "no AVX2 kernel copy in this build";
 #else
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
-    GTEST_SKIP() << "this processor has no AVX2/F16C";
-  }
+  if (!detail::use_avx2_kernels()) GTEST_SKIP() << "this processor has no AVX2/F16C";
   std::mt19937_64 rng(99);
   for (auto lay : {layout::nhwc, layout::nchw, layout::nhw}) {
     for (int b : {4, 8, 16, 32}) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/metrics.hpp"
+#include "isa.hpp"
 #include "metric_kernels.hpp"
 
 namespace {
@@ -253,10 +254,7 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
 #if !defined(DCTCHOP_HAVE_AVX2_KERNELS)
   GTEST_SKIP() << "no AVX2 kernel copy in this build";
 #else
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
-    GTEST_SKIP() << "this processor has no AVX2/F16C";
-  }
+  if (!detail::use_avx2_kernels()) GTEST_SKIP() << "this processor has no AVX2/F16C";
   std::mt19937 rng(31);
   std::uniform_real_distribution<double> val(0.0, 1.0);
   for (dtype t : {dtype::u8, dtype::u16, dtype::i16, dtype::f32, dtype::f64}) {

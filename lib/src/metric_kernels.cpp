@@ -379,6 +379,10 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
   return sum;
 }
 
+void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
+  load_row_as(v, n, c, r, out);
+}
+
 double dense_ssim(const double* a, const double* b, u64 h, u64 w, double range) {
   ssim_rows s(w, range);
   for (u64 r = 0; r < h; ++r) s.push(a + r * w, b + r * w);

@@ -29,6 +29,9 @@ struct error_stats {
    *  7 x 7). */                                                                             \
   double sample_ssim(const const_sample_view& a, const const_sample_view& b,                \
                      std::uint64_t n, double range);                                         \
+  /** Row r of plane c of sample n as doubles. */                                          \
+  void load_row(const const_sample_view& v, std::uint64_t n, std::uint64_t c,               \
+                std::uint64_t r, double* out);                                               \
   /** Mean SSIM of two row-major h x w planes of doubles (at least 7 x 7). */              \
   double dense_ssim(const double* a, const double* b, std::uint64_t h, std::uint64_t w,     \
                     double range);                                                           \

@@ -23,6 +23,7 @@ struct metric_kernels {
   decltype(&detail::generic::sample_stats) sample_stats;
   decltype(&detail::generic::sample_ssim) sample_ssim;
   decltype(&detail::generic::dense_ssim) dense_ssim;
+  decltype(&detail::generic::load_row) load_row;
 };
 
 const metric_kernels& kernels() {
@@ -30,28 +31,12 @@ const metric_kernels& kernels() {
 #if defined(DCTCHOP_HAVE_AVX2_KERNELS)
     if (detail::use_avx2_kernels())
       return metric_kernels{&detail::avx2::sample_stats, &detail::avx2::sample_ssim,
-                            &detail::avx2::dense_ssim};
+                            &detail::avx2::dense_ssim, &detail::avx2::load_row};
 #endif
     return metric_kernels{&detail::generic::sample_stats, &detail::generic::sample_ssim,
-                          &detail::generic::dense_ssim};
+                          &detail::generic::dense_ssim, &detail::generic::load_row};
   }();
   return k;
-}
-
-/** One row of a plane as doubles. */
-void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
-  auto run = [&](auto* base) {
-    const auto* p = base + static_cast<i64>(n) * v.stride_sample +
-                    static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
-    for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<double>(p[static_cast<i64>(x) * v.stride_col]);
-  };
-  switch (v.type) {
-    case dtype::u8: return run(static_cast<const std::uint8_t*>(v.data));
-    case dtype::u16: return run(static_cast<const std::uint16_t*>(v.data));
-    case dtype::i16: return run(static_cast<const std::int16_t*>(v.data));
-    case dtype::f32: return run(static_cast<const float*>(v.data));
-    case dtype::f64: return run(static_cast<const double*>(v.data));
-  }
 }
 
 /** Whether each sample of the view is one contiguous run of planes*height*width values (true
@@ -110,7 +95,7 @@ void value_range::add(const const_sample_view& v) {
   for (u64 n = 0; n < v.samples; ++n)
     for (u64 c = 0; c < v.planes; ++c)
       for (u64 r = 0; r < v.height; ++r) {
-        load_row(v, n, c, r, row.data());
+        kernels().load_row(v, n, c, r, row.data());
         for (double x : row) take(x, x);
       }
 }
@@ -171,8 +156,8 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
       if (!dense) {  // a strided view: walk the rows
         for (u64 c = 0; c < a.planes; ++c)
           for (u64 r = 0; r < a.height; ++r) {
-            load_row(a, n, c, r, ra.data());
-            load_row(b, n, c, r, rb.data());
+            kernels().load_row(a, n, c, r, ra.data());
+            kernels().load_row(b, n, c, r, rb.data());
             for (u64 x = 0; x < a.width; ++x) {
               const double d = ra[x] - rb[x];
               rec.sse += d * d;
