@@ -227,6 +227,50 @@ TEST(Ssim, U8SsimEqualsTheDirectComputationInEveryLayoutAndOnACrop) {
     EXPECT_NEAR(u8_ssim(va, vb, 2), slow_mean_ssim(va, vb), 1e-12)
         << to_string(s.lay) << " " << s.planes << " planes";
   }
+  // The planes of an NHWC batch, as NCHW.
+  auto planar = [](const std::vector<std::uint8_t>& v, const geometry& g) {
+    std::vector<std::uint8_t> out(v.size());
+    const u64 hw = g.height * g.width, c = g.planes;
+    for (u64 n = 0; n < g.samples; ++n)
+      for (u64 p = 0; p < c; ++p)
+        for (u64 k = 0; k < hw; ++k) out[(n * c + p) * hw + k] = v[(n * hw + k) * c + p];
+    return out;
+  };
+  // Many planes are measured in groups that keep their sums within u8_ssim_group_bytes: 7
+  // planes of 1024 columns make groups of 5 and 2. Interleaved, planar, and one of each
+  // (neither contiguous: the planar one is read plane by plane within each group).
+  {
+    geometry gi{layout::nhwc, 1, 7, 9, 1024}, gp{layout::nchw, 1, 7, 9, 1024};
+    ASSERT_GT(u64(7 * 46 * 1024), detail::u8_ssim_group_bytes) << "the case no longer splits";
+    auto [a, b] = pair_of(gi.values_per_sample());
+    const auto ap = planar(a, gi), bp = planar(b, gi);
+    auto ai = make_view(gi, dtype::u8, static_cast<const void*>(a.data()), 1);
+    auto bi = make_view(gi, dtype::u8, static_cast<const void*>(b.data()), 1);
+    auto apv = make_view(gp, dtype::u8, static_cast<const void*>(ap.data()), 1);
+    auto bpv = make_view(gp, dtype::u8, static_cast<const void*>(bp.data()), 1);
+    const double want = slow_mean_ssim(ai, bi);
+    EXPECT_NEAR(u8_ssim(ai, bi), want, 1e-12) << "interleaved, in groups";
+    EXPECT_NEAR(u8_ssim(apv, bpv), want, 1e-12) << "planar, in groups";
+    EXPECT_NEAR(u8_ssim(ai, bpv), want, 1e-12) << "interleaved against planar, in groups";
+  }
+  {  // one view interleaved, the other planar, RGB
+    geometry gi{layout::nhwc, 2, 3, 11, 13}, gp{layout::nchw, 2, 3, 11, 13};
+    auto [a, b] = pair_of(gi.samples * gi.values_per_sample());
+    const auto bp = planar(b, gi);
+    auto va = make_view(gi, dtype::u8, static_cast<const void*>(a.data()), 2);
+    auto vb = make_view(gp, dtype::u8, static_cast<const void*>(bp.data()), 2);
+    auto vbi = make_view(gi, dtype::u8, static_cast<const void*>(b.data()), 2);
+    EXPECT_NEAR(u8_ssim(va, vb), slow_mean_ssim(va, vbi), 1e-12) << "interleaved vs planar";
+  }
+  {  // every other column: neither contiguous nor interleaved
+    geometry g{layout::nhw, 1, 1, 12, 30};
+    auto [a, b] = pair_of(g.values_per_sample());
+    auto va = make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1);
+    auto vb = make_view(g, dtype::u8, static_cast<const void*>(b.data()), 1);
+    va.width = vb.width = 15;
+    va.stride_col = vb.stride_col = 2;
+    EXPECT_NEAR(u8_ssim(va, vb), slow_mean_ssim(va, vb), 1e-12) << "strided columns";
+  }
   // The 10 x 9 top-left corner of 2 samples of 15 x 20.
   geometry full{layout::nhw, 2, 1, 15, 20};
   auto [a, b] = pair_of(full.samples * full.values_per_sample());
@@ -246,7 +290,7 @@ TEST(Psnr, U8SquaredErrorsPastTheInt32RangeSumExactly) {
   quality_accumulator q(dtype::u8, std::nullopt, false);
   q.add(make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1),
         make_view(g, dtype::u8, static_cast<const void*>(b.data()), 1));
-  EXPECT_EQ(q.result().mse * 160000.0, 159999.0 * 65025.0 + 1.0);
+  EXPECT_EQ(q.result().mse, (159999.0 * 65025.0 + 1.0) / 160000.0);
   EXPECT_EQ(q.result().max_abs_error, 255.0);
 }
 

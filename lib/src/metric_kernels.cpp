@@ -44,12 +44,14 @@ const T* row_of(const const_sample_view& v, u64 n, u64 c, u64 r) {
          static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
 }
 
-/** Row r of every plane of sample n of a u8 view, one plane after another (planes x width). */
-void split_row(const const_sample_view& v, u64 n, u64 r, std::uint8_t* __restrict out) {
+/** Row r of planes c0 <= c < c1 of sample n of a u8 view, one plane after another
+ *  ((c1 - c0) x width): an interleaved row is split in one pass. */
+void split_row(const const_sample_view& v, u64 n, u64 r, u64 c0, u64 c1,
+               std::uint8_t* __restrict out) {
   const u64 w = v.width, planes = v.planes;
   if (v.stride_plane == 1 && v.stride_col == static_cast<i64>(planes)) {  // interleaved
     const std::uint8_t* __restrict in = row_of<std::uint8_t>(v, n, 0, r);
-    if (planes == 3) {  // RGB, the common case: a loop the compiler unrolls
+    if (planes == 3 && c0 == 0 && c1 == 3) {  // RGB, the common case: a loop that unrolls
       for (u64 x = 0; x < w; ++x) {
         out[x] = in[3 * x];
         out[w + x] = in[3 * x + 1];
@@ -58,10 +60,10 @@ void split_row(const const_sample_view& v, u64 n, u64 r, std::uint8_t* __restric
       return;
     }
     for (u64 x = 0; x < w; ++x)
-      for (u64 c = 0; c < planes; ++c) out[c * w + x] = in[x * planes + c];
+      for (u64 c = c0; c < c1; ++c) out[(c - c0) * w + x] = in[x * planes + c];
     return;
   }
-  for (u64 c = 0; c < planes; ++c) load_row_as(v, n, c, r, out + c * w);
+  for (u64 c = c0; c < c1; ++c) load_row_as(v, n, c, r, out + (c - c0) * w);
 }
 
 /** Squared error, max abs error and the original's range over `count` contiguous values.
@@ -268,6 +270,11 @@ class ssim_rows_u8 {
   }
   double mean() const { return sum_ / static_cast<double>(windows_); }
 
+  /** The memory a plane's state takes per column: the rows in the ring, the sums, the
+   *  window values. */
+  static constexpr u64 bytes_per_column = 2 * k_win + 4 * sizeof(std::int16_t) +
+                                          4 * sizeof(std::int32_t) + sizeof(double);
+
  private:
   using i16 = std::int16_t;
   using i32 = std::int32_t;
@@ -346,24 +353,33 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
   const u64 w = a.width, planes = a.planes;
   double sum = 0;
   if (a.type == dtype::u8) {
-    // Row by row, every plane at once: an interleaved row is split into its planes in one
-    // pass, and a plane's row is used where it lies when its values are contiguous.
-    std::vector<ssim_rows_u8> ss;
-    ss.reserve(planes);
-    for (u64 c = 0; c < planes; ++c) ss.emplace_back(w, range);
+    // Row by row, a group of planes at once: an interleaved row is split into the group's
+    // planes in one pass, and a plane's row is used where it lies when its values are
+    // contiguous. A group's running sums stay within u8_ssim_group_bytes (or one plane),
+    // whatever the number of planes.
+    if (planes == 0) return 0.0;
+    const u64 per_plane = ssim_rows_u8::bytes_per_column * std::max<u64>(w, 1);
+    const u64 group = std::clamp<u64>(u8_ssim_group_bytes / per_plane, 1, planes);
     const bool contiguous = a.stride_col == 1 && b.stride_col == 1;
-    std::vector<std::uint8_t> ra(contiguous ? 0 : planes * w), rb(ra.size());
-    for (u64 r = 0; r < a.height; ++r) {
-      if (contiguous) {
-        for (u64 c = 0; c < planes; ++c)
-          ss[c].push(row_of<std::uint8_t>(a, n, c, r), row_of<std::uint8_t>(b, n, c, r));
-      } else {
-        split_row(a, n, r, ra.data());
-        split_row(b, n, r, rb.data());
-        for (u64 c = 0; c < planes; ++c) ss[c].push(ra.data() + c * w, rb.data() + c * w);
+    std::vector<std::uint8_t> ra(contiguous ? 0 : group * w), rb(ra.size());
+    for (u64 c0 = 0; c0 < planes; c0 += group) {
+      const u64 c1 = std::min(planes, c0 + group);
+      std::vector<ssim_rows_u8> ss;
+      ss.reserve(c1 - c0);
+      for (u64 c = c0; c < c1; ++c) ss.emplace_back(w, range);
+      for (u64 r = 0; r < a.height; ++r) {
+        if (contiguous) {
+          for (u64 c = c0; c < c1; ++c)
+            ss[c - c0].push(row_of<std::uint8_t>(a, n, c, r), row_of<std::uint8_t>(b, n, c, r));
+        } else {
+          split_row(a, n, r, c0, c1, ra.data());
+          split_row(b, n, r, c0, c1, rb.data());
+          for (u64 c = c0; c < c1; ++c)
+            ss[c - c0].push(ra.data() + (c - c0) * w, rb.data() + (c - c0) * w);
+        }
       }
+      for (const auto& s : ss) sum += s.mean();  // in plane order, as one group would
     }
-    for (const auto& s : ss) sum += s.mean();
     return sum;
   }
   std::vector<double> ra(w), rb(w);

@@ -12,6 +12,10 @@ namespace dctchop::detail {
 /** scikit-image's default SSIM window: 7 x 7. */
 constexpr int ssim_window = 7;
 
+/** The memory for the running sums of the u8 planes whose SSIM is measured together (the
+ *  planes of an interleaved row are split once for all of them). */
+constexpr std::uint64_t u8_ssim_group_bytes = std::uint64_t(256) << 10;
+
 /** Squared error and max abs error between two samples, and the original's range. */
 struct error_stats {
   double sse = 0, max_abs = 0, mn = 0, mx = 0;
