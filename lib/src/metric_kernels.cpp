@@ -152,24 +152,22 @@ void box7(const T* __restrict c, T* __restrict out, u64 n) {
 /** Slide the column sums of one plane down a row: remove the leaving row (when `full`), add
  *  the new one and keep it. A free function of plain pointers, so that it vectorises. */
 [[gnu::noinline]] void update_columns(double* __restrict sx, double* __restrict sy,
-                                      double* __restrict sxx, double* __restrict syy,
-                                      double* __restrict sxy, double* __restrict oa,
-                                      double* __restrict ob, const double* __restrict a,
-                                      const double* __restrict b, u64 w, bool full) {
+                                      double* __restrict sq, double* __restrict sxy,
+                                      double* __restrict oa, double* __restrict ob,
+                                      const double* __restrict a, const double* __restrict b,
+                                      u64 w, bool full) {
   if (full) {
     for (u64 x = 0; x < w; ++x) {
       sx[x] -= oa[x];
       sy[x] -= ob[x];
-      sxx[x] -= oa[x] * oa[x];
-      syy[x] -= ob[x] * ob[x];
+      sq[x] -= oa[x] * oa[x] + ob[x] * ob[x];
       sxy[x] -= oa[x] * ob[x];
     }
   }
   for (u64 x = 0; x < w; ++x) {
     sx[x] += a[x];
     sy[x] += b[x];
-    sxx[x] += a[x] * a[x];
-    syy[x] += b[x] * b[x];
+    sq[x] += a[x] * a[x] + b[x] * b[x];
     sxy[x] += a[x] * b[x];
     oa[x] = a[x];
     ob[x] = b[x];
@@ -177,7 +175,8 @@ void box7(const T* __restrict c, T* __restrict out, u64 n) {
 }
 
 /** Sliding-window SSIM over a plane of doubles fed row by row: keeps the last 7 rows and the
- *  column sums of x, y, xx, yy, xy over them (memory O(7W)). */
+ *  column sums of x, y, xx + yy and xy over them (memory O(7W)). The formula needs the two
+ *  variances only as their sum, so xx and yy are summed together. */
 class ssim_rows {
  public:
   ssim_rows(u64 w, double range) : w_(w) {
@@ -185,15 +184,14 @@ class ssim_rows {
     c2_ = (0.03 * range) * (0.03 * range);
     ring_a_.assign(k_win * w, 0.0);
     ring_b_.assign(k_win * w, 0.0);
-    for (auto* s : {&sx_, &sy_, &sxx_, &syy_, &sxy_}) s->assign(w, 0.0);
-    for (auto* s : {&bx_, &by_, &bxx_, &byy_, &bxy_, &ssim_}) s->assign(w, 0.0);
+    for (auto* s : {&sx_, &sy_, &sq_, &sxy_}) s->assign(w, 0.0);
+    for (auto* s : {&bx_, &by_, &bq_, &bxy_, &ssim_}) s->assign(w, 0.0);
   }
   /** Add the next row of both planes. */
   void push(const double* a, const double* b) {
     const u64 slot = rows_ % k_win;
-    update_columns(sx_.data(), sy_.data(), sxx_.data(), syy_.data(), sxy_.data(),
-                   ring_a_.data() + slot * w_, ring_b_.data() + slot * w_, a, b, w_,
-                   rows_ >= k_win);
+    update_columns(sx_.data(), sy_.data(), sq_.data(), sxy_.data(), ring_a_.data() + slot * w_,
+                   ring_b_.data() + slot * w_, a, b, w_, rows_ >= k_win);
     ++rows_;
     if (rows_ >= k_win && w_ >= k_win) emit_row();
   }
@@ -204,13 +202,11 @@ class ssim_rows {
     const u64 nw = w_ - k_win + 1;
     box7(sx_.data(), bx_.data(), nw);
     box7(sy_.data(), by_.data(), nw);
-    box7(sxx_.data(), bxx_.data(), nw);
-    box7(syy_.data(), byy_.data(), nw);
+    box7(sq_.data(), bq_.data(), nw);
     box7(sxy_.data(), bxy_.data(), nw);
     const double* __restrict bx = bx_.data();
     const double* __restrict by = by_.data();
-    const double* __restrict bxx = bxx_.data();
-    const double* __restrict byy = byy_.data();
+    const double* __restrict bq = bq_.data();
     const double* __restrict bxy = bxy_.data();
     double* __restrict s = ssim_.data();
     const double c1 = c1_, c2 = c2_;
@@ -219,10 +215,10 @@ class ssim_rows {
     constexpr double inv = 1.0 / k_np;
     for (u64 x = 0; x < nw; ++x) {
       const double ux = bx[x] * inv, uy = by[x] * inv;
-      const double vx = k_cov_norm * (bxx[x] * inv - ux * ux);
-      const double vy = k_cov_norm * (byy[x] * inv - uy * uy);
-      const double vxy = k_cov_norm * (bxy[x] * inv - ux * uy);
-      s[x] = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2));
+      const double uxy = ux * uy, uq = ux * ux + uy * uy;
+      const double vq = k_cov_norm * (bq[x] * inv - uq);     // vx + vy
+      const double vxy = k_cov_norm * (bxy[x] * inv - uxy);
+      s[x] = ((2 * uxy + c1) * (2 * vxy + c2)) / ((uq + c1) * (vq + c2));
     }
     sum_ += lane_sum(s, nw);
     windows_ += nw;
@@ -230,8 +226,8 @@ class ssim_rows {
   u64 w_;
   double c1_, c2_;
   u64 rows_ = 0;
-  std::vector<double> ring_a_, ring_b_, sx_, sy_, sxx_, syy_, sxy_;
-  std::vector<double> bx_, by_, bxx_, byy_, bxy_, ssim_;  // the current window row
+  std::vector<double> ring_a_, ring_b_, sx_, sy_, sq_, sxy_;
+  std::vector<double> bx_, by_, bq_, bxy_, ssim_;  // the current window row
   double sum_ = 0;
   u64 windows_ = 0;
 };
