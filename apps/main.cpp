@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -104,6 +105,36 @@ std::string ssim_text(const std::optional<double>& s) {
   return s ? fmt::format("{:.4f}", *s) : std::string("n/a");
 }
 
+/** SSIM, or why there is none, from the JSON reports' "ssim_status" word. */
+std::string ssim_text(const std::optional<double>& s, const std::string& status) {
+  if (s) return ssim_text(s);
+  if (status == "off") return "n/a (not measured)";
+  if (status == "no_range") return "n/a (float data from stdin: range unknown)";
+  if (status == "small_planes") return "n/a (planes below 7x7)";
+  if (status == "constant") return "n/a (constant data)";
+  return "n/a";
+}
+
+std::string ssim_text(const quality& q) { return ssim_text(q.ssim, to_string(q.ssim_state)); }
+
+/** NRMSE, or n/a where R is 0. */
+std::string nrmse_text(const std::optional<double>& v) {
+  return v ? fmt::format("{:.3g}", *v) : std::string("n/a");
+}
+
+/** A CLI11 check that a number is finite: a NaN passes every range check. */
+const CLI::Validator finite_number(
+    [](std::string& s) {
+      try {
+        std::size_t used = 0;
+        const double x = std::stod(s, &used);
+        if (used == s.size() && std::isfinite(x)) return std::string();
+      } catch (const std::exception&) {
+      }
+      return "expected a finite number, got " + s;
+    },
+    "FINITE");
+
 std::string shape_text(const std::vector<std::uint64_t>& s) {
   std::string r;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -121,12 +152,12 @@ std::string psnr_text(const quality& q) {
 
 /** One line of quality figures. */
 std::string quality_line(const quality& q) {
-  return fmt::format("PSNR {} (worst sample {}), SSIM {}, max error {:g}, NRMSE {:.3g}",
+  return fmt::format("PSNR {} (worst sample {}), SSIM {}, max error {:g}, NRMSE {}",
                      psnr_text(q),
                      q.sample_psnr_min  ? db_text(q.sample_psnr_min)
                      : q.psnr_undefined ? std::string("n/a")
                                         : std::string("lossless"),
-                     ssim_text(q.ssim), q.max_abs_error, q.nrmse);
+                     ssim_text(q), q.max_abs_error, nrmse_text(q.nrmse_defined()));
 }
 
 /** j[key] when it is a number (an archive's figures may be absent, or null for infinity). */
@@ -187,13 +218,15 @@ void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::
   if (!b.empty()) end = num(b);
 }
 
-/** Split "1,2,4" into items. */
-std::vector<std::string> split_list(const std::string& s) {
+/** Split "1,2,4" into items; an empty item ("1,,2", "1,") is a usage error of `option`. */
+std::vector<std::string> split_list(const std::string& s, const std::string& option) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  if (!s.empty() && s.back() == ',') out.emplace_back();
+  for (const auto& i : out) {
+    if (i.empty()) throw error(errc::invalid_argument, option + " " + s + ": an empty item");
   }
   return out;
 }
@@ -289,6 +322,20 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
   (out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
 }
 
+/** Why an archive's recorded quality has no SSIM, as far as the archive tells: the footer
+ *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures and the shape. */
+std::string stored_ssim_status(const nlohmann::json& info) {
+  const auto& q = info["quality"];
+  if (opt_number(q, "ssim")) return "measured";
+  if (opt_flag(q, "psnr_undefined")) return "constant";
+  const auto shape = info["shape"].get<std::vector<std::uint64_t>>();
+  const std::string lay = info["layout"].get<std::string>();
+  // The plane's axes: H, W are the last two except in NHWC (axes 1 and 2).
+  const std::size_t hi = lay == "NHWC" ? 1 : shape.size() - 2;
+  if (shape.size() >= 2 && (shape[hi] < 7 || shape[hi + 1] < 7)) return "small_planes";
+  return "off";
+}
+
 void print_info_text(const nlohmann::json& j) {
   const auto& c = j["codec"];
   std::cout << fmt::format("file:        {}\n", j["file"].get<std::string>());
@@ -322,13 +369,17 @@ void print_info_text(const nlohmann::json& j) {
     auto per_sample = [&](const char* key) {
       return undefined ? std::string("n/a") : db_text(opt_number(q, key));
     };
-    std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}\n",
+    const auto lossless = opt_number(q, "lossless_samples").value_or(0);
+    std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}{}\n",
                              undefined ? std::string("n/a (constant data)")
                                        : db_text(opt_number(q, "psnr_db")),
-                             per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"));
-    std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {:.3g}, max error {:g}\n",
-                             ssim_text(opt_number(q, "ssim")), opt_number(q, "rmse").value_or(0),
-                             opt_number(q, "nrmse").value_or(0),
+                             per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"),
+                             lossless > 0 ? fmt::format(" ({:g} lossless samples)", lossless)
+                                          : std::string());
+    std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {}, max error {:g}\n",
+                             ssim_text(opt_number(q, "ssim"), stored_ssim_status(j)),
+                             opt_number(q, "rmse").value_or(0),
+                             nrmse_text(opt_number(q, "nrmse")),
                              opt_number(q, "max_abs_error").value_or(0));
   } else {
     std::cout << "quality:     not measured at compression (--no-quality)\n";
@@ -357,8 +408,9 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  auto num = [csv](const std::optional<double>& v, const char* f) {
-    return v ? fmt::format(fmt::runtime(f), *v) : std::string(csv ? "" : "inf");
+  // A PSNR: a number, inf (lossless), or n/a (constant data: undefined); empty in CSV.
+  auto num = [csv](const std::optional<double>& v, const char* f, bool undefined) {
+    return v ? fmt::format(fmt::runtime(f), *v) : std::string(csv ? "" : undefined ? "n/a" : "inf");
   };
   if (csv) {
     std::cout << "block,chop,coeff,ratio,bits_per_value,psnr_db,sample_psnr_min_db,ssim,"
@@ -382,14 +434,16 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     if (csv) {
       std::cout << fmt::format("{},{},{},{:.6g},{:.6g},{},{},{},{:.6g},{:.4g},{:.4g},\n", row.block,
                                row.chop, ct, row.ratio(), row.bits_per_value(),
-                               num(q.psnr_db, "{:.4f}"), num(q.sample_psnr_min, "{:.4f}"),
+                               num(q.psnr_db, "{:.4f}", q.psnr_undefined),
+                               num(q.sample_psnr_min, "{:.4f}", q.psnr_undefined),
                                q.ssim ? fmt::format("{:.6f}", *q.ssim) : std::string(),
                                q.max_abs_error, row.compress_gbps(), row.decompress_gbps());
     } else {
       std::cout << fmt::format(
           "{:>5} {:>4} {:>5} {:>8.2f} {:>9.3f} {:>9} {:>10} {:>7} {:>9.4g} {:>9.2f} {:>9.2f}\n",
-          row.block, row.chop, ct, row.ratio(), row.bits_per_value(), num(q.psnr_db, "{:.2f}"),
-          num(q.sample_psnr_min, "{:.2f}"), ssim_text(q.ssim), q.max_abs_error,
+          row.block, row.chop, ct, row.ratio(), row.bits_per_value(),
+          num(q.psnr_db, "{:.2f}", q.psnr_undefined),
+          num(q.sample_psnr_min, "{:.2f}", q.psnr_undefined), ssim_text(q.ssim), q.max_abs_error,
           row.compress_gbps(), row.decompress_gbps());
     }
   }
@@ -445,10 +499,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   auto* chop_opt =
       cmp->add_option("--chop", c_chop, "coefficients kept per axis K, 1..B")->capture_default_str();
-  cmp->add_option("--psnr", c_psnr,
+  auto* psnr_opt = cmp->add_option("--psnr", c_psnr,
                   "choose the smallest chop whose PSNR on this data is at least X dB")
+      ->check(finite_number)
       ->excludes(chop_opt);
-  cmp->add_option("--ssim", c_ssim, "choose the smallest chop whose SSIM is at least Y")
+  auto* ssim_opt = cmp->add_option("--ssim", c_ssim, "choose the smallest chop whose SSIM is at least Y")
+      ->check(finite_number)
       ->check(CLI::Range(-1.0, 1.0))
       ->excludes(chop_opt);
   cmp->add_option("--coeff", c_coeff,
@@ -468,8 +524,10 @@ int main(int argc, char** argv) {
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
   cmp->add_flag("--json", c_json, "print the report as JSON (stdout, or stderr with -o -)");
-  cmp->add_flag("--no-quality", c_no_quality, "skip measuring PSNR and SSIM (faster)");
-  cmp->add_flag("--no-ssim", c_no_ssim, "measure PSNR but not SSIM");
+  cmp->add_flag("--no-quality", c_no_quality, "skip measuring PSNR and SSIM (faster)")
+      ->excludes(psnr_opt)
+      ->excludes(ssim_opt);
+  cmp->add_flag("--no-ssim", c_no_ssim, "measure PSNR but not SSIM")->excludes(ssim_opt);
 
   // ---- decompress
   std::string d_in, d_out, d_samples, d_labels_out, d_backend = "auto";
@@ -543,9 +601,14 @@ int main(int argc, char** argv) {
   ver->add_option("--against", v_against,
                   "the original .npy (or - for stdin); without it only the checksums and the "
                   "index are checked");
-  ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB");
-  ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y");
-  ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z");
+  ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB")
+      ->check(finite_number);
+  ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y (-1..1)")
+      ->check(finite_number)
+      ->check(CLI::Range(-1.0, 1.0));
+  ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z")
+      ->check(finite_number)
+      ->check(CLI::NonNegativeNumber);
   add_backend_options(ver, v_backend, v_threads);
   ver->add_flag("--json", v_json, "print JSON");
   ver->add_flag("-q,--quiet", v_quiet, "print nothing but errors and failed gates");
@@ -608,7 +671,7 @@ int main(int argc, char** argv) {
       } else if (!c_quiet) {
         for (const auto& t : r.trials) {
           log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q),
-                    ssim_text(t.q.ssim), t.on_sample ? "a sample" : "all the data",
+                    ssim_text(t.q), t.on_sample ? "a sample" : "all the data",
                     t.meets ? " - meets the target" : "");
         }
         if (!r.trials.empty()) log->info("chose chop {} for the target", r.codec.chop);
@@ -674,9 +737,12 @@ int main(int argc, char** argv) {
       o.block = e_block;
       o.nonfinite_replacement = parse_nonfinite(e_nonfinite);
       o.chops.clear();
-      for (const auto& s : split_list(e_chops)) {
+      for (const auto& s : split_list(e_chops, "--chop")) {
         int k = 0;
         try {
+          if (s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
+            throw std::invalid_argument(s);
+          }
           k = std::stoi(s);
         } catch (const std::exception&) {
           throw error(errc::invalid_argument, "--chop " + e_chops + ": expected numbers like 1,2,4");
@@ -687,7 +753,7 @@ int main(int argc, char** argv) {
         }
         o.chops.push_back(k);
       }
-      for (const auto& s : split_list(e_coeffs)) {
+      for (const auto& s : split_list(e_coeffs, "--coeff")) {
         auto ct = parse_coeff_type(s);
         if (!ct) throw error(errc::invalid_argument, "--coeff " + s + ": not f16, bf16, f32 or i16");
         o.coeffs.push_back(*ct);
@@ -740,7 +806,9 @@ int main(int argc, char** argv) {
         log->error("mismatch: {}", r.mismatch);
       } else {
         if (!v_quiet) log->info("{}: checksums ok; {}", v_in == "-" ? "<stdin>" : v_in, quality_line(*r.q));
-        for (const auto& f : r.failures) log->error("gate failed: {}", f);
+        for (const auto& f : r.failures) {
+          log->error("{}: gate failed: {}", v_in == "-" ? "<stdin>" : v_in, f);
+        }
         if (r.passed() && !v_quiet) log->info("every gate holds");
       }
       if (!r.mismatch.empty()) return exit_mismatch;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <optional>
@@ -1030,6 +1031,149 @@ TEST(QualityCli, InfoOfAnArchiveMadeWithNoQualitySaysQualityWasNotMeasured) {
   auto v = cli(dir, "verify a.dcz --against x.npy --json");
   ASSERT_EQ(v.status, 0) << describe(v);
   EXPECT_TRUE(parse_json(v.out).at("quality").at("ssim").is_number()) << v.out;
+}
+
+// ---- figures that do not exist for the data, and targets and gates that make no sense -----
+
+/** dir/c.npy: 4 f32 planes of 16x16, every value 1.5 (range 0: PSNR and SSIM undefined). */
+void save_constant_f32(const temp_dir& dir) {
+  save_npy(dir.file("c.npy"), dtype::f32, {4, 16, 16}, std::vector<float>(4 * 16 * 16, 1.5f));
+}
+
+TEST(QualityCli, ConstantFloatDataReportsUndefinedFiguresAsSuchEverywhere) {
+  temp_dir dir;
+  save_constant_f32(dir);
+  // The figures: n/a with the reason in text, null with ssim_status in JSON; NRMSE too.
+  auto c = cli(dir, "compress c.npy -o c.dcz --chop 2 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json q = parse_json(c.out).at("quality");
+  EXPECT_TRUE(q.at("psnr_undefined").get<bool>()) << c.out;
+  EXPECT_TRUE(q.at("nrmse").is_null()) << c.out;
+  EXPECT_TRUE(q.at("ssim").is_null()) << c.out;
+  EXPECT_EQ(q.at("ssim_status"), "constant") << c.out;
+  auto t = cli(dir, "compress c.npy -o d.dcz --chop 2");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  EXPECT_TRUE(contains(t.err, "SSIM n/a (constant data)")) << t.err;
+  EXPECT_TRUE(contains(t.err, "NRMSE n/a")) << t.err;
+  auto e = cli(dir, "eval c.npy --chop 2");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_FALSE(contains(e.out, "inf")) << "undefined is not lossless:\n" << e.out;
+  EXPECT_TRUE(contains(e.out, "n/a")) << e.out;
+  // A PSNR or SSIM target cannot choose a chop here: exit 8, saying why; nothing written.
+  for (const char* target : {"--psnr 30", "--ssim 0.5"}) {
+    auto r = cli(dir, std::string("compress c.npy -o t.dcz ") + target);
+    EXPECT_EQ(r.status, 8) << target << "\n" << describe(r);
+    EXPECT_TRUE(contains(r.err, "c.npy")) << r.err;
+    EXPECT_TRUE(contains(r.err, "constant")) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("t.dcz"))) << target;
+  }
+  // Both gates fail alike, with the reason.
+  for (const char* gate : {"--min-psnr 20", "--min-ssim 0.5"}) {
+    auto v = cli(dir, std::string("verify c.dcz --against c.npy ") + gate);
+    EXPECT_EQ(v.status, 8) << gate << "\n" << describe(v);
+    EXPECT_TRUE(contains(v.err, "c.dcz: gate failed")) << v.err;
+    EXPECT_TRUE(contains(v.err, "constant")) << v.err;
+  }
+}
+
+TEST(QualityCli, SsimTargetOnPlanesBelow7x7Exits8NamingTheFileAndTheReason) {
+  temp_dir dir;
+  save_npy(dir.file("s.npy"), dtype::u8, {4, 6, 6}, test::smooth_u8_nhwc(4, 6, 6, 1));
+  auto r = cli(dir, "compress s.npy -o s.dcz --ssim 0.5");
+  EXPECT_EQ(r.status, 8) << describe(r);
+  EXPECT_TRUE(contains(r.err, "s.npy")) << r.err;
+  EXPECT_TRUE(contains(r.err, "smaller than 7x7")) << r.err;
+  auto c = cli(dir, "compress s.npy -o s.dcz --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(parse_json(c.out).at("quality").at("ssim_status"), "small_planes") << c.out;
+  auto n = cli(dir, "compress s.npy -o n.dcz --json --no-ssim");
+  ASSERT_EQ(n.status, 0) << describe(n);
+  EXPECT_EQ(parse_json(n.out).at("quality").at("ssim_status"), "off") << n.out;
+}
+
+TEST(QualityCli, FloatDataFromStdinHasNoSsimInCompressButVerifyTakesTheRangeFromTheArchive) {
+  temp_dir dir;
+  const analytic_f32 d;
+  d.save(dir, "f.npy");
+  auto c = sh(dir, "DCTCHOP compress - -o f.dcz --json < f.npy");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json q = parse_json(c.out).at("quality");
+  EXPECT_TRUE(q.at("ssim").is_null()) << c.out;
+  EXPECT_EQ(q.at("ssim_status"), "no_range") << c.out;
+  auto v = sh(dir, "DCTCHOP verify f.dcz --against - --json < f.npy");
+  ASSERT_EQ(v.status, 0) << describe(v);
+  EXPECT_TRUE(parse_json(v.out).at("quality").at("ssim").is_number()) << v.out;
+}
+
+TEST(QualityCli, NonFiniteOrOutOfRangeTargetsAndGatesAreUsageErrors) {
+  temp_dir dir;
+  save_textured(dir);
+  ASSERT_EQ(cli(dir, "compress tex.npy -o a.dcz --chop 4 -q").status, 0);
+  for (const char* args :
+       {"compress tex.npy -o t.dcz --psnr nan", "compress tex.npy -o t.dcz --psnr inf",
+        "compress tex.npy -o t.dcz --ssim nan", "compress tex.npy -o t.dcz --ssim 1.5",
+        "compress tex.npy -o t.dcz --psnr 30 --no-quality",
+        "compress tex.npy -o t.dcz --ssim 0.9 --no-quality",
+        "compress tex.npy -o t.dcz --ssim 0.9 --no-ssim",
+        "verify a.dcz --against tex.npy --min-psnr nan",
+        "verify a.dcz --against tex.npy --min-ssim nan",
+        "verify a.dcz --against tex.npy --min-ssim 2",
+        "verify a.dcz --against tex.npy --max-error nan",
+        "verify a.dcz --against tex.npy --max-error -1",
+        "eval tex.npy --chop 1-3", "eval tex.npy --chop 2.5", "eval tex.npy --chop 2x",
+        "eval tex.npy --chop 2,,3", "eval tex.npy --chop 2,", "eval tex.npy --coeff f16,,f32"}) {
+    auto r = cli(dir, args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
+    EXPECT_FALSE(fs::exists(dir.file("t.dcz"))) << args;
+  }
+  // The same options with sensible values work.
+  EXPECT_EQ(cli(dir, "verify a.dcz --against tex.npy --min-ssim -0.5 --max-error 255 -q").status, 0);
+  EXPECT_EQ(cli(dir, "eval tex.npy --chop 2,3 -q").status, 0);
+}
+
+TEST(QualityCli, VerifyRefusesAnOriginalWithNanWhereTheArchiveRecordedNoReplacement) {
+  temp_dir dir;
+  const analytic_f32 d;
+  d.save(dir, "f.npy");
+  ASSERT_EQ(cli(dir, "compress f.npy -o f.dcz -q").status, 0);
+  std::vector<float> bad = d.values;
+  bad[3 * 32 * 32 + 40] = std::numeric_limits<float>::quiet_NaN();
+  save_npy(dir.file("bad.npy"), dtype::f32, {u64(analytic_f32::n), 32, 32}, bad);
+  auto v = cli(dir, "verify f.dcz --against bad.npy --min-psnr 10");
+  EXPECT_EQ(v.status, 3) << describe(v);
+  EXPECT_TRUE(contains(v.err, "bad.npy: sample 3")) << v.err;
+  EXPECT_TRUE(contains(v.err, "NaN or Inf")) << v.err;
+}
+
+TEST(QualityCli, AnUnreachableTargetWithF32CoefficientsDoesNotAdviseF32) {
+  temp_dir dir;
+  const analytic_f32 d;
+  d.save(dir, "f.npy");
+  auto c = cli(dir, "compress f.npy -o f.dcz --psnr 300 --coeff f32");
+  EXPECT_EQ(c.status, 8) << describe(c);
+  EXPECT_FALSE(contains(c.err, "try --coeff f32")) << c.err;
+  EXPECT_TRUE(contains(c.err, "on all the data")) << c.err;  // 16 KiB: the sample is all of it
+  auto h = cli(dir, "compress f.npy -o f.dcz --psnr 300 --coeff f16");
+  EXPECT_EQ(h.status, 8) << describe(h);
+  EXPECT_TRUE(contains(h.err, "try --coeff f32")) << h.err;
+}
+
+TEST(QualityCli, InfoTextCountsLosslessSamplesAndVerifyMismatchDescribesTheArchive) {
+  temp_dir dir;
+  // Two samples of noise and two constant ones: at chop 1 the constant ones are exact.
+  std::vector<std::uint8_t> v(4 * 16 * 16, 77);
+  lcg r(3);
+  for (std::size_t k = 0; k < 2 * 16 * 16; ++k) v[k] = static_cast<std::uint8_t>(r.next() & 0xff);
+  save_npy(dir.file("m.npy"), dtype::u8, {4, 16, 16}, v);
+  ASSERT_EQ(cli(dir, "compress m.npy -o m.dcz --chop 1 -q").status, 0);
+  auto i = cli(dir, "info m.dcz");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_TRUE(contains(i.out, "(2 lossless samples)")) << i.out;
+  // An original whose shape cannot take the archive's layout: exit 9, the archive described.
+  save_npy(dir.file("flat.npy"), dtype::f32, {4, 16}, std::vector<float>(64, 0.f));
+  auto m = cli(dir, "verify m.dcz --against flat.npy");
+  EXPECT_EQ(m.status, 9) << describe(m);
+  EXPECT_TRUE(contains(m.err, "m.dcz holds 4x16x16 u8")) << m.err;
 }
 
 }  // namespace

@@ -167,19 +167,30 @@ void rethrow_in(const error& e, const std::string& file, u64 first) {
 
 nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64> replaced) {
   nlohmann::json extra = {{"input_bytes", input_bytes}};
-  if (q != nullptr) extra["quality"] = quality_to_json(*q);
+  if (q != nullptr) {
+    extra["quality"] = quality_to_json(*q);
+    // Readers of format 1.0 take only numbers, flags and nulls there (ARCHIVE.md): the
+    // reports' one word stays out, so that every 1.0 reader opens what this one writes.
+    extra["quality"].erase("ssim_status");
+  }
   if (replaced) extra["nonfinite_replaced"] = *replaced;
   return extra;
 }
 
-bool meets(const quality& q, const quality_target& t) {
+bool meets(const quality& q, const quality_target& t, const std::string& name) {
   bool ok = true;
-  if (t.psnr_db) ok &= q.mse == 0 || (q.psnr_db && *q.psnr_db >= *t.psnr_db);
+  if (t.psnr_db) {
+    if (q.psnr_undefined) {
+      throw error(errc::quality_not_met,
+                  name + ": the data is constant (range 0), so PSNR is undefined and --psnr "
+                         "cannot choose a chop; give --chop instead");
+    }
+    ok &= q.mse == 0 || (q.psnr_db && *q.psnr_db >= *t.psnr_db);
+  }
   if (t.ssim) {
     if (!q.ssim) {
-      throw error(errc::invalid_argument,
-                  "an SSIM target needs planes of at least 7x7 (and, for float data, a file "
-                  "input so that the data range is known)");
+      throw error(errc::quality_not_met, name + ": --ssim cannot choose a chop: " +
+                                             ssim_missing_reason(q.ssim_state));
     }
     ok &= *q.ssim >= *t.ssim;
   }
@@ -234,7 +245,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     quality_accumulator acc(src.type, range, ssim);
     acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), m), threads);
     chop_trial tr{k, acc.result(), m < n, false};
-    tr.meets = meets(tr.q, t);
+    tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
     if (tr.meets) return trials;
   }
@@ -243,7 +254,13 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
               src.name() + ": even chop " + std::to_string(p.block) + " (every coefficient) " +
                   "gives PSNR " + fmt_db(last.psnr_db) + " dB" +
                   (last.ssim ? ", SSIM " + std::to_string(*last.ssim) : std::string()) +
-                  " on a sample, short of the target; try --coeff f32");
+                  (m < n ? " on a sample of " + std::to_string(m) + " of " + std::to_string(n) +
+                               " samples"
+                         : std::string(" on all the data")) +
+                  ", short of the target" +
+                  (p.coeff != coeff_type::f32 ? std::string("; try --coeff f32")
+                                              : std::string("; f32 coefficients are the most "
+                                                            "precise dctchop stores")));
 }
 
 }  // namespace
@@ -258,9 +275,10 @@ nlohmann::json quality_to_json(const quality& q) {
   j["lossless_samples"] = q.lossless_samples;
   j["ssim"] = opt(q.ssim);
   j["ssim_planes"] = q.ssim_planes;
+  j["ssim_status"] = to_string(q.ssim_state);  // why "ssim" is null, when it is
   j["mse"] = q.mse;
   j["rmse"] = q.rmse;
-  j["nrmse"] = q.nrmse;
+  j["nrmse"] = opt(q.nrmse_defined());  // null when R is 0
   j["max_abs_error"] = q.max_abs_error;
   j["range"] = q.range;
   j["samples"] = q.samples;
@@ -392,7 +410,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
   if (measure) r.q = acc.result();
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
-  if (o.target.any() && !meets(*r.q, o.target)) return r;  // caller retries; nothing written
+  if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written
   w.finish();
   r.archive_bytes = w.bytes_written();
   return r;
@@ -465,7 +483,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
       r.seconds = seconds_since(t0);
       return r;
     }
-    chop_trial full{p.chop, *r.q, false, meets(*r.q, o.target)};
+    chop_trial full{p.chop, *r.q, false, meets(*r.q, o.target, src.name())};
     // When the sample was the whole dataset the measurement is already in the list.
     if (trials.back().on_sample || trials.back().chop != p.chop) trials.push_back(full);
     if (full.meets) {

@@ -1,6 +1,7 @@
 // dctchop eval and dctchop verify: measuring settings without writing, and gating archives.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <span>
 #include <vector>
@@ -172,22 +173,16 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     opened.emplace(open_input(input, h.geom.lay, h.nonfinite_replacement));
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
-    res.mismatch = e.what();
+    res.mismatch = r.display_name() + " holds " + dims_text(h.geom.shape()) + " " +
+                   std::string(to_string(h.type)) + " " + std::string(to_string(h.geom.lay)) +
+                   "; " + e.what();
     return res;
   }
   input_source& src = *opened;
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
-    auto shape = [](const std::vector<u64>& s) {
-      std::string t;
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        if (i) t += 'x';
-        t += std::to_string(s[i]);
-      }
-      return t;
-    };
-    res.mismatch = r.display_name() + " holds " + shape(h.geom.shape()) + " " +
+    res.mismatch = r.display_name() + " holds " + dims_text(h.geom.shape()) + " " +
                    std::string(to_string(h.type)) + " but " + src.name() + " is " +
-                   shape(src.geom.shape()) + " " + std::string(to_string(src.type));
+                   dims_text(src.geom.shape()) + " " + std::string(to_string(src.type));
     return res;
   }
 
@@ -237,6 +232,18 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     b.measured = acc.measure(make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
                              make_view(h.geom, h.type, static_cast<const void*>(b.out.data()), n),
                              crew.count() > 1 ? 1 : o.threads);
+    // A NaN or Inf in the original makes its squared error non-finite (the decoded values
+    // are finite). Compress refuses such data unless it replaces them, and then so does the
+    // reader here; so this original is not what the archive was made from.
+    for (u64 k = 0; k < n; ++k) {
+      if (!std::isfinite(b.measured.samples[k].sse)) {
+        throw error(errc::bad_input,
+                    src.name() + ": sample " + std::to_string(b.info.first + k) +
+                        " holds a NaN or Inf, which " + r.display_name() +
+                        " cannot have been made from (it was compressed without --nonfinite "
+                        "replace=V)");
+      }
+    }
   };
   u64 done = 0;
   stages.write = [&](u64, std::size_t i) {
@@ -249,14 +256,19 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
   res.q = acc.result();
   const quality& q = *res.q;
-  if (o.min_psnr && q.psnr_db && *q.psnr_db < *o.min_psnr) {
-    res.failures.push_back("PSNR " + fmt(*q.psnr_db, "%.3f") + " dB is below --min-psnr " +
-                           fmt(*o.min_psnr));
+  if (o.min_psnr) {
+    if (q.psnr_undefined) {
+      res.failures.push_back("PSNR is undefined: the data is constant (range 0), so "
+                             "--min-psnr cannot hold");
+    } else if (q.psnr_db && *q.psnr_db < *o.min_psnr) {
+      res.failures.push_back("PSNR " + fmt(*q.psnr_db, "%.3f") + " dB is below --min-psnr " +
+                             fmt(*o.min_psnr));
+    }
   }
   if (o.min_ssim) {
     if (!q.ssim) {
-      res.failures.push_back("SSIM is undefined here (planes smaller than 7x7, or float data "
-                             "without a known range), so --min-ssim cannot hold");
+      res.failures.push_back(std::string("SSIM is undefined: ") +
+                             ssim_missing_reason(q.ssim_state) + "; --min-ssim cannot hold");
     } else if (*q.ssim < *o.min_ssim) {
       res.failures.push_back("SSIM " + fmt(*q.ssim, "%.5f") + " is below --min-ssim " +
                              fmt(*o.min_ssim));

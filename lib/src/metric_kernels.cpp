@@ -149,118 +149,29 @@ void box7(const T* __restrict c, T* __restrict out, u64 n) {
     out[x] = static_cast<T>(c[x] + c[x + 1] + c[x + 2] + c[x + 3] + c[x + 4] + c[x + 5] + c[x + 6]);
 }
 
-/** Slide the column sums of one plane down a row: remove the leaving row (when `full`), add
- *  the new one and keep it. A free function of plain pointers, so that it vectorises. */
-[[gnu::noinline]] void update_columns(double* __restrict sx, double* __restrict sy,
-                                      double* __restrict sq, double* __restrict sxy,
-                                      double* __restrict oa, double* __restrict ob,
-                                      const double* __restrict a, const double* __restrict b,
-                                      u64 w, bool full) {
-  if (full) {
-    for (u64 x = 0; x < w; ++x) {
-      sx[x] -= oa[x];
-      sy[x] -= ob[x];
-      sq[x] -= oa[x] * oa[x] + ob[x] * ob[x];
-      sxy[x] -= oa[x] * ob[x];
-    }
-  }
-  for (u64 x = 0; x < w; ++x) {
-    sx[x] += a[x];
-    sy[x] += b[x];
-    sq[x] += a[x] * a[x] + b[x] * b[x];
-    sxy[x] += a[x] * b[x];
-    oa[x] = a[x];
-    ob[x] = b[x];
-  }
-}
-
-/** Sliding-window SSIM over a plane of doubles fed row by row: keeps the last 7 rows and the
- *  column sums of x, y, xx + yy and xy over them (memory O(7W)). The formula needs the two
- *  variances only as their sum, so xx and yy are summed together. */
+/** Sliding-window SSIM over a plane fed row by row: keeps the last 7 rows (values of type V)
+ *  and, per column, the sums over them of x and y (type S) and of xx + yy and xy (type Q);
+ *  memory O(7W). The formula needs the two variances only as their sum, so xx and yy are
+ *  summed together. F::window(Sx, Sy, Sxx + Syy, Sxy) gives one window's SSIM from its sums
+ *  over 7x7 values. */
+template <typename V, typename S, typename Q, typename F>
 class ssim_rows {
  public:
-  ssim_rows(u64 w, double range) : w_(w) {
-    c1_ = (0.01 * range) * (0.01 * range);
-    c2_ = (0.03 * range) * (0.03 * range);
-    ring_a_.assign(k_win * w, 0.0);
-    ring_b_.assign(k_win * w, 0.0);
-    for (auto* s : {&sx_, &sy_, &sq_, &sxy_}) s->assign(w, 0.0);
-    for (auto* s : {&bx_, &by_, &bq_, &bxy_, &ssim_}) s->assign(w, 0.0);
-  }
-  /** Add the next row of both planes. */
-  void push(const double* a, const double* b) {
-    const u64 slot = rows_ % k_win;
-    update_columns(sx_.data(), sy_.data(), sq_.data(), sxy_.data(), ring_a_.data() + slot * w_,
-                   ring_b_.data() + slot * w_, a, b, w_, rows_ >= k_win);
-    ++rows_;
-    if (rows_ >= k_win && w_ >= k_win) emit_row();
-  }
-  double mean() const { return sum_ / static_cast<double>(windows_); }
-
- private:
-  void emit_row() {
-    const u64 nw = w_ - k_win + 1;
-    box7(sx_.data(), bx_.data(), nw);
-    box7(sy_.data(), by_.data(), nw);
-    box7(sq_.data(), bq_.data(), nw);
-    box7(sxy_.data(), bxy_.data(), nw);
-    const double* __restrict bx = bx_.data();
-    const double* __restrict by = by_.data();
-    const double* __restrict bq = bq_.data();
-    const double* __restrict bxy = bxy_.data();
-    double* __restrict s = ssim_.data();
-    const double c1 = c1_, c2 = c2_;
-    // Multiplying by 1/49 instead of dividing: five divisions per window were the bottleneck;
-    // the results differ from division in the last bit only.
-    constexpr double inv = 1.0 / k_np;
-    for (u64 x = 0; x < nw; ++x) {
-      const double ux = bx[x] * inv, uy = by[x] * inv;
-      const double uxy = ux * uy, uq = ux * ux + uy * uy;
-      const double vq = k_cov_norm * (bq[x] * inv - uq);     // vx + vy
-      const double vxy = k_cov_norm * (bxy[x] * inv - uxy);
-      s[x] = ((2 * uxy + c1) * (2 * vxy + c2)) / ((uq + c1) * (vq + c2));
-    }
-    sum_ += lane_sum(s, nw);
-    windows_ += nw;
-  }
-  u64 w_;
-  double c1_, c2_;
-  u64 rows_ = 0;
-  std::vector<double> ring_a_, ring_b_, sx_, sy_, sq_, sxy_;
-  std::vector<double> bx_, by_, bq_, bxy_, ssim_;  // the current window row
-  double sum_ = 0;
-  u64 windows_ = 0;
-};
-
-/** The same for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums Sx, Sy
- *  stay below 2^14 and Sxx + Syy, Sxy below 2^23, and the statistics the SSIM formula needs,
- *  scaled by 49^2 or 49*48, are integers below 2^29:
- *    2 Sx Sy,  Sx^2 + Sy^2,  2 (49 Sxy - Sx Sy),  49 (Sxx + Syy) - Sx^2 - Sy^2.
- *  So the means, variances and covariance are exact, and the one formula per window takes
- *  four roundings in double (scikit-image's float64 arithmetic takes about twenty):
- *    SSIM = (2 Sx Sy + 49^2 C1) (2 (49 Sxy - Sx Sy) + 49*48 C2)
- *         / ((Sx^2 + Sy^2 + 49^2 C1) (49 (Sxx + Syy) - Sx^2 - Sy^2 + 49*48 C2)).
- *  Only the sum Sxx + Syy is needed, so four sums are kept, Sx and Sy in 16 bits: twice as
- *  many per vector. */
-class ssim_rows_u8 {
- public:
-  ssim_rows_u8(u64 w, double range) : w_(w) {
-    c1_ = (0.01 * range) * (0.01 * range) * (k_np * k_np);
-    c2_ = (0.03 * range) * (0.03 * range) * (k_np * (k_np - 1));
-    ring_a_.assign(k_win * w, 0);
-    ring_b_.assign(k_win * w, 0);
-    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(w, 0);
-    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(w, 0);
+  ssim_rows(u64 w, double range) : w_(w), f_(range) {
+    ring_a_.assign(k_win * w, V(0));
+    ring_b_.assign(k_win * w, V(0));
+    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(w, S(0));
+    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(w, Q(0));
     ssim_.assign(w, 0.0);
   }
   /** Add the next row of both planes (w values each, contiguous). */
-  void push(const std::uint8_t* a, const std::uint8_t* b) {
+  void push(const V* a, const V* b) {
     const u64 slot = rows_ % k_win;
-    std::uint8_t* oa = ring_a_.data() + slot * w_;
-    std::uint8_t* ob = ring_b_.data() + slot * w_;
+    V* oa = ring_a_.data() + slot * w_;
+    V* ob = ring_b_.data() + slot * w_;
     slide(a, b, oa, ob);  // the ring starts at zero: removing an unfilled slot removes nothing
-    std::memcpy(oa, a, w_);
-    std::memcpy(ob, b, w_);
+    std::copy(a, a + w_, oa);
+    std::copy(b, b + w_, ob);
     ++rows_;
     if (rows_ >= k_win && w_ >= k_win) emit_row();
   }
@@ -268,25 +179,23 @@ class ssim_rows_u8 {
 
   /** The memory a plane's state takes per column: the rows in the ring, the sums, the
    *  window values. */
-  static constexpr u64 bytes_per_column = 2 * k_win + 4 * sizeof(std::int16_t) +
-                                          4 * sizeof(std::int32_t) + sizeof(double);
+  static constexpr u64 bytes_per_column = 2 * k_win * sizeof(V) + 4 * sizeof(S) +
+                                          4 * sizeof(Q) + sizeof(double);
 
  private:
-  using i16 = std::int16_t;
-  using i32 = std::int32_t;
   /** Move the column sums down a row: add row (a, b), remove the leaving row (oa, ob). */
-  void slide(const std::uint8_t* __restrict a, const std::uint8_t* __restrict b,
-             const std::uint8_t* __restrict oa, const std::uint8_t* __restrict ob) {
-    i16* __restrict sx = sx_.data();
-    i16* __restrict sy = sy_.data();
+  void slide(const V* __restrict a, const V* __restrict b, const V* __restrict oa,
+             const V* __restrict ob) {
+    S* __restrict sx = sx_.data();
+    S* __restrict sy = sy_.data();
     for (u64 x = 0; x < w_; ++x) {
-      sx[x] = static_cast<i16>(sx[x] + (i16(a[x]) - i16(oa[x])));
-      sy[x] = static_cast<i16>(sy[x] + (i16(b[x]) - i16(ob[x])));
+      sx[x] = static_cast<S>(sx[x] + (S(a[x]) - S(oa[x])));
+      sy[x] = static_cast<S>(sy[x] + (S(b[x]) - S(ob[x])));
     }
-    i32* __restrict sq = sq_.data();
-    i32* __restrict sxy = sxy_.data();
+    Q* __restrict sq = sq_.data();
+    Q* __restrict sxy = sxy_.data();
     for (u64 x = 0; x < w_; ++x) {
-      const i32 va = a[x], vb = b[x], wa = oa[x], wb = ob[x];
+      const Q va = a[x], vb = b[x], wa = oa[x], wb = ob[x];
       sq[x] += (va * va + vb * vb) - (wa * wa + wb * wb);
       sxy[x] += va * vb - wa * wb;
     }
@@ -297,33 +206,71 @@ class ssim_rows_u8 {
     box7(sy_.data(), by_.data(), nw);
     box7(sq_.data(), bq_.data(), nw);
     box7(sxy_.data(), bxy_.data(), nw);
-    const i16* __restrict bx = bx_.data();
-    const i16* __restrict by = by_.data();
-    const i32* __restrict bq = bq_.data();
-    const i32* __restrict bxy = bxy_.data();
+    const S* __restrict bx = bx_.data();
+    const S* __restrict by = by_.data();
+    const Q* __restrict bq = bq_.data();
+    const Q* __restrict bxy = bxy_.data();
     double* __restrict s = ssim_.data();
-    const double c1 = c1_, c2 = c2_;
-    constexpr i32 np = k_win * k_win;
-    for (u64 x = 0; x < nw; ++x) {
-      const i32 sx = bx[x], sy = by[x];
-      const i32 sxy = sx * sy, sq = sx * sx + sy * sy;
-      const i32 cov = np * bxy[x] - sxy, var = np * bq[x] - sq;
-      s[x] = ((double(2 * sxy) + c1) * (double(2 * cov) + c2)) /
-             ((double(sq) + c1) * (double(var) + c2));
-    }
+    const F f = f_;
+    for (u64 x = 0; x < nw; ++x) s[x] = f.window(bx[x], by[x], bq[x], bxy[x]);
     sum_ += lane_sum(s, nw);
     windows_ += nw;
   }
   u64 w_;
-  double c1_, c2_;
+  F f_;
   u64 rows_ = 0;
-  std::vector<std::uint8_t> ring_a_, ring_b_;
-  std::vector<i16> sx_, sy_, bx_, by_;     // column sums and the current window row's sums
-  std::vector<i32> sq_, sxy_, bq_, bxy_;  // of x, y, xx + yy, xy
+  std::vector<V> ring_a_, ring_b_;
+  std::vector<S> sx_, sy_, bx_, by_;     // column sums and the current window row's sums
+  std::vector<Q> sq_, sxy_, bq_, bxy_;  // of x, y, xx + yy, xy
   std::vector<double> ssim_;
   double sum_ = 0;
   u64 windows_ = 0;
 };
+
+/** scikit-image's formula on sums of doubles: means, then variances and covariance with the
+ *  sample normalisation 49/48. */
+struct float_window {
+  double c1, c2;
+  explicit float_window(double range)
+      : c1((0.01 * range) * (0.01 * range)), c2((0.03 * range) * (0.03 * range)) {}
+  double window(double sx, double sy, double sq, double sxy) const {
+    // Multiplying by 1/49 instead of dividing: five divisions per window were the
+    // bottleneck; the results differ from division in the last bit only.
+    constexpr double inv = 1.0 / k_np;
+    const double ux = sx * inv, uy = sy * inv;
+    const double uxy = ux * uy, uq = ux * ux + uy * uy;
+    const double vq = k_cov_norm * (sq * inv - uq);  // vx + vy
+    const double vxy = k_cov_norm * (sxy * inv - uxy);
+    return ((2 * uxy + c1) * (2 * vxy + c2)) / ((uq + c1) * (vq + c2));
+  }
+};
+
+/** The same formula for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums
+ *  Sx, Sy stay below 2^14 (16 bits hold them: twice as many per vector) and Sxx + Syy, Sxy
+ *  below 2^23, and the statistics the formula needs, scaled by 49^2 or 49*48, are integers
+ *  below 2^29:
+ *    2 Sx Sy,  Sx^2 + Sy^2,  2 (49 Sxy - Sx Sy),  49 (Sxx + Syy) - Sx^2 - Sy^2.
+ *  So the means, variances and covariance are exact, and the one formula per window takes
+ *  four roundings in double (scikit-image's float64 arithmetic takes about twenty):
+ *    SSIM = (2 Sx Sy + 49^2 C1) (2 (49 Sxy - Sx Sy) + 49*48 C2)
+ *         / ((Sx^2 + Sy^2 + 49^2 C1) (49 (Sxx + Syy) - Sx^2 - Sy^2 + 49*48 C2)). */
+struct u8_window {
+  double c1, c2;  // C1 * 49^2, C2 * 49 * 48
+  explicit u8_window(double range)
+      : c1((0.01 * range) * (0.01 * range) * (k_np * k_np)),
+        c2((0.03 * range) * (0.03 * range) * (k_np * (k_np - 1))) {}
+  double window(std::int16_t bx, std::int16_t by, std::int32_t bq, std::int32_t bxy) const {
+    constexpr std::int32_t np = k_win * k_win;
+    const std::int32_t sx = bx, sy = by;
+    const std::int32_t sxy = sx * sy, sq = sx * sx + sy * sy;
+    const std::int32_t cov = np * bxy - sxy, var = np * bq - sq;
+    return ((double(2 * sxy) + c1) * (double(2 * cov) + c2)) /
+           ((double(sq) + c1) * (double(var) + c2));
+  }
+};
+
+using ssim_rows_f64 = ssim_rows<double, double, double, float_window>;
+using ssim_rows_u8 = ssim_rows<std::uint8_t, std::int16_t, std::int32_t, u8_window>;
 
 template <typename T>
 error_stats stats_of(const const_sample_view& a, const const_sample_view& b, u64 n) {
@@ -380,7 +327,7 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
   }
   std::vector<double> ra(w), rb(w);
   for (u64 c = 0; c < planes; ++c) {
-    ssim_rows ss(w, range);
+    ssim_rows_f64 ss(w, range);
     for (u64 r = 0; r < a.height; ++r) {
       load_row_as(a, n, c, r, ra.data());
       load_row_as(b, n, c, r, rb.data());
@@ -396,7 +343,7 @@ void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
 }
 
 double dense_ssim(const double* a, const double* b, u64 h, u64 w, double range) {
-  ssim_rows s(w, range);
+  ssim_rows_f64 s(w, range);
   for (u64 r = 0; r < h; ++r) s.push(a + r * w, b + r * w);
   return s.mean();
 }

@@ -110,8 +110,31 @@ void value_range::merge(const value_range& o) {
   max = std::max(max, o.max);
 }
 
+const char* to_string(ssim_status s) noexcept {
+  switch (s) {
+    case ssim_status::measured: return "measured";
+    case ssim_status::off: return "off";
+    case ssim_status::no_range: return "no_range";
+    case ssim_status::small_planes: return "small_planes";
+    case ssim_status::constant: return "constant";
+  }
+  return "off";
+}
+
+const char* ssim_missing_reason(ssim_status s) noexcept {
+  switch (s) {
+    case ssim_status::measured: return "SSIM was measured";
+    case ssim_status::off: return "SSIM was not measured (--no-ssim or --no-quality)";
+    case ssim_status::no_range:
+      return "float data read from stdin has no range known in advance, which SSIM needs";
+    case ssim_status::small_planes: return "the planes are smaller than 7x7";
+    case ssim_status::constant: return "the data is constant (range 0), so SSIM is 0/0";
+  }
+  return "";
+}
+
 quality_accumulator::quality_accumulator(dtype type, std::optional<double> range, bool ssim)
-    : type_(type) {
+    : type_(type), ssim_asked_(ssim) {
   known_range_ = integer_range(type);
   if (!known_range_ && range) known_range_ = range;
   ssim_enabled_ = ssim && known_range_.has_value();
@@ -243,6 +266,11 @@ quality quality_accumulator::result() const {
     q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
   }
   q.ssim_planes = ssim_planes_;
+  q.ssim_state = q.ssim                    ? ssim_status::measured
+                 : !ssim_asked_            ? ssim_status::off
+                 : !ssim_enabled_          ? ssim_status::no_range
+                 : !(q.range > 0) && values_ ? ssim_status::constant
+                                             : ssim_status::small_planes;
   return q;
 }
 

@@ -14,6 +14,21 @@
 
 namespace dctchop {
 
+/** Whether SSIM was measured, and if not, why. */
+enum class ssim_status {
+  measured,      ///< quality::ssim holds the mean over the planes
+  off,           ///< not asked for (--no-ssim, --no-quality)
+  no_range,      ///< float data whose range R was not known in advance (read from stdin)
+  small_planes,  ///< no plane of at least 7x7
+  constant,      ///< float data of range 0: SSIM is 0/0
+};
+
+/** "measured", "off", "no_range", "small_planes", "constant" (the JSON reports' words). */
+const char* to_string(ssim_status s) noexcept;
+
+/** Why there is no SSIM, as a phrase for messages ("the planes are smaller than 7x7"). */
+const char* ssim_missing_reason(ssim_status s) noexcept;
+
 /** The figures of one comparison of an original dataset with its decoded copy. */
 struct quality {
   std::uint64_t samples = 0, values = 0;
@@ -26,6 +41,11 @@ struct quality {
   std::uint64_t lossless_samples = 0;     ///< samples decoded without any error
   std::optional<double> ssim;             ///< mean over planes of at least 7x7; nullopt: none
   std::uint64_t ssim_planes = 0;
+  ssim_status ssim_state = ssim_status::off;  ///< why ssim is empty, when it is
+  /** NRMSE = RMSE / R, when R > 0. */
+  std::optional<double> nrmse_defined() const {
+    return range > 0 ? std::optional<double>(nrmse) : std::nullopt;
+  }
 };
 
 /** Per-sample figures of one batch, measured but not yet added to the totals (see
@@ -73,6 +93,7 @@ class quality_accumulator {
  private:
   dtype type_;
   std::optional<double> known_range_;
+  bool ssim_asked_;
   bool ssim_enabled_;
   std::uint64_t samples_ = 0, values_ = 0, lossless_ = 0;
   double sse_ = 0, max_abs_ = 0, min_ = 0, max_ = 0;
