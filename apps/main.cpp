@@ -223,7 +223,10 @@ std::vector<std::string> split_list(const std::string& s, const std::string& opt
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
+  while (std::getline(ss, item, ',')) {
+    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    out.push_back(first == std::string::npos ? std::string() : item.substr(first, last - first + 1));
+  }
   if (!s.empty() && s.back() == ',') out.emplace_back();
   for (const auto& i : out) {
     if (i.empty()) throw error(errc::invalid_argument, option + " " + s + ": an empty item");
@@ -323,16 +326,14 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
 }
 
 /** Why an archive's recorded quality has no SSIM, as far as the archive tells: the footer
- *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures and the shape. */
+ *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures and the plane size.
+ *  ("off" also covers float data read from stdin, whose range was not known in advance.) */
 std::string stored_ssim_status(const nlohmann::json& info) {
   const auto& q = info["quality"];
   if (opt_number(q, "ssim")) return "measured";
-  if (opt_flag(q, "psnr_undefined")) return "constant";
-  const auto shape = info["shape"].get<std::vector<std::uint64_t>>();
-  const std::string lay = info["layout"].get<std::string>();
-  // The plane's axes: H, W are the last two except in NHWC (axes 1 and 2).
-  const std::size_t hi = lay == "NHWC" ? 1 : shape.size() - 2;
-  if (shape.size() >= 2 && (shape[hi] < 7 || shape[hi + 1] < 7)) return "small_planes";
+  if (opt_number(q, "range").value_or(1) == 0) return "constant";
+  if (opt_number(info, "height").value_or(0) < 7 || opt_number(info, "width").value_or(0) < 7)
+    return "small_planes";
   return "off";
 }
 
@@ -374,7 +375,7 @@ void print_info_text(const nlohmann::json& j) {
                              undefined ? std::string("n/a (constant data)")
                                        : db_text(opt_number(q, "psnr_db")),
                              per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"),
-                             lossless > 0 ? fmt::format(" ({:g} lossless samples)", lossless)
+                             lossless > 0 ? fmt::format(" ({:.0f} lossless samples)", lossless)
                                           : std::string());
     std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {}, max error {:g}\n",
                              ssim_text(opt_number(q, "ssim"), stored_ssim_status(j)),

@@ -1083,6 +1083,25 @@ TEST(QualityCli, ConstantFloatDataReportsUndefinedFiguresAsSuchEverywhere) {
   }
 }
 
+TEST(QualityCli, InfoSaysWhyAnArchiveHasNoSsim) {
+  temp_dir dir;
+  // Constant f32 data decoded exactly (so PSNR is not "undefined"): the range tells.
+  save_npy(dir.file("z.npy"), dtype::f32, {2, 16, 16}, std::vector<float>(2 * 16 * 16, 0.f));
+  save_npy(dir.file("s.npy"), dtype::u8, {4, 6, 6}, test::smooth_u8_nhwc(4, 6, 6, 1));
+  save_textured(dir);
+  ASSERT_EQ(cli(dir, "compress z.npy -o z.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "compress s.npy -o s.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "compress tex.npy -o t.dcz -q --no-ssim").status, 0);
+  struct want { const char* archive; const char* text; };
+  for (auto w : {want{"z.dcz", "SSIM n/a (constant data)"},
+                 want{"s.dcz", "SSIM n/a (planes below 7x7)"},
+                 want{"t.dcz", "SSIM n/a (not measured)"}}) {
+    auto i = cli(dir, std::string("info ") + w.archive);
+    ASSERT_EQ(i.status, 0) << describe(i);
+    EXPECT_TRUE(contains(i.out, w.text)) << w.archive << "\n" << i.out;
+  }
+}
+
 TEST(QualityCli, SsimTargetOnPlanesBelow7x7Exits8NamingTheFileAndTheReason) {
   temp_dir dir;
   save_npy(dir.file("s.npy"), dtype::u8, {4, 6, 6}, test::smooth_u8_nhwc(4, 6, 6, 1));
@@ -1118,7 +1137,7 @@ TEST(QualityCli, NonFiniteOrOutOfRangeTargetsAndGatesAreUsageErrors) {
   ASSERT_EQ(cli(dir, "compress tex.npy -o a.dcz --chop 4 -q").status, 0);
   for (const char* args :
        {"compress tex.npy -o t.dcz --psnr nan", "compress tex.npy -o t.dcz --psnr inf",
-        "compress tex.npy -o t.dcz --ssim nan", "compress tex.npy -o t.dcz --ssim 1.5",
+        "compress tex.npy -o t.dcz --ssim nan",
         "compress tex.npy -o t.dcz --psnr 30 --no-quality",
         "compress tex.npy -o t.dcz --ssim 0.9 --no-quality",
         "compress tex.npy -o t.dcz --ssim 0.9 --no-ssim",
@@ -1133,9 +1152,9 @@ TEST(QualityCli, NonFiniteOrOutOfRangeTargetsAndGatesAreUsageErrors) {
     EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
     EXPECT_FALSE(fs::exists(dir.file("t.dcz"))) << args;
   }
-  // The same options with sensible values work.
+  // The same options with sensible values work (spaces around list items too).
   EXPECT_EQ(cli(dir, "verify a.dcz --against tex.npy --min-ssim -0.5 --max-error 255 -q").status, 0);
-  EXPECT_EQ(cli(dir, "eval tex.npy --chop 2,3 -q").status, 0);
+  EXPECT_EQ(cli(dir, "eval tex.npy --chop '2, 3' -q").status, 0);
 }
 
 TEST(QualityCli, VerifyRefusesAnOriginalWithNanWhereTheArchiveRecordedNoReplacement) {
