@@ -488,7 +488,7 @@ int main(int argc, char** argv) {
   double c_chunk_mb = 4.0;
   std::optional<double> c_psnr, c_ssim;
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
-  auto* cmp = app.add_subcommand("compress", "compress a .npy dataset into a .dcz archive");
+  auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, HDF5 or raw) into a .dcz archive");
   input_options c_io;
   cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw")
       ->required();
@@ -534,7 +534,7 @@ int main(int argc, char** argv) {
   std::string d_in, d_out, d_samples, d_labels_out, d_backend = "auto";
   int d_threads = 0;
   bool d_force = false, d_quiet = false, d_json = false;
-  auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into a .npy file");
+  auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into NPY, HDF5 or raw");
   dec->add_option("input", d_in, "input archive, or - for stdin")->required();
   std::string d_dataset;
   bool d_raw = false;
@@ -546,7 +546,7 @@ int main(int argc, char** argv) {
   dec->add_flag("--raw", d_raw, "write raw little-endian binary (C order, no header)");
   dec->add_option("--samples", d_samples,
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
-  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to this .npy");
+  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy or FILE.h5[:/dataset]");
   add_backend_options(dec, d_backend, d_threads);
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
   dec->add_flag("-q,--quiet", d_quiet, "print nothing but errors");
@@ -600,8 +600,8 @@ int main(int argc, char** argv) {
   input_options v_io;
   add_input_options(ver, v_io);
   ver->add_option("--against", v_against,
-                  "the original .npy (or - for stdin); without it only the checksums and the "
-                  "index are checked");
+                  "the original: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw; "
+                  "without it only the checksums and the index are checked");
   ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB")
       ->check(finite_number);
   ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y (-1..1)")
@@ -636,6 +636,12 @@ int main(int argc, char** argv) {
           if (dot != std::string::npos && stem.find('/', dot) == std::string::npos) stem.resize(dot);
           c_out = stem + ".dcz";
         }
+      }
+      if (c_out != "-" && formats::parse_dataset_spec(c_out).kind == formats::file_kind::hdf5 &&
+          c_out.find(':') != std::string::npos) {
+        throw error(errc::invalid_argument,
+                    "-o " + c_out + ": compress writes a .dcz archive, not an HDF5 dataset "
+                                    "(decompress writes HDF5)");
       }
       refuse_tty_stdin(c_in);
       refuse_tty_stdout(c_out);

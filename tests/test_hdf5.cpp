@@ -385,6 +385,29 @@ TEST(Hdf5Spec, DatasetOptionFillsInTheDatasetAndAgreesOrIsRefused) {
   EXPECT_EQ(parse_dataset_spec("data", "/x").kind, file_kind::hdf5);
 }
 
+TEST(Hdf5Spec, ADatasetWithoutItsSlashIsAbsoluteAndPathsThatNameNoDatasetAreRefused) {
+  const auto s = parse_dataset_spec("a.h5:images");
+  EXPECT_EQ(s.kind, file_kind::hdf5);
+  EXPECT_EQ(s.path, "a.h5");
+  EXPECT_EQ(s.dataset, "/images");
+  EXPECT_EQ(parse_dataset_spec("a.h5", "train/x").dataset, "/train/x");
+  EXPECT_EQ(parse_dataset_spec("a.h5:/x", "x").dataset, "/x");  // the same dataset
+  for (const std::string bad : {"a.h5:", "a.h5:/", "a.h5:/.", "a.h5:/g/", "a.h5:/a//b",
+                                "a.h5:/../x", "a.h5:g/./x"}) {
+    try {
+      parse_dataset_spec(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << bad;
+      EXPECT_NE(std::string(e.what()).find("a.h5"), std::string::npos) << e.what();
+    }
+  }
+  // Plain names with colons stay plain files.
+  EXPECT_EQ(parse_dataset_spec("x.npy:3").kind, file_kind::npy);
+  // --dataset does not apply to raw data.
+  EXPECT_THROW(parse_dataset_spec("f.bin", "/x", true), error);
+}
+
 TEST(Hdf5Spec, Hdf5CannotBeAPipe) {
   expect_error([] { parse_dataset_spec("-", "/images"); }, errc::invalid_argument, {"HDF5"});
 }
@@ -982,6 +1005,39 @@ TEST(Hdf5Cli, VerifyAndEvalAcceptHdf5Inputs) {
     EXPECT_EQ(a.at("psnr_db").get<double>(), b.at("psnr_db").get<double>());
     EXPECT_TRUE(b.at("ssim").is_number());
   }
+}
+
+TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNothing) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images --labels t.h5:/train/labels -o a.dcz -q");
+  const auto before = dir.entries();
+  for (const char* out : {"o.h5:/", "o.h5:/.", "o.h5:/g/", "o.h5:", "o.h5:/labels",
+                          "o.h5:/labels/images", "o.h5:labels"}) {
+    auto r = cli(dir, std::string("decompress a.dcz -o ") + out);
+    EXPECT_EQ(r.status, 2) << out << "\n" << describe(r);
+    EXPECT_EQ(dir.entries(), before) << out << ": something was left behind";
+  }
+  auto l = cli(dir, "decompress a.dcz -o o.h5:/labels");
+  EXPECT_NE(l.err.find("written beside the data as /labels"), std::string::npos) << l.err;
+  // Without the slash the name is still a dataset, not a file named "o.h5:images".
+  must(dir, "decompress a.dcz -o o.h5:images -q");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5:images")));
+  const auto back = must(dir, "compress o.h5:/images -o b.dcz --json").out;
+  EXPECT_EQ(parse_json(back).at("shape"), json({6, 16, 16, 3}));
+  // compress writes archives: an HDF5 dataset as its output is a usage error.
+  auto c = cli(dir, "compress t.h5:/train/images -o z.h5:/x");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_NE(c.err.find("writes a .dcz archive"), std::string::npos) << c.err;
+  // A missing folder is named as the reason, for HDF5 outputs too.
+  auto m = cli(dir, "decompress a.dcz -o nodir/x.h5:/a");
+  EXPECT_EQ(m.status, 5) << describe(m);
+  EXPECT_NE(m.err.find("nodir/x.h5: cannot create a temporary file beside it: No such file"),
+            std::string::npos) << m.err;
+  // --dataset with raw data is a usage error, not ignored.
+  auto raw = cli(dir, "decompress a.dcz -o r.raw --raw --dataset /x");
+  EXPECT_EQ(raw.status, 2) << describe(raw);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.raw")));
 }
 
 TEST(Hdf5Cli, DecompressOntoAnExistingHdf5FileExits6UnlessForced) {

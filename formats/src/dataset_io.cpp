@@ -157,11 +157,35 @@ std::string dataset_spec::display() const {
   return dataset.empty() ? p : p + ":" + dataset;
 }
 
-dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset, bool raw) {
+namespace {
+
+/** An HDF5 dataset path as written ("images", "/train/images"), absolute; a path that cannot
+ *  name a dataset ("/", "/a/", "/a//b", "/./a") is a usage error. */
+std::string checked_dataset(const std::string& file, const std::string& d) {
+  const std::string full = d.front() == '/' ? d : "/" + d;
+  bool ok = full.size() > 1 && full.back() != '/' && full.find("//") == std::string::npos;
+  for (std::size_t at = 0; ok && at != std::string::npos; at = full.find('/', at + 1)) {
+    const std::size_t end = full.find('/', at + 1);
+    const std::string part = full.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+    ok = part != "." && part != "..";
+  }
+  if (!ok) {
+    throw error(errc::invalid_argument,
+                file + ": HDF5 dataset path '" + d + "': expected a name like /images");
+  }
+  return full;
+}
+
+/** The spec as written, before its dataset path is checked. */
+dataset_spec split_spec(const std::string& text, const std::string& dataset, bool raw) {
   dataset_spec s;
   s.path = text;
   s.dataset = dataset;
   if (raw) {
+    if (!dataset.empty()) {
+      throw error(errc::invalid_argument,
+                  "--dataset " + dataset + " names an HDF5 dataset; it does not apply to --raw");
+    }
     s.kind = file_kind::raw;
     return s;
   }
@@ -176,7 +200,8 @@ dataset_spec parse_dataset_spec(const std::string& text, const std::string& data
     const bool whole_exists = ::stat(text.c_str(), &st) == 0;
     const bool file_exists = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
     if (hdf5_name(file) || (file_exists && !whole_exists)) {
-      if (!dataset.empty() && dataset != text.substr(colon + 1)) {
+      if (!dataset.empty() &&
+          checked_dataset(file, dataset) != checked_dataset(file, text.substr(colon + 1))) {
         throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
       }
       s.path = file;
@@ -185,12 +210,36 @@ dataset_spec parse_dataset_spec(const std::string& text, const std::string& data
       return s;
     }
   }
+  // "file.h5:images" (no slash) names a dataset too; "file.h5:" names none.
+  const auto c = text.rfind(':');
+  if (c != std::string::npos && c > 0 && hdf5_name(text.substr(0, c))) {
+    if (c + 1 == text.size()) {
+      throw error(errc::invalid_argument, text + ": no dataset after ':' (write FILE.h5:/images)");
+    }
+    if (!dataset.empty() && checked_dataset(text, dataset) != checked_dataset(text, text.substr(c + 1))) {
+      throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
+    }
+    s.path = text.substr(0, c);
+    s.dataset = text.substr(c + 1);
+    s.kind = file_kind::hdf5;
+    return s;
+  }
   if (hdf5_name(text) || !dataset.empty()) s.kind = file_kind::hdf5;
   if (s.kind == file_kind::hdf5 && s.path == "-") {
-    throw error(errc::invalid_argument, "HDF5 needs a file; it cannot be read from or written to a pipe");
+    throw error(errc::invalid_argument, "-: HDF5 needs a file; it cannot be read from or "
+                                        "written to a pipe (--dataset " + dataset + ")");
   }
   return s;
 }
+
+}  // namespace
+
+dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset, bool raw) {
+  dataset_spec s = split_spec(text, dataset, raw);
+  if (s.kind == file_kind::hdf5 && !s.dataset.empty()) s.dataset = checked_dataset(s.path, s.dataset);
+  return s;
+}
+
 
 u64 sample_source::row_bytes() const {
   u64 b = type().itemsize;

@@ -216,7 +216,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     f.temp_path_ = create_temp_beside(path, [&](const std::string& candidate) {
       fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST) {
-        throw error(errc::io, os_error(path, "create a temporary file beside"));
+        throw error(errc::io, os_error(path, "create a temporary file beside it"));
       }
       return fd >= 0;
     });
@@ -256,7 +256,10 @@ std::string create_temp_beside(const std::string& path,
     const std::string temp = (std::filesystem::path(dir) / leaf).string();
     if (try_create(temp)) return temp;
   }
-  throw error(errc::io, path + ": cannot create a temporary file beside it");
+  // try_create (HDF5's, say) may not say why; the folder usually does.
+  const bool writable = ::access(dir.c_str(), W_OK) == 0;
+  throw error(errc::io, path + ": cannot create a temporary file beside it" +
+                            (writable ? std::string() : std::string(": ") + std::strerror(errno)));
 }
 
 output_file::output_file(output_file&& o) noexcept { *this = std::move(o); }

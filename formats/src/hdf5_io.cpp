@@ -366,22 +366,37 @@ class hdf5_sink final : public sample_sink {
       ::unlink(temp_.c_str());
       throw error(errc::io, path_ + ": cannot open the temporary HDF5 file: " + std::strerror(errno));
     }
-    behind_ = write_behind(own_fd_);
-    dset_ = make_dataset(dataset_, type_, shape_, true);
-    for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
-    if (direct_chunks_) find_chunk_addresses();
+    try {
+      behind_ = write_behind(own_fd_);
+      dset_ = make_dataset(dataset_, type_, shape_, true);
+      for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
+      if (direct_chunks_) find_chunk_addresses();
+    } catch (...) {
+      abandon();  // the destructor does not run for a constructor that throws
+      throw;
+    }
   }
 
   ~hdf5_sink() override {
-    direct_.reset();  // stops its thread before the descriptor closes
-    if (own_fd_ >= 0) ::close(own_fd_);
     if (!finished_) {
-      quiet_hdf5 quiet;
-      divert_abandoned_file();
-      dset_.reset();
-      file_.reset();
-      if (!temp_.empty()) ::unlink(temp_.c_str());
+      abandon();
+    } else if (own_fd_ >= 0) {
+      ::close(own_fd_);
     }
+  }
+
+  /** Drop an unfinished output: close everything and delete the temporary file. */
+  void abandon() noexcept {
+    direct_.reset();  // stops its thread before the descriptor closes
+    behind_ = {};
+    if (own_fd_ >= 0) ::close(own_fd_);
+    own_fd_ = -1;
+    quiet_hdf5 quiet;
+    divert_abandoned_file();
+    dset_.reset();
+    file_.reset();
+    if (!temp_.empty()) ::unlink(temp_.c_str());
+    temp_.clear();
   }
 
   std::string name() const override { return path_ + ":" + dataset_; }

@@ -554,6 +554,15 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (h.provenance.contains("source") && h.provenance["source"].is_string()) {
     attrs["dctchop_source"] = h.provenance["source"];
   }
+  // HDF5 outputs get the labels beside the data as /labels: the data cannot be there.
+  if (out.kind == file_kind::hdf5 && r.find_side_array("labels") != nullptr) {
+    const std::string ds = out.dataset.empty() ? "/data" : out.dataset;
+    if (ds == "/labels" || ds.rfind("/labels/", 0) == 0) {
+      throw error(errc::invalid_argument,
+                  out.path + ":" + ds + ": the archive's labels are written beside the data as "
+                                        "/labels; choose another dataset path");
+    }
+  }
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
 
   const u64 cbps = h.coeff_bytes_per_sample();
