@@ -105,44 +105,45 @@ std::string ssim_text(const std::optional<double>& s) {
   return s ? fmt::format("{:.4f}", *s) : std::string("n/a");
 }
 
-/** SSIM, or why there is none, from the JSON reports' "ssim_status" word. */
-std::string ssim_text(const std::optional<double>& s, const std::string& status) {
-  if (s) return ssim_text(s);
-  if (status == "off") return "n/a (not measured)";
-  if (status == "no_range") return "n/a (float data from stdin: range unknown)";
-  if (status == "small_planes") return "n/a (planes below 7x7)";
-  if (status == "constant") return "n/a (constant data)";
-  return "n/a";
+/** SSIM, or n/a and why there is none. */
+std::string ssim_text(const std::optional<double>& s, ssim_status why) {
+  return s ? ssim_text(s) : fmt::format("n/a ({})", ssim_missing_note(why));
 }
 
-std::string ssim_text(const quality& q) { return ssim_text(q.ssim, to_string(q.ssim_state)); }
+std::string ssim_text(const quality& q) { return ssim_text(q.ssim, q.ssim_state); }
 
 /** NRMSE, or n/a where R is 0. */
 std::string nrmse_text(const std::optional<double>& v) {
   return v ? fmt::format("{:.3g}", *v) : std::string("n/a");
 }
 
+/** The whole of `s` as a finite number, or nullopt. */
+std::optional<double> finite_double(const std::string& s) {
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(s, &used);
+    if (!s.empty() && used == s.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+/** The whole of `s` as a count (decimal digits only), or nullopt. */
+std::optional<std::uint64_t> parse_count(const std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  try {
+    return std::stoull(s);
+  } catch (const std::exception&) {
+    return std::nullopt;  // out of range
+  }
+}
+
 /** A CLI11 check that a number is finite: a NaN passes every range check. */
 const CLI::Validator finite_number(
     [](std::string& s) {
-      try {
-        std::size_t used = 0;
-        const double x = std::stod(s, &used);
-        if (used == s.size() && std::isfinite(x)) return std::string();
-      } catch (const std::exception&) {
-      }
-      return "expected a finite number, got " + s;
+      return finite_double(s) ? std::string() : "expected a finite number, got " + s;
     },
     "FINITE");
-
-std::string shape_text(const std::vector<std::uint64_t>& s) {
-  std::string r;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) r += 'x';
-    r += std::to_string(s[i]);
-  }
-  return r;
-}
 
 /** Global PSNR: a number, infinite (lossless), or undefined (an error on constant data). */
 std::string psnr_text(const quality& q) {
@@ -176,15 +177,7 @@ std::optional<double> parse_nonfinite(const std::string& s) {
   if (s == "error") return std::nullopt;
   const std::string prefix = "replace=";
   if (s.rfind(prefix, 0) == 0) {
-    const std::string v = s.substr(prefix.size());
-    std::size_t used = 0;
-    double x = 0;
-    try {
-      x = std::stod(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (!v.empty() && used == v.size() && std::isfinite(x)) return x;
+    if (const auto x = finite_double(s.substr(prefix.size()))) return x;
   }
   throw error(errc::invalid_argument,
               "--nonfinite " + s + ": expected error or replace=V with a finite number V");
@@ -198,14 +191,10 @@ std::string replaced_text(std::uint64_t count, double value) {
 /** Parse "A:B", "A:", ":B" or "A" (one sample) into [first, end). */
 void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::uint64_t>& end) {
   auto num = [&](const std::string& t) -> std::uint64_t {
-    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) {
-      throw error(errc::invalid_argument, "--samples " + s + ": expected A:B with A < B");
-    }
-    try {
-      return std::stoull(t);
-    } catch (const std::exception&) {
-      throw error(errc::invalid_argument, "--samples " + s + ": number out of range");
-    }
+    if (const auto v = parse_count(t)) return *v;
+    const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+    throw error(errc::invalid_argument, "--samples " + s + (digits ? ": number out of range"
+                                                                   : ": expected A:B with A < B"));
   };
   auto colon = s.find(':');
   if (colon == std::string::npos) {
@@ -328,13 +317,13 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
 /** Why an archive's recorded quality has no SSIM, as far as the archive tells: the footer
  *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures and the plane size.
  *  ("off" also covers float data read from stdin, whose range was not known in advance.) */
-std::string stored_ssim_status(const nlohmann::json& info) {
+ssim_status stored_ssim_status(const nlohmann::json& info) {
   const auto& q = info["quality"];
-  if (opt_number(q, "ssim")) return "measured";
-  if (opt_number(q, "range").value_or(1) == 0) return "constant";
+  if (opt_number(q, "ssim")) return ssim_status::measured;
+  if (opt_number(q, "range").value_or(1) == 0) return ssim_status::constant;
   if (opt_number(info, "height").value_or(0) < 7 || opt_number(info, "width").value_or(0) < 7)
-    return "small_planes";
-  return "off";
+    return ssim_status::small_planes;
+  return ssim_status::off;
 }
 
 void print_info_text(const nlohmann::json& j) {
@@ -637,12 +626,6 @@ int main(int argc, char** argv) {
           c_out = stem + ".dcz";
         }
       }
-      if (c_out != "-" && formats::parse_dataset_spec(c_out).kind == formats::file_kind::hdf5 &&
-          c_out.find(':') != std::string::npos) {
-        throw error(errc::invalid_argument,
-                    "-o " + c_out + ": compress writes a .dcz archive, not an HDF5 dataset "
-                                    "(decompress writes HDF5)");
-      }
       refuse_tty_stdin(c_in);
       refuse_tty_stdout(c_out);
       if (c_in == "-" && c_labels == "-") {
@@ -745,15 +728,11 @@ int main(int argc, char** argv) {
       o.nonfinite_replacement = parse_nonfinite(e_nonfinite);
       o.chops.clear();
       for (const auto& s : split_list(e_chops, "--chop")) {
-        int k = 0;
-        try {
-          if (s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
-            throw std::invalid_argument(s);
-          }
-          k = std::stoi(s);
-        } catch (const std::exception&) {
+        const auto count = parse_count(s);
+        if (!count || *count > 999) {
           throw error(errc::invalid_argument, "--chop " + e_chops + ": expected numbers like 1,2,4");
         }
+        const int k = static_cast<int>(*count);
         if (k > e_block && e_chop_opt->count() == 0) continue;  // default list, small block
         if (k < 1 || k > e_block) {
           throw error(errc::invalid_argument, fmt::format("--chop {} is outside 1..{}", k, e_block));

@@ -295,13 +295,7 @@ void save_npy(const std::string& path, dtype type, const std::vector<std::uint64
 /** A geometry of n samples of c planes of h x w, laid out per `lay`. */
 inline geometry shape_of(layout lay, std::uint64_t n, std::uint64_t h, std::uint64_t w,
                          std::uint64_t c = 1) {
-  geometry g;
-  g.lay = lay;
-  g.samples = n;
-  g.height = h;
-  g.width = w;
-  g.planes = c;
-  return g;
+  return {lay, n, c, h, w};
 }
 
 /** An archive (dir/a.dcz) of `n` u8 samples of 16x16 whose every value is the sample's index

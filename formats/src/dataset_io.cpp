@@ -189,39 +189,36 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     s.kind = file_kind::raw;
     return s;
   }
-  // "file.h5:/group/dset": the last ":/" separates the dataset, if the part before it is an
-  // HDF5 file name or an existing path.
+  // Where the file's name ends and its dataset's begins, if the text names one:
+  // - "file.h5:/group/dset": the last ":/", when the part before it is an HDF5 name, or an
+  //   existing file while the whole text is not (so "run:/x.npy", a file in a folder named
+  //   "run:", stays a path);
+  // - "file.h5:dset" (no slash): the last ':', after an HDF5 name; "file.h5:" names none.
+  std::size_t split = std::string::npos;
   const auto colon = text.rfind(":/");
   if (colon != std::string::npos && colon > 0) {
     const std::string file = text.substr(0, colon);
-    // Split when the part before ":/" is an HDF5 name, or is an existing file while the whole
-    // text is not (so "run:/x.npy", a file in a folder named "run:", stays a path).
     struct stat st {};
     const bool whole_exists = ::stat(text.c_str(), &st) == 0;
     const bool file_exists = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-    if (hdf5_name(file) || (file_exists && !whole_exists)) {
-      if (!dataset.empty() &&
-          checked_dataset(file, dataset) != checked_dataset(file, text.substr(colon + 1))) {
-        throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
-      }
-      s.path = file;
-      s.dataset = text.substr(colon + 1);
-      s.kind = file_kind::hdf5;
-      return s;
-    }
+    if (hdf5_name(file) || (file_exists && !whole_exists)) split = colon;
   }
-  // "file.h5:images" (no slash) names a dataset too; "file.h5:" names none.
   const auto c = text.rfind(':');
-  if (c != std::string::npos && c > 0 && hdf5_name(text.substr(0, c))) {
+  if (split == std::string::npos && c != std::string::npos && c > 0 &&
+      hdf5_name(text.substr(0, c))) {
     if (c + 1 == text.size()) {
       throw error(errc::invalid_argument, text + ": no dataset after ':' (write FILE.h5:/images)");
     }
-    if (!dataset.empty() && checked_dataset(text, dataset) != checked_dataset(text, text.substr(c + 1))) {
+    split = c;
+  }
+  if (split != std::string::npos) {
+    s.path = text.substr(0, split);
+    s.dataset = text.substr(split + 1);
+    s.kind = file_kind::hdf5;
+    if (!dataset.empty() &&
+        checked_dataset(s.path, dataset) != checked_dataset(s.path, s.dataset)) {
       throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
     }
-    s.path = text.substr(0, c);
-    s.dataset = text.substr(c + 1);
-    s.kind = file_kind::hdf5;
     return s;
   }
   if (hdf5_name(text) || !dataset.empty()) s.kind = file_kind::hdf5;

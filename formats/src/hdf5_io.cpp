@@ -342,7 +342,7 @@ class hdf5_sink final : public sample_sink {
  public:
   hdf5_sink(const dataset_spec& spec, const npy_dtype& type, const std::vector<u64>& shape,
             bool overwrite, const nlohmann::json& attributes)
-      : path_(spec.path), dataset_(spec.dataset.empty() ? "/data" : spec.dataset), type_(type),
+      : path_(spec.path), dataset_(spec.dataset.empty() ? hdf5_default_dataset : spec.dataset), type_(type),
         shape_(shape) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     check_output_path(path_, overwrite);

@@ -428,6 +428,10 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   const auto t0 = clock_type::now();
   const std::string input = in.path;
   check_not_same(input, output);
+  if (output != "-" && !parse_dataset_spec(output).dataset.empty()) {
+    throw error(errc::invalid_argument, "-o " + output + ": compress writes a .dcz archive, not "
+                                        "an HDF5 dataset (decompress writes HDF5)");
+  }
   input_source src = open_input(in, o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
@@ -556,11 +560,12 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   }
   // HDF5 outputs get the labels beside the data as /labels: the data cannot be there.
   if (out.kind == file_kind::hdf5 && r.find_side_array("labels") != nullptr) {
-    const std::string ds = out.dataset.empty() ? "/data" : out.dataset;
-    if (ds == "/labels" || ds.rfind("/labels/", 0) == 0) {
+    const std::string ds = out.dataset.empty() ? hdf5_default_dataset : out.dataset;
+    const std::string labels = hdf5_labels_dataset;
+    if (ds == labels || ds.rfind(labels + "/", 0) == 0) {
       throw error(errc::invalid_argument,
-                  out.path + ":" + ds + ": the archive's labels are written beside the data as "
-                                        "/labels; choose another dataset path");
+                  out.path + ":" + ds + ": the archive's labels are written beside the data as " +
+                      labels + "; choose another dataset path");
     }
   }
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
@@ -630,7 +635,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     auto shape = info->shape;
     shape[0] = end - first;
     const std::byte* part = bytes->data() + first * row;
-    w->add_side_dataset("/labels", lt, shape, part);
+    w->add_side_dataset(hdf5_labels_dataset, lt, shape, part);
     if (!o.labels_out.empty()) {
       auto lw = create_dataset(parse_dataset_spec(o.labels_out), lt, shape, o.overwrite);
       lw->write_rows(part, end - first);

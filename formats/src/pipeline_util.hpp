@@ -101,16 +101,6 @@ struct pipeline_workers {
 };
 pipeline_workers make_workers(backend& be, u64 slot_bytes);
 
-/** "4x16x16x3" */
-inline std::string dims_text(const std::vector<std::uint64_t>& s) {
-  std::string t;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) t += 'x';
-    t += std::to_string(s[i]);
-  }
-  return t;
-}
-
 /** Whether q meets every target. A target whose figure is undefined on this data (PSNR of
  *  constant float data, SSIM of planes below 7x7, ...) is an error(quality_not_met) naming
  *  `name` and the reason. */

@@ -166,6 +166,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   archive_reader r = archive_reader::open(archive);
   const auto& h = r.header();
   verify_result res;
+  const std::string holds = r.display_name() + " holds " + shape_text(h.geom.shape()) + " " +
+                            std::string(to_string(h.type));
   // Read the input with the archive's layout; a shape that cannot have it is a mismatch.
   std::optional<input_source> opened;
   try {
@@ -173,16 +175,13 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     opened.emplace(open_input(input, h.geom.lay, h.nonfinite_replacement));
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
-    res.mismatch = r.display_name() + " holds " + dims_text(h.geom.shape()) + " " +
-                   std::string(to_string(h.type)) + " " + std::string(to_string(h.geom.lay)) +
-                   "; " + e.what();
+    res.mismatch = holds + " " + std::string(to_string(h.geom.lay)) + "; " + e.what();
     return res;
   }
   input_source& src = *opened;
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
-    res.mismatch = r.display_name() + " holds " + dims_text(h.geom.shape()) + " " +
-                   std::string(to_string(h.type)) + " but " + src.name() + " is " +
-                   dims_text(src.geom.shape()) + " " + std::string(to_string(src.type));
+    res.mismatch = holds + " but " + src.name() + " is " + shape_text(src.geom.shape()) + " " +
+                   std::string(to_string(src.type));
     return res;
   }
 

@@ -16,7 +16,6 @@
 #include <limits>
 #include <memory>
 #include <memory_resource>
-#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -261,17 +260,6 @@ __global__ void store_planes(const float* x, u64 first, u64 n, u64 hp, u64 wp, b
 
 using cuda::kernel_layout;
 
-/** CTAs of a block-kernel grid; a batch beyond CUDA's 2^31 - 1 CTAs is refused (the launch
- *  would fail, and a count past 2^32 would be cut short and leave blocks undone). */
-unsigned block_ctas(const batch_geometry& g) {
-  const u64 ctas = (block_threads(g) + threads_per_cta - 1) / threads_per_cta;
-  if (ctas > 0x7fffffffu) {
-    throw error(errc::invalid_argument, "a batch of " + std::to_string(block_threads(g)) +
-                                            " blocks is too large for one launch: pass fewer samples");
-  }
-  return static_cast<unsigned>(ctas);
-}
-
 void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, const void* d_in,
                    void* d_coeffs, unsigned long long* d_first_bad, cudaStream_t s,
                    u64 sample_base, kernel_layout kl) {
@@ -292,7 +280,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
         encode_rows_kernel<BT, In, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
       } else {
-        encode_kernel<BT, In, Real><<<block_ctas(g), threads_per_cta, 0, s>>>(
+        encode_kernel<BT, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
       }
     });
@@ -319,7 +307,7 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
         decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);
       } else {
-        decode_kernel<BT, Out, Real><<<block_ctas(g), threads_per_cta, 0, s>>>(
+        decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);
       }
     });
@@ -357,16 +345,14 @@ layout dense_layout(const View& v) {
  *  chunk pipeline runs one worker on it (single_threaded() is nullptr). */
 class cuda_backend final : public backend {
  public:
-  explicit cuda_backend(int device) : device_(device) {}
+  explicit cuda_backend(int device)
+      : device_(device),
+        host_memory_(std::make_shared<recycling_resource>(cuda::pinned_memory(device))) {}
   std::string name() const override { return "cuda"; }
 
   /** Pinned memory, recycled: chunks read into it are copied to the device without staging. */
   std::shared_ptr<std::pmr::memory_resource> host_memory() const override {
-    std::lock_guard lock(host_memory_m_);
-    if (!host_memory_) {
-      host_memory_ = std::make_shared<recycling_resource>(cuda::pinned_memory(device_));
-    }
-    return host_memory_;
+    return host_memory_;  // made with the backend: making it pins nothing
   }
 
   void encode(const codec_params& p, const const_sample_view& v,
@@ -511,8 +497,7 @@ class cuda_backend final : public backend {
   lane lanes_[2];
   device_ptr d_bad_;  // the first bad sample of an encode
   int device_;
-  mutable std::mutex host_memory_m_;
-  mutable std::shared_ptr<std::pmr::memory_resource> host_memory_;
+  std::shared_ptr<std::pmr::memory_resource> host_memory_;
 };
 
 }  // namespace

@@ -11,10 +11,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
+#include "dctchop/error.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/matrix_form.hpp"
 
@@ -61,7 +63,12 @@ inline batch_geometry batch_of(const codec_params& p, const geometry& g, std::ui
 /** Threads per CTA of every kernel, and the CTAs that cover `threads` threads. */
 constexpr unsigned threads_per_cta = 128;
 inline unsigned ctas_for(std::uint64_t threads) {
-  return static_cast<unsigned>((threads + threads_per_cta - 1) / threads_per_cta);
+  const std::uint64_t ctas = (threads + threads_per_cta - 1) / threads_per_cta;
+  if (ctas > 0x7fffffffu) {  // CUDA's limit along x; a cut-short grid would skip work
+    throw error(errc::invalid_argument, "a launch of " + std::to_string(threads) +
+                                            " threads is too large for one grid: pass fewer samples");
+  }
+  return static_cast<unsigned>(ctas);
 }
 
 /** Threads of the encode and decode grids: one per block of every plane. */

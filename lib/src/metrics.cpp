@@ -74,6 +74,7 @@ std::optional<double> ssim_plane(const double* a, const double* b, u64 h, u64 w,
 }
 
 void value_range::add(const const_sample_view& v) {
+  const metric_kernels& k = kernels();
   auto take = [&](double lo, double hi) {
     if (empty) {
       min = lo;
@@ -86,7 +87,7 @@ void value_range::add(const const_sample_view& v) {
   if (dense_samples(v)) {  // the error statistics' vectorised loop finds the range too
     for (u64 n = 0; n < v.samples; ++n) {
       if (v.planes * v.height * v.width == 0) continue;
-      const detail::error_stats st = kernels().sample_stats(v, v, n);
+      const detail::error_stats st = k.sample_stats(v, v, n);
       take(st.mn, st.mx);
     }
     return;
@@ -95,7 +96,7 @@ void value_range::add(const const_sample_view& v) {
   for (u64 n = 0; n < v.samples; ++n)
     for (u64 c = 0; c < v.planes; ++c)
       for (u64 r = 0; r < v.height; ++r) {
-        kernels().load_row(v, n, c, r, row.data());
+        k.load_row(v, n, c, r, row.data());
         for (double x : row) take(x, x);
       }
 }
@@ -133,11 +134,21 @@ const char* ssim_missing_reason(ssim_status s) noexcept {
   return "";
 }
 
+const char* ssim_missing_note(ssim_status s) noexcept {
+  switch (s) {
+    case ssim_status::measured: return "measured";
+    case ssim_status::off: return "not measured";
+    case ssim_status::no_range: return "float data from stdin: range unknown";
+    case ssim_status::small_planes: return "planes below 7x7";
+    case ssim_status::constant: return "constant data";
+  }
+  return "";
+}
+
 quality_accumulator::quality_accumulator(dtype type, std::optional<double> range, bool ssim)
     : type_(type), ssim_asked_(ssim) {
   known_range_ = integer_range(type);
   if (!known_range_ && range) known_range_ = range;
-  ssim_enabled_ = ssim && known_range_.has_value();
 }
 
 quality_batch quality_accumulator::measure(const const_sample_view& a,
@@ -147,10 +158,11 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
     throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
   }
   [[maybe_unused]] const int nt = resolve_threads(threads);
+  const metric_kernels& k = kernels();
   const i64 samples = static_cast<i64>(a.samples);
   const u64 per_sample = a.planes * a.height * a.width;
   const double range = known_range_.value_or(0.0);
-  const bool do_ssim = ssim_enabled_ && range > 0;  // range 0: SSIM is 0/0, undefined
+  const bool do_ssim = computes_ssim() && range > 0;  // range 0: SSIM is 0/0, undefined
   const bool dense = dense_samples(a) && dense_samples(b);
   // One record per sample, filled in parallel; add(batch) sums them in sample order, so the
   // figures do not depend on the thread count or on how the data was split into batches.
@@ -168,7 +180,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
       rec.mn = std::numeric_limits<double>::infinity();
       rec.mx = -rec.mn;
       if (dense) {
-        const detail::error_stats st = kernels().sample_stats(a, b, n);
+        const detail::error_stats st = k.sample_stats(a, b, n);
         rec.sse = st.sse;
         rec.max_abs = st.max_abs;
         rec.mn = st.mn;
@@ -179,8 +191,8 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
       if (!dense) {  // a strided view: walk the rows
         for (u64 c = 0; c < a.planes; ++c)
           for (u64 r = 0; r < a.height; ++r) {
-            kernels().load_row(a, n, c, r, ra.data());
-            kernels().load_row(b, n, c, r, rb.data());
+            k.load_row(a, n, c, r, ra.data());
+            k.load_row(b, n, c, r, rb.data());
             for (u64 x = 0; x < a.width; ++x) {
               const double d = ra[x] - rb[x];
               rec.sse += d * d;
@@ -191,7 +203,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
           }
       }
       if (want_ssim) {
-        rec.ssim_sum += kernels().sample_ssim(a, b, n, range);
+        rec.ssim_sum += k.sample_ssim(a, b, n, range);
         rec.ssim_planes += a.planes;
       }
     }
@@ -227,7 +239,7 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
 }
 
 void quality_accumulator::merge(const quality_accumulator& o) {
-  if (o.type_ != type_ || o.ssim_enabled_ != ssim_enabled_) {
+  if (o.type_ != type_ || o.computes_ssim() != computes_ssim()) {
     throw error(errc::internal, "quality_accumulator: merging different settings");
   }
   if (o.values_ == 0) return;
@@ -262,13 +274,13 @@ quality quality_accumulator::result() const {
     q.sample_psnr_mean = lr - 10.0 * sum_log_sample_mse_ / static_cast<double>(lossy_samples_);
   }
   q.lossless_samples = lossless_;
-  if (ssim_enabled_ && ssim_planes_ > 0 && q.range > 0) {
+  if (computes_ssim() && ssim_planes_ > 0 && q.range > 0) {
     q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
   }
   q.ssim_planes = ssim_planes_;
   q.ssim_state = q.ssim                    ? ssim_status::measured
                  : !ssim_asked_            ? ssim_status::off
-                 : !ssim_enabled_          ? ssim_status::no_range
+                 : !computes_ssim()        ? ssim_status::no_range
                  : !(q.range > 0) && values_ ? ssim_status::constant
                                              : ssim_status::small_planes;
   return q;

@@ -139,6 +139,15 @@ std::vector<std::uint64_t> geometry::sample_shape() const {
   return s;
 }
 
+std::string shape_text(std::span<const std::uint64_t> shape) {
+  std::string s;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
 namespace {
 std::string shape_str(std::span<const std::uint64_t> shape) {
   std::string s = "(";

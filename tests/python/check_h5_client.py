@@ -17,9 +17,10 @@ Run with Debian's /usr/bin/python3 (python3-h5py, python3-numpy).
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+from checks import Mismatch, psnr, run
 
 try:
     import h5py
@@ -30,31 +31,9 @@ except ImportError as e:  # pragma: no cover - environment problem, not a dctcho
     sys.exit(1)
 
 
-class Mismatch(Exception):
-    pass
-
-
 def check(cond, message):
     if not cond:
         raise Mismatch(message)
-
-
-def run(binary, args, cwd):
-    """Run dctchop; return (stdout, stderr); raise Mismatch on a non-zero exit."""
-    cmd = [binary] + args
-    r = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        raise Mismatch(f"`dctchop {' '.join(args)}` exited {r.returncode}\n"
-                       f"stdout: {r.stdout.strip()}\nstderr: {r.stderr.strip()}")
-    return r.stdout, r.stderr
-
-
-def psnr(original, decoded, peak):
-    a = original.astype(np.float64)
-    b = decoded.astype(np.float64)
-    mse = float(np.mean((a - b) ** 2))
-    return float("inf") if mse == 0 else 10.0 * np.log10(peak * peak / mse)
 
 
 def smooth_u8(n, h, w, c):

@@ -18,9 +18,10 @@ Run with Debian's /usr/bin/python3 (python3-numpy, python3-skimage).
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+from checks import Mismatch, psnr, run
 
 try:
     import numpy as np
@@ -30,10 +31,6 @@ except ImportError as e:  # pragma: no cover - environment problem, not a dctcho
           "and python3-skimage (scripts/setup.sh does) and run with /usr/bin/python3",
           file=sys.stderr)
     sys.exit(1)
-
-
-class Mismatch(Exception):
-    pass
 
 
 def planes_of(a, layout):
@@ -53,34 +50,25 @@ def expected(x, y, layout, data_range):
                                                 data_range=data_range, win_size=7,
                                                 use_sample_covariance=True)
                           for p, q in zip(xs, ys)]))
-    mse = float(np.mean((x.astype(np.float64) - y.astype(np.float64)) ** 2))
-    psnr = 20 * np.log10(data_range) - 10 * np.log10(mse)
-    return ssim, psnr
-
-
-def run(dct, *args):
-    p = subprocess.run([dct, *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise Mismatch(f"dctchop {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
-    return p.stdout
+    return ssim, psnr(x, y, data_range)
 
 
 def case(dct, work, name, x, layout, chop, data_range, tol):
     src, arc, out = (os.path.join(work, name + e) for e in (".npy", ".dcz", ".out.npy"))
     np.save(src, x)
-    j = json.loads(run(dct, "compress", src, "-o", arc, "--chop", str(chop), "--layout", layout,
-                       "--json", "-f"))
-    run(dct, "decompress", arc, "-o", out, "-f", "-q")
+    j = json.loads(run(dct, ["compress", src, "-o", arc, "--chop", str(chop), "--layout", layout,
+                             "--json", "-f"])[0])
+    run(dct, ["decompress", arc, "-o", out, "-f", "-q"])
     y = np.load(out)
     if y.shape != x.shape or y.dtype != x.dtype:
         raise Mismatch(f"{name}: decoded {y.shape} {y.dtype}, original {x.shape} {x.dtype}")
-    ssim, psnr = expected(x, y, layout, data_range)
+    ssim, want_psnr = expected(x, y, layout, data_range)
     q = j["quality"]
     if q.get("ssim") is None or abs(q["ssim"] - ssim) > tol:
         raise Mismatch(f"{name}: dctchop SSIM {q.get('ssim')!r}, scikit-image {ssim!r} "
                        f"(tolerance {tol})")
-    if abs(q["psnr_db"] - psnr) > 1e-9:
-        raise Mismatch(f"{name}: dctchop PSNR {q['psnr_db']!r}, NumPy {psnr!r}")
+    if abs(q["psnr_db"] - want_psnr) > 1e-9:
+        raise Mismatch(f"{name}: dctchop PSNR {q['psnr_db']!r}, NumPy {want_psnr!r}")
     if q["ssim_planes"] != len(planes_of(x, layout)):
         raise Mismatch(f"{name}: {q['ssim_planes']} SSIM planes, expected "
                        f"{len(planes_of(x, layout))}")

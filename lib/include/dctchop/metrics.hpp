@@ -29,6 +29,9 @@ const char* to_string(ssim_status s) noexcept;
 /** Why there is no SSIM, as a phrase for messages ("the planes are smaller than 7x7"). */
 const char* ssim_missing_reason(ssim_status s) noexcept;
 
+/** The same, short, for tables and one-line reports ("planes below 7x7"). */
+const char* ssim_missing_note(ssim_status s) noexcept;
+
 /** The figures of one comparison of an original dataset with its decoded copy. */
 struct quality {
   std::uint64_t samples = 0, values = 0;
@@ -88,13 +91,13 @@ class quality_accumulator {
   /** The figures so far. */
   quality result() const;
 
-  bool computes_ssim() const noexcept { return ssim_enabled_; }
+  /** SSIM was asked for and R is known in advance (always for integer types). */
+  bool computes_ssim() const noexcept { return ssim_asked_ && known_range_.has_value(); }
 
  private:
   dtype type_;
   std::optional<double> known_range_;
   bool ssim_asked_;
-  bool ssim_enabled_;
   std::uint64_t samples_ = 0, values_ = 0, lossless_ = 0;
   double sse_ = 0, max_abs_ = 0, min_ = 0, max_ = 0;
   double max_sample_mse_ = 0, sum_log_sample_mse_ = 0;

@@ -33,6 +33,9 @@ std::string_view to_string(dtype t) noexcept;
 std::string_view to_string(coeff_type t) noexcept;
 std::string_view to_string(layout l) noexcept;
 
+/** A shape as reports print it: "16x32x32x3". */
+std::string shape_text(std::span<const std::uint64_t> shape);
+
 /** Parse a name ("u8", "uint8", "f16", "NHWC", "auto", ...); nullopt when unknown. */
 std::optional<dtype> parse_dtype(std::string_view s) noexcept;
 std::optional<coeff_type> parse_coeff_type(std::string_view s) noexcept;

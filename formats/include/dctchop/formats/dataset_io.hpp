@@ -21,6 +21,10 @@ namespace dctchop::formats {
 /** Which file format a path names. */
 enum class file_kind { npy, hdf5, raw };
 
+/** The HDF5 dataset an output gets when none is named, and the one the labels get beside it. */
+inline constexpr const char* hdf5_default_dataset = "/data";
+inline constexpr const char* hdf5_labels_dataset = "/labels";
+
 /** Where a dataset lives. Built by parse_dataset_spec() from "file.npy", "-", "file.h5",
  *  "file.h5:/group/dset"; raw when the caller says so. */
 struct dataset_spec {
