@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -111,39 +112,31 @@ void value_range::merge(const value_range& o) {
   max = std::max(max, o.max);
 }
 
-const char* to_string(ssim_status s) noexcept {
-  switch (s) {
-    case ssim_status::measured: return "measured";
-    case ssim_status::off: return "off";
-    case ssim_status::no_range: return "no_range";
-    case ssim_status::small_planes: return "small_planes";
-    case ssim_status::constant: return "constant";
-  }
-  return "off";
+namespace {
+
+/** Each ssim_status's word (JSON), reason (messages) and note (tables), in enum order. */
+struct ssim_status_texts {
+  const char *word, *reason, *note;
+};
+constexpr ssim_status_texts k_ssim_status[] = {
+    {"measured", "SSIM was measured", "measured"},
+    {"off", "SSIM was not measured (--no-ssim or --no-quality)", "not measured"},
+    {"no_range", "float data read from stdin has no range known in advance, which SSIM needs",
+     "float data from stdin: range unknown"},
+    {"small_planes", "the planes are smaller than 7x7", "planes below 7x7"},
+    {"constant", "the data is constant (range 0), so SSIM is 0/0", "constant data"},
+};
+static_assert(std::size(k_ssim_status) == static_cast<std::size_t>(ssim_status::constant) + 1);
+
+const ssim_status_texts& texts_of(ssim_status s) noexcept {
+  return k_ssim_status[static_cast<int>(s)];
 }
 
-const char* ssim_missing_reason(ssim_status s) noexcept {
-  switch (s) {
-    case ssim_status::measured: return "SSIM was measured";
-    case ssim_status::off: return "SSIM was not measured (--no-ssim or --no-quality)";
-    case ssim_status::no_range:
-      return "float data read from stdin has no range known in advance, which SSIM needs";
-    case ssim_status::small_planes: return "the planes are smaller than 7x7";
-    case ssim_status::constant: return "the data is constant (range 0), so SSIM is 0/0";
-  }
-  return "";
-}
+}  // namespace
 
-const char* ssim_missing_note(ssim_status s) noexcept {
-  switch (s) {
-    case ssim_status::measured: return "measured";
-    case ssim_status::off: return "not measured";
-    case ssim_status::no_range: return "float data from stdin: range unknown";
-    case ssim_status::small_planes: return "planes below 7x7";
-    case ssim_status::constant: return "constant data";
-  }
-  return "";
-}
+const char* to_string(ssim_status s) noexcept { return texts_of(s).word; }
+const char* ssim_missing_reason(ssim_status s) noexcept { return texts_of(s).reason; }
+const char* ssim_missing_note(ssim_status s) noexcept { return texts_of(s).note; }
 
 quality_accumulator::quality_accumulator(dtype type, std::optional<double> range, bool ssim)
     : type_(type), ssim_asked_(ssim) {
