@@ -43,6 +43,9 @@ struct setup {
 setup images_u8(std::uint64_t n) { return {{layout::nhwc, n, 3, 256, 256}, dtype::u8}; }
 setup planes_u8(std::uint64_t n) { return {{layout::nhw, n, 1, 256, 256}, dtype::u8}; }
 setup fields_f32(std::uint64_t n) { return {{layout::nhw, n, 1, 512, 512}, dtype::f32}; }
+// The small images most training sets hold: MNIST-sized planes and CIFAR-sized RGB.
+setup mnist_u8(std::uint64_t n) { return {{layout::nhw, n, 1, 28, 28}, dtype::u8}; }
+setup cifar_u8(std::uint64_t n) { return {{layout::nhwc, n, 3, 32, 32}, dtype::u8}; }
 
 template <typename T>
 void run(benchmark::State& state, setup s, bool encode) {
@@ -76,6 +79,10 @@ void BM_encode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u
 void BM_decode_u8_256x256x3(benchmark::State& s) { run<std::uint8_t>(s, images_u8(128), false); }
 void BM_encode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(384), true); }
 void BM_decode_u8_NHW_256x256(benchmark::State& s) { run<std::uint8_t>(s, planes_u8(384), false); }
+void BM_encode_u8_28x28(benchmark::State& s) { run<std::uint8_t>(s, mnist_u8(32768), true); }
+void BM_decode_u8_28x28(benchmark::State& s) { run<std::uint8_t>(s, mnist_u8(32768), false); }
+void BM_encode_u8_32x32x3(benchmark::State& s) { run<std::uint8_t>(s, cifar_u8(8192), true); }
+void BM_decode_u8_32x32x3(benchmark::State& s) { run<std::uint8_t>(s, cifar_u8(8192), false); }
 void BM_encode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), true); }
 void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), false); }
 
@@ -107,6 +114,8 @@ void quality(benchmark::State& state, setup s) {
 
 void BM_quality_u8_256x256x3(benchmark::State& s) { quality<std::uint8_t>(s, images_u8(128)); }
 void BM_quality_f32_512x512(benchmark::State& s) { quality<float>(s, fields_f32(32)); }
+void BM_quality_u8_28x28(benchmark::State& s) { quality<std::uint8_t>(s, mnist_u8(32768)); }
+void BM_quality_u8_32x32x3(benchmark::State& s) { quality<std::uint8_t>(s, cifar_u8(8192)); }
 
 /** 1, 2 and every core: the streaming benchmark compares with the last. */
 std::vector<std::int64_t> thread_counts() {
@@ -123,11 +132,19 @@ BENCHMARK(BM_encode_u8_256x256x3)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_u8_256x256x3)->DCTCHOP_ARGS;
 BENCHMARK(BM_encode_u8_NHW_256x256)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_u8_NHW_256x256)->DCTCHOP_ARGS;
+BENCHMARK(BM_encode_u8_28x28)->DCTCHOP_ARGS;
+BENCHMARK(BM_decode_u8_28x28)->DCTCHOP_ARGS;
+BENCHMARK(BM_encode_u8_32x32x3)->DCTCHOP_ARGS;
+BENCHMARK(BM_decode_u8_32x32x3)->DCTCHOP_ARGS;
 BENCHMARK(BM_encode_f32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_f32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_quality_u8_256x256x3)
     ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
 BENCHMARK(BM_quality_f32_512x512)
+    ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
+BENCHMARK(BM_quality_u8_28x28)
+    ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
+BENCHMARK(BM_quality_u8_32x32x3)
     ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
 
 }  // namespace

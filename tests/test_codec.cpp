@@ -306,6 +306,76 @@ TEST(Threads, OneAndManyThreadsGiveIdenticalCoefficients) {
   EXPECT_EQ(c1, c4);
 }
 
+TEST(SmallImages, ABatchEncodesAndDecodesExactlyAsEachImageAloneInEveryLayout) {
+  // The CPU kernels lay several small images side by side in one job. That must not change a
+  // byte: a batch of 37 samples (no multiple of any job size) gives the coefficients and the
+  // decoded values of each sample coded alone, in planar, NCHW and NHWC layouts, block sizes
+  // 4 to 32, on 1 and 2 threads, also when the samples lie apart in memory (the gaps must be
+  // left untouched by the decode).
+  struct case_t { layout lay; u64 c, h, w; int b, k; };
+  const std::vector<case_t> cases = {{layout::nhw, 1, 28, 28, 8, 4},  {layout::nchw, 3, 32, 32, 8, 2},
+                                     {layout::nhwc, 3, 32, 32, 8, 4}, {layout::nhw, 1, 5, 3, 4, 1},
+                                     {layout::nhwc, 2, 9, 17, 16, 16}, {layout::nhw, 1, 40, 33, 32, 7},
+                                     {layout::nhwc, 4, 12, 6, 4, 3}};
+  const u64 n = 37;
+  std::mt19937_64 rng(5);
+  for (const auto& cs : cases) {
+    const geometry g{cs.lay, n, cs.c, cs.h, cs.w};
+    const geometry one{cs.lay, 1, cs.c, cs.h, cs.w};
+    const codec_params p{cs.b, cs.k, coeff_type::f16, 128};
+    const u64 vals = g.values_per_sample(), cbytes = coeff_bytes_per_sample(p, g);
+    for (u64 gap : {u64(0), u64(5)}) {
+      const u64 stride = vals + gap;
+      const auto x = random_data<std::uint8_t>(n * stride, rng);
+      auto in = make_view(g, dtype::u8, static_cast<const void*>(x.data()), n);
+      in.stride_sample = static_cast<std::int64_t>(stride);
+      for (int threads : {1, 2}) {
+        const std::string what = std::to_string(cs.c) + "x" + std::to_string(cs.h) + "x" +
+                                 std::to_string(cs.w) + " B=" + std::to_string(cs.b) +
+                                 " K=" + std::to_string(cs.k) + " gap " + std::to_string(gap) +
+                                 " threads " + std::to_string(threads);
+        auto be = make_backend(backend_kind::cpu, {threads});
+        std::vector<std::byte> batch(n * cbytes), alone(cbytes);
+        be->encode(p, in, batch);
+        std::vector<std::uint8_t> y(n * stride, 0xAB), y1(vals);
+        auto out = make_view(g, dtype::u8, static_cast<void*>(y.data()), n);
+        out.stride_sample = static_cast<std::int64_t>(stride);
+        be->decode(p, batch, out);
+        for (u64 i = 0; i < n; ++i) {
+          be->encode(p, make_view(one, dtype::u8, static_cast<const void*>(x.data() + i * stride), 1),
+                     alone);
+          ASSERT_EQ(std::memcmp(alone.data(), batch.data() + i * cbytes, cbytes), 0)
+              << what << ": coefficients of sample " << i;
+          be->decode(p, alone, make_view(one, dtype::u8, static_cast<void*>(y1.data()), 1));
+          ASSERT_EQ(std::memcmp(y1.data(), y.data() + i * stride, vals), 0)
+              << what << ": decoded sample " << i;
+          for (u64 j = vals; j < stride; ++j) ASSERT_EQ(y[i * stride + j], 0xAB) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(SmallImages, TheFirstBadSampleIsNamedWhenManyShareAJob) {
+  // 40 samples of 8x8 u16 fit in one job of the CPU kernels; samples 29 and 35 overflow f16.
+  geometry g{layout::nhw, 40, 1, 8, 8};
+  std::vector<std::uint16_t> x(40 * 64, 32768);
+  for (u64 bad : {29, 35})
+    for (u64 i = 0; i < 64; ++i) x[bad * 64 + i] = 65535;
+  codec_params p{8, 2, coeff_type::f16, 32768};
+  std::vector<std::byte> c(40 * coeff_bytes_per_sample(p, g));
+  for (int threads : {1, 2}) {
+    try {
+      make_backend(backend_kind::cpu, {threads})
+          ->encode(p, make_view(g, dtype::u16, static_cast<const void*>(x.data()), 40), c);
+      FAIL() << "overflow not detected on " << threads << " threads";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::out_of_range);
+      EXPECT_EQ(e.sample(), 29) << threads << " threads";
+    }
+  }
+}
+
 TEST(CoeffTypes, I16RoundsHalfToEven) {
   // A constant 4x4 block of value v has DC coefficient 4v: v = 0.625 -> 2.5 -> 2, v = 0.875 ->
   // 3.5 -> 4.
@@ -454,6 +524,36 @@ TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
         ASSERT_EQ(y1, y2) << "B=" << b << " K=" << k << " " << to_string(ct);
       }
     }
+  }
+  // The other input types' row loads (planar, random widths) in both copies.
+  auto same = [&](auto zero, dtype dt, double offset, coeff_type ct) {
+    using T = decltype(zero);
+    for (int b : {4, 8, 16, 32}) {
+      const int k = 1 + static_cast<int>(rng() % b);
+      geometry g{layout::nhw, 4, 1, 1 + rng() % 40, 1 + rng() % 90};
+      auto x = random_data<T>(g.samples * g.values_per_sample(), rng);
+      if constexpr (std::is_same_v<T, std::uint16_t>)
+        for (auto& v : x) v = static_cast<T>(32768 + v % 1024);  // within f32 and i16
+      codec_params p{b, k, ct, offset};
+      std::vector<std::byte> c1(g.samples * coeff_bytes_per_sample(p, g)), c2(c1.size());
+      std::atomic<std::uint64_t> bad1{~0ull}, bad2{~0ull};
+      auto in = make_view(g, dt, static_cast<const void*>(x.data()), g.samples);
+      detail::generic::encode_batch(p, in, c1.data(), 1, bad1);
+      detail::avx2::encode_batch(p, in, c2.data(), 1, bad2);
+      const std::string what = std::string(to_string(dt)) + " B=" + std::to_string(b) + " " +
+                               std::to_string(g.height) + "x" + std::to_string(g.width);
+      ASSERT_EQ(c1, c2) << what;
+      ASSERT_EQ(bad1.load(), bad2.load()) << what;
+      std::vector<T> y1(x.size()), y2(x.size());
+      detail::generic::decode_batch(p, c1.data(), make_view(g, dt, static_cast<void*>(y1.data()), g.samples), 1);
+      detail::avx2::decode_batch(p, c1.data(), make_view(g, dt, static_cast<void*>(y2.data()), g.samples), 1);
+      ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(T)), 0) << what;
+    }
+  };
+  for (int rep = 0; rep < 4; ++rep) {
+    same(float{}, dtype::f32, 0.0, coeff_type::f32);
+    same(std::uint16_t{}, dtype::u16, 32768.0, coeff_type::f32);
+    same(std::int16_t{}, dtype::i16, 0.0, coeff_type::f32);
   }
 #endif
 }

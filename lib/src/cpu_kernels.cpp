@@ -136,15 +136,20 @@ void load_coeffs(const std::byte* src, std::size_t n, coeff_type ct, Real* dst) 
 
 // ---- strips ------------------------------------------------------------------------------
 //
-// A strip job covers `ci` planes whose values are interleaved along the row (ci = C for NHWC
-// input, 1 for planar input): the vertical stage does not care which plane a column belongs
-// to, so it runs once over the whole interleaved row, contiguous and vectorised. Column X of a
-// wide row holds plane X % ci at pixel X / ci.
+// A unit is `ci` planes whose values are interleaved along the row (ci = C for NHWC input, 1
+// for planar input). A strip job covers the same B rows of one or more units laid side by
+// side in one wide row: unit q takes columns [q*uw, (q+1)*uw), uw = wp*ci, and within it
+// column X holds plane X % ci at pixel X / ci. The vertical stage does not care which plane a
+// column belongs to, so it runs once over the whole wide row, contiguous and vectorised. Small
+// images (28x28, 32x32x3) are taken several at a time so that this row stays long; a large
+// image is one unit per job. Each column and each block is computed alone, so the grouping
+// never changes a coefficient.
 
 struct strip_geometry {
   u64 h, w, wb, wp;  // plane height, width, blocks per row, padded width
-  u64 ci;            // interleaved planes in this job
+  u64 ci;            // interleaved planes in a unit
   i64 stride_row, stride_col, stride_plane;
+  u64 unit_width() const { return wp * ci; }
 };
 
 template <int B>
@@ -154,10 +159,57 @@ strip_geometry make_strip_geometry(u64 h, u64 w, u64 ci, i64 stride_row, i64 str
   return {h, w, wb, wb * B, ci, stride_row, stride_col, stride_plane};
 }
 
+#if defined(__AVX2__)
+/** Eight values of a row as floats. */
+template <typename In>
+__m256 load8(const In* p) {
+  if constexpr (std::is_same_v<In, std::uint8_t>) {
+    std::uint64_t b;
+    std::memcpy(&b, p, 8);
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(b))));
+  } else if constexpr (std::is_same_v<In, std::uint16_t>) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else if constexpr (std::is_same_v<In, std::int16_t>) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else {
+    return _mm256_loadu_ps(p);
+  }
+}
+
+/** load_wide_row for one contiguous plane row of w >= 8 values, padded to wp (a multiple of
+ *  8), in float: whole vectors only. The last one is read as the 8 values that end the row and
+ *  moved into place with the padding repeated, all in registers: scalar stores of the tail and
+ *  the padding would stall the vertical stage's vector loads of them. */
+template <typename In>
+void load_plane_row8(const In* src, u64 w, u64 wp, float offset, float* dst) {
+  const __m256 off = _mm256_set1_ps(offset);
+  u64 x = 0;
+  for (; x + 8 <= w; x += 8) _mm256_storeu_ps(dst + x, _mm256_sub_ps(load8(src + x), off));
+  if (x == wp) return;
+  const __m256 last = _mm256_sub_ps(load8(src + w - 8), off);
+  for (; x < wp; x += 8) {
+    // lane i takes value min(x + i, w - 1), which is lane min(x + i, w - 1) - (w - 8) of last
+    const __m256i want = _mm256_min_epi32(
+        _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(x)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        _mm256_set1_epi32(static_cast<int>(w - 1)));
+    const __m256i lane = _mm256_sub_epi32(want, _mm256_set1_epi32(static_cast<int>(w - 8)));
+    _mm256_storeu_ps(dst + x, _mm256_permutevar8x32_ps(last, lane));
+  }
+}
+#endif
+
 /** Load image row `src` (all ci planes) into the wide row `dst` of wp*ci values, minus the
  *  offset, replicating the last pixel of each plane into the padding. */
 template <typename In, typename Real>
 void load_wide_row(const In* src, const strip_geometry& g, Real offset, Real* dst) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<Real, float> && !std::is_same_v<In, double>) {
+    if (g.ci == 1 && g.stride_col == 1 && g.w >= 8 && g.wp % 8 == 0)
+      return load_plane_row8(src, g.w, g.wp, offset, dst);
+  }
+#endif
   const u64 n = g.w * g.ci;
   if (g.ci > 1 || g.stride_col == 1) {
     // contiguous: planar rows, or interleaved pixels (stride_col == ci, stride_plane == 1)
@@ -169,9 +221,35 @@ void load_wide_row(const In* src, const strip_geometry& g, Real offset, Real* ds
     for (u64 c = 0; c < g.ci; ++c) dst[x * g.ci + c] = dst[(g.w - 1) * g.ci + c];
 }
 
+#if defined(__AVX2__)
+/** Copy t < 32 bytes with at most two overlapping stores of 16, 8, 4 or 2 bytes, not a
+ *  library call of variable length. */
+inline void store_overlapping(const std::uint8_t* src, u64 t, std::uint8_t* dst) {
+  auto pair = [&](auto word) {
+    constexpr u64 size = sizeof(word);
+    std::memcpy(&word, src, size);
+    std::memcpy(dst, &word, size);
+    std::memcpy(&word, src + t - size, size);
+    std::memcpy(dst + t - size, &word, size);
+  };
+  if (t >= 16) {
+    pair(__m128i{});
+  } else if (t >= 8) {
+    pair(std::uint64_t{});
+  } else if (t >= 4) {
+    pair(std::uint32_t{});
+  } else if (t >= 2) {
+    pair(std::uint16_t{});
+  } else if (t == 1) {
+    dst[0] = src[0];
+  }
+}
+#endif
+
 /** dst[x] = round_clamp(row[x] + offset, 0, 255) for a contiguous row. The AVX2 copy converts
  *  with cvtps2dq (round to nearest even, like round_clamp) after clamping, then packs: the
- *  same bytes as the scalar loop, four times fewer instructions than the auto-vectorised one. */
+ *  same bytes as the scalar loop, four times fewer instructions than the auto-vectorised one.
+ *  `row` must be readable up to n rounded up to 32 (the scratch rows are). */
 inline void store_u8_row(const float* row, u64 n, float offset, std::uint8_t* dst) {
   u64 x = 0;
 #if defined(__AVX2__)
@@ -187,6 +265,20 @@ inline void store_u8_row(const float* row, u64 n, float offset, std::uint8_t* ds
     const __m256i cd = _mm256_packs_epi32(cvt(row + x + 16), cvt(row + x + 24));
     const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), bytes);
+  }
+  if (x < n) {
+    // The tail (rows of 28 or 100 pixels end here) in one more vector step, so that narrow
+    // images do not fall back to one scalar rounding per pixel: it reads up to 31 values
+    // past n (the scratch rows have that slack; what lies there is never stored) and writes
+    // exactly n - x bytes, in two overlapping stores. Plain loads, not masked ones: a masked
+    // load cannot take its data from the stores that just wrote the row, and stalls.
+    const __m256i ab = _mm256_packs_epi32(cvt(row + x), cvt(row + x + 8));
+    const __m256i cd = _mm256_packs_epi32(cvt(row + x + 16), cvt(row + x + 24));
+    alignas(32) std::uint8_t out[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out),
+                       _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order));
+    store_overlapping(out, n - x, dst + x);
+    return;
   }
 #endif
   for (; x < n; ++x) dst[x] = static_cast<std::uint8_t>(round_clamp(row[x] + offset, 0.f, 255.f));
@@ -227,44 +319,51 @@ void vertical_forward(const Real* t, int k, const Real* rows, u64 n, Real* y) {
   }
 }
 
-/** Encode one strip of B rows for the ci planes starting at `plane0`; the coefficient plane of
- *  plane c starts at cplanes + c * plane_bytes. Returns false when a value does not fit. */
+/** Encode one strip of B rows of `units` units side by side; unit q starts at element
+ *  base + elems[q], and the coefficient plane of its plane c at
+ *  cplanes + (q * ci + c) * plane_bytes. Returns the first unit with a value that does not
+ *  fit, or `units` when all fit. */
 template <int B, typename In, typename Real>
-bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, const Real* t,
-                  Real offset, coeff_type ct, std::byte* cplanes, u64 plane_bytes,
-                  scratch<Real>& s) {
-  const u64 n = g.wp * g.ci;  // wide row length
+u64 encode_strip(const In* base, const i64* elems, u64 units, const strip_geometry& g, u64 strip,
+                 int k, const Real* t, Real offset, coeff_type ct, std::byte* cplanes,
+                 u64 plane_bytes, scratch<Real>& s) {
+  const u64 uw = g.unit_width();
+  const u64 n = units * uw;   // wide row length
   Real* rows = s.row.data();  // B wide rows
   Real* y = s.y.data();       // K wide rows
   for (int r = 0; r < B; ++r) {
-    const u64 hr = std::min<u64>(strip * B + r, g.h - 1);
-    load_wide_row(plane0 + static_cast<i64>(hr) * g.stride_row, g, offset, rows + r * n);
+    const i64 hr = static_cast<i64>(std::min<u64>(strip * B + r, g.h - 1));
+    for (u64 q = 0; q < units; ++q)
+      load_wide_row(base + elems[q] + hr * g.stride_row, g, offset, rows + r * n + q * uw);
   }
   // Vertical stage: y[u][X] = sum_r T[u][r] rows[r][X].
   vertical_forward<B>(t, k, rows, n, y);
   // Horizontal stage, per plane and block: C[u][jK+v] = sum_c y[u][(jB+c)*ci + plane] T[v][c].
-  bool ok = true;
+  u64 bad = units;
   const std::size_t csize = size_of(ct);
   const u64 ccols = g.wb * k;
-  for (u64 c = 0; c < g.ci; ++c) {
-    for (int u = 0; u < k; ++u) {
-      const Real* yu = y + static_cast<u64>(u) * n + c;
-      Real* out = s.crow.data();
-      for (u64 j = 0; j < g.wb; ++j) {
-        Real blk[B];
-        for (int cc = 0; cc < B; ++cc) blk[cc] = yu[(j * B + cc) * g.ci];
-        for (int vv = 0; vv < k; ++vv) {
-          const Real* tv = t + vv * B;
-          Real acc = 0;
-          for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
-          out[j * k + vv] = acc;
+  for (u64 q = 0; q < units; ++q) {
+    for (u64 c = 0; c < g.ci; ++c) {
+      for (int u = 0; u < k; ++u) {
+        const Real* yu = y + static_cast<u64>(u) * n + q * uw + c;
+        Real* out = s.crow.data();
+        for (u64 j = 0; j < g.wb; ++j) {
+          Real blk[B];
+          for (int cc = 0; cc < B; ++cc) blk[cc] = yu[(j * B + cc) * g.ci];
+          for (int vv = 0; vv < k; ++vv) {
+            const Real* tv = t + vv * B;
+            Real acc = 0;
+            for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
+            out[j * k + vv] = acc;
+          }
         }
+        const bool ok = store_coeffs(
+            out, ccols, ct, cplanes + (q * g.ci + c) * plane_bytes + (strip * k + u) * ccols * csize);
+        if (!ok && bad == units) bad = q;
       }
-      ok &= store_coeffs(out, ccols, ct,
-                         cplanes + c * plane_bytes + (strip * k + u) * ccols * csize);
     }
   }
-  return ok;
+  return bad;
 }
 
 /** row[x] = sum_{u<K} T[u][r] y[u][x] for x < m. A compile-time K keeps the sum in registers
@@ -375,37 +474,46 @@ void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Ou
   }
 }
 
+/** Decode one strip of B rows of `units` units side by side (as encode_strip lays them out)
+ *  into the units at base + elems[q]. */
 template <int B, typename Out, typename Real>
 void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 strip, int k,
-                  const Real* t, Real offset, const strip_geometry& g, Out* plane0,
-                  scratch<Real>& s) {
+                  const Real* t, Real offset, const strip_geometry& g, Out* base,
+                  const i64* elems, u64 units, scratch<Real>& s) {
   Real* y = s.y.data();
   Real* row = s.row.data();
   const std::size_t csize = size_of(ct);
   const u64 ccols = g.wb * k;
-  const u64 wp = g.wp;
-  // Horizontal stage, planar: y[(plane*K + u)*wp + jB+c] = sum_v C[u][jK+v] T[v][c].
-  for (u64 c = 0; c < g.ci; ++c) {
+  const u64 wp = g.wp, uw = g.unit_width();
+  const u64 planes = units * g.ci, n = planes * wp;
+  // Horizontal stage, planar: y[u*n + P*wp + jB+c] = sum_v C[u][jK+v] T[v][c] for plane P of
+  // the job (P = q*ci + c).
+  for (u64 pl = 0; pl < planes; ++pl) {
     for (int u = 0; u < k; ++u) {
       Real* cr = s.crow.data();
-      load_coeffs(cplanes + c * plane_bytes + (strip * k + u) * ccols * csize, ccols, ct, cr);
-      horizontal_inverse<B>(cr, g.wb, k, t, y + (c * k + static_cast<u64>(u)) * wp);
+      load_coeffs(cplanes + pl * plane_bytes + (strip * k + u) * ccols * csize, ccols, ct, cr);
+      horizontal_inverse<B>(cr, g.wb, k, t, y + static_cast<u64>(u) * n + pl * wp);
     }
   }
-  // Vertical stage, cropped to the plane: row[plane*wp + x] = sum_u T[u][r] y[plane][u][x];
-  // the store interleaves the planes again.
+  // Vertical stage over every plane's padded row at once: row[P*wp + x] =
+  // sum_u T[u][r] y[u][P*wp + x]; the store crops to the width and interleaves the planes
+  // again. The whole padded width is computed, not w values per plane: a scalar tail here
+  // would write a row's last values one by one, and the store's vector loads of them would
+  // stall (a load cannot take its data from several smaller stores).
   const u64 rows = std::min<u64>(B, g.h - strip * B);
   for (u64 r = 0; r < rows; ++r) {
-    for (u64 c = 0; c < g.ci; ++c) {
-      vertical_inverse(t, B, r, k, y + c * k * wp, wp, g.w, row + c * wp);
-    }
-    Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
-    switch (g.ci) {
-      case 1: store_wide_row(row, g, offset, dst); break;
-      case 2: store_interleaved<2>(row, g, offset, dst); break;
-      case 3: store_interleaved<3>(row, g, offset, dst); break;
-      case 4: store_interleaved<4>(row, g, offset, dst); break;
-      default: store_interleaved<0>(row, g, offset, dst); break;
+    vertical_inverse(t, B, r, k, y, n, n, row);
+    const i64 at = static_cast<i64>(strip * B + r) * g.stride_row;
+    for (u64 q = 0; q < units; ++q) {
+      const Real* rq = row + q * uw;
+      Out* dst = base + elems[q] + at;
+      switch (g.ci) {
+        case 1: store_wide_row(rq, g, offset, dst); break;
+        case 2: store_interleaved<2>(rq, g, offset, dst); break;
+        case 3: store_interleaved<3>(rq, g, offset, dst); break;
+        case 4: store_interleaved<4>(rq, g, offset, dst); break;
+        default: store_interleaved<0>(rq, g, offset, dst); break;
+      }
     }
   }
 }
@@ -416,16 +524,6 @@ std::vector<Real> matrix_as(int block) {
   return std::vector<Real>(d.begin(), d.end());
 }
 
-template <typename Real>
-scratch<Real> make_scratch(int block, int k, const strip_geometry& g) {
-  scratch<Real> s;
-  const u64 n = g.wp * g.ci;
-  s.row.resize(static_cast<u64>(block) * n);
-  s.y.resize(static_cast<u64>(k) * n);
-  s.crow.resize(g.wb * k);
-  return s;
-}
-
 /** How a view splits into strip jobs: interleaved planes (NHWC) go together. */
 template <typename View>
 u64 interleave_of(const View& v) {
@@ -434,9 +532,14 @@ u64 interleave_of(const View& v) {
   return interleaved ? v.planes : 1;
 }
 
-/** How a batch splits into strip jobs: (sample, group of interleaved planes, block row). */
+/** Units side by side in a job are chosen so that the wide row holds about this many values:
+ *  long enough for the vector loops, short enough that the B rows stay in the L1 cache. */
+constexpr u64 k_job_row_values = 512;
+
+/** How a batch splits into strip jobs: (group of `per_job` units, block row). Units are
+ *  numbered sample by sample, so a job's coefficient planes are consecutive. */
 struct batch_plan {
-  u64 plane_bytes, hb, ci, groups, items;
+  u64 plane_bytes, hb, ci, groups, units, per_job, jobs, items;
   strip_geometry g;
 };
 
@@ -448,29 +551,84 @@ batch_plan plan_batch(const codec_params& p, const View& v) {
   bp.hb = (v.height + B - 1) / B;
   bp.ci = interleave_of(v);
   bp.groups = v.planes / bp.ci;
-  bp.items = v.samples * bp.groups * bp.hb;
+  bp.units = v.samples * bp.groups;
   bp.g = make_strip_geometry<B>(v.height, v.width, bp.ci, v.stride_row, v.stride_col,
                                 v.stride_plane);
+  bp.per_job = std::clamp<u64>(k_job_row_values / std::max<u64>(bp.g.unit_width(), 1), 1,
+                               std::max<u64>(bp.units, 1));
+  bp.jobs = (bp.units + bp.per_job - 1) / bp.per_job;
+  bp.items = bp.jobs * bp.hb;
   return bp;
 }
 
-/** Run fn(strip, sample, element offset of the group's first plane, byte offset of its first
- *  coefficient plane, scratch) for every strip job, on `threads` OpenMP threads. */
+template <typename Real>
+scratch<Real> make_scratch(int block, int k, const batch_plan& bp) {
+  scratch<Real> s;
+  const u64 n = bp.g.unit_width() * bp.per_job;
+  // 32 values of slack: store_u8_row reads its last vector step whole
+  s.row.resize(static_cast<u64>(block) * n + 32);
+  s.y.resize(static_cast<u64>(k) * n);
+  s.crow.resize(bp.g.wb * k);
+  return s;
+}
+
+/** Element offsets of the units of the job holding `item`; returns their number. */
+template <typename View>
+u64 job_units(const View& v, const batch_plan& bp, u64 item, i64* elems) {
+  const u64 q0 = (item / bp.hb) * bp.per_job;
+  const u64 units = std::min(bp.per_job, bp.units - q0);
+  for (u64 q = 0; q < units; ++q) {
+    const u64 unit = q0 + q;  // sample * groups + group within the sample
+    const u64 n = unit / bp.groups, c0 = (unit % bp.groups) * bp.ci;
+    elems[q] = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
+  }
+  return units;
+}
+
+/** Ask for the image rows of strip job `item` ahead of time: a job of several small images
+ *  reads (or writes) a few rows of each, far apart, which the hardware prefetcher does not
+ *  follow; without this every row waits for memory in turn. Rows with a stride between
+ *  values are left alone. */
+template <int B, typename View>
+void prefetch_job(const View& v, const batch_plan& bp, u64 item, i64* elems) {
+  if (v.stride_col != 1 && bp.ci == 1) return;
+  const u64 units = job_units(v, bp, item, elems);
+  const u64 esize = size_of(v.type);
+  const u64 strip = item % bp.hb, bytes = bp.g.w * bp.ci * esize;
+  const u64 rows = std::min<u64>(B, bp.g.h - strip * B);
+  const auto* base = static_cast<const char*>(static_cast<const void*>(v.data));
+  for (u64 q = 0; q < units; ++q) {
+    for (u64 r = 0; r < rows; ++r) {
+      const char* row = base + (elems[q] + static_cast<i64>(strip * B + r) * v.stride_row) *
+                                   static_cast<i64>(esize);
+      for (u64 at = 0; at < bytes; at += 64) {
+        if constexpr (std::is_const_v<std::remove_pointer_t<decltype(v.data)>>)
+          __builtin_prefetch(row + at, 0);
+        else
+          __builtin_prefetch(row + at, 1);
+      }
+    }
+  }
+}
+
+/** Run fn(strip, first unit, units, their element offsets, byte offset of the first unit's
+ *  first coefficient plane, scratch) for every strip job, on `threads` OpenMP threads. */
 template <int B, typename Real, typename View, typename Fn>
 void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
                     Fn&& fn) {
   (void)threads;
   DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
   {
-    auto s = make_scratch<Real>(B, p.chop, bp.g);
+    auto s = make_scratch<Real>(B, p.chop, bp);
+    std::vector<i64> elems(bp.per_job), ahead(bp.per_job);
     DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
       const u64 item = static_cast<u64>(it);
-      const u64 strip = item % bp.hb;
-      const u64 group = item / bp.hb;  // sample * groups + group within the sample
-      const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
-      const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
-      fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, s);
+      // The static schedule gives this thread the next item too, most of the time.
+      if (bp.per_job > 1 && item + 1 < bp.items) prefetch_job<B>(v, bp, item + 1, ahead.data());
+      const u64 units = job_units(v, bp, item, elems.data());
+      const u64 q0 = (item / bp.hb) * bp.per_job;
+      fn(item % bp.hb, q0, units, elems.data(), q0 * bp.ci * bp.plane_bytes, s);
     }
   }
 }
@@ -483,10 +641,12 @@ void encode_all(const codec_params& p, const const_sample_view& v, std::byte* co
   const auto* base = static_cast<const In*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
   for_each_strip<B, Real>(p, v, bp, threads,
-                          [&](u64 strip, u64 n, i64 elem, u64 cbyte, scratch<Real>& s) {
-    const bool ok = encode_strip<B, In, Real>(base + elem, bp.g, strip, p.chop, t.data(), offset,
-                                              p.coeff, coeffs + cbyte, bp.plane_bytes, s);
-    if (!ok) {
+                          [&](u64 strip, u64 q0, u64 units, const i64* elems, u64 cbyte,
+                              scratch<Real>& s) {
+    const u64 bad = encode_strip<B, In, Real>(base, elems, units, bp.g, strip, p.chop, t.data(),
+                                              offset, p.coeff, coeffs + cbyte, bp.plane_bytes, s);
+    if (bad < units) {
+      const u64 n = (q0 + bad) / bp.groups;
       u64 cur = first_bad.load();
       while (n < cur && !first_bad.compare_exchange_weak(cur, n)) {
       }
@@ -502,9 +662,10 @@ void decode_all(const codec_params& p, const std::byte* coeffs, const sample_vie
   auto* base = static_cast<Out*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
   for_each_strip<B, Real>(p, v, bp, threads,
-                          [&](u64 strip, u64, i64 elem, u64 cbyte, scratch<Real>& s) {
+                          [&](u64 strip, u64, u64 units, const i64* elems, u64 cbyte,
+                              scratch<Real>& s) {
     decode_strip<B, Out, Real>(coeffs + cbyte, bp.plane_bytes, p.coeff, strip, p.chop, t.data(),
-                               offset, bp.g, base + elem, s);
+                               offset, bp.g, base, elems, units, s);
   });
 }
 
