@@ -307,11 +307,11 @@ TEST(Threads, OneAndManyThreadsGiveIdenticalCoefficients) {
 }
 
 TEST(SmallImages, ABatchEncodesAndDecodesExactlyAsEachImageAloneInEveryLayout) {
-  // The CPU kernels lay several small images side by side in one job. That must not change a
-  // byte: a batch of 37 samples (no multiple of any job size) gives the coefficients and the
-  // decoded values of each sample coded alone, in planar, NCHW and NHWC layouts, block sizes
-  // 4 to 32, on 1 and 2 threads, also when the samples lie apart in memory (the gaps must be
-  // left untouched by the decode).
+  // How a batch is split into jobs (threads, samples, planes, the vector tails of narrow
+  // rows) must not change a byte: a batch of 37 samples gives the coefficients and the decoded
+  // values of each sample coded alone, in planar, NCHW and NHWC layouts, block sizes 4 to 32,
+  // on 1 and 2 threads, also when the samples lie apart in memory (the gaps must be left
+  // untouched by the decode).
   struct case_t { layout lay; u64 c, h, w; int b, k; };
   const std::vector<case_t> cases = {{layout::nhw, 1, 28, 28, 8, 4},  {layout::nchw, 3, 32, 32, 8, 2},
                                      {layout::nhwc, 3, 32, 32, 8, 4}, {layout::nhw, 1, 5, 3, 4, 1},
@@ -356,8 +356,8 @@ TEST(SmallImages, ABatchEncodesAndDecodesExactlyAsEachImageAloneInEveryLayout) {
   }
 }
 
-TEST(SmallImages, TheFirstBadSampleIsNamedWhenManyShareAJob) {
-  // 40 samples of 8x8 u16 fit in one job of the CPU kernels; samples 29 and 35 overflow f16.
+TEST(SmallImages, TheFirstBadSampleIsNamedAmongMany) {
+  // 40 samples of 8x8 u16; samples 29 and 35 overflow f16, on one thread and on two.
   geometry g{layout::nhw, 40, 1, 8, 8};
   std::vector<std::uint16_t> x(40 * 64, 32768);
   for (u64 bad : {29, 35})

@@ -136,20 +136,15 @@ void load_coeffs(const std::byte* src, std::size_t n, coeff_type ct, Real* dst) 
 
 // ---- strips ------------------------------------------------------------------------------
 //
-// A unit is `ci` planes whose values are interleaved along the row (ci = C for NHWC input, 1
-// for planar input). A strip job covers the same B rows of one or more units laid side by
-// side in one wide row: unit q takes columns [q*uw, (q+1)*uw), uw = wp*ci, and within it
-// column X holds plane X % ci at pixel X / ci. The vertical stage does not care which plane a
-// column belongs to, so it runs once over the whole wide row, contiguous and vectorised. Small
-// images (28x28, 32x32x3) are taken several at a time so that this row stays long; a large
-// image is one unit per job. Each column and each block is computed alone, so the grouping
-// never changes a coefficient.
+// A strip job covers `ci` planes whose values are interleaved along the row (ci = C for NHWC
+// input, 1 for planar input): the vertical stage does not care which plane a column belongs
+// to, so it runs once over the whole interleaved row, contiguous and vectorised. Column X of a
+// wide row holds plane X % ci at pixel X / ci.
 
 struct strip_geometry {
   u64 h, w, wb, wp;  // plane height, width, blocks per row, padded width
-  u64 ci;            // interleaved planes in a unit
+  u64 ci;            // interleaved planes in this job
   i64 stride_row, stride_col, stride_plane;
-  u64 unit_width() const { return wp * ci; }
 };
 
 template <int B>
@@ -319,51 +314,44 @@ void vertical_forward(const Real* t, int k, const Real* rows, u64 n, Real* y) {
   }
 }
 
-/** Encode one strip of B rows of `units` units side by side; unit q starts at element
- *  base + elems[q], and the coefficient plane of its plane c at
- *  cplanes + (q * ci + c) * plane_bytes. Returns the first unit with a value that does not
- *  fit, or `units` when all fit. */
+/** Encode one strip of B rows for the ci planes starting at `plane0`; the coefficient plane of
+ *  plane c starts at cplanes + c * plane_bytes. Returns false when a value does not fit. */
 template <int B, typename In, typename Real>
-u64 encode_strip(const In* base, const i64* elems, u64 units, const strip_geometry& g, u64 strip,
-                 int k, const Real* t, Real offset, coeff_type ct, std::byte* cplanes,
-                 u64 plane_bytes, scratch<Real>& s) {
-  const u64 uw = g.unit_width();
-  const u64 n = units * uw;   // wide row length
+bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, const Real* t,
+                  Real offset, coeff_type ct, std::byte* cplanes, u64 plane_bytes,
+                  scratch<Real>& s) {
+  const u64 n = g.wp * g.ci;  // wide row length
   Real* rows = s.row.data();  // B wide rows
   Real* y = s.y.data();       // K wide rows
   for (int r = 0; r < B; ++r) {
-    const i64 hr = static_cast<i64>(std::min<u64>(strip * B + r, g.h - 1));
-    for (u64 q = 0; q < units; ++q)
-      load_wide_row(base + elems[q] + hr * g.stride_row, g, offset, rows + r * n + q * uw);
+    const u64 hr = std::min<u64>(strip * B + r, g.h - 1);
+    load_wide_row(plane0 + static_cast<i64>(hr) * g.stride_row, g, offset, rows + r * n);
   }
   // Vertical stage: y[u][X] = sum_r T[u][r] rows[r][X].
   vertical_forward<B>(t, k, rows, n, y);
   // Horizontal stage, per plane and block: C[u][jK+v] = sum_c y[u][(jB+c)*ci + plane] T[v][c].
-  u64 bad = units;
+  bool ok = true;
   const std::size_t csize = size_of(ct);
   const u64 ccols = g.wb * k;
-  for (u64 q = 0; q < units; ++q) {
-    for (u64 c = 0; c < g.ci; ++c) {
-      for (int u = 0; u < k; ++u) {
-        const Real* yu = y + static_cast<u64>(u) * n + q * uw + c;
-        Real* out = s.crow.data();
-        for (u64 j = 0; j < g.wb; ++j) {
-          Real blk[B];
-          for (int cc = 0; cc < B; ++cc) blk[cc] = yu[(j * B + cc) * g.ci];
-          for (int vv = 0; vv < k; ++vv) {
-            const Real* tv = t + vv * B;
-            Real acc = 0;
-            for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
-            out[j * k + vv] = acc;
-          }
+  for (u64 c = 0; c < g.ci; ++c) {
+    for (int u = 0; u < k; ++u) {
+      const Real* yu = y + static_cast<u64>(u) * n + c;
+      Real* out = s.crow.data();
+      for (u64 j = 0; j < g.wb; ++j) {
+        Real blk[B];
+        for (int cc = 0; cc < B; ++cc) blk[cc] = yu[(j * B + cc) * g.ci];
+        for (int vv = 0; vv < k; ++vv) {
+          const Real* tv = t + vv * B;
+          Real acc = 0;
+          for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
+          out[j * k + vv] = acc;
         }
-        const bool ok = store_coeffs(
-            out, ccols, ct, cplanes + (q * g.ci + c) * plane_bytes + (strip * k + u) * ccols * csize);
-        if (!ok && bad == units) bad = q;
       }
+      ok &= store_coeffs(out, ccols, ct,
+                         cplanes + c * plane_bytes + (strip * k + u) * ccols * csize);
     }
   }
-  return bad;
+  return ok;
 }
 
 /** row[x] = sum_{u<K} T[u][r] y[u][x] for x < m. A compile-time K keeps the sum in registers
@@ -474,46 +462,38 @@ void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Ou
   }
 }
 
-/** Decode one strip of B rows of `units` units side by side (as encode_strip lays them out)
- *  into the units at base + elems[q]. */
 template <int B, typename Out, typename Real>
 void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 strip, int k,
-                  const Real* t, Real offset, const strip_geometry& g, Out* base,
-                  const i64* elems, u64 units, scratch<Real>& s) {
+                  const Real* t, Real offset, const strip_geometry& g, Out* plane0,
+                  scratch<Real>& s) {
   Real* y = s.y.data();
   Real* row = s.row.data();
   const std::size_t csize = size_of(ct);
   const u64 ccols = g.wb * k;
-  const u64 wp = g.wp, uw = g.unit_width();
-  const u64 planes = units * g.ci, n = planes * wp;
-  // Horizontal stage, planar: y[u*n + P*wp + jB+c] = sum_v C[u][jK+v] T[v][c] for plane P of
-  // the job (P = q*ci + c).
-  for (u64 pl = 0; pl < planes; ++pl) {
+  const u64 wp = g.wp, n = g.ci * wp;
+  // Horizontal stage, planar: y[u*n + plane*wp + jB+c] = sum_v C[u][jK+v] T[v][c].
+  for (u64 c = 0; c < g.ci; ++c) {
     for (int u = 0; u < k; ++u) {
       Real* cr = s.crow.data();
-      load_coeffs(cplanes + pl * plane_bytes + (strip * k + u) * ccols * csize, ccols, ct, cr);
-      horizontal_inverse<B>(cr, g.wb, k, t, y + static_cast<u64>(u) * n + pl * wp);
+      load_coeffs(cplanes + c * plane_bytes + (strip * k + u) * ccols * csize, ccols, ct, cr);
+      horizontal_inverse<B>(cr, g.wb, k, t, y + static_cast<u64>(u) * n + c * wp);
     }
   }
-  // Vertical stage over every plane's padded row at once: row[P*wp + x] =
-  // sum_u T[u][r] y[u][P*wp + x]; the store crops to the width and interleaves the planes
-  // again. The whole padded width is computed, not w values per plane: a scalar tail here
-  // would write a row's last values one by one, and the store's vector loads of them would
-  // stall (a load cannot take its data from several smaller stores).
+  // Vertical stage over every plane's padded row at once: row[plane*wp + x] =
+  // sum_u T[u][r] y[u][plane*wp + x]; the store crops to the width and interleaves the planes
+  // again. One loop over all the planes' whole padded rows, not w values per plane: a scalar
+  // tail would write a row's last values one by one, and the store's vector loads of them
+  // would stall (a load cannot take its data from several smaller stores).
   const u64 rows = std::min<u64>(B, g.h - strip * B);
   for (u64 r = 0; r < rows; ++r) {
     vertical_inverse(t, B, r, k, y, n, n, row);
-    const i64 at = static_cast<i64>(strip * B + r) * g.stride_row;
-    for (u64 q = 0; q < units; ++q) {
-      const Real* rq = row + q * uw;
-      Out* dst = base + elems[q] + at;
-      switch (g.ci) {
-        case 1: store_wide_row(rq, g, offset, dst); break;
-        case 2: store_interleaved<2>(rq, g, offset, dst); break;
-        case 3: store_interleaved<3>(rq, g, offset, dst); break;
-        case 4: store_interleaved<4>(rq, g, offset, dst); break;
-        default: store_interleaved<0>(rq, g, offset, dst); break;
-      }
+    Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
+    switch (g.ci) {
+      case 1: store_wide_row(row, g, offset, dst); break;
+      case 2: store_interleaved<2>(row, g, offset, dst); break;
+      case 3: store_interleaved<3>(row, g, offset, dst); break;
+      case 4: store_interleaved<4>(row, g, offset, dst); break;
+      default: store_interleaved<0>(row, g, offset, dst); break;
     }
   }
 }
@@ -524,6 +504,17 @@ std::vector<Real> matrix_as(int block) {
   return std::vector<Real>(d.begin(), d.end());
 }
 
+template <typename Real>
+scratch<Real> make_scratch(int block, int k, const strip_geometry& g) {
+  scratch<Real> s;
+  const u64 n = g.wp * g.ci;
+  // 32 values of slack: store_u8_row reads its last vector step whole
+  s.row.resize(static_cast<u64>(block) * n + 32);
+  s.y.resize(static_cast<u64>(k) * n);
+  s.crow.resize(g.wb * k);
+  return s;
+}
+
 /** How a view splits into strip jobs: interleaved planes (NHWC) go together. */
 template <typename View>
 u64 interleave_of(const View& v) {
@@ -532,14 +523,9 @@ u64 interleave_of(const View& v) {
   return interleaved ? v.planes : 1;
 }
 
-/** Units side by side in a job are chosen so that the wide row holds about this many values:
- *  long enough for the vector loops, short enough that the B rows stay in the L1 cache. */
-constexpr u64 k_job_row_values = 512;
-
-/** How a batch splits into strip jobs: (group of `per_job` units, block row). Units are
- *  numbered sample by sample, so a job's coefficient planes are consecutive. */
+/** How a batch splits into strip jobs: (sample, group of interleaved planes, block row). */
 struct batch_plan {
-  u64 plane_bytes, hb, ci, groups, units, per_job, jobs, items;
+  u64 plane_bytes, hb, ci, groups, items;
   strip_geometry g;
 };
 
@@ -551,84 +537,29 @@ batch_plan plan_batch(const codec_params& p, const View& v) {
   bp.hb = (v.height + B - 1) / B;
   bp.ci = interleave_of(v);
   bp.groups = v.planes / bp.ci;
-  bp.units = v.samples * bp.groups;
+  bp.items = v.samples * bp.groups * bp.hb;
   bp.g = make_strip_geometry<B>(v.height, v.width, bp.ci, v.stride_row, v.stride_col,
                                 v.stride_plane);
-  bp.per_job = std::clamp<u64>(k_job_row_values / std::max<u64>(bp.g.unit_width(), 1), 1,
-                               std::max<u64>(bp.units, 1));
-  bp.jobs = (bp.units + bp.per_job - 1) / bp.per_job;
-  bp.items = bp.jobs * bp.hb;
   return bp;
 }
 
-template <typename Real>
-scratch<Real> make_scratch(int block, int k, const batch_plan& bp) {
-  scratch<Real> s;
-  const u64 n = bp.g.unit_width() * bp.per_job;
-  // 32 values of slack: store_u8_row reads its last vector step whole
-  s.row.resize(static_cast<u64>(block) * n + 32);
-  s.y.resize(static_cast<u64>(k) * n);
-  s.crow.resize(bp.g.wb * k);
-  return s;
-}
-
-/** Element offsets of the units of the job holding `item`; returns their number. */
-template <typename View>
-u64 job_units(const View& v, const batch_plan& bp, u64 item, i64* elems) {
-  const u64 q0 = (item / bp.hb) * bp.per_job;
-  const u64 units = std::min(bp.per_job, bp.units - q0);
-  for (u64 q = 0; q < units; ++q) {
-    const u64 unit = q0 + q;  // sample * groups + group within the sample
-    const u64 n = unit / bp.groups, c0 = (unit % bp.groups) * bp.ci;
-    elems[q] = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
-  }
-  return units;
-}
-
-/** Ask for the image rows of strip job `item` ahead of time: a job of several small images
- *  reads (or writes) a few rows of each, far apart, which the hardware prefetcher does not
- *  follow; without this every row waits for memory in turn. Rows with a stride between
- *  values are left alone. */
-template <int B, typename View>
-void prefetch_job(const View& v, const batch_plan& bp, u64 item, i64* elems) {
-  if (v.stride_col != 1 && bp.ci == 1) return;
-  const u64 units = job_units(v, bp, item, elems);
-  const u64 esize = size_of(v.type);
-  const u64 strip = item % bp.hb, bytes = bp.g.w * bp.ci * esize;
-  const u64 rows = std::min<u64>(B, bp.g.h - strip * B);
-  const auto* base = static_cast<const char*>(static_cast<const void*>(v.data));
-  for (u64 q = 0; q < units; ++q) {
-    for (u64 r = 0; r < rows; ++r) {
-      const char* row = base + (elems[q] + static_cast<i64>(strip * B + r) * v.stride_row) *
-                                   static_cast<i64>(esize);
-      for (u64 at = 0; at < bytes; at += 64) {
-        if constexpr (std::is_const_v<std::remove_pointer_t<decltype(v.data)>>)
-          __builtin_prefetch(row + at, 0);
-        else
-          __builtin_prefetch(row + at, 1);
-      }
-    }
-  }
-}
-
-/** Run fn(strip, first unit, units, their element offsets, byte offset of the first unit's
- *  first coefficient plane, scratch) for every strip job, on `threads` OpenMP threads. */
+/** Run fn(strip, sample, element offset of the group's first plane, byte offset of its first
+ *  coefficient plane, scratch) for every strip job, on `threads` OpenMP threads. */
 template <int B, typename Real, typename View, typename Fn>
 void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
                     Fn&& fn) {
   (void)threads;
   DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
   {
-    auto s = make_scratch<Real>(B, p.chop, bp);
-    std::vector<i64> elems(bp.per_job), ahead(bp.per_job);
+    auto s = make_scratch<Real>(B, p.chop, bp.g);
     DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
       const u64 item = static_cast<u64>(it);
-      // The static schedule gives this thread the next item too, most of the time.
-      if (bp.per_job > 1 && item + 1 < bp.items) prefetch_job<B>(v, bp, item + 1, ahead.data());
-      const u64 units = job_units(v, bp, item, elems.data());
-      const u64 q0 = (item / bp.hb) * bp.per_job;
-      fn(item % bp.hb, q0, units, elems.data(), q0 * bp.ci * bp.plane_bytes, s);
+      const u64 strip = item % bp.hb;
+      const u64 group = item / bp.hb;  // sample * groups + group within the sample
+      const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
+      const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
+      fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, s);
     }
   }
 }
@@ -641,12 +572,10 @@ void encode_all(const codec_params& p, const const_sample_view& v, std::byte* co
   const auto* base = static_cast<const In*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
   for_each_strip<B, Real>(p, v, bp, threads,
-                          [&](u64 strip, u64 q0, u64 units, const i64* elems, u64 cbyte,
-                              scratch<Real>& s) {
-    const u64 bad = encode_strip<B, In, Real>(base, elems, units, bp.g, strip, p.chop, t.data(),
-                                              offset, p.coeff, coeffs + cbyte, bp.plane_bytes, s);
-    if (bad < units) {
-      const u64 n = (q0 + bad) / bp.groups;
+                          [&](u64 strip, u64 n, i64 elem, u64 cbyte, scratch<Real>& s) {
+    const bool ok = encode_strip<B, In, Real>(base + elem, bp.g, strip, p.chop, t.data(), offset,
+                                              p.coeff, coeffs + cbyte, bp.plane_bytes, s);
+    if (!ok) {
       u64 cur = first_bad.load();
       while (n < cur && !first_bad.compare_exchange_weak(cur, n)) {
       }
@@ -662,10 +591,9 @@ void decode_all(const codec_params& p, const std::byte* coeffs, const sample_vie
   auto* base = static_cast<Out*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
   for_each_strip<B, Real>(p, v, bp, threads,
-                          [&](u64 strip, u64, u64 units, const i64* elems, u64 cbyte,
-                              scratch<Real>& s) {
+                          [&](u64 strip, u64, i64 elem, u64 cbyte, scratch<Real>& s) {
     decode_strip<B, Out, Real>(coeffs + cbyte, bp.plane_bytes, p.coeff, strip, p.chop, t.data(),
-                               offset, bp.g, base, elems, units, s);
+                               offset, bp.g, base + elem, s);
   });
 }
 
