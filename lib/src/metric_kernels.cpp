@@ -153,48 +153,75 @@ void box7(const T* __restrict c, T* __restrict out, u64 n) {
  *  and, per column, the sums over them of x and y (type S) and of xx + yy and xy (type Q);
  *  memory O(7W). The formula needs the two variances only as their sum, so xx and yy are
  *  summed together. F::window(Sx, Sy, Sxx + Syy, Sxy) gives one window's SSIM from its sums
- *  over 7x7 values. */
+ *  over 7x7 values.
+ *
+ *  Every array is padded with zero columns to a multiple of 16, so that each loop runs in
+ *  whole vectors: with rows of 28 or 32 values, scalar tails took most of the time. A row is
+ *  copied into a free slot of the ring first (the input may not be read past its width); the
+ *  padded columns stay zero, and the windows they touch are computed but never summed. The
+ *  rows are taken one push late: the vector loads of a row just copied in pieces would wait
+ *  for those stores to complete. */
 template <typename V, typename S, typename Q, typename F>
 class ssim_rows {
+  /** The ring: the 7 rows of the window, the row being taken, the row copied after it. */
+  static constexpr u64 k_slots = k_win + 2;
+
  public:
-  ssim_rows(u64 w, double range) : w_(w), f_(range) {
-    ring_a_.assign(k_win * w, V(0));
-    ring_b_.assign(k_win * w, V(0));
-    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(w, S(0));
-    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(w, Q(0));
-    ssim_.assign(w, 0.0);
+  ssim_rows(u64 w, double range) : w_(w), wp_((w + 15) / 16 * 16), f_(range) {
+    ring_a_.assign(k_slots * wp_, V(0));
+    ring_b_.assign(k_slots * wp_, V(0));
+    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(wp_ + 16, S(0));
+    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(wp_ + 16, Q(0));
+    ssim_.assign(wp_, 0.0);
   }
   /** Add the next row of both planes (w values each, contiguous). */
   void push(const V* a, const V* b) {
-    const u64 slot = rows_ % k_win;
-    V* oa = ring_a_.data() + slot * w_;
-    V* ob = ring_b_.data() + slot * w_;
-    slide(a, b, oa, ob);  // the ring starts at zero: removing an unfilled slot removes nothing
-    std::copy(a, a + w_, oa);
-    std::copy(b, b + w_, ob);
-    ++rows_;
-    if (rows_ >= k_win && w_ >= k_win) emit_row();
+    std::copy(a, a + w_, next_a());
+    std::copy(b, b + w_, next_b());
+    commit();
   }
-  double mean() const { return sum_ / static_cast<double>(windows_); }
+  /** Where the next row's w values go, for a caller that writes them in place of push. */
+  V* next_a() { return ring_a_.data() + (copied_ % k_slots) * wp_; }
+  V* next_b() { return ring_b_.data() + (copied_ % k_slots) * wp_; }
+  /** Take the row written at next_a() and next_b() (into the sums at the next commit). */
+  void commit() {
+    if (copied_ > rows_) take();
+    ++copied_;
+  }
+  /** The mean SSIM of the windows, once every row has been pushed or committed. */
+  double mean() {
+    if (copied_ > rows_) take();
+    return sum_ / static_cast<double>(windows_);
+  }
 
   /** The memory a plane's state takes per column: the rows in the ring, the sums, the
    *  window values. */
-  static constexpr u64 bytes_per_column = 2 * k_win * sizeof(V) + 4 * sizeof(S) +
+  static constexpr u64 bytes_per_column = 2 * k_slots * sizeof(V) + 4 * sizeof(S) +
                                           4 * sizeof(Q) + sizeof(double);
 
  private:
+  /** Add row `rows_` to the sums: slot (rows % 9) holds it, slot ((rows + 2) % 9) the row 7
+   *  back, which leaves the window (zero while the ring fills: removing it removes nothing). */
+  void take() {
+    const u64 at = (rows_ % k_slots) * wp_, old = ((rows_ + 2) % k_slots) * wp_;
+    slide(ring_a_.data() + at, ring_b_.data() + at, ring_a_.data() + old, ring_b_.data() + old);
+    ++rows_;
+    if (rows_ >= k_win && w_ >= k_win) emit_row();
+  }
+
   /** Move the column sums down a row: add row (a, b), remove the leaving row (oa, ob). */
   void slide(const V* __restrict a, const V* __restrict b, const V* __restrict oa,
              const V* __restrict ob) {
     S* __restrict sx = sx_.data();
     S* __restrict sy = sy_.data();
-    for (u64 x = 0; x < w_; ++x) {
+    const u64 n = wp_;
+    for (u64 x = 0; x < n; ++x) {
       sx[x] = static_cast<S>(sx[x] + (S(a[x]) - S(oa[x])));
       sy[x] = static_cast<S>(sy[x] + (S(b[x]) - S(ob[x])));
     }
     Q* __restrict sq = sq_.data();
     Q* __restrict sxy = sxy_.data();
-    for (u64 x = 0; x < w_; ++x) {
+    for (u64 x = 0; x < n; ++x) {
       const Q va = a[x], vb = b[x], wa = oa[x], wb = ob[x];
       sq[x] += (va * va + vb * vb) - (wa * wa + wb * wb);
       sxy[x] += va * vb - wa * wb;
@@ -202,23 +229,26 @@ class ssim_rows {
   }
   void emit_row() {
     const u64 nw = w_ - k_win + 1;
-    box7(sx_.data(), bx_.data(), nw);
-    box7(sy_.data(), by_.data(), nw);
-    box7(sq_.data(), bq_.data(), nw);
-    box7(sxy_.data(), bxy_.data(), nw);
+    const u64 np = (nw + 15) / 16 * 16;  // <= wp_: whole vectors, reading at most wp_ + 6
+    box7(sx_.data(), bx_.data(), np);
+    box7(sy_.data(), by_.data(), np);
+    box7(sq_.data(), bq_.data(), np);
+    box7(sxy_.data(), bxy_.data(), np);
     const S* __restrict bx = bx_.data();
     const S* __restrict by = by_.data();
     const Q* __restrict bq = bq_.data();
     const Q* __restrict bxy = bxy_.data();
     double* __restrict s = ssim_.data();
     const F f = f_;
-    for (u64 x = 0; x < nw; ++x) s[x] = f.window(bx[x], by[x], bq[x], bxy[x]);
-    sum_ += lane_sum(s, nw);
+    // The formula, the costly part, in whole vectors of 8 only (4 doubles, unrolled twice)
+    const u64 nf = (nw + 7) / 8 * 8;
+    for (u64 x = 0; x < nf; ++x) s[x] = f.window(bx[x], by[x], bq[x], bxy[x]);
+    sum_ += lane_sum(s, nw);  // the windows inside the plane only
     windows_ += nw;
   }
-  u64 w_;
+  u64 w_, wp_;
   F f_;
-  u64 rows_ = 0;
+  u64 rows_ = 0, copied_ = 0;           // rows taken into the sums, rows copied in
   std::vector<V> ring_a_, ring_b_;
   std::vector<S> sx_, sy_, bx_, by_;     // column sums and the current window row's sums
   std::vector<Q> sq_, sxy_, bq_, bxy_;  // of x, y, xx + yy, xy
@@ -321,17 +351,16 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
             ss[c - c0].push(ra.data() + (c - c0) * w, rb.data() + (c - c0) * w);
         }
       }
-      for (const auto& s : ss) sum += s.mean();  // in plane order, as one group would
+      for (auto& s : ss) sum += s.mean();  // in plane order, as one group would
     }
     return sum;
   }
-  std::vector<double> ra(w), rb(w);
   for (u64 c = 0; c < planes; ++c) {
     ssim_rows_f64 ss(w, range);
     for (u64 r = 0; r < a.height; ++r) {
-      load_row_as(a, n, c, r, ra.data());
-      load_row_as(b, n, c, r, rb.data());
-      ss.push(ra.data(), rb.data());
+      load_row_as(a, n, c, r, ss.next_a());
+      load_row_as(b, n, c, r, ss.next_b());
+      ss.commit();
     }
     sum += ss.mean();
   }
