@@ -121,6 +121,23 @@ TEST(Cli, RoundTripOfGeneratedF32KeepsDtypeAndHasPsnrAbove30) {
   EXPECT_FALSE(nj["quality"].contains("ssim") && nj["quality"]["ssim"].is_number());
 }
 
+TEST(Cli, I16CoefficientsOnFloatDataOfSmallRangeGetANoteAndF32DoesNot) {
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(4, 24, 18);  // range about 9
+  save_npy(dir.file("f.npy"), dtype::f32, {4, 24, 18}, v);
+  auto i16 = cli(dir, "compress f.npy -o a.dcz --coeff i16");
+  ASSERT_EQ(i16.status, 0) << describe(i16);
+  EXPECT_NE(i16.err.find("i16 rounds every coefficient"), std::string::npos) << i16.err;
+  auto f32 = cli(dir, "compress f.npy -o b.dcz");
+  ASSERT_EQ(f32.status, 0) << describe(f32);
+  EXPECT_EQ(f32.err.find("i16 rounds"), std::string::npos) << f32.err;
+  // For u8 data the rounding costs little next to the output's own rounding: no note.
+  make_u8(dir, "u.npy");
+  auto u8 = cli(dir, "compress u.npy -o c.dcz --coeff i16");
+  ASSERT_EQ(u8.status, 0) << describe(u8);
+  EXPECT_EQ(u8.err.find("i16 rounds"), std::string::npos) << u8.err;
+}
+
 TEST(Cli, DefaultOutputNameReplacesNpyWithDcz) {
   temp_dir dir;
   make_u8(dir, "images.npy");
@@ -159,6 +176,12 @@ TEST(Cli, InfoOfAPipedArchiveDescribesIt) {
   const json info = parse_json(j.out);
   EXPECT_EQ(info.at("shape"), json({2, 8, 8, 3}));
   EXPECT_EQ(info.at("file"), "<stdin>");
+  // The size and ratio of a stream are those of the file it came from.
+  const json file = parse_json(cli(dir, "info a.dcz --json").out);
+  EXPECT_EQ(info.at("archive_bytes"), std::filesystem::file_size(dir.file("a.dcz")));
+  EXPECT_EQ(info.at("archive_bytes"), file.at("archive_bytes"));
+  EXPECT_EQ(info.at("ratio"), file.at("ratio"));
+  EXPECT_NE(t.out.find("ratio"), std::string::npos) << t.out;
 }
 
 TEST(Cli, CompressToStdoutWithJsonPutsTheReportOnStderr) {
@@ -285,6 +308,7 @@ TEST(Cli, BadInputFilesExitWithTheDocumentedCodeAndLeaveNoOutput) {
   write_bytes(dir.file("cut_tail.dcz"), good.substr(0, good.size() - 64));
   write_bytes(dir.file("cut_header.dcz"), good.substr(0, 100));
   write_bytes(dir.file("notes.txt"), "these are notes, not an archive\n");
+  for (const char* e : {"empty.dcz", "empty.npy", "empty.h5"}) write_bytes(dir.file(e), "");
 
   std::vector<bad_case> cases = {
       {"compress missing.npy -o out.dcz", 5, "missing.npy"},
@@ -296,13 +320,19 @@ TEST(Cli, BadInputFilesExitWithTheDocumentedCodeAndLeaveNoOutput) {
       {"decompress cut_header.dcz -o out.npy", 4, "cut_header.dcz"},
       {"info cut_tail.dcz", 4, "cut_tail.dcz"},
       {"info notes.txt", 3, "notes.txt"},
+      // An empty file is called empty, in every format, not a file with a bad magic.
+      {"info empty.dcz", 3, "empty.dcz: empty (0 bytes)"},
+      {"decompress empty.dcz -o out.npy", 3, "empty.dcz: empty (0 bytes)"},
+      {"compress empty.npy -o out.dcz", 3, "empty.npy: empty (0 bytes)"},
+      {"compress empty.h5 -o out.dcz", 3, "empty.h5: empty (0 bytes)"},
+      {"compress - -o out.dcz < empty.npy", 3, "empty (0 bytes)"},
   };
   for (const auto& e : std::filesystem::directory_iterator(std::string(DCTCHOP_SAMPLE_DIR) + "/npy/broken")) {
     const std::string p = e.path().string();
     cases.push_back({"compress " + sh_quote(p) + " -o out.dcz", 3, e.path().filename().string()});
   }
   check_bad_cases(dir, cases);
-  EXPECT_GE(cases.size(), 9u + 7u) << "every broken sample was tried";
+  EXPECT_GE(cases.size(), 14u + 7u) << "every broken sample was tried";
 }
 
 TEST(Cli, CorruptArchiveThroughAPipeExits4AndWritesNoOutput) {

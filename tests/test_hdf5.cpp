@@ -903,6 +903,35 @@ TEST(Hdf5Cli, LabelsFromNpyGoBesideHdf5Output) {
   EXPECT_EQ(h5_read<float>(f.get(), "/labels"), (std::vector<float>{0.5f, 1, 2, 3, 4, 5}));
 }
 
+TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
+  temp_dir dir;
+  // A labels-only file: its one dataset is 1-D, which the image rule would refuse.
+  {
+    auto f = h5_create(dir.file("l.h5"));
+    h5_write(f.get(), "/y", H5T_STD_I64LE, {6}, k_labels);
+  }
+  make_train_file(dir.file("t.h5"));
+  auto c = must(dir, "compress t.h5:/train/images --labels l.h5 -o a.dcz");
+  EXPECT_TRUE(contains(c.err, "using labels /y of l.h5")) << c.err;
+  must(dir, "decompress a.dcz -o out.npy -q --labels-out got.npy");
+  EXPECT_EQ(load_npy(dir.file("got.npy")).raw, as_bytes(k_labels));
+  // The images file itself: of its datasets, /train/labels is the one named like labels.
+  auto t = must(dir, "compress t.h5:/train/images --labels t.h5 -o b.dcz -f");
+  EXPECT_TRUE(contains(t.err, "using labels /train/labels of t.h5")) << t.err;
+  // Several candidates and no conventional name: exit 2, and the hint names --labels, not
+  // --dataset (which names the image input).
+  {
+    auto f = h5_create(dir.file("two.h5"));
+    h5_write(f.get(), "/a", H5T_STD_I64LE, {6}, k_labels);
+    h5_write(f.get(), "/b", H5T_STD_I64LE, {6}, k_labels);
+  }
+  auto two = cli(dir, "compress t.h5:/train/images --labels two.h5 -o c.dcz");
+  EXPECT_EQ(two.status, 2) << describe(two);
+  EXPECT_TRUE(contains(two.err, "--labels FILE.h5:/path")) << two.err;
+  EXPECT_FALSE(contains(two.err, "--dataset")) << two.err;
+  EXPECT_TRUE(contains(two.err, "/a (6,)")) << two.err;
+}
+
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));  // /train/labels is 1-D: not image-like

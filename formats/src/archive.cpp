@@ -348,6 +348,7 @@ archive_reader archive_reader::open(const std::string& path) {
     got = static_cast<std::size_t>(std::min<u64>(r.file_.size(), sizeof pre));
     if (got > 0) r.file_.read_at(0, pre, got, "preamble");
   }
+  if (got == 0) throw error(errc::bad_input, name + ": empty (0 bytes), not a dctchop archive");
   if (got < 8 || std::memcmp(pre, k_magic.data(), 8) != 0) {
     throw error(errc::bad_input, name + ": not a dctchop archive (bad magic)");
   }

@@ -207,12 +207,15 @@ class hdf5_source final : public sample_source {
     if (::stat(spec.path.c_str(), &st) != 0) {
       throw error(errc::io, spec.path + ": cannot open: no such file");
     }
+    if (S_ISREG(st.st_mode) && st.st_size == 0) {
+      throw error(errc::bad_input, spec.path + ": empty (0 bytes), not an HDF5 file");
+    }
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
       throw error(errc::bad_input, spec.path + ": not an HDF5 file");
     }
     file_ = check(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, errc::io,
                   spec.path + ": cannot open the HDF5 file");
-    dataset_ = spec.dataset.empty() ? choose() : spec.dataset;
+    dataset_ = spec.dataset.empty() ? choose(spec.purpose) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     const std::string nm = name();
     if (H5Lexists(file_.get(), dataset_.c_str(), H5P_DEFAULT) <= 0) {
@@ -286,29 +289,35 @@ class hdf5_source final : public sample_source {
   }
 
  private:
-  /** No dataset named: the only image-like one, else one named images, data or x. */
-  std::string choose() {
+  /** No dataset named: the only candidate, else the one with a conventional name. Data:
+   *  image-like (numeric, 2 or more axes), named images, data or x. Labels: numeric, named
+   *  labels, label, y or targets. */
+  std::string choose(dataset_spec::role purpose) {
+    const bool labels = purpose == dataset_spec::role::labels;
     auto all = list_datasets(file_.get());
-    std::vector<candidate> image_like;
+    std::vector<candidate> fit;
     for (const auto& c : all)
-      if (c.numeric && c.shape.size() >= 2) image_like.push_back(c);
+      if (c.numeric && c.shape.size() >= (labels ? 1u : 2u)) fit.push_back(c);
     std::string list;
     for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
-    if (image_like.empty()) {
+    if (fit.empty()) {
       throw error(errc::bad_input,
-                  path_ + ": holds no image-like dataset (numeric, 2 or more axes)" +
+                  path_ + (labels ? ": holds no numeric dataset for labels"
+                                  : ": holds no image-like dataset (numeric, 2 or more axes)") +
                       (all.empty() ? std::string("; the file holds no dataset at all")
                                    : "; datasets: " + list));
     }
     std::string chosen;
-    if (image_like.size() == 1) {
-      chosen = image_like[0].path;
+    if (fit.size() == 1) {
+      chosen = fit[0].path;
     } else {
       // One dataset with a conventional name; two such names (/train/images, /test/images)
       // are as ambiguous as none.
-      for (const char* want : {"images", "data", "x"}) {
+      const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
+                                : std::vector<const char*>{"images", "data", "x"};
+      for (const char* want : names) {
         std::vector<std::string> named;
-        for (const auto& c : image_like)
+        for (const auto& c : fit)
           if (leaf(c.path) == want) named.push_back(c.path);
         if (named.size() == 1 && chosen.empty()) chosen = named[0];
         if (named.size() > 1 && chosen.empty()) break;
@@ -316,9 +325,11 @@ class hdf5_source final : public sample_source {
     }
     if (chosen.empty()) {
       throw error(errc::invalid_argument,
-                  path_ + ": name the dataset (FILE.h5:/path or --dataset); candidates: " + list);
+                  path_ + (labels ? ": name the labels dataset (--labels FILE.h5:/path)"
+                                  : ": name the dataset (FILE.h5:/path or --dataset)") +
+                      "; candidates: " + list);
     }
-    note_ = "using dataset " + chosen + " of " + path_;
+    note_ = "using " + std::string(labels ? "labels " : "dataset ") + chosen + " of " + path_;
     return chosen;
   }
 

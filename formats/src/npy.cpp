@@ -414,6 +414,7 @@ npy_reader npy_reader::open(const std::string& path) {
   // Magic and version.
   std::array<unsigned char, 8> pre{};
   const std::size_t got = read_some(f, pre.data(), pre.size());
+  if (got == 0) fail(errc::bad_input, name, "empty (0 bytes), not a .npy file");
   if (got < k_magic.size() || std::memcmp(pre.data(), k_magic.data(), k_magic.size()) != 0) {
     fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");
   }

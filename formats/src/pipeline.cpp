@@ -451,14 +451,16 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
 
   // Labels: one row per sample, checked before anything is written.
   std::unique_ptr<sample_source> labels;
-  const dataset_spec labels_spec =
+  dataset_spec labels_spec =
       o.labels_path.empty() ? dataset_spec{} : parse_dataset_spec(o.labels_path);
+  labels_spec.purpose = dataset_spec::role::labels;
   if (!o.labels_path.empty()) {
     if ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output)) {
       throw error(errc::invalid_argument,
                   output + ": the output would replace the labels input " + o.labels_path);
     }
     labels = open_dataset(labels_spec);
+    if (!labels->note().empty()) notes.push_back(labels->note());
     const auto& lshape = labels->shape();
     if (lshape.empty() || lshape[0] != src.geom.samples) {
       throw error(errc::bad_input,
@@ -656,15 +658,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
 
 nlohmann::json archive_info(const std::string& input) {
   archive_reader r = archive_reader::open(input);
-  u64 bytes = r.file_bytes();
   if (!r.random_access()) {
-    // A stream: read it through, which also checks every chunk.
+    // A stream: read it through, which also checks every chunk and counts its bytes.
     chunk_info c;
     std::vector<std::byte> buf;
     while (r.next_chunk(c, buf)) {
     }
-    bytes = 0;
   }
+  const u64 bytes = r.file_bytes();
   const auto& h = r.header();
   nlohmann::json j = h.to_json();
   j["file"] = r.display_name();

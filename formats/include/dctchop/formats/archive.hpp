@@ -102,8 +102,11 @@ class archive_reader {
   const archive_header& header() const noexcept { return header_; }
   std::string display_name() const { return file_.display_name(); }
   bool random_access() const noexcept { return file_.seekable(); }
-  /** File size (random access only). */
-  std::uint64_t file_bytes() const noexcept { return file_.size(); }
+  /** The archive's size: the file size, or for a stream the bytes read so far (the whole
+   *  archive once next_chunk() has returned false). */
+  std::uint64_t file_bytes() const noexcept {
+    return file_.seekable() ? file_.size() : file_.position();
+  }
 
   /** Index and footer: available at open for files, after the last chunk for streams. */
   const std::vector<chunk_info>& chunks() const noexcept { return chunks_; }

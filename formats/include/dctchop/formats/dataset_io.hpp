@@ -28,9 +28,14 @@ inline constexpr const char* hdf5_labels_dataset = "/labels";
 /** Where a dataset lives. Built by parse_dataset_spec() from "file.npy", "-", "file.h5",
  *  "file.h5:/group/dset"; raw when the caller says so. */
 struct dataset_spec {
+  /** What an HDF5 input without a dataset path is searched for: image-like data (numeric,
+   *  2 or more axes; one named images, data or x among several), or labels (numeric, 1 or
+   *  more axes; one named labels, label, y or targets among several). */
+  enum class role { data, labels };
   std::string path;       ///< file path, or "-" for stdin/stdout (npy and raw only)
   std::string dataset;    ///< HDF5 dataset path; empty: choose (input) or "/data" (output)
   file_kind kind = file_kind::npy;
+  role purpose = role::data;
   // raw binary only:
   std::optional<npy_dtype> raw_type;
   std::vector<std::uint64_t> raw_shape;
