@@ -20,13 +20,18 @@ constexpr int k_win = ssim_window;
 constexpr double k_np = k_win * k_win;              // values per window
 constexpr double k_cov_norm = k_np / (k_np - 1.0);  // use_sample_covariance=True
 
-/** One row of a plane as T values. */
+/** One row of a plane as T values, minus `shift`. */
 template <typename T>
-void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, T* out) {
+void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, T* out, T shift = T(0)) {
   auto run = [&](auto* base) {
     const auto* p = base + static_cast<i64>(n) * v.stride_sample +
                     static_cast<i64>(c) * v.stride_plane + static_cast<i64>(r) * v.stride_row;
-    for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<T>(p[static_cast<i64>(x) * v.stride_col]);
+    const i64 sc = v.stride_col;
+    if (sc == 1) {
+      for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<T>(p[x]) - shift;
+    } else {
+      for (u64 x = 0; x < v.width; ++x) out[x] = static_cast<T>(p[static_cast<i64>(x) * sc]) - shift;
+    }
   };
   switch (v.type) {
     case dtype::u8: return run(static_cast<const std::uint8_t*>(v.data));
@@ -167,7 +172,7 @@ class ssim_rows {
   static constexpr u64 k_slots = k_win + 2;
 
  public:
-  ssim_rows(u64 w, double range) : w_(w), wp_((w + 15) / 16 * 16), f_(range) {
+  ssim_rows(u64 w, F f) : w_(w), wp_((w + 15) / 16 * 16), f_(f) {
     ring_a_.assign(k_slots * wp_, V(0));
     ring_b_.assign(k_slots * wp_, V(0));
     for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(wp_ + 16, S(0));
@@ -258,22 +263,51 @@ class ssim_rows {
 };
 
 /** scikit-image's formula on sums of doubles: means, then variances and covariance with the
- *  sample normalisation 49/48. */
+ *  sample normalisation 49/48. The sums are of values minus `shift` (one value of the plane,
+ *  so every shifted value lies within the data range R of zero): variances and covariance do
+ *  not change under a shift, and their E[x^2] - E[x]^2 form then loses nothing to
+ *  cancellation when the data sit far from zero (values near 1e5 that vary by 0.5 lost four
+ *  digits of the SSIM to it, and scikit-image loses them too). The means get the shift back
+ *  for the luminance term. */
 struct float_window {
-  double c1, c2;
-  explicit float_window(double range)
-      : c1((0.01 * range) * (0.01 * range)), c2((0.03 * range) * (0.03 * range)) {}
+  double c1, c2, shift;
+  float_window(double range, double shift_by)
+      : c1((0.01 * range) * (0.01 * range)), c2((0.03 * range) * (0.03 * range)),
+        shift(shift_by) {}
   double window(double sx, double sy, double sq, double sxy) const {
     // Multiplying by 1/49 instead of dividing: five divisions per window were the
     // bottleneck; the results differ from division in the last bit only.
     constexpr double inv = 1.0 / k_np;
-    const double ux = sx * inv, uy = sy * inv;
+    const double dx = sx * inv, dy = sy * inv;  // shifted means
+    const double vq = k_cov_norm * (sq * inv - (dx * dx + dy * dy));  // vx + vy
+    const double vxy = k_cov_norm * (sxy * inv - dx * dy);
+    const double ux = dx + shift, uy = dy + shift;
     const double uxy = ux * uy, uq = ux * ux + uy * uy;
-    const double vq = k_cov_norm * (sq * inv - uq);  // vx + vy
-    const double vxy = k_cov_norm * (sxy * inv - uxy);
     return ((2 * uxy + c1) * (2 * vxy + c2)) / ((uq + c1) * (vq + c2));
   }
 };
+
+/** The first value of plane c of sample n, as a double. */
+double row_value(const const_sample_view& v, u64 n, u64 c) {
+  const i64 at = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c) * v.stride_plane;
+  switch (v.type) {
+    case dtype::u8: return static_cast<const std::uint8_t*>(v.data)[at];
+    case dtype::u16: return static_cast<const std::uint16_t*>(v.data)[at];
+    case dtype::i16: return static_cast<const std::int16_t*>(v.data)[at];
+    case dtype::f32: return static_cast<const float*>(v.data)[at];
+    case dtype::f64: return static_cast<const double*>(v.data)[at];
+  }
+  return 0;
+}
+
+/** The shift for a plane whose first value is v: v itself, or 0 for NaN and infinities (the
+ *  SSIM of such a plane is not a number either way, but a shift must not spread it). */
+double shift_of(double v) { return std::isfinite(v) ? v : 0.0; }
+
+/** Subtract `shift` from n values in place. */
+void shift_row(double* __restrict v, u64 n, double shift) {
+  for (u64 x = 0; x < n; ++x) v[x] -= shift;
+}
 
 /** The same formula for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums
  *  Sx, Sy stay below 2^14 (16 bits hold them: twice as many per vector) and Sxx + Syy, Sxy
@@ -339,7 +373,7 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
       const u64 c1 = std::min(planes, c0 + group);
       std::vector<ssim_rows_u8> ss;
       ss.reserve(c1 - c0);
-      for (u64 c = c0; c < c1; ++c) ss.emplace_back(w, range);
+      for (u64 c = c0; c < c1; ++c) ss.emplace_back(w, u8_window(range));
       for (u64 r = 0; r < a.height; ++r) {
         if (contiguous) {
           for (u64 c = c0; c < c1; ++c)
@@ -356,10 +390,11 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
     return sum;
   }
   for (u64 c = 0; c < planes; ++c) {
-    ssim_rows_f64 ss(w, range);
+    const double shift = a.height > 0 && w > 0 ? shift_of(row_value(a, n, c)) : 0.0;
+    ssim_rows_f64 ss(w, float_window(range, shift));
     for (u64 r = 0; r < a.height; ++r) {
-      load_row_as(a, n, c, r, ss.next_a());
-      load_row_as(b, n, c, r, ss.next_b());
+      load_row_as(a, n, c, r, ss.next_a(), shift);
+      load_row_as(b, n, c, r, ss.next_b(), shift);
       ss.commit();
     }
     sum += ss.mean();
@@ -372,8 +407,15 @@ void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
 }
 
 double dense_ssim(const double* a, const double* b, u64 h, u64 w, double range) {
-  ssim_rows_f64 s(w, range);
-  for (u64 r = 0; r < h; ++r) s.push(a + r * w, b + r * w);
+  const double shift = h > 0 && w > 0 ? shift_of(a[0]) : 0.0;
+  ssim_rows_f64 s(w, float_window(range, shift));
+  for (u64 r = 0; r < h; ++r) {
+    std::copy(a + r * w, a + (r + 1) * w, s.next_a());
+    std::copy(b + r * w, b + (r + 1) * w, s.next_b());
+    shift_row(s.next_a(), w, shift);
+    shift_row(s.next_b(), w, shift);
+    s.commit();
+  }
   return s.mean();
 }
 
