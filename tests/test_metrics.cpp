@@ -341,8 +341,8 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
       }
     }
   }
-  // f32 statistics with NaN, infinities and signed zeros in either input (the AVX2 copy's
-  // intrinsics must pick the same operand as std::max and std::min), bit for bit.
+  // f32 and f64 statistics with NaN, infinities and signed zeros in either input (the AVX2
+  // copy's intrinsics must pick the same operand as std::max and std::min), bit for bit.
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::vector<float> fa(45), fb(45);
   for (std::size_t k = 0; k < fa.size(); ++k) {
@@ -358,16 +358,20 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
   fb[30] = -0.0f;
   fa[31] = 0.0f;
   fa[40] = nan;  // in the scalar tail
+  const std::vector<double> da(fa.begin(), fa.end()), db(fb.begin(), fb.end());
   for (u64 len : {u64(8), u64(16), u64(45)}) {
     geometry g{layout::hw, 1, 1, 1, len};
-    auto va = make_view(g, dtype::f32, static_cast<const void*>(fa.data()), 1);
-    auto vb = make_view(g, dtype::f32, static_cast<const void*>(fb.data()), 1);
-    const auto s1 = detail::generic::sample_stats(va, vb, 0);
-    const auto s2 = detail::avx2::sample_stats(va, vb, 0);
-    for (auto [x, y] : {std::pair{s1.sse, s2.sse}, std::pair{s1.max_abs, s2.max_abs},
-                        std::pair{s1.mn, s2.mn}, std::pair{s1.mx, s2.mx}})
-      EXPECT_EQ(std::bit_cast<std::uint64_t>(x), std::bit_cast<std::uint64_t>(y))
-          << len << " values: " << x << " vs " << y;
+    for (dtype t : {dtype::f32, dtype::f64}) {
+      const bool f = t == dtype::f32;
+      auto va = make_view(g, t, f ? static_cast<const void*>(fa.data()) : da.data(), 1);
+      auto vb = make_view(g, t, f ? static_cast<const void*>(fb.data()) : db.data(), 1);
+      const auto s1 = detail::generic::sample_stats(va, vb, 0);
+      const auto s2 = detail::avx2::sample_stats(va, vb, 0);
+      for (auto [x, y] : {std::pair{s1.sse, s2.sse}, std::pair{s1.max_abs, s2.max_abs},
+                          std::pair{s1.mn, s2.mn}, std::pair{s1.mx, s2.mx}})
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(x), std::bit_cast<std::uint64_t>(y))
+            << to_string(t) << ", " << len << " values: " << x << " vs " << y;
+    }
   }
 #endif
 }

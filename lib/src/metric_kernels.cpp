@@ -110,7 +110,7 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
     for (int j = 0; j < 8; ++j) l_mn[j] = l_mx[j] = static_cast<double>(a[0]);
     u64 i = 0;
 #if defined(__AVX2__)
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       // The loop below in intrinsics (GCC does not vectorise it): the same eight lanes and the
       // same operations in the same order, so the same figures as the baseline copy. max and
       // min take their operands swapped: maxpd(x, l) returns l when either is NaN or both are
@@ -123,10 +123,14 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
         mx[h] = _mm256_loadu_pd(l_mx + 4 * h);
       }
       const __m256d sign = _mm256_set1_pd(-0.0);
+      auto load4 = [](const T* p) {
+        if constexpr (std::is_same_v<T, float>) return _mm256_cvtps_pd(_mm_loadu_ps(p));
+        else return _mm256_loadu_pd(p);
+      };
       for (; i + 8 <= count; i += 8) {
         for (int h = 0; h < 2; ++h) {
-          const __m256d o = _mm256_cvtps_pd(_mm_loadu_ps(a + i + 4 * h));
-          const __m256d d = _mm256_sub_pd(o, _mm256_cvtps_pd(_mm_loadu_ps(b + i + 4 * h)));
+          const __m256d o = load4(a + i + 4 * h);
+          const __m256d d = _mm256_sub_pd(o, load4(b + i + 4 * h));
           sse[h] = _mm256_add_pd(sse[h], _mm256_mul_pd(d, d));
           mx_abs[h] = _mm256_max_pd(_mm256_andnot_pd(sign, d), mx_abs[h]);
           mn[h] = _mm256_min_pd(o, mn[h]);
