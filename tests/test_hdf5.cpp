@@ -383,6 +383,9 @@ TEST(Hdf5Spec, DatasetOptionFillsInTheDatasetAndAgreesOrIsRefused) {
                {"--dataset", "/y", "a.h5:/x"});
   // An extensionless file named with --dataset is HDF5.
   EXPECT_EQ(parse_dataset_spec("data", "/x").kind, file_kind::hdf5);
+  // A .npy name with --dataset is a slip, not an HDF5 file to write under that name.
+  expect_error([] { parse_dataset_spec("out.npy", "/x"); }, errc::invalid_argument,
+               {"out.npy", ".npy name", "--dataset /x"});
 }
 
 TEST(Hdf5Spec, ADatasetWithoutItsSlashIsAbsoluteAndPathsThatNameNoDatasetAreRefused) {
@@ -930,6 +933,20 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   EXPECT_TRUE(contains(two.err, "--labels FILE.h5:/path")) << two.err;
   EXPECT_FALSE(contains(two.err, "--dataset")) << two.err;
   EXPECT_TRUE(contains(two.err, "/a (6,)")) << two.err;
+  // The images' own file with one other dataset of no conventional name: that one, never the
+  // images themselves (which have one row per sample too). With only the images, an error.
+  {
+    auto f = h5_create(dir.file("own.h5"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, k_u8_shape, dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+    h5_write(f.get(), "/classes", H5T_STD_I64LE, {6}, k_labels);
+    auto g = h5_create(dir.file("alone.h5"));
+    h5_write(g.get(), "/images", H5T_STD_U8LE, k_u8_shape, dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+  }
+  auto own = must(dir, "compress own.h5 --labels own.h5 -o d.dcz");
+  EXPECT_TRUE(contains(own.err, "using labels /classes of own.h5")) << own.err;
+  auto alone = cli(dir, "compress alone.h5 --labels alone.h5 -o e.dcz");
+  EXPECT_EQ(alone.status, 3) << describe(alone);
+  EXPECT_TRUE(contains(alone.err, "other than /images")) << alone.err;
 }
 
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {

@@ -242,7 +242,10 @@ TEST(Ssim, U8SsimEqualsTheDirectComputationInEveryLayoutAndOnACrop) {
   // (neither contiguous: the planar one is read plane by plane within each group).
   {
     geometry gi{layout::nhwc, 1, 7, 9, 1024}, gp{layout::nchw, 1, 7, 9, 1024};
-    ASSERT_GT(u64(7 * 46 * 1024), detail::u8_ssim_group_bytes) << "the case no longer splits";
+    ASSERT_GT(7 * detail::u8_ssim_plane_bytes(1024), detail::u8_ssim_group_bytes)
+        << "the case no longer splits";
+    ASSERT_EQ(detail::u8_ssim_group_bytes / detail::u8_ssim_plane_bytes(1024), 5u)
+        << "groups of 5 and 2, as said";
     auto [a, b] = pair_of(gi.values_per_sample());
     const auto ap = planar(a, gi), bp = planar(b, gi);
     auto ai = make_view(gi, dtype::u8, static_cast<const void*>(a.data()), 1);
@@ -358,21 +361,42 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
   fb[30] = -0.0f;
   fa[31] = 0.0f;
   fa[40] = nan;  // in the scalar tail
-  const std::vector<double> da(fa.begin(), fa.end()), db(fb.begin(), fb.end());
-  for (u64 len : {u64(8), u64(16), u64(45)}) {
-    geometry g{layout::hw, 1, 1, 1, len};
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    const std::vector<double> da(a.begin(), a.end()), db(b.begin(), b.end());
+    geometry g{layout::hw, 1, 1, 1, a.size()};
     for (dtype t : {dtype::f32, dtype::f64}) {
       const bool f = t == dtype::f32;
-      auto va = make_view(g, t, f ? static_cast<const void*>(fa.data()) : da.data(), 1);
-      auto vb = make_view(g, t, f ? static_cast<const void*>(fb.data()) : db.data(), 1);
+      auto va = make_view(g, t, f ? static_cast<const void*>(a.data()) : da.data(), 1);
+      auto vb = make_view(g, t, f ? static_cast<const void*>(b.data()) : db.data(), 1);
       const auto s1 = detail::generic::sample_stats(va, vb, 0);
       const auto s2 = detail::avx2::sample_stats(va, vb, 0);
       for (auto [x, y] : {std::pair{s1.sse, s2.sse}, std::pair{s1.max_abs, s2.max_abs},
                           std::pair{s1.mn, s2.mn}, std::pair{s1.mx, s2.mx}})
         EXPECT_EQ(std::bit_cast<std::uint64_t>(x), std::bit_cast<std::uint64_t>(y))
-            << to_string(t) << ", " << len << " values: " << x << " vs " << y;
+            << what << ", " << to_string(t) << ", " << a.size() << " values: " << x << " vs " << y;
     }
+  };
+  for (u64 len : {u64(8), u64(16), u64(45)})
+    same_bits({fa.begin(), fa.begin() + len}, {fb.begin(), fb.begin() + len}, "mixed");
+  // Cases where a swapped operand shows. Signed zeros: lane 0 starts at -0.0 (the first
+  // value) and then meets +0.0; which one a min or max keeps shows in the sign bit, and the
+  // final reduction keeps lane 0's.
+  std::vector<float> z(16, 0.0f), zb(16, 0.0f);
+  z[0] = -0.0f;
+  same_bits(z, zb, "signed zeros");
+  // NaN between a large and a small value in the same lane (lanes 1..3: positions j, 8 + j,
+  // 16 + j): std::max(l, NaN) keeps l, so the large value must survive, and the small one must
+  // not replace it. In the original and in the difference.
+  std::vector<float> na(24, 0.5f), nb(24, 0.5f);
+  for (int j = 1; j < 4; ++j) {
+    na[j] = 9.0f;
+    na[8 + j] = nan;
+    na[16 + j] = -9.0f;
+    nb[j] = 0.0f;
+    nb[8 + j] = 0.5f;
+    nb[16 + j] = -9.0f;
   }
+  same_bits(na, nb, "NaN between extremes");
 #endif
 }
 

@@ -221,6 +221,12 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     }
     return s;
   }
+  if (!dataset.empty() && text.size() > 4 && text.compare(text.size() - 4, 4, ".npy") == 0) {
+    // --dataset makes a file HDF5 whatever its name; a .npy name is almost surely a slip, and
+    // an HDF5 file written under it would mislead every later reader.
+    throw error(errc::invalid_argument, text + ": a .npy name, but --dataset " + dataset +
+                                            " names a dataset in an HDF5 file (FILE.h5)");
+  }
   if (hdf5_name(text) || !dataset.empty()) s.kind = file_kind::hdf5;
   if (s.kind == file_kind::hdf5 && s.path == "-") {
     throw error(errc::invalid_argument, "-: HDF5 needs a file; it cannot be read from or "

@@ -215,7 +215,7 @@ class hdf5_source final : public sample_source {
     }
     file_ = check(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, errc::io,
                   spec.path + ": cannot open the HDF5 file");
-    dataset_ = spec.dataset.empty() ? choose(spec.purpose) : spec.dataset;
+    dataset_ = spec.dataset.empty() ? choose(spec.purpose, spec.not_this) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     const std::string nm = name();
     if (H5Lexists(file_.get(), dataset_.c_str(), H5P_DEFAULT) <= 0) {
@@ -265,6 +265,7 @@ class hdf5_source final : public sample_source {
   }
 
   std::string name() const override { return path_ + ":" + dataset_; }
+  std::string dataset_path() const override { return dataset_; }
   const npy_dtype& type() const override { return type_; }
   const std::vector<u64>& shape() const override { return shape_; }
   bool rereadable() const override { return true; }
@@ -292,17 +293,20 @@ class hdf5_source final : public sample_source {
   /** No dataset named: the only candidate, else the one with a conventional name. Data:
    *  image-like (numeric, 2 or more axes), named images, data or x. Labels: numeric, named
    *  labels, label, y or targets. */
-  std::string choose(dataset_spec::role purpose) {
+  std::string choose(dataset_spec::role purpose, const std::string& not_this) {
     const bool labels = purpose == dataset_spec::role::labels;
     auto all = list_datasets(file_.get());
     std::vector<candidate> fit;
     for (const auto& c : all)
-      if (c.numeric && c.shape.size() >= (labels ? 1u : 2u)) fit.push_back(c);
+      if (c.numeric && c.shape.size() >= (labels ? 1u : 2u) && c.path != not_this)
+        fit.push_back(c);
     std::string list;
     for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
     if (fit.empty()) {
       throw error(errc::bad_input,
-                  path_ + (labels ? ": holds no numeric dataset for labels"
+                  path_ + (labels ? ": holds no dataset for labels (numeric, 1 or more axes" +
+                                        (not_this.empty() ? std::string(")")
+                                                          : ", other than " + not_this + ")")
                                   : ": holds no image-like dataset (numeric, 2 or more axes)") +
                       (all.empty() ? std::string("; the file holds no dataset at all")
                                    : "; datasets: " + list));

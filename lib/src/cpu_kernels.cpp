@@ -201,7 +201,9 @@ template <typename In, typename Real>
 void load_wide_row(const In* src, const strip_geometry& g, Real offset, Real* dst) {
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<Real, float> && !std::is_same_v<In, double>) {
-    if (g.ci == 1 && g.stride_col == 1 && g.w >= 8 && g.wp % 8 == 0)
+    // (the lane arithmetic is in 32-bit integers)
+    if (g.ci == 1 && g.stride_col == 1 && g.w >= 8 && g.wp % 8 == 0 &&
+        g.wp <= static_cast<u64>(std::numeric_limits<std::int32_t>::max()))
       return load_plane_row8(src, g.w, g.wp, offset, dst);
   }
 #endif
@@ -255,23 +257,21 @@ inline void store_u8_row(const float* row, u64 n, float offset, std::uint8_t* ds
     __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(_mm256_loadu_ps(p), off), lo), hi);
     return _mm256_cvtps_epi32(v);
   };
-  for (; x + 32 <= n; x += 32) {
-    const __m256i ab = _mm256_packs_epi32(cvt(row + x), cvt(row + x + 8));
-    const __m256i cd = _mm256_packs_epi32(cvt(row + x + 16), cvt(row + x + 24));
-    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), bytes);
-  }
+  auto pack32 = [&](const float* p) {  // 32 values to 32 bytes, in order
+    const __m256i ab = _mm256_packs_epi32(cvt(p), cvt(p + 8));
+    const __m256i cd = _mm256_packs_epi32(cvt(p + 16), cvt(p + 24));
+    return _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+  };
+  for (; x + 32 <= n; x += 32)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), pack32(row + x));
   if (x < n) {
     // The tail (rows of 28 or 100 pixels end here) in one more vector step, so that narrow
     // images do not fall back to one scalar rounding per pixel: it reads up to 31 values
     // past n (the scratch rows have that slack; what lies there is never stored) and writes
     // exactly n - x bytes, in two overlapping stores. Plain loads, not masked ones: a masked
     // load cannot take its data from the stores that just wrote the row, and stalls.
-    const __m256i ab = _mm256_packs_epi32(cvt(row + x), cvt(row + x + 8));
-    const __m256i cd = _mm256_packs_epi32(cvt(row + x + 16), cvt(row + x + 24));
     alignas(32) std::uint8_t out[32];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out),
-                       _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), pack32(row + x));
     store_overlapping(out, n - x, dst + x);
     return;
   }
@@ -479,14 +479,17 @@ void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 
       horizontal_inverse<B>(cr, g.wb, k, t, y + static_cast<u64>(u) * n + c * wp);
     }
   }
-  // Vertical stage over every plane's padded row at once: row[plane*wp + x] =
+  // Vertical stage over the planes' rows at once: row[plane*wp + x] =
   // sum_u T[u][r] y[u][plane*wp + x]; the store crops to the width and interleaves the planes
-  // again. One loop over all the planes' whole padded rows, not w values per plane: a scalar
-  // tail would write a row's last values one by one, and the store's vector loads of them
-  // would stall (a load cannot take its data from several smaller stores).
+  // again. One loop, up to the last plane's width rounded up to a whole vector of 8 (at most
+  // its padded width): a scalar tail would write a row's last values one by one, and the
+  // store's vector loads of them would stall (a load cannot take its data from several
+  // smaller stores). The earlier planes' padding is computed too, which costs at most B - 1
+  // columns per plane.
   const u64 rows = std::min<u64>(B, g.h - strip * B);
+  const u64 m = (g.ci - 1) * wp + std::min<u64>(wp, (g.w + 7) / 8 * 8);
   for (u64 r = 0; r < rows; ++r) {
-    vertical_inverse(t, B, r, k, y, n, n, row);
+    vertical_inverse(t, B, r, k, y, n, m, row);
     Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
     switch (g.ci) {
       case 1: store_wide_row(row, g, offset, dst); break;

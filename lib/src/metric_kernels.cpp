@@ -239,11 +239,6 @@ class ssim_rows {
     return sum_ / static_cast<double>(windows_);
   }
 
-  /** The memory a plane's state takes per column: the rows in the ring, the sums, the
-   *  window values. */
-  static constexpr u64 bytes_per_column = 2 * k_slots * sizeof(V) + 4 * sizeof(S) +
-                                          4 * sizeof(Q) + sizeof(double);
-
  private:
   /** Add row `rows_` to the sums: slot (rows % 9) holds it, slot ((rows + 2) % 9) the row 7
    *  back, which leaves the window (zero while the ring fills: removing it removes nothing). */
@@ -329,15 +324,11 @@ struct float_window {
 
 /** The first value of plane c of sample n, as a double. */
 double row_value(const const_sample_view& v, u64 n, u64 c) {
-  const i64 at = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c) * v.stride_plane;
-  switch (v.type) {
-    case dtype::u8: return static_cast<const std::uint8_t*>(v.data)[at];
-    case dtype::u16: return static_cast<const std::uint16_t*>(v.data)[at];
-    case dtype::i16: return static_cast<const std::int16_t*>(v.data)[at];
-    case dtype::f32: return static_cast<const float*>(v.data)[at];
-    case dtype::f64: return static_cast<const double*>(v.data)[at];
-  }
-  return 0;
+  double x = 0;
+  const_sample_view one = v;
+  one.width = 1;
+  load_row_as(one, n, c, 0, &x);
+  return x;
 }
 
 /** The shift for a plane whose first value is v: v itself, or 0 for NaN and infinities (the
@@ -405,7 +396,7 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
     // contiguous. A group's running sums stay within u8_ssim_group_bytes (or one plane),
     // whatever the number of planes.
     if (planes == 0) return 0.0;
-    const u64 per_plane = ssim_rows_u8::bytes_per_column * std::max<u64>(w, 1);
+    const u64 per_plane = u8_ssim_plane_bytes(w);  // ssim_rows_u8's arrays
     const u64 group = std::clamp<u64>(u8_ssim_group_bytes / per_plane, 1, planes);
     const bool contiguous = a.stride_col == 1 && b.stride_col == 1;
     std::vector<std::uint8_t> ra(contiguous ? 0 : group * w), rb(ra.size());

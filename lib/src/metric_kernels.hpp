@@ -16,6 +16,14 @@ constexpr int ssim_window = 7;
  *  planes of an interleaved row are split once for all of them). */
 constexpr std::uint64_t u8_ssim_group_bytes = std::uint64_t(256) << 10;
 
+/** The memory one u8 plane's SSIM state takes for rows of w values: a ring of 9 rows of u8,
+ *  4 running sums of int16 and 4 of int32, the window values in double; every array padded to
+ *  a multiple of 16 columns, the sums by 16 more. */
+constexpr std::uint64_t u8_ssim_plane_bytes(std::uint64_t w) {
+  const std::uint64_t wp = (w + 15) / 16 * 16;
+  return 2 * (ssim_window + 2) * wp + 4 * (wp + 16) * (2 + 4) + wp * 8;
+}
+
 /** Squared error and max abs error between two samples, and the original's range. */
 struct error_stats {
   double sse = 0, max_abs = 0, mn = 0, mx = 0;

@@ -36,6 +36,8 @@ struct dataset_spec {
   std::string dataset;    ///< HDF5 dataset path; empty: choose (input) or "/data" (output)
   file_kind kind = file_kind::npy;
   role purpose = role::data;
+  /** A dataset the search must not choose: the images, when labels come from their file. */
+  std::string not_this;
   // raw binary only:
   std::optional<npy_dtype> raw_type;
   std::vector<std::uint64_t> raw_shape;
@@ -63,6 +65,8 @@ class sample_source {
   virtual std::uint64_t preferred_rows() const { return 1; }
   /** Copy rows [first, first+count) to dst as native-endian C-order values. */
   virtual void read_rows(std::uint64_t first, std::uint64_t count, void* dst) = 0;
+  /** The HDF5 dataset read, e.g. "/train/images"; empty for other formats. */
+  virtual std::string dataset_path() const { return {}; }
   /** Something the user should be told, e.g. which dataset was chosen; empty if nothing. */
   virtual std::string note() const { return {}; }
   /** Rows along axis 0 (1 for a 0-d array). */
