@@ -9,7 +9,7 @@ RESULTS="${1:-scripts/results}"
 BUILD="${DCTCHOP_BUILD:-build}"
 mkdir -p "$RESULTS"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target dctchop_bench dctchop_cli >/dev/null
+cmake --build "$BUILD" -j2 --target dctchop_bench dctchop_loader_bench dctchop_cli >/dev/null
 STAMP="$(date -u +%Y-%m-%d)"
 OUT="$RESULTS/bench-cpu-$STAMP.txt"
 DATA="$BUILD/bench-data"
@@ -24,6 +24,12 @@ DCT="$BUILD/apps/dctchop"
   echo "## In-memory codec, block 8 (GB/s of uncompressed input; batches of 25-32 MB)"
   "$BUILD/bench/dctchop_bench" --benchmark_counters_tabular=true --benchmark_min_time=0.5 \
     --benchmark_out="$RESULTS/bench-cpu-$STAMP.json" --benchmark_out_format=json 2>&1 |
+    grep -E "^(BM_|Benchmark|---)" || true
+  echo
+  echo "## CPU loader: images/s and GB/s of batch data from archive_loader::next() (60000 u8"
+  echo "## 28x28 in batches of 128; 256 u8 256x256x3 in batches of 16; chop 4; prefetch 2;"
+  echo "## decode_threads 0: stored coefficients, no decode)"
+  "$BUILD/bench/dctchop_loader_bench" --benchmark_counters_tabular=true 2>&1 |
     grep -E "^(BM_|Benchmark|---)" || true
   echo
   echo "## CLI on generated data (256 images of 256x256x3 u8, 48 MiB; 64 fields of 512x512 f32,"
