@@ -65,9 +65,12 @@ extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 struct interrupted {};
 
-/** Float data whose range is below this gets a note when stored with i16 coefficients: a
- *  rounding step of 1 on coefficients of such data costs PSNR below about 70 dB. */
-constexpr double k_i16_float_range_note = 1024;
+/** The mean squared error per value that rounding i16 coefficients can add, at most: each
+ *  kept coefficient errs by up to 1/2 (variance 1/12 when uniform), and the orthonormal
+ *  inverse spreads the K*K errors of a block over its B*B values. */
+double i16_rounding_mse(int block, int chop) {
+  return double(chop) * chop / (double(block) * block) / 12.0;
+}
 
 const char* k_examples = R"(
 Examples:
@@ -676,14 +679,14 @@ int main(int argc, char** argv) {
         log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
+        const double round_mse = i16_rounding_mse(r.codec.block, r.codec.chop);
         if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type) && r.q->range > 0 &&
-            r.q->range < k_i16_float_range_note) {
-          // Rounding each coefficient to a whole number costs up to half a unit: nothing for
-          // integer data, much for float data in a small range.
-          log->warn("  note: i16 rounds every coefficient to a whole number, a coarse step for "
-                    "float data of range {:g}; f32 (the default for float input), f16 or bf16 "
-                    "keep the detail",
-                    r.q->range);
+            round_mse > 0.1 * r.q->mse) {
+          // Float data in a small range: the rounding may be a good part of the error.
+          log->warn("  note: i16 rounds every coefficient to a whole number, which alone can "
+                    "limit float data of range {:g} to about {:.0f} dB; f32 (the default for "
+                    "float input), f16 or bf16 keep the detail",
+                    r.q->range, 10 * std::log10(r.q->range * r.q->range / round_mse));
         }
         if (r.nonfinite_replaced) {
           log->info("  {}", replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));

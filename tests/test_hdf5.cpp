@@ -386,6 +386,11 @@ TEST(Hdf5Spec, DatasetOptionFillsInTheDatasetAndAgreesOrIsRefused) {
   // A .npy name with --dataset is a slip, not an HDF5 file to write under that name.
   expect_error([] { parse_dataset_spec("out.npy", "/x"); }, errc::invalid_argument,
                {"out.npy", ".npy name", "--dataset /x"});
+  expect_error([] { parse_dataset_spec("OUT.NPY", "/x"); }, errc::invalid_argument,
+               {"OUT.NPY", ".npy name"});
+  // So is a dataset path after a .npy name (unless a folder "x.npy:" makes it a path).
+  expect_error([] { parse_dataset_spec("out.npy:/a"); }, errc::invalid_argument,
+               {"out.npy:/a", ".npy name", "FILE.h5:/path"});
 }
 
 TEST(Hdf5Spec, ADatasetWithoutItsSlashIsAbsoluteAndPathsThatNameNoDatasetAreRefused) {

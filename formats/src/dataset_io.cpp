@@ -201,6 +201,12 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     struct stat st {};
     const bool whole_exists = ::stat(text.c_str(), &st) == 0;
     const bool file_exists = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    const bool folder_exists = ::stat((file + ":").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    if (ends_with(file, ".npy") && !whole_exists && !folder_exists) {
+      // "x.npy:/a": a dataset path after a file that holds one array, not a folder "x.npy:"
+      throw error(errc::invalid_argument, text + ": " + file + " is a .npy name; a dataset "
+                                          "path needs an HDF5 file (FILE.h5:/path)");
+    }
     if (hdf5_name(file) || (file_exists && !whole_exists)) split = colon;
   }
   const auto c = text.rfind(':');
@@ -221,7 +227,7 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     }
     return s;
   }
-  if (!dataset.empty() && text.size() > 4 && text.compare(text.size() - 4, 4, ".npy") == 0) {
+  if (!dataset.empty() && ends_with(text, ".npy")) {
     // --dataset makes a file HDF5 whatever its name; a .npy name is almost surely a slip, and
     // an HDF5 file written under it would mislead every later reader.
     throw error(errc::invalid_argument, text + ": a .npy name, but --dataset " + dataset +
