@@ -1042,14 +1042,16 @@ TEST(QualityCli, InfoOfAnArchiveMadeWithNoQualitySaysQualityWasNotMeasured) {
 
 // ---- figures that do not exist for the data, and targets and gates that make no sense -----
 
-/** dir/c.npy: 4 f32 planes of 16x16, every value 1.5 (range 0: PSNR and SSIM undefined). */
-void save_constant_f32(const temp_dir& dir) {
-  save_npy(dir.file("c.npy"), dtype::f32, {4, 16, 16}, std::vector<float>(4 * 16 * 16, 1.5f));
+/** dir/c.npy: 4 f64 planes of 16x16, every value 0.1 (range 0: PSNR and SSIM undefined). The
+ *  offset is 0.1 rounded to f32, so the values come back off by about 3e-17: an error on data
+ *  of range 0. (Constant f32 data comes back exactly: its offset is the constant.) */
+void save_constant_f64(const temp_dir& dir) {
+  save_npy(dir.file("c.npy"), dtype::f64, {4, 16, 16}, std::vector<double>(4 * 16 * 16, 0.1));
 }
 
 TEST(QualityCli, ConstantFloatDataReportsUndefinedFiguresAsSuchEverywhere) {
   temp_dir dir;
-  save_constant_f32(dir);
+  save_constant_f64(dir);
   // The figures: n/a with the reason in text, null with ssim_status in JSON; NRMSE too.
   auto c = cli(dir, "compress c.npy -o c.dcz --chop 2 --json");
   ASSERT_EQ(c.status, 0) << describe(c);

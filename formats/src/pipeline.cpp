@@ -8,6 +8,7 @@
 #include <limits>
 #include <cstdio>
 #include <ctime>
+#include <cstring>
 #include <optional>
 #include <future>
 #include <vector>
@@ -39,13 +40,51 @@ u64 replace_nonfinite(T* v, u64 n, double with) {
 
 u64 input_source::read(u64 first, u64 n, void* dst) {
   const u64 rps = rows_per_sample(geom);
-  src->read_rows(first * rps, n * rps, dst);
+  if (head_pending_ && first == 0 && n > 0) {
+    // A stream's sample 0 was read ahead: hand it over, then go on from sample 1.
+    std::memcpy(dst, head_.data(), head_.size());
+    if (n > 1) src->read_rows(rps, (n - 1) * rps, static_cast<std::byte*>(dst) + head_.size());
+    head_pending_ = false;
+  } else {
+    src->read_rows(first * rps, n * rps, dst);
+  }
   if (!nonfinite_replacement) return 0;  // set only for f32 and f64 (open_input)
   const u64 values = n * geom.values_per_sample();
   if (type == dtype::f32) {
     return replace_nonfinite(static_cast<float*>(dst), values, *nonfinite_replacement);
   }
   return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
+}
+
+const std::vector<std::byte>& input_source::first_sample() {
+  if (head_.empty() && geom.samples > 0) {
+    head_.resize(bytes_per_sample);
+    src->read_rows(0, rows_per_sample(geom), head_.data());
+    head_pending_ = !src->rereadable();
+  }
+  return head_;
+}
+
+double codec_offset(input_source& src) {
+  if (!is_float(src.type)) return default_offset(src.type);
+  const auto& s = src.first_sample();
+  double sum = 0;
+  u64 count = 0;
+  auto add = [&](auto* v, u64 n) {
+    for (u64 i = 0; i < n; ++i) {
+      const double x = static_cast<double>(v[i]);
+      if (std::isfinite(x)) {
+        sum += x;
+        ++count;
+      }
+    }
+  };
+  const u64 n = src.geom.values_per_sample();
+  if (src.type == dtype::f32) add(reinterpret_cast<const float*>(s.data()), s.empty() ? 0 : n);
+  if (src.type == dtype::f64) add(reinterpret_cast<const double*>(s.data()), s.empty() ? 0 : n);
+  if (count == 0) return 0.0;
+  const float mean = static_cast<float>(sum / static_cast<double>(count));
+  return std::isfinite(mean) ? static_cast<double>(mean) : 0.0;
 }
 
 input_source open_input(const dataset_spec& spec, layout lay, std::optional<double> replace) {
@@ -439,7 +478,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   p.block = o.block;
   p.chop = o.target.any() ? 1 : o.chop;
   p.coeff = o.coeff.value_or(default_coeff_type(src.type, o.block));
-  p.offset = default_offset(src.type);
+  p.offset = codec_offset(src);
   validate(p);
   samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates --chunk-mb before any work
   if (o.target.any() && !src.rereadable()) {

@@ -42,7 +42,21 @@ struct input_source {
   /** Read samples [first, first+n) into dst (C order, native); returns how many non-finite
    *  values were replaced (always 0 without nonfinite_replacement). */
   u64 read(u64 first, u64 n, void* dst);
+  /** Sample 0 as stored (before any replacement), read ahead of read(): from a stream it is
+   *  kept and handed to the first read(). Empty for a dataset of no samples. */
+  const std::vector<std::byte>& first_sample();
+
+ private:
+  std::vector<std::byte> head_;  // sample 0, read ahead
+  bool head_pending_ = false;    // a stream's sample 0 is in head_, not yet read()
 };
+
+/** The offset o that compress and eval subtract (DESIGN.md, codec step 1): the dtype's for
+ *  integer data; for float data the mean of the first sample's finite values, rounded to f32
+ *  (0 when it has none). Data far from zero then keeps small DC coefficients, which f16 and
+ *  bf16 coefficients (and f32 ones, for data that varies little) could not otherwise hold
+ *  precisely. The header records it. */
+double codec_offset(input_source& src);
 
 /** Open an input, check its dtype and resolve the layout; errors name the file. `replace`
  *  sets input_source::nonfinite_replacement. */

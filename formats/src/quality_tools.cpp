@@ -65,10 +65,11 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   std::optional<double> range;
   // SSIM needs float data's range up front; PSNR takes it from the values at the end.
   if (is_float(src.type) && o.ssim) range = float_range(input, o.lay, o.nonfinite_replacement);
+  const double offset = codec_offset(src);
   for (auto ct : coeffs) {
     for (int k : o.chops) {
       if (k > o.block) continue;  // e.g. the default list 1,2,4,6 at block 4
-      codec_params p{o.block, k, ct, default_offset(src.type)};
+      codec_params p{o.block, k, ct, offset};
       validate(p);
       eval_row row;
       row.block = o.block;
