@@ -26,7 +26,8 @@ using loaders::loader_options;
 using loaders::loader_state;
 
 /** The decode matrices of a plane shape in a device number format: Lt (hp x kh) and R
- *  (kw x wp), row-major, as f16, bf16 (raw 16-bit patterns) or f32 bytes. */
+ *  (kw x wp), row-major, as f16, bf16 (raw 16-bit patterns) or f32 bytes. A plane decodes as
+ *  Lt C R plus p.offset (nonzero for float data too), cropped to height x width. */
 struct device_matrices {
   std::uint64_t hp = 0, wp = 0, kh = 0, kw = 0;
   coeff_type format = coeff_type::f32;
