@@ -322,14 +322,21 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
 }
 
 /** Why an archive's recorded quality has no SSIM, as far as the archive tells: the footer
- *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures and the plane size.
- *  ("off" also covers float data read from stdin, whose range was not known in advance.) */
+ *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures, the plane size and
+ *  the provenance: compress never measures SSIM of float data read from stdin. */
 ssim_status stored_ssim_status(const nlohmann::json& info) {
   const auto& q = info["quality"];
   if (opt_number(q, "ssim")) return ssim_status::measured;
   if (opt_number(q, "range").value_or(1) == 0) return ssim_status::constant;
   if (opt_number(info, "height").value_or(0) < 7 || opt_number(info, "width").value_or(0) < 7)
     return ssim_status::small_planes;
+  const auto* source = info.contains("provenance") && info["provenance"].is_object() &&
+                               info["provenance"].contains("source")
+                           ? &info["provenance"]["source"]
+                           : nullptr;
+  const auto type = info.value("dtype", std::string());
+  if (source && source->is_string() && *source == "<stdin>" && (type == "f32" || type == "f64"))
+    return ssim_status::no_range;
   return ssim_status::off;
 }
 

@@ -949,6 +949,10 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   }
   auto own = must(dir, "compress own.h5 --labels own.h5 -o d.dcz");
   EXPECT_TRUE(contains(own.err, "using labels /classes of own.h5")) << own.err;
+  // The JSON report names both, since -q hides the notes.
+  const json oj = parse_json(must(dir, "compress own.h5 --labels own.h5 -o g.dcz --json -q").out);
+  EXPECT_EQ(oj.at("source"), "own.h5:/images");
+  EXPECT_EQ(oj.at("labels_source"), "own.h5:/classes");
   auto alone = cli(dir, "compress alone.h5 --labels alone.h5 -o e.dcz");
   EXPECT_EQ(alone.status, 3) << describe(alone);
   EXPECT_TRUE(contains(alone.err, "other than /images")) << alone.err;

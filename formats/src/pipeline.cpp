@@ -332,6 +332,9 @@ nlohmann::json compress_result::to_json() const {
   j["block"] = codec.block;
   j["chop"] = codec.chop;
   j["coeff"] = std::string(to_string(codec.coeff));
+  j["offset"] = codec.offset;
+  if (!source.empty()) j["source"] = source;
+  if (!labels_source.empty()) j["labels_source"] = labels_source;
   j["samples_per_chunk"] = samples_per_chunk;
   j["chunks"] = chunks;
   j["input_bytes"] = input_bytes;
@@ -528,6 +531,8 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   for (;;) {
     compress_result r = write_archive(src, output, be, p, o, labels, range, measure);
     r.notes = notes;
+    r.source = src.name();
+    if (labels) r.labels_source = labels->name();
     if (!o.target.any()) {
       r.seconds = seconds_since(t0);
       return r;

@@ -71,6 +71,8 @@ struct compress_result {
   std::optional<quality> q;             ///< when measured
   std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
   std::vector<std::string> notes;       ///< things to tell the user (e.g. the dataset chosen)
+  std::string source;                   ///< what was read: "x.npy", "t.h5:/images", "<stdin>"
+  std::string labels_source;            ///< the labels read, as source; empty without labels
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
   double seconds = 0.0;                 ///< wall time of the whole operation
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
