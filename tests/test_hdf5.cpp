@@ -923,6 +923,15 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   EXPECT_TRUE(contains(c.err, "using labels /y of l.h5")) << c.err;
   must(dir, "decompress a.dcz -o out.npy -q --labels-out got.npy");
   EXPECT_EQ(load_npy(dir.file("got.npy")).raw, as_bytes(k_labels));
+  // An HDF5 labels output named without a dataset holds them as /labels; with one, there.
+  must(dir, "decompress a.dcz -o out2.npy -q --labels-out got.h5");
+  must(dir, "decompress a.dcz -o out3.npy -q --labels-out got2.h5:/y");
+  {
+    auto g = h5_open(dir.file("got.h5"));
+    EXPECT_EQ(h5_read<std::int64_t>(g.get(), "/labels"), k_labels);
+    auto g2 = h5_open(dir.file("got2.h5"));
+    EXPECT_EQ(h5_read<std::int64_t>(g2.get(), "/y"), k_labels);
+  }
   // The images file itself: of its datasets, /train/labels is the one named like labels.
   auto t = must(dir, "compress t.h5:/train/images --labels t.h5 -o b.dcz -f");
   EXPECT_TRUE(contains(t.err, "using labels /train/labels of t.h5")) << t.err;

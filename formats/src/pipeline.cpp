@@ -687,7 +687,10 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     const std::byte* part = bytes->data() + first * row;
     w->add_side_dataset(hdf5_labels_dataset, lt, shape, part);
     if (!o.labels_out.empty()) {
-      auto lw = create_dataset(parse_dataset_spec(o.labels_out), lt, shape, o.overwrite);
+      // An HDF5 labels file named without a dataset gets /labels, as beside HDF5 data.
+      dataset_spec ls = parse_dataset_spec(o.labels_out);
+      if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;
+      auto lw = create_dataset(ls, lt, shape, o.overwrite);
       lw->write_rows(part, end - first);
       lw->finish();
     }
