@@ -1288,14 +1288,19 @@ TEST(RawBadInput, ShortOrLongRawStreamOnStdinExits3AndLeavesNoOutput) {
   temp_dir dir;
   write_bytes(dir.file("short.bin"), std::string(4 * 24 * 18 * 4 - 10, '\1'));
   write_bytes(dir.file("long.bin"), std::string(4 * 24 * 18 * 4 + 10, '\1'));
-  for (const std::string name : {"short.bin", "long.bin"}) {
+  write_bytes(dir.file("empty.bin"), "");
+  struct want { const char* name; const char* says; };
+  for (auto w : {want{"short.bin", "truncated"}, want{"long.bin", "more data"},
+                 want{"empty.bin", "empty (0 bytes)"}}) {
+    const std::string name = w.name;
     auto r = sh(dir, "cat " + name + " | DCTCHOP compress - --raw --dtype f32 --shape 4,24,18 -o out.dcz");
     EXPECT_EQ(r.status, 3) << name << "\n" << describe(r);
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_TRUE(contains(r.err, "stdin")) << r.err;
+    EXPECT_TRUE(contains(r.err, w.says)) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz"))) << name;
   }
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"long.bin", "short.bin"}));
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"empty.bin", "long.bin", "short.bin"}));
 }
 
 }  // namespace

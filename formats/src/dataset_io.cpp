@@ -101,6 +101,12 @@ class raw_source final : public sample_source {
     }
     if (first != next_) throw error(errc::invalid_argument, name() + ": stdin is read in order");
     const std::size_t got = f_.read(dst, count * rb);
+    if (got == 0 && first == 0 && count > 0) {
+      throw error(errc::bad_input, name() + ": empty (0 bytes), but --shape and --dtype "
+                                            "describe " +
+                                       std::to_string(checked_count(shape_, name()) * type_.itemsize) +
+                                       " bytes");
+    }
     if (got != count * rb) {
       throw error(errc::bad_input, name() + ": truncated: the stream ended before the " +
                                        std::to_string(checked_count(shape_, name()) * type_.itemsize) +
