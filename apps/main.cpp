@@ -330,12 +330,9 @@ ssim_status stored_ssim_status(const nlohmann::json& info) {
   if (opt_number(q, "range").value_or(1) == 0) return ssim_status::constant;
   if (opt_number(info, "height").value_or(0) < 7 || opt_number(info, "width").value_or(0) < 7)
     return ssim_status::small_planes;
-  const auto* source = info.contains("provenance") && info["provenance"].is_object() &&
-                               info["provenance"].contains("source")
-                           ? &info["provenance"]["source"]
-                           : nullptr;
-  const auto type = info.value("dtype", std::string());
-  if (source && source->is_string() && *source == "<stdin>" && (type == "f32" || type == "f64"))
+  const nlohmann::json::json_pointer source("/provenance/source");
+  const auto type = parse_dtype(info.value("dtype", std::string()));
+  if (type && is_float(*type) && info.contains(source) && info[source] == "<stdin>")
     return ssim_status::no_range;
   return ssim_status::off;
 }

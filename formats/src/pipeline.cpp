@@ -70,8 +70,8 @@ double codec_offset(input_source& src) {
   const auto& s = src.first_sample();
   double sum = 0;
   u64 count = 0;
-  auto add = [&](auto* v, u64 n) {
-    for (u64 i = 0; i < n; ++i) {
+  auto add = [&](auto* v) {
+    for (u64 i = 0; i < src.geom.values_per_sample(); ++i) {
       const double x = static_cast<double>(v[i]);
       if (std::isfinite(x)) {
         sum += x;
@@ -79,9 +79,9 @@ double codec_offset(input_source& src) {
       }
     }
   };
-  const u64 n = src.geom.values_per_sample();
-  if (src.type == dtype::f32) add(reinterpret_cast<const float*>(s.data()), s.empty() ? 0 : n);
-  if (src.type == dtype::f64) add(reinterpret_cast<const double*>(s.data()), s.empty() ? 0 : n);
+  if (s.empty()) return 0.0;
+  if (src.type == dtype::f32) add(reinterpret_cast<const float*>(s.data()));
+  if (src.type == dtype::f64) add(reinterpret_cast<const double*>(s.data()));
   if (count == 0) return 0.0;
   const float mean = static_cast<float>(sum / static_cast<double>(count));
   return std::isfinite(mean) ? static_cast<double>(mean) : 0.0;

@@ -335,9 +335,9 @@ double row_value(const const_sample_view& v, u64 n, u64 c) {
  *  SSIM of such a plane is not a number either way, but a shift must not spread it). */
 double shift_of(double v) { return std::isfinite(v) ? v : 0.0; }
 
-/** Subtract `shift` from n values in place. */
-void shift_row(double* __restrict v, u64 n, double shift) {
-  for (u64 x = 0; x < n; ++x) v[x] -= shift;
+/** dst[x] = src[x] - shift for n values. */
+void copy_shifted(const double* __restrict src, u64 n, double shift, double* __restrict dst) {
+  for (u64 x = 0; x < n; ++x) dst[x] = src[x] - shift;
 }
 
 /** The same formula for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums
@@ -441,10 +441,8 @@ double dense_ssim(const double* a, const double* b, u64 h, u64 w, double range) 
   const double shift = h > 0 && w > 0 ? shift_of(a[0]) : 0.0;
   ssim_rows_f64 s(w, float_window(range, shift));
   for (u64 r = 0; r < h; ++r) {
-    std::copy(a + r * w, a + (r + 1) * w, s.next_a());
-    std::copy(b + r * w, b + (r + 1) * w, s.next_b());
-    shift_row(s.next_a(), w, shift);
-    shift_row(s.next_b(), w, shift);
+    copy_shifted(a + r * w, w, shift, s.next_a());
+    copy_shifted(b + r * w, w, shift, s.next_b());
     s.commit();
   }
   return s.mean();
