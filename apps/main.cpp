@@ -80,6 +80,7 @@ Examples:
   dctchop compress train.h5:/images --labels train.h5:/labels -o train.dcz
   dctchop compress field.bin --raw --dtype f32 --shape 64,512,512 -o field.dcz
   dctchop compress sst.npy -o sst.dcz --nonfinite replace=0   # NaN/Inf (land) stored as 0
+  dctchop compress xray.npy -o xray.dcz --coeff bf16 --offset mean  # 12-bit data in u16
   dctchop decompress train.dcz -o check.h5:/images
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
   dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
@@ -92,6 +93,11 @@ Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt ar
             6 output exists (use -f), 7 backend unavailable, 8 quality gate or target not met,
             9 archive and input differ, 130 interrupted.
 )";
+
+const char* k_offset_help =
+    "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 0 for "
+    "i16, the first sample's mean for float data), mean (the first sample's mean, any dtype: "
+    "for integer data that fills little of its range, e.g. 12-bit values in u16), or a number";
 
 std::string human_bytes(std::uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -188,6 +194,16 @@ std::optional<double> parse_nonfinite(const std::string& s) {
   }
   throw error(errc::invalid_argument,
               "--nonfinite " + s + ": expected error or replace=V with a finite number V");
+}
+
+/** Parse --offset: "auto", "mean" (the first sample's mean) or a finite number. */
+formats::offset_choice parse_offset(const std::string& s) {
+  using rule = formats::offset_choice::rule;
+  if (s == "auto") return {};
+  if (s == "mean") return {rule::first_mean, 0.0};
+  if (const auto x = finite_double(s)) return {rule::value, *x};
+  throw error(errc::invalid_argument,
+              "--offset " + s + ": expected auto, mean or a finite number");
 }
 
 /** "3 NaN/Inf values replaced by 0", for the reports of compress and eval. */
@@ -403,6 +419,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     nlohmann::json j;
     j["shape"] = r.geom.shape();
     j["dtype"] = std::string(to_string(r.type));
+    j["offset"] = r.offset;
     j["rows"] = nlohmann::json::array();
     for (const auto& row : r.rows) j["rows"].push_back(row.to_json());
     if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
@@ -521,6 +538,8 @@ int main(int argc, char** argv) {
                   "NaN and Inf in float input: error (naming the first sample), or replace=V "
                   "(counted in the archive)")
       ->capture_default_str();
+  std::string c_offset = "auto";
+  cmp->add_option("--offset", c_offset, k_offset_help)->capture_default_str();
   add_backend_options(cmp, c_backend, c_threads);
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
@@ -587,6 +606,8 @@ int main(int argc, char** argv) {
   std::string e_nonfinite = "error";
   evl->add_option("--nonfinite", e_nonfinite, "NaN and Inf in float input: error, or replace=V")
       ->capture_default_str();
+  std::string e_offset = "auto";
+  evl->add_option("--offset", e_offset, k_offset_help)->capture_default_str();
   evl->add_flag("-q,--quiet", e_quiet, "no progress bar");
 
   // ---- verify
@@ -650,6 +671,7 @@ int main(int argc, char** argv) {
       o.chunk_mb = c_chunk_mb;
       o.labels_path = c_labels;
       o.nonfinite_replacement = parse_nonfinite(c_nonfinite);
+      o.offset = parse_offset(c_offset);
       o.overwrite = c_force;
       o.measure_quality = !c_no_quality;
       o.ssim = !c_no_ssim;
@@ -746,6 +768,7 @@ int main(int argc, char** argv) {
       formats::eval_options o;
       o.block = e_block;
       o.nonfinite_replacement = parse_nonfinite(e_nonfinite);
+      o.offset = parse_offset(e_offset);
       o.chops.clear();
       for (const auto& s : split_list(e_chops, "--chop")) {
         const auto count = parse_count(s);

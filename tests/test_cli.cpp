@@ -176,6 +176,61 @@ TEST(Cli, FloatDataFarFromZeroIsOffsetByItsMeanSoBf16CoefficientsKeepTheirPrecis
   EXPECT_EQ(read_bytes(dir.file("piped.npy")), read_bytes(dir.file("file.npy")));
 }
 
+TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
+  // 12-bit values (about 500..3500) stored as u16. The default offset, 32768, puts every
+  // block's DC coefficient near 8 x -30000: past f16's 65504 (an error that now names
+  // --offset mean) and on bf16 steps of 1024. --offset mean subtracts the first sample's mean.
+  temp_dir dir;
+  const int n = 4, h = 24, w = 18;
+  std::vector<std::uint16_t> v(std::size_t(n) * h * w);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        v[i++] = static_cast<std::uint16_t>(
+            std::lround(2000 + 1400 * std::sin(0.15 * x + 0.4 * s) * std::cos(0.1 * y)));
+  save_npy(dir.file("x.npy"), dtype::u16, {u64(n), u64(h), u64(w)}, v);
+
+  auto overflow = cli(dir, "compress x.npy -o a.dcz --coeff f16");
+  EXPECT_EQ(overflow.status, 3) << describe(overflow);
+  EXPECT_NE(overflow.err.find("--offset mean"), std::string::npos) << overflow.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
+
+  auto fitted = cli(dir, "compress x.npy -o b.dcz --coeff f16 --offset mean --json");
+  ASSERT_EQ(fitted.status, 0) << describe(fitted);
+  const json fj = parse_json(fitted.out);
+  const double mean = fj.at("offset").get<double>();
+  EXPECT_GT(mean, 1500.0);
+  EXPECT_LT(mean, 2500.0);
+  EXPECT_EQ(parse_json(cli(dir, "info b.dcz --json").out).at("codec").at("offset").get<double>(),
+            mean);
+  EXPECT_GT(fj.at("quality").at("psnr_db").get<double>(), 70.0);
+
+  auto psnr = [&](const std::string& args) {
+    auto c = cli(dir, "compress x.npy -f -o c.dcz --coeff bf16 --json " + args);
+    EXPECT_EQ(c.status, 0) << describe(c);
+    return parse_json(c.out).at("quality").at("psnr_db").get<double>();
+  };
+  const double at_midpoint = psnr(""), at_mean = psnr("--offset mean"),
+               at_2000 = psnr("--offset 2000");
+  EXPECT_GT(at_mean, at_midpoint + 6.0) << at_midpoint << " dB at 32768";
+  EXPECT_GT(at_2000, at_midpoint + 6.0) << at_midpoint << " dB at 32768";
+  EXPECT_EQ(parse_json(cli(dir, "info c.dcz --json").out).at("codec").at("offset").get<double>(),
+            2000.0);
+
+  // eval takes the same option and measures what compress made.
+  auto e = cli(dir, "eval x.npy --chop 4 --coeff f16 --offset mean --json -q");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  const json ej = parse_json(e.out);
+  EXPECT_EQ(ej.at("offset").get<double>(), mean);
+  EXPECT_EQ(ej.at("rows").at(0).at("quality").at("psnr_db").get<double>(),
+            fj.at("quality").at("psnr_db").get<double>());
+  auto e_mid = cli(dir, "eval x.npy --chop 4 --coeff f16 --json -q");
+  ASSERT_EQ(e_mid.status, 0) << describe(e_mid);
+  EXPECT_NE(parse_json(e_mid.out).at("rows").at(0).at("error").get<std::string>().find("--offset mean"),
+            std::string::npos);
+}
+
 TEST(Cli, DefaultOutputNameReplacesNpyWithDcz) {
   temp_dir dir;
   make_u8(dir, "images.npy");
@@ -407,6 +462,9 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"compress in.npy -o out.dcz --block 6", 2, "--block", false},
       {"compress in.npy -o out.dcz --no-such-option", 2, "--no-such-option", false},
       {"compress in.npy -o out.dcz --chunk-mb 0", 2, "chunk-mb"},
+      {"compress in.npy -o out.dcz --offset nan", 2, "--offset"},
+      {"compress in.npy -o out.dcz --offset middle", 2, "--offset"},
+      {"eval in.npy --offset 1e999", 2, "--offset"},
       {"decompress a.dcz -o out.npy --samples 3:9", 2, "3:9"},
       {"decompress a.dcz -o out.npy --samples 5:", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples 4:2", 2, "a.dcz"},

@@ -65,8 +65,13 @@ const std::vector<std::byte>& input_source::first_sample() {
   return head_;
 }
 
-double codec_offset(input_source& src) {
-  if (!is_float(src.type)) return default_offset(src.type);
+double codec_offset(input_source& src, const offset_choice& choice) {
+  using rule = offset_choice::rule;
+  if (choice.how == rule::value) {
+    if (!std::isfinite(choice.value)) throw error(errc::invalid_argument, "--offset must be finite");
+    return choice.value;
+  }
+  if (choice.how == rule::automatic && !is_float(src.type)) return default_offset(src.type);
   const auto& s = src.first_sample();
   double sum = 0;
   u64 count = 0;
@@ -80,8 +85,13 @@ double codec_offset(input_source& src) {
     }
   };
   if (s.empty()) return 0.0;
-  if (src.type == dtype::f32) add(reinterpret_cast<const float*>(s.data()));
-  if (src.type == dtype::f64) add(reinterpret_cast<const double*>(s.data()));
+  switch (src.type) {
+    case dtype::u8: add(reinterpret_cast<const std::uint8_t*>(s.data())); break;
+    case dtype::u16: add(reinterpret_cast<const std::uint16_t*>(s.data())); break;
+    case dtype::i16: add(reinterpret_cast<const std::int16_t*>(s.data())); break;
+    case dtype::f32: add(reinterpret_cast<const float*>(s.data())); break;
+    case dtype::f64: add(reinterpret_cast<const double*>(s.data())); break;
+  }
   if (count == 0) return 0.0;
   const float mean = static_cast<float>(sum / static_cast<double>(count));
   return std::isfinite(mean) ? static_cast<double>(mean) : 0.0;
@@ -481,7 +491,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   p.block = o.block;
   p.chop = o.target.any() ? 1 : o.chop;
   p.coeff = o.coeff.value_or(default_coeff_type(src.type, o.block));
-  p.offset = codec_offset(src);
+  p.offset = codec_offset(src, o.offset);
   validate(p);
   samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates --chunk-mb before any work
   if (o.target.any() && !src.rereadable()) {

@@ -51,12 +51,13 @@ struct input_source {
   bool head_pending_ = false;    // a stream's sample 0 is in head_, not yet read()
 };
 
-/** The offset o that compress and eval subtract (DESIGN.md, codec step 1): the dtype's for
- *  integer data; for float data the mean of the first sample's finite values, rounded to f32
- *  (0 when it has none). Data far from zero then keeps small DC coefficients, which f16 and
- *  bf16 coefficients (and f32 ones, for data that varies little) could not otherwise hold
- *  precisely. The header records it. */
-double codec_offset(input_source& src);
+/** The offset o that compress and eval subtract (DESIGN.md, codec step 1). By default the
+ *  dtype's for integer data, and for float data the mean of the first sample's finite values,
+ *  rounded to f32 (0 when it has none). Data far from zero then keeps small DC coefficients,
+ *  which f16 and bf16 coefficients (and f32 ones, for data that varies little) could not
+ *  otherwise hold precisely. `choice` can ask for that mean for any dtype, or for a value.
+ *  The header records it. */
+double codec_offset(input_source& src, const offset_choice& choice = {});
 
 /** Open an input, check its dtype and resolve the layout; errors name the file. `replace`
  *  sets input_source::nonfinite_replacement. */

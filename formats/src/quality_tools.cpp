@@ -65,7 +65,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   std::optional<double> range;
   // SSIM needs float data's range up front; PSNR takes it from the values at the end.
   if (is_float(src.type) && o.ssim) range = float_range(input, o.lay, o.nonfinite_replacement);
-  const double offset = codec_offset(src);
+  const double offset = codec_offset(src, o.offset);
   for (auto ct : coeffs) {
     for (int k : o.chops) {
       if (k > o.block) continue;  // e.g. the default list 1,2,4,6 at block 4
@@ -117,6 +117,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   eval_result res;
   res.geom = g;
   res.type = src.type;
+  res.offset = offset;
   if (src.nonfinite_replacement) res.nonfinite_replaced = replaced;
   for (auto& c : combos) {
     if (c.row.error.empty()) {

@@ -82,7 +82,7 @@ class cpu_backend final : public backend {
   // Scan the sample: a NaN or Inf is the input's fault; otherwise find the largest |x - o|,
   // which bounds every coefficient by B * max|x - o| (the DC term's bound).
   bool nonfinite = false;
-  double max_dev = 0;
+  double max_dev = 0, lo = HUGE_VAL, hi = -HUGE_VAL;
   for (u64 c = 0; c < v.planes; ++c)
     for (u64 r = 0; r < v.height; ++r)
       for (u64 x = 0; x < v.width; ++x) {
@@ -97,7 +97,11 @@ class cpu_backend final : public backend {
           case dtype::f64: val = static_cast<const double*>(v.data)[off]; break;
         }
         if (!std::isfinite(val)) nonfinite = true;
-        else max_dev = std::max(max_dev, std::fabs(val - p.offset));
+        else {
+          max_dev = std::max(max_dev, std::fabs(val - p.offset));
+          lo = std::min(lo, val);
+          hi = std::max(hi, val);
+        }
       }
   if (nonfinite) {
     throw error(errc::bad_input,
@@ -109,6 +113,19 @@ class cpu_backend final : public backend {
   std::string suggestion;
   if (bound < 3.0e38 && p.coeff != coeff_type::f32) {
     suggestion = "use --coeff f32";
+    // Values that lie far from the offset but close together (12-bit data in u16, say) fit
+    // this type once the offset is near them: the DC bound is then B * (hi - lo) / 2.
+    const double largest = p.coeff == coeff_type::f16 ? 65504.0
+                           : p.coeff == coeff_type::i16 ? 32767.0
+                                                        : 3.0e38;
+    if (hi >= lo && p.block * (hi - lo) / 2 < 0.9 * largest) {
+      char b[160];
+      std::snprintf(b, sizeof b,
+                    ", or --offset mean (this sample's values lie in [%.6g, %.6g], far from "
+                    "the offset %.6g)",
+                    lo, hi, p.offset);
+      suggestion += b;
+    }
   } else {
     char b[64];
     std::snprintf(b, sizeof b, "%.3g", max_dev);

@@ -35,6 +35,18 @@ struct quality_target {
   bool any() const { return psnr_db || ssim; }
 };
 
+/** What compress and eval subtract from every value before the transform (DESIGN.md, codec
+ *  step 1; `--offset`). The header records the value used and decoders add it back. */
+struct offset_choice {
+  enum class rule {
+    automatic,   ///< the dtype's (128 u8, 32768 u16, 0 i16); float data: the first sample's mean
+    first_mean,  ///< the mean of the first sample's finite values, for any dtype
+    value,       ///< `value`, for any dtype
+  };
+  rule how = rule::automatic;
+  double value = 0.0;  ///< with rule::value; must be finite
+};
+
 /** One measured setting during a target-quality search. */
 struct chop_trial {
   int chop = 0;
@@ -58,6 +70,7 @@ struct compress_options {
   /** NaN and Inf in a float input: an error naming the first sample (nullopt, the default),
    *  or replaced by this finite value and counted in the archive (--nonfinite replace=V). */
   std::optional<double> nonfinite_replacement;
+  offset_choice offset;                 ///< subtracted before the transform
   std::string tool_version;             ///< recorded in the header's provenance
   progress_fn progress;
 };
@@ -128,6 +141,7 @@ struct eval_options {
   std::string tool_version;                  ///< as compress_options: the header's provenance
   bool ssim = true;
   std::optional<double> nonfinite_replacement;  ///< as compress_options
+  offset_choice offset;                         ///< as compress_options
   int threads = 0;
   progress_fn progress;
 };
@@ -150,6 +164,7 @@ struct eval_row {
 struct eval_result {
   geometry geom;
   dtype type = dtype::u8;
+  double offset = 0.0;  ///< subtracted before the transform, in every row (offset_choice)
   std::vector<eval_row> rows;
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
 };
