@@ -10,8 +10,9 @@
 #                                    as gpu-bundle.tar.xz, for a GPU machine that has CUDA but
 #                                    not dctchop's Debian packages; OUTDIR runs then unpack and
 #                                    use it instead of building.
-# Sized to finish in under 8 minutes on an H200 machine (16 cores). Exits 1 if any check
-# failed, after running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
+# Sized to finish in under 8 minutes on an H200 machine (16 cores): every step ends by a
+# deadline 450 s after the start. Exits 1 if any check failed (or the bundle is stale), after
+# running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
 # for a dry run of the script itself (on a machine without a GPU every GPU check fails).
 # Rebuild the bundle right before a device run, and name gpu-bundle.tar.xz in the device tool's
 # carry list (it is git-ignored). Packed, it is about 18 MB; the folder, about 64 MB, is too
@@ -20,6 +21,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
 BUNDLE=gpu-bundle
+# The checks must be of this tree's code: a bundle built before the last change would report
+# on old code. The stamp hashes the sources (no git needed on the GPU machine; the device
+# tool copies the tree without what .gitignore names, so neither does this).
+source_stamp() {
+  find CMakeLists.txt cmake apps lib formats bench tests -type f -not -name '*.pyc' \
+    -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum |
+    cut -c1-16
+}
 
 if [ "${1:-}" = "--bundle" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON \
@@ -41,6 +50,7 @@ if [ "${1:-}" = "--bundle" ]; then
     done
   done
   cp -L /lib64/ld-linux-x86-64.so.2 "$BUNDLE/libc/"
+  source_stamp > "$BUNDLE/STAMP"
   tar -cJf "$BUNDLE.tar.xz.part" "$BUNDLE" && mv "$BUNDLE.tar.xz.part" "$BUNDLE.tar.xz"
   du -sh "$BUNDLE" "$BUNDLE.tar.xz"
   exit 0
@@ -48,6 +58,14 @@ fi
 
 OUT="${1:?usage: scripts/gpu-check.sh OUTDIR | --bundle}"
 mkdir -p "$OUT"
+# One deadline for the whole script, under the device tool's 600 s per command: every step's
+# own limit is cut to what is left of it, so that a hang late in the run still leaves the
+# results of the steps before it (DCTCHOP_GPU_CHECK_SECONDS changes it).
+DEADLINE=$((SECONDS + ${DCTCHOP_GPU_CHECK_SECONDS:-450}))
+limit() {  # limit N: N seconds, or what is left before the deadline if that is less
+  local left=$((DEADLINE - SECONDS))
+  echo $(($1 < left ? $1 : left))
+}
 # The toolkit's libraries (cudart; cuBLAS, which dctchop loads when the GEMM decode runs).
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # On a GPU machine a skipped GPU test is a failure (a broken driver or build would hide).
@@ -60,23 +78,36 @@ if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
   echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
 fi
 if [ -f "$BUNDLE.tar.xz" ]; then  # the packed bundle wins over a folder left by an earlier run
-  rm -rf "$BUNDLE" && tar -xJf "$BUNDLE.tar.xz"
+  rm -rf "$BUNDLE"
+  # Python's tarfile where the machine has no xz program.
+  tar -xJf "$BUNDLE.tar.xz" 2>>"$OUT/gpu.txt" ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
 fi
 if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
-  export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  RUN=()
+  stamp=$(source_stamp)
+  if [ "$(cat "$BUNDLE/STAMP" 2>/dev/null)" = "$stamp" ]; then
+    echo "bundle built from these sources ($stamp)" | tee -a "$OUT/gpu.txt"
+  else
+    echo "STALE BUNDLE: built from sources $(cat "$BUNDLE/STAMP" 2>/dev/null || echo unknown)," \
+      "this tree is $stamp; its results are of other code (rebuild with --bundle)" |
+      tee -a "$OUT/gpu.txt"
+    FAILED=1
+  fi
+  # The bundled Debian libraries go to the bundle's programs only, not to python3, awk and
+  # the other tools of this machine, which may need newer ones.
+  BUNDLE_LIBS="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  RUN=(env "LD_LIBRARY_PATH=$BUNDLE_LIBS")
   # DCTCHOP_GPU_CHECK_OWN_LIBC=1 takes the bundled C library anyway (to try that path here).
-  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
+  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
     # Built against a newer C library than this machine's: run it with the bundled one.
     { echo "the bundle does not run with this machine's C library:"
-      "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
+      "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
       echo "running it with the bundled C library instead"; } | tee -a "$OUT/gpu.txt"
-    RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$LD_LIBRARY_PATH")
+    RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$BUNDLE_LIBS")
   fi
-  # ${RUN[@]+...}: an empty array under set -u, also in a bash older than 4.4.
-  TESTS=(${RUN[@]+"${RUN[@]}"} "$BUNDLE/dctchop_gpu_tests")
-  BENCH=(${RUN[@]+"${RUN[@]}"} "$BUNDLE/dctchop_gpu_bench")
-  DCT=(${RUN[@]+"${RUN[@]}"} "$BUNDLE/dctchop")
+  TESTS=("${RUN[@]}" "$BUNDLE/dctchop_gpu_tests")
+  BENCH=("${RUN[@]}" "$BUNDLE/dctchop_gpu_bench")
+  DCT=("${RUN[@]}" "$BUNDLE/dctchop")
 else
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON >/dev/null
   cmake --build "$BUILD" -j"$(nproc)"
@@ -93,10 +124,10 @@ fi
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
 # Each step has a time limit, so that a hang (a stream that never completes, say) costs one
-# step, not the whole device session. The limits add up to about 7 minutes; a normal run
-# takes 2 to 4. Device time is scarce: after a failure the script goes on.
+# step, not the whole device session; all of them end by the deadline above. A normal run
+# takes 2 to 4 minutes. Device time is scarce: after a failure the script goes on.
 if [ "${TESTS[0]}" = ctest ]; then
-  timeout -k 10 150 "${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1
+  timeout -k 5 "$(limit 150)" "${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1
 else
   # One process per test suite, as ctest would run them: a sticky CUDA fault (an illegal
   # address) then spoils its own suite only, and says which. 150 s for all of them.
@@ -104,7 +135,7 @@ else
   [ -n "$SUITES" ] || { echo "no test suites listed" | tee -a "$OUT/gpu-tests.txt"; FAILED=1; }
   START=$SECONDS
   for suite in $SUITES; do
-    left=$((150 - (SECONDS - START)))
+    left=$(limit $((150 - (SECONDS - START))))
     if [ "$left" -le 5 ]; then
       echo "$suite: NOT RUN (the tests' 150 s are spent)" | tee -a "$OUT/gpu-tests.txt"; FAILED=1
       continue
@@ -115,7 +146,7 @@ else
 fi
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
-timeout -k 10 150 "${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
+timeout -k 5 "$(limit 150)" "${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
 
@@ -133,25 +164,45 @@ fi
 mkdir -p "$WORK"
 echo "files in $WORK ($(df -P "$WORK" | awk 'NR == 2 {print $1}'))" | tee -a "$OUT/gpu-e2e.txt"
 N="${DCTCHOP_GPU_CHECK_IMAGES:-21845}"  # 21845 images of 256x256x3 = 4.29 GB (fewer: a dry run)
-head -c $((N * 196608)) /dev/urandom > "$WORK/big.raw"
+# At most 3.5 x the input at once (the input, two decoded copies, one archive of half its
+# size; each archive is removed once decoded): fewer images where the space is not there.
+free_kb=$(df -Pk "$WORK" | awk 'NR == 2 {print $4}')
+fit=$((free_kb * 1024 * 10 / 36 / 196608))
+if [ "$fit" -lt "$N" ]; then
+  echo "only room for $fit images in $WORK ($((free_kb / 1024 / 1024)) GiB free), not $N" |
+    tee -a "$OUT/gpu-e2e.txt"
+  N=$fit
+fi
+E2E=1
+if [ "$N" -lt 1 ] || ! head -c $((N * 196608)) /dev/urandom > "$WORK/big.raw"; then
+  echo "cannot write the input in $WORK: end-to-end run skipped" | tee -a "$OUT/gpu-e2e.txt"
+  E2E=0
+  FAILED=1
+fi
 timed() {  # label, command...: wall seconds (no GNU time needed)
   local label="$1"; shift
-  local t0 t1
+  local t0 t1 lim
+  lim=$(limit 60)
+  if [ "$lim" -le 5 ]; then
+    echo "$label: NOT RUN (the script's deadline)" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0
+  fi
   t0=$(date +%s.%N)
-  timeout -k 10 60 "$@" || { echo "$label: FAILED" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0; }
+  timeout -k 5 "$lim" "$@" || { echo "$label: FAILED" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0; }
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" -v l="$label" -v n=$((N * 196608)) \
     'BEGIN {printf "%-24s %6.2f s  %6.2f GB/s of uncompressed data\n", l, b - a, n / (b - a) / 1e9}' |
     tee -a "$OUT/gpu-e2e.txt"
 }
 for be in cuda cpu; do
+  [ "$E2E" = 1 ] || break
   timed "compress --backend $be" "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 \
     --shape "$N,256,256,3" -o "$WORK/big-$be.dcz" -f --no-quality -q --backend "$be"
   timed "decompress --backend $be" "${DCT[@]}" decompress "$WORK/big-$be.dcz" -o "$WORK/back-$be.raw" \
     --raw -f -q --backend "$be"
+  rm -f "$WORK/big-$be.dcz"
 done
 echo "input bytes: $((N * 196608))" | tee -a "$OUT/gpu-e2e.txt"
-if cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
+if [ "$E2E" = 1 ] && cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
   echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
 else
   echo "MISMATCH: decoded by cuda != decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"

@@ -133,6 +133,9 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
           expect_cuda_equals_cpu<std::uint16_t>({dtype::u16, layout::nhw, 2, bb + 7, 2 * bb + 1, 1, b, k, ct},
                                                 *gpu, *cpu, seed++, 32368, 33168);
         }
+        // i16 input as one HW plane (|x| * B stays within f16 and i16 at B = 32).
+        expect_cuda_equals_cpu<std::int16_t>({dtype::i16, layout::hw, 1, 2 * bb + 5, bb + 3, 1, b, k, ct},
+                                             *gpu, *cpu, seed++, -1000, 1000);
         if (ct == coeff_type::f32 || ct == coeff_type::bf16) {
           expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 2, 3 * bb - 1, bb + 2, 1, b, k, ct},
                                         *gpu, *cpu, seed++, -100, 100);
@@ -277,6 +280,13 @@ void expect_layouts_agree(dtype type, geometry g, int b, int k, coeff_type ct, d
                            std::to_string(b) + " K=" + std::to_string(k);
   EXPECT_TRUE(c1 == c2) << what << ": encode";
   EXPECT_TRUE(o1 == o2) << what << ": decode";
+  // And both equal the CPU's bytes (the backend test above goes through the default layout).
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  std::vector<std::byte> want(cbytes), back(o1.size());
+  cpu->encode(p, make_view(g, type, static_cast<const void*>(in.data()), g.samples), want);
+  EXPECT_TRUE(c2 == want) << what << ": block kernels' encode against the CPU";
+  cpu->decode(p, c1, make_view(g, type, static_cast<void*>(back.data()), g.samples));
+  EXPECT_TRUE(o2 == back) << what << ": block kernels' decode against the CPU";
 }
 
 TEST(CudaDevice, LineAndBlockKernelsGiveIdenticalBytes) {
@@ -333,7 +343,7 @@ TEST(CudaDevice, AsyncDecodesOnTwoStreamsEqualTheSynchronousAndTheHostPaths) {
 TEST(CudaGemm, MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision) {
   REQUIRE_DEVICE();
   cuda::gemm_decoder gemm;
-  for (int b : {4, 8, 16}) {
+  for (int b : {4, 8, 16, 32}) {
     for (int k : {1, b / 2, b}) {
       // u8 NHWC (odd sizes): the two paths round the same real value, so they differ by at
       // most one, and only where it lies within float rounding of a half.
