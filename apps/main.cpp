@@ -72,6 +72,17 @@ double i16_rounding_mse(int block, int chop) {
   return double(chop) * chop / (double(block) * block) / 12.0;
 }
 
+/** For float data coded with i16 coefficients: a warning where the rounding of the
+ *  coefficients alone may be a good part of the error (a tenth of it or more), else "". */
+std::string i16_rounding_note(int block, int chop, const quality& q) {
+  const double round_mse = i16_rounding_mse(block, chop);
+  if (!(q.range > 0) || round_mse <= 0.1 * q.mse) return {};
+  return fmt::format("i16 rounds every coefficient to a whole number, which alone can limit "
+                     "float data of range {:g} to about {:.0f} dB at chop {}; f32 (the default "
+                     "for float input), f16 or bf16 keep the detail",
+                     q.range, 10 * std::log10(q.range * q.range / round_mse), chop);
+}
+
 const char* k_examples = R"(
 Examples:
   dctchop compress train.npy -o train.dcz              # u8 images, block 8, chop 4, f16
@@ -705,14 +716,9 @@ int main(int argc, char** argv) {
         log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
-        const double round_mse = i16_rounding_mse(r.codec.block, r.codec.chop);
-        if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type) && r.q->range > 0 &&
-            round_mse > 0.1 * r.q->mse) {
-          // Float data in a small range: the rounding may be a good part of the error.
-          log->warn("  note: i16 rounds every coefficient to a whole number, which alone can "
-                    "limit float data of range {:g} to about {:.0f} dB; f32 (the default for "
-                    "float input), f16 or bf16 keep the detail",
-                    r.q->range, 10 * std::log10(r.q->range * r.q->range / round_mse));
+        if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
+          const auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
+          if (!note.empty()) log->warn("  note: {}", note);
         }
         if (r.nonfinite_replaced) {
           log->info("  {}", replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
@@ -798,6 +804,15 @@ int main(int argc, char** argv) {
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
       print_eval(r, e_json, e_csv);
+      if (is_float(r.type) && !e_quiet) {
+        for (const auto& row : r.rows) {  // the first i16 row that needs it says it
+          if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
+          const auto note = i16_rounding_note(row.block, row.chop, row.q);
+          if (note.empty()) continue;
+          log->warn("note: {}", note);
+          break;
+        }
+      }
       if (r.nonfinite_replaced && !e_quiet) {
         log->info("{} in every setting",
                   replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));

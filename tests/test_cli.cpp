@@ -131,6 +131,15 @@ TEST(Cli, I16CoefficientsOnFloatDataOfSmallRangeGetANoteAndF32DoesNot) {
   auto f32 = cli(dir, "compress f.npy -o b.dcz");
   ASSERT_EQ(f32.status, 0) << describe(f32);
   EXPECT_EQ(f32.err.find("i16 rounds"), std::string::npos) << f32.err;
+  // eval says it once, after its table, where an i16 row needs it.
+  auto e = cli(dir, "eval f.npy --coeff f32,i16");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  const auto at = e.err.find("i16 rounds every coefficient");
+  EXPECT_NE(at, std::string::npos) << e.err;
+  EXPECT_EQ(e.err.find("i16 rounds", at + 1), std::string::npos) << e.err;
+  auto ef = cli(dir, "eval f.npy --coeff f32");
+  ASSERT_EQ(ef.status, 0) << describe(ef);
+  EXPECT_EQ(ef.err.find("i16 rounds"), std::string::npos) << ef.err;
   // The same data times 30 (range about 270): the rounding is a small part of the error
   // there, and i16 costs nothing worth a note.
   auto big = v;
