@@ -7,9 +7,14 @@
 #include <random>
 #include <vector>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "dctchop/codec.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/metrics.hpp"
 
 namespace {
 
@@ -304,6 +309,52 @@ TEST(Threads, OneAndManyThreadsGiveIdenticalCoefficients) {
   make_backend(backend_kind::cpu, {1})->encode(p, make_view(g, dtype::u8, static_cast<const void*>(x.data()), 5), c1);
   make_backend(backend_kind::cpu, {4})->encode(p, make_view(g, dtype::u8, static_cast<const void*>(x.data()), 5), c4);
   EXPECT_EQ(c1, c4);
+}
+
+TEST(Threads, AProcessForkedAfterThreadedWorkEncodesDecodesAndMeasuresInsteadOfHanging) {
+  // GNU libgomp's thread pool does not survive fork(): a child whose parent had run a
+  // parallel region waited forever in its own first one. PyTorch's DataLoader workers are
+  // such children (a dataset read once in the parent, then num_workers=2). The child must
+  // do the same work, on one thread, with the same results.
+  std::mt19937_64 rng(12);
+  const u64 n = 6;
+  geometry g{layout::nhwc, n, 3, 40, 24};
+  auto x = random_data<std::uint8_t>(n * 3 * 40 * 24, rng);
+  codec_params p{8, 4, coeff_type::f16, 128};
+  auto be = make_backend(backend_kind::cpu, {2});
+  const auto in = make_view(g, dtype::u8, static_cast<const void*>(x.data()), n);
+  std::vector<std::byte> c(n * coeff_bytes_per_sample(p, g));
+  std::vector<std::uint8_t> y(x.size());
+  be->encode(p, in, c);  // the parent's parallel regions start the pool
+  be->decode(p, c, make_view(g, dtype::u8, static_cast<void*>(y.data()), n));
+  quality_accumulator parent_q(dtype::u8, 255.0, true);
+  parent_q.add(in, make_view(g, dtype::u8, static_cast<const void*>(y.data()), n), 2);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // the child: no gtest assertions, an exit status
+    std::vector<std::byte> c2(c.size());
+    std::vector<std::uint8_t> y2(y.size());
+    be->encode(p, in, c2);
+    be->decode(p, c2, make_view(g, dtype::u8, static_cast<void*>(y2.data()), n));
+    quality_accumulator q(dtype::u8, 255.0, true);
+    q.add(in, make_view(g, dtype::u8, static_cast<const void*>(y2.data()), n), 2);
+    const bool same = c2 == c && y2 == y && q.result().mse == parent_q.result().mse &&
+                      q.result().ssim == parent_q.result().ssim;
+    ::_exit(same ? 0 : 1);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 600 && done == 0; ++i) {  // up to a minute
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) ::usleep(100000);
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child hangs";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's results differ from the parent's";
 }
 
 TEST(SmallImages, ABatchEncodesAndDecodesExactlyAsEachImageAloneInEveryLayout) {

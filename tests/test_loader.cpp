@@ -217,10 +217,67 @@ TEST(Loader, BadOptionsAndStreamsAreRefused) {
   EXPECT_THROW(loaders::archive_loader(a, o), error);
   EXPECT_THROW(loaders::loader_state::from_json("{\"epoch\": 1}"), error);
   o.rank = 0;
-  o.batch_size = 50;  // more than a rank's share: no batch at all
+  o.world = 0;
+  dctchop::test::expect_error([&] { loaders::archive_loader(a, o); }, errc::invalid_argument,
+                              {"world", "at least 1"});
+  o.world = 2;
+  o.batch_size = 50;  // more than a rank's share: no batch at all, which a training loop
+                      // over an epoch would not notice
+  dctchop::test::expect_error([&] { loaders::archive_loader(a, o); }, errc::invalid_argument,
+                              {"too few samples", "20 samples over 2 ranks", "batch size 50"});
+}
+
+TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  loaders::loader_options o;
+  o.batch_size = 4;
+  o.seed = 3;
   loaders::archive_loader l(a, o);
-  EXPECT_EQ(l.batches_per_epoch(), 0u);
-  EXPECT_THROW(l.next(), error);
+  for (int i = 0; i < 3; ++i) l.next();
+  const auto saved = loaders::loader_state::from_json(l.state().to_json());
+  ASSERT_TRUE(saved.batches.has_value());
+  EXPECT_EQ(saved.batches->batch_size, 4u);
+  EXPECT_EQ(saved.batches->samples, 40u);
+  // Another batch size, shard or shuffle would resume at other samples: refused.
+  auto refused = [&](loaders::loader_options other, const std::string& names) {
+    loaders::archive_loader m(a, other);
+    dctchop::test::expect_error([&] { m.restore(saved); }, errc::invalid_argument,
+                                {"batch_size 4", names, "other batches"});
+  };
+  auto o8 = o;
+  o8.batch_size = 8;
+  refused(o8, "batch_size 8");
+  auto sharded = o;
+  sharded.world = 2;
+  refused(sharded, "rank 0 of 2");
+  auto ordered = o;
+  ordered.shuffle = false;
+  refused(ordered, "shuffle off");
+  // The same kind of loader resumes at the same batch, whatever seed it was built with.
+  auto reseeded = o;
+  reseeded.seed = 99;
+  loaders::archive_loader same(a, reseeded);
+  same.restore(saved);
+  const auto want = l.next();
+  EXPECT_EQ(same.next().samples, want.samples);
+  // A position past the epoch's 10 batches.
+  auto past = saved;
+  past.position = 11;
+  dctchop::test::expect_error([&] { same.restore(past); }, errc::invalid_argument,
+                              {"batch 11", "10 batches"});
+  // A state saved before the loader recorded its batches: epoch, position, seed only.
+  const auto old = loaders::loader_state::from_json(R"({"epoch": 0, "position": 3, "seed": 3})");
+  EXPECT_FALSE(old.batches.has_value());
+  loaders::archive_loader from_old(a, o);
+  from_old.restore(old);
+  EXPECT_EQ(from_old.next().samples, want.samples);
+  // Not a state: the messages say what one is.
+  for (const char* bad : {"garbage", "[1, 2]", R"({"epoch": 0})", R"({"epoch": -1, "position": 0, "seed": 0})",
+                          R"({"epoch": 0, "position": 0, "seed": 0, "batch_size": 4})"}) {
+    dctchop::test::expect_error([&] { loaders::loader_state::from_json(bad); },
+                                errc::invalid_argument, {"not a loader state"});
+  }
 }
 
 }  // namespace
@@ -305,7 +362,7 @@ TEST(Loader, ABatchThatFailsIsTriedAgainNotSkipped) {
   EXPECT_THROW(l.next(), error);  // the same batch again, not the next one
   EXPECT_EQ(l.state().position, 0u);
   // Past it (restored to batch 1), the rest reads fine.
-  l.restore({0, 1, 0});
+  l.restore({0, 1, 0, std::nullopt});
   EXPECT_EQ(l.next().samples.front(), 5u);
 }
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include <unistd.h>
+
 #include "backends.hpp"
 #include "cpu_kernels.hpp"
 #include "dctchop/error.hpp"
@@ -52,7 +54,7 @@ class cpu_backend final : public backend {
     if (coeffs.size() < need) throw error(errc::internal, "coefficient buffer too small");
     if (v.samples == 0) return;
     std::atomic<u64> first_bad{std::numeric_limits<u64>::max()};
-    kernels_.encode(p, v, coeffs.data(), threads_, first_bad);
+    kernels_.encode(p, v, coeffs.data(), region_threads(threads_), first_bad);
     if (first_bad.load() != std::numeric_limits<u64>::max()) throw_bad_sample(p, v, first_bad);
   }
 
@@ -63,7 +65,7 @@ class cpu_backend final : public backend {
     const u64 need = v.samples * v.planes * plane_bytes(p, v.height, v.width);
     if (coeffs.size() < need) throw error(errc::internal, "coefficient buffer too small");
     if (v.samples == 0) return;
-    kernels_.decode(p, coeffs.data(), v, threads_);
+    kernels_.decode(p, coeffs.data(), v, region_threads(threads_));
   }
 
  private:
@@ -76,6 +78,22 @@ class cpu_backend final : public backend {
 };
 
 }  // namespace
+
+int region_threads(int threads) {
+#if defined(_OPENMP)
+  if (threads <= 1) return 1;
+  // The process whose parallel regions started the pool (0: none has yet). Process-wide
+  // state by nature, as the pool is: the one static of the library.
+  static std::atomic<pid_t> pool_owner{0};
+  const pid_t self = ::getpid();
+  pid_t owner = pool_owner.load(std::memory_order_relaxed);
+  if (owner == 0 && pool_owner.compare_exchange_strong(owner, self)) return threads;
+  return owner == self ? threads : 1;
+#else
+  (void)threads;
+  return 1;
+#endif
+}
 
 /** Explain why sample `n` could not be stored: a non-finite input, or a coefficient too big. */
 [[noreturn]] void throw_bad_sample(const codec_params& p, const const_sample_view& v, u64 n) {

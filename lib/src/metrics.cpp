@@ -150,7 +150,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
       a.height != b.height || a.width != b.width) {
     throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
   }
-  [[maybe_unused]] const int nt = resolve_threads(threads);
+  [[maybe_unused]] const int nt = detail::region_threads(resolve_threads(threads));
   const metric_kernels& k = kernels();
   const i64 samples = static_cast<i64>(a.samples);
   const u64 per_sample = a.planes * a.height * a.width;

@@ -236,7 +236,7 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
     }
     l_.restore({formats::json_integer<u64>(j.at("epoch")),
                 formats::json_integer<u64>(j.at("position")),
-                formats::json_integer<u64>(j.at("seed"))});
+                formats::json_integer<u64>(j.at("seed")), std::nullopt});
   } catch (const nlohmann::json::exception& e) {
     throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
   } catch (const std::out_of_range& e) {

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <numeric>
@@ -54,22 +55,66 @@ void shuffle(std::vector<T>& v, rng64& r) {
 }  // namespace
 
 std::string loader_state::to_json() const {
-  return nlohmann::json{{"epoch", epoch}, {"position", position}, {"seed", seed}}.dump();
+  nlohmann::json j{{"epoch", epoch}, {"position", position}, {"seed", seed}};
+  if (batches) {
+    const auto& b = *batches;
+    j["samples"] = b.samples;
+    j["batch_size"] = b.batch_size;
+    j["shuffle"] = b.shuffle;
+    j["shuffle_window"] = b.shuffle_window;
+    j["rank"] = b.rank;
+    j["world"] = b.world;
+    j["drop_last"] = b.drop_last;
+  }
+  return j.dump();
 }
 
 loader_state loader_state::from_json(const std::string& text) {
+  const char* expected =
+      "not a loader state (expected the JSON object that state() gives: epoch, position, seed";
+  nlohmann::json j;
   try {
-    const auto j = nlohmann::json::parse(text);
-    loader_state s;
-    s.epoch = formats::json_integer<u64>(j.at("epoch"));
-    s.position = formats::json_integer<u64>(j.at("position"));
-    s.seed = formats::json_integer<u64>(j.at("seed"));
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    throw error(errc::invalid_argument, std::string("not a loader state: ") + e.what());
-  } catch (const std::out_of_range& e) {
-    throw error(errc::invalid_argument, std::string("not a loader state: ") + e.what());
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw error(errc::invalid_argument, std::string(expected) + "; this is not JSON)");
   }
+  if (!j.is_object()) throw error(errc::invalid_argument, std::string(expected) + ")");
+  auto integer = [&](const char* key) -> u64 {
+    if (!j.contains(key)) throw error(errc::invalid_argument, std::string(expected) + "; no " + key + ")");
+    try {
+      return formats::json_integer<u64>(j.at(key));
+    } catch (const std::exception&) {
+      throw error(errc::invalid_argument,
+                  std::string(expected) + "; " + key + " is not a count: " + j.at(key).dump() + ")");
+    }
+  };
+  auto flag = [&](const char* key) {
+    if (!j.contains(key) || !j.at(key).is_boolean()) {
+      throw error(errc::invalid_argument,
+                  std::string(expected) + "; " + key + " is not true or false)");
+    }
+    return j.at(key).get<bool>();
+  };
+  loader_state s;
+  s.epoch = integer("epoch");
+  s.position = integer("position");
+  s.seed = integer("seed");
+  if (j.contains("batch_size")) {
+    shape_of_batches b;
+    b.samples = integer("samples");
+    b.batch_size = integer("batch_size");
+    b.shuffle_window = integer("shuffle_window");
+    const u64 rank = integer("rank"), world = integer("world");
+    if (world > u64(std::numeric_limits<int>::max())) {
+      throw error(errc::invalid_argument, std::string(expected) + "; world is too large)");
+    }
+    b.rank = static_cast<int>(std::min<u64>(rank, u64(std::numeric_limits<int>::max())));
+    b.world = static_cast<int>(world);
+    b.shuffle = flag("shuffle");
+    b.drop_last = flag("drop_last");
+    s.batches = b;
+  }
+  return s;
 }
 
 struct archive_loader::impl {
@@ -108,7 +153,11 @@ struct archive_loader::impl {
   impl(const std::string& path, const loader_options& opt, std::shared_ptr<backend> b)
       : o(opt), be(std::move(b)), reader(formats::archive_reader::open(path)) {
     if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
-    if (o.world < 1 || o.rank < 0 || o.rank >= o.world) {
+    if (o.world < 1) {
+      throw error(errc::invalid_argument,
+                  "world (the number of shards) must be at least 1, not " + std::to_string(o.world));
+    }
+    if (o.rank < 0 || o.rank >= o.world) {
       throw error(errc::invalid_argument, "rank " + std::to_string(o.rank) + " is outside 0.." +
                                               std::to_string(o.world - 1));
     }
@@ -128,6 +177,18 @@ struct archive_loader::impl {
       label_descr = info->descr;
       if (!info->shape.empty()) label_shape.assign(info->shape.begin() + 1, info->shape.end());
     }
+    if (batches_per_epoch() == 0) {  // a training loop over an epoch would do nothing
+      throw error(errc::invalid_argument,
+                  reader.display_name() + ": too few samples for one batch: " +
+                      std::to_string(h.geom.samples) + " samples" +
+                      (o.world > 1 ? " over " + std::to_string(o.world) + " ranks" : "") +
+                      ", batch size " + std::to_string(o.batch_size) +
+                      (o.drop_last ? " and drop_last" : ""));
+    }
+  }
+
+  loader_state::shape_of_batches shape() const {
+    return {h.geom.samples, o.batch_size, o.shuffle_window, o.rank, o.world, o.shuffle, o.drop_last};
   }
 
   /** This rank's samples of `epoch`, in order. */
@@ -323,7 +384,7 @@ batch archive_loader::next() {
 
 loader_state archive_loader::state() const noexcept {
   const impl& d = *impl_;
-  loader_state s{d.used_epoch, d.used_pos, d.seed};
+  loader_state s{d.used_epoch, d.used_pos, d.seed, d.shape()};
   if (s.position >= d.batches_per_epoch()) {  // the epoch is complete: the next one is due
     ++s.epoch;
     s.position = 0;
@@ -333,6 +394,25 @@ loader_state archive_loader::state() const noexcept {
 
 void archive_loader::restore(const loader_state& s) {
   impl& d = *impl_;
+  if (s.batches && *s.batches != d.shape()) {
+    const auto& a = *s.batches;
+    const auto b = d.shape();
+    auto text = [](const loader_state::shape_of_batches& x) {
+      return std::to_string(x.samples) + " samples, batch_size " + std::to_string(x.batch_size) +
+             ", rank " + std::to_string(x.rank) + " of " + std::to_string(x.world) +
+             ", shuffle " + (x.shuffle ? "on" : "off") + " (window " +
+             std::to_string(x.shuffle_window) + "), drop_last " + (x.drop_last ? "on" : "off");
+    };
+    throw error(errc::invalid_argument,
+                "this loader state is of a loader with " + text(a) + "; this one has " + text(b) +
+                    ": it would resume at other batches");
+  }
+  if (s.position > d.batches_per_epoch()) {
+    throw error(errc::invalid_argument,
+                "this loader state's position, batch " + std::to_string(s.position) +
+                    ", is past the end of an epoch of " + std::to_string(d.batches_per_epoch()) +
+                    " batches");
+  }
   d.halt();
   if (s.seed != d.seed) d.order_epoch.reset();  // the order depends on (seed, epoch) only
   d.seed = s.seed;

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,17 @@ struct batch {
 struct loader_state {
   std::uint64_t epoch = 0;
   std::uint64_t position = 0;
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;  ///< restore takes it: the state's seed, not the loader's, goes on
+  /** How the loader that saved it cuts the archive into batches, so that restore refuses a
+   *  state of another loader (another batch size, shard or shuffle would resume elsewhere).
+   *  States saved before these were recorded lack them and are taken as they are. */
+  struct shape_of_batches {
+    std::uint64_t samples = 0, batch_size = 0, shuffle_window = 0;
+    int rank = 0, world = 1;
+    bool shuffle = true, drop_last = true;
+    bool operator==(const shape_of_batches&) const = default;
+  };
+  std::optional<shape_of_batches> batches;
   /** As JSON text, to save beside a training checkpoint. */
   std::string to_json() const;
   /** Parse to_json()'s text; error(invalid_argument) when it is not one. */
