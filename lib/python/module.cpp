@@ -1,6 +1,7 @@
 // The Python binding (pybind11, NumPy): `import dctchop`. Archives read as numpy arrays, and the
-// training loader (dctchop/loader.hpp) as a Python iterator. Errors become dctchop.Error
-// (a RuntimeError subclass) carrying the error's code name.
+// training loader (dctchop/loader.hpp) as a Python iterator. Errors become dctchop.Error (a
+// RuntimeError) whose `kind` is the error's code name; bad arguments and values are also
+// ValueErrors, and I/O failures OSErrors, so that the usual `except` clauses catch them.
 #include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -8,6 +9,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -63,28 +65,37 @@ py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_load
   return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
 }
 
-/** An archive opened for random access. */
+/** An archive opened for random access. The header stays readable after close(). */
 class archive {
  public:
-  explicit archive(const std::string& path)
-      : r_(formats::archive_reader::open(path)), be_(make_backend(backend_kind::cpu)) {
-    if (!r_.random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
+  archive(const std::string& path, int threads)
+      : path_(path), r_(formats::archive_reader::open(path)), h_(r_->header()) {
+    if (!r_->random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
+    if (threads < 0) {
+      throw error(errc::invalid_argument, "threads must be 0 (every core) or more, not " +
+                                              std::to_string(threads));
+    }
+    be_ = make_backend(backend_kind::cpu, {threads});
   }
-  u64 samples() const { return r_.header().geom.samples; }
-  std::vector<u64> shape() const { return r_.header().geom.shape(); }
-  py::dtype type() const { return numpy_dtype(r_.header().type); }
-  int block() const { return r_.header().codec.block; }
-  int chop() const { return r_.header().codec.chop; }
-  std::string coeff() const { return std::string(to_string(r_.header().codec.coeff)); }
-  std::string layout_name() const { return std::string(to_string(r_.header().geom.lay)); }
-  double offset() const { return r_.header().codec.offset; }
-  u64 planes() const { return r_.header().geom.planes; }
-  u64 height() const { return r_.header().geom.height; }
-  u64 width() const { return r_.header().geom.width; }
+  const std::string& path() const { return path_; }
+  u64 samples() const { return h_.geom.samples; }
+  py::tuple shape() const { return py::cast(h_.geom.shape()); }
+  py::dtype type() const { return numpy_dtype(h_.type); }
+  int block() const { return h_.codec.block; }
+  int chop() const { return h_.codec.chop; }
+  std::string coeff() const { return std::string(to_string(h_.codec.coeff)); }
+  std::string layout_name() const { return std::string(to_string(h_.geom.lay)); }
+  double offset() const { return h_.codec.offset; }
+  u64 planes() const { return h_.geom.planes; }
+  u64 height() const { return h_.geom.height; }
+  u64 width() const { return h_.geom.width; }
+  bool closed() const { return !r_.has_value(); }
+  /** Release the file; reading afterwards raises ValueError. */
+  void close() { r_.reset(); }
 
   /** Samples [first, first + count), decoded: shape (count, *sample shape). */
-  py::array read(u64 first, u64 count) {
-    const auto& h = r_.header();
+  py::array read(long long first, long long count) {
+    const auto& h = h_;
     std::vector<std::byte> coeffs = read_coefficient_bytes(first, count);
     py::array a(numpy_dtype(h.type), batch_shape(count, h.geom.sample_shape()));
     be_->decode(h.codec, coeffs, make_view(h.geom, h.type, a.mutable_data(), count));
@@ -93,45 +104,58 @@ class archive {
 
   /** Samples [first, first + count) as stored: their coefficient bytes, (count, bytes per
    *  sample) of uint8, as a Loader with decode=False hands them out. */
-  py::array read_coefficients(u64 first, u64 count) {
+  py::array read_coefficients(long long first, long long count) {
     auto bytes = read_coefficient_bytes(first, count);
     return array_of(std::move(bytes), py::dtype("u1"),
                     {static_cast<py::ssize_t>(count),
-                     static_cast<py::ssize_t>(r_.header().coeff_bytes_per_sample())});
+                     static_cast<py::ssize_t>(h_.coeff_bytes_per_sample())});
   }
 
   /** The labels side array, or None. */
   py::object labels() {
-    const auto* info = r_.find_side_array("labels");
+    auto& r = open_reader();
+    const auto* info = r.find_side_array("labels");
     if (info == nullptr) return py::none();
-    auto bytes = r_.read_side_array("labels");
+    auto bytes = r.read_side_array("labels");
     std::vector<py::ssize_t> shape(info->shape.begin(), info->shape.end());
     return array_of(std::move(*bytes), py::dtype(info->descr), std::move(shape));
   }
 
-  std::string info_json() const { return formats::archive_info(r_.display_name()).dump(); }
+  std::string info_json() { return formats::archive_info(open_reader().display_name()).dump(); }
 
  private:
-  std::vector<std::byte> read_coefficient_bytes(u64 first, u64 count) {
-    const auto& h = r_.header();
-    if (first >= h.geom.samples || count > h.geom.samples - first) {
-      throw py::index_error("samples " + std::to_string(first) + ".." +
-                            std::to_string(first + count) + " are outside 0.." +
-                            std::to_string(h.geom.samples));
+  formats::archive_reader& open_reader() {
+    if (!r_) throw py::value_error(path_ + ": the archive is closed");
+    return *r_;
+  }
+
+  std::vector<std::byte> read_coefficient_bytes(long long first, long long count) {
+    auto& r = open_reader();
+    const u64 n = h_.geom.samples;
+    if (count < 0) throw py::value_error("count must be 0 or more, not " + std::to_string(count));
+    if (first < 0 || static_cast<u64>(first) >= n || static_cast<u64>(count) > n - static_cast<u64>(first)) {
+      const std::string which =
+          count <= 1 ? "sample " + std::to_string(first)
+                     : "samples " + std::to_string(first) + " to " + std::to_string(first + count - 1);
+      throw py::index_error(which + ": out of range; " + path_ + " has " + std::to_string(n) +
+                            " samples" + (n > 0 ? ", 0 to " + std::to_string(n - 1) : std::string()));
     }
-    std::vector<std::byte> coeffs(count * h.coeff_bytes_per_sample());
-    r_.read_samples(first, count, coeffs);
+    std::vector<std::byte> coeffs(static_cast<u64>(count) * h_.coeff_bytes_per_sample());
+    r.read_samples(static_cast<u64>(first), static_cast<u64>(count), coeffs);
     return coeffs;
   }
 
-  formats::archive_reader r_;
+  std::string path_;
+  std::optional<formats::archive_reader> r_;
+  formats::archive_header h_;
   std::unique_ptr<backend> be_;
 };
 
 /** The loader as a Python iterator of (data, labels or None, sample indices). */
 class loader {
  public:
-  loader(const std::string& path, const loaders::loader_options& o) : l_(path, o), decode_(o.decode) {}
+  loader(const std::string& path, const loaders::loader_options& o, int threads)
+      : l_(path, o, make_backend(backend_kind::cpu, {threads})), decode_(o.decode) {}
 
   py::tuple next() {
     loaders::batch b;
@@ -197,6 +221,7 @@ class device_loader {
   std::string state() const { return l_.state().to_json(); }
   void restore(const std::string& json) { l_.restore(loaders::loader_state::from_json(json)); }
   int device() const { return l_.device(); }
+  std::vector<u64> epoch_order(u64 e) const { return l_.source().epoch_order(e); }
 
  private:
   loaders::device_loader l_;
@@ -223,18 +248,37 @@ loaders::loader_options options_of(std::size_t batch_size, bool shuffle, u64 see
 PYBIND11_MODULE(_dctchop, m) {
   m.doc() = "dctchop: DCT+Chop archives as NumPy arrays, and a training loader";
   m.attr("__version__") = DCTCHOP_VERSION_STRING;
+  // dctchop.Error, and two kinds of it that are also the built-in exception a Python user
+  // would catch: ValueError for bad arguments and values, OSError for I/O failures.
   static py::exception<error> exc(m, "Error", PyExc_RuntimeError);
+  auto subclass = [&](const char* name, PyObject* builtin) {
+    py::tuple bases = py::make_tuple(exc, py::reinterpret_borrow<py::object>(builtin));
+    PyObject* cls = PyErr_NewException((std::string("dctchop.") + name).c_str(), bases.ptr(), nullptr);
+    if (cls == nullptr) throw py::error_already_set();
+    py::object o = py::reinterpret_steal<py::object>(cls);
+    m.attr(name) = o;
+    return o;
+  };
+  static py::object value_error = subclass("ArgumentError", PyExc_ValueError);
+  static py::object os_error = subclass("FileError", PyExc_OSError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const error& e) {
-      py::object err = exc;
-      PyErr_SetObject(err.ptr(), py::make_tuple(std::string(to_string(e.code())), e.what()).ptr());
+      py::object cls = exc;
+      if (e.code() == errc::invalid_argument || e.code() == errc::out_of_range) cls = value_error;
+      if (e.code() == errc::io) cls = os_error;
+      py::object instance = cls(e.what());
+      instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
+      PyErr_SetObject(cls.ptr(), instance.ptr());
     }
   });
 
-  py::class_<archive>(m, "Archive", "A .dcz archive opened for reading")
-      .def(py::init<const std::string&>(), py::arg("path"))
+  py::class_<archive>(m, "_Archive", "A .dcz archive opened for reading")
+      .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads") = 0)
+      .def_property_readonly("path", &archive::path)
+      .def_property_readonly("closed", &archive::closed)
+      .def("close", &archive::close, "release the file (the header's properties stay readable)")
       .def_property_readonly("samples", &archive::samples)
       .def_property_readonly("shape", &archive::shape)
       .def_property_readonly("dtype", &archive::type)
@@ -286,6 +330,7 @@ PYBIND11_MODULE(_dctchop, m) {
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
            py::arg("device") = -1, py::arg("buffers") = 2)
       .def("next", &device_loader::next, py::arg("consumer_stream") = 0)
+      .def("epoch_order", &device_loader::epoch_order, py::arg("epoch"))
       .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch)
       .def_property_readonly("device", &device_loader::device)
       .def("state", &device_loader::state)
@@ -294,16 +339,16 @@ PYBIND11_MODULE(_dctchop, m) {
   py::class_<loader>(m, "_Loader")
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
                        std::size_t shuffle_window, int rank, int world, bool drop_last,
-                       std::size_t prefetch, bool decode) {
+                       std::size_t prefetch, bool decode, int threads) {
              auto o = options_of(batch_size, shuffle, seed, shuffle_window, rank, world, drop_last,
                                  prefetch);
              o.decode = decode;
-             return std::make_unique<loader>(path, o);
+             return std::make_unique<loader>(path, o, threads);
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("shuffle") = true,
            py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
-           py::arg("decode") = true)
+           py::arg("decode") = true, py::arg("threads") = 1)
       .def("next", &loader::next)
       .def_property_readonly("batches_per_epoch", &loader::batches_per_epoch)
       .def("state", &loader::state)

@@ -40,6 +40,11 @@ std::vector<double> dct_matrix(int block) {
 decode_matrices decode_matrix_dims(const codec_params& p, std::uint64_t height,
                                    std::uint64_t width) {
   validate(p);
+  if (height == 0 || width == 0) {
+    throw error(errc::invalid_argument, "decode matrices of a " + std::to_string(height) + " x " +
+                                            std::to_string(width) +
+                                            " plane: a plane has at least one row and column");
+  }
   const std::uint64_t b = static_cast<std::uint64_t>(p.block), k = static_cast<std::uint64_t>(p.chop);
   const std::uint64_t hb = (height + b - 1) / b, wb = (width + b - 1) / b;
   decode_matrices m;

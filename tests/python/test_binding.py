@@ -3,6 +3,8 @@ what `dctchop decompress` writes, and the loader iterates epochs, shards and res
 
 Usage: test_binding.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
 import os
+import pathlib
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -11,6 +13,84 @@ import numpy as np
 
 import dctchop
 from checks import check, finish
+
+
+def raises(kind, fn, *texts):
+    """fn() raises `kind` whose message holds every text; returns the exception."""
+    try:
+        fn()
+    except kind as e:
+        for t in texts:
+            check(t in str(e), f"{kind.__name__} message lacks {t!r}: {e}")
+        return e
+    except Exception as e:  # noqa: BLE001 - the wrong kind is the failure reported
+        check(False, f"expected {kind.__name__}, got {type(e).__name__}: {e}")
+        return None
+    check(False, f"expected {kind.__name__}, nothing raised")
+    return None
+
+
+def check_python_habits(d, back, y):
+    """What a Python user expects of files, sequences and arguments."""
+    path = f"{d}/a.dcz"
+    # Paths of any kind; a missing file is FileNotFoundError.
+    a = dctchop.Archive(pathlib.Path(path))
+    check(a.shape == (37, 20, 18, 3), f"shape is a tuple: {a.shape!r}")
+    raises(FileNotFoundError, lambda: dctchop.Archive(f"{d}/missing.dcz"), "missing.dcz")
+    raises(FileNotFoundError, lambda: dctchop.Loader(f"{d}/missing.dcz"), "missing.dcz")
+    # A sequence: len, indexing from either end, slices.
+    check(len(a) == 37, f"len {len(a)}")
+    check(np.array_equal(a[0], back[0]) and np.array_equal(a[-1], back[36]), "a[0] and a[-1]")
+    check(np.array_equal(a[3:7], back[3:7]), "a[3:7]")
+    check(np.array_equal(a[35:99], back[35:]), "a slice past the end stops at the end")
+    raises(IndexError, lambda: a[37], "sample 37", "37 samples")
+    raises(IndexError, lambda: a[-38], "sample -38")
+    raises(IndexError, lambda: a.read(37), "sample 37", "0 to 36")
+    raises(IndexError, lambda: a.read(-1), "sample -1")
+    raises(ValueError, lambda: a.read(0, -2), "count")
+    raises(IndexError, lambda: a.read_coefficients(30, 10), "samples 30 to 39")
+    # Pickled (for DataLoader workers started with spawn): reopened by path.
+    b = pickle.loads(pickle.dumps(a))
+    check(np.array_equal(b.read(2, 3), back[2:5]), "an unpickled archive reads the same")
+    # Closed by close() or a with block; the header stays readable.
+    with dctchop.Archive(path, threads=1) as c:
+        check(np.array_equal(c[4], back[4]), "read in a with block (one thread)")
+    check(c.closed and c.samples == 37, "closed after the with block, header kept")
+    raises(ValueError, lambda: c.read(0), "closed")
+    raises(ValueError, lambda: c.labels(), "closed")
+    # Errors: a kind, the built-in classes, clear messages for bad arguments.
+    e = raises(dctchop.Error, lambda: dctchop.Loader(path, batch_size=100), "too few samples")
+    check(e is not None and isinstance(e, ValueError) and e.kind == "invalid_argument",
+          f"a bad option is a ValueError of kind invalid_argument: {e!r}")
+    raises(ValueError, lambda: dctchop.Loader(path, batch_size=0), "batch_size must be at least 1")
+    raises(ValueError, lambda: dctchop.Loader(path, batch_size=-1), "batch_size")
+    raises(ValueError, lambda: dctchop.Loader(path, world=0), "world must be at least 1")
+    raises(ValueError, lambda: dctchop.Loader(path, rank=2, world=2), "rank 2")
+    raises(ValueError, lambda: dctchop.Loader(path, seed=-1), "seed")
+    raises(ValueError, lambda: dctchop.Archive(path, threads=-1), "threads")
+    raises(TypeError, lambda: dctchop.Loader(path, batch_size="8"), "batch_size must be an integer")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28), "0 x 28")
+    # A state resumes only the same kind of loader, and says what a state is.
+    l4 = dctchop.Loader(path, batch_size=4, seed=3)
+    next(l4)
+    st = l4.state()
+    check((st["batch_size"], st["world"], st["samples"]) == (4, 1, 37), f"state {st}")
+    l8 = dctchop.Loader(path, batch_size=8, seed=3)
+    raises(ValueError, lambda: l8.restore(st), "batch_size 4", "batch_size 8")
+    raises(TypeError, lambda: l8.restore("garbage"), "the dict that state() returned")
+    raises(ValueError, lambda: l8.restore({"epoch": 0}), "not a loader state", "position")
+    raises(ValueError, lambda: l4.restore(dict(st, position=99)), "batch 99")
+    # epoch() ends at the epoch's end even when restore() moves the loader within it.
+    l5 = dctchop.Loader(path, batch_size=5, seed=1, threads=2)
+    count = 0
+    for i, _ in enumerate(l5.epoch()):
+        count += 1
+        if i == 1:
+            l5.restore(dict(l5.state(), position=5))
+    check(count == 4 and l5.state()["epoch"] == 1, f"{count} batches, then {l5.state()}")
+    order = l5.epoch_order(0)
+    check(len(order) == 35 and len(set(order.tolist())) == 35 and order.max() < 37,
+          f"epoch_order: 7 batches of 5 distinct samples: {order}")
 
 
 def main():
@@ -48,7 +128,10 @@ def main():
             dctchop.Archive(f"{d}/x.npy")
             check(False, "a non-archive raises")
         except dctchop.Error as e:
-            check(e.args[0] == "corrupt" or e.args[0] == "bad_input", f"error code {e.args}")
+            check(e.kind in ("corrupt", "bad_input"), f"error kind {e.kind}")
+            check(str(e).endswith("not a dctchop archive (bad magic)") and "x.npy" in str(e),
+                  f"the message is the text, not a tuple: {e}")
+        check_python_habits(d, back, y)
 
         # The loader: one epoch has every sample once, with its own data and label.
         loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False)

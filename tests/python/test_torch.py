@@ -20,6 +20,24 @@ def compress(binary, src, dst, *args):
     subprocess.run([binary, "compress", src, "-o", dst, "-q", "--no-quality", *args], check=True)
 
 
+def check_dataloader_workers(dcz):
+    """torch's DataLoader with worker processes, after the dataset was read in this process:
+    forked workers used to wait forever for this process's OpenMP threads (a multi-threaded
+    decode here first), and spawned ones could not pickle the archive. A watchdog ends a
+    hang as a failure."""
+    ds = ArchiveDataset(dcz)
+    want = torch.stack([ds[i][0] for i in range(len(ds))])
+    dctchop.Archive(dcz, threads=2).read(0, 12)  # this process's OpenMP pool, before the fork
+    for method in ("fork", "spawn"):
+        loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2,
+                                             multiprocessing_context=method, timeout=60)
+        try:
+            got = torch.cat([x for x, _ in loader])
+            check(torch.equal(got, want), f"{method}: the workers' samples are the dataset's")
+        except RuntimeError as e:  # the timeout: a worker hangs
+            check(False, f"{method}: DataLoader workers: {e}")
+
+
 def main():
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
@@ -71,6 +89,14 @@ def main():
             check(np.array_equal(xt.numpy(), xp) and np.array_equal(yt.numpy(), yp),
                   "device loader batch equals the loader's")
             del xt
+        check_dataloader_workers(f"{d}/x_f16.dcz")
+        # coefficient_planes of decoded values (decode=False forgotten) says what it takes.
+        try:
+            coefficient_planes(next(dctchop.Loader(dcz, batch_size=4))[0], dctchop.Archive(dcz))
+            check(False, "coefficient_planes of decoded values raises")
+        except ValueError as e:
+            check("decode=False" in str(e), f"coefficient_planes message: {e}")
+        check(dev.epoch_order(0).shape == (10,), "DeviceLoader.epoch_order: 2 batches of 5")
         # The decode matrices have the shapes of DESIGN.md.
         lt, r = dctchop.decode_matrices(8, 4, 28, 28)
         check(lt.shape == (32, 16) and r.shape == (16, 32), f"matrices {lt.shape} {r.shape}")

@@ -1,22 +1,93 @@
 """dctchop: DCT+Chop archives (.dcz) as NumPy arrays, and a training loader.
 
     import dctchop
-    a = dctchop.Archive("train.dcz")
-    x = a.read(0, 16)              # 16 decoded samples, shape (16, H, W, C)
-    y = a.labels()                 # the labels side array, or None
+    with dctchop.Archive("train.dcz") as a:
+        x = a.read(0, 16)          # 16 decoded samples: (16, *a.shape[1:]), e.g. (16, H, W, C)
+        y = a.labels()             # the labels side array, or None
+        first, last = a[0], a[-1]  # one sample each; a[2:5] is three
 
     loader = dctchop.Loader("train.dcz", batch_size=64, seed=1, rank=0, world=1)
     for x, y in loader.epoch():    # one epoch of shuffled batches
         ...
     state = loader.state()         # save beside a checkpoint; loader.restore(state) resumes
+
+Errors are dctchop.Error, with `kind` the error's name ("io", "corrupt", "bad_input", ...);
+bad arguments and values are also ValueError (dctchop.ArgumentError), I/O failures OSError
+(dctchop.FileError); a missing file is FileNotFoundError, a sample out of range IndexError.
 """
+import errno
 import json
+import os
 
 import numpy as np
 
-from ._dctchop import Archive, Error, __version__, _Loader, decode_matrices
+from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _Loader,
+                       decode_matrices)
 
-__all__ = ["Archive", "Error", "Loader", "decode_matrices", "__version__"]
+__all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "decode_matrices",
+           "__version__"]
+
+
+def _existing_file(path):
+    """path (str, bytes or os.PathLike) as a str; FileNotFoundError when nothing is there."""
+    path = os.fsdecode(os.fspath(path))
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    return path
+
+
+def _count(name, value, least):
+    """value as an int of at least `least`; ValueError (or TypeError) naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}, not {value}")
+    return int(value)
+
+
+class Archive(_Archive):
+    """A .dcz archive opened for reading: its header as properties (samples, shape, dtype,
+    block, chop, coeff, layout, offset, planes, height, width), decoded samples with read()
+    or indexing, stored coefficients with read_coefficients(), and the labels. `threads`
+    decodes on that many threads (0: every core). A context manager; close() releases the
+    file. Picklable (it reopens by path), so it crosses to DataLoader worker processes."""
+
+    def __init__(self, path, threads=0):
+        path = _existing_file(path)
+        super().__init__(path, _count("threads", threads, 0))
+        self._threads = threads
+
+    def __len__(self):
+        return self.samples
+
+    def __getitem__(self, index):
+        """archive[i]: sample i (negative from the end); archive[i:j]: samples i to j-1."""
+        if isinstance(index, slice):
+            first, stop, step = index.indices(self.samples)
+            if step != 1:
+                raise ValueError("archive[i:j:k]: only a step of 1 is read directly")
+            return self.read(first, max(0, stop - first))
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
+        i = int(index) + (self.samples if index < 0 else 0)
+        if not 0 <= i < self.samples:
+            raise IndexError(f"sample {index}: out of range; {self.path} has {self.samples} samples")
+        return self.read(i, 1)[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __reduce__(self):
+        return (Archive, (self.path, self._threads))
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{self.samples} samples"
+        return (f"dctchop.Archive({self.path!r}: {state}, shape {self.shape}, "
+                f"{np.dtype(self.dtype).name}, block {self.block} chop {self.chop} {self.coeff})")
 
 
 class _Batches:
@@ -26,6 +97,19 @@ class _Batches:
         self._l = inner
         self.last_samples = None  # global sample indices of the last batch
 
+    @staticmethod
+    def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
+        _count("batch_size", batch_size, 1)
+        _count("world", world, 1)
+        _count("rank", rank, 0)
+        if rank >= world:
+            raise ValueError(f"rank {rank} is outside 0..{world - 1} (world {world})")
+        _count("shuffle_window", shuffle_window, 1)
+        _count("prefetch", prefetch, 0)
+        _count("seed", seed, 0)
+        if seed >= 2**64:
+            raise ValueError(f"seed must be below 2**64, not {seed}")
+
     @property
     def batches_per_epoch(self):
         return self._l.batches_per_epoch
@@ -34,18 +118,32 @@ class _Batches:
         return self
 
     def epoch(self):
-        """The rest of the current epoch's batches (a whole epoch from a fresh start)."""
-        state = json.loads(self._l.state())
-        for _ in range(state["position"], self.batches_per_epoch):
+        """The rest of the current epoch's batches (a whole epoch from a fresh start). Ends
+        at the epoch's end also when restore() moved the loader meanwhile."""
+        epoch = self.state()["epoch"]
+        while True:
+            state = self.state()
+            if state["epoch"] != epoch or state["position"] >= self.batches_per_epoch:
+                return
             yield next(self)
 
     def state(self):
-        """Where the loader stands (epoch, position, seed), as a dict to save."""
+        """Where the loader stands, as a dict to save: epoch, position, seed, and how this
+        loader cuts the archive into batches (samples, batch_size, shuffle, shuffle_window,
+        rank, world, drop_last), which restore() checks."""
         return json.loads(self._l.state())
 
     def restore(self, state):
-        """Continue from a saved state: the next batch is the one that was next then."""
+        """Continue from a saved state: the next batch is the one that was next then. The
+        state's seed goes on; a state of a loader with another batch size, shard or shuffle
+        raises ValueError."""
+        if not isinstance(state, dict):
+            raise TypeError(f"restore takes the dict that state() returned, not {type(state).__name__}")
         self._l.restore(json.dumps(state))
+
+    def epoch_order(self, epoch):
+        """This rank's samples of an epoch, in order."""
+        return np.asarray(self._l.epoch_order(epoch), dtype=np.uint64)
 
 
 class Loader(_Batches):
@@ -54,12 +152,17 @@ class Loader(_Batches):
 
     Each batch is (data, labels): data a NumPy array (batch, *sample shape) of the archive's
     dtype (or, with decode=False, the raw coefficient bytes), labels a NumPy array in the
-    labels' own dtype and shape, or None."""
+    labels' own dtype and shape, or None. After each batch, last_samples holds its samples'
+    indices in the archive and last_epoch its epoch. `threads` decodes each chunk on that many
+    threads (0: every core) on the prefetch thread. With drop_last=False the ranks may get
+    different numbers of batches (which DistributedDataParallel does not allow)."""
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
-                 world=1, drop_last=True, prefetch=2, decode=True):
-        super().__init__(_Loader(path, batch_size, shuffle, seed, shuffle_window, rank, world,
-                                 drop_last, prefetch, decode))
+                 world=1, drop_last=True, prefetch=2, decode=True, threads=1):
+        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
+        super().__init__(_Loader(_existing_file(path), batch_size, shuffle, seed, shuffle_window,
+                                 rank, world, drop_last, prefetch, decode,
+                                 _count("threads", threads, 0)))
         self.last_epoch = None
 
     def __next__(self):
@@ -67,7 +170,3 @@ class Loader(_Batches):
         self.last_samples = samples
         self.last_epoch = epoch
         return data, labels
-
-    def epoch_order(self, epoch):
-        """This rank's samples of an epoch, in order."""
-        return np.asarray(self._l.epoch_order(epoch), dtype=np.uint64)

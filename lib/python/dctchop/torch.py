@@ -1,6 +1,7 @@
 """dctchop for PyTorch: a Dataset over an archive, and DecodeLayer, the decode as two
 matrix products (X' = Lt @ C @ R) that PopTorch and the Cerebras PyTorch stack compile for
-their devices, and that runs on GPUs and CPUs as it is.
+their devices, and that runs on GPUs and CPUs as it is (in float32; see DecodeLayer for
+float16 and bfloat16).
 
     from dctchop.torch import ArchiveDataset, DecodeLayer
     ds = ArchiveDataset("train.dcz", decode=False)      # coefficient planes, not pixels
@@ -10,7 +11,7 @@ their devices, and that runs on GPUs and CPUs as it is.
 import numpy as np
 import torch
 
-from . import Archive, _Batches, decode_matrices
+from . import Archive, _Batches, _count, _existing_file, decode_matrices
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -20,9 +21,15 @@ def coefficient_planes(raw, archive):
     """Raw coefficient bytes of a batch (N, bytes per sample; uint8, as the loader hands them
     out with decode=False) as a float32 tensor (N, P, Kh, Kw)."""
     raw = np.ascontiguousarray(raw)
-    n = raw.shape[0]
     kh = -(-archive.height // archive.block) * archive.chop
     kw = -(-archive.width // archive.block) * archive.chop
+    per_sample = archive.planes * kh * kw * (4 if archive.coeff == "f32" else 2)
+    if raw.dtype != np.uint8 or raw.ndim != 2 or raw.shape[1] != per_sample:
+        raise ValueError(
+            f"coefficient_planes takes stored coefficient bytes, uint8 of shape (N, {per_sample}) "
+            f"for this archive, not {raw.dtype} of shape {raw.shape}: read them with "
+            f"Loader(..., decode=False) or Archive.read_coefficients() of this archive")
+    n = raw.shape[0]
     if archive.coeff == "bf16":  # no NumPy bfloat16: widen the bits to float32
         bits = raw.view(np.uint16).astype(np.uint32) << 16
         values = bits.view(np.float32)
@@ -34,7 +41,15 @@ def coefficient_planes(raw, archive):
 class DecodeLayer(torch.nn.Module):
     """Decodes coefficient planes (N, P, Kh, Kw) to values (N, P, H, W) with two matrix
     products, plus the archive's offset; float output (round it for integer data if needed).
-    The matrices are buffers, so .to(device) moves them with the model."""
+    The output is planar, (N, P, H, W), whatever the archive's layout: permute it to
+    (N, H, W, P) to compare with an NHWC archive's samples. The matrices are buffers, so
+    .to(device) moves them with the model.
+
+    dtype is that of the matrices and the products. float32 equals the C++ decoder to float
+    rounding. float16 and bfloat16 are for devices that multiply in them (PyTorch's CPU has
+    no float16 matmul), and cost precision: with float16 matrices u8 values can come out one
+    step off after rounding, and with bfloat16 (8 bits of mantissa) the output of float data
+    far from zero, offset included, is only good to about 1/256 of its magnitude."""
 
     def __init__(self, block, chop, height, width, offset=0.0, dtype=torch.float32):
         super().__init__()
@@ -87,8 +102,11 @@ class DeviceLoader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
-        super().__init__(_DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank,
-                                       world, drop_last, prefetch, device, buffers))
+        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
+        _count("buffers", buffers, 1)
+        super().__init__(_DeviceLoader(_existing_file(path), batch_size, shuffle, seed,
+                                       shuffle_window, rank, world, drop_last, prefetch, device,
+                                       buffers))
 
     def __next__(self):
         stream = 0
