@@ -100,6 +100,9 @@ def main():
         # The decode matrices have the shapes of DESIGN.md.
         lt, r = dctchop.decode_matrices(8, 4, 28, 28)
         check(lt.shape == (32, 16) and r.shape == (16, 32), f"matrices {lt.shape} {r.shape}")
+        lt16, r16 = dctchop.decode_matrices(8, 4, 28, 28, dtype=np.float16)
+        check(lt16.dtype == np.float16 and np.array_equal(lt16, lt.astype(np.float16)) and
+              r16.dtype == np.float16, "f16 decode matrices are the f64 ones rounded")
     return finish("dctchop.torch")
 
 

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _Loader,
-                       decode_matrices)
+                       decode_matrices as _decode_matrices)
 
 __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "decode_matrices",
            "__version__"]
@@ -43,6 +43,15 @@ def _count(name, value, least):
     if value < least:
         raise ValueError(f"{name} must be at least {least}, not {value}")
     return int(value)
+
+
+def decode_matrices(block, chop, height, width, dtype=np.float64):
+    """Lt (Hp x Kh) and R (Kw x Wp) of the matrix-form decode of an H x W plane: the plane is
+    (Lt @ C @ R)[:H, :W] + offset, C its coefficient plane (Kh x Kw). Computed in float64 and
+    rounded to `dtype` (np.float32 or np.float16 for a device that multiplies in them; f16
+    matrices can put u8 values one step off). Archive.offset is the offset."""
+    lt, r = _decode_matrices(block, chop, height, width)
+    return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
 
 class Archive(_Archive):
