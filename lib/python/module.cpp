@@ -133,10 +133,14 @@ class archive {
     auto& r = open_reader();
     const u64 n = h_.geom.samples;
     if (count < 0) throw py::value_error("count must be 0 or more, not " + std::to_string(count));
-    if (first < 0 || static_cast<u64>(first) >= n || static_cast<u64>(count) > n - static_cast<u64>(first)) {
+    // count 0 at the end (first == n) is an empty read, as a[n:] is for a Python sequence.
+    if (first < 0 || static_cast<u64>(first) > n ||
+        static_cast<u64>(count) > n - static_cast<u64>(first) ||
+        (count > 0 && static_cast<u64>(first) == n)) {
       const std::string which =
           count <= 1 ? "sample " + std::to_string(first)
-                     : "samples " + std::to_string(first) + " to " + std::to_string(first + count - 1);
+                     : "samples " + std::to_string(first) + " to " +
+                           std::to_string(static_cast<u64>(first) + static_cast<u64>(count) - 1);
       throw py::index_error(which + ": out of range; " + path_ + " has " + std::to_string(n) +
                             " samples" + (n > 0 ? ", 0 to " + std::to_string(n - 1) : std::string()));
     }

@@ -79,16 +79,20 @@ class cpu_backend final : public backend {
 
 }  // namespace
 
+#if defined(_OPENMP)
+namespace {
+// The process that loaded the library. Any process forked from it may have inherited a dead
+// OpenMP pool: its own, or that of another library in the process (PyTorch shares
+// libgomp), which dctchop cannot see. Process-wide state by nature, as the pool is: the one
+// static of the library, set when it is loaded.
+const pid_t loaded_in = ::getpid();
+}  // namespace
+#endif
+
 int region_threads(int threads) {
 #if defined(_OPENMP)
   if (threads <= 1) return 1;
-  // The process whose parallel regions started the pool (0: none has yet). Process-wide
-  // state by nature, as the pool is: the one static of the library.
-  static std::atomic<pid_t> pool_owner{0};
-  const pid_t self = ::getpid();
-  pid_t owner = pool_owner.load(std::memory_order_relaxed);
-  if (owner == 0 && pool_owner.compare_exchange_strong(owner, self)) return threads;
-  return owner == self ? threads : 1;
+  return ::getpid() == loaded_in ? threads : 1;
 #else
   (void)threads;
   return 1;
@@ -131,16 +135,17 @@ int region_threads(int threads) {
   std::string suggestion;
   if (bound < 3.0e38 && p.coeff != coeff_type::f32) {
     suggestion = "use --coeff f32";
-    // Values that lie far from the offset but close together (12-bit data in u16, say) fit
-    // this type once the offset is near them: the DC bound is then B * (hi - lo) / 2.
+    // Values that lie outside the offset's side of them but close together (12-bit data in
+    // u16, say) fit this type once the offset is among them: the DC bound is then at most
+    // B * (hi - lo).
     const double largest = p.coeff == coeff_type::f16 ? 65504.0
                            : p.coeff == coeff_type::i16 ? 32767.0
                                                         : 3.0e38;
-    if (hi >= lo && p.block * (hi - lo) / 2 < 0.9 * largest) {
-      char b[160];
+    if (hi >= lo && (p.offset < lo || p.offset > hi) && p.block * (hi - lo) < 0.9 * largest) {
+      char b[200];
       std::snprintf(b, sizeof b,
-                    ", or --offset mean (this sample's values lie in [%.6g, %.6g], far from "
-                    "the offset %.6g)",
+                    ", or an offset among the values (--offset mean, or --offset V): this "
+                    "sample's lie in [%.6g, %.6g], away from the offset %.6g",
                     lo, hi, p.offset);
       suggestion += b;
     }

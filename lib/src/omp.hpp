@@ -20,11 +20,12 @@ inline int resolve_threads(int requested) {
 #endif
 }
 
-/** The threads a parallel region may use now: `threads`, but 1 in a process forked from one
- *  that had run a parallel region. GNU libgomp's thread pool does not survive fork(): the
- *  child's first parallel region of more than one thread waits forever for threads that
- *  only the parent has. PyTorch DataLoader workers are such children. A region asked for one
- *  thread does not touch the pool. (cpu_backend.cpp) */
+/** The threads a parallel region may use now: `threads`, but 1 in a process forked from the
+ *  one that loaded the library. GNU libgomp's thread pool does not survive fork(): a child
+ *  whose parent had run a parallel region (dctchop's, or another library's on the same
+ *  libgomp, such as PyTorch's) waits forever in its first region of more than one thread
+ *  for threads that only the parent has. PyTorch DataLoader workers are such children. A
+ *  region asked for one thread does not touch the pool. (cpu_backend.cpp) */
 int region_threads(int threads);
 
 }  // namespace dctchop::detail

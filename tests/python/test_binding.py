@@ -43,6 +43,7 @@ def check_python_habits(d, back, y):
     check(np.array_equal(a[0], back[0]) and np.array_equal(a[-1], back[36]), "a[0] and a[-1]")
     check(np.array_equal(a[3:7], back[3:7]), "a[3:7]")
     check(np.array_equal(a[35:99], back[35:]), "a slice past the end stops at the end")
+    check(a[37:].shape == (0, 20, 18, 3) and a[40:50].shape[0] == 0, "slices at the end are empty")
     raises(IndexError, lambda: a[37], "sample 37", "37 samples")
     raises(IndexError, lambda: a[-38], "sample -38")
     raises(IndexError, lambda: a.read(37), "sample 37", "0 to 36")
@@ -62,7 +63,9 @@ def check_python_habits(d, back, y):
     e = raises(dctchop.Error, lambda: dctchop.Loader(path, batch_size=100), "too few samples")
     check(e is not None and isinstance(e, ValueError) and e.kind == "invalid_argument",
           f"a bad option is a ValueError of kind invalid_argument: {e!r}")
-    raises(ValueError, lambda: dctchop.Loader(path, batch_size=0), "batch_size must be at least 1")
+    e = raises(ValueError, lambda: dctchop.Loader(path, batch_size=0), "batch_size must be at least 1")
+    check(isinstance(e, dctchop.Error) and e.kind == "invalid_argument",
+          f"an argument checked in Python is a dctchop.Error too: {e!r}")
     raises(ValueError, lambda: dctchop.Loader(path, batch_size=-1), "batch_size")
     raises(ValueError, lambda: dctchop.Loader(path, world=0), "world must be at least 1")
     raises(ValueError, lambda: dctchop.Loader(path, rank=2, world=2), "rank 2")

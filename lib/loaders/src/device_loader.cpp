@@ -233,9 +233,11 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
 std::uint64_t device_loader::batches_per_epoch() const noexcept { return impl_->batches.batches_per_epoch(); }
 loader_state device_loader::state() const noexcept { return impl_->handed; }
 void device_loader::restore(const loader_state& s) {
+  // First the loader, which refuses another loader's state before it changes anything: the
+  // batch decoded ahead is dropped only once the restore is sure to happen.
+  impl_->batches.restore(s);
   impl_->drop_ahead();
   impl_->ahead_error = nullptr;
-  impl_->batches.restore(s);
   impl_->handed = impl_->batches.state();
 }
 int device_loader::device() const noexcept { return impl_->ring ? impl_->device : -1; }

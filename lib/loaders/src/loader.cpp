@@ -188,7 +188,11 @@ struct archive_loader::impl {
   }
 
   loader_state::shape_of_batches shape() const {
-    return {h.geom.samples, o.batch_size, o.shuffle_window, o.rank, o.world, o.shuffle, o.drop_last};
+    // The window matters only to a shuffled order: 0 without shuffling, so that loaders that
+    // give the same batches take each other's states.
+    return {h.geom.samples, o.batch_size, o.shuffle ? o.shuffle_window : 0,
+            o.rank,         o.world,      o.shuffle,
+            o.drop_last};
   }
 
   /** This rank's samples of `epoch`, in order. */
@@ -290,11 +294,7 @@ struct archive_loader::impl {
   /** The next batch to make, in order; epochs roll over. */
   batch make_next() {
     const u64 per_epoch = batches_per_epoch();
-    if (per_epoch == 0) {
-      throw error(errc::invalid_argument,
-                  reader.display_name() + ": too few samples for one batch of " +
-                      std::to_string(o.batch_size) + " per rank");
-    }
+    if (per_epoch == 0) throw error(errc::internal, "a loader without batches");  // refused when made
     if (make_pos >= per_epoch) {
       ++make_epoch;
       make_pos = 0;

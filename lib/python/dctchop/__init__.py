@@ -36,12 +36,19 @@ def _existing_file(path):
     return path
 
 
+def _bad_argument(message):
+    """The ArgumentError (a dctchop.Error and a ValueError) that the C++ side raises too."""
+    e = ArgumentError(message)
+    e.kind = "invalid_argument"
+    return e
+
+
 def _count(name, value, least):
-    """value as an int of at least `least`; ValueError (or TypeError) naming the argument."""
+    """value as an int of at least `least`; ArgumentError (or TypeError) naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
     if value < least:
-        raise ValueError(f"{name} must be at least {least}, not {value}")
+        raise _bad_argument(f"{name} must be at least {least}, not {value}")
     return int(value)
 
 
@@ -74,7 +81,7 @@ class Archive(_Archive):
         if isinstance(index, slice):
             first, stop, step = index.indices(self.samples)
             if step != 1:
-                raise ValueError("archive[i:j:k]: only a step of 1 is read directly")
+                raise _bad_argument("archive[i:j:k]: only a step of 1 is read directly")
             return self.read(first, max(0, stop - first))
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
@@ -112,12 +119,12 @@ class _Batches:
         _count("world", world, 1)
         _count("rank", rank, 0)
         if rank >= world:
-            raise ValueError(f"rank {rank} is outside 0..{world - 1} (world {world})")
-        _count("shuffle_window", shuffle_window, 1)
+            raise _bad_argument(f"rank {rank} is outside 0..{world - 1} (world {world})")
+        _count("shuffle_window", shuffle_window, 0)  # 0 is taken as 1
         _count("prefetch", prefetch, 0)
         _count("seed", seed, 0)
         if seed >= 2**64:
-            raise ValueError(f"seed must be below 2**64, not {seed}")
+            raise _bad_argument(f"seed must be below 2**64, not {seed}")
 
     @property
     def batches_per_epoch(self):

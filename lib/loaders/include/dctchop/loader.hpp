@@ -108,7 +108,9 @@ class archive_loader {
   /** The state after the batches returned so far. */
   loader_state state() const noexcept;
   /** Continue from a saved state: the next batch is batch `position` of `epoch`, in the order
-   *  of `seed`. */
+   *  of `seed`. error(invalid_argument), with nothing changed, for a state of a loader that
+   *  cuts the archive into other batches (loader_state::batches) or a position past the
+   *  epoch. */
   void restore(const loader_state& s);
 
   /** This rank's samples of an epoch, in order (before batching): for tests and tools. */
