@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -424,6 +425,55 @@ TEST(QualityAccumulator, MeasuringBatchesApartThenAddingThemInOrderEqualsOneAdd)
   ASSERT_TRUE(x.ssim.has_value());
   EXPECT_EQ(x.ssim, y.ssim);
   EXPECT_GT(x.mse, 0.0);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(MemoryInput, AnArrayInMemoryCompressesAsTheSameArrayInAFileWithLabels) {
+  // The Python binding's dctchop.compress(array) reads the caller's memory through
+  // dataset_spec::memory: the archive must decode as that of the same data as .npy.
+  temp_dir dir;
+  const u64 n = 9;
+  const auto x = dctchop::test::smooth_u8_nhwc(static_cast<int>(n), 20, 18, 3);
+  std::vector<std::int32_t> y(n);
+  for (u64 i = 0; i < n; ++i) y[i] = static_cast<std::int32_t>(i * 5);
+  save_npy(dir.file("x.npy"), dtype::u8, {n, 20, 18, 3}, x);
+  auto be = make_backend(backend_kind::cpu, {2});
+  formats::compress_options o;
+  o.chunk_mb = 0.002;  // several chunks
+  const auto from_file = formats::compress(formats::parse_dataset_spec(dir.file("x.npy")),
+                                           dir.file("file.dcz"), *be, o);
+  formats::dataset_spec mem;
+  mem.path = "<array>";
+  mem.memory = formats::dataset_spec::memory_array{formats::npy_dtype_of(dtype::u8), {n, 20, 18, 3},
+                                                   x.data()};
+  formats::dataset_spec labels;
+  labels.path = "<labels>";
+  labels.memory = formats::dataset_spec::memory_array{*formats::parse_npy_descr("<i4"), {n}, y.data()};
+  o.labels = labels;
+  const auto from_memory = formats::compress(mem, dir.file("mem.dcz"), *be, o);
+  EXPECT_EQ(from_memory.source, "<array>");
+  EXPECT_EQ(from_memory.labels_source, "<labels>");
+  EXPECT_EQ(from_memory.chunks, from_file.chunks);
+  ASSERT_TRUE(from_memory.q && from_file.q);
+  EXPECT_EQ(from_memory.q->mse, from_file.q->mse);
+  auto a = formats::archive_reader::open(dir.file("mem.dcz"));
+  auto b = formats::archive_reader::open(dir.file("file.dcz"));
+  std::vector<std::byte> ca(n * a.header().coeff_bytes_per_sample()), cb(ca.size());
+  a.read_samples(0, n, ca);
+  b.read_samples(0, n, cb);
+  EXPECT_EQ(ca, cb) << "the same coefficients";
+  const auto stored = a.read_side_array("labels");
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_EQ(stored->size(), n * sizeof(std::int32_t));
+  EXPECT_EQ(std::memcmp(stored->data(), y.data(), stored->size()), 0);
+  // A 0-d array holds no samples: an error naming it.
+  formats::dataset_spec scalar = mem;
+  scalar.memory->shape.clear();
+  dctchop::test::expect_error([&] { formats::compress(scalar, dir.file("s.dcz"), *be, o); },
+                              errc::bad_input, {"<array>", "0-d"});
 }
 
 }  // namespace

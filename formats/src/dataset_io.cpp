@@ -71,6 +71,36 @@ class npy_sink final : public sample_sink {
   npy_writer w_;
 };
 
+// ---- an array in memory ---------------------------------------------------------------------
+
+class memory_source final : public sample_source {
+ public:
+  memory_source(std::string name, const dataset_spec::memory_array& a)
+      : name_(std::move(name)), a_(a) {
+    if (a_.shape.empty()) throw error(errc::bad_input, name_ + ": a 0-d array holds no samples");
+    if (a_.data == nullptr && row_bytes() * rows() > 0) {
+      throw error(errc::internal, name_ + ": an array without memory");
+    }
+  }
+  std::string name() const override { return name_; }
+  const npy_dtype& type() const override { return a_.type; }
+  const std::vector<u64>& shape() const override { return a_.shape; }
+  bool rereadable() const override { return true; }
+  void read_rows(u64 first, u64 count, void* dst) override {
+    if (first > rows() || count > rows() - first) {
+      throw error(errc::internal, name_ + ": rows past the end of the array");
+    }
+    if (count > 0) {
+      std::memcpy(dst, static_cast<const std::byte*>(a_.data) + first * row_bytes(),
+                  count * row_bytes());
+    }
+  }
+
+ private:
+  std::string name_;
+  dataset_spec::memory_array a_;
+};
+
 // ---- raw binary: little-endian, C order, no header ----------------------------------------
 
 class raw_source final : public sample_source {
@@ -263,6 +293,7 @@ u64 sample_source::row_bytes() const {
 }
 
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec) {
+  if (spec.memory) return std::make_unique<memory_source>(spec.path, *spec.memory);
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_source>(spec.path);
     case file_kind::raw: return std::make_unique<raw_source>(spec);

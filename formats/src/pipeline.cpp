@@ -479,7 +479,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
                          const compress_options& o) {
   const auto t0 = clock_type::now();
   const std::string input = in.path;
-  check_not_same(input, output);
+  if (!in.memory) check_not_same(input, output);
   if (output != "-" && !parse_dataset_spec(output).dataset.empty()) {
     throw error(errc::invalid_argument, "-o " + output + ": compress writes a .dcz archive, not "
                                         "an HDF5 dataset (decompress writes HDF5)");
@@ -503,17 +503,19 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
 
   // Labels: one row per sample, checked before anything is written.
   std::unique_ptr<sample_source> labels;
-  dataset_spec labels_spec =
-      o.labels_path.empty() ? dataset_spec{} : parse_dataset_spec(o.labels_path);
+  dataset_spec labels_spec = o.labels               ? *o.labels
+                             : o.labels_path.empty() ? dataset_spec{}
+                                                     : parse_dataset_spec(o.labels_path);
   labels_spec.purpose = dataset_spec::role::labels;
   if (labels_spec.kind == file_kind::hdf5 && labels_spec.dataset.empty() &&
       same_file(labels_spec.path, input)) {
     labels_spec.not_this = src.src->dataset_path();  // the images are not their own labels
   }
-  if (!o.labels_path.empty()) {
-    if ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output)) {
+  if (o.labels || !o.labels_path.empty()) {
+    if (!labels_spec.memory &&
+        ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output))) {
       throw error(errc::invalid_argument,
-                  output + ": the output would replace the labels input " + o.labels_path);
+                  output + ": the output would replace the labels input " + labels_spec.path);
     }
     labels = open_dataset(labels_spec);
     if (!labels->note().empty()) notes.push_back(labels->note());

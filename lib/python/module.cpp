@@ -231,6 +231,24 @@ class device_loader {
   loaders::device_loader l_;
 };
 
+/** A NumPy array as a dataset to compress: C-contiguous and native-endian (dctchop.compress
+ *  makes it so), read in place. The array must outlive the compression. */
+formats::dataset_spec memory_spec(const py::array& a, const std::string& name) {
+  const std::string descr = py::str(a.dtype().attr("str"));
+  const auto t = formats::parse_npy_descr(descr);
+  if (!t) {
+    throw error(errc::bad_input, name + ": dtype " + descr + " is not a numeric type");
+  }
+  if (t->big_endian || !(a.flags() & py::array::c_style)) {
+    throw error(errc::internal, name + ": not a native-endian C-order array");
+  }
+  formats::dataset_spec s;
+  s.path = name;
+  s.memory = formats::dataset_spec::memory_array{*t, {}, a.data()};
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s.memory->shape.push_back(static_cast<u64>(a.shape(i)));
+  return s;
+}
+
 /** The loader options that both Python loaders take, in their keyword order. */
 loaders::loader_options options_of(std::size_t batch_size, bool shuffle, u64 seed,
                                    std::size_t shuffle_window, int rank, int world, bool drop_last,
@@ -271,7 +289,7 @@ PYBIND11_MODULE(_dctchop, m) {
     } catch (const error& e) {
       py::object cls = exc;
       if (e.code() == errc::invalid_argument || e.code() == errc::out_of_range) cls = value_error;
-      if (e.code() == errc::io) cls = os_error;
+      if (e.code() == errc::io || e.code() == errc::output_exists) cls = os_error;
       py::object instance = cls(e.what());
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
       PyErr_SetObject(cls.ptr(), instance.ptr());
@@ -302,6 +320,52 @@ PYBIND11_MODULE(_dctchop, m) {
            "per sample), uint8 (dctchop.torch.coefficient_planes makes planes of them)")
       .def("labels", &archive::labels, "the labels side array, or None")
       .def("info_json", &archive::info_json, "what `dctchop info --json` prints");
+
+  m.def(
+      "_compress",
+      [](const py::array& data, const std::string& output, const py::object& labels, int block,
+         int chop, const std::string& coeff, const std::string& lay, const std::string& offset_rule,
+         double offset_value, double chunk_mb, bool overwrite, bool quality, bool measure_ssim,
+         std::optional<double> psnr, std::optional<double> ssim, int threads,
+         std::optional<double> nonfinite) {
+        formats::compress_options o;
+        o.block = block;
+        o.chop = chop;
+        if (!coeff.empty()) {
+          o.coeff = parse_coeff_type(coeff);
+          if (!o.coeff) throw error(errc::invalid_argument, "coeff " + coeff + ": expected f16, bf16, f32 or i16");
+        }
+        const auto l = parse_layout(lay);
+        if (!l) throw error(errc::invalid_argument, "layout " + lay + ": expected auto, HW, NHW, NHWC or NCHW");
+        o.lay = *l;
+        using rule = formats::offset_choice::rule;
+        o.offset = {offset_rule == "mean" ? rule::first_mean
+                    : offset_rule == "value" ? rule::value
+                                             : rule::automatic,
+                    offset_value};
+        o.chunk_mb = chunk_mb;
+        o.overwrite = overwrite;
+        o.measure_quality = quality;
+        o.ssim = measure_ssim;
+        o.target.psnr_db = psnr;
+        o.target.ssim = ssim;
+        o.threads = threads;
+        o.nonfinite_replacement = nonfinite;
+        o.tool_version = DCTCHOP_VERSION_STRING;
+        const auto spec = memory_spec(data, "<array>");
+        if (!labels.is_none()) o.labels = memory_spec(labels.cast<py::array>(), "<labels>");
+        auto be = make_backend(backend_kind::cpu, {threads});
+        formats::compress_result r;
+        {
+          py::gil_scoped_release release;  // the arrays stay referenced by the caller
+          r = formats::compress(spec, output, *be, o);
+        }
+        return r.to_json().dump();
+      },
+      py::arg("data"), py::arg("output"), py::arg("labels"), py::arg("block"), py::arg("chop"),
+      py::arg("coeff"), py::arg("layout"), py::arg("offset_rule"), py::arg("offset_value"),
+      py::arg("chunk_mb"), py::arg("overwrite"), py::arg("quality"), py::arg("measure_ssim"),
+      py::arg("psnr"), py::arg("ssim"), py::arg("threads"), py::arg("nonfinite"));
 
   m.def(
       "decode_matrices",

@@ -2,6 +2,7 @@
 what `dctchop decompress` writes, and the loader iterates epochs, shards and resumes.
 
 Usage: test_binding.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
+import json
 import os
 import pathlib
 import pickle
@@ -96,6 +97,53 @@ def check_python_habits(d, back, y):
           f"epoch_order: 7 batches of 5 distinct samples: {order}")
 
 
+def check_compress_from_python(binary, d, x, y):
+    """dctchop.compress of arrays in memory writes what the command writes of the same data
+    saved as .npy, labels included; bad data and options raise as the command exits."""
+    np.save(f"{d}/cx.npy", x)
+    subprocess.run([binary, "compress", f"{d}/cx.npy", "-o", f"{d}/cli.dcz", "-q", "--chop", "2"],
+                   check=True)
+    report = dctchop.compress(x, pathlib.Path(f"{d}/py.dcz"), chop=2, labels=y)
+    check(report["chop"] == 2 and report["source"] == "<array>" and
+          report["labels_source"] == "<labels>", f"report {report}")
+    cli = json.loads(subprocess.run([binary, "info", f"{d}/cli.dcz", "--json"], check=True,
+                                    capture_output=True, text=True).stdout)
+    check(report["quality"]["psnr_db"] == cli["quality"]["psnr_db"],
+          f"PSNR {report['quality']['psnr_db']} from Python, {cli['quality']['psnr_db']} from the command")
+    with dctchop.Archive(f"{d}/py.dcz") as a, dctchop.Archive(f"{d}/cli.dcz") as b:
+        check(np.array_equal(a[:], b[:]), "the archive from Python decodes as the command's")
+        check(np.array_equal(a.labels(), y), "labels stored from an array")
+    # Big-endian and non-contiguous arrays are the same data.
+    f = np.random.default_rng(2).normal(300, 2, size=(3, 30, 20)).astype(np.float32)
+    r1 = dctchop.compress(f, f"{d}/f1.dcz", offset="mean", coeff="bf16")
+    r2 = dctchop.compress(f.astype(">f4"), f"{d}/f2.dcz", offset="mean", coeff="bf16")
+    r3 = dctchop.compress(np.asfortranarray(f), f"{d}/f3.dcz", offset=300)
+    check(r1["offset"] == r2["offset"] and 299 < r1["offset"] < 301 and r3["offset"] == 300,
+          f"offsets {r1['offset']} {r2['offset']} {r3['offset']}")
+    check(np.array_equal(dctchop.Archive(f"{d}/f1.dcz")[:], dctchop.Archive(f"{d}/f2.dcz")[:]),
+          "a big-endian array compresses as the native one")
+    # A target instead of a chop.
+    t = dctchop.compress(x, f"{d}/t.dcz", psnr=20)
+    got = t["quality"]["psnr_db"]  # None: lossless
+    check((got is None or got >= 20) and t["chop_search"], f"target: chop {t['chop']}, {got} dB")
+    # Errors.
+    e = raises(FileError_, lambda: dctchop.compress(x, f"{d}/py.dcz"), "overwrite=True")
+    check(e is not None and e.kind == "output_exists", f"existing output: {e!r}")
+    check(dctchop.compress(x, f"{d}/py.dcz", overwrite=True)["chop"] == 4, "overwrite=True")
+    e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "<i4")
+    check(e is not None and e.kind == "bad_input", f"an int32 array: {e!r}")
+    raises(dctchop.Error, lambda: dctchop.compress(x, f"{d}/l.dcz", labels=y[:5]), "one row per sample")
+    raises(dctchop.Error, lambda: dctchop.compress(np.float32(3), f"{d}/z.dcz"), "0-d")
+    raises(ValueError, lambda: dctchop.compress(x, f"{d}/b.dcz", block=6), "block size 6")
+    raises(ValueError, lambda: dctchop.compress(x, f"{d}/o.dcz", offset="middle"), "offset")
+    raises(ValueError, lambda: dctchop.compress(x, "-"), "not -")
+    check(not any(n in os.listdir(d) for n in ("i.dcz", "l.dcz", "z.dcz", "b.dcz", "o.dcz")),
+          f"failures leave no output: {sorted(os.listdir(d))}")
+
+
+FileError_ = dctchop.FileError
+
+
 def main():
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
@@ -135,6 +183,7 @@ def main():
             check(str(e).endswith("not a dctchop archive (bad magic)") and "x.npy" in str(e),
                   f"the message is the text, not a tuple: {e}")
         check_python_habits(d, back, y)
+        check_compress_from_python(binary, d, x, y)
 
         # The loader: one epoch has every sample once, with its own data and label.
         loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False)

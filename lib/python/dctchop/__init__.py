@@ -6,6 +6,8 @@
         y = a.labels()             # the labels side array, or None
         first, last = a[0], a[-1]  # one sample each; a[2:5] is three
 
+    dctchop.compress(x_train, "train.dcz", chop=4, labels=y_train)  # a NumPy array in
+
     loader = dctchop.Loader("train.dcz", batch_size=64, seed=1, rank=0, world=1)
     for x, y in loader.epoch():    # one epoch of shuffled batches
         ...
@@ -21,11 +23,11 @@ import os
 
 import numpy as np
 
-from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _Loader,
-                       decode_matrices as _decode_matrices)
+from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _compress,
+                       _Loader, decode_matrices as _decode_matrices)
 
-__all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "decode_matrices",
-           "__version__"]
+__all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress",
+           "decode_matrices", "__version__"]
 
 
 def _existing_file(path):
@@ -50,6 +52,62 @@ def _count(name, value, least):
     if value < least:
         raise _bad_argument(f"{name} must be at least {least}, not {value}")
     return int(value)
+
+
+def _native(a):
+    """a as a C-contiguous array in native byte order (a view when it already is one)."""
+    a = np.require(a, requirements=["C"])  # keeps a 0-d array 0-d, for its message
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels=None,
+             offset="auto", chunk_mb=4.0, overwrite=False, quality=True, measure_ssim=True,
+             psnr=None, ssim=None, threads=0, nonfinite=None):
+    """Compress a NumPy array (u8, u16, i16, f32 or f64; samples along axis 0) into a .dcz
+    archive, as `dctchop compress` does a file, and return its report as a dict (ratio,
+    quality, the codec settings, ...). The array is read in place, not copied.
+
+    chop, block, coeff ("f16", "bf16", "f32", "i16"; None: the dtype's default), layout
+    ("auto", "HW", "NHW", "NHWC", "NCHW"), chunk_mb, overwrite: as the command's options.
+    labels: an array with one row per sample, stored losslessly. offset: "auto", "mean" or a
+    number (--offset). quality=False skips measuring PSNR and SSIM, measure_ssim=False SSIM
+    only. psnr / ssim: choose the smallest chop that reaches them instead (chop is then
+    ignored). nonfinite: None (NaN or Inf is an error) or a finite number stored in their
+    place. threads: 0 for every core.
+
+        report = dctchop.compress(x_train, "train.dcz", chop=4, labels=y_train)
+        print(report["ratio"], report["quality"]["psnr_db"])
+    """
+    output = os.fsdecode(os.fspath(output))
+    if output == "-":
+        raise _bad_argument("compress writes a file: name one (not -)")
+    data = _native(data)
+    if labels is not None:
+        labels = _native(labels)
+    if isinstance(offset, str) and offset in ("auto", "mean"):
+        rule, value = offset, 0.0
+    elif isinstance(offset, (int, float, np.integer, np.floating)) and not isinstance(offset, bool) \
+            and np.isfinite(offset):
+        rule, value = "value", float(offset)
+    else:
+        raise _bad_argument(f"offset {offset!r}: expected 'auto', 'mean' or a finite number")
+    if psnr is not None and not np.isfinite(psnr):
+        raise _bad_argument(f"psnr {psnr}: expected a finite number of dB")
+    if ssim is not None and not -1 <= ssim <= 1:
+        raise _bad_argument(f"ssim {ssim}: expected a number in [-1, 1]")
+    try:
+        report = _compress(data, output, labels, _count("block", block, 1),
+                           _count("chop", chop, 1), coeff or "", layout, rule, value,
+                           float(chunk_mb), bool(overwrite), bool(quality), bool(measure_ssim),
+                           psnr, ssim, _count("threads", threads, 0),
+                           None if nonfinite is None else float(nonfinite))
+    except FileError as e:
+        if e.kind != "output_exists":
+            raise
+        exists = FileError(str(e).replace("use -f to overwrite", "pass overwrite=True"))
+        exists.kind = e.kind
+        raise exists from None
+    return json.loads(report)
 
 
 def decode_matrices(block, chop, height, width, dtype=np.float64):

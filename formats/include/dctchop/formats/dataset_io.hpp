@@ -41,6 +41,15 @@ struct dataset_spec {
   // raw binary only:
   std::optional<npy_dtype> raw_type;
   std::vector<std::uint64_t> raw_shape;
+  /** An array in memory instead of a file (the Python binding's NumPy arrays): native-endian,
+   *  C order, at least one axis. open_dataset() reads it, and `path` only names it in
+   *  messages. The memory must stay valid, and unchanged, while anything reads it. */
+  struct memory_array {
+    npy_dtype type;
+    std::vector<std::uint64_t> shape;
+    const void* data = nullptr;
+  };
+  std::optional<memory_array> memory;
   /** "path" or "path:/dataset", for messages. */
   std::string display() const;
 };
