@@ -353,7 +353,11 @@ PYBIND11_MODULE(_dctchop, m) {
         o.nonfinite_replacement = nonfinite;
         o.tool_version = DCTCHOP_VERSION_STRING;
         const auto spec = memory_spec(data, "<array>");
-        if (!labels.is_none()) o.labels = memory_spec(labels.cast<py::array>(), "<labels>");
+        py::array label_array;  // held here: the spec points into it while compress runs
+        if (!labels.is_none()) {
+          label_array = labels.cast<py::array>();
+          o.labels = memory_spec(label_array, "<labels>");
+        }
         auto be = make_backend(backend_kind::cpu, {threads});
         formats::compress_result r;
         {

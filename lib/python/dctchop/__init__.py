@@ -65,7 +65,8 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
              psnr=None, ssim=None, threads=0, nonfinite=None):
     """Compress a NumPy array (u8, u16, i16, f32 or f64; samples along axis 0) into a .dcz
     archive, as `dctchop compress` does a file, and return its report as a dict (ratio,
-    quality, the codec settings, ...). The array is read in place, not copied.
+    quality, the codec settings, ...). The array is read in place, not copied (other Python
+    threads run meanwhile: do not change it until compress returns).
 
     chop, block, coeff ("f16", "bf16", "f32", "i16"; None: the dtype's default), layout
     ("auto", "HW", "NHW", "NHWC", "NCHW"), chunk_mb, overwrite: as the command's options.
