@@ -305,6 +305,7 @@ std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec) {
 std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_dtype& type,
                                             const std::vector<u64>& shape, bool overwrite,
                                             const nlohmann::json& attributes) {
+  if (spec.memory) throw error(errc::invalid_argument, spec.path + ": an array in memory is an input only");
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
     case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);

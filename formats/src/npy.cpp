@@ -291,6 +291,10 @@ std::size_t read_some(input_file& f, void* dst, std::size_t n) {
 
 }  // namespace
 
+std::string unsupported_descr_reason(const std::string& descr) {
+  return describe_unsupported_descr(descr);
+}
+
 // ---- npy_dtype ----
 
 std::string npy_dtype::native_descr() const {

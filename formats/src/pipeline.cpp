@@ -503,6 +503,10 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
 
   // Labels: one row per sample, checked before anything is written.
   std::unique_ptr<sample_source> labels;
+  if (o.labels && !o.labels_path.empty()) {
+    throw error(errc::invalid_argument, "labels given twice: as " + o.labels->path + " and as " +
+                                            o.labels_path);
+  }
   dataset_spec labels_spec = o.labels               ? *o.labels
                              : o.labels_path.empty() ? dataset_spec{}
                                                      : parse_dataset_spec(o.labels_path);

@@ -236,9 +236,7 @@ class device_loader {
 formats::dataset_spec memory_spec(const py::array& a, const std::string& name) {
   const std::string descr = py::str(a.dtype().attr("str"));
   const auto t = formats::parse_npy_descr(descr);
-  if (!t) {
-    throw error(errc::bad_input, name + ": dtype " + descr + " is not a numeric type");
-  }
+  if (!t) throw error(errc::bad_input, name + ": " + formats::unsupported_descr_reason(descr));
   if (t->big_endian || !(a.flags() & py::array::c_style)) {
     throw error(errc::internal, name + ": not a native-endian C-order array");
   }

@@ -117,11 +117,17 @@ def check_compress_from_python(binary, d, x, y):
     f = np.random.default_rng(2).normal(300, 2, size=(3, 30, 20)).astype(np.float32)
     r1 = dctchop.compress(f, f"{d}/f1.dcz", offset="mean", coeff="bf16")
     r2 = dctchop.compress(f.astype(">f4"), f"{d}/f2.dcz", offset="mean", coeff="bf16")
-    r3 = dctchop.compress(np.asfortranarray(f), f"{d}/f3.dcz", offset=300)
-    check(r1["offset"] == r2["offset"] and 299 < r1["offset"] < 301 and r3["offset"] == 300,
-          f"offsets {r1['offset']} {r2['offset']} {r3['offset']}")
-    check(np.array_equal(dctchop.Archive(f"{d}/f1.dcz")[:], dctchop.Archive(f"{d}/f2.dcz")[:]),
+    r3 = dctchop.compress(np.asfortranarray(f), f"{d}/f3.dcz", offset="mean", coeff="bf16")
+    r4 = dctchop.compress(f, f"{d}/f4.dcz", offset=300)
+    check(r1["offset"] == r2["offset"] == r3["offset"] and 299 < r1["offset"] < 301 and
+          r4["offset"] == 300, f"offsets {r1['offset']} {r2['offset']} {r3['offset']} {r4['offset']}")
+    native = dctchop.Archive(f"{d}/f1.dcz")[:]
+    check(np.array_equal(native, dctchop.Archive(f"{d}/f2.dcz")[:]),
           "a big-endian array compresses as the native one")
+    check(np.array_equal(native, dctchop.Archive(f"{d}/f3.dcz")[:]),
+          "a Fortran-order array compresses as the C-order one")
+    check(r1["input"] == "<array>" and r1["output"] == f"{d}/f1.dcz" and r1["backend"] == "cpu",
+          "the report has the keys of compress --json")
     # A target instead of a chop.
     t = dctchop.compress(x, f"{d}/t.dcz", psnr=20)
     got = t["quality"]["psnr_db"]  # None: lossless
@@ -137,7 +143,20 @@ def check_compress_from_python(binary, d, x, y):
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/b.dcz", block=6), "block size 6")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/o.dcz", offset="middle"), "offset")
     raises(ValueError, lambda: dctchop.compress(x, "-"), "not -")
-    check(not any(n in os.listdir(d) for n in ("i.dcz", "l.dcz", "z.dcz", "b.dcz", "o.dcz")),
+    # The library's messages name the keywords, not the command's options.
+    nan = f.copy()
+    nan[1, 2, 3] = np.nan
+    e = raises(dctchop.Error, lambda: dctchop.compress(nan, f"{d}/n.dcz"), "sample 1", "nonfinite=V")
+    check(e is not None and "--" not in str(e), f"no command option in {e}")
+    check(dctchop.compress(nan, f"{d}/n.dcz", nonfinite=0)["nonfinite_replaced"] == 1,
+          "nonfinite=0 replaces the NaN")
+    raises(ValueError, lambda: dctchop.compress(x, f"{d}/c.dcz", chunk_mb=0), "chunk_mb")
+    raises(ValueError, lambda: dctchop.compress(x, f"{d}/c.dcz", threads=10**6), "at most 4096")
+    raises(ValueError, lambda: dctchop.compress(np.ma.masked_array(x), f"{d}/c.dcz"), "masked")
+    raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.complex64), f"{d}/c.dcz"), "complex")
+    raises(TypeError, lambda: dctchop.compress(None, f"{d}/c.dcz"), "None")
+    check(dctchop.compress(x, f"{d}/t2.dcz", chop=None, psnr=20)["chop"] >= 1, "chop=None with psnr=")
+    check(not any(n in os.listdir(d) for n in ("i.dcz", "l.dcz", "z.dcz", "b.dcz", "o.dcz", "c.dcz")),
           f"failures leave no output: {sorted(os.listdir(d))}")
 
 

@@ -45,19 +45,40 @@ def _bad_argument(message):
     return e
 
 
-def _count(name, value, least):
-    """value as an int of at least `least`; ArgumentError (or TypeError) naming it."""
+def _count(name, value, least, most=2**63 - 1):
+    """value as an int in [least, most]; ArgumentError (or TypeError) naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
-    if value < least:
-        raise _bad_argument(f"{name} must be at least {least}, not {value}")
+    if not least <= value <= most:
+        bound = f"at least {least}" if value < least else f"at most {most}"
+        raise _bad_argument(f"{name} must be {bound}, not {value}")
     return int(value)
 
 
-def _native(a):
+def _number(name, value, check, expected):
+    """value as a float for which check() holds; ArgumentError (or TypeError) naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    if not (np.isfinite(value) and check(value)):
+        raise _bad_argument(f"{name} {value}: expected {expected}")
+    return float(value)
+
+
+def _native(a, name):
     """a as a C-contiguous array in native byte order (a view when it already is one)."""
+    if a is None:
+        raise TypeError(f"{name} must be an array, not None")
+    if isinstance(a, np.ma.MaskedArray):
+        raise _bad_argument(f"{name} is a masked array, whose mask would be lost: fill it "
+                            "first (a.filled(value)), or pass nonfinite= for masked NaNs")
     a = np.require(a, requirements=["C"])  # keeps a 0-d array 0-d, for its message
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+# The command's option names in the library's messages, and what a Python caller passes.
+_KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite replace=V", "nonfinite=V"),
+             ("--chunk-mb", "chunk_mb"), ("--coeff ", "coeff="), ("--offset ", "offset="),
+             ("--ssim", "ssim="), ("--psnr", "psnr="), ("--chop", "chop="), ("-o ", "output ")]
 
 
 def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels=None,
@@ -82,9 +103,9 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     output = os.fsdecode(os.fspath(output))
     if output == "-":
         raise _bad_argument("compress writes a file: name one (not -)")
-    data = _native(data)
+    data = _native(data, "data")
     if labels is not None:
-        labels = _native(labels)
+        labels = _native(labels, "labels")
     if isinstance(offset, str) and offset in ("auto", "mean"):
         rule, value = offset, 0.0
     elif isinstance(offset, (int, float, np.integer, np.floating)) and not isinstance(offset, bool) \
@@ -92,23 +113,34 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         rule, value = "value", float(offset)
     else:
         raise _bad_argument(f"offset {offset!r}: expected 'auto', 'mean' or a finite number")
-    if psnr is not None and not np.isfinite(psnr):
-        raise _bad_argument(f"psnr {psnr}: expected a finite number of dB")
-    if ssim is not None and not -1 <= ssim <= 1:
-        raise _bad_argument(f"ssim {ssim}: expected a number in [-1, 1]")
+    if psnr is not None:
+        psnr = _number("psnr", psnr, lambda v: True, "a finite number of dB")
+    if ssim is not None:
+        ssim = _number("ssim", ssim, lambda v: -1 <= v <= 1, "a number in [-1, 1]")
+    if chop is None and psnr is None and ssim is None:
+        raise _bad_argument("chop=None needs a psnr= or ssim= target to choose it")
+    if nonfinite is not None:
+        nonfinite = _number("nonfinite", nonfinite, lambda v: True, "None or a finite number")
+    chunk_mb = _number("chunk_mb", chunk_mb, lambda v: 0 < v <= 4096, "a number in (0, 4096]")
     try:
-        report = _compress(data, output, labels, _count("block", block, 1),
-                           _count("chop", chop, 1), coeff or "", layout, rule, value,
-                           float(chunk_mb), bool(overwrite), bool(quality), bool(measure_ssim),
-                           psnr, ssim, _count("threads", threads, 0),
-                           None if nonfinite is None else float(nonfinite))
-    except FileError as e:
-        if e.kind != "output_exists":
+        report = _compress(data, output, labels, _count("block", block, 1, 32),
+                           _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
+                           layout, rule, value, chunk_mb, bool(overwrite), bool(quality),
+                           bool(measure_ssim), psnr, ssim, _count("threads", threads, 0, 4096),
+                           nonfinite)
+    except Error as e:
+        # The library's messages name the command's options: name the keywords instead.
+        text = str(e)
+        for flag, keyword in _KEYWORDS:
+            text = text.replace(flag, keyword)
+        if text == str(e):
             raise
-        exists = FileError(str(e).replace("use -f to overwrite", "pass overwrite=True"))
-        exists.kind = e.kind
-        raise exists from None
-    return json.loads(report)
+        again = type(e)(text)
+        again.kind = e.kind
+        raise again from None
+    result = json.loads(report)
+    result.update(backend="cpu", input="<array>", output=output)  # as compress --json has them
+    return result
 
 
 def decode_matrices(block, chop, height, width, dtype=np.float64):

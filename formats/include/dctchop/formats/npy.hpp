@@ -29,6 +29,9 @@ struct npy_dtype {
 
 /** Parse a descr such as "<f4", ">u2", "|u1", "|b1"; nullopt for anything non-numeric. */
 std::optional<npy_dtype> parse_npy_descr(const std::string& descr);
+/** Why parse_npy_descr() refused a descr, for an error message: "dtype '<c8': complex arrays
+ *  are not supported (numeric arrays only: ...)". */
+std::string unsupported_descr_reason(const std::string& descr);
 /** The little-endian npy_dtype of a codec dtype. */
 npy_dtype npy_dtype_of(dtype t);
 

@@ -62,7 +62,8 @@ struct compress_options {
   layout lay = layout::automatic;
   double chunk_mb = 4.0;                ///< target coefficient bytes per chunk, in MiB
   std::string labels_path;              ///< optional labels: a .npy, or FILE.h5:/labels
-  std::optional<dataset_spec> labels;   ///< or labels from elsewhere (an array in memory)
+  std::optional<dataset_spec> labels;   ///< or labels from elsewhere (an array in memory);
+                                        ///< not both
   bool overwrite = false;
   bool measure_quality = true;          ///< decode each chunk and accumulate the error
   bool ssim = true;                     ///< include SSIM in the measured quality
