@@ -89,8 +89,9 @@ void byteswap_in_place(void* data, std::uint64_t count, std::size_t itemsize) {
   }
 }
 
-// Why a descr that parse_npy_descr() refused is not supported, for the error message.
-std::string describe_unsupported_descr(const std::string& descr) {
+}  // namespace
+
+std::string unsupported_descr_reason(const std::string& descr) {
   std::string_view d = descr;
   if (!d.empty() && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) d.remove_prefix(1);
   const char k = d.empty() ? '\0' : d[0];
@@ -121,6 +122,8 @@ std::string describe_unsupported_descr(const std::string& descr) {
   return "dtype '" + printable(descr) + "': " + why +
          " (numeric arrays only: bool, int8..int64, uint8..uint64, float16..float64)";
 }
+
+namespace {
 
 // ---- the header dict: a small parser for the Python literal numpy writes ----
 
@@ -291,10 +294,6 @@ std::size_t read_some(input_file& f, void* dst, std::size_t n) {
 
 }  // namespace
 
-std::string unsupported_descr_reason(const std::string& descr) {
-  return describe_unsupported_descr(descr);
-}
-
 // ---- npy_dtype ----
 
 std::string npy_dtype::native_descr() const {
@@ -464,7 +463,7 @@ npy_reader npy_reader::open(const std::string& path) {
          "field per file");
   }
   const auto type = parse_npy_descr(d.descr);
-  if (!type) fail(errc::bad_input, name, describe_unsupported_descr(d.descr));
+  if (!type) fail(errc::bad_input, name, unsupported_descr_reason(d.descr));
   h.type = *type;
   h.fortran_order = d.fortran_order;
   h.shape = std::move(d.shape);

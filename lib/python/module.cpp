@@ -71,10 +71,6 @@ class archive {
   archive(const std::string& path, int threads)
       : path_(path), r_(formats::archive_reader::open(path)), h_(r_->header()) {
     if (!r_->random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
-    if (threads < 0) {
-      throw error(errc::invalid_argument, "threads must be 0 (every core) or more, not " +
-                                              std::to_string(threads));
-    }
     be_ = make_backend(backend_kind::cpu, {threads});
   }
   const std::string& path() const { return path_; }

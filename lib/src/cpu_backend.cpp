@@ -54,7 +54,7 @@ class cpu_backend final : public backend {
     if (coeffs.size() < need) throw error(errc::internal, "coefficient buffer too small");
     if (v.samples == 0) return;
     std::atomic<u64> first_bad{std::numeric_limits<u64>::max()};
-    kernels_.encode(p, v, coeffs.data(), region_threads(threads_), first_bad);
+    kernels_.encode(p, v, coeffs.data(), threads_, first_bad);
     if (first_bad.load() != std::numeric_limits<u64>::max()) throw_bad_sample(p, v, first_bad);
   }
 
@@ -65,7 +65,7 @@ class cpu_backend final : public backend {
     const u64 need = v.samples * v.planes * plane_bytes(p, v.height, v.width);
     if (coeffs.size() < need) throw error(errc::internal, "coefficient buffer too small");
     if (v.samples == 0) return;
-    kernels_.decode(p, coeffs.data(), v, region_threads(threads_));
+    kernels_.decode(p, coeffs.data(), v, threads_);
   }
 
  private:

@@ -462,6 +462,8 @@ void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Ou
   }
 }
 
+/** Decode one strip of B rows for the ci planes starting at `plane0` (the inverse of
+ *  encode_strip). */
 template <int B, typename Out, typename Real>
 void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 strip, int k,
                   const Real* t, Real offset, const strip_geometry& g, Out* plane0,
@@ -551,7 +553,8 @@ batch_plan plan_batch(const codec_params& p, const View& v) {
 template <int B, typename Real, typename View, typename Fn>
 void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
                     Fn&& fn) {
-  (void)threads;
+  threads = region_threads(threads);  // one thread in a forked child (omp.hpp)
+  (void)threads;                      // unused in a build without OpenMP
   DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
   {
     auto s = make_scratch<Real>(B, p.chop, bp.g);

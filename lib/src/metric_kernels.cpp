@@ -209,14 +209,14 @@ void box7(const T* __restrict c, T* __restrict out, u64 n) {
 template <typename V, typename S, typename Q, typename F>
 class ssim_rows {
   /** The ring: the 7 rows of the window, the row being taken, the row copied after it. */
-  static constexpr u64 k_slots = k_win + 2;
+  static constexpr u64 k_slots = ssim_ring_rows;
 
  public:
-  ssim_rows(u64 w, F f) : w_(w), wp_((w + 15) / 16 * 16), f_(f) {
+  ssim_rows(u64 w, F f) : w_(w), wp_(ssim_padded_width(w)), f_(f) {
     ring_a_.assign(k_slots * wp_, V(0));
     ring_b_.assign(k_slots * wp_, V(0));
-    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(wp_ + 16, S(0));
-    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(wp_ + 16, Q(0));
+    for (auto* s : {&sx_, &sy_, &bx_, &by_}) s->assign(ssim_sum_width(w), S(0));
+    for (auto* s : {&sq_, &sxy_, &bq_, &bxy_}) s->assign(ssim_sum_width(w), Q(0));
     ssim_.assign(wp_, 0.0);
   }
   /** Add the next row of both planes (w values each, contiguous). */
@@ -269,7 +269,7 @@ class ssim_rows {
   }
   void emit_row() {
     const u64 nw = w_ - k_win + 1;
-    const u64 np = (nw + 15) / 16 * 16;  // <= wp_: whole vectors, reading at most wp_ + 6
+    const u64 np = ssim_padded_width(nw);  // <= wp_: whole vectors, reading at most wp_ + 6
     box7(sx_.data(), bx_.data(), np);
     box7(sy_.data(), by_.data(), np);
     box7(sq_.data(), bq_.data(), np);

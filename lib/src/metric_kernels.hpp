@@ -16,12 +16,18 @@ constexpr int ssim_window = 7;
  *  planes of an interleaved row are split once for all of them). */
 constexpr std::uint64_t u8_ssim_group_bytes = std::uint64_t(256) << 10;
 
-/** The memory one u8 plane's SSIM state takes for rows of w values: a ring of 9 rows of u8,
- *  4 running sums of int16 and 4 of int32, the window values in double; every array padded to
- *  a multiple of 16 columns, the sums by 16 more. */
+/** The SSIM state's layout (metric_kernels.cpp, ssim_rows): rows padded to a multiple of 16
+ *  columns, column sums 16 wider than that, and a ring of 9 rows (the window's 7, the row
+ *  being taken, the row copied after it). */
+constexpr std::uint64_t ssim_padded_width(std::uint64_t w) { return (w + 15) / 16 * 16; }
+constexpr std::uint64_t ssim_sum_width(std::uint64_t w) { return ssim_padded_width(w) + 16; }
+constexpr std::uint64_t ssim_ring_rows = ssim_window + 2;
+
+/** The memory one u8 plane's SSIM state takes for rows of w values: two rings of u8 rows,
+ *  4 column sums of int16 and 4 of int32, the window values in double. */
 constexpr std::uint64_t u8_ssim_plane_bytes(std::uint64_t w) {
-  const std::uint64_t wp = (w + 15) / 16 * 16;
-  return 2 * (ssim_window + 2) * wp + 4 * (wp + 16) * (2 + 4) + wp * 8;
+  return 2 * ssim_ring_rows * ssim_padded_width(w) + 4 * ssim_sum_width(w) * (2 + 4) +
+         ssim_padded_width(w) * 8;
 }
 
 /** Squared error and max abs error between two samples, and the original's range. */

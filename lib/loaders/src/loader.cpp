@@ -293,8 +293,7 @@ struct archive_loader::impl {
 
   /** The next batch to make, in order; epochs roll over. */
   batch make_next() {
-    const u64 per_epoch = batches_per_epoch();
-    if (per_epoch == 0) throw error(errc::internal, "a loader without batches");  // refused when made
+    const u64 per_epoch = batches_per_epoch();  // at least 1: the constructor refuses 0
     if (make_pos >= per_epoch) {
       ++make_epoch;
       make_pos = 0;
