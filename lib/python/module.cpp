@@ -7,10 +7,16 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -63,6 +69,85 @@ py::array array_of(Bytes&& bytes, py::dtype dt, std::vector<py::ssize_t> shape) 
 py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_loader& l, u64 n) {
   if (l.label_descr().empty()) return py::none();  // no labels (zero-width ones are an empty array)
   return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
+}
+
+/** Runs `work` (which must not touch Python objects) on a thread of its own, handing it a
+ *  progress function for the library to call after each chunk. Meanwhile this thread, which
+ *  holds the GIL only between waits of at most 50 ms, checks for signals (Ctrl-C raises
+ *  KeyboardInterrupt here) and passes the latest (done, total) to `progress`, a Python
+ *  callable or None. A Python exception from either cancels the work at its next chunk: the
+ *  library then throws, its unfinished outputs are removed, and the Python exception
+ *  propagates once the work has stopped. */
+template <typename Result, typename Work>
+Result run_interruptible(Work&& work, const py::object& progress) {
+  struct shared {
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::atomic<bool> cancel{false};
+    std::atomic<u64> done{0}, total{0};
+    std::exception_ptr failure;
+  } s;
+  Result result{};
+  const formats::progress_fn report = [&s](u64 done, u64 total) {
+    s.total.store(total);
+    s.done.store(done);
+    if (s.cancel.load()) throw error(errc::interrupted, "interrupted");
+  };
+  std::thread t;
+  {
+    py::gil_scoped_release release;
+    t = std::thread([&] {
+      try {
+        result = work(report);
+      } catch (...) {
+        s.failure = std::current_exception();
+      }
+      std::lock_guard lock(s.m);
+      s.finished = true;
+      s.cv.notify_all();
+    });
+  }
+  u64 reported = 0;
+  bool finished = false;
+  std::optional<py::error_already_set> raised;
+  auto wait = [&](bool until_finished) {
+    py::gil_scoped_release release;
+    std::unique_lock lock(s.m);
+    if (until_finished) {
+      s.cv.wait(lock, [&] { return s.finished; });
+    } else {
+      s.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return s.finished; });
+    }
+    finished = s.finished;
+  };
+  auto poll = [&] {
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      const u64 done = s.done.load();
+      if (!progress.is_none() && done != reported) {
+        reported = done;
+        progress(done, s.total.load());
+      }
+    } catch (py::error_already_set& e) {
+      raised = std::move(e);
+    }
+  };
+  while (!finished && !raised) {
+    wait(false);
+    poll();
+  }
+  if (raised) {
+    s.cancel.store(true);
+    wait(true);
+  }
+  {
+    py::gil_scoped_release release;
+    t.join();
+  }
+  if (raised) throw std::move(*raised);  // the caller's exception wins over the work's
+  if (s.failure) std::rethrow_exception(s.failure);
+  return result;
 }
 
 /** An archive opened for random access. The header stays readable after close(). */
@@ -321,7 +406,7 @@ PYBIND11_MODULE(_dctchop, m) {
          int chop, const std::string& coeff, const std::string& lay, const std::string& offset_rule,
          double offset_value, double chunk_mb, bool overwrite, bool quality, bool measure_ssim,
          std::optional<double> psnr, std::optional<double> ssim, int threads,
-         std::optional<double> nonfinite) {
+         std::optional<double> nonfinite, const py::object& progress) {
         formats::compress_options o;
         o.block = block;
         o.chop = chop;
@@ -353,17 +438,20 @@ PYBIND11_MODULE(_dctchop, m) {
           o.labels = memory_spec(label_array, "<labels>");
         }
         auto be = make_backend(backend_kind::cpu, {threads});
-        formats::compress_result r;
-        {
-          py::gil_scoped_release release;  // the arrays stay referenced by the caller
-          r = formats::compress(spec, output, *be, o);
-        }
+        // The arrays stay referenced by the caller (and label_array here) meanwhile.
+        const auto r = run_interruptible<formats::compress_result>(
+            [&](const formats::progress_fn& report) {
+              o.progress = report;
+              return formats::compress(spec, output, *be, o);
+            },
+            progress);
         return r.to_json().dump();
       },
       py::arg("data"), py::arg("output"), py::arg("labels"), py::arg("block"), py::arg("chop"),
       py::arg("coeff"), py::arg("layout"), py::arg("offset_rule"), py::arg("offset_value"),
       py::arg("chunk_mb"), py::arg("overwrite"), py::arg("quality"), py::arg("measure_ssim"),
-      py::arg("psnr"), py::arg("ssim"), py::arg("threads"), py::arg("nonfinite"));
+      py::arg("psnr"), py::arg("ssim"), py::arg("threads"), py::arg("nonfinite"),
+      py::arg("progress"));
 
   m.def(
       "decode_matrices",

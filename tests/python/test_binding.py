@@ -6,9 +6,11 @@ import json
 import os
 import pathlib
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -160,6 +162,73 @@ def check_compress_from_python(binary, d, x, y):
           f"failures leave no output: {sorted(os.listdir(d))}")
 
 
+def stopped_mid_way(d, x, kind, stopper):
+    """Compresses ever more copies of x's samples, with progress=stopper(done), until `kind`
+    is raised before the last sample was written; then True if no output is left. progress
+    sets done[samples written] = total. Its calls come at most every 50 ms: a machine may
+    finish a small input before one."""
+    for n in (8_000, 32_000):
+        big = np.resize(x, (n,) + x.shape[1:])
+        done = {}
+        progress, after = stopper(done)
+        try:
+            try:
+                dctchop.compress(big, f"{d}/mid.dcz", chunk_mb=0.002, overwrite=True,
+                                 progress=progress)
+            finally:
+                after()
+        except kind:
+            if max(done, default=0) < n:
+                return not [f for f in os.listdir(d) if "mid.dcz" in f]
+        if os.path.exists(f"{d}/mid.dcz"):
+            os.remove(f"{d}/mid.dcz")
+    check(False, f"compress always ended before {kind.__name__} stopped it")
+    return False
+
+
+def check_compress_progress_and_interrupt(d):
+    """progress= sees the samples written; an exception from it, or Ctrl-C (SIGINT) while
+    compress runs, stops compress at its next chunk with that exception, leaving no output."""
+    x = np.random.default_rng(5).integers(0, 256, size=(600, 32, 32), dtype=np.uint8)
+    seen = []
+    dctchop.compress(x, f"{d}/p.dcz", chunk_mb=0.01, progress=lambda done, total: seen.append((done, total)))
+    check(seen and seen[-1] == (600, 600) and all(t == 600 for _, t in seen) and
+          [s for s, _ in seen] == sorted({s for s, _ in seen}), f"progress calls {seen}")
+    raises(ValueError, lambda: dctchop.compress(x, f"{d}/p.dcz", progress=3), "progress")
+
+    class Stop(Exception):
+        pass
+
+    def raising(done):
+        def progress(written, total):
+            done[written] = total
+            raise Stop(written)
+        return progress, lambda: None
+
+    check(stopped_mid_way(d, x, Stop, raising), "an exception from progress leaves no output")
+
+    def signalling(done):
+        # Another thread sends SIGINT once a chunk is written, while compress runs without
+        # the GIL. progress is a builtin that runs no Python code, which would raise the
+        # KeyboardInterrupt itself: compress's own check of signals must.
+        ended = threading.Event()
+
+        def send():
+            while not done and not ended.is_set():
+                ended.wait(0.001)
+            if done:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+
+        def after():
+            ended.set()
+            sender.join()
+        return done.__setitem__, after
+
+    check(stopped_mid_way(d, x, KeyboardInterrupt, signalling), "Ctrl-C leaves no output")
+
 FileError_ = dctchop.FileError
 
 
@@ -203,6 +272,7 @@ def main():
                   f"the message is the text, not a tuple: {e}")
         check_python_habits(d, back, y)
         check_compress_from_python(binary, d, x, y)
+        check_compress_progress_and_interrupt(d)
 
         # The loader: one epoch has every sample once, with its own data and label.
         loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False)

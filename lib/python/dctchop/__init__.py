@@ -83,7 +83,7 @@ _KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite repla
 
 def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels=None,
              offset="auto", chunk_mb=4.0, overwrite=False, quality=True, measure_ssim=True,
-             psnr=None, ssim=None, threads=0, nonfinite=None):
+             psnr=None, ssim=None, threads=0, nonfinite=None, progress=None):
     """Compress a NumPy array (u8, u16, i16, f32 or f64; samples along axis 0) into a .dcz
     archive, as `dctchop compress` does a file, and return its report as a dict (ratio,
     quality, the codec settings, ...). The array is read in place, not copied (other Python
@@ -95,7 +95,11 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     number (--offset). quality=False skips measuring PSNR and SSIM, measure_ssim=False SSIM
     only. psnr / ssim: choose the smallest chop that reaches them instead (chop is then
     ignored). nonfinite: None (NaN or Inf is an error) or a finite number stored in their
-    place. threads: 0 for every core.
+    place. threads: 0 for every core. progress: None or a callable, called on this thread
+    with (samples written, samples in total) as chunks are written, at most every 50 ms.
+
+    Ctrl-C (KeyboardInterrupt), or an exception raised by progress, stops compress after the
+    chunk at hand and propagates; the unfinished output is removed.
 
         report = dctchop.compress(x_train, "train.dcz", chop=4, labels=y_train)
         print(report["ratio"], report["quality"]["psnr_db"])
@@ -122,12 +126,14 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     if nonfinite is not None:
         nonfinite = _number("nonfinite", nonfinite, lambda v: True, "None or a finite number")
     chunk_mb = _number("chunk_mb", chunk_mb, lambda v: 0 < v <= 4096, "a number in (0, 4096]")
+    if progress is not None and not callable(progress):
+        raise _bad_argument(f"progress {progress!r}: expected None or a callable (done, total)")
     try:
         report = _compress(data, output, labels, _count("block", block, 1, 32),
                            _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
                            layout, rule, value, chunk_mb, bool(overwrite), bool(quality),
                            bool(measure_ssim), psnr, ssim, _count("threads", threads, 0, 4096),
-                           nonfinite)
+                           nonfinite, progress)
     except Error as e:
         # The library's messages name the command's options: name the keywords instead.
         text = str(e)
