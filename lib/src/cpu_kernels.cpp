@@ -41,7 +41,7 @@ template <typename Real>
 struct scratch {
   std::vector<Real> row;   // B wide rows (encode) or one (decode)
   std::vector<Real> y;     // K wide rows
-  std::vector<Real> crow;  // one coefficient row, wb*K
+  std::vector<Real> crow;  // coefficient rows, wb*K each
 };
 
 // ---- conversions between stored coefficients and Real -------------------------------------
@@ -62,9 +62,25 @@ bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst)
     }
     case coeff_type::f16: {
       auto* d = reinterpret_cast<std::uint16_t*>(dst);
+      std::size_t i = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+      if constexpr (std::is_same_v<Real, float>) {
+        // Eight at a time (the loop below is not vectorised: vcvtps2ph one value at a time),
+        // rounding to nearest even as the scalar conversion; a value is too large when its
+        // half has the all-ones exponent of Inf and NaN.
+        const __m128i exponent = _mm_set1_epi16(0x7c00);
+        __m128i nonfinite = _mm_setzero_si128();
+        for (; i + 8 <= n; i += 8) {
+          const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+          nonfinite = _mm_or_si128(nonfinite, _mm_cmpeq_epi16(_mm_and_si128(h, exponent), exponent));
+        }
+        ok = _mm_testz_si128(nonfinite, nonfinite) != 0;
+      }
+#endif
 #if defined(__F16C__) && defined(__FLT16_MAX__)  // _Float16: GCC 12, clang 15 and later
       // The hardware conversion (vcvtps2ph) rounds to nearest even like float_to_half.
-      for (std::size_t i = 0; i < n; ++i) {
+      for (; i < n; ++i) {
         const _Float16 hf = static_cast<_Float16>(static_cast<float>(src[i]));
         std::uint16_t h;
         std::memcpy(&h, &hf, 2);
@@ -72,7 +88,7 @@ bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst)
         d[i] = h;
       }
 #else
-      for (std::size_t i = 0; i < n; ++i) {
+      for (; i < n; ++i) {
         std::uint16_t h = float_to_half(static_cast<float>(src[i]));
         ok &= !half_is_nonfinite(h);
         d[i] = h;
@@ -112,12 +128,22 @@ void load_coeffs(const std::byte* src, std::size_t n, coeff_type ct, Real* dst) 
       break;
     }
     case coeff_type::f16: {
+      std::size_t i = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+      if constexpr (std::is_same_v<Real, float>) {
+        // Eight at a time: the loop below converts one value per instruction.
+        for (; i + 8 <= n; i += 8) {
+          _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(src + 2 * i))));
+        }
+      }
+#endif
 #if defined(__F16C__) && defined(__FLT16_MAX__)  // _Float16: GCC 12, clang 15 and later
       const auto* s = reinterpret_cast<const _Float16*>(src);
-      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(static_cast<float>(s[i]));
+      for (; i < n; ++i) dst[i] = static_cast<Real>(static_cast<float>(s[i]));
 #else
       const auto* s = reinterpret_cast<const std::uint16_t*>(src);
-      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Real>(half_to_float(s[i]));
+      for (; i < n; ++i) dst[i] = static_cast<Real>(half_to_float(s[i]));
 #endif
       break;
     }
@@ -314,6 +340,131 @@ void vertical_forward(const Real* t, int k, const Real* rows, u64 n, Real* y) {
   }
 }
 
+#if defined(__AVX2__)
+/** encode_strip's horizontal stage for 8 blocks at once, one block per lane: the B values of
+ *  block l lie at base[at[l] + cc], and coefficient v of each is the same sum, in the same
+ *  order, as the scalar loop's. The coefficients go to out[l*k + v]. */
+template <int B>
+void horizontal_forward8(const float* base, const std::int32_t* at, int k, const float* t,
+                         float* out) {
+  __m256 blk[B];
+  if constexpr (B == 8) {  // 8 x 8 values transposed in registers, block l to lane l
+    __m256 r[8];
+    for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(base + at[l]);
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    blk[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    blk[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    blk[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    blk[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    blk[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    blk[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    blk[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    blk[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+  } else {
+    const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+    for (int cc = 0; cc < B; ++cc) blk[cc] = _mm256_i32gather_ps(base + cc, offsets, 4);
+  }
+  alignas(32) float lanes[8];
+  for (int v = 0; v < k; ++v) {
+    const float* tv = t + v * B;
+    __m256 acc = _mm256_setzero_ps();
+    for (int cc = 0; cc < B; ++cc)
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(blk[cc], _mm256_set1_ps(tv[cc])));
+    _mm256_store_ps(lanes, acc);
+    for (int l = 0; l < 8; ++l) out[l * k + v] = lanes[l];
+  }
+}
+#endif
+
+/** Split the K wide rows y of interleaved planes (n = wp*ci values each; column X holds plane
+ *  X % ci at pixel X / ci) into rows of planar ones, out[u*n + c*wp + x]: the horizontal stage
+ *  then finds each block's values contiguous. Done after the vertical stage, on K rows rather
+ *  than the strip's B rows of input. */
+template <typename Real>
+void split_planes(const Real* y, int k, const strip_geometry& g, Real* out) {
+  const u64 ci = g.ci, wp = g.wp, n = wp * ci;
+  for (int u = 0; u < k; ++u) {
+    const Real* row = y + static_cast<u64>(u) * n;
+    Real* dst = out + static_cast<u64>(u) * n;
+    u64 x0 = 0;
+#if defined(__AVX2__)
+    if constexpr (std::is_same_v<Real, float>) {
+      if (ci == 3) {
+        // 8 pixels (24 values) at a time: each plane's values picked by two blends (lanes
+        // 3i + c of the three vectors fall in distinct lanes) and put in order by a permute.
+        const __m256i order0 = _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5);
+        const __m256i order1 = _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6);
+        const __m256i order2 = _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7);
+        for (; x0 + 8 <= wp; x0 += 8) {
+          const __m256 a = _mm256_loadu_ps(row + 3 * x0), b = _mm256_loadu_ps(row + 3 * x0 + 8),
+                       c = _mm256_loadu_ps(row + 3 * x0 + 16);
+          // plane 0: lanes 0,3,6 of a, 1,4,7 of b, 2,5 of c
+          const __m256 p0 = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x92), c, 0x24);
+          // plane 1: lanes 1,4,7 of a, 2,5 of b, 0,3,6 of c
+          const __m256 p1 = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x24), c, 0x49);
+          // plane 2: lanes 2,5 of a, 0,3,6 of b, 1,4,7 of c
+          const __m256 p2 = _mm256_blend_ps(_mm256_blend_ps(a, b, 0x49), c, 0x92);
+          _mm256_storeu_ps(dst + x0, _mm256_permutevar8x32_ps(p0, order0));
+          _mm256_storeu_ps(dst + wp + x0, _mm256_permutevar8x32_ps(p1, order1));
+          _mm256_storeu_ps(dst + 2 * wp + x0, _mm256_permutevar8x32_ps(p2, order2));
+        }
+      }
+    }
+#endif
+    for (u64 c = 0; c < ci; ++c)
+      for (u64 x = x0; x < wp; ++x) dst[c * wp + x] = row[x * ci + c];
+  }
+}
+
+/** encode_strip's horizontal stage for one plane of a strip, whose K rows start at y with a
+ *  distance of n: C[u][jK+v] = sum_cc y[u*n + jB+cc] T[v][cc] for every u < K and block j,
+ *  into out as the strip's K coefficient rows (out[(u*wb + j)*K + v]). The K*wb blocks are
+ *  taken 8 at a time whatever their row, so that narrow planes (28x28: 4 blocks a row) are
+ *  vectorised too. */
+template <int B, typename Real>
+void horizontal_forward(const Real* y, u64 n, const strip_geometry& g, int k, const Real* t,
+                        Real* out) {
+  const u64 wb = g.wb, total = static_cast<u64>(k) * wb;
+  // Block i is block j of row u; (u, j) steps along with i, without divisions.
+  u64 i = 0, u = 0, j = 0;
+  auto step = [&] {
+    if (++j == wb) j = 0, ++u;
+  };
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<Real, float>) {
+    // (the offsets are 32-bit)
+    if (static_cast<u64>(k) * n <= static_cast<u64>(std::numeric_limits<std::int32_t>::max())) {
+      for (; i + 8 <= total; i += 8) {
+        std::int32_t at[8];
+        for (int l = 0; l < 8; ++l) {
+          at[l] = static_cast<std::int32_t>(u * n + j * B);
+          step();
+        }
+        horizontal_forward8<B>(y, at, k, t, out + i * k);
+      }
+    }
+  }
+#endif
+  for (; i < total; ++i, step()) {
+    const Real* yb = y + u * n + j * B;
+    Real blk[B];
+    for (int cc = 0; cc < B; ++cc) blk[cc] = yb[cc];
+    for (int vv = 0; vv < k; ++vv) {
+      const Real* tv = t + vv * B;
+      Real acc = 0;
+      for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
+      out[i * k + vv] = acc;
+    }
+  }
+}
+
 /** Encode one strip of B rows for the ci planes starting at `plane0`; the coefficient plane of
  *  plane c starts at cplanes + c * plane_bytes. Returns false when a value does not fit. */
 template <int B, typename In, typename Real>
@@ -333,23 +484,16 @@ bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, c
   bool ok = true;
   const std::size_t csize = size_of(ct);
   const u64 ccols = g.wb * k;
+  const Real* planar = y;  // plane c of row u at planar[u*n + c*wp]
+  if (g.ci > 1) {
+    split_planes(y, k, g, rows);  // (the input rows are no longer needed)
+    planar = rows;
+  }
   for (u64 c = 0; c < g.ci; ++c) {
-    for (int u = 0; u < k; ++u) {
-      const Real* yu = y + static_cast<u64>(u) * n + c;
-      Real* out = s.crow.data();
-      for (u64 j = 0; j < g.wb; ++j) {
-        Real blk[B];
-        for (int cc = 0; cc < B; ++cc) blk[cc] = yu[(j * B + cc) * g.ci];
-        for (int vv = 0; vv < k; ++vv) {
-          const Real* tv = t + vv * B;
-          Real acc = 0;
-          for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
-          out[j * k + vv] = acc;
-        }
-      }
-      ok &= store_coeffs(out, ccols, ct,
-                         cplanes + c * plane_bytes + (strip * k + u) * ccols * csize);
-    }
+    // The strip's K coefficient rows of plane c are contiguous: stored at once.
+    horizontal_forward<B>(planar + c * g.wp, n, g, k, t, s.crow.data());
+    ok &= store_coeffs(s.crow.data(), k * ccols, ct,
+                       cplanes + c * plane_bytes + strip * k * ccols * csize);
   }
   return ok;
 }
@@ -440,6 +584,39 @@ void store_wide_row(const Real* row, const strip_geometry& g, Real offset, Out* 
     dst[static_cast<i64>(x) * g.stride_col] = convert_out<Out>(row[x], offset);
 }
 
+#if defined(__AVX2__)
+/** The byte shuffles that interleave 16 pixels of CI (2..4) byte planes: output vector v takes
+ *  from plane c the bytes at mask[v][c] (-1 gives 0, to be or-ed with the other planes'). */
+template <int CI>
+struct interleave_table {
+  alignas(16) std::int8_t mask[CI][CI][16] = {};
+  constexpr interleave_table() {
+    for (int v = 0; v < CI; ++v)
+      for (int c = 0; c < CI; ++c)
+        for (int i = 0; i < 16; ++i) {
+          const int at = 16 * v + i;  // byte of the output: pixel at / CI, plane at % CI
+          mask[v][c][i] = static_cast<std::int8_t>(at % CI == c ? at / CI : -1);
+        }
+  }
+};
+
+/** Interleave 16 pixels of CI byte planes (planes[c * stride + x]) into dst[x*CI + c]. */
+template <int CI>
+inline void interleave16(const std::uint8_t* planes, u64 stride, std::uint8_t* dst) {
+  static constexpr interleave_table<CI> table{};
+  __m128i p[CI];
+  for (int c = 0; c < CI; ++c)
+    p[c] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes + c * stride));
+  for (int v = 0; v < CI; ++v) {
+    __m128i out = _mm_setzero_si128();
+    for (int c = 0; c < CI; ++c)
+      out = _mm_or_si128(out, _mm_shuffle_epi8(p[c], _mm_load_si128(reinterpret_cast<const __m128i*>(
+                                                          table.mask[v][c]))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * v), out);
+  }
+}
+#endif
+
 /** Store ci planar rows (row + c*wp) into one interleaved image row (NHWC pixels). CI is the
  *  plane count when known at compile time (so the interleave vectorises), 0 otherwise. */
 template <int CI, typename Out, typename Real>
@@ -457,7 +634,12 @@ void store_interleaved(const Real* row, const strip_geometry& g, Real offset, Ou
     }
     for (u64 c = 0; c < ci; ++c) convert_row(row + c * wp + x0, len, offset, tmp + c * 256);
     Out* d = dst + x0 * ci;
-    for (u64 x = 0; x < len; ++x)
+    u64 x = 0;
+#if defined(__AVX2__)
+    if constexpr (std::is_same_v<Out, std::uint8_t> && CI >= 2 && CI <= 4)
+      for (; x + 16 <= len; x += 16) interleave16<CI>(tmp + x, 256, d + x * CI);
+#endif
+    for (; x < len; ++x)
       for (u64 c = 0; c < ci; ++c) d[x * ci + c] = tmp[c * 256 + x];
   }
 }
@@ -516,7 +698,7 @@ scratch<Real> make_scratch(int block, int k, const strip_geometry& g) {
   // 32 values of slack: store_u8_row reads its last vector step whole
   s.row.resize(static_cast<u64>(block) * n + 32);
   s.y.resize(static_cast<u64>(k) * n);
-  s.crow.resize(g.wb * k);
+  s.crow.resize(g.wb * k * k);  // encode: a strip's K coefficient rows; decode: one
   return s;
 }
 
