@@ -4,13 +4,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -233,6 +236,9 @@ void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::
   auto colon = s.find(':');
   if (colon == std::string::npos) {
     first = num(s);
+    if (first == std::numeric_limits<std::uint64_t>::max()) {  // no sample has it
+      throw error(errc::invalid_argument, "--samples " + s + ": number out of range");
+    }
     end = first + 1;
     return;
   }
@@ -425,7 +431,63 @@ void print_info_text(const nlohmann::json& j) {
   }
 }
 
-void print_eval(const formats::eval_result& r, bool json, bool csv) {
+/** Whether a file name ends with the extension `ext` (".npy"), in any case. */
+bool named(const std::string& path, std::string_view ext) {
+  if (path.size() < ext.size()) return false;
+  for (std::size_t i = 0; i < ext.size(); ++i) {
+    const char c = path[path.size() - ext.size() + i];
+    if (std::tolower(static_cast<unsigned char>(c)) != ext[i]) return false;
+  }
+  return true;
+}
+
+/** A note when compress writes its archive to a name that says another format. */
+std::string archive_name_note(const std::string& out) {
+  for (std::string_view ext : {".npy", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
+    if (named(out, ext)) {
+      return fmt::format("{} holds a dctchop archive, whatever its name says (archives are named "
+                         ".dcz; decompress writes {} files)", out, ext);
+    }
+  }
+  return {};
+}
+
+/** What compress warns of after its summary (`note: ...`; in the report's notes with --json). */
+std::vector<std::string> compress_warnings(const formats::compress_result& r,
+                                           const std::string& output) {
+  std::vector<std::string> out;
+  if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));
+  if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
+    auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
+    if (!note.empty()) out.push_back(std::move(note));
+  }
+  if (r.archive_bytes > r.input_bytes) {
+    const double coeff_ratio = double(r.codec.block * r.codec.block * size_of(r.type)) /
+                               double(r.codec.chop * r.codec.chop * size_of(r.codec.coeff));
+    if (coeff_ratio < 1) {
+      out.push_back(fmt::format("the archive is larger than the input: {} coefficients at chop {} "
+                                "take more bytes than the {} values; use a smaller chop",
+                                to_string(r.codec.coeff), r.codec.chop, to_string(r.type)));
+    } else {
+      out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
+                    "header and chunks dominate");
+    }
+  }
+  return out;
+}
+
+/** eval's i16 note on float data, from the first i16 row that needs it; empty if none does. */
+std::string eval_i16_note(const formats::eval_result& r) {
+  if (!is_float(r.type)) return {};
+  for (const auto& row : r.rows) {
+    if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
+    auto note = i16_rounding_note(row.block, row.chop, row.q);
+    if (!note.empty()) return note;
+  }
+  return {};
+}
+
+void print_eval(const formats::eval_result& r, bool json, bool csv, const std::string& note) {
   if (json) {
     nlohmann::json j;
     j["shape"] = r.geom.shape();
@@ -434,6 +496,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     j["rows"] = nlohmann::json::array();
     for (const auto& row : r.rows) j["rows"].push_back(row.to_json());
     if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
+    j["notes"] = note.empty() ? std::vector<std::string>{} : std::vector<std::string>{note};
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -694,15 +757,17 @@ int main(int argc, char** argv) {
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});
       auto r = formats::compress(input_spec(c_in, c_io), c_out, *be, o);
-      if (!c_quiet) {
-        for (const auto& n : r.notes) log->info("{}", n);
-      }
       bar.clear();
+      const auto warnings = compress_warnings(r, c_out);
       if (c_json) {
+        // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();
         j["backend"] = be->name();
+        auto& notes = j["notes"] = r.notes;
+        for (const auto& w : warnings) notes.push_back(w);
         print_json_report(j, c_in, c_out);
       } else if (!c_quiet) {
+        for (const auto& n : r.notes) log->info("{}", n);
         for (const auto& t : r.trials) {
           log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q),
                     ssim_text(t.q), t.on_sample ? "a sample" : "all the data",
@@ -716,26 +781,10 @@ int main(int argc, char** argv) {
         log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
-        if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
-          const auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
-          if (!note.empty()) log->warn("  note: {}", note);
-        }
         if (r.nonfinite_replaced) {
           log->info("  {}", replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
         }
-        if (r.archive_bytes > r.input_bytes) {
-          const double coeff_ratio =
-              double(r.codec.block * r.codec.block * size_of(r.type)) /
-              double(r.codec.chop * r.codec.chop * size_of(r.codec.coeff));
-          if (coeff_ratio < 1) {
-            log->warn("  note: the archive is larger than the input: {} coefficients at chop {} "
-                      "take more bytes than the {} values; use a smaller chop",
-                      to_string(r.codec.coeff), r.codec.chop, to_string(r.type));
-          } else {
-            log->warn("  note: the archive is larger than the input: for data this small the "
-                      "4 KiB-aligned header and chunks dominate");
-          }
-        }
+        for (const auto& w : warnings) log->warn("  note: {}", w);
         log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} samples, backend {})",
                   r.seconds, formats::gb_per_s(r.input_bytes, r.seconds),
                   r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk, be->name());
@@ -751,11 +800,20 @@ int main(int argc, char** argv) {
       app::progress_bar bar("decompressing", !d_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(d_backend), {d_threads});
-      auto r = formats::decompress(d_in, formats::parse_dataset_spec(d_out, d_dataset, d_raw), *be, o);
+      const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
+      auto r = formats::decompress(d_in, spec, *be, o);
       bar.clear();
+      // An NPY file under another name (out.raw without --raw, say) is worth a word.
+      const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" && !named(d_out, ".npy");
       if (d_json) {
-        print_json_report(r.to_json(), d_in, d_out);
+        auto j = r.to_json();
+        if (npy_elsewhere) j["notes"] = {fmt::format("{} holds NPY data, whatever its name says", d_out)};
+        print_json_report(j, d_in, d_out);
       } else if (!d_quiet) {
+        if (npy_elsewhere) {
+          log->warn("note: {} holds NPY data, whatever its name says (--raw writes raw binary; "
+                    "FILE.h5 HDF5)", d_out);
+        }
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   d_out == "-" ? "<stdout>" : d_out, shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
@@ -803,17 +861,10 @@ int main(int argc, char** argv) {
       auto be = make_backend(parse_backend(e_backend), {e_threads});
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
-      print_eval(r, e_json, e_csv);
-      if (is_float(r.type) && !e_quiet) {
-        for (const auto& row : r.rows) {  // the first i16 row that needs it says it
-          if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
-          const auto note = i16_rounding_note(row.block, row.chop, row.q);
-          if (note.empty()) continue;
-          log->warn("note: {}", note);
-          break;
-        }
-      }
-      if (r.nonfinite_replaced && !e_quiet) {
+      const auto note = eval_i16_note(r);
+      print_eval(r, e_json, e_csv, note);
+      if (!note.empty() && !e_quiet && !e_json) log->warn("note: {}", note);
+      if (r.nonfinite_replaced && !e_quiet && !e_json) {
         log->info("{} in every setting",
                   replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
       }

@@ -140,6 +140,17 @@ TEST(Cli, I16CoefficientsOnFloatDataOfSmallRangeGetANoteAndF32DoesNot) {
   auto ef = cli(dir, "eval f.npy --coeff f32");
   ASSERT_EQ(ef.status, 0) << describe(ef);
   EXPECT_EQ(ef.err.find("i16 rounds"), std::string::npos) << ef.err;
+  // With --json the note is in the report's notes, and stderr stays clear of it.
+  for (const char* cmd : {"compress f.npy -o aj.dcz --coeff i16 --json", "eval f.npy --coeff i16 --json"}) {
+    auto j = cli(dir, cmd);
+    ASSERT_EQ(j.status, 0) << cmd << "\n" << describe(j);
+    const json report = parse_json(j.out);
+    ASSERT_TRUE(report.contains("notes") && report["notes"].is_array()) << cmd << "\n" << j.out;
+    int said = 0;
+    for (const auto& n : report["notes"]) said += n.get<std::string>().find("i16 rounds") != std::string::npos;
+    EXPECT_EQ(said, 1) << cmd << "\n" << j.out;
+    EXPECT_EQ(j.err.find("i16 rounds"), std::string::npos) << cmd << "\n" << j.err;
+  }
   // The same data times 30 (range about 270): the rounding is a small part of the error
   // there, and i16 costs nothing worth a note.
   auto big = v;
@@ -493,7 +504,38 @@ TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {
   make_u8(dir, "in.npy");
   ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
   check_bad_cases(dir, {{"decompress a.dcz -o out.npy --samples 99999999999999999999:", 2,
-                         "--samples"}});
+                         "--samples"},
+                        {"decompress a.dcz -o out.npy --samples 18446744073709551615", 2,
+                         "--samples 18446744073709551615: number out of range"}});
+}
+
+TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
+  // 2^57 + 405 samples of 4 x 8 f32: the byte count wraps round to the file's 51840 bytes.
+  temp_dir dir;
+  write_bytes(dir.file("r.bin"), std::string(51840, '\0'));
+  check_bad_cases(dir, {
+      {"compress r.bin --raw --dtype f32 --shape 144115188075856277,4,8 -o w.dcz", 3, "too large"},
+      {"eval r.bin --raw --dtype f32 --shape 144115188075856277,4,8", 3, "too large"},
+      {"compress r.bin --raw --dtype f32 --shape 18446744073709551615,1,1,1 -o w.dcz", 3, "too large"},
+  });
+}
+
+TEST(Cli, FilesGivenInTheWrongPlaceAreNamedForWhatTheyAre) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  check_bad_cases(dir, {{"compress a.dcz -o b.dcz", 3, "a.dcz: is a dctchop archive"}});
+  // Outputs under a name that says another format are written, with a note.
+  auto c = cli(dir, "compress in.npy -o oops.npy");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_NE(c.err.find("oops.npy holds a dctchop archive"), std::string::npos) << c.err;
+  auto d = cli(dir, "decompress a.dcz -o oops.bin");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_NE(d.err.find("oops.bin holds NPY data"), std::string::npos) << d.err;
+  EXPECT_EQ(load_npy(dir.file("oops.bin")).header.shape, (std::vector<u64>{5, 16, 16, 3}));
+  auto plain = cli(dir, "decompress a.dcz -o fine.npy");
+  ASSERT_EQ(plain.status, 0) << describe(plain);
+  EXPECT_EQ(plain.err.find("note"), std::string::npos) << plain.err;
 }
 
 // ---------------------------------------------------------------- help, version, ranges, labels

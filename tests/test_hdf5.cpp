@@ -1055,6 +1055,15 @@ TEST(Hdf5Cli, VerifyAndEvalAcceptHdf5Inputs) {
   EXPECT_EQ(mm.status, 9) << describe(mm);
   auto g = cli(dir, "verify a.dcz --against m.h5:/train/images --min-psnr 99 -q");
   EXPECT_EQ(g.status, 8) << describe(g);
+  // A file with several candidates is a usage error, as for compress, not a mismatch.
+  {
+    auto f = h5_create(dir.file("two.h5"));
+    h5_write(f.get(), "/train/images", H5T_STD_U8LE, k_u8_shape, dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+    h5_write(f.get(), "/test/images", H5T_STD_U8LE, k_u8_shape, dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+  }
+  auto which = cli(dir, "verify a.dcz --against two.h5 -q");
+  EXPECT_EQ(which.status, 2) << describe(which);
+  EXPECT_TRUE(contains(which.err, "name the dataset")) << which.err;
   auto e = must(dir, "eval m.h5 --dataset /fields --chop 2,4 --no-ssim -q --json");
   const json j = parse_json(e.out);
   EXPECT_EQ(j.at("shape"), json({5, 24, 18}));
@@ -1301,6 +1310,78 @@ TEST(RawBadInput, ShortOrLongRawStreamOnStdinExits3AndLeavesNoOutput) {
     EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz"))) << name;
   }
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"empty.bin", "long.bin", "short.bin"}));
+}
+
+TEST(Hdf5Cli, LabelsOutNamingADatasetOfTheHdf5OutputPutsTheLabelsThere) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images --labels t.h5:/train/labels -o a.dcz -q");
+  must(dir, "decompress a.dcz -o out.h5:/x -q --labels-out out.h5:/y/labels");
+  {
+    auto f = h5_open(dir.file("out.h5"));
+    EXPECT_TRUE(h5_exists(f.get(), "/x"));
+    ASSERT_TRUE(h5_exists(f.get(), "/y/labels"));
+    EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/y/labels"), k_labels);
+    EXPECT_FALSE(h5_exists(f.get(), "/labels")) << "the labels are where --labels-out says";
+  }
+  // The file alone: the labels go to /labels beside the data, as without --labels-out.
+  must(dir, "decompress a.dcz -o two.h5 -q --labels-out two.h5");
+  {
+    auto f = h5_open(dir.file("two.h5"));
+    EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/labels"), k_labels);
+  }
+  // The data's own dataset, or one inside it, cannot take the labels.
+  for (const char* clash : {"-o c.h5:/data --labels-out c.h5:/data", "-o c.h5 --labels-out c.h5:/data",
+                            "-o c.h5:/g --labels-out c.h5:/g/l"}) {
+    auto r = cli(dir, std::string("decompress a.dcz ") + clash);
+    EXPECT_EQ(r.status, 2) << clash << "\n" << describe(r);
+  }
+  // An NPY output and labels in the same file stay refused.
+  auto npy = cli(dir, "decompress a.dcz -o o.npy --labels-out o.npy");
+  EXPECT_EQ(npy.status, 2) << describe(npy);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.h5")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.npy")));
+}
+
+TEST(Hdf5Cli, JsonReportWithAChosenDatasetKeepsTheNoteInsideIt) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  // With -o -, the report shares stderr with the messages: it must be the only thing there.
+  auto c = sh(dir, "DCTCHOP compress t.h5 -o - --json > a.dcz");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json j = parse_json(c.err);
+  ASSERT_TRUE(j.contains("notes") && j["notes"].is_array()) << c.err;
+  bool named = false;
+  for (const auto& n : j["notes"]) named |= contains(n.get<std::string>(), "using dataset /train/images");
+  EXPECT_TRUE(named) << c.err;
+}
+
+TEST(Hdf5Cli, AFloat16DatasetIsNamedAsSuch) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("h.h5"));
+    h5_write(f.get(), "/x", H5T_IEEE_F32LE, {2, 8, 8}, std::vector<float>(128, 1.f));
+  }
+  {
+    // h5py writes float16 as a 2-byte IEEE float; make one from f32 by changing the size.
+    auto f = h5_open(dir.file("h.h5"), true);
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    ASSERT_GE(H5Tset_fields(t, 15, 10, 5, 0, 10), 0);
+    ASSERT_GE(H5Tset_size(t, 2), 0);
+    ASSERT_GE(H5Tset_ebias(t, 15), 0);
+    const hsize_t dims[3] = {2, 8, 8};
+    hid_t space = H5Screate_simple(3, dims, nullptr);
+    hid_t d = H5Dcreate2(f.get(), "/half", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    std::vector<float> ones(128, 1.f);
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ones.data()), 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Tclose(t);
+  }
+  auto c = cli(dir, "compress h.h5:/half -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "float16")) << c.err;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -871,9 +872,9 @@ TEST(QualityCli, VerifyExitsZeroJustBelowAndEightJustAboveEachGateNamingIt) {
     std::string flag, pass, fail;
   };
   const std::vector<gate> gates = {
-      {"--min-psnr", num(*v.q.psnr_db - 0.001, 6), num(*v.q.psnr_db + 0.001, 6)},
-      {"--min-ssim", num(*v.q.ssim - 1e-5, 8), num(*v.q.ssim + 1e-5, 8)},
-      {"--max-error", num(v.q.max_abs_error + 0.001, 6), num(v.q.max_abs_error - 0.001, 6)},
+      {"--min-psnr", num(*v.q.psnr_db - 0.001, 6), num(*v.q.psnr_db + 1e-5, 9)},
+      {"--min-ssim", num(*v.q.ssim - 1e-5, 8), num(*v.q.ssim + 1e-8, 10)},
+      {"--max-error", num(v.q.max_abs_error + 0.001, 6), num(v.q.max_abs_error - 1e-5, 9)},
   };
   for (const auto& g : gates) {
     auto p = cli(dir, base + " " + g.flag + " " + g.pass);
@@ -887,7 +888,25 @@ TEST(QualityCli, VerifyExitsZeroJustBelowAndEightJustAboveEachGateNamingIt) {
     const json j = parse_json(fj.out);
     EXPECT_EQ(j.value("passed", true), false) << fj.out;
     ASSERT_TRUE(j.contains("failures") && j["failures"].size() == 1) << fj.out;
-    EXPECT_TRUE(contains(j["failures"][0].get<std::string>(), g.flag)) << fj.out;
+    const std::string why = j["failures"][0].get<std::string>();
+    EXPECT_TRUE(contains(why, g.flag)) << fj.out;
+    // The gate as given, and the figure on its side of it, however close the two are.
+    const std::string gate_text = why.substr(why.rfind(' ') + 1);
+    EXPECT_EQ(std::stod(gate_text), std::stod(g.fail)) << why;
+    std::istringstream words(why);
+    std::string w;
+    double figure = std::nan("");
+    while (words >> w) {
+      if (std::isdigit(static_cast<unsigned char>(w[0]))) {  // (the figures are not negative)
+        figure = std::stod(w);
+        break;
+      }
+    }
+    if (g.flag == "--max-error") {
+      EXPECT_GT(figure, std::stod(gate_text)) << why;
+    } else {
+      EXPECT_LT(figure, std::stod(gate_text)) << why;
+    }
   }
   auto all = cli(dir, base + " --min-psnr " + gates[0].pass + " --min-ssim " + gates[1].pass +
                           " --max-error " + gates[2].pass + " --json");

@@ -20,7 +20,7 @@ namespace {
 
 using u64 = std::uint64_t;
 
-constexpr std::array<unsigned char, 8> k_magic = {0x89, 'D', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
+constexpr const auto& k_magic = archive_magic;
 constexpr char k_chunk_magic[9] = "DCZCHUNK";
 constexpr char k_tail_magic[9] = "DCZINDEX";
 constexpr char k_end_magic[9] = "DCZ-END.";

@@ -28,8 +28,9 @@ bool hdf5_name(const std::string& path) {
          ends_with(path, ".hdf");
 }
 
-u64 checked_count(const std::vector<u64>& shape, const std::string& name) {
-  u64 n = 1;
+/** The product of the shape times `itemsize` (values or bytes); bad_input if it overflows. */
+u64 checked_count(const std::vector<u64>& shape, const std::string& name, u64 itemsize = 1) {
+  u64 n = itemsize;
   for (u64 d : shape) {
     if (d != 0 && n > std::numeric_limits<u64>::max() / d) {
       throw error(errc::bad_input, name + ": shape is too large");
@@ -111,7 +112,7 @@ class raw_source final : public sample_source {
     }
     type_ = *s.raw_type;
     shape_ = s.raw_shape;
-    const u64 bytes = checked_count(shape_, name()) * type_.itemsize;
+    const u64 bytes = checked_count(shape_, name(), type_.itemsize);
     if (f_.seekable() && f_.size() != bytes) {
       throw error(errc::bad_input,
                   name() + ": holds " + std::to_string(f_.size()) + " bytes, but --shape and "
@@ -134,12 +135,12 @@ class raw_source final : public sample_source {
     if (got == 0 && first == 0 && count > 0) {
       throw error(errc::bad_input, name() + ": empty (0 bytes), but --shape and --dtype "
                                             "describe " +
-                                       std::to_string(checked_count(shape_, name()) * type_.itemsize) +
+                                       std::to_string(checked_count(shape_, name(), type_.itemsize)) +
                                        " bytes");
     }
     if (got != count * rb) {
       throw error(errc::bad_input, name() + ": truncated: the stream ended before the " +
-                                       std::to_string(checked_count(shape_, name()) * type_.itemsize) +
+                                       std::to_string(checked_count(shape_, name(), type_.itemsize)) +
                                        " bytes that --shape and --dtype describe");
     }
     next_ = first + count;

@@ -98,6 +98,10 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
   } else if (cls == H5T_FLOAT) {
     t.kind = 'f';
     if (size == 4 || size == 8) return t;
+    if (size == 2) {
+      throw error(errc::bad_input, name + ": is a float16 dataset; dctchop reads float32 and "
+                                          "float64 (convert it to float32 first)");
+    }
   }
   const char* what = cls == H5T_COMPOUND ? "a compound (structured) dataset"
                      : cls == H5T_STRING ? "a string dataset"

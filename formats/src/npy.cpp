@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
 
 namespace dctchop::formats {
 namespace {
@@ -419,6 +420,12 @@ npy_reader npy_reader::open(const std::string& path) {
   const std::size_t got = read_some(f, pre.data(), pre.size());
   if (got == 0) fail(errc::bad_input, name, "empty (0 bytes), not a .npy file");
   if (got < k_magic.size() || std::memcmp(pre.data(), k_magic.data(), k_magic.size()) != 0) {
+    // Name the files that users hand over by mistake.
+    static constexpr unsigned char hdf5[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    if (got == 8 && std::memcmp(pre.data(), archive_magic.data(), 8) == 0)
+      fail(errc::bad_input, name, "is a dctchop archive, not a .npy file (decompress it first)");
+    if (got == 8 && std::memcmp(pre.data(), hdf5, 8) == 0)
+      fail(errc::bad_input, name, "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)");
     fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");
   }
   if (got < pre.size()) fail(errc::bad_input, name, "truncated .npy file (no version)");

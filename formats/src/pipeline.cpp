@@ -95,6 +95,12 @@ double codec_offset(input_source& src, const offset_choice& choice) {
 }
 
 input_source open_input(const dataset_spec& spec, layout lay, std::optional<double> replace) {
+  input_source in = open_input_source(spec, replace);
+  apply_layout(in, lay);
+  return in;
+}
+
+input_source open_input_source(const dataset_spec& spec, std::optional<double> replace) {
   if (replace && !std::isfinite(*replace)) {
     throw error(errc::invalid_argument, "--nonfinite replace=V needs a finite V");
   }
@@ -110,18 +116,21 @@ input_source open_input(const dataset_spec& spec, layout lay, std::optional<doub
                                      "and f64 arrays");
   }
   in.type = *dt;
-  try {
-    in.geom = resolve_layout(in.src->shape(), lay);
-  } catch (const error& e) {
-    throw error(e.code(), in.name() + ": " + e.what());
-  }
-  in.bytes_per_sample = in.geom.values_per_sample() * size_of(in.type);
   if (replace && in.type == dtype::f32 &&
       std::fabs(*replace) > double(std::numeric_limits<float>::max())) {
     throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit f32");
   }
   if (!is_float(in.type)) in.nonfinite_replacement.reset();  // integers hold no NaN or Inf
   return in;
+}
+
+void apply_layout(input_source& in, layout lay) {
+  try {
+    in.geom = resolve_layout(in.src->shape(), lay);
+  } catch (const error& e) {
+    throw error(e.code(), in.name() + ": " + e.what());
+  }
+  in.bytes_per_sample = in.geom.values_per_sample() * size_of(in.type);
 }
 
 u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples, u64 preferred) {
@@ -578,16 +587,25 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const auto t0 = clock_type::now();
   const std::string output = out.path;
   check_not_same(input, output);
+  // HDF5 outputs get the labels beside the data, as /labels or where --labels-out names a
+  // dataset of the same file; any other output cannot share its file with the labels.
+  std::string labels_beside = hdf5_labels_dataset;
+  bool labels_in_output = false;
   if (!o.labels_out.empty()) {
-    check_not_same(input, o.labels_out);
-    if (o.labels_out == output || (output != "-" && same_file(output, o.labels_out))) {
+    const dataset_spec ls = parse_dataset_spec(o.labels_out);
+    check_not_same(input, ls.path);
+    const bool same = ls.path == output || (output != "-" && same_file(output, ls.path));
+    if (same && out.kind == file_kind::hdf5 && ls.kind == file_kind::hdf5) {
+      labels_in_output = true;
+      if (!ls.dataset.empty()) labels_beside = ls.dataset.front() == '/' ? ls.dataset : "/" + ls.dataset;
+    } else if (same) {
       throw error(errc::invalid_argument,
                   o.labels_out + ": the labels and the decoded data cannot share one output");
     }
     // Refuse an existing labels file now, not after decoding everything.
     struct stat st {};
-    if (!o.overwrite && o.labels_out != "-" && ::stat(o.labels_out.c_str(), &st) == 0) {
-      throw error(errc::output_exists, o.labels_out + ": already exists (use -f to overwrite)");
+    if (!labels_in_output && !o.overwrite && ls.path != "-" && ::stat(ls.path.c_str(), &st) == 0) {
+      throw error(errc::output_exists, ls.path + ": already exists (use -f to overwrite)");
     }
   }
   archive_reader r = archive_reader::open(input);
@@ -621,11 +639,12 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (h.provenance.contains("source") && h.provenance["source"].is_string()) {
     attrs["dctchop_source"] = h.provenance["source"];
   }
-  // HDF5 outputs get the labels beside the data as /labels: the data cannot be there.
+  // HDF5 outputs get the labels beside the data: the data cannot be there.
   if (out.kind == file_kind::hdf5 && r.find_side_array("labels") != nullptr) {
-    const std::string ds = out.dataset.empty() ? hdf5_default_dataset : out.dataset;
-    const std::string labels = hdf5_labels_dataset;
-    if (ds == labels || ds.rfind(labels + "/", 0) == 0) {
+    std::string ds = out.dataset.empty() ? hdf5_default_dataset : out.dataset;
+    if (ds.front() != '/') ds = "/" + ds;
+    const std::string& labels = labels_beside;
+    if (ds == labels || ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0) {
       throw error(errc::invalid_argument,
                   out.path + ":" + ds + ": the archive's labels are written beside the data as " +
                       labels + "; choose another dataset path");
@@ -698,8 +717,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     auto shape = info->shape;
     shape[0] = end - first;
     const std::byte* part = bytes->data() + first * row;
-    w->add_side_dataset(hdf5_labels_dataset, lt, shape, part);
-    if (!o.labels_out.empty()) {
+    w->add_side_dataset(labels_beside, lt, shape, part);
+    if (!o.labels_out.empty() && !labels_in_output) {
       // An HDF5 labels file named without a dataset gets /labels, as beside HDF5 data.
       dataset_spec ls = parse_dataset_spec(o.labels_out);
       if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;

@@ -64,6 +64,13 @@ double codec_offset(input_source& src, const offset_choice& choice = {});
 input_source open_input(const dataset_spec& spec, layout lay,
                         std::optional<double> replace = std::nullopt);
 
+/** open_input's first half: the dataset opened and its dtype checked, no geometry yet. */
+input_source open_input_source(const dataset_spec& spec, std::optional<double> replace);
+
+/** open_input's second half: the geometry of `in` in layout `lay`; a shape that cannot have
+ *  it is an invalid_argument error naming the file. */
+void apply_layout(input_source& in, layout lay);
+
 /** Samples per chunk for a target of chunk_mb MiB of coefficients, the input side capped at
  *  64 MiB, at least one sample; rounded to whole read units of `preferred_rows` samples
  *  (an HDF5 chunk) when that is not smaller than one unit. */

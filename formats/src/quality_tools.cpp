@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "dctchop/error.hpp"
@@ -19,10 +22,32 @@ using namespace detail;
 
 namespace {
 
-std::string fmt(double v, const char* f = "%.4g") {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
+/** A measured figure and the gate it failed, as text: the gate as the shortest number that
+ *  reads back as it, the figure with at least `digits` significant digits and more where
+ *  fewer would put it on the gate or past it ("max abs error 193.0001 exceeds 193", not
+ *  "193 exceeds 193"). */
+std::pair<std::string, std::string> apart(double measured, double gate, int digits) {
+  auto text = [](double v, int p) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*g", p, v);
+    return std::string(b);
+  };
+  std::string g = text(gate, 17);
+  for (int p = 1; p < 17; ++p) {
+    if (std::strtod(text(gate, p).c_str(), nullptr) == gate) {
+      g = text(gate, p);
+      break;
+    }
+  }
+  std::string m = text(measured, 17);
+  for (int p = digits; p < 17; ++p) {
+    const double r = std::strtod(text(measured, p).c_str(), nullptr);
+    if (r != gate && (r < gate) == (measured < gate)) {
+      m = text(measured, p);
+      break;
+    }
+  }
+  return {m, g};
 }
 
 }  // namespace
@@ -170,17 +195,17 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   verify_result res;
   const std::string holds = r.display_name() + " holds " + shape_text(h.geom.shape()) + " " +
                             std::string(to_string(h.type));
-  // Read the input with the archive's layout; a shape that cannot have it is a mismatch.
-  std::optional<input_source> opened;
+  // The input as compressed: with the replacement of NaN and Inf that the header records.
+  // Errors in opening it (a file to name a dataset of, say) are errors; a shape that cannot
+  // have the archive's layout is a mismatch.
+  input_source src = open_input_source(input, h.nonfinite_replacement);
   try {
-    // The input as compressed: with the replacement of NaN and Inf that the header records.
-    opened.emplace(open_input(input, h.geom.lay, h.nonfinite_replacement));
+    apply_layout(src, h.geom.lay);
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
     res.mismatch = holds + " " + std::string(to_string(h.geom.lay)) + "; " + e.what();
     return res;
   }
-  input_source& src = *opened;
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
     res.mismatch = holds + " but " + src.name() + " is " + shape_text(src.geom.shape()) + " " +
                    std::string(to_string(src.type));
@@ -262,8 +287,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
       res.failures.push_back("PSNR is undefined: the data is constant (range 0), so "
                              "--min-psnr cannot hold");
     } else if (q.psnr_db && *q.psnr_db < *o.min_psnr) {
-      res.failures.push_back("PSNR " + fmt(*q.psnr_db, "%.3f") + " dB is below --min-psnr " +
-                             fmt(*o.min_psnr));
+      const auto [v, gate] = apart(*q.psnr_db, *o.min_psnr, 5);
+      res.failures.push_back("PSNR " + v + " dB is below --min-psnr " + gate);
     }
   }
   if (o.min_ssim) {
@@ -271,13 +296,13 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
       res.failures.push_back(std::string("SSIM is undefined: ") +
                              ssim_missing_reason(q.ssim_state) + "; --min-ssim cannot hold");
     } else if (*q.ssim < *o.min_ssim) {
-      res.failures.push_back("SSIM " + fmt(*q.ssim, "%.5f") + " is below --min-ssim " +
-                             fmt(*o.min_ssim));
+      const auto [v, gate] = apart(*q.ssim, *o.min_ssim, 5);
+      res.failures.push_back("SSIM " + v + " is below --min-ssim " + gate);
     }
   }
   if (o.max_error && q.max_abs_error > *o.max_error) {
-    res.failures.push_back("max abs error " + fmt(q.max_abs_error) + " exceeds --max-error " +
-                           fmt(*o.max_error));
+    const auto [v, gate] = apart(q.max_abs_error, *o.max_error, 4);
+    res.failures.push_back("max abs error " + v + " exceeds --max-error " + gate);
   }
   return res;
 }

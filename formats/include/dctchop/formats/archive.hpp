@@ -3,6 +3,7 @@
  */
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,8 @@ namespace dctchop::formats {
 inline constexpr std::uint16_t archive_major = 1;
 inline constexpr std::uint16_t archive_minor = 0;
 inline constexpr std::uint32_t archive_alignment = 4096;
+/** The first 8 bytes of every archive (ARCHIVE.md, "Preamble"). */
+inline constexpr std::array<unsigned char, 8> archive_magic = {0x89, 'D', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
 
 /** What the archive header says about the dataset and the codec. */
 struct archive_header {
