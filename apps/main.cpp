@@ -807,7 +807,8 @@ int main(int argc, char** argv) {
       const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" && !named(d_out, ".npy");
       if (d_json) {
         auto j = r.to_json();
-        if (npy_elsewhere) j["notes"] = {fmt::format("{} holds NPY data, whatever its name says", d_out)};
+        auto& notes = j["notes"] = nlohmann::json::array();
+        if (npy_elsewhere) notes.push_back(fmt::format("{} holds NPY data, whatever its name says", d_out));
         print_json_report(j, d_in, d_out);
       } else if (!d_quiet) {
         if (npy_elsewhere) {

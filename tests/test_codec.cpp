@@ -647,6 +647,24 @@ TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
     same(std::uint16_t{}, dtype::u16, 32768.0, coeff_type::f32);
     same(std::int16_t{}, dtype::i16, 0.0, coeff_type::f32);
   }
+  // Coefficients too large for f16 (u16 data near its extremes: DC up to 8 x 32767) are found
+  // by both copies, in the same sample, with the same bytes stored: the AVX2 copy stores f16
+  // eight at a time, and checks them so.
+  for (int rep = 0; rep < 8; ++rep) {
+    geometry g{layout::nhw, 6, 1, 8 + rng() % 24, 8 + rng() % 60};
+    std::vector<std::uint16_t> x(g.samples * g.values_per_sample(), 40000);
+    const u64 bad_sample = 1 + rng() % (g.samples - 1);
+    for (u64 i = 0; i < g.values_per_sample(); ++i) x[bad_sample * g.values_per_sample() + i] = 65535;
+    codec_params p{8, 4, coeff_type::f16, 32768};
+    std::vector<std::byte> c1(g.samples * coeff_bytes_per_sample(p, g)), c2(c1.size());
+    std::atomic<std::uint64_t> bad1{~0ull}, bad2{~0ull};
+    auto in = make_view(g, dtype::u16, static_cast<const void*>(x.data()), g.samples);
+    detail::generic::encode_batch(p, in, c1.data(), 1, bad1);
+    detail::avx2::encode_batch(p, in, c2.data(), 1, bad2);
+    EXPECT_EQ(bad1.load(), bad_sample);
+    EXPECT_EQ(bad2.load(), bad_sample);
+    EXPECT_EQ(c1, c2);
+  }
 #endif
 }
 

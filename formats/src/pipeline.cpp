@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <future>
 #include <vector>
@@ -594,7 +595,15 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (!o.labels_out.empty()) {
     const dataset_spec ls = parse_dataset_spec(o.labels_out);
     check_not_same(input, ls.path);
-    const bool same = ls.path == output || (output != "-" && same_file(output, ls.path));
+    // (by name too, as the output may not exist yet: out.h5 and ./out.h5 are one file)
+    const auto canonical = [](const std::string& p) {
+      std::error_code ec;
+      const auto c = std::filesystem::weakly_canonical(p, ec);
+      return ec ? p : c.string();
+    };
+    const bool same = ls.path == output ||
+                      (output != "-" && ls.path != "-" &&
+                       (same_file(output, ls.path) || canonical(output) == canonical(ls.path)));
     if (same && out.kind == file_kind::hdf5 && ls.kind == file_kind::hdf5) {
       labels_in_output = true;
       if (!ls.dataset.empty()) labels_beside = ls.dataset.front() == '/' ? ls.dataset : "/" + ls.dataset;

@@ -195,10 +195,9 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   verify_result res;
   const std::string holds = r.display_name() + " holds " + shape_text(h.geom.shape()) + " " +
                             std::string(to_string(h.type));
-  // The input as compressed: with the replacement of NaN and Inf that the header records.
-  // Errors in opening it (a file to name a dataset of, say) are errors; a shape that cannot
-  // have the archive's layout is a mismatch.
-  input_source src = open_input_source(input, h.nonfinite_replacement);
+  // Errors in opening the input (a file to name a dataset of, say) are errors; a shape that
+  // cannot have the archive's layout is a mismatch.
+  input_source src = open_input_source(input, std::nullopt);
   try {
     apply_layout(src, h.geom.lay);
   } catch (const error& e) {
@@ -211,6 +210,9 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                    std::string(to_string(src.type));
     return res;
   }
+  // The input as compressed: with the replacement of NaN and Inf that the header records
+  // (which fits the dtype, being the archive's).
+  if (is_float(src.type)) src.nonfinite_replacement = h.nonfinite_replacement;
 
   // R for float data: the range recorded at compression, else a first pass over a file.
   std::optional<double> range;

@@ -77,13 +77,20 @@ py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_load
  *  KeyboardInterrupt here) and passes the latest (done, total) to `progress`, a Python
  *  callable or None. A Python exception from either cancels the work at its next chunk: the
  *  library then throws, its unfinished outputs are removed, and the Python exception
- *  propagates once the work has stopped. */
+ *  propagates once the work has stopped.
+ *
+ *  All or nothing: when the last chunk is written (done == total) the work waits for one more
+ *  check here before it finishes its outputs, so that an exception raised until then leaves
+ *  no output. A signal after that check is left pending, for Python to raise once the call
+ *  has returned, as for any call that ends as the signal comes. */
 template <typename Result, typename Work>
 Result run_interruptible(Work&& work, const py::object& progress) {
   struct shared {
     std::mutex m;
     std::condition_variable cv;
     bool finished = false;
+    bool last_written = false;  // the work waits at its last chunk ...
+    bool last_checked = false;  // ... until this thread has checked once more
     std::atomic<bool> cancel{false};
     std::atomic<u64> done{0}, total{0};
     std::exception_ptr failure;
@@ -92,6 +99,13 @@ Result run_interruptible(Work&& work, const py::object& progress) {
   const formats::progress_fn report = [&s](u64 done, u64 total) {
     s.total.store(total);
     s.done.store(done);
+    if (done == total && !s.cancel.load()) {
+      std::unique_lock lock(s.m);
+      s.last_written = true;
+      s.cv.notify_all();
+      s.cv.wait(lock, [&] { return s.last_checked || s.cancel.load(); });
+      s.last_written = s.last_checked = false;  // (a target search writes again)
+    }
     if (s.cancel.load()) throw error(errc::interrupted, "interrupted");
   };
   std::thread t;
@@ -108,44 +122,61 @@ Result run_interruptible(Work&& work, const py::object& progress) {
       s.cv.notify_all();
     });
   }
-  u64 reported = 0;
-  bool finished = false;
-  std::optional<py::error_already_set> raised;
-  auto wait = [&](bool until_finished) {
+  auto stop = [&] {  // cancel the work and wait for it, without the GIL
+    {
+      std::lock_guard lock(s.m);
+      s.cancel.store(true);
+      s.cv.notify_all();
+    }
     py::gil_scoped_release release;
-    std::unique_lock lock(s.m);
-    if (until_finished) {
-      s.cv.wait(lock, [&] { return s.finished; });
-    } else {
-      s.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return s.finished; });
-    }
-    finished = s.finished;
+    t.join();
   };
-  auto poll = [&] {
-    try {
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      const u64 done = s.done.load();
-      if (!progress.is_none() && done != reported) {
-        reported = done;
-        progress(done, s.total.load());
+  std::optional<py::error_already_set> raised;
+  try {
+    u64 reported = 0;
+    bool committing = false;  // past the last chunk's check: signals wait for the return
+    for (;;) {
+      bool finished = false, last = false;
+      {
+        py::gil_scoped_release release;
+        std::unique_lock lock(s.m);
+        s.cv.wait_for(lock, std::chrono::milliseconds(50),
+                      [&] { return s.finished || (s.last_written && !s.last_checked); });
+        finished = s.finished;
+        last = s.last_written && !s.last_checked;
       }
-    } catch (py::error_already_set& e) {
-      raised = std::move(e);
+      if (finished) break;  // (failed, or made no progress call: nothing left to check)
+      const u64 done = s.done.load();
+      if (committing && done != s.total.load()) committing = false;  // writing again
+      try {
+        if (!committing && PyErr_CheckSignals() != 0) throw py::error_already_set();
+        if (!progress.is_none() && done != reported) {
+          reported = done;
+          progress(done, s.total.load());
+        }
+      } catch (py::error_already_set& e) {
+        raised = std::move(e);
+        break;
+      }
+      if (last) {  // checked: the work finishes its outputs, no longer to be cancelled
+        std::lock_guard lock(s.m);
+        s.last_checked = true;
+        s.cv.notify_all();
+        committing = true;
+      }
     }
-  };
-  while (!finished && !raised) {
-    wait(false);
-    poll();
+  } catch (...) {
+    stop();  // an error of this thread's own (memory): the work must not outlive the call
+    throw;
   }
   if (raised) {
-    s.cancel.store(true);
-    wait(true);
+    stop();
+    throw std::move(*raised);  // the caller's exception wins over the work's
   }
   {
     py::gil_scoped_release release;
     t.join();
   }
-  if (raised) throw std::move(*raised);  // the caller's exception wins over the work's
   if (s.failure) std::rethrow_exception(s.failure);
   return result;
 }

@@ -692,13 +692,13 @@ std::vector<Real> matrix_as(int block) {
 }
 
 template <typename Real>
-scratch<Real> make_scratch(int block, int k, const strip_geometry& g) {
+scratch<Real> make_scratch(int block, int k, const strip_geometry& g, bool encode) {
   scratch<Real> s;
   const u64 n = g.wp * g.ci;
   // 32 values of slack: store_u8_row reads its last vector step whole
   s.row.resize(static_cast<u64>(block) * n + 32);
   s.y.resize(static_cast<u64>(k) * n);
-  s.crow.resize(g.wb * k * k);  // encode: a strip's K coefficient rows; decode: one
+  s.crow.resize(g.wb * k * (encode ? k : 1));  // encode: a strip's K coefficient rows; decode: one
   return s;
 }
 
@@ -739,7 +739,8 @@ void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, 
   (void)threads;                      // unused in a build without OpenMP
   DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
   {
-    auto s = make_scratch<Real>(B, p.chop, bp.g);
+    // (encoding reads a const view)
+    auto s = make_scratch<Real>(B, p.chop, bp.g, std::is_same_v<View, const_sample_view>);
     DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
       const u64 item = static_cast<u64>(it);

@@ -206,6 +206,11 @@ def check_compress_progress_and_interrupt(d):
         return progress, lambda: None
 
     check(stopped_mid_way(d, x, Stop, raising), "an exception from progress leaves no output")
+    # All or nothing: compress waits for a last check after its last chunk, so an exception
+    # then (here the first and only progress call of a one-chunk compress) leaves no archive.
+    for n in (1, 10, 100):
+        raises(Stop, lambda: dctchop.compress(x[:n], f"{d}/last.dcz", progress=raising({})[0]))
+        check(not [f for f in os.listdir(d) if "last.dcz" in f], f"{n} samples: no archive left")
 
     def signalling(done):
         # Another thread sends SIGINT once a chunk is written, while compress runs without

@@ -99,7 +99,8 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     with (samples written, samples in total) as chunks are written, at most every 50 ms.
 
     Ctrl-C (KeyboardInterrupt), or an exception raised by progress, stops compress after the
-    chunk at hand and propagates; the unfinished output is removed.
+    chunk at hand and propagates; the unfinished output is removed. Once the last chunk is
+    written and checked, compress finishes: a Ctrl-C then is raised after it returns.
 
         report = dctchop.compress(x_train, "train.dcz", chop=4, labels=y_train)
         print(report["ratio"], report["quality"]["psnr_db"])
