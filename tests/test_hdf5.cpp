@@ -1324,6 +1324,13 @@ TEST(Hdf5Cli, LabelsOutNamingADatasetOfTheHdf5OutputPutsTheLabelsThere) {
     EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/y/labels"), k_labels);
     EXPECT_FALSE(h5_exists(f.get(), "/labels")) << "the labels are where --labels-out says";
   }
+  // The same file named another way (the output does not exist yet to compare inodes).
+  must(dir, "decompress a.dcz -o three.h5 -q --labels-out ./three.h5:/y");
+  {
+    auto f = h5_open(dir.file("three.h5"));
+    ASSERT_TRUE(h5_exists(f.get(), "/y"));
+    EXPECT_EQ(h5_read<std::int64_t>(f.get(), "/y"), k_labels);
+  }
   // The file alone: the labels go to /labels beside the data, as without --labels-out.
   must(dir, "decompress a.dcz -o two.h5 -q --labels-out two.h5");
   {
