@@ -598,8 +598,10 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     // (by name too, as the output may not exist yet: out.h5 and ./out.h5 are one file)
     const auto canonical = [](const std::string& p) {
       std::error_code ec;
-      const auto c = std::filesystem::weakly_canonical(p, ec);
-      return ec ? p : c.string();
+      const auto a = std::filesystem::absolute(p, ec);
+      if (ec) return p;
+      const auto c = std::filesystem::weakly_canonical(a, ec);
+      return ec ? a.string() : c.string();
     };
     const bool same = ls.path == output ||
                       (output != "-" && ls.path != "-" &&
