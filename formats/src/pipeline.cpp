@@ -169,7 +169,7 @@ pipeline_workers make_workers(backend& be, u64 slot_bytes) {
 }
 
 std::optional<double> float_range(const dataset_spec& spec, layout lay,
-                                  std::optional<double> replace) {
+                                  std::optional<double> replace, const progress_fn& progress) {
   if (spec.path == "-") return std::nullopt;
   input_source s = open_input(spec, lay, replace);
   if (!is_float(s.type) || !s.rereadable()) return std::nullopt;
@@ -181,6 +181,7 @@ std::optional<double> float_range(const dataset_spec& spec, layout lay,
     const u64 k = std::min(spc, n - first);
     s.read(first, k, buf.data());
     vr.add(make_view(s.geom, s.type, static_cast<const void*>(buf.data()), k));
+    if (progress) progress(0, n);  // (a chance to cancel)
   }
   return vr.empty ? std::nullopt : std::optional<double>(vr.max - vr.min);
 }
@@ -283,7 +284,7 @@ std::string fmt_db(const std::optional<double>& v) {
  *  return the trials up to the first that meets the target. */
 std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_params p,
                                          std::optional<double> range, const quality_target& t,
-                                         bool ssim, int threads) {
+                                         bool ssim, int threads, const progress_fn& progress) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
   const u64 m = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / ibps));
   codec_params all = p;
@@ -304,6 +305,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
     if (tr.meets) return trials;
+    if (progress) progress(0, n);  // (a chance to cancel)
   }
   const auto& last = trials.back().q;
   throw error(errc::quality_not_met,
@@ -544,11 +546,12 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   // every value and takes the same max - min at the end.
   std::optional<double> range;
   if (measure && is_float(src.type) && (o.ssim || o.target.any()))
-    range = float_range(in, o.lay, o.nonfinite_replacement);
+    range = float_range(in, o.lay, o.nonfinite_replacement, o.progress);
 
   std::vector<chop_trial> trials;
   if (o.target.any()) {
-    trials = search_on_sample(src, be, p, range, o.target, o.ssim || o.target.ssim, o.threads);
+    trials = search_on_sample(src, be, p, range, o.target, o.ssim || o.target.ssim, o.threads,
+                              o.progress);
     p.chop = trials.back().chop;
   }
   for (;;) {

@@ -88,9 +88,10 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
 std::string utc_now();
 
 /** R for float data, by a first pass over a rereadable input (nullopt for stdin and integer
- *  types). */
+ *  types). `progress`, when set, is called with (0, samples) after each part read. */
 std::optional<double> float_range(const dataset_spec& spec, layout lay,
-                                  std::optional<double> replace = std::nullopt);
+                                  std::optional<double> replace = std::nullopt,
+                                  const progress_fn& progress = {});
 
 /** The footer members compress adds beside the index (ARCHIVE.md): the input's size, the
  *  measured quality when there is one, and the count of replaced NaN/Inf values when the

@@ -89,7 +89,9 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   std::vector<combo> combos;
   std::optional<double> range;
   // SSIM needs float data's range up front; PSNR takes it from the values at the end.
-  if (is_float(src.type) && o.ssim) range = float_range(input, o.lay, o.nonfinite_replacement);
+  if (is_float(src.type) && o.ssim) {
+    range = float_range(input, o.lay, o.nonfinite_replacement, o.progress);
+  }
   const double offset = codec_offset(src, o.offset);
   for (auto ct : coeffs) {
     for (int k : o.chops) {
@@ -222,7 +224,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
         f["quality"]["range"].is_number()) {
       range = f["quality"]["range"].get<double>();
     } else {
-      range = float_range(input, h.geom.lay, h.nonfinite_replacement);
+      range = float_range(input, h.geom.lay, h.nonfinite_replacement, o.progress);
     }
   }
   quality_accumulator acc(h.type, range, true);

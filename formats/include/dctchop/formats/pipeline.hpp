@@ -25,7 +25,9 @@ inline double gb_per_s(std::uint64_t bytes, double seconds) {
   return seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
 }
 
-/** Called after each chunk with (samples done, samples in total). May throw to cancel. */
+/** Called after each chunk with (samples done, samples in total), and with (0, total) during
+ *  the passes that come before the first chunk (a float input's range, a target's trials).
+ *  May throw to cancel. */
 using progress_fn = std::function<void(std::uint64_t, std::uint64_t)>;
 
 /** Quality targets: the smallest chop (largest ratio) whose measured quality meets all. */
