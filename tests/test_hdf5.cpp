@@ -1113,6 +1113,17 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   EXPECT_FALSE(std::filesystem::exists(dir.file("r.raw")));
 }
 
+TEST(Hdf5Cli, ATruncatedHdf5InputIsBadInputThatSaysSo) {
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  const std::string whole = read_bytes(dir.file("t.h5"));
+  write_bytes(dir.file("cut.h5"), whole.substr(0, whole.size() / 2));
+  auto c = cli(dir, "compress cut.h5 -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "cut.h5: a truncated HDF5 file")) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
+}
+
 TEST(Hdf5Cli, DecompressOntoAnExistingHdf5FileExits6UnlessForced) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));

@@ -76,6 +76,20 @@ class quiet_hdf5 {
   void* data_ = nullptr;
 };
 
+/** What the HDF5 library said of the call that just failed: its innermost error's text, or
+ *  empty. (Called under quiet_hdf5, which keeps the library from printing the stack.) */
+std::string hdf5_error_text() {
+  std::string text;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        if (e->desc != nullptr && *e->desc != '\0') *static_cast<std::string*>(out) = e->desc;
+        return 0;
+      },
+      &text);
+  return text;
+}
+
 h5_id check(hid_t id, h5_id::closer c, errc code, const std::string& what) {
   if (id < 0) throw error(code, what);
   return h5_id(id, c);
@@ -217,8 +231,16 @@ class hdf5_source final : public sample_source {
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
       throw error(errc::bad_input, spec.path + ": not an HDF5 file");
     }
-    file_ = check(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, errc::io,
-                  spec.path + ": cannot open the HDF5 file");
+    file_ = h5_id(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!file_.valid()) {
+      // An HDF5 signature, but the library cannot open it: say why, where it says.
+      const std::string why = hdf5_error_text();
+      if (why.find("truncated") != std::string::npos) {
+        throw error(errc::bad_input, spec.path + ": a truncated HDF5 file (" + why + ")");
+      }
+      throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
+                                (why.empty() ? std::string() : " (" + why + ")"));
+    }
     dataset_ = spec.dataset.empty() ? choose(spec.purpose, spec.not_this) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     const std::string nm = name();
