@@ -309,10 +309,14 @@ class hdf5_source final : public sample_source {
     }
     if (first + count > shape_[0]) throw error(errc::internal, name() + ": rows out of range");
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
-    check(H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
-                  H5P_DEFAULT, dst),
-          errc::io, name() + ": read of rows " + std::to_string(first) + ".." +
-                        std::to_string(first + count - 1) + " failed (damaged file?)");
+    if (H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
+                H5P_DEFAULT, dst) < 0) {
+      const std::string why = hdf5_error_text();
+      throw error(errc::io, name() + ": read of rows " + std::to_string(first) + ".." +
+                                std::to_string(first + count - 1) + " failed (" +
+                                (why.empty() ? std::string("damaged file?") : why + "; damaged file?") +
+                                ")");
+    }
   }
 
  private:
