@@ -520,6 +520,13 @@ TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
   });
 }
 
+TEST(Cli, AnOffsetTooFarFromTheValuesForAnyTypeIsNamedAsTheCause) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  check_bad_cases(dir, {{"compress in.npy -o a.dcz --offset 1e39", 3,
+                         "the offset 1e+39 lies far from the values"}});
+}
+
 TEST(Cli, FilesGivenInTheWrongPlaceAreNamedForWhatTheyAre) {
   temp_dir dir;
   make_u8(dir, "in.npy");

@@ -153,7 +153,19 @@ int region_threads(int threads) {
     char b[64];
     std::snprintf(b, sizeof b, "%.3g", max_dev);
     suggestion = std::string("no coefficient type can hold coefficients this large (|x - offset| "
-                             "up to ") + b + "); rescale the data";
+                             "up to ") + b + "); ";
+    // The offset far outside values that would fit (--offset 1e39, say) is the thing to change.
+    const bool values_fit = hi >= lo && p.block * std::max(std::fabs(lo), std::fabs(hi)) < 3.0e38;
+    if (values_fit && (p.offset < lo || p.offset > hi)) {
+      char o[160];
+      std::snprintf(o, sizeof o,
+                    "the offset %.3g lies far from the values, which lie in [%.6g, %.6g]; choose "
+                    "one among them (--offset mean)",
+                    p.offset, lo, hi);
+      suggestion += o;
+    } else {
+      suggestion += "rescale the data";
+    }
   }
   throw error(errc::out_of_range,
               "a DCT coefficient does not fit " + std::string(to_string(p.coeff)) + "; " +
