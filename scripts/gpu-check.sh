@@ -205,6 +205,9 @@ done
 echo "input bytes: $((N * 196608))" | tee -a "$OUT/gpu-e2e.txt"
 if [ "$E2E" != 1 ]; then
   echo "end-to-end comparison: skipped" | tee -a "$OUT/gpu-e2e.txt"
+elif [ ! -f "$WORK/back-cuda.raw" ] || [ ! -f "$WORK/back-cpu.raw" ]; then
+  echo "end-to-end comparison: not made (a run above FAILED)" | tee -a "$OUT/gpu-e2e.txt"
+  FAILED=1
 elif cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
   echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
 else
