@@ -1038,11 +1038,16 @@ TEST(Hdf5Cli, TwoDatasetsNamedImagesAreAmbiguous) {
     auto f = h5_create(dir.file("tt.h5"));
     h5_write(f.get(), "/train/images", H5T_STD_U8LE, {4, 8, 8}, std::vector<std::uint8_t>(256, 1));
     h5_write(f.get(), "/test/images", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 2));
+    h5_write(f.get(), "/count", H5T_STD_I64LE, {1}, std::vector<std::int64_t>{6});  // 1-D: not images
+    h5_write_strings(f.get(), "/names", {2});
   }
   auto c = cli(dir, "compress tt.h5 -o a.dcz");
   EXPECT_EQ(c.status, 2) << describe(c);
   EXPECT_TRUE(contains(c.err, "/train/images (4, 8, 8)")) << c.err;
   EXPECT_TRUE(contains(c.err, "/test/images (2, 8, 8)")) << c.err;
+  // The candidates are the datasets that could be meant, not every dataset in the file.
+  EXPECT_FALSE(contains(c.err, "/count")) << c.err;
+  EXPECT_FALSE(contains(c.err, "/names")) << c.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
 }
 

@@ -358,10 +358,13 @@ class hdf5_source final : public sample_source {
       }
     }
     if (chosen.empty()) {
+      std::string candidates;  // the datasets that could be meant, not every one in the file
+      for (const auto& c : fit)
+        candidates += (candidates.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
       throw error(errc::invalid_argument,
                   path_ + (labels ? ": name the labels dataset (--labels FILE.h5:/path)"
                                   : ": name the dataset (FILE.h5:/path or --dataset)") +
-                      "; candidates: " + list);
+                      "; candidates: " + candidates);
     }
     note_ = "using " + std::string(labels ? "labels " : "dataset ") + chosen + " of " + path_;
     return chosen;
