@@ -49,29 +49,28 @@ const fs::path& scratch() {
 std::string archive_of(const std::string& name, u64 n, u64 h, u64 w, u64 c) {
   static std::map<std::string, std::string> made;
   if (auto it = made.find(name); it != made.end()) return it->second;
-  const fs::path npy = scratch() / (name + ".npy"), dcz = scratch() / (name + ".dcz");
+  const fs::path dcz = scratch() / (name + ".dcz");
   std::vector<u64> shape{n, h, w};
   if (c > 1) shape.push_back(c);
-  auto out = formats::npy_writer::create(npy.string(), *formats::parse_npy_descr("|u1"), shape,
-                                         true);
   std::mt19937 rng(1);
   std::normal_distribution<float> noise(0.f, 8.f);
-  std::vector<std::uint8_t> sample(h * w * c);
+  const u64 per = h * w * c;
+  std::vector<std::uint8_t> data(n * per);  // compressed from memory, as dctchop.compress does
   for (u64 s = 0; s < n; ++s) {
-    for (u64 i = 0; i < sample.size(); ++i) {
+    for (u64 i = 0; i < per; ++i) {
       const float base = 128.f + 60.f * std::sin(static_cast<float>(i % 997 + s) / 50.f);
-      sample[i] = static_cast<std::uint8_t>(std::clamp(base + noise(rng), 0.f, 255.f));
+      data[s * per + i] = static_cast<std::uint8_t>(std::clamp(base + noise(rng), 0.f, 255.f));
     }
-    out.write_rows(sample.data(), 1);
   }
-  out.finish();
+  formats::dataset_spec in;
+  in.path = "<" + name + ">";
+  in.memory = formats::dataset_spec::memory_array{*formats::parse_npy_descr("|u1"), shape, data.data()};
   formats::compress_options o;
   o.chop = 4;
   o.measure_quality = false;
   o.overwrite = true;
   auto be = make_backend(backend_kind::cpu);
-  formats::compress_npy(npy.string(), dcz.string(), *be, o);
-  fs::remove(npy);
+  formats::compress(in, dcz.string(), *be, o);
   return made[name] = dcz.string();
 }
 
