@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -13,7 +12,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -431,20 +429,10 @@ void print_info_text(const nlohmann::json& j) {
   }
 }
 
-/** Whether a file name ends with the extension `ext` (".npy"), in any case. */
-bool named(const std::string& path, std::string_view ext) {
-  if (path.size() < ext.size()) return false;
-  for (std::size_t i = 0; i < ext.size(); ++i) {
-    const char c = path[path.size() - ext.size() + i];
-    if (std::tolower(static_cast<unsigned char>(c)) != ext[i]) return false;
-  }
-  return true;
-}
-
 /** A note when compress writes its archive to a name that says another format. */
 std::string archive_name_note(const std::string& out) {
-  for (std::string_view ext : {".npy", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
-    if (named(out, ext)) {
+  for (const char* ext : {".npy", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
+    if (formats::name_ends_with(out, ext)) {
       return fmt::format("{} holds a dctchop archive, whatever its name says (archives are named "
                          ".dcz; decompress writes {} files)", out, ext);
     }
@@ -804,7 +792,7 @@ int main(int argc, char** argv) {
       auto r = formats::decompress(d_in, spec, *be, o);
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word.
-      const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" && !named(d_out, ".npy");
+      const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" && !formats::name_ends_with(d_out, ".npy");
       if (d_json) {
         auto j = r.to_json();
         auto& notes = j["notes"] = nlohmann::json::array();

@@ -16,16 +16,9 @@ namespace {
 
 using u64 = std::uint64_t;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  if (s.size() < suffix.size()) return false;
-  std::string tail = s.substr(s.size() - suffix.size());
-  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
-  return tail == suffix;
-}
-
 bool hdf5_name(const std::string& path) {
-  return ends_with(path, ".h5") || ends_with(path, ".hdf5") || ends_with(path, ".he5") ||
-         ends_with(path, ".hdf");
+  return name_ends_with(path, ".h5") || name_ends_with(path, ".hdf5") ||
+         name_ends_with(path, ".he5") || name_ends_with(path, ".hdf");
 }
 
 /** The product of the shape times `itemsize` (values or bytes); bad_input if it overflows. */
@@ -239,7 +232,7 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     const bool whole_exists = ::stat(text.c_str(), &st) == 0;
     const bool file_exists = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
     const bool folder_exists = ::stat((file + ":").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    if (ends_with(file, ".npy") && !whole_exists && !folder_exists) {
+    if (name_ends_with(file, ".npy") && !whole_exists && !folder_exists) {
       // "x.npy:/a": a dataset path after a file that holds one array, not a folder "x.npy:"
       throw error(errc::invalid_argument, text + ": " + file + " is a .npy name; a dataset "
                                           "path needs an HDF5 file (FILE.h5:/path)");
@@ -264,7 +257,7 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     }
     return s;
   }
-  if (!dataset.empty() && ends_with(text, ".npy")) {
+  if (!dataset.empty() && name_ends_with(text, ".npy")) {
     // --dataset makes a file HDF5 whatever its name; a .npy name is almost surely a slip, and
     // an HDF5 file written under it would mislead every later reader.
     throw error(errc::invalid_argument, text + ": a .npy name, but --dataset " + dataset +
@@ -279,6 +272,13 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
 }
 
 }  // namespace
+
+bool name_ends_with(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  std::string tail = s.substr(s.size() - suffix.size());
+  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
+  return tail == suffix;
+}
 
 dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset, bool raw) {
   dataset_spec s = split_spec(text, dataset, raw);

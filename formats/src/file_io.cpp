@@ -432,4 +432,17 @@ bool same_file(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+bool same_output(const std::string& a, const std::string& b) {
+  if (a == "-" || b == "-") return a == b;
+  if (same_file(a, b)) return true;
+  const auto absolute = [](const std::string& p) {
+    std::error_code ec;
+    const auto full = std::filesystem::absolute(p, ec);
+    if (ec) return p;
+    const auto c = std::filesystem::weakly_canonical(full, ec);  // (a name that does not exist
+    return ec ? full.string() : c.string();                      //  yet stays as it is)
+  };
+  return absolute(a) == absolute(b);
+}
+
 }  // namespace dctchop::formats

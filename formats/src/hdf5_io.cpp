@@ -185,6 +185,13 @@ struct candidate {
   bool numeric = false;
 };
 
+/** "path (shape), path (shape)", for messages. */
+std::string listing(const std::vector<candidate>& datasets) {
+  std::string out;
+  for (const auto& c : datasets) out += (out.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
+  return out;
+}
+
 /** Every dataset in the file, with its shape and whether it is numeric. */
 std::vector<candidate> list_datasets(hid_t file) {
   std::vector<candidate> out;
@@ -330,8 +337,6 @@ class hdf5_source final : public sample_source {
     for (const auto& c : all)
       if (c.numeric && c.shape.size() >= (labels ? 1u : 2u) && c.path != not_this)
         fit.push_back(c);
-    std::string list;
-    for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
     if (fit.empty()) {
       throw error(errc::bad_input,
                   path_ + (labels ? ": holds no dataset for labels (numeric, 1 or more axes" +
@@ -339,7 +344,7 @@ class hdf5_source final : public sample_source {
                                                           : ", other than " + not_this + ")")
                                   : ": holds no image-like dataset (numeric, 2 or more axes)") +
                       (all.empty() ? std::string("; the file holds no dataset at all")
-                                   : "; datasets: " + list));
+                                   : "; datasets: " + listing(all)));
     }
     std::string chosen;
     if (fit.size() == 1) {
@@ -358,23 +363,18 @@ class hdf5_source final : public sample_source {
       }
     }
     if (chosen.empty()) {
-      std::string candidates;  // the datasets that could be meant, not every one in the file
-      for (const auto& c : fit)
-        candidates += (candidates.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
       throw error(errc::invalid_argument,
                   path_ + (labels ? ": name the labels dataset (--labels FILE.h5:/path)"
                                   : ": name the dataset (FILE.h5:/path or --dataset)") +
-                      "; candidates: " + candidates);
+                      "; candidates: " + listing(fit));  // the ones that could be meant
     }
     note_ = "using " + std::string(labels ? "labels " : "dataset ") + chosen + " of " + path_;
     return chosen;
   }
 
   std::string list_hint() const {
-    auto all = list_datasets(file_.get());
-    std::string list;
-    for (const auto& c : all) list += (list.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
-    return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + list + ")";
+    const auto all = list_datasets(file_.get());
+    return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + listing(all) + ")";
   }
 
   std::string path_, dataset_, note_;

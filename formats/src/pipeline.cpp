@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <ctime>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <future>
 #include <vector>
@@ -595,23 +594,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // dataset of the same file; any other output cannot share its file with the labels.
   std::string labels_beside = hdf5_labels_dataset;
   bool labels_in_output = false;
+  std::optional<dataset_spec> labels_file;  // --labels-out, when it is a file of its own
   if (!o.labels_out.empty()) {
-    const dataset_spec ls = parse_dataset_spec(o.labels_out);
+    dataset_spec ls = parse_dataset_spec(o.labels_out);
     check_not_same(input, ls.path);
-    // (by name too, as the output may not exist yet: out.h5 and ./out.h5 are one file)
-    const auto canonical = [](const std::string& p) {
-      std::error_code ec;
-      const auto a = std::filesystem::absolute(p, ec);
-      if (ec) return p;
-      const auto c = std::filesystem::weakly_canonical(a, ec);
-      return ec ? a.string() : c.string();
-    };
-    const bool same = ls.path == output ||
-                      (output != "-" && ls.path != "-" &&
-                       (same_file(output, ls.path) || canonical(output) == canonical(ls.path)));
+    const bool same = same_output(output, ls.path);
     if (same && out.kind == file_kind::hdf5 && ls.kind == file_kind::hdf5) {
       labels_in_output = true;
-      if (!ls.dataset.empty()) labels_beside = ls.dataset.front() == '/' ? ls.dataset : "/" + ls.dataset;
+      if (!ls.dataset.empty()) labels_beside = ls.dataset;  // (parse_dataset_spec gave it its '/')
     } else if (same) {
       throw error(errc::invalid_argument,
                   o.labels_out + ": the labels and the decoded data cannot share one output");
@@ -620,6 +610,11 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     struct stat st {};
     if (!labels_in_output && !o.overwrite && ls.path != "-" && ::stat(ls.path.c_str(), &st) == 0) {
       throw error(errc::output_exists, ls.path + ": already exists (use -f to overwrite)");
+    }
+    if (!labels_in_output) {
+      // An HDF5 labels file named without a dataset gets /labels, as beside HDF5 data.
+      if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;
+      labels_file = std::move(ls);
     }
   }
   archive_reader r = archive_reader::open(input);
@@ -655,8 +650,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   }
   // HDF5 outputs get the labels beside the data: the data cannot be there.
   if (out.kind == file_kind::hdf5 && r.find_side_array("labels") != nullptr) {
-    std::string ds = out.dataset.empty() ? hdf5_default_dataset : out.dataset;
-    if (ds.front() != '/') ds = "/" + ds;
+    const std::string ds = out.dataset.empty() ? hdf5_default_dataset : out.dataset;
     const std::string& labels = labels_beside;
     if (ds == labels || ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0) {
       throw error(errc::invalid_argument,
@@ -732,11 +726,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     shape[0] = end - first;
     const std::byte* part = bytes->data() + first * row;
     w->add_side_dataset(labels_beside, lt, shape, part);
-    if (!o.labels_out.empty() && !labels_in_output) {
-      // An HDF5 labels file named without a dataset gets /labels, as beside HDF5 data.
-      dataset_spec ls = parse_dataset_spec(o.labels_out);
-      if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;
-      auto lw = create_dataset(ls, lt, shape, o.overwrite);
+    if (labels_file) {
+      auto lw = create_dataset(*labels_file, lt, shape, o.overwrite);
       lw->write_rows(part, end - first);
       lw->finish();
     }

@@ -132,6 +132,7 @@ int region_threads(int threads) {
                 static_cast<long long>(n));
   }
   const double bound = p.block * max_dev;
+  const bool offset_outside = hi >= lo && (p.offset < lo || p.offset > hi);  // (hi < lo: none finite)
   std::string suggestion;
   if (bound < 3.0e38 && p.coeff != coeff_type::f32) {
     suggestion = "use --coeff f32";
@@ -141,7 +142,7 @@ int region_threads(int threads) {
     const double largest = p.coeff == coeff_type::f16 ? 65504.0
                            : p.coeff == coeff_type::i16 ? 32767.0
                                                         : 3.0e38;
-    if (hi >= lo && (p.offset < lo || p.offset > hi) && p.block * (hi - lo) < 0.9 * largest) {
+    if (offset_outside && p.block * (hi - lo) < 0.9 * largest) {
       char b[200];
       std::snprintf(b, sizeof b,
                     ", or an offset among the values (--offset mean, or --offset V): this "
@@ -155,8 +156,7 @@ int region_threads(int threads) {
     suggestion = std::string("no coefficient type can hold coefficients this large (|x - offset| "
                              "up to ") + b + "); ";
     // The offset far outside values that would fit (--offset 1e39, say) is the thing to change.
-    const bool values_fit = hi >= lo && p.block * std::max(std::fabs(lo), std::fabs(hi)) < 3.0e38;
-    if (values_fit && (p.offset < lo || p.offset > hi)) {
+    if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < 3.0e38) {
       char o[160];
       std::snprintf(o, sizeof o,
                     "the offset %.3g lies far from the values, which lie in [%.6g, %.6g]; choose "

@@ -60,6 +60,9 @@ struct dataset_spec {
 dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset = {},
                                 bool raw = false);
 
+/** Whether a file name ends with `suffix` (".npy"), in any case: how names tell formats apart. */
+bool name_ends_with(const std::string& path, const std::string& suffix);
+
 /** Rows along axis 0 of a dataset, read in order or (when rereadable) anywhere. */
 class sample_source {
  public:

@@ -164,4 +164,8 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
  *  standard input, when it is redirected from a regular file; `b` "-" is never the same. */
 bool same_file(const std::string& a, const std::string& b);
 
+/** True when two outputs are or will be one file: same_file, or, where either does not exist
+ *  yet, the same absolute path (out.h5 and ./out.h5). "-" is only the same as "-". */
+bool same_output(const std::string& a, const std::string& b);
+
 }  // namespace dctchop::formats
