@@ -4,6 +4,8 @@
 // and every decoded HDF5 file is read back the same way.
 #include <hdf5.h>
 #include <gtest/gtest.h>
+#include <lzf.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/pipeline.hpp"
+#include "hdf5_filters.hpp"
 #include "test_util.hpp"
 
 #ifndef DCTCHOP_BINARY
@@ -1405,6 +1408,299 @@ TEST(Hdf5Cli, AFloat16DatasetIsNamedAsSuch) {
   auto c = cli(dir, "compress h.h5:/half -o a.dcz");
   EXPECT_EQ(c.status, 3) << describe(c);
   EXPECT_TRUE(contains(c.err, "float16")) << c.err;
+}
+
+
+// ---------------------------------------------------------------- compression filters
+
+/** The filter ids of a dataset's pipeline, in the order they were applied. */
+std::vector<H5Z_filter_t> h5_filters(hid_t file, const std::string& name) {
+  h5 d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  h5 dcpl(H5Dget_create_plist(d.get()), H5Pclose, "dcpl");
+  std::vector<H5Z_filter_t> ids;
+  for (int i = 0; i < H5Pget_nfilters(dcpl.get()); ++i) {
+    unsigned flags = 0, config = 0;
+    std::size_t n = 0;
+    ids.push_back(H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &n, nullptr, 0,
+                                 nullptr, &config));
+  }
+  return ids;
+}
+
+/** A chunked u8 dataset of `shape` whose pipeline is filter `id` (optional, client values `cd`),
+ *  with each chunk along axis 0 (extent 1) stored as the bytes encode(chunk's values) returns,
+ *  written straight to the file (H5Dwrite_chunk): neither dctchop's filters nor any plugin
+ *  makes them. */
+template <typename Encode>
+void h5_write_encoded(hid_t file, const std::string& name, const std::vector<u64>& shape,
+                      const std::vector<std::uint8_t>& data, H5Z_filter_t id,
+                      const std::vector<unsigned>& cd, Encode encode) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk = dims;
+  chunk[0] = 1;
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), "chunk");
+  h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
+  h5 d(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                  H5P_DEFAULT),
+       H5Dclose, "create " + name);
+  const u64 per = data.size() / shape[0];
+  for (u64 i = 0; i < shape[0]; ++i) {
+    const std::vector<std::uint8_t> part(data.begin() + static_cast<std::ptrdiff_t>(i * per),
+                                         data.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
+    const std::vector<std::uint8_t> bytes = encode(part, i);
+    std::vector<hsize_t> at(dims.size(), 0);
+    at[0] = i;
+    h5_check(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, at.data(), bytes.size(), bytes.data()),
+             "write chunk of " + name);
+  }
+}
+
+std::vector<std::uint8_t> zstd_frame(const std::vector<std::uint8_t>& v, bool with_size) {
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> c(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  ZSTD_CCtx_setParameter(c.get(), ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(c.get(), ZSTD_c_contentSizeFlag, with_size ? 1 : 0);
+  std::vector<std::uint8_t> out(ZSTD_compressBound(v.size()));
+  const std::size_t n = ZSTD_compress2(c.get(), out.data(), out.size(), v.data(), v.size());
+  if (ZSTD_isError(n)) throw std::runtime_error("test: ZSTD_compress2 failed");
+  out.resize(n);
+  if (ZSTD_getFrameContentSize(out.data(), out.size()) !=
+      (with_size ? v.size() : ZSTD_CONTENTSIZE_UNKNOWN)) {
+    throw std::runtime_error("test: the zstd frame does not record its size as asked");
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> lzf_block(const std::vector<std::uint8_t>& v) {
+  std::vector<std::uint8_t> out(v.size());
+  const unsigned n = lzf_compress(v.data(), static_cast<unsigned>(v.size()), out.data(),
+                                  static_cast<unsigned>(out.size()));
+  if (n == 0) throw std::runtime_error("test: lzf_compress found the data incompressible");
+  out.resize(n);
+  return out;
+}
+
+/** u8 NHWC images of flat 4x4 tiles: repeats that LZF finds (it leaves smooth gradients and
+ *  noise as they are, as chunks it cannot shrink). */
+std::vector<std::uint8_t> tiled_u8_nhwc(int n, int h, int w, int c) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * h * w * c);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int k = 0; k < c; ++k) v[i++] = static_cast<std::uint8_t>((x / 4) * 21 + (y / 4) * 13 + k * 40 + s * 7);
+  return v;
+}
+
+const std::string k_filters_h5 = std::string(DCTCHOP_SAMPLE_DIR) + "/hdf5/filters.h5";
+
+TEST(Hdf5Filters, DatasetsThatH5pyWroteWithEachFilterReadAsTheirUnfilteredCopy) {
+  // sample_data/hdf5/filters.h5 (make_filters.py): the same values stored with the filters
+  // of HDF5 itself, h5py's LZF and the Debian plugins of hdf5plugin's filters.
+  struct filtered {
+    std::string name;
+    std::vector<H5Z_filter_t> filters;
+  };
+  const std::vector<filtered> u8_sets = {
+      {"gzip_shuffle", {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE}},
+      {"lzf", {32000}},
+      {"lzf_shuffle", {H5Z_FILTER_SHUFFLE, 32000}},
+      {"blosc_lz4", {32001}},
+      {"blosc_zstd", {32001}},
+      {"lz4", {32004}},
+      {"bzip2", {307}},
+      {"fletcher32", {H5Z_FILTER_FLETCHER32}},
+      {"scaleoffset", {H5Z_FILTER_SCALEOFFSET}},
+      {"szip", {H5Z_FILTER_SZIP}},
+  };
+  const std::vector<filtered> f32_sets = {
+      {"f32_lzf", {H5Z_FILTER_SHUFFLE, 32000}},
+      {"f32_zfp_reversible", {32013}},
+  };
+  std::vector<std::byte> raw_u8, raw_f32;
+  {
+    auto f = h5_open(k_filters_h5);
+    const auto u8 = h5_read<std::uint8_t>(f.get(), "/raw_u8");
+    ASSERT_EQ(u8.size(), 4u * 12 * 12 * 3);
+    ASSERT_GT(*std::max_element(u8.begin(), u8.end()) - *std::min_element(u8.begin(), u8.end()), 100);
+    raw_u8 = as_bytes(u8);
+    raw_f32 = as_bytes(h5_read<float>(f.get(), "/raw_f32"));
+    ASSERT_EQ(raw_f32.size(), 3u * 12 * 12 * 4);
+    EXPECT_TRUE(h5_filters(f.get(), "/raw_u8").empty());
+    for (const auto& sets : {u8_sets, f32_sets})
+      for (const auto& d : sets)  // the file holds what the test claims it does
+        ASSERT_EQ(h5_filters(f.get(), "/" + d.name), d.filters) << d.name;
+  }
+  for (const auto& d : u8_sets) {
+    auto src = formats::open_dataset(parse_dataset_spec(k_filters_h5 + ":/" + d.name));
+    EXPECT_EQ(src->type().native_descr(), "|u1") << d.name;
+    EXPECT_EQ(read_all(*src), raw_u8) << d.name;
+    const u64 rb = src->row_bytes();
+    std::vector<std::byte> part(2 * rb);  // rows 1 and 2: the end of one chunk, the next's start
+    src->read_rows(1, 2, part.data());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), raw_u8.begin() + static_cast<std::ptrdiff_t>(rb)))
+        << d.name;
+  }
+  for (const auto& d : f32_sets) {
+    auto src = formats::open_dataset(parse_dataset_spec(k_filters_h5 + ":/" + d.name));
+    EXPECT_EQ(src->type().native_descr(), "<f4") << d.name;
+    EXPECT_EQ(read_all(*src), raw_f32) << d.name;
+  }
+}
+
+TEST(Hdf5Filters, ZstdFramesAndLzfBlocksWithoutARecordedSizeDecode) {
+  // Chunks encoded here with libzstd and liblzf and written as they are: frames with and
+  // without their content size (HDF Group's filter 32015 writes them with), and LZF blocks
+  // under the client values of h5py's filter before its revision 3, which record no size.
+  // A 48x48x3 chunk (6,912 bytes) is larger than the first output buffer LZF is given.
+  temp_dir dir;
+  const std::vector<u64> shape = {3, 48, 48, 3};
+  const auto values = tiled_u8_nhwc(3, 48, 48, 3);
+  {
+    auto f = h5_create(dir.file("z.h5"));
+    h5_write_encoded(f.get(), "/zstd", shape, values, 32015, {3},
+                     [](const std::vector<std::uint8_t>& v, u64 i) { return zstd_frame(v, i != 1); });
+    h5_write_encoded(f.get(), "/lzf_no_size", shape, values, 32000, {4, 261, 0},
+                     [](const std::vector<std::uint8_t>& v, u64) { return lzf_block(v); });
+  }
+  for (const std::string name : {"/zstd", "/lzf_no_size"}) {
+    auto src = formats::open_dataset(parse_dataset_spec(dir.file("z.h5") + ":" + name));
+    EXPECT_EQ(read_all(*src), as_bytes(values)) << name;
+  }
+  // And through the command, whose process has no other decoder of either.
+  auto c = cli(dir, "compress z.h5:/zstd -o z.dcz --chop 8 && "
+                    + dctchop::test::dctchop_bin() + " decompress z.dcz -o z.npy");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(load_npy(dir.file("z.npy")).raw, as_bytes(values)) << "chop 8 is exact for u8";
+}
+
+TEST(Hdf5Filters, DctchopsLzfAndZstdFiltersEncodeWhatTheReferenceLibrariesDecode) {
+  // HDF5's filter registry is the process's: another HDF5 user beside dctchop may write with
+  // the filters dctchop registers. Its chunks, read raw, are what liblzf and libzstd decode.
+  formats::detail::register_builtin_filters();
+  temp_dir dir;
+  const std::vector<u64> shape = {2, 48, 48, 3};
+  const auto values = tiled_u8_nhwc(2, 48, 48, 3);
+  const u64 per = values.size() / 2;
+  for (const auto& [id, cd] : std::vector<std::pair<H5Z_filter_t, std::vector<unsigned>>>{
+           {32000, {4, 261, static_cast<unsigned>(per)}}, {32015, {5}}}) {
+    const std::string name = "/f" + std::to_string(id);
+    {
+      auto f = h5_create(dir.file("w.h5"));
+      std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk = {1, 48, 48, 3};
+      h5 space(H5Screate_simple(4, dims.data(), nullptr), H5Sclose, "space");
+      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+      h5_check(H5Pset_chunk(dcpl.get(), 4, chunk.data()), "chunk");
+      h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
+      h5 d(H5Dcreate2(f.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                      H5P_DEFAULT),
+           H5Dclose, "create");
+      h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+               "write through the filter");
+    }
+    auto f = h5_open(dir.file("w.h5"));
+    h5 d(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Dclose, "open");
+    for (u64 i = 0; i < 2; ++i) {
+      const hsize_t at[4] = {i, 0, 0, 0};
+      hsize_t stored = 0;
+      h5_check(H5Dget_chunk_storage_size(d.get(), at, &stored), "chunk size");
+      ASSERT_GT(stored, 0u);
+      ASSERT_LT(stored, per) << name << ": the chunk was stored compressed";
+      std::vector<std::uint8_t> raw(stored), out(per);
+      std::uint32_t mask = ~0u;
+      h5_check(H5Dread_chunk(d.get(), H5P_DEFAULT, at, &mask, raw.data()), "read chunk");
+      EXPECT_EQ(mask, 0u) << name << ": the filter was applied";
+      std::size_t n = 0;
+      if (id == 32000) {
+        n = lzf_decompress(raw.data(), static_cast<unsigned>(raw.size()), out.data(),
+                           static_cast<unsigned>(out.size()));
+      } else {
+        EXPECT_EQ(ZSTD_getFrameContentSize(raw.data(), raw.size()), per) << "the frame's size";
+        n = ZSTD_decompress(out.data(), out.size(), raw.data(), raw.size());
+      }
+      ASSERT_EQ(n, per) << name;
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), values.begin() + static_cast<std::ptrdiff_t>(i * per)))
+          << name << " chunk " << i;
+    }
+  }
+}
+
+TEST(Hdf5Filters, CompressingAFilteredDatasetGivesTheArchiveOfItsUnfilteredCopy) {
+  temp_dir dir;
+  for (const std::string name : {"raw_u8", "lzf_shuffle", "blosc_lz4"}) {
+    auto c = cli(dir, "compress " + sh_quote(k_filters_h5 + ":/" + name) + " -o " + name +
+                          ".dcz -q && " + dctchop::test::dctchop_bin() + " decompress " + name +
+                          ".dcz -o " + name + ".npy -q");
+    ASSERT_EQ(c.status, 0) << name << "\n" << describe(c);
+  }
+  const auto raw = read_bytes(dir.file("raw_u8.npy"));
+  EXPECT_EQ(read_bytes(dir.file("lzf_shuffle.npy")), raw);
+  EXPECT_EQ(read_bytes(dir.file("blosc_lz4.npy")), raw);
+}
+
+TEST(Hdf5Filters, AFilterThatCannotBeLoadedIsBadInputNamingItAndWhatProvidesIt) {
+  // With an empty plugin folder HDF5 finds no blosc plugin: dctchop says so when it opens the
+  // dataset, before any output exists. An unregistered id is named by number. LZF and
+  // Zstandard need no plugin.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("odd.h5"));
+    h5_write_encoded(f.get(), "/odd", {2, 8, 8}, std::vector<std::uint8_t>(128, 9), 32999, {},
+                     [](const std::vector<std::uint8_t>& v, u64) { return v; });
+  }
+  std::filesystem::create_directory(dir.file("no_plugins"));
+  const std::string env = "HDF5_PLUGIN_PATH=" + sh_quote(dir.file("no_plugins")) + " ";
+  const auto before = dir.entries();
+  struct refused {
+    std::string input;
+    std::vector<std::string> names;
+  };
+  for (const auto& r : std::vector<refused>{
+           {sh_quote(k_filters_h5 + ":/blosc_lz4"),
+            {"filters.h5:/blosc_lz4", "32001 (blosc)", "hdf5-filter-plugin-blosc-serial"}},
+           {sh_quote(k_filters_h5 + ":/bzip2"), {"/bzip2", "307 (bzip2)", "hdf5-filter-plugin"}},
+           {"odd.h5:/odd", {"odd.h5:/odd", "filter 32999", "HDF5_PLUGIN_PATH"}}}) {
+    auto c = sh(dir, env + "DCTCHOP compress " + r.input + " -o out.dcz");
+    EXPECT_EQ(c.status, 3) << r.input << "\n" << describe(c);
+    EXPECT_EQ(count_lines(c.err), 1u) << c.err;
+    for (const auto& n : r.names) EXPECT_TRUE(contains(c.err, n)) << "lacks " << n << ": " << c.err;
+    EXPECT_EQ(dir.entries(), before) << r.input << " left files behind";
+  }
+  auto ok = sh(dir, env + "DCTCHOP compress " + sh_quote(k_filters_h5 + ":/lzf") +
+                        " -o lzf.dcz -q");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+}
+
+TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
+  temp_dir dir;
+  // A deflate stream with bytes changed in its middle (zlib's checksum fails), and a chunk
+  // of filter 32015 that is no zstd frame at all.
+  std::filesystem::copy_file(k_filters_h5, dir.file("f.h5"));
+  {
+    haddr_t at = 0;
+    hsize_t size = 0;
+    {
+      auto f = h5_open(dir.file("f.h5"));
+      h5 d(H5Dopen2(f.get(), "/gzip_shuffle", H5P_DEFAULT), H5Dclose, "open");
+      h5 space(H5Dget_space(d.get()), H5Sclose, "space");
+      unsigned mask = 0;
+      std::vector<hsize_t> offset(4);
+      h5_check(H5Dget_chunk_info(d.get(), space.get(), 1, offset.data(), &mask, &at, &size),
+               "chunk info");
+      ASSERT_GT(size, 40u);
+    }
+    auto bytes = read_bytes(dir.file("f.h5"));
+    for (hsize_t i = size / 2; i < size / 2 + 16; ++i) bytes[at + i] = static_cast<char>(bytes[at + i] ^ 0x5a);
+    write_bytes(dir.file("f.h5"), bytes);
+    auto f = h5_create(dir.file("z.h5"));
+    h5_write_encoded(f.get(), "/zstd", {2, 8, 8}, std::vector<std::uint8_t>(128, 9), 32015, {3},
+                     [](const std::vector<std::uint8_t>& v, u64) { return v; });
+  }
+  check_bad_cases(dir, {
+      {"compress f.h5:/gzip_shuffle -o out.dcz", 3,
+       {"f.h5:/gzip_shuffle", "rows 0..3", "compressed chunk does not decode", "damaged"}},
+      {"compress z.h5:/zstd -o out.dcz", 3, {"z.h5:/zstd", "does not decode"}},
+  });
 }
 
 }  // namespace

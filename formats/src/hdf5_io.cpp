@@ -22,6 +22,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/file_io.hpp"
 #include "direct_writer.hpp"
+#include "hdf5_filters.hpp"
 
 namespace dctchop::formats::detail {
 namespace {
@@ -88,6 +89,20 @@ std::string hdf5_error_text() {
       },
       &text);
   return text;
+}
+
+/** Whether the call that just failed failed in the filter pipeline: a compressed chunk that
+ *  its filter could not decode. */
+bool hdf5_filter_failed() {
+  bool in_filter = false;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        if (e->maj_num == H5E_PLINE) *static_cast<bool*>(out) = true;
+        return 0;
+      },
+      &in_filter);
+  return in_filter;
 }
 
 h5_id check(hid_t id, h5_id::closer c, errc code, const std::string& what) {
@@ -238,6 +253,7 @@ class hdf5_source final : public sample_source {
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
       throw error(errc::bad_input, spec.path + ": not an HDF5 file");
     }
+    register_builtin_filters();
     file_ = h5_id(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file_.valid()) {
       // An HDF5 signature, but the library cannot open it: say why, where it says.
@@ -271,6 +287,7 @@ class hdf5_source final : public sample_source {
     std::size_t cache_bytes = 1 << 20;
     {
       h5_id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
+      check_filters_available(dcpl.get(), nm);  // before any output is made
       if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
         std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
         H5Pget_chunk(dcpl.get(), nd, chunk.data());
@@ -319,8 +336,14 @@ class hdf5_source final : public sample_source {
     if (H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
       const std::string why = hdf5_error_text();
-      throw error(errc::io, name() + ": read of rows " + std::to_string(first) + ".." +
-                                std::to_string(first + count - 1) + " failed (" +
+      const std::string rows = name() + ": read of rows " + std::to_string(first) + ".." +
+                               std::to_string(first + count - 1) + " failed";
+      if (hdf5_filter_failed()) {  // the file's bytes, not the system, are at fault
+        throw error(errc::bad_input, rows + ": a compressed chunk does not decode (" +
+                                         (why.empty() ? std::string("filter failed") : why) +
+                                         "); the file is damaged");
+      }
+      throw error(errc::io, rows + " (" +
                                 (why.empty() ? std::string("damaged file?") : why + "; damaged file?") +
                                 ")");
     }
