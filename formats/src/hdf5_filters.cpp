@@ -1,8 +1,9 @@
-// HDF5 filters 32000 (LZF) and 32015 (Zstandard), and the check that every filter
-// of an input dataset can be decoded. The stream formats are those of the reference plugins:
-// h5py's lzf_filter.c (one raw LZF block per chunk; the chunk's size in bytes as the third
-// client value since its revision 3, 0 before) and HDF Group's registered Zstandard filter (one
-// zstd frame per chunk, written with ZSTD_compress, so its content size is in the frame).
+// HDF5 filters 32000 (LZF) and 32015 (Zstandard), and the check that every filter of an input
+// dataset can be decoded. The stream formats are those of the reference plugins: h5py's
+// lzf_filter.c (one raw LZF block per chunk; client values {filter revision 4, LZF API 0x105,
+// the chunk's size in bytes}, the size 0 in files of its revisions before 3) and HDF Group's
+// registered Zstandard filter (one zstd frame per chunk, written with ZSTD_compress, so the
+// frame records its content size; client value 0 is the level).
 #include "hdf5_filters.hpp"
 
 #include <lzf.h>
@@ -22,9 +23,24 @@ namespace {
 
 constexpr H5Z_filter_t k_lzf = 32000;
 constexpr H5Z_filter_t k_zstd = 32015;
+constexpr unsigned k_lzf_revision = 4;  // h5py's H5PY_FILTER_LZF_VERSION
 
 /** HDF5 limits a chunk to 2^32 - 1 bytes: no decoded chunk is larger. */
 constexpr std::size_t k_max_chunk = std::size_t(UINT32_MAX);
+
+/** The expected outputs of the dataset this thread is reading (decode_scope), or null. */
+thread_local const std::vector<filter_output>* t_outputs = nullptr;
+
+/** What filter `id` must decode a chunk to on this thread. */
+filter_output wanted(H5Z_filter_t id) {
+  if (t_outputs != nullptr)
+    for (const auto& o : *t_outputs)
+      if (o.id == id) return o;
+  return {id, k_max_chunk, false};
+}
+
+/** Whether a decoded size is what the dataset's chunks decode to. */
+bool fits(const filter_output& w, std::size_t n) { return w.exact ? n == w.bytes : n <= w.bytes; }
 
 /** Hands a filter's output to HDF5 in place of its input, as a filter must: allocated by HDF5's
  *  allocator, *buf_size the allocation's size. Returns the output's size. */
@@ -36,63 +52,90 @@ std::size_t replace(void** buf, std::size_t* buf_size, void* out, std::size_t al
   return used;
 }
 
+std::size_t lzf_encode(std::size_t nbytes, std::size_t* buf_size, void** buf) {
+  // Into at most the input's size: data that LZF cannot shrink fails, and HDF5 stores that
+  // chunk as it is (the filter is optional, as h5py's is).
+  void* out = H5allocate_memory(nbytes, false);
+  if (out == nullptr) return 0;
+  const unsigned n = lzf_compress(*buf, static_cast<unsigned>(nbytes), out,
+                                  static_cast<unsigned>(nbytes));
+  if (n == 0) {
+    H5free_memory(out);
+    return 0;
+  }
+  return replace(buf, buf_size, out, nbytes, n);
+}
+
 std::size_t lzf_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd_values[],
                        std::size_t nbytes, std::size_t* buf_size, void** buf) {
   if (nbytes > UINT_MAX) return 0;
-  if ((flags & H5Z_FLAG_REVERSE) == 0) {
-    // Encode into at most the input's size: data that LZF cannot shrink fails, and HDF5 stores
-    // that chunk as it is (the filter is optional, as h5py's is).
-    void* out = H5allocate_memory(nbytes, false);
-    if (out == nullptr) return 0;
-    const unsigned n = lzf_compress(*buf, static_cast<unsigned>(nbytes), out,
-                                    static_cast<unsigned>(nbytes));
-    if (n == 0) {
-      H5free_memory(out);
-      return 0;
-    }
-    return replace(buf, buf_size, out, nbytes, n);
-  }
-  // The exact size when the writer recorded it; otherwise a guess that grows.
-  std::size_t size = cd_nelmts >= 3 && cd_values[2] != 0 ? cd_values[2] : std::max<std::size_t>(*buf_size, 4096);
+  if ((flags & H5Z_FLAG_REVERSE) == 0) return lzf_encode(nbytes, buf_size, buf);
+  const filter_output w = wanted(k_lzf);
+  const std::size_t recorded = cd_nelmts >= 3 ? cd_values[2] : 0;
+  if (recorded != 0 && !fits(w, recorded)) return 0;  // the file contradicts itself
+  // The size the dataset or the writer gives; otherwise a guess that grows.
+  std::size_t size = w.exact ? w.bytes : recorded != 0 ? recorded : std::max<std::size_t>(*buf_size, 4096);
   for (;;) {
-    size = std::min(size, k_max_chunk);
+    size = std::max<std::size_t>(std::min(size, w.bytes), 1);
     void* out = H5allocate_memory(size, false);
     if (out == nullptr) return 0;
     errno = 0;
     const unsigned n = lzf_decompress(*buf, static_cast<unsigned>(nbytes), out,
                                       static_cast<unsigned>(size));
-    if (n != 0) return replace(buf, buf_size, out, size, n);
+    if (n != 0 && fits(w, n) && (recorded == 0 || n == recorded)) {
+      return replace(buf, buf_size, out, size, n);
+    }
     const int why = errno;
     H5free_memory(out);
-    if (why != E2BIG || size == k_max_chunk) return 0;  // EINVAL: not LZF data (damaged)
+    // EINVAL: not LZF data; a size other than the chunk's: damaged either way.
+    if (n != 0 || why != E2BIG || size >= w.bytes || recorded != 0) return 0;
     size *= 2;
   }
 }
 
+/** An LZF filter's client values as h5py's set_local writes them, the chunk's size included,
+ *  so that h5py's readers and ours can allocate exactly. */
+herr_t lzf_set_local(hid_t dcpl, hid_t type, hid_t) {
+  unsigned flags = 0, cd[3] = {0, 0, 0};
+  std::size_t n = 3;
+  if (H5Pget_filter_by_id2(dcpl, k_lzf, &flags, &n, cd, 0, nullptr, nullptr) < 0) return -1;
+  hsize_t dims[H5S_MAX_RANK];
+  const int nd = H5Pget_chunk(dcpl, H5S_MAX_RANK, dims);
+  const std::size_t item = H5Tget_size(type);
+  if (nd <= 0 || item == 0) return -1;
+  std::size_t bytes = item;
+  for (int i = 0; i < nd; ++i) bytes = dims[i] != 0 && bytes <= k_max_chunk / dims[i] ? bytes * dims[i] : 0;
+  cd[0] = k_lzf_revision;
+  cd[1] = LZF_VERSION;
+  cd[2] = bytes <= k_max_chunk ? static_cast<unsigned>(bytes) : 0;
+  return H5Pmodify_filter(dcpl, k_lzf, flags, 3, cd);
+}
+
 /** A frame that does not record its size (not written by the reference filter), streamed
- *  into a buffer that grows. */
-std::size_t zstd_decode_unsized(std::size_t nbytes, std::size_t* buf_size, void** buf) {
+ *  into a buffer that grows up to the size the dataset allows. */
+std::size_t zstd_decode_unsized(const filter_output& w, std::size_t nbytes, std::size_t* buf_size,
+                                void** buf) {
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   if (dctx == nullptr) return 0;
-  std::size_t size = std::max<std::size_t>(4 * nbytes, 1 << 16), used = 0;
+  std::size_t size = w.exact ? w.bytes : std::max<std::size_t>(4 * nbytes, 1 << 16), used = 0;
   void* out = nullptr;
   ZSTD_inBuffer in{*buf, nbytes, 0};
-  std::size_t result = 0;
   for (;;) {
-    size = std::min(size, k_max_chunk);
+    size = std::max<std::size_t>(std::min(size, w.bytes), 1);
     void* grown = H5resize_memory(out, size);
     if (grown == nullptr) break;
     out = grown;
     ZSTD_outBuffer o{out, size, used};
-    result = ZSTD_decompressStream(dctx, &o, &in);
+    const std::size_t result = ZSTD_decompressStream(dctx, &o, &in);
     used = o.pos;
     if (ZSTD_isError(result)) break;
     if (result == 0 && in.pos == in.size) {  // the frame is complete and every byte used
+      if (!fits(w, used)) break;
       ZSTD_freeDCtx(dctx);
       return replace(buf, buf_size, out, size, used);
     }
     if (o.pos == o.size) {  // the buffer is full: grow it
-      if (size == k_max_chunk) break;
+      if (size >= w.bytes) break;  // more than a chunk of this dataset holds
       size *= 2;
     } else if (in.pos == in.size) {
       break;  // truncated: the input ended inside a frame
@@ -119,9 +162,11 @@ std::size_t zstd_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd
     }
     return replace(buf, buf_size, out, bound, n);
   }
+  const filter_output w = wanted(k_zstd);
   const unsigned long long n = ZSTD_getFrameContentSize(*buf, nbytes);
-  if (n == ZSTD_CONTENTSIZE_ERROR || (n != ZSTD_CONTENTSIZE_UNKNOWN && n > k_max_chunk)) return 0;
-  if (n == ZSTD_CONTENTSIZE_UNKNOWN) return zstd_decode_unsized(nbytes, buf_size, buf);
+  if (n == ZSTD_CONTENTSIZE_ERROR) return 0;
+  if (n == ZSTD_CONTENTSIZE_UNKNOWN) return zstd_decode_unsized(w, nbytes, buf_size, buf);
+  if (n > k_max_chunk || !fits(w, static_cast<std::size_t>(n))) return 0;  // before allocating
   const std::size_t size = std::max<std::size_t>(static_cast<std::size_t>(n), 1);
   void* out = H5allocate_memory(size, false);
   if (out == nullptr) return 0;
@@ -145,10 +190,14 @@ bool decodable(H5Z_filter_t id) {
 /** Registers filter `id`, in place of any other of that id: whether a plugin of it would load
  *  depends on the machine (Debian's LZF plugin loads only in a process that already holds
  *  liblzf), and the stream format is the same. */
-void register_filter(H5Z_filter_t id, const char* name, H5Z_func_t f) {
-  const H5Z_class2_t c{H5Z_CLASS_T_VERS, id, 1, 1, name, nullptr, nullptr, f};
-  H5Zregister(&c);
+void register_filter(H5Z_filter_t id, const char* name, H5Z_set_local_func_t set_local,
+                     H5Z_func_t f) {
+  const H5Z_class2_t c{H5Z_CLASS_T_VERS, id, 1, 1, name, nullptr, set_local, f};
+  const herr_t status = H5Zregister(&c);
   H5Eclear2(H5E_DEFAULT);
+  if (status < 0) {
+    throw error(errc::internal, "the HDF5 library refused to register filter " + std::to_string(id));
+  }
 }
 
 struct known_filter {
@@ -158,7 +207,7 @@ struct known_filter {
 };
 
 // The registered third-party filters that ML and HPC datasets use most (HDF Group's list of
-// registered filter plugins); a dataset with another filter is named by id.
+// registered filter plugins); another filter is named by id and the name in the file.
 constexpr known_filter k_known[] = {
     {307, "bzip2", "hdf5-filter-plugin"},
     {32001, "blosc", "hdf5-filter-plugin-blosc-serial"},
@@ -170,39 +219,87 @@ constexpr known_filter k_known[] = {
     {32026, "blosc2", ""},
 };
 
+/** The id, flags and name (as the file records it) of filter `index` of `dcpl`. */
+struct filter_entry {
+  H5Z_filter_t id = -1;
+  unsigned flags = 0;
+  std::string name;
+};
+
+filter_entry filter_at(hid_t dcpl, unsigned index) {
+  unsigned config = 0;
+  std::size_t nvalues = 0;
+  char text[128] = {};
+  filter_entry e;
+  e.id = H5Pget_filter2(dcpl, index, &e.flags, &nvalues, nullptr, sizeof text, text, &config);
+  e.name = text;
+  return e;
+}
+
 }  // namespace
 
 void register_builtin_filters() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    register_filter(k_lzf, "lzf (dctchop)", lzf_filter);
-    register_filter(k_zstd, "zstd (dctchop)", zstd_filter);
-  });
+  // Once per process, and again for a filter that was unregistered since (H5Zunregister).
+  static std::mutex m;
+  static bool done = false;
+  const std::lock_guard<std::mutex> lock(m);
+  if (!done || H5Zfilter_avail(k_lzf) <= 0) register_filter(k_lzf, "lzf (dctchop)", lzf_set_local, lzf_filter);
+  if (!done || H5Zfilter_avail(k_zstd) <= 0) register_filter(k_zstd, "zstd (dctchop)", nullptr, zstd_filter);
+  H5Eclear2(H5E_DEFAULT);
+  done = true;
 }
 
-void check_filters_available(hid_t dcpl, const std::string& name) {
+std::vector<filter_output> expected_outputs(hid_t dcpl, std::size_t chunk_bytes) {
+  std::vector<filter_output> out;
+  std::size_t size = chunk_bytes;  // what enters filter i at write time, at most
+  bool exact = true;
   const int n = H5Pget_nfilters(dcpl);
   for (int i = 0; i < n; ++i) {
-    unsigned flags = 0, config = 0;
-    std::size_t nvalues = 0;
-    char text[128] = {};
-    const H5Z_filter_t id =
-        H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &nvalues, nullptr, sizeof text,
-                       text, &config);
-    if (id < 0 || decodable(id)) continue;
+    const H5Z_filter_t id = filter_at(dcpl, static_cast<unsigned>(i)).id;
+    if (id == k_lzf || id == k_zstd) out.push_back({id, std::min(size, k_max_chunk), exact});
+    if (id == H5Z_FILTER_SHUFFLE) continue;
+    if (id == H5Z_FILTER_FLETCHER32) {
+      size += 4;
+      continue;
+    }
+    // A compressor before ours (unusual): its output may exceed its input a little.
+    size += size / 8 + 1024;
+    exact = false;
+  }
+  return out;
+}
+
+decode_scope::decode_scope(const std::vector<filter_output>& outputs) : previous_(t_outputs) {
+  t_outputs = &outputs;
+}
+
+decode_scope::~decode_scope() { t_outputs = previous_; }
+
+std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name) {
+  std::vector<missing_filter> out;
+  const int n = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < n; ++i) {
+    const filter_entry e = filter_at(dcpl, static_cast<unsigned>(i));
+    if (e.id < 0 || decodable(e.id)) continue;
     const known_filter* k = nullptr;
     for (const auto& f : k_known)
-      if (f.id == id) k = &f;
-    std::string what = "HDF5 filter " + std::to_string(id);
-    if (k != nullptr) what += " (" + std::string(k->name) + ")";
+      if (f.id == e.id) k = &f;
+    std::string what = "HDF5 filter " + std::to_string(e.id);
+    if (k != nullptr) {
+      what += " (" + std::string(k->name) + ")";
+    } else if (!e.name.empty()) {
+      what += " (\"" + e.name + "\")";
+    }
     const std::string fix =
         k != nullptr && *k->package != '\0'
-            ? "install Debian's " + std::string(k->package) + ", or set HDF5_PLUGIN_PATH to a "
-                                                              "folder that holds its plugin"
+            ? "install Debian's " + std::string(k->package) +
+                  ", or set HDF5_PLUGIN_PATH to a folder that holds its plugin"
             : "set HDF5_PLUGIN_PATH to a folder that holds a plugin for it";
-    throw error(errc::bad_input, name + ": is compressed with " + what +
-                                     ", which this HDF5 library cannot load: " + fix);
+    out.push_back({static_cast<unsigned>(i), (e.flags & H5Z_FLAG_OPTIONAL) != 0,
+                   name + ": is compressed with " + what +
+                       ", which this HDF5 library cannot load: " + fix});
   }
+  return out;
 }
 
 }  // namespace dctchop::formats::detail

@@ -1,26 +1,64 @@
 // Internal: HDF5 compression filters of input datasets. HDF5 decodes a filtered chunk through
 // the filter registered under its id, loading a plugin when none is registered. dctchop adds
-// filters of its own for two common filters that Debian 12 ships no working plugin for, and
-// refuses a dataset whose filter cannot be loaded at open, naming the filter and its package,
-// instead of failing at the first read.
+// filters of its own for two common ones that Debian 12 ships no working plugin for, checks
+// what they decode against the dataset being read (HDF5 1.10 does not check a filter's output
+// size), and names a filter that cannot be loaded, with its package, when the dataset opens.
 #pragma once
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace dctchop::formats::detail {
 
 /** Registers dctchop's HDF5 filters 32000 (LZF, h5py's `compression="lzf"`; Debian 12's
  *  hdf5-plugin-lzf cannot be loaded: its library lacks liblzf) and 32015 (Zstandard; no Debian
- *  plugin), in place of any other filter of those ids (same formats). Once per process; the
- *  registry is the HDF5 library's, shared with any other HDF5 user in the process, so each
- *  filter also encodes, as the reference plugins do (dctchop itself writes no filtered data). */
+ *  plugin), in place of any other filter of those ids (same formats). Once per process, and
+ *  again for one unregistered since; the registry is the HDF5 library's, shared with any other HDF5 user in the process, so each
+ *  filter also encodes, as the reference plugins do (dctchop itself writes no filtered data).
+ *  Serial HDF5 is not thread-safe: dctchop calls HDF5 from one thread at a time (its Python
+ *  module reads no HDF5). Throws errc::internal if HDF5 refuses the registration. */
 void register_builtin_filters();
 
-/** Throws errc::bad_input naming the first filter of a dataset's creation property list `dcpl`
- *  that this process cannot decode: its id and name, and the Debian package (or
- *  HDF5_PLUGIN_PATH) that would provide it. `name` is the file and dataset, for the message. */
-void check_filters_available(hid_t dcpl, const std::string& name);
+/** What one of dctchop's filters in a dataset's pipeline must decode a chunk to: exactly
+ *  `bytes` when the filters applied before it at write time have known sizes (shuffle keeps
+ *  the size, fletcher32 adds 4), else at most `bytes`. */
+struct filter_output {
+  H5Z_filter_t id = 0;
+  std::size_t bytes = 0;
+  bool exact = false;
+};
+
+/** The outputs dctchop's filters must give for a dataset whose creation property list is
+ *  `dcpl` and whose chunks hold `chunk_bytes` bytes. Empty when it uses neither filter. */
+std::vector<filter_output> expected_outputs(hid_t dcpl, std::size_t chunk_bytes);
+
+/** While alive, dctchop's filters on this thread check their output against `outputs` (those
+ *  of the dataset being read) and fail, as for damaged data, on any other size. Elsewhere
+ *  they only refuse outputs larger than an HDF5 chunk can be. */
+class decode_scope {
+ public:
+  explicit decode_scope(const std::vector<filter_output>& outputs);
+  ~decode_scope();
+  decode_scope(const decode_scope&) = delete;
+  decode_scope& operator=(const decode_scope&) = delete;
+
+ private:
+  const std::vector<filter_output>* previous_;
+};
+
+/** A filter of a dataset that this process cannot decode. */
+struct missing_filter {
+  unsigned index = 0;     ///< its place in the pipeline (its bit in a chunk's filter mask)
+  bool optional = false;  ///< a chunk may have been stored without it
+  std::string message;    ///< "NAME: is compressed with HDF5 filter ..., which ...: install ..."
+};
+
+/** The filters of `dcpl` that cannot be decoded here, each with the message that names it and
+ *  the Debian package (or HDF5_PLUGIN_PATH) that would provide it. `name` is the file and
+ *  dataset, for the messages. */
+std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name);
 
 }  // namespace dctchop::formats::detail

@@ -105,6 +105,24 @@ bool hdf5_filter_failed() {
   return in_filter;
 }
 
+/** Whether the first chunk of a chunked dataset was stored through filter `index` of its
+ *  pipeline (its bit of the chunk's filter mask is clear). True when HDF5 cannot tell. */
+bool first_chunk_uses(hid_t dset, unsigned index) {
+  h5_id space(H5Dget_space(dset), H5Sclose);
+  hsize_t chunks = 0;
+  if (!space.valid() || H5Dget_num_chunks(dset, space.get(), &chunks) < 0) return true;
+  if (chunks == 0) return false;  // nothing written: nothing to decode
+  const int nd = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> offset(static_cast<std::size_t>(std::max(nd, 1)));
+  unsigned mask = 0;
+  haddr_t address = 0;
+  hsize_t size = 0;
+  if (H5Dget_chunk_info(dset, space.get(), 0, offset.data(), &mask, &address, &size) < 0) {
+    return true;
+  }
+  return (mask & (1u << index)) == 0;
+}
+
 h5_id check(hid_t id, h5_id::closer c, errc code, const std::string& what) {
   if (id < 0) throw error(code, what);
   return h5_id(id, c);
@@ -287,7 +305,15 @@ class hdf5_source final : public sample_source {
     std::size_t cache_bytes = 1 << 20;
     {
       h5_id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
-      check_filters_available(dcpl.get(), nm);  // before any output is made
+      // A filter that cannot be loaded, before any output is made. A chunk may have been
+      // stored without an optional filter (HDF5 does so when the filter cannot shrink it):
+      // that one is refused when the first chunk used it, else when a chunk that did is read.
+      for (auto& m : missing_filters(dcpl.get(), nm)) {
+        if (!m.optional || first_chunk_uses(probe.get(), m.index)) {
+          throw error(errc::bad_input, m.message);
+        }
+        if (missing_.empty()) missing_ = std::move(m.message);
+      }
       if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
         std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
         H5Pget_chunk(dcpl.get(), nd, chunk.data());
@@ -301,6 +327,7 @@ class hdf5_source final : public sample_source {
         cache_bytes = static_cast<std::size_t>(
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
                           u64(64) << 20));
+        outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
         // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
         // cache, and reads a part of one without reading it whole: a cache would only add a
         // copy of every byte.
@@ -333,11 +360,16 @@ class hdf5_source final : public sample_source {
     }
     if (first + count > shape_[0]) throw error(errc::internal, name() + ": rows out of range");
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
+    decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
       const std::string why = hdf5_error_text();
       const std::string rows = name() + ": read of rows " + std::to_string(first) + ".." +
                                std::to_string(first + count - 1) + " failed";
+      // A chunk stored with an optional filter that cannot be loaded here.
+      if (!missing_.empty() && why.find("not registered") != std::string::npos) {
+        throw error(errc::bad_input, missing_ + " (" + rows + ")");
+      }
       if (hdf5_filter_failed()) {  // the file's bytes, not the system, are at fault
         throw error(errc::bad_input, rows + ": a compressed chunk does not decode (" +
                                          (why.empty() ? std::string("filter failed") : why) +
@@ -401,6 +433,8 @@ class hdf5_source final : public sample_source {
   }
 
   std::string path_, dataset_, note_;
+  std::string missing_;  // an optional filter that cannot be loaded: the message naming it
+  std::vector<filter_output> outputs_;  // what dctchop's filters decode a chunk to
   h5_id file_, dset_;
   npy_dtype type_;
   std::vector<u64> shape_;

@@ -9,7 +9,9 @@ plugins of hdf5-filter-plugin, hdf5-filter-plugin-blosc-serial and
 hdf5-filter-plugin-zfp-serial. The LZF datasets are written by h5py's own LZF filter.
 
 /raw_u8: u8 NHWC (4, 12, 12, 3), chunked (2, 12, 12, 3), no filter; every other u8 dataset
-holds the same values. /raw_f32: f32 NHW (3, 12, 12), likewise for the f32 datasets.
+holds the same values, and every chunk of them went through its filters. /raw_f32: f32 NHW
+(3, 12, 12), likewise for the f32 datasets. /noise_blosc_stored_raw: random bytes (2, 12, 12, 3)
+under blosc, which stored every chunk without it; /noise_u8 the same values unfiltered.
 """
 import os
 
@@ -21,15 +23,19 @@ HERE = os.path.relpath(os.path.dirname(os.path.abspath(__file__)))
 
 
 def images(n=4, h=12, w=12):
-    """Smooth colour gradients with mild noise (compressible, not constant)."""
-    rng = np.random.default_rng(32000)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    """Colour gradients in flat 2x2 tiles: values every compressor shrinks (a chunk that a filter
+    cannot shrink is stored without it, and would test nothing), not constant."""
+    y, x = np.mgrid[0:h, 0:w] // 2
     out = np.empty((n, h, w, 3), np.uint8)
     for i in range(n):
-        img = np.stack([128 + 90 * np.sin((c + 1) * x / w + (i + 1) * y / h + c) for c in range(3)], -1)
-        img += rng.normal(0, 3, img.shape)
-        out[i] = np.clip(np.rint(img), 0, 255).astype(np.uint8)
+        img = np.stack([40 + 25 * ((c + 1) * x + (i + 1) * y % 7) for c in range(3)], -1)
+        out[i] = np.clip(img, 0, 255).astype(np.uint8)
     return out
+
+
+def noise(n=2, h=12, w=12):
+    """Random bytes, which no compressor shrinks."""
+    return np.random.default_rng(32001).integers(0, 256, (n, h, w, 3), dtype=np.uint8)
 
 
 def fields(n=3, h=12, w=12):
@@ -65,11 +71,21 @@ def main():
             f.create_dataset(name, data=u8, chunks=chunk_u8, **opts)
         for name, opts in f32_filters.items():
             f.create_dataset(name, data=f32, chunks=chunk_f32, **opts)
-    with h5py.File(path, "r") as f:  # every dataset reads back as written
-        for name in u8_filters:
-            assert np.array_equal(f[name][()], u8), name
-        for name in f32_filters:
-            assert np.array_equal(f[name][()], f32), name
+        # Blosc is optional, as every third-party filter h5py writes: it stores these chunks
+        # without it (their filter mask says so), and they read without its plugin.
+        f.create_dataset("noise_u8", data=noise(), chunks=chunk_u8)
+        f.create_dataset("noise_blosc_stored_raw", data=noise(), chunks=chunk_u8,
+                         **hdf5plugin.Blosc(cname="lz4"))
+    with h5py.File(path, "r") as f:  # every dataset reads back as written, every chunk filtered
+        for names, values in ((u8_filters, u8), (f32_filters, f32)):
+            for name in names:
+                d = f[name]
+                assert np.array_equal(d[()], values), name
+                masks = {d.id.get_chunk_info(i).filter_mask for i in range(d.id.get_num_chunks())}
+                assert masks == {0}, f"{name}: chunks stored without a filter: {masks}"
+        d = f["noise_blosc_stored_raw"]
+        assert np.array_equal(d[()], f["noise_u8"][()])
+        assert all(d.id.get_chunk_info(i).filter_mask == 1 for i in range(d.id.get_num_chunks()))
     print(f"{path}: {os.path.getsize(path)} bytes")
 
 
