@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -1680,6 +1681,126 @@ TEST(Hdf5Filters, DctchopsLzfAndZstdFiltersEncodeWhatTheReferenceLibrariesDecode
           << name << " chunk " << i;
     }
   }
+}
+
+/** A chunked dataset of `data` with the given pipeline, written through HDF5's filters (and
+ *  dctchop's LZF and zstd, registered in this process). `only_rows` > 0 writes only that
+ *  many leading rows: the chunks after them are never allocated. */
+template <typename T>
+void h5_write_filtered(hid_t file, const std::string& name, hid_t type, const std::vector<u64>& shape,
+                       const std::vector<u64>& chunk, const std::vector<T>& data,
+                       const std::vector<std::pair<H5Z_filter_t, std::vector<unsigned>>>& filters,
+                       u64 only_rows = 0) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end()), c(chunk.begin(), chunk.end());
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(c.size()), c.data()), "chunk");
+  for (const auto& [id, cd] : filters) {
+    h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
+  }
+  h5 d(H5Dcreate2(file, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+       H5Dclose, "create " + name);
+  if (only_rows == 0) {
+    h5_check(H5Dwrite(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "write");
+    return;
+  }
+  std::vector<hsize_t> start(dims.size(), 0), count = dims;
+  count[0] = only_rows;
+  h5 fs(H5Dget_space(d.get()), H5Sclose, "file space");
+  h5_check(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+           "rows");
+  h5 ms(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose, "mem");
+  h5_check(H5Dwrite(d.get(), native_type<T>(), ms.get(), fs.get(), H5P_DEFAULT, data.data()), "write rows");
+}
+
+TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
+  // Compressed chunks are read as stored and decoded by dctchop on several threads
+  // (decode_threads > 1) where HDF5 would decode them one at a time. Every dataset below is read
+  // both ways, whole and in row ranges that start and end inside chunks: chunks that split the
+  // other axes too, edge chunks that reach past an axis's end, chunks that a filter could not
+  // shrink (stored without it), never-written chunks (HDF5's fill value), big-endian values
+  // (converted by HDF5) and pipelines HDF5 reads alone (fletcher32, scale-offset).
+  formats::detail::register_builtin_filters();
+  temp_dir dir;
+  const std::pair<H5Z_filter_t, std::vector<unsigned>> shuffle{H5Z_FILTER_SHUFFLE, {}},
+      gzip{H5Z_FILTER_DEFLATE, {4}}, lzf{32000, {}}, zstd{32015, {3}},
+      fletcher{H5Z_FILTER_FLETCHER32, {}};
+  auto u8 = tiled_u8_nhwc(7, 20, 18, 3);
+  std::mt19937 rng(5);
+  for (std::size_t i = 3 * 20 * 18 * 3; i < 4 * 20 * 18 * 3; ++i) {
+    u8[i] = static_cast<std::uint8_t>(rng() >> 24);  // image 3 is noise
+  }
+  const auto u16 = smooth_u16_nchw(5, 2, 20, 18);
+  const auto f32 = dctchop::test::smooth_f32_nhw(6, 24, 18);
+  {
+    auto f = h5_create(dir.file("p.h5"));
+    const std::vector<u64> s8 = {7, 20, 18, 3};
+    h5_write_filtered(f.get(), "/gzip_shuffle", H5T_STD_U8LE, s8, {3, 20, 18, 3}, u8, {shuffle, gzip});
+    h5_write_filtered(f.get(), "/gzip_split", H5T_STD_U8LE, s8, {2, 8, 7, 2}, u8, {gzip});
+    h5_write_filtered(f.get(), "/lzf_edges", H5T_STD_U8LE, s8, {1, 16, 16, 3}, u8, {lzf});
+    h5_write_filtered(f.get(), "/lzf_noise_raw", H5T_STD_U8LE, s8, {1, 20, 18, 3}, u8, {shuffle, lzf});
+    h5_write_filtered(f.get(), "/zstd_partial", H5T_STD_U8LE, s8, {2, 20, 18, 3}, u8, {zstd}, 3);
+    h5_write_filtered(f.get(), "/u16_gzip", H5T_STD_U16LE, {5, 2, 20, 18}, {2, 1, 7, 18}, u16, {shuffle, gzip});
+    h5_write_filtered(f.get(), "/u16_be_gzip", H5T_STD_U16BE, {5, 2, 20, 18}, {2, 1, 7, 18}, u16, {gzip});
+    h5_write_filtered(f.get(), "/f32_zstd", H5T_IEEE_F32LE, {6, 24, 18}, {4, 24, 18}, f32, {shuffle, zstd});
+    h5_write_filtered(f.get(), "/f32_fletcher", H5T_IEEE_F32LE, {6, 24, 18}, {4, 24, 18}, f32, {fletcher, gzip});
+  }
+  {
+    auto f = h5_open(dir.file("p.h5"));
+    const auto masks = h5_chunk_masks(f.get(), "/lzf_noise_raw");
+    ASSERT_EQ(masks.size(), 7u);
+    EXPECT_EQ(masks[3], 2u) << "the noisy image's chunk was stored without LZF";
+    EXPECT_EQ(masks[0], 0u);
+    EXPECT_EQ(h5_chunk_masks(f.get(), "/zstd_partial").size(), 2u) << "chunks 2 and 3 never written";
+  }
+  for (const std::string name : {"/gzip_shuffle", "/gzip_split", "/lzf_edges", "/lzf_noise_raw",
+                                 "/zstd_partial", "/u16_gzip", "/u16_be_gzip", "/f32_zstd",
+                                 "/f32_fletcher"}) {
+    auto spec = parse_dataset_spec(dir.file("p.h5") + ":" + name);
+    auto hdf5 = formats::open_dataset(spec);
+    spec.decode_threads = 3;
+    auto threads = formats::open_dataset(spec);
+    const u64 rb = hdf5->row_bytes(), rows = hdf5->rows();
+    const auto whole = read_all(*hdf5);
+    ASSERT_EQ(read_all(*threads), whole) << name;
+    for (auto [first, count] : std::vector<std::pair<u64, u64>>{{1, 3}, {2, 1}, {0, rows}, {rows - 2, 2}, {3, 2}}) {
+      std::vector<std::byte> part(count * rb, std::byte{0x5a});
+      threads->read_rows(first, count, part.data());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(first * rb)))
+          << name << " rows " << first << "+" << count;
+    }
+  }
+  EXPECT_EQ(read_all(*formats::open_dataset(parse_dataset_spec(dir.file("p.h5") + ":/u16_gzip"))),
+            as_bytes(u16)) << "and HDF5 reads what was written";
+}
+
+TEST(Hdf5Filters, ADamagedChunkDecodedOnSeveralThreadsIsBadInputNamingItsRow) {
+  temp_dir dir;
+  std::filesystem::copy_file(k_filters_h5, dir.file("f.h5"));
+  {
+    haddr_t at = 0;
+    hsize_t size = 0;
+    {
+      auto f = h5_open(dir.file("f.h5"));
+      h5 d(H5Dopen2(f.get(), "/gzip_shuffle", H5P_DEFAULT), H5Dclose, "open");
+      h5 space(H5Dget_space(d.get()), H5Sclose, "space");
+      unsigned mask = 0;
+      std::vector<hsize_t> offset(4);
+      h5_check(H5Dget_chunk_info(d.get(), space.get(), 1, offset.data(), &mask, &at, &size),
+               "chunk info");
+      ASSERT_EQ(offset[0], 2u) << "the second chunk holds rows 2 and 3";
+    }
+    auto bytes = read_bytes(dir.file("f.h5"));
+    for (hsize_t i = size / 2; i < size / 2 + 16; ++i) bytes[at + i] = static_cast<char>(bytes[at + i] ^ 0x5a);
+    write_bytes(dir.file("f.h5"), bytes);
+  }
+  auto spec = parse_dataset_spec(dir.file("f.h5") + ":/gzip_shuffle");
+  spec.decode_threads = 2;
+  auto src = formats::open_dataset(spec);
+  std::vector<std::byte> rows(2 * src->row_bytes());
+  src->read_rows(0, 2, rows.data());  // the first chunk is sound
+  expect_error([&] { read_all(*src); }, errc::bad_input,
+               {"f.h5:/gzip_shuffle", "rows 0..3", "does not decode", "the chunk at row 2", "damaged"});
 }
 
 TEST(Hdf5Filters, CompressingAFilteredDatasetGivesTheArchiveOfItsUnfilteredCopy) {

@@ -7,6 +7,7 @@
 #include "hdf5_filters.hpp"
 
 #include <lzf.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include "dctchop/error.hpp"
@@ -274,6 +276,37 @@ decode_scope::decode_scope(const std::vector<filter_output>& outputs) : previous
 }
 
 decode_scope::~decode_scope() { t_outputs = previous_; }
+
+bool decode_chunk(H5Z_filter_t id, const void* in, std::size_t n, void* out,
+                  std::size_t out_bytes) {
+  if (id == H5Z_FILTER_DEFLATE) {  // a zlib stream, as HDF5's deflate filter writes it
+    uLongf got = out_bytes;
+    return uncompress(static_cast<Bytef*>(out), &got, static_cast<const Bytef*>(in), n) == Z_OK &&
+           got == out_bytes;
+  }
+  if (id == k_lzf) {
+    if (n > UINT_MAX || out_bytes > UINT_MAX) return false;
+    return lzf_decompress(in, static_cast<unsigned>(n), out, static_cast<unsigned>(out_bytes)) ==
+           out_bytes;
+  }
+  if (id == k_zstd) {
+    const std::size_t got = ZSTD_decompress(out, out_bytes, in, n);
+    return !ZSTD_isError(got) && got == out_bytes;
+  }
+  return false;
+}
+
+void unshuffle(const void* in, std::size_t bytes, std::size_t item, void* out) {
+  const auto* src = static_cast<const unsigned char*>(in);
+  auto* dst = static_cast<unsigned char*>(out);
+  const std::size_t elements = item > 1 ? bytes / item : 0;
+  for (std::size_t b = 0; b < (elements > 0 ? item : 0); ++b) {
+    const unsigned char* plane = src + b * elements;
+    for (std::size_t e = 0; e < elements; ++e) dst[e * item + b] = plane[e];
+  }
+  const std::size_t done = elements * item;
+  std::memcpy(dst + done, src + done, bytes - done);
+}
 
 std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name) {
   std::vector<missing_filter> out;

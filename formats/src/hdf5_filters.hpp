@@ -49,6 +49,17 @@ class decode_scope {
   const std::vector<filter_output>* previous_;
 };
 
+/** Undoes compressor `id` (H5Z_FILTER_DEFLATE, 32000 LZF or 32015 zstd) on one chunk's `n`
+ *  stored bytes into exactly `out_bytes` bytes at `out`. False when they are not that
+ *  filter's data or do not decode to exactly that size (a damaged chunk). Makes no HDF5 call:
+ *  any thread may run it. */
+bool decode_chunk(H5Z_filter_t id, const void* in, std::size_t n, void* out,
+                  std::size_t out_bytes);
+
+/** Undoes HDF5's shuffle filter (byte j of every element, then byte j + 1, ...; a remainder of
+ *  fewer bytes than an element left in place) on `bytes` bytes of `item`-byte elements. */
+void unshuffle(const void* in, std::size_t bytes, std::size_t item, void* out);
+
 /** A filter of a dataset that this process cannot decode. */
 struct missing_filter {
   unsigned index = 0;     ///< its place in the pipeline (its bit in a chunk's filter mask)

@@ -22,6 +22,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/file_io.hpp"
 #include "direct_writer.hpp"
+#include "hdf5_chunks.hpp"
 #include "hdf5_filters.hpp"
 
 namespace dctchop::formats::detail {
@@ -339,6 +340,12 @@ class hdf5_source final : public sample_source {
     H5Pset_chunk_cache(dapl.get(), 12421, cache_bytes, 1.0);
     dset_ = check(H5Dopen2(file_.get(), dataset_.c_str(), dapl.get()), H5Dclose, errc::bad_input,
                   nm + ": cannot open the dataset");
+    if (spec.decode_threads > 1 && !shape_.empty()) {
+      h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
+      h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
+      chunks_ = chunk_reader::make(dset_.get(), dcpl.get(), file_type.get(), memory_type(type_),
+                                   shape_, spec.decode_threads);
+    }
   }
 
   std::string name() const override { return path_ + ":" + dataset_; }
@@ -359,6 +366,7 @@ class hdf5_source final : public sample_source {
       return;
     }
     if (first + count > shape_[0]) throw error(errc::internal, name() + ": rows out of range");
+    if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
@@ -436,6 +444,7 @@ class hdf5_source final : public sample_source {
   std::string missing_;  // an optional filter that cannot be loaded: the message naming it
   std::vector<filter_output> outputs_;  // what dctchop's filters decode a chunk to
   h5_id file_, dset_;
+  std::unique_ptr<chunk_reader> chunks_;  // compressed chunks decoded on several threads
   npy_dtype type_;
   std::vector<u64> shape_;
   u64 preferred_ = 1;

@@ -492,7 +492,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
     throw error(errc::invalid_argument, "-o " + output + ": compress writes a .dcz archive, not "
                                         "an HDF5 dataset (decompress writes HDF5)");
   }
-  input_source src = open_input(in, o.lay, o.nonfinite_replacement);
+  input_source src = open_input(read_with_threads_of(be, in), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   codec_params p;

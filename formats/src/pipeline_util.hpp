@@ -1,6 +1,7 @@
 // Internal helpers shared by the whole-file operations (pipeline.cpp, quality_tools.cpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,12 @@ struct input_source {
  *  otherwise hold precisely. `choice` can ask for that mean for any dtype, or for a value.
  *  The header records it. */
 double codec_offset(input_source& src, const offset_choice& choice = {});
+
+/** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks. */
+inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec) {
+  spec.decode_threads = static_cast<unsigned>(std::max(be.threads(), 1));
+  return spec;
+}
 
 /** Open an input, check its dtype and resolve the layout; errors name the file. `replace`
  *  sets input_source::nonfinite_replacement. */

@@ -75,7 +75,7 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 }
 
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
-  input_source src = open_input(input, o.lay, o.nonfinite_replacement);
+  input_source src = open_input(read_with_threads_of(be, input), o.lay, o.nonfinite_replacement);
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 
@@ -199,7 +199,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                             std::string(to_string(h.type));
   // Errors in opening the input (a file to name a dataset of, say) are errors; a shape that
   // cannot have the archive's layout is a mismatch.
-  input_source src = open_input_source(input, std::nullopt);
+  input_source src = open_input_source(read_with_threads_of(be, input), std::nullopt);
   try {
     apply_layout(src, h.geom.lay);
   } catch (const error& e) {

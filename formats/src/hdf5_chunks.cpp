@@ -1,0 +1,200 @@
+// Compressed HDF5 chunks read as stored and decoded on several threads (see hdf5_chunks.hpp).
+#include "hdf5_chunks.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "dctchop/error.hpp"
+#include "hdf5_filters.hpp"
+
+namespace dctchop::formats::detail {
+
+using u64 = std::uint64_t;
+
+std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t file_type,
+                                                 hid_t memory_type,
+                                                 const std::vector<u64>& shape,
+                                                 unsigned threads) {
+  const int nd = static_cast<int>(shape.size());
+  if (threads < 2 || nd < 1 || nd > H5S_MAX_RANK || H5Pget_layout(dcpl) != H5D_CHUNKED) {
+    return nullptr;
+  }
+  if (H5Tequal(file_type, memory_type) <= 0) return nullptr;  // HDF5 would convert the values
+  std::unique_ptr<chunk_reader> r(new chunk_reader());
+  r->dset_ = dset;
+  r->shape_ = shape;
+  r->threads_ = threads;
+  r->item_ = H5Tget_size(file_type);
+  std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
+  if (H5Pget_chunk(dcpl, nd, chunk.data()) != nd || r->item_ == 0) return nullptr;
+  r->chunk_.assign(chunk.begin(), chunk.end());
+  u64 bytes = r->item_;
+  for (auto c : r->chunk_) {
+    if (c == 0 || bytes > (u64(1) << 32) / c) return nullptr;  // HDF5 keeps chunks under 4 GiB
+    bytes *= c;
+  }
+  r->chunk_bytes_ = static_cast<std::size_t>(bytes);
+  const int n = H5Pget_nfilters(dcpl);
+  bool compressor = false;
+  for (int i = 0; i < n; ++i) {
+    unsigned flags = 0, config = 0, cd[8] = {};
+    std::size_t nv = 8;
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &nv, cd, 0, nullptr, &config);
+    if (id == H5Z_FILTER_SHUFFLE && !compressor && nv >= 1 && cd[0] == r->item_ && i == 0) {
+      r->stages_.push_back({id, static_cast<unsigned>(i)});
+    } else if ((id == H5Z_FILTER_DEFLATE || id == 32000 || id == 32015) && !compressor) {
+      r->stages_.push_back({id, static_cast<unsigned>(i)});
+      compressor = true;
+    } else {
+      return nullptr;  // another filter, or a second compressor: HDF5 reads it
+    }
+  }
+  if (r->stages_.empty()) return nullptr;  // unfiltered chunks: HDF5 reads them straight in
+  return r;
+}
+
+const unsigned char* chunk_reader::decode(const stored_chunk& c, unsigned char* a,
+                                          unsigned char* b) const {
+  const unsigned char* data = c.bytes.data();
+  std::size_t size = c.bytes.size();
+  for (auto s = stages_.rbegin(); s != stages_.rend(); ++s) {  // read order: the last first
+    if ((c.mask >> s->index) & 1u) continue;  // stored without this filter
+    if (s->id == H5Z_FILTER_SHUFFLE) {
+      if (size != chunk_bytes_) return nullptr;
+      unshuffle(data, size, item_, b);
+      data = b;
+    } else {
+      if (!decode_chunk(s->id, data, size, a, chunk_bytes_)) return nullptr;
+      data = a;
+      size = chunk_bytes_;
+    }
+  }
+  return size == chunk_bytes_ ? data : nullptr;
+}
+
+void chunk_reader::scatter(const std::vector<hsize_t>& offset, const unsigned char* c, u64 first,
+                           u64 count, unsigned char* dst) const {
+  const std::size_t nd = shape_.size();
+  // The box of the dataset that this chunk holds, within the rows asked for.
+  std::vector<u64> lo(nd), hi(nd), cs(nd), ds(nd);
+  for (std::size_t j = 0; j < nd; ++j) {
+    lo[j] = offset[j];
+    hi[j] = std::min<u64>(offset[j] + chunk_[j], shape_[j]);
+  }
+  lo[0] = std::max<u64>(lo[0], first);
+  hi[0] = std::min<u64>(hi[0], first + count);
+  if (lo[0] >= hi[0]) return;
+  cs[nd - 1] = ds[nd - 1] = item_;  // byte strides in the chunk and in dst
+  for (std::size_t j = nd - 1; j > 0; --j) {
+    cs[j - 1] = cs[j] * chunk_[j];
+    ds[j - 1] = ds[j] * shape_[j];
+  }
+  // Axes after k that the chunk holds whole, as dst does, are one contiguous run with axis k.
+  std::size_t k = nd - 1;
+  u64 run = (hi[k] - lo[k]) * item_;
+  while (k > 0 && lo[k] == 0 && hi[k] == shape_[k] && chunk_[k] == shape_[k]) {
+    --k;
+    run *= hi[k] - lo[k];
+  }
+  std::vector<u64> at(lo.begin(), lo.begin() + static_cast<std::ptrdiff_t>(k));  // axes before k
+  for (;;) {
+    u64 from = (lo[k] - offset[k]) * cs[k], to = (k == 0 ? lo[0] - first : lo[k]) * ds[k];
+    for (std::size_t j = 0; j < k; ++j) {
+      from += (at[j] - offset[j]) * cs[j];
+      to += (j == 0 ? at[0] - first : at[j]) * ds[j];
+    }
+    std::memcpy(dst + to, c + from, run);
+    if (k == 0) return;
+    std::size_t j = k;  // the next index of axes 0..k-1, the last fastest
+    for (;;) {
+      --j;
+      if (++at[j] < hi[j]) break;
+      at[j] = lo[j];
+      if (j == 0) return;
+    }
+  }
+}
+
+bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string& name) {
+  if (count == 0) return true;
+  const std::size_t nd = shape_.size();
+  // Every chunk that holds a row in range: chunk rows along axis 0, every chunk of the others.
+  // The buffers stay from call to call: fresh ones cost page faults on every byte.
+  std::vector<stored_chunk>& chunks = stored_;
+  std::size_t used = 0;
+  std::vector<hsize_t> offset(nd, 0);
+  offset[0] = first / chunk_[0] * chunk_[0];
+  for (;;) {
+    hsize_t size = 0;
+    if (H5Dget_chunk_storage_size(dset_, offset.data(), &size) < 0 || size == 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;  // not written: HDF5 fills it in
+    }
+    if (used == chunks.size()) chunks.emplace_back();
+    stored_chunk& c = chunks[used++];
+    c.offset = offset;
+    c.bytes.resize(size);
+    uint32_t mask = 0;
+    if (H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
+      throw error(errc::io, name + ": cannot read the chunk at row " + std::to_string(offset[0]));
+    }
+    c.mask = mask;
+    bool more = false;  // the next chunk's offset: the last axis fastest
+    for (std::size_t j = nd; j-- > 0;) {
+      offset[j] += chunk_[j];
+      if (offset[j] < (j == 0 ? first + count : shape_[j])) {
+        more = true;
+        break;
+      }
+      if (j > 0) offset[j] = 0;
+    }
+    if (!more) break;
+  }
+  // Decode and place them on up to threads_ threads, one chunk at a time each.
+  std::atomic<std::size_t> next{0};
+  std::mutex m;
+  std::exception_ptr failure;
+  std::size_t failed_at = used;
+  const std::size_t crew_size = std::min<std::size_t>(threads_, used);
+  if (scratch_.size() < crew_size) scratch_.resize(crew_size);
+  auto work = [&](std::size_t t) {
+    auto& [a, b] = scratch_[t];
+    for (std::size_t i; (i = next.fetch_add(1)) < used;) {
+      try {
+        a.resize(chunk_bytes_);
+        b.resize(chunk_bytes_);
+        const unsigned char* c = decode(chunks[i], a.data(), b.data());
+        if (c == nullptr) {
+          const std::lock_guard<std::mutex> lock(m);
+          failed_at = std::min(failed_at, i);
+          continue;
+        }
+        scatter(chunks[i].offset, c, first, count, static_cast<unsigned char*>(dst));
+      } catch (...) {  // std::bad_alloc
+        const std::lock_guard<std::mutex> lock(m);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> crew;
+  crew.reserve(crew_size - 1);
+  for (std::size_t t = 1; t < crew_size; ++t) crew.emplace_back(work, t);
+  work(0);
+  for (auto& t : crew) t.join();
+  if (failure) std::rethrow_exception(failure);
+  if (failed_at < used) {
+    const u64 row = chunks[failed_at].offset[0];
+    throw error(errc::bad_input,
+                name + ": read of rows " + std::to_string(first) + ".." +
+                    std::to_string(first + count - 1) + " failed: a compressed chunk does not " +
+                    "decode (the chunk at row " + std::to_string(row) + "); the file is damaged");
+  }
+  return true;
+}
+
+}  // namespace dctchop::formats::detail

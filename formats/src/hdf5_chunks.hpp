@@ -1,0 +1,63 @@
+// Internal: reading a compressed HDF5 dataset's chunks on several threads. HDF5 undoes a chunk's
+// filters on the thread that reads it, one chunk after another: a gzip-compressed input then
+// runs at the speed of one core's inflate, far below the codec's. This reader takes the
+// chunks as stored (H5Dread_chunk, on the calling thread: serial HDF5 is not thread-safe) and
+// undoes the filters itself on several threads, with the same libraries.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dctchop::formats::detail {
+
+class chunk_reader {
+ public:
+  /** A reader for the chunked dataset `dset` (creation property list `dcpl`, `file_type`, read
+   *  as `memory_type`, of `shape`) on `threads` threads, or null where HDF5 reads it as well:
+   *  fewer than 2 threads; no filter; a pipeline other than shuffle and one of deflate, LZF or
+   *  zstd (either alone, or shuffle first, as h5py writes them); a file type that HDF5 would
+   *  convert. */
+  static std::unique_ptr<chunk_reader> make(hid_t dset, hid_t dcpl, hid_t file_type,
+                                            hid_t memory_type,
+                                            const std::vector<std::uint64_t>& shape,
+                                            unsigned threads);
+
+  /** Rows [first, first + count) into dst, C order. False, having written nothing, when a
+   *  chunk there has no storage (HDF5's read gives its fill value). Throws errc::bad_input
+   *  naming `name` and the rows for a chunk that does not decode, errc::io when HDF5 cannot
+   *  read a chunk. */
+  bool read_rows(std::uint64_t first, std::uint64_t count, void* dst, const std::string& name);
+
+ private:
+  struct stage {
+    H5Z_filter_t id = 0;
+    unsigned index = 0;  // its bit in a chunk's filter mask
+  };
+  struct stored_chunk {
+    std::vector<hsize_t> offset;
+    unsigned mask = 0;
+    std::vector<unsigned char> bytes;
+  };
+  chunk_reader() = default;
+  /** Undoes the filters of `c` into `a` or `b` (chunk_bytes_ each); the decoded chunk. */
+  const unsigned char* decode(const stored_chunk& c, unsigned char* a, unsigned char* b) const;
+  /** Copies the part of decoded chunk `c` within rows [first, first + count) to dst. */
+  void scatter(const std::vector<hsize_t>& offset, const unsigned char* c, std::uint64_t first,
+               std::uint64_t count, unsigned char* dst) const;
+
+  hid_t dset_ = H5I_INVALID_HID;  // owned by the caller
+  std::vector<std::uint64_t> shape_, chunk_;
+  std::size_t item_ = 0, chunk_bytes_ = 0;
+  unsigned threads_ = 1;
+  std::vector<stage> stages_;  // in write order: shuffle first, then the compressor
+  std::vector<stored_chunk> stored_;  // the chunks of the last read, kept for their buffers
+  std::vector<std::pair<std::vector<unsigned char>, std::vector<unsigned char>>> scratch_;
+};
+
+}  // namespace dctchop::formats::detail
