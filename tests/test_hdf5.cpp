@@ -1513,6 +1513,27 @@ std::vector<std::uint8_t> tiled_u8_nhwc(int n, int h, int w, int c) {
 
 const std::string k_filters_h5 = std::string(DCTCHOP_SAMPLE_DIR) + "/hdf5/filters.h5";
 
+/** A copy of filters.h5 at `path` whose /gzip_shuffle has 16 bytes changed in the middle of
+ *  its second chunk (rows 2 and 3): zlib's checksum of that deflate stream fails. */
+void damage_second_gzip_chunk(const std::string& path) {
+  std::filesystem::copy_file(k_filters_h5, path);
+  haddr_t at = 0;
+  hsize_t size = 0;
+  {
+    auto f = h5_open(path);
+    h5 d(H5Dopen2(f.get(), "/gzip_shuffle", H5P_DEFAULT), H5Dclose, "open");
+    h5 space(H5Dget_space(d.get()), H5Sclose, "space");
+    unsigned mask = 0;
+    std::vector<hsize_t> offset(4);
+    h5_check(H5Dget_chunk_info(d.get(), space.get(), 1, offset.data(), &mask, &at, &size),
+             "chunk info");
+    if (offset[0] != 2 || size < 40) throw std::runtime_error("test: filters.h5 is not as expected");
+  }
+  auto bytes = read_bytes(path);
+  for (hsize_t i = size / 2; i < size / 2 + 16; ++i) bytes[at + i] = static_cast<char>(bytes[at + i] ^ 0x5a);
+  write_bytes(path, bytes);
+}
+
 TEST(Hdf5Filters, DatasetsThatH5pyWroteWithEachFilterReadAsTheirUnfilteredCopy) {
   // sample_data/hdf5/filters.h5 (make_filters.py): the same values stored with the filters
   // of HDF5 itself, h5py's LZF and the Debian plugins of hdf5plugin's filters.
@@ -1776,24 +1797,7 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
 
 TEST(Hdf5Filters, ADamagedChunkDecodedOnSeveralThreadsIsBadInputNamingItsRow) {
   temp_dir dir;
-  std::filesystem::copy_file(k_filters_h5, dir.file("f.h5"));
-  {
-    haddr_t at = 0;
-    hsize_t size = 0;
-    {
-      auto f = h5_open(dir.file("f.h5"));
-      h5 d(H5Dopen2(f.get(), "/gzip_shuffle", H5P_DEFAULT), H5Dclose, "open");
-      h5 space(H5Dget_space(d.get()), H5Sclose, "space");
-      unsigned mask = 0;
-      std::vector<hsize_t> offset(4);
-      h5_check(H5Dget_chunk_info(d.get(), space.get(), 1, offset.data(), &mask, &at, &size),
-               "chunk info");
-      ASSERT_EQ(offset[0], 2u) << "the second chunk holds rows 2 and 3";
-    }
-    auto bytes = read_bytes(dir.file("f.h5"));
-    for (hsize_t i = size / 2; i < size / 2 + 16; ++i) bytes[at + i] = static_cast<char>(bytes[at + i] ^ 0x5a);
-    write_bytes(dir.file("f.h5"), bytes);
-  }
+  damage_second_gzip_chunk(dir.file("f.h5"));
   auto spec = parse_dataset_spec(dir.file("f.h5") + ":/gzip_shuffle");
   spec.decode_threads = 2;
   auto src = formats::open_dataset(spec);
@@ -1866,24 +1870,7 @@ TEST(Hdf5Filters, AFilterThatCannotBeLoadedIsBadInputNamingItAndWhatProvidesIt) 
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
   temp_dir dir;
   // A deflate stream with bytes changed in its middle (zlib's checksum fails).
-  std::filesystem::copy_file(k_filters_h5, dir.file("f.h5"));
-  {
-    haddr_t at = 0;
-    hsize_t size = 0;
-    {
-      auto f = h5_open(dir.file("f.h5"));
-      h5 d(H5Dopen2(f.get(), "/gzip_shuffle", H5P_DEFAULT), H5Dclose, "open");
-      h5 space(H5Dget_space(d.get()), H5Sclose, "space");
-      unsigned mask = 0;
-      std::vector<hsize_t> offset(4);
-      h5_check(H5Dget_chunk_info(d.get(), space.get(), 1, offset.data(), &mask, &at, &size),
-               "chunk info");
-      ASSERT_GT(size, 40u);
-    }
-    auto bytes = read_bytes(dir.file("f.h5"));
-    for (hsize_t i = size / 2; i < size / 2 + 16; ++i) bytes[at + i] = static_cast<char>(bytes[at + i] ^ 0x5a);
-    write_bytes(dir.file("f.h5"), bytes);
-  }
+  damage_second_gzip_chunk(dir.file("f.h5"));
   // Chunks of 64 bytes under dctchop's two filters that do not decode to 64 bytes: HDF5 1.10
   // takes whatever size a filter returns, so the filters check it themselves.
   {
