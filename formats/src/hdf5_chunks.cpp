@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "dctchop/error.hpp"
@@ -14,6 +15,13 @@
 namespace dctchop::formats::detail {
 
 using u64 = std::uint64_t;
+
+namespace {
+/** Chunks larger than this are left to HDF5, whose chunk cache holds one at a time. */
+constexpr u64 k_max_chunk_bytes = u64(64) << 20;
+/** What the decoding threads may hold at once in decoded chunks (more threads take turns). */
+constexpr u64 k_scratch_budget = u64(512) << 20;
+}  // namespace
 
 std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t file_type,
                                                  hid_t memory_type,
@@ -24,6 +32,11 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
     return nullptr;
   }
   if (H5Tequal(file_type, memory_type) <= 0) return nullptr;  // HDF5 would convert the values
+  unsigned options = 0;  // edge chunks stored unfiltered, with a filter mask that says nothing
+  if (H5Pget_chunk_opts(dcpl, &options) < 0 || (options & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)) {
+    H5Eclear2(H5E_DEFAULT);
+    return nullptr;
+  }
   std::unique_ptr<chunk_reader> r(new chunk_reader());
   r->dset_ = dset;
   r->shape_ = shape;
@@ -34,10 +47,14 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   r->chunk_.assign(chunk.begin(), chunk.end());
   u64 bytes = r->item_;
   for (auto c : r->chunk_) {
-    if (c == 0 || bytes > (u64(1) << 32) / c) return nullptr;  // HDF5 keeps chunks under 4 GiB
+    if (c == 0 || bytes > k_max_chunk_bytes / c) return nullptr;  // HDF5 reads larger ones
     bytes *= c;
   }
   r->chunk_bytes_ = static_cast<std::size_t>(bytes);
+  // Each thread holds one or two decoded chunks: keep them within the scratch budget.
+  r->threads_ = static_cast<unsigned>(
+      std::clamp<u64>(k_scratch_budget / (2 * bytes), 1, threads));
+  if (r->threads_ < 2) return nullptr;
   const int n = H5Pget_nfilters(dcpl);
   bool compressor = false;
   for (int i = 0; i < n; ++i) {
@@ -45,7 +62,7 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
     std::size_t nv = 8;
     const H5Z_filter_t id =
         H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &nv, cd, 0, nullptr, &config);
-    if (id == H5Z_FILTER_SHUFFLE && !compressor && nv >= 1 && cd[0] == r->item_ && i == 0) {
+    if (id == H5Z_FILTER_SHUFFLE && nv >= 1 && cd[0] == r->item_ && i == 0) {
       r->stages_.push_back({id, static_cast<unsigned>(i)});
     } else if ((id == H5Z_FILTER_DEFLATE || id == 32000 || id == 32015) && !compressor) {
       r->stages_.push_back({id, static_cast<unsigned>(i)});
@@ -54,7 +71,8 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
       return nullptr;  // another filter, or a second compressor: HDF5 reads it
     }
   }
-  if (r->stages_.empty()) return nullptr;  // unfiltered chunks: HDF5 reads them straight in
+  // Unfiltered chunks HDF5 reads straight in, and shuffle alone costs little.
+  if (!compressor) return nullptr;
   return r;
 }
 
@@ -135,6 +153,12 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       H5Eclear2(H5E_DEFAULT);
       return false;  // not written: HDF5 fills it in
     }
+    // No compressor stores a chunk much larger than it is (one stored raw is its own size).
+    if (size > chunk_bytes_ + chunk_bytes_ / 8 + 4096) {
+      throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
+                                       " claims " + std::to_string(size) + " stored bytes for " +
+                                       std::to_string(chunk_bytes_) + " of data; the file is damaged");
+    }
     if (used == chunks.size()) chunks.emplace_back();
     stored_chunk& c = chunks[used++];
     c.offset = offset;
@@ -167,7 +191,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     for (std::size_t i; (i = next.fetch_add(1)) < used;) {
       try {
         a.resize(chunk_bytes_);
-        b.resize(chunk_bytes_);
+        if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
         const unsigned char* c = decode(chunks[i], a.data(), b.data());
         if (c == nullptr) {
           const std::lock_guard<std::mutex> lock(m);
@@ -183,7 +207,11 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
   };
   std::vector<std::thread> crew;
   crew.reserve(crew_size - 1);
-  for (std::size_t t = 1; t < crew_size; ++t) crew.emplace_back(work, t);
+  try {
+    for (std::size_t t = 1; t < crew_size; ++t) crew.emplace_back(work, t);
+  } catch (const std::system_error&) {
+    // No more threads to be had: those started and this one share the chunks.
+  }
   work(0);
   for (auto& t : crew) t.join();
   if (failure) std::rethrow_exception(failure);

@@ -19,10 +19,11 @@ namespace dctchop::formats::detail {
 class chunk_reader {
  public:
   /** A reader for the chunked dataset `dset` (creation property list `dcpl`, `file_type`, read
-   *  as `memory_type`, of `shape`) on `threads` threads, or null where HDF5 reads it as well:
-   *  fewer than 2 threads; no filter; a pipeline other than shuffle and one of deflate, LZF or
-   *  zstd (either alone, or shuffle first, as h5py writes them); a file type that HDF5 would
-   *  convert. */
+   *  as `memory_type`, of `shape`) on up to `threads` threads, or null where HDF5 reads it as
+   *  well: fewer than 2 threads; a pipeline other than one of deflate, LZF or zstd, alone or
+   *  after shuffle (as h5py writes them); edge chunks stored unfiltered
+   *  (H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS); a file type that HDF5 would convert; chunks over
+   *  64 MiB. The threads hold at most 512 MiB of decoded chunks. */
   static std::unique_ptr<chunk_reader> make(hid_t dset, hid_t dcpl, hid_t file_type,
                                             hid_t memory_type,
                                             const std::vector<std::uint64_t>& shape,
