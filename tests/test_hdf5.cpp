@@ -1908,6 +1908,26 @@ TEST(Hdf5Filters, AFilterThatCannotBeLoadedIsBadInputNamingItAndWhatProvidesIt) 
     ASSERT_EQ(c.status, 0) << name << "\n" << describe(c);
   }
   EXPECT_EQ(read_bytes(dir.file("noise_blosc_stored_raw.npy")), read_bytes(dir.file("noise_u8.npy")));
+  // A first chunk stored without blosc and a second stored with it (this process loads the
+  // plugin to write them): the dataset opens, and the read of the second chunk stops the
+  // command with the same message.
+  {
+    auto values = tiled_u8_nhwc(2, 12, 12, 3);
+    std::mt19937 rng(9);
+    for (std::size_t i = 0; i < values.size() / 2; ++i) values[i] = static_cast<std::uint8_t>(rng() >> 24);
+    auto f = h5_create(dir.file("mixed.h5"));
+    h5_write_filtered(f.get(), "/images", H5T_STD_U8LE, {2, 12, 12, 3}, {1, 12, 12, 3}, values,
+                      {{32001, {}}});
+    ASSERT_EQ(h5_chunk_masks(f.get(), "/images"), (std::vector<unsigned>{1, 0}))
+        << "noise stored raw, tiles through blosc";
+  }
+  auto late = sh(dir, env + "DCTCHOP compress mixed.h5:/images -o late.dcz --chunk-mb 0.001");
+  EXPECT_EQ(late.status, 3) << describe(late);
+  EXPECT_EQ(count_lines(late.err), 1u) << late.err;
+  for (const std::string n : {"mixed.h5:/images", "32001 (blosc)", "hdf5-filter-plugin-blosc-serial", "rows"}) {
+    EXPECT_TRUE(contains(late.err, n)) << "lacks " << n << ": " << late.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("late.dcz")));
 }
 
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
