@@ -7,6 +7,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -216,6 +218,25 @@ formats::offset_choice parse_offset(const std::string& s) {
   if (const auto x = finite_double(s)) return {rule::value, *x};
   throw error(errc::invalid_argument,
               "--offset " + s + ": expected auto, mean or a finite number");
+}
+
+/** The archive's creation time from SOURCE_DATE_EPOCH (seconds since 1970, the
+ *  reproducible-builds convention), so that the same input gives the same archive bytes; empty
+ *  when it is not set (the time of the run). */
+std::string source_date_epoch() {
+  const char* v = std::getenv("SOURCE_DATE_EPOCH");
+  if (v == nullptr || *v == '\0') return {};
+  const std::string s = v;
+  std::time_t t = 0;
+  const bool digits = s.size() <= 12 && s.find_first_not_of("0123456789") == std::string::npos;
+  std::tm tm{};
+  if (!digits || (t = static_cast<std::time_t>(std::stoll(s)), gmtime_r(&t, &tm) == nullptr)) {
+    throw error(errc::invalid_argument,
+                "SOURCE_DATE_EPOCH=" + s + ": expected a whole number of seconds since 1970");
+  }
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 /** "3 NaN/Inf values replaced by 0", for the reports of compress and eval. */
@@ -741,6 +762,7 @@ int main(int argc, char** argv) {
       o.target.ssim = c_ssim;
       o.threads = c_threads;
       o.tool_version = DCTCHOP_VERSION_STRING;
+      o.created = source_date_epoch();
       app::progress_bar bar("compressing", !c_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});

@@ -611,4 +611,21 @@ TEST(Cli, LabelsOutOnTheSamePathAsTheOutputIsRefused) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "labels.npy"}));
 }
 
+
+TEST(Cli, SourceDateEpochMakesTheSameArchiveBytesRunAfterRun) {
+  // The header records when the archive was made; SOURCE_DATE_EPOCH (the reproducible-builds
+  // convention) fixes that time, so two runs a second apart write the same bytes.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  auto a = sh(dir, "SOURCE_DATE_EPOCH=1700000000 DCTCHOP compress in.npy -o a.dcz -q && sleep 1.1 && "
+                   "SOURCE_DATE_EPOCH=1700000000 DCTCHOP compress in.npy -o b.dcz -q && "
+                   "DCTCHOP info a.dcz --json");
+  ASSERT_EQ(a.status, 0) << describe(a);
+  EXPECT_EQ(read_bytes(dir.file("a.dcz")), read_bytes(dir.file("b.dcz")));
+  EXPECT_NE(a.out.find("2023-11-14T22:13:20Z"), std::string::npos) << a.out;
+  auto bad = sh(dir, "SOURCE_DATE_EPOCH=yesterday DCTCHOP compress in.npy -o c.dcz");
+  EXPECT_EQ(bad.status, 2) << describe(bad);
+  EXPECT_NE(bad.err.find("SOURCE_DATE_EPOCH=yesterday"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.dcz")));
+}
 }  // namespace

@@ -1633,9 +1633,11 @@ TEST(Hdf5Filters, ZstdFramesAndLzfBlocksWithoutARecordedSizeDecode) {
     ASSERT_EQ(values3[2], 0u) << "the file records no chunk size";
   }
   for (const std::string name : {"/zstd", "/lzf_no_size"}) {
-    {
-      auto src = formats::open_dataset(parse_dataset_spec(dir.file("z.h5") + ":" + name));
-      EXPECT_EQ(read_all(*src), as_bytes(values)) << name;
+    for (unsigned t : {0u, 1u}) {  // HDF5 calling dctchop's filters; dctchop's chunk reader
+      auto spec = parse_dataset_spec(dir.file("z.h5") + ":" + name);
+      spec.decode_threads = t;
+      auto src = formats::open_dataset(spec);
+      EXPECT_EQ(read_all(*src), as_bytes(values)) << name << ", decode_threads " << t;
     }  // closed, with the chunks HDF5 holds in its cache for any other open of the dataset
     // Read by another HDF5 user of the process, without dctchop's expected chunk size: the
     // decoders find the size themselves (LZF from 4 KiB up, zstd by streaming).
@@ -1745,8 +1747,8 @@ void h5_write_filtered(hid_t file, const std::string& name, hid_t type, const st
 }
 
 TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
-  // Compressed chunks are read as stored and decoded by dctchop on several threads
-  // (decode_threads > 1) where HDF5 would decode them one at a time. Every dataset below is read
+  // Compressed chunks are read as stored and decoded by dctchop, on one thread or several
+  // (decode_threads > 0), where HDF5 would decode them one at a time. Every dataset below is read
   // both ways, whole and in row ranges that start and end inside chunks: chunks that split the
   // other axes too, edge chunks that reach past an axis's end, chunks that a filter could not
   // shrink (stored without it), never-written chunks (HDF5's fill value), big-endian values
@@ -1801,21 +1803,25 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
                                  "p.h5:/u16_be_gzip", "p.h5:/f32_zstd", "p.h5:/f32_fletcher",
                                  "p.h5:/u16_shuffle_only", "p.h5:/hw_gzip", "q.h5:/u16_partial_raw"}) {
     auto spec = parse_dataset_spec(dir.file(name));
+    spec.decode_threads = 0;  // HDF5 undoes the filters
     auto hdf5 = formats::open_dataset(spec);
-    spec.decode_threads = 3;
-    auto threads = formats::open_dataset(spec);
     const u64 rb = hdf5->row_bytes(), rows = hdf5->rows();
     const auto whole = read_all(*hdf5);
-    ASSERT_EQ(read_all(*threads), whole) << name;
-    for (auto [first, count] : std::vector<std::pair<u64, u64>>{{1, 3}, {2, 1}, {0, rows}, {rows - 2, 2}, {3, 2}}) {
-      std::vector<std::byte> part(count * rb, std::byte{0x5a});
-      threads->read_rows(first, count, part.data());
-      EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(first * rb)))
-          << name << " rows " << first << "+" << count;
+    for (unsigned t : {1u, 3u}) {
+      spec.decode_threads = t;
+      auto threads = formats::open_dataset(spec);
+      ASSERT_EQ(read_all(*threads), whole) << name << ", " << t << " threads";
+      for (auto [first, count] : std::vector<std::pair<u64, u64>>{{1, 3}, {2, 1}, {0, rows}, {rows - 2, 2}, {3, 2}}) {
+        std::vector<std::byte> part(count * rb, std::byte{0x5a});
+        threads->read_rows(first, count, part.data());
+        EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(first * rb)))
+            << name << " rows " << first << "+" << count << ", " << t << " threads";
+      }
     }
   }
-  EXPECT_EQ(read_all(*formats::open_dataset(parse_dataset_spec(dir.file("p.h5") + ":/u16_gzip"))),
-            as_bytes(u16)) << "and HDF5 reads what was written";
+  auto plain = parse_dataset_spec(dir.file("p.h5") + ":/u16_gzip");
+  plain.decode_threads = 0;
+  EXPECT_EQ(read_all(*formats::open_dataset(plain)), as_bytes(u16)) << "and HDF5 reads what was written";
 }
 
 TEST(Hdf5Filters, ADamagedChunkDecodedOnSeveralThreadsIsBadInputNamingItsRow) {
@@ -1962,6 +1968,15 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
   check_bad_cases(dir, cases);
+  // Where HDF5 undoes the filters (decode_threads 0), dctchop's LZF and zstd filters, called
+  // by HDF5, refuse the same chunks.
+  for (const std::string name : {"zstd_garbage", "zstd_truncated", "zstd_short", "zstd_short_unsized",
+                                 "zstd_long", "lzf_garbage", "lzf_short", "lzf_long"}) {
+    auto spec = parse_dataset_spec(dir.file("z.h5") + ":/" + name);
+    spec.decode_threads = 0;
+    auto src = formats::open_dataset(spec);
+    expect_error([&] { read_all(*src); }, errc::bad_input, {name, "does not decode through its filters"});
+  }
   // The same chunks, right: 64 nines each.
   {
     auto f = h5_create(dir.file("ok.h5"));
@@ -1971,8 +1986,12 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
                      {4, 261, 64}, [](const std::vector<std::uint8_t>& v, u64) { return lzf_block(v); });
   }
   for (const std::string name : {"/zstd", "/lzf"}) {
-    auto src = formats::open_dataset(parse_dataset_spec(dir.file("ok.h5") + ":" + name));
-    EXPECT_EQ(read_all(*src), as_bytes(std::vector<std::uint8_t>(128, 9))) << name;
+    for (unsigned t : {0u, 1u}) {
+      auto spec = parse_dataset_spec(dir.file("ok.h5") + ":" + name);
+      spec.decode_threads = t;
+      EXPECT_EQ(read_all(*formats::open_dataset(spec)), as_bytes(std::vector<std::uint8_t>(128, 9)))
+          << name << ", decode_threads " << t;
+    }
   }
 }
 

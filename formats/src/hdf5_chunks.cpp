@@ -28,7 +28,7 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
                                                  const std::vector<u64>& shape,
                                                  unsigned threads) {
   const int nd = static_cast<int>(shape.size());
-  if (threads < 2 || nd < 1 || nd > H5S_MAX_RANK || H5Pget_layout(dcpl) != H5D_CHUNKED) {
+  if (threads < 1 || nd < 1 || nd > H5S_MAX_RANK || H5Pget_layout(dcpl) != H5D_CHUNKED) {
     return nullptr;
   }
   if (H5Tequal(file_type, memory_type) <= 0) return nullptr;  // HDF5 would convert the values
@@ -54,7 +54,6 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   // Each thread holds one or two decoded chunks: keep them within the scratch budget.
   r->threads_ = static_cast<unsigned>(
       std::clamp<u64>(k_scratch_budget / (2 * bytes), 1, threads));
-  if (r->threads_ < 2) return nullptr;
   const int n = H5Pget_nfilters(dcpl);
   bool compressor = false;
   for (int i = 0; i < n; ++i) {

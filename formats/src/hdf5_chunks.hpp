@@ -2,7 +2,8 @@
 // filters on the thread that reads it, one chunk after another: a gzip-compressed input then
 // runs at the speed of one core's inflate, far below the codec's. This reader takes the
 // chunks as stored (H5Dread_chunk, on the calling thread: serial HDF5 is not thread-safe) and
-// undoes the filters itself on several threads, with the same libraries.
+// undoes the filters itself on several threads (libdeflate, liblzf, libzstd), checking that
+// each chunk decodes to its size, which HDF5 1.10's deflate filter does not.
 #pragma once
 
 #include <hdf5.h>
@@ -19,8 +20,8 @@ namespace dctchop::formats::detail {
 class chunk_reader {
  public:
   /** A reader for the chunked dataset `dset` (creation property list `dcpl`, `file_type`, read
-   *  as `memory_type`, of `shape`) on up to `threads` threads, or null where HDF5 reads it as
-   *  well: fewer than 2 threads; a pipeline other than one of deflate, LZF or zstd, alone or
+   *  as `memory_type`, of `shape`) on up to `threads` threads (1: the calling thread), or null
+   *  where HDF5 reads it: no thread; a pipeline other than one of deflate, LZF or zstd, alone or
    *  after shuffle (as h5py writes them); edge chunks stored unfiltered
    *  (H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS); a file type that HDF5 would convert; chunks over
    *  64 MiB. The threads hold at most 512 MiB of decoded chunks. */

@@ -6,8 +6,8 @@
 // frame records its content size; client value 0 is the level).
 #include "hdf5_filters.hpp"
 
+#include <libdeflate.h>
 #include <lzf.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "dctchop/error.hpp"
@@ -279,9 +280,17 @@ decode_scope::~decode_scope() { t_outputs = previous_; }
 
 bool decode_chunk(H5Z_filter_t id, const void* in, std::size_t n, void* out,
                   std::size_t out_bytes) {
-  if (id == H5Z_FILTER_DEFLATE) {  // a zlib stream, as HDF5's deflate filter writes it
-    uLongf got = out_bytes;
-    return uncompress(static_cast<Bytef*>(out), &got, static_cast<const Bytef*>(in), n) == Z_OK &&
+  if (id == H5Z_FILTER_DEFLATE) {
+    // A zlib stream, as HDF5's deflate filter writes it, inflated by libdeflate (whole-buffer
+    // decoding, about twice zlib's speed); one decompressor per thread.
+    struct free_decompressor {
+      void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
+    };
+    thread_local std::unique_ptr<libdeflate_decompressor, free_decompressor> d(
+        libdeflate_alloc_decompressor());
+    std::size_t got = 0;
+    return d != nullptr &&
+           libdeflate_zlib_decompress(d.get(), in, n, out, out_bytes, &got) == LIBDEFLATE_SUCCESS &&
            got == out_bytes;
   }
   if (id == k_lzf) {

@@ -340,7 +340,7 @@ class hdf5_source final : public sample_source {
     H5Pset_chunk_cache(dapl.get(), 12421, cache_bytes, 1.0);
     dset_ = check(H5Dopen2(file_.get(), dataset_.c_str(), dapl.get()), H5Dclose, errc::bad_input,
                   nm + ": cannot open the dataset");
-    if (spec.decode_threads > 1 && !shape_.empty()) {
+    if (spec.decode_threads > 0 && !shape_.empty()) {
       h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
       h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
       chunks_ = chunk_reader::make(dset_.get(), dcpl.get(), file_type.get(), memory_type(type_),
@@ -376,10 +376,11 @@ class hdf5_source final : public sample_source {
                                std::to_string(first + count - 1) + " failed";
       // A chunk stored with an optional filter that cannot be loaded here.
       if (!missing_.empty() && why.find("not registered") != std::string::npos) {
-        throw error(errc::bad_input, missing_ + " (" + rows + ")");
+        throw error(errc::bad_input, missing_ + " (read of rows " + std::to_string(first) + ".." +
+                                         std::to_string(first + count - 1) + ")");
       }
       if (hdf5_filter_failed()) {  // the file's bytes, not the system, are at fault
-        throw error(errc::bad_input, rows + ": a compressed chunk does not decode (" +
+        throw error(errc::bad_input, rows + ": a chunk does not decode through its filters (" +
                                          (why.empty() ? std::string("filter failed") : why) +
                                          "); the file is damaged");
       }

@@ -392,7 +392,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
   const archive_header ah =
-      make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_now());
+      make_archive_header(src, p, o.chunk_mb, o.tool_version,
+                          o.created.empty() ? utc_now() : o.created);
   const u64 spc = ah.samples_per_chunk;
   archive_writer w(output_file::create(output, o.overwrite), ah);
 

@@ -50,8 +50,9 @@ struct dataset_spec {
     const void* data = nullptr;
   };
   std::optional<memory_array> memory;
-  /** HDF5 input: threads that undo the filters of deflate-, LZF- or zstd-compressed chunks
-   *  (HDF5 itself undoes them on the reading thread, one chunk at a time). */
+  /** HDF5 input: threads on which dctchop undoes the filters of deflate-, LZF- or
+   *  zstd-compressed chunks, checking each chunk's size (HDF5 1.10's deflate filter does not).
+   *  0 leaves them to HDF5, which undoes them on the reading thread, one chunk at a time. */
   unsigned decode_threads = 1;
   /** "path" or "path:/dataset", for messages. */
   std::string display() const;
