@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -221,22 +220,17 @@ formats::offset_choice parse_offset(const std::string& s) {
 }
 
 /** The archive's creation time from SOURCE_DATE_EPOCH (seconds since 1970, the
- *  reproducible-builds convention), so that the same input gives the same archive bytes; empty
- *  when it is not set (the time of the run). */
-std::string source_date_epoch() {
+ *  reproducible-builds convention), so that the same input gives the same archive bytes;
+ *  nullopt when it is not set (the time of the run). */
+std::optional<std::int64_t> source_date_epoch() {
   const char* v = std::getenv("SOURCE_DATE_EPOCH");
-  if (v == nullptr || *v == '\0') return {};
+  if (v == nullptr || *v == '\0') return std::nullopt;
   const std::string s = v;
-  std::time_t t = 0;
-  const bool digits = s.size() <= 12 && s.find_first_not_of("0123456789") == std::string::npos;
-  std::tm tm{};
-  if (!digits || (t = static_cast<std::time_t>(std::stoll(s)), gmtime_r(&t, &tm) == nullptr)) {
+  if (s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) {
     throw error(errc::invalid_argument,
                 "SOURCE_DATE_EPOCH=" + s + ": expected a whole number of seconds since 1970");
   }
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return std::stoll(s);
 }
 
 /** "3 NaN/Inf values replaced by 0", for the reports of compress and eval. */

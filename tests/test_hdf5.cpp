@@ -1455,6 +1455,47 @@ std::vector<unsigned> h5_chunk_masks(hid_t file, const std::string& name) {
   return masks;
 }
 
+using filter_list = std::vector<std::pair<H5Z_filter_t, std::vector<unsigned>>>;
+
+/** An empty chunked dataset whose pipeline is `filters` (each optional, with its client values),
+ *  in the order given. */
+h5 h5_create_chunked(hid_t file, const std::string& name, hid_t type, const std::vector<u64>& shape,
+                     const std::vector<u64>& chunk, const filter_list& filters,
+                     unsigned chunk_options = 0) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end()), c(chunk.begin(), chunk.end());
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(c.size()), c.data()), "chunk");
+  if (chunk_options != 0) h5_check(H5Pset_chunk_opts(dcpl.get(), chunk_options), "chunk options");
+  for (const auto& [id, cd] : filters) {
+    h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
+  }
+  return h5(H5Dcreate2(file, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+            H5Dclose, "create " + name);
+}
+
+/** A chunked dataset of `data` with the given pipeline, written through HDF5's filters (and
+ *  dctchop's LZF and zstd, registered in this process). `only_rows` > 0 writes only that
+ *  many leading rows: the chunks after them are never allocated. */
+template <typename T>
+void h5_write_filtered(hid_t file, const std::string& name, hid_t type, const std::vector<u64>& shape,
+                       const std::vector<u64>& chunk, const std::vector<T>& data,
+                       const filter_list& filters,
+                       u64 only_rows = 0, unsigned chunk_options = 0) {
+  h5 d = h5_create_chunked(file, name, type, shape, chunk, filters, chunk_options);
+  if (only_rows == 0) {
+    h5_check(H5Dwrite(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "write");
+    return;
+  }
+  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+  count[0] = only_rows;
+  h5 fs(H5Dget_space(d.get()), H5Sclose, "file space");
+  h5_check(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+           "rows");
+  h5 ms(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose, "mem");
+  h5_check(H5Dwrite(d.get(), native_type<T>(), ms.get(), fs.get(), H5P_DEFAULT, data.data()), "write rows");
+}
+
 /** A chunked u8 dataset of `shape` whose pipeline is filter `id` (optional, client values `cd`),
  *  with each chunk along axis 0 (extent 1) stored as the bytes encode(chunk's values) returns,
  *  written straight to the file (H5Dwrite_chunk): neither dctchop's filters nor any plugin
@@ -1463,21 +1504,15 @@ template <typename Encode>
 void h5_write_encoded(hid_t file, const std::string& name, const std::vector<u64>& shape,
                       const std::vector<std::uint8_t>& data, H5Z_filter_t id,
                       const std::vector<unsigned>& cd, Encode encode) {
-  std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk = dims;
+  std::vector<u64> chunk = shape;
   chunk[0] = 1;
-  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
-  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
-  h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), "chunk");
-  h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
-  h5 d(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
-                  H5P_DEFAULT),
-       H5Dclose, "create " + name);
+  h5 d = h5_create_chunked(file, name, H5T_STD_U8LE, shape, chunk, {{id, cd}});
   const u64 per = data.size() / shape[0];
   for (u64 i = 0; i < shape[0]; ++i) {
     const std::vector<std::uint8_t> part(data.begin() + static_cast<std::ptrdiff_t>(i * per),
                                          data.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
     const std::vector<std::uint8_t> bytes = encode(part, i);
-    std::vector<hsize_t> at(dims.size(), 0);
+    std::vector<hsize_t> at(shape.size(), 0);
     at[0] = i;
     h5_check(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, at.data(), bytes.size(), bytes.data()),
              "write chunk of " + name);
@@ -1659,21 +1694,12 @@ TEST(Hdf5Filters, DctchopsLzfAndZstdFiltersEncodeWhatTheReferenceLibrariesDecode
   const std::vector<u64> shape = {2, 48, 48, 3};
   const auto values = tiled_u8_nhwc(2, 48, 48, 3);
   const u64 per = values.size() / 2;
-  for (const auto& [id, cd] : std::vector<std::pair<H5Z_filter_t, std::vector<unsigned>>>{
+  for (const auto& [id, cd] : filter_list{
            {32000, {}}, {32015, {5}}}) {
     const std::string name = "/f" + std::to_string(id);
     {
       auto f = h5_create(dir.file("w.h5"));
-      std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk = {1, 48, 48, 3};
-      h5 space(H5Screate_simple(4, dims.data(), nullptr), H5Sclose, "space");
-      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
-      h5_check(H5Pset_chunk(dcpl.get(), 4, chunk.data()), "chunk");
-      h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
-      h5 d(H5Dcreate2(f.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
-                      H5P_DEFAULT),
-           H5Dclose, "create");
-      h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
-               "write through the filter");
+      h5_write_filtered(f.get(), name, H5T_STD_U8LE, shape, {1, 48, 48, 3}, values, {{id, cd}});
     }
     auto f = h5_open(dir.file("w.h5"));
     h5 d(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Dclose, "open");
@@ -1715,37 +1741,6 @@ TEST(Hdf5Filters, DctchopsLzfAndZstdFiltersEncodeWhatTheReferenceLibrariesDecode
   }
 }
 
-/** A chunked dataset of `data` with the given pipeline, written through HDF5's filters (and
- *  dctchop's LZF and zstd, registered in this process). `only_rows` > 0 writes only that
- *  many leading rows: the chunks after them are never allocated. */
-template <typename T>
-void h5_write_filtered(hid_t file, const std::string& name, hid_t type, const std::vector<u64>& shape,
-                       const std::vector<u64>& chunk, const std::vector<T>& data,
-                       const std::vector<std::pair<H5Z_filter_t, std::vector<unsigned>>>& filters,
-                       u64 only_rows = 0, unsigned chunk_options = 0) {
-  std::vector<hsize_t> dims(shape.begin(), shape.end()), c(chunk.begin(), chunk.end());
-  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "space");
-  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
-  h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(c.size()), c.data()), "chunk");
-  if (chunk_options != 0) h5_check(H5Pset_chunk_opts(dcpl.get(), chunk_options), "chunk options");
-  for (const auto& [id, cd] : filters) {
-    h5_check(H5Pset_filter(dcpl.get(), id, H5Z_FLAG_OPTIONAL, cd.size(), cd.data()), "filter");
-  }
-  h5 d(H5Dcreate2(file, name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-       H5Dclose, "create " + name);
-  if (only_rows == 0) {
-    h5_check(H5Dwrite(d.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "write");
-    return;
-  }
-  std::vector<hsize_t> start(dims.size(), 0), count = dims;
-  count[0] = only_rows;
-  h5 fs(H5Dget_space(d.get()), H5Sclose, "file space");
-  h5_check(H5Sselect_hyperslab(fs.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-           "rows");
-  h5 ms(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose, "mem");
-  h5_check(H5Dwrite(d.get(), native_type<T>(), ms.get(), fs.get(), H5P_DEFAULT, data.data()), "write rows");
-}
-
 TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
   // Compressed chunks are read as stored and decoded by dctchop, on one thread or several
   // (decode_threads > 0), where HDF5 would decode them one at a time. Every dataset below is read
@@ -1755,7 +1750,7 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
   // (converted by HDF5) and pipelines HDF5 reads alone (fletcher32, scale-offset).
   formats::detail::register_builtin_filters();
   temp_dir dir;
-  const std::pair<H5Z_filter_t, std::vector<unsigned>> shuffle{H5Z_FILTER_SHUFFLE, {}},
+  const filter_list::value_type shuffle{H5Z_FILTER_SHUFFLE, {}},
       gzip{H5Z_FILTER_DEFLATE, {4}}, lzf{32000, {}}, zstd{32015, {3}},
       fletcher{H5Z_FILTER_FLETCHER32, {}};
   auto u8 = tiled_u8_nhwc(7, 20, 18, 3);

@@ -54,17 +54,13 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   // Each thread holds one or two decoded chunks: keep them within the scratch budget.
   r->threads_ = static_cast<unsigned>(
       std::clamp<u64>(k_scratch_budget / (2 * bytes), 1, threads));
-  const int n = H5Pget_nfilters(dcpl);
   bool compressor = false;
-  for (int i = 0; i < n; ++i) {
-    unsigned flags = 0, config = 0, cd[8] = {};
-    std::size_t nv = 8;
-    const H5Z_filter_t id =
-        H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &nv, cd, 0, nullptr, &config);
-    if (id == H5Z_FILTER_SHUFFLE && nv >= 1 && cd[0] == r->item_ && i == 0) {
-      r->stages_.push_back({id, static_cast<unsigned>(i)});
-    } else if ((id == H5Z_FILTER_DEFLATE || id == 32000 || id == 32015) && !compressor) {
-      r->stages_.push_back({id, static_cast<unsigned>(i)});
+  for (const auto& f : pipeline_of(dcpl)) {
+    if (f.id == H5Z_FILTER_SHUFFLE && f.index == 0 && !f.values.empty() && f.values[0] == r->item_) {
+      r->stages_.push_back({f.id, f.index});
+    } else if ((f.id == H5Z_FILTER_DEFLATE || f.id == filter_lzf || f.id == filter_zstd) &&
+               !compressor) {
+      r->stages_.push_back({f.id, f.index});
       compressor = true;
     } else {
       return nullptr;  // another filter, or a second compressor: HDF5 reads it

@@ -24,8 +24,8 @@
 namespace dctchop::formats::detail {
 namespace {
 
-constexpr H5Z_filter_t k_lzf = 32000;
-constexpr H5Z_filter_t k_zstd = 32015;
+constexpr H5Z_filter_t k_lzf = filter_lzf;
+constexpr H5Z_filter_t k_zstd = filter_zstd;
 constexpr unsigned k_lzf_revision = 4;  // h5py's H5PY_FILTER_LZF_VERSION
 
 /** HDF5 limits a chunk to 2^32 - 1 bytes: no decoded chunk is larger. */
@@ -69,6 +69,19 @@ std::size_t lzf_encode(std::size_t nbytes, std::size_t* buf_size, void** buf) {
   return replace(buf, buf_size, out, nbytes, n);
 }
 
+/** Undoes filter `id` on HDF5's buffer into exactly `size` bytes (decode_chunk), in HDF5's
+ *  allocator; 0 when the chunk does not decode to that size. */
+std::size_t decode_known(H5Z_filter_t id, std::size_t size, std::size_t nbytes,
+                         std::size_t* buf_size, void** buf) {
+  void* out = H5allocate_memory(std::max<std::size_t>(size, 1), false);
+  if (out == nullptr) return 0;
+  if (!decode_chunk(id, *buf, nbytes, out, size)) {
+    H5free_memory(out);
+    return 0;
+  }
+  return replace(buf, buf_size, out, std::max<std::size_t>(size, 1), size);
+}
+
 std::size_t lzf_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd_values[],
                        std::size_t nbytes, std::size_t* buf_size, void** buf) {
   if (nbytes > UINT_MAX) return 0;
@@ -77,22 +90,18 @@ std::size_t lzf_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd_
   const std::size_t recorded = cd_nelmts >= 3 ? cd_values[2] : 0;
   if (recorded != 0 && !fits(w, recorded)) return 0;  // the file contradicts itself
   // The size the dataset or the writer gives; otherwise a guess that grows.
-  std::size_t size = w.exact ? w.bytes : recorded != 0 ? recorded : std::max<std::size_t>(*buf_size, 4096);
-  for (;;) {
-    size = std::max<std::size_t>(std::min(size, w.bytes), 1);
+  if (w.exact || recorded != 0) return decode_known(k_lzf, w.exact ? w.bytes : recorded, nbytes, buf_size, buf);
+  for (std::size_t size = std::max<std::size_t>(*buf_size, 4096);; size *= 2) {
+    size = std::min(size, w.bytes);
     void* out = H5allocate_memory(size, false);
     if (out == nullptr) return 0;
     errno = 0;
     const unsigned n = lzf_decompress(*buf, static_cast<unsigned>(nbytes), out,
                                       static_cast<unsigned>(size));
-    if (n != 0 && fits(w, n) && (recorded == 0 || n == recorded)) {
-      return replace(buf, buf_size, out, size, n);
-    }
+    if (n != 0) return replace(buf, buf_size, out, size, n);
     const int why = errno;
     H5free_memory(out);
-    // EINVAL: not LZF data; a size other than the chunk's: damaged either way.
-    if (n != 0 || why != E2BIG || size >= w.bytes || recorded != 0) return 0;
-    size *= 2;
+    if (why != E2BIG || size >= w.bytes) return 0;  // EINVAL: not LZF data (damaged)
   }
 }
 
@@ -170,15 +179,7 @@ std::size_t zstd_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd
   if (n == ZSTD_CONTENTSIZE_ERROR) return 0;
   if (n == ZSTD_CONTENTSIZE_UNKNOWN) return zstd_decode_unsized(w, nbytes, buf_size, buf);
   if (n > k_max_chunk || !fits(w, static_cast<std::size_t>(n))) return 0;  // before allocating
-  const std::size_t size = std::max<std::size_t>(static_cast<std::size_t>(n), 1);
-  void* out = H5allocate_memory(size, false);
-  if (out == nullptr) return 0;
-  const std::size_t got = ZSTD_decompress(out, size, *buf, nbytes);
-  if (ZSTD_isError(got) || got != n) {
-    H5free_memory(out);
-    return 0;
-  }
-  return replace(buf, buf_size, out, size, got);
+  return decode_known(k_zstd, static_cast<std::size_t>(n), nbytes, buf_size, buf);
 }
 
 /** Whether this process can decode filter `id` (registered, or loadable as a plugin). */
@@ -222,24 +223,24 @@ constexpr known_filter k_known[] = {
     {32026, "blosc2", ""},
 };
 
-/** The id, flags and name (as the file records it) of filter `index` of `dcpl`. */
-struct filter_entry {
-  H5Z_filter_t id = -1;
-  unsigned flags = 0;
-  std::string name;
-};
-
-filter_entry filter_at(hid_t dcpl, unsigned index) {
-  unsigned config = 0;
-  std::size_t nvalues = 0;
-  char text[128] = {};
-  filter_entry e;
-  e.id = H5Pget_filter2(dcpl, index, &e.flags, &nvalues, nullptr, sizeof text, text, &config);
-  e.name = text;
-  return e;
-}
-
 }  // namespace
+
+std::vector<filter_entry> pipeline_of(hid_t dcpl) {
+  std::vector<filter_entry> out;
+  const int n = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < n; ++i) {
+    filter_entry e;
+    e.index = static_cast<unsigned>(i);
+    unsigned config = 0, values[8] = {};
+    std::size_t nvalues = 8;
+    char text[128] = {};
+    e.id = H5Pget_filter2(dcpl, e.index, &e.flags, &nvalues, values, sizeof text, text, &config);
+    e.name = text;
+    e.values.assign(values, values + std::min<std::size_t>(nvalues, 8));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 void register_builtin_filters() {
   // Once per process, and again for a filter that was unregistered since (H5Zunregister).
@@ -256,9 +257,8 @@ std::vector<filter_output> expected_outputs(hid_t dcpl, std::size_t chunk_bytes)
   std::vector<filter_output> out;
   std::size_t size = chunk_bytes;  // what enters filter i at write time, at most
   bool exact = true;
-  const int n = H5Pget_nfilters(dcpl);
-  for (int i = 0; i < n; ++i) {
-    const H5Z_filter_t id = filter_at(dcpl, static_cast<unsigned>(i)).id;
+  for (const auto& f : pipeline_of(dcpl)) {
+    const H5Z_filter_t id = f.id;
     if (id == k_lzf || id == k_zstd) out.push_back({id, std::min(size, k_max_chunk), exact});
     if (id == H5Z_FILTER_SHUFFLE) continue;
     if (id == H5Z_FILTER_FLETCHER32) {
@@ -319,9 +319,7 @@ void unshuffle(const void* in, std::size_t bytes, std::size_t item, void* out) {
 
 std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name) {
   std::vector<missing_filter> out;
-  const int n = H5Pget_nfilters(dcpl);
-  for (int i = 0; i < n; ++i) {
-    const filter_entry e = filter_at(dcpl, static_cast<unsigned>(i));
+  for (const auto& e : pipeline_of(dcpl)) {
     if (e.id < 0 || decodable(e.id)) continue;
     const known_filter* k = nullptr;
     for (const auto& f : k_known)
@@ -337,7 +335,7 @@ std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name)
             ? "install Debian's " + std::string(k->package) +
                   ", or set HDF5_PLUGIN_PATH to a folder that holds its plugin"
             : "set HDF5_PLUGIN_PATH to a folder that holds a plugin for it";
-    out.push_back({static_cast<unsigned>(i), (e.flags & H5Z_FLAG_OPTIONAL) != 0,
+    out.push_back({e.index, (e.flags & H5Z_FLAG_OPTIONAL) != 0,
                    name + ": is compressed with " + what +
                        ", which this HDF5 library cannot load: " + fix});
   }

@@ -13,6 +13,23 @@
 
 namespace dctchop::formats::detail {
 
+/** The ids of the two filters dctchop registers itself. */
+constexpr H5Z_filter_t filter_lzf = 32000;
+constexpr H5Z_filter_t filter_zstd = 32015;
+
+/** One filter of a dataset's pipeline: its id, flags, name (as the file records it) and first
+ *  client values. */
+struct filter_entry {
+  H5Z_filter_t id = -1;
+  unsigned index = 0;  ///< its place in the pipeline (its bit in a chunk's filter mask)
+  unsigned flags = 0;
+  std::string name;
+  std::vector<unsigned> values;  ///< its client values (at most 8)
+};
+
+/** The filters of a dataset creation property list, in write order. */
+std::vector<filter_entry> pipeline_of(hid_t dcpl);
+
 /** Registers dctchop's HDF5 filters 32000 (LZF, h5py's `compression="lzf"`; Debian 12's
  *  hdf5-plugin-lzf cannot be loaded: its library lacks liblzf) and 32015 (Zstandard; no Debian
  *  plugin), in place of any other filter of those ids (same formats). Once per process, and

@@ -78,32 +78,26 @@ class quiet_hdf5 {
   void* data_ = nullptr;
 };
 
-/** What the HDF5 library said of the call that just failed: its innermost error's text, or
- *  empty. (Called under quiet_hdf5, which keeps the library from printing the stack.) */
-std::string hdf5_error_text() {
+/** What the HDF5 library said of the call that just failed: its innermost error's text (or
+ *  empty), and whether it failed in the filter pipeline (a chunk that its filter could not
+ *  decode). Called under quiet_hdf5, which keeps the library from printing the stack. */
+struct hdf5_failure {
   std::string text;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
-      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-        if (e->desc != nullptr && *e->desc != '\0') *static_cast<std::string*>(out) = e->desc;
-        return 0;
-      },
-      &text);
-  return text;
-}
-
-/** Whether the call that just failed failed in the filter pipeline: a compressed chunk that
- *  its filter could not decode. */
-bool hdf5_filter_failed() {
   bool in_filter = false;
+};
+
+hdf5_failure last_hdf5_failure() {
+  hdf5_failure f;
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_DOWNWARD,
       [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-        if (e->maj_num == H5E_PLINE) *static_cast<bool*>(out) = true;
+        auto* f = static_cast<hdf5_failure*>(out);
+        if (e->desc != nullptr && *e->desc != '\0') f->text = e->desc;
+        if (e->maj_num == H5E_PLINE) f->in_filter = true;
         return 0;
       },
-      &in_filter);
-  return in_filter;
+      &f);
+  return f;
 }
 
 /** Whether the first chunk of a chunked dataset was stored through filter `index` of its
@@ -276,7 +270,7 @@ class hdf5_source final : public sample_source {
     file_ = h5_id(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file_.valid()) {
       // An HDF5 signature, but the library cannot open it: say why, where it says.
-      const std::string why = hdf5_error_text();
+      const std::string why = last_hdf5_failure().text;
       if (why.find("truncated") != std::string::npos) {
         throw error(errc::bad_input, spec.path + ": a truncated HDF5 file (" + why + ")");
       }
@@ -371,20 +365,20 @@ class hdf5_source final : public sample_source {
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
-      const std::string why = hdf5_error_text();
-      const std::string rows = name() + ": read of rows " + std::to_string(first) + ".." +
-                               std::to_string(first + count - 1) + " failed";
+      const auto [why, in_filter] = last_hdf5_failure();
+      const std::string rows =
+          "read of rows " + std::to_string(first) + ".." + std::to_string(first + count - 1);
       // A chunk stored with an optional filter that cannot be loaded here.
       if (!missing_.empty() && why.find("not registered") != std::string::npos) {
-        throw error(errc::bad_input, missing_ + " (read of rows " + std::to_string(first) + ".." +
-                                         std::to_string(first + count - 1) + ")");
+        throw error(errc::bad_input, missing_ + " (" + rows + ")");
       }
-      if (hdf5_filter_failed()) {  // the file's bytes, not the system, are at fault
-        throw error(errc::bad_input, rows + ": a chunk does not decode through its filters (" +
+      if (in_filter) {  // the file's bytes, not the system, are at fault
+        throw error(errc::bad_input, name() + ": " + rows +
+                                         " failed: a chunk does not decode through its filters (" +
                                          (why.empty() ? std::string("filter failed") : why) +
                                          "); the file is damaged");
       }
-      throw error(errc::io, rows + " (" +
+      throw error(errc::io, name() + ": " + rows + " failed (" +
                                 (why.empty() ? std::string("damaged file?") : why + "; damaged file?") +
                                 ")");
     }

@@ -185,8 +185,8 @@ std::optional<double> float_range(const dataset_spec& spec, layout lay,
   return vr.empty ? std::nullopt : std::optional<double>(vr.max - vr.min);
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
+std::string utc_text(std::optional<std::int64_t> seconds) {
+  const std::time_t t = seconds ? static_cast<std::time_t>(*seconds) : std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
@@ -393,7 +393,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const u64 ibps = src.bytes_per_sample;
   const archive_header ah =
       make_archive_header(src, p, o.chunk_mb, o.tool_version,
-                          o.created.empty() ? utc_now() : o.created);
+                          utc_text(o.created));
   const u64 spc = ah.samples_per_chunk;
   archive_writer w(output_file::create(output, o.overwrite), ah);
 

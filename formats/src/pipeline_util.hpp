@@ -91,8 +91,9 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
                                    double chunk_mb, const std::string& tool_version,
                                    const std::string& created);
 
-/** The current UTC time as ISO 8601 ("2026-11-29T18:00:00Z"), the provenance's "created". */
-std::string utc_now();
+/** A UTC time as ISO 8601 ("2026-11-29T18:00:00Z"), the provenance's "created": `seconds`
+ *  since 1970, or now. */
+std::string utc_text(std::optional<std::int64_t> seconds = std::nullopt);
 
 /** R for float data, by a first pass over a rereadable input (nullopt for stdin and integer
  *  types). `progress`, when set, is called with (0, samples) after each part read. */

@@ -151,7 +151,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
       c.row.q = c.acc.result();
       // The header and footer compress would write (its timestamp has a fixed width).
       const archive_header h =
-          make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_now());
+          make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_text());
       c.row.archive_bytes = predict_archive_bytes(
           h, {}, footer_extra(c.row.input_bytes, &c.row.q, res.nonfinite_replaced));
     }

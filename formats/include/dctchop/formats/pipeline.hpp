@@ -76,9 +76,9 @@ struct compress_options {
   std::optional<double> nonfinite_replacement;
   offset_choice offset;                 ///< subtracted before the transform
   std::string tool_version;             ///< recorded in the header's provenance
-  /** The header's creation time, "YYYY-MM-DDTHH:MM:SSZ"; empty: now. The command sets it from
+  /** The header's creation time in seconds since 1970; nullopt: now. The command sets it from
    *  SOURCE_DATE_EPOCH, for archives that are the same bytes run after run. */
-  std::string created;
+  std::optional<std::int64_t> created;
   progress_fn progress;
 };
 
