@@ -809,16 +809,14 @@ int main(int argc, char** argv) {
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word.
       const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" && !formats::name_ends_with(d_out, ".npy");
+      const std::string npy_note = fmt::format("{} holds NPY data, whatever its name says", d_out);
       if (d_json) {
         auto j = r.to_json();
         auto& notes = j["notes"] = nlohmann::json::array();
-        if (npy_elsewhere) notes.push_back(fmt::format("{} holds NPY data, whatever its name says", d_out));
+        if (npy_elsewhere) notes.push_back(npy_note);
         print_json_report(j, d_in, d_out);
       } else if (!d_quiet) {
-        if (npy_elsewhere) {
-          log->warn("note: {} holds NPY data, whatever its name says (--raw writes raw binary; "
-                    "FILE.h5 HDF5)", d_out);
-        }
+        if (npy_elsewhere) log->warn("note: {} (--raw writes raw binary; FILE.h5 HDF5)", npy_note);
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   d_out == "-" ? "<stdout>" : d_out, shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,

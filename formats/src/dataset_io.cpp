@@ -105,11 +105,11 @@ class raw_source final : public sample_source {
     }
     type_ = *s.raw_type;
     shape_ = s.raw_shape;
-    const u64 bytes = checked_count(shape_, name(), type_.itemsize);
-    if (f_.seekable() && f_.size() != bytes) {
+    bytes_ = checked_count(shape_, name(), type_.itemsize);
+    if (f_.seekable() && f_.size() != bytes_) {
       throw error(errc::bad_input,
                   name() + ": holds " + std::to_string(f_.size()) + " bytes, but --shape and "
-                  "--dtype describe " + std::to_string(bytes) + " bytes");
+                  "--dtype describe " + std::to_string(bytes_) + " bytes");
     }
   }
   std::string name() const override { return f_.display_name(); }
@@ -128,12 +128,12 @@ class raw_source final : public sample_source {
     if (got == 0 && first == 0 && count > 0) {
       throw error(errc::bad_input, name() + ": empty (0 bytes), but --shape and --dtype "
                                             "describe " +
-                                       std::to_string(checked_count(shape_, name(), type_.itemsize)) +
+                                       std::to_string(bytes_) +
                                        " bytes");
     }
     if (got != count * rb) {
       throw error(errc::bad_input, name() + ": truncated: the stream ended before the " +
-                                       std::to_string(checked_count(shape_, name(), type_.itemsize)) +
+                                       std::to_string(bytes_) +
                                        " bytes that --shape and --dtype describe");
     }
     next_ = first + count;
@@ -147,6 +147,7 @@ class raw_source final : public sample_source {
 
  private:
   input_file f_;
+  u64 bytes_ = 0;  // what --shape and --dtype describe
   npy_dtype type_;
   std::vector<u64> shape_;
   u64 next_ = 0;

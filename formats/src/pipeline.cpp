@@ -594,25 +594,22 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // HDF5 outputs get the labels beside the data, as /labels or where --labels-out names a
   // dataset of the same file; any other output cannot share its file with the labels.
   std::string labels_beside = hdf5_labels_dataset;
-  bool labels_in_output = false;
   std::optional<dataset_spec> labels_file;  // --labels-out, when it is a file of its own
   if (!o.labels_out.empty()) {
     dataset_spec ls = parse_dataset_spec(o.labels_out);
     check_not_same(input, ls.path);
-    const bool same = same_output(output, ls.path);
-    if (same && out.kind == file_kind::hdf5 && ls.kind == file_kind::hdf5) {
-      labels_in_output = true;
+    if (same_output(output, ls.path)) {  // a dataset of the HDF5 output, or an error
+      if (out.kind != file_kind::hdf5 || ls.kind != file_kind::hdf5) {
+        throw error(errc::invalid_argument,
+                    o.labels_out + ": the labels and the decoded data cannot share one output");
+      }
       if (!ls.dataset.empty()) labels_beside = ls.dataset;  // (parse_dataset_spec gave it its '/')
-    } else if (same) {
-      throw error(errc::invalid_argument,
-                  o.labels_out + ": the labels and the decoded data cannot share one output");
-    }
-    // Refuse an existing labels file now, not after decoding everything.
-    struct stat st {};
-    if (!labels_in_output && !o.overwrite && ls.path != "-" && ::stat(ls.path.c_str(), &st) == 0) {
-      throw error(errc::output_exists, ls.path + ": already exists (use -f to overwrite)");
-    }
-    if (!labels_in_output) {
+    } else {
+      // Refuse an existing labels file now, not after decoding everything.
+      struct stat st {};
+      if (!o.overwrite && ls.path != "-" && ::stat(ls.path.c_str(), &st) == 0) {
+        throw error(errc::output_exists, ls.path + ": already exists (use -f to overwrite)");
+      }
       // An HDF5 labels file named without a dataset gets /labels, as beside HDF5 data.
       if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;
       labels_file = std::move(ls);
