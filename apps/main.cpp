@@ -91,6 +91,7 @@ Examples:
   dctchop compress train.npy -o train.dcz --psnr 35    # the largest ratio with PSNR >= 35 dB
   dctchop compress fields.npy -o f.dcz --chop 2 --coeff bf16
   dctchop compress train.h5:/images --labels train.h5:/labels -o train.dcz
+  dctchop compress mnist.npz:x_train --labels mnist.npz:y_train -o train.dcz
   dctchop compress field.bin --raw --dtype f32 --shape 64,512,512 -o field.dcz
   dctchop compress sst.npy -o sst.dcz --nonfinite replace=0   # NaN/Inf (land) stored as 0
   dctchop compress xray.npy -o xray.dcz --coeff bf16 --offset mean  # 12-bit data in u16
@@ -308,7 +309,8 @@ formats::progress_fn progress_to(app::progress_bar& bar) {
   };
 }
 
-/** How an input dataset is named: FILE.npy, -, FILE.h5[:/dset], or raw binary. */
+/** How an input dataset is named: FILE.npy, -, FILE.h5[:/dset], FILE.npz[:array], or raw
+ *  binary. */
 struct input_options {
   std::string dataset;  ///< --dataset
   bool raw = false;     ///< --raw
@@ -317,7 +319,8 @@ struct input_options {
 };
 
 void add_input_options(CLI::App* cmd, input_options& in) {
-  cmd->add_option("--dataset", in.dataset, "HDF5 dataset path (or write FILE.h5:/path)");
+  cmd->add_option("--dataset", in.dataset,
+                  "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)");
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
   cmd->add_option("--dtype", in.dtype, "raw input element type: u8, u16, i16, f32, f64")
       ->check(CLI::IsMember({"u8", "u16", "i16", "f32", "f64"}, CLI::ignore_case))
@@ -446,10 +449,12 @@ void print_info_text(const nlohmann::json& j) {
 
 /** A note when compress writes its archive to a name that says another format. */
 std::string archive_name_note(const std::string& out) {
-  for (const char* ext : {".npy", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
+  for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
     if (formats::name_ends_with(out, ext)) {
       return fmt::format("{} holds a dctchop archive, whatever its name says (archives are named "
-                         ".dcz; decompress writes {} files)", out, ext);
+                         ".dcz; {})", out,
+                         std::string(ext) == ".npz" ? std::string("dctchop reads .npz files but writes none")
+                                                    : fmt::format("decompress writes {} files", ext));
     }
   }
   return {};
@@ -584,7 +589,7 @@ int main(int argc, char** argv) {
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
   auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, HDF5 or raw) into a .dcz archive");
   input_options c_io;
-  cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw")
+  cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
       ->required();
   add_input_options(cmp, c_io);
   cmp->add_option("-o,--output", c_out,
@@ -610,7 +615,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")->capture_default_str();
   cmp->add_option("--labels", c_labels,
-                  "per-sample labels stored losslessly: FILE.npy or FILE.h5:/labels");
+                  "per-sample labels stored losslessly: FILE.npy, FILE.h5:/labels or FILE.npz:y_train");
   cmp->add_option("--nonfinite", c_nonfinite,
                   "NaN and Inf in float input: error (naming the first sample), or replace=V "
                   "(counted in the archive)")
@@ -663,7 +668,7 @@ int main(int argc, char** argv) {
   auto* evl = app.add_subcommand(
       "eval", "measure ratio, quality and speed of several settings in memory (writes nothing)");
   input_options e_io;
-  evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw")
+  evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
       ->required();
   add_input_options(evl, e_io);
   evl->add_option("--block", e_block, "block size B: 4, 8, 16 or 32")
@@ -698,7 +703,7 @@ int main(int argc, char** argv) {
   input_options v_io;
   add_input_options(ver, v_io);
   ver->add_option("--against", v_against,
-                  "the original: FILE.npy, - (stdin), FILE.h5[:/dataset], or raw with --raw; "
+                  "the original: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw; "
                   "without it only the checksums and the index are checked");
   ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB")
       ->check(finite_number);

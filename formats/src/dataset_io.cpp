@@ -8,8 +8,11 @@
 #include <cstring>
 #include <limits>
 
+#include "byte_source.hpp"
+#include "dataset_choice.hpp"
 #include "dctchop/error.hpp"
 #include "hdf5_io.hpp"
+#include "zip_reader.hpp"
 
 namespace dctchop::formats {
 namespace {
@@ -63,6 +66,77 @@ class npy_sink final : public sample_sink {
 
  private:
   npy_writer w_;
+};
+
+// ---- NPZ: arrays in a ZIP archive (np.savez, np.savez_compressed) ---------------------------
+
+class npz_source final : public sample_source {
+ public:
+  explicit npz_source(const dataset_spec& spec) : r_(open_member(spec)) {}
+  std::string name() const override { return r_.display_name(); }
+  const npy_dtype& type() const override { return r_.header().type; }
+  const std::vector<u64>& shape() const override { return r_.header().shape; }
+  bool rereadable() const override { return true; }
+  void read_rows(u64 first, u64 count, void* dst) override { r_.read_rows(first, count, dst); }
+  std::string dataset_path() const override { return array_; }
+  std::string note() const override { return note_; }
+
+ private:
+  /** The array named `spec.dataset` ("x_train", or its member name "x_train.npy"), or the one
+   *  chosen among the file's arrays when none is named. */
+  npy_reader open_member(const dataset_spec& spec) {
+    const auto zip = detail::zip_reader::open(spec.path);
+    const std::string file = zip.display_name();
+    std::vector<const detail::zip_member*> arrays;  // the members numpy reads as arrays
+    for (const auto& m : zip.members())
+      if (name_ends_with(m.name, ".npy")) arrays.push_back(&m);
+    auto array_name = [](const detail::zip_member& m) { return m.name.substr(0, m.name.size() - 4); };
+    auto open_array = [&](const detail::zip_member& m) {
+      return npy_reader::open(zip.open_member(m, file + ":" + array_name(m)));
+    };
+    const detail::zip_member* found = nullptr;
+    if (spec.dataset.empty()) {
+      std::vector<detail::candidate> all;
+      for (const auto* m : arrays) {
+        detail::candidate c;
+        c.path = array_name(*m);
+        try {
+          const auto r = open_array(*m);
+          c.shape = r.header().shape;
+          c.numeric = true;
+        } catch (const error& e) {
+          if (e.code() != errc::bad_input) throw;  // not a numeric array: listed, never chosen
+        }
+        all.push_back(std::move(c));
+      }
+      array_ = detail::choose_array(file, all, spec,
+                                    {"array", "FILE.npz:NAME or --dataset NAME",
+                                     "--labels FILE.npz:NAME"},
+                                    note_);
+      for (const auto* m : arrays)
+        if (array_name(*m) == array_) found = m;
+    } else {
+      for (const auto& m : zip.members()) {
+        if (m.name == spec.dataset || m.name == spec.dataset + ".npy") {
+          found = &m;
+          break;
+        }
+      }
+      if (found == nullptr) {
+        std::string names;
+        for (const auto* m : arrays) names += (names.empty() ? "" : ", ") + array_name(*m);
+        throw error(errc::bad_input,
+                    file + ": holds no array named " + spec.dataset +
+                        (names.empty() ? std::string(" (it holds no .npy member at all)")
+                                       : " (arrays: " + names + ")"));
+      }
+      array_ = name_ends_with(found->name, ".npy") ? array_name(*found) : found->name;
+    }
+    return npy_reader::open(zip.open_member(*found, file + ":" + array_));
+  }
+
+  std::string array_, note_;
+  npy_reader r_;
 };
 
 // ---- an array in memory ---------------------------------------------------------------------
@@ -220,6 +294,31 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     s.kind = file_kind::raw;
     return s;
   }
+  // "data.npz:x_train": an array of a .npz file; the first ".npz:" ends the file's name.
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  const auto npz = lower.find(".npz:");
+  if (npz != std::string::npos || name_ends_with(text, ".npz")) {
+    s.kind = file_kind::npz;
+    if (npz != std::string::npos) {
+      s.path = text.substr(0, npz + 4);
+      s.dataset = text.substr(npz + 5);
+      if (s.dataset.empty() || s.dataset == "/") {
+        throw error(errc::invalid_argument, text + ": no array after ':' (write FILE.npz:x_train)");
+      }
+    }
+    // numpy's names never start with '/'; "data.npz:/x" is the HDF5 habit for "x".
+    auto plain = [](std::string n) { return !n.empty() && n.front() == '/' ? n.substr(1) : n; };
+    s.dataset = plain(s.dataset);
+    if (!dataset.empty()) {
+      if (!s.dataset.empty() && plain(dataset) != s.dataset) {
+        throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
+      }
+      s.dataset = plain(dataset);
+    }
+    return s;
+  }
   // Where the file's name ends and its dataset's begins, if the text names one:
   // - "file.h5:/group/dset": the last ":/", when the part before it is an HDF5 name, or an
   //   existing file while the whole text is not (so "run:/x.npy", a file in a folder named
@@ -298,6 +397,7 @@ std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec) {
   if (spec.memory) return std::make_unique<memory_source>(spec.path, *spec.memory);
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_source>(spec.path);
+    case file_kind::npz: return std::make_unique<npz_source>(spec);
     case file_kind::raw: return std::make_unique<raw_source>(spec);
     case file_kind::hdf5: return detail::open_hdf5(spec);
   }
@@ -310,6 +410,9 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
   if (spec.memory) throw error(errc::invalid_argument, spec.path + ": an array in memory is an input only");
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
+    case file_kind::npz:
+      throw error(errc::invalid_argument, spec.path + ": dctchop reads .npz files but does not "
+                                                      "write them; write FILE.npy or FILE.h5");
     case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
     case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
   }

@@ -2,6 +2,7 @@
 // HDF5's own error printing is switched off while we call it and restored afterwards, and its
 // failures become dctchop::error naming the file and dataset.
 #include "hdf5_io.hpp"
+#include "dataset_choice.hpp"
 
 #include <fcntl.h>
 #include <hdf5.h>
@@ -181,12 +182,6 @@ hid_t file_type(const npy_dtype& t) {
   }
 }
 
-std::string shape_text(const std::vector<u64>& s) {
-  std::string r = "(";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + (s.size() == 1 ? ",)" : ")");
-}
-
 /** File and memory dataspaces for rows [first, first+count) of a dataset of `shape`. */
 struct row_selection {
   h5_id file_space, mem_space;
@@ -205,19 +200,6 @@ row_selection select_rows(hid_t dset, const std::vector<u64>& shape, u64 first, 
         errc::internal, name + ": bad hyperslab");
   sel.mem_space = h5_id(H5Screate_simple(static_cast<int>(nd), cnt.data(), nullptr), H5Sclose);
   return sel;
-}
-
-struct candidate {
-  std::string path;
-  std::vector<u64> shape;
-  bool numeric = false;
-};
-
-/** "path (shape), path (shape)", for messages. */
-std::string listing(const std::vector<candidate>& datasets) {
-  std::string out;
-  for (const auto& c : datasets) out += (out.empty() ? "" : ", ") + c.path + " " + shape_text(c.shape);
-  return out;
 }
 
 /** Every dataset in the file, with its shape and whether it is numeric. */
@@ -243,11 +225,6 @@ std::vector<candidate> list_datasets(hid_t file) {
   };
   H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &out);
   return out;
-}
-
-std::string leaf(const std::string& p) {
-  const auto s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
 }
 
 // ---- source -------------------------------------------------------------------------------
@@ -277,7 +254,7 @@ class hdf5_source final : public sample_source {
       throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
                                 (why.empty() ? std::string() : " (" + why + ")"));
     }
-    dataset_ = spec.dataset.empty() ? choose(spec.purpose, spec.not_this) : spec.dataset;
+    dataset_ = spec.dataset.empty() ? choose(spec) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     const std::string nm = name();
     if (H5Lexists(file_.get(), dataset_.c_str(), H5P_DEFAULT) <= 0) {
@@ -385,49 +362,10 @@ class hdf5_source final : public sample_source {
   }
 
  private:
-  /** No dataset named: the only candidate, else the one with a conventional name. Data:
-   *  image-like (numeric, 2 or more axes), named images, data or x. Labels: numeric, named
-   *  labels, label, y or targets. */
-  std::string choose(dataset_spec::role purpose, const std::string& not_this) {
-    const bool labels = purpose == dataset_spec::role::labels;
-    auto all = list_datasets(file_.get());
-    std::vector<candidate> fit;
-    for (const auto& c : all)
-      if (c.numeric && c.shape.size() >= (labels ? 1u : 2u) && c.path != not_this)
-        fit.push_back(c);
-    if (fit.empty()) {
-      throw error(errc::bad_input,
-                  path_ + (labels ? ": holds no dataset for labels (numeric, 1 or more axes" +
-                                        (not_this.empty() ? std::string(")")
-                                                          : ", other than " + not_this + ")")
-                                  : ": holds no image-like dataset (numeric, 2 or more axes)") +
-                      (all.empty() ? std::string("; the file holds no dataset at all")
-                                   : "; datasets: " + listing(all)));
-    }
-    std::string chosen;
-    if (fit.size() == 1) {
-      chosen = fit[0].path;
-    } else {
-      // One dataset with a conventional name; two such names (/train/images, /test/images)
-      // are as ambiguous as none.
-      const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
-                                : std::vector<const char*>{"images", "data", "x"};
-      for (const char* want : names) {
-        std::vector<std::string> named;
-        for (const auto& c : fit)
-          if (leaf(c.path) == want) named.push_back(c.path);
-        if (named.size() == 1 && chosen.empty()) chosen = named[0];
-        if (named.size() > 1 && chosen.empty()) break;
-      }
-    }
-    if (chosen.empty()) {
-      throw error(errc::invalid_argument,
-                  path_ + (labels ? ": name the labels dataset (--labels FILE.h5:/path)"
-                                  : ": name the dataset (FILE.h5:/path or --dataset)") +
-                      "; candidates: " + listing(fit));  // the ones that could be meant
-    }
-    note_ = "using " + std::string(labels ? "labels " : "dataset ") + chosen + " of " + path_;
-    return chosen;
+  /** No dataset named: see choose_array. */
+  std::string choose(const dataset_spec& spec) {
+    return choose_array(path_, list_datasets(file_.get()), spec,
+                        {"dataset", "FILE.h5:/path or --dataset", "--labels FILE.h5:/path"}, note_);
   }
 
   std::string list_hint() const {

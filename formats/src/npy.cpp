@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 
+#include "byte_source.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 
@@ -281,8 +282,25 @@ class dict_parser {
   std::string name_;
 };
 
+/** A whole file, or stdin. */
+class file_bytes final : public detail::byte_source {
+ public:
+  explicit file_bytes(input_file f) : f_(std::move(f)) {}
+  std::string display_name() const override { return f_.display_name(); }
+  bool seekable() const override { return f_.seekable(); }
+  std::uint64_t size() const override { return f_.size(); }
+  std::size_t read(void* dst, std::size_t n) override { return f_.read(dst, n); }
+  void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) override {
+    f_.read_at(offset, dst, n, what);
+  }
+  const std::byte* map() override { return f_.map(); }
+
+ private:
+  input_file f_;
+};
+
 // Read up to n bytes; fewer only at end of input.
-std::size_t read_some(input_file& f, void* dst, std::size_t n) {
+std::size_t read_some(detail::byte_source& f, void* dst, std::size_t n) {
   auto* p = static_cast<char*>(dst);
   std::size_t got = 0;
   while (got < n) {
@@ -405,13 +423,18 @@ std::uint64_t npy_header::row_bytes() const {
 
 // ---- npy_reader ----
 
+npy_reader::npy_reader(std::unique_ptr<detail::byte_source> src) : src_(std::move(src)) {}
 npy_reader::npy_reader(npy_reader&&) noexcept = default;
 npy_reader& npy_reader::operator=(npy_reader&&) noexcept = default;
 npy_reader::~npy_reader() = default;
 
 npy_reader npy_reader::open(const std::string& path) {
-  npy_reader r(input_file::open(path));
-  input_file& f = r.file_;
+  return open(std::make_unique<file_bytes>(input_file::open(path)));
+}
+
+npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
+  npy_reader r(std::move(bytes));
+  detail::byte_source& f = *r.src_;
   const std::string name = f.display_name();
   npy_header& h = r.header_;
 
@@ -451,7 +474,8 @@ npy_reader npy_reader::open(const std::string& path) {
          "malformed .npy header: header length " + std::to_string(header_len) +
              " is implausibly large");
   }
-  if (f.seekable() && header_len > f.size() - prefix) {
+  const bool sized = f.seekable() || f.restartable();  // size() known
+  if (sized && header_len > f.size() - prefix) {
     fail(errc::bad_input, name,
          "truncated .npy file (header length " + std::to_string(header_len) +
              " is larger than the file)");
@@ -491,13 +515,13 @@ npy_reader npy_reader::open(const std::string& path) {
 
   std::size_t dims_over_one = 0;
   for (auto s : h.shape) dims_over_one += s > 1 ? 1 : 0;
+  if (sized && f.size() - h.data_offset < data_bytes) {
+    fail(errc::bad_input, name,
+         "truncated .npy file: shape " + shape_repr(h.shape) + " of " + h.type.native_descr() +
+             " needs " + std::to_string(data_bytes) + " data bytes, the file holds " +
+             std::to_string(f.size() - h.data_offset));
+  }
   if (f.seekable()) {
-    if (f.size() - h.data_offset < data_bytes) {
-      fail(errc::bad_input, name,
-           "truncated .npy file: shape " + shape_repr(h.shape) + " of " + h.type.native_descr() +
-               " needs " + std::to_string(data_bytes) + " data bytes, the file holds " +
-               std::to_string(f.size() - h.data_offset));
-    }
     // C-order rows are read with pread (see read_rows); only a Fortran-order gather uses a
     // map. Without one (an unusual file system) it falls back to positioned reads.
     if (data_bytes > 0 && h.fortran_order) {
@@ -506,11 +530,27 @@ npy_reader npy_reader::open(const std::string& path) {
     }
   } else if (h.fortran_order && dims_over_one > 1) {
     fail(errc::bad_input, name,
-         "Fortran-order arrays cannot be read from a pipe or standard input; save the array to "
-         "a file and pass its path");
+         f.restartable()
+             ? "Fortran-order arrays cannot be read from a compressed .npz member; save it with "
+               "np.savez (uncompressed) or as a C-order array (np.ascontiguousarray)"
+             : "Fortran-order arrays cannot be read from a pipe or standard input; save the "
+               "array to a file and pass its path");
   }
   return r;
 }
+
+void npy_reader::skip(std::uint64_t bytes) {
+  std::vector<unsigned char> scratch(static_cast<std::size_t>(std::min<std::uint64_t>(bytes, 1 << 20)));
+  while (bytes > 0) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, scratch.size()));
+    if (read_some(*src_, scratch.data(), n) < n) {
+      fail(errc::bad_input, display_name(), "truncated .npy data");
+    }
+    bytes -= n;
+  }
+}
+
+std::string npy_reader::display_name() const { return src_->display_name(); }
 
 std::uint64_t npy_reader::rows() const {
   return header_.shape.empty() ? 1 : header_.shape[0];
@@ -524,20 +564,30 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
                                             ") are out of range (the array has " +
                                             std::to_string(n_rows) + " rows)");
   }
-  if (!file_.seekable() && first != next_row_) {
+  const std::uint64_t row_bytes = header_.row_bytes();
+  if (!src_->seekable() && first != next_row_ && src_->restartable()) {
+    // A deflated .npz member: decode again from the start to go back, and skip to go on.
+    if (first < next_row_) {
+      src_->restart();
+      skip(header_.data_offset);
+      next_row_ = 0;
+    }
+    skip((first - next_row_) * row_bytes);
+    next_row_ = first;
+  }
+  if (!src_->seekable() && first != next_row_) {
     throw error(errc::invalid_argument,
                 display_name() +
                     ": rows must be read in order, each once, from a stream "
                     "(asked for row " +
                     std::to_string(first) + ", next is " + std::to_string(next_row_) + ")");
   }
-  const std::uint64_t row_bytes = header_.row_bytes();
   const std::size_t itemsize = header_.type.itemsize;
   const std::size_t bytes = static_cast<std::size_t>(count * row_bytes);
   auto* out = static_cast<unsigned char*>(dst);
 
-  if (!file_.seekable()) {
-    if (read_some(file_, out, bytes) < bytes) {
+  if (!src_->seekable()) {
+    if (read_some(*src_, out, bytes) < bytes) {
       fail(errc::bad_input, display_name(),
            "truncated .npy data: the stream ended inside rows " + std::to_string(first) + ".." +
                std::to_string(first + count - 1) + " of " + std::to_string(n_rows) + " (shape " +
@@ -550,7 +600,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     // pread rather than a copy from the map: pages read through a map count in the process's
     // resident set until unmapped, so a long C-order read would grow it to the file's size.
     const std::uint64_t offset = first * row_bytes;
-    file_.read_at(header_.data_offset + offset, out, bytes, "npy rows");
+    src_->read_at(header_.data_offset + offset, out, bytes, "npy rows");
   } else {
     // Fortran order: axis 0 varies fastest in the file, so element (i0, rest) sits at
     // i0 + shape[0] * F(rest). For each index `rest` of the trailing axes (in C order), the
@@ -569,7 +619,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
       if (data_ != nullptr) {
         src = reinterpret_cast<const unsigned char*>(data_) + f_index * itemsize;
       } else {
-        file_.read_at(header_.data_offset + f_index * itemsize, run.data(), run_bytes, "npy rows");
+        src_->read_at(header_.data_offset + f_index * itemsize, run.data(), run_bytes, "npy rows");
         src = run.data();
       }
       unsigned char* d = out + col * itemsize;
@@ -579,6 +629,22 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
       for (std::size_t a = shape.size(); a-- > 1;) {  // advance, last axis fastest
         if (++idx[a] < shape[a]) break;
         idx[a] = 0;
+      }
+    }
+  }
+
+  if (first + count == n_rows && src_->read_to_end()) {
+    // The member's bytes past the array (none in numpy's files), so that it checks its end.
+    const std::uint64_t end = header_.data_offset + header_.count() * itemsize;
+    if (src_->seekable() && src_->size() > end) {
+      std::vector<unsigned char> tail(static_cast<std::size_t>(std::min<std::uint64_t>(src_->size() - end, 1 << 20)));
+      for (std::uint64_t at = end; at < src_->size(); at += tail.size()) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(tail.size(), src_->size() - at));
+        src_->read_at(at, tail.data(), n, "npz member");
+      }
+    } else if (!src_->seekable()) {
+      unsigned char b[4096];
+      while (read_some(*src_, b, sizeof b) == sizeof b) {
       }
     }
   }

@@ -520,10 +520,12 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
                              : o.labels_path.empty() ? dataset_spec{}
                                                      : parse_dataset_spec(o.labels_path);
   labels_spec.purpose = dataset_spec::role::labels;
-  if (labels_spec.kind == file_kind::hdf5 && labels_spec.dataset.empty() &&
+  if ((labels_spec.kind == file_kind::hdf5 || labels_spec.kind == file_kind::npz) &&
+      labels_spec.dataset.empty() &&
       same_file(labels_spec.path, input)) {
     labels_spec.not_this = src.src->dataset_path();  // the images are not their own labels
   }
+  labels_spec.rows = src.geom.samples;  // a search takes only labels of one row per sample
   if (o.labels || !o.labels_path.empty()) {
     if (!labels_spec.memory &&
         ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output))) {

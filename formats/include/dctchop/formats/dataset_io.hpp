@@ -1,6 +1,7 @@
 /** @file dataset_io.hpp
  *  Datasets in and out, whatever the file format: NumPy .npy (or stdin/stdout), HDF5 datasets
- *  (`file.h5:/group/dset`), and raw little-endian binary (`--raw --dtype --shape`). Every
+ *  (`file.h5:/group/dset`), arrays of NumPy .npz files (`file.npz:x_train`, input only), and
+ *  raw little-endian binary (`--raw --dtype --shape`). Every
  *  source is read along axis 0 in row ranges, every sink written the same way, so no operation
  *  needs the whole dataset in memory. No HDF5 types appear here.
  */
@@ -19,7 +20,7 @@
 namespace dctchop::formats {
 
 /** Which file format a path names. */
-enum class file_kind { npy, hdf5, raw };
+enum class file_kind { npy, npz, hdf5, raw };
 
 /** The HDF5 dataset an output gets when none is named, and the one the labels get beside it. */
 inline constexpr const char* hdf5_default_dataset = "/data";
@@ -33,11 +34,14 @@ struct dataset_spec {
    *  more axes; one named labels, label, y or targets among several). */
   enum class role { data, labels };
   std::string path;       ///< file path, or "-" for stdin/stdout (npy and raw only)
-  std::string dataset;    ///< HDF5 dataset path; empty: choose (input) or "/data" (output)
+  std::string dataset;    ///< HDF5 dataset path or .npz array name; empty: choose (input) or
+                          ///< "/data" (HDF5 output)
   file_kind kind = file_kind::npy;
   role purpose = role::data;
   /** A dataset the search must not choose: the images, when labels come from their file. */
   std::string not_this;
+  /** Rows (axis 0) that a dataset the search chooses must have: the labels' one per sample. */
+  std::optional<std::uint64_t> rows;
   // raw binary only:
   std::optional<npy_dtype> raw_type;
   std::vector<std::uint64_t> raw_shape;
@@ -59,8 +63,9 @@ struct dataset_spec {
 };
 
 /** Parse a command-line dataset name. HDF5 is recognised by the extension (.h5, .hdf5, .he5,
- *  .hdf) or by a ":/" that separates file and dataset; `dataset` (from --dataset) fills in
- *  the dataset when the text names none. */
+ *  .hdf) or by a ":/" that separates file and dataset; .npz by its extension, with an array
+ *  name after the first ".npz:"; `dataset` (from --dataset) fills in the dataset or array
+ *  when the text names none. */
 dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset = {},
                                 bool raw = false);
 
@@ -81,7 +86,8 @@ class sample_source {
   virtual std::uint64_t preferred_rows() const { return 1; }
   /** Copy rows [first, first+count) to dst as native-endian C-order values. */
   virtual void read_rows(std::uint64_t first, std::uint64_t count, void* dst) = 0;
-  /** The HDF5 dataset read, e.g. "/train/images"; empty for other formats. */
+  /** The HDF5 dataset or .npz array read, e.g. "/train/images", "x_train"; empty for other
+   *  formats. */
   virtual std::string dataset_path() const { return {}; }
   /** Something the user should be told, e.g. which dataset was chosen; empty if nothing. */
   virtual std::string note() const { return {}; }

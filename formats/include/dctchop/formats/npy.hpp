@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,10 @@
 #include "dctchop/types.hpp"
 
 namespace dctchop::formats {
+
+namespace detail {
+class byte_source;
+}
 
 /** A numeric NumPy element type. */
 struct npy_dtype {
@@ -56,21 +61,27 @@ class npy_reader {
   /** Open and parse the header; "-" reads standard input. Checks that a regular file holds
    *  all the data the header promises. */
   static npy_reader open(const std::string& path);
+  /** Read the array held in `bytes` (a member of a .npz file), named by its display_name(). */
+  static npy_reader open(std::unique_ptr<detail::byte_source> bytes);
   npy_reader(npy_reader&&) noexcept;
   npy_reader& operator=(npy_reader&&) noexcept;
   ~npy_reader();
 
   const npy_header& header() const noexcept { return header_; }
-  std::string display_name() const { return file_.display_name(); }
+  std::string display_name() const;
   /** Rows along axis 0 (1 for a 0-d array). */
   std::uint64_t rows() const;
   /** Copy rows [first, first+count) into dst as native-endian C-order data
-   *  (count * header().row_bytes() bytes). From stdin rows must be read in order, each once. */
+   *  (count * header().row_bytes() bytes). From stdin rows must be read in order, each once;
+   *  a compressed .npz member reads them in any order, decoding it again from the start to
+   *  go back. */
   void read_rows(std::uint64_t first, std::uint64_t count, void* dst);
 
  private:
-  explicit npy_reader(input_file file) : file_(std::move(file)) {}
-  input_file file_;
+  explicit npy_reader(std::unique_ptr<detail::byte_source> src);
+  /** Sequential sources: pass over `bytes` bytes. */
+  void skip(std::uint64_t bytes);
+  std::unique_ptr<detail::byte_source> src_;
   npy_header header_;
   const std::byte* data_ = nullptr;  // mapped data (regular files)
   std::uint64_t next_row_ = 0;       // next row for sequential (stdin) reads

@@ -1,0 +1,36 @@
+// Where the bytes of a .npy array come from: a whole file (or stdin), or one member of a .npz
+// (a ZIP archive, zip_reader.hpp). npy_reader reads through this interface. Internal header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dctchop::formats::detail {
+
+class byte_source {
+ public:
+  virtual ~byte_source() = default;
+  /** For messages: "train.npy", "<stdin>", "mnist.npz:x_train". */
+  virtual std::string display_name() const = 0;
+  /** True when size(), read_at() and map() work (a regular file, a stored .npz member). */
+  virtual bool seekable() const = 0;
+  /** Bytes in all (seekable sources). */
+  virtual std::uint64_t size() const = 0;
+  /** Sequential read from where the last one ended; fewer than n bytes only at the end. */
+  virtual std::size_t read(void* dst, std::size_t n) = 0;
+  /** Exactly n bytes at `offset` (seekable sources); a short read throws. */
+  virtual void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) = 0;
+  /** The bytes mapped read-only (seekable sources), or nullptr where mapping fails. */
+  virtual const std::byte* map() = 0;
+  /** Whether a source that is not seekable can start again from its first byte (a deflated
+   *  .npz member: decoded again from the start; stdin cannot). */
+  virtual bool restartable() const { return false; }
+  /** Start the sequential reads again from the first byte. */
+  virtual void restart() {}
+  /** Whether the bytes after an array's data must be read too once its last row is: a .npz
+   *  member checks its CRC-32 and size at its end. */
+  virtual bool read_to_end() const { return false; }
+};
+
+}  // namespace dctchop::formats::detail

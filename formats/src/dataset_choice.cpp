@@ -1,0 +1,76 @@
+#include "dataset_choice.hpp"
+
+#include "dctchop/error.hpp"
+
+namespace dctchop::formats::detail {
+namespace {
+
+/** A shape as Python writes it: (10, 28, 28), (10,). */
+std::string python_shape(const std::vector<std::uint64_t>& s) {
+  std::string r = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+
+std::string leaf(const std::string& p) {
+  const auto s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+}  // namespace
+
+std::string listing(const std::vector<candidate>& arrays) {
+  std::string out;
+  for (const auto& c : arrays) out += (out.empty() ? "" : ", ") + c.path + " " + python_shape(c.shape);
+  return out;
+}
+
+std::string choose_array(const std::string& file, const std::vector<candidate>& all,
+                         const dataset_spec& spec, const choice_words& words, std::string& note) {
+  const bool labels = spec.purpose == dataset_spec::role::labels;
+  const std::string& not_this = spec.not_this;
+  std::vector<candidate> fit;
+  for (const auto& c : all) {
+    if (c.numeric && c.shape.size() >= (labels ? 1u : 2u) && c.path != not_this &&
+        (!spec.rows || c.shape[0] == *spec.rows))
+      fit.push_back(c);
+  }
+  if (fit.empty()) {
+    const std::string rows = spec.rows ? ", " + std::to_string(*spec.rows) + " rows" : "";
+    throw error(errc::bad_input,
+                file + (labels ? ": holds no " + words.what + " for labels (numeric, 1 or more axes" +
+                                     rows +
+                                     (not_this.empty() ? std::string(")")
+                                                       : ", other than " + not_this + ")")
+                               : ": holds no image-like " + words.what + " (numeric, 2 or more axes" +
+                                     rows + ")") +
+                    (all.empty() ? "; the file holds no " + words.what + " at all"
+                                 : "; " + words.what + "s: " + listing(all)));
+  }
+  std::string chosen;
+  if (fit.size() == 1) {
+    chosen = fit[0].path;
+  } else {
+    // One array with a conventional name; two such names (/train/images, /test/images) are
+    // as ambiguous as none.
+    const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
+                              : std::vector<const char*>{"images", "data", "x"};
+    for (const char* want : names) {
+      std::vector<std::string> named;
+      for (const auto& c : fit)
+        if (leaf(c.path) == want) named.push_back(c.path);
+      if (named.size() == 1 && chosen.empty()) chosen = named[0];
+      if (named.size() > 1 && chosen.empty()) break;
+    }
+  }
+  if (chosen.empty()) {
+    throw error(errc::invalid_argument,
+                file + ": name the " + (labels ? "labels " + words.what + " (" + words.name_labels
+                                               : words.what + " (" + words.name_data) +
+                    "); candidates: " + listing(fit));  // the ones that could be meant
+  }
+  note = "using " + std::string(labels ? "labels " : words.what + " ") + chosen + " of " + file;
+  return chosen;
+}
+
+}  // namespace dctchop::formats::detail

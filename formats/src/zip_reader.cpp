@@ -1,0 +1,385 @@
+// ZIP members for .npz inputs (see zip_reader.hpp for the layout).
+#include "zip_reader.hpp"
+
+#include <zlib.h>
+#include <libdeflate.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "dctchop/error.hpp"
+
+namespace dctchop::formats::detail {
+namespace {
+
+using u64 = std::uint64_t;
+
+constexpr std::uint32_t k_local_sig = 0x04034b50, k_central_sig = 0x02014b50,
+                        k_end_sig = 0x06054b50, k_end64_sig = 0x06064b50,
+                        k_locator64_sig = 0x07064b50;
+constexpr std::size_t k_local_size = 30, k_central_size = 46, k_end_size = 22,
+                      k_end64_size = 56, k_locator64_size = 20;
+constexpr std::uint16_t k_zip64_extra = 0x0001;
+constexpr std::uint16_t k_stored = 0, k_deflated = 8;
+constexpr std::uint16_t k_flag_encrypted = 0x0001, k_flag_strong_encryption = 0x0040;
+
+u64 le(const unsigned char* p, int bytes) {
+  u64 v = 0;
+  for (int i = bytes; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
+[[noreturn]] void damaged(const std::string& name, const std::string& what) {
+  throw error(errc::bad_input, name + ": " + what);
+}
+
+std::uint32_t crc32_of(std::uint32_t crc, const void* p, std::size_t n) {
+  return static_cast<std::uint32_t>(libdeflate_crc32(crc, p, n));
+}
+
+std::string hex32(std::uint32_t v) {
+  char s[11];
+  std::snprintf(s, sizeof s, "0x%08x", v);
+  return s;
+}
+
+/** The CRC-32 of a member's bytes, accumulated while they are read in order from the first;
+ *  checked once the last byte is in. Reads out of order leave it unchecked. */
+class crc_check {
+ public:
+  crc_check(std::string name, std::uint32_t want, u64 size)
+      : name_(std::move(name)), want_(want), size_(size) { finish_if_done(); }
+  void seen(u64 offset, const void* p, std::size_t n) {
+    if (checked_ || offset != next_ || n == 0) return;
+    crc_ = crc32_of(crc_, p, n);
+    next_ += n;
+    finish_if_done();
+  }
+  void reset() {
+    if (!checked_) crc_ = 0, next_ = 0;
+  }
+
+ private:
+  void finish_if_done() {
+    if (next_ != size_) return;
+    checked_ = true;
+    if (crc_ != want_) {
+      damaged(name_, "damaged: the member's bytes have CRC-32 " + hex32(crc_) + ", the archive "
+                     "records " + hex32(want_) + " (the .npz file is corrupt)");
+    }
+  }
+  std::string name_;
+  std::uint32_t want_, crc_ = 0;
+  u64 size_, next_ = 0;
+  bool checked_ = false;
+};
+
+/** A stored member: a window of the file. */
+class stored_member final : public byte_source {
+ public:
+  stored_member(std::shared_ptr<input_file> f, u64 start, const zip_member& m, std::string name)
+      : f_(std::move(f)), start_(start), size_(m.size), name_(std::move(name)),
+        crc_(name_, m.crc, m.size) {}
+  std::string display_name() const override { return name_; }
+  bool seekable() const override { return true; }
+  u64 size() const override { return size_; }
+  std::size_t read(void* dst, std::size_t n) override {
+    const std::size_t got = static_cast<std::size_t>(std::min<u64>(n, size_ - pos_));
+    read_at(pos_, dst, got, "npz member");
+    pos_ += got;
+    return got;
+  }
+  void read_at(u64 offset, void* dst, std::size_t n, const char* what) override {
+    if (offset > size_ || n > size_ - offset) {
+      throw error(errc::internal, name_ + ": a read past the member's end");
+    }
+    f_->read_at(start_ + offset, dst, n, what);
+    crc_.seen(offset, dst, n);
+  }
+  bool read_to_end() const override { return true; }
+  const std::byte* map() override {
+    const std::byte* base = f_->map();
+    return base == nullptr ? nullptr : base + start_;
+  }
+
+ private:
+  std::shared_ptr<input_file> f_;
+  u64 start_, size_, pos_ = 0;
+  std::string name_;
+  crc_check crc_;
+};
+
+/** A deflated member, inflated by zlib as it is read; from the start again on restart(). */
+class deflated_member final : public byte_source {
+ public:
+  deflated_member(std::shared_ptr<input_file> f, u64 start, const zip_member& m, std::string name)
+      : f_(std::move(f)), start_(start), compressed_(m.compressed), size_(m.size),
+        name_(std::move(name)), crc_(name_, m.crc, m.size), in_(std::size_t(1) << 20) {
+    if (inflateInit2(&z_, -MAX_WBITS) != Z_OK) throw std::bad_alloc();  // raw deflate
+  }
+  ~deflated_member() override { inflateEnd(&z_); }
+  deflated_member(const deflated_member&) = delete;
+  deflated_member& operator=(const deflated_member&) = delete;
+
+  std::string display_name() const override { return name_; }
+  bool seekable() const override { return false; }
+  u64 size() const override { return size_; }
+  std::size_t read(void* dst, std::size_t n) override {
+    auto* out = static_cast<unsigned char*>(dst);
+    std::size_t done = 0;
+    while (done < n && produced_ < size_) {
+      const std::size_t want = static_cast<std::size_t>(
+          std::min<u64>({n - done, size_ - produced_, std::numeric_limits<uInt>::max()}));
+      const std::size_t got = inflate_into(out + done, want);
+      const u64 at = produced_;
+      produced_ += got;
+      if (produced_ == size_ && !ended_) expect_end();  // a wrong size before a wrong CRC
+      crc_.seen(at, out + done, got);
+      done += got;
+    }
+    if (produced_ == size_ && !ended_) expect_end();
+    return done;
+  }
+  void read_at(u64, void*, std::size_t, const char*) override {
+    throw error(errc::internal, name_ + ": a deflated member is read in order");
+  }
+  const std::byte* map() override { return nullptr; }
+  bool restartable() const override { return true; }
+  bool read_to_end() const override { return true; }
+  void restart() override {
+    inflateReset(&z_);
+    z_.avail_in = 0;
+    consumed_ = produced_ = 0;
+    ended_ = false;
+    crc_.reset();
+  }
+
+ private:
+  /** Up to n bytes (n > 0) of output; at least one unless the stream is broken. */
+  std::size_t inflate_into(unsigned char* out, std::size_t n) {
+    z_.next_out = out;
+    z_.avail_out = static_cast<uInt>(n);
+    while (z_.avail_out > 0) {
+      if (z_.avail_in == 0) feed();
+      const uInt before = z_.avail_out;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        ended_ = true;
+        if (produced_ + (n - z_.avail_out) != size_) {
+          damaged(name_, "damaged: its deflate stream ends after " +
+                             std::to_string(produced_ + (n - z_.avail_out)) + " bytes, the "
+                             "archive records " + std::to_string(size_) + " (the .npz file is corrupt)");
+        }
+        break;
+      }
+      if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
+        damaged(name_, std::string("damaged: its deflate stream does not decode (zlib: ") +
+                           (z_.msg != nullptr ? z_.msg : "invalid data") +
+                           "; the .npz file is corrupt)");
+      }
+      if (rc == Z_MEM_ERROR) throw std::bad_alloc();
+      if (rc == Z_BUF_ERROR && z_.avail_in == 0 && consumed_ == compressed_ &&
+          z_.avail_out == before) {
+        damaged(name_, "damaged: its deflate stream stops after " + std::to_string(produced_) +
+                           " of " + std::to_string(size_) + " bytes (the .npz file is truncated "
+                           "or corrupt)");
+      }
+    }
+    return n - z_.avail_out;
+  }
+  /** The next piece of the compressed bytes into the input buffer. */
+  void feed() {
+    const std::size_t n = static_cast<std::size_t>(std::min<u64>(in_.size(), compressed_ - consumed_));
+    if (n == 0) return;
+    f_->read_at(start_ + consumed_, in_.data(), n, "npz member");
+    consumed_ += n;
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(n);
+  }
+  /** All the recorded bytes are out: the stream must end here, with nothing more. */
+  void expect_end() {
+    unsigned char extra = 0;
+    while (!ended_) {
+      if (inflate_into(&extra, 1) != 0) {
+        damaged(name_, "damaged: its deflate stream holds more than the " +
+                           std::to_string(size_) + " bytes the archive records (the .npz file is corrupt)");
+      }
+    }
+  }
+
+  std::shared_ptr<input_file> f_;
+  u64 start_, compressed_, size_;
+  std::string name_;
+  crc_check crc_;
+  std::vector<unsigned char> in_;
+  z_stream z_{};
+  u64 consumed_ = 0, produced_ = 0;
+  bool ended_ = false;
+};
+
+/** The Zip64 extra field's values for a central directory entry: each of size, compressed
+ *  size and header offset that reads 0xFFFFFFFF is there, in that order. */
+void apply_zip64(const unsigned char* extra, std::size_t len, zip_member& m, const std::string& file) {
+  const bool need_size = m.size == 0xffffffffu, need_comp = m.compressed == 0xffffffffu,
+             need_off = m.header_offset == 0xffffffffu;
+  if (!need_size && !need_comp && !need_off) return;
+  for (std::size_t at = 0; at + 4 <= len;) {
+    const auto id = static_cast<std::uint16_t>(le(extra + at, 2));
+    const auto n = static_cast<std::size_t>(le(extra + at + 2, 2));
+    if (at + 4 + n > len) break;
+    if (id == k_zip64_extra) {
+      const unsigned char* p = extra + at + 4;
+      std::size_t left = n;
+      auto take = [&](u64& v) {
+        if (left < 8) damaged(file, "damaged ZIP directory: a Zip64 field of " + m.name + " is cut short");
+        v = le(p, 8);
+        p += 8;
+        left -= 8;
+      };
+      if (need_size) take(m.size);
+      if (need_comp) take(m.compressed);
+      if (need_off) take(m.header_offset);
+      return;
+    }
+    at += 4 + n;
+  }
+  damaged(file, "damaged ZIP directory: " + m.name + " records 0xFFFFFFFF sizes without a Zip64 field");
+}
+
+}  // namespace
+
+zip_reader zip_reader::open(const std::string& path) {
+  auto f = std::make_shared<input_file>(input_file::open(path));
+  const std::string name = f->display_name();
+  if (!f->seekable()) {
+    throw error(errc::invalid_argument, name + ": a .npz is read from its end (its table of "
+                                               "contents); pass a file, not a pipe");
+  }
+  zip_reader z(f);
+  const u64 size = f->size();
+  if (size == 0) damaged(name, "empty (0 bytes), not a .npz (ZIP) file");
+
+  // The end record: the last signature within the last 22 + 65535 bytes whose comment reaches
+  // exactly to the end of the file.
+  const u64 tail_len = std::min<u64>(size, k_end_size + 0xffff);
+  std::vector<unsigned char> tail(static_cast<std::size_t>(tail_len));
+  f->read_at(size - tail_len, tail.data(), tail.size(), "ZIP end record");
+  std::size_t end_at = std::string::npos;
+  for (std::size_t i = tail.size() >= k_end_size ? tail.size() - k_end_size + 1 : 0; i-- > 0;) {
+    if (le(tail.data() + i, 4) == k_end_sig && i + k_end_size + le(tail.data() + i + 20, 2) == tail.size()) {
+      end_at = i;
+      break;
+    }
+  }
+  if (end_at == std::string::npos) {
+    unsigned char head[4] = {};
+    f->read_at(0, head, std::min<u64>(4, size), "file start");
+    if (le(head, 4) == k_local_sig) damaged(name, "truncated .npz (ZIP) file: its table of contents is missing");
+    if (std::memcmp(head, "\x93NUM", 4) == 0) damaged(name, "is a .npy file, not a .npz (name it .npy)");
+    damaged(name, "not a .npz file (no ZIP end record; numpy writes .npz with np.savez)");
+  }
+  const unsigned char* e = tail.data() + end_at;
+  const u64 end_pos = size - tail_len + end_at;
+  u64 disk = le(e + 4, 2), cd_disk = le(e + 6, 2), entries_here = le(e + 8, 2),
+      entries = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
+  if (entries == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu ||
+      entries_here == 0xffff) {
+    // Zip64: a locator right before the end record points at the Zip64 end record.
+    if (end_pos < k_locator64_size) damaged(name, "damaged ZIP end record (no Zip64 locator)");
+    unsigned char loc[k_locator64_size];
+    f->read_at(end_pos - k_locator64_size, loc, sizeof loc, "Zip64 locator");
+    if (le(loc, 4) != k_locator64_sig) damaged(name, "damaged ZIP end record (no Zip64 locator)");
+    const u64 at = le(loc + 8, 8);
+    if (at > end_pos - k_locator64_size || end_pos - k_locator64_size - at < k_end64_size) {
+      damaged(name, "damaged Zip64 locator (it points outside the file)");
+    }
+    unsigned char r[k_end64_size];
+    f->read_at(at, r, sizeof r, "Zip64 end record");
+    if (le(r, 4) != k_end64_sig) damaged(name, "damaged Zip64 end record");
+    disk = le(r + 16, 4);
+    cd_disk = le(r + 20, 4);
+    entries_here = le(r + 24, 8);
+    entries = le(r + 32, 8);
+    cd_size = le(r + 40, 8);
+    cd_offset = le(r + 48, 8);
+  }
+  if (disk != 0 || cd_disk != 0 || entries_here != entries) {
+    throw error(errc::bad_input, name + ": a ZIP archive split over several files is not supported");
+  }
+  if (cd_offset > end_pos || cd_size > end_pos - cd_offset) {
+    damaged(name, "truncated or damaged .npz (ZIP) file: its table of contents lies outside it");
+  }
+  if (entries > cd_size / k_central_size) {
+    damaged(name, "damaged ZIP directory: " + std::to_string(entries) + " entries cannot fit in " +
+                      std::to_string(cd_size) + " bytes");
+  }
+
+  std::vector<unsigned char> cd(static_cast<std::size_t>(cd_size));
+  if (!cd.empty()) f->read_at(cd_offset, cd.data(), cd.size(), "ZIP directory");
+  std::size_t at = 0;
+  for (u64 i = 0; i < entries; ++i) {
+    if (cd.size() - at < k_central_size || le(cd.data() + at, 4) != k_central_sig) {
+      damaged(name, "damaged ZIP directory (entry " + std::to_string(i) + ")");
+    }
+    const unsigned char* c = cd.data() + at;
+    const auto n_name = static_cast<std::size_t>(le(c + 28, 2)),
+               n_extra = static_cast<std::size_t>(le(c + 30, 2)),
+               n_comment = static_cast<std::size_t>(le(c + 32, 2));
+    if (cd.size() - at - k_central_size < n_name + n_extra + n_comment) {
+      damaged(name, "damaged ZIP directory (entry " + std::to_string(i) + " is cut short)");
+    }
+    zip_member m;
+    m.flags = static_cast<std::uint16_t>(le(c + 8, 2));
+    m.method = static_cast<std::uint16_t>(le(c + 10, 2));
+    m.crc = static_cast<std::uint32_t>(le(c + 16, 4));
+    m.compressed = le(c + 20, 4);
+    m.size = le(c + 24, 4);
+    m.header_offset = le(c + 42, 4);
+    m.name.assign(reinterpret_cast<const char*>(c + k_central_size), n_name);
+    apply_zip64(c + k_central_size + n_name, n_extra, m, name);
+    z.members_.push_back(std::move(m));
+    at += k_central_size + n_name + n_extra + n_comment;
+  }
+  return z;
+}
+
+std::unique_ptr<byte_source> zip_reader::open_member(const zip_member& m,
+                                                     const std::string& name) const {
+  const std::string file = display_name();
+  if ((m.flags & (k_flag_encrypted | k_flag_strong_encryption)) != 0) {
+    throw error(errc::bad_input, name + ": the member is encrypted; dctchop reads plain .npz files");
+  }
+  if (m.method != k_stored && m.method != k_deflated) {
+    throw error(errc::bad_input, name + ": the member is compressed with ZIP method " +
+                                     std::to_string(m.method) +
+                                     "; numpy's .npz members are stored (np.savez) or deflated "
+                                     "(np.savez_compressed), which dctchop reads");
+  }
+  const u64 size = file_->size();
+  if (m.header_offset > size || size - m.header_offset < k_local_size) {
+    damaged(file, "truncated or damaged: the local header of " + m.name + " lies outside the file");
+  }
+  unsigned char h[k_local_size];
+  file_->read_at(m.header_offset, h, sizeof h, "ZIP local header");
+  if (le(h, 4) != k_local_sig) damaged(file, "damaged ZIP file: no local header where " + m.name + " starts");
+  const u64 start = m.header_offset + k_local_size + le(h + 26, 2) + le(h + 28, 2);
+  if (start > size || m.compressed > size - start) {
+    damaged(file, "truncated .npz file: " + m.name + " needs " + std::to_string(m.compressed) +
+                      " bytes from offset " + std::to_string(start) + ", the file holds " +
+                      std::to_string(size));
+  }
+  if (m.method == k_stored) {
+    if (m.compressed != m.size) {
+      damaged(file, "damaged ZIP directory: stored member " + m.name + " has " +
+                        std::to_string(m.compressed) + " bytes stored and " +
+                        std::to_string(m.size) + " recorded");
+    }
+    return std::make_unique<stored_member>(file_, start, m, name);
+  }
+  return std::make_unique<deflated_member>(file_, start, m, name);
+}
+
+}  // namespace dctchop::formats::detail

@@ -1,0 +1,472 @@
+// Tests of .npz inputs: files written by numpy (sample_data/npz/make_npz.py; the value formulas
+// below are the script's), and ZIP files made here for what numpy does not write (Zip64
+// directories, data descriptors, other methods, damaged members).
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dctchop/error.hpp"
+#include "dctchop/formats/dataset_io.hpp"
+#include "dctchop/formats/npy.hpp"
+#include "test_util.hpp"
+#include "zip_reader.hpp"
+
+namespace {
+
+using namespace dctchop;
+using formats::dataset_spec;
+using formats::file_kind;
+using formats::open_dataset;
+using formats::parse_dataset_spec;
+using test::cli;
+using test::describe;
+using test::flip_byte;
+using test::load_npy;
+using test::read_bytes;
+using test::sh_quote;
+using test::temp_dir;
+using test::write_bytes;
+using u64 = std::uint64_t;
+
+std::string sample_npz(const std::string& name) {
+  return std::string(DCTCHOP_SAMPLE_DIR) + "/npz/" + name;
+}
+
+/** make_npz.py's images_u8: x[k, i, j] for sample k (first + index). */
+std::vector<std::uint8_t> images_u8(u64 n, u64 first) {
+  std::vector<std::uint8_t> v;
+  for (u64 k = first; k < first + n; ++k)
+    for (u64 i = 0; i < 28; ++i)
+      for (u64 j = 0; j < 28; ++j) v.push_back(static_cast<std::uint8_t>((k * 37 + i * 11 + j * 5 + (i * j) % 13) % 256));
+  return v;
+}
+
+std::vector<std::byte> bytes_of(const std::vector<std::uint8_t>& v) {
+  std::vector<std::byte> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size());
+  return b;
+}
+
+/** Every row of a source, read in one call. */
+template <typename T>
+std::vector<T> read_all(formats::sample_source& s) {
+  std::vector<T> v(s.rows() * s.row_bytes() / sizeof(T));
+  s.read_rows(0, s.rows(), v.data());
+  return v;
+}
+
+std::unique_ptr<formats::sample_source> open_npz(const std::string& text,
+                                                 dataset_spec::role role = dataset_spec::role::data) {
+  auto spec = parse_dataset_spec(text);
+  spec.purpose = role;
+  return open_dataset(spec);
+}
+
+/** The error that `f` throws (a test failure when it throws none). */
+template <typename F>
+error error_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no dctchop::error thrown";
+  return error(errc::internal, "none");
+}
+
+// ---- ZIP files made here ------------------------------------------------------------------
+
+void put(std::string& s, u64 v, int bytes) {
+  for (int i = 0; i < bytes; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+std::string raw_deflate(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, in.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+/** One member of a ZIP made by make_zip. */
+struct zip_entry {
+  std::string name, data;
+  std::uint16_t method = 0;     // 0 stored, 8 deflated, others stored as they are
+  std::uint16_t flags = 0;      // bit 0: encrypted (nothing is encrypted)
+  bool descriptor = false;      // sizes and CRC after the data, zeros in the local header
+  bool zip64 = false;           // the directory's sizes and offset in a Zip64 extra field
+  std::int64_t size_error = 0;  // recorded size minus the real one
+};
+
+/** A ZIP archive of `entries`, with a Zip64 end record when `zip64_end`. */
+std::string make_zip(const std::vector<zip_entry>& entries, bool zip64_end = false) {
+  std::string out, dir;
+  for (const auto& e : entries) {
+    const std::string stored = e.method == 8 ? raw_deflate(e.data) : e.data;
+    const u64 crc = crc32(0, reinterpret_cast<const Bytef*>(e.data.data()), static_cast<uInt>(e.data.size()));
+    const u64 size = static_cast<u64>(static_cast<std::int64_t>(e.data.size()) + e.size_error);
+    const std::uint16_t flags = static_cast<std::uint16_t>(e.flags | (e.descriptor ? 8 : 0));
+    const u64 offset = out.size();
+    put(out, 0x04034b50, 4);
+    put(out, 45, 2);
+    put(out, flags, 2);
+    put(out, e.method, 2);
+    put(out, 0, 2);
+    put(out, 0x21, 2);
+    put(out, e.descriptor ? 0 : crc, 4);
+    put(out, e.descriptor ? 0 : stored.size(), 4);
+    put(out, e.descriptor ? 0 : size, 4);
+    put(out, e.name.size(), 2);
+    put(out, 4, 2);  // an extra field the directory does not have: 4 bytes of unknown id
+    out += e.name;
+    put(out, 0xcafe, 2);
+    put(out, 0, 2);
+    out += stored;
+    if (e.descriptor) {
+      put(out, 0x08074b50, 4);
+      put(out, crc, 4);
+      put(out, stored.size(), 4);
+      put(out, size, 4);
+    }
+    std::string extra;
+    if (e.zip64) {
+      put(extra, 1, 2);
+      put(extra, 24, 2);
+      put(extra, size, 8);
+      put(extra, stored.size(), 8);
+      put(extra, offset, 8);
+    }
+    put(dir, 0x02014b50, 4);
+    put(dir, 45, 2);
+    put(dir, 45, 2);
+    put(dir, flags, 2);
+    put(dir, e.method, 2);
+    put(dir, 0, 2);
+    put(dir, 0x21, 2);
+    put(dir, crc, 4);
+    put(dir, e.zip64 ? 0xffffffffu : stored.size(), 4);
+    put(dir, e.zip64 ? 0xffffffffu : size, 4);
+    put(dir, e.name.size(), 2);
+    put(dir, extra.size(), 2);
+    put(dir, 0, 2);
+    put(dir, 0, 2);
+    put(dir, 0, 2);
+    put(dir, 0, 4);
+    put(dir, e.zip64 ? 0xffffffffu : offset, 4);
+    dir += e.name + extra;
+  }
+  const u64 dir_at = out.size();
+  out += dir;
+  if (zip64_end) {
+    const u64 end64_at = out.size();
+    put(out, 0x06064b50, 4);
+    put(out, 44, 8);
+    put(out, 45, 2);
+    put(out, 45, 2);
+    put(out, 0, 4);
+    put(out, 0, 4);
+    put(out, entries.size(), 8);
+    put(out, entries.size(), 8);
+    put(out, dir.size(), 8);
+    put(out, dir_at, 8);
+    put(out, 0x07064b50, 4);
+    put(out, 0, 4);
+    put(out, end64_at, 8);
+    put(out, 1, 4);
+  }
+  put(out, 0x06054b50, 4);
+  put(out, 0, 2);
+  put(out, 0, 2);
+  put(out, zip64_end ? 0xffff : entries.size(), 2);
+  put(out, zip64_end ? 0xffff : entries.size(), 2);
+  put(out, zip64_end ? 0xffffffffu : dir.size(), 4);
+  put(out, zip64_end ? 0xffffffffu : dir_at, 4);
+  put(out, 0, 2);
+  return out;
+}
+
+/** A .npy file's bytes: u16 values 0, 1, 2, ... of `shape`. */
+std::string npy_u16(const std::vector<u64>& shape) {
+  const auto h = formats::make_npy_header(formats::npy_dtype{'u', 2, false}, shape);
+  std::string s(h.begin(), h.end());
+  u64 n = 1;
+  for (u64 d : shape) n *= d;
+  for (u64 i = 0; i < n; ++i) put(s, i & 0xffff, 2);
+  return s;
+}
+
+std::vector<std::uint16_t> iota_u16(u64 n) {
+  std::vector<std::uint16_t> v(n);
+  for (u64 i = 0; i < n; ++i) v[i] = static_cast<std::uint16_t>(i);
+  return v;
+}
+
+// ---- files numpy wrote -----------------------------------------------------------------------
+
+TEST(Npz, NamesParseAsNpzWithTheirArray) {
+  auto s = parse_dataset_spec("data/mnist.npz:x_train");
+  EXPECT_EQ(s.kind, file_kind::npz);
+  EXPECT_EQ(s.path, "data/mnist.npz");
+  EXPECT_EQ(s.dataset, "x_train");
+  s = parse_dataset_spec("MNIST.NPZ:/x_train");  // the HDF5 habit: the slash is dropped
+  EXPECT_EQ(s.kind, file_kind::npz);
+  EXPECT_EQ(s.dataset, "x_train");
+  s = parse_dataset_spec("mnist.npz", "y_test");
+  EXPECT_EQ(s.kind, file_kind::npz);
+  EXPECT_EQ(s.dataset, "y_test");
+  EXPECT_EQ(parse_dataset_spec("mnist.npz").dataset, "");
+  EXPECT_EQ(error_of([] { parse_dataset_spec("mnist.npz:"); }).code(), errc::invalid_argument);
+  EXPECT_EQ(error_of([] { parse_dataset_spec("mnist.npz:x", "y"); }).code(), errc::invalid_argument);
+  // .npz is read, never written
+  EXPECT_EQ(error_of([] {
+              formats::create_dataset(parse_dataset_spec("out.npz"), formats::npy_dtype{}, {1}, false);
+            }).code(),
+            errc::invalid_argument);
+}
+
+TEST(Npz, StoredAndDeflatedArraysReadAsNumpyWroteThem) {
+  for (const std::string f : {"mnist_like.npz", "mnist_like_compressed.npz"}) {
+    SCOPED_TRACE(f);
+    auto x = open_npz(sample_npz(f) + ":x_train");
+    EXPECT_EQ(x->shape(), (std::vector<u64>{10, 28, 28}));
+    EXPECT_EQ(x->type().codec_dtype(), dtype::u8);
+    EXPECT_EQ(x->name(), sample_npz(f) + ":x_train");
+    EXPECT_EQ(x->dataset_path(), "x_train");
+    EXPECT_TRUE(x->rereadable());
+    EXPECT_EQ(read_all<std::uint8_t>(*x), images_u8(10, 0));
+    EXPECT_EQ(read_all<std::uint8_t>(*open_npz(sample_npz(f) + ":x_test.npy")), images_u8(4, 100));
+    EXPECT_EQ(read_all<std::uint8_t>(*open_npz(sample_npz(f) + ":y_train")),
+              (std::vector<std::uint8_t>{0, 3, 6, 9, 2, 5, 8, 1, 4, 7}));
+  }
+  for (const std::string f : {"misc.npz", "misc_compressed.npz"}) {
+    SCOPED_TRACE(f);
+    std::vector<float> want_f;
+    for (int k = 0; k < 3; ++k)
+      for (int i = 0; i < 20; ++i)
+        for (int j = 0; j < 24; ++j) want_f.push_back(static_cast<float>(((k * 7 + i * 3 + j) % 50) * 0.25 - 3.0));
+    EXPECT_EQ(read_all<float>(*open_npz(sample_npz(f) + ":images")), want_f);
+    std::vector<std::uint16_t> want_big;
+    for (int k = 0; k < 2; ++k)
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) want_big.push_back(static_cast<std::uint16_t>(k * 1000 + i * 64 + j));
+    EXPECT_EQ(read_all<std::uint16_t>(*open_npz(sample_npz(f) + ":big")), want_big) << "byte-swapped";
+  }
+  // Fortran order: gathered from a stored member; refused in a deflated one (read in order)
+  std::vector<std::uint8_t> want_fortran;
+  for (int k = 0; k < 5; ++k)
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) want_fortran.push_back(static_cast<std::uint8_t>((k * 13 + i * 5 + j * 9) % 251));
+  EXPECT_EQ(read_all<std::uint8_t>(*open_npz(sample_npz("misc.npz") + ":fortran")), want_fortran);
+  const auto e = error_of([] { open_npz(sample_npz("misc_compressed.npz") + ":fortran"); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("np.savez"), std::string::npos) << e.what();
+}
+
+TEST(Npz, RowsReadInAnyOrderComeFromTheirPlace) {
+  const auto all = images_u8(10, 0);
+  for (const std::string f : {"mnist_like.npz", "mnist_like_compressed.npz"}) {
+    SCOPED_TRACE(f);
+    auto x = open_npz(sample_npz(f) + ":x_train");
+    const u64 rb = x->row_bytes();
+    for (auto [first, count] : std::vector<std::pair<u64, u64>>{{6, 2}, {1, 3}, {9, 1}, {0, 10}, {4, 1}, {4, 1}}) {
+      std::vector<std::uint8_t> got(count * rb);
+      x->read_rows(first, count, got.data());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + static_cast<std::ptrdiff_t>(first * rb)))
+          << "rows " << first << "+" << count;
+    }
+  }
+}
+
+TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
+  // keras's layout: x_train and x_test fit as images, y_train and y_test as labels; none has a
+  // conventional name, so the user must choose.
+  auto e = error_of([] { open_npz(sample_npz("mnist_like.npz")); });
+  EXPECT_EQ(e.code(), errc::invalid_argument);
+  EXPECT_NE(std::string(e.what()).find("x_train (10, 28, 28), x_test (4, 28, 28)"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("FILE.npz:NAME"), std::string::npos) << e.what();
+  e = error_of([] { open_npz(sample_npz("mnist_like_compressed.npz"), dataset_spec::role::labels); });
+  EXPECT_EQ(e.code(), errc::invalid_argument);
+  EXPECT_NE(std::string(e.what()).find("y_train (10,), "), std::string::npos) << e.what();
+  // labels need one row per sample, which tells y_train from y_test (the command sets rows, and
+  // not_this when the images come from the same file)
+  auto labels = parse_dataset_spec(sample_npz("mnist_like_compressed.npz"));
+  labels.purpose = dataset_spec::role::labels;
+  labels.rows = 10;
+  labels.not_this = "x_train";
+  EXPECT_EQ(open_dataset(labels)->dataset_path(), "y_train");
+  labels.rows = 4;
+  labels.not_this = "x_test";
+  EXPECT_EQ(open_dataset(labels)->note(), "using labels y_test of " + sample_npz("mnist_like_compressed.npz"));
+  labels.rows = 7;
+  e = error_of([&] { open_dataset(labels); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("(numeric, 1 or more axes, 7 rows, other than x_test); arrays: x_train (10, 28, 28), y_train (10,)"), std::string::npos) << e.what();
+  // misc.npz: "images" is the conventional name among three arrays that fit; names is a string
+  // array, which never fits
+  auto s = open_npz(sample_npz("misc.npz"));
+  EXPECT_EQ(s->dataset_path(), "images");
+  EXPECT_EQ(s->note(), "using array images of " + sample_npz("misc.npz"));
+  // the labels are never the images themselves
+  temp_dir dir;
+  write_bytes(dir.file("one.npz"), make_zip({{"y.npy", npy_u16({6})}, {"x.npy", npy_u16({6, 8, 8})}}));
+  s = open_npz(dir.file("one.npz"));
+  EXPECT_EQ(s->dataset_path(), "x");
+  auto spec = parse_dataset_spec(dir.file("one.npz"));
+  spec.purpose = dataset_spec::role::labels;
+  spec.not_this = "x";
+  EXPECT_EQ(open_dataset(spec)->dataset_path(), "y");
+}
+
+TEST(Npz, AMissingOrNonNumericArrayIsRefusedNamingTheArraysThere) {
+  auto e = error_of([] { open_npz(sample_npz("mnist_like.npz") + ":x_val"); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("no array named x_val (arrays: x_train, y_train, x_test, y_test)"),
+            std::string::npos)
+      << e.what();
+  e = error_of([] { open_npz(sample_npz("misc.npz") + ":names"); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("misc.npz:names: dtype '<U5'"), std::string::npos) << e.what();
+}
+
+TEST(Npz, DamagedMembersAreRefusedOnceReadToTheEnd) {
+  temp_dir dir;
+  for (const std::string f : {"mnist_like.npz", "mnist_like_compressed.npz"}) {
+    SCOPED_TRACE(f);
+    const std::string copy = dir.file(f);
+    write_bytes(copy, read_bytes(sample_npz(f)));
+    // a byte three quarters into x_train's stored bytes (past the .npy header)
+    const auto z = formats::detail::zip_reader::open(copy);
+    const auto& m = z.members().at(0);
+    ASSERT_EQ(m.name, "x_train.npy");
+    const std::string local = read_bytes(copy).substr(m.header_offset, 30);
+    const u64 data_at = m.header_offset + 30 + (std::uint8_t(local[26]) | std::uint8_t(local[27]) << 8) +
+                        (std::uint8_t(local[28]) | std::uint8_t(local[29]) << 8);
+    flip_byte(copy, data_at + m.compressed * 3 / 4, 0x10);
+    auto x = open_npz(copy + ":x_train");
+    std::vector<std::uint8_t> v(x->rows() * x->row_bytes());
+    const auto e = error_of([&] { x->read_rows(0, x->rows(), v.data()); });
+    EXPECT_EQ(e.code(), errc::bad_input);
+    EXPECT_NE(std::string(e.what()).find(copy + ":x_train: damaged"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Npz, TruncatedAndForeignFilesAreRefusedWithTheirReason) {
+  temp_dir dir;
+  const std::string whole = read_bytes(sample_npz("mnist_like.npz"));
+  auto why = [&](const std::string& bytes) {
+    write_bytes(dir.file("f.npz"), bytes);
+    const auto e = error_of([&] { open_npz(dir.file("f.npz") + ":x_train"); });
+    EXPECT_EQ(e.code(), errc::bad_input) << e.what();
+    return std::string(e.what());
+  };
+  EXPECT_NE(why(whole.substr(0, whole.size() - 30)).find("truncated .npz (ZIP) file"), std::string::npos);
+  EXPECT_NE(why("").find("empty"), std::string::npos);
+  EXPECT_NE(why(read_bytes(test::sample_npy("u8_nhwc.npy"))).find("is a .npy file"), std::string::npos);
+  EXPECT_NE(why(std::string(100, 'z')).find("not a .npz file"), std::string::npos);
+  // 200 bytes gone from the middle: the directory points past its own entries
+  std::string cut = whole;
+  cut.erase(whole.size() / 2, 200);
+  EXPECT_NE(why(cut).find("ZIP"), std::string::npos);
+}
+
+// ---- ZIP files made here -------------------------------------------------------------------
+
+TEST(Npz, Zip64DirectoriesAndDataDescriptorsAreRead) {
+  temp_dir dir;
+  const std::string a = npy_u16({4, 8, 8}), b = npy_u16({3, 5});
+  for (bool end64 : {false, true}) {
+    for (std::uint16_t method : {0, 8}) {
+      SCOPED_TRACE(std::to_string(end64) + " " + std::to_string(method));
+      zip_entry ea{"a.npy", a, method};
+      ea.zip64 = true;
+      zip_entry eb{"b.npy", b, method};
+      eb.descriptor = true;
+      write_bytes(dir.file("z.npz"), make_zip({ea, eb}, end64));
+      EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z.npz") + ":a")), iota_u16(256));
+      EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z.npz") + ":b")), iota_u16(15));
+    }
+  }
+}
+
+TEST(Npz, OtherMethodsEncryptionAndWrongSizesAreRefused) {
+  temp_dir dir;
+  const std::string a = npy_u16({4, 8, 8});
+  auto why = [&](const zip_entry& e) {
+    write_bytes(dir.file("z.npz"), make_zip({e}));
+    try {
+      auto s = open_npz(dir.file("z.npz") + ":a");
+      std::vector<std::uint16_t> v(256);
+      s->read_rows(0, 4, v.data());
+    } catch (const error& err) {
+      EXPECT_EQ(err.code(), errc::bad_input) << err.what();
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  zip_entry bz{"a.npy", a, 12};
+  EXPECT_NE(why(bz).find("ZIP method 12"), std::string::npos);
+  zip_entry enc{"a.npy", a, 0, 1};
+  EXPECT_NE(why(enc).find("encrypted"), std::string::npos);
+  zip_entry longer{"a.npy", a, 8};
+  longer.size_error = 16;  // the directory records more than the stream holds
+  EXPECT_NE(why(longer).find("ends after " + std::to_string(a.size())), std::string::npos);
+  zip_entry shorter{"a.npy", a + std::string(16, 'x'), 8};
+  shorter.size_error = -16;  // less: the stream holds more
+  EXPECT_NE(why(shorter).find("holds more than"), std::string::npos);
+  zip_entry stored_longer{"a.npy", a, 0};
+  stored_longer.size_error = 16;
+  EXPECT_NE(why(stored_longer).find("stored"), std::string::npos);
+}
+
+// ---- the command ---------------------------------------------------------------------------
+
+TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
+  temp_dir dir;
+  for (const std::string f : {"mnist_like.npz", "mnist_like_compressed.npz"}) {
+    SCOPED_TRACE(f);
+    const std::string in = sh_quote(sample_npz(f));
+    // the labels named, or found: the one array of 10 rows besides the images
+    const std::string labels = f == "mnist_like.npz" ? in + ":y_train" : in;
+    auto c = cli(dir, "compress " + in + ":x_train --labels " + labels + " -o a.dcz -f --chop 8 --json");
+    ASSERT_EQ(c.status, 0) << describe(c);
+    const auto j = nlohmann::json::parse(c.out);
+    EXPECT_EQ(j["source"], sample_npz(f) + ":x_train");
+    EXPECT_EQ(j["labels_source"], sample_npz(f) + ":y_train");
+    auto d = cli(dir, "decompress a.dcz -o x.npy --labels-out y.npy -f -q");
+    ASSERT_EQ(d.status, 0) << describe(d);
+    const auto x = load_npy(dir.file("x.npy"));
+    EXPECT_EQ(x.header.shape, (std::vector<u64>{10, 28, 28}));
+    const auto want = images_u8(10, 0);
+    EXPECT_EQ(x.raw, bytes_of(want));
+    EXPECT_EQ(load_npy(dir.file("y.npy")).raw, bytes_of({0, 3, 6, 9, 2, 5, 8, 1, 4, 7}));
+  }
+  // no array named among several: exit 2 with the candidates; a damaged member: exit 3
+  auto c = cli(dir, "compress " + sh_quote(sample_npz("mnist_like.npz")) + " -o b.dcz");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_NE(c.err.find("candidates: x_train (10, 28, 28), x_test (4, 28, 28)"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  write_bytes(dir.file("bad.npz"), read_bytes(sample_npz("mnist_like.npz")));
+  flip_byte(dir.file("bad.npz"), 4000, 0x10);
+  c = cli(dir, "compress bad.npz:x_train -o b.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_NE(c.err.find("bad.npz:x_train: damaged"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  // eval and verify read .npz too; decompress writes no .npz
+  c = cli(dir, "eval " + sh_quote(sample_npz("mnist_like_compressed.npz")) + ":x_test --chop 2,4 --json");
+  EXPECT_EQ(c.status, 0) << describe(c);
+  c = cli(dir, "decompress a.dcz -o back.npz");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_NE(c.err.find("does not write them"), std::string::npos) << c.err;
+}
+
+}  // namespace
