@@ -461,6 +461,14 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
   EXPECT_EQ(c.status, 3) << describe(c);
   EXPECT_NE(c.err.find("bad.npz:x_train: damaged"), std::string::npos) << c.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  // f32 in a deflated member: a pass for the range (SSIM needs it first), then the codec's pass,
+  // each decoding the member from its start
+  c = cli(dir, "compress " + sh_quote(sample_npz("misc_compressed.npz")) + ":images -o f.dcz --chop 8 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto jf = nlohmann::json::parse(c.out);
+  EXPECT_GT(jf["quality"]["psnr_db"].get<double>(), 120.0);
+  EXPECT_EQ(jf["quality"]["range"].get<double>(), 12.25);  // (49 * 0.25 - 3) - (-3)
+  EXPECT_EQ(jf["quality"]["ssim_status"], "measured");
   // eval and verify read .npz too; decompress writes no .npz
   c = cli(dir, "eval " + sh_quote(sample_npz("mnist_like_compressed.npz")) + ":x_test --chop 2,4 --json");
   EXPECT_EQ(c.status, 0) << describe(c);
