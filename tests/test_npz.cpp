@@ -105,11 +105,17 @@ struct zip_entry {
   std::uint16_t flags = 0;      // bit 0: encrypted (nothing is encrypted)
   bool descriptor = false;      // sizes and CRC after the data, zeros in the local header
   bool zip64 = false;           // the directory's sizes and offset in a Zip64 extra field
+  bool zip64_offset = false;    // the offset only (as Python writes a member past 2 GiB)
   std::int64_t size_error = 0;  // recorded size minus the real one
 };
 
-/** A ZIP archive of `entries`, with a Zip64 end record when `zip64_end`. */
-std::string make_zip(const std::vector<zip_entry>& entries, bool zip64_end = false) {
+/** Which end records: the plain one; a Zip64 record and locator too, with 0xFFFF.. in the
+ *  plain one; or with its real values there (as Python writes them where they fit). */
+enum class zip_end { plain, zip64_max, zip64_real };
+
+/** A ZIP archive of `entries`. */
+std::string make_zip(const std::vector<zip_entry>& entries, zip_end end = zip_end::plain) {
+  const bool zip64_end = end != zip_end::plain, end_max = end == zip_end::zip64_max;
   std::string out, dir;
   for (const auto& e : entries) {
     const std::string stored = e.method == 8 ? raw_deflate(e.data) : e.data;
@@ -145,6 +151,10 @@ std::string make_zip(const std::vector<zip_entry>& entries, bool zip64_end = fal
       put(extra, size, 8);
       put(extra, stored.size(), 8);
       put(extra, offset, 8);
+    } else if (e.zip64_offset) {
+      put(extra, 1, 2);
+      put(extra, 8, 2);
+      put(extra, offset, 8);
     }
     put(dir, 0x02014b50, 4);
     put(dir, 45, 2);
@@ -162,7 +172,7 @@ std::string make_zip(const std::vector<zip_entry>& entries, bool zip64_end = fal
     put(dir, 0, 2);
     put(dir, 0, 2);
     put(dir, 0, 4);
-    put(dir, e.zip64 ? 0xffffffffu : offset, 4);
+    put(dir, e.zip64 || e.zip64_offset ? 0xffffffffu : offset, 4);
     dir += e.name + extra;
   }
   const u64 dir_at = out.size();
@@ -187,10 +197,10 @@ std::string make_zip(const std::vector<zip_entry>& entries, bool zip64_end = fal
   put(out, 0x06054b50, 4);
   put(out, 0, 2);
   put(out, 0, 2);
-  put(out, zip64_end ? 0xffff : entries.size(), 2);
-  put(out, zip64_end ? 0xffff : entries.size(), 2);
-  put(out, zip64_end ? 0xffffffffu : dir.size(), 4);
-  put(out, zip64_end ? 0xffffffffu : dir_at, 4);
+  put(out, end_max ? 0xffff : entries.size(), 2);
+  put(out, end_max ? 0xffff : entries.size(), 2);
+  put(out, end_max ? 0xffffffffu : dir.size(), 4);
+  put(out, end_max ? 0xffffffffu : dir_at, 4);
   put(out, 0, 2);
   return out;
 }
@@ -384,18 +394,90 @@ TEST(Npz, TruncatedAndForeignFilesAreRefusedWithTheirReason) {
 TEST(Npz, Zip64DirectoriesAndDataDescriptorsAreRead) {
   temp_dir dir;
   const std::string a = npy_u16({4, 8, 8}), b = npy_u16({3, 5});
-  for (bool end64 : {false, true}) {
+  for (zip_end end : {zip_end::plain, zip_end::zip64_max, zip_end::zip64_real}) {
     for (std::uint16_t method : {0, 8}) {
-      SCOPED_TRACE(std::to_string(end64) + " " + std::to_string(method));
+      SCOPED_TRACE(std::to_string(int(end)) + " " + std::to_string(method));
       zip_entry ea{"a.npy", a, method};
       ea.zip64 = true;
       zip_entry eb{"b.npy", b, method};
       eb.descriptor = true;
-      write_bytes(dir.file("z.npz"), make_zip({ea, eb}, end64));
+      zip_entry ec{"c.npy", b, method};
+      ec.zip64_offset = true;
+      std::string bytes = make_zip({ea, eb, ec}, end);
+      if (method == 8) bytes += std::string(40, '\0');  // appended after the archive
+      write_bytes(dir.file("z.npz"), bytes);
       EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z.npz") + ":a")), iota_u16(256));
       EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z.npz") + ":b")), iota_u16(15));
+      EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z.npz") + ":c")), iota_u16(15));
     }
   }
+  // 65535 members fill the 16-bit count without a Zip64 record (Python writes none)
+  std::vector<zip_entry> many(65534, zip_entry{"", ""});
+  for (std::size_t i = 0; i < many.size(); ++i) many[i].name = std::to_string(i) + ".txt";
+  many.push_back({"a.npy", a});
+  write_bytes(dir.file("many.npz"), make_zip(many));
+  EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("many.npz") + ":a")), iota_u16(256));
+}
+
+TEST(Npz, TrailingBytesInAMemberAreReadAndChecked) {
+  temp_dir dir;
+  const std::string a = npy_u16({4, 8, 8}) + "12345678";
+  for (std::uint16_t method : {0, 8}) {
+    SCOPED_TRACE(method);
+    write_bytes(dir.file("z.npz"), make_zip({{"a.npy", a, method}}));
+    EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z.npz") + ":a")), iota_u16(256));
+  }
+  // a stored member damaged after its array: the CRC, once the last row is read
+  std::string bytes = make_zip({{"a.npy", a, 0}});
+  const auto at = bytes.find("12345678");
+  bytes[at + 3] = 'x';
+  write_bytes(dir.file("z.npz"), bytes);
+  auto s = open_npz(dir.file("z.npz") + ":a");
+  std::vector<std::uint16_t> v(256);
+  s->read_rows(0, 3, v.data());
+  const auto e = error_of([&] { s->read_rows(3, 1, v.data()); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("CRC-32"), std::string::npos) << e.what();
+}
+
+TEST(Npz, AFortranOrderArrayGatheredOutOfOrderStillHasItsCrcChecked) {
+  temp_dir dir;
+  const std::string copy = dir.file("misc.npz");
+  write_bytes(copy, read_bytes(sample_npz("misc.npz")));
+  const auto z = formats::detail::zip_reader::open(copy);
+  const formats::detail::zip_member* m = nullptr;
+  for (const auto& x : z.members())
+    if (x.name == "fortran.npy") m = &x;
+  ASSERT_NE(m, nullptr);
+  flip_byte(copy, m->header_offset + m->compressed / 2 + 100, 0x01);  // in its data
+  auto s = open_npz(copy + ":fortran");
+  std::vector<std::uint8_t> v(s->rows() * s->row_bytes());
+  const auto e = error_of([&] { s->read_rows(0, s->rows(), v.data()); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("fortran: damaged"), std::string::npos) << e.what();
+}
+
+TEST(Npz, DuplicateNamesTakeTheLastMemberAsNumpyDoes) {
+  temp_dir dir;
+  write_bytes(dir.file("d.npz"), make_zip({{"x.npy", npy_u16({2, 8, 8})}, {"x.npy", npy_u16({3, 8, 8})}}));
+  EXPECT_EQ(open_npz(dir.file("d.npz") + ":x")->shape(), (std::vector<u64>{3, 8, 8}));
+  EXPECT_EQ(open_npz(dir.file("d.npz") + ":x.npy")->shape(), (std::vector<u64>{3, 8, 8}));
+  EXPECT_EQ(open_npz(dir.file("d.npz"))->shape(), (std::vector<u64>{3, 8, 8}));
+}
+
+TEST(Npz, AnArrayThatCannotBeReadIsListedWithItsReason) {
+  temp_dir dir;
+  const auto h = formats::make_npy_header(formats::npy_dtype{'u', 1, false}, {4, 6, 6}, true);
+  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", std::string(h.begin(), h.end()) + std::string(144, '\1'), 8}}));
+  const auto e = error_of([&] { open_npz(dir.file("f.npz")); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_NE(std::string(e.what()).find("arrays: xf (unreadable: Fortran-order arrays cannot be read from a compressed .npz member"),
+            std::string::npos)
+      << e.what();
+  // and a .npz handed over as a .npy says what it is
+  write_bytes(dir.file("f.npy"), read_bytes(dir.file("f.npz")));
+  const auto e2 = error_of([&] { formats::npy_reader::open(dir.file("f.npy")); });
+  EXPECT_NE(std::string(e2.what()).find("is a ZIP file"), std::string::npos) << e2.what();
 }
 
 TEST(Npz, OtherMethodsEncryptionAndWrongSizesAreRefused) {
@@ -426,6 +508,12 @@ TEST(Npz, OtherMethodsEncryptionAndWrongSizesAreRefused) {
   zip_entry stored_longer{"a.npy", a, 0};
   stored_longer.size_error = 16;
   EXPECT_NE(why(stored_longer).find("stored"), std::string::npos);
+  // a recorded size that deflate cannot reach from the bytes stored: refused at open, before
+  // it sizes anything
+  zip_entry impossible{"a.npy", a, 8};
+  impossible.size_error = std::int64_t(1) << 40;
+  impossible.zip64 = true;
+  EXPECT_NE(why(impossible).find("more than deflate can produce"), std::string::npos);
 }
 
 // ---- the command ---------------------------------------------------------------------------

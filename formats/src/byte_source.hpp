@@ -28,9 +28,10 @@ class byte_source {
   virtual bool restartable() const { return false; }
   /** Start the sequential reads again from the first byte. */
   virtual void restart() {}
-  /** Whether the bytes after an array's data must be read too once its last row is: a .npz
-   *  member checks its CRC-32 and size at its end. */
-  virtual bool read_to_end() const { return false; }
+  /** The array's last row has been read: a .npz member checks its CRC-32 and size now, reading
+   *  whatever was not read in order from its first byte (the bytes after the array, or all of
+   *  a Fortran-order array, which is gathered out of order). Throws error(bad_input). */
+  virtual void finish() {}
 };
 
 }  // namespace dctchop::formats::detail

@@ -21,7 +21,10 @@ std::string leaf(const std::string& p) {
 
 std::string listing(const std::vector<candidate>& arrays) {
   std::string out;
-  for (const auto& c : arrays) out += (out.empty() ? "" : ", ") + c.path + " " + python_shape(c.shape);
+  for (const auto& c : arrays) {
+    out += (out.empty() ? "" : ", ") + c.path + " " +
+           (c.refused.empty() ? python_shape(c.shape) : "(unreadable: " + c.refused + ")");
+  }
   return out;
 }
 

@@ -15,6 +15,7 @@ struct candidate {
   std::string path;  ///< "/train/images" (HDF5), "x_train" (.npz)
   std::vector<std::uint64_t> shape;
   bool numeric = false;
+  std::string refused;  ///< why it cannot be read, when it cannot (listed instead of a shape)
 };
 
 /** "path (shape), path (shape)", for messages. */

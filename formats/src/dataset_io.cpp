@@ -87,10 +87,14 @@ class npz_source final : public sample_source {
   npy_reader open_member(const dataset_spec& spec) {
     const auto zip = detail::zip_reader::open(spec.path);
     const std::string file = zip.display_name();
-    std::vector<const detail::zip_member*> arrays;  // the members numpy reads as arrays
-    for (const auto& m : zip.members())
-      if (name_ends_with(m.name, ".npy")) arrays.push_back(&m);
+    // The members numpy reads as arrays; of two with one name, the last (as numpy takes it).
+    std::vector<const detail::zip_member*> arrays;
     auto array_name = [](const detail::zip_member& m) { return m.name.substr(0, m.name.size() - 4); };
+    for (const auto& m : zip.members()) {
+      if (!name_ends_with(m.name, ".npy")) continue;
+      std::erase_if(arrays, [&](const auto* a) { return a->name == m.name; });
+      arrays.push_back(&m);
+    }
     auto open_array = [&](const detail::zip_member& m) {
       return npy_reader::open(zip.open_member(m, file + ":" + array_name(m)));
     };
@@ -105,7 +109,11 @@ class npz_source final : public sample_source {
           c.shape = r.header().shape;
           c.numeric = true;
         } catch (const error& e) {
-          if (e.code() != errc::bad_input) throw;  // not a numeric array: listed, never chosen
+          if (e.code() != errc::bad_input) throw;
+          // listed with the reason, never chosen: "FILE.npz:name: dtype '<U5': ..." -> "dtype ..."
+          const std::string prefix = file + ":" + c.path + ": ";
+          const std::string what = e.what();
+          c.refused = what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
         }
         all.push_back(std::move(c));
       }
@@ -116,12 +124,13 @@ class npz_source final : public sample_source {
       for (const auto* m : arrays)
         if (array_name(*m) == array_) found = m;
     } else {
+      // "x" names x.npy, "x.npy" too; of two members with one name, the last, as numpy takes it
+      const detail::zip_member* exact = nullptr;
       for (const auto& m : zip.members()) {
-        if (m.name == spec.dataset || m.name == spec.dataset + ".npy") {
-          found = &m;
-          break;
-        }
+        if (m.name == spec.dataset + ".npy") found = &m;
+        if (m.name == spec.dataset) exact = &m;
       }
+      if (found == nullptr) found = exact;
       if (found == nullptr) {
         std::string names;
         for (const auto* m : arrays) names += (names.empty() ? "" : ", ") + array_name(*m);

@@ -449,6 +449,8 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
       fail(errc::bad_input, name, "is a dctchop archive, not a .npy file (decompress it first)");
     if (got == 8 && std::memcmp(pre.data(), hdf5, 8) == 0)
       fail(errc::bad_input, name, "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)");
+    if (got >= 4 && std::memcmp(pre.data(), "PK\3\4", 4) == 0)
+      fail(errc::bad_input, name, "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)");
     fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");
   }
   if (got < pre.size()) fail(errc::bad_input, name, "truncated .npy file (no version)");
@@ -633,21 +635,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     }
   }
 
-  if (first + count == n_rows && src_->read_to_end()) {
-    // The member's bytes past the array (none in numpy's files), so that it checks its end.
-    const std::uint64_t end = header_.data_offset + header_.count() * itemsize;
-    if (src_->seekable() && src_->size() > end) {
-      std::vector<unsigned char> tail(static_cast<std::size_t>(std::min<std::uint64_t>(src_->size() - end, 1 << 20)));
-      for (std::uint64_t at = end; at < src_->size(); at += tail.size()) {
-        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(tail.size(), src_->size() - at));
-        src_->read_at(at, tail.data(), n, "npz member");
-      }
-    } else if (!src_->seekable()) {
-      unsigned char b[4096];
-      while (read_some(*src_, b, sizeof b) == sizeof b) {
-      }
-    }
-  }
+  if (first + count == n_rows) src_->finish();
 
   if (itemsize > 1 && header_.type.big_endian != k_native_big) {
     byteswap_in_place(out, bytes / itemsize, itemsize);

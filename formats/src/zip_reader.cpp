@@ -61,6 +61,9 @@ class crc_check {
   void reset() {
     if (!checked_) crc_ = 0, next_ = 0;
   }
+  bool checked() const { return checked_; }
+  /** Where the bytes read in order end. */
+  u64 next() const { return next_; }
 
  private:
   void finish_if_done() {
@@ -99,7 +102,14 @@ class stored_member final : public byte_source {
     f_->read_at(start_ + offset, dst, n, what);
     crc_.seen(offset, dst, n);
   }
-  bool read_to_end() const override { return true; }
+  void finish() override {
+    std::vector<unsigned char> buf;
+    while (!crc_.checked()) {
+      const u64 at = crc_.next();
+      buf.resize(static_cast<std::size_t>(std::min<u64>(size_ - at, u64(1) << 20)));
+      read_at(at, buf.data(), buf.size(), "npz member");  // crc_ takes them
+    }
+  }
   const std::byte* map() override {
     const std::byte* base = f_->map();
     return base == nullptr ? nullptr : base + start_;
@@ -148,7 +158,11 @@ class deflated_member final : public byte_source {
   }
   const std::byte* map() override { return nullptr; }
   bool restartable() const override { return true; }
-  bool read_to_end() const override { return true; }
+  void finish() override {
+    unsigned char rest[16384];
+    while (read(rest, sizeof rest) > 0) {
+    }
+  }
   void restart() override {
     inflateReset(&z_);
     z_.avail_in = 0;
@@ -181,6 +195,9 @@ class deflated_member final : public byte_source {
                            "; the .npz file is corrupt)");
       }
       if (rc == Z_MEM_ERROR) throw std::bad_alloc();
+      if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        throw error(errc::internal, name_ + ": zlib's inflate returned " + std::to_string(rc));
+      }
       if (rc == Z_BUF_ERROR && z_.avail_in == 0 && consumed_ == compressed_ &&
           z_.avail_out == before) {
         damaged(name_, "damaged: its deflate stream stops after " + std::to_string(produced_) +
@@ -263,17 +280,21 @@ zip_reader zip_reader::open(const std::string& path) {
   if (size == 0) damaged(name, "empty (0 bytes), not a .npz (ZIP) file");
 
   // The end record: the last signature within the last 22 + 65535 bytes whose comment reaches
-  // exactly to the end of the file.
+  // exactly to the end of the file, else (bytes appended after the archive, which Python's
+  // zipfile accepts too) the last signature there.
   const u64 tail_len = std::min<u64>(size, k_end_size + 0xffff);
   std::vector<unsigned char> tail(static_cast<std::size_t>(tail_len));
   f->read_at(size - tail_len, tail.data(), tail.size(), "ZIP end record");
-  std::size_t end_at = std::string::npos;
+  std::size_t end_at = std::string::npos, last_sig = std::string::npos;
   for (std::size_t i = tail.size() >= k_end_size ? tail.size() - k_end_size + 1 : 0; i-- > 0;) {
-    if (le(tail.data() + i, 4) == k_end_sig && i + k_end_size + le(tail.data() + i + 20, 2) == tail.size()) {
+    if (le(tail.data() + i, 4) != k_end_sig) continue;
+    if (last_sig == std::string::npos) last_sig = i;
+    if (i + k_end_size + le(tail.data() + i + 20, 2) == tail.size()) {
       end_at = i;
       break;
     }
   }
+  if (end_at == std::string::npos) end_at = last_sig;
   if (end_at == std::string::npos) {
     unsigned char head[4] = {};
     f->read_at(0, head, std::min<u64>(4, size), "file start");
@@ -285,13 +306,14 @@ zip_reader zip_reader::open(const std::string& path) {
   const u64 end_pos = size - tail_len + end_at;
   u64 disk = le(e + 4, 2), cd_disk = le(e + 6, 2), entries_here = le(e + 8, 2),
       entries = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
-  if (entries == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu ||
-      entries_here == 0xffff) {
-    // Zip64: a locator right before the end record points at the Zip64 end record.
-    if (end_pos < k_locator64_size) damaged(name, "damaged ZIP end record (no Zip64 locator)");
-    unsigned char loc[k_locator64_size];
+  // Zip64: a locator right before the end record points at the Zip64 end record, whose values
+  // replace these (which Python's zipfile leaves below their maxima where they fit). Without
+  // a locator the values stand: 65535 members fill the 16-bit count without needing Zip64.
+  unsigned char loc[k_locator64_size] = {};
+  if (end_pos >= k_locator64_size) {
     f->read_at(end_pos - k_locator64_size, loc, sizeof loc, "Zip64 locator");
-    if (le(loc, 4) != k_locator64_sig) damaged(name, "damaged ZIP end record (no Zip64 locator)");
+  }
+  if (le(loc, 4) == k_locator64_sig) {
     const u64 at = le(loc + 8, 8);
     if (at > end_pos - k_locator64_size || end_pos - k_locator64_size - at < k_end64_size) {
       damaged(name, "damaged Zip64 locator (it points outside the file)");
@@ -299,7 +321,7 @@ zip_reader zip_reader::open(const std::string& path) {
     unsigned char r[k_end64_size];
     f->read_at(at, r, sizeof r, "Zip64 end record");
     if (le(r, 4) != k_end64_sig) damaged(name, "damaged Zip64 end record");
-    disk = le(r + 16, 4);
+    disk = le(r + 16, 4);  // (a locator's own disk fields are not checked: Python's neither)
     cd_disk = le(r + 20, 4);
     entries_here = le(r + 24, 8);
     entries = le(r + 32, 8);
@@ -370,6 +392,13 @@ std::unique_ptr<byte_source> zip_reader::open_member(const zip_member& m,
     damaged(file, "truncated .npz file: " + m.name + " needs " + std::to_string(m.compressed) +
                       " bytes from offset " + std::to_string(start) + ", the file holds " +
                       std::to_string(size));
+  }
+  // Deflate expands at most 1032:1; a larger recorded size is damage (and must not size the
+  // reader's buffers).
+  if (m.method == k_deflated && m.size / 1032 > m.compressed + 1) {
+    damaged(file, "damaged ZIP directory: " + m.name + " records " + std::to_string(m.size) +
+                      " bytes from " + std::to_string(m.compressed) + " deflated, more than "
+                      "deflate can produce");
   }
   if (m.method == k_stored) {
     if (m.compressed != m.size) {
