@@ -96,6 +96,7 @@ Examples:
   dctchop compress sst.npy -o sst.dcz --nonfinite replace=0   # NaN/Inf (land) stored as 0
   dctchop compress xray.npy -o xray.dcz --coeff bf16 --offset mean  # 12-bit data in u16
   dctchop decompress train.dcz -o check.h5:/images
+  dctchop decompress train.dcz -o check.npz            # np.load: check["data"], check["labels"]
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
   dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
   dctchop info train.dcz --json
@@ -452,9 +453,7 @@ std::string archive_name_note(const std::string& out) {
   for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
     if (formats::name_ends_with(out, ext)) {
       return fmt::format("{} holds a dctchop archive, whatever its name says (archives are named "
-                         ".dcz; {})", out,
-                         std::string(ext) == ".npz" ? std::string("dctchop reads .npz files but writes none")
-                                                    : fmt::format("decompress writes {} files", ext));
+                         ".dcz; decompress writes {} files)", out, ext);
     }
   }
   return {};
@@ -635,19 +634,20 @@ int main(int argc, char** argv) {
   std::string d_in, d_out, d_samples, d_labels_out, d_backend = "auto";
   int d_threads = 0;
   bool d_force = false, d_quiet = false, d_json = false;
-  auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into NPY, HDF5 or raw");
+  auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into NPY, NPZ, HDF5 or raw");
   dec->add_option("input", d_in, "input archive, or - for stdin")->required();
   std::string d_dataset;
   bool d_raw = false;
   dec->add_option("-o,--output", d_out,
                   "output: FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside as "
-                  "/labels), or raw with --raw")
+                  "/labels), FILE.npz[:array] (arrays data and labels), or raw with --raw")
       ->required();
-  dec->add_option("--dataset", d_dataset, "HDF5 dataset path for the output (default /data)");
+  dec->add_option("--dataset", d_dataset,
+                  "HDF5 dataset path (default /data) or .npz array name (default data) for the output");
   dec->add_flag("--raw", d_raw, "write raw little-endian binary (C order, no header)");
   dec->add_option("--samples", d_samples,
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
-  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy or FILE.h5[:/dataset]");
+  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array]");
   add_backend_options(dec, d_backend, d_threads);
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
   dec->add_flag("-q,--quiet", d_quiet, "print nothing but errors");

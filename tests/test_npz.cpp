@@ -14,6 +14,7 @@
 #include "dctchop/formats/npy.hpp"
 #include "test_util.hpp"
 #include "zip_reader.hpp"
+#include "zip_writer.hpp"
 
 namespace {
 
@@ -237,11 +238,6 @@ TEST(Npz, NamesParseAsNpzWithTheirArray) {
   EXPECT_EQ(parse_dataset_spec("mnist.npz").dataset, "");
   EXPECT_EQ(error_of([] { parse_dataset_spec("mnist.npz:"); }).code(), errc::invalid_argument);
   EXPECT_EQ(error_of([] { parse_dataset_spec("mnist.npz:x", "y"); }).code(), errc::invalid_argument);
-  // .npz is read, never written
-  EXPECT_EQ(error_of([] {
-              formats::create_dataset(parse_dataset_spec("out.npz"), formats::npy_dtype{}, {1}, false);
-            }).code(),
-            errc::invalid_argument);
 }
 
 TEST(Npz, StoredAndDeflatedArraysReadAsNumpyWroteThem) {
@@ -557,12 +553,78 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
   EXPECT_GT(jf["quality"]["psnr_db"].get<double>(), 120.0);
   EXPECT_EQ(jf["quality"]["range"].get<double>(), 12.25);  // (49 * 0.25 - 3) - (-3)
   EXPECT_EQ(jf["quality"]["ssim_status"], "measured");
-  // eval and verify read .npz too; decompress writes no .npz
+  // eval and verify read .npz too
   c = cli(dir, "eval " + sh_quote(sample_npz("mnist_like_compressed.npz")) + ":x_test --chop 2,4 --json");
   EXPECT_EQ(c.status, 0) << describe(c);
-  c = cli(dir, "decompress a.dcz -o back.npz");
+}
+
+TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
+  temp_dir dir;
+  const std::string in = sh_quote(sample_npz("mnist_like.npz"));
+  auto c = cli(dir, "compress " + in + ":x_train --labels " + in + ":y_train -o a.dcz --chop 8 -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  c = cli(dir, "decompress a.dcz -o back.npz -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  c = cli(dir, "decompress a.dcz -o named.npz:x_train --labels-out named.npz:y_train -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  // numpy (through zipfile, which checks each member's CRC-32) reads what was written
+  const std::string check =
+      "import numpy as np, zipfile, sys\n"
+      "src = np.load(sys.argv[1])\n"
+      "for f, x, y in (('back.npz', 'data', 'labels'), ('named.npz', 'x_train', 'y_train')):\n"
+      "    assert zipfile.ZipFile(f).testzip() is None, f\n"
+      "    d = np.load(f)\n"
+      "    assert sorted(d.files) == sorted([x, y]), d.files\n"
+      "    assert d[x].dtype == np.uint8 and np.array_equal(d[x], src['x_train']), f\n"
+      "    assert np.array_equal(d[y], src['y_train']), f\n"
+      "print('ok')\n";
+  write_bytes(dir.file("check.py"), check);
+  c = test::run_sh("/usr/bin/python3 check.py " + in, dir.path());
+  EXPECT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(c.out, "ok\n");
+  // and dctchop reads it back
+  EXPECT_EQ(read_all<std::uint8_t>(*open_npz(dir.file("back.npz") + ":data")), images_u8(10, 0));
+  // the labels cannot take the data's name; a sample range; an existing output needs -f
+  c = cli(dir, "decompress a.dcz -o c.npz --labels-out c.npz:data");
   EXPECT_EQ(c.status, 2) << describe(c);
-  EXPECT_NE(c.err.find("does not write them"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.npz")));
+  c = cli(dir, "decompress a.dcz -o back.npz --samples 3:5");
+  EXPECT_EQ(c.status, 6) << describe(c);
+  c = cli(dir, "decompress a.dcz -o back.npz --samples 3:5 -f -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  auto part = open_npz(dir.file("back.npz") + ":labels");
+  EXPECT_EQ(read_all<std::uint8_t>(*part), (std::vector<std::uint8_t>{9, 2}));
+}
+
+TEST(Npz, TheWritersZip64FieldsAreReadByDctchopAndByNumpy) {
+  temp_dir dir;
+  // Zip64 sizes, offsets and end records from 100 bytes on, so a small file has them all
+  {
+    auto out = formats::output_file::create(dir.file("z64.npz"), false);
+    formats::detail::zip_writer z(out, 100);
+    for (const char* name : {"a.npy", "b.npy"}) {
+      z.begin_member(name);
+      const std::string a = npy_u16({4, 8, 8});
+      z.write(a.data(), a.size());
+      z.end_member();
+    }
+    z.finish();
+    out.commit();
+  }
+  const std::string bytes = read_bytes(dir.file("z64.npz"));
+  EXPECT_NE(bytes.find(std::string("PK\6\6", 4)), std::string::npos) << "a Zip64 end record";
+  EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("z64.npz") + ":b")), iota_u16(256));
+  write_bytes(dir.file("check.py"),
+              "import numpy as np, zipfile\n"
+              "z = zipfile.ZipFile('z64.npz')\n"
+              "assert z.testzip() is None\n"
+              "assert [i.header_offset > 0 for i in z.infolist()] == [False, True]\n"
+              "d = np.load('z64.npz')\n"
+              "assert np.array_equal(d['b'].ravel(), np.arange(256, dtype=np.uint16))\n"
+              "print('ok')\n");
+  const auto c = test::run_sh("/usr/bin/python3 check.py", dir.path());
+  EXPECT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(c.out, "ok\n");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "dctchop/error.hpp"
 #include "hdf5_io.hpp"
 #include "zip_reader.hpp"
+#include "zip_writer.hpp"
 
 namespace dctchop::formats {
 namespace {
@@ -146,6 +147,59 @@ class npz_source final : public sample_source {
 
   std::string array_, note_;
   npy_reader r_;
+};
+
+/** An .npz as np.savez writes one: the data as a stored member NAME.npy ("data.npy" unless the
+ *  output names another), and any side datasets (the labels) as members after it. */
+class npz_sink final : public sample_sink {
+ public:
+  npz_sink(const dataset_spec& spec, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
+      : out_(output_file::create(spec.path, ow)), zip_(out_),
+        array_(spec.dataset.empty() ? std::string(npz_default_array) : spec.dataset),
+        rows_wanted_(shape.empty() ? 1 : shape[0]), row_bytes_(checked_count(shape, spec.path, t.itemsize)) {
+    if (rows_wanted_ > 0) row_bytes_ /= rows_wanted_;
+    zip_.begin_member(array_ + ".npy");
+    const auto h = make_npy_header(t, shape);
+    zip_.write(h.data(), h.size());
+  }
+  std::string name() const override { return out_.display_name() + ":" + array_; }
+  void write_rows(const void* src, u64 count) override {
+    zip_.write(src, count * row_bytes_);
+    rows_ += count;
+  }
+  bool add_side_dataset(const std::string& name, const npy_dtype& t, const std::vector<u64>& shape,
+                        const void* data) override {
+    end_data();
+    std::string key = !name.empty() && name.front() == '/' ? name.substr(1) : name;
+    if (key == array_) {
+      throw error(errc::invalid_argument, out_.display_name() + ": the labels cannot be written as '" +
+                                              key + "', the data's own array");
+    }
+    zip_.begin_member(key + ".npy");
+    const auto h = make_npy_header(t, shape);
+    zip_.write(h.data(), h.size());
+    zip_.write(data, checked_count(shape, name, t.itemsize));
+    zip_.end_member();
+    return true;
+  }
+  void finish() override {
+    end_data();
+    zip_.finish();
+    out_.commit();
+  }
+
+ private:
+  void end_data() {
+    if (!data_open_) return;
+    if (rows_ != rows_wanted_) throw error(errc::internal, name() + ": wrote a wrong number of rows");
+    zip_.end_member();
+    data_open_ = false;
+  }
+  output_file out_;
+  detail::zip_writer zip_;
+  std::string array_;
+  u64 rows_wanted_, row_bytes_, rows_ = 0;
+  bool data_open_ = true;
 };
 
 // ---- an array in memory ---------------------------------------------------------------------
@@ -419,9 +473,7 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
   if (spec.memory) throw error(errc::invalid_argument, spec.path + ": an array in memory is an input only");
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
-    case file_kind::npz:
-      throw error(errc::invalid_argument, spec.path + ": dctchop reads .npz files but does not "
-                                                      "write them; write FILE.npy or FILE.h5");
+    case file_kind::npz: return std::make_unique<npz_sink>(spec, type, shape, overwrite);
     case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
     case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
   }

@@ -593,15 +593,17 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const auto t0 = clock_type::now();
   const std::string output = out.path;
   check_not_same(input, output);
-  // HDF5 outputs get the labels beside the data, as /labels or where --labels-out names a
-  // dataset of the same file; any other output cannot share its file with the labels.
-  std::string labels_beside = hdf5_labels_dataset;
+  // HDF5 and .npz outputs get the labels beside the data, as /labels (the array labels) or
+  // where --labels-out names a dataset of the same file; any other output cannot share its
+  // file with the labels.
+  const bool npz_out = out.kind == file_kind::npz;
+  std::string labels_beside = npz_out ? npz_labels_array : hdf5_labels_dataset;
   std::optional<dataset_spec> labels_file;  // --labels-out, when it is a file of its own
   if (!o.labels_out.empty()) {
     dataset_spec ls = parse_dataset_spec(o.labels_out);
     check_not_same(input, ls.path);
-    if (same_output(output, ls.path)) {  // a dataset of the HDF5 output, or an error
-      if (out.kind != file_kind::hdf5 || ls.kind != file_kind::hdf5) {
+    if (same_output(output, ls.path)) {  // a dataset of the HDF5 or .npz output, or an error
+      if (out.kind != ls.kind || (out.kind != file_kind::hdf5 && !npz_out)) {
         throw error(errc::invalid_argument,
                     o.labels_out + ": the labels and the decoded data cannot share one output");
       }
@@ -612,8 +614,10 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       if (!o.overwrite && ls.path != "-" && ::stat(ls.path.c_str(), &st) == 0) {
         throw error(errc::output_exists, ls.path + ": already exists (use -f to overwrite)");
       }
-      // An HDF5 labels file named without a dataset gets /labels, as beside HDF5 data.
+      // An HDF5 or .npz labels file named without a dataset gets /labels (labels), as beside
+      // HDF5 (.npz) data.
       if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;
+      if (ls.kind == file_kind::npz && ls.dataset.empty()) ls.dataset = npz_labels_array;
       labels_file = std::move(ls);
     }
   }
@@ -657,6 +661,12 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                   out.path + ":" + ds + ": the archive's labels are written beside the data as " +
                       labels + "; choose another dataset path");
     }
+  }
+  if (npz_out && r.find_side_array("labels") != nullptr &&
+      (out.dataset.empty() ? std::string(npz_default_array) : out.dataset) == labels_beside) {
+    throw error(errc::invalid_argument, out.path + ": the archive's labels are written beside the "
+                                        "data as the array " + labels_beside +
+                                        "; name the data or the labels otherwise");
   }
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
 

@@ -1,7 +1,7 @@
 /** @file dataset_io.hpp
  *  Datasets in and out, whatever the file format: NumPy .npy (or stdin/stdout), HDF5 datasets
- *  (`file.h5:/group/dset`), arrays of NumPy .npz files (`file.npz:x_train`, input only), and
- *  raw little-endian binary (`--raw --dtype --shape`). Every
+ *  (`file.h5:/group/dset`), arrays of NumPy .npz files (`file.npz:x_train`), and raw
+ *  little-endian binary (`--raw --dtype --shape`). Every
  *  source is read along axis 0 in row ranges, every sink written the same way, so no operation
  *  needs the whole dataset in memory. No HDF5 types appear here.
  */
@@ -25,6 +25,9 @@ enum class file_kind { npy, npz, hdf5, raw };
 /** The HDF5 dataset an output gets when none is named, and the one the labels get beside it. */
 inline constexpr const char* hdf5_default_dataset = "/data";
 inline constexpr const char* hdf5_labels_dataset = "/labels";
+/** The same for .npz outputs: the arrays np.load gives as out["data"] and out["labels"]. */
+inline constexpr const char* npz_default_array = "data";
+inline constexpr const char* npz_labels_array = "labels";
 
 /** Where a dataset lives. Built by parse_dataset_spec() from "file.npy", "-", "file.h5",
  *  "file.h5:/group/dset"; raw when the caller says so. */
@@ -108,8 +111,9 @@ class sample_sink {
   virtual std::string name() const = 0;
   /** Append native-endian C-order rows. */
   virtual void write_rows(const void* src, std::uint64_t count) = 0;
-  /** Add a whole second dataset beside the main one (HDF5: e.g. "/labels"); false when the
-   *  format holds one array only (the caller then writes it elsewhere). */
+  /** Add a whole second dataset beside the main one (HDF5: e.g. "/labels"; .npz: an array,
+   *  after all the rows); false when the format holds one array only (the caller then writes
+   *  it elsewhere). */
   virtual bool add_side_dataset(const std::string& name, const npy_dtype& type,
                                 const std::vector<std::uint64_t>& shape, const void* data) = 0;
   /** Check the row count, flush, and move the output into place. */
