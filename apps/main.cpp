@@ -503,7 +503,8 @@ void print_eval(const formats::eval_result& r, bool json, bool csv, const std::s
     j["rows"] = nlohmann::json::array();
     for (const auto& row : r.rows) j["rows"].push_back(row.to_json());
     if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
-    j["notes"] = note.empty() ? std::vector<std::string>{} : std::vector<std::string>{note};
+    j["notes"] = r.notes;
+    if (!note.empty()) j["notes"].push_back(note);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -586,7 +587,7 @@ int main(int argc, char** argv) {
   double c_chunk_mb = 4.0;
   std::optional<double> c_psnr, c_ssim;
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
-  auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, HDF5 or raw) into a .dcz archive");
+  auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, NPZ, HDF5 or raw) into a .dcz archive");
   input_options c_io;
   cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
       ->required();
@@ -783,7 +784,8 @@ int main(int argc, char** argv) {
                     t.meets ? " - meets the target" : "");
         }
         if (!r.trials.empty()) log->info("chose chop {} for the target", r.codec.chop);
-        log->info("{} -> {}: {} {} {}, block {} chop {} {}", c_in == "-" ? "<stdin>" : c_in,
+        log->info("{} -> {}: {} {} {}, block {} chop {} {}",
+                  r.source.empty() ? (c_in == "-" ? "<stdin>" : c_in) : r.source,
                   c_out == "-" ? "<stdout>" : c_out, shape_text(r.geom.shape()),
                   to_string(r.type), to_string(r.geom.lay), r.codec.block, r.codec.chop,
                   to_string(r.codec.coeff));
@@ -869,6 +871,9 @@ int main(int argc, char** argv) {
       auto be = make_backend(parse_backend(e_backend), {e_threads});
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
+      if (!e_quiet && !e_json) {
+        for (const auto& n : r.notes) log->info("{}", n);
+      }
       const auto note = eval_i16_note(r);
       print_eval(r, e_json, e_csv, note);
       if (!note.empty() && !e_quiet && !e_json) log->warn("note: {}", note);
@@ -903,6 +908,9 @@ int main(int argc, char** argv) {
       auto be = make_backend(parse_backend(v_backend), {v_threads});
       auto r = formats::verify_archive(v_in, input_spec(v_against, v_io), *be, o);
       bar.clear();
+      if (!v_quiet && !v_json) {
+        for (const auto& n : r.notes) log->info("{}", n);
+      }
       if (v_json) {
         std::cout << r.to_json().dump(2) << "\n";
       } else if (!r.mismatch.empty()) {

@@ -313,10 +313,13 @@ TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
   labels.rows = 4;
   labels.not_this = "x_test";
   EXPECT_EQ(open_dataset(labels)->note(), "using labels y_test of " + sample_npz("mnist_like_compressed.npz"));
+  labels.rows = 10;  // labels from another file: the one array of 1 or 2 axes among those that fit
+  labels.not_this.clear();
+  EXPECT_EQ(open_dataset(labels)->dataset_path(), "y_train");
   labels.rows = 7;
   e = error_of([&] { open_dataset(labels); });
   EXPECT_EQ(e.code(), errc::bad_input);
-  EXPECT_NE(std::string(e.what()).find("(numeric, 1 or more axes, 7 rows, other than x_test); arrays: x_train (10, 28, 28), y_train (10,)"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("(numeric, 1 or more axes, 7 rows); arrays: x_train (10, 28, 28), y_train (10,)"), std::string::npos) << e.what();
   // misc.npz: "images" is the conventional name among three arrays that fit; names is a string
   // array, which never fits
   auto s = open_npz(sample_npz("misc.npz"));
@@ -464,12 +467,18 @@ TEST(Npz, DuplicateNamesTakeTheLastMemberAsNumpyDoes) {
 TEST(Npz, AnArrayThatCannotBeReadIsListedWithItsReason) {
   temp_dir dir;
   const auto h = formats::make_npy_header(formats::npy_dtype{'u', 1, false}, {4, 6, 6}, true);
-  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", std::string(h.begin(), h.end()) + std::string(144, '\1'), 8}}));
-  const auto e = error_of([&] { open_npz(dir.file("f.npz")); });
+  const std::string fortran = std::string(h.begin(), h.end()) + std::string(144, '\1');
+  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", fortran, 8}, {"xg.npy", fortran, 8}}));
+  auto e = error_of([&] { open_npz(dir.file("f.npz")); });
   EXPECT_EQ(e.code(), errc::bad_input);
   EXPECT_NE(std::string(e.what()).find("arrays: xf (unreadable: Fortran-order arrays cannot be read from a compressed .npz member"),
             std::string::npos)
       << e.what();
+  // the only array: its own error
+  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", fortran, 8}}));
+  e = error_of([&] { open_npz(dir.file("f.npz")); });
+  EXPECT_EQ(e.code(), errc::bad_input);
+  EXPECT_EQ(std::string(e.what()).find(dir.file("f.npz") + ":xf: Fortran-order arrays cannot"), 0u) << e.what();
   // and a .npz handed over as a .npy says what it is
   write_bytes(dir.file("f.npy"), read_bytes(dir.file("f.npz")));
   const auto e2 = error_of([&] { formats::npy_reader::open(dir.file("f.npy")); });
@@ -553,9 +562,16 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
   EXPECT_GT(jf["quality"]["psnr_db"].get<double>(), 120.0);
   EXPECT_EQ(jf["quality"]["range"].get<double>(), 12.25);  // (49 * 0.25 - 3) - (-3)
   EXPECT_EQ(jf["quality"]["ssim_status"], "measured");
-  // eval and verify read .npz too
+  // eval and verify read .npz too, and say which array they chose
   c = cli(dir, "eval " + sh_quote(sample_npz("mnist_like_compressed.npz")) + ":x_test --chop 2,4 --json");
   EXPECT_EQ(c.status, 0) << describe(c);
+  c = cli(dir, "eval " + sh_quote(sample_npz("misc.npz")) + " --chop 4 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(nlohmann::json::parse(c.out)["notes"][0], "using array images of " + sample_npz("misc.npz"));
+  c = cli(dir, "compress " + sh_quote(sample_npz("misc.npz")) + " -o m.dcz -q && " + test::dctchop_bin() +
+                   " verify m.dcz --against " + sh_quote(sample_npz("misc.npz")));
+  EXPECT_EQ(c.status, 0) << describe(c);
+  EXPECT_NE(c.err.find("using array images of"), std::string::npos) << c.err;
 }
 
 TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
@@ -594,6 +610,29 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
   ASSERT_EQ(c.status, 0) << describe(c);
   auto part = open_npz(dir.file("back.npz") + ":labels");
   EXPECT_EQ(read_all<std::uint8_t>(*part), (std::vector<std::uint8_t>{9, 2}));
+  // output names are keys as input names are (x.npy and /y are x and y), so a clash is seen
+  // through them; a name that is not ASCII is flagged UTF-8, which numpy decodes
+  c = cli(dir, "decompress a.dcz -o n.npz:x.npy --labels-out n.npz:/y -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  c = cli(dir, "decompress a.dcz -o m.npz:a --labels-out m.npz:a.npy -q");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  c = cli(dir, "decompress a.dcz -o m.npz:. -q");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  c = cli(dir, "decompress a.dcz -o 'u.npz:\xc3\xbcn\xc3\xaf' -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  write_bytes(dir.file("keys.py"),
+              "import numpy as np\n"
+              "print(sorted(np.load('n.npz').files), sorted(np.load('u.npz').files) == ['labels', '\xc3\xbcn\xc3\xaf'])\n");
+  c = test::run_sh("/usr/bin/python3 keys.py", dir.path());
+  EXPECT_EQ(c.out, "['x', 'y'] True\n") << describe(c);
+  // a --labels-out file appears only after the data's output: when the data cannot be written
+  // (past ulimit -f), neither is left
+  c = test::run_sh("ulimit -f 8; " + test::dctchop_bin() +
+                       " decompress a.dcz -o big.npy --labels-out l.npy -q",
+                   dir.path());
+  EXPECT_EQ(c.status, 5) << describe(c);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("big.npy")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("l.npy")));
 }
 
 TEST(Npz, TheWritersZip64FieldsAreReadByDctchopAndByNumpy) {

@@ -65,6 +65,14 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
       if (named.size() == 1 && chosen.empty()) chosen = named[0];
       if (named.size() > 1 && chosen.empty()) break;
     }
+    // Labels are class numbers (one axis) or one-hot rows (two): the only such array, when
+    // the others are images (x_train beside y_train).
+    if (labels && chosen.empty()) {
+      std::vector<std::string> flat;
+      for (const auto& c : fit)
+        if (c.shape.size() <= 2) flat.push_back(c.path);
+      if (flat.size() == 1) chosen = flat[0];
+    }
   }
   if (chosen.empty()) {
     throw error(errc::invalid_argument,

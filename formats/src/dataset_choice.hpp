@@ -30,10 +30,11 @@ struct choice_words {
 
 /** The array that `file`'s `all` arrays offer for `spec.purpose` when none was named: the only
  *  one that fits (data: numeric, 2 or more axes; labels: numeric, 1 or more axes; never
- *  `spec.not_this`; `spec.rows` rows when set), else the one fitting array with a conventional name (data: images, data, x;
- *  labels: labels, label, y, targets; the last path component counts). No fitting array is
- *  error(bad_input); several without one conventional name, error(invalid_argument) listing
- *  them. `note` gets "using dataset /images of train.h5". */
+ *  `spec.not_this`; `spec.rows` rows when set), else the one fitting array with a
+ *  conventional name (data: images, data, x; labels: labels, label, y, targets; the last path
+ *  component counts), else (labels) the one fitting array of 1 or 2 axes. No fitting array is
+ *  error(bad_input); several and no way to choose, error(invalid_argument) listing them.
+ *  `note` gets "using dataset /images of train.h5". */
 std::string choose_array(const std::string& file, const std::vector<candidate>& all,
                          const dataset_spec& spec, const choice_words& words, std::string& note);
 

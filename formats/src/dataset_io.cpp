@@ -37,6 +37,14 @@ u64 checked_count(const std::vector<u64>& shape, const std::string& name, u64 it
   return n;
 }
 
+/** An array's key, as np.load gives it: numpy's keys never start with '/' ("data.npz:/x" is
+ *  the HDF5 habit for "x"), and the member x.npy is the array x. */
+std::string npz_key(std::string n) {
+  if (!n.empty() && n.front() == '/') n.erase(0, 1);
+  if (n.size() > 4 && n.compare(n.size() - 4, 4, ".npy") == 0) n.erase(n.size() - 4);
+  return n;
+}
+
 // ---- NPY ----------------------------------------------------------------------------------
 
 class npy_source final : public sample_source {
@@ -112,20 +120,30 @@ class npz_source final : public sample_source {
         } catch (const error& e) {
           if (e.code() != errc::bad_input) throw;
           // listed with the reason, never chosen: "FILE.npz:name: dtype '<U5': ..." -> "dtype ..."
-          const std::string prefix = file + ":" + c.path + ": ";
-          const std::string what = e.what();
-          c.refused = what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+          std::string what = e.what();
+          for (const std::string& prefix : {file + ":" + c.path + ": ", file + ": "})
+            if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+          c.refused = what;
         }
         all.push_back(std::move(c));
       }
-      array_ = detail::choose_array(file, all, spec,
-                                    {"array", "FILE.npz:NAME or --dataset NAME",
-                                     "--labels FILE.npz:NAME"},
-                                    note_);
+      try {
+        array_ = detail::choose_array(file, all, spec,
+                                      {"array", "FILE.npz:NAME or --dataset NAME",
+                                       "--labels FILE.npz:NAME"},
+                                      note_);
+      } catch (const error& e) {
+        // One array, which cannot be read: its own error says more than the listing.
+        if (e.code() == errc::bad_input && arrays.size() == 1 && !all[0].refused.empty()) {
+          (void)open_array(*arrays[0]);
+        }
+        throw;
+      }
       for (const auto* m : arrays)
         if (array_name(*m) == array_) found = m;
     } else {
-      // "x" names x.npy, "x.npy" too; of two members with one name, the last, as numpy takes it
+      // The key x is the member x.npy (else a member named just x, which numpy also loads);
+      // of two members with one name, the last, as numpy takes it.
       const detail::zip_member* exact = nullptr;
       for (const auto& m : zip.members()) {
         if (m.name == spec.dataset + ".npy") found = &m;
@@ -155,7 +173,7 @@ class npz_sink final : public sample_sink {
  public:
   npz_sink(const dataset_spec& spec, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
       : out_(output_file::create(spec.path, ow)), zip_(out_),
-        array_(spec.dataset.empty() ? std::string(npz_default_array) : spec.dataset),
+        array_(spec.dataset.empty() ? std::string(npz_default_array) : spec.dataset),  // a key
         rows_wanted_(shape.empty() ? 1 : shape[0]), row_bytes_(checked_count(shape, spec.path, t.itemsize)) {
     if (rows_wanted_ > 0) row_bytes_ /= rows_wanted_;
     zip_.begin_member(array_ + ".npy");
@@ -170,7 +188,7 @@ class npz_sink final : public sample_sink {
   bool add_side_dataset(const std::string& name, const npy_dtype& t, const std::vector<u64>& shape,
                         const void* data) override {
     end_data();
-    std::string key = !name.empty() && name.front() == '/' ? name.substr(1) : name;
+    const std::string key = npz_key(name);
     if (key == array_) {
       throw error(errc::invalid_argument, out_.display_name() + ": the labels cannot be written as '" +
                                               key + "', the data's own array");
@@ -371,14 +389,17 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
         throw error(errc::invalid_argument, text + ": no array after ':' (write FILE.npz:x_train)");
       }
     }
-    // numpy's names never start with '/'; "data.npz:/x" is the HDF5 habit for "x".
-    auto plain = [](std::string n) { return !n.empty() && n.front() == '/' ? n.substr(1) : n; };
-    s.dataset = plain(s.dataset);
+    s.dataset = npz_key(s.dataset);
     if (!dataset.empty()) {
-      if (!s.dataset.empty() && plain(dataset) != s.dataset) {
+      if (!s.dataset.empty() && npz_key(dataset) != s.dataset) {
         throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
       }
-      s.dataset = plain(dataset);
+      s.dataset = npz_key(dataset);
+    }
+    if (s.dataset == "." || s.dataset == ".." || (!dataset.empty() && s.dataset.empty())) {
+      throw error(errc::invalid_argument,
+                  text + ": '" + (dataset.empty() ? s.dataset : dataset) +
+                      "' names no array (write FILE.npz:x_train)");
     }
     return s;
   }
@@ -424,7 +445,8 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     // --dataset makes a file HDF5 whatever its name; a .npy name is almost surely a slip, and
     // an HDF5 file written under it would mislead every later reader.
     throw error(errc::invalid_argument, text + ": a .npy name, but --dataset " + dataset +
-                                            " names a dataset in an HDF5 file (FILE.h5)");
+                                            " names a dataset in an HDF5 file (FILE.h5) or an "
+                                            "array of a .npz (FILE.npz)");
   }
   if (hdf5_name(text) || !dataset.empty()) s.kind = file_kind::hdf5;
   if (s.kind == file_kind::hdf5 && s.path == "-") {

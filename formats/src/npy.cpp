@@ -450,7 +450,10 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     if (got == 8 && std::memcmp(pre.data(), hdf5, 8) == 0)
       fail(errc::bad_input, name, "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)");
     if (got >= 4 && std::memcmp(pre.data(), "PK\3\4", 4) == 0)
-      fail(errc::bad_input, name, "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)");
+      fail(errc::bad_input, name,
+           f.seekable() ? "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"
+                        : "is a ZIP file (numpy's .npz?), which is read from its end: pass the "
+                          "file's name (FILE.npz), not a pipe");
     fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");
   }
   if (got < pre.size()) fail(errc::bad_input, name, "truncated .npy file (no version)");

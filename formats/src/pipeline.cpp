@@ -726,8 +726,11 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   };
   run_chunks(slot.size(), crew.count(), stages);
 
-  // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5).
-  // The reader has checked their description against the header (numeric, one row per sample).
+  // Labels: to --labels-out, and beside the data in formats that hold several arrays (HDF5,
+  // .npz). The reader has checked their description against the header (numeric, one row per
+  // sample). A labels file of its own appears after the data's output, so that a failure to
+  // write the data leaves neither.
+  std::unique_ptr<sample_sink> lw;
   if (const side_array_info* info = r.find_side_array("labels")) {
     const auto bytes = r.read_side_array("labels");
     const npy_dtype lt = *parse_npy_descr(info->descr);
@@ -737,14 +740,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     const std::byte* part = bytes->data() + first * row;
     w->add_side_dataset(labels_beside, lt, shape, part);
     if (labels_file) {
-      auto lw = create_dataset(*labels_file, lt, shape, o.overwrite);
+      lw = create_dataset(*labels_file, lt, shape, o.overwrite);
       lw->write_rows(part, end - first);
-      lw->finish();
     }
   } else if (!o.labels_out.empty()) {
     throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
   w->finish();
+  if (lw) lw->finish();
 
   decompress_result res;
   res.geom = g;

@@ -76,6 +76,8 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
   input_source src = open_input(read_with_threads_of(be, input), o.lay, o.nonfinite_replacement);
+  std::vector<std::string> notes;
+  if (!src.src->note().empty()) notes.push_back(src.src->note());
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 
@@ -145,6 +147,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   res.geom = g;
   res.type = src.type;
   res.offset = offset;
+  res.notes = std::move(notes);
   if (src.nonfinite_replacement) res.nonfinite_replaced = replaced;
   for (auto& c : combos) {
     if (c.row.error.empty()) {
@@ -179,6 +182,7 @@ nlohmann::json verify_result::to_json() const {
   if (!mismatch.empty()) j["mismatch"] = mismatch;
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
   j["failures"] = failures;
+  j["notes"] = notes;
   return j;
 }
 
@@ -200,6 +204,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // Errors in opening the input (a file to name a dataset of, say) are errors; a shape that
   // cannot have the archive's layout is a mismatch.
   input_source src = open_input_source(read_with_threads_of(be, input), std::nullopt);
+  if (!src.src->note().empty()) res.notes.push_back(src.src->note());
   try {
     apply_layout(src, h.geom.lay);
   } catch (const error& e) {

@@ -15,6 +15,7 @@ using u64 = std::uint64_t;
 constexpr u64 k_max32 = 0xffffffffu;
 constexpr std::uint16_t k_version = 45;     // 4.5: Zip64
 constexpr std::uint16_t k_descriptor = 0x0008;
+constexpr std::uint16_t k_utf8 = 0x0800;  // the name is UTF-8 (else readers take it as cp437)
 constexpr std::uint16_t k_dos_date = 0x21;  // 1980-01-01 00:00: the same bytes on every run
 
 void put(std::string& s, u64 v, int bytes) {
@@ -26,11 +27,13 @@ void put(std::string& s, u64 v, int bytes) {
 void zip_writer::begin_member(const std::string& name) {
   if (open_) throw error(errc::internal, "zip_writer: a member is already open");
   if (name.empty() || name.size() > 0xffff) throw error(errc::invalid_argument, "bad ZIP member name '" + name + "'");
-  entries_.push_back({name, 0, 0, out_.position()});
+  const bool ascii = std::all_of(name.begin(), name.end(), [](char c) { return (c & 0x80) == 0; });
+  const auto flags = static_cast<std::uint16_t>(k_descriptor | (ascii ? 0 : k_utf8));
+  entries_.push_back({name, flags, 0, 0, out_.position()});
   std::string h;
   put(h, 0x04034b50, 4);
   put(h, k_version, 2);
-  put(h, k_descriptor, 2);
+  put(h, flags, 2);
   put(h, 0, 2);  // stored
   put(h, 0, 2);  // time
   put(h, k_dos_date, 2);
@@ -87,7 +90,7 @@ void zip_writer::finish() {
     put(dir, 0x02014b50, 4);
     put(dir, k_version, 2);
     put(dir, k_version, 2);
-    put(dir, k_descriptor, 2);
+    put(dir, e.flags, 2);
     put(dir, 0, 2);
     put(dir, 0, 2);
     put(dir, k_dos_date, 2);

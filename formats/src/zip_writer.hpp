@@ -36,6 +36,7 @@ class zip_writer {
  private:
   struct entry {
     std::string name;
+    std::uint16_t flags = 0;
     std::uint32_t crc = 0;
     std::uint64_t size = 0, offset = 0;
   };

@@ -15,18 +15,11 @@
 
 namespace {
 
-constexpr std::uint64_t k_max_buffer = 1u << 20;
-
 /** Every row in steps, then the first row again (a deflated member decodes from the start). */
 void read_rows(dctchop::formats::npy_reader& r) {
-  const std::uint64_t row = r.header().row_bytes();
-  if (row == 0 || row > k_max_buffer) return;
-  const std::uint64_t step = std::max<std::uint64_t>(1, k_max_buffer / row / 4);
-  std::vector<std::byte> buf(step * row);
-  for (std::uint64_t first = 0; first < r.rows(); first += step) {
-    r.read_rows(first, std::min(step, r.rows() - first), buf.data());
-  }
-  if (r.rows() > 0) r.read_rows(0, 1, buf.data());
+  if (!dctchop::fuzz::read_rows_in_steps(r) || r.rows() == 0) return;
+  std::vector<std::byte> row(r.header().row_bytes());
+  r.read_rows(0, 1, row.data());
 }
 
 void read_npz(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "dctchop/error.hpp"
 
@@ -90,6 +91,21 @@ void as_file_and_pipe(const std::uint8_t* data, std::size_t size, Read&& read) {
     } catch (const dctchop::error&) {
     }
   }
+}
+
+/** Every row of an npy_reader in steps of at most 1/4 MiB; false (nothing read) when one row
+ *  is over 1 MiB or empty. */
+template <typename Reader>
+bool read_rows_in_steps(Reader& r) {
+  constexpr std::uint64_t max_buffer = 1u << 20;
+  const std::uint64_t row = r.header().row_bytes();
+  if (row == 0 || row > max_buffer) return false;
+  const std::uint64_t step = std::max<std::uint64_t>(1, max_buffer / row / 4);
+  std::vector<std::byte> buf(step * row);
+  for (std::uint64_t first = 0; first < r.rows(); first += step) {
+    r.read_rows(first, std::min(step, r.rows() - first), buf.data());
+  }
+  return true;
 }
 
 }  // namespace dctchop::fuzz

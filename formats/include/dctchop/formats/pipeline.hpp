@@ -174,6 +174,7 @@ struct eval_result {
   double offset = 0.0;  ///< subtracted before the transform, in every row (offset_choice)
   std::vector<eval_row> rows;
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
+  std::vector<std::string> notes;  ///< things to tell the user (e.g. the dataset chosen)
 };
 
 /** Compress and decompress `input` in memory, chunk by chunk, with every combination of chop
@@ -195,6 +196,7 @@ struct verify_result {
   std::string mismatch;               ///< non-empty: archive and input differ in shape or dtype
   std::optional<quality> q;           ///< when the shapes match
   std::vector<std::string> failures;  ///< gates that did not hold, one line each
+  std::vector<std::string> notes;     ///< things to tell the user (e.g. the dataset chosen)
   bool passed() const { return mismatch.empty() && failures.empty(); }
   nlohmann::json to_json() const;
 };
