@@ -24,10 +24,14 @@ configure() {
 }
 
 # sanitized DIR "FLAGS" [cmake options...]: a CPU-only build with FLAGS on every compile and link.
+# -O1 -g1 (line tables: file and line in every report) as the sanitizers' documentation
+# advises: it halves the compile time of -O2 -g under ASan (test_archive.cpp: 50 s -> 25 s
+# here), and compiling the ASan build was the largest part of CI's time.
 sanitized() {
   local dir="$1" flags="$2"
   shift 2
-  configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCTCHOP_WITH_CUDA=OFF \
+  configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    -DDCTCHOP_WITH_CUDA=OFF \
     -DDCTCHOP_BUILD_BENCHMARKS=OFF -DDCTCHOP_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "$@"
 }
