@@ -12,6 +12,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/npy.hpp"
+#include "byte_order.hpp"
 #include "test_util.hpp"
 #include "zip_reader.hpp"
 #include "zip_writer.hpp"
@@ -81,9 +82,7 @@ error error_of(F&& f) {
 
 // ---- ZIP files made here ------------------------------------------------------------------
 
-void put(std::string& s, u64 v, int bytes) {
-  for (int i = 0; i < bytes; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
-}
+constexpr auto put = formats::detail::append_le;  // ZIP fields, little-endian
 
 std::string raw_deflate(const std::string& in) {
   z_stream z{};

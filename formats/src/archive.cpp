@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "byte_order.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/formats/json_number.hpp"
@@ -35,12 +36,12 @@ constexpr bool k_check_sums = false;
 constexpr bool k_check_sums = true;
 #endif
 
-void put_u16(unsigned char* p, std::uint16_t v) { std::memcpy(p, &v, 2); }
-void put_u32(unsigned char* p, std::uint32_t v) { std::memcpy(p, &v, 4); }
-void put_u64(unsigned char* p, u64 v) { std::memcpy(p, &v, 8); }
-std::uint16_t get_u16(const unsigned char* p) { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
-std::uint32_t get_u32(const unsigned char* p) { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
-u64 get_u64(const unsigned char* p) { u64 v; std::memcpy(&v, p, 8); return v; }
+using detail::get_u16;
+using detail::get_u32;
+using detail::get_u64;
+using detail::put_u16;
+using detail::put_u32;
+using detail::put_u64;
 
 u64 align_up(u64 v, u64 a) { return (v + a - 1) / a * a; }
 

@@ -176,9 +176,7 @@ class npz_sink final : public sample_sink {
         array_(spec.dataset.empty() ? std::string(npz_default_array) : spec.dataset),  // a key
         rows_wanted_(shape.empty() ? 1 : shape[0]), row_bytes_(checked_count(shape, spec.path, t.itemsize)) {
     if (rows_wanted_ > 0) row_bytes_ /= rows_wanted_;
-    zip_.begin_member(array_ + ".npy");
-    const auto h = make_npy_header(t, shape);
-    zip_.write(h.data(), h.size());
+    begin_array(array_, t, shape);
   }
   std::string name() const override { return out_.display_name() + ":" + array_; }
   void write_rows(const void* src, u64 count) override {
@@ -193,9 +191,7 @@ class npz_sink final : public sample_sink {
       throw error(errc::invalid_argument, out_.display_name() + ": the labels cannot be written as '" +
                                               key + "', the data's own array");
     }
-    zip_.begin_member(key + ".npy");
-    const auto h = make_npy_header(t, shape);
-    zip_.write(h.data(), h.size());
+    begin_array(key, t, shape);
     zip_.write(data, checked_count(shape, name, t.itemsize));
     zip_.end_member();
     return true;
@@ -207,6 +203,12 @@ class npz_sink final : public sample_sink {
   }
 
  private:
+  /** Start the member KEY.npy with its .npy header; its values follow. */
+  void begin_array(const std::string& key, const npy_dtype& t, const std::vector<u64>& shape) {
+    zip_.begin_member(key + ".npy");
+    const auto h = make_npy_header(t, shape);
+    zip_.write(h.data(), h.size());
+  }
   void end_data() {
     if (!data_open_) return;
     if (rows_ != rows_wanted_) throw error(errc::internal, name() + ": wrote a wrong number of rows");

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 
+#include "byte_order.hpp"
 #include "byte_source.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
@@ -471,8 +472,7 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
   if (read_some(f, lb.data(), len_bytes) < len_bytes) {
     fail(errc::bad_input, name, "truncated .npy file (no header length)");
   }
-  std::uint64_t header_len = 0;
-  for (std::size_t i = len_bytes; i-- > 0;) header_len = (header_len << 8) | lb[i];
+  const std::uint64_t header_len = detail::get_le(lb.data(), static_cast<int>(len_bytes));
   const std::uint64_t prefix = pre.size() + len_bytes;
   if (header_len > k_max_header_len) {
     fail(errc::bad_input, name,

@@ -652,21 +652,19 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (h.provenance.contains("source") && h.provenance["source"].is_string()) {
     attrs["dctchop_source"] = h.provenance["source"];
   }
-  // HDF5 outputs get the labels beside the data: the data cannot be there.
-  if (out.kind == file_kind::hdf5 && r.find_side_array("labels") != nullptr) {
-    const std::string ds = out.dataset.empty() ? hdf5_default_dataset : out.dataset;
+  // HDF5 and .npz outputs get the labels beside the data: the data cannot be there (nor, in
+  // HDF5, in a group of them or around them).
+  if ((out.kind == file_kind::hdf5 || npz_out) && r.find_side_array("labels") != nullptr) {
+    const std::string ds = !out.dataset.empty() ? out.dataset
+                           : npz_out            ? npz_default_array
+                                                : hdf5_default_dataset;
     const std::string& labels = labels_beside;
-    if (ds == labels || ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0) {
+    if (ds == labels ||
+        (!npz_out && (ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0))) {
       throw error(errc::invalid_argument,
                   out.path + ":" + ds + ": the archive's labels are written beside the data as " +
-                      labels + "; choose another dataset path");
+                      labels + (npz_out ? "; choose another array name" : "; choose another dataset path"));
     }
-  }
-  if (npz_out && r.find_side_array("labels") != nullptr &&
-      (out.dataset.empty() ? std::string(npz_default_array) : out.dataset) == labels_beside) {
-    throw error(errc::invalid_argument, out.path + ": the archive's labels are written beside the "
-                                        "data as the array " + labels_beside +
-                                        "; name the data or the labels otherwise");
   }
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
 

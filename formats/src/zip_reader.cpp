@@ -10,12 +10,16 @@
 #include <limits>
 #include <vector>
 
+#include "byte_order.hpp"
 #include "dctchop/error.hpp"
 
 namespace dctchop::formats::detail {
 namespace {
 
 using u64 = std::uint64_t;
+using detail::get_u16;
+using detail::get_u32;
+using detail::get_u64;
 
 constexpr std::uint32_t k_local_sig = 0x04034b50, k_central_sig = 0x02014b50,
                         k_end_sig = 0x06054b50, k_end64_sig = 0x06064b50,
@@ -26,18 +30,8 @@ constexpr std::uint16_t k_zip64_extra = 0x0001;
 constexpr std::uint16_t k_stored = 0, k_deflated = 8;
 constexpr std::uint16_t k_flag_encrypted = 0x0001, k_flag_strong_encryption = 0x0040;
 
-u64 le(const unsigned char* p, int bytes) {
-  u64 v = 0;
-  for (int i = bytes; i-- > 0;) v = (v << 8) | p[i];
-  return v;
-}
-
 [[noreturn]] void damaged(const std::string& name, const std::string& what) {
   throw error(errc::bad_input, name + ": " + what);
-}
-
-std::uint32_t crc32_of(std::uint32_t crc, const void* p, std::size_t n) {
-  return static_cast<std::uint32_t>(libdeflate_crc32(crc, p, n));
 }
 
 std::string hex32(std::uint32_t v) {
@@ -54,7 +48,7 @@ class crc_check {
       : name_(std::move(name)), want_(want), size_(size) { finish_if_done(); }
   void seen(u64 offset, const void* p, std::size_t n) {
     if (checked_ || offset != next_ || n == 0) return;
-    crc_ = crc32_of(crc_, p, n);
+    crc_ = static_cast<std::uint32_t>(libdeflate_crc32(crc_, p, n));
     next_ += n;
     finish_if_done();
   }
@@ -244,15 +238,15 @@ void apply_zip64(const unsigned char* extra, std::size_t len, zip_member& m, con
              need_off = m.header_offset == 0xffffffffu;
   if (!need_size && !need_comp && !need_off) return;
   for (std::size_t at = 0; at + 4 <= len;) {
-    const auto id = static_cast<std::uint16_t>(le(extra + at, 2));
-    const auto n = static_cast<std::size_t>(le(extra + at + 2, 2));
+    const auto id = get_u16(extra + at);
+    const auto n = static_cast<std::size_t>(get_u16(extra + at + 2));
     if (at + 4 + n > len) break;
     if (id == k_zip64_extra) {
       const unsigned char* p = extra + at + 4;
       std::size_t left = n;
       auto take = [&](u64& v) {
         if (left < 8) damaged(file, "damaged ZIP directory: a Zip64 field of " + m.name + " is cut short");
-        v = le(p, 8);
+        v = get_u64(p);
         p += 8;
         left -= 8;
       };
@@ -287,9 +281,9 @@ zip_reader zip_reader::open(const std::string& path) {
   f->read_at(size - tail_len, tail.data(), tail.size(), "ZIP end record");
   std::size_t end_at = std::string::npos, last_sig = std::string::npos;
   for (std::size_t i = tail.size() >= k_end_size ? tail.size() - k_end_size + 1 : 0; i-- > 0;) {
-    if (le(tail.data() + i, 4) != k_end_sig) continue;
+    if (get_u32(tail.data() + i) != k_end_sig) continue;
     if (last_sig == std::string::npos) last_sig = i;
-    if (i + k_end_size + le(tail.data() + i + 20, 2) == tail.size()) {
+    if (i + k_end_size + get_u16(tail.data() + i + 20) == tail.size()) {
       end_at = i;
       break;
     }
@@ -298,14 +292,14 @@ zip_reader zip_reader::open(const std::string& path) {
   if (end_at == std::string::npos) {
     unsigned char head[4] = {};
     f->read_at(0, head, std::min<u64>(4, size), "file start");
-    if (le(head, 4) == k_local_sig) damaged(name, "truncated .npz (ZIP) file: its table of contents is missing");
+    if (get_u32(head) == k_local_sig) damaged(name, "truncated .npz (ZIP) file: its table of contents is missing");
     if (std::memcmp(head, "\x93NUM", 4) == 0) damaged(name, "is a .npy file, not a .npz (name it .npy)");
     damaged(name, "not a .npz file (no ZIP end record; numpy writes .npz with np.savez)");
   }
   const unsigned char* e = tail.data() + end_at;
   const u64 end_pos = size - tail_len + end_at;
-  u64 disk = le(e + 4, 2), cd_disk = le(e + 6, 2), entries_here = le(e + 8, 2),
-      entries = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
+  u64 disk = get_u16(e + 4), cd_disk = get_u16(e + 6), entries_here = get_u16(e + 8),
+      entries = get_u16(e + 10), cd_size = get_u32(e + 12), cd_offset = get_u32(e + 16);
   // Zip64: a locator right before the end record points at the Zip64 end record, whose values
   // replace these (which Python's zipfile leaves below their maxima where they fit). Without
   // a locator the values stand: 65535 members fill the 16-bit count without needing Zip64.
@@ -313,20 +307,20 @@ zip_reader zip_reader::open(const std::string& path) {
   if (end_pos >= k_locator64_size) {
     f->read_at(end_pos - k_locator64_size, loc, sizeof loc, "Zip64 locator");
   }
-  if (le(loc, 4) == k_locator64_sig) {
-    const u64 at = le(loc + 8, 8);
+  if (get_u32(loc) == k_locator64_sig) {
+    const u64 at = get_u64(loc + 8);
     if (at > end_pos - k_locator64_size || end_pos - k_locator64_size - at < k_end64_size) {
       damaged(name, "damaged Zip64 locator (it points outside the file)");
     }
     unsigned char r[k_end64_size];
     f->read_at(at, r, sizeof r, "Zip64 end record");
-    if (le(r, 4) != k_end64_sig) damaged(name, "damaged Zip64 end record");
-    disk = le(r + 16, 4);  // (a locator's own disk fields are not checked: Python's neither)
-    cd_disk = le(r + 20, 4);
-    entries_here = le(r + 24, 8);
-    entries = le(r + 32, 8);
-    cd_size = le(r + 40, 8);
-    cd_offset = le(r + 48, 8);
+    if (get_u32(r) != k_end64_sig) damaged(name, "damaged Zip64 end record");
+    disk = get_u32(r + 16);  // (a locator's own disk fields are not checked: Python's neither)
+    cd_disk = get_u32(r + 20);
+    entries_here = get_u64(r + 24);
+    entries = get_u64(r + 32);
+    cd_size = get_u64(r + 40);
+    cd_offset = get_u64(r + 48);
   }
   if (disk != 0 || cd_disk != 0 || entries_here != entries) {
     throw error(errc::bad_input, name + ": a ZIP archive split over several files is not supported");
@@ -343,23 +337,23 @@ zip_reader zip_reader::open(const std::string& path) {
   if (!cd.empty()) f->read_at(cd_offset, cd.data(), cd.size(), "ZIP directory");
   std::size_t at = 0;
   for (u64 i = 0; i < entries; ++i) {
-    if (cd.size() - at < k_central_size || le(cd.data() + at, 4) != k_central_sig) {
+    if (cd.size() - at < k_central_size || get_u32(cd.data() + at) != k_central_sig) {
       damaged(name, "damaged ZIP directory (entry " + std::to_string(i) + ")");
     }
     const unsigned char* c = cd.data() + at;
-    const auto n_name = static_cast<std::size_t>(le(c + 28, 2)),
-               n_extra = static_cast<std::size_t>(le(c + 30, 2)),
-               n_comment = static_cast<std::size_t>(le(c + 32, 2));
+    const auto n_name = static_cast<std::size_t>(get_u16(c + 28)),
+               n_extra = static_cast<std::size_t>(get_u16(c + 30)),
+               n_comment = static_cast<std::size_t>(get_u16(c + 32));
     if (cd.size() - at - k_central_size < n_name + n_extra + n_comment) {
       damaged(name, "damaged ZIP directory (entry " + std::to_string(i) + " is cut short)");
     }
     zip_member m;
-    m.flags = static_cast<std::uint16_t>(le(c + 8, 2));
-    m.method = static_cast<std::uint16_t>(le(c + 10, 2));
-    m.crc = static_cast<std::uint32_t>(le(c + 16, 4));
-    m.compressed = le(c + 20, 4);
-    m.size = le(c + 24, 4);
-    m.header_offset = le(c + 42, 4);
+    m.flags = get_u16(c + 8);
+    m.method = get_u16(c + 10);
+    m.crc = get_u32(c + 16);
+    m.compressed = get_u32(c + 20);
+    m.size = get_u32(c + 24);
+    m.header_offset = get_u32(c + 42);
     m.name.assign(reinterpret_cast<const char*>(c + k_central_size), n_name);
     apply_zip64(c + k_central_size + n_name, n_extra, m, name);
     z.members_.push_back(std::move(m));
@@ -386,8 +380,8 @@ std::unique_ptr<byte_source> zip_reader::open_member(const zip_member& m,
   }
   unsigned char h[k_local_size];
   file_->read_at(m.header_offset, h, sizeof h, "ZIP local header");
-  if (le(h, 4) != k_local_sig) damaged(file, "damaged ZIP file: no local header where " + m.name + " starts");
-  const u64 start = m.header_offset + k_local_size + le(h + 26, 2) + le(h + 28, 2);
+  if (get_u32(h) != k_local_sig) damaged(file, "damaged ZIP file: no local header where " + m.name + " starts");
+  const u64 start = m.header_offset + k_local_size + get_u16(h + 26) + get_u16(h + 28);
   if (start > size || m.compressed > size - start) {
     damaged(file, "truncated .npz file: " + m.name + " needs " + std::to_string(m.compressed) +
                       " bytes from offset " + std::to_string(start) + ", the file holds " +
