@@ -278,6 +278,17 @@ std::vector<std::string> split_list(const std::string& s, const std::string& opt
   return out;
 }
 
+/** Keeps standard output for dctchop's own output (data with -o -, reports, --json): what a
+ *  library or an HDF5 filter plugin prints with printf or puts (the lz4 plugin prints its
+ *  failures so) goes to standard error instead. glibc documents `stdout` as an ordinary
+ *  variable that a program may set; std::cout stays on the original stream, to which
+ *  libstdc++ bound it at startup, and the formats library writes "-" to descriptor 1. */
+void keep_stdout_for_dctchop() {
+#ifdef __GLIBC__
+  stdout = stderr;
+#endif
+}
+
 /** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake. */
 void refuse_tty_stdin(const std::string& path) {
   if (path == "-" && ::isatty(STDIN_FILENO) == 1) {
@@ -552,6 +563,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv, const std::s
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_stdout_for_dctchop();
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe becomes an I/O error, not a silent death
   std::signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, write() fails with EFBIG: an I/O error
   dctchop::formats::skip_hdf5_exit_handler();  // every HDF5 file is closed by its owner

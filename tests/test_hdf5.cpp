@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -1929,6 +1930,32 @@ TEST(Hdf5Filters, AFilterThatCannotBeLoadedIsBadInputNamingItAndWhatProvidesIt) 
     EXPECT_TRUE(contains(late.err, n)) << "lacks " << n << ": " << late.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("late.dcz")));
+}
+
+TEST(Hdf5Filters, APluginsOwnFailureLinesGoToStderrAndNeverToStdout) {
+  // The lz4 plugin (32004) prints its failures with printf. On stdout, that line would land in
+  // front of a --json report or in the data of -o -; dctchop sends it to stderr.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("z.h5"));
+    std::vector<std::uint8_t> garbage(40);
+    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<std::uint8_t>(i);
+    h5_write_encoded(f.get(), "/lz4_garbage", {2, 8, 8}, std::vector<std::uint8_t>(128, 9), 32004,
+                     {}, [&](const std::vector<std::uint8_t>&, u64) { return garbage; });
+  }
+  for (const std::string args : {"compress z.h5:/lz4_garbage -o out.dcz --json",
+                                 "eval z.h5:/lz4_garbage --chop 2 --json"}) {
+    auto r = cli(dir, args);
+    EXPECT_EQ(r.status, 3) << args << "\n" << describe(r);
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_TRUE(contains(r.err, "dctchop: error: z.h5:/lz4_garbage")) << args << ": " << r.err;
+    // The plugin's own line is there, on stderr (without it, nothing here is tested).
+    std::istringstream lines(r.err);
+    std::size_t foreign = 0;
+    for (std::string line; std::getline(lines, line);) foreign += line.rfind("dctchop:", 0) != 0;
+    EXPECT_GE(foreign, 1u) << args << ": the lz4 plugin printed nothing: " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz")));
 }
 
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
