@@ -3,6 +3,9 @@
 // RuntimeError) whose `kind` is the error's code name; bad arguments and values are also
 // ValueErrors, and I/O failures OSErrors, so that the usual `except` clauses catch them.
 #include <dlpack/dlpack.h>
+#ifdef __GLIBCXX__
+#include <cxxabi.h>
+#endif
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,6 +15,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,6 +75,66 @@ py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_load
   return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
 }
 
+/** True once the interpreter has begun to shut down (Python's own check; safe without the GIL). */
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+/** Waits until the process ends: what Python 3.14 does to a thread that wants the GIL back
+ *  while the interpreter shuts down. */
+[[noreturn]] void wait_for_process_exit() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+/** Runs `fn`, which calls Python code (the GIL held), and returns what it returns. Python
+ *  before 3.14 ends a daemon thread that wants the GIL back while the interpreter shuts down
+ *  with pthread_exit, whose unwinding must not reach the frames above: pybind11's hold Python
+ *  objects, and releasing them without the GIL races with the shutdown's collector (a crash
+ *  in one run of two). So such a thread runs `at_exit` (without the GIL: it must not touch
+ *  Python) and waits for the process to end instead, as Python 3.14 makes it do. `fn` must
+ *  itself hold no reference that unwinding would release. */
+template <typename Fn>
+decltype(auto) calling_python(Fn&& fn, const std::function<void()>& at_exit) {
+#ifdef __GLIBCXX__
+  try {
+    return fn();
+  } catch (abi::__forced_unwind&) {
+    if (at_exit) at_exit();
+    wait_for_process_exit();
+  }
+#else
+  return fn();
+#endif
+}
+
+/** The GIL released for a scope, as py::gil_scoped_release, but safe at interpreter exit: a
+ *  daemon thread that takes the GIL back as Python shuts down (or waits for it when the
+ *  shutdown begins) was ended by pthread_exit out of gil_scoped_release's destructor, which
+ *  aborts the process ("terminate called without an active exception", exit 134) instead of
+ *  the clean exit the script made. Here it runs `at_exit` and waits (calling_python). */
+class gil_released {
+ public:
+  explicit gil_released(std::function<void()> at_exit = {})
+      : at_exit_(std::move(at_exit)), state_(PyEval_SaveThread()) {}
+  ~gil_released() {
+    if (python_finalizing()) {  // (without glibc's unwinding, the only check)
+      if (at_exit_) at_exit_();
+      wait_for_process_exit();
+    }
+    calling_python([this] { PyEval_RestoreThread(state_); }, at_exit_);
+  }
+  gil_released(const gil_released&) = delete;
+  gil_released& operator=(const gil_released&) = delete;
+
+ private:
+  std::function<void()> at_exit_;
+  PyThreadState* state_;
+};
+
 /** Runs `work` (which must not touch Python objects) on a thread of its own, handing it a
  *  progress function for the library to call after each chunk. Meanwhile this thread, which
  *  holds the GIL only between waits of at most 50 ms, checks for signals (Ctrl-C raises
@@ -109,8 +173,17 @@ Result run_interruptible(Work&& work, const py::object& progress) {
     if (s.cancel.load()) throw error(errc::interrupted, "interrupted");
   };
   std::thread t;
+  // Cancel the work and wait for it; touches no Python object, so it may run without the GIL.
+  const auto cancel_and_join = [&] {
+    {
+      std::lock_guard lock(s.m);
+      s.cancel.store(true);
+      s.cv.notify_all();
+    }
+    if (t.joinable()) t.join();
+  };
   {
-    py::gil_scoped_release release;
+    gil_released release(cancel_and_join);
     t = std::thread([&] {
       try {
         result = work(report);
@@ -122,14 +195,9 @@ Result run_interruptible(Work&& work, const py::object& progress) {
       s.cv.notify_all();
     });
   }
-  auto stop = [&] {  // cancel the work and wait for it, without the GIL
-    {
-      std::lock_guard lock(s.m);
-      s.cancel.store(true);
-      s.cv.notify_all();
-    }
-    py::gil_scoped_release release;
-    t.join();
+  auto stop = [&] {
+    gil_released release;
+    cancel_and_join();
   };
   std::optional<py::error_already_set> raised;
   try {
@@ -138,7 +206,7 @@ Result run_interruptible(Work&& work, const py::object& progress) {
     for (;;) {
       bool finished = false, last = false;
       {
-        py::gil_scoped_release release;
+        gil_released release(cancel_and_join);
         std::unique_lock lock(s.m);
         s.cv.wait_for(lock, std::chrono::milliseconds(50),
                       [&] { return s.finished || (s.last_written && !s.last_checked); });
@@ -149,11 +217,20 @@ Result run_interruptible(Work&& work, const py::object& progress) {
       const u64 done = s.done.load();
       if (committing && done != s.total.load()) committing = false;  // writing again
       try {
-        if (!committing && PyErr_CheckSignals() != 0) throw py::error_already_set();
-        if (!progress.is_none() && done != reported) {
-          reported = done;
-          progress(done, s.total.load());
-        }
+        calling_python(
+            [&] {
+              if (!committing && PyErr_CheckSignals() != 0) throw py::error_already_set();
+              if (!progress.is_none() && done != reported) {
+                reported = done;
+                // The C API, so that no frame between here and Python holds a reference.
+                using ull = unsigned long long;
+                PyObject* r = PyObject_CallFunction(progress.ptr(), "KK", static_cast<ull>(done),
+                                                    static_cast<ull>(s.total.load()));
+                if (r == nullptr) throw py::error_already_set();
+                Py_DECREF(r);
+              }
+            },
+            cancel_and_join);
       } catch (py::error_already_set& e) {
         raised = std::move(e);
         break;
@@ -165,7 +242,8 @@ Result run_interruptible(Work&& work, const py::object& progress) {
         committing = true;
       }
     }
-  } catch (...) {
+  }
+  catch (...) {
     stop();  // an error of this thread's own (memory): the work must not outlive the call
     throw;
   }
@@ -174,7 +252,7 @@ Result run_interruptible(Work&& work, const py::object& progress) {
     throw std::move(*raised);  // the caller's exception wins over the work's
   }
   {
-    py::gil_scoped_release release;
+    gil_released release;
     t.join();
   }
   if (s.failure) std::rethrow_exception(s.failure);
@@ -276,7 +354,7 @@ class loader {
   py::tuple next() {
     loaders::batch b;
     {
-      py::gil_scoped_release release;  // the prefetch thread keeps working meanwhile
+      gil_released release;  // the prefetch thread keeps working meanwhile
       b = l_.next();
     }
     const u64 n = b.samples.size();
@@ -313,7 +391,7 @@ class device_loader {
     std::vector<std::byte> labels;
     DLManagedTensor* t = nullptr;
     {
-      py::gil_scoped_release release;
+      gil_released release;
       t = l_.next(&samples, &labels, reinterpret_cast<void*>(consumer_stream));
     }
     // A capsule that nobody consumed still owns the tensor: its destructor calls the deleter.

@@ -237,6 +237,45 @@ def check_compress_progress_and_interrupt(d):
 FileError_ = dctchop.FileError
 
 
+DAEMON_AT_EXIT = """
+import sys, threading, numpy as np, dctchop
+case, d = sys.argv[1], sys.argv[2]
+x = np.random.default_rng(0).integers(0, 256, size=(4000, 32, 32, 3), dtype=np.uint8)
+inside = threading.Event()
+def busy(done, total):  # Python code that holds the GIL until the interpreter ends it
+    inside.set()
+    while True:
+        pass
+def work():
+    if case == "compress":  # waiting for its work, without the GIL, when Python exits
+        dctchop.compress(x, f"{d}/daemon.dcz", chunk_mb=0.05, progress=lambda n, t: inside.set())
+    elif case == "progress":
+        dctchop.compress(x, f"{d}/daemon.dcz", chunk_mb=0.05, progress=busy)
+    else:  # a loader's next batch
+        loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5)
+        while True:
+            for _ in loader.epoch():
+                inside.set()
+threading.Thread(target=work, daemon=True).start()
+inside.wait()
+"""
+
+
+def check_daemon_threads_at_exit(d):
+    """A script that ends while a daemon thread is inside compress or the loader exits as it
+    would without dctchop (0), instead of aborting: Python before 3.14 ends a thread that takes
+    the GIL back during its shutdown with pthread_exit, which used to unwind out of the
+    binding's GIL release and call std::terminate (exit 134 or a crash). Each case puts the
+    thread where it was seen to abort: waiting for compress's work without the GIL, running
+    Python code called by compress, waiting for a loader's batch."""
+    for case in ("compress", "progress", "loader"):
+        r = subprocess.run([sys.executable, "-c", DAEMON_AT_EXIT, case, d], capture_output=True,
+                           text=True, timeout=120)
+        check(r.returncode == 0, f"daemon thread in {case} at exit: status {r.returncode}, "
+              f"stderr {r.stderr[-500:]!r}")
+        check(not os.path.exists(f"{d}/daemon.dcz"), f"{case}: an unfinished compress left an output")
+
+
 def main():
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
@@ -278,6 +317,7 @@ def main():
         check_python_habits(d, back, y)
         check_compress_from_python(binary, d, x, y)
         check_compress_progress_and_interrupt(d)
+        check_daemon_threads_at_exit(d)
 
         # The loader: one epoch has every sample once, with its own data and label.
         loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False)
