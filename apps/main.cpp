@@ -1,6 +1,7 @@
 // dctchop: compress image and tensor datasets with blockwise DCT+Chop.
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -459,6 +460,13 @@ void print_info_text(const nlohmann::json& j) {
   }
 }
 
+/** True for an existing FIFO or device (/dev/null, /dev/fd/N of a pipe): its name says
+ *  nothing of a format. */
+bool is_special_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 /** A note when compress writes its archive to a name that says another format. */
 std::string archive_name_note(const std::string& out) {
   for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
@@ -827,7 +835,8 @@ int main(int argc, char** argv) {
       auto r = formats::decompress(d_in, spec, *be, o);
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word.
-      const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" && !formats::name_ends_with(d_out, ".npy");
+      const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" &&
+                                 !formats::name_ends_with(d_out, ".npy") && !is_special_file(d_out);
       const std::string npy_note = fmt::format("{} holds NPY data, whatever its name says", d_out);
       if (d_json) {
         auto j = r.to_json();

@@ -1,6 +1,8 @@
 // Tests of the `dctchop` command: runs the built binary through /bin/sh and checks exit codes,
 // outputs, stdout/stderr, and that failures leave no output and no temporary file behind.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cmath>
@@ -366,6 +368,101 @@ TEST(Cli, DecompressOntoAnExistingFileExits6AndLeavesItUntouchedUnlessForced) {
   auto f = cli(dir, "decompress a.dcz -o out.npy -q --force");
   ASSERT_EQ(f.status, 0) << describe(f);
   EXPECT_EQ(load_npy(dir.file("out.npy")).header.shape, (std::vector<u64>{5, 16, 16, 3}));
+}
+
+/** The mode bits of a path (following symlinks), or -1. */
+int mode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+}
+
+TEST(Cli, FifosAndDevicesAreWrittenInPlaceNeverReplaced) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o back.npy -q").status, 0);
+  // /dev/null (once refused as existing; with -f replaced by a regular file, as root).
+  auto null = cli(dir, "decompress a.dcz -o /dev/null");
+  EXPECT_EQ(null.status, 0) << describe(null);
+  EXPECT_EQ(null.err.find("whatever its name says"), std::string::npos) << null.err;
+  // -f on a device of our own (as root; a regression must not replace the real /dev/null).
+  if (::mknod(dir.file("null").c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0) {
+    auto r = cli(dir, "decompress a.dcz -o null -f -q");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.file("null").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "-f replaced the device with a regular file";
+  }
+  // A FIFO gets the bytes a file gets, an archive as well as decoded data, and stays a FIFO.
+  ASSERT_EQ(::mkfifo(dir.file("pipe").c_str(), 0600), 0);
+  for (const std::string force : {"", " -f"}) {
+    auto r = sh(dir, "timeout 30 cat pipe > got.npy & DCTCHOP decompress a.dcz -o pipe -q" + force + "; wait");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    EXPECT_EQ(read_bytes(dir.file("got.npy")), read_bytes(dir.file("back.npy")));
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.file("pipe").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  }
+  auto c = sh(dir, "export SOURCE_DATE_EPOCH=1700000000; timeout 30 cat pipe > got.dcz & "
+                   "DCTCHOP compress in.npy -o pipe -q; wait; DCTCHOP compress in.npy -o file.dcz -q");
+  EXPECT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(read_bytes(dir.file("got.dcz")), read_bytes(dir.file("file.dcz")));
+  // Process substitution: /dev/fd/N names a pipe.
+  auto ps = sh(dir, "bash -c 'DCTCHOP decompress a.dcz -o >(cat > sub.npy) -q; sleep 0.2'");
+  EXPECT_EQ(ps.status, 0) << describe(ps);
+  EXPECT_EQ(read_bytes(dir.file("sub.npy")), read_bytes(dir.file("back.npy")));
+  // HDF5 seeks back: a FIFO named .h5 is refused (usage), and stays.
+  ASSERT_EQ(::mkfifo(dir.file("pipe.h5").c_str(), 0600), 0);
+  auto h = cli(dir, "decompress a.dcz -o pipe.h5 -f");
+  EXPECT_EQ(h.status, 2) << describe(h);
+  EXPECT_NE(h.err.find("needs a regular file"), std::string::npos) << h.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("pipe.h5").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+TEST(Cli, ForceReplacesTheFileASymlinkNamesAndKeepsItsMode) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o back.npy -q").status, 0);
+  // A private file stays private when replaced, whatever the format.
+  for (const std::string out : {"p.dcz", "p.npy", "p.h5", "p.npz"}) {
+    write_bytes(dir.file(out), "old");
+    ASSERT_EQ(::chmod(dir.file(out).c_str(), 0600), 0);
+    const std::string cmd = out == "p.dcz" ? "compress in.npy -o p.dcz -q -f"
+                                           : "decompress a.dcz -o " + out + " -q -f";
+    auto r = cli(dir, cmd);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    EXPECT_NE(read_bytes(dir.file(out)), "old") << out;
+    EXPECT_EQ(mode_of(dir.file(out)), 0600) << out << ": -f changed the file's mode";
+  }
+  // A new file gets the umask's mode as before.
+  auto n = sh(dir, "umask 022; DCTCHOP decompress a.dcz -o new.npy -q");
+  EXPECT_EQ(n.status, 0) << describe(n);
+  EXPECT_EQ(mode_of(dir.file("new.npy")), 0644);
+  // Through a symlink (into another folder): the target is replaced, the link stays.
+  std::filesystem::create_directory(dir.file("sub"));
+  write_bytes(dir.file("sub/target.npy"), "old");
+  ASSERT_EQ(::chmod(dir.file("sub/target.npy").c_str(), 0640), 0);
+  std::filesystem::create_symlink("sub/target.npy", dir.file("link.npy"));
+  auto refused = cli(dir, "decompress a.dcz -o link.npy -q");
+  EXPECT_EQ(refused.status, 6) << describe(refused);
+  auto l = cli(dir, "decompress a.dcz -o link.npy -q -f");
+  EXPECT_EQ(l.status, 0) << describe(l);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("link.npy"))) << "the link was replaced";
+  EXPECT_EQ(read_bytes(dir.file("sub/target.npy")), read_bytes(dir.file("back.npy")));
+  EXPECT_EQ(mode_of(dir.file("sub/target.npy")), 0640);
+  std::filesystem::create_symlink("sub/t.h5", dir.file("link.h5"));
+  write_bytes(dir.file("sub/t.h5"), "old");
+  auto lh = cli(dir, "decompress a.dcz -o link.h5 -q -f");
+  EXPECT_EQ(lh.status, 0) << describe(lh);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("link.h5")));
+  EXPECT_NE(read_bytes(dir.file("sub/t.h5")), "old");
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("sub"))) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+  EXPECT_FALSE(has_temp_file(dir));
 }
 
 TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {

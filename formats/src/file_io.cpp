@@ -205,15 +205,29 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     f.fd_ = STDOUT_FILENO;
     return f;
   }
-  check_output_path(path, overwrite);
+  f.target_ = check_output_path(path, overwrite);
+  if (f.target_.in_place) {
+    // A FIFO or device: written into as it is (a FIFO waits here for its reader).
+    f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (f.fd_ < 0) {
+      if (errno == EINTR) throw error(errc::interrupted, path + ": interrupted");
+      throw error(errc::io, os_error(path, "open"));
+    }
+    if (::isatty(f.fd_) == 1) {
+      ::close(std::exchange(f.fd_, -1));
+      throw error(errc::invalid_argument, path + ": refusing to write binary data to a terminal");
+    }
+    return f;
+  }
+  const std::string& to = f.target_.path;
   // An unnamed file in the output's folder, given a name by commit() only: a process killed at
   // any point, even by SIGKILL, leaves nothing behind. Where that is not possible, a named
   // temporary file instead.
-  int fd = open_unnamed(path);
+  int fd = open_unnamed(to);
   if (fd < 0) {
     // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
     // new file (mkstemp would leave it 0600).
-    f.temp_path_ = create_temp_beside(path, [&](const std::string& candidate) {
+    f.temp_path_ = create_temp_beside(to, [&](const std::string& candidate) {
       fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST) {
         throw error(errc::io, os_error(path, "create a temporary file beside it"));
@@ -227,15 +241,49 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
   return f;
 }
 
-void check_output_path(const std::string& path, bool overwrite) {
+output_target check_output_path(const std::string& path, bool overwrite, bool regular_only) {
   if (path.empty()) throw error(errc::invalid_argument, "empty output path");
+  output_target t;
+  t.path = path;
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) throw error(errc::io, path + ": is a directory");
-    if (!overwrite) {
-      throw error(errc::output_exists, path + ": already exists (use -f to overwrite)");
-    }
+  if (::stat(path.c_str(), &st) != 0) return t;  // (a dangling symlink too: link() refuses it)
+  if (S_ISDIR(st.st_mode)) throw error(errc::io, path + ": is a directory");
+  const bool special = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
+  if (!special && !S_ISREG(st.st_mode)) {
+    throw error(errc::io, path + ": not a file, FIFO or device (a socket?)");
   }
+  if (special && regular_only) {
+    throw error(errc::invalid_argument,
+                path + ": this output format needs a regular file (it seeks back), not a FIFO or device");
+  }
+  if ((!special || S_ISBLK(st.st_mode)) && !overwrite) {
+    throw error(errc::output_exists, path + ": already exists (use -f to overwrite)");
+  }
+  if (special) {
+    t.in_place = true;
+    return t;
+  }
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    std::error_code ec;
+    const auto real = std::filesystem::canonical(path, ec);
+    if (!ec) t.path = real.string();
+  }
+  t.replaces = true;
+  t.mode = st.st_mode & 07777;
+  t.uid = st.st_uid;
+  t.gid = st.st_gid;
+  return t;
+}
+
+void keep_mode_and_owner(int fd, const output_target& t) noexcept {
+  if (!t.replaces || fd < 0) return;
+  // The owner first: chown clears the set-user-ID and set-group-ID bits, which fchmod restores.
+  struct stat now {};
+  if (::fstat(fd, &now) == 0 && (now.st_uid != t.uid || now.st_gid != t.gid)) {
+    (void)::fchown(fd, t.uid, t.gid);  // only root may give a file away: otherwise it stays ours
+  }
+  (void)::fchmod(fd, static_cast<mode_t>(t.mode));
 }
 
 std::string create_temp_beside(const std::string& path,
@@ -268,6 +316,7 @@ output_file& output_file::operator=(output_file&& o) noexcept {
   if (this != &o) {
     abandon();
     path_ = std::move(o.path_);
+    target_ = std::move(o.target_);
     temp_path_ = std::move(o.temp_path_);
     fd_ = std::exchange(o.fd_, -1);
     is_stdout_ = o.is_stdout_;
@@ -352,6 +401,12 @@ void output_file::commit() {
     committed_ = true;
     return;
   }
+  if (target_.in_place) {  // a FIFO or device: nothing to name
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) throw error(errc::io, os_error(display_name(), "close"));
+    committed_ = true;
+    return;
+  }
   if (direct_) {
     // Whole blocks go direct; the partial last block through the page cache.
     const std::uint64_t at = position_ - fill_;
@@ -371,14 +426,15 @@ void output_file::commit() {
   if (::fsync(fd_) != 0 && errno != EINVAL) {
     throw error(errc::io, os_error(display_name(), "flush"));
   }
-  if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at path_
+  keep_mode_and_owner(fd_, target_);
+  if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
   if (::close(fd_) != 0) {
     fd_ = -1;
-    ::unlink(temp_path_.empty() ? path_.c_str() : temp_path_.c_str());
+    ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
     throw error(errc::io, os_error(display_name(), "close"));
   }
   fd_ = -1;
-  if (!temp_path_.empty()) publish_temp(-1, temp_path_, path_, display_name());
+  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name());
   committed_ = true;
   temp_path_.clear();
 }
@@ -403,7 +459,7 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
 void output_file::name_anonymous() {
   // Straight to the path when nothing is there: link() never replaces a file, so without -f
   // one that appeared since create() is refused rather than overwritten.
-  if (link_unnamed(fd_, path_)) return;
+  if (link_unnamed(fd_, target_.path)) return;
   if (errno != EEXIST) {
     throw error(errc::io, os_error(display_name(), "link the finished output into"));
   }
@@ -411,7 +467,7 @@ void output_file::name_anonymous() {
     throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
   }
   // Replacing a file: a name beside it, then rename() over it, which is atomic.
-  temp_path_ = create_temp_beside(path_, [&](const std::string& candidate) {
+  temp_path_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
     if (link_unnamed(fd_, candidate)) return true;
     if (errno != EEXIST) {
       throw error(errc::io, os_error(display_name(), "link the finished output beside"));

@@ -392,7 +392,7 @@ class hdf5_sink final : public sample_sink {
       : path_(spec.path), dataset_(spec.dataset.empty() ? hdf5_default_dataset : spec.dataset), type_(type),
         shape_(shape) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
-    check_output_path(path_, overwrite);
+    target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
     quiet_hdf5 quiet;
     // A temporary file beside the output, renamed by finish(): the output appears complete
     // or not at all.
@@ -400,7 +400,7 @@ class hdf5_sink final : public sample_sink {
     h5_id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     H5Pset_alignment(fapl.get(), direct_min_chunk, direct_writer::align);
     hid_t f = H5I_INVALID_HID;
-    temp_ = create_temp_beside(path_, [&](const std::string& candidate) {
+    temp_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
       f = H5Fcreate(candidate.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
       return f >= 0;
     });
@@ -587,7 +587,8 @@ class hdf5_sink final : public sample_sink {
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
-    publish_temp(own_fd_, temp_, path_, path_);
+    keep_mode_and_owner(own_fd_, target_);
+    publish_temp(own_fd_, temp_, target_.path, path_);
     finished_ = true;
   }
 
@@ -663,6 +664,7 @@ class hdf5_sink final : public sample_sink {
   }
 
   std::string path_, dataset_, temp_;
+  output_target target_;  // where the finished file goes: path_, or the file its symlink names
   npy_dtype type_;
   std::vector<u64> shape_;
   h5_id file_, dset_;

@@ -87,11 +87,22 @@ class write_behind {
   std::uint64_t settled_ = 0;  // written to disk and dropped from the cache for [0, settled_)
 };
 
+/** What an output path names, decided before anything is written. */
+struct output_target {
+  std::string path;       ///< where the finished file goes: the path, or the file its symlink names
+  bool in_place = false;  ///< an existing FIFO or device (/dev/null): written into, not replaced
+  bool replaces = false;  ///< an existing regular file (-f): the new one takes its mode and owner
+  unsigned mode = 0;      ///< the replaced file's permission bits, when `replaces`
+  unsigned uid = 0, gid = 0;  ///< and its owner
+};
+
 /** An output that appears at its path only when complete: bytes go to an unnamed file in the
  *  same folder (O_TMPFILE), which commit() links at the path (or, to overwrite, beside it and
  *  renames over the path). Destroyed without commit(), or killed, nothing is left. Where the
  *  file system has no O_TMPFILE, a hidden temporary file beside the path instead, removed
- *  when destroyed without commit(). "-" writes to standard output directly.
+ *  when destroyed without commit(). "-" writes to standard output directly, and so does an
+ *  existing FIFO or device (check_output_path) to itself. Replacing a file (-f) keeps its
+ *  permission bits and owner, and a symlink's target is replaced, not the link.
  *
  *  A regular file is written with direct I/O (O_DIRECT) where the file system takes it: the
  *  bytes are gathered in aligned 8 MiB buffers that a background thread writes to the disk
@@ -130,6 +141,7 @@ class output_file {
   void write_fd(const void* src, std::size_t n);
   void name_anonymous();
   std::string path_;
+  output_target target_;  // where the finished file goes (path_ is for messages)
   std::string temp_path_;
   int fd_ = -1;
   bool is_stdout_ = false;
@@ -144,9 +156,17 @@ class output_file {
   std::size_t fill_ = 0;
 };
 
-/** Refuse an output path that exists (error output_exists, unless `overwrite`) or is a
- *  directory (error io). */
-void check_output_path(const std::string& path, bool overwrite);
+/** Checks an output path: one that exists is refused (error output_exists) unless
+ *  `overwrite`, a directory is error io. A symlink is followed: the file it names is replaced
+ *  and the link stays. A FIFO or character device (/dev/null, a pipe's /dev/fd/N) is written in
+ *  place, without -f since nothing is replaced, a block device only with -f; with
+ *  `regular_only` (a format that seeks back, HDF5) either is error invalid_argument. */
+output_target check_output_path(const std::string& path, bool overwrite, bool regular_only = false);
+
+/** Gives the finished output `fd` the permission bits, and where allowed the owner, of the
+ *  regular file it replaces (nothing when it replaces none), so that -f keeps a file's access
+ *  rights. Best effort: a failure leaves the new file's own. */
+void keep_mode_and_owner(int fd, const output_target& t) noexcept;
 
 /** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
  *  rename into place is atomic): `try_create(candidate)` creates it exclusively and returns
