@@ -2,10 +2,13 @@
 // differ between epochs and repeat for a seed, chunk-aware order, shards that partition the
 // dataset, prefetch that changes nothing, and a saved state that resumes at the same batch.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -203,6 +206,53 @@ TEST(Loader, PrefetchChangesNothingAndCoefficientsCanBeHandedOutUndecoded) {
   EXPECT_EQ(raw.sample_bytes(), 4u * 4u * 4u * 2u);  // 4x4 kept coefficients of 4 blocks, f16
   const auto b = raw.next();
   EXPECT_EQ(b.data.size(), b.samples.size() * raw.sample_bytes());
+}
+
+TEST(Loader, AForkedChildGoesOnWhereTheLoaderStoodAndCanDropIt) {
+  // fork() copies only the calling thread: a loader's prefetch thread stayed behind, and the
+  // child's next() waited for it forever (an IterableDataset in DataLoader workers).
+  temp_dir dir;
+  const auto a = make_archive(dir, 60);
+  loaders::loader_options o;
+  o.batch_size = 4;
+  o.seed = 2;
+  o.prefetch = 3;
+  auto l = std::make_unique<loaders::archive_loader>(a, o);
+  auto idle = std::make_unique<loaders::archive_loader>(a, o);  // never used in the child
+  for (int i = 0; i < 5; ++i) l->next();  // 5 of 15 batches of epoch 0; the thread works ahead
+  const std::string got = dir.file("child.txt");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(30);  // a hang ends the child by a signal, which the parent sees
+    int status = 0;
+    try {
+      std::string text;
+      for (int i = 0; i < 12; ++i) {  // across the end of epoch 0
+        const auto b = l->next();
+        for (u64 s : b.samples) text += std::to_string(s) + " ";
+        text += std::to_string(b.epoch) + ":" + std::to_string(b.index) + "\n";
+      }
+      dctchop::test::write_bytes(got, text);
+      l.reset();  // neither may wait for a thread that is not in this process
+      idle.reset();
+    } catch (...) {
+      status = 1;
+    }
+    ::_exit(status);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "the child was killed by signal " << WTERMSIG(st) << " (a hang?)";
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  // The child's batches are the ones the parent gets next.
+  std::string text;
+  for (int i = 0; i < 12; ++i) {
+    const auto b = l->next();
+    for (u64 s : b.samples) text += std::to_string(s) + " ";
+    text += std::to_string(b.epoch) + ":" + std::to_string(b.index) + "\n";
+  }
+  EXPECT_EQ(dctchop::test::read_bytes(got), text);
 }
 
 TEST(Loader, BadOptionsAndStreamsAreRefused) {

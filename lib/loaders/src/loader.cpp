@@ -12,6 +12,8 @@
 #include <thread>
 #include <utility>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "dctchop/error.hpp"
@@ -118,6 +120,7 @@ loader_state loader_state::from_json(const std::string& text) {
 }
 
 struct archive_loader::impl {
+  std::string path;
   loader_options o;
   std::shared_ptr<backend> be;
   formats::archive_reader reader;
@@ -149,9 +152,10 @@ struct archive_loader::impl {
   std::exception_ptr err;
   bool stop = false;
   std::thread thread;
+  pid_t owner = 0;  // the process whose thread `thread` is
 
-  impl(const std::string& path, const loader_options& opt, std::shared_ptr<backend> b)
-      : o(opt), be(std::move(b)), reader(formats::archive_reader::open(path)) {
+  impl(const std::string& archive, const loader_options& opt, std::shared_ptr<backend> b)
+      : path(archive), o(opt), be(std::move(b)), reader(formats::archive_reader::open(archive)) {
     if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
     if (o.world < 1) {
       throw error(errc::invalid_argument,
@@ -303,9 +307,15 @@ struct archive_loader::impl {
     return b;
   }
 
+  /** True in a child forked from the process that started the prefetch thread: fork() copies
+   *  only the calling thread, so the child has no prefetch thread, and the lock and state it
+   *  shared may have been copied in the middle of its work. */
+  bool forked() const { return thread.joinable() && owner != ::getpid(); }
+
   void start() {
     if (o.prefetch == 0) return;
     stop = false;
+    owner = ::getpid();
     thread = std::thread([this] {
       std::unique_lock lock(m);
       for (;;) {
@@ -349,7 +359,29 @@ archive_loader::archive_loader(const std::string& archive, const loader_options&
   impl_->start();
 }
 
-archive_loader::~archive_loader() { impl_->halt(); }
+archive_loader::~archive_loader() {
+  // In a forked child there is no thread to stop, and the lock may be held for good.
+  if (impl_->forked()) {
+    (void)impl_.release();  // (its memory is the parent's pages, copied: left as it is)
+    return;
+  }
+  impl_->halt();
+}
+
+void archive_loader::renew_if_forked() {
+  if (!impl_->forked()) return;
+  // A fresh loader in this process, at the same place: the archive opened again, and the
+  // parent's copy (its thread gone, its lock maybe held, its cache maybe half updated) left
+  // untouched, as the destructor does.
+  const impl& old = *impl_;
+  auto fresh = std::make_unique<impl>(old.path, old.o, old.be);
+  fresh->seed = old.seed;
+  fresh->make_epoch = fresh->used_epoch = old.used_epoch;
+  fresh->make_pos = fresh->used_pos = old.used_pos;
+  (void)impl_.release();
+  impl_ = std::move(fresh);
+  impl_->start();
+}
 
 std::uint64_t archive_loader::samples() const noexcept { return impl_->h.geom.samples; }
 std::uint64_t archive_loader::batches_per_epoch() const noexcept { return impl_->batches_per_epoch(); }
@@ -364,6 +396,7 @@ dtype archive_loader::sample_type() const noexcept { return impl_->h.type; }
 const codec_params& archive_loader::codec() const noexcept { return impl_->h.codec; }
 
 batch archive_loader::next() {
+  renew_if_forked();
   impl& d = *impl_;
   batch b;
   if (d.o.prefetch == 0) {
@@ -392,6 +425,7 @@ loader_state archive_loader::state() const noexcept {
 }
 
 void archive_loader::restore(const loader_state& s) {
+  renew_if_forked();
   impl& d = *impl_;
   if (s.batches && *s.batches != d.shape()) {
     const auto& a = *s.batches;

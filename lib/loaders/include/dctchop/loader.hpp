@@ -73,7 +73,9 @@ struct loader_state {
   static loader_state from_json(const std::string& text);
 };
 
-/** Batches from one archive. Not thread-safe: one consumer thread. */
+/** Batches from one archive. Not thread-safe: one consumer thread. A loader copied into a
+ *  child by fork() (a DataLoader worker, say) goes on in the child where it stood: the
+ *  prefetch thread, which fork does not copy, is started again there. */
 class archive_loader {
  public:
   /** Opens `archive` (a regular file: random access is needed). `be` decodes when
@@ -117,6 +119,7 @@ class archive_loader {
   std::vector<std::uint64_t> epoch_order(std::uint64_t epoch) const;
 
  private:
+  void renew_if_forked();
   struct impl;
   std::unique_ptr<impl> impl_;
 };
