@@ -1,14 +1,17 @@
 // dctchop: compress image and tensor datasets with blockwise DCT+Chop.
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -288,6 +291,25 @@ void keep_stdout_for_dctchop() {
 #ifdef __GLIBC__
   stdout = stderr;
 #endif
+}
+
+/** Opens descriptors 0, 1 and 2 where they are closed (`dctchop info x.dcz >&-`): the next
+ *  file opened would take a closed one, and a report meant for stdout would be written into
+ *  it. A closed stdout gets /dev/full, so that a report written there fails and is reported;
+ *  stdin and stderr get /dev/null. Returns whether stdout was closed. */
+bool open_standard_descriptors() {
+  bool stdout_closed = false;
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int got = ::open(fd == STDOUT_FILENO ? "/dev/full" : "/dev/null",
+                           fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+    if (got >= 0 && got != fd) {  // (open takes the lowest free descriptor: fd, normally)
+      ::dup2(got, fd);
+      ::close(got);
+    }
+    if (fd == STDOUT_FILENO) stdout_closed = true;
+  }
+  return stdout_closed;
 }
 
 /** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake. */
@@ -570,8 +592,8 @@ void print_eval(const formats::eval_result& r, bool json, bool csv, const std::s
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  keep_stdout_for_dctchop();
+/** The command; main() adds what surrounds it. */
+int run(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe becomes an I/O error, not a silent death
   std::signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, write() fails with EFBIG: an I/O error
   dctchop::formats::skip_hdf5_exit_handler();  // every HDF5 file is closed by its owner
@@ -964,4 +986,21 @@ int main(int argc, char** argv) {
     return exit_internal;
   }
   return exit_ok;
+}
+
+int main(int argc, char** argv) {
+  const bool stdout_closed = open_standard_descriptors();
+  keep_stdout_for_dctchop();
+  const int rc = run(argc, argv);
+  // Reports reach stdout through a buffer: a write that failed (a full disk, a closed pipe) is
+  // seen here at the latest, and a script must not take a lost report for a success.
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout) {
+    const int e = errno;
+    std::fprintf(stderr, "dctchop: error: cannot write to standard output: %s\n",
+                 stdout_closed ? "it is closed" : e != 0 ? std::strerror(e) : "write failed");
+    return rc == exit_ok ? exit_io : rc;
+  }
+  return rc;
 }

@@ -465,6 +465,29 @@ TEST(Cli, ForceReplacesTheFileASymlinkNamesAndKeepsItsMode) {
   EXPECT_FALSE(has_temp_file(dir));
 }
 
+TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  for (const std::string args : {"info a.dcz", "info a.dcz --json", "eval in.npy --chop 2 --csv",
+                                 "verify a.dcz --against in.npy --json", "--help"}) {
+    auto full = cli(dir, args + " > /dev/full");
+    EXPECT_EQ(full.status, 5) << args << "\n" << describe(full);
+    EXPECT_NE(full.err.find("cannot write to standard output"), std::string::npos) << full.err;
+    auto closed = cli(dir, args + " >&-");
+    EXPECT_EQ(closed.status, 5) << args << "\n" << describe(closed);
+    EXPECT_NE(closed.err.find("standard output: it is closed"), std::string::npos) << closed.err;
+  }
+  // With stdout closed, the archive would take descriptor 1, and the report land in it.
+  auto c = cli(dir, "compress in.npy -o b.dcz --json >&-");
+  EXPECT_EQ(c.status, 5) << describe(c);
+  auto i = cli(dir, "info b.dcz --json");
+  EXPECT_EQ(i.status, 0) << describe(i);
+  // Nothing to print, nothing wrong.
+  auto quiet = cli(dir, "compress in.npy -o q.dcz -q >&-");
+  EXPECT_EQ(quiet.status, 0) << describe(quiet);
+}
+
 TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
   temp_dir dir;
   make_u8(dir, "in.npy");
