@@ -451,8 +451,13 @@ void print_info_text(const nlohmann::json& j) {
   if (j.contains("quality") && j["quality"].is_object()) {
     const auto& q = j["quality"];
     const bool undefined = opt_flag(q, "psnr_undefined");
+    // No worst sample beside a finite PSNR: an archive written before the per-sample figures
+    // were recorded (a missing figure is otherwise a lossless one).
+    const bool recorded = q.contains("sample_psnr_min_db") || !q.contains("psnr_db");
     auto per_sample = [&](const char* key) {
-      return undefined ? std::string("n/a") : db_text(opt_number(q, key));
+      if (undefined) return std::string("n/a");
+      if (!recorded) return std::string("n/a (not recorded)");
+      return db_text(opt_number(q, key));
     };
     const auto lossless = opt_number(q, "lossless_samples").value_or(0);
     std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}{}\n",

@@ -488,6 +488,26 @@ TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
   EXPECT_EQ(quiet.status, 0) << describe(quiet);
 }
 
+TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
+  temp_dir dir;
+  // Written before the archive recorded per-sample PSNR: a finite PSNR, no worst sample.
+  auto old = cli(dir, "info " + sh_quote(std::string(DCTCHOP_SAMPLE_DIR) + "/archives/images_b8_k4_f16.dcz"));
+  ASSERT_EQ(old.status, 0) << describe(old);
+  EXPECT_NE(old.out.find("per-sample PSNR min n/a (not recorded) mean n/a (not recorded)"),
+            std::string::npos) << old.out;
+  EXPECT_EQ(old.out.find("lossless"), std::string::npos) << old.out;
+  // A lossless archive says so; a lossy one gives its figures.
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o exact.dcz -q --chop 8 --coeff f32").status, 0);
+  auto exact = cli(dir, "info exact.dcz");
+  EXPECT_NE(exact.out.find("per-sample PSNR min inf (lossless) mean inf (lossless)"),
+            std::string::npos) << exact.out;
+  ASSERT_EQ(cli(dir, "compress in.npy -o lossy.dcz -q --chop 2").status, 0);
+  auto lossy = cli(dir, "info lossy.dcz");
+  EXPECT_EQ(lossy.out.find("n/a"), lossy.out.find("n/a (not measured")) << lossy.out;
+  EXPECT_EQ(lossy.out.find("lossless"), std::string::npos) << lossy.out;
+}
+
 TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
   temp_dir dir;
   make_u8(dir, "in.npy");
