@@ -1117,12 +1117,12 @@ TEST(QualityCli, InfoSaysWhyAnArchiveHasNoSsim) {
   save_npy(dir.file("f.npy"), dtype::f32, {4, 24, 18}, test::smooth_f32_nhw(4, 24, 18));
   auto p = sh(dir, "cat f.npy | DCTCHOP compress - -o p.dcz");
   ASSERT_EQ(p.status, 0) << describe(p);
-  EXPECT_TRUE(contains(p.err, "SSIM n/a (float data from stdin: range unknown)")) << p.err;
+  EXPECT_TRUE(contains(p.err, "SSIM n/a (float data from a stream: range unknown)")) << p.err;
   struct want { const char* archive; const char* text; };
   for (auto w : {want{"z.dcz", "SSIM n/a (constant data)"},
                  want{"s.dcz", "SSIM n/a (planes below 7x7)"},
                  want{"t.dcz", "SSIM n/a (not measured)"},
-                 want{"p.dcz", "SSIM n/a (float data from stdin: range unknown)"}}) {
+                 want{"p.dcz", "SSIM n/a (float data from a stream: range unknown)"}}) {
     auto i = cli(dir, std::string("info ") + w.archive);
     ASSERT_EQ(i.status, 0) << describe(i);
     EXPECT_TRUE(contains(i.out, w.text)) << w.archive << "\n" << i.out;

@@ -49,15 +49,16 @@ std::string npz_key(std::string n) {
 
 class npy_source final : public sample_source {
  public:
-  explicit npy_source(const std::string& path) : path_(path), r_(npy_reader::open(path)) {}
+  explicit npy_source(const std::string& path)
+      : stream_(reads_as_stream(path)), r_(npy_reader::open(path)) {}
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
   const std::vector<u64>& shape() const override { return r_.header().shape; }
-  bool rereadable() const override { return path_ != "-"; }
+  bool rereadable() const override { return !stream_; }
   void read_rows(u64 first, u64 count, void* dst) override { r_.read_rows(first, count, dst); }
 
  private:
-  std::string path_;
+  bool stream_;  // stdin, a FIFO, <(cmd): read once, in order
   npy_reader r_;
 };
 

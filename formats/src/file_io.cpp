@@ -476,6 +476,12 @@ void output_file::name_anonymous() {
   });
 }
 
+bool reads_as_stream(const std::string& path) {
+  if (path == "-") return true;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   // "-" as an input is standard input: the same file as `b` when redirected from it.
   const auto stat_of = [](const std::string& p, struct stat& st) {

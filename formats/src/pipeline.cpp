@@ -169,7 +169,7 @@ pipeline_workers make_workers(backend& be, u64 slot_bytes) {
 
 std::optional<double> float_range(const dataset_spec& spec, layout lay,
                                   std::optional<double> replace, const progress_fn& progress) {
-  if (spec.path == "-") return std::nullopt;
+  if (reads_as_stream(spec.path)) return std::nullopt;  // (opening it again would take its data)
   input_source s = open_input(spec, lay, replace);
   if (!is_float(s.type) || !s.rereadable()) return std::nullopt;
   const u64 n = s.geom.samples;
@@ -506,7 +506,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   if (o.target.any() && !src.rereadable()) {
     throw error(errc::invalid_argument,
                 "--psnr and --ssim measure the data before choosing and need a file input, "
-                "not stdin");
+                "not stdin or a pipe");
   }
   const bool measure = o.measure_quality || o.target.any();
 

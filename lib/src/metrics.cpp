@@ -121,8 +121,8 @@ struct ssim_status_texts {
 constexpr ssim_status_texts k_ssim_status[] = {
     {"measured", "SSIM was measured", "measured"},
     {"off", "SSIM was not measured (--no-ssim or --no-quality)", "not measured"},
-    {"no_range", "float data read from stdin has no range known in advance, which SSIM needs",
-     "float data from stdin: range unknown"},
+    {"no_range", "float data read from stdin or a pipe has no range known in advance, which SSIM needs",
+     "float data from a stream: range unknown"},
     {"small_planes", "the planes are smaller than 7x7", "planes below 7x7"},
     {"constant", "the data is constant (range 0), so SSIM is 0/0", "constant data"},
 };

@@ -180,6 +180,10 @@ std::string create_temp_beside(const std::string& path,
 void publish_temp(int fd, const std::string& temp, const std::string& path,
                   const std::string& display_name);
 
+/** True when `path` is read as a stream, once and in order: "-" (standard input, even
+ *  redirected from a file), or a FIFO or device (`<(cmd)`, a named pipe). */
+bool reads_as_stream(const std::string& path);
+
 /** True when both paths name the same existing file (same device and inode). `a` may be "-",
  *  standard input, when it is redirected from a regular file; `b` "-" is never the same. */
 bool same_file(const std::string& a, const std::string& b);
