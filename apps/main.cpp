@@ -225,20 +225,6 @@ formats::offset_choice parse_offset(const std::string& s) {
               "--offset " + s + ": expected auto, mean or a finite number");
 }
 
-/** The archive's creation time from SOURCE_DATE_EPOCH (seconds since 1970, the
- *  reproducible-builds convention), so that the same input gives the same archive bytes;
- *  nullopt when it is not set (the time of the run). */
-std::optional<std::int64_t> source_date_epoch() {
-  const char* v = std::getenv("SOURCE_DATE_EPOCH");
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  const std::string s = v;
-  if (s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) {
-    throw error(errc::invalid_argument,
-                "SOURCE_DATE_EPOCH=" + s + ": expected a whole number of seconds since 1970");
-  }
-  return std::stoll(s);
-}
-
 /** "3 NaN/Inf values replaced by 0", for the reports of compress and eval. */
 std::string replaced_text(std::uint64_t count, double value) {
   return fmt::format("{} NaN/Inf value{} replaced by {:g}", count, count == 1 ? "" : "s", value);
@@ -809,7 +795,7 @@ int run(int argc, char** argv) {
       o.target.ssim = c_ssim;
       o.threads = c_threads;
       o.tool_version = DCTCHOP_VERSION_STRING;
-      o.created = source_date_epoch();
+      o.created = formats::parse_source_date_epoch(std::getenv("SOURCE_DATE_EPOCH"));
       app::progress_bar bar("compressing", !c_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});

@@ -255,6 +255,16 @@ bool meets(const quality& q, const quality_target& t, const std::string& name) {
 
 }  // namespace detail
 
+std::optional<std::int64_t> parse_source_date_epoch(const char* value) {
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  const std::string s = value;
+  if (s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) {
+    throw error(errc::invalid_argument,
+                "SOURCE_DATE_EPOCH=" + s + ": expected a whole number of seconds since 1970");
+  }
+  return std::stoll(s);
+}
+
 using namespace detail;
 
 namespace {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -540,6 +541,7 @@ PYBIND11_MODULE(_dctchop, m) {
         o.threads = threads;
         o.nonfinite_replacement = nonfinite;
         o.tool_version = DCTCHOP_VERSION_STRING;
+        o.created = formats::parse_source_date_epoch(std::getenv("SOURCE_DATE_EPOCH"));  // as the command
         const auto spec = memory_spec(data, "<array>");
         py::array label_array;  // held here: the spec points into it while compress runs
         if (!labels.is_none()) {

@@ -115,6 +115,16 @@ def check_compress_from_python(binary, d, x, y):
     with dctchop.Archive(f"{d}/py.dcz") as a, dctchop.Archive(f"{d}/cli.dcz") as b:
         check(np.array_equal(a[:], b[:]), "the archive from Python decodes as the command's")
         check(np.array_equal(a.labels(), y), "labels stored from an array")
+    # SOURCE_DATE_EPOCH dates the archive, as it does the command's (reproducible bytes).
+    os.environ["SOURCE_DATE_EPOCH"] = "1700000000"
+    try:
+        dctchop.compress(x, f"{d}/sde.dcz", chop=2)
+        created = json.loads(dctchop.Archive(f"{d}/sde.dcz").info_json())["provenance"]["created"]
+        check(created == "2023-11-14T22:13:20Z", f"SOURCE_DATE_EPOCH ignored: created {created}")
+        os.environ["SOURCE_DATE_EPOCH"] = "yesterday"
+        raises(dctchop.Error, lambda: dctchop.compress(x, f"{d}/sde2.dcz"), "SOURCE_DATE_EPOCH")
+    finally:
+        del os.environ["SOURCE_DATE_EPOCH"]
     # Big-endian and non-contiguous arrays are the same data.
     f = np.random.default_rng(2).normal(300, 2, size=(3, 30, 20)).astype(np.float32)
     r1 = dctchop.compress(f, f"{d}/f1.dcz", offset="mean", coeff="bf16")

@@ -82,6 +82,11 @@ struct compress_options {
   progress_fn progress;
 };
 
+/** compress_options::created from the value of SOURCE_DATE_EPOCH (seconds since 1970, the
+ *  reproducible-builds convention): nullopt for nullptr or "" (unset: the time of the run),
+ *  error(invalid_argument) for anything but a whole number of seconds. */
+std::optional<std::int64_t> parse_source_date_epoch(const char* value);
+
 struct compress_result {
   geometry geom;
   dtype type = dtype::u8;
