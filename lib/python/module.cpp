@@ -282,21 +282,40 @@ class archive {
   u64 width() const { return h_.geom.width; }
   bool closed() const { return !r_.has_value(); }
   /** Release the file; reading afterwards raises ValueError. */
-  void close() { r_.reset(); }
+  void close() {
+    gil_released release;  // (a read in another thread holds the lock without the GIL)
+    std::lock_guard lock(m_);
+    r_.reset();
+  }
+
+  // Reads and decodes run without the GIL, so that other Python threads go on meanwhile;
+  // m_ keeps them one at a time on this archive, and close() out of their way.
 
   /** Samples [first, first + count), decoded: shape (count, *sample shape). */
   py::array read(long long first, long long count) {
     const auto& h = h_;
-    std::vector<std::byte> coeffs = read_coefficient_bytes(first, count);
+    check_range(first, count);
     py::array a(numpy_dtype(h.type), batch_shape(count, h.geom.sample_shape()));
-    be_->decode(h.codec, coeffs, make_view(h.geom, h.type, a.mutable_data(), count));
+    void* dst = a.mutable_data();
+    {
+      gil_released release;
+      std::lock_guard lock(m_);
+      const auto coeffs = read_coefficient_bytes(first, count);
+      be_->decode(h.codec, coeffs, make_view(h.geom, h.type, dst, count));
+    }
     return a;
   }
 
   /** Samples [first, first + count) as stored: their coefficient bytes, (count, bytes per
    *  sample) of uint8, as a Loader with decode=False hands them out. */
   py::array read_coefficients(long long first, long long count) {
-    auto bytes = read_coefficient_bytes(first, count);
+    check_range(first, count);
+    std::vector<std::byte> bytes;
+    {
+      gil_released release;
+      std::lock_guard lock(m_);
+      bytes = read_coefficient_bytes(first, count);
+    }
     return array_of(std::move(bytes), py::dtype("u1"),
                     {static_cast<py::ssize_t>(count),
                      static_cast<py::ssize_t>(h_.coeff_bytes_per_sample())});
@@ -304,24 +323,43 @@ class archive {
 
   /** The labels side array, or None. */
   py::object labels() {
-    auto& r = open_reader();
-    const auto* info = r.find_side_array("labels");
-    if (info == nullptr) return py::none();
-    auto bytes = r.read_side_array("labels");
-    std::vector<py::ssize_t> shape(info->shape.begin(), info->shape.end());
-    return array_of(std::move(*bytes), py::dtype(info->descr), std::move(shape));
+    std::optional<std::vector<std::byte>> bytes;
+    std::string descr;
+    std::vector<py::ssize_t> shape;
+    {
+      gil_released release;
+      std::lock_guard lock(m_);
+      auto& r = open_reader();
+      const auto* info = r.find_side_array("labels");
+      if (info != nullptr) {
+        bytes = r.read_side_array("labels");
+        descr = info->descr;
+        shape.assign(info->shape.begin(), info->shape.end());
+      }
+    }
+    if (!bytes) return py::none();
+    return array_of(std::move(*bytes), py::dtype(descr), std::move(shape));
   }
 
-  std::string info_json() { return formats::archive_info(open_reader().display_name()).dump(); }
+  std::string info_json() {
+    std::string name;
+    {
+      gil_released release;
+      std::lock_guard lock(m_);
+      name = open_reader().display_name();
+    }
+    return formats::archive_info(name).dump();
+  }
 
  private:
+  /** The reader; ValueError once closed. With m_ held. */
   formats::archive_reader& open_reader() {
     if (!r_) throw py::value_error(path_ + ": the archive is closed");
     return *r_;
   }
 
-  std::vector<std::byte> read_coefficient_bytes(long long first, long long count) {
-    auto& r = open_reader();
+  /** IndexError unless [first, first + count) lies within the archive. */
+  void check_range(long long first, long long count) const {
     const u64 n = h_.geom.samples;
     if (count < 0) throw py::value_error("count must be 0 or more, not " + std::to_string(count));
     // count 0 at the end (first == n) is an empty read, as a[n:] is for a Python sequence.
@@ -335,12 +373,18 @@ class archive {
       throw py::index_error(which + ": out of range; " + path_ + " has " + std::to_string(n) +
                             " samples" + (n > 0 ? ", 0 to " + std::to_string(n - 1) : std::string()));
     }
+  }
+
+  /** The stored bytes of samples [first, first + count) (check_range'd), with m_ held. */
+  std::vector<std::byte> read_coefficient_bytes(long long first, long long count) {
+    auto& r = open_reader();
     std::vector<std::byte> coeffs(static_cast<u64>(count) * h_.coeff_bytes_per_sample());
     r.read_samples(static_cast<u64>(first), static_cast<u64>(count), coeffs);
     return coeffs;
   }
 
   std::string path_;
+  std::mutex m_;  // held by a read (without the GIL) and by close()
   std::optional<formats::archive_reader> r_;
   formats::archive_header h_;
   std::unique_ptr<backend> be_;

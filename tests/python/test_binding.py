@@ -247,6 +247,47 @@ def check_compress_progress_and_interrupt(d):
 FileError_ = dctchop.FileError
 
 
+def check_reads_from_threads(d, back, y):
+    """Archive reads run without the GIL: several threads reading one archive get the right
+    samples, and a close() from another thread meanwhile makes reads raise ValueError, never
+    crash or read a freed reader."""
+    a = dctchop.Archive(f"{d}/a.dcz")
+    wrong, errors = [], []
+
+    def reader(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            i = int(rng.integers(0, 37))
+            try:
+                if not np.array_equal(a.read(i, 1)[0], back[i]):
+                    wrong.append(i)
+                if not np.array_equal(a.labels(), y):
+                    wrong.append("labels")
+                if len(a.read_coefficients(i, 1)) != 1:
+                    wrong.append("coefficients")
+            except ValueError as e:  # closed meanwhile
+                check("closed" in str(e), f"a read after close: {e}")
+                return
+            except Exception as e:  # noqa: BLE001 - reported
+                errors.append(repr(e))
+                return
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(not wrong and not errors, f"reads from 4 threads: wrong {wrong[:5]}, errors {errors[:3]}")
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    a.close()
+    for t in threads:
+        t.join()
+    check(not wrong and not errors, f"reads beside close(): wrong {wrong[:5]}, errors {errors[:3]}")
+    raises(ValueError, lambda: a.read(0, 1), "closed")
+
+
 DAEMON_AT_EXIT = """
 import sys, threading, numpy as np, dctchop
 case, d = sys.argv[1], sys.argv[2]
@@ -258,16 +299,16 @@ def busy(done, total):  # Python code that holds the GIL until the interpreter e
         pass
 def work():
     if case == "compress":  # waiting for its work, without the GIL, when Python exits
-        dctchop.compress(x, f"{d}/daemon.dcz", chunk_mb=0.05, progress=lambda n, t: inside.set())
+        dctchop.compress(x, f"{d}/daemon-{case}.dcz", chunk_mb=0.05, progress=lambda n, t: inside.set())
     elif case == "progress":
-        dctchop.compress(x, f"{d}/daemon.dcz", chunk_mb=0.05, progress=busy)
+        dctchop.compress(x, f"{d}/daemon-{case}.dcz", chunk_mb=0.05, progress=busy)
     else:  # a loader's next batch
         loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5)
         while True:
             for _ in loader.epoch():
                 inside.set()
 threading.Thread(target=work, daemon=True).start()
-inside.wait()
+inside.wait(60)
 """
 
 
@@ -283,7 +324,10 @@ def check_daemon_threads_at_exit(d):
                            text=True, timeout=120)
         check(r.returncode == 0, f"daemon thread in {case} at exit: status {r.returncode}, "
               f"stderr {r.stderr[-500:]!r}")
-        check(not os.path.exists(f"{d}/daemon.dcz"), f"{case}: an unfinished compress left an output")
+        out = f"{d}/daemon-{case}.dcz"
+        if os.path.exists(out):  # compress may have finished first: then a whole archive
+            check(dctchop.Archive(out).samples == 4000, f"{case}: a partial archive was left")
+        check(case == "compress" or not os.path.exists(out), f"{case}: an unfinished compress left an output")
 
 
 def main():
@@ -325,6 +369,7 @@ def main():
             check(str(e).endswith("not a dctchop archive (bad magic)") and "x.npy" in str(e),
                   f"the message is the text, not a tuple: {e}")
         check_python_habits(d, back, y)
+        check_reads_from_threads(d, back, y)
         check_compress_from_python(binary, d, x, y)
         check_compress_progress_and_interrupt(d)
         check_daemon_threads_at_exit(d)
