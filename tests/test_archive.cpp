@@ -223,6 +223,11 @@ TEST(Archive, FlippedPayloadByteIsCorruptWhenThatChunkIsReadAndNamesIt) {
   expect_error([&] { r.read_chunk(1, got); }, errc::corrupt, {"chunk 1", path});
   std::vector<std::byte> buf(3 * r.header().coeff_bytes_per_sample());
   expect_error([&] { r.read_samples(2, 3, buf); }, errc::corrupt, {"chunk 1"});
+  // Samples read alone once their chunk was checked whole: never those of a chunk that failed.
+  r.read_samples(0, 1, buf);  // chunk 0, checked above
+  for (u64 s : {3u, 4u, 5u, 4u}) {
+    expect_error([&] { r.read_samples(s, 1, buf); }, errc::corrupt, {"chunk 1"});
+  }
 }
 
 TEST(Archive, FlippedChunkRecordByteIsCorruptWhenThatChunkIsRead) {

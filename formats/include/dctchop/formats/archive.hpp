@@ -125,7 +125,9 @@ class archive_reader {
    *  For a stream, the footer and side arrays are read and checked when this returns false. */
   template <typename Alloc>
   bool next_chunk(chunk_info& info, std::vector<std::byte, Alloc>& coeffs);
-  /** Read and verify the coefficients of samples [first, first+count) (random access only). */
+  /** Read and verify the coefficients of samples [first, first+count) (random access only).
+   *  A chunk is read whole to check its checksum the first time; once checked, its dense
+   *  samples are read alone (a dataset's random access reads one sample, not 4 MiB). */
   void read_samples(std::uint64_t first, std::uint64_t count, std::span<std::byte> coeffs);
   /** A side array's description by name (checked at open: numeric, one row per sample, the
    *  byte count its shape implies); nullptr when absent. For streams, complete only after the
@@ -155,6 +157,7 @@ class archive_reader {
   std::uint64_t stream_offset_ = 0;     // archive offset of the next unread byte of a stream;
                                         // once done, of stream_tail_[0]
   bool stream_done_ = false;
+  std::vector<bool> checked_;  // chunks read whole and verified since open (random access)
 };
 
 }  // namespace dctchop::formats
