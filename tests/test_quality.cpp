@@ -856,6 +856,17 @@ TEST(QualityPipeline, VerifyGatesPassJustBelowTheMeasuredValuesAndFailJustAbove)
   ASSERT_EQ(r3.failures.size(), 1u);
   EXPECT_TRUE(contains(r3.failures[0], "--max-error")) << r3.failures[0];
 
+  // Round gates read as typed, not "3e+01" (and large measured errors without an exponent).
+  formats::verify_options round;
+  round.threads = 1;
+  round.min_psnr = 300;
+  round.max_error = 0;
+  const auto r4 = run(round);
+  ASSERT_EQ(r4.failures.size(), 2u);
+  EXPECT_TRUE(contains(r4.failures[0], "below --min-psnr 300")) << r4.failures[0];
+  EXPECT_TRUE(r4.failures[1].ends_with("exceeds --max-error 0")) << r4.failures[1];
+  for (const auto& f : r4.failures) EXPECT_EQ(f.find("e+"), std::string::npos) << f;
+
   // All three failing at once: one line each.
   formats::verify_options all = fp;
   all.min_ssim = fs_.min_ssim;

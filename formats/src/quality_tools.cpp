@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
@@ -27,9 +28,16 @@ namespace {
  *  fewer would put it on the gate or past it ("max abs error 193.0001 exceeds 193", not
  *  "193 exceeds 193"). */
 std::pair<std::string, std::string> apart(double measured, double gate, int digits) {
+  // p significant digits, as %g but without an exponent for everyday magnitudes ("30", not
+  // "3e+01"; "12346", not "1.235e+04").
   auto text = [](double v, int p) {
-    char b[64];
+    char b[400];
     std::snprintf(b, sizeof b, "%.*g", p, v);
+    const double a = std::fabs(v);
+    if (std::strchr(b, 'e') != nullptr && a >= 1e-4 && a < 1e15) {
+      const int decimals = std::max(0, p - 1 - static_cast<int>(std::floor(std::log10(a))));
+      std::snprintf(b, sizeof b, "%.*f", decimals, v);
+    }
     return std::string(b);
   };
   std::string g = text(gate, 17);
