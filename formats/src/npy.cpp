@@ -123,7 +123,8 @@ std::string unsupported_descr_reason(const std::string& descr) {
       break;
   }
   return "dtype '" + printable(descr) + "': " + why +
-         " (numeric arrays only: bool, int8..int64, uint8..uint64, float16..float64)";
+         " (data: u8, u16, i16, f32 or f64; labels: bool, int8..int64, uint8..uint64 or "
+         "float16..float64)";
 }
 
 namespace {
