@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -910,6 +911,14 @@ int run(int argc, char** argv) {
       }
       const auto note = eval_i16_note(r);
       print_eval(r, e_json, e_csv, note);
+      // Every setting refused the data (a coefficient type too small for it): a script reading
+      // the table must not take it for figures.
+      if (!r.rows.empty() && std::all_of(r.rows.begin(), r.rows.end(),
+                                         [](const auto& row) { return !row.error.empty(); })) {
+        log->error("error: {}: no setting tried can hold the data ({})",
+                   e_in == "-" ? "<stdin>" : e_in, r.rows.front().error);
+        return exit_bad_input;
+      }
       if (!note.empty() && !e_quiet && !e_json) log->warn("note: {}", note);
       if (r.nonfinite_replaced && !e_quiet && !e_json) {
         log->info("{} in every setting",

@@ -537,6 +537,19 @@ TEST(Cli, APipeNamedAsAPathIsReadOnceLikeStdin) {
   EXPECT_NE(t.err.find("not stdin or a pipe"), std::string::npos) << t.err;
 }
 
+TEST(Cli, EvalWhereNoSettingHoldsTheDataIsBadInputNotASuccess) {
+  temp_dir dir;
+  std::vector<std::uint16_t> v(4 * 32 * 32);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint16_t>((i % 4096) * 16);
+  save_npy(dir.file("u.npy"), dtype::u16, {4, 32, 32}, v);  // f16 cannot hold its coefficients
+  auto none = cli(dir, "eval u.npy --coeff f16 --chop 2,4 --csv");
+  EXPECT_EQ(none.status, 3) << describe(none);
+  EXPECT_NE(none.err.find("no setting tried can hold the data"), std::string::npos) << none.err;
+  EXPECT_EQ(count_lines(none.out), 3u) << "the table is still printed: " << none.out;
+  auto some = cli(dir, "eval u.npy --coeff f16,f32 --chop 4 --csv");
+  EXPECT_EQ(some.status, 0) << describe(some);
+}
+
 TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
   temp_dir dir;
   make_u8(dir, "in.npy");
