@@ -714,6 +714,12 @@ TEST(Cli, FilesGivenInTheWrongPlaceAreNamedForWhatTheyAre) {
   make_u8(dir, "in.npy");
   ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
   check_bad_cases(dir, {{"compress a.dcz -o b.dcz", 3, "a.dcz: is a dctchop archive"}});
+  // ... and the inputs of compress handed to the commands that read archives.
+  std::filesystem::copy_file(std::string(DCTCHOP_SAMPLE_DIR) + "/hdf5/filters.h5", dir.file("f.h5"));
+  std::filesystem::copy_file(std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz", dir.file("m.npz"));
+  check_bad_cases(dir, {{"info in.npy", 3, "in.npy: is a .npy file, not a dctchop archive"},
+                        {"decompress f.h5 -o x.npy", 3, "f.h5: is an HDF5 file, not a dctchop archive"},
+                        {"verify m.npz --against in.npy", 3, "m.npz: is a ZIP file (.npz?)"}});
   // Outputs under a name that says another format are written, with a note.
   auto c = cli(dir, "compress in.npy -o oops.npy");
   ASSERT_EQ(c.status, 0) << describe(c);

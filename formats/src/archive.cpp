@@ -351,7 +351,19 @@ archive_reader archive_reader::open(const std::string& path) {
   }
   if (got == 0) throw error(errc::bad_input, name + ": empty (0 bytes), not a dctchop archive");
   if (got < 8 || std::memcmp(pre, k_magic.data(), 8) != 0) {
-    throw error(errc::bad_input, name + ": not a dctchop archive (bad magic)");
+    // Inputs of compress handed to decompress, info or verify are worth naming.
+    const auto starts = [&](std::string_view m) {
+      return got >= m.size() && std::memcmp(pre, m.data(), m.size()) == 0;
+    };
+    std::string what = "not a dctchop archive (bad magic)";
+    if (starts("\x93NUMPY")) {
+      what = "is a .npy file, not a dctchop archive (compress makes one of it)";
+    } else if (starts(std::string_view("\x89HDF\r\n\x1a\n", 8))) {
+      what = "is an HDF5 file, not a dctchop archive (compress makes one of a dataset in it)";
+    } else if (starts("PK\x03\x04") || starts("PK\x05\x06")) {
+      what = "is a ZIP file (.npz?), not a dctchop archive (compress makes one of an array in it)";
+    }
+    throw error(errc::bad_input, name + ": " + what);
   }
   if (got < k_preamble) corrupt(name, "truncated inside the preamble");
   const std::uint16_t major = get_u16(pre + 8), minor = get_u16(pre + 10);
