@@ -671,6 +671,8 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o out.npy --samples 5:", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples 4:2", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples"},
+      {"decompress a.dcz -o out.h5:/x --raw", 2, "out.h5:/x names an array in an HDF5 file"},
+      {"decompress a.dcz -o out.npz:x --raw", 2, "drop --raw"},
       {"frobnicate in.npy", 2, "", false},
       {"", 2, "", false},
   };
