@@ -38,6 +38,31 @@ def check_dataloader_workers(dcz):
             check(False, f"{method}: DataLoader workers: {e}")
 
 
+def check_types_torch_lacks(binary, d):
+    """u16 data and unsigned labels, which PyTorch before 2.3 has no tensors for, come out of
+    ArchiveDataset widened (the values unchanged); DeviceLoader, which cannot widen a batch
+    it shares without a copy, refuses u16 data by name."""
+    u = (np.arange(6 * 16 * 16) % 4096).astype(np.uint16).reshape(6, 16, 16)
+    np.save(f"{d}/u.npy", u)
+    for labels in (np.arange(6, dtype=np.uint16) * 1000, np.arange(6, dtype=">u8") * 7,
+                   np.arange(6, dtype=np.uint32) << 20):
+        np.save(f"{d}/ul.npy", labels)
+        compress(binary, f"{d}/u.npy", f"{d}/u.dcz", "--labels", f"{d}/ul.npy", "--chop", "8",
+                 "--coeff", "f32", "-f")
+        ds = ArchiveDataset(f"{d}/u.dcz")
+        x, y = ds[4]
+        check(torch.equal(x, torch.from_numpy(u[4].astype(np.int32))),
+              f"u16 data widened to int32: {x.dtype}")
+        check(int(y) == int(labels[4]) and not y.dtype.is_floating_point,
+              f"{labels.dtype} labels: {y} ({y.dtype}), want {labels[4]}")
+    from dctchop.torch import DeviceLoader
+    try:
+        DeviceLoader(f"{d}/u.dcz", batch_size=2)
+        check(torch.__version__ >= "2.3", "DeviceLoader of u16 data: no error")
+    except ValueError as e:
+        check("uint16" in str(e) and "ArchiveDataset" in str(e), f"DeviceLoader of u16 data: {e}")
+
+
 def main():
     binary, scratch = sys.argv[1], sys.argv[2]
     os.makedirs(scratch, exist_ok=True)
@@ -90,6 +115,7 @@ def main():
                   "device loader batch equals the loader's")
             del xt
         check_dataloader_workers(f"{d}/x_f16.dcz")
+        check_types_torch_lacks(binary, d)
         # coefficient_planes of decoded values (decode=False forgotten) says what it takes.
         try:
             coefficient_planes(next(dctchop.Loader(dcz, batch_size=4))[0], dctchop.Archive(dcz))

@@ -17,6 +17,34 @@ from ._dctchop import _DeviceLoader
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
 
 
+def _torch_can_hold(dtype):
+    try:
+        torch.from_numpy(np.zeros(1, dtype))
+        return True
+    except TypeError:
+        return False
+
+
+# PyTorch before 2.3 has no uint16, uint32 or uint64 tensors: such arrays widen to the signed
+# type that holds every value (uint64 labels when they fit int64).
+_WIDER = {np.dtype(t): np.dtype(w) for t, w in
+          ((np.uint16, np.int32), (np.uint32, np.int64), (np.uint64, np.int64))
+          if not _torch_can_hold(t)}
+
+
+def _tensor(a):
+    """torch.from_numpy(a), widening the unsigned types PyTorch lacks."""
+    a = np.asarray(a)
+    if not a.dtype.isnative:  # (PyTorch takes native byte order only)
+        a = a.astype(a.dtype.newbyteorder("="))
+    wide = _WIDER.get(a.dtype)
+    if wide is not None:
+        if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > np.iinfo(np.int64).max:
+            raise ValueError("uint64 values above 2**63 - 1 have no PyTorch type")
+        a = a.astype(wide)
+    return torch.from_numpy(a)
+
+
 def coefficient_planes(raw, archive):
     """Raw coefficient bytes of a batch (N, bytes per sample; uint8, as the loader hands them
     out with decode=False) as a float32 tensor (N, P, Kh, Kw)."""
@@ -77,14 +105,14 @@ class ArchiveDataset(torch.utils.data.Dataset):
         self.archive = Archive(path)
         self.decode = decode
         labels = self.archive.labels()
-        self.labels = None if labels is None else torch.from_numpy(labels)
+        self.labels = None if labels is None else _tensor(labels)
 
     def __len__(self):
         return self.archive.samples
 
     def __getitem__(self, i):
         if self.decode:
-            x = torch.from_numpy(self.archive.read(i, 1)[0])
+            x = _tensor(self.archive.read(i, 1)[0])
         else:
             x = self._coefficients(i)
         return x if self.labels is None else (x, self.labels[i])
@@ -104,6 +132,11 @@ class DeviceLoader(_Batches):
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         _count("buffers", buffers, 1)
+        kind = Archive(_existing_file(path)).dtype
+        if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
+            raise ValueError(f"{path} holds {kind} data, which this PyTorch has no tensor type for "
+                             f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
+                             f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
         super().__init__(_DeviceLoader(_existing_file(path), batch_size, shuffle, seed,
                                        shuffle_window, rank, world, drop_last, prefetch, device,
                                        buffers))
@@ -114,5 +147,5 @@ class DeviceLoader(_Batches):
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
         capsule, labels, samples = self._l.next(stream)
         self.last_samples = samples
-        y = None if labels is None else torch.from_numpy(labels)
+        y = None if labels is None else _tensor(labels)
         return torch.utils.dlpack.from_dlpack(capsule), y
