@@ -304,6 +304,19 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   auto ordered = o;
   ordered.shuffle = false;
   refused(ordered, "shuffle off");
+  // The same samples chunked otherwise shuffle into another order: refused too.
+  {
+    temp_dir other_dir;
+    const auto rechunked = dctchop::test::make_index_archive(other_dir, 40, 8, true);
+    loaders::archive_loader m(rechunked, o);
+    dctchop::test::expect_error([&] { m.restore(saved); }, errc::invalid_argument,
+                                {"window 4 chunks of 5 samples", "window 4 chunks of 8 samples"});
+    auto unshuffled = ordered;  // without a shuffle the chunking does not matter
+    loaders::archive_loader u(a, unshuffled), v(rechunked, unshuffled);
+    u.next();
+    v.restore(u.state());
+    EXPECT_EQ(v.next().samples, u.next().samples);
+  }
   // The same kind of loader resumes at the same batch, whatever seed it was built with.
   auto reseeded = o;
   reseeded.seed = 99;
@@ -316,6 +329,14 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   past.position = 11;
   dctchop::test::expect_error([&] { same.restore(past); }, errc::invalid_argument,
                               {"batch 11", "10 batches"});
+  // A state saved before the chunking was recorded is taken as it is.
+  auto no_chunking = saved;
+  no_chunking.batches->samples_per_chunk.reset();
+  const auto parsed = loaders::loader_state::from_json(no_chunking.to_json());
+  EXPECT_FALSE(parsed.batches->samples_per_chunk.has_value());
+  loaders::archive_loader before(a, o);
+  before.restore(parsed);
+  EXPECT_EQ(before.next().samples, want.samples);
   // A state saved before the loader recorded its batches: epoch, position, seed only.
   const auto old = loaders::loader_state::from_json(R"({"epoch": 0, "position": 3, "seed": 3})");
   EXPECT_FALSE(old.batches.has_value());

@@ -168,6 +168,20 @@ def check_compress_from_python(binary, d, x, y):
     raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.complex64), f"{d}/c.dcz"), "complex")
     raises(TypeError, lambda: dctchop.compress(None, f"{d}/c.dcz"), "None")
     check(dctchop.compress(x, f"{d}/t2.dcz", chop=None, psnr=20)["chop"] >= 1, "chop=None with psnr=")
+    # Targets that could not be measured are refused, as the command refuses them.
+    raises(dctchop.ArgumentError, lambda: dctchop.compress(x, f"{d}/t3.dcz", psnr=30, quality=False),
+           "quality=True")
+    raises(dctchop.ArgumentError,
+           lambda: dctchop.compress(x, f"{d}/t3.dcz", ssim=0.9, measure_ssim=False), "measure_ssim=True")
+    # The library's messages name keywords, not the command's options.
+    raises(dctchop.ArgumentError, lambda: dctchop.compress(np.zeros((2, 3, 8, 3), np.uint8), f"{d}/t3.dcz"),
+           "pass layout=NHWC or layout=NCHW")
+    # Seeds are 64-bit (a state can carry any); prefetch holds batches in memory: bounded.
+    l = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=2**64 - 1)
+    next(l)
+    check(l.state()["seed"] == 2**64 - 1, f"seed 2**64 - 1: {l.state()}")
+    raises(dctchop.ArgumentError, lambda: dctchop.Loader(f"{d}/a.dcz", seed=2**64), "seed")
+    raises(dctchop.ArgumentError, lambda: dctchop.Loader(f"{d}/a.dcz", prefetch=10**6), "at most 1024")
     check(not any(n in os.listdir(d) for n in ("i.dcz", "l.dcz", "z.dcz", "b.dcz", "o.dcz", "c.dcz")),
           f"failures leave no output: {sorted(os.listdir(d))}")
 

@@ -55,7 +55,13 @@ def check_types_torch_lacks(binary, d):
               f"u16 data widened to int32: {x.dtype}")
         check(int(y) == int(labels[4]) and not y.dtype.is_floating_point,
               f"{labels.dtype} labels: {y} ({y.dtype}), want {labels[4]}")
+    check(torch.equal(ds[-1][0], ds[5][0]), "ArchiveDataset[-1] is the last sample")
     from dctchop.torch import DeviceLoader
+    try:
+        DeviceLoader(f"{d}/u.dcz", device=-2)
+        check(False, "DeviceLoader(device=-2) raised nothing")
+    except ValueError as e:
+        check("device must be at least -1" in str(e), f"device=-2: {e}")
     try:
         DeviceLoader(f"{d}/u.dcz", batch_size=2)
         check(torch.__version__ >= "2.3", "DeviceLoader of u16 data: no error")

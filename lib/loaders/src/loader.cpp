@@ -67,6 +67,7 @@ std::string loader_state::to_json() const {
     j["rank"] = b.rank;
     j["world"] = b.world;
     j["drop_last"] = b.drop_last;
+    if (b.samples_per_chunk) j["samples_per_chunk"] = *b.samples_per_chunk;
   }
   return j.dump();
 }
@@ -114,6 +115,7 @@ loader_state loader_state::from_json(const std::string& text) {
     b.world = static_cast<int>(world);
     b.shuffle = flag("shuffle");
     b.drop_last = flag("drop_last");
+    if (j.contains("samples_per_chunk")) b.samples_per_chunk = integer("samples_per_chunk");
     s.batches = b;
   }
   return s;
@@ -194,9 +196,10 @@ struct archive_loader::impl {
   loader_state::shape_of_batches shape() const {
     // The window matters only to a shuffled order: 0 without shuffling, so that loaders that
     // give the same batches take each other's states.
+    // So does the chunking (the shuffle goes chunk by chunk).
     return {h.geom.samples, o.batch_size, o.shuffle ? o.shuffle_window : 0,
             o.rank,         o.world,      o.shuffle,
-            o.drop_last};
+            o.drop_last,    o.shuffle ? h.samples_per_chunk : 0};
   }
 
   /** This rank's samples of `epoch`, in order. */
@@ -427,14 +430,19 @@ loader_state archive_loader::state() const noexcept {
 void archive_loader::restore(const loader_state& s) {
   renew_if_forked();
   impl& d = *impl_;
-  if (s.batches && *s.batches != d.shape()) {
-    const auto& a = *s.batches;
+  std::optional<loader_state::shape_of_batches> saved = s.batches;
+  if (saved && !saved->samples_per_chunk) saved->samples_per_chunk = d.shape().samples_per_chunk;
+  if (saved && *saved != d.shape()) {
+    const auto& a = *saved;
     const auto b = d.shape();
     auto text = [](const loader_state::shape_of_batches& x) {
       return std::to_string(x.samples) + " samples, batch_size " + std::to_string(x.batch_size) +
              ", rank " + std::to_string(x.rank) + " of " + std::to_string(x.world) +
-             ", shuffle " + (x.shuffle ? "on" : "off") + " (window " +
-             std::to_string(x.shuffle_window) + "), drop_last " + (x.drop_last ? "on" : "off");
+             ", shuffle " +
+             (x.shuffle ? "on (window " + std::to_string(x.shuffle_window) + " chunks of " +
+                              std::to_string(x.samples_per_chunk.value_or(0)) + " samples)"
+                        : std::string("off")) +
+             ", drop_last " + (x.drop_last ? "on" : "off");
     };
     throw error(errc::invalid_argument,
                 "this loader state is of a loader with " + text(a) + "; this one has " + text(b) +

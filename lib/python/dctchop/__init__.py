@@ -78,7 +78,8 @@ def _native(a, name):
 # The command's option names in the library's messages, and what a Python caller passes.
 _KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite replace=V", "nonfinite=V"),
              ("--chunk-mb", "chunk_mb"), ("--coeff ", "coeff="), ("--offset ", "offset="),
-             ("--ssim", "ssim="), ("--psnr", "psnr="), ("--chop", "chop="), ("-o ", "output ")]
+             ("--ssim", "ssim="), ("--psnr", "psnr="), ("--chop", "chop="), ("-o ", "output "),
+             ("--layout ", "layout=")]
 
 
 def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels=None,
@@ -124,6 +125,12 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         ssim = _number("ssim", ssim, lambda v: -1 <= v <= 1, "a number in [-1, 1]")
     if chop is None and psnr is None and ssim is None:
         raise _bad_argument("chop=None needs a psnr= or ssim= target to choose it")
+    # As the command refuses --psnr/--ssim with --no-quality or --no-ssim.
+    if (psnr is not None or ssim is not None) and not quality:
+        raise _bad_argument("psnr= and ssim= measure the data to choose the chop: they need "
+                            "quality=True")
+    if ssim is not None and not measure_ssim:
+        raise _bad_argument("ssim= measures SSIM to choose the chop: it needs measure_ssim=True")
     if nonfinite is not None:
         nonfinite = _number("nonfinite", nonfinite, lambda v: True, "None or a finite number")
     chunk_mb = _number("chunk_mb", chunk_mb, lambda v: 0 < v <= 4096, "a number in (0, 4096]")
@@ -219,10 +226,8 @@ class _Batches:
         if rank >= world:
             raise _bad_argument(f"rank {rank} is outside 0..{world - 1} (world {world})")
         _count("shuffle_window", shuffle_window, 0)  # 0 is taken as 1
-        _count("prefetch", prefetch, 0)
-        _count("seed", seed, 0)
-        if seed >= 2**64:
-            raise _bad_argument(f"seed must be below 2**64, not {seed}")
+        _count("prefetch", prefetch, 0, 1024)  # batches held in memory, ahead
+        _count("seed", seed, 0, 2**64 - 1)
 
     @property
     def batches_per_epoch(self):

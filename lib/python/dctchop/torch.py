@@ -111,6 +111,8 @@ class ArchiveDataset(torch.utils.data.Dataset):
         return self.archive.samples
 
     def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and -len(self) <= i < 0:
+            i = int(i) + len(self)  # from the end, as for a sequence
         if self.decode:
             x = _tensor(self.archive.read(i, 1)[0])
         else:
@@ -132,6 +134,7 @@ class DeviceLoader(_Batches):
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         _count("buffers", buffers, 1)
+        _count("device", device, -1)  # -1: the host
         kind = Archive(_existing_file(path)).dtype
         if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
             raise ValueError(f"{path} holds {kind} data, which this PyTorch has no tensor type for "

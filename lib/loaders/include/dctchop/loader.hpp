@@ -64,6 +64,9 @@ struct loader_state {
     std::uint64_t samples = 0, batch_size = 0, shuffle_window = 0;
     int rank = 0, world = 1;
     bool shuffle = true, drop_last = true;
+    /** The archive's samples per chunk, which a shuffled order depends on (0 unshuffled);
+     *  absent from states saved before 2026-12-01, which then match any. */
+    std::optional<std::uint64_t> samples_per_chunk;
     bool operator==(const shape_of_batches&) const = default;
   };
   std::optional<shape_of_batches> batches;
