@@ -399,11 +399,17 @@ def main():
             check(np.array_equal(yb, y[idx]), "batch labels are its samples' labels")
             seen.extend(idx.tolist())
         check(sorted(seen) == list(range(37)), "every sample once in an epoch")
+        # As a torch DataLoader: len() is the batches of an epoch, and a for loop one epoch.
+        check(len(loader) == 8, f"len(loader) {len(loader)}")
+        e1 = [loader.last_samples.copy() for _ in loader]
+        check(len(e1) == 8 and loader.last_epoch == 1, f"for ... in loader: {len(e1)} batches, "
+              f"epoch {loader.last_epoch}")
+        check(sorted(np.concatenate(e1).tolist()) == list(range(37)), "that epoch holds every sample")
         check(seen != sorted(seen), "shuffled")
-        # Resume: the state after 3 batches of epoch 1 gives the same next batches.
+        # Resume: the state after 3 batches of epoch 2 gives the same next batches.
         next(loader), next(loader), next(loader)
         state = loader.state()
-        check(state["epoch"] == 1 and state["position"] == 3, f"state {state}")
+        check(state["epoch"] == 2 and state["position"] == 3, f"state {state}")
         want = [loader.last_samples.copy() for _ in [next(loader)]]
         other = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=99, drop_last=False)
         other.restore(state)

@@ -9,7 +9,7 @@
     dctchop.compress(x_train, "train.dcz", chop=4, labels=y_train)  # a NumPy array in
 
     loader = dctchop.Loader("train.dcz", batch_size=64, seed=1, rank=0, world=1)
-    for x, y in loader.epoch():    # one epoch of shuffled batches
+    for x, y in loader:            # one epoch of shuffled batches (len(loader) of them)
         ...
     state = loader.state()         # save beside a checkpoint; loader.restore(state) resumes
 
@@ -234,7 +234,13 @@ class _Batches:
         return self._l.batches_per_epoch
 
     def __iter__(self):
-        return self
+        """`for x, y in loader:` is one epoch (the rest of the current one), as for a
+        torch DataLoader; next(loader) goes on across epochs."""
+        return self.epoch()
+
+    def __len__(self):
+        """Batches per epoch, as len() of a torch DataLoader."""
+        return self.batches_per_epoch
 
     def epoch(self):
         """The rest of the current epoch's batches (a whole epoch from a fresh start). Ends
