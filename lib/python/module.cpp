@@ -394,34 +394,48 @@ class archive {
 class loader {
  public:
   loader(const std::string& path, const loaders::loader_options& o, int threads)
-      : l_(path, o, make_backend(backend_kind::cpu, {threads})), decode_(o.decode) {}
+      : l_(std::in_place, path, o, make_backend(backend_kind::cpu, {threads})),
+        decode_(o.decode), batches_(l_->batches_per_epoch()) {}
 
   py::tuple next() {
     loaders::batch b;
     {
       gil_released release;  // the prefetch thread keeps working meanwhile
-      b = l_.next();
+      b = open().next();
     }
+    const auto& l = open();
     const u64 n = b.samples.size();
-    py::array data = decode_ ? array_of(std::move(b.data), numpy_dtype(l_.sample_type()),
-                                        batch_shape(n, l_.sample_geometry().sample_shape()))
+    py::array data = decode_ ? array_of(std::move(b.data), numpy_dtype(l.sample_type()),
+                                        batch_shape(n, l.sample_geometry().sample_shape()))
                              : array_of(std::move(b.data), py::dtype("u1"),
                                         {static_cast<py::ssize_t>(n),
-                                         static_cast<py::ssize_t>(l_.sample_bytes())});
-    py::object labels = labels_of(std::move(b.labels), l_, n);
+                                         static_cast<py::ssize_t>(l.sample_bytes())});
+    py::object labels = labels_of(std::move(b.labels), l, n);
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
     std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
     return py::make_tuple(data, labels, idx, b.epoch, b.index);
   }
 
-  u64 batches_per_epoch() const { return l_.batches_per_epoch(); }
-  std::string state() const { return l_.state().to_json(); }
-  void restore(const std::string& json) { l_.restore(loaders::loader_state::from_json(json)); }
-  std::vector<u64> epoch_order(u64 e) const { return l_.epoch_order(e); }
+  u64 batches_per_epoch() const { return batches_; }
+  std::string state() { return open().state().to_json(); }
+  void restore(const std::string& json) { open().restore(loaders::loader_state::from_json(json)); }
+  std::vector<u64> epoch_order(u64 e) { return open().epoch_order(e); }
+  /** Stops the prefetch thread and releases the file; the batches handed out stay valid (each
+   *  owns its memory). Using the loader afterwards raises ValueError. */
+  void close() {
+    gil_released release;  // the prefetch thread may be finishing a batch
+    l_.reset();
+  }
+  bool closed() const { return !l_.has_value(); }
 
  private:
-  loaders::archive_loader l_;
+  loaders::archive_loader& open() {
+    if (!l_) throw py::value_error("the loader is closed");
+    return *l_;
+  }
+  std::optional<loaders::archive_loader> l_;
   bool decode_;
+  u64 batches_;
 };
 
 /** The device loader: each batch a DLPack capsule ("dltensor"), for torch.from_dlpack. */
@@ -659,6 +673,8 @@ PYBIND11_MODULE(_dctchop, m) {
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
            py::arg("decode") = true, py::arg("threads") = 1)
       .def("next", &loader::next)
+      .def("close", &loader::close)
+      .def_property_readonly("closed", &loader::closed)
       .def_property_readonly("batches_per_epoch", &loader::batches_per_epoch)
       .def("state", &loader::state)
       .def("restore", &loader::restore, py::arg("state_json"))

@@ -405,6 +405,14 @@ def main():
         check(len(e1) == 8 and loader.last_epoch == 1, f"for ... in loader: {len(e1)} batches, "
               f"epoch {loader.last_epoch}")
         check(sorted(np.concatenate(e1).tolist()) == list(range(37)), "that epoch holds every sample")
+        # close() stops it; the batches handed out stay valid; a context manager too.
+        with dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False) as c:
+            kept, _ = next(c)
+            kept_idx = c.last_samples.copy()
+        check(c.closed, "closed after the with block")
+        check(np.array_equal(kept, back[kept_idx]), "a batch outlives its closed loader")
+        raises(ValueError, lambda: next(c), "closed")
+        raises(ValueError, lambda: c.state(), "closed")
         check(seen != sorted(seen), "shuffled")
         # Resume: the state after 3 batches of epoch 2 gives the same next batches.
         next(loader), next(loader), next(loader)

@@ -295,3 +295,19 @@ class Loader(_Batches):
         self.last_samples = samples
         self.last_epoch = epoch
         return data, labels
+
+    def close(self):
+        """Stop the prefetch thread and release the file (the batches handed out stay
+        valid); using the loader afterwards raises ValueError. Also `with Loader(...) as l:`."""
+        self._l.close()
+
+    @property
+    def closed(self):
+        return self._l.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
