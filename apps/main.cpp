@@ -497,8 +497,20 @@ std::string archive_name_note(const std::string& out) {
 
 /** What compress warns of after its summary (`note: ...`; in the report's notes with --json). */
 std::vector<std::string> compress_warnings(const formats::compress_result& r,
-                                           const std::string& output) {
+                                           const std::string& output,
+                                           std::optional<double> replacement) {
   std::vector<std::string> out;
+  // The figures compare with the input as stored, V in place of NaN/Inf: worth a word when V
+  // lies far from the data: more than 0.6 R from the offset (the first sample's mean by
+  // default), where a V amid the values is seldom.
+  if (r.q && replacement && r.nonfinite_replaced.value_or(0) > 0 &&
+      std::fabs(*replacement - r.codec.offset) > 0.6 * r.q->range) {
+    out.push_back(fmt::format(
+        "the quality figures count the {} replaced value{} as {:g}, and R spans it: a V far from "
+        "the other values raises the PSNR while the values beside them decode worse (a V near "
+        "the data's mean avoids both); the replaced places decode near {:g}, not to it",
+        *r.nonfinite_replaced, *r.nonfinite_replaced == 1 ? "" : "s", *replacement, *replacement));
+  }
   if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));
   if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
     auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
@@ -805,7 +817,7 @@ int run(int argc, char** argv) {
       auto be = make_backend(parse_backend(c_backend), {c_threads});
       auto r = formats::compress(input_spec(c_in, c_io), c_out, *be, o);
       bar.clear();
-      const auto warnings = compress_warnings(r, c_out);
+      const auto warnings = compress_warnings(r, c_out, o.nonfinite_replacement);
       if (c_json) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();

@@ -81,6 +81,22 @@ TEST(NonFinite, ReplaceSubstitutesTheValueAndRecordsItAndTheCount) {
   EXPECT_EQ(r.status, 0) << describe(r);
 }
 
+TEST(NonFinite, AReplacementFarFromTheDataGetsANoteOnTheFigures) {
+  temp_dir dir;
+  make_input(dir);
+  std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
+  float lo = v[0], hi = v[0];
+  for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+  const double far = hi + 10 * (hi - lo), mid = (lo + hi) / 2;
+  auto note_in = [&](double value) {
+    auto r = cli(dir, "compress x.npy -o a.dcz -f --nonfinite replace=" + std::to_string(value));
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return r.err.find("the quality figures count the 3 replaced values") != std::string::npos;
+  };
+  EXPECT_TRUE(note_in(far)) << "V far above the data: PSNR inflated, say so";
+  EXPECT_FALSE(note_in(mid)) << "V amid the data: nothing to say";
+}
+
 TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {
   temp_dir dir;
   make_input(dir, dtype::f64);
