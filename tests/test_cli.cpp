@@ -673,7 +673,8 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples"},
       {"decompress a.dcz -o out.h5:/x --raw", 2, "out.h5:/x names an array in an HDF5 file"},
       {"decompress a.dcz -o out.npz:x --raw", 2, "drop --raw"},
-      {"frobnicate in.npy", 2, "", false},
+      {"frobnicate in.npy", 2, "'frobnicate' is not a command; the commands are compress,"},
+      {"compres in.npy", 2, "decompress, info, eval, verify"},
       {"", 2, "", false},
   };
   if (!cuda_built()) {
