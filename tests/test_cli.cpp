@@ -248,7 +248,7 @@ TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
   EXPECT_EQ(ej.at("rows").at(0).at("quality").at("psnr_db").get<double>(),
             fj.at("quality").at("psnr_db").get<double>());
   auto e_mid = cli(dir, "eval x.npy --chop 4 --coeff f16 --json -q");
-  ASSERT_EQ(e_mid.status, 0) << describe(e_mid);
+  ASSERT_EQ(e_mid.status, 3) << describe(e_mid);  // its only setting fails: the report says why
   EXPECT_NE(parse_json(e_mid.out).at("rows").at(0).at("error").get<std::string>().find("--offset mean"),
             std::string::npos);
 }
@@ -671,8 +671,6 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o out.npy --samples 5:", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples 4:2", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples"},
-      {"decompress a.dcz -o out.h5:/x --raw", 2, "out.h5:/x names an array in an HDF5 file"},
-      {"decompress a.dcz -o out.npz:x --raw", 2, "drop --raw"},
       {"frobnicate in.npy", 2, "'frobnicate' is not a command; the commands are compress,"},
       {"compres in.npy", 2, "decompress, info, eval, verify"},
       {"", 2, "", false},

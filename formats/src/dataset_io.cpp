@@ -375,23 +375,13 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
       throw error(errc::invalid_argument,
                   "--dataset " + dataset + " names an HDF5 dataset; it does not apply to --raw");
     }
-  }
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  if (raw) {
-    // FILE.h5:/x or FILE.npz:x names an array in a file of its own format, which raw is not.
-    for (const std::string ext : {".h5:", ".hdf5:", ".he5:", ".hdf:", ".npz:"}) {
-      if (lower.find(ext) != std::string::npos) {
-        throw error(errc::invalid_argument,
-                    text + " names an array in " + (ext == ".npz:" ? "a .npz" : "an HDF5") +
-                        " file; --raw is for raw binary files (drop --raw)");
-      }
-    }
     s.kind = file_kind::raw;
     return s;
   }
   // "data.npz:x_train": an array of a .npz file; the first ".npz:" ends the file's name.
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   const auto npz = lower.find(".npz:");
   if (npz != std::string::npos || name_ends_with(text, ".npz")) {
     s.kind = file_kind::npz;
