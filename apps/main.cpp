@@ -291,8 +291,9 @@ bool open_standard_descriptors() {
   bool stdout_closed = false;
   for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    const int got = ::open(fd == STDOUT_FILENO ? "/dev/full" : "/dev/null",
-                           fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+    int got = ::open(fd == STDOUT_FILENO ? "/dev/full" : "/dev/null",
+                     fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+    if (got < 0 && fd == STDOUT_FILENO) got = ::open("/dev/null", O_WRONLY);  // (no /dev/full)
     if (got >= 0 && got != fd) {  // (open takes the lowest free descriptor: fd, normally)
       ::dup2(got, fd);
       ::close(got);

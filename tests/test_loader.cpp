@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -220,6 +221,8 @@ TEST(Loader, AForkedChildGoesOnWhereTheLoaderStoodAndCanDropIt) {
   auto l = std::make_unique<loaders::archive_loader>(a, o);
   auto idle = std::make_unique<loaders::archive_loader>(a, o);  // never used in the child
   for (int i = 0; i < 5; ++i) l->next();  // 5 of 15 batches of epoch 0; the thread works ahead
+  // The child goes on with the file it had open, whatever became of the name.
+  std::filesystem::rename(a, a + ".moved");
   const std::string got = dir.file("child.txt");
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);

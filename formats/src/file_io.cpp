@@ -208,10 +208,15 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
   f.target_ = check_output_path(path, overwrite);
   if (f.target_.in_place) {
     // A FIFO or device: written into as it is (a FIFO waits here for its reader).
-    f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (f.fd_ < 0) {
       if (errno == EINTR) throw error(errc::interrupted, path + ": interrupted");
       throw error(errc::io, os_error(path, "open"));
+    }
+    struct stat st {};
+    if (::fstat(f.fd_, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+      ::close(std::exchange(f.fd_, -1));  // replaced by a file since it was checked: not in place
+      throw error(errc::io, path + ": changed while being opened; try again");
     }
     if (::isatty(f.fd_) == 1) {
       ::close(std::exchange(f.fd_, -1));
@@ -236,6 +241,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     });
   }
   f.fd_ = fd;
+  keep_mode_and_owner(fd, f.target_);  // from the start: a named temporary file is visible
   f.behind_ = write_behind(fd);
   if (direct_io) f.direct_ = detail::direct_writer::start(fd, path);
   return f;
@@ -270,7 +276,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
     if (!ec) t.path = real.string();
   }
   t.replaces = true;
-  t.mode = st.st_mode & 07777;
+  t.mode = st.st_mode & 0777;  // not set-user-ID or set-group-ID: the bytes are new
   t.uid = st.st_uid;
   t.gid = st.st_gid;
   return t;
@@ -278,7 +284,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
 
 void keep_mode_and_owner(int fd, const output_target& t) noexcept {
   if (!t.replaces || fd < 0) return;
-  // The owner first: chown clears the set-user-ID and set-group-ID bits, which fchmod restores.
+  // The owner first (chown may clear mode bits), then the mode.
   struct stat now {};
   if (::fstat(fd, &now) == 0 && (now.st_uid != t.uid || now.st_gid != t.gid)) {
     (void)::fchown(fd, t.uid, t.gid);  // only root may give a file away: otherwise it stays ours
@@ -426,7 +432,6 @@ void output_file::commit() {
   if (::fsync(fd_) != 0 && errno != EINVAL) {
     throw error(errc::io, os_error(display_name(), "flush"));
   }
-  keep_mode_and_owner(fd_, target_);
   if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
   if (::close(fd_) != 0) {
     fd_ = -1;

@@ -413,6 +413,7 @@ class hdf5_sink final : public sample_sink {
       ::unlink(temp_.c_str());
       throw error(errc::io, path_ + ": cannot open the temporary HDF5 file: " + std::strerror(errno));
     }
+    keep_mode_and_owner(own_fd_, target_);  // from the start: the temporary file is named
     try {
       behind_ = write_behind(own_fd_);
       dset_ = make_dataset(dataset_, type_, shape_, true);
@@ -587,7 +588,6 @@ class hdf5_sink final : public sample_sink {
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
-    keep_mode_and_owner(own_fd_, target_);
     publish_temp(own_fd_, temp_, target_.path, path_);
     finished_ = true;
   }

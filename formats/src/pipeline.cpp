@@ -518,6 +518,13 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
                 "--psnr and --ssim measure the data before choosing and need a file input, "
                 "not stdin or a pipe");
   }
+  if (o.target.any() && reads_as_stream(output)) {
+    // The chop chosen on a sample may miss on the whole dataset: its archive is then dropped
+    // and the next chop written, which a stream cannot take back.
+    throw error(errc::invalid_argument,
+                "--psnr and --ssim may write the archive more than once and need a file "
+                "output, not stdout, a pipe or a device");
+  }
   const bool measure = o.measure_quality || o.target.any();
 
   // Labels: one row per sample, checked before anything is written.
@@ -612,18 +619,19 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (!o.labels_out.empty()) {
     dataset_spec ls = parse_dataset_spec(o.labels_out);
     check_not_same(input, ls.path);
-    if (same_output(output, ls.path)) {  // a dataset of the HDF5 or .npz output, or an error
+    // (A character device such as /dev/null takes both: written in place, never replaced.)
+    struct stat st {};
+    const bool device = output != "-" && ::stat(output.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+    if (!device && same_output(output, ls.path)) {  // a dataset of the HDF5 or .npz output, or an error
       if (out.kind != ls.kind || (out.kind != file_kind::hdf5 && !npz_out)) {
         throw error(errc::invalid_argument,
                     o.labels_out + ": the labels and the decoded data cannot share one output");
       }
       if (!ls.dataset.empty()) labels_beside = ls.dataset;  // (parse_dataset_spec gave it its '/')
     } else {
-      // Refuse an existing labels file now, not after decoding everything.
-      struct stat st {};
-      if (!o.overwrite && ls.path != "-" && ::stat(ls.path.c_str(), &st) == 0) {
-        throw error(errc::output_exists, ls.path + ": already exists (use -f to overwrite)");
-      }
+      // Refuse an existing labels file now, not after decoding everything (a FIFO or device
+      // is written in place).
+      if (ls.path != "-") check_output_path(ls.path, o.overwrite, ls.kind == file_kind::hdf5);
       // An HDF5 or .npz labels file named without a dataset gets /labels (labels), as beside
       // HDF5 (.npz) data.
       if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;

@@ -76,15 +76,6 @@ py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_load
   return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
 }
 
-/** True once the interpreter has begun to shut down (Python's own check; safe without the GIL). */
-bool python_finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
 /** Waits until the process ends: what Python 3.14 does to a thread that wants the GIL back
  *  while the interpreter shuts down. */
 [[noreturn]] void wait_for_process_exit() {
@@ -116,18 +107,14 @@ decltype(auto) calling_python(Fn&& fn, const std::function<void()>& at_exit) {
  *  daemon thread that takes the GIL back as Python shuts down (or waits for it when the
  *  shutdown begins) was ended by pthread_exit out of gil_scoped_release's destructor, which
  *  aborts the process ("terminate called without an active exception", exit 134) instead of
- *  the clean exit the script made. Here it runs `at_exit` and waits (calling_python). */
+ *  the clean exit the script made. Here it runs `at_exit` and waits (calling_python). The
+ *  thread that shuts Python down (a __del__ or a generator's close at exit) takes the GIL
+ *  back as always: Python ends only the others. */
 class gil_released {
  public:
   explicit gil_released(std::function<void()> at_exit = {})
       : at_exit_(std::move(at_exit)), state_(PyEval_SaveThread()) {}
-  ~gil_released() {
-    if (python_finalizing()) {  // (without glibc's unwinding, the only check)
-      if (at_exit_) at_exit_();
-      wait_for_process_exit();
-    }
-    calling_python([this] { PyEval_RestoreThread(state_); }, at_exit_);
-  }
+  ~gil_released() { calling_python([this] { PyEval_RestoreThread(state_); }, at_exit_); }
   gil_released(const gil_released&) = delete;
   gil_released& operator=(const gil_released&) = delete;
 
@@ -280,11 +267,12 @@ class archive {
   u64 planes() const { return h_.geom.planes; }
   u64 height() const { return h_.geom.height; }
   u64 width() const { return h_.geom.width; }
-  bool closed() const { return !r_.has_value(); }
+  bool closed() const { return closed_.load(); }
   /** Release the file; reading afterwards raises ValueError. */
   void close() {
     gil_released release;  // (a read in another thread holds the lock without the GIL)
     std::lock_guard lock(m_);
+    closed_.store(true);
     r_.reset();
   }
 
@@ -385,6 +373,7 @@ class archive {
 
   std::string path_;
   std::mutex m_;  // held by a read (without the GIL) and by close()
+  std::atomic<bool> closed_{false};
   std::optional<formats::archive_reader> r_;
   formats::archive_header h_;
   std::unique_ptr<backend> be_;
@@ -395,47 +384,83 @@ class loader {
  public:
   loader(const std::string& path, const loaders::loader_options& o, int threads)
       : l_(std::in_place, path, o, make_backend(backend_kind::cpu, {threads})),
-        decode_(o.decode), batches_(l_->batches_per_epoch()) {}
+        decode_(o.decode),
+        batches_(l_->batches_per_epoch()),
+        type_(l_->sample_type()),
+        sample_shape_(l_->sample_geometry().sample_shape()),
+        sample_bytes_(l_->sample_bytes()),
+        label_descr_(l_->label_descr()),
+        label_shape_(l_->label_shape()) {}
+
+  // The loader itself is used under m_ and without the GIL, so that close() from another
+  // thread waits for a next() in progress (one consumer at a time, as the loader wants).
+  // What a batch needs to become arrays is kept here, for use after the lock.
 
   py::tuple next() {
     loaders::batch b;
     {
       gil_released release;  // the prefetch thread keeps working meanwhile
+      std::lock_guard lock(m_);
       b = open().next();
     }
-    const auto& l = open();
     const u64 n = b.samples.size();
-    py::array data = decode_ ? array_of(std::move(b.data), numpy_dtype(l.sample_type()),
-                                        batch_shape(n, l.sample_geometry().sample_shape()))
+    py::array data = decode_ ? array_of(std::move(b.data), numpy_dtype(type_),
+                                        batch_shape(n, sample_shape_))
                              : array_of(std::move(b.data), py::dtype("u1"),
                                         {static_cast<py::ssize_t>(n),
-                                         static_cast<py::ssize_t>(l.sample_bytes())});
-    py::object labels = labels_of(std::move(b.labels), l, n);
+                                         static_cast<py::ssize_t>(sample_bytes_)});
+    py::object labels = label_descr_.empty()
+                            ? py::object(py::none())
+                            : array_of(std::move(b.labels), py::dtype(label_descr_),
+                                       batch_shape(n, label_shape_));
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
     std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
     return py::make_tuple(data, labels, idx, b.epoch, b.index);
   }
 
   u64 batches_per_epoch() const { return batches_; }
-  std::string state() { return open().state().to_json(); }
-  void restore(const std::string& json) { open().restore(loaders::loader_state::from_json(json)); }
-  std::vector<u64> epoch_order(u64 e) { return open().epoch_order(e); }
+  std::string state() {
+    gil_released release;
+    std::lock_guard lock(m_);
+    return open().state().to_json();
+  }
+  void restore(const std::string& json) {
+    const auto s = loaders::loader_state::from_json(json);
+    gil_released release;
+    std::lock_guard lock(m_);
+    open().restore(s);
+  }
+  std::vector<u64> epoch_order(u64 e) {
+    gil_released release;
+    std::lock_guard lock(m_);
+    return open().epoch_order(e);
+  }
   /** Stops the prefetch thread and releases the file; the batches handed out stay valid (each
    *  owns its memory). Using the loader afterwards raises ValueError. */
   void close() {
     gil_released release;  // the prefetch thread may be finishing a batch
+    std::lock_guard lock(m_);
+    closed_.store(true);
     l_.reset();
   }
-  bool closed() const { return !l_.has_value(); }
+  bool closed() const { return closed_.load(); }
 
  private:
+  /** The loader, with m_ held; ValueError once closed. */
   loaders::archive_loader& open() {
     if (!l_) throw py::value_error("the loader is closed");
     return *l_;
   }
+  std::mutex m_;
+  std::atomic<bool> closed_{false};
   std::optional<loaders::archive_loader> l_;
   bool decode_;
   u64 batches_;
+  dtype type_;
+  std::vector<u64> sample_shape_;
+  u64 sample_bytes_;
+  std::string label_descr_;
+  std::vector<u64> label_shape_;
 };
 
 /** The device loader: each batch a DLPack capsule ("dltensor"), for torch.from_dlpack. */

@@ -316,8 +316,8 @@ def work():
         dctchop.compress(x, f"{d}/daemon-{case}.dcz", chunk_mb=0.05, progress=lambda n, t: inside.set())
     elif case == "progress":
         dctchop.compress(x, f"{d}/daemon-{case}.dcz", chunk_mb=0.05, progress=busy)
-    else:  # a loader's next batch
-        loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5)
+    else:  # a loader's next batch: decoded in next() itself, so the thread is mostly there
+        loader = dctchop.Loader(f"{d}/a.dcz", batch_size=5, prefetch=0)
         while True:
             for _ in loader.epoch():
                 inside.set()
@@ -342,6 +342,23 @@ def check_daemon_threads_at_exit(d):
         if os.path.exists(out):  # compress may have finished first: then a whole archive
             check(dctchop.Archive(out).samples == 4000, f"{case}: a partial archive was left")
         check(case == "compress" or not os.path.exists(out), f"{case}: an unfinished compress left an output")
+    # The thread that shuts Python down may still call dctchop (a generator closed at exit, a
+    # __del__): it must not wait as the daemon threads do.
+    at_exit = (f"import dctchop\n"
+               f"def gen():\n"
+               f"    with dctchop.Loader({d + '/a.dcz'!r}, batch_size=4) as l:\n"
+               f"        yield from l\n"
+               f"g = gen(); next(g)\n"
+               f"a = dctchop.Archive({d + '/a.dcz'!r})\n"
+               f"class D:\n"
+               f"    def __del__(self):\n"
+               f"        a.read(0, 2); a.close()\n"
+               f"d = D()\n")
+    try:
+        r = subprocess.run([sys.executable, "-c", at_exit], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"dctchop called during shutdown: status {r.returncode}, {r.stderr[-300:]!r}")
+    except subprocess.TimeoutExpired:
+        check(False, "dctchop called during shutdown: the interpreter never exited")
 
 
 def main():

@@ -157,7 +157,11 @@ struct archive_loader::impl {
   pid_t owner = 0;  // the process whose thread `thread` is
 
   impl(const std::string& archive, const loader_options& opt, std::shared_ptr<backend> b)
-      : path(archive), o(opt), be(std::move(b)), reader(formats::archive_reader::open(archive)) {
+      : impl(archive, formats::archive_reader::open(archive), opt, std::move(b)) {}
+
+  impl(const std::string& archive, formats::archive_reader r, const loader_options& opt,
+       std::shared_ptr<backend> b)
+      : path(archive), o(opt), be(std::move(b)), reader(std::move(r)) {
     if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
     if (o.world < 1) {
       throw error(errc::invalid_argument,
@@ -373,11 +377,18 @@ archive_loader::~archive_loader() {
 
 void archive_loader::renew_if_forked() {
   if (!impl_->forked()) return;
-  // A fresh loader in this process, at the same place: the archive opened again, and the
-  // parent's copy (its thread gone, its lock maybe held, its cache maybe half updated) left
-  // untouched, as the destructor does.
-  const impl& old = *impl_;
-  auto fresh = std::make_unique<impl>(old.path, old.o, old.be);
+  // A fresh loader in this process, at the same place, and the parent's copy (its thread
+  // gone, its lock maybe held, its cache maybe half updated) left as it is, as the destructor
+  // does. The fresh one takes over the reader: the same open file, whatever became of its
+  // name since (a reader keeps no state between its positioned reads). Its backend and batch
+  // memory are new: the parent's thread may have held their locks. (A CUDA backend does not
+  // survive fork() at all; it stays, to fail as CUDA does in a child.)
+  impl& old = *impl_;
+  auto o = old.o;
+  o.batch_memory = nullptr;
+  std::shared_ptr<backend> be = old.be;
+  if (be->name().rfind("cpu", 0) == 0) be = make_backend(backend_kind::cpu, {be->threads()});
+  auto fresh = std::make_unique<impl>(old.path, std::move(old.reader), o, std::move(be));
   fresh->seed = old.seed;
   fresh->make_epoch = fresh->used_epoch = old.used_epoch;
   fresh->make_pos = fresh->used_pos = old.used_pos;

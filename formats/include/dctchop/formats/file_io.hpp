@@ -92,7 +92,7 @@ struct output_target {
   std::string path;       ///< where the finished file goes: the path, or the file its symlink names
   bool in_place = false;  ///< an existing FIFO or device (/dev/null): written into, not replaced
   bool replaces = false;  ///< an existing regular file (-f): the new one takes its mode and owner
-  unsigned mode = 0;      ///< the replaced file's permission bits, when `replaces`
+  unsigned mode = 0;      ///< the replaced file's permission bits (0777), when `replaces`
   unsigned uid = 0, gid = 0;  ///< and its owner
 };
 
@@ -163,9 +163,10 @@ class output_file {
  *  `regular_only` (a format that seeks back, HDF5) either is error invalid_argument. */
 output_target check_output_path(const std::string& path, bool overwrite, bool regular_only = false);
 
-/** Gives the finished output `fd` the permission bits, and where allowed the owner, of the
- *  regular file it replaces (nothing when it replaces none), so that -f keeps a file's access
- *  rights. Best effort: a failure leaves the new file's own. */
+/** Gives the output `fd` (as soon as it is created: a named temporary file is visible) the
+ *  permission bits, and where allowed the owner, of the regular file it replaces (nothing
+ *  when it replaces none), so that -f keeps a file's access rights; never set-user-ID or
+ *  set-group-ID. Best effort: a failure leaves the new file's own. */
 void keep_mode_and_owner(int fd, const output_target& t) noexcept;
 
 /** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
