@@ -2,7 +2,6 @@
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/file_io.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop_version.hpp"
 #include "progress.hpp"
@@ -478,13 +478,6 @@ void print_info_text(const nlohmann::json& j) {
   }
 }
 
-/** True for an existing FIFO or device (/dev/null, /dev/fd/N of a pipe): its name says
- *  nothing of a format. */
-bool is_special_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
-}
-
 /** A note when compress writes its archive to a name that says another format. */
 std::string archive_name_note(const std::string& out) {
   for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
@@ -880,7 +873,8 @@ int run(int argc, char** argv) {
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word.
       const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" &&
-                                 !formats::name_ends_with(d_out, ".npy") && !is_special_file(d_out);
+                                 !formats::name_ends_with(d_out, ".npy") &&
+                                 !formats::reads_as_stream(d_out);  // (/dev/null: no name to read)
       const std::string npy_note = fmt::format("{} holds NPY data, whatever its name says", d_out);
       if (d_json) {
         auto j = r.to_json();

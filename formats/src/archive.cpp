@@ -522,6 +522,7 @@ void archive_reader::parse_footer(const std::string& text) {
     corrupt(name, std::string("index: ") + e.what());
   }
   chunks_ = std::move(chunks);
+  checked_.assign(chunks_.size(), false);
   sides_ = std::move(sides);
   footer_ = std::move(f);
 }
@@ -553,7 +554,6 @@ void archive_reader::read_chunk(std::size_t i, std::vector<std::byte, Alloc>& co
   coeffs.resize(c.stored_bytes);
   file_.read_at(c.offset + k_record, coeffs.data(), coeffs.size(), "chunk");
   verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
-  if (checked_.size() != chunks_.size()) checked_.assign(chunks_.size(), false);
   checked_[i] = true;
 }
 
@@ -675,7 +675,7 @@ void archive_reader::read_samples(u64 first, u64 count, std::span<std::byte> coe
     const u64 from = s - c.first;
     const u64 n = std::min(c.first + c.count, first + count) - s;
     std::byte* dst = coeffs.data() + (s - first) * cbps;
-    if (ci < checked_.size() && checked_[ci] && c.stages == 0) {
+    if (checked_[ci] && c.stages == 0) {
       // Checked whole before, by this reader: the samples' bytes alone. (A change made to the
       // file after that check goes unseen, as it would for data already read.)
       file_.read_at(c.offset + k_record + from * cbps, dst, n * cbps, "chunk");

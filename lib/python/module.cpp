@@ -71,14 +71,15 @@ py::array array_of(Bytes&& bytes, py::dtype dt, std::vector<py::ssize_t> shape) 
 
 /** A batch's label bytes as an array in the labels' own dtype, (n, *label shape); None when
  *  the archive has no labels. */
-py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_loader& l, u64 n) {
-  if (l.label_descr().empty()) return py::none();  // no labels (zero-width ones are an empty array)
-  return array_of(std::move(bytes), py::dtype(l.label_descr()), batch_shape(n, l.label_shape()));
+py::object labels_of(std::vector<std::byte>&& bytes, const std::string& descr,
+                     const std::vector<u64>& shape, u64 n) {
+  if (descr.empty()) return py::none();  // no labels (zero-width ones are an empty array)
+  return array_of(std::move(bytes), py::dtype(descr), batch_shape(n, shape));
 }
 
-/** Waits until the process ends: what Python 3.14 does to a thread that wants the GIL back
- *  while the interpreter shuts down. */
-[[noreturn]] void wait_for_process_exit() {
+/** Parks the calling thread for good (the process is ending and will take it along): what
+ *  Python 3.14 does to a thread that wants the GIL back while the interpreter shuts down. */
+[[noreturn]] void park_thread() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
@@ -86,17 +87,17 @@ py::object labels_of(std::vector<std::byte>&& bytes, const loaders::archive_load
  *  before 3.14 ends a daemon thread that wants the GIL back while the interpreter shuts down
  *  with pthread_exit, whose unwinding must not reach the frames above: pybind11's hold Python
  *  objects, and releasing them without the GIL races with the shutdown's collector (a crash
- *  in one run of two). So such a thread runs `at_exit` (without the GIL: it must not touch
- *  Python) and waits for the process to end instead, as Python 3.14 makes it do. `fn` must
+ *  in one run of two). So such a thread runs `before_parking` (without the GIL: it must not
+ *  touch Python) and is parked instead, as Python 3.14 makes it do. `fn` must
  *  itself hold no reference that unwinding would release. */
 template <typename Fn>
-decltype(auto) calling_python(Fn&& fn, const std::function<void()>& at_exit) {
+decltype(auto) calling_python(Fn&& fn, const std::function<void()>& before_parking) {
 #ifdef __GLIBCXX__
   try {
     return fn();
   } catch (abi::__forced_unwind&) {
-    if (at_exit) at_exit();
-    wait_for_process_exit();
+    if (before_parking) before_parking();
+    park_thread();
   }
 #else
   return fn();
@@ -107,19 +108,19 @@ decltype(auto) calling_python(Fn&& fn, const std::function<void()>& at_exit) {
  *  daemon thread that takes the GIL back as Python shuts down (or waits for it when the
  *  shutdown begins) was ended by pthread_exit out of gil_scoped_release's destructor, which
  *  aborts the process ("terminate called without an active exception", exit 134) instead of
- *  the clean exit the script made. Here it runs `at_exit` and waits (calling_python). The
+ *  the clean exit the script made. Here it runs `before_parking` and is parked (calling_python). The
  *  thread that shuts Python down (a __del__ or a generator's close at exit) takes the GIL
  *  back as always: Python ends only the others. */
 class gil_released {
  public:
-  explicit gil_released(std::function<void()> at_exit = {})
-      : at_exit_(std::move(at_exit)), state_(PyEval_SaveThread()) {}
-  ~gil_released() { calling_python([this] { PyEval_RestoreThread(state_); }, at_exit_); }
+  explicit gil_released(std::function<void()> before_parking = {})
+      : before_parking_(std::move(before_parking)), state_(PyEval_SaveThread()) {}
+  ~gil_released() { calling_python([this] { PyEval_RestoreThread(state_); }, before_parking_); }
   gil_released(const gil_released&) = delete;
   gil_released& operator=(const gil_released&) = delete;
 
  private:
-  std::function<void()> at_exit_;
+  std::function<void()> before_parking_;
   PyThreadState* state_;
 };
 
@@ -409,10 +410,7 @@ class loader {
                              : array_of(std::move(b.data), py::dtype("u1"),
                                         {static_cast<py::ssize_t>(n),
                                          static_cast<py::ssize_t>(sample_bytes_)});
-    py::object labels = label_descr_.empty()
-                            ? py::object(py::none())
-                            : array_of(std::move(b.labels), py::dtype(label_descr_),
-                                       batch_shape(n, label_shape_));
+    py::object labels = labels_of(std::move(b.labels), label_descr_, label_shape_, n);
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
     std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
     return py::make_tuple(data, labels, idx, b.epoch, b.index);
@@ -492,7 +490,8 @@ class device_loader {
     py::object capsule = py::reinterpret_steal<py::object>(cap);
     py::array_t<u64> idx(static_cast<py::ssize_t>(samples.size()));
     std::memcpy(idx.mutable_data(), samples.data(), samples.size() * sizeof(u64));
-    py::object lab = labels_of(std::move(labels), l_.source(), samples.size());
+    py::object lab = labels_of(std::move(labels), l_.source().label_descr(), l_.source().label_shape(),
+                               samples.size());
     return py::make_tuple(capsule, lab, idx);
   }
   u64 batches_per_epoch() const { return l_.batches_per_epoch(); }

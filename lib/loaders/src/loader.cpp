@@ -122,7 +122,6 @@ loader_state loader_state::from_json(const std::string& text) {
 }
 
 struct archive_loader::impl {
-  std::string path;
   loader_options o;
   std::shared_ptr<backend> be;
   formats::archive_reader reader;
@@ -157,11 +156,10 @@ struct archive_loader::impl {
   pid_t owner = 0;  // the process whose thread `thread` is
 
   impl(const std::string& archive, const loader_options& opt, std::shared_ptr<backend> b)
-      : impl(archive, formats::archive_reader::open(archive), opt, std::move(b)) {}
+      : impl(formats::archive_reader::open(archive), opt, std::move(b)) {}
 
-  impl(const std::string& archive, formats::archive_reader r, const loader_options& opt,
-       std::shared_ptr<backend> b)
-      : path(archive), o(opt), be(std::move(b)), reader(std::move(r)) {
+  impl(formats::archive_reader r, const loader_options& opt, std::shared_ptr<backend> b)
+      : o(opt), be(std::move(b)), reader(std::move(r)) {
     if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
     if (o.world < 1) {
       throw error(errc::invalid_argument,
@@ -388,7 +386,7 @@ void archive_loader::renew_if_forked() {
   o.batch_memory = nullptr;
   std::shared_ptr<backend> be = old.be;
   if (be->name().rfind("cpu", 0) == 0) be = make_backend(backend_kind::cpu, {be->threads()});
-  auto fresh = std::make_unique<impl>(old.path, std::move(old.reader), o, std::move(be));
+  auto fresh = std::make_unique<impl>(std::move(old.reader), o, std::move(be));
   fresh->seed = old.seed;
   fresh->make_epoch = fresh->used_epoch = old.used_epoch;
   fresh->make_pos = fresh->used_pos = old.used_pos;
