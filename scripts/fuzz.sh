@@ -2,7 +2,7 @@
 # Runs one libFuzzer target for a number of minutes, with AddressSanitizer and
 # UndefinedBehaviorSanitizer, starting from the committed corpus.
 # Usage: scripts/fuzz.sh TARGET MINUTES [extra libFuzzer flags...]
-#   TARGET: archive | npy | archive_header | npz     (tests/fuzz/fuzz_TARGET.cpp)
+#   TARGET: archive | npy | archive_header | npz | hdf5_chunk   (tests/fuzz/fuzz_TARGET.cpp)
 # Builds build-fuzz/ with Debian's clang (setup.sh installs clang and libclang-rt-dev).
 # New corpus entries go to build-fuzz/corpus/TARGET (not committed: copy the interesting ones
 # to tests/fuzz/corpus/TARGET); crashes, leaks and timeouts to build-fuzz/findings/TARGET/.
@@ -16,8 +16,8 @@ fi
 TARGET="$1"
 MINUTES="$2"
 shift 2
-case "$TARGET" in archive|npy|archive_header|npz) ;; *)
-  echo "fuzz.sh: unknown target '$TARGET' (archive, npy, archive_header, npz)" >&2; exit 2 ;;
+case "$TARGET" in archive|npy|archive_header|npz|hdf5_chunk) ;; *)
+  echo "fuzz.sh: unknown target '$TARGET' (archive, npy, archive_header, npz, hdf5_chunk)" >&2; exit 2 ;;
 esac
 BUILD=build-fuzz
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g -O1"

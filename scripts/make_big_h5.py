@@ -4,7 +4,8 @@
 Usage: make_big_h5.py OUT.h5 GIB [FILTER]   (e.g. 4). The images are the bundled sample's
 generator at 256x256x3, 64 distinct ones repeated with shifts, chunked 16 images per chunk; the
 labels go to /train/labels. FILTER compresses the images: none (the default), gzip (level 4,
-h5py's default), lzf or blosc (lz4, byte shuffle; Debian's hdf5-filter-plugin-blosc-serial).
+h5py's default), lzf, blosc (lz4, byte shuffle; Debian's hdf5-filter-plugin-blosc-serial) or
+lz4 (hdf5plugin's LZ4(), written by Debian's hdf5-filter-plugin).
 """
 import os
 import sys
@@ -17,10 +18,11 @@ import make_samples  # noqa: E402
 
 out, gib = sys.argv[1], float(sys.argv[2])
 how = sys.argv[3] if len(sys.argv) > 3 else "none"
-if how == "blosc":
+if how in ("blosc", "lz4"):
     import hdf5plugin
 filters = {"none": {}, "gzip": dict(compression="gzip"), "lzf": dict(compression="lzf"),
-           "blosc": dict(hdf5plugin.Blosc(cname="lz4")) if how == "blosc" else {}}[how]
+           "blosc": dict(hdf5plugin.Blosc(cname="lz4")) if how == "blosc" else {},
+           "lz4": dict(hdf5plugin.LZ4()) if how == "lz4" else {}}[how]
 per = 256 * 256 * 3
 n = int(np.ceil(gib * (1 << 30) / per))
 bank = make_samples.images(64, 256, 256)

@@ -58,7 +58,8 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   for (const auto& f : pipeline_of(dcpl)) {
     if (f.id == H5Z_FILTER_SHUFFLE && f.index == 0 && !f.values.empty() && f.values[0] == r->item_) {
       r->stages_.push_back({f.id, f.index});
-    } else if ((f.id == H5Z_FILTER_DEFLATE || f.id == filter_lzf || f.id == filter_zstd) &&
+    } else if ((f.id == H5Z_FILTER_DEFLATE || f.id == filter_lzf || f.id == filter_lz4 ||
+                f.id == filter_zstd) &&
                !compressor) {
       r->stages_.push_back({f.id, f.index});
       compressor = true;

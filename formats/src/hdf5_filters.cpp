@@ -1,12 +1,18 @@
-// HDF5 filters 32000 (LZF) and 32015 (Zstandard), and the check that every filter of an input
-// dataset can be decoded. The stream formats are those of the reference plugins: h5py's
-// lzf_filter.c (one raw LZF block per chunk; client values {filter revision 4, LZF API 0x105,
-// the chunk's size in bytes}, the size 0 in files of its revisions before 3) and HDF Group's
-// registered Zstandard filter (one zstd frame per chunk, written with ZSTD_compress, so the
-// frame records its content size; client value 0 is the level).
+// HDF5 filters 32000 (LZF), 32004 (LZ4) and 32015 (Zstandard), and the check that every filter
+// of an input dataset can be decoded. The stream formats are those of the reference plugins:
+// - h5py's lzf_filter.c: one raw LZF block per chunk; client values {filter revision 4, LZF API
+//   0x105, the chunk's size in bytes}, the size 0 in files of its revisions before 3;
+// - HDF Group's H5Zlz4.c: the decoded size (8 bytes, big-endian) and the block size (4 bytes,
+//   big-endian; client value 0 when set, else 1 GiB, at most the decoded size), then per block
+//   its stored size (4 bytes, big-endian) and its bytes: one LZ4 block, or the block's bytes as
+//   they are when the stored size equals the block's (LZ4 could not shrink it); the last block
+//   holds the remainder;
+// - HDF Group's registered Zstandard filter: one zstd frame per chunk, written with
+//   ZSTD_compress, so the frame records its content size; client value 0 is the level.
 #include "hdf5_filters.hpp"
 
 #include <libdeflate.h>
+#include <lz4.h>
 #include <lzf.h>
 #include <zstd.h>
 
@@ -26,6 +32,11 @@ namespace {
 
 constexpr H5Z_filter_t k_lzf = filter_lzf;
 constexpr H5Z_filter_t k_zstd = filter_zstd;
+constexpr H5Z_filter_t k_lz4 = filter_lz4;
+/** The reference LZ4 filter's block size when its client values set none. */
+constexpr std::size_t k_lz4_default_block = std::size_t(1) << 30;
+/** The LZ4 framing's header: the decoded size (8 bytes) and the block size (4). */
+constexpr std::size_t k_lz4_header = 12;
 constexpr unsigned k_lzf_revision = 4;  // h5py's H5PY_FILTER_LZF_VERSION
 
 /** HDF5 limits a chunk to 2^32 - 1 bytes: no decoded chunk is larger. */
@@ -84,7 +95,7 @@ std::size_t decode_known(H5Z_filter_t id, std::size_t size, std::size_t nbytes,
 
 std::size_t lzf_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd_values[],
                        std::size_t nbytes, std::size_t* buf_size, void** buf) {
-  if (nbytes > UINT_MAX) return 0;
+  if (nbytes == 0 || nbytes > UINT_MAX) return 0;  // liblzf would read a byte of an empty chunk
   if ((flags & H5Z_FLAG_REVERSE) == 0) return lzf_encode(nbytes, buf_size, buf);
   const filter_output w = wanted(k_lzf);
   const std::size_t recorded = cd_nelmts >= 3 ? cd_values[2] : 0;
@@ -182,6 +193,85 @@ std::size_t zstd_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd
   return decode_known(k_zstd, static_cast<std::size_t>(n), nbytes, buf_size, buf);
 }
 
+std::uint64_t load_be(const unsigned char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+void store_be(std::uint64_t v, int bytes, unsigned char* p) {
+  for (int i = bytes - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<unsigned char>(v & 0xff);
+}
+
+/** Undoes the LZ4 framing into exactly `out_bytes` bytes. LZ4_decompress_safe never reads or
+ *  writes past the buffers it is given, unlike the reference plugin's LZ4_decompress_fast, and
+ *  every stored size is checked against what is left of the input before it is used. */
+bool lz4_decode(const unsigned char* in, std::size_t n, unsigned char* out, std::size_t out_bytes) {
+  if (n < k_lz4_header || load_be(in, 8) != out_bytes) return false;
+  std::uint64_t block = load_be(in + 8, 4);
+  if (block == 0 && out_bytes != 0) return false;  // no block would ever end the chunk
+  block = std::min<std::uint64_t>(block, out_bytes);
+  std::size_t at = k_lz4_header, done = 0;
+  while (done < out_bytes) {
+    const std::size_t size = static_cast<std::size_t>(std::min<std::uint64_t>(block, out_bytes - done));
+    if (n - at < 4) return false;
+    const std::uint64_t stored = load_be(in + at, 4);
+    at += 4;
+    if (stored > n - at) return false;  // the block runs past the chunk
+    if (stored == size) {
+      std::memcpy(out + done, in + at, size);
+    } else if (stored > INT_MAX || size > INT_MAX ||
+               LZ4_decompress_safe(reinterpret_cast<const char*>(in + at),
+                                   reinterpret_cast<char*>(out + done), static_cast<int>(stored),
+                                   static_cast<int>(size)) != static_cast<int>(size)) {
+      return false;
+    }
+    at += static_cast<std::size_t>(stored);
+    done += size;
+  }
+  return at == n;  // the reference writer leaves nothing after the last block
+}
+
+std::size_t lz4_encode(std::size_t cd_nelmts, const unsigned cd_values[], std::size_t nbytes,
+                       std::size_t* buf_size, void** buf) {
+  if (nbytes > INT_MAX) return 0;  // LZ4 blocks hold less than 2 GiB; the reference refuses too
+  std::size_t block = cd_nelmts > 0 && cd_values[0] > 0 ? cd_values[0] : k_lz4_default_block;
+  block = std::max<std::size_t>(std::min(block, nbytes), 1);
+  const std::size_t blocks = (nbytes + block - 1) / block;
+  const std::size_t bound =
+      k_lz4_header + blocks * 4 + static_cast<std::size_t>(LZ4_compressBound(static_cast<int>(nbytes)));
+  auto* out = static_cast<unsigned char*>(H5allocate_memory(bound, false));
+  if (out == nullptr) return 0;
+  const auto* in = static_cast<const unsigned char*>(*buf);
+  store_be(nbytes, 8, out);
+  store_be(nbytes == 0 ? 0 : block, 4, out + 8);
+  std::size_t at = k_lz4_header;
+  for (std::size_t done = 0; done < nbytes; done += block) {
+    const std::size_t size = std::min(block, nbytes - done);
+    const int n = LZ4_compress_default(reinterpret_cast<const char*>(in + done),
+                                       reinterpret_cast<char*>(out + at + 4), static_cast<int>(size),
+                                       static_cast<int>(bound - at - 4));
+    std::size_t stored = static_cast<std::size_t>(n);
+    if (n <= 0 || stored >= size) {  // stored as it is: the decoder tells by the size
+      stored = size;
+      std::memcpy(out + at + 4, in + done, size);
+    }
+    store_be(stored, 4, out + at);
+    at += 4 + stored;
+  }
+  return replace(buf, buf_size, out, bound, at);
+}
+
+std::size_t lz4_filter(unsigned flags, std::size_t cd_nelmts, const unsigned cd_values[],
+                       std::size_t nbytes, std::size_t* buf_size, void** buf) {
+  if ((flags & H5Z_FLAG_REVERSE) == 0) return lz4_encode(cd_nelmts, cd_values, nbytes, buf_size, buf);
+  if (nbytes < k_lz4_header) return 0;
+  const std::uint64_t size = load_be(static_cast<const unsigned char*>(*buf), 8);
+  // Checked before allocating: the header of a damaged chunk may say anything.
+  if (size > k_max_chunk || !fits(wanted(k_lz4), static_cast<std::size_t>(size))) return 0;
+  return decode_known(k_lz4, static_cast<std::size_t>(size), nbytes, buf_size, buf);
+}
+
 /** Whether this process can decode filter `id` (registered, or loadable as a plugin). */
 bool decodable(H5Z_filter_t id) {
   unsigned info = 0;
@@ -215,7 +305,6 @@ struct known_filter {
 constexpr known_filter k_known[] = {
     {307, "bzip2", "hdf5-filter-plugin"},
     {32001, "blosc", "hdf5-filter-plugin-blosc-serial"},
-    {32004, "lz4", "hdf5-filter-plugin"},
     {32008, "bitshuffle", ""},
     {32013, "zfp", "hdf5-filter-plugin-zfp-serial"},
     {32017, "sz", ""},
@@ -249,6 +338,7 @@ void register_builtin_filters() {
   const std::lock_guard<std::mutex> lock(m);
   if (!done || H5Zfilter_avail(k_lzf) <= 0) register_filter(k_lzf, "lzf (dctchop)", lzf_set_local, lzf_filter);
   if (!done || H5Zfilter_avail(k_zstd) <= 0) register_filter(k_zstd, "zstd (dctchop)", nullptr, zstd_filter);
+  if (!done || H5Zfilter_avail(k_lz4) <= 0) register_filter(k_lz4, "lz4 (dctchop)", nullptr, lz4_filter);
   H5Eclear2(H5E_DEFAULT);
   done = true;
 }
@@ -259,7 +349,7 @@ std::vector<filter_output> expected_outputs(hid_t dcpl, std::size_t chunk_bytes)
   bool exact = true;
   for (const auto& f : pipeline_of(dcpl)) {
     const H5Z_filter_t id = f.id;
-    if (id == k_lzf || id == k_zstd) out.push_back({id, std::min(size, k_max_chunk), exact});
+    if (id == k_lzf || id == k_zstd || id == k_lz4) out.push_back({id, std::min(size, k_max_chunk), exact});
     if (id == H5Z_FILTER_SHUFFLE) continue;
     if (id == H5Z_FILTER_FLETCHER32) {
       size += 4;
@@ -294,13 +384,18 @@ bool decode_chunk(H5Z_filter_t id, const void* in, std::size_t n, void* out,
            got == out_bytes;
   }
   if (id == k_lzf) {
-    if (n > UINT_MAX || out_bytes > UINT_MAX) return false;
+    // liblzf reads a first byte before it checks the input's end: never hand it none.
+    if (n == 0 || n > UINT_MAX || out_bytes > UINT_MAX) return false;
     return lzf_decompress(in, static_cast<unsigned>(n), out, static_cast<unsigned>(out_bytes)) ==
            out_bytes;
   }
   if (id == k_zstd) {
     const std::size_t got = ZSTD_decompress(out, out_bytes, in, n);
     return !ZSTD_isError(got) && got == out_bytes;
+  }
+  if (id == k_lz4) {
+    return lz4_decode(static_cast<const unsigned char*>(in), n, static_cast<unsigned char*>(out),
+                      out_bytes);
   }
   return false;
 }
@@ -314,7 +409,7 @@ void unshuffle(const void* in, std::size_t bytes, std::size_t item, void* out) {
     for (std::size_t e = 0; e < elements; ++e) dst[e * item + b] = plane[e];
   }
   const std::size_t done = elements * item;
-  std::memcpy(dst + done, src + done, bytes - done);
+  if (bytes > done) std::memcpy(dst + done, src + done, bytes - done);
 }
 
 std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name) {

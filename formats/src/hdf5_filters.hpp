@@ -3,6 +3,7 @@
 // filters of its own for two common ones that Debian 12 ships no working plugin for, checks
 // what they decode against the dataset being read (HDF5 1.10 does not check a filter's output
 // size), and names a filter that cannot be loaded, with its package, when the dataset opens.
+// It decodes LZ4 itself too: Debian's plugin reads past the end of a damaged chunk.
 #pragma once
 
 #include <hdf5.h>
@@ -13,8 +14,9 @@
 
 namespace dctchop::formats::detail {
 
-/** The ids of the two filters dctchop registers itself. */
+/** The ids of the filters dctchop registers itself. */
 constexpr H5Z_filter_t filter_lzf = 32000;
+constexpr H5Z_filter_t filter_lz4 = 32004;
 constexpr H5Z_filter_t filter_zstd = 32015;
 
 /** One filter of a dataset's pipeline: its id, flags, name (as the file records it) and first
@@ -31,8 +33,9 @@ struct filter_entry {
 std::vector<filter_entry> pipeline_of(hid_t dcpl);
 
 /** Registers dctchop's HDF5 filters 32000 (LZF, h5py's `compression="lzf"`; Debian 12's
- *  hdf5-plugin-lzf cannot be loaded: its library lacks liblzf) and 32015 (Zstandard; no Debian
- *  plugin), in place of any other filter of those ids (same formats). Once per process, and
+ *  hdf5-plugin-lzf cannot be loaded: its library lacks liblzf), 32004 (LZ4; Debian's plugin
+ *  decodes with LZ4_decompress_fast, which reads past the end of a damaged chunk) and 32015
+ *  (Zstandard; no Debian plugin), in place of any other filter of those ids (same formats). Once per process, and
  *  again for one unregistered since; the registry is the HDF5 library's, shared with any other HDF5 user in the process, so each
  *  filter also encodes, as the reference plugins do (dctchop itself writes no filtered data).
  *  Serial HDF5 is not thread-safe: dctchop calls HDF5 from one thread at a time (its Python
@@ -66,7 +69,7 @@ class decode_scope {
   const std::vector<filter_output>* previous_;
 };
 
-/** Undoes compressor `id` (H5Z_FILTER_DEFLATE, 32000 LZF or 32015 zstd) on one chunk's `n`
+/** Undoes compressor `id` (H5Z_FILTER_DEFLATE, 32000 LZF, 32004 LZ4 or 32015 zstd) on one chunk's `n`
  *  stored bytes into exactly `out_bytes` bytes at `out`. False when they are not that
  *  filter's data or do not decode to exactly that size (a damaged chunk). Makes no HDF5 call:
  *  any thread may run it. */
