@@ -1956,7 +1956,9 @@ TEST(Hdf5Filters, APluginsOwnFailureLinesGoToStderrAndNeverToStdout) {
     EXPECT_FALSE(contains(r.out, "noisy filter")) << args;
     // The archive's head was on its way when the chunk failed (a stream cannot take it back);
     // a report holds back until the end.
-    if (contains(args, "--json")) EXPECT_EQ(r.out, "") << args;
+    if (contains(args, "--json")) {
+      EXPECT_EQ(r.out, "") << args;
+    }
     EXPECT_TRUE(contains(r.err, "dctchop: error: z.h5:/noisy")) << args << ": " << r.err;
     // The plugin's own lines are there, on stderr (without them, nothing here is tested).
     EXPECT_TRUE(contains(r.err, "noisy filter: cannot decode 64 bytes\n")) << args << ": " << r.err;

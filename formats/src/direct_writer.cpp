@@ -90,7 +90,8 @@ void direct_writer::buffered() {
 #if defined(O_DIRECT)
   const int flags = ::fcntl(fd_, F_GETFL);
   if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) {
-    throw error(errc::io, name_ + ": cannot switch off direct I/O: " + std::strerror(errno));
+    const int e = errno;
+    throw error::from_os(errc::io, name_ + ": cannot switch off direct I/O: " + std::strerror(e), e);
   }
 #endif
   direct_ = false;
@@ -107,7 +108,8 @@ void direct_writer::pwrite_all(const std::byte* p, std::size_t n, std::uint64_t 
         buffered();
         continue;
       }
-      throw error(errc::io, name_ + ": cannot write: " + std::strerror(errno));
+      const int e = errno;
+      throw error::from_os(errc::io, name_ + ": cannot write: " + std::strerror(e), e);
     }
     done += static_cast<std::size_t>(w);
   }

@@ -47,8 +47,10 @@ void write_behind::advance(std::uint64_t end) noexcept {
 
 namespace {
 
-std::string os_error(const std::string& name, const char* action) {
-  return name + ": cannot " + action + ": " + std::strerror(errno);
+/** "NAME: cannot ACTION: <errno's text>", carrying errno. */
+error os_error(const std::string& name, const char* action) {
+  const int e = errno;
+  return error::from_os(errc::io, name + ": cannot " + action + ": " + std::strerror(e), e);
 }
 
 }  // namespace
@@ -63,12 +65,12 @@ input_file input_file::open(const std::string& path) {
     f.owns_fd_ = false;
   } else {
     f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd_ < 0) throw error(errc::io, os_error(path, "open"));
+    if (f.fd_ < 0) throw os_error(path, "open");
     f.owns_fd_ = true;
   }
   struct stat st {};
-  if (::fstat(f.fd_, &st) != 0) throw error(errc::io, os_error(f.display_name(), "stat"));
-  if (S_ISDIR(st.st_mode)) throw error(errc::io, f.display_name() + ": is a directory");
+  if (::fstat(f.fd_, &st) != 0) throw os_error(f.display_name(), "stat");
+  if (S_ISDIR(st.st_mode)) throw error::from_os(errc::io, f.display_name() + ": is a directory", EISDIR);
   if (S_ISREG(st.st_mode)) {
     f.seekable_ = true;
     f.size_ = static_cast<std::uint64_t>(st.st_size);
@@ -117,7 +119,7 @@ std::size_t input_file::read(void* dst, std::size_t n) {
       // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
       // callers' destructors remove any unfinished output.
       if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
-      throw error(errc::io, os_error(display_name(), "read"));
+      throw os_error(display_name(), "read");
     }
     if (r == 0) break;
     done += static_cast<std::size_t>(r);
@@ -146,7 +148,7 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
       // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
       // callers' destructors remove any unfinished output.
       if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
-      throw error(errc::io, os_error(display_name(), "read"));
+      throw os_error(display_name(), "read");
     }
     if (r == 0) {
       throw error(errc::corrupt, display_name() + ": truncated: end of file inside " + what);
@@ -211,7 +213,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (f.fd_ < 0) {
       if (errno == EINTR) throw error(errc::interrupted, path + ": interrupted");
-      throw error(errc::io, os_error(path, "open"));
+      throw os_error(path, "open");
     }
     struct stat st {};
     if (::fstat(f.fd_, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
@@ -235,7 +237,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     f.temp_path_ = create_temp_beside(to, [&](const std::string& candidate) {
       fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST) {
-        throw error(errc::io, os_error(path, "create a temporary file beside it"));
+        throw os_error(path, "create a temporary file beside it");
       }
       return fd >= 0;
     });
@@ -253,7 +255,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   t.path = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return t;  // (a dangling symlink too: link() refuses it)
-  if (S_ISDIR(st.st_mode)) throw error(errc::io, path + ": is a directory");
+  if (S_ISDIR(st.st_mode)) throw error::from_os(errc::io, path + ": is a directory", EISDIR);
   const bool special = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
   if (!special && !S_ISREG(st.st_mode)) {
     throw error(errc::io, path + ": not a file, FIFO or device (a socket?)");
@@ -312,8 +314,10 @@ std::string create_temp_beside(const std::string& path,
   }
   // try_create (HDF5's, say) may not say why; the folder usually does.
   const bool writable = ::access(dir.c_str(), W_OK) == 0;
-  throw error(errc::io, path + ": cannot create a temporary file beside it" +
-                            (writable ? std::string() : std::string(": ") + std::strerror(errno)));
+  const int e = writable ? 0 : errno;
+  throw error::from_os(errc::io, path + ": cannot create a temporary file beside it" +
+                                     (writable ? std::string() : std::string(": ") + std::strerror(e)),
+                       e);
 }
 
 output_file::output_file(output_file&& o) noexcept { *this = std::move(o); }
@@ -362,7 +366,7 @@ void output_file::write_fd(const void* src, std::size_t n) {
       // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
       // callers' destructors remove any unfinished output.
       if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
-      throw error(errc::io, os_error(display_name(), "write"));
+      throw os_error(display_name(), "write");
     }
     done += static_cast<std::size_t>(w);
   }
@@ -409,7 +413,7 @@ void output_file::commit() {
   }
   if (target_.in_place) {  // a FIFO or device: nothing to name
     const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) throw error(errc::io, os_error(display_name(), "close"));
+    if (::close(fd) != 0) throw os_error(display_name(), "close");
     committed_ = true;
     return;
   }
@@ -430,13 +434,13 @@ void output_file::commit() {
     direct_.reset();
   }
   if (::fsync(fd_) != 0 && errno != EINVAL) {
-    throw error(errc::io, os_error(display_name(), "flush"));
+    throw os_error(display_name(), "flush");
   }
   if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
   if (::close(fd_) != 0) {
     fd_ = -1;
     ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
-    throw error(errc::io, os_error(display_name(), "close"));
+    throw os_error(display_name(), "close");
   }
   fd_ = -1;
   if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name());
@@ -457,7 +461,7 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
     const int e = errno;
     ::unlink(temp.c_str());
     errno = e;
-    throw error(errc::io, os_error(display_name, failed));
+    throw os_error(display_name, failed);
   }
 }
 
@@ -466,7 +470,7 @@ void output_file::name_anonymous() {
   // one that appeared since create() is refused rather than overwritten.
   if (link_unnamed(fd_, target_.path)) return;
   if (errno != EEXIST) {
-    throw error(errc::io, os_error(display_name(), "link the finished output into"));
+    throw os_error(display_name(), "link the finished output into");
   }
   if (!overwrite_) {
     throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
@@ -475,7 +479,7 @@ void output_file::name_anonymous() {
   temp_path_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
     if (link_unnamed(fd_, candidate)) return true;
     if (errno != EEXIST) {
-      throw error(errc::io, os_error(display_name(), "link the finished output beside"));
+      throw os_error(display_name(), "link the finished output beside");
     }
     return false;
   });

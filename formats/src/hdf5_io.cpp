@@ -235,7 +235,10 @@ class hdf5_source final : public sample_source {
     quiet_hdf5 quiet;
     struct stat st {};
     if (::stat(spec.path.c_str(), &st) != 0) {
-      throw error(errc::io, spec.path + ": cannot open: no such file");
+      const int e = errno;
+      throw error::from_os(errc::io, spec.path + ": cannot open: " +
+                                         (e == ENOENT ? std::string("no such file") : std::strerror(e)),
+                           e);
     }
     if (S_ISREG(st.st_mode) && st.st_size == 0) {
       throw error(errc::bad_input, spec.path + ": empty (0 bytes), not an HDF5 file");
@@ -410,8 +413,9 @@ class hdf5_sink final : public sample_sink {
     // either way it makes the finished file durable (fsync) before the rename.
     own_fd_ = ::open(temp_.c_str(), O_WRONLY | O_CLOEXEC);
     if (own_fd_ < 0) {
+      const int e = errno;
       ::unlink(temp_.c_str());
-      throw error(errc::io, path_ + ": cannot open the temporary HDF5 file: " + std::strerror(errno));
+      throw error::from_os(errc::io, path_ + ": cannot open the temporary HDF5 file: " + std::strerror(e), e);
     }
     keep_mode_and_owner(own_fd_, target_);  // from the start: the temporary file is named
     try {

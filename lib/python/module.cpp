@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -554,15 +555,45 @@ PYBIND11_MODULE(_dctchop, m) {
   };
   static py::object value_error = subclass("ArgumentError", PyExc_ValueError);
   static py::object os_error = subclass("FileError", PyExc_OSError);
+  // The OSError subclasses that Python's own open() raises for these errno values, each also
+  // a dctchop.FileError: `except FileExistsError` works as with any Python file call.
+  struct os_kind {
+    int code;
+    py::object cls;
+  };
+  // Never destroyed: at process exit the interpreter that owns the classes is gone.
+  static const auto* os_kinds = [&] {
+    auto both = [&](const char* name, PyObject* builtin) {
+      py::tuple bases = py::make_tuple(os_error, py::reinterpret_borrow<py::object>(builtin));
+      PyObject* cls = PyErr_NewException((std::string("dctchop.") + name).c_str(), bases.ptr(), nullptr);
+      if (cls == nullptr) throw py::error_already_set();
+      py::object o = py::reinterpret_steal<py::object>(cls);
+      m.attr(name) = o;
+      return o;
+    };
+    return new std::vector<os_kind>{{EEXIST, both("FileExistsError", PyExc_FileExistsError)},
+                                    {ENOENT, both("FileNotFoundError", PyExc_FileNotFoundError)},
+                                    {EACCES, both("PermissionError", PyExc_PermissionError)},
+                                    {EISDIR, both("IsADirectoryError", PyExc_IsADirectoryError)}};
+  }();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const error& e) {
       py::object cls = exc;
       if (e.code() == errc::invalid_argument || e.code() == errc::out_of_range) cls = value_error;
-      if (e.code() == errc::io || e.code() == errc::output_exists) cls = os_error;
+      int code = e.os_errno();
+      if (e.code() == errc::output_exists) code = EEXIST;
+      if (e.code() == errc::io || e.code() == errc::output_exists) {
+        cls = os_error;
+        for (const auto& k : *os_kinds)
+          if (k.code == (code == EPERM ? EACCES : code)) cls = k.cls;
+      }
       py::object instance = cls(e.what());
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
+      // errno as OSError(errno, strerror) would set it; strerror stays None, so that str() is
+      // the message (os.strerror(e.errno) gives the text).
+      if (code != 0) instance.attr("errno") = code;
       PyErr_SetObject(cls.ptr(), instance.ptr());
     }
   });

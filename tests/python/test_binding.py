@@ -2,6 +2,7 @@
 what `dctchop decompress` writes, and the loader iterates epochs, shards and resumes.
 
 Usage: test_binding.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
+import errno
 import json
 import os
 import pathlib
@@ -147,6 +148,16 @@ def check_compress_from_python(binary, d, x, y):
     # Errors.
     e = raises(FileError_, lambda: dctchop.compress(x, f"{d}/py.dcz"), "overwrite=True")
     check(e is not None and e.kind == "output_exists", f"existing output: {e!r}")
+    # The built-in OSError kinds that open() raises, errno set, str() the one-line message.
+    e = raises(FileExistsError, lambda: dctchop.compress(x, f"{d}/py.dcz"), "py.dcz: already exists")
+    check(e is not None and e.errno == errno.EEXIST and isinstance(e, FileError_), f"{e!r}")
+    e = raises(FileNotFoundError, lambda: dctchop.compress(x, f"{d}/no_such_folder/a.dcz"), "no_such_folder")
+    check(e is not None and e.errno == errno.ENOENT and e.kind == "io", f"{e!r}")
+    os.makedirs(f"{d}/folder.dcz", exist_ok=True)
+    e = raises(IsADirectoryError, lambda: dctchop.compress(x, f"{d}/folder.dcz"), "folder.dcz: is a directory")
+    check(e is not None and e.errno == errno.EISDIR and isinstance(e, dctchop.Error), f"{e!r}")
+    e = raises(IsADirectoryError, lambda: dctchop.Archive(f"{d}/folder.dcz"), "is a directory")
+    check(e is not None and str(e).startswith(f"{d}/folder.dcz"), f"{e!r}")
     check(dctchop.compress(x, f"{d}/py.dcz", overwrite=True)["chop"] == 4, "overwrite=True")
     e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "<i4")
     check(e is not None and e.kind == "bad_input", f"an int32 array: {e!r}")

@@ -36,7 +36,15 @@ class error : public std::runtime_error {
   error(errc code, const std::string& detail, long long sample)
       : std::runtime_error("sample " + std::to_string(sample) + ": " + detail),
         code_(code), detail_(detail), sample_(sample) {}
+  /** An error that the operating system reported with errno value `os_errno`. */
+  static error from_os(errc code, const std::string& message, int os_errno) {
+    error e(code, message);
+    e.os_errno_ = os_errno;
+    return e;
+  }
   errc code() const noexcept { return code_; }
+  /** The errno value behind this error when the operating system reported it, else 0. */
+  int os_errno() const noexcept { return os_errno_; }
   /** The message without the sample prefix. */
   const std::string& detail() const noexcept { return detail_; }
   /** Index of the offending sample within the batch given to the call, or -1. */
@@ -46,6 +54,7 @@ class error : public std::runtime_error {
   errc code_;
   std::string detail_;
   long long sample_ = -1;
+  int os_errno_ = 0;
 };
 
 }  // namespace dctchop

@@ -15,7 +15,10 @@
 
 Errors are dctchop.Error, with `kind` the error's name ("io", "corrupt", "bad_input", ...);
 bad arguments and values are also ValueError (dctchop.ArgumentError), I/O failures OSError
-(dctchop.FileError); a missing file is FileNotFoundError, a sample out of range IndexError.
+(dctchop.FileError) with `errno` set where the system gave one, and then also the built-in
+FileExistsError (an output that is there without overwrite=True), FileNotFoundError,
+PermissionError or IsADirectoryError, as open() raises them; a sample out of range is
+IndexError.
 """
 import errno
 import json
@@ -151,6 +154,8 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
             raise
         again = type(e)(text)
         again.kind = e.kind
+        if isinstance(e, OSError):
+            again.errno = e.errno
         raise again from None
     result = json.loads(report)
     result.update(backend="cpu", input="<array>", output=output)  # as compress --json has them
