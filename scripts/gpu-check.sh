@@ -74,7 +74,7 @@ export DCTCHOP_REQUIRE_GPU=1
 FAILED=0
 # cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
 if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
-  found=$(find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null | head -1 || true)
+  found=$(timeout 30 find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null | head -1 || true)
   [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
   echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
 fi
@@ -99,10 +99,10 @@ if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   BUNDLE_LIBS="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   RUN=(env "LD_LIBRARY_PATH=$BUNDLE_LIBS")
   # DCTCHOP_GPU_CHECK_OWN_LIBC=1 takes the bundled C library anyway (to try that path here).
-  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
+  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! timeout 20 "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
     # Built against a newer C library than this machine's: run it with the bundled one.
     { echo "the bundle does not run with this machine's C library:"
-      "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
+      timeout 20 "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
       echo "running it with the bundled C library instead"; } | tee -a "$OUT/gpu.txt"
     RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$BUNDLE_LIBS")
   fi
@@ -119,9 +119,9 @@ fi
 
 {
   date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
+  timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
 } | tee -a "$OUT/gpu.txt"
-"${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
+timeout 20 "${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
 # Each step has a time limit, so that a hang (a stream that never completes, say) costs one
@@ -132,7 +132,7 @@ if [ "${TESTS[0]}" = ctest ]; then
 else
   # One process per test suite, as ctest would run them: a sticky CUDA fault (an illegal
   # address) then spoils its own suite only, and says which. 150 s for all of them.
-  SUITES=$("${TESTS[@]}" --gtest_list_tests 2>>"$OUT/gpu-tests.txt" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.' || true)
+  SUITES=$(timeout 30 "${TESTS[@]}" --gtest_list_tests 2>>"$OUT/gpu-tests.txt" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.' || true)
   [ -n "$SUITES" ] || { echo "no test suites listed" | tee -a "$OUT/gpu-tests.txt"; FAILED=1; }
   START=$SECONDS
   for suite in $SUITES; do
@@ -147,12 +147,14 @@ else
 fi
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
-timeout -k 5 "$(limit 150)" "${BENCH[@]}" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
+# Fixed iteration counts (bench/bench_cuda.cpp): 42 benchmarks in about a minute.
+timeout -k 5 "$(limit 150)" "${BENCH[@]}" --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
 
-# Against issue 5's targets, and which kernel layout is faster (the default should be).
-python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || true
+# Against issue 5's targets, and which kernel layout is faster (the default should be). It
+# exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.
+timeout 30 python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
 cat "$OUT/gpu-summary.txt"
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
@@ -164,7 +166,9 @@ if [ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')" -gt $((20 * 102
 fi
 mkdir -p "$WORK"
 echo "files in $WORK ($(df -P "$WORK" | awk 'NR == 2 {print $1}'))" | tee -a "$OUT/gpu-e2e.txt"
-N="${DCTCHOP_GPU_CHECK_IMAGES:-21845}"  # 21845 images of 256x256x3 = 4.29 GB (fewer: a dry run)
+# 22000 images of 256x256x3 = 4.33 GB: offsets past 2^32 in the input, the archives and the
+# outputs (fewer: a dry run).
+N="${DCTCHOP_GPU_CHECK_IMAGES:-22000}"
 # At most 3.5 x the input at once (the input, two decoded copies, one archive of half its
 # size; each archive is removed once decoded): fewer images where the space is not there.
 free_kb=$(df -Pk "$WORK" | awk 'NR == 2 {print $4}')
@@ -175,7 +179,13 @@ if [ "$fit" -lt "$N" ]; then
   N=$fit
 fi
 E2E=1
-if [ "$N" -lt 1 ] || ! head -c $((N * 196608)) /dev/urandom > "$WORK/big.raw"; then
+# 256 MiB of random bytes, repeated: /dev/urandom alone may take a minute for 4 GB.
+make_input() {
+  head -c $((256 << 20)) /dev/urandom > "$WORK/seed.raw" &&
+    { while cat "$WORK/seed.raw"; do :; done 2>/dev/null | head -c $((N * 196608)) > "$WORK/big.raw"; } &&
+    rm -f "$WORK/seed.raw" && [ "$(stat -c %s "$WORK/big.raw")" = $((N * 196608)) ]
+}
+if [ "$N" -lt 1 ] || ! timeout 60 bash -c "$(declare -f make_input); WORK='$WORK' N=$N make_input"; then
   echo "cannot write the input in $WORK: end-to-end run skipped" | tee -a "$OUT/gpu-e2e.txt"
   E2E=0
   FAILED=1
@@ -211,9 +221,12 @@ elif [ ! -f "$WORK/back-cuda.raw" ] || [ ! -f "$WORK/back-cpu.raw" ]; then
 elif cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
   echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
 else
-  echo "MISMATCH: decoded by cuda != decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
+  { echo "MISMATCH: decoded by cuda != decoded by cpu"
+    timeout 20 cmp "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | head -1
+    echo "bytes that differ: $(timeout 60 cmp -l "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | wc -l)" \
+      "(of $((N * 196608)); 0 if the count ran out of time)"; } | tee -a "$OUT/gpu-e2e.txt"
   FAILED=1
 fi
-rm -rf "$WORK"
+timeout 60 rm -rf "$WORK" || true
 echo "results in $OUT; $([ "$FAILED" = 0 ] && echo "all checks passed" || echo "SOME CHECKS FAILED")"
 exit "$FAILED"

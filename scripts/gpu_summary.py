@@ -9,7 +9,9 @@ memory bandwidth or more, encode at 25% or more. Then, for each operation and wo
 faster kernel layout (lines or blocks) over the chops, which should be the default of
 dctchop::cuda::kernel_layout, and what pinned host buffers gain over pageable ones through
 the backend (the CLI's pipelines give it pinned ones). Standard library only: it runs on the
-GPU machine's python3.
+GPU machine's python3. Exits 1 when the report has no rows or any benchmark failed (Google
+Benchmark itself exits 0 after a benchmark's SkipWithError); a missed target is reported,
+not a failure.
 """
 import json
 import re
@@ -79,7 +81,10 @@ def main(path):
             if len(mean) == 2:
                 print(f"host {op} {workload}: pageable {mean['pageable']:.1f} GB/s, pinned "
                       f"{mean['pinned']:.1f} GB/s ({mean['pinned'] / mean['pageable']:.2f}x)")
-    return 0 if all_rows else 1
+    errors = sum(1 for r in all_rows if r["error"])
+    if errors:
+        print(f"\n{errors} benchmark(s) FAILED (see 'error:' above)")
+    return 0 if all_rows and not errors else 1
 
 
 if __name__ == "__main__":

@@ -128,11 +128,13 @@ class stream_flag {
     DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
     DCTCHOP_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
     pooled_ = pools != 0;
-    if (pooled_) {
-      DCTCHOP_CUDA_CHECK(cudaMallocAsync(&p_, sizeof(unsigned long long), s_));
-    } else {
-      DCTCHOP_CUDA_CHECK(cudaMalloc(&p_, sizeof(unsigned long long)));
+    // A device may say it has pools and still refuse them (some virtualised drivers): then
+    // the plain allocation, after clearing the error that the refusal left.
+    if (pooled_ && cudaMallocAsync(&p_, sizeof(unsigned long long), s_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      pooled_ = false;
     }
+    if (!pooled_) DCTCHOP_CUDA_CHECK(cudaMalloc(&p_, sizeof(unsigned long long)));
   }
   ~stream_flag() {
     if (pooled_) {
