@@ -148,6 +148,17 @@ def check_compress_from_python(binary, d, x, y):
     # Errors.
     e = raises(FileError_, lambda: dctchop.compress(x, f"{d}/py.dcz"), "overwrite=True")
     check(e is not None and e.kind == "output_exists", f"existing output: {e!r}")
+    # One sample's shape, for every layout: an HW archive's shape has no sample axis.
+    img = (np.arange(20 * 12) % 251).astype(np.uint8).reshape(20, 12)
+    dctchop.compress(img, f"{d}/hw.dcz", layout="HW")
+    with dctchop.Archive(f"{d}/hw.dcz") as hw:
+        check(hw.shape == (20, 12) and hw.sample_shape == (20, 12) and len(hw) == 1,
+              f"HW archive: shape {hw.shape}, sample_shape {hw.sample_shape}")
+        check(hw[0].shape == hw.sample_shape and hw.read(0, 1).shape == (1, 20, 12),
+              f"HW archive reads: {hw[0].shape}, {hw.read(0, 1).shape}")
+    with dctchop.Archive(f"{d}/py.dcz") as nd:
+        check(nd.sample_shape == tuple(nd.shape)[1:] and nd[0].shape == nd.sample_shape and
+              nd.read(0, 2).shape == (2, *nd.sample_shape), f"sample_shape {nd.sample_shape}")
     # The built-in OSError kinds that open() raises, errno set, str() the one-line message.
     e = raises(FileExistsError, lambda: dctchop.compress(x, f"{d}/py.dcz"), "py.dcz: already exists")
     check(e is not None and e.errno == errno.EEXIST and isinstance(e, FileError_), f"{e!r}")

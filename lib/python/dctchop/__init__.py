@@ -2,7 +2,7 @@
 
     import dctchop
     with dctchop.Archive("train.dcz") as a:
-        x = a.read(0, 16)          # 16 decoded samples: (16, *a.shape[1:]), e.g. (16, H, W, C)
+        x = a.read(0, 16)          # 16 decoded samples: (16, *a.sample_shape), e.g. (16, H, W, C)
         y = a.labels()             # the labels side array, or None
         first, last = a[0], a[-1]  # one sample each; a[2:5] is three
 
@@ -173,7 +173,8 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
 
 class Archive(_Archive):
     """A .dcz archive opened for reading: its header as properties (samples, shape, dtype,
-    block, chop, coeff, layout, offset, planes, height, width), decoded samples with read()
+    block, chop, coeff, layout, offset, planes, height, width; sample_shape, one sample's
+    shape), decoded samples with read()
     or indexing, stored coefficients with read_coefficients(), and the labels. `threads`
     decodes on that many threads (0: every core). A context manager; close() releases the
     file. Picklable (it reopens by path), so it crosses to DataLoader worker processes."""
@@ -185,6 +186,14 @@ class Archive(_Archive):
 
     def __len__(self):
         return self.samples
+
+    @property
+    def sample_shape(self):
+        """The shape of one decoded sample, as archive[i] gives it; read(first, n) gives
+        (n, *sample_shape). shape[1:] for NHW, NHWC and NCHW archives; for an HW archive (one
+        image, stored without a sample axis) the whole of shape."""
+        shape = tuple(self.shape)
+        return shape if self.layout == "HW" else shape[1:]
 
     def __getitem__(self, index):
         """archive[i]: sample i (negative from the end); archive[i:j]: samples i to j-1."""
