@@ -119,6 +119,9 @@ def main():
                   f"device loader tensor {xt.dtype} {tuple(xt.shape)}")
             check(np.array_equal(xt.numpy(), xp) and np.array_equal(yt.numpy(), yp),
                   "device loader batch equals the loader's")
+            check(dev.last_epoch == plain.last_epoch and
+                  np.array_equal(dev.last_samples, plain.last_samples),
+                  f"device loader epoch {dev.last_epoch}, loader's {plain.last_epoch}")
             del xt
         check_dataloader_workers(f"{d}/x_f16.dcz")
         check_types_torch_lacks(binary, d)

@@ -127,7 +127,7 @@ class DeviceLoader(_Batches):
     """Batches decoded on a CUDA device (device=N) or on the host (device=-1), as torch
     tensors shared through DLPack without a copy: (x, labels), x of shape (N, *sample shape)
     in the archive's dtype. Only the coefficients cross PCIe. Shuffling, sharding and resume
-    as Loader. At most `buffers` batches may be held at once (their tensors alive); asking
+    as Loader, and after each batch last_samples and last_epoch as Loader has them. At most `buffers` batches may be held at once (their tensors alive); asking
     for another then raises dctchop.Error instead of waiting."""
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
@@ -143,12 +143,17 @@ class DeviceLoader(_Batches):
         super().__init__(_DeviceLoader(_existing_file(path), batch_size, shuffle, seed,
                                        shuffle_window, rank, world, drop_last, prefetch, device,
                                        buffers))
+        self.last_epoch = None
 
     def __next__(self):
         stream = 0
         if self._l.device >= 0:  # the stream that will use the batch: its buffer is reused after
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
+        # The batch's epoch, as Loader gives it: the state names the batch that comes next.
+        at = self.state()
+        epoch = at["epoch"] + (1 if at["position"] >= self.batches_per_epoch else 0)
         capsule, labels, samples = self._l.next(stream)
         self.last_samples = samples
+        self.last_epoch = epoch
         y = None if labels is None else _tensor(labels)
         return torch.utils.dlpack.from_dlpack(capsule), y
