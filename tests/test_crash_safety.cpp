@@ -98,6 +98,27 @@ TEST(CrashSafety, PastTheFileSizeLimitEveryOutputKindFailsWithAnIoErrorAndLeaves
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before);
 }
 
+TEST(CrashSafety, AnHdf5OutputCutShortAtItsMetadataSaysSoAndLeavesNothing) {
+  // HDF5 writes its metadata (the dataset's header, the chunk index) last, when the file is
+  // flushed: limits just under the finished file's size fail there, after every chunk.
+  temp_dir dir;
+  make_input(dir, 256);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(sh(dir, "DCTCHOP decompress a.dcz -o full.h5 -q").status, 0);
+  const auto size = std::filesystem::file_size(dir.file("full.h5"));
+  std::size_t at_metadata = 0;
+  for (std::uintmax_t blocks = size / 512 - 16; blocks < (size + 511) / 512; ++blocks) {
+    const auto r = sh(dir, "ulimit -f " + std::to_string(blocks) +
+                               "; DCTCHOP decompress a.dcz -o out.h5 -q");
+    ASSERT_EQ(r.status, 5) << blocks << " blocks of " << size << " bytes\n" << describe(r);
+    expect_one_line_naming(r, "out.h5");
+    EXPECT_NE(r.err.find("File too large"), std::string::npos) << describe(r);
+    at_metadata += r.err.find("cannot write the HDF5 file's metadata") != std::string::npos;
+    EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "full.h5", "in.npy"})) << blocks;
+  }
+  EXPECT_GE(at_metadata, 1u) << "no limit fell in the metadata: nothing here tested that path";
+}
+
 TEST(CrashSafety, AFullFileSystemGivesAnIoErrorAndLeavesNothing) {
   if (!can_mount()) GTEST_SKIP() << "needs root and unshare to mount a small tmpfs";
   temp_dir dir;

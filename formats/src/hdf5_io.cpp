@@ -585,7 +585,20 @@ class hdf5_sink final : public sample_sink {
     {
       quiet_hdf5 quiet;
       dset_.reset();
-      check(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), errc::io, path_ + ": flush failed");
+      // The data is written; what fails here is HDF5's metadata (a full disk, `ulimit -f`):
+      // say what HDF5 says, as it is the only one that knows.
+      const int before = errno;
+      errno = 0;
+      if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
+        const int e = errno;
+        std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
+        why = why.substr(0, why.find_first_of(",\n"));  // HDF5's text goes on over lines
+        throw error::from_os(errc::io,
+                             path_ + ": cannot write the HDF5 file's metadata" +
+                                 (why.empty() ? std::string() : ": " + why),
+                             e);
+      }
+      errno = before;
       const hid_t f = file_.release();
       if (H5Fclose(f) < 0) {
         ::unlink(temp_.c_str());
