@@ -871,18 +871,30 @@ int run(int argc, char** argv) {
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       auto r = formats::decompress(d_in, spec, *be, o);
       bar.clear();
-      // An NPY file under another name (out.raw without --raw, say) is worth a word.
-      const bool npy_elsewhere = spec.kind == formats::file_kind::npy && d_out != "-" &&
-                                 !formats::name_ends_with(d_out, ".npy") &&
-                                 !formats::reads_as_stream(d_out);  // (/dev/null: no name to read)
-      const std::string npy_note = fmt::format("{} holds NPY data, whatever its name says", d_out);
+      // An NPY file under another name (out.raw without --raw, say) is worth a word; so are
+      // labels under such a name, which are NPY whatever --raw says of the data.
+      auto npy_elsewhere = [](const std::string& path, formats::file_kind kind) {
+        return kind == formats::file_kind::npy && path != "-" && !path.empty() &&
+               !formats::name_ends_with(path, ".npy") &&
+               !formats::reads_as_stream(path);  // (/dev/null: no name to read)
+      };
+      std::vector<std::string> notes, hints;
+      if (npy_elsewhere(d_out, spec.kind)) {
+        notes.push_back(fmt::format("{} holds NPY data, whatever its name says", d_out));
+        hints.push_back("--raw writes raw binary; FILE.h5 HDF5");
+      }
+      if (!d_labels_out.empty() &&  // (decompress refuses an archive without labels)
+          npy_elsewhere(d_labels_out, formats::parse_dataset_spec(d_labels_out).kind)) {
+        notes.push_back(fmt::format("{} holds the labels as NPY data, whatever its name says",
+                                    d_labels_out));
+        hints.push_back("labels are written as FILE.npy, FILE.h5 or FILE.npz");
+      }
       if (d_json) {
         auto j = r.to_json();
-        auto& notes = j["notes"] = nlohmann::json::array();
-        if (npy_elsewhere) notes.push_back(npy_note);
+        j["notes"] = notes;
         print_json_report(j, d_in, d_out);
       } else if (!d_quiet) {
-        if (npy_elsewhere) log->warn("note: {} (--raw writes raw binary; FILE.h5 HDF5)", npy_note);
+        for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   d_out == "-" ? "<stdout>" : d_out, shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,

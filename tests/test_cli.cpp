@@ -794,6 +794,19 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   auto d = cli(dir, "decompress a.dcz -o out.npy -q --labels-out l.npy");
   ASSERT_EQ(d.status, 0) << describe(d);
   EXPECT_EQ(read_bytes(dir.file("l.npy")), read_bytes(dir.file("labels.npy")));
+  // Labels under a name that says another format (raw data beside them, say) are NPY: a note
+  // says so, on stderr and in the --json report; under .npy, no note.
+  auto raw = cli(dir, "decompress a.dcz -o out.raw --raw --labels-out l.bin");
+  ASSERT_EQ(raw.status, 0) << describe(raw);
+  EXPECT_NE(raw.err.find("note: l.bin holds the labels as NPY data"), std::string::npos) << raw.err;
+  EXPECT_EQ(read_bytes(dir.file("l.bin")), read_bytes(dir.file("labels.npy")));
+  auto js = cli(dir, "decompress a.dcz -o out.raw --raw --labels-out l.bin -f --json");
+  ASSERT_EQ(js.status, 0) << describe(js);
+  EXPECT_EQ(nlohmann::json::parse(js.out)["notes"],
+            nlohmann::json::array({"l.bin holds the labels as NPY data, whatever its name says"}));
+  auto fine = cli(dir, "decompress a.dcz -o out.raw --raw --labels-out l.npy -f");
+  ASSERT_EQ(fine.status, 0) << describe(fine);
+  EXPECT_EQ(fine.err.find("note"), std::string::npos) << fine.err;
   auto p = sh(dir, "cat a.dcz | DCTCHOP decompress - -o out2.npy -q --labels-out l2.npy --samples 1:4");
   ASSERT_EQ(p.status, 0) << describe(p);
   const auto l2 = load_npy(dir.file("l2.npy"));
