@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -478,6 +479,22 @@ void print_info_text(const nlohmann::json& j) {
   }
 }
 
+/** `-o out.h5:/x --raw`: with --raw the whole text is a path (a name may hold a colon), so
+ *  this one lies in a folder "out.h5:" that is not there. Said before anything is written,
+ *  naming what was probably meant; a path whose folder exists is written as it is. */
+void refuse_raw_dataset_name(const std::string& out, bool raw) {
+  if (!raw || out == "-" || out.find(':') == std::string::npos) return;
+  const auto as_dataset = formats::parse_dataset_spec(out);
+  if (as_dataset.kind == formats::file_kind::raw || as_dataset.dataset.empty()) return;
+  std::error_code ec;
+  const auto folder = std::filesystem::path(out).parent_path();
+  if (folder.empty() || std::filesystem::is_directory(folder, ec)) return;
+  throw error(errc::invalid_argument,
+              fmt::format("{}: --raw writes raw binary to this path as it is, whose folder {} is "
+                          "not there; without --raw it names the dataset {} of {}",
+                          out, folder.string(), as_dataset.dataset, as_dataset.path));
+}
+
 /** A note when compress writes its archive to a name that says another format. */
 std::string archive_name_note(const std::string& out) {
   for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
@@ -869,6 +886,7 @@ int run(int argc, char** argv) {
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(d_backend), {d_threads});
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
+      refuse_raw_dataset_name(d_out, d_raw);
       auto r = formats::decompress(d_in, spec, *be, o);
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word; so are

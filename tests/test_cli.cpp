@@ -804,6 +804,15 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   ASSERT_EQ(js.status, 0) << describe(js);
   EXPECT_EQ(nlohmann::json::parse(js.out)["notes"],
             nlohmann::json::array({"l.bin holds the labels as NPY data, whatever its name says"}));
+  // --raw with an HDF5 dataset's name: a path in a folder "out.h5:" that is not there, said
+  // before anything is written, with what the name means without --raw.
+  check_bad_cases(dir, {{"decompress a.dcz -o out.h5:/x --raw", 2,
+                         "out.h5:/x: --raw writes raw binary to this path as it is, whose folder "
+                         "out.h5: is not there; without --raw it names the dataset /x of out.h5"}});
+  std::filesystem::create_directory(dir.file("out.h5:"));  // there: the path is written
+  auto odd = cli(dir, "decompress a.dcz -o out.h5:/x --raw -q");
+  ASSERT_EQ(odd.status, 0) << describe(odd);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("out.h5:/x")), std::filesystem::file_size(dir.file("out.raw")));
   auto fine = cli(dir, "decompress a.dcz -o out.raw --raw --labels-out l.npy -f");
   ASSERT_EQ(fine.status, 0) << describe(fine);
   EXPECT_EQ(fine.err.find("note"), std::string::npos) << fine.err;
