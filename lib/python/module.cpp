@@ -545,16 +545,17 @@ PYBIND11_MODULE(_dctchop, m) {
   // dctchop.Error, and two kinds of it that are also the built-in exception a Python user
   // would catch: ValueError for bad arguments and values, OSError for I/O failures.
   static py::exception<error> exc(m, "Error", PyExc_RuntimeError);
-  auto subclass = [&](const char* name, PyObject* builtin) {
-    py::tuple bases = py::make_tuple(exc, py::reinterpret_borrow<py::object>(builtin));
+  // dctchop.NAME: a kind of `parent` (a dctchop class) that is also the built-in `builtin`.
+  auto subclass = [&](const char* name, const py::object& parent, PyObject* builtin) {
+    py::tuple bases = py::make_tuple(parent, py::reinterpret_borrow<py::object>(builtin));
     PyObject* cls = PyErr_NewException((std::string("dctchop.") + name).c_str(), bases.ptr(), nullptr);
     if (cls == nullptr) throw py::error_already_set();
     py::object o = py::reinterpret_steal<py::object>(cls);
     m.attr(name) = o;
     return o;
   };
-  static py::object value_error = subclass("ArgumentError", PyExc_ValueError);
-  static py::object os_error = subclass("FileError", PyExc_OSError);
+  static py::object value_error = subclass("ArgumentError", exc, PyExc_ValueError);
+  static py::object os_error = subclass("FileError", exc, PyExc_OSError);
   // The OSError subclasses that Python's own open() raises for these errno values, each also
   // a dctchop.FileError: `except FileExistsError` works as with any Python file call.
   struct os_kind {
@@ -562,20 +563,11 @@ PYBIND11_MODULE(_dctchop, m) {
     py::object cls;
   };
   // Never destroyed: at process exit the interpreter that owns the classes is gone.
-  static const auto* os_kinds = [&] {
-    auto both = [&](const char* name, PyObject* builtin) {
-      py::tuple bases = py::make_tuple(os_error, py::reinterpret_borrow<py::object>(builtin));
-      PyObject* cls = PyErr_NewException((std::string("dctchop.") + name).c_str(), bases.ptr(), nullptr);
-      if (cls == nullptr) throw py::error_already_set();
-      py::object o = py::reinterpret_steal<py::object>(cls);
-      m.attr(name) = o;
-      return o;
-    };
-    return new std::vector<os_kind>{{EEXIST, both("FileExistsError", PyExc_FileExistsError)},
-                                    {ENOENT, both("FileNotFoundError", PyExc_FileNotFoundError)},
-                                    {EACCES, both("PermissionError", PyExc_PermissionError)},
-                                    {EISDIR, both("IsADirectoryError", PyExc_IsADirectoryError)}};
-  }();
+  static const auto* os_kinds = new std::vector<os_kind>{
+      {EEXIST, subclass("FileExistsError", os_error, PyExc_FileExistsError)},
+      {ENOENT, subclass("FileNotFoundError", os_error, PyExc_FileNotFoundError)},
+      {EACCES, subclass("PermissionError", os_error, PyExc_PermissionError)},
+      {EISDIR, subclass("IsADirectoryError", os_error, PyExc_IsADirectoryError)}};
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
