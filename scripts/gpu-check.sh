@@ -74,7 +74,7 @@ export DCTCHOP_REQUIRE_GPU=1
 FAILED=0
 # cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
 if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
-  found=$(timeout 30 find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null | head -1 || true)
+  found=$(timeout "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null | head -1 || true)
   [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
   echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
 fi
@@ -99,10 +99,10 @@ if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   BUNDLE_LIBS="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   RUN=(env "LD_LIBRARY_PATH=$BUNDLE_LIBS")
   # DCTCHOP_GPU_CHECK_OWN_LIBC=1 takes the bundled C library anyway (to try that path here).
-  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! timeout 20 "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
+  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! timeout "$(limit 20)" "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
     # Built against a newer C library than this machine's: run it with the bundled one.
     { echo "the bundle does not run with this machine's C library:"
-      timeout 20 "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
+      timeout "$(limit 20)" "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
       echo "running it with the bundled C library instead"; } | tee -a "$OUT/gpu.txt"
     RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$BUNDLE_LIBS")
   fi
@@ -119,9 +119,9 @@ fi
 
 {
   date -u +%Y-%m-%dT%H:%MZ
-  timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
+  timeout "$(limit 20)" nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
 } | tee -a "$OUT/gpu.txt"
-timeout 20 "${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
+timeout "$(limit 20)" "${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
 # Each step has a time limit, so that a hang (a stream that never completes, say) costs one
@@ -132,7 +132,7 @@ if [ "${TESTS[0]}" = ctest ]; then
 else
   # One process per test suite, as ctest would run them: a sticky CUDA fault (an illegal
   # address) then spoils its own suite only, and says which. 150 s for all of them.
-  SUITES=$(timeout 30 "${TESTS[@]}" --gtest_list_tests 2>>"$OUT/gpu-tests.txt" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.' || true)
+  SUITES=$(timeout "$(limit 30)" "${TESTS[@]}" --gtest_list_tests 2>>"$OUT/gpu-tests.txt" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.' || true)
   [ -n "$SUITES" ] || { echo "no test suites listed" | tee -a "$OUT/gpu-tests.txt"; FAILED=1; }
   START=$SECONDS
   for suite in $SUITES; do
@@ -154,7 +154,7 @@ timeout -k 5 "$(limit 150)" "${BENCH[@]}" --benchmark_counters_tabular=true \
 
 # Against issue 5's targets, and which kernel layout is faster (the default should be). It
 # exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.
-timeout 30 python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
+timeout "$(limit 30)" python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
 cat "$OUT/gpu-summary.txt"
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
@@ -185,7 +185,7 @@ make_input() {
     { while cat "$WORK/seed.raw"; do :; done 2>/dev/null | head -c $((N * 196608)) > "$WORK/big.raw"; } &&
     rm -f "$WORK/seed.raw" && [ "$(stat -c %s "$WORK/big.raw")" = $((N * 196608)) ]
 }
-if [ "$N" -lt 1 ] || ! timeout 60 bash -c "$(declare -f make_input); WORK='$WORK' N=$N make_input"; then
+if [ "$N" -lt 1 ] || ! timeout "$(limit 60)" bash -c "$(declare -f make_input); WORK='$WORK' N=$N make_input"; then
   echo "cannot write the input in $WORK: end-to-end run skipped" | tee -a "$OUT/gpu-e2e.txt"
   E2E=0
   FAILED=1
@@ -222,11 +222,13 @@ elif cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
   echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
 else
   { echo "MISMATCH: decoded by cuda != decoded by cpu"
-    timeout 20 cmp "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | head -1
-    echo "bytes that differ: $(timeout 60 cmp -l "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | wc -l)" \
-      "(of $((N * 196608)); 0 if the count ran out of time)"; } | tee -a "$OUT/gpu-e2e.txt"
+    # (cmp exits 1 on a difference: not a failure of this script, which is under set -e.)
+    timeout "$(limit 20)" cmp "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | head -1 || true
+    echo "bytes that differ: $( (timeout "$(limit 60)" cmp -l "$WORK/back-cuda.raw" \
+      "$WORK/back-cpu.raw" || true) | wc -l) (of $((N * 196608)); fewer if the count ran out of" \
+      "time)"; } | tee -a "$OUT/gpu-e2e.txt"
   FAILED=1
 fi
-timeout 60 rm -rf "$WORK" || true
+timeout "$(limit 60)" rm -rf "$WORK" || true
 echo "results in $OUT; $([ "$FAILED" = 0 ] && echo "all checks passed" || echo "SOME CHECKS FAILED")"
 exit "$FAILED"

@@ -1537,6 +1537,34 @@ std::vector<std::uint8_t> zstd_frame(const std::vector<std::uint8_t>& v, bool wi
   return out;
 }
 
+/** Chunk bytes in the LZ4 filter's framing (HDF5's H5Zlz4.c): the total size and the block
+ *  size, big-endian, then each block's stored size and its bytes, compressed by liblz4, or as
+ *  they are where LZ4 cannot shrink them. */
+std::vector<std::uint8_t> lz4_framed(const std::vector<std::uint8_t>& v, std::uint32_t block) {
+  std::vector<std::uint8_t> out;
+  auto put = [&](std::uint64_t x, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
+  };
+  put(v.size(), 8);
+  put(block, 4);
+  for (std::size_t at = 0; at < v.size(); at += block) {
+    const int size = static_cast<int>(std::min<std::size_t>(block, v.size() - at));
+    std::vector<char> c(static_cast<std::size_t>(LZ4_compressBound(size)));
+    const int n = LZ4_compress_default(reinterpret_cast<const char*>(v.data() + at), c.data(), size,
+                                       static_cast<int>(c.size()));
+    if (n <= 0) throw std::runtime_error("test: LZ4_compress_default failed");
+    if (n >= size) {
+      put(static_cast<std::uint64_t>(size), 4);
+      out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(at),
+                 v.begin() + static_cast<std::ptrdiff_t>(at) + size);
+    } else {
+      put(static_cast<std::uint64_t>(n), 4);
+      out.insert(out.end(), c.begin(), c.begin() + n);
+    }
+  }
+  return out;
+}
+
 std::vector<std::uint8_t> lzf_block(const std::vector<std::uint8_t>& v) {
   std::vector<std::uint8_t> out(v.size());
   const unsigned n = lzf_compress(v.data(), static_cast<unsigned>(v.size()), out.data(),
@@ -1689,17 +1717,47 @@ TEST(Hdf5Filters, ZstdFramesAndLzfBlocksWithoutARecordedSizeDecode) {
   EXPECT_EQ(load_npy(dir.file("z.npy")).raw, as_bytes(values)) << "chop 8 is exact for u8";
 }
 
-TEST(Hdf5Filters, DctchopsLzfAndZstdFiltersEncodeWhatTheReferenceLibrariesDecode) {
+TEST(Hdf5Filters, Lz4ChunksOfSmallBlocksThatDoNotShrinkReadBothWays) {
+  // Noise in LZ4 blocks of 16 bytes (hdf5plugin.LZ4(nbytes=16)): every block stored raw with its
+  // 4-byte size, a chunk of 64 KiB stored as 80 KiB. The threaded reader's bound on stored
+  // sizes, which refuses a damaged chunk index, must allow it.
+  formats::detail::register_builtin_filters();
+  temp_dir dir;
+  std::vector<std::uint8_t> values(2 * 65536);
+  std::mt19937 rng(5);
+  for (auto& v : values) v = static_cast<std::uint8_t>(rng() >> 24);
+  {
+    auto f = h5_create(dir.file("b16.h5"));
+    h5_write_filtered(f.get(), "/x", H5T_STD_U8LE, {2, 128, 128, 4}, {1, 128, 128, 4}, values,
+                      {{32004, {16}}});
+    h5 d(H5Dopen2(f.get(), "/x", H5P_DEFAULT), H5Dclose, "open");
+    const hsize_t at[4] = {0, 0, 0, 0};
+    hsize_t stored = 0;
+    h5_check(H5Dget_chunk_storage_size(d.get(), at, &stored), "chunk size");
+    ASSERT_EQ(stored, 12u + 4 * 4096 + 65536) << "every block stored raw";
+  }
+  for (unsigned t : {0u, 1u, 2u}) {
+    auto spec = parse_dataset_spec(dir.file("b16.h5") + ":/x");
+    spec.decode_threads = t;
+    EXPECT_EQ(read_all(*formats::open_dataset(spec)), as_bytes(values)) << "decode_threads " << t;
+  }
+}
+
+TEST(Hdf5Filters, DctchopsLzfLz4AndZstdFiltersEncodeWhatTheReferenceLibrariesDecode) {
   // HDF5's filter registry is the process's: another HDF5 user beside dctchop may write with
-  // the filters dctchop registers. Its chunks, read raw, are what liblzf and libzstd decode.
+  // the filters dctchop registers. Its chunks, read raw, are what liblzf and libzstd decode,
+  // and for LZ4 the framing of HDF Group's plugin around liblz4's blocks.
   formats::detail::register_builtin_filters();
   temp_dir dir;
   const std::vector<u64> shape = {2, 48, 48, 3};
-  const auto values = tiled_u8_nhwc(2, 48, 48, 3);
+  auto values = tiled_u8_nhwc(2, 48, 48, 3);
   const u64 per = values.size() / 2;
+  std::mt19937 rng(4);  // the last 912 bytes of each chunk noise: LZ4's last block stored raw
+  for (u64 i : {per - 912, 2 * per - 912})
+    for (u64 j = i; j < i + 912; ++j) values[j] = static_cast<std::uint8_t>(rng() >> 24);
   for (const auto& [id, cd] : filter_list{
-           {32000, {}}, {32015, {5}}}) {
-    const std::string name = "/f" + std::to_string(id);
+           {32000, {}}, {32015, {5}}, {32004, {1000}}, {32004, {}}}) {
+    const std::string name = "/f" + std::to_string(id) + (cd.empty() ? "" : "_" + std::to_string(cd[0]));
     {
       auto f = h5_create(dir.file("w.h5"));
       h5_write_filtered(f.get(), name, H5T_STD_U8LE, shape, {1, 48, 48, 3}, values, {{id, cd}});
@@ -1733,6 +1791,12 @@ TEST(Hdf5Filters, DctchopsLzfAndZstdFiltersEncodeWhatTheReferenceLibrariesDecode
       if (id == 32000) {
         n = lzf_decompress(raw.data(), static_cast<unsigned>(raw.size()), out.data(),
                            static_cast<unsigned>(out.size()));
+      } else if (id == 32004) {  // blocks of 1000 (the last 912, noise: stored raw), or one
+        const std::vector<std::uint8_t> chunk(values.begin() + static_cast<std::ptrdiff_t>(i * per),
+                                              values.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
+        EXPECT_EQ(raw, lz4_framed(chunk, cd.empty() ? static_cast<std::uint32_t>(per) : cd[0])) << name;
+        out = chunk;
+        n = raw.size() > 12 ? per : 0;
       } else {
         EXPECT_EQ(ZSTD_getFrameContentSize(raw.data(), raw.size()), per) << "the frame's size";
         n = ZSTD_decompress(out.data(), out.size(), raw.data(), raw.size());
@@ -1965,34 +2029,6 @@ TEST(Hdf5Filters, APluginsOwnFailureLinesGoToStderrAndNeverToStdout) {
     EXPECT_TRUE(contains(r.err, "noisy filter: giving up\n")) << args << ": " << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz")));
-}
-
-/** Chunk bytes in the LZ4 filter's framing (HDF5's H5Zlz4.c): the total size and the block
- *  size, big-endian, then each block's stored size and its bytes, compressed by liblz4, or as
- *  they are where LZ4 cannot shrink them. */
-std::vector<std::uint8_t> lz4_framed(const std::vector<std::uint8_t>& v, std::uint32_t block) {
-  std::vector<std::uint8_t> out;
-  auto put = [&](std::uint64_t x, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
-  };
-  put(v.size(), 8);
-  put(block, 4);
-  for (std::size_t at = 0; at < v.size(); at += block) {
-    const int size = static_cast<int>(std::min<std::size_t>(block, v.size() - at));
-    std::vector<char> c(static_cast<std::size_t>(LZ4_compressBound(size)));
-    const int n = LZ4_compress_default(reinterpret_cast<const char*>(v.data() + at), c.data(), size,
-                                       static_cast<int>(c.size()));
-    if (n <= 0) throw std::runtime_error("test: LZ4_compress_default failed");
-    if (n >= size) {
-      put(static_cast<std::uint64_t>(size), 4);
-      out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(at),
-                 v.begin() + static_cast<std::ptrdiff_t>(at) + size);
-    } else {
-      put(static_cast<std::uint64_t>(n), 4);
-      out.insert(out.end(), c.begin(), c.begin() + n);
-    }
-  }
-  return out;
 }
 
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {

@@ -438,9 +438,10 @@ void output_file::commit() {
   }
   if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
   if (::close(fd_) != 0) {
+    const error e = os_error(display_name(), "close");  // before unlink() sets errno
     fd_ = -1;
     ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
-    throw os_error(display_name(), "close");
+    throw e;
   }
   fd_ = -1;
   if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name());

@@ -55,6 +55,15 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   r->threads_ = static_cast<unsigned>(
       std::clamp<u64>(k_scratch_budget / (2 * bytes), 1, threads));
   bool compressor = false;
+  // No compressor stores a chunk much larger than it is (one stored raw is its own size),
+  // except LZ4's framing: 12 bytes and 4 per block, blocks of the filter's first client value
+  // (else one block), each stored raw where LZ4 cannot shrink it.
+  r->max_stored_ = bytes + bytes / 8 + 4096;
+  for (const auto& f : pipeline_of(dcpl)) {
+    if (f.id != filter_lz4) continue;
+    const u64 block = std::clamp<u64>(f.values.empty() || f.values[0] == 0 ? bytes : f.values[0], 1, bytes);
+    r->max_stored_ = std::max<u64>(r->max_stored_, 12 + 4 * ((bytes + block - 1) / block) + bytes);
+  }
   for (const auto& f : pipeline_of(dcpl)) {
     if (f.id == H5Z_FILTER_SHUFFLE && f.index == 0 && !f.values.empty() && f.values[0] == r->item_) {
       r->stages_.push_back({f.id, f.index});
@@ -149,8 +158,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       H5Eclear2(H5E_DEFAULT);
       return false;  // not written: HDF5 fills it in
     }
-    // No compressor stores a chunk much larger than it is (one stored raw is its own size).
-    if (size > chunk_bytes_ + chunk_bytes_ / 8 + 4096) {
+    if (size > max_stored_) {
       throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
                                        " claims " + std::to_string(size) + " stored bytes for " +
                                        std::to_string(chunk_bytes_) + " of data; the file is damaged");

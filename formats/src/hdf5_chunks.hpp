@@ -56,6 +56,8 @@ class chunk_reader {
   hid_t dset_ = H5I_INVALID_HID;  // owned by the caller
   std::vector<std::uint64_t> shape_, chunk_;
   std::size_t item_ = 0, chunk_bytes_ = 0;
+  /** The most stored bytes a chunk of this pipeline can take; more is a damaged file. */
+  std::uint64_t max_stored_ = 0;
   unsigned threads_ = 1;
   std::vector<stage> stages_;  // in write order: shuffle first, then the compressor
   std::vector<stored_chunk> stored_;  // the chunks of the last read, kept for their buffers

@@ -234,7 +234,9 @@ bool lz4_decode(const unsigned char* in, std::size_t n, unsigned char* out, std:
 
 std::size_t lz4_encode(std::size_t cd_nelmts, const unsigned cd_values[], std::size_t nbytes,
                        std::size_t* buf_size, void** buf) {
-  if (nbytes > INT_MAX) return 0;  // LZ4 blocks hold less than 2 GiB; the reference refuses too
+  // LZ4 takes at most LZ4_MAX_INPUT_SIZE bytes (LZ4_compressBound is 0 above it, which would
+  // size the output for the headers alone); the reference plugin refuses above 2 GiB.
+  if (nbytes > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE)) return 0;
   std::size_t block = cd_nelmts > 0 && cd_values[0] > 0 ? cd_values[0] : k_lz4_default_block;
   block = std::max<std::size_t>(std::min(block, nbytes), 1);
   const std::size_t blocks = (nbytes + block - 1) / block;
@@ -250,7 +252,7 @@ std::size_t lz4_encode(std::size_t cd_nelmts, const unsigned cd_values[], std::s
     const std::size_t size = std::min(block, nbytes - done);
     const int n = LZ4_compress_default(reinterpret_cast<const char*>(in + done),
                                        reinterpret_cast<char*>(out + at + 4), static_cast<int>(size),
-                                       static_cast<int>(bound - at - 4));
+                                       static_cast<int>(std::min<std::size_t>(bound - at - 4, INT_MAX)));
     std::size_t stored = static_cast<std::size_t>(n);
     if (n <= 0 || stored >= size) {  // stored as it is: the decoder tells by the size
       stored = size;

@@ -545,29 +545,37 @@ PYBIND11_MODULE(_dctchop, m) {
   // dctchop.Error, and two kinds of it that are also the built-in exception a Python user
   // would catch: ValueError for bad arguments and values, OSError for I/O failures.
   static py::exception<error> exc(m, "Error", PyExc_RuntimeError);
-  // dctchop.NAME: a kind of `parent` (a dctchop class) that is also the built-in `builtin`.
-  auto subclass = [&](const char* name, const py::object& parent, PyObject* builtin) {
+  // NAME, set on this module: a kind of `parent` (a dctchop class) that is also the built-in
+  // `builtin`. `qualified` is where pickle finds it (a DataLoader worker sends its errors to
+  // the parent process pickled).
+  auto subclass = [&](const char* name, const char* qualified, const py::object& parent,
+                      PyObject* builtin) {
     py::tuple bases = py::make_tuple(parent, py::reinterpret_borrow<py::object>(builtin));
-    PyObject* cls = PyErr_NewException((std::string("dctchop.") + name).c_str(), bases.ptr(), nullptr);
+    PyObject* cls = PyErr_NewException(qualified, bases.ptr(), nullptr);
     if (cls == nullptr) throw py::error_already_set();
     py::object o = py::reinterpret_steal<py::object>(cls);
     m.attr(name) = o;
     return o;
   };
-  static py::object value_error = subclass("ArgumentError", exc, PyExc_ValueError);
-  static py::object os_error = subclass("FileError", exc, PyExc_OSError);
+  static py::object value_error = subclass("ArgumentError", "dctchop.ArgumentError", exc, PyExc_ValueError);
+  static py::object os_error = subclass("FileError", "dctchop.FileError", exc, PyExc_OSError);
   // The OSError subclasses that Python's own open() raises for these errno values, each also
-  // a dctchop.FileError: `except FileExistsError` works as with any Python file call.
+  // a dctchop.FileError: `except FileExistsError` works as with any Python file call. They stay
+  // in dctchop._dctchop: as dctchop.FileExistsError, a star import would hide the built-in.
   struct os_kind {
     int code;
     py::object cls;
   };
   // Never destroyed: at process exit the interpreter that owns the classes is gone.
   static const auto* os_kinds = new std::vector<os_kind>{
-      {EEXIST, subclass("FileExistsError", os_error, PyExc_FileExistsError)},
-      {ENOENT, subclass("FileNotFoundError", os_error, PyExc_FileNotFoundError)},
-      {EACCES, subclass("PermissionError", os_error, PyExc_PermissionError)},
-      {EISDIR, subclass("IsADirectoryError", os_error, PyExc_IsADirectoryError)}};
+      {EEXIST, subclass("FileExistsError", "dctchop._dctchop.FileExistsError", os_error,
+                        PyExc_FileExistsError)},
+      {ENOENT, subclass("FileNotFoundError", "dctchop._dctchop.FileNotFoundError", os_error,
+                        PyExc_FileNotFoundError)},
+      {EACCES, subclass("PermissionError", "dctchop._dctchop.PermissionError", os_error,
+                        PyExc_PermissionError)},
+      {EISDIR, subclass("IsADirectoryError", "dctchop._dctchop.IsADirectoryError", os_error,
+                        PyExc_IsADirectoryError)}};
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -584,8 +592,12 @@ PYBIND11_MODULE(_dctchop, m) {
       py::object instance = cls(e.what());
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
       // errno as OSError(errno, strerror) would set it; strerror stays None, so that str() is
-      // the message (os.strerror(e.errno) gives the text).
-      if (code != 0) instance.attr("errno") = code;
+      // the message (os.strerror(e.errno) gives the text). Also in the instance's dict, which
+      // pickle keeps (OSError pickles its args, and errno is not among them here).
+      if (code != 0) {
+        instance.attr("errno") = code;
+        instance.attr("__dict__")["errno"] = code;
+      }
       PyErr_SetObject(cls.ptr(), instance.ptr());
     }
   });

@@ -169,6 +169,19 @@ def check_compress_from_python(binary, d, x, y):
     check(e is not None and e.errno == errno.EISDIR and isinstance(e, dctchop.Error), f"{e!r}")
     e = raises(IsADirectoryError, lambda: dctchop.Archive(f"{d}/folder.dcz"), "is a directory")
     check(e is not None and str(e).startswith(f"{d}/folder.dcz"), f"{e!r}")
+    # They pickle, errno and kind included: a DataLoader worker sends its errors that way (an
+    # error that cannot be pickled leaves the parent waiting for the batch forever).
+    for fn in (lambda: dctchop.compress(x, f"{d}/py.dcz"), lambda: dctchop.Archive(f"{d}/missing.dcz"),
+               lambda: dctchop.compress(x, f"{d}/folder.dcz"), lambda: dctchop.compress(x, "-"),
+               lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz")):
+        e = raises(dctchop.Error, fn)
+        back = pickle.loads(pickle.dumps(e)) if e is not None else None
+        check(back is not None and type(back) is type(e) and str(back) == str(e) and
+              back.kind == e.kind and getattr(back, "errno", None) == getattr(e, "errno", None),
+              f"pickled {e!r}: {back!r}")
+    e = raises(FileNotFoundError, lambda: dctchop.Archive(f"{d}/missing.dcz"))
+    check(e is not None and isinstance(e, dctchop.FileError) and e.errno == errno.ENOENT and
+          e.kind == "io", f"a missing archive is a dctchop.FileError too: {e!r}")
     check(dctchop.compress(x, f"{d}/py.dcz", overwrite=True)["chop"] == 4, "overwrite=True")
     e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "<i4")
     check(e is not None and e.kind == "bad_input", f"an int32 array: {e!r}")

@@ -28,16 +28,21 @@ import numpy as np
 
 from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _compress,
                        _Loader, decode_matrices as _decode_matrices)
+from . import _dctchop
 
 __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress",
            "decode_matrices", "__version__"]
 
 
 def _existing_file(path):
-    """path (str, bytes or os.PathLike) as a str; FileNotFoundError when nothing is there."""
+    """path (str, bytes or os.PathLike) as a str; FileNotFoundError (a dctchop.FileError, as
+    the library raises it) when nothing is there."""
     path = os.fsdecode(os.fspath(path))
     if not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        e = _dctchop.FileNotFoundError(f"{path}: cannot open: {os.strerror(errno.ENOENT)}")
+        e.kind = "io"
+        e.errno = e.__dict__["errno"] = errno.ENOENT  # the dict: pickle keeps it
+        raise e
     return path
 
 
@@ -153,7 +158,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         if text == str(e):
             raise
         again = type(e)(text)
-        again.kind = e.kind
+        again.__dict__.update(e.__dict__)  # kind, and an OSError's errno (kept there for pickle)
         if isinstance(e, OSError):
             again.errno = e.errno
         raise again from None
