@@ -804,12 +804,15 @@ int run(int argc, char** argv) {
       if (cmp->get_option("--output")->count() > 0 && c_out.empty()) {
         throw error(errc::invalid_argument, "-o: empty output path");
       }
+      std::string named_array;  // of an input file that holds several, when -o was left out
       if (c_out.empty()) {
         if (c_in == "-") {
           c_out = "-";
         } else {
           // train.npy -> train.dcz; train.h5:/images -> train.dcz
-          std::string stem = formats::parse_dataset_spec(c_in, c_io.dataset, c_io.raw).path;
+          const auto spec = formats::parse_dataset_spec(c_in, c_io.dataset, c_io.raw);
+          named_array = spec.dataset;
+          std::string stem = spec.path;
           const auto dot = stem.rfind('.');
           if (dot != std::string::npos && stem.find('/', dot) == std::string::npos) stem.resize(dot);
           c_out = stem + ".dcz";
@@ -840,7 +843,17 @@ int run(int argc, char** argv) {
       app::progress_bar bar("compressing", !c_quiet);
       o.progress = progress_to(bar);
       auto be = make_backend(parse_backend(c_backend), {c_threads});
-      auto r = formats::compress(input_spec(c_in, c_io), c_out, *be, o);
+      auto r = [&] {
+        try {
+          return formats::compress(input_spec(c_in, c_io), c_out, *be, o);
+        } catch (const error& e) {
+          // mnist.npz:x_train, then mnist.npz:x_test: both default to mnist.dcz.
+          if (e.code() != errc::output_exists || named_array.empty()) throw;
+          throw error(e.code(), fmt::format("{}; the default name comes from the input file, not "
+                                            "from {}: name the output with -o",
+                                            e.what(), named_array));
+        }
+      }();
       bar.clear();
       const auto warnings = compress_warnings(r, c_out, o.nonfinite_replacement);
       if (c_json) {

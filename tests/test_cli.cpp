@@ -721,6 +721,26 @@ TEST(Cli, AnOffsetTooFarFromTheValuesForAnyTypeIsNamedAsTheCause) {
                          "the offset 1e+39 lies far from the values"}});
 }
 
+TEST(Cli, TwoArraysOfOneFileDefaultToOneNameAndTheSecondIsRefusedSayingWhy) {
+  temp_dir dir;
+  std::filesystem::copy_file(std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz", dir.file("m.npz"));
+  ASSERT_EQ(cli(dir, "compress m.npz:x_train -q").status, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("m.dcz")));
+  const std::string first = read_bytes(dir.file("m.dcz"));
+  check_bad_cases(dir, {{"compress m.npz:x_test", 6,
+                         "m.dcz: already exists (use -f to overwrite); the default name comes from "
+                         "the input file, not from x_test: name the output with -o"}});
+  EXPECT_EQ(read_bytes(dir.file("m.dcz")), first) << "the first archive is untouched";
+  auto named = cli(dir, "compress m.npz:x_test -o x_test.dcz -q");
+  EXPECT_EQ(named.status, 0) << describe(named);
+  // A file of one array, named by its file: the plain message.
+  make_u8(dir, "images.npy");
+  ASSERT_EQ(cli(dir, "compress images.npy -q").status, 0);
+  auto again = cli(dir, "compress images.npy");
+  EXPECT_EQ(again.status, 6) << describe(again);
+  EXPECT_EQ(again.err.find("default name"), std::string::npos) << again.err;
+}
+
 TEST(Cli, FilesGivenInTheWrongPlaceAreNamedForWhatTheyAre) {
   temp_dir dir;
   make_u8(dir, "in.npy");
