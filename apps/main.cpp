@@ -182,6 +182,13 @@ const CLI::Validator finite_number(
     },
     "FINITE");
 
+/** A CLI11 check that a number is 0 or more (CLI::NonNegativeNumber prints DBL_MAX in full). */
+const CLI::Validator non_negative(
+    [](std::string& s) {
+      return finite_double(s) && std::stod(s) >= 0 ? std::string() : "expected 0 or more, got " + s;
+    },
+    "NUMBER >= 0");
+
 /** Global PSNR: a number, infinite (lossless), or undefined (an error on constant data). */
 std::string psnr_text(const quality& q) {
   if (q.psnr_undefined) return "n/a (constant data)";
@@ -773,7 +780,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(-1.0, 1.0));
   ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z")
       ->check(finite_number)
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   add_backend_options(ver, v_backend, v_threads);
   ver->add_flag("--json", v_json, "print JSON");
   ver->add_flag("-q,--quiet", v_quiet, "print nothing but errors and failed gates");
