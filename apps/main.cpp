@@ -942,6 +942,13 @@ int run(int argc, char** argv) {
       refuse_tty_stdin(i_in);
       auto j = formats::archive_info(i_in);
       if (i_json) {
+        // What the text says in words: why SSIM is null (as the other reports' ssim_status),
+        // and quality null for an archive written with --no-quality.
+        if (j.contains("quality")) {
+          j["quality"]["ssim_status"] = to_string(stored_ssim_status(j));
+        } else {
+          j["quality"] = nullptr;
+        }
         std::cout << j.dump(2) << "\n";
       } else {
         print_info_text(j);

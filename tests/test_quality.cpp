@@ -1129,15 +1129,27 @@ TEST(QualityCli, InfoSaysWhyAnArchiveHasNoSsim) {
   auto p = sh(dir, "cat f.npy | DCTCHOP compress - -o p.dcz");
   ASSERT_EQ(p.status, 0) << describe(p);
   EXPECT_TRUE(contains(p.err, "SSIM n/a (float data from a stream: range unknown)")) << p.err;
-  struct want { const char* archive; const char* text; };
-  for (auto w : {want{"z.dcz", "SSIM n/a (constant data)"},
-                 want{"s.dcz", "SSIM n/a (planes below 7x7)"},
-                 want{"t.dcz", "SSIM n/a (not measured)"},
-                 want{"p.dcz", "SSIM n/a (float data from a stream: range unknown)"}}) {
+  struct want { const char* archive; const char* text; const char* status; };
+  for (auto w : {want{"z.dcz", "SSIM n/a (constant data)", "constant"},
+                 want{"s.dcz", "SSIM n/a (planes below 7x7)", "small_planes"},
+                 want{"t.dcz", "SSIM n/a (not measured)", "off"},
+                 want{"p.dcz", "SSIM n/a (float data from a stream: range unknown)", "no_range"}}) {
     auto i = cli(dir, std::string("info ") + w.archive);
     ASSERT_EQ(i.status, 0) << describe(i);
     EXPECT_TRUE(contains(i.out, w.text)) << w.archive << "\n" << i.out;
+    // --json says the same as the other reports do, in ssim_status.
+    auto j = cli(dir, std::string("info --json ") + w.archive);
+    ASSERT_EQ(j.status, 0) << describe(j);
+    const auto q = nlohmann::json::parse(j.out).at("quality");
+    EXPECT_TRUE(q.at("ssim").is_null()) << w.archive;
+    EXPECT_EQ(q.at("ssim_status"), w.status) << w.archive;
   }
+  // Measured, and not measured at all.
+  ASSERT_EQ(cli(dir, "compress tex.npy -o m.dcz -q").status, 0);
+  EXPECT_EQ(nlohmann::json::parse(cli(dir, "info --json m.dcz").out).at("quality").at("ssim_status"),
+            "measured");
+  ASSERT_EQ(cli(dir, "compress tex.npy -o n.dcz -q --no-quality").status, 0);
+  EXPECT_TRUE(nlohmann::json::parse(cli(dir, "info --json n.dcz").out).at("quality").is_null());
 }
 
 TEST(QualityCli, SsimTargetOnPlanesBelow7x7Exits8NamingTheFileAndTheReason) {
