@@ -1011,13 +1011,24 @@ int run(int argc, char** argv) {
         if (v_min_psnr || v_min_ssim || v_max_error) {
           throw error(errc::invalid_argument, "quality gates need --against ORIGINAL");
         }
+        for (const char* name : {"--dataset", "--raw", "--dtype", "--shape"}) {  // the original's
+          if (ver->count(name) > 0) {
+            throw error(errc::invalid_argument,
+                        fmt::format("{} describes the original: it needs --against ORIGINAL", name));
+          }
+        }
+        // No codec runs here, but a backend asked for by name must exist (never a silent
+        // fallback): `verify x.dcz --backend cuda` on a machine without a GPU is exit 7.
+        if (ver->count("--backend") > 0) make_backend(parse_backend(v_backend), {v_threads});
         auto j = formats::check_archive(v_in);
         if (v_json) {
           std::cout << j.dump(2) << "\n";
         } else if (!v_quiet) {
-          log->info("{}: {} chunks and {} side arrays, every checksum ok",
-                    v_in == "-" ? "<stdin>" : v_in, j["chunks"].get<std::uint64_t>(),
-                    j["side_arrays"].get<std::uint64_t>());
+          const auto chunks = j["chunks"].get<std::uint64_t>();
+          const auto sides = j["side_arrays"].get<std::uint64_t>();
+          log->info("{}: {} chunk{} and {} side array{}, every checksum ok",
+                    v_in == "-" ? "<stdin>" : v_in, chunks, chunks == 1 ? "" : "s", sides,
+                    sides == 1 ? "" : "s");
         }
         return exit_ok;
       }
@@ -1044,7 +1055,9 @@ int run(int argc, char** argv) {
         for (const auto& f : r.failures) {
           log->error("{}: gate failed: {}", v_in == "-" ? "<stdin>" : v_in, f);
         }
-        if (r.passed() && !v_quiet) log->info("every gate holds");
+        if (r.passed() && !v_quiet && (v_min_psnr || v_min_ssim || v_max_error)) {
+          log->info("every gate holds");
+        }
       }
       if (!r.mismatch.empty()) return exit_mismatch;
       if (!r.passed()) return exit_quality;

@@ -1181,6 +1181,38 @@ TEST(QualityCli, FloatDataFromStdinHasNoSsimInCompressButVerifyTakesTheRangeFrom
   EXPECT_TRUE(parse_json(v.out).at("quality").at("ssim").is_number()) << v.out;
 }
 
+TEST(QualityCli, VerifyWithoutAnOriginalChecksTheArchiveAndRefusesTheOriginalsOptions) {
+  temp_dir dir;
+  save_textured(dir);
+  ASSERT_EQ(cli(dir, "compress tex.npy -o a.dcz --chop 4 -q").status, 0);
+  auto ok = cli(dir, "verify a.dcz");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+  EXPECT_TRUE(contains(ok.err, "a.dcz: 1 chunk and 0 side arrays, every checksum ok")) << ok.err;
+  EXPECT_TRUE(parse_json(cli(dir, "verify a.dcz --json").out).at("passed").get<bool>());
+  // What describes the original, or gates on it, needs the original.
+  for (const std::string args : {"verify a.dcz --dataset x", "verify a.dcz --raw --dtype u8 --shape 1,2",
+                                 "verify a.dcz --min-psnr 3"}) {
+    auto r = cli(dir, args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
+    EXPECT_TRUE(contains(r.err, "--against ORIGINAL")) << args << ": " << r.err;
+  }
+  // A backend asked for by name must exist, even where no codec runs.
+  bool have_cuda = true;
+  try {
+    make_backend(backend_kind::cuda);
+  } catch (const error&) {
+    have_cuda = false;
+  }
+  auto cuda = cli(dir, "verify a.dcz --backend cuda -q");
+  EXPECT_EQ(cuda.status, have_cuda ? 0 : 7) << describe(cuda);
+  // With an original and no gate, nothing claims that gates hold.
+  auto plain = cli(dir, "verify a.dcz --against tex.npy");
+  EXPECT_EQ(plain.status, 0) << describe(plain);
+  EXPECT_FALSE(contains(plain.err, "gate")) << plain.err;
+  auto gated = cli(dir, "verify a.dcz --against tex.npy --min-psnr 3");
+  EXPECT_TRUE(contains(gated.err, "every gate holds")) << gated.err;
+}
+
 TEST(QualityCli, NonFiniteOrOutOfRangeTargetsAndGatesAreUsageErrors) {
   temp_dir dir;
   save_textured(dir);
