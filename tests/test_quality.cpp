@@ -978,6 +978,11 @@ TEST(QualityCli, VerifyAgainstAnotherShapeOrDtypeExits9) {
   save_npy(dir.file("nhwc.npy"), dtype::u8, {4, 32, 32, 1}, textured_u8(4, 32, 32));
   auto c = cli(dir, "verify a.dcz --against nhwc.npy");
   EXPECT_EQ(c.status, 9) << describe(c);
+  // ... and of another dtype too: the line says both.
+  save_npy(dir.file("nhwc16.npy"), dtype::u16, {4, 32, 32, 1}, std::vector<std::uint16_t>(4 * 32 * 32, 7));
+  auto c16 = cli(dir, "verify a.dcz --against nhwc16.npy");
+  EXPECT_EQ(c16.status, 9) << describe(c16);
+  EXPECT_TRUE(contains(c16.err, "axes") && contains(c16.err, "its values are u16")) << c16.err;
   auto j = cli(dir, "verify a.dcz --against more.npy --json");
   EXPECT_EQ(j.status, 9) << describe(j);
   const json jj = parse_json(j.out);

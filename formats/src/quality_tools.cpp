@@ -237,6 +237,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
     res.mismatch = holds + " " + std::string(to_string(h.geom.lay)) + "; " + e.what();
+    if (src.type != h.type) res.mismatch += "; its values are " + std::string(to_string(src.type));
     return res;
   }
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
