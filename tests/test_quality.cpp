@@ -1186,6 +1186,18 @@ TEST(QualityCli, FloatDataFromStdinHasNoSsimInCompressButVerifyTakesTheRangeFrom
   EXPECT_TRUE(parse_json(v.out).at("quality").at("ssim").is_number()) << v.out;
 }
 
+TEST(QualityCli, EvalSaysUnderItsTableWhyAFigureIsNa) {
+  temp_dir dir;
+  save_textured(dir);
+  auto e = cli(dir, "eval tex.npy --chop 2,4 --no-ssim -q");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_TRUE(contains(e.out, "\nSSIM n/a: not measured\n")) << e.out;
+  EXPECT_EQ(e.out.find("SSIM n/a"), e.out.rfind("SSIM n/a")) << "once, not per row: " << e.out;
+  auto m = cli(dir, "eval tex.npy --chop 2 -q");
+  ASSERT_EQ(m.status, 0) << describe(m);
+  EXPECT_FALSE(contains(m.out, "n/a")) << m.out;
+}
+
 TEST(QualityCli, VerifyWithoutAnOriginalChecksTheArchiveAndRefusesTheOriginalsOptions) {
   temp_dir dir;
   save_textured(dir);
