@@ -386,13 +386,12 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
   return spec;
 }
 
-void add_backend_options(CLI::App* cmd, std::string& backend, int& threads) {
+void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
+                         const char* threads_help) {
   cmd->add_option("--backend", backend, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
-  cmd->add_option("--threads", threads,
-                  "CPU threads (0: every core); compress, decompress and verify run one "
-                  "chunk per thread")
+  cmd->add_option("--threads", threads, threads_help)
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
 }
@@ -702,7 +701,7 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   std::string c_offset = "auto";
   cmp->add_option("--offset", c_offset, k_offset_help)->capture_default_str();
-  add_backend_options(cmp, c_backend, c_threads);
+  add_backend_options(cmp, c_backend, c_threads, "CPU threads (0: every core), one chunk each");
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
   cmp->add_flag("--json", c_json, "print the report as JSON (stdout, or stderr with -o -)");
@@ -729,7 +728,7 @@ int run(int argc, char** argv) {
   dec->add_option("--samples", d_samples,
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
   dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array]");
-  add_backend_options(dec, d_backend, d_threads);
+  add_backend_options(dec, d_backend, d_threads, "CPU threads (0: every core), one chunk each");
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
   dec->add_flag("-q,--quiet", d_quiet, "print nothing but errors");
   dec->add_flag("--json", d_json, "print the report as JSON");
@@ -762,7 +761,9 @@ int run(int argc, char** argv) {
   evl->add_option("--layout", e_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case));
   evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size");
-  add_backend_options(evl, e_backend, e_threads);
+  add_backend_options(evl, e_backend, e_threads,
+                      "CPU threads (0: every core) that each setting's codec and measurement "
+                      "run on, one chunk at a time");
   auto* e_json_opt = evl->add_flag("--json", e_json, "print JSON");
   evl->add_flag("--csv", e_csv, "print CSV (for scripts/plot_eval.py)")->excludes(e_json_opt);
   evl->add_flag("--no-ssim", e_no_ssim, "skip SSIM (faster)");
@@ -794,7 +795,7 @@ int run(int argc, char** argv) {
   ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z")
       ->check(finite_number)
       ->check(non_negative);
-  add_backend_options(ver, v_backend, v_threads);
+  add_backend_options(ver, v_backend, v_threads, "CPU threads (0: every core), one chunk each");
   ver->add_flag("--json", v_json, "print JSON");
   ver->add_flag("-q,--quiet", v_quiet, "print nothing but errors and failed gates");
 
