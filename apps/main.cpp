@@ -403,22 +403,6 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
   (out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
 }
 
-/** Why an archive's recorded quality has no SSIM, as far as the archive tells: the footer
- *  keeps numbers only (ARCHIVE.md), so the reason comes from the figures, the plane size and
- *  the provenance: compress never measures SSIM of float data read from stdin. */
-ssim_status stored_ssim_status(const nlohmann::json& info) {
-  const auto& q = info["quality"];
-  if (opt_number(q, "ssim")) return ssim_status::measured;
-  if (opt_number(q, "range").value_or(1) == 0) return ssim_status::constant;
-  if (opt_number(info, "height").value_or(0) < 7 || opt_number(info, "width").value_or(0) < 7)
-    return ssim_status::small_planes;
-  const nlohmann::json::json_pointer source("/provenance/source");
-  const auto type = parse_dtype(info.value("dtype", std::string()));
-  if (type && is_float(*type) && info.contains(source) && info[source] == "<stdin>")
-    return ssim_status::no_range;
-  return ssim_status::off;
-}
-
 void print_info_text(const nlohmann::json& j) {
   const auto& c = j["codec"];
   std::cout << fmt::format("file:        {}\n", j["file"].get<std::string>());
@@ -465,7 +449,7 @@ void print_info_text(const nlohmann::json& j) {
                              lossless > 0 ? fmt::format(" ({:.0f} lossless samples)", lossless)
                                           : std::string());
     std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {}, max error {:g}\n",
-                             ssim_text(opt_number(q, "ssim"), stored_ssim_status(j)),
+                             ssim_text(opt_number(q, "ssim"), formats::recorded_ssim_status(j)),
                              opt_number(q, "rmse").value_or(0),
                              nrmse_text(opt_number(q, "nrmse")),
                              opt_number(q, "max_abs_error").value_or(0));
@@ -956,13 +940,6 @@ int run(int argc, char** argv) {
       refuse_tty_stdin(i_in);
       auto j = formats::archive_info(i_in);
       if (i_json) {
-        // What the text says in words: why SSIM is null (as the other reports' ssim_status),
-        // and quality null for an archive written with --no-quality.
-        if (j.contains("quality")) {
-          j["quality"]["ssim_status"] = to_string(stored_ssim_status(j));
-        } else {
-          j["quality"] = nullptr;
-        }
         std::cout << j.dump(2) << "\n";
       } else {
         print_info_text(j);

@@ -773,6 +773,24 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   return res;
 }
 
+ssim_status recorded_ssim_status(const nlohmann::json& info) {
+  if (!info.contains("quality") || !info["quality"].is_object()) return ssim_status::off;
+  const auto& q = info["quality"];
+  auto number = [](const nlohmann::json& j, const char* key) -> std::optional<double> {
+    if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+    return j[key].get<double>();
+  };
+  if (number(q, "ssim")) return ssim_status::measured;
+  if (number(q, "range").value_or(1) == 0) return ssim_status::constant;
+  if (number(info, "height").value_or(0) < 7 || number(info, "width").value_or(0) < 7)
+    return ssim_status::small_planes;
+  const nlohmann::json::json_pointer source("/provenance/source");
+  const auto type = parse_dtype(info.value("dtype", std::string()));
+  if (type && is_float(*type) && info.contains(source) && info[source] == "<stdin>")
+    return ssim_status::no_range;
+  return ssim_status::off;
+}
+
 nlohmann::json archive_info(const std::string& input) {
   archive_reader r = archive_reader::open(input);
   if (!r.random_access()) {
@@ -794,7 +812,11 @@ nlohmann::json archive_info(const std::string& input) {
     sides.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"bytes", s.bytes}});
   }
   j["side_arrays"] = sides;
-  if (f.contains("quality")) j["quality"] = f["quality"];
+  if (f.contains("quality")) {
+    j["quality"] = f["quality"];
+    // Why SSIM is null, in the word the other reports use (the footer keeps numbers only).
+    j["quality"]["ssim_status"] = to_string(recorded_ssim_status(j));
+  }
   if (f.contains("nonfinite_replaced")) j["nonfinite_replaced"] = f["nonfinite_replaced"];
   if (bytes > 0) {
     j["archive_bytes"] = bytes;

@@ -592,12 +592,8 @@ PYBIND11_MODULE(_dctchop, m) {
       py::object instance = cls(e.what());
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
       // errno as OSError(errno, strerror) would set it; strerror stays None, so that str() is
-      // the message (os.strerror(e.errno) gives the text). Also in the instance's dict, which
-      // pickle keeps (OSError pickles its args, and errno is not among them here).
-      if (code != 0) {
-        instance.attr("errno") = code;
-        instance.attr("__dict__")["errno"] = code;
-      }
+      // the message (os.strerror(e.errno) gives the text). dctchop/__init__.py pickles it.
+      if (code != 0) instance.attr("errno") = code;
       PyErr_SetObject(cls.ptr(), instance.ptr());
     }
   });

@@ -176,9 +176,12 @@ def check_compress_from_python(binary, d, x, y):
                lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz")):
         e = raises(dctchop.Error, fn)
         back = pickle.loads(pickle.dumps(e)) if e is not None else None
-        check(back is not None and type(back) is type(e) and str(back) == str(e) and
-              back.kind == e.kind and getattr(back, "errno", None) == getattr(e, "errno", None),
-              f"pickled {e!r}: {back!r}")
+        again = pickle.loads(pickle.dumps(back)) if back is not None else None  # and on again
+        for b in (back, again):
+            check(b is not None and type(b) is type(e) and str(b) == str(e) and
+                  b.kind == e.kind and getattr(b, "errno", None) == getattr(e, "errno", None),
+                  f"pickled {e!r}: {b!r}")
+    check(dctchop.Error("from a message alone").kind is None, "kind is None where unknown")
     e = raises(FileNotFoundError, lambda: dctchop.Archive(f"{d}/missing.dcz"))
     check(e is not None and isinstance(e, dctchop.FileError) and e.errno == errno.ENOENT and
           e.kind == "io", f"a missing archive is a dctchop.FileError too: {e!r}")

@@ -30,6 +30,19 @@ from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _
                        _Loader, decode_matrices as _decode_matrices)
 from . import _dctchop
 
+
+def _reduce_error(self):
+    """Pickles a dctchop error whole: its message, its kind and, for an OSError, its errno,
+    which OSError's own pickling leaves out when the message alone is its argument."""
+    state = dict(vars(self))
+    if isinstance(self, OSError) and self.errno is not None:
+        state["errno"] = self.errno
+    return (type(self), self.args, state or None)
+
+
+Error.__reduce__ = _reduce_error
+Error.kind = None  # an error made from a message alone (a DataLoader worker's, re-raised)
+
 __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress",
            "decode_matrices", "__version__"]
 
@@ -41,7 +54,7 @@ def _existing_file(path):
     if not os.path.exists(path):
         e = _dctchop.FileNotFoundError(f"{path}: cannot open: {os.strerror(errno.ENOENT)}")
         e.kind = "io"
-        e.errno = e.__dict__["errno"] = errno.ENOENT  # the dict: pickle keeps it
+        e.errno = errno.ENOENT
         raise e
     return path
 
@@ -158,7 +171,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         if text == str(e):
             raise
         again = type(e)(text)
-        again.__dict__.update(e.__dict__)  # kind, and an OSError's errno (kept there for pickle)
+        again.__dict__.update(e.__dict__)  # kind
         if isinstance(e, OSError):
             again.errno = e.errno
         raise again from None

@@ -139,8 +139,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& outpu
 decompress_result decompress_to_npy(const std::string& input, const std::string& output,
                                     backend& be, const decompress_options& options);
 
-/** Everything `dctchop info` shows: header, index summary, footer figures. */
+/** Everything `dctchop info` shows: header, index summary, footer figures (with
+ *  quality.ssim_status; no "quality" for an archive written without measuring it). */
 nlohmann::json archive_info(const std::string& input);
+
+/** Why the quality recorded in archive_info(...) has no SSIM, as far as the archive tells:
+ *  the footer keeps numbers only (ARCHIVE.md), so the reason comes from the figures, the plane
+ *  size and the provenance (compress never measures SSIM of float data read from stdin). */
+ssim_status recorded_ssim_status(const nlohmann::json& info);
 
 // ---------------------------------------------------------------------------------- eval
 
