@@ -756,7 +756,7 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   std::string e_offset = "auto";
   evl->add_option("--offset", e_offset, k_offset_help)->capture_default_str();
-  evl->add_flag("-q,--quiet", e_quiet, "no progress bar");
+  evl->add_flag("-q,--quiet", e_quiet, "no progress bar and no notes on stderr (the table is printed)");
 
   // ---- verify
   std::string v_in, v_against, v_backend = "auto";

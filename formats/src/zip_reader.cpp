@@ -64,8 +64,8 @@ class crc_check {
     if (next_ != size_) return;
     checked_ = true;
     if (crc_ != want_) {
-      damaged(name_, "damaged: the member's bytes have CRC-32 " + hex32(crc_) + ", the archive "
-                     "records " + hex32(want_) + " (the .npz file is corrupt)");
+      damaged(name_, "damaged: the member's bytes have CRC-32 " + hex32(crc_) + ", the ZIP "
+                     "directory records " + hex32(want_) + " (the .npz file is corrupt)");
     }
   }
   std::string name_;
@@ -179,7 +179,7 @@ class deflated_member final : public byte_source {
         if (produced_ + (n - z_.avail_out) != size_) {
           damaged(name_, "damaged: its deflate stream ends after " +
                              std::to_string(produced_ + (n - z_.avail_out)) + " bytes, the "
-                             "archive records " + std::to_string(size_) + " (the .npz file is corrupt)");
+                             "ZIP directory records " + std::to_string(size_) + " (the .npz file is corrupt)");
         }
         break;
       }
@@ -216,7 +216,7 @@ class deflated_member final : public byte_source {
     while (!ended_) {
       if (inflate_into(&extra, 1) != 0) {
         damaged(name_, "damaged: its deflate stream holds more than the " +
-                           std::to_string(size_) + " bytes the archive records (the .npz file is corrupt)");
+                           std::to_string(size_) + " bytes the ZIP directory records (the .npz file is corrupt)");
       }
     }
   }
