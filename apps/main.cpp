@@ -599,14 +599,13 @@ void print_eval(const formats::eval_result& r, bool json, bool csv, const std::s
   if (csv) return;  // (an empty PSNR there: lossless or undefined, as the table and --json say)
   // The table has no room for why a figure is n/a: once each, under it.
   std::vector<std::string> why;
+  auto once = [&why](std::string w) {
+    if (std::find(why.begin(), why.end(), w) == why.end()) why.push_back(std::move(w));
+  };
   for (const auto& row : r.rows) {
     if (!row.error.empty()) continue;
-    std::string w;
-    if (row.q.psnr_undefined) w = "PSNR n/a: constant data (R = 0)";
-    if (!w.empty() && std::find(why.begin(), why.end(), w) == why.end()) why.push_back(w);
-    if (row.q.ssim) continue;
-    w = fmt::format("SSIM n/a: {}", ssim_missing_note(row.q.ssim_state));
-    if (std::find(why.begin(), why.end(), w) == why.end()) why.push_back(w);
+    if (row.q.psnr_undefined) once("PSNR n/a: constant data (R = 0)");
+    if (!row.q.ssim) once(fmt::format("SSIM n/a: {}", ssim_missing_note(row.q.ssim_state)));
   }
   for (const auto& w : why) std::cout << w << "\n";
 }

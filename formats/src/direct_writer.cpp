@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/file_io.hpp"
 #include "quiet_thread.hpp"
 
 namespace dctchop::formats::detail {
@@ -90,8 +91,7 @@ void direct_writer::buffered() {
 #if defined(O_DIRECT)
   const int flags = ::fcntl(fd_, F_GETFL);
   if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) {
-    const int e = errno;
-    throw error::from_os(errc::io, name_ + ": cannot switch off direct I/O: " + std::strerror(e), e);
+    throw os_error(name_, "switch off direct I/O");
   }
 #endif
   direct_ = false;
@@ -108,8 +108,7 @@ void direct_writer::pwrite_all(const std::byte* p, std::size_t n, std::uint64_t 
         buffered();
         continue;
       }
-      const int e = errno;
-      throw error::from_os(errc::io, name_ + ": cannot write: " + std::strerror(e), e);
+      throw os_error(name_, "write");
     }
     done += static_cast<std::size_t>(w);
   }

@@ -45,15 +45,10 @@ void write_behind::advance(std::uint64_t end) noexcept {
 #endif
 }
 
-namespace {
-
-/** "NAME: cannot ACTION: <errno's text>", carrying errno. */
 error os_error(const std::string& name, const char* action) {
   const int e = errno;
   return error::from_os(errc::io, name + ": cannot " + action + ": " + std::strerror(e), e);
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- input_file
 

@@ -55,15 +55,6 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   r->threads_ = static_cast<unsigned>(
       std::clamp<u64>(k_scratch_budget / (2 * bytes), 1, threads));
   bool compressor = false;
-  // No compressor stores a chunk much larger than it is (one stored raw is its own size),
-  // except LZ4's framing: 12 bytes and 4 per block, blocks of the filter's first client value
-  // (else one block), each stored raw where LZ4 cannot shrink it.
-  r->max_stored_ = bytes + bytes / 8 + 4096;
-  for (const auto& f : pipeline_of(dcpl)) {
-    if (f.id != filter_lz4) continue;
-    const u64 block = std::clamp<u64>(f.values.empty() || f.values[0] == 0 ? bytes : f.values[0], 1, bytes);
-    r->max_stored_ = std::max<u64>(r->max_stored_, 12 + 4 * ((bytes + block - 1) / block) + bytes);
-  }
   for (const auto& f : pipeline_of(dcpl)) {
     if (f.id == H5Z_FILTER_SHUFFLE && f.index == 0 && !f.values.empty() && f.values[0] == r->item_) {
       r->stages_.push_back({f.id, f.index});
@@ -71,6 +62,7 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
                 f.id == filter_zstd) &&
                !compressor) {
       r->stages_.push_back({f.id, f.index});
+      r->max_stored_ = max_stored_bytes(f, bytes);
       compressor = true;
     } else {
       return nullptr;  // another filter, or a second compressor: HDF5 reads it

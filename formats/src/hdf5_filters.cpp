@@ -402,6 +402,16 @@ bool decode_chunk(H5Z_filter_t id, const void* in, std::size_t n, void* out,
   return false;
 }
 
+std::uint64_t max_stored_bytes(const filter_entry& f, std::uint64_t chunk_bytes) {
+  // A compressor stores a chunk it cannot shrink as it is, give or take its framing.
+  const std::uint64_t any = chunk_bytes + chunk_bytes / 8 + 4096;
+  if (f.id != k_lz4) return any;
+  // Blocks of the filter's first client value (else one block), each stored raw at worst.
+  const std::uint64_t block = std::clamp<std::uint64_t>(
+      f.values.empty() || f.values[0] == 0 ? chunk_bytes : f.values[0], 1, std::max<std::uint64_t>(chunk_bytes, 1));
+  return std::max(any, k_lz4_header + 4 * ((chunk_bytes + block - 1) / block) + chunk_bytes);
+}
+
 void unshuffle(const void* in, std::size_t bytes, std::size_t item, void* out) {
   const auto* src = static_cast<const unsigned char*>(in);
   auto* dst = static_cast<unsigned char*>(out);

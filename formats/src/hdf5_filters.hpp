@@ -9,6 +9,7 @@
 #include <hdf5.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ class decode_scope {
  *  any thread may run it. */
 bool decode_chunk(H5Z_filter_t id, const void* in, std::size_t n, void* out,
                   std::size_t out_bytes);
+
+/** The most bytes compressor `f` can store a chunk of `chunk_bytes` bytes in, by its format;
+ *  a chunk index that claims more is damaged. (LZ4's framing adds 12 bytes and 4 per block.) */
+std::uint64_t max_stored_bytes(const filter_entry& f, std::uint64_t chunk_bytes);
 
 /** Undoes HDF5's shuffle filter (byte j of every element, then byte j + 1, ...; a remainder of
  *  fewer bytes than an element left in place) on `bytes` bytes of `item`-byte elements. */

@@ -413,9 +413,9 @@ class hdf5_sink final : public sample_sink {
     // either way it makes the finished file durable (fsync) before the rename.
     own_fd_ = ::open(temp_.c_str(), O_WRONLY | O_CLOEXEC);
     if (own_fd_ < 0) {
-      const int e = errno;
+      const error e = os_error(path_, "open the temporary HDF5 file");  // before unlink()
       ::unlink(temp_.c_str());
-      throw error::from_os(errc::io, path_ + ": cannot open the temporary HDF5 file: " + std::strerror(e), e);
+      throw e;
     }
     keep_mode_and_owner(own_fd_, target_);  // from the start: the temporary file is named
     try {
@@ -587,8 +587,7 @@ class hdf5_sink final : public sample_sink {
       dset_.reset();
       // The data is written; what fails here is HDF5's metadata (a full disk, `ulimit -f`):
       // say what HDF5 says, as it is the only one that knows.
-      const int before = errno;
-      errno = 0;
+      errno = 0;  // set by a failed write(), else HDF5's own text
       if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
         const int e = errno;
         std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
@@ -598,7 +597,6 @@ class hdf5_sink final : public sample_sink {
                                  (why.empty() ? std::string() : ": " + why),
                              e);
       }
-      errno = before;
       const hid_t f = file_.release();
       if (H5Fclose(f) < 0) {
         ::unlink(temp_.c_str());

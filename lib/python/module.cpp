@@ -473,8 +473,10 @@ class device_loader {
     std::vector<u64> samples;
     std::vector<std::byte> labels;
     DLManagedTensor* t = nullptr;
+    u64 epoch = 0;
     {
       gil_released release;
+      epoch = l_.state().epoch;  // the epoch of the batch that comes next: this one
       t = l_.next(&samples, &labels, reinterpret_cast<void*>(consumer_stream));
     }
     // A capsule that nobody consumed still owns the tensor: its destructor calls the deleter.
@@ -493,7 +495,7 @@ class device_loader {
     std::memcpy(idx.mutable_data(), samples.data(), samples.size() * sizeof(u64));
     py::object lab = labels_of(std::move(labels), l_.source().label_descr(), l_.source().label_shape(),
                                samples.size());
-    return py::make_tuple(capsule, lab, idx);
+    return py::make_tuple(capsule, lab, idx, epoch);
   }
   u64 batches_per_epoch() const { return l_.batches_per_epoch(); }
   std::string state() const { return l_.state().to_json(); }

@@ -20,7 +20,6 @@ FileExistsError (an output that is there without overwrite=True), FileNotFoundEr
 PermissionError or IsADirectoryError, as open() raises them; a sample out of range is
 IndexError.
 """
-import errno
 import json
 import os
 
@@ -28,7 +27,6 @@ import numpy as np
 
 from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _compress,
                        _Loader, decode_matrices as _decode_matrices)
-from . import _dctchop
 
 
 def _reduce_error(self):
@@ -47,16 +45,10 @@ __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress
            "decode_matrices", "__version__"]
 
 
-def _existing_file(path):
-    """path (str, bytes or os.PathLike) as a str; FileNotFoundError (a dctchop.FileError, as
-    the library raises it) when nothing is there."""
-    path = os.fsdecode(os.fspath(path))
-    if not os.path.exists(path):
-        e = _dctchop.FileNotFoundError(f"{path}: cannot open: {os.strerror(errno.ENOENT)}")
-        e.kind = "io"
-        e.errno = errno.ENOENT
-        raise e
-    return path
+def _path(path):
+    """path (str, bytes or os.PathLike) as a str. (A missing file is the library's to say:
+    it raises FileNotFoundError, a dctchop.FileError, with errno and kind set.)"""
+    return os.fsdecode(os.fspath(path))
 
 
 def _bad_argument(message):
@@ -198,7 +190,7 @@ class Archive(_Archive):
     file. Picklable (it reopens by path), so it crosses to DataLoader worker processes."""
 
     def __init__(self, path, threads=0):
-        path = _existing_file(path)
+        path = _path(path)
         super().__init__(path, _count("threads", threads, 0))
         self._threads = threads
 
@@ -317,7 +309,7 @@ class Loader(_Batches):
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, decode=True, threads=1):
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
-        super().__init__(_Loader(_existing_file(path), batch_size, shuffle, seed, shuffle_window,
+        super().__init__(_Loader(_path(path), batch_size, shuffle, seed, shuffle_window,
                                  rank, world, drop_last, prefetch, decode,
                                  _count("threads", threads, 0)))
         self.last_epoch = None

@@ -11,7 +11,7 @@ float16 and bfloat16).
 import numpy as np
 import torch
 
-from . import Archive, _Batches, _count, _existing_file, decode_matrices
+from . import Archive, _Batches, _count, _path, decode_matrices
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -135,12 +135,13 @@ class DeviceLoader(_Batches):
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         _count("buffers", buffers, 1)
         _count("device", device, -1)  # -1: the host
-        kind = Archive(_existing_file(path)).dtype
+        path = _path(path)
+        kind = Archive(path).dtype
         if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
             raise ValueError(f"{path} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
                              f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
-        super().__init__(_DeviceLoader(_existing_file(path), batch_size, shuffle, seed,
+        super().__init__(_DeviceLoader(path, batch_size, shuffle, seed,
                                        shuffle_window, rank, world, drop_last, prefetch, device,
                                        buffers))
         self.last_epoch = None
@@ -149,10 +150,7 @@ class DeviceLoader(_Batches):
         stream = 0
         if self._l.device >= 0:  # the stream that will use the batch: its buffer is reused after
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
-        # The batch's epoch, as Loader gives it: the state names the batch that comes next.
-        at = self.state()
-        epoch = at["epoch"] + (1 if at["position"] >= self.batches_per_epoch else 0)
-        capsule, labels, samples = self._l.next(stream)
+        capsule, labels, samples, epoch = self._l.next(stream)
         self.last_samples = samples
         self.last_epoch = epoch
         y = None if labels is None else _tensor(labels)

@@ -9,11 +9,17 @@
 #include <memory>
 #include <string>
 
+#include "dctchop/error.hpp"
+
 namespace dctchop::formats {
 
 namespace detail {
 class direct_writer;
 }
+
+/** error(io) "NAME: cannot ACTION: <errno's text>", carrying errno (error::os_errno): for a
+ *  system call that just failed. */
+error os_error(const std::string& name, const char* action);
 
 /** A read-only input: a regular file (random access, optional memory map) or stdin ("-").
  *  Errors throw dctchop::error(io) naming the file. Never writes to its input. A read that a
