@@ -73,27 +73,6 @@ extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 struct interrupted {};
 
-/** The mean squared error per value that rounding i16 coefficients can add, at most: each
- *  kept coefficient errs by up to 1/2 (variance 1/12 when uniform), and the orthonormal
- *  inverse spreads the K*K errors of a block over its B*B values. */
-double i16_rounding_mse(int block, int chop) {
-  return double(chop) * chop / (double(block) * block) / 12.0;
-}
-
-/** For float data coded with i16 coefficients: a warning where the rounding of the
- *  coefficients alone may be a good part of the error (a tenth of it or more), else "". */
-std::string i16_rounding_note(int block, int chop, const quality& q) {
-  const double round_mse = i16_rounding_mse(block, chop);
-  if (!(q.range > 0) || round_mse <= 0.1 * q.mse) return {};
-  // (No figure for the rounding's own PSNR: coefficients much smaller than 1/2 err by less
-  // than the uniform 1/12, and a bound that the measured PSNR beats reads as a contradiction.)
-  return fmt::format("i16 rounds every coefficient to a whole number (an error of up to 0.5 "
-                     "each), coarse next to float data of range {:g}: at chop {} that rounding "
-                     "can be a good part of the error; f32 (the default for float input), f16 "
-                     "or bf16 keep the detail",
-                     q.range, chop);
-}
-
 const char* k_examples = R"(
 Examples:
   dctchop compress train.npy -o train.dcz              # u8 images, block 8, chop 4, f16
@@ -174,6 +153,17 @@ std::optional<std::uint64_t> parse_count(const std::string& s) {
     return std::nullopt;  // out of range
   }
 }
+
+/** compress's --block: one of the four sizes; a list is eval's. */
+const CLI::Validator block_size(
+    [](std::string& s) -> std::string {
+      if (s == "4" || s == "8" || s == "16" || s == "32") return {};
+      if (s.find(',') != std::string::npos) {
+        return s + ": compress uses one block size (eval --block " + s + " compares them)";
+      }
+      return s + ": block sizes are 4, 8, 16 and 32";
+    },
+    "4|8|16|32");
 
 /** A CLI11 check that a number is finite: a NaN passes every range check. */
 const CLI::Validator finite_number(
@@ -485,65 +475,7 @@ void refuse_raw_dataset_name(const std::string& out, bool raw) {
                           out, folder.string(), as_dataset.dataset, as_dataset.path));
 }
 
-/** A note when compress writes its archive to a name that says another format. */
-std::string archive_name_note(const std::string& out) {
-  for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
-    if (formats::name_ends_with(out, ext)) {
-      return fmt::format("{} holds a dctchop archive, whatever its name says (archives are named "
-                         ".dcz; decompress writes {} files)", out, ext);
-    }
-  }
-  return {};
-}
-
-/** What compress warns of after its summary (`note: ...`; in the report's notes with --json). */
-std::vector<std::string> compress_warnings(const formats::compress_result& r,
-                                           const std::string& output,
-                                           std::optional<double> replacement) {
-  std::vector<std::string> out;
-  // The figures compare with the input as stored, V in place of NaN/Inf: worth a word when V
-  // lies far from the data: more than 0.6 R from the offset (the first sample's mean by
-  // default), where a V amid the values is seldom.
-  if (r.q && replacement && r.nonfinite_replaced.value_or(0) > 0 &&
-      std::fabs(*replacement - r.codec.offset) > 0.6 * r.q->range) {
-    out.push_back(fmt::format(
-        "the quality figures count the {} replaced value{} as {:g}, and R spans it: a V far from "
-        "the other values raises the PSNR while the values beside them decode worse (a V near "
-        "the data's mean avoids both); the replaced places decode near {:g}, not to it",
-        *r.nonfinite_replaced, *r.nonfinite_replaced == 1 ? "" : "s", *replacement, *replacement));
-  }
-  if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));
-  if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
-    auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
-    if (!note.empty()) out.push_back(std::move(note));
-  }
-  if (r.archive_bytes > r.input_bytes) {
-    const double coeff_ratio = double(r.codec.block * r.codec.block * size_of(r.type)) /
-                               double(r.codec.chop * r.codec.chop * size_of(r.codec.coeff));
-    if (coeff_ratio < 1) {
-      out.push_back(fmt::format("the archive is larger than the input: {} coefficients at chop {} "
-                                "take more bytes than the {} values; use a smaller chop",
-                                to_string(r.codec.coeff), r.codec.chop, to_string(r.type)));
-    } else {
-      out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
-                    "header and chunks dominate");
-    }
-  }
-  return out;
-}
-
-/** eval's i16 note on float data, from the first i16 row that needs it; empty if none does. */
-std::string eval_i16_note(const formats::eval_result& r) {
-  if (!is_float(r.type)) return {};
-  for (const auto& row : r.rows) {
-    if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
-    auto note = i16_rounding_note(row.block, row.chop, row.q);
-    if (!note.empty()) return note;
-  }
-  return {};
-}
-
-void print_eval(const formats::eval_result& r, bool json, bool csv, const std::string& note) {
+void print_eval(const formats::eval_result& r, bool json, bool csv) {
   if (json) {
     nlohmann::json j;
     j["shape"] = r.geom.shape();
@@ -553,7 +485,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv, const std::s
     for (const auto& row : r.rows) j["rows"].push_back(row.to_json());
     if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
     j["notes"] = r.notes;
-    if (!note.empty()) j["notes"].push_back(note);
+    for (const auto& w : r.warnings) j["notes"].push_back(w);
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -610,6 +542,54 @@ void print_eval(const formats::eval_result& r, bool json, bool csv, const std::s
   for (const auto& w : why) std::cout << w << "\n";
 }
 
+/** refuse_tty_stdin for each of several inputs, of which one at most may be stdin. */
+void refuse_tty_stdins(const std::vector<std::string>& ins) {
+  if (std::count(ins.begin(), ins.end(), std::string("-")) > 1) {
+    throw error(errc::invalid_argument, "- (stdin) can be given once");
+  }
+  for (const auto& in : ins) refuse_tty_stdin(in);
+}
+
+/** A failed archive's entry in the JSON array of a command given several archives. */
+nlohmann::json failure_json(const std::string& in, const error& e) {
+  return {{"file", in}, {"error", e.what()}, {"exit_code", exit_for(e.code())}};
+}
+
+/** Runs `each` on every archive of `ins`; an error is logged (and handed to `failed`) and the
+ *  next archive is tried. Returns the first failure's exit code, or exit_ok. An interruption
+ *  ends the loop. */
+template <class Each, class Failed>
+int for_each_archive(const std::vector<std::string>& ins, spdlog::logger& log, Each each,
+                     Failed failed) {
+  int rc = exit_ok;
+  for (const auto& in : ins) {
+    try {
+      each(in);
+    } catch (const error& e) {
+      if (e.code() == errc::interrupted) throw;
+      log.error("error: {}", e.what());
+      failed(in, e);
+      if (rc == exit_ok) rc = exit_for(e.code());
+    }
+  }
+  return rc;
+}
+
+/** What is wrong with the words `sub` did not take, or "" when it took them all: the first
+ *  unknown option, else the inputs beyond the one it reads. */
+std::string extra_arguments_message(const CLI::App& sub) {
+  const auto extras = sub.remaining();
+  if (extras.empty()) return {};
+  for (const auto& w : extras) {
+    if (w.size() > 1 && w[0] == '-') {
+      return fmt::format("{} has no option {}", sub.get_name(), w.substr(0, w.find('=')));
+    }
+  }
+  std::string words;
+  for (const auto& w : extras) words += (words.empty() ? "" : " ") + w;
+  return fmt::format("{} takes one input; left over: {}", sub.get_name(), words);
+}
+
 }  // namespace
 
 /** The command; main() adds what surrounds it. */
@@ -657,7 +637,7 @@ int run(int argc, char** argv) {
   cmp->add_option("-o,--output", c_out,
                   "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)");
   cmp->add_option("--block", c_block, "block size B: 4, 8, 16 or 32")
-      ->check(CLI::IsMember({4, 8, 16, 32}))
+      ->check(block_size)
       ->capture_default_str();
   auto* chop_opt =
       cmp->add_option("--chop", c_chop, "coefficients kept per axis K, 1..B")->capture_default_str();
@@ -703,8 +683,7 @@ int run(int argc, char** argv) {
   bool d_raw = false;
   dec->add_option("-o,--output", d_out,
                   "output: FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside as "
-                  "/labels), FILE.npz[:array] (arrays data and labels), or raw with --raw")
-      ->required();
+                  "/labels), FILE.npz[:array] (arrays data and labels), or raw with --raw");
   dec->add_option("--dataset", d_dataset,
                   "HDF5 dataset path (default /data) or .npz array name (default data) for the output");
   dec->add_flag("--raw", d_raw, "write raw little-endian binary (C order, no header)");
@@ -717,15 +696,16 @@ int run(int argc, char** argv) {
   dec->add_flag("--json", d_json, "print the report as JSON");
 
   // ---- info
-  std::string i_in;
+  std::vector<std::string> i_in;
   bool i_json = false;
-  auto* inf = app.add_subcommand("info", "describe a .dcz archive");
-  inf->add_option("input", i_in, "archive, or - for stdin")->required();
-  inf->add_flag("--json", i_json, "print JSON");
+  auto* inf = app.add_subcommand("info", "describe .dcz archives");
+  inf->add_option("input", i_in, "archives (shards/*.dcz), or - for stdin")->required();
+  inf->add_flag("--json", i_json, "print JSON (an array of reports for several archives)");
 
   // ---- eval
   std::string e_in, e_chops = "1,2,4,6", e_coeffs, e_layout = "auto", e_backend = "auto";
-  int e_block = 8, e_threads = 0;
+  std::string e_blocks = "8";
+  int e_threads = 0;
   double e_chunk_mb = 4.0;
   bool e_json = false, e_csv = false, e_no_ssim = false, e_quiet = false;
   auto* evl = app.add_subcommand(
@@ -734,8 +714,7 @@ int run(int argc, char** argv) {
   evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
       ->required();
   add_input_options(evl, e_io);
-  evl->add_option("--block", e_block, "block size B: 4, 8, 16 or 32")
-      ->check(CLI::IsMember({4, 8, 16, 32}))
+  evl->add_option("--block", e_blocks, "comma-separated block sizes B to try: 4, 8, 16, 32")
       ->capture_default_str();
   auto* e_chop_opt = evl->add_option("--chop", e_chops,
                                      "comma-separated chops to try (default: those of 1,2,4,6 "
@@ -758,13 +737,16 @@ int run(int argc, char** argv) {
   evl->add_flag("-q,--quiet", e_quiet, "no progress bar and no notes on stderr (the table is printed)");
 
   // ---- verify
-  std::string v_in, v_against, v_backend = "auto";
+  std::vector<std::string> v_ins;
+  std::string v_against, v_backend = "auto";
   int v_threads = 0;
   std::optional<double> v_min_psnr, v_min_ssim, v_max_error;
   bool v_json = false, v_quiet = false;
   auto* ver = app.add_subcommand(
       "verify", "check an archive's checksums and its quality against the original data");
-  ver->add_option("archive", v_in, "archive, or - for stdin")->required();
+  ver->add_option("archive", v_ins,
+                  "archive, or - for stdin (several archives when there is no --against)")
+      ->required();
   input_options v_io;
   add_input_options(ver, v_io);
   ver->add_option("--against", v_against,
@@ -796,11 +778,32 @@ int run(int argc, char** argv) {
       return exit_usage;
     }
   }
+  // Words a command does not take are ours to word: CLI11 lists them last first and does not
+  // say which command took what.
+  for (auto* sub : app.get_subcommands({})) sub->allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? exit_ok : exit_usage;
+  }
+  // `decompress a.dcz out.npy`: the likeliest slip of all, so the message shows the fix.
+  if (*dec && dec->count("--output") == 0) {
+    const auto extras = dec->remaining();
+    if (extras.size() == 1 && extras[0].size() > 1 && extras[0][0] != '-') {
+      log->error("error: decompress writes to -o OUTPUT: did you mean -o {}? (see dctchop "
+                 "decompress --help)", extras[0]);
+    } else {
+      log->error("error: decompress needs -o OUTPUT (FILE.npy, FILE.h5, FILE.npz, - for "
+                 "stdout, or raw with --raw) (see dctchop decompress --help)");
+    }
+    return exit_usage;
+  }
+  for (const auto* sub : app.get_subcommands()) {
+    if (const auto extra = extra_arguments_message(*sub); !extra.empty()) {
+      log->error("error: {} (see dctchop {} --help)", extra, sub->get_name());
+      return exit_usage;
+    }
   }
 
   try {
@@ -859,13 +862,10 @@ int run(int argc, char** argv) {
         }
       }();
       bar.clear();
-      const auto warnings = compress_warnings(r, c_out, o.nonfinite_replacement);
       if (c_json) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();
         j["backend"] = be->name();
-        auto& notes = j["notes"] = r.notes;
-        for (const auto& w : warnings) notes.push_back(w);
         print_json_report(j, c_in, c_out);
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);
@@ -886,7 +886,7 @@ int run(int argc, char** argv) {
         if (r.nonfinite_replaced) {
           log->info("  {}", replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
         }
-        for (const auto& w : warnings) log->warn("  note: {}", w);
+        for (const auto& w : r.warnings) log->warn("  note: {}", w);
         log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} samples, backend {})",
                   r.seconds, formats::gb_per_s(r.input_bytes, r.seconds),
                   r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk, be->name());
@@ -936,19 +936,52 @@ int run(int argc, char** argv) {
                   formats::gb_per_s(r.output_bytes, r.seconds));
       }
     } else if (*inf) {
-      refuse_tty_stdin(i_in);
-      auto j = formats::archive_info(i_in);
-      if (i_json) {
-        std::cout << j.dump(2) << "\n";
-      } else {
-        print_info_text(j);
+      refuse_tty_stdins(i_in);
+      if (i_in.size() == 1) {
+        auto j = formats::archive_info(i_in[0]);
+        if (i_json) {
+          std::cout << j.dump(2) << "\n";
+        } else {
+          print_info_text(j);
+        }
+        return exit_ok;
       }
+      // Several archives (the shards of a dataset): one failing does not hide the others'
+      // reports; the exit code is the first failure's.
+      auto docs = nlohmann::json::array();
+      int printed = 0;
+      const int rc = for_each_archive(i_in, *log, [&](const std::string& in) {
+        auto j = formats::archive_info(in);
+        if (i_json) {
+          docs.push_back(std::move(j));
+        } else {
+          if (printed++ > 0) std::cout << "\n";
+          print_info_text(j);
+        }
+      }, [&](const std::string& in, const error& e) {
+        if (i_json) docs.push_back(failure_json(in, e));
+      });
+      if (i_json) std::cout << docs.dump(2) << "\n";
+      return rc;
     } else if (*evl) {
       refuse_tty_stdin(e_in);
       formats::eval_options o;
-      o.block = e_block;
       o.nonfinite_replacement = parse_nonfinite(e_nonfinite);
       o.offset = parse_offset(e_offset);
+      // A setting given twice is tried once: the table has one row per setting.
+      auto add_once = [](auto& list, auto v) {
+        if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+      };
+      o.blocks.clear();
+      for (const auto& s : split_list(e_blocks, "--block")) {
+        const auto b = parse_count(s);
+        if (!b || (*b != 4 && *b != 8 && *b != 16 && *b != 32)) {
+          throw error(errc::invalid_argument,
+                      "--block " + e_blocks + ": block sizes are 4, 8, 16 and 32");
+        }
+        add_once(o.blocks, static_cast<int>(*b));
+      }
+      const int largest = *std::max_element(o.blocks.begin(), o.blocks.end());
       o.chops.clear();
       for (const auto& s : split_list(e_chops, "--chop")) {
         const auto count = parse_count(s);
@@ -956,16 +989,18 @@ int run(int argc, char** argv) {
           throw error(errc::invalid_argument, "--chop " + e_chops + ": expected numbers like 1,2,4");
         }
         const int k = static_cast<int>(*count);
-        if (k > e_block && e_chop_opt->count() == 0) continue;  // default list, small block
-        if (k < 1 || k > e_block) {
-          throw error(errc::invalid_argument, fmt::format("--chop {} is outside 1..{}", k, e_block));
+        if (k > largest && e_chop_opt->count() == 0) continue;  // default list, small block
+        if (k < 1 || k > largest) {
+          throw error(errc::invalid_argument,
+                      fmt::format("--chop {} is outside 1..{}{}", k, largest,
+                                  o.blocks.size() > 1 ? " (the largest block size)" : ""));
         }
-        o.chops.push_back(k);
+        add_once(o.chops, k);  // (each block size tries the chops that fit it)
       }
       for (const auto& s : split_list(e_coeffs, "--coeff")) {
         auto ct = parse_coeff_type(s);
         if (!ct) throw error(errc::invalid_argument, "--coeff " + s + ": not f16, bf16, f32 or i16");
-        o.coeffs.push_back(*ct);
+        add_once(o.coeffs, *ct);
       }
       o.lay = parse_layout(e_layout).value_or(layout::automatic);
       o.chunk_mb = e_chunk_mb;
@@ -980,8 +1015,7 @@ int run(int argc, char** argv) {
       if (!e_quiet && !e_json) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
-      const auto note = eval_i16_note(r);
-      print_eval(r, e_json, e_csv, note);
+      print_eval(r, e_json, e_csv);
       // Every setting refused the data (a coefficient type too small for it): a script reading
       // the table must not take it for figures.
       if (!r.rows.empty() && std::all_of(r.rows.begin(), r.rows.end(),
@@ -990,13 +1024,20 @@ int run(int argc, char** argv) {
                    e_in == "-" ? "<stdin>" : e_in, r.rows.front().error);
         return exit_bad_input;
       }
-      if (!note.empty() && !e_quiet && !e_json) log->warn("note: {}", note);
+      if (!e_quiet && !e_json) {
+        for (const auto& w : r.warnings) log->warn("note: {}", w);
+      }
       if (r.nonfinite_replaced && !e_quiet && !e_json) {
         log->info("{} in every setting",
                   replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
       }
     } else if (*ver) {
-      refuse_tty_stdin(v_in);
+      refuse_tty_stdins(v_ins);
+      if (v_ins.size() > 1 && !v_against.empty()) {
+        throw error(errc::invalid_argument,
+                    fmt::format("verify --against takes one archive, not {}", v_ins.size()));
+      }
+      const std::string& v_in = v_ins.front();
       if (v_against.empty()) {
         if (v_min_psnr || v_min_ssim || v_max_error) {
           throw error(errc::invalid_argument, "quality gates need --against ORIGINAL");
@@ -1010,17 +1051,32 @@ int run(int argc, char** argv) {
         // No codec runs here, but a backend asked for by name must exist (never a silent
         // fallback): `verify x.dcz --backend cuda` on a machine without a GPU is exit 7.
         if (ver->count("--backend") > 0) make_backend(parse_backend(v_backend), {v_threads});
-        auto j = formats::check_archive(v_in);
-        if (v_json) {
-          std::cout << j.dump(2) << "\n";
-        } else if (!v_quiet) {
+        auto report = [&](const std::string& in, const nlohmann::json& j) {
+          if (v_quiet || v_json) return;
           const auto chunks = j["chunks"].get<std::uint64_t>();
           const auto sides = j["side_arrays"].get<std::uint64_t>();
           log->info("{}: {} chunk{} and {} side array{}, every checksum ok",
-                    v_in == "-" ? "<stdin>" : v_in, chunks, chunks == 1 ? "" : "s", sides,
+                    in == "-" ? "<stdin>" : in, chunks, chunks == 1 ? "" : "s", sides,
                     sides == 1 ? "" : "s");
+        };
+        if (v_ins.size() == 1) {
+          auto j = formats::check_archive(v_in);
+          if (v_json) std::cout << j.dump(2) << "\n";
+          report(v_in, j);
+          return exit_ok;
         }
-        return exit_ok;
+        auto docs = nlohmann::json::array();
+        const int rc = for_each_archive(v_ins, *log, [&](const std::string& in) {
+          auto j = formats::check_archive(in);
+          report(in, j);
+          if (v_json) docs.push_back(std::move(j));
+        }, [&](const std::string& in, const error& e) {
+          if (!v_json) return;
+          docs.push_back(failure_json(in, e));
+          docs.back()["passed"] = false;
+        });
+        if (v_json) std::cout << docs.dump(2) << "\n";
+        return rc;
       }
       refuse_tty_stdin(v_against);
       formats::verify_options o;
@@ -1047,6 +1103,9 @@ int run(int argc, char** argv) {
         }
         if (r.passed() && !v_quiet && (v_min_psnr || v_min_ssim || v_max_error)) {
           log->info("every gate holds");
+        }
+        if (!v_quiet) {
+          for (const auto& w : r.warnings) log->warn("note: {}", w);
         }
       }
       if (!r.mismatch.empty()) return exit_mismatch;

@@ -39,6 +39,10 @@ using dctchop::test::write_bytes;
 using u64 = std::uint64_t;
 using json = nlohmann::json;
 
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
 std::size_t count_lines(const std::string& s) {
   return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
 }
@@ -691,6 +695,75 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
     cases.push_back({"decompress a.dcz -o out.npy --backend cuda", 7, "CUDA"});
   }
   check_bad_cases(dir, cases);
+}
+
+TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  make_u8(dir, "b.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  check_bad_cases(dir, {
+      {"compress in.npy b.npy c.npy", 2, "compress takes one input; left over: b.npy c.npy"},
+      {"compress in.npy --frob 3", 2, "compress has no option --frob"},
+      {"compress in.npy --frob=3", 2, "compress has no option --frob ("},
+      {"info a.dcz --chop 3", 2, "info has no option --chop"},
+      {"decompress a.dcz out.npy", 2, "decompress writes to -o OUTPUT: did you mean -o out.npy?"},
+      {"decompress a.dcz", 2, "decompress needs -o OUTPUT"},
+      {"decompress a.dcz -o x.npy out.npy", 2, "decompress takes one input; left over: out.npy"},
+      {"compress in.npy -o out.dcz --block 16,8", 2,
+       "compress uses one block size (eval --block 16,8 compares them)"},
+      {"eval in.npy --block 8,5", 2, "--block 8,5: block sizes are 4, 8, 16 and 32"},
+      {"eval in.npy --block 4,8 --chop 9", 2, "--chop 9 is outside 1..8 (the largest block size)"},
+  });
+}
+
+TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "compress in.npy -o b.dcz -q --chop 2").status, 0);
+  write_bytes(dir.file("bad.dcz"), std::string(100, '\x07'));
+
+  auto two = cli(dir, "info a.dcz b.dcz");
+  EXPECT_EQ(two.status, 0) << describe(two);
+  EXPECT_TRUE(contains(two.out, "file:        a.dcz\n")) << two.out;
+  EXPECT_TRUE(contains(two.out, "\n\nfile:        b.dcz\n")) << two.out;
+  EXPECT_TRUE(contains(two.out, "chop 2")) << two.out;
+
+  // A bad archive between good ones: both good ones reported, its error named, exit 3.
+  auto mixed = cli(dir, "info a.dcz bad.dcz missing.dcz b.dcz --json");
+  EXPECT_EQ(mixed.status, 3) << describe(mixed);
+  const json docs = parse_json(mixed.out);
+  ASSERT_EQ(docs.size(), 4u) << mixed.out;
+  EXPECT_EQ(docs[0].at("file"), "a.dcz");
+  EXPECT_EQ(docs[0].at("codec").at("chop"), 4);
+  EXPECT_EQ(docs[1].at("file"), "bad.dcz");
+  EXPECT_EQ(docs[1].at("exit_code"), 3);
+  EXPECT_TRUE(contains(docs[1].at("error").get<std::string>(), "bad.dcz")) << docs[1];
+  EXPECT_EQ(docs[2].at("exit_code"), 5);
+  EXPECT_EQ(docs[3].at("codec").at("chop"), 2);
+  EXPECT_TRUE(contains(mixed.err, "error: bad.dcz")) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "error: missing.dcz")) << mixed.err;
+
+  auto ok = cli(dir, "verify a.dcz b.dcz");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+  EXPECT_TRUE(contains(ok.err, "a.dcz: 1 chunk and 0 side arrays, every checksum ok")) << ok.err;
+  EXPECT_TRUE(contains(ok.err, "b.dcz: 1 chunk")) << ok.err;
+  auto flipped = dir.file("flipped.dcz");
+  std::filesystem::copy_file(dir.file("a.dcz"), flipped);
+  flip_byte(flipped, 4096 + 10);  // in the first chunk
+  auto bad = cli(dir, "verify flipped.dcz a.dcz --json");
+  EXPECT_EQ(bad.status, 4) << describe(bad);
+  const json v = parse_json(bad.out);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_FALSE(v[0].at("passed").get<bool>());
+  EXPECT_EQ(v[0].at("exit_code"), 4);
+  EXPECT_TRUE(v[1].at("passed").get<bool>());
+  EXPECT_EQ(v[1].at("file"), "a.dcz");
+
+  check_bad_cases(dir, {{"verify a.dcz b.dcz --against in.npy", 2,
+                         "verify --against takes one archive, not 2"},
+                        {"info - -", 2, "- (stdin) can be given once", false}});
 }
 
 TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {

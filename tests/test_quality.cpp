@@ -474,7 +474,7 @@ TEST(QualityPipeline, EvalArchiveBytesEqualTheFileCompressWritesAndQualityAgrees
     const std::string& in = s.type == dtype::u8 ? u8in : f32in;
     formats::eval_options eo;
     eo.threads = 1;
-    eo.block = s.block;
+    eo.blocks = {s.block};
     eo.chops = {s.chop};
     eo.coeffs = {s.coeff};
     eo.chunk_mb = s.chunk_mb;
@@ -566,7 +566,7 @@ TEST(QualityPipeline, EvalSkipsDefaultChopsAboveTheBlock) {
   auto be = cpu();
   formats::eval_options eo;
   eo.threads = 1;
-  eo.block = 4;
+  eo.blocks = {4};
   formats::eval_result ev;
   ASSERT_NO_THROW(ev = formats::eval_npy(in, *be, eo));
   std::vector<int> chops;
@@ -656,6 +656,46 @@ TEST(QualityCli, EvalWithBlock4AndTheDefaultChopListSucceeds) {
   auto c = cli(dir, "eval tex.npy --block 4 --csv -q");
   EXPECT_EQ(c.status, 0) << describe(c);
   EXPECT_EQ(lines_of(c.out).size(), 1u + 3u) << c.out;
+}
+
+TEST(QualityCli, EvalTriesEveryBlockSizeWithTheChopsThatFitItAndEachSettingOnce) {
+  temp_dir dir;
+  save_textured(dir);
+  auto c = cli(dir, "eval tex.npy --block 4,8,4 --chop 2,6,2 --coeff f16,f16 --json -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json rows = parse_json(c.out).at("rows");
+  std::vector<std::pair<int, int>> settings;
+  for (const auto& r : rows) settings.emplace_back(r.at("block").get<int>(), r.at("chop").get<int>());
+  EXPECT_EQ(settings, (std::vector<std::pair<int, int>>{{4, 2}, {8, 2}, {8, 6}})) << c.out;
+  // Each row is the setting's own: the same figures as eval of that setting alone.
+  for (const auto& r : rows) {
+    auto one = cli(dir, "eval tex.npy --json -q --block " + std::to_string(r.at("block").get<int>()) +
+                            " --chop " + std::to_string(r.at("chop").get<int>()));
+    ASSERT_EQ(one.status, 0) << describe(one);
+    const json alone = parse_json(one.out).at("rows").at(0);
+    EXPECT_EQ(alone.at("archive_bytes"), r.at("archive_bytes"));
+    EXPECT_EQ(alone.at("quality").at("mse"), r.at("quality").at("mse"));
+    EXPECT_EQ(alone.at("quality").at("ssim"), r.at("quality").at("ssim"));
+  }
+  EXPECT_NE(rows[0].at("quality").at("mse"), rows[1].at("quality").at("mse"));  // 4 vs 8
+}
+
+TEST(QualityCli, NonfiniteOnIntegerDataIsSaidToHaveNoEffect) {
+  temp_dir dir;
+  save_textured(dir);  // u8
+  const std::string note = "--nonfinite has no effect: u8 data holds no NaN or Inf";
+  auto c = cli(dir, "compress tex.npy -o a.dcz --nonfinite replace=0");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_TRUE(contains(c.err, "note: " + note)) << c.err;
+  auto j = cli(dir, "compress tex.npy -o b.dcz --nonfinite replace=0 --json");
+  const json notes = parse_json(j.out).at("notes");  // (then: larger than the tiny input)
+  ASSERT_FALSE(notes.empty()) << j.out;
+  EXPECT_EQ(notes[0], note) << j.out;
+  auto e = cli(dir, "eval tex.npy --chop 4 --nonfinite replace=0");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_TRUE(contains(e.err, "note: " + note)) << e.err;
+  auto plain = cli(dir, "compress tex.npy -o c.dcz");
+  EXPECT_FALSE(contains(plain.err, "--nonfinite")) << plain.err;
 }
 
 TEST(QualityCli, EvalOfStdinGivesTheSameFiguresAsEvalOfTheFile) {
@@ -1228,6 +1268,40 @@ TEST(QualityCli, VerifyWithoutAnOriginalChecksTheArchiveAndRefusesTheOriginalsOp
   EXPECT_FALSE(contains(plain.err, "gate")) << plain.err;
   auto gated = cli(dir, "verify a.dcz --against tex.npy --min-psnr 3");
   EXPECT_TRUE(contains(gated.err, "every gate holds")) << gated.err;
+}
+
+TEST(QualityCli, VerifyAgainstOtherDataOrTheDecodedOutputSaysSoAfterItsFigures) {
+  temp_dir dir;
+  save_textured(dir);
+  ASSERT_EQ(cli(dir, "compress tex.npy -o a.dcz --chop 4 -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o dec.npy -q").status, 0);
+  // The original: no note, from any backend's decode (the recorded MSE is the same decode's).
+  auto same = cli(dir, "verify a.dcz --against tex.npy");
+  EXPECT_EQ(same.status, 0) << describe(same);
+  EXPECT_FALSE(contains(same.err, "note:")) << same.err;
+  // The decoded output in place of the original passes every gate, exactly: worth a word.
+  auto dec = cli(dir, "verify a.dcz --against dec.npy --min-psnr 40");
+  EXPECT_EQ(dec.status, 0) << describe(dec);
+  EXPECT_TRUE(contains(dec.err, "every gate holds\ndctchop: note: dec.npy equals the decoded data "
+                                "exactly, but a.dcz recorded PSNR ")) << dec.err;
+  EXPECT_TRUE(contains(dec.err, "is dec.npy the decompressed output rather than the original?"))
+      << dec.err;
+  // Other data of the same shape and dtype (the samples in another order).
+  auto a = load_npy(dir.file("tex.npy"));
+  const std::size_t per = a.values.size() / a.header.shape[0];
+  std::vector<std::uint8_t> other(a.values.size());
+  for (std::size_t i = 0; i < a.header.shape[0]; ++i) {
+    const std::size_t from = (a.header.shape[0] - 1 - i) * per;
+    for (std::size_t k = 0; k < per; ++k) other[i * per + k] = static_cast<std::uint8_t>(a.values[from + k]);
+  }
+  save_npy(dir.file("other.npy"), dtype::u8, a.header.shape, other);
+  auto o = cli(dir, "verify a.dcz --against other.npy --json");
+  EXPECT_EQ(o.status, 0) << describe(o);
+  const auto notes = parse_json(o.out).at("notes");
+  ASSERT_EQ(notes.size(), 1u) << o.out;
+  EXPECT_TRUE(contains(notes[0].get<std::string>(), "a.dcz decoded at PSNR ")) << notes[0];
+  EXPECT_TRUE(contains(notes[0].get<std::string>(), "against other.npy: is other.npy that data, "
+                                                    "unchanged?")) << notes[0];
 }
 
 TEST(QualityCli, NonFiniteOrOutOfRangeTargetsAndGatesAreUsageErrors) {

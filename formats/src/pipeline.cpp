@@ -253,6 +253,89 @@ bool meets(const quality& q, const quality_target& t, const std::string& name) {
   return ok;
 }
 
+std::string g_text(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+/** The mean squared error per value that rounding i16 coefficients can add, at most: each
+ *  kept coefficient errs by up to 1/2 (variance 1/12 when uniform), and the orthonormal
+ *  inverse spreads the K*K errors of a block over its B*B values. */
+double i16_rounding_mse(int block, int chop) {
+  return double(chop) * chop / (double(block) * block) / 12.0;
+}
+
+std::string i16_rounding_note(int block, int chop, const quality& q) {
+  const double round_mse = i16_rounding_mse(block, chop);
+  if (!(q.range > 0) || round_mse <= 0.1 * q.mse) return {};
+  // (No figure for the rounding's own PSNR: coefficients much smaller than 1/2 err by less
+  // than the uniform 1/12, and a bound that the measured PSNR beats reads as a contradiction.)
+  return "i16 rounds every coefficient to a whole number (an error of up to 0.5 each), coarse "
+         "next to float data of range " + g_text(q.range) + ": at chop " + std::to_string(chop) +
+         " that rounding can be a good part of the error; f32 (the default for float input), "
+         "f16 or bf16 keep the detail";
+}
+
+std::string nonfinite_on_integers_note(dtype type) {
+  return "--nonfinite has no effect: " + std::string(to_string(type)) +
+         " data holds no NaN or Inf";
+}
+
+namespace {
+
+/** A note when compress writes its archive to a name that says another format. */
+std::string archive_name_note(const std::string& out) {
+  for (const char* ext : {".npy", ".npz", ".h5", ".hdf5", ".he5", ".hdf", ".raw", ".bin"}) {
+    if (name_ends_with(out, ext)) {
+      return out + " holds a dctchop archive, whatever its name says (archives are named .dcz; "
+                   "decompress writes " + ext + " files)";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> compress_warnings(const compress_result& r, const std::string& output,
+                                           std::optional<double> replacement) {
+  std::vector<std::string> out;
+  if (replacement && !is_float(r.type)) out.push_back(nonfinite_on_integers_note(r.type));
+  // The figures compare with the input as stored, V in place of NaN/Inf: worth a word when V
+  // lies far from the data: more than 0.6 R from the offset (the first sample's mean by
+  // default), where a V amid the values is seldom.
+  if (r.q && replacement && r.nonfinite_replaced.value_or(0) > 0 &&
+      std::fabs(*replacement - r.codec.offset) > 0.6 * r.q->range) {
+    const u64 n = *r.nonfinite_replaced;
+    out.push_back("the quality figures count the " + std::to_string(n) + " replaced value" +
+                  (n == 1 ? "" : "s") + " as " + g_text(*replacement) +
+                  ", and R spans it: a V far from the other values raises the PSNR while the "
+                  "values beside them decode worse (a V near the data's mean avoids both); the "
+                  "replaced places decode near " + g_text(*replacement) + ", not to it");
+  }
+  if (output != "-") {
+    if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));
+  }
+  if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
+    auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
+    if (!note.empty()) out.push_back(std::move(note));
+  }
+  if (r.archive_bytes > r.input_bytes) {
+    const double coeff_ratio = double(r.codec.block * r.codec.block * size_of(r.type)) /
+                               double(r.codec.chop * r.codec.chop * size_of(r.codec.coeff));
+    if (coeff_ratio < 1) {
+      out.push_back("the archive is larger than the input: " +
+                    std::string(to_string(r.codec.coeff)) + " coefficients at chop " +
+                    std::to_string(r.codec.chop) + " take more bytes than the " +
+                    std::string(to_string(r.type)) + " values; use a smaller chop");
+    } else {
+      out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
+                    "header and chunks dominate");
+    }
+  }
+  return out;
+}
+
 }  // namespace detail
 
 std::optional<std::int64_t> parse_source_date_epoch(const char* value) {
@@ -373,6 +456,8 @@ nlohmann::json compress_result::to_json() const {
   j["throughput_gbps"] = gb_per_s(input_bytes, seconds);
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
   if (nonfinite_replaced) j["nonfinite_replaced"] = *nonfinite_replaced;
+  j["notes"] = notes;
+  for (const auto& w : warnings) j["notes"].push_back(w);
   if (!trials.empty()) {
     auto& t = j["chop_search"] = nlohmann::json::array();
     for (const auto& tr : trials) {
@@ -578,6 +663,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
     r.notes = notes;
     r.source = src.name();
     if (labels) r.labels_source = labels->name();
+    r.warnings = compress_warnings(r, output, o.nonfinite_replacement);
     if (!o.target.any()) {
       r.seconds = seconds_since(t0);
       return r;

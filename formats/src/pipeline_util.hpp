@@ -26,6 +26,20 @@ inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+/** `v` as printf's %g writes it. */
+std::string g_text(double v);
+
+/** For float data coded with i16 coefficients: a warning where the rounding of the
+ *  coefficients alone may be a good part of the error (a tenth of it or more), else "". */
+std::string i16_rounding_note(int block, int chop, const quality& q);
+
+/** --nonfinite asked of integer data, which it leaves alone. */
+std::string nonfinite_on_integers_note(dtype type);
+
+/** What compress warns of after its summary (compress_result::warnings). */
+std::vector<std::string> compress_warnings(const compress_result& r, const std::string& output,
+                                           std::optional<double> replacement);
+
 /** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
 inline u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
 

@@ -58,6 +58,39 @@ std::pair<std::string, std::string> apart(double measured, double gate, int digi
   return {m, g};
 }
 
+/** A note when `q`, measured against an original, is far from the quality recorded in the
+ *  archive's footer when it was made (the same decode, so it agrees to a small fraction of a
+ *  dB on the data that was compressed): the original is likely other data, or changed since,
+ *  or the decompressed output itself. "" when they agree or nothing was recorded. */
+std::string recorded_quality_note(const nlohmann::json& footer, const quality& q,
+                                  const std::string& archive, const std::string& input) {
+  if (!footer.contains("quality") || !footer["quality"].contains("mse") ||
+      !footer["quality"]["mse"].is_number()) {
+    return {};
+  }
+  const double made = footer["quality"]["mse"].get<double>();
+  const double now = q.mse;
+  auto figure = [&q](double mse) {
+    char b[64];
+    if (q.range > 0 && mse > 0) {
+      std::snprintf(b, sizeof b, "PSNR %.2f dB", 20 * std::log10(q.range) - 10 * std::log10(mse));
+    } else {
+      std::snprintf(b, sizeof b, "MSE %.6g", mse);
+    }
+    return std::string(b);
+  };
+  if (now == 0 && made > 0) {
+    return input + " equals the decoded data exactly, but " + archive + " recorded " +
+           figure(made) + " against the data it was made from: is " + input +
+           " the decompressed output rather than the original?";
+  }
+  // 0.5 dB: far beyond what rounding the decoded values differently (another backend) moves.
+  if (now > 0 && made > 0 && std::fabs(10 * std::log10(now / made)) <= 0.5) return {};
+  if (now == made) return {};
+  return archive + " decoded at " + figure(made) + " against the data it was made from, but at " +
+         figure(now) + " against " + input + ": is " + input + " that data, unchanged?";
+}
+
 }  // namespace
 
 nlohmann::json eval_row::to_json() const {
@@ -89,8 +122,6 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 
-  std::vector<coeff_type> coeffs = o.coeffs;
-  if (coeffs.empty()) coeffs.push_back(default_coeff_type(src.type, o.block));
   struct combo {
     eval_row row;
     codec_params p;
@@ -103,18 +134,22 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     range = float_range(input, o.lay, o.nonfinite_replacement, o.progress);
   }
   const double offset = codec_offset(src, o.offset);
-  for (auto ct : coeffs) {
-    for (int k : o.chops) {
-      if (k > o.block) continue;  // e.g. the default list 1,2,4,6 at block 4
-      codec_params p{o.block, k, ct, offset};
-      validate(p);
-      eval_row row;
-      row.block = o.block;
-      row.chop = k;
-      row.coeff = ct;
-      row.input_bytes = g.samples * ibps;
-      row.values = g.samples * g.values_per_sample();
-      combos.push_back({row, p, quality_accumulator(src.type, range, o.ssim)});
+  for (int b : o.blocks) {
+    std::vector<coeff_type> coeffs = o.coeffs;
+    if (coeffs.empty()) coeffs.push_back(default_coeff_type(src.type, b));
+    for (auto ct : coeffs) {
+      for (int k : o.chops) {
+        if (k > b) continue;  // e.g. the default list 1,2,4,6 at block 4
+        codec_params p{b, k, ct, offset};
+        validate(p);
+        eval_row row;
+        row.block = b;
+        row.chop = k;
+        row.coeff = ct;
+        row.input_bytes = g.samples * ibps;
+        row.values = g.samples * g.values_per_sample();
+        combos.push_back({row, p, quality_accumulator(src.type, range, o.ssim)});
+      }
     }
   }
   if (combos.empty()) throw error(errc::invalid_argument, "eval: no chop to try");
@@ -176,6 +211,9 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   res.offset = offset;
   res.notes = std::move(notes);
   if (src.nonfinite_replacement) res.nonfinite_replaced = replaced;
+  if (o.nonfinite_replacement && !is_float(src.type)) {
+    res.warnings.push_back(nonfinite_on_integers_note(src.type));
+  }
   for (auto& c : combos) {
     if (c.row.error.empty()) {
       c.row.q = c.acc.result();
@@ -187,6 +225,15 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     }
     res.rows.push_back(c.row);
   }
+  if (is_float(src.type)) {  // from the first i16 row that needs it
+    for (const auto& row : res.rows) {
+      if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
+      if (auto note = i16_rounding_note(row.block, row.chop, row.q); !note.empty()) {
+        res.warnings.push_back(std::move(note));
+        break;
+      }
+    }
+  }
   return res;
 }
 
@@ -197,7 +244,8 @@ nlohmann::json check_archive(const std::string& archive) {
   std::uint64_t chunks = 0;
   while (r.next_chunk(c, buf)) ++chunks;  // each checksum, and for streams the index too
   for (const auto& s : r.side_arrays()) r.read_side_array(s.name);
-  return {{"passed", true},
+  return {{"file", archive},
+          {"passed", true},
           {"chunks", chunks},
           {"side_arrays", r.side_arrays().size()},
           {"samples", r.header().geom.samples}};
@@ -210,6 +258,7 @@ nlohmann::json verify_result::to_json() const {
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
   j["failures"] = failures;
   j["notes"] = notes;
+  for (const auto& w : warnings) j["notes"].push_back(w);
   return j;
 }
 
@@ -319,6 +368,10 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
   res.q = acc.result();
   const quality& q = *res.q;
+  if (auto note = recorded_quality_note(r.footer(), q, r.display_name(), src.name());
+      !note.empty()) {
+    res.warnings.push_back(std::move(note));
+  }
   if (o.min_psnr) {
     if (q.psnr_undefined) {
       res.failures.push_back("PSNR is undefined: the data is constant (range 0), so "

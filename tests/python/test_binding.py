@@ -200,6 +200,13 @@ def check_compress_from_python(binary, d, x, y):
     check(e is not None and "--" not in str(e), f"no command option in {e}")
     check(dctchop.compress(nan, f"{d}/n.dcz", nonfinite=0)["nonfinite_replaced"] == 1,
           "nonfinite=0 replaces the NaN")
+    # The notes the command prints come in the report, in the keywords' terms.
+    notes = dctchop.compress(x, f"{d}/nn.dcz", nonfinite=0, chop=8)["notes"]
+    check(notes[:1] == ["nonfinite= has no effect: u8 data holds no NaN or Inf"] and
+          any("the archive is larger than the input" in n for n in notes), f"notes {notes}")
+    small = dctchop.compress(f / 1000, f"{d}/i16.dcz", coeff="i16")["notes"]
+    check(any(n.startswith("i16 rounds every coefficient") for n in small), f"i16 notes {small}")
+    check(dctchop.compress(x, f"{d}/plain.dcz", quality=False)["notes"] == [], "no notes where none is due")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/c.dcz", chunk_mb=0), "chunk_mb")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/c.dcz", threads=10**6), "at most 4096")
     raises(ValueError, lambda: dctchop.compress(np.ma.masked_array(x), f"{d}/c.dcz"), "masked")

@@ -92,7 +92,14 @@ def _native(a, name):
 _KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite replace=V", "nonfinite=V"),
              ("--chunk-mb", "chunk_mb"), ("--coeff ", "coeff="), ("--offset ", "offset="),
              ("--ssim", "ssim="), ("--psnr", "psnr="), ("--chop", "chop="), ("-o ", "output "),
-             ("--layout ", "layout=")]
+             ("--layout ", "layout="), ("--nonfinite", "nonfinite=")]
+
+
+def _in_python_terms(text):
+    """A library message with the command's option names replaced by the keywords."""
+    for flag, keyword in _KEYWORDS:
+        text = text.replace(flag, keyword)
+    return text
 
 
 def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels=None,
@@ -100,7 +107,8 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
              psnr=None, ssim=None, threads=0, nonfinite=None, progress=None):
     """Compress a NumPy array (u8, u16, i16, f32 or f64; samples along axis 0) into a .dcz
     archive, as `dctchop compress` does a file, and return its report as a dict (ratio,
-    quality, the codec settings, ...). The array is read in place, not copied (other Python
+    quality, the codec settings, ...; "notes" holds what the command would print as notes:
+    the archive being larger than the input, i16 rounding on float data, ...). The array is read in place, not copied (other Python
     threads run meanwhile: do not change it until compress returns).
 
     chop, block, coeff ("f16", "bf16", "f32", "i16"; None: the dtype's default), layout
@@ -157,9 +165,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
                            nonfinite, progress)
     except Error as e:
         # The library's messages name the command's options: name the keywords instead.
-        text = str(e)
-        for flag, keyword in _KEYWORDS:
-            text = text.replace(flag, keyword)
+        text = _in_python_terms(str(e))
         if text == str(e):
             raise
         again = type(e)(text)
@@ -168,6 +174,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
             again.errno = e.errno
         raise again from None
     result = json.loads(report)
+    result["notes"] = [_in_python_terms(n) for n in result["notes"]]
     result.update(backend="cpu", input="<array>", output=output)  # as compress --json has them
     return result
 

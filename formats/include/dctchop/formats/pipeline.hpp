@@ -96,6 +96,9 @@ struct compress_result {
   std::optional<quality> q;             ///< when measured
   std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
   std::vector<std::string> notes;       ///< things to tell the user (e.g. the dataset chosen)
+  /** Doubts about the result, told after it (the archive is larger than the input, i16 on
+   *  float data, ...). to_json() puts them after `notes` in "notes". */
+  std::vector<std::string> warnings;
   std::string source;                   ///< what was read: "x.npy", "t.h5:/images", "<stdin>"
   std::string labels_source;            ///< the labels read, as source; empty without labels
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
@@ -151,8 +154,8 @@ ssim_status recorded_ssim_status(const nlohmann::json& info);
 // ---------------------------------------------------------------------------------- eval
 
 struct eval_options {
-  int block = 8;
-  std::vector<int> chops = {1, 2, 4, 6};     ///< values above the block are skipped
+  std::vector<int> blocks = {8};             ///< block sizes to try, each with every chop
+  std::vector<int> chops = {1, 2, 4, 6};     ///< values above a block size are skipped for it
   std::vector<coeff_type> coeffs;            ///< empty: the default for the dtype
   layout lay = layout::automatic;
   double chunk_mb = 4.0;                     ///< chunking used for the true archive size
@@ -186,10 +189,11 @@ struct eval_result {
   std::vector<eval_row> rows;
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
   std::vector<std::string> notes;  ///< things to tell the user (e.g. the dataset chosen)
+  std::vector<std::string> warnings;  ///< doubts about the figures, told after them
 };
 
-/** Compress and decompress `input` in memory, chunk by chunk, with every combination of chop
- *  and coefficient type, and measure each. Reads the input once (twice for float data, whose
+/** Compress and decompress `input` in memory, chunk by chunk, with every combination of block
+ *  size, chop and coefficient type, and measure each. Reads the input once (twice for float data, whose
  *  range R is found first); writes nothing. */
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& options);
 /** eval() of parse_dataset_spec(input). */
@@ -208,6 +212,9 @@ struct verify_result {
   std::optional<quality> q;           ///< when the shapes match
   std::vector<std::string> failures;  ///< gates that did not hold, one line each
   std::vector<std::string> notes;     ///< things to tell the user (e.g. the dataset chosen)
+  /** Doubts about the result, told after it: the quality is far from the one recorded when
+   *  the archive was made (another original?). In to_json() they follow "notes". */
+  std::vector<std::string> warnings;
   bool passed() const { return mismatch.empty() && failures.empty(); }
   nlohmann::json to_json() const;
 };
@@ -222,8 +229,8 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
                              const verify_options& options);
 
 /** Read every chunk and side array of `archive`, checking each checksum and the index;
- *  throws error(corrupt) on the first fault. Returns {"chunks": n, "side_arrays": m,
- *  "samples": N}. */
+ *  throws error(corrupt) on the first fault. Returns {"file": archive, "passed": true,
+ *  "chunks": n, "side_arrays": m, "samples": N}. */
 nlohmann::json check_archive(const std::string& archive);
 
 /** JSON of a quality record, as stored in the archive footer and printed by --json. */
