@@ -382,15 +382,21 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd->add_option("--threads", threads, threads_help)
-      ->check(CLI::Range(0, 4096))
+      ->check(CLI::Range(0, max_threads))
       ->capture_default_str();
 }
 
 /** A --json report, with the input and output named; on stderr when stdout carries data. */
+/** A report as JSON text. A file name that is not UTF-8 (a Latin-1 name on Linux) has its
+ *  stray bytes shown as U+FFFD: JSON text is UTF-8, and the report must not fail for it. */
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void print_json_report(nlohmann::json j, const std::string& in, const std::string& out) {
   j["input"] = in;
   j["output"] = out;
-  (out == "-" ? std::cerr : std::cout) << j.dump(2) << "\n";
+  (out == "-" ? std::cerr : std::cout) << json_text(j) << "\n";
 }
 
 void print_info_text(const nlohmann::json& j) {
@@ -486,7 +492,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
     j["notes"] = r.notes;
     for (const auto& w : r.warnings) j["notes"].push_back(w);
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
     return;
   }
   // A PSNR: a number, inf (lossless), or n/a (constant data: undefined); empty in CSV.
@@ -940,7 +946,7 @@ int run(int argc, char** argv) {
       if (i_in.size() == 1) {
         auto j = formats::archive_info(i_in[0]);
         if (i_json) {
-          std::cout << j.dump(2) << "\n";
+          std::cout << json_text(j) << "\n";
         } else {
           print_info_text(j);
         }
@@ -961,7 +967,7 @@ int run(int argc, char** argv) {
       }, [&](const std::string& in, const error& e) {
         if (i_json) docs.push_back(failure_json(in, e));
       });
-      if (i_json) std::cout << docs.dump(2) << "\n";
+      if (i_json) std::cout << json_text(docs) << "\n";
       return rc;
     } else if (*evl) {
       refuse_tty_stdin(e_in);
@@ -1061,7 +1067,7 @@ int run(int argc, char** argv) {
         };
         if (v_ins.size() == 1) {
           auto j = formats::check_archive(v_in);
-          if (v_json) std::cout << j.dump(2) << "\n";
+          if (v_json) std::cout << json_text(j) << "\n";
           report(v_in, j);
           return exit_ok;
         }
@@ -1075,7 +1081,7 @@ int run(int argc, char** argv) {
           docs.push_back(failure_json(in, e));
           docs.back()["passed"] = false;
         });
-        if (v_json) std::cout << docs.dump(2) << "\n";
+        if (v_json) std::cout << json_text(docs) << "\n";
         return rc;
       }
       refuse_tty_stdin(v_against);
@@ -1093,7 +1099,7 @@ int run(int argc, char** argv) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
       if (v_json) {
-        std::cout << r.to_json().dump(2) << "\n";
+        std::cout << json_text(r.to_json()) << "\n";
       } else if (!r.mismatch.empty()) {
         log->error("mismatch: {}", r.mismatch);
       } else {

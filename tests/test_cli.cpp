@@ -766,6 +766,40 @@ TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {
                         {"info - -", 2, "- (stdin) can be given once", false}});
 }
 
+TEST(Cli, AFileNameThatIsNotUtf8IsCompressedAndReportedWithReplacementCharacters) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  const std::string latin1 = "lat\xe9";  // "lat" e-acute in Latin-1: not UTF-8
+  std::filesystem::copy_file(dir.file("in.npy"), dir.file(latin1 + ".npy"));
+  auto c = cli(dir, "compress " + sh_quote(latin1 + ".npy") + " --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(parse_json(c.out).at("input"), "lat\xef\xbf\xbd.npy");
+  ASSERT_TRUE(std::filesystem::exists(dir.file(latin1 + ".dcz")));  // the name as given
+  auto i = cli(dir, "info --json " + sh_quote(latin1 + ".dcz"));
+  ASSERT_EQ(i.status, 0) << describe(i);
+  const json j = parse_json(i.out);
+  EXPECT_EQ(j.at("file"), "lat\xef\xbf\xbd.dcz");
+  EXPECT_EQ(j.at("provenance").at("source"), "lat\xef\xbf\xbd.npy");
+  auto v = cli(dir, "verify --json " + sh_quote(latin1 + ".dcz") + " --against " +
+                        sh_quote(latin1 + ".npy"));
+  EXPECT_EQ(v.status, 0) << describe(v);
+  EXPECT_TRUE(parse_json(v.out).at("passed").get<bool>());
+  // The text report prints the name as it is.
+  auto t = cli(dir, "info " + sh_quote(latin1 + ".dcz"));
+  EXPECT_TRUE(contains(t.out, "file:        " + latin1 + ".dcz\n")) << t.out;
+}
+
+TEST(Cli, AnOutputNameTooLongForTheFileSystemIsRefusedBeforeAnyWork) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  const std::string long_name(300, 'x');  // NAME_MAX is 255 on Linux file systems
+  check_bad_cases(dir, {{"compress in.npy -o " + long_name + ".dcz", 5, "file name too long"},
+                        {"decompress a.dcz -o " + long_name + ".npy", 5, "file name too long"},
+                        {"decompress a.dcz -o " + long_name + ".h5", 5, "file name too long"},
+                        {"decompress a.dcz -o " + long_name + ".npz", 5, "file name too long"}});
+}
+
 TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {
   temp_dir dir;
   make_u8(dir, "in.npy");

@@ -249,7 +249,14 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   output_target t;
   t.path = path;
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return t;  // (a dangling symlink too: link() refuses it)
+  if (::stat(path.c_str(), &st) != 0) {
+    // A name longer than the file system takes would be refused only when the finished
+    // output is named, after all the work.
+    if (errno == ENAMETOOLONG) {
+      throw error::from_os(errc::io, path + ": file name too long", ENAMETOOLONG);
+    }
+    return t;  // (a dangling symlink too: link() refuses it)
+  }
   if (S_ISDIR(st.st_mode)) throw error::from_os(errc::io, path + ": is a directory", EISDIR);
   const bool special = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
   if (!special && !S_ISREG(st.st_mode)) {

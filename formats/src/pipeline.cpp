@@ -277,6 +277,21 @@ std::string i16_rounding_note(int block, int chop, const quality& q) {
          "f16 or bf16 keep the detail";
 }
 
+std::string one_image_note(const input_source& src, layout asked) {
+  if (asked != layout::automatic || src.geom.lay != layout::hw) return {};
+  const u64 h = src.geom.height, w = src.geom.width;
+  std::string hint;
+  // Flattened images (MNIST's 784 values a row) read as one tall image; say how to fix it.
+  const auto side = static_cast<u64>(std::llround(std::sqrt(double(w))));
+  if (side >= 4 && side * side == w && h > 1) {
+    hint = "; if its rows are flattened " + std::to_string(side) + "x" + std::to_string(side) +
+           " images, reshape it to (" + std::to_string(h) + ", " + std::to_string(side) + ", " +
+           std::to_string(side) + ") first";
+  }
+  return src.name() + ": a 2-D array is one image (layout HW) of " + std::to_string(h) + "x" +
+         std::to_string(w) + hint;
+}
+
 std::string nonfinite_on_integers_note(dtype type) {
   return "--nonfinite has no effect: " + std::string(to_string(type)) +
          " data holds no NaN or Inf";
@@ -591,6 +606,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   input_source src = open_input(read_with_threads_of(be, in), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
+  if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
   codec_params p;
   p.block = o.block;
   p.chop = o.target.any() ? 1 : o.chop;

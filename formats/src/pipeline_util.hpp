@@ -33,6 +33,12 @@ std::string g_text(double v);
  *  coefficients alone may be a good part of the error (a tenth of it or more), else "". */
 std::string i16_rounding_note(int block, int chop, const quality& q);
 
+struct input_source;
+
+/** A note that a 2-D input taken with the automatic layout is one HW image (with a hint
+ *  when its rows look like flattened square images), or "". */
+std::string one_image_note(const input_source& src, layout asked);
+
 /** --nonfinite asked of integer data, which it leaves alone. */
 std::string nonfinite_on_integers_note(dtype type);
 

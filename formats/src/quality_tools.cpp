@@ -119,6 +119,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   input_source src = open_input(read_with_threads_of(be, input), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
+  if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 

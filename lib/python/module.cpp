@@ -256,6 +256,7 @@ class archive {
       : path_(path), r_(formats::archive_reader::open(path)), h_(r_->header()) {
     if (!r_->random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
     be_ = make_backend(backend_kind::cpu, {threads});
+    be_serial_ = be_->threads() == 1 ? nullptr : make_backend(backend_kind::cpu, {1});
   }
   const std::string& path() const { return path_; }
   u64 samples() const { return h_.geom.samples; }
@@ -291,7 +292,11 @@ class archive {
       gil_released release;
       std::lock_guard lock(m_);
       const auto coeffs = read_coefficient_bytes(first, count);
-      be_->decode(h.codec, coeffs, make_view(h.geom, h.type, dst, count));
+      // A few samples on this thread: waking a team of threads takes longer than decoding
+      // them (one 28x28 sample, as a Dataset reads: 12 us here, 24..400 us on every core).
+      const bool small = u64(count) * h.geom.values_per_sample() < (u64(1) << 15);
+      backend& be = small && be_serial_ ? *be_serial_ : *be_;
+      be.decode(h.codec, coeffs, make_view(h.geom, h.type, dst, count));
     }
     return a;
   }
@@ -338,7 +343,7 @@ class archive {
       std::lock_guard lock(m_);
       name = open_reader().display_name();
     }
-    return formats::archive_info(name).dump();
+    return formats::archive_info(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
  private:
@@ -379,6 +384,7 @@ class archive {
   std::optional<formats::archive_reader> r_;
   formats::archive_header h_;
   std::unique_ptr<backend> be_;
+  std::unique_ptr<backend> be_serial_;  // for reads too small to share out (or null: be_ is)
 };
 
 /** The loader as a Python iterator of (data, labels or None, sample indices). */
@@ -467,7 +473,13 @@ class device_loader {
  public:
   device_loader(const std::string& path, const loaders::loader_options& o, int device,
                 int buffers)
-      : l_(path, o, device, buffers) {}
+      : l_(std::in_place, path, o, device, buffers),
+        device_(l_->device()),
+        batches_(l_->batches_per_epoch()),
+        label_descr_(l_->source().label_descr()),
+        label_shape_(l_->source().label_shape()) {}
+
+  // As for loader: used under m_ without the GIL, so that close() waits for a next().
 
   py::tuple next(std::uintptr_t consumer_stream) {
     std::vector<u64> samples;
@@ -476,8 +488,10 @@ class device_loader {
     u64 epoch = 0;
     {
       gil_released release;
-      epoch = l_.state().epoch;  // the epoch of the batch that comes next: this one
-      t = l_.next(&samples, &labels, reinterpret_cast<void*>(consumer_stream));
+      std::lock_guard lock(m_);
+      auto& l = open();
+      epoch = l.state().epoch;  // the epoch of the batch that comes next: this one
+      t = l.next(&samples, &labels, reinterpret_cast<void*>(consumer_stream));
     }
     // A capsule that nobody consumed still owns the tensor: its destructor calls the deleter.
     PyObject* cap = PyCapsule_New(t, "dltensor", [](PyObject* c) {
@@ -493,18 +507,50 @@ class device_loader {
     py::object capsule = py::reinterpret_steal<py::object>(cap);
     py::array_t<u64> idx(static_cast<py::ssize_t>(samples.size()));
     std::memcpy(idx.mutable_data(), samples.data(), samples.size() * sizeof(u64));
-    py::object lab = labels_of(std::move(labels), l_.source().label_descr(), l_.source().label_shape(),
-                               samples.size());
+    py::object lab = labels_of(std::move(labels), label_descr_, label_shape_, samples.size());
     return py::make_tuple(capsule, lab, idx, epoch);
   }
-  u64 batches_per_epoch() const { return l_.batches_per_epoch(); }
-  std::string state() const { return l_.state().to_json(); }
-  void restore(const std::string& json) { l_.restore(loaders::loader_state::from_json(json)); }
-  int device() const { return l_.device(); }
-  std::vector<u64> epoch_order(u64 e) const { return l_.source().epoch_order(e); }
+  u64 batches_per_epoch() const { return batches_; }
+  std::string state() {
+    gil_released release;
+    std::lock_guard lock(m_);
+    return open().state().to_json();
+  }
+  void restore(const std::string& json) {
+    const auto s = loaders::loader_state::from_json(json);
+    gil_released release;
+    std::lock_guard lock(m_);
+    open().restore(s);
+  }
+  int device() const { return device_; }
+  std::vector<u64> epoch_order(u64 e) {
+    gil_released release;
+    std::lock_guard lock(m_);
+    return open().source().epoch_order(e);
+  }
+  /** Stops the prefetch thread and releases the file and the device buffers that no batch
+   *  holds; the tensors handed out stay valid (each keeps what it needs). Using the loader
+   *  afterwards raises ValueError. */
+  void close() {
+    gil_released release;
+    std::lock_guard lock(m_);
+    closed_.store(true);
+    l_.reset();
+  }
+  bool closed() const { return closed_.load(); }
 
  private:
-  loaders::device_loader l_;
+  loaders::device_loader& open() {
+    if (!l_) throw py::value_error("the loader is closed");
+    return *l_;
+  }
+  std::mutex m_;
+  std::atomic<bool> closed_{false};
+  std::optional<loaders::device_loader> l_;
+  int device_;
+  u64 batches_;
+  std::string label_descr_;
+  std::vector<u64> label_shape_;
 };
 
 /** A NumPy array as a dataset to compress: C-contiguous and native-endian (dctchop.compress
@@ -577,7 +623,9 @@ PYBIND11_MODULE(_dctchop, m) {
       {EACCES, subclass("PermissionError", "dctchop._dctchop.PermissionError", os_error,
                         PyExc_PermissionError)},
       {EISDIR, subclass("IsADirectoryError", "dctchop._dctchop.IsADirectoryError", os_error,
-                        PyExc_IsADirectoryError)}};
+                        PyExc_IsADirectoryError)},
+      {ENOTDIR, subclass("NotADirectoryError", "dctchop._dctchop.NotADirectoryError", os_error,
+                         PyExc_NotADirectoryError)}};
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -591,7 +639,13 @@ PYBIND11_MODULE(_dctchop, m) {
         for (const auto& k : *os_kinds)
           if (k.code == (code == EPERM ? EACCES : code)) cls = k.cls;
       }
-      py::object instance = cls(e.what());
+      // A file name in the message need not be UTF-8 (a Latin-1 name on Linux): its stray
+      // bytes read as \xe9, not as an error raised in place of this one.
+      const std::string what = e.what();
+      py::object message = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+          what.data(), static_cast<py::ssize_t>(what.size()), "backslashreplace"));
+      if (!message) throw py::error_already_set();
+      py::object instance = cls(message);
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
       // errno as OSError(errno, strerror) would set it; strerror stays None, so that str() is
       // the message (os.strerror(e.errno) gives the text). dctchop/__init__.py pickles it.
@@ -671,7 +725,7 @@ PYBIND11_MODULE(_dctchop, m) {
               return formats::compress(spec, output, *be, o);
             },
             progress);
-        return r.to_json().dump();
+        return r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       },
       py::arg("data"), py::arg("output"), py::arg("labels"), py::arg("block"), py::arg("chop"),
       py::arg("coeff"), py::arg("layout"), py::arg("offset_rule"), py::arg("offset_value"),
@@ -713,6 +767,8 @@ PYBIND11_MODULE(_dctchop, m) {
       .def("epoch_order", &device_loader::epoch_order, py::arg("epoch"))
       .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch)
       .def_property_readonly("device", &device_loader::device)
+      .def("close", &device_loader::close)
+      .def_property_readonly("closed", &device_loader::closed)
       .def("state", &device_loader::state)
       .def("restore", &device_loader::restore, py::arg("state_json"));
 

@@ -119,6 +119,11 @@ sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samp
 }
 
 std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options) {
+  if (options.threads < 0 || options.threads > max_threads) {
+    throw error(errc::invalid_argument, "threads " + std::to_string(options.threads) +
+                                            ": expected 0 (every core) to " +
+                                            std::to_string(max_threads));
+  }
   switch (kind) {
     case backend_kind::cpu:
       return detail::make_cpu_backend(options);

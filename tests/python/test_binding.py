@@ -98,6 +98,42 @@ def check_python_habits(d, back, y):
     order = l5.epoch_order(0)
     check(len(order) == 35 and len(set(order.tolist())) == 35 and order.max() < 37,
           f"epoch_order: 7 batches of 5 distinct samples: {order}")
+    # Sample indices are int64 (torch.as_tensor takes no uint64).
+    check(order.dtype == np.int64 and l5.last_samples.dtype == np.int64,
+          f"index dtypes {order.dtype} {l5.last_samples.dtype}")
+    # A state saved through NumPy (np.savez gives NumPy scalars back) restores.
+    np.savez(f"{d}/state.npz", **l4.state())
+    with np.load(f"{d}/state.npz") as z:
+        saved = {k: z[k][()] for k in z.files}
+    l6 = dctchop.Loader(path, batch_size=4, seed=0)
+    l6.restore(saved)
+    check(l6.state() == l4.state(), f"a state of NumPy scalars: {l6.state()} != {l4.state()}")
+    # Slices with a step, as for a list.
+    for sl in (slice(None, None, 3), slice(30, 2, -4), slice(None, None, -1), slice(5, 5, 2)):
+        check(np.array_equal(a[sl], back[sl]), f"a[{sl}]")
+    # Names the file system holds that are not UTF-8, as bytes or as os.fsdecode gives them.
+    odd = os.path.join(os.fsencode(d), b"lat\xe9.dcz")
+    with open(path, "rb") as src, open(odd, "wb") as dst:
+        dst.write(src.read())
+    for name in (odd, os.fsdecode(odd), pathlib.Path(os.fsdecode(odd))):
+        with dctchop.Archive(name) as o:
+            check(np.array_equal(o[1], back[1]) and o.path == os.fsdecode(odd), f"{name!r}: {o.path!r}")
+    e = raises(FileNotFoundError, lambda: dctchop.Archive(odd + b".missing"), "lat\\xe9.dcz.missing")
+    raises(ValueError, lambda: dctchop.Archive(path + "\0.npy"), "embedded null byte")
+    raises(ValueError, lambda: dctchop.Archive(""), "empty path")
+    raises(TypeError, lambda: dctchop.Archive(3), "not int")
+    # An unpickled archive opens the same file from another folder (a spawned worker's).
+    here = os.getcwd()
+    rel = dctchop.Archive(os.path.relpath(path))
+    os.chdir(d)
+    try:
+        moved = pickle.loads(pickle.dumps(rel))
+        check(np.array_equal(moved[0], back[0]), "the same archive after chdir")
+    finally:
+        os.chdir(here)
+    # Thread counts beyond any machine are an error, not a crash.
+    raises(ValueError, lambda: dctchop.Archive(path, threads=100000), "threads must be at most 4096")
+    raises(ValueError, lambda: dctchop.Loader(path, threads=100000), "threads must be at most 4096")
 
 
 def check_compress_from_python(binary, d, x, y):
@@ -167,6 +203,8 @@ def check_compress_from_python(binary, d, x, y):
     os.makedirs(f"{d}/folder.dcz", exist_ok=True)
     e = raises(IsADirectoryError, lambda: dctchop.compress(x, f"{d}/folder.dcz"), "folder.dcz: is a directory")
     check(e is not None and e.errno == errno.EISDIR and isinstance(e, dctchop.Error), f"{e!r}")
+    e = raises(NotADirectoryError, lambda: dctchop.Archive(f"{d}/cx.npy/a.dcz"), "cx.npy/a.dcz")
+    check(e is not None and e.errno == errno.ENOTDIR and isinstance(e, FileError_), f"{e!r}")
     e = raises(IsADirectoryError, lambda: dctchop.Archive(f"{d}/folder.dcz"), "is a directory")
     check(e is not None and str(e).startswith(f"{d}/folder.dcz"), f"{e!r}")
     # They pickle, errno and kind included: a DataLoader worker sends its errors that way (an
@@ -212,6 +250,14 @@ def check_compress_from_python(binary, d, x, y):
     raises(ValueError, lambda: dctchop.compress(np.ma.masked_array(x), f"{d}/c.dcz"), "masked")
     raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.complex64), f"{d}/c.dcz"), "complex")
     raises(TypeError, lambda: dctchop.compress(None, f"{d}/c.dcz"), "None")
+    raises(TypeError, lambda: dctchop.compress(f"{d}/cx.npy", f"{d}/c.dcz"), "np.load it")
+    raises(TypeError, lambda: dctchop.compress(x, f"{d}/c.dcz", labels=pathlib.Path(f"{d}/y.npy")),
+           "the labels as an array")
+    # A 2-D array is one image: said, with the fix for rows of flattened images.
+    flat = dctchop.compress(np.zeros((50, 784), np.uint8), f"{d}/flat.dcz", quality=False)
+    check(any("a 2-D array is one image (layout HW) of 50x784; if its rows are flattened 28x28 "
+              "images, reshape it to (50, 28, 28) first" in n for n in flat["notes"]),
+          f"2-D notes {flat['notes']}")
     check(dctchop.compress(x, f"{d}/t2.dcz", chop=None, psnr=20)["chop"] >= 1, "chop=None with psnr=")
     # Targets that could not be measured are refused, as the command refuses them.
     raises(dctchop.ArgumentError, lambda: dctchop.compress(x, f"{d}/t3.dcz", psnr=30, quality=False),

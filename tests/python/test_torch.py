@@ -111,6 +111,7 @@ def main():
         from dctchop.torch import DeviceLoader
         dcz = f"{d}/x_f16.dcz"
         dev = DeviceLoader(dcz, batch_size=5, seed=4, device=-1)
+        a_x = dctchop.Archive(dcz)[:]
         plain = dctchop.Loader(dcz, batch_size=5, seed=4)
         for _ in range(5):  # more batches than its two buffers
             xt, yt = next(dev)
@@ -132,6 +133,19 @@ def main():
         except ValueError as e:
             check("decode=False" in str(e), f"coefficient_planes message: {e}")
         check(dev.epoch_order(0).shape == (10,), "DeviceLoader.epoch_order: 2 batches of 5")
+        # Indices as torch takes them; close() as Loader's, the tensors handed out kept.
+        check(torch.as_tensor(dev.last_samples).dtype == torch.int64, "last_samples as a tensor")
+        with DeviceLoader(dcz, batch_size=5, seed=4, device=-1) as closing:
+            kept, _ = next(closing)
+            kept_idx = closing.last_samples.copy()
+        check(closing.closed and np.array_equal(kept.numpy(), a_x[kept_idx]),
+              "a device batch outlives its closed loader")
+        for use in (lambda: next(closing), closing.state, lambda: closing.epoch_order(0)):
+            try:
+                use()
+                check(False, "a closed DeviceLoader raises")
+            except ValueError as e:
+                check("closed" in str(e), f"closed DeviceLoader: {e}")
         # The decode matrices have the shapes of DESIGN.md.
         lt, r = dctchop.decode_matrices(8, 4, 28, 28)
         check(lt.shape == (32, 16) and r.shape == (16, 32), f"matrices {lt.shape} {r.shape}")

@@ -95,11 +95,16 @@ byte_buffer host_buffer(const backend& be, std::uint64_t bytes = 0);
 /** Which backend to run. `automatic` takes CUDA when built and a device is present. */
 enum class backend_kind { cpu, cuda, automatic };
 
+/** The most CPU threads a backend takes: more is a mistake (OpenMP fails to start them, or
+ *  worse), not a machine. */
+inline constexpr int max_threads = 4096;
+
 struct backend_options {
-  int threads = 0;  ///< CPU threads; 0 means every core (OpenMP), ignored without OpenMP
+  int threads = 0;  ///< CPU threads, 0..max_threads; 0 means every core (OpenMP)
 };
 
-/** Construct a backend; error(backend_unavailable) when it was not built or has no device. */
+/** Construct a backend; error(backend_unavailable) when it was not built or has no device,
+ *  error(invalid_argument) for threads outside 0..max_threads. */
 std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options = {});
 
 /** Names of the backends compiled in, e.g. {"cpu (OpenMP)"}. */

@@ -188,7 +188,8 @@ struct archive_loader::impl {
     if (batches_per_epoch() == 0) {  // a training loop over an epoch would do nothing
       throw error(errc::invalid_argument,
                   reader.display_name() + ": too few samples for one batch: " +
-                      std::to_string(h.geom.samples) + " samples" +
+                      std::to_string(h.geom.samples) +
+                      (h.geom.samples == 1 ? " sample" : " samples") +
                       (o.world > 1 ? " over " + std::to_string(o.world) + " ranks" : "") +
                       ", batch size " + std::to_string(o.batch_size) +
                       (o.drop_last ? " and drop_last" : ""));

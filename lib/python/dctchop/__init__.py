@@ -17,7 +17,7 @@ Errors are dctchop.Error, with `kind` the error's name ("io", "corrupt", "bad_in
 bad arguments and values are also ValueError (dctchop.ArgumentError), I/O failures OSError
 (dctchop.FileError) with `errno` set where the system gave one, and then also the built-in
 FileExistsError (an output that is there without overwrite=True), FileNotFoundError,
-PermissionError or IsADirectoryError, as open() raises them; a sample out of range is
+PermissionError, IsADirectoryError or NotADirectoryError, as open() raises them; a sample out of range is
 IndexError.
 """
 import json
@@ -46,9 +46,17 @@ __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress
 
 
 def _path(path):
-    """path (str, bytes or os.PathLike) as a str. (A missing file is the library's to say:
-    it raises FileNotFoundError, a dctchop.FileError, with errno and kind set.)"""
-    return os.fsdecode(os.fspath(path))
+    """path (str, bytes or os.PathLike) as the bytes the library opens: any name the file
+    system holds, UTF-8 or not. (A missing file is the library's to say: it raises
+    FileNotFoundError, a dctchop.FileError, with errno and kind set.)"""
+    if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__"):
+        name = os.fsencode(os.fspath(path))
+        if not name:
+            raise _bad_argument("empty path: name a file")
+        if b"\0" in name:
+            raise _bad_argument(f"path {os.fsdecode(name)!r}: embedded null byte")
+        return name
+    raise TypeError(f"expected a path (str, bytes or os.PathLike), not {type(path).__name__}")
 
 
 def _bad_argument(message):
@@ -127,9 +135,14 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         report = dctchop.compress(x_train, "train.dcz", chop=4, labels=y_train)
         print(report["ratio"], report["quality"]["psnr_db"])
     """
-    output = os.fsdecode(os.fspath(output))
+    output_bytes = _path(output)
+    output = os.fsdecode(output_bytes)
     if output == "-":
         raise _bad_argument("compress writes a file: name one (not -)")
+    for name, a in (("data", data), ("labels", labels)):
+        if isinstance(a, (str, bytes)) or hasattr(a, "__fspath__"):
+            raise TypeError(f"compress takes the {name} as an array, not the path {a!r}: "
+                            "np.load it, or run `dctchop compress` on the file")
     data = _native(data, "data")
     if labels is not None:
         labels = _native(labels, "labels")
@@ -158,7 +171,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     if progress is not None and not callable(progress):
         raise _bad_argument(f"progress {progress!r}: expected None or a callable (done, total)")
     try:
-        report = _compress(data, output, labels, _count("block", block, 1, 32),
+        report = _compress(data, output_bytes, labels, _count("block", block, 1, 32),
                            _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
                            layout, rule, value, chunk_mb, bool(overwrite), bool(quality),
                            bool(measure_ssim), psnr, ssim, _count("threads", threads, 0, 4096),
@@ -197,9 +210,17 @@ class Archive(_Archive):
     file. Picklable (it reopens by path), so it crosses to DataLoader worker processes."""
 
     def __init__(self, path, threads=0):
-        path = _path(path)
-        super().__init__(path, _count("threads", threads, 0))
+        name = _path(path)
+        super().__init__(name, _count("threads", threads, 0, 4096))
         self._threads = threads
+        self._name = os.fsdecode(name)
+        self._absolute = os.path.abspath(name)  # for pickling: the same file from any folder
+
+    @property
+    def path(self):
+        """The path as given (a str; a name that is not UTF-8 keeps its bytes as surrogates,
+        as os.fsdecode gives them)."""
+        return self._name
 
     def __len__(self):
         return self.samples
@@ -213,12 +234,17 @@ class Archive(_Archive):
         return shape if self.layout == "HW" else shape[1:]
 
     def __getitem__(self, index):
-        """archive[i]: sample i (negative from the end); archive[i:j]: samples i to j-1."""
+        """archive[i]: sample i (negative from the end); archive[i:j:k]: those samples, as
+        for a list (a step other than 1 reads the span and keeps every k-th)."""
         if isinstance(index, slice):
             first, stop, step = index.indices(self.samples)
-            if step != 1:
-                raise _bad_argument("archive[i:j:k]: only a step of 1 is read directly")
-            return self.read(first, max(0, stop - first))
+            if step == 1:
+                return self.read(first, max(0, stop - first))
+            picked = range(first, stop, step)
+            if len(picked) == 0:
+                return self.read(0, 0)
+            low, high = min(picked), max(picked)
+            return self.read(low, high - low + 1)[np.asarray(picked) - low]
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
         i = int(index) + (self.samples if index < 0 else 0)
@@ -234,7 +260,7 @@ class Archive(_Archive):
         return False
 
     def __reduce__(self):
-        return (Archive, (self.path, self._threads))
+        return (Archive, (self._absolute, self._threads))
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self.samples} samples"
@@ -295,11 +321,14 @@ class _Batches:
         raises ValueError."""
         if not isinstance(state, dict):
             raise TypeError(f"restore takes the dict that state() returned, not {type(state).__name__}")
-        self._l.restore(json.dumps(state))
+        # Values that went through NumPy (np.savez, a tensor's .item() aside) are NumPy scalars.
+        self._l.restore(json.dumps({k: v.item() if isinstance(v, np.generic) else v
+                                    for k, v in state.items()}))
 
     def epoch_order(self, epoch):
-        """This rank's samples of an epoch, in order."""
-        return np.asarray(self._l.epoch_order(epoch), dtype=np.uint64)
+        """This rank's samples of an epoch, in order (int64, which torch.as_tensor takes)."""
+        _count("epoch", epoch, 0)
+        return np.asarray(self._l.epoch_order(epoch), dtype=np.int64)
 
 
 class Loader(_Batches):
@@ -318,12 +347,12 @@ class Loader(_Batches):
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         super().__init__(_Loader(_path(path), batch_size, shuffle, seed, shuffle_window,
                                  rank, world, drop_last, prefetch, decode,
-                                 _count("threads", threads, 0)))
+                                 _count("threads", threads, 0, 4096)))
         self.last_epoch = None
 
     def __next__(self):
         data, labels, samples, epoch, _ = self._l.next()
-        self.last_samples = samples
+        self.last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
         self.last_epoch = epoch
         return data, labels
 

@@ -8,6 +8,8 @@ float16 and bfloat16).
     dec = DecodeLayer.for_archive("train.dcz")          # (N, P, Kh, Kw) -> (N, P, H, W)
     x = dec(coeffs)                                     # inside the model, on the device
 """
+import os
+
 import numpy as np
 import torch
 
@@ -136,9 +138,10 @@ class DeviceLoader(_Batches):
         _count("buffers", buffers, 1)
         _count("device", device, -1)  # -1: the host
         path = _path(path)
-        kind = Archive(path).dtype
+        with Archive(path) as a:
+            kind = a.dtype
         if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
-            raise ValueError(f"{path} holds {kind} data, which this PyTorch has no tensor type for "
+            raise ValueError(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
                              f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
         super().__init__(_DeviceLoader(path, batch_size, shuffle, seed,
@@ -151,7 +154,24 @@ class DeviceLoader(_Batches):
         if self._l.device >= 0:  # the stream that will use the batch: its buffer is reused after
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
         capsule, labels, samples, epoch = self._l.next(stream)
-        self.last_samples = samples
+        self.last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
         self.last_epoch = epoch
         y = None if labels is None else _tensor(labels)
         return torch.utils.dlpack.from_dlpack(capsule), y
+
+    def close(self):
+        """Stop the prefetch thread and release the file and the device buffers (the tensors
+        handed out stay valid); using the loader afterwards raises ValueError. Also
+        `with DeviceLoader(...) as l:`."""
+        self._l.close()
+
+    @property
+    def closed(self):
+        return self._l.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
