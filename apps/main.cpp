@@ -88,6 +88,8 @@ Examples:
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
   dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
   dctchop info train.dcz --json
+  dctchop info shards/*.dcz                            # one report each; verify takes several too
+  dctchop eval train.npy --block 4,8,16 --chop 2,4     # block sizes compared
   dctchop verify train.dcz --against train.npy --min-psnr 30 || echo "quality gate failed"
   dctchop decompress train.dcz -o check.npy --samples 0:100
   cat train.dcz | dctchop decompress - -o - > all.npy

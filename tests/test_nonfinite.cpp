@@ -88,13 +88,20 @@ TEST(NonFinite, AReplacementFarFromTheDataGetsANoteOnTheFigures) {
   float lo = v[0], hi = v[0];
   for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
   const double far = hi + 10 * (hi - lo), mid = (lo + hi) / 2;
-  auto note_in = [&](double value) {
-    auto r = cli(dir, "compress x.npy -o a.dcz -f --nonfinite replace=" + std::to_string(value));
-    EXPECT_EQ(r.status, 0) << describe(r);
-    return r.err.find("the quality figures count the 3 replaced values") != std::string::npos;
-  };
-  EXPECT_TRUE(note_in(far)) << "V far above the data: PSNR inflated, say so";
-  EXPECT_FALSE(note_in(mid)) << "V amid the data: nothing to say";
+  // compress and eval alike (eval's figures are compress's).
+  for (const std::string command : {"compress x.npy -o a.dcz -f", "eval x.npy --chop 2,4"}) {
+    auto note_in = [&](double value) {
+      auto r = cli(dir, command + " --nonfinite replace=" + std::to_string(value));
+      EXPECT_EQ(r.status, 0) << describe(r);
+      const std::string note = "note: the quality figures count the 3 replaced values";
+      const auto at = r.err.find(note);
+      EXPECT_EQ(at == std::string::npos ? at : r.err.find(note, at + 1), std::string::npos)
+          << "once: " << r.err;
+      return at != std::string::npos;
+    };
+    EXPECT_TRUE(note_in(far)) << command << ": V far above the data: PSNR inflated, say so";
+    EXPECT_FALSE(note_in(mid)) << command << ": V amid the data: nothing to say";
+  }
 }
 
 TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {

@@ -292,6 +292,18 @@ std::string one_image_note(const input_source& src, layout asked) {
          std::to_string(w) + hint;
 }
 
+std::string replaced_values_note(u64 replaced, double value, double offset, double range) {
+  // The figures compare with the input as stored, V in place of NaN/Inf: worth a word when V
+  // lies far from the data: more than 0.6 R from the offset (the first sample's mean by
+  // default), where a V amid the values is seldom.
+  if (replaced == 0 || !(std::fabs(value - offset) > 0.6 * range)) return {};
+  return "the quality figures count the " + std::to_string(replaced) + " replaced value" +
+         (replaced == 1 ? "" : "s") + " as " + g_text(value) +
+         ", and R spans it: a V far from the other values raises the PSNR while the values "
+         "beside them decode worse (a V near the data's mean avoids both); the replaced places "
+         "decode near " + g_text(value) + ", not to it";
+}
+
 std::string nonfinite_on_integers_note(dtype type) {
   return "--nonfinite has no effect: " + std::string(to_string(type)) +
          " data holds no NaN or Inf";
@@ -316,17 +328,10 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
                                            std::optional<double> replacement) {
   std::vector<std::string> out;
   if (replacement && !is_float(r.type)) out.push_back(nonfinite_on_integers_note(r.type));
-  // The figures compare with the input as stored, V in place of NaN/Inf: worth a word when V
-  // lies far from the data: more than 0.6 R from the offset (the first sample's mean by
-  // default), where a V amid the values is seldom.
-  if (r.q && replacement && r.nonfinite_replaced.value_or(0) > 0 &&
-      std::fabs(*replacement - r.codec.offset) > 0.6 * r.q->range) {
-    const u64 n = *r.nonfinite_replaced;
-    out.push_back("the quality figures count the " + std::to_string(n) + " replaced value" +
-                  (n == 1 ? "" : "s") + " as " + g_text(*replacement) +
-                  ", and R spans it: a V far from the other values raises the PSNR while the "
-                  "values beside them decode worse (a V near the data's mean avoids both); the "
-                  "replaced places decode near " + g_text(*replacement) + ", not to it");
+  if (r.q && replacement) {
+    auto note = replaced_values_note(r.nonfinite_replaced.value_or(0), *replacement,
+                                     r.codec.offset, r.q->range);
+    if (!note.empty()) out.push_back(std::move(note));
   }
   if (output != "-") {
     if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));

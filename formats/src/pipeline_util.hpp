@@ -39,6 +39,10 @@ struct input_source;
  *  when its rows look like flattened square images), or "". */
 std::string one_image_note(const input_source& src, layout asked);
 
+/** A warning when `replaced` NaN/Inf values stored as `value` lie far from the data (more
+ *  than 0.6 R from the offset), where they inflate R and so the PSNR; else "". */
+std::string replaced_values_note(u64 replaced, double value, double offset, double range);
+
 /** --nonfinite asked of integer data, which it leaves alone. */
 std::string nonfinite_on_integers_note(dtype type);
 

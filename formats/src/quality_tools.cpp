@@ -226,6 +226,15 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     }
     res.rows.push_back(c.row);
   }
+  if (res.nonfinite_replaced) {  // (the rows share R: the range of the data as replaced)
+    for (const auto& row : res.rows) {
+      if (!row.error.empty()) continue;
+      auto note = replaced_values_note(*res.nonfinite_replaced, *o.nonfinite_replacement,
+                                       offset, row.q.range);
+      if (!note.empty()) res.warnings.push_back(std::move(note));
+      break;
+    }
+  }
   if (is_float(src.type)) {  // from the first i16 row that needs it
     for (const auto& row : res.rows) {
       if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
