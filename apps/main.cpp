@@ -159,7 +159,7 @@ std::optional<std::uint64_t> parse_count(const std::string& s) {
 /** compress's --block: one of the four sizes; a list is eval's. */
 const CLI::Validator block_size(
     [](std::string& s) -> std::string {
-      if (s == "4" || s == "8" || s == "16" || s == "32") return {};
+      if (const auto b = parse_count(s); b && is_block_size(static_cast<long long>(*b))) return {};
       if (s.find(',') != std::string::npos) {
         return s + ": compress uses one block size (eval --block " + s + " compares them)";
       }
@@ -389,16 +389,10 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
 }
 
 /** A --json report, with the input and output named; on stderr when stdout carries data. */
-/** A report as JSON text. A file name that is not UTF-8 (a Latin-1 name on Linux) has its
- *  stray bytes shown as U+FFFD: JSON text is UTF-8, and the report must not fail for it. */
-std::string json_text(const nlohmann::json& j) {
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 void print_json_report(nlohmann::json j, const std::string& in, const std::string& out) {
   j["input"] = in;
   j["output"] = out;
-  (out == "-" ? std::cerr : std::cout) << json_text(j) << "\n";
+  (out == "-" ? std::cerr : std::cout) << formats::json_text(j, 2) << "\n";
 }
 
 void print_info_text(const nlohmann::json& j) {
@@ -494,7 +488,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     if (r.nonfinite_replaced) j["nonfinite_replaced"] = *r.nonfinite_replaced;
     j["notes"] = r.notes;
     for (const auto& w : r.warnings) j["notes"].push_back(w);
-    std::cout << json_text(j) << "\n";
+    std::cout << formats::json_text(j, 2) << "\n";
     return;
   }
   // A PSNR: a number, inf (lossless), or n/a (constant data: undefined); empty in CSV.
@@ -558,43 +552,82 @@ void refuse_tty_stdins(const std::vector<std::string>& ins) {
   for (const auto& in : ins) refuse_tty_stdin(in);
 }
 
-/** A failed archive's entry in the JSON array of a command given several archives. */
-nlohmann::json failure_json(const std::string& in, const error& e) {
-  return {{"file", in}, {"error", e.what()}, {"exit_code", exit_for(e.code())}};
+/** info's and verify's --json: the report of one archive (nothing when it failed: the error
+ *  is on stderr), or an array with an entry for each of several. */
+void print_json_documents(bool json, std::size_t inputs, const nlohmann::json& docs, int rc) {
+  if (!json) return;
+  if (inputs > 1) {
+    std::cout << formats::json_text(docs, 2) << "\n";
+  } else if (rc == exit_ok) {
+    std::cout << formats::json_text(docs.at(0), 2) << "\n";
+  }
 }
 
-/** Runs `each` on every archive of `ins`; an error is logged (and handed to `failed`) and the
- *  next archive is tried. Returns the first failure's exit code, or exit_ok. An interruption
- *  ends the loop. */
+/** Runs `each` on every archive of `ins` (info and verify of the shards of a dataset). A
+ *  failure is logged and handed to `failed` with its exit code, and the next archive is
+ *  tried; the result is the first failure's exit code, or exit_ok. Ctrl-C ends the loop. */
 template <class Each, class Failed>
 int for_each_archive(const std::vector<std::string>& ins, spdlog::logger& log, Each each,
                      Failed failed) {
   int rc = exit_ok;
+  auto fail = [&](const std::string& in, const std::string& line, const std::string& what,
+                  int code) {
+    log.error("{}", line);
+    failed(in == "-" ? "<stdin>" : in, what, code);
+    if (rc == exit_ok) rc = code;
+  };
   for (const auto& in : ins) {
+    check_signal();
     try {
       each(in);
     } catch (const error& e) {
       if (e.code() == errc::interrupted) throw;
-      log.error("error: {}", e.what());
-      failed(in, e);
-      if (rc == exit_ok) rc = exit_for(e.code());
+      fail(in, std::string("error: ") + e.what(), e.what(), exit_for(e.code()));
+    } catch (const std::bad_alloc&) {
+      fail(in, "error: out of memory", "out of memory", exit_internal);
+    } catch (const interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(in, std::string("internal error: ") + e.what(), e.what(), exit_internal);
     }
   }
+  check_signal();
   return rc;
+}
+
+/** A failed archive's entry in the JSON array of info or verify of several archives. */
+nlohmann::json failure_json(const std::string& name, const std::string& what, int code) {
+  return {{"file", name}, {"error", what}, {"exit_code", code}};
+}
+
+/** The words `sub` did not take, without the `--` that ends its options; a word after `--`
+ *  is never an option. */
+struct extra_words {
+  std::vector<std::string> options, inputs;
+};
+extra_words extra_words_of(const CLI::App& sub) {
+  extra_words x;
+  bool options_ended = false;
+  for (const auto& w : sub.remaining()) {
+    if (w == "--" && !options_ended) {
+      options_ended = true;
+    } else if (!options_ended && w.size() > 1 && w[0] == '-') {
+      x.options.push_back(w.substr(0, w.find('=')));
+    } else {
+      x.inputs.push_back(w);
+    }
+  }
+  return x;
 }
 
 /** What is wrong with the words `sub` did not take, or "" when it took them all: the first
  *  unknown option, else the inputs beyond the one it reads. */
 std::string extra_arguments_message(const CLI::App& sub) {
-  const auto extras = sub.remaining();
-  if (extras.empty()) return {};
-  for (const auto& w : extras) {
-    if (w.size() > 1 && w[0] == '-') {
-      return fmt::format("{} has no option {}", sub.get_name(), w.substr(0, w.find('=')));
-    }
-  }
+  const auto x = extra_words_of(sub);
+  if (!x.options.empty()) return fmt::format("{} has no option {}", sub.get_name(), x.options[0]);
+  if (x.inputs.empty()) return {};
   std::string words;
-  for (const auto& w : extras) words += (words.empty() ? "" : " ") + w;
+  for (const auto& w : x.inputs) words += (words.empty() ? "" : " ") + w;
   return fmt::format("{} takes one input; left over: {}", sub.get_name(), words);
 }
 
@@ -690,7 +723,7 @@ int run(int argc, char** argv) {
   std::string d_dataset;
   bool d_raw = false;
   dec->add_option("-o,--output", d_out,
-                  "output: FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside as "
+                  "output (required): FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside as "
                   "/labels), FILE.npz[:array] (arrays data and labels), or raw with --raw");
   dec->add_option("--dataset", d_dataset,
                   "HDF5 dataset path (default /data) or .npz array name (default data) for the output");
@@ -795,10 +828,11 @@ int run(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? exit_ok : exit_usage;
   }
-  // `decompress a.dcz out.npy`: the likeliest slip of all, so the message shows the fix.
-  if (*dec && dec->count("--output") == 0) {
-    const auto extras = dec->remaining();
-    if (extras.size() == 1 && extras[0].size() > 1 && extras[0][0] != '-') {
+  // `decompress a.dcz out.npy`: the likeliest slip of all, so the message shows the fix
+  // (after any unknown option, which may be the cause).
+  if (*dec && dec->count("--output") == 0 && extra_words_of(*dec).options.empty()) {
+    const auto extras = extra_words_of(*dec).inputs;
+    if (extras.size() == 1) {
       log->error("error: decompress writes to -o OUTPUT: did you mean -o {}? (see dctchop "
                  "decompress --help)", extras[0]);
     } else {
@@ -945,17 +979,8 @@ int run(int argc, char** argv) {
       }
     } else if (*inf) {
       refuse_tty_stdins(i_in);
-      if (i_in.size() == 1) {
-        auto j = formats::archive_info(i_in[0]);
-        if (i_json) {
-          std::cout << json_text(j) << "\n";
-        } else {
-          print_info_text(j);
-        }
-        return exit_ok;
-      }
       // Several archives (the shards of a dataset): one failing does not hide the others'
-      // reports; the exit code is the first failure's.
+      // reports. JSON: the report of one archive, an array of them for several.
       auto docs = nlohmann::json::array();
       int printed = 0;
       const int rc = for_each_archive(i_in, *log, [&](const std::string& in) {
@@ -966,10 +991,10 @@ int run(int argc, char** argv) {
           if (printed++ > 0) std::cout << "\n";
           print_info_text(j);
         }
-      }, [&](const std::string& in, const error& e) {
-        if (i_json) docs.push_back(failure_json(in, e));
+      }, [&](const std::string& name, const std::string& what, int code) {
+        if (i_json) docs.push_back(failure_json(name, what, code));
       });
-      if (i_json) std::cout << json_text(docs) << "\n";
+      print_json_documents(i_json, i_in.size(), docs, rc);
       return rc;
     } else if (*evl) {
       refuse_tty_stdin(e_in);
@@ -981,9 +1006,10 @@ int run(int argc, char** argv) {
         if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
       };
       o.blocks.clear();
+      if (e_blocks.empty()) throw error(errc::invalid_argument, "--block: name a block size");
       for (const auto& s : split_list(e_blocks, "--block")) {
         const auto b = parse_count(s);
-        if (!b || (*b != 4 && *b != 8 && *b != 16 && *b != 32)) {
+        if (!b || !is_block_size(static_cast<long long>(*b))) {
           throw error(errc::invalid_argument,
                       "--block " + e_blocks + ": block sizes are 4, 8, 16 and 32");
         }
@@ -1067,23 +1093,17 @@ int run(int argc, char** argv) {
                     in == "-" ? "<stdin>" : in, chunks, chunks == 1 ? "" : "s", sides,
                     sides == 1 ? "" : "s");
         };
-        if (v_ins.size() == 1) {
-          auto j = formats::check_archive(v_in);
-          if (v_json) std::cout << json_text(j) << "\n";
-          report(v_in, j);
-          return exit_ok;
-        }
         auto docs = nlohmann::json::array();
         const int rc = for_each_archive(v_ins, *log, [&](const std::string& in) {
-          auto j = formats::check_archive(in);
+          auto j = formats::check_archive(in, [](std::uint64_t, std::uint64_t) { check_signal(); });
           report(in, j);
           if (v_json) docs.push_back(std::move(j));
-        }, [&](const std::string& in, const error& e) {
+        }, [&](const std::string& name, const std::string& what, int code) {
           if (!v_json) return;
-          docs.push_back(failure_json(in, e));
+          docs.push_back(failure_json(name, what, code));
           docs.back()["passed"] = false;
         });
-        if (v_json) std::cout << json_text(docs) << "\n";
+        print_json_documents(v_json, v_ins.size(), docs, rc);
         return rc;
       }
       refuse_tty_stdin(v_against);
@@ -1101,7 +1121,7 @@ int run(int argc, char** argv) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
       if (v_json) {
-        std::cout << json_text(r.to_json()) << "\n";
+        std::cout << formats::json_text(r.to_json(), 2) << "\n";
       } else if (!r.mismatch.empty()) {
         log->error("mismatch: {}", r.mismatch);
       } else {

@@ -714,7 +714,17 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
        "compress uses one block size (eval --block 16,8 compares them)"},
       {"eval in.npy --block 8,5", 2, "--block 8,5: block sizes are 4, 8, 16 and 32"},
       {"eval in.npy --block 4,8 --chop 9", 2, "--chop 9 is outside 1..8 (the largest block size)"},
+      {"eval in.npy --block ''", 2, "--block: name a block size"},
+      {"decompress a.dcz out.npy --sampels 0:3", 2, "decompress has no option --sampels"},
+      {"compress -o b.dcz -- in.npy -q", 2, "compress takes one input; left over: -q"},
   });
+  // `--` ends the options: what follows is an input even if it starts with a dash.
+  std::filesystem::copy_file(dir.file("in.npy"), dir.file("-dash.npy"));
+  auto dashed = cli(dir, "compress -q -o dash.dcz -- -dash.npy");
+  EXPECT_EQ(dashed.status, 0) << describe(dashed);
+  auto two = cli(dir, "info -- a.dcz dash.dcz");
+  EXPECT_EQ(two.status, 0) << describe(two);
+  EXPECT_TRUE(contains(two.out, "file:        dash.dcz")) << two.out;
 }
 
 TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {

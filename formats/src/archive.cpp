@@ -28,12 +28,6 @@ constexpr char k_end_magic[9] = "DCZ-END.";
 constexpr std::size_t k_preamble = 64, k_record = 64, k_tail = 64;
 constexpr u64 k_max_json = 256ull << 20;  // header/footer sanity bound
 
-/** The header's or footer's JSON text: UTF-8, as ARCHIVE.md says, even where a file name in
- *  the provenance is not (a Latin-1 name on Linux): its stray bytes become U+FFFD. */
-std::string archive_json_text(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 // Fuzzing builds (scripts/fuzz.sh) skip the checksum comparisons, so that the fuzzer reaches the
 // parsers and decoders behind them; every other build checks every checksum.
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
@@ -192,7 +186,7 @@ std::uint64_t predict_archive_bytes(const archive_header& header,
   h.minor = archive_minor;
   h.alignment = archive_alignment;
   const u64 a = h.alignment;
-  u64 pos = align_up(k_preamble + archive_json_text(h.to_json()).size(), a);
+  u64 pos = align_up(k_preamble + json_text(h.to_json()).size(), a);
   const u64 cbps = h.coeff_bytes_per_sample();
   std::vector<chunk_info> chunks;
   for (u64 first = 0; first < h.geom.samples; first += h.samples_per_chunk) {
@@ -210,7 +204,7 @@ std::uint64_t predict_archive_bytes(const archive_header& header,
     sd.offset = pos;
     pos = align_up(pos + sd.bytes, a);
   }
-  return pos + archive_json_text(make_footer(h.geom.samples, chunks, placed, footer_extra)).size() + k_tail;
+  return pos + json_text(make_footer(h.geom.samples, chunks, placed, footer_extra)).size() + k_tail;
 }
 
 nlohmann::json archive_header::to_json() const {
@@ -247,7 +241,7 @@ archive_writer::archive_writer(output_file out, archive_header header)
   header_.major = archive_major;
   header_.minor = archive_minor;
   header_.alignment = archive_alignment;
-  const std::string text = archive_json_text(header_.to_json());
+  const std::string text = json_text(header_.to_json());
   unsigned char pre[k_preamble] = {};
   std::memcpy(pre, k_magic.data(), 8);
   put_u16(pre + 8, archive_major);
@@ -323,7 +317,7 @@ void archive_writer::finish() {
                                     std::to_string(header_.geom.samples) + " samples written");
   }
   const nlohmann::json f = make_footer(header_.geom.samples, chunks_, sides_, footer_extra_);
-  const std::string text = archive_json_text(f);
+  const std::string text = json_text(f);
   const u64 footer_offset = out_.position();
   out_.write(text.data(), text.size());
   unsigned char tail[k_tail] = {};

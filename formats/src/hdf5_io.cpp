@@ -128,6 +128,29 @@ void check(herr_t status, errc code, const std::string& what) {
   if (status < 0) throw error(code, what);
 }
 
+/** IEEE half precision, little-endian: HDF5 1.10 has no predefined type for it, so it is made
+ *  as h5py makes it (sign bit 15, exponent 10..14 with bias 15, mantissa 0..9), which h5py and
+ *  NumPy read as float16. One per process, never closed (predefined types are not either). */
+hid_t ieee_f16le() {
+  static const hid_t t = [] {
+    const hid_t f = H5Tcopy(H5T_IEEE_F32LE);
+    if (f < 0 || H5Tset_fields(f, 15, 10, 5, 0, 10) < 0 || H5Tset_size(f, 2) < 0 ||
+        H5Tset_ebias(f, 15) < 0 || H5Tlock(f) < 0) {
+      throw error(errc::internal, "HDF5: cannot make the float16 type");
+    }
+    return f;
+  }();
+  return t;
+}
+
+/** True when `type` is a 2-byte IEEE half (the fields of ieee_f16le), whatever its order. */
+bool is_ieee_half(hid_t type) {
+  std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  return H5Tget_size(type) == 2 &&
+         H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 &&
+         epos == 10 && esize == 5 && mpos == 0 && msize == 10 && H5Tget_ebias(type) == 15;
+}
+
 /** The numeric type of an HDF5 datatype, or an error naming what it is instead. */
 npy_dtype numeric_type(hid_t type, const std::string& name) {
   const H5T_class_t cls = H5Tget_class(type);
@@ -141,9 +164,10 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
   } else if (cls == H5T_FLOAT) {
     t.kind = 'f';
     if (size == 4 || size == 8) return t;
+    if (is_ieee_half(type)) return t;  // labels may be float16 (compress refuses such data)
     if (size == 2) {
-      throw error(errc::bad_input, name + ": is a float16 dataset; dctchop reads float32 and "
-                                          "float64 (convert it to float32 first)");
+      throw error(errc::bad_input, name + ": is a 2-byte float dataset other than IEEE float16 "
+                                          "(bfloat16?); convert it to float32 first");
     }
   }
   const char* what = cls == H5T_COMPOUND ? "a compound (structured) dataset"
@@ -160,6 +184,7 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
 
 /** The in-memory (native) HDF5 type for a numeric type. */
 hid_t memory_type(const npy_dtype& t) {
+  if (t.kind == 'f' && t.itemsize == 2) return ieee_f16le();  // (x86 and Arm: little-endian)
   if (t.kind == 'f') return t.itemsize == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
   const bool u = t.kind == 'u' || t.kind == 'b';
   switch (t.itemsize) {
@@ -172,6 +197,7 @@ hid_t memory_type(const npy_dtype& t) {
 
 /** The little-endian file type for a numeric type. */
 hid_t file_type(const npy_dtype& t) {
+  if (t.kind == 'f' && t.itemsize == 2) return ieee_f16le();
   if (t.kind == 'f') return t.itemsize == 4 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
   const bool u = t.kind == 'u' || t.kind == 'b';
   switch (t.itemsize) {

@@ -343,7 +343,7 @@ class archive {
       std::lock_guard lock(m_);
       name = open_reader().display_name();
     }
-    return formats::archive_info(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return formats::json_text(formats::archive_info(name));
   }
 
  private:
@@ -528,9 +528,8 @@ class device_loader {
     std::lock_guard lock(m_);
     return open().source().epoch_order(e);
   }
-  /** Stops the prefetch thread and releases the file and the device buffers that no batch
-   *  holds; the tensors handed out stay valid (each keeps what it needs). Using the loader
-   *  afterwards raises ValueError. */
+  /** Stops the prefetch thread and releases the file; the tensors handed out stay valid
+   *  (they keep the buffers, not the loader). Using the loader afterwards raises ValueError. */
   void close() {
     gil_released release;
     std::lock_guard lock(m_);
@@ -679,6 +678,8 @@ PYBIND11_MODULE(_dctchop, m) {
       .def("labels", &archive::labels, "the labels side array, or None")
       .def("info_json", &archive::info_json, "what `dctchop info --json` prints");
 
+  m.attr("_MAX_THREADS") = max_threads;  // as the command's --threads allows
+
   m.def(
       "_compress",
       [](const py::array& data, const std::string& output, const py::object& labels, int block,
@@ -725,7 +726,7 @@ PYBIND11_MODULE(_dctchop, m) {
               return formats::compress(spec, output, *be, o);
             },
             progress);
-        return r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return formats::json_text(r.to_json());
       },
       py::arg("data"), py::arg("output"), py::arg("labels"), py::arg("block"), py::arg("chop"),
       py::arg("coeff"), py::arg("layout"), py::arg("offset_rule"), py::arg("offset_value"),

@@ -12,7 +12,7 @@
 namespace dctchop {
 
 void validate(const codec_params& p) {
-  if (p.block != 4 && p.block != 8 && p.block != 16 && p.block != 32) {
+  if (!is_block_size(p.block)) {
     throw error(errc::invalid_argument,
                 "block size " + std::to_string(p.block) + " is not one of 4, 8, 16, 32");
   }

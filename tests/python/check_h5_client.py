@@ -161,6 +161,28 @@ def f32_big_endian_round_trip(binary, work):
           "fields_out.npy differs from fields_out.h5:/fields")
 
 
+def float16_labels(binary, work):
+    """float16 labels (HDF5 1.10 has no predefined half type): read from h5py's file, written
+    to HDF5 as h5py writes them, and back in .npy, equal to the originals; also from .npy."""
+    images = smooth_u8(7, 16, 16, 1)[..., 0]
+    labels = np.linspace(0.7, 0.72, 7).astype(np.float16)
+    with h5py.File(os.path.join(work, "f16.h5"), "w") as f:
+        f.create_dataset("x", data=images)
+        f.create_dataset("y", data=labels)
+    np.save(os.path.join(work, "y16.npy"), labels)
+    for source in ("f16.h5:/y", "y16.npy"):
+        run(binary, ["compress", "f16.h5:/x", "--labels", source, "-o", "f16.dcz", "-q", "-f"], work)
+        run(binary, ["decompress", "f16.dcz", "-o", "f16_out.h5", "-q", "-f", "--labels-out",
+                     "f16_labels.npy"], work)
+        with h5py.File(os.path.join(work, "f16_out.h5"), "r") as f:
+            got = f["labels"][...]
+        check(got.dtype == np.float16 and np.array_equal(got, labels),
+              f"float16 labels from {source} in HDF5: {got.dtype} {got!r} != {labels!r}")
+        npy = np.load(os.path.join(work, "f16_labels.npy"))
+        check(npy.dtype == np.float16 and np.array_equal(npy, labels),
+              f"float16 labels from {source} in .npy: {npy!r}")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -172,6 +194,7 @@ def main():
     try:
         u8_round_trip(binary, work)
         f32_big_endian_round_trip(binary, work)
+        float16_labels(binary, work)
     except Mismatch as e:
         print(f"check_h5_client: FAILED: {e}", file=sys.stderr)
         return 1

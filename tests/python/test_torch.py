@@ -4,6 +4,7 @@ type; ArchiveDataset serves decoded samples and coefficient planes with labels.
 
 Usage: test_torch.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -135,11 +136,25 @@ def main():
         check(dev.epoch_order(0).shape == (10,), "DeviceLoader.epoch_order: 2 batches of 5")
         # Indices as torch takes them; close() as Loader's, the tensors handed out kept.
         check(torch.as_tensor(dev.last_samples).dtype == torch.int64, "last_samples as a tensor")
-        with DeviceLoader(dcz, batch_size=5, seed=4, device=-1) as closing:
+        own = f"{d}/closing.dcz"  # a file of its own, to see its descriptor go
+        shutil.copyfile(dcz, own)
+
+        def open_on(path):
+            fds = os.listdir("/proc/self/fd")
+            return sum(os.path.realpath(f"/proc/self/fd/{f}") == os.path.realpath(path)
+                       for f in fds if os.path.exists(f"/proc/self/fd/{f}"))
+
+        tasks = len(os.listdir("/proc/self/task"))
+        with DeviceLoader(own, batch_size=5, seed=4, device=-1) as closing:
             kept, _ = next(closing)
             kept_idx = closing.last_samples.copy()
-        check(closing.closed and np.array_equal(kept.numpy(), a_x[kept_idx]),
-              "a device batch outlives its closed loader")
+            check(open_on(own) == 1 and len(os.listdir("/proc/self/task")) > tasks,
+                  f"an open DeviceLoader: {open_on(own)} descriptors on its file")
+        # Closed while its batch is held: the thread and the file go now, the batch stays.
+        check(closing.closed and open_on(own) == 0 and len(os.listdir("/proc/self/task")) == tasks,
+              f"closed with a batch held: {open_on(own)} descriptors, "
+              f"{len(os.listdir('/proc/self/task'))} threads, {tasks} before")
+        check(np.array_equal(kept.numpy(), a_x[kept_idx]), "a device batch outlives its closed loader")
         for use in (lambda: next(closing), closing.state, lambda: closing.epoch_order(0)):
             try:
                 use()

@@ -25,6 +25,9 @@ struct codec_params {
   double offset = 0.0;                  ///< o, subtracted before the transform
 };
 
+/** The block sizes B the codec takes: 4, 8, 16 and 32. */
+constexpr bool is_block_size(long long b) { return b == 4 || b == 8 || b == 16 || b == 32; }
+
 /** Throws error(invalid_argument) when B or K is out of range. */
 void validate(const codec_params& p);
 

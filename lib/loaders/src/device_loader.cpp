@@ -26,15 +26,48 @@ DLDataType dl_type(dtype t) {
   throw error(errc::internal, "unknown dtype");
 }
 
+/** The buffers that batches are handed out in, and which of them tensors hold. Shared by the
+ *  loader and its tensors: a tensor outlives the loader, whose file and prefetch thread go
+ *  with it, and keeps only these. */
+struct slot_pool {
+  std::unique_ptr<cuda::device_ring> ring;  // nullptr on the host
+  std::mutex m;
+  std::vector<bool> held;             // slots owned by tensors (or the pending decode)
+  std::vector<byte_buffer> host_out;  // the host path's batches
+
+  /** A free slot; when every slot is held, -1, or an error if `required` (nothing waits: a
+   *  single-threaded caller that holds every buffer would wait forever). */
+  long take(bool required) {
+    std::unique_lock lock(m);
+    std::size_t slot = 0;
+    auto free_one = [&] {
+      for (slot = 0; slot < held.size(); ++slot) {
+        if (!held[slot]) return true;
+      }
+      return false;
+    };
+    if (!free_one()) {
+      if (!required) return -1;
+      throw error(errc::invalid_argument,
+                  "every buffer of the device loader is held by a batch still in use: free one "
+                  "(drop its tensor) before asking for the next, or give the loader more buffers");
+    }
+    held[slot] = true;
+    return static_cast<long>(slot);
+  }
+
+  void release(std::size_t slot) {
+    std::lock_guard lock(m);
+    held[slot] = false;
+  }
+};
+
 }  // namespace
 
 struct device_loader::impl {
   int device;
   archive_loader batches;  // coefficients for the device, decoded values on the host
-  std::unique_ptr<cuda::device_ring> ring;  // nullptr on the host
-  std::mutex m;
-  std::vector<bool> held;                        // slots owned by tensors (or the pending decode)
-  std::vector<byte_buffer> host_out;  // the host path's batches
+  std::shared_ptr<slot_pool> pool = std::make_shared<slot_pool>();
   // The device path decodes one batch ahead: while the caller trains on batch i, batch i+1
   // is copied and decoded on the ring's stream.
   struct ahead {
@@ -61,15 +94,15 @@ struct device_loader::impl {
   impl(const std::string& path, const loader_options& opt, int dev, int buffers)
       : device(dev), batches(path, inner(opt, dev)) {
     if (buffers < 1) throw error(errc::invalid_argument, "a device loader needs a buffer");
-    held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
+    pool->held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
     handed = batches.state();
     if (device >= 0) {
       const u64 out_bytes = opt.batch_size * batches.sample_geometry().values_per_sample() *
                             size_of(batches.sample_type());
-      ring = std::make_unique<cuda::device_ring>(device, held.size(),
-                                                 opt.batch_size * batches.sample_bytes(), out_bytes);
+      pool->ring = std::make_unique<cuda::device_ring>(
+          device, pool->held.size(), opt.batch_size * batches.sample_bytes(), out_bytes);
     } else {
-      host_out.resize(held.size());
+      pool->host_out.resize(pool->held.size());
     }
   }
 
@@ -77,55 +110,30 @@ struct device_loader::impl {
     // The batch decoded ahead is still being copied from: it goes only once that is done.
     if (pending.active) {
       try {
-        ring->wait(pending.slot);
+        pool->ring->wait(pending.slot);
       } catch (...) {
         // The device failed: nothing more will read the batch.
       }
+      pool->release(pending.slot);
     }
   }
   impl(const impl&) = delete;
   impl& operator=(const impl&) = delete;
 
-  /** A free slot; when every slot is held, -1, or an error if `required` (nothing waits: a
-   *  single-threaded caller that holds every buffer would wait forever). */
-  long take_slot(bool required) {
-    std::unique_lock lock(m);
-    std::size_t slot = 0;
-    auto free_one = [&] {
-      for (slot = 0; slot < held.size(); ++slot) {
-        if (!held[slot]) return true;
-      }
-      return false;
-    };
-    if (!free_one()) {
-      if (!required) return -1;
-      throw error(errc::invalid_argument,
-                  "every buffer of the device loader is held by a batch still in use: free one "
-                  "(drop its tensor) before asking for the next, or give the loader more buffers");
-    }
-    held[slot] = true;
-    return static_cast<long>(slot);
-  }
-
-  void release(std::size_t slot) {
-    std::lock_guard lock(m);
-    held[slot] = false;
-  }
-
   /** Queue the decode of the loader's next batch into a free slot (device path). */
   void start_ahead(bool slot_required) {
-    const long slot = take_slot(slot_required);
+    const long slot = pool->take(slot_required);
     if (slot < 0) return;  // every slot is held: decode when asked
     try {
       pending.b = batches.next();
       pending.after = batches.state();
       pending.slot = static_cast<std::size_t>(slot);
-      pending.data = ring->decode_async(pending.slot, batches.codec(), batches.sample_geometry(),
+      pending.data = pool->ring->decode_async(pending.slot, batches.codec(), batches.sample_geometry(),
                                         batches.sample_type(), pending.b.samples.size(),
                                         pending.b.data.data(), pending.b.data.size());
       pending.active = true;
     } catch (...) {
-      release(static_cast<std::size_t>(slot));
+      pool->release(static_cast<std::size_t>(slot));
       throw;
     }
   }
@@ -133,17 +141,18 @@ struct device_loader::impl {
   /** Drop a decode queued ahead (restore). */
   void drop_ahead() {
     if (!pending.active) return;
-    ring->wait(pending.slot);
-    release(pending.slot);
+    pool->ring->wait(pending.slot);
+    pool->release(pending.slot);
     pending = ahead{};
   }
 };
 
 namespace {
 
-/** What a handed-out tensor keeps alive: the loader's state, its ring slot, the shape. */
+/** What a handed-out tensor keeps alive: the loader's buffers (not the loader), its slot,
+ *  the shape. */
 struct tensor_ctx {
-  std::shared_ptr<device_loader::impl> owner;
+  std::shared_ptr<slot_pool> owner;
   std::size_t slot;
   void* stream;  // the consumer's stream (device path)
   std::vector<int64_t> shape;
@@ -165,9 +174,9 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   batch b;
   std::size_t slot = 0;
   void* data = nullptr;
-  if (d.ring) {
+  if (d.pool->ring) {
     if (!d.pending.active) d.start_ahead(true);
-    d.ring->wait(d.pending.slot);
+    d.pool->ring->wait(d.pending.slot);
     b = std::move(d.pending.b);
     slot = d.pending.slot;
     data = d.pending.data;
@@ -179,25 +188,25 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
       d.ahead_error = std::current_exception();  // this batch is fine: hand it out first
     }
   } else {
-    slot = static_cast<std::size_t>(d.take_slot(true));  // first: a refusal loses no batch
+    slot = static_cast<std::size_t>(d.pool->take(true));  // first: a refusal loses no batch
     try {
       b = d.batches.next();  // decoded on the loader's prefetch thread
     } catch (...) {
-      d.release(slot);
+      d.pool->release(slot);
       throw;
     }
     d.handed = d.batches.state();
-    d.host_out[slot] = std::move(b.data);
-    data = d.host_out[slot].data();
+    d.pool->host_out[slot] = std::move(b.data);
+    data = d.pool->host_out[slot].data();
   }
   const u64 n = b.samples.size();
   const geometry& g = d.batches.sample_geometry();
   const dtype t = d.batches.sample_type();
   std::unique_ptr<tensor_ctx> owned;
   try {
-    owned.reset(new tensor_ctx{impl_, slot, consumer_stream, {}, {}});
+    owned.reset(new tensor_ctx{d.pool, slot, consumer_stream, {}, {}});
   } catch (...) {
-    d.release(slot);
+    d.pool->release(slot);
     throw;
   }
   tensor_ctx* ctx = owned.release();
@@ -205,7 +214,7 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   for (const u64 axis : g.sample_shape()) ctx->shape.push_back(static_cast<int64_t>(axis));
   DLTensor& dl = ctx->t.dl_tensor;
   dl.data = data;
-  dl.device = d.ring ? DLDevice{kDLCUDA, d.device} : DLDevice{kDLCPU, 0};
+  dl.device = d.pool->ring ? DLDevice{kDLCUDA, d.device} : DLDevice{kDLCPU, 0};
   dl.ndim = static_cast<int>(ctx->shape.size());
   dl.dtype = dl_type(t);
   dl.shape = ctx->shape.data();
@@ -240,7 +249,7 @@ void device_loader::restore(const loader_state& s) {
   impl_->ahead_error = nullptr;
   impl_->handed = impl_->batches.state();
 }
-int device_loader::device() const noexcept { return impl_->ring ? impl_->device : -1; }
+int device_loader::device() const noexcept { return impl_->pool->ring ? impl_->device : -1; }
 const archive_loader& device_loader::source() const noexcept { return impl_->batches; }
 
 }  // namespace dctchop::loaders

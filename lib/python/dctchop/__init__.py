@@ -25,8 +25,8 @@ import os
 
 import numpy as np
 
-from ._dctchop import (ArgumentError, Error, FileError, _Archive, __version__, _compress,
-                       _Loader, decode_matrices as _decode_matrices)
+from ._dctchop import (_MAX_THREADS, ArgumentError, Error, FileError, _Archive, __version__,
+                       _compress, _Loader, decode_matrices as _decode_matrices)
 
 
 def _reduce_error(self):
@@ -45,11 +45,15 @@ __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress
            "decode_matrices", "__version__"]
 
 
+def _is_path(x):
+    return isinstance(x, (str, bytes)) or hasattr(x, "__fspath__")
+
+
 def _path(path):
     """path (str, bytes or os.PathLike) as the bytes the library opens: any name the file
     system holds, UTF-8 or not. (A missing file is the library's to say: it raises
     FileNotFoundError, a dctchop.FileError, with errno and kind set.)"""
-    if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__"):
+    if _is_path(path):
         name = os.fsencode(os.fspath(path))
         if not name:
             raise _bad_argument("empty path: name a file")
@@ -140,7 +144,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     if output == "-":
         raise _bad_argument("compress writes a file: name one (not -)")
     for name, a in (("data", data), ("labels", labels)):
-        if isinstance(a, (str, bytes)) or hasattr(a, "__fspath__"):
+        if _is_path(a):
             raise TypeError(f"compress takes the {name} as an array, not the path {a!r}: "
                             "np.load it, or run `dctchop compress` on the file")
     data = _native(data, "data")
@@ -174,7 +178,7 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         report = _compress(data, output_bytes, labels, _count("block", block, 1, 32),
                            _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
                            layout, rule, value, chunk_mb, bool(overwrite), bool(quality),
-                           bool(measure_ssim), psnr, ssim, _count("threads", threads, 0, 4096),
+                           bool(measure_ssim), psnr, ssim, _count("threads", threads, 0, _MAX_THREADS),
                            nonfinite, progress)
     except Error as e:
         # The library's messages name the command's options: name the keywords instead.
@@ -211,7 +215,7 @@ class Archive(_Archive):
 
     def __init__(self, path, threads=0):
         name = _path(path)
-        super().__init__(name, _count("threads", threads, 0, 4096))
+        super().__init__(name, _count("threads", threads, 0, _MAX_THREADS))
         self._threads = threads
         self._name = os.fsdecode(name)
         self._absolute = os.path.abspath(name)  # for pickling: the same file from any folder
@@ -244,7 +248,12 @@ class Archive(_Archive):
             if len(picked) == 0:
                 return self.read(0, 0)
             low, high = min(picked), max(picked)
-            return self.read(low, high - low + 1)[np.asarray(picked) - low]
+            if 2 * len(picked) > high - low:  # most of the span: one read of it
+                return self.read(low, high - low + 1)[np.asarray(picked) - low]
+            out = np.empty((len(picked), *self.sample_shape), self.dtype)
+            for k, i in enumerate(picked):  # a sample here and there: those alone
+                out[k] = self.read(i, 1)[0]
+            return out
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
         i = int(index) + (self.samples if index < 0 else 0)
@@ -321,9 +330,9 @@ class _Batches:
         raises ValueError."""
         if not isinstance(state, dict):
             raise TypeError(f"restore takes the dict that state() returned, not {type(state).__name__}")
-        # Values that went through NumPy (np.savez, a tensor's .item() aside) are NumPy scalars.
-        self._l.restore(json.dumps({k: v.item() if isinstance(v, np.generic) else v
-                                    for k, v in state.items()}))
+        # Values that went through NumPy (np.savez and np.load) are NumPy scalars or 0-d arrays.
+        self._l.restore(json.dumps({k: v.item() if isinstance(v, (np.generic, np.ndarray)) and
+                                    np.ndim(v) == 0 else v for k, v in state.items()}))
 
     def epoch_order(self, epoch):
         """This rank's samples of an epoch, in order (int64, which torch.as_tensor takes)."""
@@ -347,7 +356,7 @@ class Loader(_Batches):
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         super().__init__(_Loader(_path(path), batch_size, shuffle, seed, shuffle_window,
                                  rank, world, drop_last, prefetch, decode,
-                                 _count("threads", threads, 0, 4096)))
+                                 _count("threads", threads, 0, _MAX_THREADS)))
         self.last_epoch = None
 
     def __next__(self):

@@ -160,9 +160,9 @@ class DeviceLoader(_Batches):
         return torch.utils.dlpack.from_dlpack(capsule), y
 
     def close(self):
-        """Stop the prefetch thread and release the file and the device buffers (the tensors
-        handed out stay valid); using the loader afterwards raises ValueError. Also
-        `with DeviceLoader(...) as l:`."""
+        """Stop the prefetch thread and release the file (the tensors handed out stay valid,
+        and the buffers go with the last of them); using the loader afterwards raises
+        ValueError. Also `with DeviceLoader(...) as l:`."""
         self._l.close()
 
     @property

@@ -26,6 +26,13 @@ inline constexpr std::uint32_t archive_alignment = 4096;
 /** The first 8 bytes of every archive (ARCHIVE.md, "Preamble"). */
 inline constexpr std::array<unsigned char, 8> archive_magic = {0x89, 'D', 'C', 'Z', '\r', '\n', 0x1a, '\n'};
 
+/** JSON as text (`indent` as nlohmann's dump: -1 for one line). A string that is not UTF-8
+ *  (a Latin-1 file name on Linux) has its stray bytes written as U+FFFD: JSON text is UTF-8,
+ *  and neither an archive nor a report may fail for a file's name. */
+inline std::string json_text(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 /** What the archive header says about the dataset and the codec. */
 struct archive_header {
   int major = archive_major, minor = archive_minor;

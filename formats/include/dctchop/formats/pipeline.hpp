@@ -229,9 +229,10 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
                              const verify_options& options);
 
 /** Read every chunk and side array of `archive`, checking each checksum and the index;
- *  throws error(corrupt) on the first fault. Returns {"file": archive, "passed": true,
- *  "chunks": n, "side_arrays": m, "samples": N}. */
-nlohmann::json check_archive(const std::string& archive);
+ *  throws error(corrupt) on the first fault. `progress` (samples checked, of all) is called
+ *  after each chunk, and may throw to stop. Returns {"file": its name ("<stdin>" for "-"),
+ *  "passed": true, "chunks": n, "side_arrays": m, "samples": N}. */
+nlohmann::json check_archive(const std::string& archive, const progress_fn& progress = {});
 
 /** JSON of a quality record, as stored in the archive footer and printed by --json. */
 nlohmann::json quality_to_json(const quality& q);

@@ -8,6 +8,8 @@
  *  batch can be decoded while the training step uses the previous one. A tensor's buffer
  *  returns to the ring when its DLPack deleter is called; asking for a batch while the caller
  *  still holds `buffers` tensors is an error (it would wait forever in a single thread).
+ *  Tensors outlive the loader: destroying it stops the prefetch thread and closes the file,
+ *  and the buffers go with the last tensor that holds one.
  */
 #pragma once
 
