@@ -111,9 +111,12 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   const npy_dtype& t = in.src->type();
   const auto dt = t.codec_dtype();
   if (!dt) {
+    const bool half = t.kind == 'f' && t.itemsize == 2;
     throw error(errc::bad_input, in.name() + ": dtype " + t.native_descr() +
+                                     (half ? " (float16)" : "") +
                                      " is not supported; dctchop compresses u8, u16, i16, f32 "
-                                     "and f64 arrays");
+                                     "and f64 arrays" +
+                                     (half ? " (convert it to float32 first)" : ""));
   }
   in.type = *dt;
   if (replace && in.type == dtype::f32 &&
