@@ -680,6 +680,36 @@ TEST(QualityCli, EvalTriesEveryBlockSizeWithTheChopsThatFitItAndEachSettingOnce)
   EXPECT_NE(rows[0].at("quality").at("mse"), rows[1].at("quality").at("mse"));  // 4 vs 8
 }
 
+TEST(QualityCli, DataTooSmallToSquareIsRefusedNotReportedLossless) {
+  // Errors of 1e-170 square to 0 in double precision: the figures would say "lossless" of
+  // data whose every value decoded to 0. 1e-100 squares fine and is measured.
+  temp_dir dir;
+  lcg r(3);
+  for (const double scale : {1e-170, 1e-100}) {
+    std::vector<double> v(4 * 16 * 16);
+    for (auto& x : v) x = scale * (double(r.next() % 1000) / 500.0 - 1.0);
+    fs::remove(dir.file("t.npy"));
+    save_npy(dir.file("t.npy"), dtype::f64, {4, 16, 16}, v);
+    auto c = cli(dir, "compress t.npy -o t.dcz -f --json");
+    auto e = cli(dir, "eval t.npy --chop 4 --json");
+    if (scale < 1e-150) {
+      EXPECT_EQ(c.status, 3) << describe(c);
+      EXPECT_TRUE(contains(c.err, "t.npy: values this small")) << c.err;
+      EXPECT_TRUE(contains(c.err, "rescale the data")) << c.err;
+      EXPECT_FALSE(fs::exists(dir.file("t.dcz")));
+      EXPECT_EQ(e.status, 3) << describe(e);
+      EXPECT_TRUE(contains(parse_json(e.out).at("rows").at(0).at("error").get<std::string>(),
+                           "values this small")) << e.out;
+    } else {
+      ASSERT_EQ(c.status, 0) << describe(c);
+      const json q = parse_json(c.out).at("quality");
+      EXPECT_FALSE(q.at("lossless").get<bool>()) << c.out;
+      EXPECT_GT(q.at("mse").get<double>(), 0.0);
+      EXPECT_EQ(e.status, 0) << describe(e);
+    }
+  }
+}
+
 TEST(QualityCli, NonfiniteOnIntegerDataIsSaidToHaveNoEffect) {
   temp_dir dir;
   save_textured(dir);  // u8

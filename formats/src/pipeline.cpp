@@ -416,7 +416,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     be.decode(p, kept, make_view(src.geom, src.type, static_cast<void*>(out.data()), m));
     quality_accumulator acc(src.type, range, ssim);
     acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), m), threads);
-    chop_trial tr{k, acc.result(), m < n, false};
+    chop_trial tr{k, measured(acc, src.name()), m < n, false};
     tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
     if (tr.meets) return trials;
@@ -587,7 +587,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.input_bytes = g.samples * ibps;
   r.values = g.samples * g.values_per_sample();
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
-  if (measure) r.q = acc.result();
+  if (measure) r.q = measured(acc, src.name());
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written
   w.finish();

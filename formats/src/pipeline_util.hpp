@@ -26,6 +26,15 @@ inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+/** acc.result(), its errors naming the data `name`. */
+inline quality measured(const quality_accumulator& acc, const std::string& name) {
+  try {
+    return acc.result();
+  } catch (const error& e) {
+    throw error(e.code(), name + ": " + e.what());
+  }
+}
+
 /** `v` as printf's %g writes it. */
 std::string g_text(double v);
 

@@ -218,7 +218,14 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   }
   for (auto& c : combos) {
     if (c.row.error.empty()) {
-      c.row.q = c.acc.result();
+      try {
+        c.row.q = c.acc.result();
+      } catch (const error& e) {
+        if (e.code() != errc::out_of_range) throw;
+        c.row.error = e.detail();  // data too small to measure: refused as one a type cannot hold
+        res.rows.push_back(c.row);
+        continue;
+      }
       // The header and footer compress would write (its timestamp has a fixed width).
       const archive_header h =
           make_archive_header(src, c.p, o.chunk_mb, o.tool_version, utc_text());
@@ -380,7 +387,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   };
   run_chunks(slot.size(), crew.count(), stages);
   for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
-  res.q = acc.result();
+  res.q = measured(acc, src.name());
   const quality& q = *res.q;
   if (auto note = recorded_quality_note(r.footer(), q, r.display_name(), src.name());
       !note.empty()) {

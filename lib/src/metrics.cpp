@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <limits>
 #include <vector>
@@ -251,6 +252,21 @@ void quality_accumulator::merge(const quality_accumulator& o) {
 }
 
 quality quality_accumulator::result() const {
+  // Below about 1e-154 a square is no longer a double (it underflows to a subnormal or 0):
+  // an error of 1e-170 would sum to an MSE of 0 and read as lossless, and SSIM's (0.01 R)^2
+  // as 0/0. Such data has to be scaled up to be measured (or coded: f32 coefficients end
+  // near 1e-45).
+  const double smallest = std::sqrt(std::numeric_limits<double>::min()) * 1e4;
+  const double range = known_range_.value_or(values_ ? max_ - min_ : 0.0);
+  if ((max_abs_ > 0 && max_abs_ < smallest) || (range > 0 && range < smallest)) {
+    char b[160];
+    std::snprintf(b, sizeof b, "values this small (range %.3g, errors up to %.3g) ", range,
+                  max_abs_);
+    throw error(errc::out_of_range,
+                std::string(b) + "have squares below what double precision holds, so their "
+                                 "PSNR and SSIM cannot be measured: rescale the data (times "
+                                 "1e150, say)");
+  }
   quality q;
   q.samples = samples_;
   q.values = values_;

@@ -88,7 +88,8 @@ class quality_accumulator {
   void add(const quality_batch& batch);
   /** Combine another accumulator's totals (same dtype and settings). */
   void merge(const quality_accumulator& other);
-  /** The figures so far. */
+  /** The figures so far; error(out_of_range) for data whose errors or range are too small
+   *  to square in double precision (below about 1e-150), which would read as lossless. */
   quality result() const;
 
   /** SSIM was asked for and R is known in advance (always for integer types). */
