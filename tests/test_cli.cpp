@@ -573,8 +573,23 @@ TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
   EXPECT_EQ(c.status, 2) << describe(c);
   auto c2 = cli(dir, "compress in.npy -o ./in.npy -f");
   EXPECT_EQ(c2.status, 2) << describe(c2);
+  // Standard output opened on the input (without truncating it) is the input too.
+  auto c3 = cli(dir, "compress in.npy -o - 1<>in.npy");
+  EXPECT_EQ(c3.status, 2) << describe(c3);
+  EXPECT_NE(c3.err.find("standard output is the input file in.npy"), std::string::npos) << c3.err;
+  auto c4 = cli(dir, "compress - -o - <in.npy 1<>in.npy");
+  EXPECT_EQ(c4.status, 2) << describe(c4);
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"in.npy"});
+  // And for decompress, of the archive and of the labels: appended to, they are lost.
+  save_npy(dir.file("y.npy"), dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  const std::string archive = read_bytes(dir.file("a.dcz"));
+  auto d = cli(dir, "decompress a.dcz -o - >>a.dcz");
+  EXPECT_EQ(d.status, 2) << describe(d);
+  EXPECT_EQ(read_bytes(dir.file("a.dcz")), archive);
+  auto l = cli(dir, "compress in.npy -o - --labels y.npy 1<>y.npy");
+  EXPECT_EQ(l.status, 2) << describe(l);
 }
 
 // ---------------------------------------------------------------- bad input

@@ -386,6 +386,11 @@ void check_not_same(const std::string& input, const std::string& output) {
   if (same_file(input, output)) {
     throw error(errc::invalid_argument, output + ": is the same file as the input " + input);
   }
+  if (output == "-" && is_standard_output(input)) {
+    throw error(errc::invalid_argument,
+                "standard output is the input file " + (input == "-" ? "(standard input's)" : input) +
+                    ": the output would replace it");
+  }
 }
 
 std::string fmt_db(const std::optional<double>& v) {
@@ -654,7 +659,8 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   labels_spec.rows = src.geom.samples;  // a search takes only labels of one row per sample
   if (o.labels || !o.labels_path.empty()) {
     if (!labels_spec.memory &&
-        ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output))) {
+        ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output) ||
+         (output == "-" && is_standard_output(labels_spec.path)))) {
       throw error(errc::invalid_argument,
                   output + ": the output would replace the labels input " + labels_spec.path);
     }
