@@ -463,6 +463,23 @@ TEST(Npz, DuplicateNamesTakeTheLastMemberAsNumpyDoes) {
   EXPECT_EQ(open_npz(dir.file("d.npz"))->shape(), (std::vector<u64>{3, 8, 8}));
 }
 
+TEST(Npz, AKeyFindsItsMemberAsNpLoadDoes) {
+  // np.load(f)[key] is the member named key, else key.npy: np.savez(f, x=.., **{"x.npy.npy": ..})
+  // writes x.npy and x.npy.npy.npy, and "x.npy.npy" is the second, not x.
+  temp_dir dir;
+  write_bytes(dir.file("k.npz"), make_zip({{"x.npy", npy_u16({2, 8, 8})},
+                                           {"x.npy.npy.npy", npy_u16({3, 8, 8})},
+                                           {"y", npy_u16({4, 8, 8})},
+                                           {"y.npy", npy_u16({5, 8, 8})}}));
+  const std::string f = dir.file("k.npz");
+  EXPECT_EQ(open_npz(f + ":x")->shape(), (std::vector<u64>{2, 8, 8}));
+  EXPECT_EQ(open_npz(f + ":x.npy")->shape(), (std::vector<u64>{2, 8, 8}));
+  EXPECT_EQ(open_npz(f + ":x.npy.npy")->shape(), (std::vector<u64>{3, 8, 8}));
+  EXPECT_EQ(open_npz(f + ":/x.npy.npy")->shape(), (std::vector<u64>{3, 8, 8}));
+  EXPECT_EQ(open_npz(f + ":y")->shape(), (std::vector<u64>{4, 8, 8}));  // the member y itself
+  EXPECT_EQ(open_npz(f + ":y.npy")->shape(), (std::vector<u64>{5, 8, 8}));
+}
+
 TEST(Npz, AnArrayThatCannotBeReadIsListedWithItsReason) {
   temp_dir dir;
   const auto h = formats::make_npy_header(formats::npy_dtype{'u', 1, false}, {4, 6, 6}, true);

@@ -143,14 +143,14 @@ class npz_source final : public sample_source {
       for (const auto* m : arrays)
         if (array_name(*m) == array_) found = m;
     } else {
-      // The key x is the member x.npy (else a member named just x, which numpy also loads);
-      // of two members with one name, the last, as numpy takes it.
-      const detail::zip_member* exact = nullptr;
+      // As np.load(file)[key]: the member named key itself, else the member key.npy (x is
+      // x.npy, and x.npy.npy is x.npy.npy.npy); of two members with one name, the last.
+      const detail::zip_member* with_npy = nullptr;
       for (const auto& m : zip.members()) {
-        if (m.name == spec.dataset + ".npy") found = &m;
-        if (m.name == spec.dataset) exact = &m;
+        if (m.name == spec.dataset) found = &m;
+        if (m.name == spec.dataset + ".npy") with_npy = &m;
       }
-      if (found == nullptr) found = exact;
+      if (found == nullptr) found = with_npy;
       if (found == nullptr) {
         std::string names;
         for (const auto* m : arrays) names += (names.empty() ? "" : ", ") + array_name(*m);
@@ -174,7 +174,7 @@ class npz_sink final : public sample_sink {
  public:
   npz_sink(const dataset_spec& spec, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
       : out_(output_file::create(spec.path, ow)), zip_(out_),
-        array_(spec.dataset.empty() ? std::string(npz_default_array) : spec.dataset),  // a key
+        array_(spec.dataset.empty() ? std::string(npz_default_array) : npz_key(spec.dataset)),
         rows_wanted_(shape.empty() ? 1 : shape[0]), row_bytes_(checked_count(shape, spec.path, t.itemsize)) {
     if (rows_wanted_ > 0) row_bytes_ /= rows_wanted_;
     begin_array(array_, t, shape);
@@ -392,12 +392,15 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
         throw error(errc::invalid_argument, text + ": no array after ':' (write FILE.npz:x_train)");
       }
     }
-    s.dataset = npz_key(s.dataset);
+    // The key as given (np.load(file)[key] looks up the member key, then key.npy; a writer
+    // names the array npz_key(key)), less a leading '/', the HDF5 habit.
+    auto key = [](std::string k) { return !k.empty() && k.front() == '/' ? k.substr(1) : k; };
+    s.dataset = key(s.dataset);
     if (!dataset.empty()) {
-      if (!s.dataset.empty() && npz_key(dataset) != s.dataset) {
+      if (!s.dataset.empty() && npz_key(dataset) != npz_key(s.dataset)) {
         throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
       }
-      s.dataset = npz_key(dataset);
+      s.dataset = key(dataset);
     }
     if (s.dataset == "." || s.dataset == ".." || (!dataset.empty() && s.dataset.empty())) {
       throw error(errc::invalid_argument,
