@@ -413,9 +413,9 @@ void print_info_text(const nlohmann::json& j) {
                                                j["nonfinite_replaced"].get<std::uint64_t>())
                                  : std::string());
   }
-  std::cout << fmt::format("chunks:      {} of up to {} samples\n",
-                           j["chunks"].get<std::uint64_t>(),
-                           j["chunking"]["samples_per_chunk"].get<std::uint64_t>());
+  const auto per_chunk = j["chunking"]["samples_per_chunk"].get<std::uint64_t>();
+  std::cout << fmt::format("chunks:      {} of up to {} sample{}\n", j["chunks"].get<std::uint64_t>(),
+                           per_chunk, per_chunk == 1 ? "" : "s");
   if (j.contains("ratio")) {
     std::cout << fmt::format("size:        {} -> {}, ratio {:.2f}x, {:.3f} bits/value\n",
                              human_bytes(j["input_bytes"].get<std::uint64_t>()),
@@ -929,9 +929,10 @@ int run(int argc, char** argv) {
           log->info("  {}", replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
         }
         for (const auto& w : r.warnings) log->warn("  note: {}", w);
-        log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} samples, backend {})",
+        log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} sample{}, backend {})",
                   r.seconds, formats::gb_per_s(r.input_bytes, r.seconds),
-                  r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk, be->name());
+                  r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk,
+                  r.samples_per_chunk == 1 ? "" : "s", be->name());
       }
     } else if (*dec) {
       refuse_tty_stdin(d_in);
@@ -968,10 +969,11 @@ int run(int argc, char** argv) {
       }
       if (d_json) {
         auto j = r.to_json();
-        j["notes"] = notes;
+        for (const auto& n : notes) j["notes"].push_back(n);
         print_json_report(j, d_in, d_out);
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
+        for (const auto& n : r.notes) log->warn("note: {}", n);
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   d_out == "-" ? "<stdout>" : d_out, shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,

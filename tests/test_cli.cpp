@@ -974,6 +974,31 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   EXPECT_EQ(l2.values, (std::vector<double>{-3, 1e12, 0}));
 }
 
+TEST(Cli, DecompressSaysWhereTheLabelsGoWhenItsOutputHasNoPlaceForThem) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  ASSERT_EQ(cli(dir, "compress in.npy -o b.dcz -q").status, 0);
+  const std::string note = "a.dcz holds labels, which out.npy has no place for: --labels-out";
+  auto npy = cli(dir, "decompress a.dcz -o out.npy");
+  EXPECT_EQ(npy.status, 0) << describe(npy);
+  EXPECT_TRUE(contains(npy.err, "note: " + note)) << npy.err;
+  auto js = cli(dir, "decompress a.dcz -o out.npy -f --json");
+  EXPECT_EQ(parse_json(js.out).at("notes").at(0), note + " FILE.npy writes them (an .npz or .h5 "
+                                                          "output holds them beside the data)");
+  auto piped = cli(dir, "decompress a.dcz -o - > piped.npy");
+  EXPECT_TRUE(contains(piped.err, "which standard output has no place for")) << piped.err;
+  // Written somewhere, or not there at all: nothing to say.
+  for (const std::string args : {"decompress a.dcz -o out.npz", "decompress a.dcz -o out.h5",
+                                 "decompress a.dcz -o o2.npy --labels-out l2.npy",
+                                 "decompress b.dcz -o o3.npy"}) {
+    auto r = cli(dir, args);
+    EXPECT_EQ(r.status, 0) << args << "\n" << describe(r);
+    EXPECT_FALSE(contains(r.err, "no place for")) << args << ": " << r.err;
+  }
+}
+
 TEST(Cli, LabelsOutOnTheSamePathAsTheOutputIsRefused) {
   // Both outputs would be renamed onto one path: one of them would be silently lost.
   temp_dir dir;

@@ -501,7 +501,8 @@ nlohmann::json decompress_result::to_json() const {
           {"dtype", std::string(to_string(type))},
           {"output_bytes", output_bytes},
           {"seconds", seconds},
-          {"throughput_gbps", gb_per_s(output_bytes, seconds)}};
+          {"throughput_gbps", gb_per_s(output_bytes, seconds)},
+          {"notes", notes}};
 }
 
 namespace {
@@ -863,6 +864,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // sample). A labels file of its own appears after the data's output, so that a failure to
   // write the data leaves neither.
   std::unique_ptr<sample_sink> lw;
+  decompress_result res;
   if (const side_array_info* info = r.find_side_array("labels")) {
     const auto bytes = r.read_side_array("labels");
     const npy_dtype lt = *parse_npy_descr(info->descr);
@@ -870,10 +872,15 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     auto shape = info->shape;
     shape[0] = end - first;
     const std::byte* part = bytes->data() + first * row;
-    w->add_side_dataset(labels_beside, lt, shape, part);
+    const bool beside = w->add_side_dataset(labels_beside, lt, shape, part);
     if (labels_file) {
       lw = create_dataset(*labels_file, lt, shape, o.overwrite);
       lw->write_rows(part, end - first);
+    } else if (!beside) {
+      res.notes.push_back(r.display_name() + " holds labels, which " +
+                          (output == "-" ? std::string("standard output") : output) +
+                          " has no place for: --labels-out FILE.npy writes them (an .npz or "
+                          ".h5 output holds them beside the data)");
     }
   } else if (!o.labels_out.empty()) {
     throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
@@ -881,7 +888,6 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   w->finish();
   if (lw) lw->finish();
 
-  decompress_result res;
   res.geom = g;
   res.type = h.type;
   res.output_bytes = g.samples * ibps;

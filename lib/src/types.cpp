@@ -175,8 +175,8 @@ geometry resolve_layout(std::span<const std::uint64_t> shape, layout requested) 
         throw error(errc::invalid_argument,
                     "shape " + shape_str(shape) +
                         " is ambiguous: N planes of H x W, or one H x W image of " +
-                        std::to_string(shape[2]) +
-                        " channels; pass --layout NHW, or reshape to 1xHxWxC and pass --layout NHWC");
+                        std::to_string(shape[2]) + (shape[2] == 1 ? " channel" : " channels") +
+                        "; pass --layout NHW, or reshape to 1xHxWxC and pass --layout NHWC");
       }
       l = layout::nhw;
     } else if (nd == 4) {
@@ -196,7 +196,8 @@ geometry resolve_layout(std::span<const std::uint64_t> shape, layout requested) 
     } else {
       throw error(errc::bad_input, "shape " + shape_str(shape) +
                                        " has " + std::to_string(nd) +
-                                       " axes; dctchop takes 2 (HW), 3 (NHW) or 4 (NHWC, NCHW)");
+                                       (nd == 1 ? " axis" : " axes") +
+                                       "; dctchop takes 2 (HW), 3 (NHW) or 4 (NHWC, NCHW)");
     }
   }
   std::size_t want = l == layout::hw ? 2 : l == layout::nhw ? 3 : 4;

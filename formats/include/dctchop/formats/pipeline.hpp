@@ -130,6 +130,7 @@ struct decompress_result {
   dtype type = dtype::u8;
   std::uint64_t output_bytes = 0;
   double seconds = 0.0;
+  std::vector<std::string> notes;  ///< things to tell the user (labels left out, ...)
   nlohmann::json to_json() const;
 };
 
