@@ -710,6 +710,26 @@ TEST(QualityCli, DataTooSmallToSquareIsRefusedNotReportedLossless) {
   }
 }
 
+TEST(QualityCli, AnArchiveLargerThanItsInputIsExplainedByItsCause) {
+  temp_dir dir;
+  const u64 n = 2000;
+  auto note_of = [&](const std::string& name, u64 h, u64 w, const std::string& args) {
+    save_npy(dir.file(name), dtype::u8, {n, h, w}, std::vector<std::uint8_t>(n * h * w, 7));
+    auto r = cli(dir, "compress " + name + " -o " + name + ".dcz --no-quality --json " + args);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    const json j = parse_json(r.out);
+    EXPECT_GT(j.at("archive_bytes").get<u64>(), j.at("input_bytes").get<u64>()) << r.out;
+    return j.at("notes").dump();
+  };
+  // Planes smaller than a block: padded, and each block keeps K x K (32 bytes for 9 here).
+  EXPECT_TRUE(contains(note_of("small.npy", 3, 3, ""),
+                       "planes of 3x3 are padded to whole 8x8 blocks (8x8), each of which keeps "
+                       "4x4 coefficients; use a smaller block or chop"));
+  // More coefficient bytes than value bytes per block.
+  EXPECT_TRUE(contains(note_of("big.npy", 16, 16, "--chop 7"),
+                       "f16 coefficients at chop 7 take more bytes than the u8 values"));
+}
+
 TEST(QualityCli, NonfiniteOnIntegerDataIsSaidToHaveNoEffect) {
   temp_dir dir;
   save_textured(dir);  // u8

@@ -346,11 +346,23 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
   if (r.archive_bytes > r.input_bytes) {
     const double coeff_ratio = double(r.codec.block * r.codec.block * size_of(r.type)) /
                                double(r.codec.chop * r.codec.chop * size_of(r.codec.coeff));
+    const u64 coeff_bytes = coeff_bytes_per_sample(r.codec, r.geom);
+    const u64 value_bytes = r.geom.values_per_sample() * size_of(r.type);
+    const u64 b = static_cast<u64>(r.codec.block);
     if (coeff_ratio < 1) {
       out.push_back("the archive is larger than the input: " +
                     std::string(to_string(r.codec.coeff)) + " coefficients at chop " +
                     std::to_string(r.codec.chop) + " take more bytes than the " +
                     std::string(to_string(r.type)) + " values; use a smaller chop");
+    } else if (coeff_bytes > value_bytes) {
+      // Small planes: each is padded to whole blocks, and every block keeps K x K.
+      const u64 ph = (r.geom.height + b - 1) / b * b, pw = (r.geom.width + b - 1) / b * b;
+      out.push_back("the archive is larger than the input: planes of " +
+                    std::to_string(r.geom.height) + "x" + std::to_string(r.geom.width) +
+                    " are padded to whole " + std::to_string(b) + "x" + std::to_string(b) +
+                    " blocks (" + std::to_string(ph) + "x" + std::to_string(pw) +
+                    "), each of which keeps " + std::to_string(r.codec.chop) + "x" +
+                    std::to_string(r.codec.chop) + " coefficients; use a smaller block or chop");
     } else {
       out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
                     "header and chunks dominate");
