@@ -855,7 +855,7 @@ int run(int argc, char** argv) {
       }
       std::string named_array;  // of an input file that holds several, when -o was left out
       if (c_out.empty()) {
-        if (c_in == "-") {
+        if (c_in == "-" || formats::reads_as_stream(c_in)) {  // (`<(cmd)`: no name to follow)
           c_out = "-";
         } else {
           // train.npy -> train.dcz; train.h5:/images -> train.dcz

@@ -430,7 +430,18 @@ TEST(Cli, FifosAndDevicesAreWrittenInPlaceNeverReplaced) {
   ASSERT_EQ(::mkfifo(dir.file("pipe.h5").c_str(), 0600), 0);
   auto h = cli(dir, "decompress a.dcz -o pipe.h5 -f");
   EXPECT_EQ(h.status, 2) << describe(h);
-  EXPECT_NE(h.err.find("needs a regular file"), std::string::npos) << h.err;
+  EXPECT_NE(h.err.find("pipe.h5: is a pipe, and an HDF5 file is read and written by seeking"),
+            std::string::npos) << h.err;
+  // As inputs too (the message used to be "not an HDF5 file" of one that is).
+  auto hin = cli(dir, "compress pipe.h5 --dataset /x -o x.dcz");
+  EXPECT_EQ(hin.status, 2) << describe(hin);
+  EXPECT_NE(hin.err.find("is a pipe"), std::string::npos) << hin.err;
+  // A pipe read without -o (`<(cmd)`) writes to stdout, as - does: PIPE.dcz would name no file.
+  ASSERT_EQ(::mkfifo(dir.file("inpipe").c_str(), 0600), 0);
+  auto p = cli(dir, "compress inpipe -q > piped.dcz & cat in.npy > inpipe; wait");
+  EXPECT_EQ(p.status, 0) << describe(p);
+  EXPECT_EQ(read_bytes(dir.file("piped.dcz")).substr(1, 3), "DCZ");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("inpipe.dcz")));
   struct stat st {};
   ASSERT_EQ(::stat(dir.file("pipe.h5").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));

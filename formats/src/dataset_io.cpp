@@ -37,6 +37,19 @@ u64 checked_count(const std::vector<u64>& shape, const std::string& name, u64 it
   return n;
 }
 
+/** A pipe (`<(cmd)`, a named pipe) named as an HDF5 file or an .npz: both are read and
+ *  written by seeking, which a pipe cannot do. Said before it is opened, instead of "not an
+ *  HDF5 file" of a file that is one. */
+void refuse_pipe(const dataset_spec& s) {
+  if (s.kind != file_kind::hdf5 && s.kind != file_kind::npz) return;
+  struct stat st {};
+  if (s.path == "-" || ::stat(s.path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  throw error(errc::invalid_argument,
+              s.path + ": is a pipe, and " +
+                  (s.kind == file_kind::hdf5 ? "an HDF5 file" : "an .npz (a ZIP file)") +
+                  " is read and written by seeking, which a pipe cannot do: use a file");
+}
+
 /** An array's key, as np.load gives it: numpy's keys never start with '/' ("data.npz:/x" is
  *  the HDF5 habit for "x"), and the member x.npy is the array x. */
 std::string npz_key(std::string n) {
@@ -473,6 +486,7 @@ bool name_ends_with(const std::string& s, const std::string& suffix) {
 
 dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset, bool raw) {
   dataset_spec s = split_spec(text, dataset, raw);
+  refuse_pipe(s);
   if (s.kind == file_kind::hdf5 && !s.dataset.empty()) s.dataset = checked_dataset(s.path, s.dataset);
   return s;
 }
