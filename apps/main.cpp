@@ -137,6 +137,8 @@ std::string nrmse_text(const std::optional<double>& v) {
 
 /** The whole of `s` as a finite number, or nullopt. */
 std::optional<double> finite_double(const std::string& s) {
+  // Decimal only: strtod also reads hexadecimal ("0x10" is 16) and skips leading blanks.
+  if (s.find_first_of("xXpP \t\n\v\f\r") != std::string::npos) return std::nullopt;
   try {
     std::size_t used = 0;
     const double x = std::stod(s, &used);
@@ -166,6 +168,11 @@ const CLI::Validator block_size(
       return s + ": block sizes are 4, 8, 16 and 32";
     },
     "4|8|16|32");
+
+/** A CLI11 check that a file name is not empty ("" would read as ": cannot open"). */
+const CLI::Validator non_empty_path(
+    [](std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); },
+    "");
 
 /** A CLI11 check that a number is finite: a NaN passes every range check. */
 const CLI::Validator finite_number(
@@ -361,9 +368,7 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
       throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
     }
     spec.raw_type = formats::npy_dtype_of(*parse_dtype(in.dtype));
-    std::stringstream ss(in.shape);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
+    for (const auto& item : split_list(in.shape, "--shape")) {  // ("6,24," is refused)
       if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos) {
         throw error(errc::invalid_argument, "--shape " + in.shape + ": expected numbers like 64,512,512");
       }
@@ -673,10 +678,12 @@ int run(int argc, char** argv) {
   auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, NPZ, HDF5 or raw) into a .dcz archive");
   input_options c_io;
   cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
+      ->check(non_empty_path)
       ->required();
   add_input_options(cmp, c_io);
   cmp->add_option("-o,--output", c_out,
-                  "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)");
+                  "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)")
+      ->check(non_empty_path);
   cmp->add_option("--block", c_block, "block size B: 4, 8, 16 or 32")
       ->check(block_size)
       ->capture_default_str();
@@ -698,7 +705,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")->capture_default_str();
   cmp->add_option("--labels", c_labels,
-                  "per-sample labels stored losslessly: FILE.npy, FILE.h5:/labels or FILE.npz:y_train");
+                  "per-sample labels stored losslessly: FILE.npy, FILE.h5:/labels or FILE.npz:y_train")
+      ->check(non_empty_path);
   cmp->add_option("--nonfinite", c_nonfinite,
                   "NaN and Inf in float input: error (naming the first sample), or replace=V "
                   "(counted in the archive)")
@@ -719,18 +727,21 @@ int run(int argc, char** argv) {
   int d_threads = 0;
   bool d_force = false, d_quiet = false, d_json = false;
   auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into NPY, NPZ, HDF5 or raw");
-  dec->add_option("input", d_in, "input archive, or - for stdin")->required();
+  dec->add_option("input", d_in, "input archive, or - for stdin")
+      ->check(non_empty_path)->required();
   std::string d_dataset;
   bool d_raw = false;
   dec->add_option("-o,--output", d_out,
                   "output (required): FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside as "
-                  "/labels), FILE.npz[:array] (arrays data and labels), or raw with --raw");
+                  "/labels), FILE.npz[:array] (arrays data and labels), or raw with --raw")
+      ->check(non_empty_path);
   dec->add_option("--dataset", d_dataset,
                   "HDF5 dataset path (default /data) or .npz array name (default data) for the output");
   dec->add_flag("--raw", d_raw, "write raw little-endian binary (C order, no header)");
   dec->add_option("--samples", d_samples,
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
-  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array]");
+  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array]")
+      ->check(non_empty_path);
   add_backend_options(dec, d_backend, d_threads, "CPU threads (0: every core), one chunk each");
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
   dec->add_flag("-q,--quiet", d_quiet, "print nothing but errors");
@@ -740,7 +751,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> i_in;
   bool i_json = false;
   auto* inf = app.add_subcommand("info", "describe .dcz archives");
-  inf->add_option("input", i_in, "archives (shards/*.dcz), or - for stdin")->required();
+  inf->add_option("input", i_in, "archives (shards/*.dcz), or - for stdin")
+      ->check(non_empty_path)->required();
   inf->add_flag("--json", i_json, "print JSON (an array of reports for several archives)");
 
   // ---- eval
@@ -753,6 +765,7 @@ int run(int argc, char** argv) {
       "eval", "measure ratio, quality and speed of several settings in memory (writes nothing)");
   input_options e_io;
   evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
+      ->check(non_empty_path)
       ->required();
   add_input_options(evl, e_io);
   evl->add_option("--block", e_blocks, "comma-separated block sizes B to try: 4, 8, 16, 32")
@@ -787,12 +800,14 @@ int run(int argc, char** argv) {
       "verify", "check an archive's checksums and its quality against the original data");
   ver->add_option("archive", v_ins,
                   "archive, or - for stdin (several archives when there is no --against)")
+      ->check(non_empty_path)
       ->required();
   input_options v_io;
   add_input_options(ver, v_io);
   ver->add_option("--against", v_against,
                   "the original: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw; "
-                  "without it only the checksums and the index are checked");
+                  "without it only the checksums and the index are checked")
+      ->check(non_empty_path);
   ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB")
       ->check(finite_number);
   ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y (-1..1)")
@@ -939,7 +954,7 @@ int run(int argc, char** argv) {
       refuse_tty_stdout(d_out);
       refuse_tty_stdout(d_labels_out);
       formats::decompress_options o;
-      if (!d_samples.empty()) parse_range(d_samples, o.first, o.end);
+      if (dec->count("--samples") > 0) parse_range(d_samples, o.first, o.end);  // ("" refused)
       o.labels_out = d_labels_out;
       o.overwrite = d_force;
       app::progress_bar bar("decompressing", !d_quiet);

@@ -714,6 +714,13 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples"},
       {"frobnicate in.npy", 2, "'frobnicate' is not a command; the commands are compress,"},
       {"compres in.npy", 2, "decompress, info, eval, verify"},
+      {"compress ''", 2, "input: an empty file name"},
+      {"info a.dcz ''", 2, "input: an empty file name"},
+      {"decompress a.dcz -o ''", 2, "--output: an empty file name"},
+      {"compress in.npy -o out.dcz --nonfinite replace=0x10", 2, "--nonfinite replace=0x10"},
+      {"compress in.npy -o out.dcz --offset ' 3'", 2, "--offset"},
+      {"decompress a.dcz -o out.npy --samples ''", 2, "--samples"},
+      {"compress in.npy --raw --dtype u8 --shape 5,16,16, -o out.dcz", 2, "--shape 5,16,16,"},
       {"", 2, "", false},
   };
   if (!cuda_built()) {
