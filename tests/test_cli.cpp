@@ -489,6 +489,16 @@ TEST(Cli, ForceReplacesTheFileASymlinkNamesAndKeepsItsMode) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   }
   EXPECT_FALSE(has_temp_file(dir));
+  // A link to nothing is neither written through nor replaced, -f or not.
+  std::filesystem::create_symlink("sub/none.npy", dir.file("dangling.npy"));
+  for (const std::string f : {"", " -f"}) {
+    auto d = cli(dir, "decompress a.dcz -o dangling.npy -q" + f);
+    EXPECT_EQ(d.status, 2) << describe(d);
+    EXPECT_NE(d.err.find("dangling.npy: a symbolic link to sub/none.npy, which is not there"),
+              std::string::npos) << d.err;
+    EXPECT_TRUE(std::filesystem::is_symlink(dir.file("dangling.npy")));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("sub/none.npy")));
+  }
 }
 
 TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {

@@ -255,7 +255,17 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
     if (errno == ENAMETOOLONG) {
       throw error::from_os(errc::io, path + ": file name too long", ENAMETOOLONG);
     }
-    return t;  // (a dangling symlink too: link() refuses it)
+    // A symlink to nothing: writing through it would create a file elsewhere, and -f would
+    // replace the link by a file; neither is what its maker meant.
+    struct stat lst {};
+    if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      std::error_code ec;
+      const auto to = std::filesystem::read_symlink(path, ec);
+      throw error(errc::invalid_argument,
+                  path + ": a symbolic link to " + (ec ? std::string("?") : to.string()) +
+                      ", which is not there: remove the link, or name the file to write");
+    }
+    return t;
   }
   if (S_ISDIR(st.st_mode)) throw error::from_os(errc::io, path + ": is a directory", EISDIR);
   const bool special = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
