@@ -951,6 +951,21 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   // The images file itself: of its datasets, /train/labels is the one named like labels.
   auto t = must(dir, "compress t.h5:/train/images --labels t.h5 -o b.dcz -f");
   EXPECT_TRUE(contains(t.err, "using labels /train/labels of t.h5")) << t.err;
+  // A train/test file whose splits have as many rows: the labels beside the images.
+  {
+    auto f = h5_create(dir.file("split.h5"));
+    for (const char* g : {"/train", "/test"}) {
+      h5_write(f.get(), std::string(g) + "/images", H5T_STD_U8LE, k_u8_shape,
+               dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+      std::vector<std::int64_t> y = k_labels;
+      if (g[1] == 't' && g[2] == 'e') y[0] = -1;  // the test labels differ
+      h5_write(f.get(), std::string(g) + "/labels", H5T_STD_I64LE, {6}, y);
+    }
+  }
+  for (const std::string g : {"/train", "/test"}) {
+    auto s = must(dir, "compress split.h5:" + g + "/images --labels split.h5 -o s.dcz -f");
+    EXPECT_TRUE(contains(s.err, "using labels " + g + "/labels of split.h5")) << s.err;
+  }
   // Several candidates and no conventional name: exit 2, and the hint names --labels, not
   // --dataset (which names the image input).
   {

@@ -58,10 +58,22 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
     // as ambiguous as none.
     const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
                               : std::vector<const char*>{"images", "data", "x"};
+    // Labels of the images' file: those beside the images (/train/labels for
+    // /train/images) before those of another group (/test/labels).
+    auto group = [](const std::string& p) {
+      const auto slash = p.rfind('/');
+      return slash == std::string::npos ? std::string() : p.substr(0, slash);
+    };
     for (const char* want : names) {
       std::vector<std::string> named;
       for (const auto& c : fit)
         if (leaf(c.path) == want) named.push_back(c.path);
+      if (named.size() > 1 && labels && !not_this.empty()) {
+        std::vector<std::string> beside;
+        for (const auto& n : named)
+          if (group(n) == group(not_this)) beside.push_back(n);
+        if (beside.size() == 1) named = beside;
+      }
       if (named.size() == 1 && chosen.empty()) chosen = named[0];
       if (named.size() > 1 && chosen.empty()) break;
     }
