@@ -318,11 +318,28 @@ void refuse_tty_stdin(const std::string& path) {
   }
 }
 
-/** Refuse to write binary data to a terminal. */
+/** Standard output was closed when dctchop started (it writes to /dev/full instead). */
+bool g_stdout_closed = false;
+/** The command writes its data to standard output (-o -): an interruption leaves it partial. */
+bool g_data_to_stdout = false;
+
+/** Refuse to write binary data to a terminal, or to a standard output that was closed. */
 void refuse_tty_stdout(const std::string& path) {
-  if (path == "-" && ::isatty(STDOUT_FILENO) == 1) {
+  if (path != "-") return;
+  if (::isatty(STDOUT_FILENO) == 1) {
     throw error(errc::invalid_argument, "refusing to write binary data to a terminal");
   }
+  if (g_stdout_closed) {
+    throw error::from_os(errc::io, "standard output is closed: name an output file instead of -",
+                         EBADF);
+  }
+  g_data_to_stdout = true;
+}
+
+/** What an interruption leaves behind. */
+const char* interrupted_text() {
+  return g_data_to_stdout ? "interrupted; the data written to standard output is incomplete"
+                          : "interrupted; no output was written";
 }
 
 void check_signal() {
@@ -1157,11 +1174,11 @@ int run(int argc, char** argv) {
       if (!r.passed()) return exit_quality;
     }
   } catch (const interrupted&) {
-    log->error("interrupted; no output was written");
+    log->error(interrupted_text());
     return exit_interrupted;
   } catch (const error& e) {
     if (e.code() == errc::interrupted) {
-      log->error("interrupted; no output was written");
+      log->error(interrupted_text());
     } else {
       log->error("error: {}", e.what());
     }
@@ -1178,6 +1195,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const bool stdout_closed = open_standard_descriptors();
+  g_stdout_closed = stdout_closed;
   keep_stdout_for_dctchop();
   const int rc = run(argc, argv);
   // Reports reach stdout through a buffer: a write that failed (a full disk, a closed pipe) is

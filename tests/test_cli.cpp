@@ -519,6 +519,13 @@ TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
   EXPECT_EQ(c.status, 5) << describe(c);
   auto i = cli(dir, "info b.dcz --json");
   EXPECT_EQ(i.status, 0) << describe(i);
+  // Data for a closed standard output: said so (it used to read "No space left on device").
+  for (const std::string args : {"compress in.npy -o -", "decompress a.dcz -o -"}) {
+    auto d = cli(dir, args + " >&-");
+    EXPECT_EQ(d.status, 5) << args << "\n" << describe(d);
+    EXPECT_NE(d.err.find("standard output is closed: name an output file instead of -"),
+              std::string::npos) << d.err;
+  }
   // Nothing to print, nothing wrong.
   auto quiet = cli(dir, "compress in.npy -o q.dcz -q >&-");
   EXPECT_EQ(quiet.status, 0) << describe(quiet);

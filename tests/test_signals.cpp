@@ -50,6 +50,18 @@ TEST(Signals, TermWhileWaitingOnAPipeExits130AndLeavesNothing) {
   }
 }
 
+TEST(Signals, AnInterruptedCommandWritingToStdoutSaysThatOutputIsIncomplete) {
+  temp_dir dir;
+  const std::string cmd =
+      "mkfifo f; " + k_bin + " compress - -o - < f > got & P=$!; exec 3>f; "
+      "printf '\\223NUMPY' >&3; sleep 0.5; kill -TERM $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+  auto r = run_sh(cmd, dir.path());
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << r.err;
+  // Not "no output was written": a pipe may have taken a part already.
+  EXPECT_NE(r.err.find("interrupted; the data written to standard output is incomplete"),
+            std::string::npos) << r.err;
+}
+
 TEST(Signals, InterruptDuringAFileCompressionLeavesNoOutput) {
   temp_dir dir;
   // About 50 MB of zeros: long enough to be interrupted mid-way on any machine we run on.
