@@ -387,11 +387,53 @@ class archive {
   std::unique_ptr<backend> be_serial_;  // for reads too small to share out (or null: be_ is)
 };
 
+/** What the two Python loaders share: the C++ loader, used under m_ and without the GIL, so
+ *  that close() from another thread waits for a call in progress (one consumer at a time, as
+ *  the loaders want); ValueError once closed. */
+template <class Loader>
+class closable_loader {
+ public:
+  template <class... Args>
+  explicit closable_loader(Args&&... args) : l_(std::in_place, std::forward<Args>(args)...) {}
+
+  std::string state() {
+    gil_released release;
+    std::lock_guard lock(m_);
+    return open().state().to_json();
+  }
+  void restore(const std::string& json) {
+    const auto s = loaders::loader_state::from_json(json);
+    gil_released release;
+    std::lock_guard lock(m_);
+    open().restore(s);
+  }
+  /** Stops the prefetch thread and releases the file; what was handed out stays valid (a
+   *  batch owns its memory; a tensor keeps its buffer, not the loader). Using the loader
+   *  afterwards raises ValueError. */
+  void close() {
+    gil_released release;  // the prefetch thread may be finishing a batch
+    std::lock_guard lock(m_);
+    closed_.store(true);
+    l_.reset();
+  }
+  bool closed() const { return closed_.load(); }
+
+ protected:
+  /** The loader, with m_ held; ValueError once closed. */
+  Loader& open() {
+    if (!l_) throw py::value_error("the loader is closed");
+    return *l_;
+  }
+  std::mutex m_;
+  std::atomic<bool> closed_{false};
+  std::optional<Loader> l_;
+};
+
 /** The loader as a Python iterator of (data, labels or None, sample indices). */
-class loader {
+class loader : public closable_loader<loaders::archive_loader> {
  public:
   loader(const std::string& path, const loaders::loader_options& o, int threads)
-      : l_(std::in_place, path, o, make_backend(backend_kind::cpu, {threads})),
+      : closable_loader(path, o, make_backend(backend_kind::cpu, {threads})),
         decode_(o.decode),
         batches_(l_->batches_per_epoch()),
         type_(l_->sample_type()),
@@ -400,8 +442,6 @@ class loader {
         label_descr_(l_->label_descr()),
         label_shape_(l_->label_shape()) {}
 
-  // The loader itself is used under m_ and without the GIL, so that close() from another
-  // thread waits for a next() in progress (one consumer at a time, as the loader wants).
   // What a batch needs to become arrays is kept here, for use after the lock.
 
   py::tuple next() {
@@ -424,41 +464,13 @@ class loader {
   }
 
   u64 batches_per_epoch() const { return batches_; }
-  std::string state() {
-    gil_released release;
-    std::lock_guard lock(m_);
-    return open().state().to_json();
-  }
-  void restore(const std::string& json) {
-    const auto s = loaders::loader_state::from_json(json);
-    gil_released release;
-    std::lock_guard lock(m_);
-    open().restore(s);
-  }
   std::vector<u64> epoch_order(u64 e) {
     gil_released release;
     std::lock_guard lock(m_);
     return open().epoch_order(e);
   }
-  /** Stops the prefetch thread and releases the file; the batches handed out stay valid (each
-   *  owns its memory). Using the loader afterwards raises ValueError. */
-  void close() {
-    gil_released release;  // the prefetch thread may be finishing a batch
-    std::lock_guard lock(m_);
-    closed_.store(true);
-    l_.reset();
-  }
-  bool closed() const { return closed_.load(); }
 
  private:
-  /** The loader, with m_ held; ValueError once closed. */
-  loaders::archive_loader& open() {
-    if (!l_) throw py::value_error("the loader is closed");
-    return *l_;
-  }
-  std::mutex m_;
-  std::atomic<bool> closed_{false};
-  std::optional<loaders::archive_loader> l_;
   bool decode_;
   u64 batches_;
   dtype type_;
@@ -469,17 +481,15 @@ class loader {
 };
 
 /** The device loader: each batch a DLPack capsule ("dltensor"), for torch.from_dlpack. */
-class device_loader {
+class device_loader : public closable_loader<loaders::device_loader> {
  public:
   device_loader(const std::string& path, const loaders::loader_options& o, int device,
                 int buffers)
-      : l_(std::in_place, path, o, device, buffers),
+      : closable_loader(path, o, device, buffers),
         device_(l_->device()),
         batches_(l_->batches_per_epoch()),
         label_descr_(l_->source().label_descr()),
         label_shape_(l_->source().label_shape()) {}
-
-  // As for loader: used under m_ without the GIL, so that close() waits for a next().
 
   py::tuple next(std::uintptr_t consumer_stream) {
     std::vector<u64> samples;
@@ -511,41 +521,14 @@ class device_loader {
     return py::make_tuple(capsule, lab, idx, epoch);
   }
   u64 batches_per_epoch() const { return batches_; }
-  std::string state() {
-    gil_released release;
-    std::lock_guard lock(m_);
-    return open().state().to_json();
-  }
-  void restore(const std::string& json) {
-    const auto s = loaders::loader_state::from_json(json);
-    gil_released release;
-    std::lock_guard lock(m_);
-    open().restore(s);
-  }
   int device() const { return device_; }
   std::vector<u64> epoch_order(u64 e) {
     gil_released release;
     std::lock_guard lock(m_);
     return open().source().epoch_order(e);
   }
-  /** Stops the prefetch thread and releases the file; the tensors handed out stay valid
-   *  (they keep the buffers, not the loader). Using the loader afterwards raises ValueError. */
-  void close() {
-    gil_released release;
-    std::lock_guard lock(m_);
-    closed_.store(true);
-    l_.reset();
-  }
-  bool closed() const { return closed_.load(); }
 
  private:
-  loaders::device_loader& open() {
-    if (!l_) throw py::value_error("the loader is closed");
-    return *l_;
-  }
-  std::mutex m_;
-  std::atomic<bool> closed_{false};
-  std::optional<loaders::device_loader> l_;
   int device_;
   u64 batches_;
   std::string label_descr_;

@@ -334,6 +334,23 @@ class _Batches:
         self._l.restore(json.dumps({k: v.item() if isinstance(v, (np.generic, np.ndarray)) and
                                     np.ndim(v) == 0 else v for k, v in state.items()}))
 
+    def close(self):
+        """Stop the prefetch thread and release the file (the batches handed out stay valid:
+        a DeviceLoader's tensors keep their buffers, not the loader); using the loader
+        afterwards raises ValueError. Also `with Loader(...) as l:`."""
+        self._l.close()
+
+    @property
+    def closed(self):
+        return self._l.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
     def epoch_order(self, epoch):
         """This rank's samples of an epoch, in order (int64, which torch.as_tensor takes)."""
         _count("epoch", epoch, 0)
@@ -364,19 +381,3 @@ class Loader(_Batches):
         self.last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
         self.last_epoch = epoch
         return data, labels
-
-    def close(self):
-        """Stop the prefetch thread and release the file (the batches handed out stay
-        valid); using the loader afterwards raises ValueError. Also `with Loader(...) as l:`."""
-        self._l.close()
-
-    @property
-    def closed(self):
-        return self._l.closed
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False

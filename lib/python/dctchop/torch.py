@@ -159,19 +159,3 @@ class DeviceLoader(_Batches):
         y = None if labels is None else _tensor(labels)
         return torch.utils.dlpack.from_dlpack(capsule), y
 
-    def close(self):
-        """Stop the prefetch thread and release the file (the tensors handed out stay valid,
-        and the buffers go with the last of them); using the loader afterwards raises
-        ValueError. Also `with DeviceLoader(...) as l:`."""
-        self._l.close()
-
-    @property
-    def closed(self):
-        return self._l.closed
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
