@@ -158,10 +158,24 @@ std::optional<std::uint64_t> parse_count(const std::string& s) {
   }
 }
 
+/** A whole number in decimal, rewritten as CLI11 reads it: CLI11 takes 0x10 as 16 and 010 as
+ *  octal 8. */
+const CLI::Validator decimal_count(
+    [](std::string& s) -> std::string {
+      const auto n = parse_count(s);
+      if (!n) return "expected a whole number, got " + s;
+      s = std::to_string(*n);
+      return {};
+    },
+    "");
+
 /** compress's --block: one of the four sizes; a list is eval's. */
 const CLI::Validator block_size(
     [](std::string& s) -> std::string {
-      if (const auto b = parse_count(s); b && is_block_size(static_cast<long long>(*b))) return {};
+      if (const auto b = parse_count(s); b && is_block_size(static_cast<long long>(*b))) {
+        s = std::to_string(*b);  // (016 would be read as octal)
+        return {};
+      }
       if (s.find(',') != std::string::npos) {
         return s + ": compress uses one block size (eval --block " + s + " compares them)";
       }
@@ -320,8 +334,15 @@ void refuse_tty_stdin(const std::string& path) {
 
 /** Standard output was closed when dctchop started (it writes to /dev/full instead). */
 bool g_stdout_closed = false;
-/** The command writes its data to standard output (-o -): an interruption leaves it partial. */
-bool g_data_to_stdout = false;
+/** Where the command streams its data (standard output, a FIFO): an interruption cannot take
+ *  back what went there. Empty for files, which are named only when complete. */
+std::string g_stream_output;
+
+/** Notes `path` as a stream output when it is one (a FIFO or device written in place). */
+void note_stream_output(const std::string& path) {
+  if (path.empty() || path == "-") return;  // ("-": refuse_tty_stdout)
+  if (formats::reads_as_stream(path)) g_stream_output = path;
+}
 
 /** Refuse to write binary data to a terminal, or to a standard output that was closed. */
 void refuse_tty_stdout(const std::string& path) {
@@ -333,13 +354,20 @@ void refuse_tty_stdout(const std::string& path) {
     throw error::from_os(errc::io, "standard output is closed: name an output file instead of -",
                          EBADF);
   }
-  g_data_to_stdout = true;
+  g_stream_output = "standard output";
 }
 
 /** What an interruption leaves behind. */
-const char* interrupted_text() {
-  return g_data_to_stdout ? "interrupted; the data written to standard output is incomplete"
-                          : "interrupted; no output was written";
+std::string interrupted_text() {
+  return g_stream_output.empty()
+             ? "interrupted; no output was written"
+             : "interrupted; data written to " + g_stream_output + ", if any, is incomplete";
+}
+
+/** /dev/fd/N, /proc/self/fd/N, /dev/stdin: a descriptor's name (`<(cmd)`), no file's. */
+bool names_a_descriptor(const std::string& path) {
+  return path.rfind("/dev/fd/", 0) == 0 || path.rfind("/proc/self/fd/", 0) == 0 ||
+         path == "/dev/stdin";
 }
 
 void check_signal() {
@@ -406,6 +434,7 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   cmd->add_option("--threads", threads, threads_help)
+      ->transform(decimal_count)
       ->check(CLI::Range(0, max_threads))
       ->capture_default_str();
 }
@@ -702,10 +731,12 @@ int run(int argc, char** argv) {
                   "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)")
       ->check(non_empty_path);
   cmp->add_option("--block", c_block, "block size B: 4, 8, 16 or 32")
-      ->check(block_size)
+      ->transform(block_size)
       ->capture_default_str();
   auto* chop_opt =
-      cmp->add_option("--chop", c_chop, "coefficients kept per axis K, 1..B")->capture_default_str();
+      cmp->add_option("--chop", c_chop, "coefficients kept per axis K, 1..B")
+          ->transform(decimal_count)
+          ->capture_default_str();
   auto* psnr_opt = cmp->add_option("--psnr", c_psnr,
                   "choose the smallest chop whose PSNR on this data is at least X dB")
       ->check(finite_number)
@@ -720,7 +751,9 @@ int run(int argc, char** argv) {
   cmp->add_option("--layout", c_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
       ->capture_default_str();
-  cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")->capture_default_str();
+  cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")
+      ->check(finite_number)
+      ->capture_default_str();
   cmp->add_option("--labels", c_labels,
                   "per-sample labels stored losslessly: FILE.npy, FILE.h5:/labels or FILE.npz:y_train")
       ->check(non_empty_path);
@@ -793,7 +826,8 @@ int run(int argc, char** argv) {
   evl->add_option("--coeff", e_coeffs, "comma-separated coefficient types (default: the dtype's)");
   evl->add_option("--layout", e_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case));
-  evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size");
+  evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size")
+      ->check(finite_number);
   add_backend_options(evl, e_backend, e_threads,
                       "CPU threads (0: every core) that each setting's codec and measurement "
                       "run on, one chunk at a time");
@@ -887,7 +921,7 @@ int run(int argc, char** argv) {
       }
       std::string named_array;  // of an input file that holds several, when -o was left out
       if (c_out.empty()) {
-        if (c_in == "-" || formats::reads_as_stream(c_in)) {  // (`<(cmd)`: no name to follow)
+        if (c_in == "-" || names_a_descriptor(c_in)) {  // (`<(cmd)`: no name to follow)
           c_out = "-";
         } else {
           // train.npy -> train.dcz; train.h5:/images -> train.dcz
@@ -901,6 +935,7 @@ int run(int argc, char** argv) {
       }
       refuse_tty_stdin(c_in);
       refuse_tty_stdout(c_out);
+      note_stream_output(c_out);
       if (c_in == "-" && c_labels == "-") {
         throw error(errc::invalid_argument, "the input and --labels cannot both be stdin");
       }
@@ -969,6 +1004,8 @@ int run(int argc, char** argv) {
     } else if (*dec) {
       refuse_tty_stdin(d_in);
       refuse_tty_stdout(d_out);
+      note_stream_output(d_out);
+      note_stream_output(d_labels_out);
       refuse_tty_stdout(d_labels_out);
       formats::decompress_options o;
       if (dec->count("--samples") > 0) parse_range(d_samples, o.first, o.end);  // ("" refused)
@@ -1174,11 +1211,11 @@ int run(int argc, char** argv) {
       if (!r.passed()) return exit_quality;
     }
   } catch (const interrupted&) {
-    log->error(interrupted_text());
+    log->error("{}", interrupted_text());
     return exit_interrupted;
   } catch (const error& e) {
     if (e.code() == errc::interrupted) {
-      log->error(interrupted_text());
+      log->error("{}", interrupted_text());
     } else {
       log->error("error: {}", e.what());
     }

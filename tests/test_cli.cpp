@@ -436,12 +436,20 @@ TEST(Cli, FifosAndDevicesAreWrittenInPlaceNeverReplaced) {
   auto hin = cli(dir, "compress pipe.h5 --dataset /x -o x.dcz");
   EXPECT_EQ(hin.status, 2) << describe(hin);
   EXPECT_NE(hin.err.find("is a pipe"), std::string::npos) << hin.err;
-  // A pipe read without -o (`<(cmd)`) writes to stdout, as - does: PIPE.dcz would name no file.
-  ASSERT_EQ(::mkfifo(dir.file("inpipe").c_str(), 0600), 0);
-  auto p = cli(dir, "compress inpipe -q > piped.dcz & cat in.npy > inpipe; wait");
+  // A descriptor's name without -o (`<(cmd)`) writes to stdout, as - does: /dev/fd/63.dcz
+  // would name no file. A named pipe keeps its name: PIPE.dcz.
+  ASSERT_EQ(::mkfifo(dir.file("inpipe.npy").c_str(), 0600), 0);
+  auto p = sh(dir, "cat in.npy | DCTCHOP compress /dev/fd/0 -q > piped.dcz");
   EXPECT_EQ(p.status, 0) << describe(p);
   EXPECT_EQ(read_bytes(dir.file("piped.dcz")).substr(1, 3), "DCZ");
-  EXPECT_FALSE(std::filesystem::exists(dir.file("inpipe.dcz")));
+  auto named = cli(dir, "compress inpipe.npy -q & cat in.npy > inpipe.npy; wait");
+  EXPECT_EQ(named.status, 0) << describe(named);
+  EXPECT_EQ(read_bytes(dir.file("inpipe.dcz")).substr(1, 3), "DCZ");
+  // .npz is written front to back: into a pipe too.
+  ASSERT_EQ(::mkfifo(dir.file("pipe.npz").c_str(), 0600), 0);
+  auto z = cli(dir, "decompress a.dcz -o pipe.npz -q & cat pipe.npz > got.npz; wait");
+  EXPECT_EQ(z.status, 0) << describe(z);
+  EXPECT_EQ(read_bytes(dir.file("got.npz")).substr(0, 2), "PK");
   struct stat st {};
   ASSERT_EQ(::stat(dir.file("pipe.h5").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
@@ -499,6 +507,13 @@ TEST(Cli, ForceReplacesTheFileASymlinkNamesAndKeepsItsMode) {
     EXPECT_TRUE(std::filesystem::is_symlink(dir.file("dangling.npy")));
     EXPECT_FALSE(std::filesystem::exists(dir.file("sub/none.npy")));
   }
+  // A loop of links: the system's error, and the links stay.
+  std::filesystem::create_symlink("loop2", dir.file("loop1"));
+  std::filesystem::create_symlink("loop1", dir.file("loop2"));
+  auto loop = cli(dir, "decompress a.dcz -o loop1 -q -f");
+  EXPECT_EQ(loop.status, 5) << describe(loop);
+  EXPECT_NE(loop.err.find("loop1: Too many levels of symbolic links"), std::string::npos) << loop.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("loop1")));
 }
 
 TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
@@ -735,6 +750,9 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"info a.dcz ''", 2, "input: an empty file name"},
       {"decompress a.dcz -o ''", 2, "--output: an empty file name"},
       {"compress in.npy -o out.dcz --nonfinite replace=0x10", 2, "--nonfinite replace=0x10"},
+      {"compress in.npy -o out.dcz --chop 010", 2, "chop 10 is outside"},  // decimal, not octal
+      {"compress in.npy -o out.dcz --threads 0x2", 2, "--threads"},
+      {"compress in.npy -o out.dcz --chunk-mb 0x1", 2, "--chunk-mb"},
       {"compress in.npy -o out.dcz --offset ' 3'", 2, "--offset"},
       {"decompress a.dcz -o out.npy --samples ''", 2, "--samples"},
       {"compress in.npy --raw --dtype u8 --shape 5,16,16, -o out.dcz", 2, "--shape 5,16,16,"},

@@ -37,17 +37,17 @@ u64 checked_count(const std::vector<u64>& shape, const std::string& name, u64 it
   return n;
 }
 
-/** A pipe (`<(cmd)`, a named pipe) named as an HDF5 file or an .npz: both are read and
- *  written by seeking, which a pipe cannot do. Said before it is opened, instead of "not an
- *  HDF5 file" of a file that is one. */
+/** A pipe (`<(cmd)`, a named pipe) named as an HDF5 file: HDF5 reads and writes by seeking,
+ *  which a pipe cannot do. Said before it is opened, instead of "not an HDF5 file" of a file
+ *  that is one. (An .npz is written front to back, so into a pipe too; its reader says why
+ *  it cannot read one.) */
 void refuse_pipe(const dataset_spec& s) {
-  if (s.kind != file_kind::hdf5 && s.kind != file_kind::npz) return;
+  if (s.kind != file_kind::hdf5) return;
   struct stat st {};
   if (s.path == "-" || ::stat(s.path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return;
   throw error(errc::invalid_argument,
-              s.path + ": is a pipe, and " +
-                  (s.kind == file_kind::hdf5 ? "an HDF5 file" : "an .npz (a ZIP file)") +
-                  " is read and written by seeking, which a pipe cannot do: use a file");
+              s.path + ": is a pipe, and an HDF5 file is read and written by seeking, which a "
+                       "pipe cannot do: use a file");
 }
 
 /** An array's key, as np.load gives it: numpy's keys never start with '/' ("data.npz:/x" is

@@ -252,18 +252,26 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   if (::stat(path.c_str(), &st) != 0) {
     // A name longer than the file system takes would be refused only when the finished
     // output is named, after all the work.
-    if (errno == ENAMETOOLONG) {
+    const int stat_errno = errno;
+    if (stat_errno == ENAMETOOLONG) {
       throw error::from_os(errc::io, path + ": file name too long", ENAMETOOLONG);
     }
     // A symlink to nothing: writing through it would create a file elsewhere, and -f would
-    // replace the link by a file; neither is what its maker meant.
+    // replace the link by a file; neither is what its maker meant. (A loop, or a target
+    // that cannot be looked at, fails later with its own error.)
     struct stat lst {};
-    if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    if ((stat_errno == ENOENT || stat_errno == ENOTDIR) && ::lstat(path.c_str(), &lst) == 0 &&
+        S_ISLNK(lst.st_mode)) {
       std::error_code ec;
       const auto to = std::filesystem::read_symlink(path, ec);
       throw error(errc::invalid_argument,
                   path + ": a symbolic link to " + (ec ? std::string("?") : to.string()) +
                       ", which is not there: remove the link, or name the file to write");
+    }
+    // A name that cannot be looked up (a loop of links, a folder not searchable) cannot be
+    // written either.
+    if (stat_errno != ENOENT) {
+      throw error::from_os(errc::io, path + ": " + std::strerror(stat_errno), stat_errno);
     }
     return t;
   }
