@@ -888,6 +888,7 @@ int run(int argc, char** argv) {
   // Words a command does not take are ours to word: CLI11 lists them last first and does not
   // say which command took what.
   for (auto* sub : app.get_subcommands({})) sub->allow_extras();
+  app.allow_extras();  // (words after a `--` that follows a command's input land here)
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -906,6 +907,28 @@ int run(int argc, char** argv) {
                  "stdout, or raw with --raw) (see dctchop decompress --help)");
     }
     return exit_usage;
+  }
+  // `info a.dcz -- b.dcz`: once a command's input is filled, CLI11 hands what follows `--`
+  // to the top level. Inputs of info and verify; left over for the others.
+  if (auto top = app.remaining(); !top.empty()) {
+    if (top.front() == "--") top.erase(top.begin());
+    if (!top.empty() && top.front().size() > 1 && top.front()[0] == '-') {
+      // (an option of no command: `dctchop --frob info x`)
+      log->error("error: dctchop has no option {} (see --help)", top.front());
+      return exit_usage;
+    }
+    if (*inf) {
+      i_in.insert(i_in.end(), top.begin(), top.end());
+    } else if (*ver) {
+      v_ins.insert(v_ins.end(), top.begin(), top.end());
+    } else if (!top.empty()) {
+      std::string words;
+      for (const auto& w : top) words += (words.empty() ? "" : " ") + w;
+      const auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
+      log->error("error: {} takes one input; left over: {} (see dctchop {} --help)",
+                 sub ? sub->get_name() : "dctchop", words, sub ? sub->get_name() : "");
+      return exit_usage;
+    }
   }
   for (const auto* sub : app.get_subcommands()) {
     if (const auto extra = extra_arguments_message(*sub); !extra.empty()) {

@@ -790,9 +790,13 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
   std::filesystem::copy_file(dir.file("in.npy"), dir.file("-dash.npy"));
   auto dashed = cli(dir, "compress -q -o dash.dcz -- -dash.npy");
   EXPECT_EQ(dashed.status, 0) << describe(dashed);
-  auto two = cli(dir, "info -- a.dcz dash.dcz");
-  EXPECT_EQ(two.status, 0) << describe(two);
-  EXPECT_TRUE(contains(two.out, "file:        dash.dcz")) << two.out;
+  for (const std::string args : {"info -- a.dcz dash.dcz", "info a.dcz -- dash.dcz"}) {
+    auto two = cli(dir, args);
+    EXPECT_EQ(two.status, 0) << args << "\n" << describe(two);
+    EXPECT_TRUE(contains(two.out, "file:        dash.dcz")) << two.out;
+  }
+  check_bad_cases(dir, {{"eval in.npy -- b.npy", 2, "eval takes one input; left over: b.npy"},
+                        {"--frob info a.dcz", 2, "dctchop has no option --frob"}});
 }
 
 TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {
