@@ -478,6 +478,9 @@ TEST(Npz, AKeyFindsItsMemberAsNpLoadDoes) {
   EXPECT_EQ(open_npz(f + ":/x.npy.npy")->shape(), (std::vector<u64>{3, 8, 8}));
   EXPECT_EQ(open_npz(f + ":y")->shape(), (std::vector<u64>{4, 8, 8}));  // the member y itself
   EXPECT_EQ(open_npz(f + ":y.npy")->shape(), (std::vector<u64>{5, 8, 8}));
+  // So y and y.npy are two names, and --dataset y.npy contradicts FILE.npz:y.
+  EXPECT_THROW(formats::parse_dataset_spec(f + ":y", "y.npy"), error);
+  EXPECT_EQ(formats::parse_dataset_spec(f + ":y", "/y").dataset, "y");
 }
 
 TEST(Npz, AnArrayThatCannotBeReadIsListedWithItsReason) {

@@ -695,9 +695,14 @@ TEST(QualityCli, DataTooSmallToSquareIsRefusedNotReportedLossless) {
     if (scale < 1e-150) {
       EXPECT_EQ(c.status, 3) << describe(c);
       EXPECT_TRUE(contains(c.err, "t.npy: values this small")) << c.err;
-      EXPECT_TRUE(contains(c.err, "rescale the data")) << c.err;
+      EXPECT_TRUE(contains(c.err, "rescale the data (times 1e150, say), or compress it "
+                                  "unmeasured (--no-quality)")) << c.err;
       EXPECT_FALSE(fs::exists(dir.file("t.dcz")));
       EXPECT_EQ(e.status, 3) << describe(e);
+      EXPECT_FALSE(contains(e.err, "--no-quality")) << e.err;  // (eval has no such option)
+      auto u = cli(dir, "compress t.npy -o t.dcz -f --no-quality -q");  // stored, unmeasured
+      EXPECT_EQ(u.status, 0) << describe(u);
+      fs::remove(dir.file("t.dcz"));
       EXPECT_TRUE(contains(parse_json(e.out).at("rows").at(0).at("error").get<std::string>(),
                            "values this small")) << e.out;
     } else {

@@ -410,7 +410,7 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     auto key = [](std::string k) { return !k.empty() && k.front() == '/' ? k.substr(1) : k; };
     s.dataset = key(s.dataset);
     if (!dataset.empty()) {
-      if (!s.dataset.empty() && npz_key(dataset) != npz_key(s.dataset)) {
+      if (!s.dataset.empty() && key(dataset) != s.dataset) {  // (y and y.npy: two members)
         throw error(errc::invalid_argument, "--dataset " + dataset + " contradicts " + text);
       }
       s.dataset = key(dataset);

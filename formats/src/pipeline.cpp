@@ -605,7 +605,14 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.input_bytes = g.samples * ibps;
   r.values = g.samples * g.values_per_sample();
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
-  if (measure) r.q = measured(acc, src.name());
+  if (measure) {
+    try {
+      r.q = measured(acc, src.name());
+    } catch (const error& e) {
+      if (e.code() != errc::out_of_range) throw;
+      throw error(e.code(), std::string(e.what()) + ", or compress it unmeasured (--no-quality)");
+    }
+  }
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written
   w.finish();
