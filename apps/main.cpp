@@ -22,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -169,10 +170,17 @@ const CLI::Validator decimal_count(
     },
     "");
 
+/** `s` as a block size B (decimal), or nullopt. */
+std::optional<int> parse_block_size(const std::string& s) {
+  const auto b = parse_count(s);
+  if (!b || !is_block_size(static_cast<long long>(*b))) return std::nullopt;
+  return static_cast<int>(*b);
+}
+
 /** compress's --block: one of the four sizes; a list is eval's. */
 const CLI::Validator block_size(
     [](std::string& s) -> std::string {
-      if (const auto b = parse_count(s); b && is_block_size(static_cast<long long>(*b))) {
+      if (const auto b = parse_block_size(s)) {
         s = std::to_string(*b);  // (016 would be read as octal)
         return {};
       }
@@ -671,15 +679,18 @@ extra_words extra_words_of(const CLI::App& sub) {
   return x;
 }
 
+/** "compress takes one input; left over: b.npy c.npy". */
+std::string left_over_message(const std::string& command, const std::vector<std::string>& words) {
+  return fmt::format("{} takes one input; left over: {}", command, fmt::join(words, " "));
+}
+
 /** What is wrong with the words `sub` did not take, or "" when it took them all: the first
  *  unknown option, else the inputs beyond the one it reads. */
 std::string extra_arguments_message(const CLI::App& sub) {
   const auto x = extra_words_of(sub);
   if (!x.options.empty()) return fmt::format("{} has no option {}", sub.get_name(), x.options[0]);
   if (x.inputs.empty()) return {};
-  std::string words;
-  for (const auto& w : x.inputs) words += (words.empty() ? "" : " ") + w;
-  return fmt::format("{} takes one input; left over: {}", sub.get_name(), words);
+  return left_over_message(sub.get_name(), x.inputs);
 }
 
 }  // namespace
@@ -897,8 +908,8 @@ int run(int argc, char** argv) {
   }
   // `decompress a.dcz out.npy`: the likeliest slip of all, so the message shows the fix
   // (after any unknown option, which may be the cause).
-  if (*dec && dec->count("--output") == 0 && extra_words_of(*dec).options.empty()) {
-    const auto extras = extra_words_of(*dec).inputs;
+  if (const auto x = extra_words_of(*dec); *dec && dec->count("--output") == 0 && x.options.empty()) {
+    const auto& extras = x.inputs;
     if (extras.size() == 1) {
       log->error("error: decompress writes to -o OUTPUT: did you mean -o {}? (see dctchop "
                  "decompress --help)", extras[0]);
@@ -922,11 +933,8 @@ int run(int argc, char** argv) {
     } else if (*ver) {
       v_ins.insert(v_ins.end(), top.begin(), top.end());
     } else if (!top.empty()) {
-      std::string words;
-      for (const auto& w : top) words += (words.empty() ? "" : " ") + w;
-      const auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
-      log->error("error: {} takes one input; left over: {} (see dctchop {} --help)",
-                 sub ? sub->get_name() : "dctchop", words, sub ? sub->get_name() : "");
+      const auto& name = app.get_subcommands().front()->get_name();  // (one is required)
+      log->error("error: {} (see dctchop {} --help)", left_over_message(name, top), name);
       return exit_usage;
     }
   }
@@ -1102,12 +1110,12 @@ int run(int argc, char** argv) {
       o.blocks.clear();
       if (e_blocks.empty()) throw error(errc::invalid_argument, "--block: name a block size");
       for (const auto& s : split_list(e_blocks, "--block")) {
-        const auto b = parse_count(s);
-        if (!b || !is_block_size(static_cast<long long>(*b))) {
+        const auto b = parse_block_size(s);
+        if (!b) {
           throw error(errc::invalid_argument,
                       "--block " + e_blocks + ": block sizes are 4, 8, 16 and 32");
         }
-        add_once(o.blocks, static_cast<int>(*b));
+        add_once(o.blocks, *b);
       }
       const int largest = *std::max_element(o.blocks.begin(), o.blocks.end());
       o.chops.clear();
@@ -1179,18 +1187,18 @@ int run(int argc, char** argv) {
         // No codec runs here, but a backend asked for by name must exist (never a silent
         // fallback): `verify x.dcz --backend cuda` on a machine without a GPU is exit 7.
         if (ver->count("--backend") > 0) make_backend(parse_backend(v_backend), {v_threads});
-        auto report = [&](const std::string& in, const nlohmann::json& j) {
+        auto report = [&](const nlohmann::json& j) {
           if (v_quiet || v_json) return;
           const auto chunks = j["chunks"].get<std::uint64_t>();
           const auto sides = j["side_arrays"].get<std::uint64_t>();
           log->info("{}: {} chunk{} and {} side array{}, every checksum ok",
-                    in == "-" ? "<stdin>" : in, chunks, chunks == 1 ? "" : "s", sides,
+                    j["file"].get<std::string>(), chunks, chunks == 1 ? "" : "s", sides,
                     sides == 1 ? "" : "s");
         };
         auto docs = nlohmann::json::array();
         const int rc = for_each_archive(v_ins, *log, [&](const std::string& in) {
           auto j = formats::check_archive(in, [](std::uint64_t, std::uint64_t) { check_signal(); });
-          report(in, j);
+          report(j);
           if (v_json) docs.push_back(std::move(j));
         }, [&](const std::string& name, const std::string& what, int code) {
           if (!v_json) return;
