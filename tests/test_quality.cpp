@@ -1215,10 +1215,33 @@ TEST(QualityCli, ConstantFloatDataReportsUndefinedFiguresAsSuchEverywhere) {
   }
 }
 
+TEST(QualityCli, ConstantFloatDataDecodedExactlyHasInfinitePsnrAndSsimOneSoGatesPass) {
+  temp_dir dir;
+  // f32 planes of one value: the offset is the constant, so every chop decodes exactly.
+  save_npy(dir.file("z.npy"), dtype::f32, {3, 16, 16}, std::vector<float>(3 * 16 * 16, 2.5f));
+  auto c = cli(dir, "compress z.npy -o z.dcz --chop 1 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json q = parse_json(c.out).at("quality");
+  EXPECT_EQ(q.at("max_abs_error").get<double>(), 0.0) << c.out;
+  EXPECT_FALSE(q.at("psnr_undefined").get<bool>()) << c.out;
+  EXPECT_EQ(q.at("ssim").get<double>(), 1.0) << c.out;
+  EXPECT_EQ(q.at("ssim_status"), "measured") << c.out;
+  // Both gates hold, as PSNR's always did; and info reads the SSIM back.
+  auto v = cli(dir, "verify z.dcz --against z.npy --min-psnr 60 --min-ssim 0.999");
+  EXPECT_EQ(v.status, 0) << describe(v);
+  auto i = cli(dir, "info --json z.dcz");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_EQ(parse_json(i.out).at("quality").at("ssim").get<double>(), 1.0) << i.out;
+  // An SSIM target is met by the first chop.
+  auto t = cli(dir, "compress z.npy -o t.dcz --ssim 0.99 --json");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  EXPECT_EQ(parse_json(t.out).at("chop").get<int>(), 1) << t.out;
+}
+
 TEST(QualityCli, InfoSaysWhyAnArchiveHasNoSsim) {
   temp_dir dir;
-  // Constant f32 data decoded exactly (so PSNR is not "undefined"): the range tells.
-  save_npy(dir.file("z.npy"), dtype::f32, {2, 16, 16}, std::vector<float>(2 * 16 * 16, 0.f));
+  // Constant f64 data that comes back off by 3e-17: SSIM is 0/0, and the range tells.
+  save_npy(dir.file("z.npy"), dtype::f64, {4, 16, 16}, std::vector<double>(4 * 16 * 16, 0.1));
   save_npy(dir.file("s.npy"), dtype::u8, {4, 6, 6}, test::smooth_u8_nhwc(4, 6, 6, 1));
   save_textured(dir);
   ASSERT_EQ(cli(dir, "compress z.npy -o z.dcz -q").status, 0);

@@ -156,7 +156,9 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
   const i64 samples = static_cast<i64>(a.samples);
   const u64 per_sample = a.planes * a.height * a.width;
   const double range = known_range_.value_or(0.0);
-  const bool do_ssim = computes_ssim() && range > 0;  // range 0: SSIM is 0/0, undefined
+  // Range 0 (constant float data): SSIM is 0/0 unless the data came back exactly, which
+  // result() can tell only at the end; the planes are counted here, not measured.
+  const bool do_ssim = computes_ssim();
   const bool dense = dense_samples(a) && dense_samples(b);
   // One record per sample, filled in parallel; add(batch) sums them in sample order, so the
   // figures do not depend on the thread count or on how the data was split into batches.
@@ -197,7 +199,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
           }
       }
       if (want_ssim) {
-        rec.ssim_sum += k.sample_ssim(a, b, n, range);
+        if (range > 0) rec.ssim_sum += k.sample_ssim(a, b, n, range);
         rec.ssim_planes += a.planes;
       }
     }
@@ -285,6 +287,10 @@ quality quality_accumulator::result() const {
   q.lossless_samples = lossless_;
   if (computes_ssim() && ssim_planes_ > 0 && q.range > 0) {
     q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
+  } else if (computes_ssim() && ssim_planes_ > 0 && values_ && max_abs_ == 0) {
+    // Constant data that came back exactly: the index is 0/0 at R = 0, but it is 1 for
+    // identical planes at every R > 0, as PSNR is infinite at MSE 0 whatever R is.
+    q.ssim = 1.0;
   }
   q.ssim_planes = ssim_planes_;
   q.ssim_state = q.ssim                    ? ssim_status::measured

@@ -20,7 +20,7 @@ enum class ssim_status {
   off,           ///< not asked for (--no-ssim, --no-quality)
   no_range,      ///< float data whose range R was not known in advance (read from stdin)
   small_planes,  ///< no plane of at least 7x7
-  constant,      ///< float data of range 0: SSIM is 0/0
+  constant,      ///< float data of range 0 not decoded exactly: SSIM is 0/0
 };
 
 /** "measured", "off", "no_range", "small_planes", "constant" (the JSON reports' words). */
