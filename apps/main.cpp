@@ -922,18 +922,21 @@ int run(int argc, char** argv) {
   // `info a.dcz -- b.dcz`: once a command's input is filled, CLI11 hands what follows `--`
   // to the top level. Inputs of info and verify; left over for the others.
   if (auto top = app.remaining(); !top.empty()) {
-    if (top.front() == "--") top.erase(top.begin());
-    if (!top.empty() && top.front().size() > 1 && top.front()[0] == '-') {
-      // (an option of no command: `dctchop --frob info x`)
-      log->error("error: dctchop has no option {} (see --help)", top.front());
-      return exit_usage;
+    // An option of no command (`dctchop --frob info x`) stands before the command's name;
+    // the rest came after a `--`, where a word is never an option (`info a.dcz -- -b.dcz`).
+    const std::string name = app.get_subcommands().front()->get_name();  // (one is required)
+    for (int k = 1; k < argc && name != argv[k]; ++k) {
+      if (argv[k][0] == '-' && argv[k][1] != '\0') {
+        log->error("error: dctchop has no option {} (see --help)", argv[k]);
+        return exit_usage;
+      }
     }
+    if (top.front() == "--") top.erase(top.begin());
     if (*inf) {
       i_in.insert(i_in.end(), top.begin(), top.end());
     } else if (*ver) {
       v_ins.insert(v_ins.end(), top.begin(), top.end());
     } else if (!top.empty()) {
-      const auto& name = app.get_subcommands().front()->get_name();  // (one is required)
       log->error("error: {} (see dctchop {} --help)", left_over_message(name, top), name);
       return exit_usage;
     }

@@ -790,12 +790,15 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
   std::filesystem::copy_file(dir.file("in.npy"), dir.file("-dash.npy"));
   auto dashed = cli(dir, "compress -q -o dash.dcz -- -dash.npy");
   EXPECT_EQ(dashed.status, 0) << describe(dashed);
-  for (const std::string args : {"info -- a.dcz dash.dcz", "info a.dcz -- dash.dcz"}) {
+  std::filesystem::copy_file(dir.file("dash.dcz"), dir.file("-dash.dcz"));
+  for (const std::string args : {"info -- a.dcz dash.dcz", "info a.dcz -- dash.dcz",
+                                 "info a.dcz -- -dash.dcz", "verify a.dcz -- -dash.dcz"}) {
     auto two = cli(dir, args);
     EXPECT_EQ(two.status, 0) << args << "\n" << describe(two);
-    EXPECT_TRUE(contains(two.out, "file:        dash.dcz")) << two.out;
+    EXPECT_TRUE(contains(two.out + two.err, "dash.dcz")) << args << "\n" << describe(two);
   }
   check_bad_cases(dir, {{"eval in.npy -- b.npy", 2, "eval takes one input; left over: b.npy"},
+                        {"eval in.npy -- -b.npy", 2, "eval takes one input; left over: -b.npy"},
                         {"--frob info a.dcz", 2, "dctchop has no option --frob"}});
 }
 
