@@ -4,6 +4,7 @@
 // Both readers run: random access (a file) and streaming (a pipe, as for stdin).
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstdio>
 #include <cstring>
@@ -72,6 +73,44 @@ decoded read_stream(const std::string& bytes) {
   while (r.next_chunk(c, coeffs)) decode_into(r, coeffs, c.count, d);
   if (auto l = r.read_side_array("labels")) d.labels = *l;
   return d;
+}
+
+std::uint64_t u64_at(const std::string& b, std::size_t at) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+void put_u64_at(std::string& b, std::size_t at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+/** The archive `b` with its header JSON changed by `edit`, checksum and length rewritten (a
+ *  writer's own archive, as far as any checksum can tell). The new header must still fit
+ *  before data_offset. */
+template <typename Edit>
+std::string with_header(std::string b, Edit&& edit) {
+  nlohmann::json j = nlohmann::json::parse(b.substr(64, u64_at(b, 16)));
+  edit(j);
+  const std::string text = j.dump();
+  if (64 + text.size() > u64_at(b, 32)) throw std::runtime_error("test: header too long");
+  std::fill(b.begin() + 64, b.begin() + static_cast<long>(u64_at(b, 32)), '\0');
+  b.replace(64, text.size(), text);
+  put_u64_at(b, 16, text.size());
+  put_u64_at(b, 24, XXH64(text.data(), text.size(), 0));
+  return b;
+}
+
+/** The archive `b` with its footer JSON changed by `edit`, the tail rewritten to match. */
+template <typename Edit>
+std::string with_footer(std::string b, Edit&& edit) {
+  const std::size_t tail = b.size() - 64, at = u64_at(b, tail + 8);
+  nlohmann::json j = nlohmann::json::parse(b.substr(at, u64_at(b, tail + 16)));
+  edit(j);
+  const std::string text = j.dump();
+  std::string t = b.substr(tail);
+  put_u64_at(t, 16, text.size());
+  put_u64_at(t, 24, XXH64(text.data(), text.size(), 0));
+  return b.substr(0, at) + text + t;
 }
 
 /** Outcomes of a sweep; `wrong` and `bad_error` must stay 0. */
@@ -177,6 +216,64 @@ TEST_F(CorruptionSweep, ExtraBytesAfterTheTailAreRefused) {
   judge(t, expect_, "7 zero bytes appended (stream)",
         [&] { return read_stream(bytes_ + std::string(7, '\0')); });
   EXPECT_EQ(t.refused, 2u) << t.problems;
+}
+
+TEST_F(CorruptionSweep, ATailWhoseCountsDisagreeWithTheIndexIsRefusedByBothReaders) {
+  // The tail repeats the chunk count (+32) and the sample count (+40) and has no checksum of
+  // its own: a flip there decodes identically in the sweep above, so each reader must compare
+  // them with the index it parsed, or a damaged tail would pass unnoticed in one of them.
+  const std::string bad = dir_.file("tail.dcz");
+  for (const std::size_t field : {32u, 40u}) {
+    std::string b = bytes_;
+    const std::size_t at = b.size() - 64 + field;
+    ASSERT_TRUE(b[at] == 2 || b[at] == 3) << "not the count expected at tail+" << field;
+    b[at] = static_cast<char>(b[at] + 3);
+    test::write_bytes(bad, b);
+    for (bool stream : {false, true}) {
+      test::expect_error([&] { stream ? read_stream(b) : read_random(bad); }, errc::corrupt,
+                         {"tail disagrees with the index"});
+    }
+  }
+}
+
+TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRefused) {
+  // Each case is consistent as far as every checksum goes; only a rule of ARCHIVE.md tells.
+  struct bad_case {
+    const char* what;
+    std::string bytes;
+    errc code;
+    const char* text;
+  };
+  const std::vector<bad_case> cases = {
+      {"another transform",
+       with_header(bytes_, [](nlohmann::json& j) { j["codec"]["transform"] = "dct4-lapped"; }),
+       errc::unsupported_version, "codec transform \"dct4-lapped\" is not one this dctchop"},
+      // The fixture's chunks hold 2 and 1 samples: samples_per_chunk 1 is a lie that would
+      // let a chunk outgrow the buffers readers size by it.
+      {"a chunk above samples_per_chunk",
+       with_header(bytes_, [](nlohmann::json& j) { j["chunking"]["samples_per_chunk"] = 1; }),
+       errc::corrupt, "chunk 0 holds 2 samples, more than the header's samples_per_chunk (1)"},
+      {"big-endian labels",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = ">i4"; }),
+       errc::corrupt, "side array 'labels' is malformed"},
+      {"a replacement without its count",
+       with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", 0.0}}; }),
+       errc::corrupt, "nonfinite_replaced"},
+  };
+  const std::string path = dir_.file("rule.dcz");
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    test::write_bytes(path, c.bytes);
+    test::expect_error([&] { read_random(path); }, c.code, {"rule.dcz", c.text});
+    test::expect_error([&] { read_stream(c.bytes); }, c.code, {c.text});
+  }
+  // The rewriting itself keeps an archive readable: the same edits, undone, decode alike.
+  const std::string same = with_footer(
+      with_header(bytes_, [](nlohmann::json& j) { j["codec"]["transform"] = "dct2-orthonormal-blockwise"; }),
+      [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = "<i4"; });
+  test::write_bytes(path, same);
+  EXPECT_EQ(read_random(path), expect_);
+  EXPECT_EQ(read_stream(same), expect_);
 }
 
 TEST_F(CorruptionSweep, AHeaderWhoseSizesWouldWrapAround2To64IsRefused) {

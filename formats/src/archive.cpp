@@ -27,6 +27,7 @@ constexpr char k_tail_magic[9] = "DCZINDEX";
 constexpr char k_end_magic[9] = "DCZ-END.";
 constexpr std::size_t k_preamble = 64, k_record = 64, k_tail = 64;
 constexpr u64 k_max_json = 256ull << 20;  // header/footer sanity bound
+constexpr const char* k_transform = "dct2-orthonormal-blockwise";  // the only one of 1.0
 
 // Fuzzing builds (scripts/fuzz.sh) skip the checksum comparisons, so that the fuzzer reaches the
 // parsers and decoders behind them; every other build checks every checksum.
@@ -85,6 +86,13 @@ u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) 
   throw error(errc::corrupt, file + ": corrupt archive: " + what);
 }
 
+/** Readers size their buffers by samples_per_chunk: a chunk above it is corrupt. */
+[[noreturn]] void too_many_samples(const std::string& file, const chunk_info& c, u64 most) {
+  corrupt(file, "chunk " + std::to_string(c.index) + " holds " + std::to_string(c.count) +
+                    " samples, more than the header's samples_per_chunk (" +
+                    std::to_string(most) + ")");
+}
+
 /** Refuse `n` bytes at `data` as corrupt unless their XXH64 is `expected` (`what` names them:
  *  "header" gives "header checksum mismatch"). Chunks, whose sum covers record and payload,
  *  are checked by archive_reader::verify_chunk; every other sum goes through here. */
@@ -100,6 +108,12 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     auto t = parse_dtype(j.at("dtype").get<std::string>());
     auto l = parse_layout(j.at("layout").get<std::string>());
     const auto& c = j.at("codec");
+    if (const auto tr = c.at("transform").get<std::string>(); tr != k_transform) {
+      // A later writer's transform: decoding it as this one would give wrong data silently.
+      throw error(errc::unsupported_version,
+                  file + ": codec transform " + json_text(tr.substr(0, 60)) +
+                      " is not one this dctchop decodes (" + k_transform + "); upgrade dctchop");
+    }
     auto ct = parse_coeff_type(c.at("coeff").get<std::string>());
     if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
     h.type = *t;
@@ -150,7 +164,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
   } catch (const std::out_of_range& e) {
     corrupt(file, std::string("header: ") + e.what());
   } catch (const error& e) {
-    if (e.code() == errc::corrupt) throw;
+    if (e.code() == errc::corrupt || e.code() == errc::unsupported_version) throw;
     corrupt(file, std::string("header: ") + e.what());
   }
   return h;
@@ -219,7 +233,7 @@ nlohmann::json archive_header::to_json() const {
   j["planes"] = geom.planes;
   j["height"] = geom.height;
   j["width"] = geom.width;
-  j["codec"] = {{"transform", "dct2-orthonormal-blockwise"},
+  j["codec"] = {{"transform", k_transform},
                 {"block", codec.block},
                 {"chop", codec.chop},
                 {"coeff", std::string(to_string(codec.coeff))},
@@ -264,7 +278,7 @@ void archive_writer::pad_to_alignment() {
 void archive_writer::write_chunk(u64 first, u64 count, std::span<const std::byte> coeffs) {
   const u64 cbps = header_.coeff_bytes_per_sample();
   if (first != next_sample_ || count == 0 || first + count > header_.geom.samples ||
-      coeffs.size() != count * cbps || !sides_.empty()) {
+      count > header_.samples_per_chunk || coeffs.size() != count * cbps || !sides_.empty()) {
     throw error(errc::internal, out_.display_name() + ": chunk out of order or of wrong size");
   }
   chunk_info c;
@@ -403,6 +417,12 @@ archive_reader archive_reader::open(const std::string& path) {
   return r;
 }
 
+void archive_reader::check_tail_counts(const unsigned char* tail) const {
+  if (chunks_.size() != get_u64(tail + 32) || header_.geom.samples != get_u64(tail + 40)) {
+    corrupt(display_name(), "tail disagrees with the index");
+  }
+}
+
 void archive_reader::read_footer_random() {
   const std::string name = display_name();
   const u64 size = file_.size();
@@ -420,9 +440,7 @@ void archive_reader::read_footer_random() {
   file_.read_at(foff, text.data(), text.size(), "footer");
   check_sum(text.data(), text.size(), fhash, name, "index");
   parse_footer(text);
-  if (chunks_.size() != get_u64(tail + 32) || header_.geom.samples != get_u64(tail + 40)) {
-    corrupt(name, "tail disagrees with the index");
-  }
+  check_tail_counts(tail);
   // Chunks and side arrays must lie between the data offset and the footer.
   for (const auto& c : chunks_) {
     // Subtractions, not sums: the values come from the file (stored_bytes < 2^62, see the
@@ -465,6 +483,7 @@ void archive_reader::parse_footer(const std::string& text) {
           c.raw_bytes != c.count * cbps) {
         corrupt(name, "index entry " + std::to_string(c.index) + " is inconsistent");
       }
+      if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
       if (c.stages != 0) {
         throw error(errc::unsupported_version,
                     name + ": chunk " + std::to_string(c.index) +
@@ -495,14 +514,18 @@ void archive_reader::parse_footer(const std::string& text) {
           overflow |= d != 0 && bytes > UINT64_MAX / d;
           bytes *= d;
         }
-        if (!type || overflow || s.shape.empty() || s.shape[0] != header_.geom.samples ||
+        // Little-endian (or single-byte) only: the bytes are read as they lie.
+        if (!type || (type->big_endian && type->itemsize > 1) || s.descr.starts_with('>') ||
+            overflow || s.shape.empty() || s.shape[0] != header_.geom.samples ||
             bytes != s.bytes) {
           corrupt(name, "side array '" + s.name + "' is malformed");
         }
         sides.push_back(std::move(s));
       }
     }
-    if (f.contains("nonfinite_replaced")) (void)json_integer<u64>(f.at("nonfinite_replaced"));
+    if (f.contains("nonfinite_replaced") || header_.nonfinite_replacement) {
+      (void)json_integer<u64>(f.at("nonfinite_replaced"));  // required with header "nonfinite"
+    }
     // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR).
     if (f.contains("quality")) {
       const auto& q = f.at("quality");
@@ -594,6 +617,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       }
       corrupt(name, "chunk " + std::to_string(next_index_) + ": bad record");
     }
+    if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
     coeffs.resize(c.stored_bytes);
     file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
     verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
@@ -632,6 +656,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   check_sum(text.data(), text.size(), fhash, name, "index");
   std::vector<chunk_info> seen = std::move(chunks_);
   parse_footer(text);
+  check_tail_counts(t);
   if (seen.size() != chunks_.size()) corrupt(name, "index disagrees with the chunks read");
   for (std::size_t i = 0; i < seen.size(); ++i) {
     const auto &a = seen[i], &b = chunks_[i];

@@ -148,6 +148,8 @@ class archive_reader {
  private:
   explicit archive_reader(input_file f) : file_(std::move(f)) {}
   void read_footer_random();
+  /** The tail's chunk and sample counts (at +32 and +40) against the parsed index. */
+  void check_tail_counts(const unsigned char* tail) const;
   void parse_footer(const std::string& text);
   void verify_chunk(const chunk_info& expect, const unsigned char* record,
                     std::span<const std::byte> payload) const;
