@@ -18,6 +18,7 @@
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/metrics.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -494,6 +495,29 @@ TEST(CoeffTypes, ValueTooLargeForF16IsAnErrorNamingF32AndTheSample) {
     EXPECT_EQ(e.sample(), 1);
     EXPECT_NE(std::string(e.what()).find("--coeff f32"), std::string::npos) << e.what();
   }
+}
+
+TEST(CoeffTypes, ValueTooLargeForBf16ButNotForF32NamesF32) {
+  // A constant 4x4 block: DC = 4 x = 3.399e38, past bf16's largest (3.3895e38) but below
+  // f32's (3.4028e38), which holds it.
+  std::vector<float> x(16, 8.4975e37f);
+  geometry g{layout::hw, 1, 1, 4, 4};
+  std::vector<std::byte> c(4);
+  const auto view = make_view(g, dtype::f32, static_cast<const void*>(x.data()), 1);
+  const auto be = make_backend(backend_kind::cpu);
+  test::expect_error([&] { be->encode({4, 1, coeff_type::bf16, 0}, view, c); },
+                     errc::out_of_range, {"does not fit bf16; use --coeff f32"});
+  be->encode({4, 1, coeff_type::f32, 0}, view, c);
+  float dc;
+  std::memcpy(&dc, c.data(), 4);
+  EXPECT_FLOAT_EQ(dc, 4 * 8.4975e37f);
+  // Twice that passes f32's largest too: f32 refuses it with no type left to name.
+  std::vector<float> y(16, 1.7e38f);
+  const auto big = make_view(g, dtype::f32, static_cast<const void*>(y.data()), 1);
+  test::expect_error([&] { be->encode({4, 1, coeff_type::f32, 0}, big, c); }, errc::out_of_range,
+                     {"does not fit f32; no coefficient type can hold"});
+  test::expect_error([&] { be->encode({4, 1, coeff_type::bf16, 0}, big, c); }, errc::out_of_range,
+                     {"beyond f32's 3.4e+38 too"});
 }
 
 TEST(CoeffTypes, NanInFloatInputIsABadInputErrorNamingTheSample) {

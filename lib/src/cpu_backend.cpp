@@ -134,14 +134,17 @@ int region_threads(int threads) {
   const double bound = p.block * max_dev;
   const bool offset_outside = hi >= lo && (p.offset < lo || p.offset > hi);  // (hi < lo: none finite)
   std::string suggestion;
-  if (bound < 3.0e38 && p.coeff != coeff_type::f32) {
+  // |C[u][v]| <= B * max |x - offset| (orthonormal rows: sum_x |T[u][x]| <= sqrt(B)), so
+  // below f32's largest value f32 holds every coefficient of this sample.
+  const double f32_max = std::numeric_limits<float>::max();
+  if (bound < f32_max && p.coeff != coeff_type::f32) {
     suggestion = "use --coeff f32";
     // Values that lie outside the offset's side of them but close together (12-bit data in
     // u16, say) fit this type once the offset is among them: the DC bound is then at most
     // B * (hi - lo).
     const double largest = p.coeff == coeff_type::f16 ? 65504.0
                            : p.coeff == coeff_type::i16 ? 32767.0
-                                                        : 3.0e38;
+                                                        : f32_max;
     if (offset_outside && p.block * (hi - lo) < 0.9 * largest) {
       char b[200];
       std::snprintf(b, sizeof b,
@@ -151,12 +154,19 @@ int region_threads(int threads) {
       suggestion += b;
     }
   } else {
-    char b[64];
-    std::snprintf(b, sizeof b, "%.3g", max_dev);
-    suggestion = std::string("no coefficient type can hold coefficients this large (|x - offset| "
-                             "up to ") + b + "); ";
+    char b[200];
+    if (p.coeff == coeff_type::f32) {
+      std::snprintf(b, sizeof b,
+                    "no coefficient type can hold coefficients this large (|x - offset| up to "
+                    "%.3g); ", max_dev);
+    } else {  // the bound passes f32's too, which only --coeff f32 can tell for sure
+      std::snprintf(b, sizeof b,
+                    "coefficients may reach %.3g (%d x |x - offset| up to %.3g), beyond f32's "
+                    "3.4e+38 too (--coeff f32 may still hold them); ", bound, p.block, max_dev);
+    }
+    suggestion = b;
     // The offset far outside values that would fit (--offset 1e39, say) is the thing to change.
-    if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < 3.0e38) {
+    if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < f32_max) {
       char o[160];
       std::snprintf(o, sizeof o,
                     "the offset %.3g lies far from the values, which lie in [%.6g, %.6g]; choose "
