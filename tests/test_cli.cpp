@@ -913,6 +913,29 @@ TEST(Cli, AnOffsetTooFarFromTheValuesForAnyTypeIsNamedAsTheCause) {
                          "the offset 1e+39 lies far from the values"}});
 }
 
+TEST(Cli, AnOffsetFarEnoughToCostF32PrecisionIsNotedWithTheErrorItCosts) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  // u8 values 1.2e8 from the offset: f32 keeps about 8 of their units, the decode errs by
+  // tens (the note's estimate: 8 x 1.2e8 x 2^-24 = 59) at every chop.
+  auto far = cli(dir, "compress in.npy -o a.dcz --offset 123456789 --coeff f32 --chop 8 --json");
+  ASSERT_EQ(far.status, 0) << describe(far);
+  const auto j = parse_json(far.out);
+  const double err = j.at("quality").at("max_abs_error").get<double>();
+  EXPECT_GT(err, 20) << far.out;
+  std::string notes;
+  for (const auto& n : j.at("notes")) notes += n.get<std::string>() + "\n";
+  EXPECT_TRUE(contains(notes, "--offset 1.23457e+08 lies far from the values")) << notes;
+  EXPECT_TRUE(contains(notes, "decode errors of about 59")) << notes;
+  // The same in eval; near the values no note, and the round trip at chop 8 is exact.
+  auto ev = cli(dir, "eval in.npy --offset 123456789 --coeff f32 --chop 8");
+  EXPECT_TRUE(contains(ev.err, "lies far from the values")) << describe(ev);
+  auto near = cli(dir, "compress in.npy -o b.dcz --offset 100 --coeff f32 --chop 8 --json");
+  ASSERT_EQ(near.status, 0) << describe(near);
+  EXPECT_FALSE(contains(near.out + near.err, "lies far")) << describe(near);
+  EXPECT_EQ(parse_json(near.out).at("quality").at("max_abs_error").get<double>(), 0.0);
+}
+
 TEST(Cli, TwoArraysOfOneFileDefaultToOneNameAndTheSecondIsRefusedSayingWhy) {
   temp_dir dir;
   std::filesystem::copy_file(std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz", dir.file("m.npz"));

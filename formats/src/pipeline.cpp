@@ -65,33 +65,71 @@ const std::vector<std::byte>& input_source::first_sample() {
   return head_;
 }
 
+namespace {
+
+/** fn(x) for each finite value of the first sample, as a double. */
+template <typename Fn>
+void for_each_first_value(input_source& src, Fn&& fn) {
+  const auto& s = src.first_sample();
+  if (s.empty()) return;
+  auto each = [&](auto* v) {
+    for (u64 i = 0; i < src.geom.values_per_sample(); ++i) {
+      const double x = static_cast<double>(v[i]);
+      if (std::isfinite(x)) fn(x);
+    }
+  };
+  switch (src.type) {
+    case dtype::u8: each(reinterpret_cast<const std::uint8_t*>(s.data())); break;
+    case dtype::u16: each(reinterpret_cast<const std::uint16_t*>(s.data())); break;
+    case dtype::i16: each(reinterpret_cast<const std::int16_t*>(s.data())); break;
+    case dtype::f32: each(reinterpret_cast<const float*>(s.data())); break;
+    case dtype::f64: each(reinterpret_cast<const double*>(s.data())); break;
+  }
+}
+
+}  // namespace
+
 double codec_offset(input_source& src, const offset_choice& choice) {
   using rule = offset_choice::rule;
   if (choice.how == rule::value) return choice.value;  // validate() refuses a non-finite one
   if (choice.how == rule::automatic && !is_float(src.type)) return default_offset(src.type);
-  const auto& s = src.first_sample();
   double sum = 0;
   u64 count = 0;
-  auto add = [&](auto* v) {
-    for (u64 i = 0; i < src.geom.values_per_sample(); ++i) {
-      const double x = static_cast<double>(v[i]);
-      if (std::isfinite(x)) {
-        sum += x;
-        ++count;
-      }
-    }
-  };
-  if (s.empty()) return 0.0;
-  switch (src.type) {
-    case dtype::u8: add(reinterpret_cast<const std::uint8_t*>(s.data())); break;
-    case dtype::u16: add(reinterpret_cast<const std::uint16_t*>(s.data())); break;
-    case dtype::i16: add(reinterpret_cast<const std::int16_t*>(s.data())); break;
-    case dtype::f32: add(reinterpret_cast<const float*>(s.data())); break;
-    case dtype::f64: add(reinterpret_cast<const double*>(s.data())); break;
-  }
+  for_each_first_value(src, [&](double x) {
+    sum += x;
+    ++count;
+  });
   if (count == 0) return 0.0;
   const float mean = static_cast<float>(sum / static_cast<double>(count));
   return std::isfinite(mean) ? static_cast<double>(mean) : 0.0;
+}
+
+std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
+                            int block) {
+  if (choice.how != offset_choice::rule::value) return {};  // auto and mean lie among the values
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for_each_first_value(src, [&](double x) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  });
+  if (!(lo <= hi)) return {};
+  // The transforms run in f32: a coefficient of size up to B |x - o| carries a rounding
+  // error of about 2^-24 of that, which the decode keeps.
+  const double dev = std::max(std::fabs(lo - offset), std::fabs(hi - offset));
+  const double err = block * dev * 0x1p-24;
+  const bool matters = is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo) : err > 0.25;
+  if (!matters) return {};
+  char cost[96];
+  if (is_float(src.type)) {
+    std::snprintf(cost, sizeof cost, "about %.2g (%.2g%% of their spread)", err,
+                  100 * err / (hi - lo));
+  } else {
+    std::snprintf(cost, sizeof cost, "about %.2g", err);
+  }
+  return "--offset " + g_text(offset) + " lies far from the values (the first sample's lie in [" +
+         g_text(lo) + ", " + g_text(hi) + "]): the transforms compute in f32, whose precision at " +
+         "|x - offset| up to " + g_text(dev) + " costs decode errors of " + cost +
+         ", whatever the chop; --offset mean, or a value among the data, avoids that";
 }
 
 input_source open_input(const dataset_spec& spec, layout lay, std::optional<double> replace) {
@@ -646,6 +684,9 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   p.coeff = o.coeff.value_or(default_coeff_type(src.type, o.block));
   p.offset = codec_offset(src, o.offset);
   validate(p);
+  if (auto n = far_offset_note(src, o.offset, p.offset, p.block); !n.empty()) {
+    notes.push_back(std::move(n));
+  }
   samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates --chunk-mb before any work
   if (o.target.any() && !src.rereadable()) {
     throw error(errc::invalid_argument,

@@ -93,6 +93,12 @@ struct input_source {
  *  The header records it. */
 double codec_offset(input_source& src, const offset_choice& choice = {});
 
+/** A note when a `--offset V` lies so far from the first sample's values that f32 arithmetic
+ *  at |x - V| costs the decode more than rounding would (integers: 1/4; floats: 0.1% of the
+ *  spread), or "". */
+std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
+                            int block);
+
 /** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks. */
 inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec) {
   spec.decode_threads = static_cast<unsigned>(std::max(be.threads(), 1));

@@ -136,6 +136,10 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     range = float_range(input, o.lay, o.nonfinite_replacement, o.progress);
   }
   const double offset = codec_offset(src, o.offset);
+  const int largest_block = o.blocks.empty() ? 8 : *std::max_element(o.blocks.begin(), o.blocks.end());
+  if (auto n = far_offset_note(src, o.offset, offset, largest_block); !n.empty()) {
+    notes.push_back(std::move(n));
+  }
   for (int b : o.blocks) {
     std::vector<coeff_type> coeffs = o.coeffs;
     if (coeffs.empty()) coeffs.push_back(default_coeff_type(src.type, b));
