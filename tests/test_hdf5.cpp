@@ -1435,7 +1435,22 @@ TEST(Hdf5Cli, AFloat16DatasetIsNamedAsSuch) {
   }
   auto c = cli(dir, "compress h.h5:/half -o a.dcz");
   EXPECT_EQ(c.status, 3) << describe(c);
-  EXPECT_TRUE(contains(c.err, "float16")) << c.err;
+  EXPECT_TRUE(contains(c.err, "dtype float16 is not supported")) << c.err;
+  EXPECT_TRUE(contains(c.err, "convert it to float32 first")) << c.err;
+  // NumPy's "<u8" is uint64, dctchop's u8 uint8: the refusal says uint64, not "<u8".
+  {
+    formats::npy_dtype u64t;
+    u64t.kind = 'u';
+    u64t.itemsize = 8;
+    auto npy = formats::npy_writer::create(dir.file("w.npy"), u64t, {2, 8, 8}, false);
+    const std::vector<std::uint64_t> v(2 * 8 * 8, 7);
+    npy.write_rows(v.data(), 2);
+    npy.finish();
+  }
+  auto w = cli(dir, "compress w.npy -o w.dcz");
+  EXPECT_EQ(w.status, 3) << describe(w);
+  EXPECT_TRUE(contains(w.err, "w.npy: dtype uint64 is not supported; dctchop compresses uint8, "
+                              "uint16, int16, float32 and float64 arrays")) << w.err;
 }
 
 

@@ -336,7 +336,7 @@ INSTANTIATE_TEST_SUITE_P(SampleData, NpyBrokenFile,
                                            broken_case{"structured.npy", "structured"},
                                            broken_case{"bad_header.npy", "malformed"},
                                            broken_case{"bad_version.npy", "version 9.0"},
-                                           broken_case{"complex.npy", "complex arrays are not supported (data: u8, u16, i16, f32 or f64"}),
+                                           broken_case{"complex.npy", "complex arrays are not supported (data: uint8, uint16, int16, float32 or float64"}),
                          [](const auto& info) {
                            std::string n = info.param.file;
                            return n.substr(0, n.find('.'));

@@ -123,8 +123,8 @@ std::string unsupported_descr_reason(const std::string& descr) {
       break;
   }
   return "dtype '" + printable(descr) + "': " + why +
-         " (data: u8, u16, i16, f32 or f64; labels: bool, int8..int64, uint8..uint64 or "
-         "float16..float64)";
+         " (data: uint8, uint16, int16, float32 or float64; labels: bool, int8..int64, "
+         "uint8..uint64 or float16..float64)";
 }
 
 namespace {

@@ -149,12 +149,15 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   const npy_dtype& t = in.src->type();
   const auto dt = t.codec_dtype();
   if (!dt) {
+    // NumPy's names: its "<u8" is uint64, while dctchop's u8 is uint8.
     const bool half = t.kind == 'f' && t.itemsize == 2;
-    throw error(errc::bad_input, in.name() + ": dtype " + t.native_descr() +
-                                     (half ? " (float16)" : "") +
-                                     " is not supported; dctchop compresses u8, u16, i16, f32 "
-                                     "and f64 arrays" +
-                                     (half ? " (convert it to float32 first)" : ""));
+    const std::string name = t.kind == 'b' ? std::string("bool")
+                             : (t.kind == 'u' ? "uint" : t.kind == 'i' ? "int" : "float") +
+                                   std::to_string(8 * t.itemsize);
+    throw error(errc::bad_input, in.name() + ": dtype " + name + " is not supported; dctchop "
+                                     "compresses uint8, uint16, int16, float32 and float64 "
+                                     "arrays (u8, u16, i16, f32, f64 in its own names)" +
+                                     (half ? "; convert it to float32 first" : ""));
   }
   in.type = *dt;
   if (replace && in.type == dtype::f32 &&

@@ -224,7 +224,7 @@ def check_compress_from_python(binary, d, x, y):
     check(e is not None and isinstance(e, dctchop.FileError) and e.errno == errno.ENOENT and
           e.kind == "io", f"a missing archive is a dctchop.FileError too: {e!r}")
     check(dctchop.compress(x, f"{d}/py.dcz", overwrite=True)["chop"] == 4, "overwrite=True")
-    e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "<i4")
+    e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "dtype int32 is not supported")
     check(e is not None and e.kind == "bad_input", f"an int32 array: {e!r}")
     raises(dctchop.Error, lambda: dctchop.compress(x, f"{d}/l.dcz", labels=y[:5]), "one row per sample")
     raises(dctchop.Error, lambda: dctchop.compress(np.float32(3), f"{d}/z.dcz"), "0-d")
