@@ -561,8 +561,19 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
     h5_write_compound(f.get(), "/rec", {4, 8, 8});
     h5_write_strings(f.get(), "/names", {4, 8});
     h5_write(f.get(), "/vec", H5T_IEEE_F32LE, {40}, std::vector<float>(40, 1.0f));
+    // Names that are there but lead to no dataset: a group, and links to nothing.
+    H5Gclose(H5Gcreate2(f.get(), "/grp", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(H5Lcreate_soft("/gone", f.get(), "/soft", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_external("absent.h5", "/x", f.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
   }
   const std::string b = dir.file("bad.h5");
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/grp")); }, errc::bad_input,
+               {"bad.h5:/grp: is a group, not a dataset"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/soft")); }, errc::bad_input,
+               {"bad.h5:/soft: is a soft link to /gone, which does not exist"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/ext")); }, errc::bad_input,
+               {"bad.h5:/ext: is an external link to absent.h5:/x, which cannot be opened: "
+                "absent.h5 is missing or holds no /x"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/rec")); }, errc::bad_input,
                {"bad.h5", "/rec", "compound"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/names")); }, errc::bad_input,

@@ -256,6 +256,40 @@ std::vector<candidate> list_datasets(hid_t file) {
 // ---- source -------------------------------------------------------------------------------
 
 class hdf5_source final : public sample_source {
+  /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
+   *  there, so "no such dataset" would puzzle). */
+  std::string not_a_dataset() const {
+    const char* at = dataset_.c_str();
+    if (H5Oexists_by_name(file_.get(), at, H5P_DEFAULT) > 0) {
+      H5O_info_t oi{};
+      if (H5Oget_info_by_name(file_.get(), at, &oi, H5P_DEFAULT) >= 0 &&
+          oi.type == H5O_TYPE_GROUP) {
+        return "is a group, not a dataset";
+      }
+      return "is not a dataset";
+    }
+    H5L_info_t li{};
+    if (H5Lget_info(file_.get(), at, &li, H5P_DEFAULT) < 0 || li.u.val_size == 0 ||
+        li.u.val_size > 4096) {
+      return "is a link to nothing this file or its links hold";
+    }
+    std::vector<char> val(li.u.val_size + 1, '\0');
+    if (H5Lget_val(file_.get(), at, val.data(), val.size(), H5P_DEFAULT) < 0) {
+      return "is a link to nothing this file or its links hold";
+    }
+    if (li.type == H5L_TYPE_SOFT) {
+      return std::string("is a soft link to ") + val.data() + ", which does not exist";
+    }
+    const char *file = nullptr, *object = nullptr;
+    if (li.type == H5L_TYPE_EXTERNAL &&
+        H5Lunpack_elink_val(val.data(), val.size(), nullptr, &file, &object) >= 0 && file &&
+        object) {
+      return std::string("is an external link to ") + file + ":" + object +
+             ", which cannot be opened: " + file + " is missing or holds no " + object;
+    }
+    return "is a link to nothing this file or its links hold";
+  }
+
  public:
   explicit hdf5_source(const dataset_spec& spec) : path_(spec.path) {
     quiet_hdf5 quiet;
@@ -290,7 +324,7 @@ class hdf5_source final : public sample_source {
       throw error(errc::bad_input, nm + ": no such dataset in the file" + list_hint());
     }
     h5_id probe(H5Dopen2(file_.get(), dataset_.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!probe.valid()) throw error(errc::bad_input, nm + ": is not a dataset" + list_hint());
+    if (!probe.valid()) throw error(errc::bad_input, nm + ": " + not_a_dataset() + list_hint());
     {
       h5_id type(H5Dget_type(probe.get()), H5Tclose);
       type_ = numeric_type(type.get(), nm);
