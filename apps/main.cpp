@@ -77,15 +77,15 @@ struct interrupted {};
 const char* k_examples = R"(
 Examples:
   dctchop compress train.npy -o train.dcz              # u8 images, block 8, chop 4, f16
-  dctchop compress train.npy -o train.dcz --psnr 35    # the largest ratio with PSNR >= 35 dB
+  dctchop compress train.npy -o t35.dcz --psnr 35      # the largest ratio with PSNR >= 35 dB
   dctchop compress fields.npy -o f.dcz --chop 2 --coeff bf16
-  dctchop compress train.h5:/images --labels train.h5:/labels -o train.dcz
-  dctchop compress mnist.npz:x_train --labels mnist.npz:y_train -o train.dcz
+  dctchop compress train.h5:/images --labels train.h5:/labels -o train_h5.dcz
+  dctchop compress mnist.npz:x_train --labels mnist.npz:y_train -o mnist.dcz
   dctchop compress field.bin --raw --dtype f32 --shape 64,512,512 -o field.dcz
   dctchop compress sst.npy -o sst.dcz --nonfinite replace=0   # NaN/Inf (land) stored as 0
   dctchop compress xray.npy -o xray.dcz --coeff bf16 --offset mean  # 12-bit data in u16
   dctchop decompress train.dcz -o check.h5:/images
-  dctchop decompress train.dcz -o check.npz            # np.load: check["data"], check["labels"]
+  dctchop decompress train.dcz -o check.npz            # np.load: check["data"] (and ["labels"])
   dctchop compress images.npy -o - --json | ssh host 'cat > images.dcz'
   dctchop eval train.npy --chop 1,2,4,6 --coeff f16,bf16 --csv > rd.csv
   dctchop info train.dcz --json
