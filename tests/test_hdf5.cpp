@@ -1140,6 +1140,16 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   }
   auto l = cli(dir, "decompress a.dcz -o o.h5:/labels");
   EXPECT_NE(l.err.find("written beside the data as /labels"), std::string::npos) << l.err;
+  // Paths inside one another are named as such, --labels-out's too.
+  for (const auto& [args, says] :
+       {std::pair{"-o o.h5:/labels/images", "the data's path would lie inside the labels' "
+                                            "dataset /labels"},
+        std::pair{"-o o.h5:/x --labels-out o.h5:/x/y", "o.h5:/x: the labels' path /x/y would "
+                                                       "lie inside the data's dataset"}}) {
+    auto p = cli(dir, std::string("decompress a.dcz ") + args);
+    EXPECT_EQ(p.status, 2) << describe(p);
+    EXPECT_NE(p.err.find(says), std::string::npos) << args << "\n" << p.err;
+  }
   // Without the slash the name is still a dataset, not a file named "o.h5:images".
   must(dir, "decompress a.dcz -o o.h5:images -q");
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5:images")));

@@ -872,9 +872,15 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     const std::string& labels = labels_beside;
     if (ds == labels ||
         (!npz_out && (ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0))) {
+      // (An HDF5 dataset holds no other object: /x/y cannot be beside the data /x.)
+      const std::string why =
+          ds == labels ? "the archive's labels are written beside the data as " + labels
+          : labels.rfind(ds + "/", 0) == 0
+              ? "the labels' path " + labels + " would lie inside the data's dataset"
+              : "the data's path would lie inside the labels' dataset " + labels;
       throw error(errc::invalid_argument,
-                  out.path + ":" + ds + ": the archive's labels are written beside the data as " +
-                      labels + (npz_out ? "; choose another array name" : "; choose another dataset path"));
+                  out.path + ":" + ds + ": " + why +
+                      (npz_out ? "; choose another array name" : "; choose another dataset path"));
     }
   }
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
