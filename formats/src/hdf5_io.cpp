@@ -718,13 +718,15 @@ class hdf5_sink final : public sample_sink {
   static void write_attribute(hid_t obj, const std::string& key, const nlohmann::json& v) {
     h5_id space(H5Screate(H5S_SCALAR), H5Sclose);
     if (v.is_string()) {
+      // Variable-length UTF-8, as h5py writes a str: h5py 3 reads it back as str, while a
+      // fixed-length string comes back as bytes (b'NHW' != 'NHW').
       const std::string s = v.get<std::string>();
       h5_id t(H5Tcopy(H5T_C_S1), H5Tclose);
-      H5Tset_size(t.get(), std::max<std::size_t>(1, s.size()));
-      H5Tset_strpad(t.get(), H5T_STR_NULLPAD);
-      H5Tset_cset(t.get(), H5T_CSET_UTF8);  // h5py reads it as str, not bytes
+      H5Tset_size(t.get(), H5T_VARIABLE);
+      H5Tset_cset(t.get(), H5T_CSET_UTF8);
       h5_id a(H5Acreate2(obj, key.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-      if (a.valid()) H5Awrite(a.get(), t.get(), s.data());
+      const char* p = s.c_str();
+      if (a.valid()) H5Awrite(a.get(), t.get(), &p);
     } else if (v.is_number_integer()) {
       const long long x = v.get<long long>();
       h5_id a(H5Acreate2(obj, key.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),

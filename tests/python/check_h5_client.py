@@ -58,11 +58,10 @@ def check_attrs(dset, archive, chop, psnr_reported):
     check(int(attrs["dctchop_block"]) == 8, f"dctchop_block is {attrs['dctchop_block']}, not 8")
     check(int(attrs["dctchop_chop"]) == chop, f"dctchop_chop is {attrs['dctchop_chop']}, not {chop}")
     check(int(attrs["dctchop_first_sample"]) == 0, "dctchop_first_sample is not 0")
+    for key in ("dctchop_archive", "dctchop_coeff", "dctchop_layout"):
+        # Variable-length UTF-8 strings, as h5py writes a str: a fixed-length one reads as bytes.
+        check(isinstance(attrs[key], str), f"{key} is a {type(attrs[key]).__name__}, not a str")
     archive_attr = attrs["dctchop_archive"]
-    if isinstance(archive_attr, bytes):
-        archive_attr = archive_attr.decode()
-    check(isinstance(archive_attr, str), f"dctchop_archive is a {type(archive_attr).__name__}, "
-                                         "not a str (h5py reads UTF-8 strings as str)")
     check(archive in archive_attr, f"dctchop_archive {archive_attr!r} does not name {archive}")
     if psnr_reported is None:
         check("dctchop_psnr_db" not in attrs or not np.isfinite(attrs["dctchop_psnr_db"]),
