@@ -1009,6 +1009,46 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   EXPECT_TRUE(contains(alone.err, "other than /images")) << alone.err;
 }
 
+TEST(Hdf5Cli, AVirtualDatasetWithAMissingSourceFileIsNotedSinceItsRowsReadAsFill) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("v.h5"));
+    h5_write(f.get(), "/src", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 9));
+    const hsize_t half[3] = {2, 8, 8}, whole[3] = {4, 8, 8};
+    const hsize_t top[3] = {0, 0, 0}, bottom[3] = {2, 0, 0};
+    // /ok maps /src of this file twice; /holes maps it and /src of a file that is not there.
+    for (const char* name : {"/ok", "/holes"}) {
+      const hid_t vspace = H5Screate_simple(3, whole, nullptr);
+      const hid_t sspace = H5Screate_simple(3, half, nullptr);
+      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      H5Sselect_hyperslab(vspace, H5S_SELECT_SET, top, nullptr, half, nullptr);
+      ASSERT_GE(H5Pset_virtual(dcpl, vspace, ".", "/src", sspace), 0);
+      H5Sselect_hyperslab(vspace, H5S_SELECT_SET, bottom, nullptr, half, nullptr);
+      ASSERT_GE(H5Pset_virtual(dcpl, vspace, std::string(name) == "/ok" ? "." : "absent.h5",
+                               "/src", sspace), 0);
+      const hid_t d = H5Dcreate2(f.get(), name, H5T_STD_U8LE, vspace, H5P_DEFAULT, dcpl,
+                                 H5P_DEFAULT);
+      ASSERT_GE(d, 0) << name;
+      H5Dclose(d);
+      H5Pclose(dcpl);
+      H5Sclose(sspace);
+      H5Sclose(vspace);
+    }
+  }
+  auto ok = must(dir, "compress v.h5:/ok -o ok.dcz");
+  EXPECT_FALSE(contains(ok.err, "virtual")) << ok.err;
+  auto holes = must(dir, "compress v.h5:/holes -o holes.dcz");
+  EXPECT_TRUE(contains(holes.err, "v.h5:/holes: a virtual dataset whose source file absent.h5 is "
+                                  "not found (beside it, or here): the rows mapped to it read as "
+                                  "the fill value")) << holes.err;
+  // The rows are there all the same: the fill value, 0.
+  must(dir, "decompress holes.dcz -o holes.npy");
+  const auto back = dctchop::test::load_npy(dir.file("holes.npy"));
+  ASSERT_EQ(back.values.size(), 4u * 64);
+  EXPECT_EQ(back.values[0], 9.0);
+  EXPECT_EQ(back.values[3 * 64], 0.0);
+}
+
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));  // /train/labels is 1-D: not image-like

@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -349,6 +351,11 @@ class hdf5_source final : public sample_source {
         }
         if (missing_.empty()) missing_ = std::move(m.message);
       }
+      if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
+        if (auto v = missing_virtual_sources(dcpl.get()); !v.empty()) {
+          note_ += (note_.empty() ? "" : "; ") + nm + ": " + v;
+        }
+      }
       if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
         std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
         H5Pget_chunk(dcpl.get(), nd, chunk.data());
@@ -429,6 +436,38 @@ class hdf5_source final : public sample_source {
   std::string choose(const dataset_spec& spec) {
     return choose_array(path_, list_datasets(file_.get()), spec,
                         {"dataset", "FILE.h5:/path or --dataset", "--labels FILE.h5:/path"}, note_);
+  }
+
+  /** A virtual dataset's source files that cannot be found, relative names looked up beside
+   *  this file and in the working directory (as HDF5 does), as a note: HDF5 reads their rows
+   *  as the fill value without a word, and h5py too. "" when all are there, or when
+   *  HDF5_VDS_PREFIX says where to look instead. */
+  std::string missing_virtual_sources(hid_t dcpl) const {
+    namespace fs = std::filesystem;
+    if (const char* prefix = std::getenv("HDF5_VDS_PREFIX"); prefix && *prefix) return {};
+    std::size_t count = 0;
+    if (H5Pget_virtual_count(dcpl, &count) < 0) return {};
+    std::set<std::string> missing;
+    const fs::path here = fs::path(path_).parent_path();
+    for (std::size_t i = 0; i < count; ++i) {
+      const ssize_t n = H5Pget_virtual_filename(dcpl, i, nullptr, 0);
+      if (n <= 0) continue;
+      std::string name(static_cast<std::size_t>(n) + 1, '\0');
+      if (H5Pget_virtual_filename(dcpl, i, name.data(), name.size()) < 0) continue;
+      name.resize(static_cast<std::size_t>(n));
+      if (name == ".") continue;  // this file
+      std::error_code ec;
+      const fs::path p(name);
+      if (fs::exists(p, ec) || (p.is_relative() && fs::exists(here / p, ec))) continue;
+      missing.insert(name);
+    }
+    if (missing.empty()) return {};
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return "a virtual dataset whose source file" + std::string(missing.size() > 1 ? "s " : " ") +
+           list + (missing.size() > 1 ? " are" : " is") +
+           " not found (beside it, or here): the rows mapped to " +
+           (missing.size() > 1 ? "them" : "it") + " read as the fill value";
   }
 
   std::string list_hint() const {
