@@ -145,6 +145,21 @@ hid_t ieee_f16le() {
   return t;
 }
 
+/** NumPy's bool as h5py stores it: the enum {FALSE = 0, TRUE = 1} of int8, which h5py reads
+ *  back as bool (a plain uint8 would come back as uint8). One per process, never closed. */
+hid_t h5py_bool() {
+  static const hid_t t = [] {
+    const hid_t e = H5Tenum_create(H5T_NATIVE_INT8);
+    signed char no = 0, yes = 1;
+    if (e < 0 || H5Tenum_insert(e, "FALSE", &no) < 0 || H5Tenum_insert(e, "TRUE", &yes) < 0 ||
+        H5Tlock(e) < 0) {
+      throw error(errc::internal, "HDF5: cannot make the bool type");
+    }
+    return e;
+  }();
+  return t;
+}
+
 /** True when `type` is a 2-byte IEEE half (the fields of ieee_f16le), whatever its order. */
 bool is_ieee_half(hid_t type) {
   std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
@@ -172,9 +187,25 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
                                           "(bfloat16?); convert it to float32 first");
     }
   }
+  if (cls == H5T_ENUM) {
+    // An enum of integers reads as its values. h5py stores NumPy's bool as the enum
+    // {FALSE = 0, TRUE = 1} of int8: that one is bool again, as h5py gives it back.
+    h5_id base(H5Tget_super(type), H5Tclose);
+    if (base.valid() && H5Tget_class(base.get()) == H5T_INTEGER &&
+        (size == 1 || size == 2 || size == 4 || size == 8)) {
+      t.kind = H5Tget_sign(base.get()) == H5T_SGN_NONE ? 'u' : 'i';
+      signed char v = -1;
+      if (size == 1 && H5Tget_nmembers(type) == 2 &&
+          H5Tenum_valueof(type, "FALSE", &v) >= 0 && v == 0 &&
+          H5Tenum_valueof(type, "TRUE", &v) >= 0 && v == 1) {
+        t.kind = 'b';
+      }
+      return t;
+    }
+  }
   const char* what = cls == H5T_COMPOUND ? "a compound (structured) dataset"
                      : cls == H5T_STRING ? "a string dataset"
-                     : cls == H5T_ENUM   ? "an enum (or h5py bool) dataset"
+                     : cls == H5T_ENUM   ? "an enum dataset of non-integer values"
                      : cls == H5T_ARRAY  ? "an array-typed dataset"
                      : cls == H5T_VLEN   ? "a variable-length dataset"
                      : cls == H5T_OPAQUE ? "an opaque dataset"
@@ -187,8 +218,9 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
 /** The in-memory (native) HDF5 type for a numeric type. */
 hid_t memory_type(const npy_dtype& t) {
   if (t.kind == 'f' && t.itemsize == 2) return ieee_f16le();  // (x86 and Arm: little-endian)
+  if (t.kind == 'b') return h5py_bool();
   if (t.kind == 'f') return t.itemsize == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
-  const bool u = t.kind == 'u' || t.kind == 'b';
+  const bool u = t.kind == 'u';
   switch (t.itemsize) {
     case 1: return u ? H5T_NATIVE_UINT8 : H5T_NATIVE_INT8;
     case 2: return u ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT16;
@@ -200,8 +232,9 @@ hid_t memory_type(const npy_dtype& t) {
 /** The little-endian file type for a numeric type. */
 hid_t file_type(const npy_dtype& t) {
   if (t.kind == 'f' && t.itemsize == 2) return ieee_f16le();
+  if (t.kind == 'b') return h5py_bool();
   if (t.kind == 'f') return t.itemsize == 4 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
-  const bool u = t.kind == 'u' || t.kind == 'b';
+  const bool u = t.kind == 'u';
   switch (t.itemsize) {
     case 1: return u ? H5T_STD_U8LE : H5T_STD_I8LE;
     case 2: return u ? H5T_STD_U16LE : H5T_STD_I16LE;
@@ -330,6 +363,9 @@ class hdf5_source final : public sample_source {
     {
       h5_id type(H5Dget_type(probe.get()), H5Tclose);
       type_ = numeric_type(type.get(), nm);
+      if (H5Tget_class(type.get()) == H5T_ENUM) {  // read as the enum, in native order
+        enum_memory_ = h5_id(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose);
+      }
     }
     h5_id space(H5Dget_space(probe.get()), H5Sclose);
     const int nd = H5Sget_simple_extent_ndims(space.get());
@@ -384,7 +420,7 @@ class hdf5_source final : public sample_source {
     if (spec.decode_threads > 0 && !shape_.empty()) {
       h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
       h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
-      chunks_ = chunk_reader::make(dset_.get(), dcpl.get(), file_type.get(), memory_type(type_),
+      chunks_ = chunk_reader::make(dset_.get(), dcpl.get(), file_type.get(), read_type(),
                                    shape_, spec.decode_threads);
     }
   }
@@ -402,7 +438,7 @@ class hdf5_source final : public sample_source {
     quiet_hdf5 quiet;
     const std::size_t nd = shape_.size();
     if (nd == 0) {
-      check(H5Dread(dset_.get(), memory_type(type_), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst),
+      check(H5Dread(dset_.get(), read_type(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst),
             errc::io, name() + ": read failed");
       return;
     }
@@ -410,7 +446,7 @@ class hdf5_source final : public sample_source {
     if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
-    if (H5Dread(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
+    if (H5Dread(dset_.get(), read_type(), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
       const auto [why, in_filter] = last_hdf5_failure();
       const std::string rows =
@@ -475,7 +511,13 @@ class hdf5_source final : public sample_source {
     return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + listing(all) + ")";
   }
 
+  /** The type values are read as: the native numeric type, or an enum's own. */
+  hid_t read_type() const {
+    return enum_memory_.valid() ? enum_memory_.get() : memory_type(type_);
+  }
+
   std::string path_, dataset_, note_;
+  h5_id enum_memory_;
   std::string missing_;  // an optional filter that cannot be loaded: the message naming it
   std::vector<filter_output> outputs_;  // what dctchop's filters decode a chunk to
   h5_id file_, dset_;

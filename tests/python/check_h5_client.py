@@ -182,6 +182,32 @@ def float16_labels(binary, work):
               f"float16 labels from {source} in .npy: {npy!r}")
 
 
+def bool_and_enum_labels(binary, work):
+    """h5py's bool (an int8 enum FALSE/TRUE) and another integer enum as labels: read as their
+    values, bool staying bool through the archive, back into HDF5 (as h5py writes bool) and
+    into .npy."""
+    images = smooth_u8(6, 16, 16, 1)[..., 0]
+    flags = np.array([True, False, True, True, False, False])
+    colors = np.array([0, 2, 1, 2, 0, 1], np.uint8)
+    with h5py.File(os.path.join(work, "enum.h5"), "w") as f:
+        f.create_dataset("x", data=images)
+        f.create_dataset("flags", data=flags, chunks=(4,), compression="gzip")
+        f.create_dataset("colors", data=colors,
+                         dtype=h5py.enum_dtype({"red": 0, "green": 1, "blue": 2}, basetype="u1"))
+    for name, want in (("flags", flags), ("colors", colors)):
+        run(binary, ["compress", "enum.h5:/x", "--labels", f"enum.h5:/{name}", "-o", "e.dcz", "-q",
+                     "-f"], work)
+        run(binary, ["decompress", "e.dcz", "-o", "e_out.h5", "-q", "-f", "--labels-out",
+                     "e_labels.npy"], work)
+        with h5py.File(os.path.join(work, "e_out.h5"), "r") as f:
+            got = f["labels"][...]
+        check(got.dtype == want.dtype and np.array_equal(got, want),
+              f"{name} labels in HDF5: {got.dtype} {got!r} != {want!r}")
+        npy = np.load(os.path.join(work, "e_labels.npy"))
+        check(npy.dtype == want.dtype and np.array_equal(npy, want),
+              f"{name} labels in .npy: {npy.dtype} {npy!r}")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -194,6 +220,7 @@ def main():
         u8_round_trip(binary, work)
         f32_big_endian_round_trip(binary, work)
         float16_labels(binary, work)
+        bool_and_enum_labels(binary, work)
     except Mismatch as e:
         print(f"check_h5_client: FAILED: {e}", file=sys.stderr)
         return 1
