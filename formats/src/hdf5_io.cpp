@@ -16,8 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <set>
 #include <numeric>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -491,7 +491,8 @@ class hdf5_source final : public sample_source {
       std::string name(static_cast<std::size_t>(n) + 1, '\0');
       if (H5Pget_virtual_filename(dcpl, i, name.data(), name.size()) < 0) continue;
       name.resize(static_cast<std::size_t>(n));
-      if (name == ".") continue;  // this file
+      // This file; or a printf-like pattern of an unlimited mapping (%b), not a file name.
+      if (name == "." || name.find('%') != std::string::npos) continue;
       std::error_code ec;
       const fs::path p(name);
       if (fs::exists(p, ec) || (p.is_relative() && fs::exists(here / p, ec))) continue;
