@@ -175,22 +175,25 @@ void round_trip_case(dtype dt, coeff_type ct, int b, std::mt19937_64& rng) {
   codec_params p{b, b, ct, default_offset(dt)};
   auto be = make_backend(backend_kind::cpu, {2});
   std::vector<std::byte> coeffs(n * coeff_bytes_per_sample(p, g));
+  double xmax = 0;
+  for (auto v : x) xmax = std::max(xmax, std::fabs(double(v) - p.offset));
+  const double cmax = b * xmax;  // |C[u][v]| <= B max |x - offset|
   try {
     be->encode(p, make_view(g, dt, static_cast<const void*>(x.data()), n), coeffs);
   } catch (const error& e) {
-    // Only a type that cannot hold the coefficients may refuse, and it must say which can.
+    // Only a type that cannot hold the coefficients may refuse (f16 or i16, with data whose
+    // bound passes its largest value: full-range u16 and i16 here), naming one that can.
     EXPECT_EQ(e.code(), errc::out_of_range) << e.what();
     EXPECT_NE(std::string(e.what()).find("f32"), std::string::npos) << e.what();
     EXPECT_TRUE(ct == coeff_type::f16 || ct == coeff_type::i16) << e.what();
+    EXPECT_GT(cmax, ct == coeff_type::f16 ? 65504.0 : 32767.0)
+        << "refused coefficients that fit: " << to_string(dt) << " B=" << b << ": " << e.what();
     return;
   }
   std::vector<T> y(x.size());
   be->decode(p, coeffs, make_view(g, dt, static_cast<void*>(y.data()), n));
   // Error bound: each stored coefficient errs by at most eps*|Cmax| (0.5 for i16); a pixel is
   // a sum of B*B basis functions whose absolute values sum to at most B.
-  double cmax = 0, xmax = 0;
-  for (auto v : x) xmax = std::max(xmax, std::fabs(double(v) - p.offset));
-  cmax = b * xmax;
   double coef_err = ct == coeff_type::i16 ? 0.5 : relative_eps(ct) * cmax;
   double bound = b * coef_err + 1e-5 * (xmax + 1.0);
   if (!is_float(dt)) bound = std::floor(bound + 0.5);  // outputs are rounded integers
@@ -247,6 +250,18 @@ TEST(RoundTrip, SmoothImageAtChop4HasHighPsnrAndChop1IsBlockMeans) {
         for (u64 q = 0; q < 8; ++q) mean += x[(bi * 8 + r) * w + bj * 8 + q] / 64.0;
       EXPECT_NEAR(y[(bi * 8 + 3) * w + bj * 8 + 5], mean, 1e-5);
     }
+  // K = 4: 48.890 dB (R = max - min), which a NumPy reference of DESIGN.md's codec computes
+  // for this image (T X T^t per block, chop, T^t C T in float64); f32 storage adds nothing
+  // visible at this precision. Chop 1 is far below it.
+  codec_params p4{8, 4, coeff_type::f32, 0};
+  std::vector<std::byte> c4(coeff_bytes_per_sample(p4, g));
+  be->encode(p4, make_view(g, dtype::f32, static_cast<const void*>(x.data()), 1), c4);
+  std::vector<float> y4(h * w);
+  be->decode(p4, c4, make_view(g, dtype::f32, static_cast<void*>(y4.data()), 1));
+  const std::vector<double> xd(x.begin(), x.end()), y1(y.begin(), y.end()), y4d(y4.begin(), y4.end());
+  const double r = test::value_range(xd);
+  EXPECT_NEAR(test::psnr_of(xd, y4d, r), 48.890, 0.01);
+  EXPECT_LT(test::psnr_of(xd, y1, r), 40.0);
 }
 
 TEST(Layouts, NhwcAndNchwCopiesDecodeToTheSameValues) {
