@@ -202,19 +202,18 @@ TEST(DecodeMatrices, ExportedInF16Bf16AndF32MatchTheDoubleOnes) {
     ASSERT_EQ(d.lt.size(), m.lt.size() * size_of(f));
     ASSERT_EQ(d.r.size(), m.r.size() * size_of(f));
     const double tol = f == coeff_type::f32 ? 1e-7 : (f == coeff_type::f16 ? 1e-3 : 4e-3);
-    for (std::size_t i = 0; i < m.lt.size(); ++i) {
-      double v = 0;
+    auto value = [&](const std::vector<std::byte>& bytes, std::size_t i) -> double {
       if (f == coeff_type::f32) {
         float x;
-        std::memcpy(&x, d.lt.data() + i * 4, 4);
-        v = x;
-      } else {
-        std::uint16_t h;
-        std::memcpy(&h, d.lt.data() + i * 2, 2);
-        v = f == coeff_type::f16 ? detail::half_to_float(h) : detail::bf16_to_float(h);
+        std::memcpy(&x, bytes.data() + i * 4, 4);
+        return x;
       }
-      EXPECT_NEAR(v, m.lt[i], tol) << i;
-    }
+      std::uint16_t h;
+      std::memcpy(&h, bytes.data() + i * 2, 2);
+      return f == coeff_type::f16 ? detail::half_to_float(h) : detail::bf16_to_float(h);
+    };
+    for (std::size_t i = 0; i < m.lt.size(); ++i) EXPECT_NEAR(value(d.lt, i), m.lt[i], tol) << "lt " << i;
+    for (std::size_t i = 0; i < m.r.size(); ++i) EXPECT_NEAR(value(d.r, i), m.r[i], tol) << "r " << i;
   }
   EXPECT_THROW(accel::export_decode_matrices(p, 28, 30, coeff_type::i16), error);
 }

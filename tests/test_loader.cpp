@@ -18,6 +18,7 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/loader.hpp"
@@ -208,7 +209,15 @@ TEST(Loader, PrefetchChangesNothingAndCoefficientsCanBeHandedOutUndecoded) {
   loaders::archive_loader raw(a, o);
   EXPECT_EQ(raw.sample_bytes(), 4u * 4u * 4u * 2u);  // 4x4 kept coefficients of 4 blocks, f16
   const auto b = raw.next();
-  EXPECT_EQ(b.data.size(), b.samples.size() * raw.sample_bytes());
+  ASSERT_EQ(b.data.size(), b.samples.size() * raw.sample_bytes());
+  // Each sample's bytes are the archive's stored coefficients of that sample.
+  auto reader = formats::archive_reader::open(a);
+  std::vector<std::byte> one(raw.sample_bytes());
+  for (std::size_t i = 0; i < b.samples.size(); ++i) {
+    reader.read_samples(b.samples[i], 1, one);
+    EXPECT_EQ(std::memcmp(b.data.data() + i * one.size(), one.data(), one.size()), 0)
+        << "sample " << b.samples[i];
+  }
 }
 
 TEST(Loader, AForkedChildGoesOnWhereTheLoaderStoodAndCanDropIt) {
@@ -444,8 +453,8 @@ TEST(Loader, ABatchThatFailsIsTriedAgainNotSkipped) {
   o.shuffle = false;
   o.prefetch = 0;
   loaders::archive_loader l(a, o);
-  EXPECT_THROW(l.next(), error);
-  EXPECT_THROW(l.next(), error);  // the same batch again, not the next one
+  test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});
+  test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});  // the same batch again
   EXPECT_EQ(l.state().position, 0u);
   // Past it (restored to batch 1), the rest reads fine.
   l.restore({0, 1, 0, std::nullopt});
