@@ -125,7 +125,10 @@ TEST(Ssim, MatchesScikitImageOnCommittedReferenceCases) {
     ASSERT_NEAR(p.range, c["range"].get<double>(), 1e-9) << kind;
     auto got = ssim_plane(p.a.data(), p.b.data(), h, w, p.range);
     ASSERT_TRUE(got.has_value()) << kind;
-    EXPECT_NEAR(*got, c["ssim"].get<double>(), 1e-6) << kind << " " << h << "x" << w;
+    // README: u8 agrees with scikit-image to about 1e-15 (exact window sums), other data of
+    // ordinary magnitude to about 1e-9.
+    const double tol = p.range == 255.0 ? 1e-12 : 1e-9;
+    EXPECT_NEAR(*got, c["ssim"].get<double>(), tol) << kind << " " << h << "x" << w;
   }
 }
 
@@ -197,7 +200,7 @@ TEST(Ssim, U8IntegerPathMatchesScikitImageOnCommittedReferenceCases) {
     geometry g{layout::nhw, 1, 1, h, w};
     EXPECT_NEAR(u8_ssim(make_view(g, dtype::u8, static_cast<const void*>(a.data()), 1),
                         make_view(g, dtype::u8, static_cast<const void*>(b.data()), 1)),
-                c["ssim"].get<double>(), 1e-6)
+                c["ssim"].get<double>(), 1e-12)
         << c["kind"] << " " << h << "x" << w;
     ++checked;
   }
