@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <numbers>
+#include <random>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -250,6 +251,48 @@ TEST(QualityPipeline, PsnrTargetHalfwayBetweenChop3And4PicksChop4) {
   // The archive holds chop 4.
   const json info = formats::archive_info(dir.file("a.dcz"));
   EXPECT_EQ(info.at("codec").at("chop"), 4);
+}
+
+TEST(QualityPipeline, ASampleKinderThanTheWholeDatasetMovesTheChopUpUntilTheWholeMeetsIt) {
+  // 16 u8 samples of 16x16; the search measures 4 of them (search_bytes), one per run at
+  // 0, 4, 8 and 12: those are flat, the others noise. Chop 1 meets 40 dB on them; the
+  // whole dataset does not, so compress writes it again at 2, 3, ... until it does.
+  temp_dir dir;
+  const u64 n = 16, side = 16;
+  std::vector<std::uint8_t> x(n * side * side);
+  std::mt19937 rng(7);
+  for (u64 s = 0; s < n; ++s)
+    for (u64 i = 0; i < side * side; ++i)
+      x[s * side * side + i] = s % 4 == 0 ? std::uint8_t(100 + s) : std::uint8_t(rng() % 256);
+  save_npy(dir.file("in.npy"), dtype::u8, {n, side, side}, x);
+  formats::compress_options o;
+  o.threads = 1;
+  o.target.psnr_db = 40.0;
+  o.search_bytes = 4 * side * side;
+  auto be = cpu();
+  const auto r = formats::compress_npy(dir.file("in.npy"), dir.file("a.dcz"), *be, o);
+  ASSERT_GE(r.trials.size(), 3u);
+  EXPECT_TRUE(r.trials.front().on_sample);
+  EXPECT_EQ(r.trials.front().chop, 1);
+  EXPECT_TRUE(r.trials.front().meets) << "the flat samples are exact at chop 1";
+  EXPECT_FALSE(r.trials.front().q.psnr_db) << "lossless on the sample";
+  // Then the whole dataset, chop after chop, each short of 40 dB but the last.
+  for (std::size_t i = 1; i < r.trials.size(); ++i) {
+    const auto& t = r.trials[i];
+    EXPECT_FALSE(t.on_sample) << i;
+    EXPECT_EQ(t.chop, int(i)) << i;
+    EXPECT_EQ(t.meets, i + 1 == r.trials.size()) << i;
+  }
+  EXPECT_EQ(r.codec.chop, r.trials.back().chop);
+  EXPECT_GT(r.codec.chop, 1);
+  // The archive written last holds that chop and meets the target on the whole data,
+  // measured here from its decode.
+  formats::decompress_options d;
+  formats::decompress_to_npy(dir.file("a.dcz"), dir.file("back.npy"), *be, d);
+  const auto back = test::load_npy(dir.file("back.npy"));
+  const std::vector<double> xd(x.begin(), x.end());
+  EXPECT_GE(test::psnr_of(xd, back.values, 255.0), 40.0);
+  EXPECT_EQ(formats::archive_info(dir.file("a.dcz")).at("codec").at("chop"), r.codec.chop);
 }
 
 TEST(QualityPipeline, PsnrTargetJustBelowChop2PicksChop2AndJustAbovePicksChop3) {

@@ -456,14 +456,15 @@ std::string fmt_db(const std::optional<double>& v) {
 /** Runs of consecutive samples that a target search reads (all the data: one). */
 constexpr u64 k_search_runs = 64;
 
-/** Measure chops 1..B on a sample of the data (at most 32 MiB of input: all of it, or
+/** Measure chops 1..B on a sample of the data (at most `bytes` of input: all of it, or
  *  k_search_runs evenly spaced runs of consecutive samples) and return the trials up to the
  *  first that meets the target. */
 std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_params p,
                                          std::optional<double> range, const quality_target& t,
-                                         bool ssim, int threads, const progress_fn& progress) {
+                                         bool ssim, int threads, u64 bytes,
+                                         const progress_fn& progress) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
-  const u64 m = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / ibps));
+  const u64 m = std::max<u64>(1, std::min<u64>(n, bytes / ibps));
   codec_params all = p;
   all.chop = p.block;  // the most coefficients of any chop tried
   byte_buffer in = host_buffer(be, m * ibps), out = host_buffer(be, m * ibps),
@@ -762,7 +763,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   std::vector<chop_trial> trials;
   if (o.target.any()) {
     trials = search_on_sample(src, be, p, range, o.target, o.ssim || o.target.ssim, o.threads,
-                              o.progress);
+                              o.search_bytes, o.progress);
     p.chop = trials.back().chop;
   }
   for (;;) {

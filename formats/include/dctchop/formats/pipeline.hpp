@@ -70,6 +70,9 @@ struct compress_options {
   bool measure_quality = true;          ///< decode each chunk and accumulate the error
   bool ssim = true;                     ///< include SSIM in the measured quality
   quality_target target;                ///< choose the chop from measurements
+  /** With a target: at most this many input bytes measured per chop before the whole
+   *  dataset is written (all of it when smaller; else evenly spaced runs of samples). */
+  std::uint64_t search_bytes = std::uint64_t(32) << 20;
   int threads = 0;                      ///< for the quality measurement (0: every core)
   /** NaN and Inf in a float input: an error naming the first sample (nullopt, the default),
    *  or replaced by this finite value and counted in the archive (--nonfinite replace=V). */
