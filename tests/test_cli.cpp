@@ -306,6 +306,14 @@ TEST(Cli, InfoOfAPipedArchiveDescribesIt) {
   EXPECT_EQ(info.at("archive_bytes"), file.at("archive_bytes"));
   EXPECT_EQ(info.at("ratio"), file.at("ratio"));
   EXPECT_NE(t.out.find("ratio"), std::string::npos) << t.out;
+  // From a pipe info reads every chunk, so it checks their checksums, as README says: a
+  // damaged chunk is exit 4, while info of the file (index only) does not see it.
+  const std::string broken = sh_quote(std::string(DCTCHOP_SAMPLE_DIR) +
+                                      "/archives/broken/flipped_chunk.dcz");
+  auto bad = sh(dir, "cat " + broken + " | DCTCHOP info -");
+  EXPECT_EQ(bad.status, 4) << describe(bad);
+  EXPECT_NE(bad.err.find("chunk 0 (samples 0..2): checksum mismatch"), std::string::npos) << bad.err;
+  EXPECT_EQ(cli(dir, "info " + broken).status, 0);
 }
 
 TEST(Cli, CompressToStdoutWithJsonPutsTheReportOnStderr) {

@@ -113,6 +113,25 @@ std::string with_footer(std::string b, Edit&& edit) {
   return b.substr(0, at) + text + t;
 }
 
+/** The archive `b` with chunk 0's record changed by `edit` (the 64 record bytes), its
+ *  checksum recomputed over record and payload, and the footer's entry made to match. */
+template <typename Edit>
+std::string with_chunk0_record(std::string b, Edit&& edit) {
+  const std::size_t rec = u64_at(b, 32);  // data_offset: chunk 0
+  edit(&b[rec]);
+  const std::uint64_t stored = u64_at(b, rec + 32);
+  std::string hashed = b.substr(rec, 56) + b.substr(rec + 64, stored);
+  const std::uint64_t h = XXH64(hashed.data(), hashed.size(), 0);
+  put_u64_at(b, rec + 56, h);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  const std::uint32_t stages = static_cast<unsigned char>(b[rec + 48]);
+  return with_footer(b, [&](nlohmann::json& j) {
+    j["chunks"][0]["xxh64"] = hex;
+    j["chunks"][0]["stages"] = stages;
+  });
+}
+
 /** Outcomes of a sweep; `wrong` and `bad_error` must stay 0. */
 struct tally {
   std::size_t cases = 0, identical = 0, refused = 0, wrong = 0, bad_error = 0;
@@ -256,6 +275,11 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"big-endian labels",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = ">i4"; }),
        errc::corrupt, "side array 'labels' is malformed"},
+      // A chunk of a later codec stage (zstd, say), consistent everywhere: never decoded as
+      // dense coefficients.
+      {"a chunk of a later stage",
+       with_chunk0_record(bytes_, [](char* rec) { rec[48] = 1; }), errc::unsupported_version,
+       "codec stages that this dctchop cannot decode"},
       {"a replacement without its count",
        with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", 0.0}}; }),
        errc::corrupt, "nonfinite_replaced"},

@@ -101,7 +101,7 @@ TEST(Signals, InterruptMidwayThroughACompressionToAFileExits130AndLeavesNothing)
       "/usr/bin/python3 -c \"import numpy as np; np.save('in.npy', np.zeros((400,64,64), "
       "np.uint8))\"";
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
-  for (const char* sig : {"INT", "TERM"}) {
+  for (const char* sig : {"INT", "TERM", "HUP", "QUIT"}) {
     auto r = run_sh(signal_midway("compress - -o out.dcz --chunk-mb 0.1", "in.npy", 900000,
                                   "out.dcz", sig),
                     dir.path());

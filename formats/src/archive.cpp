@@ -610,7 +610,9 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     if (c.stored_bytes > (u64(16) << 30)) corrupt(name, "chunk record claims an absurd size");
     if (std::memcmp(rec, k_chunk_magic, 8) != 0 || get_u64(rec + 8) != next_index_ ||
         c.first != next_sample_ || c.count == 0 || c.count > header_.geom.samples - next_sample_ ||
-        c.raw_bytes != c.count * cbps || c.stored_bytes != c.raw_bytes) {
+        c.raw_bytes != c.count * cbps || c.stored_bytes != c.raw_bytes || c.stages != 0) {
+      // (A later stage, whatever the sizes say: decoded as dense coefficients it would be
+      // wrong data, with a valid checksum.)
       if (c.stages != 0 && std::memcmp(rec, k_chunk_magic, 8) == 0) {
         throw error(errc::unsupported_version,
                     name + ": chunk uses codec stages that this dctchop cannot decode");
