@@ -618,6 +618,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
   chunk_stages stages;
   stages.read = [&](u64 c, std::size_t i) {
+    if (o.progress) o.progress(0, 0);  // a chance to cancel before a read that may block
     slot_buffers& b = slot[i];
     b.first = c * spc;
     if (b.first >= g.samples) return false;
@@ -909,6 +910,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
   chunk_stages stages;
   stages.read = [&](u64 c, std::size_t i) {
+    if (o.progress) o.progress(0, 0);  // a chance to cancel before a read that may block
     slot_buffers& b = slot[i];
     if (random) {
       const std::size_t ci = first_chunk + c;

@@ -354,6 +354,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   }
   chunk_stages stages;
   stages.read = [&](u64, std::size_t i) {
+    if (o.progress) o.progress(0, 0);  // a chance to cancel before a read that may block
     slot_buffers& b = slot[i];
     if (!r.next_chunk(b.info, b.coeffs)) return false;
     b.in.resize(b.info.count * ibps);

@@ -151,6 +151,10 @@ Result run_interruptible(Work&& work, const py::object& progress) {
   } s;
   Result result{};
   const formats::progress_fn report = [&s](u64 done, u64 total) {
+    if (total == 0) {  // (0, 0): only a chance to cancel, from the reading thread
+      if (s.cancel.load()) throw error(errc::interrupted, "interrupted");
+      return;
+    }
     s.total.store(total);
     s.done.store(done);
     if (done == total && !s.cancel.load()) {

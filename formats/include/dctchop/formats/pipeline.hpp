@@ -27,7 +27,9 @@ inline double gb_per_s(std::uint64_t bytes, double seconds) {
 
 /** Called after each chunk with (samples done, samples in total), and with (0, total) during
  *  the passes that come before the first chunk (a float input's range, a target's trials).
- *  May throw to cancel. */
+ *  May throw to cancel. (0, 0) is only that chance to cancel, made on the reading thread
+ *  before each chunk's read, which may block on a pipe: it can come while another call runs
+ *  on the writing thread, so it must touch nothing but what a cancel reads. */
 using progress_fn = std::function<void(std::uint64_t, std::uint64_t)>;
 
 /** Quality targets: the smallest chop (largest ratio) whose measured quality meets all. */
