@@ -160,6 +160,20 @@ def f32_big_endian_round_trip(binary, work):
           "fields_out.npy differs from fields_out.h5:/fields")
 
 
+def labels_round_trip(binary, work, images, labels, want, what):
+    """compress IMAGES --labels LABELS, decompress to HDF5 (labels beside as /labels) and to
+    a .npy of the labels: both must hold `want`, dtype included."""
+    run(binary, ["compress", images, "--labels", labels, "-o", "l.dcz", "-q", "-f"], work)
+    run(binary, ["decompress", "l.dcz", "-o", "l_out.h5", "-q", "-f", "--labels-out",
+                 "l_labels.npy"], work)
+    with h5py.File(os.path.join(work, "l_out.h5"), "r") as f:
+        got = f["labels"][...]
+    check(got.dtype == want.dtype and np.array_equal(got, want),
+          f"{what} in HDF5: {got.dtype} {got!r} != {want!r}")
+    npy = np.load(os.path.join(work, "l_labels.npy"))
+    check(npy.dtype == want.dtype and np.array_equal(npy, want), f"{what} in .npy: {npy.dtype} {npy!r}")
+
+
 def float16_labels(binary, work):
     """float16 labels (HDF5 1.10 has no predefined half type): read from h5py's file, written
     to HDF5 as h5py writes them, and back in .npy, equal to the originals; also from .npy."""
@@ -170,16 +184,7 @@ def float16_labels(binary, work):
         f.create_dataset("y", data=labels)
     np.save(os.path.join(work, "y16.npy"), labels)
     for source in ("f16.h5:/y", "y16.npy"):
-        run(binary, ["compress", "f16.h5:/x", "--labels", source, "-o", "f16.dcz", "-q", "-f"], work)
-        run(binary, ["decompress", "f16.dcz", "-o", "f16_out.h5", "-q", "-f", "--labels-out",
-                     "f16_labels.npy"], work)
-        with h5py.File(os.path.join(work, "f16_out.h5"), "r") as f:
-            got = f["labels"][...]
-        check(got.dtype == np.float16 and np.array_equal(got, labels),
-              f"float16 labels from {source} in HDF5: {got.dtype} {got!r} != {labels!r}")
-        npy = np.load(os.path.join(work, "f16_labels.npy"))
-        check(npy.dtype == np.float16 and np.array_equal(npy, labels),
-              f"float16 labels from {source} in .npy: {npy!r}")
+        labels_round_trip(binary, work, "f16.h5:/x", source, labels, f"float16 labels from {source}")
 
 
 def bool_and_enum_labels(binary, work):
@@ -195,17 +200,7 @@ def bool_and_enum_labels(binary, work):
         f.create_dataset("colors", data=colors,
                          dtype=h5py.enum_dtype({"red": 0, "green": 1, "blue": 2}, basetype="u1"))
     for name, want in (("flags", flags), ("colors", colors)):
-        run(binary, ["compress", "enum.h5:/x", "--labels", f"enum.h5:/{name}", "-o", "e.dcz", "-q",
-                     "-f"], work)
-        run(binary, ["decompress", "e.dcz", "-o", "e_out.h5", "-q", "-f", "--labels-out",
-                     "e_labels.npy"], work)
-        with h5py.File(os.path.join(work, "e_out.h5"), "r") as f:
-            got = f["labels"][...]
-        check(got.dtype == want.dtype and np.array_equal(got, want),
-              f"{name} labels in HDF5: {got.dtype} {got!r} != {want!r}")
-        npy = np.load(os.path.join(work, "e_labels.npy"))
-        check(npy.dtype == want.dtype and np.array_equal(npy, want),
-              f"{name} labels in .npy: {npy.dtype} {npy!r}")
+        labels_round_trip(binary, work, "enum.h5:/x", f"enum.h5:/{name}", want, f"{name} labels")
 
 
 def main():
