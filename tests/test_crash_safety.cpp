@@ -43,14 +43,11 @@ void expect_one_line_naming(const test::command_result& r, const std::string& wh
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << describe(r);
 }
 
-/** Shell code: `dctchop ARGS < f` reading from a FIFO that gets the first `bytes` bytes of
- *  `feed` and then silence, so that the command has written part of `output` and waits for
- *  more when the SIGKILL comes, whatever the speed of the machine. Prints "rc=CODE". */
+/** `dctchop ARGS` SIGKILLed mid-way (test::signal_midway), once it has written part of
+ *  `output` and waits for more. */
 std::string kill_midway(const std::string& args, const std::string& feed, std::uint64_t bytes,
                         const std::string& output) {
-  return "mkfifo f; DCTCHOP " + args + " < f & P=$!; exec 3>f; head -c " +
-         std::to_string(bytes) + " " + feed + " >&3; " + test::wait_for_output(output) +
-         "sleep 0.3; kill -KILL $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+  return test::signal_midway("DCTCHOP " + args, feed, bytes, output, "KILL", "sleep 0.3; ");
 }
 
 TEST(CrashSafety, SigkillMidwayThroughACompressLeavesNoFileAndAnExistingOutputUntouched) {

@@ -85,14 +85,10 @@ TEST(Signals, InterruptDuringAFileCompressionLeavesNoOutput) {
   }
 }
 
-/** Shell code: dctchop ARGS reading stdin from a FIFO that gets the first `bytes` bytes of
- *  `feed` and then nothing, so that it is mid-way, its `output` begun, when SIGNAL comes,
- *  whatever the machine's speed. Prints "rc=CODE". */
+/** dctchop ARGS stopped by SIGNAL mid-way through its input (test::signal_midway). */
 std::string signal_midway(const std::string& args, const std::string& feed, std::uint64_t bytes,
                           const std::string& output, const std::string& signal) {
-  return "mkfifo f; " + k_bin + " " + args + " < f & P=$!; exec 3>f; head -c " +
-         std::to_string(bytes) + " " + feed + " >&3; " + dctchop::test::wait_for_output(output) +
-         "kill -" + signal + " $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+  return dctchop::test::signal_midway(k_bin + " " + args, feed, bytes, output, signal);
 }
 
 TEST(Signals, InterruptMidwayThroughACompressionToAFileExits130AndLeavesNothing) {

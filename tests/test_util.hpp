@@ -188,6 +188,18 @@ inline std::string wait_for_output(const std::string& name) {
          "break; sleep 0.01; done; ";
 }
 
+/** Shell code: `command < f` reading from a FIFO that gets the first `bytes` bytes of `feed`
+ *  and then silence, so that the command is mid-way, its `output` begun (wait_for_output),
+ *  when `pause` (shell code, e.g. "sleep 0.3; ") has passed and SIGNAL comes, whatever the
+ *  machine's speed. Prints "rc=CODE". */
+inline std::string signal_midway(const std::string& command, const std::string& feed,
+                                 std::uint64_t bytes, const std::string& output,
+                                 const std::string& signal, const std::string& pause = "") {
+  return "mkfifo f; " + command + " < f & P=$!; exec 3>f; head -c " + std::to_string(bytes) +
+         " " + feed + " >&3; " + wait_for_output(output) + pause + "kill -" + signal +
+         " $P; wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+}
+
 /** Standard input replaced by the read end of a pipe that a thread fills with `bytes` in small
  *  pieces, for the object's life. The previous standard input comes back at destruction. */
 class stdin_pipe {

@@ -143,6 +143,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       bool more = false;
       std::exception_ptr err;
       try {
+        if (stages.before_read) stages.before_read();
         more = stages.read(c, slot);
       } catch (...) {
         err = std::current_exception();

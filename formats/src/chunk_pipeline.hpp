@@ -14,6 +14,10 @@ struct chunk_stages {
   /** On the calling thread, in chunk order, one at a time: fill slot `slot` with chunk
    *  `chunk`. Returns false when there are no more chunks (the slot stays unused). */
   std::function<bool(std::uint64_t chunk, std::size_t slot)> read;
+  /** Optional, on the calling thread just before each read(), once a slot is free: may throw
+   *  to stop. A signal that came while this thread waited for the slot is seen here, not
+   *  after a read that may block for ever on a stalled pipe. */
+  std::function<void()> before_read;
   /** On a worker thread, several chunks at once in any order: transform the slot's chunk. */
   std::function<void(std::uint64_t chunk, std::size_t slot, unsigned worker)> work;
   /** On one writer thread, in chunk order, one at a time: write the slot's chunk out. */

@@ -317,6 +317,11 @@ std::size_t read_some(detail::byte_source& f, void* dst, std::size_t n) {
 
 // ---- npy_dtype ----
 
+std::string npy_dtype::numpy_name() const {
+  if (kind == 'b') return "bool";
+  return (kind == 'u' ? "uint" : kind == 'i' ? "int" : "float") + std::to_string(8 * itemsize);
+}
+
 std::string npy_dtype::native_descr() const {
   std::string s;
   s += itemsize == 1 ? '|' : (k_native_big ? '>' : '<');

@@ -149,12 +149,8 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   const npy_dtype& t = in.src->type();
   const auto dt = t.codec_dtype();
   if (!dt) {
-    // NumPy's names: its "<u8" is uint64, while dctchop's u8 is uint8.
     const bool half = t.kind == 'f' && t.itemsize == 2;
-    const std::string name = t.kind == 'b' ? std::string("bool")
-                             : (t.kind == 'u' ? "uint" : t.kind == 'i' ? "int" : "float") +
-                                   std::to_string(8 * t.itemsize);
-    throw error(errc::bad_input, in.name() + ": dtype " + name + " is not supported; dctchop "
+    throw error(errc::bad_input, in.name() + ": dtype " + t.numpy_name() + " is not supported; dctchop "
                                      "compresses uint8, uint16, int16, float32 and float64 "
                                      "arrays (u8, u16, i16, f32, f64 in its own names)" +
                                      (half ? "; convert it to float32 first" : ""));
@@ -617,8 +613,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
   chunk_stages stages;
+  stages.before_read = cancel_point(o.progress);
   stages.read = [&](u64 c, std::size_t i) {
-    if (o.progress) o.progress(0, 0);  // a chance to cancel before a read that may block
     slot_buffers& b = slot[i];
     b.first = c * spc;
     if (b.first >= g.samples) return false;
@@ -909,8 +905,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
   const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
   chunk_stages stages;
+  stages.before_read = cancel_point(o.progress);
   stages.read = [&](u64 c, std::size_t i) {
-    if (o.progress) o.progress(0, 0);  // a chance to cancel before a read that may block
     slot_buffers& b = slot[i];
     if (random) {
       const std::size_t ci = first_chunk + c;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -98,6 +99,13 @@ double codec_offset(input_source& src, const offset_choice& choice = {});
  *  spread), or "". */
 std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
                             int block);
+
+/** progress(0, 0), progress_fn's bare chance to cancel, as chunk_stages::before_read; empty
+ *  without a progress function. */
+inline std::function<void()> cancel_point(const progress_fn& progress) {
+  if (!progress) return {};
+  return [&progress] { progress(0, 0); };
+}
 
 /** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks. */
 inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec) {

@@ -353,8 +353,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     b.out = host_buffer(be, h.samples_per_chunk * ibps);
   }
   chunk_stages stages;
+  stages.before_read = cancel_point(o.progress);
   stages.read = [&](u64, std::size_t i) {
-    if (o.progress) o.progress(0, 0);  // a chance to cancel before a read that may block
     slot_buffers& b = slot[i];
     if (!r.next_chunk(b.info, b.coeffs)) return false;
     b.in.resize(b.info.count * ibps);

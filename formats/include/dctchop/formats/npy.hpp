@@ -28,6 +28,8 @@ struct npy_dtype {
   bool big_endian = false;   ///< byte order in the file (false for itemsize 1)
   /** The descr in native (little-endian) form, e.g. "<u2", "|u1", "<f4". */
   std::string native_descr() const;
+  /** NumPy's name: "bool", "uint64", "float16" (its "<u8" is uint64, dctchop's u8 uint8). */
+  std::string numpy_name() const;
   /** The codec dtype, when this is one the codec takes (u1, u2, i2, f4, f8). */
   std::optional<dtype> codec_dtype() const;
 };
