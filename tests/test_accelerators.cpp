@@ -16,6 +16,7 @@
 #include "dctchop/codec.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/matrix_form.hpp"
 #include "test_util.hpp"
@@ -127,6 +128,33 @@ TEST(IpuFeed, EachBufferHoldsTheCoefficientsThenTheLabelsAlsoAfterAnInvalidation
     }
   }
   feed.rethrow_error();
+}
+
+TEST(IpuFeed, AFetchThatFailsLeavesTheStateOfTheMicroBatchesBeforeItNotAnOlderOne) {
+  // Two micro-batches in the engine's hands, then a fetch that fails (a corrupt chunk): once
+  // all three complete, the state is the one after the second, from which training resumes.
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  {
+    auto r = formats::archive_reader::open(a);
+    dctchop::test::flip_byte(a, r.chunks()[2].offset + 64 + 10);  // chunk 2: micro-batch 2
+  }
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.loader.shuffle = false;
+  o.loader.prefetch = 0;
+  accel::ipu_feed feed(a, o);
+  std::vector<std::byte> buf(feed.micro_batch_bytes());
+  feed.fetch(buf.data());
+  feed.fetch(buf.data());
+  feed.rethrow_error();
+  feed.fetch(buf.data());
+  EXPECT_THROW(feed.rethrow_error(), error);
+  EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](std::byte b) { return b == std::byte{0}; }));
+  for (int i = 0; i < 3; ++i) feed.complete();
+  EXPECT_EQ(feed.completed(), 3u);
+  EXPECT_EQ(feed.state().epoch, 0u);
+  EXPECT_EQ(feed.state().position, 2u) << "after the two micro-batches that were fed";
 }
 
 TEST(IpuFeed, PrefetchStopsAtItsLimitAndAnswersNotAvailable) {

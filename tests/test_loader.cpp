@@ -438,27 +438,38 @@ TEST(DeviceLoader, ACudaDeviceWithoutCudaIsAClearError) {
 
 namespace {
 
-TEST(Loader, ABatchThatFailsIsTriedAgainNotSkipped) {
+TEST(Loader, ABatchThatFailsIsTriedAgainNotSkippedWithOrWithoutPrefetch) {
   // A corrupt chunk makes every batch that needs it fail, each time it is asked for, and the
-  // state does not move past it.
+  // state does not move past it. Once the chunk reads again (a file system back, here the
+  // byte put back), the same batch comes: a prefetch thread's failure is not for good.
   temp_dir dir;
   const auto a = make_archive(dir, 40);
+  u64 off = 0;
   {
     auto r = formats::archive_reader::open(a);
-    const auto off = r.chunks()[0].offset + 64 + 10;  // inside chunk 0's coefficients
-    dctchop::test::flip_byte(a, off);
+    off = r.chunks()[0].offset + 64 + 10;  // inside chunk 0's coefficients
   }
-  loaders::loader_options o;
-  o.batch_size = 5;
-  o.shuffle = false;
-  o.prefetch = 0;
-  loaders::archive_loader l(a, o);
-  test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});
-  test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});  // the same batch again
-  EXPECT_EQ(l.state().position, 0u);
-  // Past it (restored to batch 1), the rest reads fine.
-  l.restore({0, 1, 0, std::nullopt});
-  EXPECT_EQ(l.next().samples.front(), 5u);
+  for (std::size_t prefetch : {0u, 2u}) {
+    SCOPED_TRACE("prefetch " + std::to_string(prefetch));
+    dctchop::test::flip_byte(a, off);
+    loaders::loader_options o;
+    o.batch_size = 5;
+    o.shuffle = false;
+    o.prefetch = prefetch;
+    loaders::archive_loader l(a, o);
+    test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});
+    test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});  // the same batch again
+    EXPECT_EQ(l.state().position, 0u);
+    // Past it (restored to batch 1), the rest reads fine; back at it, it fails again.
+    l.restore({0, 1, 0, std::nullopt});
+    EXPECT_EQ(l.next().samples.front(), 5u);
+    l.restore({0, 0, 0, std::nullopt});
+    test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});
+    dctchop::test::flip_byte(a, off);  // sound again
+    EXPECT_EQ(l.next().samples.front(), 0u) << "the failed batch, tried again";
+    EXPECT_EQ(l.next().samples.front(), 5u);
+    EXPECT_EQ(l.state().position, 2u);
+  }
 }
 
 TEST(DeviceLoader, HoldingEveryBufferIsAnErrorNotAHang) {

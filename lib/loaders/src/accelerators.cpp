@@ -64,6 +64,7 @@ struct ipu_feed::impl {
     std::vector<std::byte> labels;
     loader_state after;  // the loader's state once this micro-batch is consumed
     bool prefetched = false;
+    bool placeholder = false;  // for a fetch that failed: its completion moves no state
   };
   std::deque<item> in_flight;  // handed to the engine, not yet complete, oldest first
   std::deque<item> replay;     // withdrawn prefetches, to hand out again first
@@ -162,9 +163,10 @@ void ipu_feed::fetch(void* dst) noexcept {
   } catch (...) {
     if (!d.err) d.err = std::current_exception();
     std::memset(dst, 0, d.micro_batch_bytes());
-    // A placeholder, so that the engine's complete() for it pops nothing real.
+    // A placeholder, so that the engine's complete() for it pops nothing real, and leaves
+    // the state where the micro-batches before it took it.
     impl::item it;
-    it.after = d.done_state;
+    it.placeholder = true;
     d.in_flight.push_back(std::move(it));
   }
 }
@@ -173,7 +175,7 @@ void ipu_feed::complete() noexcept {
   impl& d = *impl_;
   std::lock_guard lock(d.m);
   if (d.in_flight.empty()) return;
-  d.done_state = d.in_flight.front().after;
+  if (!d.in_flight.front().placeholder) d.done_state = d.in_flight.front().after;
   d.in_flight.pop_front();
   ++d.completed;
 }

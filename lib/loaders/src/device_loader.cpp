@@ -71,7 +71,9 @@ struct device_loader::impl {
   // The device path decodes one batch ahead: while the caller trains on batch i, batch i+1
   // is copied and decoded on the ring's stream.
   struct ahead {
-    bool active = false;
+    bool active = false;   // its decode is queued in `slot`
+    bool fetched = false;  // b and after hold the loader's next batch (kept when a decode
+                           // fails to queue: the next try decodes it, not the batch after)
     std::size_t slot = 0;
     batch b;
     loader_state after;  // the state once this batch is handed out
@@ -125,8 +127,11 @@ struct device_loader::impl {
     const long slot = pool->take(slot_required);
     if (slot < 0) return;  // every slot is held: decode when asked
     try {
-      pending.b = batches.next();
-      pending.after = batches.state();
+      if (!pending.fetched) {
+        pending.b = batches.next();
+        pending.after = batches.state();
+        pending.fetched = true;
+      }
       pending.slot = static_cast<std::size_t>(slot);
       pending.data = pool->ring->decode_async(pending.slot, batches.codec(), batches.sample_geometry(),
                                         batches.sample_type(), pending.b.samples.size(),
@@ -140,9 +145,10 @@ struct device_loader::impl {
 
   /** Drop a decode queued ahead (restore). */
   void drop_ahead() {
-    if (!pending.active) return;
-    pool->ring->wait(pending.slot);
-    pool->release(pending.slot);
+    if (pending.active) {
+      pool->ring->wait(pending.slot);
+      pool->release(pending.slot);
+    }
     pending = ahead{};
   }
 };

@@ -267,7 +267,7 @@ struct archive_loader::impl {
       c.data = std::move(coeffs);
     }
     cache.push_front(std::move(c));
-    while (cache.size() > o.shuffle_window + 1) cache.pop_back();
+    while (cache.size() - 1 > o.shuffle_window) cache.pop_back();  // (a window may be SIZE_MAX)
     return cache.front().data;
   }
 
@@ -415,9 +415,20 @@ batch archive_loader::next() {
   if (d.o.prefetch == 0) {
     b = d.make_next();
   } else {
+    // No prefetch thread: it stopped at a failed batch (below), or could not be started
+    // again after a restore or in a forked child. Another start tries that batch again; a
+    // thread that cannot be had is this call's error, not a wait for ever.
+    if (!d.thread.joinable()) d.start();
     std::unique_lock lock(d.m);
     d.cv.wait(lock, [&] { return !d.ready.empty() || d.err; });
-    if (d.ready.empty()) std::rethrow_exception(d.err);
+    if (d.ready.empty()) {
+      // The thread stored its error and returned: the batch is made again at the next call,
+      // as without prefetch. This one reports the error once.
+      const std::exception_ptr e = std::exchange(d.err, nullptr);
+      lock.unlock();
+      d.thread.join();
+      std::rethrow_exception(e);
+    }
     b = std::move(d.ready.front());
     d.ready.pop_front();
     d.cv.notify_all();
