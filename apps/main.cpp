@@ -1034,6 +1034,7 @@ int run(int argc, char** argv) {
                   r.seconds, formats::gb_per_s(r.input_bytes, r.seconds),
                   r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk,
                   r.samples_per_chunk == 1 ? "" : "s", be->name());
+        if (!r.reader.empty()) log->info("  read: {}", r.reader);
       }
     } else if (*dec) {
       refuse_tty_stdin(d_in);

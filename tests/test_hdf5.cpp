@@ -1975,18 +1975,40 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
     EXPECT_EQ(masks[0], 0u);
     EXPECT_EQ(h5_chunk_masks(f.get(), "/zstd_partial").size(), 2u) << "chunks 2 and 3 never written";
   }
-  for (const std::string name : {"p.h5:/gzip_shuffle", "p.h5:/gzip_split", "p.h5:/lzf_edges",
-                                 "p.h5:/lzf_noise_raw", "p.h5:/zstd_partial", "p.h5:/u16_gzip",
-                                 "p.h5:/u16_be_gzip", "p.h5:/f32_zstd", "p.h5:/f32_fletcher",
-                                 "p.h5:/u16_shuffle_only", "p.h5:/hw_gzip", "q.h5:/u16_partial_raw"}) {
+  // Each dataset with its filters and whether dctchop decodes its chunks (else HDF5 does: a
+  // type HDF5 converts, fletcher32, shuffle alone, edge chunks stored unfiltered).
+  struct read_case {
+    std::string name, filters;
+    bool by_dctchop;
+  };
+  for (const auto& [name, filters, by_dctchop] : std::vector<read_case>{
+           {"p.h5:/gzip_shuffle", "shuffle, deflate", true},
+           {"p.h5:/gzip_split", "deflate", true},
+           {"p.h5:/lzf_edges", "lzf", true},
+           {"p.h5:/lzf_noise_raw", "shuffle, lzf", true},
+           {"p.h5:/zstd_partial", "zstd", true},
+           {"p.h5:/u16_gzip", "shuffle, deflate", true},
+           {"p.h5:/u16_be_gzip", "deflate", false},
+           {"p.h5:/f32_zstd", "shuffle, zstd", true},
+           {"p.h5:/f32_fletcher", "fletcher32, deflate", false},
+           {"p.h5:/u16_shuffle_only", "shuffle", false},
+           {"p.h5:/hw_gzip", "deflate", true},
+           {"q.h5:/u16_partial_raw", "shuffle, deflate", false}}) {
     auto spec = parse_dataset_spec(dir.file(name));
     spec.decode_threads = 0;  // HDF5 undoes the filters
     auto hdf5 = formats::open_dataset(spec);
+    const std::string by_hdf5 = "HDF5 (" + filters + ", decoded by HDF5 on one thread)";
+    EXPECT_EQ(hdf5->reader(), by_hdf5) << name;
     const u64 rb = hdf5->row_bytes(), rows = hdf5->rows();
     const auto whole = read_all(*hdf5);
     for (unsigned t : {1u, 3u}) {
       spec.decode_threads = t;
       auto threads = formats::open_dataset(spec);
+      // The comparisons below would pass as well if HDF5 read everything: this says who did.
+      EXPECT_EQ(threads->reader(), by_dctchop ? "HDF5 chunks (" + filters + ") decoded by dctchop on " +
+                                                    std::to_string(t) + (t == 1 ? " thread" : " threads")
+                                              : by_hdf5)
+          << name;
       ASSERT_EQ(read_all(*threads), whole) << name << ", " << t << " threads";
       for (auto [first, count] : std::vector<std::pair<u64, u64>>{{1, 3}, {2, 1}, {0, rows}, {rows - 2, 2}, {3, 2}}) {
         std::vector<std::byte> part(count * rb, std::byte{0x5a});
@@ -2044,6 +2066,25 @@ TEST(Hdf5Filters, CompressingAFilteredDatasetGivesTheArchiveOfItsUnfilteredCopy)
   const auto raw = read_bytes(dir.file("raw_u8.npy"));
   EXPECT_EQ(read_bytes(dir.file("lzf_shuffle.npy")), raw);
   EXPECT_EQ(read_bytes(dir.file("blosc_lz4.npy")), raw);
+}
+
+TEST(Hdf5Filters, CompressSaysWhoDecodedTheChunksInItsReportAndLastLine) {
+  // h5py's files: LZF after shuffle and gzip on the codec's threads, blosc by its HDF5 plugin,
+  // an unfiltered dataset by HDF5. The last line of the report says the same.
+  temp_dir dir;
+  for (const auto& [name, reader] : std::vector<std::pair<std::string, std::string>>{
+           {"lzf_shuffle", "HDF5 chunks (shuffle, lzf) decoded by dctchop on 2 threads"},
+           {"gzip_shuffle", "HDF5 chunks (shuffle, deflate) decoded by dctchop on 2 threads"},
+           {"blosc_lz4", "HDF5 (blosc, decoded by HDF5 on one thread)"},
+           {"raw_u8", "HDF5"}}) {
+    const std::string in = sh_quote(k_filters_h5 + ":/" + name);
+    auto c = cli(dir, "compress " + in + " -o x.dcz -f --threads 2 --json");
+    ASSERT_EQ(c.status, 0) << name << "\n" << describe(c);
+    EXPECT_EQ(nlohmann::json::parse(c.out).value("reader", ""), reader) << name;
+    auto t = cli(dir, "compress " + in + " -o x.dcz -f --threads 2");
+    ASSERT_EQ(t.status, 0) << name << "\n" << describe(t);
+    EXPECT_NE(t.err.find("dctchop:   read: " + reader + "\n"), std::string::npos) << describe(t);
+  }
 }
 
 TEST(Hdf5Filters, AFilterThatCannotBeLoadedIsBadInputNamingItAndWhatProvidesIt) {

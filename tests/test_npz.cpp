@@ -554,6 +554,11 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
     const auto j = nlohmann::json::parse(c.out);
     EXPECT_EQ(j["source"], sample_npz(f) + ":x_train");
     EXPECT_EQ(j["labels_source"], sample_npz(f) + ":y_train");
+    if (f == "mnist_like.npz") {
+      EXPECT_FALSE(j.contains("reader")) << "a stored member is read as a file is";
+    } else {
+      EXPECT_EQ(j.value("reader", ""), "a deflated .npz member, inflated on one thread as it is read");
+    }
     auto d = cli(dir, "decompress a.dcz -o x.npy --labels-out y.npy -f -q");
     ASSERT_EQ(d.status, 0) << describe(d);
     const auto x = load_npy(dir.file("x.npy"));

@@ -50,6 +50,35 @@ TEST(Signals, TermWhileWaitingOnAPipeExits130AndLeavesNothing) {
   }
 }
 
+TEST(Signals, TermWhileTheOutputPipeIsStalledExits130Promptly) {
+  // A reader that takes a few bytes and then stalls (the shell holds the FIFO open and reads
+  // no more): dctchop's writer blocks with the pipe full and every buffer in use. The signal
+  // must not wait for the pipe: the command checks for it while it waits, and the blocked
+  // write gives up.
+  temp_dir dir;
+  const std::string make =
+      "/usr/bin/python3 -c \"import numpy as np; np.save('in.npy', np.random.default_rng(0)"
+      ".integers(0, 255, (400, 64, 64), dtype=np.uint8))\" && " +
+      k_bin + " compress in.npy -o in.dcz -q --chunk-mb 0.1";
+  ASSERT_EQ(run_sh(make, dir.path()).status, 0);
+  for (const std::string& cmd : {k_bin + " decompress in.dcz -o o", k_bin + " decompress in.dcz -o - > o",
+                                 k_bin + " compress in.npy -o - --chop 8 --chunk-mb 0.1 > o"}) {
+    for (const char* sig : {"TERM", "INT"}) {
+      const std::string sh =
+          "mkfifo o; exec 3<>o; " + cmd + " & P=$!; "
+          "head -c 1 <&3 > /dev/null; sleep 0.3; kill -" + sig + " $P; "
+          "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
+          "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
+          "wait $P; echo \"rc=$?\"; exec 3>&-; rm o";
+      auto r = run_sh(sh, dir.path());
+      EXPECT_EQ(r.out.find("stuck"), std::string::npos) << cmd << ", " << sig << ": dctchop waited on the pipe";
+      EXPECT_NE(r.out.find("rc=130"), std::string::npos) << cmd << ", " << sig << ": " << r.out << r.err;
+      EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
+      EXPECT_EQ(leftovers(dir, "in.npy"), std::vector<std::string>{"in.dcz"}) << cmd;
+    }
+  }
+}
+
 TEST(Signals, AnInterruptedCommandWritingToStdoutSaysThatOutputIsIncomplete) {
   temp_dir dir;
   const std::string cmd =

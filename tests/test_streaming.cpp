@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "chunk_pipeline.hpp"
+#include "pipeline_util.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
@@ -96,6 +97,35 @@ TEST(ChunkPipeline, WritesEveryChunkOnceInOrderWhileWorkersFinishOutOfOrder) {
       EXPECT_GT(p.most_in_work.load(), 1);
     }
   }
+}
+
+TEST(ChunkPipeline, OneSlotTakesEachChunkThroughEveryStageBeforeReadingTheNext) {
+  counting_pipeline p(23, 1);
+  auto read = p.stages.read;
+  bool ahead = false;
+  p.stages.read = [&](u64 c, std::size_t s) {
+    if (p.written.size() != c) ahead = true;  // (the writer is idle while this runs)
+    return read(c, s);
+  };
+  EXPECT_EQ(run_chunks(1, 1, p.stages), 23u);
+  EXPECT_FALSE(ahead) << "a read while an earlier chunk was still in flight";
+  ASSERT_EQ(p.written.size(), 23u);
+  for (u64 i = 0; i < 23; ++i) EXPECT_EQ(p.written[i], i);
+}
+
+TEST(ChunkPipeline, ChunksTooLargeForThreeInTheBudgetTravelFewerAtATime) {
+  // One slot holds every buffer of a chunk; the budget is 384 MiB. Small chunks: one per
+  // worker, plus one read and one written. A 150 MiB chunk: two; a 512^3 f32 volume: one.
+  auto be = make_backend(backend_kind::cpu, {2});
+  const auto small = formats::detail::make_workers(*be, u64(4) << 20);
+  EXPECT_EQ(small.count(), 2u);
+  EXPECT_EQ(small.slots(), 4u);
+  const auto two = formats::detail::make_workers(*be, u64(150) << 20);
+  EXPECT_EQ(two.count(), 1u);
+  EXPECT_EQ(two.slots(), 2u);
+  const auto one = formats::detail::make_workers(*be, u64(512) << 20);
+  EXPECT_EQ(one.count(), 1u);
+  EXPECT_EQ(one.slots(), 1u);
 }
 
 TEST(ChunkPipeline, NoChunksMeansNoWorkAndNoWrites) {

@@ -1,5 +1,6 @@
 #include "chunk_pipeline.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -45,7 +46,7 @@ struct pipeline_state {
 
 u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) {
   if (workers == 0) workers = 1;
-  if (slots < 2) slots = 2;
+  if (slots < 1) slots = 1;
   pipeline_state s;
   s.chunk.assign(slots, none);
   s.worked.assign(slots, 0);
@@ -127,16 +128,43 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
     threads.push_back(start_quiet_thread(writer_loop));
     for (unsigned w = 0; w < workers; ++w) threads.push_back(start_quiet_thread([&, w] { worker_loop(w); }));
 
+    // A cancel (before_read threw): ahead of every other failure, with the writes told to
+    // give up, and nothing more worked or written.
+    auto cancel = [&](std::exception_ptr e) {  // with s.m held
+      s.failed_chunk = 0;
+      s.error = std::move(e);
+      if (stages.stop_writes != nullptr) stages.stop_writes->store(true);
+      s.cv.notify_all();
+    };
     std::unique_lock lock(s.m);
     for (;; ++c) {
       std::size_t slot = 0;
-      s.cv.wait(lock, [&] {
+      auto free_slot = [&] {
         if (s.failed()) return true;
         for (slot = 0; slot < s.chunk.size(); ++slot) {
           if (s.chunk[slot] == none) return true;
         }
         return false;
-      });
+      };
+      std::exception_ptr cancelled;
+      if (!stages.before_read) {
+        s.cv.wait(lock, free_slot);
+      } else {
+        while (!s.cv.wait_for(lock, std::chrono::milliseconds(100), free_slot)) {
+          lock.unlock();
+          try {
+            stages.before_read();
+          } catch (...) {
+            cancelled = std::current_exception();
+          }
+          lock.lock();
+          if (cancelled) break;
+        }
+      }
+      if (cancelled) {
+        cancel(cancelled);
+        break;
+      }
       if (s.failed()) break;
       s.chunk[slot] = c;  // taken: not free for another read
       lock.unlock();
@@ -144,14 +172,24 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       std::exception_ptr err;
       try {
         if (stages.before_read) stages.before_read();
-        more = stages.read(c, slot);
       } catch (...) {
-        err = std::current_exception();
+        cancelled = std::current_exception();
+      }
+      if (!cancelled) {
+        try {
+          more = stages.read(c, slot);
+        } catch (...) {
+          err = std::current_exception();
+        }
       }
       lock.lock();
-      if (err) {
+      if (cancelled || err) {
         s.chunk[slot] = none;
-        s.fail(c, err);
+        if (cancelled) {
+          cancel(cancelled);
+        } else {
+          s.fail(c, err);
+        }
         break;
       }
       if (!more) {

@@ -1,6 +1,7 @@
 // Internal: the three-stage chunk pipeline of compress and decompress.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -14,10 +15,15 @@ struct chunk_stages {
   /** On the calling thread, in chunk order, one at a time: fill slot `slot` with chunk
    *  `chunk`. Returns false when there are no more chunks (the slot stays unused). */
   std::function<bool(std::uint64_t chunk, std::size_t slot)> read;
-  /** Optional, on the calling thread just before each read(), once a slot is free: may throw
-   *  to stop. A signal that came while this thread waited for the slot is seen here, not
-   *  after a read that may block for ever on a stalled pipe. */
+  /** Optional, on the calling thread: may throw to cancel the run. Called just before each
+   *  read(), and every tenth of a second while this thread waits for a free slot, so that a
+   *  signal is seen neither after a read that may block for ever on a stalled input pipe nor
+   *  after a write blocked on a stalled output. A cancel stops every stage at once (no chunk
+   *  before it is still written) and its exception is the one run_chunks throws. */
   std::function<void()> before_read;
+  /** Optional: set to true when before_read cancels the run; the outputs that write() uses
+   *  watch it (output_file::stop_on), so that a write blocked on a stalled pipe gives up. */
+  std::atomic<bool>* stop_writes = nullptr;
   /** On a worker thread, several chunks at once in any order: transform the slot's chunk. */
   std::function<void(std::uint64_t chunk, std::size_t slot, unsigned worker)> work;
   /** On one writer thread, in chunk order, one at a time: write the slot's chunk out. */
@@ -25,8 +31,8 @@ struct chunk_stages {
 };
 
 /** Streams chunks through read -> work -> write with `workers` threads for work() and
- *  `slots` buffers in flight (at least workers + 1, so that reading and writing overlap the
- *  work). Reading stays on the calling thread: a read blocked on a pipe is the one a signal
+ *  `slots` buffers in flight (workers + 2 lets reading and writing overlap the work; with one
+ *  slot the stages take each chunk in turn). Reading stays on the calling thread: a read blocked on a pipe is the one a signal
  *  interrupts (the threads started here block SIGINT, SIGTERM, SIGHUP and SIGQUIT).
  *
  *  The first failure stops the pipeline; every chunk before it is still worked, so that the

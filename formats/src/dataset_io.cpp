@@ -86,6 +86,7 @@ class npy_sink final : public sample_sink {
     return false;
   }
   void finish() override { w_.finish(); }
+  void stop_on(const std::atomic<bool>* flag) override { w_.stop_on(flag); }
 
  private:
   npy_writer w_;
@@ -103,6 +104,7 @@ class npz_source final : public sample_source {
   void read_rows(u64 first, u64 count, void* dst) override { r_.read_rows(first, count, dst); }
   std::string dataset_path() const override { return array_; }
   std::string note() const override { return note_; }
+  std::string reader() const override { return reader_; }
 
  private:
   /** The array named `spec.dataset` ("x_train", or its member name "x_train.npy"), or the one
@@ -174,10 +176,12 @@ class npz_source final : public sample_source {
       }
       array_ = name_ends_with(found->name, ".npy") ? array_name(*found) : found->name;
     }
+    // ZIP method 8; np.savez_compressed's arrays are one deflate stream each.
+    if (found->method == 8) reader_ = "a deflated .npz member, inflated on one thread as it is read";
     return npy_reader::open(zip.open_member(*found, file + ":" + array_));
   }
 
-  std::string array_, note_;
+  std::string array_, note_, reader_;
   npy_reader r_;
 };
 
@@ -193,6 +197,7 @@ class npz_sink final : public sample_sink {
     begin_array(array_, t, shape);
   }
   std::string name() const override { return out_.display_name() + ":" + array_; }
+  void stop_on(const std::atomic<bool>* flag) override { out_.stop_on(flag); }
   void write_rows(const void* src, u64 count) override {
     zip_.write(src, count * row_bytes_);
     rows_ += count;
@@ -329,6 +334,7 @@ class raw_sink final : public sample_sink {
   raw_sink(const std::string& path, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
       : out_(output_file::create(path, ow)), type_(t), shape_(shape) {}
   std::string name() const override { return out_.display_name(); }
+  void stop_on(const std::atomic<bool>* flag) override { out_.stop_on(flag); }
   void write_rows(const void* src, u64 count) override {
     u64 rb = type_.itemsize;
     for (std::size_t i = 1; i < shape_.size(); ++i) rb *= shape_[i];

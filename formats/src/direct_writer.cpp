@@ -24,7 +24,12 @@ std::unique_ptr<direct_writer> direct_writer::start(int fd, std::string name, in
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return nullptr;
-  w->thread_ = start_quiet_thread([p = w.get()] { p->run(); });
+  try {
+    w->thread_ = start_quiet_thread([p = w.get()] { p->run(); });
+  } catch (...) {  // no thread to be had: buffered writes, as where O_DIRECT is refused
+    ::fcntl(fd, F_SETFL, flags);
+    return nullptr;
+  }
   return w;
 #else
   (void)fd;

@@ -1,7 +1,10 @@
 #include "dctchop/formats/file_io.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -357,6 +360,9 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     direct_ = std::move(o.direct_);
     buf_ = std::exchange(o.buf_, nullptr);
     fill_ = std::exchange(o.fill_, 0);
+    stop_ = std::exchange(o.stop_, nullptr);
+    watched_ = std::exchange(o.watched_, watched::no);
+    nb_fd_ = std::exchange(o.nb_fd_, -1);
   }
   return *this;
 }
@@ -367,6 +373,8 @@ void output_file::abandon() noexcept {
   direct_.reset();  // stops the flusher before the descriptor closes; frees buf_
   buf_ = nullptr;
   fill_ = 0;
+  if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
+  watched_ = watched::no;
   if (fd_ >= 0 && !is_stdout_) {
     ::close(fd_);
     if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
@@ -377,8 +385,57 @@ void output_file::abandon() noexcept {
 
 std::string output_file::display_name() const { return is_stdout_ ? "<stdout>" : path_; }
 
+void output_file::stop_on(const std::atomic<bool>* flag) {
+  stop_ = flag;
+  if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
+  watched_ = watched::no;
+  struct stat st{};
+  if (flag == nullptr || fd_ < 0 || direct_ || ::fstat(fd_, &st) != 0) return;
+  if (S_ISSOCK(st.st_mode)) {
+    watched_ = watched::socket;
+  } else if (S_ISFIFO(st.st_mode)) {
+    watched_ = watched::pipe;
+    // Linux opens a pipe's /proc/self/fd entry as a new description of the same pipe.
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    nb_fd_ = ::open(self.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  }
+}
+
+void output_file::write_watched(const char* p, std::size_t n) {
+  std::size_t done = 0;
+  while (done < n) {
+    if (stop_->load(std::memory_order_relaxed)) {
+      throw error(errc::interrupted, display_name() + ": interrupted (writing)");
+    }
+    pollfd pfd{fd_, POLLOUT, 0};
+    const int ready = ::poll(&pfd, 1, 100);
+    if (ready < 0 && errno != EINTR) throw os_error(display_name(), "wait to write");
+    if (ready < 0) throw error(errc::interrupted, display_name() + ": interrupted");
+    if (ready == 0) continue;  // no room yet: look at the flag again
+    // (POLLERR or POLLHUP: the reader is gone, and the write says so, EPIPE.)
+    ssize_t w = 0;
+    if (watched_ == watched::socket) {
+      w = ::send(fd_, p + done, n - done, MSG_DONTWAIT);
+    } else if (nb_fd_ >= 0) {
+      w = ::write(nb_fd_, p + done, n - done);
+    } else {  // room for PIPE_BUF bytes at least: a write of that much does not block
+      w = ::write(fd_, p + done, std::min<std::size_t>(n - done, PIPE_BUF));
+    }
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
+      throw os_error(display_name(), "write");
+    }
+    done += static_cast<std::size_t>(w);
+  }
+}
+
 void output_file::write_fd(const void* src, std::size_t n) {
   const auto* p = static_cast<const char*>(src);
+  if (watched_ != watched::no) {
+    write_watched(p, n);
+    return;
+  }
   std::size_t done = 0;
   while (done < n) {
     ssize_t w = ::write(fd_, p + done, n - done);
@@ -427,6 +484,9 @@ void output_file::write_zeros(std::size_t n) {
 
 void output_file::commit() {
   if (committed_) return;
+  // Our own description of a watched pipe: closed now, or its reader would wait for it.
+  if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
+  watched_ = watched::no;
   if (is_stdout_) {
     committed_ = true;
     return;

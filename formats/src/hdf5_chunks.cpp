@@ -205,8 +205,9 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
   crew.reserve(crew_size - 1);
   try {
     for (std::size_t t = 1; t < crew_size; ++t) crew.emplace_back(work, t);
-  } catch (const std::system_error&) {
-    // No more threads to be had: those started and this one share the chunks.
+  } catch (...) {
+    // No more threads to be had (std::system_error, or std::bad_alloc for a thread's state):
+    // those started and this one share the chunks.
   }
   work(0);
   for (auto& t : crew) t.join();

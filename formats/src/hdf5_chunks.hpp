@@ -36,6 +36,10 @@ class chunk_reader {
    *  read a chunk. */
   bool read_rows(std::uint64_t first, std::uint64_t count, void* dst, const std::string& name);
 
+  /** The threads that decode chunks (fewer than asked for when large chunks would pass the
+   *  scratch budget). */
+  unsigned threads() const noexcept { return threads_; }
+
  private:
   struct stage {
     H5Z_filter_t id = 0;

@@ -333,6 +333,30 @@ std::vector<filter_entry> pipeline_of(hid_t dcpl) {
   return out;
 }
 
+std::string filter_names(const std::vector<filter_entry>& pipeline) {
+  std::string out;
+  for (const auto& e : pipeline) {
+    std::string name;
+    switch (e.id) {
+      case H5Z_FILTER_DEFLATE: name = "deflate"; break;
+      case H5Z_FILTER_SHUFFLE: name = "shuffle"; break;
+      case H5Z_FILTER_FLETCHER32: name = "fletcher32"; break;
+      case H5Z_FILTER_SZIP: name = "szip"; break;
+      case H5Z_FILTER_NBIT: name = "nbit"; break;
+      case H5Z_FILTER_SCALEOFFSET: name = "scaleoffset"; break;
+      case filter_lzf: name = "lzf"; break;
+      case filter_lz4: name = "lz4"; break;
+      case filter_zstd: name = "zstd"; break;
+      default:
+        for (const auto& f : k_known)
+          if (f.id == e.id) name = f.name;
+        if (name.empty()) name = "filter " + std::to_string(e.id);
+    }
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out;
+}
+
 void register_builtin_filters() {
   // Once per process, and again for a filter that was unregistered since (H5Zunregister).
   static std::mutex m;

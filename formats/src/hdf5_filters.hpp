@@ -33,6 +33,10 @@ struct filter_entry {
 /** The filters of a dataset creation property list, in write order. */
 std::vector<filter_entry> pipeline_of(hid_t dcpl);
 
+/** The filters of a pipeline by their usual names, in write order: "shuffle, deflate",
+ *  "blosc"; a filter of no known name is "filter N". */
+std::string filter_names(const std::vector<filter_entry>& pipeline);
+
 /** Registers dctchop's HDF5 filters 32000 (LZF, h5py's `compression="lzf"`; Debian 12's
  *  hdf5-plugin-lzf cannot be loaded: its library lacks liblzf), 32004 (LZ4; Debian's plugin
  *  decodes with LZ4_decompress_fast, which reads past the end of a damaged chunk) and 32015

@@ -417,11 +417,19 @@ class hdf5_source final : public sample_source {
     H5Pset_chunk_cache(dapl.get(), 12421, cache_bytes, 1.0);
     dset_ = check(H5Dopen2(file_.get(), dataset_.c_str(), dapl.get()), H5Dclose, errc::bad_input,
                   nm + ": cannot open the dataset");
+    h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
     if (spec.decode_threads > 0 && !shape_.empty()) {
-      h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
       h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
       chunks_ = chunk_reader::make(dset_.get(), dcpl.get(), file_type.get(), read_type(),
                                    shape_, spec.decode_threads);
+    }
+    const std::string filters = filter_names(pipeline_of(dcpl.get()));
+    if (chunks_) {
+      const unsigned t = chunks_->threads();
+      reader_ = "HDF5 chunks (" + filters + ") decoded by dctchop on " + std::to_string(t) +
+                (t == 1 ? " thread" : " threads");
+    } else {
+      reader_ = filters.empty() ? "HDF5" : "HDF5 (" + filters + ", decoded by HDF5 on one thread)";
     }
   }
 
@@ -432,6 +440,7 @@ class hdf5_source final : public sample_source {
   bool rereadable() const override { return true; }
   u64 preferred_rows() const override { return preferred_; }
   std::string note() const override { return note_; }
+  std::string reader() const override { return reader_; }
 
   void read_rows(u64 first, u64 count, void* dst) override {
     if (count == 0) return;
@@ -517,7 +526,7 @@ class hdf5_source final : public sample_source {
     return enum_memory_.valid() ? enum_memory_.get() : memory_type(type_);
   }
 
-  std::string path_, dataset_, note_;
+  std::string path_, dataset_, note_, reader_;
   h5_id enum_memory_;
   std::string missing_;  // an optional filter that cannot be loaded: the message naming it
   std::vector<filter_output> outputs_;  // what dctchop's filters decode a chunk to

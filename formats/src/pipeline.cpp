@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -204,6 +205,9 @@ pipeline_workers make_workers(backend& be, u64 slot_bytes) {
     crew.owned.clear();
     crew.be.assign(1, &be);
   }
+  // A chunk of one huge sample (a 512^3 f32 volume): as many in flight as the budget holds,
+  // down to one at a time, rather than three of them.
+  crew.slot_count = fit >= 3 ? crew.be.size() + 2 : static_cast<std::size_t>(std::max<u64>(fit, 1));
   return crew;
 }
 
@@ -536,6 +540,7 @@ nlohmann::json compress_result::to_json() const {
   j["coeff"] = std::string(to_string(codec.coeff));
   j["offset"] = codec.offset;
   if (!source.empty()) j["source"] = source;
+  if (!reader.empty()) j["reader"] = reader;
   if (!labels_source.empty()) j["labels_source"] = labels_source;
   j["samples_per_chunk"] = samples_per_chunk;
   j["chunks"] = chunks;
@@ -582,7 +587,9 @@ compress_result write_archive(input_source& src, const std::string& output, back
       make_archive_header(src, p, o.chunk_mb, o.tool_version,
                           utc_text(o.created));
   const u64 spc = ah.samples_per_chunk;
+  std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
   archive_writer w(output_file::create(output, o.overwrite), ah);
+  w.stop_on(&stop_writes);
 
   // Chunks stream through run_chunks(): read on this thread, encoded (and measured) by
   // be.threads() workers at once, one chunk each, and written in order by a writer thread.
@@ -614,6 +621,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
+  stages.stop_writes = &stop_writes;
   stages.read = [&](u64 c, std::size_t i) {
     slot_buffers& b = slot[i];
     b.first = c * spc;
@@ -767,6 +775,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
     compress_result r = write_archive(src, output, be, p, o, labels, range, measure);
     r.notes = notes;
     r.source = src.name();
+    r.reader = src.src->reader();
     if (labels) r.labels_source = labels->name();
     r.warnings = compress_warnings(r, output, o.nonfinite_replacement);
     if (!o.target.any()) {
@@ -881,7 +890,9 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                       (npz_out ? "; choose another array name" : "; choose another dataset path"));
     }
   }
+  std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
+  w->stop_on(&stop_writes);
 
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 ibps = h.geom.values_per_sample() * size_of(h.type);
@@ -906,6 +917,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
+  stages.stop_writes = &stop_writes;
   stages.read = [&](u64 c, std::size_t i) {
     slot_buffers& b = slot[i];
     if (random) {

@@ -174,9 +174,13 @@ struct pipeline_workers {
   std::vector<std::unique_ptr<backend>> owned;
   std::vector<backend*> be;
   unsigned count() const { return static_cast<unsigned>(be.size()); }
-  /** Chunks in flight: one per worker, one being read and one being written. */
-  std::size_t slots() const { return be.size() + 2; }
+  /** Chunks in flight: one per worker, one being read and one being written; fewer (one at
+   *  the least: read, work and write in turn) when three chunks would not fit the budget. */
+  std::size_t slots() const { return slot_count; }
+  std::size_t slot_count = 3;
 };
+/** The workers and slots for chunks of `slot_bytes` each (every buffer a chunk travels in),
+ *  within a budget of 384 MiB where the backend's threads allow. */
 pipeline_workers make_workers(backend& be, u64 slot_bytes);
 
 /** Whether q meets every target. A target whose figure is undefined on this data (PSNR of

@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,6 +95,10 @@ class sample_source {
   virtual std::string dataset_path() const { return {}; }
   /** Something the user should be told, e.g. which dataset was chosen; empty if nothing. */
   virtual std::string note() const { return {}; }
+  /** How the rows are read, for a user who asks why a read is slow: "HDF5 chunks (shuffle,
+   *  deflate) decoded by dctchop on 2 threads", "HDF5 (blosc, decoded by HDF5 on one
+   *  thread)"; empty where there is nothing to tell (an NPY file). */
+  virtual std::string reader() const { return {}; }
   /** Rows along axis 0 (1 for a 0-d array). */
   std::uint64_t rows() const { return shape().empty() ? 1 : shape()[0]; }
   /** Bytes of one row. */
@@ -118,6 +123,9 @@ class sample_sink {
                                 const std::vector<std::uint64_t>& shape, const void* data) = 0;
   /** Check the row count, flush, and move the output into place. */
   virtual void finish() = 0;
+  /** output_file::stop_on for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
+   *  is a regular file). */
+  virtual void stop_on(const std::atomic<bool>* flag) { (void)flag; }
 };
 
 /** Create an output for an array of `type` and `shape`. `attributes` (HDF5 only) are written

@@ -3,6 +3,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -140,11 +141,19 @@ class output_file {
   void commit();
   /** Whether writes currently go to the disk with direct I/O. */
   bool direct() const noexcept { return direct_ != nullptr; }
+  /** Lets a write blocked on a pipe, FIFO or socket whose reader has stalled give up: once
+   *  `*flag` is true (set from any thread) such a write throws error(interrupted) within a
+   *  tenth of a second. Without it, a thread writing into a stalled pipe waits as long as the
+   *  pipe does, and a signal meant to stop the work waits with it. Regular files and devices
+   *  write as before. `flag` (nullptr: none) must outlive the writes. */
+  void stop_on(const std::atomic<bool>* flag);
 
  private:
   output_file() = default;
   void abandon() noexcept;
   void write_fd(const void* src, std::size_t n);
+  /** write_fd for a stream watched by stop_: waits for room in steps, checking the flag. */
+  void write_watched(const char* p, std::size_t n);
   void name_anonymous();
   std::string path_;
   output_target target_;  // where the finished file goes (path_ is for messages)
@@ -160,6 +169,13 @@ class output_file {
   std::unique_ptr<detail::direct_writer> direct_;
   std::byte* buf_ = nullptr;
   std::size_t fill_ = 0;
+  // stop_on(): the flag, and how a watched stream is written without blocking: through a
+  // non-blocking description of the same pipe of our own (nb_fd_, so that the O_NONBLOCK of
+  // a pipe shared with other processes stays as it is), with send(MSG_DONTWAIT) on a socket,
+  // or PIPE_BUF bytes at a time once poll() says there is room.
+  const std::atomic<bool>* stop_ = nullptr;
+  enum class watched { no, pipe, socket } watched_ = watched::no;
+  int nb_fd_ = -1;
 };
 
 /** Checks an output path: one that exists is refused (error output_exists) unless

@@ -105,6 +105,7 @@ struct compress_result {
    *  float data, ...). to_json() puts them after `notes` in "notes". */
   std::vector<std::string> warnings;
   std::string source;                   ///< what was read: "x.npy", "t.h5:/images", "<stdin>"
+  std::string reader;                   ///< how it was read (sample_source::reader); may be empty
   std::string labels_source;            ///< the labels read, as source; empty without labels
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
   double seconds = 0.0;                 ///< wall time of the whole operation
