@@ -31,6 +31,7 @@ struct pipeline_state {
   u64 next_write = 0;
   u64 failed_chunk = none;  // lowest chunk that failed
   std::exception_ptr error;
+  bool writer_done = false;  // the writer thread has returned
 
   bool failed() const { return failed_chunk != none; }
   void fail(u64 at, std::exception_ptr e) {  // with m held
@@ -125,7 +126,12 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
   u64 c = 0;
   try {
     threads.reserve(workers + 1);
-    threads.push_back(start_quiet_thread(writer_loop));
+    threads.push_back(start_quiet_thread([&] {
+      writer_loop();
+      const std::lock_guard lock(s.m);
+      s.writer_done = true;
+      s.cv.notify_all();
+    }));
     for (unsigned w = 0; w < workers; ++w) threads.push_back(start_quiet_thread([&, w] { worker_loop(w); }));
 
     // A cancel (before_read threw): ahead of every other failure, with the writes told to
@@ -137,30 +143,35 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       s.cv.notify_all();
     };
     std::unique_lock lock(s.m);
+    // Waits until `ready` (with the lock held), calling before_read every tenth of a second
+    // meanwhile: the writer may be blocked on a stalled pipe. Its exception, if it threw.
+    auto wait_watching = [&](auto&& ready) {
+      std::exception_ptr cancelled;
+      if (!stages.before_read) {
+        s.cv.wait(lock, ready);
+        return cancelled;
+      }
+      while (!s.cv.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+        lock.unlock();
+        try {
+          stages.before_read();
+        } catch (...) {
+          cancelled = std::current_exception();
+        }
+        lock.lock();
+        if (cancelled) break;
+      }
+      return cancelled;
+    };
     for (;; ++c) {
       std::size_t slot = 0;
-      auto free_slot = [&] {
+      std::exception_ptr cancelled = wait_watching([&] {
         if (s.failed()) return true;
         for (slot = 0; slot < s.chunk.size(); ++slot) {
           if (s.chunk[slot] == none) return true;
         }
         return false;
-      };
-      std::exception_ptr cancelled;
-      if (!stages.before_read) {
-        s.cv.wait(lock, free_slot);
-      } else {
-        while (!s.cv.wait_for(lock, std::chrono::milliseconds(100), free_slot)) {
-          lock.unlock();
-          try {
-            stages.before_read();
-          } catch (...) {
-            cancelled = std::current_exception();
-          }
-          lock.lock();
-          if (cancelled) break;
-        }
-      }
+      });
       if (cancelled) {
         cancel(cancelled);
         break;
@@ -201,6 +212,8 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
     }
     s.read_total = c;
     s.cv.notify_all();
+    // The last chunks drain through the writer; a cancel still counts meanwhile.
+    if (auto cancelled = wait_watching([&] { return s.writer_done; })) cancel(cancelled);
     lock.unlock();
   } catch (...) {
     // Starting a thread failed: stop the others before leaving.
