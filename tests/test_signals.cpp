@@ -141,6 +141,28 @@ TEST(Signals, InterruptMidwayThroughACompressionToAFileExits130AndLeavesNothing)
   }
 }
 
+TEST(Signals, AFailureWhileTheInputPipeIsStalledIsReportedWithoutWaitingForMoreInput) {
+  // Sample 3 holds a NaN: the worker that codes chunk 0 fails while the reading thread waits
+  // in read() for chunk 1 on a FIFO that has gone quiet. The error comes at once, not when
+  // (if ever) more input arrives.
+  temp_dir dir;
+  const std::string make =
+      "/usr/bin/python3 -c \"import numpy as np; a = np.random.default_rng(0).random((400, 64, 64), "
+      "dtype=np.float32); a[3, 5, 5] = np.nan; np.save('nan.npy', a)\"";
+  ASSERT_EQ(run_sh(make, dir.path()).status, 0);
+  const std::string sh =
+      "mkfifo f; " + k_bin + " compress - -o out.dcz --chunk-mb 0.1 < f & P=$!; exec 3>f; "
+      "head -c 1200000 nan.npy >&3; "
+      "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
+      "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
+      "wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+  auto r = run_sh(sh, dir.path());
+  EXPECT_EQ(r.out.find("stuck"), std::string::npos) << "the error waited for more input";
+  EXPECT_NE(r.out.find("rc=3"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("sample 3: holds a NaN"), std::string::npos) << r.err;
+  EXPECT_EQ(leftovers(dir, "nan.npy"), std::vector<std::string>{});
+}
+
 }  // namespace
 
 namespace {

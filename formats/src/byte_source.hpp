@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace dctchop::formats::detail {
@@ -32,6 +33,8 @@ class byte_source {
    *  whatever was not read in order from its first byte (the bytes after the array, or all of
    *  a Fortran-order array, which is gathered out of order). Throws error(bad_input). */
   virtual void finish() {}
+  /** input_file::watch, for a source read from a stream. */
+  virtual void watch(std::function<void()> check) { (void)check; }
 };
 
 }  // namespace dctchop::formats::detail

@@ -32,6 +32,7 @@ struct pipeline_state {
   u64 failed_chunk = none;  // lowest chunk that failed
   std::exception_ptr error;
   bool writer_done = false;  // the writer thread has returned
+  std::atomic<bool>* stop_reads = nullptr;  // chunk_stages::stop_reads
 
   bool failed() const { return failed_chunk != none; }
   void fail(u64 at, std::exception_ptr e) {  // with m held
@@ -39,6 +40,7 @@ struct pipeline_state {
       failed_chunk = at;
       error = std::move(e);
     }
+    if (stop_reads != nullptr) stop_reads->store(true);
     cv.notify_all();
   }
 };
@@ -49,6 +51,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
   if (workers == 0) workers = 1;
   if (slots < 1) slots = 1;
   pipeline_state s;
+  s.stop_reads = stages.stop_reads;
   s.chunk.assign(slots, none);
   s.worked.assign(slots, 0);
 
@@ -140,6 +143,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       s.failed_chunk = 0;
       s.error = std::move(e);
       if (stages.stop_writes != nullptr) stages.stop_writes->store(true);
+      if (stages.stop_reads != nullptr) stages.stop_reads->store(true);
       s.cv.notify_all();
     };
     std::unique_lock lock(s.m);

@@ -24,6 +24,10 @@ struct chunk_stages {
   /** Optional: set to true when before_read cancels the run; the outputs that write() uses
    *  watch it (output_file::stop_on), so that a write blocked on a stalled pipe gives up. */
   std::atomic<bool>* stop_writes = nullptr;
+  /** Optional: set to true when the run fails or is cancelled; the inputs that read() uses
+   *  watch it (watch_reads in pipeline_util.hpp), so that a read blocked on a stalled pipe
+   *  gives up instead of holding back the error. */
+  std::atomic<bool>* stop_reads = nullptr;
   /** On a worker thread, several chunks at once in any order: transform the slot's chunk. */
   std::function<void(std::uint64_t chunk, std::size_t slot, unsigned worker)> work;
   /** On one writer thread, in chunk order, one at a time: write the slot's chunk out. */

@@ -69,6 +69,7 @@ class npy_source final : public sample_source {
   const std::vector<u64>& shape() const override { return r_.header().shape; }
   bool rereadable() const override { return !stream_; }
   void read_rows(u64 first, u64 count, void* dst) override { r_.read_rows(first, count, dst); }
+  void watch(std::function<void()> check) override { r_.watch(std::move(check)); }
 
  private:
   bool stream_;  // stdin, a FIFO, <(cmd): read once, in order
@@ -289,6 +290,7 @@ class raw_source final : public sample_source {
     }
   }
   std::string name() const override { return f_.display_name(); }
+  void watch(std::function<void()> check) override { f_.watch(std::move(check)); }
   const npy_dtype& type() const override { return type_; }
   const std::vector<u64>& shape() const override { return shape_; }
   bool rereadable() const override { return f_.seekable(); }

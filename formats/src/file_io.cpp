@@ -92,6 +92,7 @@ input_file& input_file::operator=(input_file&& o) noexcept {
     size_ = o.size_;
     position_ = o.position_;
     map_ = std::exchange(o.map_, nullptr);
+    check_ = std::move(o.check_);
   }
   return *this;
 }
@@ -108,10 +109,24 @@ void input_file::close() noexcept {
 
 std::string input_file::display_name() const { return path_ == "-" ? "<stdin>" : path_; }
 
+void input_file::wait_readable() {
+  for (;;) {
+    pollfd pfd{fd_, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, 100);
+    if (ready > 0) return;  // data, its end, or an error that the read reports
+    if (ready < 0) {
+      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
+      return;  // (a descriptor poll() cannot watch: the read blocks as it would have)
+    }
+    check_();
+  }
+}
+
 std::size_t input_file::read(void* dst, std::size_t n) {
   auto* p = static_cast<char*>(dst);
   std::size_t done = 0;
   while (done < n) {
+    if (check_ && !seekable_) wait_readable();
     ssize_t r = ::read(fd_, p + done, n - done);
     if (r < 0) {
       // A signal handler installed without SA_RESTART asks us to stop: leave, so that the

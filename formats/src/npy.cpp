@@ -296,6 +296,7 @@ class file_bytes final : public detail::byte_source {
     f_.read_at(offset, dst, n, what);
   }
   const std::byte* map() override { return f_.map(); }
+  void watch(std::function<void()> check) override { f_.watch(std::move(check)); }
 
  private:
   input_file f_;
@@ -566,6 +567,8 @@ std::string npy_reader::display_name() const { return src_->display_name(); }
 std::uint64_t npy_reader::rows() const {
   return header_.shape.empty() ? 1 : header_.shape[0];
 }
+
+void npy_reader::watch(std::function<void()> check) { src_->watch(std::move(check)); }
 
 void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) {
   const std::uint64_t n_rows = rows();

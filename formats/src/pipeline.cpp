@@ -622,6 +622,9 @@ compress_result write_archive(input_source& src, const std::string& output, back
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
   stages.stop_writes = &stop_writes;
+  std::atomic<bool> stop_reads{false};  // a failure: a read from a stalled pipe gives up
+  stages.stop_reads = &stop_reads;
+  const watch_reads<sample_source> watch(*src.src, stages, src.name());
   stages.read = [&](u64 c, std::size_t i) {
     slot_buffers& b = slot[i];
     b.first = c * spc;
@@ -918,6 +921,9 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
   stages.stop_writes = &stop_writes;
+  std::atomic<bool> stop_reads{false};  // a failure: a read from a stalled pipe gives up
+  stages.stop_reads = &stop_reads;
+  const watch_reads<archive_reader> watch(r, stages, r.display_name());
   stages.read = [&](u64 c, std::size_t i) {
     slot_buffers& b = slot[i];
     if (random) {

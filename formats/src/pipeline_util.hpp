@@ -17,6 +17,7 @@
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/metrics.hpp"
+#include "chunk_pipeline.hpp"
 
 namespace dctchop::formats::detail {
 
@@ -106,6 +107,29 @@ inline std::function<void()> cancel_point(const progress_fn& progress) {
   if (!progress) return {};
   return [&progress] { progress(0, 0); };
 }
+
+/** While alive, reads of `watched` (a sample_source or an archive_reader) that wait on a
+ *  stalled stream look every tenth of a second for the end of the run: they give up once it
+ *  failed (stages.stop_reads, which must be set: the failure is then reported without
+ *  waiting for the input) and see a cancel (stages.before_read). */
+template <typename Watched>
+class watch_reads {
+ public:
+  watch_reads(Watched& watched, const chunk_stages& stages, std::string name) : w_(watched) {
+    w_.watch([&stages, name = std::move(name)] {
+      if (stages.stop_reads->load()) {
+        throw error(errc::interrupted, name + ": reading given up: the work stopped");
+      }
+      if (stages.before_read) stages.before_read();
+    });
+  }
+  ~watch_reads() { w_.watch({}); }
+  watch_reads(const watch_reads&) = delete;
+  watch_reads& operator=(const watch_reads&) = delete;
+
+ private:
+  Watched& w_;
+};
 
 /** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks. */
 inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec) {

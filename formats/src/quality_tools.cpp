@@ -1,5 +1,6 @@
 // dctchop eval and dctchop verify: measuring settings without writing, and gating archives.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -354,6 +355,10 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   }
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
+  std::atomic<bool> stop_reads{false};  // a failure: a read from a stalled pipe gives up
+  stages.stop_reads = &stop_reads;
+  const watch_reads<archive_reader> watch_archive(r, stages, r.display_name());
+  const watch_reads<sample_source> watch_original(*src.src, stages, src.name());
   stages.read = [&](u64, std::size_t i) {
     slot_buffers& b = slot[i];
     if (!r.next_chunk(b.info, b.coeffs)) return false;

@@ -146,6 +146,8 @@ class archive_reader {
   std::optional<std::vector<std::byte>> read_side_array(const std::string& name);
   /** Index of the chunk holding `sample`. */
   std::size_t chunk_of(std::uint64_t sample) const;
+  /** input_file::watch for an archive read as a stream. */
+  void watch(std::function<void()> check) { file_.watch(std::move(check)); }
 
  private:
   explicit archive_reader(input_file f) : file_(std::move(f)) {}

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,6 +100,8 @@ class sample_source {
    *  deflate) decoded by dctchop on 2 threads", "HDF5 (blosc, decoded by HDF5 on one
    *  thread)"; empty where there is nothing to tell (an NPY file). */
   virtual std::string reader() const { return {}; }
+  /** input_file::watch for a source read from a stream (standard input, a FIFO). */
+  virtual void watch(std::function<void()> check) { (void)check; }
   /** Rows along axis 0 (1 for a 0-d array). */
   std::uint64_t rows() const { return shape().empty() ? 1 : shape()[0]; }
   /** Bytes of one row. */

@@ -54,10 +54,16 @@ class input_file {
   std::uint64_t position() const noexcept { return position_; }
   /** Map the whole file read-only (seekable, non-empty files); nullptr when mapping fails. */
   const std::byte* map();
+  /** For a stream (a pipe, FIFO or socket): a sequential read that waits for data calls
+   *  `check` every tenth of a second meanwhile, and `check` may throw to give up (the work
+   *  was cancelled, or failed elsewhere). Regular files read as before; empty: no check. */
+  void watch(std::function<void()> check) { check_ = std::move(check); }
 
  private:
   input_file() = default;
   void close() noexcept;
+  /** Waits until the stream has data (or its end), calling check_ every tenth of a second. */
+  void wait_readable();
   std::string path_;
   int fd_ = -1;
   bool owns_fd_ = false;
@@ -65,6 +71,7 @@ class input_file {
   std::uint64_t size_ = 0;
   std::uint64_t position_ = 0;
   void* map_ = nullptr;
+  std::function<void()> check_;
 };
 
 /** Write-behind for a regular file written front to back (Linux; elsewhere it does nothing).

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,8 @@ class npy_reader {
    *  a compressed .npz member reads them in any order, decoding it again from the start to
    *  go back. */
   void read_rows(std::uint64_t first, std::uint64_t count, void* dst);
+  /** input_file::watch for a file or standard input read as a stream. */
+  void watch(std::function<void()> check);
 
  private:
   explicit npy_reader(std::unique_ptr<detail::byte_source> src);
