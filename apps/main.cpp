@@ -268,8 +268,14 @@ void parse_range(const std::string& s, std::uint64_t& first, std::optional<std::
   auto num = [&](const std::string& t) -> std::uint64_t {
     if (const auto v = parse_count(t)) return *v;
     const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
-    throw error(errc::invalid_argument, "--samples " + s + (digits ? ": number out of range"
-                                                                   : ": expected A:B with A < B"));
+    const bool negative = t.size() > 1 && t[0] == '-' &&
+                          t.find_first_not_of("0123456789", 1) == std::string::npos;
+    throw error(errc::invalid_argument,
+                "--samples " + s +
+                    (digits     ? ": number out of range"
+                     : negative ? ": samples count from 0; a negative index (from the end) is "
+                                  "not taken: name the sample by its number"
+                                : ": expected A:B with A < B"));
   };
   auto colon = s.find(':');
   if (colon == std::string::npos) {
@@ -461,7 +467,7 @@ void print_info_text(const nlohmann::json& j) {
   std::cout << fmt::format("data:        {} {} {}\n",
                            shape_text(j["shape"].get<std::vector<std::uint64_t>>()),
                            j["dtype"].get<std::string>(), j["layout"].get<std::string>());
-  std::cout << fmt::format("codec:       block {} chop {} coeff {} offset {:g}\n",
+  std::cout << fmt::format("codec:       block {} chop {} coeff {} offset {}\n",
                            c["block"].get<int>(), c["chop"].get<int>(),
                            c["coeff"].get<std::string>(), c["offset"].get<double>());
   if (j.contains("nonfinite")) {

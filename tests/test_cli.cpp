@@ -177,6 +177,33 @@ TEST(Cli, I16CoefficientsOnFloatDataOfSmallRangeGetANoteAndF32DoesNot) {
   EXPECT_EQ(u8.err.find("i16 rounds"), std::string::npos) << u8.err;
 }
 
+TEST(Cli, FloatCoefficientsTooCoarseForTinyDataGetANoteNamingTheTypesThatAreNot) {
+  // Data of range about 9e-9: f16's smallest step (2^-24, 6e-8) is coarser than the data,
+  // and so is i16's; f32 and bf16 reach far smaller values. Each note names only the types
+  // that keep the detail. At range 9 f16 is fine and says nothing.
+  temp_dir dir;
+  auto v = dctchop::test::smooth_f32_nhw(4, 24, 18);
+  save_npy(dir.file("one.npy"), dtype::f32, {4, 24, 18}, v);
+  for (auto& x : v) x *= 1e-9f;
+  save_npy(dir.file("tiny.npy"), dtype::f32, {4, 24, 18}, v);
+  auto f16 = cli(dir, "compress tiny.npy -o a.dcz --coeff f16 --json");
+  ASSERT_EQ(f16.status, 0) << describe(f16);
+  const json report = parse_json(f16.out);
+  std::string notes;
+  for (const auto& n : report["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("f16 holds coefficients near zero only to steps of 6e-08"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("f32 (the default for float input) or bf16 keep the detail"), std::string::npos) << notes;
+  auto e = cli(dir, "eval tiny.npy --coeff i16,f16,f32");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_NE(e.err.find("i16 rounds every coefficient"), std::string::npos) << e.err;
+  EXPECT_NE(e.err.find("f16 holds coefficients near zero"), std::string::npos) << e.err;
+  EXPECT_EQ(e.err.find("f32 holds"), std::string::npos) << e.err;
+  EXPECT_EQ(e.err.find("f16 or bf16 keep"), std::string::npos) << "f16 is as coarse as i16 here\n" << e.err;
+  auto fine = cli(dir, "compress one.npy -o b.dcz --coeff f16");
+  ASSERT_EQ(fine.status, 0) << describe(fine);
+  EXPECT_EQ(fine.err.find("holds coefficients near zero"), std::string::npos) << fine.err;
+}
+
 TEST(Cli, FloatDataFarFromZeroIsOffsetByItsMeanSoBf16CoefficientsKeepTheirPrecision) {
   // The same smooth field near zero and at 300 (a temperature in kelvin, say). With offset 0
   // the far copy's DC coefficients, about 8 x 300, fell on bf16 steps of 16 (about 19 dB lost);
@@ -200,6 +227,14 @@ TEST(Cli, FloatDataFarFromZeroIsOffsetByItsMeanSoBf16CoefficientsKeepTheirPrecis
   EXPECT_GT(offset, 295.0);
   EXPECT_LT(offset, 305.0);
   EXPECT_EQ(offset, static_cast<double>(static_cast<float>(offset))) << "an f32 value";
+  // The text shows it whole (as %g it read 300.083 or so, another offset than the archive's).
+  const auto text = cli(dir, "info far.dcz").out;
+  const auto at = text.find(" offset ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(std::stod(text.substr(at + 8)), offset) << text;
+  char six[32];
+  std::snprintf(six, sizeof six, "%g", offset);
+  EXPECT_NE(std::stod(six), offset) << "this offset needs more than 6 digits";
   auto p = sh(dir, "cat far.npy | DCTCHOP compress - -o - --coeff bf16 -q | "
                    "DCTCHOP decompress - -o piped.npy -q");
   ASSERT_EQ(p.status, 0) << describe(p);
@@ -762,7 +797,8 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o out.npy --samples 3:9", 2, "3:9"},
       {"decompress a.dcz -o out.npy --samples 5:", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples 4:2", 2, "a.dcz"},
-      {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples"},
+      {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples x:2: expected A:B with A < B"},
+      {"decompress a.dcz -o out.npy --samples -3:", 2, "a negative index (from the end) is not taken"},
       {"frobnicate in.npy", 2, "'frobnicate' is not a command; the commands are compress,"},
       {"compres in.npy", 2, "decompress, info, eval, verify"},
       {"compress ''", 2, "input: an empty file name"},
@@ -953,6 +989,23 @@ TEST(Cli, AnOffsetFarEnoughToCostF32PrecisionIsNotedWithTheErrorItCosts) {
   ASSERT_EQ(near.status, 0) << describe(near);
   EXPECT_FALSE(contains(near.out + near.err, "lies far")) << describe(near);
   EXPECT_EQ(parse_json(near.out).at("quality").at("max_abs_error").get<double>(), 0.0);
+  // Float data 1e5 + [0, 1) with --offset 0: bf16 coefficients keep 8 significant bits, an
+  // error of about 1e5 x 2^-8 = 390, far more than f32's arithmetic; the note says which.
+  std::vector<float> f(4 * 16 * 16);
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = 1e5f + static_cast<float>((i * 37) % 101) / 101.0f;
+  save_npy(dir.file("f.npy"), dtype::f32, {4, 16, 16}, f);
+  auto bf = cli(dir, "compress f.npy -o c.dcz --offset 0 --coeff bf16 --json");
+  ASSERT_EQ(bf.status, 0) << describe(bf);
+  const auto bj = parse_json(bf.out);
+  std::string bnotes;
+  for (const auto& n : bj.at("notes")) bnotes += n.get<std::string>() + "\n";
+  EXPECT_TRUE(contains(bnotes, "bf16 coefficients keep 8 significant bits")) << bnotes;
+  EXPECT_TRUE(contains(bnotes, "decode errors of about 3.9e+02")) << bnotes;
+  const double bf_err = bj.at("quality").at("max_abs_error").get<double>();
+  EXPECT_GT(bf_err, 39.0) << "the estimate is within 10x of the error";
+  EXPECT_LT(bf_err, 3900.0);
+  auto fe = cli(dir, "eval f.npy --offset 0 --coeff f32,bf16");
+  EXPECT_TRUE(contains(fe.err, "bf16 coefficients keep 8 significant bits")) << describe(fe);
 }
 
 TEST(Cli, TwoArraysOfOneFileDefaultToOneNameAndTheSecondIsRefusedSayingWhy) {

@@ -106,7 +106,7 @@ double codec_offset(input_source& src, const offset_choice& choice) {
 }
 
 std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
-                            int block) {
+                            int block, coeff_type coeff) {
   if (choice.how != offset_choice::rule::value) return {};  // auto and mean lie among the values
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for_each_first_value(src, [&](double x) {
@@ -115,9 +115,13 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
   });
   if (!(lo <= hi)) return {};
   // The transforms run in f32: a coefficient of size up to B |x - o| carries a rounding
-  // error of about 2^-24 of that, which the decode keeps.
+  // error of about 2^-24 of that, which the decode keeps. Stored as f16 or bf16, the first
+  // coefficient of a block (B times its mean) rounds to 11 or 8 significant bits, an error
+  // that the inverse spreads over the block's values at 1/B each.
   const double dev = std::max(std::fabs(lo - offset), std::fabs(hi - offset));
-  const double err = block * dev * 0x1p-24;
+  const int bits = coeff == coeff_type::f16 ? 11 : coeff == coeff_type::bf16 ? 8 : 0;
+  const bool stored = bits > 0 && std::ldexp(1.0, -bits) > block * 0x1p-24;
+  const double err = stored ? dev * std::ldexp(1.0, -bits) : block * dev * 0x1p-24;
   const bool matters = is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo) : err > 0.25;
   if (!matters) return {};
   char cost[96];
@@ -127,10 +131,14 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
   } else {
     std::snprintf(cost, sizeof cost, "about %.2g", err);
   }
+  const std::string why =
+      stored ? std::string(to_string(coeff)) + " coefficients keep " + std::to_string(bits) +
+                   " significant bits, which"
+             : "the transforms compute in f32, whose precision";
   return "--offset " + g_text(offset) + " lies far from the values (the first sample's lie in [" +
-         g_text(lo) + ", " + g_text(hi) + "]): the transforms compute in f32, whose precision at " +
-         "|x - offset| up to " + g_text(dev) + " costs decode errors of " + cost +
-         ", whatever the chop; --offset mean, or a value among the data, avoids that";
+         g_text(lo) + ", " + g_text(hi) + "]): " + why + " at |x - offset| up to " + g_text(dev) +
+         " costs decode errors of " + cost + ", whatever the chop; --offset mean, or a value " +
+         "among the data, avoids that";
 }
 
 input_source open_input(const dataset_spec& spec, layout lay, std::optional<double> replace) {
@@ -303,22 +311,60 @@ std::string g_text(double v) {
   return b;
 }
 
-/** The mean squared error per value that rounding i16 coefficients can add, at most: each
- *  kept coefficient errs by up to 1/2 (variance 1/12 when uniform), and the orthonormal
- *  inverse spreads the K*K errors of a block over its B*B values. */
-double i16_rounding_mse(int block, int chop) {
-  return double(chop) * chop / (double(block) * block) / 12.0;
+namespace {
+
+/** The step between a coefficient type's values near zero: i16's 1, and the float types'
+ *  smallest (subnormal) steps, f16 2^-24, bf16 2^-133, f32 2^-149. A coefficient that small
+ *  keeps no relative precision: it rounds to a multiple of the step. */
+double smallest_step(coeff_type c) {
+  switch (c) {
+    case coeff_type::i16: return 1.0;
+    case coeff_type::f16: return 0x1p-24;
+    case coeff_type::bf16: return 0x1p-133;
+    case coeff_type::f32: return 0x1p-149;
+  }
+  return 0.0;
 }
 
-std::string i16_rounding_note(int block, int chop, const quality& q) {
-  const double round_mse = i16_rounding_mse(block, chop);
-  if (!(q.range > 0) || round_mse <= 0.1 * q.mse) return {};
-  // (No figure for the rounding's own PSNR: coefficients much smaller than 1/2 err by less
-  // than the uniform 1/12, and a bound that the measured PSNR beats reads as a contradiction.)
-  return "i16 rounds every coefficient to a whole number (an error of up to 0.5 each), coarse "
-         "next to float data of range " + g_text(q.range) + ": at chop " + std::to_string(chop) +
-         " that rounding can be a good part of the error; f32 (the default for float input), "
-         "f16 or bf16 keep the detail";
+/** Whether rounding coefficients to steps of smallest_step(c) can be a good part (a tenth or
+ *  more) of the measured error: the mean squared error per value it can add, at most, when
+ *  each kept coefficient errs by up to half a step (variance step^2/12 when uniform) and the
+ *  orthonormal inverse spreads the K*K errors of a block over its B*B values. */
+bool rounding_matters(coeff_type c, int block, int chop, const quality& q) {
+  const double step = smallest_step(c);
+  const double mse = double(chop) * chop / (double(block) * block) * step * step / 12.0;
+  return q.range > 0 && mse > 0.1 * q.mse;
+}
+
+}  // namespace
+
+std::string coefficient_rounding_note(coeff_type coeff, int block, int chop, const quality& q) {
+  if (!rounding_matters(coeff, block, chop, q)) return {};
+  // (No figure for the rounding's own PSNR: coefficients much smaller than the step err by
+  // less than the uniform step^2/12, and a bound the measured PSNR beats reads as a
+  // contradiction.)
+  std::vector<std::string> better;
+  for (coeff_type t : {coeff_type::f32, coeff_type::f16, coeff_type::bf16}) {
+    if (t == coeff || rounding_matters(t, block, chop, q)) continue;
+    better.push_back(std::string(to_string(t)) +
+                     (t == coeff_type::f32 ? " (the default for float input)" : ""));
+  }
+  std::string keep;
+  for (std::size_t i = 0; i < better.size(); ++i) {
+    keep += (i == 0 ? "" : i + 1 == better.size() ? " or " : ", ") + better[i];
+  }
+  keep = better.empty() ? "no coefficient type keeps the detail of values this small: scale "
+                          "the data up before compressing"
+                        : keep + " keep" + (better.size() == 1 ? "s" : "") + " the detail";
+  char step[32];
+  std::snprintf(step, sizeof step, "%.2g", smallest_step(coeff));
+  const std::string what =
+      coeff == coeff_type::i16
+          ? "i16 rounds every coefficient to a whole number (an error of up to 0.5 each)"
+          : std::string(to_string(coeff)) + " holds coefficients near zero only to steps of " +
+                step + " (its smallest numbers)";
+  return what + ", coarse next to float data of range " + g_text(q.range) + ": at chop " +
+         std::to_string(chop) + " that rounding can be a good part of the error; " + keep;
 }
 
 std::string one_image_note(const input_source& src, layout asked) {
@@ -344,8 +390,9 @@ std::string replaced_values_note(u64 replaced, double value, double offset, doub
   return "the quality figures count the " + std::to_string(replaced) + " replaced value" +
          (replaced == 1 ? "" : "s") + " as " + g_text(value) +
          ", and R spans it: a V far from the other values raises the PSNR while the values "
-         "beside them decode worse (a V near the data's mean avoids both); the replaced places "
-         "decode near " + g_text(value) + ", not to it";
+         "beside them decode worse (a V near the data's mean avoids both); a replaced place "
+         "decodes as any value does, to about " + g_text(value) + " only where the chop keeps "
+         "its block's detail, and at a low chop V spreads into the values around it";
 }
 
 std::string nonfinite_on_integers_note(dtype type) {
@@ -380,8 +427,8 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
   if (output != "-") {
     if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));
   }
-  if (r.q && r.codec.coeff == coeff_type::i16 && is_float(r.type)) {
-    auto note = i16_rounding_note(r.codec.block, r.codec.chop, *r.q);
+  if (r.q && is_float(r.type)) {
+    auto note = coefficient_rounding_note(r.codec.coeff, r.codec.block, r.codec.chop, *r.q);
     if (!note.empty()) out.push_back(std::move(note));
   }
   if (r.archive_bytes > r.input_bytes) {
@@ -709,7 +756,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   p.coeff = o.coeff.value_or(default_coeff_type(src.type, o.block));
   p.offset = codec_offset(src, o.offset);
   validate(p);
-  if (auto n = far_offset_note(src, o.offset, p.offset, p.block); !n.empty()) {
+  if (auto n = far_offset_note(src, o.offset, p.offset, p.block, p.coeff); !n.empty()) {
     notes.push_back(std::move(n));
   }
   samples_per_chunk(1, 1, o.chunk_mb, 1);  // validates --chunk-mb before any work

@@ -40,9 +40,10 @@ inline quality measured(const quality_accumulator& acc, const std::string& name)
 /** `v` as printf's %g writes it. */
 std::string g_text(double v);
 
-/** For float data coded with i16 coefficients: a warning where the rounding of the
- *  coefficients alone may be a good part of the error (a tenth of it or more), else "". */
-std::string i16_rounding_note(int block, int chop, const quality& q);
+/** For float data: a warning where rounding the coefficients to `coeff`'s step near zero
+ *  (i16: 1; f16, bf16 and f32: their smallest numbers) may alone be a good part of the error
+ *  (a tenth of it or more), naming the types that would not be; else "". */
+std::string coefficient_rounding_note(coeff_type coeff, int block, int chop, const quality& q);
 
 struct input_source;
 
@@ -95,11 +96,12 @@ struct input_source {
  *  The header records it. */
 double codec_offset(input_source& src, const offset_choice& choice = {});
 
-/** A note when a `--offset V` lies so far from the first sample's values that f32 arithmetic
- *  at |x - V| costs the decode more than rounding would (integers: 1/4; floats: 0.1% of the
- *  spread), or "". */
+/** A note when a `--offset V` lies so far from the first sample's values that f32 arithmetic,
+ *  or the precision of `coeff` (f16 and bf16 keep 11 and 8 significant bits), at |x - V|
+ *  costs the decode more than rounding would (integers: 1/4; floats: 0.1% of the spread),
+ *  or "". */
 std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
-                            int block);
+                            int block, coeff_type coeff);
 
 /** progress(0, 0), progress_fn's bare chance to cancel, as chunk_stages::before_read; empty
  *  without a progress function. */

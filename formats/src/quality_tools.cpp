@@ -138,7 +138,12 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   }
   const double offset = codec_offset(src, o.offset);
   const int largest_block = o.blocks.empty() ? 8 : *std::max_element(o.blocks.begin(), o.blocks.end());
-  if (auto n = far_offset_note(src, o.offset, offset, largest_block); !n.empty()) {
+  // Of the coefficient types tried, the one with the fewest significant bits.
+  coeff_type coarsest = o.coeffs.empty() ? default_coeff_type(src.type, largest_block) : o.coeffs.front();
+  auto bits = [](coeff_type c) { return c == coeff_type::bf16 ? 8 : c == coeff_type::f16 ? 11 : 24; };
+  for (coeff_type c : o.coeffs)
+    if (bits(c) < bits(coarsest)) coarsest = c;
+  if (auto n = far_offset_note(src, o.offset, offset, largest_block, coarsest); !n.empty()) {
     notes.push_back(std::move(n));
   }
   for (int b : o.blocks) {
@@ -248,12 +253,13 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
       break;
     }
   }
-  if (is_float(src.type)) {  // from the first i16 row that needs it
+  if (is_float(src.type)) {  // from the first row of each coefficient type that needs it
+    std::vector<coeff_type> said;
     for (const auto& row : res.rows) {
-      if (row.coeff != coeff_type::i16 || !row.error.empty()) continue;
-      if (auto note = i16_rounding_note(row.block, row.chop, row.q); !note.empty()) {
+      if (!row.error.empty() || std::find(said.begin(), said.end(), row.coeff) != said.end()) continue;
+      if (auto note = coefficient_rounding_note(row.coeff, row.block, row.chop, row.q); !note.empty()) {
         res.warnings.push_back(std::move(note));
-        break;
+        said.push_back(row.coeff);
       }
     }
   }
