@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -833,6 +834,34 @@ TEST(Hdf5Cli, U8GzipGroupToArchiveToHdf5AndNpyWithLabelsAndAttributes) {
   ASSERT_TRUE(source);
   EXPECT_TRUE(contains(*source, "t.h5")) << *source;
   EXPECT_TRUE(contains(*source, "/train/images")) << *source;
+}
+
+TEST(Hdf5Cli, NanStoredAsAValueIsRecordedInTheOutputsAttributesAndNoted) {
+  // The HDF5 output cannot mark the places of NaN and Inf compressed as a value; its
+  // attributes say that there were some, and what they became; decompress says so too.
+  temp_dir dir;
+  auto v = dctchop::test::smooth_f32_nhw(3, 16, 16);
+  v[20] = std::numeric_limits<float>::quiet_NaN();
+  v[300] = std::numeric_limits<float>::infinity();
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::f32, {3, 16, 16}, v);
+  auto c = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=-2 -q && " +
+                        dctchop::test::dctchop_bin() + " decompress a.dcz -o y.h5");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_TRUE(contains(c.err, "a.dcz: its original held 2 NaN/Inf values, compressed as -2")) << c.err;
+  EXPECT_TRUE(contains(c.err, "nothing in the output marks them")) << c.err;
+  auto f = h5_open(dir.file("y.h5"));
+  EXPECT_EQ(h5_attr_number(f.get(), "/data", "dctchop_nonfinite_replacement"), -2.0);
+  EXPECT_EQ(h5_attr_number(f.get(), "/data", "dctchop_nonfinite_replaced"), 2.0);
+  // Without a replacement, neither the attributes nor the note.
+  for (auto& x : v)
+    if (!std::isfinite(x)) x = 0.0f;
+  dctchop::test::save_npy(dir.file("z.npy"), dtype::f32, {3, 16, 16}, v);
+  auto p = cli(dir, "compress z.npy -o b.dcz -q && " + dctchop::test::dctchop_bin() +
+                        " decompress b.dcz -o w.h5");
+  ASSERT_EQ(p.status, 0) << describe(p);
+  EXPECT_FALSE(contains(p.err, "NaN/Inf")) << p.err;
+  auto g = h5_open(dir.file("w.h5"));
+  EXPECT_FALSE(h5_attr_number(g.get(), "/data", "dctchop_nonfinite_replacement"));
 }
 
 TEST(Hdf5Cli, U8AtChop8IsExactThroughHdf5AndOutputDefaultsToData) {

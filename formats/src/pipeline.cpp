@@ -920,6 +920,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (h.provenance.contains("source") && h.provenance["source"].is_string()) {
     attrs["dctchop_source"] = h.provenance["source"];
   }
+  // NaN and Inf stored as a value: the output cannot mark their places, its attributes can
+  // say that there were some (the count is in the footer: a stream's comes at its end).
+  if (h.nonfinite_replacement) {
+    attrs["dctchop_nonfinite_replacement"] = *h.nonfinite_replacement;
+    if (f.contains("nonfinite_replaced") && f["nonfinite_replaced"].is_number_unsigned()) {
+      attrs["dctchop_nonfinite_replaced"] = f["nonfinite_replaced"].get<u64>();
+    }
+  }
   // HDF5 and .npz outputs get the labels beside the data: the data cannot be there (nor, in
   // HDF5, in a group of them or around them).
   if ((out.kind == file_kind::hdf5 || npz_out) && r.find_side_array("labels") != nullptr) {
@@ -1033,6 +1041,17 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   }
   w->finish();
   if (lw) lw->finish();
+  const auto& footer = r.footer();  // (a stream's, read by now)
+  if (h.nonfinite_replacement && footer.contains("nonfinite_replaced") &&
+      footer["nonfinite_replaced"].is_number_unsigned() &&
+      footer["nonfinite_replaced"].get<u64>() > 0) {
+    const u64 n = footer["nonfinite_replaced"].get<u64>();
+    res.notes.push_back(r.display_name() + ": its original held " + std::to_string(n) +
+                        " NaN/Inf value" + (n == 1 ? "" : "s") + ", compressed as " +
+                        g_text(*h.nonfinite_replacement) +
+                        " (--nonfinite replace=V): their places decode as ordinary values, "
+                        "not as NaN or Inf, and nothing in the output marks them");
+  }
 
   res.geom = g;
   res.type = h.type;
