@@ -25,6 +25,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/metrics.hpp"
+#include "pipeline_util.hpp"
 #include "test_util.hpp"
 
 #ifndef DCTCHOP_BINARY
@@ -192,6 +193,30 @@ const formats::chop_trial* trial_for(const formats::compress_result& r, int chop
 }
 
 // ============================================================ --psnr / --ssim (library)
+
+TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAndNeverForAnExactResult) {
+  using formats::detail::coefficient_rounding_note;
+  quality q;
+  q.range = 1e-8;
+  q.mse = 1e-18;  // RMSE 1e-9, a tenth of the range
+  // f16's step near zero, 2^-24: (K/B)^2 step^2 / 12 = 7e-17 at chop 4, far above a tenth of
+  // the error; f32's and bf16's steps are negligible.
+  const auto f16 = coefficient_rounding_note(coeff_type::f16, 8, 4, q);
+  EXPECT_NE(f16.find("f16 holds coefficients near zero only to steps of 6e-08"), std::string::npos) << f16;
+  EXPECT_NE(f16.find("f32 (the default for float input) or bf16 keep the detail"), std::string::npos) << f16;
+  EXPECT_EQ(coefficient_rounding_note(coeff_type::f32, 8, 4, q), "");
+  EXPECT_EQ(coefficient_rounding_note(coeff_type::bf16, 8, 4, q), "");
+  const auto i16 = coefficient_rounding_note(coeff_type::i16, 8, 4, q);
+  EXPECT_NE(i16.find("f32 (the default for float input) or bf16 keep"), std::string::npos) << i16;
+  // An exact result (mse 0, range > 0: blocks the codec holds exactly) has nothing to blame.
+  q.mse = 0;
+  for (coeff_type c : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16})
+    EXPECT_EQ(coefficient_rounding_note(c, 8, 4, q), "") << to_string(c);
+  // No type reaches data of range 1e-44: the note says to scale it.
+  q.range = 1e-44;
+  q.mse = 1e-90;
+  EXPECT_NE(coefficient_rounding_note(coeff_type::f32, 8, 8, q).find("scale the data up"), std::string::npos);
+}
 
 TEST(QualityPipeline, AnalyticInputHasTheExpectedPsnrsAtEveryChop) {
   // Checks the test's own closed form against the library's measurement at fixed chops, so

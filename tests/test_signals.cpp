@@ -72,12 +72,13 @@ TEST(Signals, TermWhileTheOutputPipeIsStalledExits130Promptly) {
     for (const char* sig : {"TERM", "INT"}) {
       const std::string sh =
           "mkfifo o; exec 3<>o; " + cmd + " & P=$!; "
-          "head -c 1 <&3 > /dev/null; sleep 0.3; kill -" + sig + " $P; "
+          "timeout 10 head -c 1 <&3 > /dev/null || echo 'no output came'; sleep 0.3; kill -" + sig + " $P; "
           "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
           "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
           "wait $P; echo \"rc=$?\"; exec 3>&-; rm o";
       auto r = run_sh(sh, dir.path());
       EXPECT_EQ(r.out.find("stuck"), std::string::npos) << cmd << ", " << sig << ": dctchop waited on the pipe";
+      EXPECT_EQ(r.out.find("no output came"), std::string::npos) << cmd << ": " << r.err;
       EXPECT_NE(r.out.find("rc=130"), std::string::npos) << cmd << ", " << sig << ": " << r.out << r.err;
       EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
       EXPECT_EQ(leftovers(dir, "in.npy"), (std::vector<std::string>{"in.dcz", "one.dcz"})) << cmd;
@@ -143,16 +144,17 @@ TEST(Signals, InterruptMidwayThroughACompressionToAFileExits130AndLeavesNothing)
 
 TEST(Signals, AFailureWhileTheInputPipeIsStalledIsReportedWithoutWaitingForMoreInput) {
   // Sample 3 holds a NaN: the worker that codes chunk 0 fails while the reading thread waits
-  // in read() for chunk 1 on a FIFO that has gone quiet. The error comes at once, not when
-  // (if ever) more input arrives.
+  // in read() on a FIFO that has gone quiet (chunks of 25 samples, 400 KB; four buffers for
+  // two workers: the first three chunks are read, and the fourth waits for its input). The
+  // error comes at once, not when (if ever) more input arrives.
   temp_dir dir;
   const std::string make =
       "/usr/bin/python3 -c \"import numpy as np; a = np.random.default_rng(0).random((400, 64, 64), "
       "dtype=np.float32); a[3, 5, 5] = np.nan; np.save('nan.npy', a)\"";
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   const std::string sh =
-      "mkfifo f; " + k_bin + " compress - -o out.dcz --chunk-mb 0.1 < f & P=$!; exec 3>f; "
-      "head -c 1200000 nan.npy >&3; "
+      "mkfifo f; " + k_bin + " compress - -o out.dcz --chunk-mb 0.1 --threads 2 < f & P=$!; "
+      "exec 3>f; timeout 10 head -c 1200000 nan.npy >&3; "
       "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
       "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
       "wait $P; echo \"rc=$?\"; exec 3>&-; rm f";

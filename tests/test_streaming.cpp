@@ -200,6 +200,99 @@ TEST(ChunkPipeline, AWriteFailureStopsReadingAndIsRethrownAsItWas) {
   EXPECT_LE(p.reads.load(), 5u + 4u);  // at most one chunk per slot beyond the failure
 }
 
+/** What a cancel throws in these tests (the tool's own type is not an error either). */
+struct cancel_asked {};
+
+TEST(ChunkPipeline, ACancelBeforeAReadStopsEveryStageAndIsWhatRunChunksThrows) {
+  // before_read throws before chunk 6's read: that chunk is never read, nothing from it on
+  // is worked or written, and the cancel (not any error after it) comes out.
+  counting_pipeline p(200, 4);
+  std::atomic<int> calls{0};
+  p.stages.before_read = [&] {
+    if (++calls > 6) throw cancel_asked{};
+  };
+  std::atomic<bool> stop_writes{false}, stop_reads{false};
+  p.stages.stop_writes = &stop_writes;
+  p.stages.stop_reads = &stop_reads;
+  EXPECT_THROW(run_chunks(4, 2, p.stages), cancel_asked);
+  // (Six asks before the reads; a wait for a free slot of over 0.1 s asks too, so fewer.)
+  EXPECT_LE(p.reads.load(), 6u);
+  EXPECT_LE(p.written.size(), p.reads.load());
+  for (u64 i = 0; i < p.written.size(); ++i) EXPECT_EQ(p.written[i], i);
+  EXPECT_TRUE(stop_writes.load()) << "the outputs were told to give up";
+  EXPECT_TRUE(stop_reads.load());
+}
+
+TEST(ChunkPipeline, ACancelWhileTheWriterIsStalledTellsItToGiveUpAndWins) {
+  // The writer blocks on chunk 0 (a pipe nobody reads) until stop_writes is set; the reading
+  // thread, out of free slots, asks before_read every tenth of a second, and the third ask
+  // cancels. A writer that never hears of it gives up after 20 s with another error, which
+  // fails the test instead of hanging it.
+  counting_pipeline p(100, 3);
+  std::atomic<bool> stop_writes{false};
+  p.stages.stop_writes = &stop_writes;
+  p.stages.write = [&](u64, std::size_t) {
+    for (int i = 0; i < 20000 && !stop_writes.load(); ++i) pause_us(1000);
+    if (!stop_writes.load()) throw std::runtime_error("the writer was never told");
+    throw error(errc::interrupted, "writing given up");
+  };
+  std::atomic<int> asks{0};
+  p.stages.before_read = [&] {
+    if (p.reads.load() >= 3 && ++asks >= 3) throw cancel_asked{};
+  };
+  EXPECT_THROW(run_chunks(3, 1, p.stages), cancel_asked);
+  EXPECT_TRUE(stop_writes.load());
+  EXPECT_TRUE(p.written.empty());
+}
+
+TEST(ChunkPipeline, ACancelAfterEverythingIsReadStillReachesAStalledWriter) {
+  // Two chunks, both read at once; the writer stalls on the first and the reading thread
+  // waits for it to finish, still asking before_read.
+  counting_pipeline p(2, 4);
+  std::atomic<bool> stop_writes{false};
+  p.stages.stop_writes = &stop_writes;
+  p.stages.write = [&](u64, std::size_t) {
+    for (int i = 0; i < 20000 && !stop_writes.load(); ++i) pause_us(1000);
+    if (!stop_writes.load()) throw std::runtime_error("the writer was never told");
+    throw error(errc::interrupted, "writing given up");
+  };
+  std::atomic<int> asks{0};
+  p.stages.before_read = [&] {
+    if (p.reads.load() == 2 && ++asks >= 3) throw cancel_asked{};
+  };
+  EXPECT_THROW(run_chunks(4, 2, p.stages), cancel_asked);
+  EXPECT_TRUE(stop_writes.load());
+}
+
+TEST(ChunkPipeline, AReadThatFailsWhileACancelIsPendingIsTheCancel) {
+  // A watched read gives up on a cancel (or a signal interrupts it): the read's own error is
+  // its consequence, and the cancel is what run_chunks throws.
+  counting_pipeline p(50, 4);
+  std::atomic<bool> pending{false};
+  auto read = p.stages.read;
+  p.stages.read = [&, read](u64 c, std::size_t s) {
+    if (c == 4) {
+      pending = true;
+      throw error(errc::interrupted, "reading given up");
+    }
+    return read(c, s);
+  };
+  p.stages.before_read = [&] {
+    if (pending.load()) throw cancel_asked{};
+  };
+  EXPECT_THROW(run_chunks(4, 2, p.stages), cancel_asked);
+  // Without a cancel pending, the read's error is the failure, as before.
+  counting_pipeline q(50, 4);
+  auto qread = q.stages.read;
+  q.stages.read = [&, qread](u64 c, std::size_t s) {
+    if (c == 4) throw stage_failure("read", c);
+    return qread(c, s);
+  };
+  q.stages.before_read = [] {};
+  EXPECT_THROW(run_chunks(4, 2, q.stages), stage_failure);
+  EXPECT_EQ(q.written.size(), 4u) << "the chunks before it were written";
+}
+
 TEST(ChunkPipeline, ExceptionsOfAnyTypePassThrough) {
   // The command-line tool's progress callback throws its own type on a signal.
   counting_pipeline p(50, 4);

@@ -32,6 +32,7 @@ struct pipeline_state {
   u64 failed_chunk = none;  // lowest chunk that failed
   std::exception_ptr error;
   bool writer_done = false;  // the writer thread has returned
+  bool cancelled = false;    // before_read threw: nothing more is worked
   std::atomic<bool>* stop_reads = nullptr;  // chunk_stages::stop_reads
 
   bool failed() const { return failed_chunk != none; }
@@ -65,7 +66,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       if (s.queue.empty()) return;  // reading has ended or failed, and nothing is left
       const std::size_t slot = s.queue.front();
       const u64 c = s.chunk[slot];
-      if (c > s.failed_chunk) return;
+      if (s.cancelled || c > s.failed_chunk) return;
       s.queue.pop_front();
       lock.unlock();
       std::exception_ptr err;
@@ -140,6 +141,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
     // A cancel (before_read threw): ahead of every other failure, with the writes told to
     // give up, and nothing more worked or written.
     auto cancel = [&](std::exception_ptr e) {  // with s.m held
+      s.cancelled = true;
       s.failed_chunk = 0;
       s.error = std::move(e);
       if (stages.stop_writes != nullptr) stages.stop_writes->store(true);
@@ -195,6 +197,13 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
           more = stages.read(c, slot);
         } catch (...) {
           err = std::current_exception();
+        }
+      }
+      if (err && stages.before_read) {  // a cancel pending is why the read failed
+        try {
+          stages.before_read();
+        } catch (...) {
+          cancelled = std::current_exception();
         }
       }
       lock.lock();

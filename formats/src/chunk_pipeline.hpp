@@ -16,10 +16,12 @@ struct chunk_stages {
    *  `chunk`. Returns false when there are no more chunks (the slot stays unused). */
   std::function<bool(std::uint64_t chunk, std::size_t slot)> read;
   /** Optional, on the calling thread: may throw to cancel the run. Called just before each
-   *  read(), and every tenth of a second while this thread waits for a free slot, so that a
-   *  signal is seen neither after a read that may block for ever on a stalled input pipe nor
-   *  after a write blocked on a stalled output. A cancel stops every stage at once (no chunk
-   *  before it is still written) and its exception is the one run_chunks throws. */
+   *  read(), every tenth of a second while this thread waits for a free slot or for the
+   *  writer to finish, and once after a read that failed (a cancel pending then is the
+   *  cause: a watched read gives up on it, or a signal interrupted it), so that a signal is
+   *  seen neither after a read that may block for ever on a stalled input pipe nor after a
+   *  write blocked on a stalled output. A cancel stops every stage at once (no chunk before
+   *  it is still worked or written) and its exception is the one run_chunks throws. */
   std::function<void()> before_read;
   /** Optional: set to true when before_read cancels the run; the outputs that write() uses
    *  watch it (output_file::stop_on), so that a write blocked on a stalled pipe gives up. */

@@ -87,7 +87,7 @@ class npy_sink final : public sample_sink {
     return false;
   }
   void finish() override { w_.finish(); }
-  void stop_on(const std::atomic<bool>* flag) override { w_.stop_on(flag); }
+  void watch(std::function<void()> check) override { w_.watch_writes(std::move(check)); }
 
  private:
   npy_writer w_;
@@ -198,7 +198,7 @@ class npz_sink final : public sample_sink {
     begin_array(array_, t, shape);
   }
   std::string name() const override { return out_.display_name() + ":" + array_; }
-  void stop_on(const std::atomic<bool>* flag) override { out_.stop_on(flag); }
+  void watch(std::function<void()> check) override { out_.watch(std::move(check)); }
   void write_rows(const void* src, u64 count) override {
     zip_.write(src, count * row_bytes_);
     rows_ += count;
@@ -336,7 +336,7 @@ class raw_sink final : public sample_sink {
   raw_sink(const std::string& path, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
       : out_(output_file::create(path, ow)), type_(t), shape_(shape) {}
   std::string name() const override { return out_.display_name(); }
-  void stop_on(const std::atomic<bool>* flag) override { out_.stop_on(flag); }
+  void watch(std::function<void()> check) override { out_.watch(std::move(check)); }
   void write_rows(const void* src, u64 count) override {
     u64 rb = type_.itemsize;
     for (std::size_t i = 1; i < shape_.size(); ++i) rb *= shape_[i];

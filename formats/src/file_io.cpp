@@ -114,10 +114,8 @@ void input_file::wait_readable() {
     pollfd pfd{fd_, POLLIN, 0};
     const int ready = ::poll(&pfd, 1, 100);
     if (ready > 0) return;  // data, its end, or an error that the read reports
-    if (ready < 0) {
-      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
-      return;  // (a descriptor poll() cannot watch: the read blocks as it would have)
-    }
+    // (poll() fails with EINTR for any signal, SA_RESTART or not: the check decides.)
+    if (ready < 0 && errno != EINTR) return;  // a descriptor poll() cannot watch: read blocks
     check_();
   }
 }
@@ -375,7 +373,7 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     direct_ = std::move(o.direct_);
     buf_ = std::exchange(o.buf_, nullptr);
     fill_ = std::exchange(o.fill_, 0);
-    stop_ = std::exchange(o.stop_, nullptr);
+    check_ = std::move(o.check_);
     watched_ = std::exchange(o.watched_, watched::no);
     nb_fd_ = std::exchange(o.nb_fd_, -1);
   }
@@ -400,12 +398,12 @@ void output_file::abandon() noexcept {
 
 std::string output_file::display_name() const { return is_stdout_ ? "<stdout>" : path_; }
 
-void output_file::stop_on(const std::atomic<bool>* flag) {
-  stop_ = flag;
+void output_file::watch(std::function<void()> check) {
+  check_ = std::move(check);
   if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
   watched_ = watched::no;
   struct stat st{};
-  if (flag == nullptr || fd_ < 0 || direct_ || ::fstat(fd_, &st) != 0) return;
+  if (!check_ || fd_ < 0 || direct_ || ::fstat(fd_, &st) != 0) return;
   if (S_ISSOCK(st.st_mode)) {
     watched_ = watched::socket;
   } else if (S_ISFIFO(st.st_mode)) {
@@ -419,14 +417,14 @@ void output_file::stop_on(const std::atomic<bool>* flag) {
 void output_file::write_watched(const char* p, std::size_t n) {
   std::size_t done = 0;
   while (done < n) {
-    if (stop_->load(std::memory_order_relaxed)) {
-      throw error(errc::interrupted, display_name() + ": interrupted (writing)");
-    }
     pollfd pfd{fd_, POLLOUT, 0};
+    // (poll() fails with EINTR for any signal, SA_RESTART or not: the check decides.)
     const int ready = ::poll(&pfd, 1, 100);
     if (ready < 0 && errno != EINTR) throw os_error(display_name(), "wait to write");
-    if (ready < 0) throw error(errc::interrupted, display_name() + ": interrupted");
-    if (ready == 0) continue;  // no room yet: look at the flag again
+    if (ready <= 0) {  // no room yet, or a signal: ask whether to go on
+      check_();
+      continue;
+    }
     // (POLLERR or POLLHUP: the reader is gone, and the write says so, EPIPE.)
     ssize_t w = 0;
     if (watched_ == watched::socket) {
@@ -438,7 +436,10 @@ void output_file::write_watched(const char* p, std::size_t n) {
     }
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
+      if (errno == EINTR) {
+        check_();
+        continue;
+      }
       throw os_error(display_name(), "write");
     }
     done += static_cast<std::size_t>(w);

@@ -333,7 +333,7 @@ double smallest_step(coeff_type c) {
 bool rounding_matters(coeff_type c, int block, int chop, const quality& q) {
   const double step = smallest_step(c);
   const double mse = double(chop) * chop / (double(block) * block) * step * step / 12.0;
-  return q.range > 0 && mse > 0.1 * q.mse;
+  return q.range > 0 && q.mse > 0 && mse > 0.1 * q.mse;  // (an exact result needs no note)
 }
 
 }  // namespace
@@ -636,7 +636,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const u64 spc = ah.samples_per_chunk;
   std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
   archive_writer w(output_file::create(output, o.overwrite), ah);
-  w.stop_on(&stop_writes);
+  w.watch(write_check(stop_writes, o.progress, w.display_name()));
 
   // Chunks stream through run_chunks(): read on this thread, encoded (and measured) by
   // be.threads() workers at once, one chunk each, and written in order by a writer thread.
@@ -950,7 +950,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   }
   std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
   auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
-  w->stop_on(&stop_writes);
+  w->watch(write_check(stop_writes, o.progress, w->name()));
 
   const u64 cbps = h.coeff_bytes_per_sample();
   const u64 ibps = h.geom.values_per_sample() * size_of(h.type);

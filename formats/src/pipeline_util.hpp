@@ -110,6 +110,18 @@ inline std::function<void()> cancel_point(const progress_fn& progress) {
   return [&progress] { progress(0, 0); };
 }
 
+/** The check of an output watched while a pipeline writes it (output_file::watch), until it
+ *  is finished: a write waiting on a stalled pipe gives up once the run was cancelled (`stop`,
+ *  chunk_stages::stop_writes) or a cancel is pending (progress(0, 0) throws). `stop` and
+ *  `progress` must outlive the output's writes. */
+inline std::function<void()> write_check(const std::atomic<bool>& stop, const progress_fn& progress,
+                                         std::string name) {
+  return [&stop, &progress, name = std::move(name)] {
+    if (stop.load()) throw error(errc::interrupted, name + ": writing given up: the work stopped");
+    if (progress) progress(0, 0);
+  };
+}
+
 /** While alive, reads of `watched` (a sample_source or an archive_reader) that wait on a
  *  stalled stream look every tenth of a second for the end of the run: they give up once it
  *  failed (stages.stop_reads, which must be set: the failure is then reported without

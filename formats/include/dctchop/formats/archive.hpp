@@ -88,8 +88,8 @@ class archive_writer {
   void finish();
   std::uint64_t bytes_written() const { return out_.position(); }
   std::string display_name() const { return out_.display_name(); }
-  /** output_file::stop_on for the archive written. */
-  void stop_on(const std::atomic<bool>* flag) { out_.stop_on(flag); }
+  /** output_file::watch for the archive written. */
+  void watch(std::function<void()> check) { out_.watch(std::move(check)); }
 
  private:
   void pad_to_alignment();

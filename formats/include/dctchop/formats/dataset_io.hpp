@@ -126,9 +126,9 @@ class sample_sink {
                                 const std::vector<std::uint64_t>& shape, const void* data) = 0;
   /** Check the row count, flush, and move the output into place. */
   virtual void finish() = 0;
-  /** output_file::stop_on for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
+  /** output_file::watch for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
    *  is a regular file). */
-  virtual void stop_on(const std::atomic<bool>* flag) { (void)flag; }
+  virtual void watch(std::function<void()> check) { (void)check; }
 };
 
 /** Create an output for an array of `type` and `shape`. `attributes` (HDF5 only) are written

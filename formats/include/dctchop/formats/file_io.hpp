@@ -55,8 +55,9 @@ class input_file {
   /** Map the whole file read-only (seekable, non-empty files); nullptr when mapping fails. */
   const std::byte* map();
   /** For a stream (a pipe, FIFO or socket): a sequential read that waits for data calls
-   *  `check` every tenth of a second meanwhile, and `check` may throw to give up (the work
-   *  was cancelled, or failed elsewhere). Regular files read as before; empty: no check. */
+   *  `check` every tenth of a second meanwhile, and when a signal interrupts the wait;
+   *  `check` may throw to give up (the work was cancelled, or failed elsewhere), else the
+   *  read goes on. Regular files read as before; empty: no check. */
   void watch(std::function<void()> check) { check_ = std::move(check); }
 
  private:
@@ -148,18 +149,19 @@ class output_file {
   void commit();
   /** Whether writes currently go to the disk with direct I/O. */
   bool direct() const noexcept { return direct_ != nullptr; }
-  /** Lets a write blocked on a pipe, FIFO or socket whose reader has stalled give up: once
-   *  `*flag` is true (set from any thread) such a write throws error(interrupted) within a
-   *  tenth of a second. Without it, a thread writing into a stalled pipe waits as long as the
-   *  pipe does, and a signal meant to stop the work waits with it. Regular files and devices
-   *  write as before. `flag` (nullptr: none) must outlive the writes. */
-  void stop_on(const std::atomic<bool>* flag);
+  /** For a pipe, FIFO or socket: a write that waits for room (its reader has stalled) calls
+   *  `check` every tenth of a second, and when a signal interrupts the wait; `check` may
+   *  throw to give up (the work was cancelled, or failed elsewhere), else the write goes on.
+   *  Without it a thread writing into a stalled pipe waits as long as the pipe does, and a
+   *  signal meant to stop the work waits with it. Regular files and devices write as before;
+   *  empty: no check. */
+  void watch(std::function<void()> check);
 
  private:
   output_file() = default;
   void abandon() noexcept;
   void write_fd(const void* src, std::size_t n);
-  /** write_fd for a stream watched by stop_: waits for room in steps, checking the flag. */
+  /** write_fd for a watched stream: waits for room in steps, calling check_. */
   void write_watched(const char* p, std::size_t n);
   void name_anonymous();
   std::string path_;
@@ -176,11 +178,11 @@ class output_file {
   std::unique_ptr<detail::direct_writer> direct_;
   std::byte* buf_ = nullptr;
   std::size_t fill_ = 0;
-  // stop_on(): the flag, and how a watched stream is written without blocking: through a
+  // watch(): the check, and how a watched stream is written without blocking: through a
   // non-blocking description of the same pipe of our own (nb_fd_, so that the O_NONBLOCK of
   // a pipe shared with other processes stays as it is), with send(MSG_DONTWAIT) on a socket,
   // or PIPE_BUF bytes at a time once poll() says there is room.
-  const std::atomic<bool>* stop_ = nullptr;
+  std::function<void()> check_;
   enum class watched { no, pipe, socket } watched_ = watched::no;
   int nb_fd_ = -1;
 };

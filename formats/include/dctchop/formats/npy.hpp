@@ -105,8 +105,8 @@ class npy_writer {
   /** Check the row count, flush and move the file into place. */
   void finish();
   std::string display_name() const { return out_.display_name(); }
-  /** output_file::stop_on for the file written. */
-  void stop_on(const std::atomic<bool>* flag) { out_.stop_on(flag); }
+  /** output_file::watch for the file written. */
+  void watch_writes(std::function<void()> check) { out_.watch(std::move(check)); }
 
  private:
   npy_writer(output_file out) : out_(std::move(out)) {}

@@ -27,9 +27,12 @@ inline double gb_per_s(std::uint64_t bytes, double seconds) {
 
 /** Called after each chunk with (samples done, samples in total), and with (0, total) during
  *  the passes that come before the first chunk (a float input's range, a target's trials).
- *  May throw to cancel. (0, 0) is only that chance to cancel, made on the reading thread
- *  before each chunk's read, which may block on a pipe: it can come while another call runs
- *  on the writing thread, so it must touch nothing but what a cancel reads. */
+ *  May throw to cancel. (0, 0) is only that chance to cancel: made before each chunk's read,
+ *  every tenth of a second while a thread waits on a stalled pipe (the reading thread, for
+ *  input or a free buffer; the writing thread, for room in the output) or for the writer to
+ *  finish; it can come on two threads at once, and while another call runs, so it must touch
+ *  nothing but what a cancel reads, and a cancel once asked for must be asked again by every
+ *  later (0, 0) call. */
 using progress_fn = std::function<void(std::uint64_t, std::uint64_t)>;
 
 /** Quality targets: the smallest chop (largest ratio) whose measured quality meets all. */
