@@ -18,6 +18,13 @@ using dctchop::test::temp_dir;
 
 const std::string k_bin = sh_quote(DCTCHOP_BINARY);
 
+/** Shell code: wait up to 3 s for dctchop ($P) to exit; one that is still there (waiting on
+ *  a pipe) is killed and "stuck" printed. Then "rc=CODE". */
+const std::string k_wait_or_kill =
+    "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
+    "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
+    "wait $P; echo \"rc=$?\"; ";
+
 /** Files in `dir` other than `keep`. */
 std::vector<std::string> leftovers(const temp_dir& dir, const std::string& keep) {
   std::vector<std::string> out;
@@ -38,9 +45,7 @@ TEST(Signals, TermWhileWaitingOnAPipeExits130AndLeavesNothing) {
         "mkfifo f; " + k_bin + " compress - -o out.dcz < f & P=$!; exec 3>f; "
         "printf '\\223NUMPY' >&3; sleep 0.5; kill -" + sig + " $P; "
         // give it 3 s; a dctchop that keeps waiting on the pipe is killed and reported
-        "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
-        "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
-        "wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+        + k_wait_or_kill + "exec 3>&-; rm f";
     const auto t0 = std::chrono::steady_clock::now();
     auto r = run_sh(cmd, dir.path());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -73,9 +78,7 @@ TEST(Signals, TermWhileTheOutputPipeIsStalledExits130Promptly) {
       const std::string sh =
           "mkfifo o; exec 3<>o; " + cmd + " & P=$!; "
           "timeout 10 head -c 1 <&3 > /dev/null || echo 'no output came'; sleep 0.3; kill -" + sig + " $P; "
-          "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
-          "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
-          "wait $P; echo \"rc=$?\"; exec 3>&-; rm o";
+          + k_wait_or_kill + "exec 3>&-; rm o";
       auto r = run_sh(sh, dir.path());
       EXPECT_EQ(r.out.find("stuck"), std::string::npos) << cmd << ", " << sig << ": dctchop waited on the pipe";
       EXPECT_EQ(r.out.find("no output came"), std::string::npos) << cmd << ": " << r.err;
@@ -155,9 +158,7 @@ TEST(Signals, AFailureWhileTheInputPipeIsStalledIsReportedWithoutWaitingForMoreI
   const std::string sh =
       "mkfifo f; " + k_bin + " compress - -o out.dcz --chunk-mb 0.1 --threads 2 < f & P=$!; "
       "exec 3>f; timeout 10 head -c 1200000 nan.npy >&3; "
-      "i=0; while kill -0 $P 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; "
-      "if kill -0 $P 2>/dev/null; then kill -9 $P; echo stuck; fi; "
-      "wait $P; echo \"rc=$?\"; exec 3>&-; rm f";
+      + k_wait_or_kill + "exec 3>&-; rm f";
   auto r = run_sh(sh, dir.path());
   EXPECT_EQ(r.out.find("stuck"), std::string::npos) << "the error waited for more input";
   EXPECT_NE(r.out.find("rc=3"), std::string::npos) << r.out << r.err;

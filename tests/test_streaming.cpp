@@ -223,19 +223,24 @@ TEST(ChunkPipeline, ACancelBeforeAReadStopsEveryStageAndIsWhatRunChunksThrows) {
   EXPECT_TRUE(stop_reads.load());
 }
 
-TEST(ChunkPipeline, ACancelWhileTheWriterIsStalledTellsItToGiveUpAndWins) {
-  // The writer blocks on chunk 0 (a pipe nobody reads) until stop_writes is set; the reading
-  // thread, out of free slots, asks before_read every tenth of a second, and the third ask
-  // cancels. A writer that never hears of it gives up after 20 s with another error, which
-  // fails the test instead of hanging it.
-  counting_pipeline p(100, 3);
-  std::atomic<bool> stop_writes{false};
-  p.stages.stop_writes = &stop_writes;
-  p.stages.write = [&](u64, std::size_t) {
-    for (int i = 0; i < 20000 && !stop_writes.load(); ++i) pause_us(1000);
-    if (!stop_writes.load()) throw std::runtime_error("the writer was never told");
+/** p's writer blocks on its first chunk (a pipe nobody reads) until `stop` is set, then gives
+ *  up; one that never hears of it gives up after 20 s with another error, which fails the
+ *  test instead of hanging it. */
+void stall_writer(counting_pipeline& p, std::atomic<bool>& stop) {
+  p.stages.stop_writes = &stop;
+  p.stages.write = [&stop](u64, std::size_t) {
+    for (int i = 0; i < 20000 && !stop.load(); ++i) pause_us(1000);
+    if (!stop.load()) throw std::runtime_error("the writer was never told");
     throw error(errc::interrupted, "writing given up");
   };
+}
+
+TEST(ChunkPipeline, ACancelWhileTheWriterIsStalledTellsItToGiveUpAndWins) {
+  // The writer stalls on chunk 0; the reading thread, out of free slots, asks before_read
+  // every tenth of a second, and the third ask cancels.
+  counting_pipeline p(100, 3);
+  std::atomic<bool> stop_writes{false};
+  stall_writer(p, stop_writes);
   std::atomic<int> asks{0};
   p.stages.before_read = [&] {
     if (p.reads.load() >= 3 && ++asks >= 3) throw cancel_asked{};
@@ -250,12 +255,7 @@ TEST(ChunkPipeline, ACancelAfterEverythingIsReadStillReachesAStalledWriter) {
   // waits for it to finish, still asking before_read.
   counting_pipeline p(2, 4);
   std::atomic<bool> stop_writes{false};
-  p.stages.stop_writes = &stop_writes;
-  p.stages.write = [&](u64, std::size_t) {
-    for (int i = 0; i < 20000 && !stop_writes.load(); ++i) pause_us(1000);
-    if (!stop_writes.load()) throw std::runtime_error("the writer was never told");
-    throw error(errc::interrupted, "writing given up");
-  };
+  stall_writer(p, stop_writes);
   std::atomic<int> asks{0};
   p.stages.before_read = [&] {
     if (p.reads.load() == 2 && ++asks >= 3) throw cancel_asked{};
