@@ -675,6 +675,12 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   return false;
 }
 
+std::optional<std::uint64_t> archive_reader::nonfinite_replaced() const {
+  // (parse_footer checked that a header with a replacement has a whole-number count.)
+  if (!header_.nonfinite_replacement || !footer_.contains("nonfinite_replaced")) return std::nullopt;
+  return footer_["nonfinite_replaced"].get<std::uint64_t>();
+}
+
 std::size_t archive_reader::chunk_of(u64 sample) const {
   auto it = std::upper_bound(chunks_.begin(), chunks_.end(), sample,
                              [](u64 s, const chunk_info& c) { return s < c.first; });

@@ -145,8 +145,17 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       s.failed_chunk = 0;
       s.error = std::move(e);
       if (stages.stop_writes != nullptr) stages.stop_writes->store(true);
-      if (stages.stop_reads != nullptr) stages.stop_reads->store(true);
+      if (s.stop_reads != nullptr) s.stop_reads->store(true);
       s.cv.notify_all();
+    };
+    // before_read's exception, if it throws (without the lock held).
+    auto ask_cancel = [&stages]() -> std::exception_ptr {
+      try {
+        if (stages.before_read) stages.before_read();
+      } catch (...) {
+        return std::current_exception();
+      }
+      return nullptr;
     };
     std::unique_lock lock(s.m);
     // Waits until `ready` (with the lock held), calling before_read every tenth of a second
@@ -159,11 +168,7 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       }
       while (!s.cv.wait_for(lock, std::chrono::milliseconds(100), ready)) {
         lock.unlock();
-        try {
-          stages.before_read();
-        } catch (...) {
-          cancelled = std::current_exception();
-        }
+        cancelled = ask_cancel();
         lock.lock();
         if (cancelled) break;
       }
@@ -187,24 +192,14 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
       lock.unlock();
       bool more = false;
       std::exception_ptr err;
-      try {
-        if (stages.before_read) stages.before_read();
-      } catch (...) {
-        cancelled = std::current_exception();
-      }
+      cancelled = ask_cancel();
       if (!cancelled) {
         try {
           more = stages.read(c, slot);
         } catch (...) {
           err = std::current_exception();
         }
-      }
-      if (err && stages.before_read) {  // a cancel pending is why the read failed
-        try {
-          stages.before_read();
-        } catch (...) {
-          cancelled = std::current_exception();
-        }
+        if (err) cancelled = ask_cancel();  // a cancel pending is why the read failed
       }
       lock.lock();
       if (cancelled || err) {

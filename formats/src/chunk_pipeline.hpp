@@ -24,7 +24,8 @@ struct chunk_stages {
    *  it is still worked or written) and its exception is the one run_chunks throws. */
   std::function<void()> before_read;
   /** Optional: set to true when before_read cancels the run; the outputs that write() uses
-   *  watch it (output_file::stop_on), so that a write blocked on a stalled pipe gives up. */
+   *  watch it (output_file::watch with write_check, pipeline_util.hpp), so that a write
+   *  blocked on a stalled pipe gives up. */
   std::atomic<bool>* stop_writes = nullptr;
   /** Optional: set to true when the run fails or is cancelled; the inputs that read() uses
    *  watch it (watch_reads in pipeline_util.hpp), so that a read blocked on a stalled pipe

@@ -87,7 +87,7 @@ class npy_sink final : public sample_sink {
     return false;
   }
   void finish() override { w_.finish(); }
-  void watch(std::function<void()> check) override { w_.watch_writes(std::move(check)); }
+  void watch(std::function<void()> check) override { w_.watch(std::move(check)); }
 
  private:
   npy_writer w_;
@@ -177,8 +177,8 @@ class npz_source final : public sample_source {
       }
       array_ = name_ends_with(found->name, ".npy") ? array_name(*found) : found->name;
     }
-    // ZIP method 8; np.savez_compressed's arrays are one deflate stream each.
-    if (found->method == 8) reader_ = "a deflated .npz member, inflated on one thread as it is read";
+    // np.savez_compressed's arrays are one deflate stream each.
+    if (found->method == detail::zip_member::deflated) reader_ = "a deflated .npz member, inflated on one thread as it is read";
     return npy_reader::open(zip.open_member(*found, file + ":" + array_));
   }
 

@@ -386,8 +386,7 @@ void output_file::abandon() noexcept {
   direct_.reset();  // stops the flusher before the descriptor closes; frees buf_
   buf_ = nullptr;
   fill_ = 0;
-  if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
-  watched_ = watched::no;
+  unwatch();
   if (fd_ >= 0 && !is_stdout_) {
     ::close(fd_);
     if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
@@ -398,10 +397,14 @@ void output_file::abandon() noexcept {
 
 std::string output_file::display_name() const { return is_stdout_ ? "<stdout>" : path_; }
 
-void output_file::watch(std::function<void()> check) {
-  check_ = std::move(check);
+void output_file::unwatch() noexcept {
   if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
   watched_ = watched::no;
+}
+
+void output_file::watch(std::function<void()> check) {
+  check_ = std::move(check);
+  unwatch();
   struct stat st{};
   if (!check_ || fd_ < 0 || direct_ || ::fstat(fd_, &st) != 0) return;
   if (S_ISSOCK(st.st_mode)) {
@@ -500,9 +503,7 @@ void output_file::write_zeros(std::size_t n) {
 
 void output_file::commit() {
   if (committed_) return;
-  // Our own description of a watched pipe: closed now, or its reader would wait for it.
-  if (nb_fd_ >= 0) ::close(std::exchange(nb_fd_, -1));
-  watched_ = watched::no;
+  unwatch();  // our own description of a watched pipe: closed now, or its reader waits for it
   if (is_stdout_) {
     committed_ = true;
     return;

@@ -105,6 +105,10 @@ double codec_offset(input_source& src, const offset_choice& choice) {
   return std::isfinite(mean) ? static_cast<double>(mean) : 0.0;
 }
 
+int significant_bits(coeff_type c) {
+  return c == coeff_type::f16 ? 11 : c == coeff_type::bf16 ? 8 : 24;
+}
+
 std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
                             int block, coeff_type coeff) {
   if (choice.how != offset_choice::rule::value) return {};  // auto and mean lie among the values
@@ -119,8 +123,8 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
   // coefficient of a block (B times its mean) rounds to 11 or 8 significant bits, an error
   // that the inverse spreads over the block's values at 1/B each.
   const double dev = std::max(std::fabs(lo - offset), std::fabs(hi - offset));
-  const int bits = coeff == coeff_type::f16 ? 11 : coeff == coeff_type::bf16 ? 8 : 0;
-  const bool stored = bits > 0 && std::ldexp(1.0, -bits) > block * 0x1p-24;
+  const int bits = significant_bits(coeff);
+  const bool stored = std::ldexp(1.0, -bits) > block * 0x1p-24;
   const double err = stored ? dev * std::ldexp(1.0, -bits) : block * dev * 0x1p-24;
   const bool matters = is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo) : err > 0.25;
   if (!matters) return {};
@@ -924,9 +928,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // say that there were some (the count is in the footer: a stream's comes at its end).
   if (h.nonfinite_replacement) {
     attrs["dctchop_nonfinite_replacement"] = *h.nonfinite_replacement;
-    if (f.contains("nonfinite_replaced") && f["nonfinite_replaced"].is_number_unsigned()) {
-      attrs["dctchop_nonfinite_replaced"] = f["nonfinite_replaced"].get<u64>();
-    }
+    if (const auto n = r.nonfinite_replaced()) attrs["dctchop_nonfinite_replaced"] = *n;
   }
   // HDF5 and .npz outputs get the labels beside the data: the data cannot be there (nor, in
   // HDF5, in a group of them or around them).
@@ -1041,11 +1043,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   }
   w->finish();
   if (lw) lw->finish();
-  const auto& footer = r.footer();  // (a stream's, read by now)
-  if (h.nonfinite_replacement && footer.contains("nonfinite_replaced") &&
-      footer["nonfinite_replaced"].is_number_unsigned() &&
-      footer["nonfinite_replaced"].get<u64>() > 0) {
-    const u64 n = footer["nonfinite_replaced"].get<u64>();
+  if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)
     res.notes.push_back(r.display_name() + ": its original held " + std::to_string(n) +
                         " NaN/Inf value" + (n == 1 ? "" : "s") + ", compressed as " +
                         g_text(*h.nonfinite_replacement) +

@@ -96,6 +96,10 @@ struct input_source {
  *  The header records it. */
 double codec_offset(input_source& src, const offset_choice& choice = {});
 
+/** The significant bits a coefficient type keeps of a large value: f16 11, bf16 8, f32 24;
+ *  i16, which rounds to whole numbers whatever the size, 24 too (as f32's arithmetic). */
+int significant_bits(coeff_type c);
+
 /** A note when a `--offset V` lies so far from the first sample's values that f32 arithmetic,
  *  or the precision of `coeff` (f16 and bf16 keep 11 and 8 significant bits), at |x - V|
  *  costs the decode more than rounding would (integers: 1/4; floats: 0.1% of the spread),
@@ -110,16 +114,24 @@ inline std::function<void()> cancel_point(const progress_fn& progress) {
   return [&progress] { progress(0, 0); };
 }
 
-/** The check of an output watched while a pipeline writes it (output_file::watch), until it
- *  is finished: a write waiting on a stalled pipe gives up once the run was cancelled (`stop`,
+/** The check of a watched stream (input_file::watch, output_file::watch): give up once
+ *  `stop` is set (error interrupted, "NAME: DOING given up: the work stopped"), then let
+ *  `cancel` throw if a cancel is pending. `stop` must outlive the check. */
+inline std::function<void()> stop_check(const std::atomic<bool>& stop, std::function<void()> cancel,
+                                        std::string name, const char* doing) {
+  return [&stop, cancel = std::move(cancel), what = std::move(name) + ": " + doing] {
+    if (stop.load()) throw error(errc::interrupted, what + " given up: the work stopped");
+    if (cancel) cancel();
+  };
+}
+
+/** The check of an output watched while a pipeline writes it, until it is finished: a write
+ *  waiting on a stalled pipe gives up once the run was cancelled (`stop`,
  *  chunk_stages::stop_writes) or a cancel is pending (progress(0, 0) throws). `stop` and
  *  `progress` must outlive the output's writes. */
 inline std::function<void()> write_check(const std::atomic<bool>& stop, const progress_fn& progress,
                                          std::string name) {
-  return [&stop, &progress, name = std::move(name)] {
-    if (stop.load()) throw error(errc::interrupted, name + ": writing given up: the work stopped");
-    if (progress) progress(0, 0);
-  };
+  return stop_check(stop, cancel_point(progress), std::move(name), "writing");
 }
 
 /** While alive, reads of `watched` (a sample_source or an archive_reader) that wait on a
@@ -130,12 +142,7 @@ template <typename Watched>
 class watch_reads {
  public:
   watch_reads(Watched& watched, const chunk_stages& stages, std::string name) : w_(watched) {
-    w_.watch([&stages, name = std::move(name)] {
-      if (stages.stop_reads->load()) {
-        throw error(errc::interrupted, name + ": reading given up: the work stopped");
-      }
-      if (stages.before_read) stages.before_read();
-    });
+    w_.watch(stop_check(*stages.stop_reads, stages.before_read, std::move(name), "reading"));
   }
   ~watch_reads() { w_.watch({}); }
   watch_reads(const watch_reads&) = delete;

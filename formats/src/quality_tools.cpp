@@ -140,9 +140,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   const int largest_block = o.blocks.empty() ? 8 : *std::max_element(o.blocks.begin(), o.blocks.end());
   // Of the coefficient types tried, the one with the fewest significant bits.
   coeff_type coarsest = o.coeffs.empty() ? default_coeff_type(src.type, largest_block) : o.coeffs.front();
-  auto bits = [](coeff_type c) { return c == coeff_type::bf16 ? 8 : c == coeff_type::f16 ? 11 : 24; };
   for (coeff_type c : o.coeffs)
-    if (bits(c) < bits(coarsest)) coarsest = c;
+    if (significant_bits(c) < significant_bits(coarsest)) coarsest = c;
   if (auto n = far_offset_note(src, o.offset, offset, largest_block, coarsest); !n.empty()) {
     notes.push_back(std::move(n));
   }

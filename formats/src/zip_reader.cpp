@@ -27,7 +27,6 @@ constexpr std::uint32_t k_local_sig = 0x04034b50, k_central_sig = 0x02014b50,
 constexpr std::size_t k_local_size = 30, k_central_size = 46, k_end_size = 22,
                       k_end64_size = 56, k_locator64_size = 20;
 constexpr std::uint16_t k_zip64_extra = 0x0001;
-constexpr std::uint16_t k_stored = 0, k_deflated = 8;
 constexpr std::uint16_t k_flag_encrypted = 0x0001, k_flag_strong_encryption = 0x0040;
 
 [[noreturn]] void damaged(const std::string& name, const std::string& what) {
@@ -368,7 +367,7 @@ std::unique_ptr<byte_source> zip_reader::open_member(const zip_member& m,
   if ((m.flags & (k_flag_encrypted | k_flag_strong_encryption)) != 0) {
     throw error(errc::bad_input, name + ": the member is encrypted; dctchop reads plain .npz files");
   }
-  if (m.method != k_stored && m.method != k_deflated) {
+  if (m.method != zip_member::stored && m.method != zip_member::deflated) {
     throw error(errc::bad_input, name + ": the member is compressed with ZIP method " +
                                      std::to_string(m.method) +
                                      "; numpy's .npz members are stored (np.savez) or deflated "
@@ -389,12 +388,12 @@ std::unique_ptr<byte_source> zip_reader::open_member(const zip_member& m,
   }
   // Deflate expands at most 1032:1; a larger recorded size is damage (and must not size the
   // reader's buffers).
-  if (m.method == k_deflated && m.size / 1032 > m.compressed + 1) {
+  if (m.method == zip_member::deflated && m.size / 1032 > m.compressed + 1) {
     damaged(file, "damaged ZIP directory: " + m.name + " records " + std::to_string(m.size) +
                       " bytes from " + std::to_string(m.compressed) + " deflated, more than "
                       "deflate can produce");
   }
-  if (m.method == k_stored) {
+  if (m.method == zip_member::stored) {
     if (m.compressed != m.size) {
       damaged(file, "damaged ZIP directory: stored member " + m.name + " has " +
                         std::to_string(m.compressed) + " bytes stored and " +

@@ -22,6 +22,8 @@ namespace dctchop::formats::detail {
 
 /** One member as the central directory describes it. */
 struct zip_member {
+  /** The methods numpy writes: np.savez stores, np.savez_compressed deflates. */
+  static constexpr std::uint16_t stored = 0, deflated = 8;
   std::string name;
   std::uint16_t flags = 0, method = 0;
   std::uint32_t crc = 0;

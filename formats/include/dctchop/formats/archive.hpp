@@ -146,6 +146,10 @@ class archive_reader {
   std::optional<std::vector<std::byte>> read_side_array(const std::string& name);
   /** Index of the chunk holding `sample`. */
   std::size_t chunk_of(std::uint64_t sample) const;
+  /** How many NaN/Inf values the archive's input held, stored as
+   *  header().nonfinite_replacement (the footer's count); nullopt without a replacement, or
+   *  before a stream's footer is read. */
+  std::optional<std::uint64_t> nonfinite_replaced() const;
   /** input_file::watch for an archive read as a stream. */
   void watch(std::function<void()> check) { file_.watch(std::move(check)); }
 

@@ -3,7 +3,6 @@
  */
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -163,6 +162,8 @@ class output_file {
   void write_fd(const void* src, std::size_t n);
   /** write_fd for a watched stream: waits for room in steps, calling check_. */
   void write_watched(const char* p, std::size_t n);
+  /** Writes go to fd_ as they come again; our own description of the pipe is closed. */
+  void unwatch() noexcept;
   void name_anonymous();
   std::string path_;
   output_target target_;  // where the finished file goes (path_ is for messages)

@@ -4,7 +4,6 @@
  */
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -106,7 +105,7 @@ class npy_writer {
   void finish();
   std::string display_name() const { return out_.display_name(); }
   /** output_file::watch for the file written. */
-  void watch_writes(std::function<void()> check) { out_.watch(std::move(check)); }
+  void watch(std::function<void()> check) { out_.watch(std::move(check)); }
 
  private:
   npy_writer(output_file out) : out_(std::move(out)) {}
