@@ -18,6 +18,11 @@ using dctchop::test::temp_dir;
 
 const std::string k_bin = sh_quote(DCTCHOP_BINARY);
 
+/** Shell code that runs `code` in Python with NumPy as np (to make the inputs). */
+std::string numpy_sh(const std::string& code) {
+  return "/usr/bin/python3 -c \"import numpy as np; " + code + "\"";
+}
+
 /** Shell code: wait up to 3 s for dctchop ($P) to exit; one that is still there (waiting on
  *  a pipe) is killed and "stuck" printed. Then "rc=CODE". */
 const std::string k_wait_or_kill =
@@ -64,9 +69,8 @@ TEST(Signals, TermWhileTheOutputPipeIsStalledExits130Promptly) {
   // write gives up.
   temp_dir dir;
   const std::string make =
-      "/usr/bin/python3 -c \"import numpy as np; np.save('in.npy', np.random.default_rng(0)"
-      ".integers(0, 255, (400, 64, 64), dtype=np.uint8))\" && " +
-      k_bin + " compress in.npy -o in.dcz -q --chunk-mb 0.1 && " + k_bin +
+      numpy_sh("np.save('in.npy', np.random.default_rng(0).integers(0, 255, (400, 64, 64), "
+               "dtype=np.uint8))") + " && " + k_bin + " compress in.npy -o in.dcz -q --chunk-mb 0.1 && " + k_bin +
       " compress in.npy -o one.dcz -q";
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   // Many chunks (the reading thread waits for a free buffer) and one chunk (it has read
@@ -105,8 +109,7 @@ TEST(Signals, InterruptDuringAFileCompressionLeavesNoOutput) {
   temp_dir dir;
   // About 50 MB of zeros: long enough to be interrupted mid-way on any machine we run on.
   const std::string make =
-      "/usr/bin/python3 -c \"import numpy as np; np.save('big.npy', np.zeros((800,256,256), "
-      "np.uint8))\"";
+      numpy_sh("np.save('big.npy', np.zeros((800,256,256), np.uint8))");
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   // The signal goes once the output's temporary file exists: the command is then at work,
   // with its handlers installed (however long the dynamic loader took).
@@ -133,8 +136,7 @@ std::string signal_midway(const std::string& args, const std::string& feed, std:
 TEST(Signals, InterruptMidwayThroughACompressionToAFileExits130AndLeavesNothing) {
   temp_dir dir;
   const std::string make =
-      "/usr/bin/python3 -c \"import numpy as np; np.save('in.npy', np.zeros((400,64,64), "
-      "np.uint8))\"";
+      numpy_sh("np.save('in.npy', np.zeros((400,64,64), np.uint8))");
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   for (const char* sig : {"INT", "TERM", "HUP", "QUIT"}) {
     auto r = run_sh(signal_midway("compress - -o out.dcz --chunk-mb 0.1", "in.npy", 900000,
@@ -152,8 +154,8 @@ TEST(Signals, AFailureWhileTheInputPipeIsStalledIsReportedWithoutWaitingForMoreI
   // error comes at once, not when (if ever) more input arrives.
   temp_dir dir;
   const std::string make =
-      "/usr/bin/python3 -c \"import numpy as np; a = np.random.default_rng(0).random((400, 64, 64), "
-      "dtype=np.float32); a[3, 5, 5] = np.nan; np.save('nan.npy', a)\"";
+      numpy_sh("a = np.random.default_rng(0).random((400, 64, 64), dtype=np.float32); "
+               "a[3, 5, 5] = np.nan; np.save('nan.npy', a)");
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   const std::string sh =
       "mkfifo f; " + k_bin + " compress - -o out.dcz --chunk-mb 0.1 --threads 2 < f & P=$!; "
@@ -173,8 +175,7 @@ namespace {
 TEST(Signals, InterruptDuringADecompressionToHdf5LeavesNoOutput) {
   temp_dir dir;
   const std::string make =
-      "/usr/bin/python3 -c \"import numpy as np; np.save('big.npy', np.zeros((800,256,256), "
-      "np.uint8))\" && " + k_bin + " compress big.npy -o big.dcz -q --no-quality && rm big.npy";
+      numpy_sh("np.save('big.npy', np.zeros((800,256,256), np.uint8))") + " && " + k_bin + " compress big.npy -o big.dcz -q --no-quality && rm big.npy";
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   const std::string cmd = k_bin + " decompress big.dcz -o out.h5:/x --threads 1 & P=$!; " +
                           dctchop::test::wait_for_output("out.h5") + "kill -TERM $P; wait $P; echo \"rc=$?\"";
@@ -193,8 +194,7 @@ TEST(Signals, TermMidwayThroughADecompressionToHdf5Exits130AndLeavesNothing) {
   // the HDF5 library made by name, is removed all the same.
   temp_dir dir;
   const std::string make =
-      "/usr/bin/python3 -c \"import numpy as np; np.save('in.npy', np.zeros((400,64,64), "
-      "np.uint8))\" && " + k_bin + " compress in.npy -o in.dcz -q --no-quality --chunk-mb 0.1 "
+      numpy_sh("np.save('in.npy', np.zeros((400,64,64), np.uint8))") + " && " + k_bin + " compress in.npy -o in.dcz -q --no-quality --chunk-mb 0.1 "
       "&& rm in.npy";
   ASSERT_EQ(run_sh(make, dir.path()).status, 0);
   const auto half = fs::file_size(fs::path(dir.path()) / "in.dcz") / 2;
