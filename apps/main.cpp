@@ -925,6 +925,14 @@ int run(int argc, char** argv) {
     }
     return exit_usage;
   }
+  // `compress in.npy out.dcz`: the same slip, told by the archive's name.
+  if (const auto x = extra_words_of(*cmp); *cmp && cmp->count("--output") == 0 &&
+                                           x.options.empty() && x.inputs.size() == 1 &&
+                                           formats::name_ends_with(x.inputs[0], ".dcz")) {
+    log->error("error: compress takes one input and writes to -o OUTPUT: did you mean -o {}? "
+               "(see dctchop compress --help)", x.inputs[0]);
+    return exit_usage;
+  }
   // `info a.dcz -- b.dcz`: once a command's input is filled, CLI11 hands what follows `--`
   // to the top level. Inputs of info and verify; left over for the others.
   if (auto top = app.remaining(); !top.empty()) {
@@ -1070,6 +1078,14 @@ int run(int argc, char** argv) {
       if (npy_elsewhere(d_out, spec.kind)) {
         notes.push_back(fmt::format("{} holds NPY data, whatever its name says", d_out));
         hints.push_back("--raw writes raw binary; FILE.h5 HDF5");
+      }
+      // ... and raw bytes under the name of a format that has a header (--raw given by habit).
+      const auto named = formats::parse_dataset_spec(d_out).kind;  // what the name says
+      if (spec.kind == formats::file_kind::raw && d_out != "-" && !formats::reads_as_stream(d_out) &&
+          (named != formats::file_kind::npy || formats::name_ends_with(d_out, ".npy"))) {
+        notes.push_back(fmt::format("{} holds raw binary data (--raw), whatever its name says",
+                                    d_out));
+        hints.push_back("without --raw, a .npy, .npz or .h5 name gets that format");
       }
       if (!d_labels_out.empty() &&  // (decompress refuses an archive without labels)
           npy_elsewhere(d_labels_out, formats::parse_dataset_spec(d_labels_out).kind)) {

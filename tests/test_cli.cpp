@@ -192,7 +192,7 @@ TEST(Cli, FloatCoefficientsTooCoarseForTinyDataGetANoteNamingTheTypesThatAreNot)
   std::string notes;
   for (const auto& n : report["notes"]) notes += n.get<std::string>() + "\n";
   EXPECT_NE(notes.find("f16 holds coefficients near zero only to steps of 6e-08"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("f32 (the default for float input) or bf16 keep the detail"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("f32 (the default for float input) or bf16 keep more of the detail"), std::string::npos) << notes;
   auto e = cli(dir, "eval tiny.npy --coeff i16,f16,f32");
   ASSERT_EQ(e.status, 0) << describe(e);
   EXPECT_NE(e.err.find("i16 rounds every coefficient"), std::string::npos) << e.err;
@@ -831,6 +831,9 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
       {"compress in.npy --frob=3", 2, "compress has no option --frob ("},
       {"info a.dcz --chop 3", 2, "info has no option --chop"},
       {"decompress a.dcz out.npy", 2, "decompress writes to -o OUTPUT: did you mean -o out.npy?"},
+      {"compress in.npy out.dcz", 2,
+       "compress takes one input and writes to -o OUTPUT: did you mean -o out.dcz?"},
+      {"compress in.npy b.npy", 2, "compress takes one input; left over: b.npy"},
       {"decompress a.dcz", 2, "decompress needs -o OUTPUT"},
       {"decompress a.dcz -o x.npy out.npy", 2, "decompress takes one input; left over: out.npy"},
       {"compress in.npy -o out.dcz --block 16,8", 2,
@@ -1123,6 +1126,18 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   auto fine = cli(dir, "decompress a.dcz -o out.raw --raw --labels-out l.npy -f");
   ASSERT_EQ(fine.status, 0) << describe(fine);
   EXPECT_EQ(fine.err.find("note"), std::string::npos) << fine.err;
+  // Raw data under the name of a format with a header: a note; and the labels' note of such an
+  // output does not send the user to the .h5 name that --raw just overrode.
+  for (const std::string name : {"r.h5", "r.npz", "r.npy"}) {
+    auto r = cli(dir, "decompress a.dcz -o " + name + " --raw -f --labels-out l.npy");
+    ASSERT_EQ(r.status, 0) << describe(r);
+    EXPECT_NE(r.err.find("note: " + name + " holds raw binary data (--raw), whatever its name says"),
+              std::string::npos) << r.err;
+  }
+  auto beside = cli(dir, "decompress a.dcz -o r2.h5 --raw");
+  ASSERT_EQ(beside.status, 0) << describe(beside);
+  EXPECT_NE(beside.err.find("(an .npz or .h5 output without --raw holds them beside the data)"),
+            std::string::npos) << beside.err;
   auto p = sh(dir, "cat a.dcz | DCTCHOP decompress - -o out2.npy -q --labels-out l2.npy --samples 1:4");
   ASSERT_EQ(p.status, 0) << describe(p);
   const auto l2 = load_npy(dir.file("l2.npy"));

@@ -852,6 +852,16 @@ TEST(Hdf5Cli, NanStoredAsAValueIsRecordedInTheOutputsAttributesAndNoted) {
   auto f = h5_open(dir.file("y.h5"));
   EXPECT_EQ(h5_attr_number(f.get(), "/data", "dctchop_nonfinite_replacement"), -2.0);
   EXPECT_EQ(h5_attr_number(f.get(), "/data", "dctchop_nonfinite_replaced"), 2.0);
+  // From a stream, whose footer comes at its end: the same attributes, added once it is read.
+  auto s = dctchop::test::run_sh("cat a.dcz | " + dctchop::test::dctchop_bin() +
+                                     " decompress - -o s.h5 -q", dir.path());
+  ASSERT_EQ(s.status, 0) << describe(s);
+  auto fs = h5_open(dir.file("s.h5"));
+  for (const char* a : {"dctchop_nonfinite_replacement", "dctchop_nonfinite_replaced",
+                        "dctchop_psnr_db"}) {
+    EXPECT_EQ(h5_attr_number(fs.get(), "/data", a), h5_attr_number(f.get(), "/data", a)) << a;
+  }
+  ASSERT_TRUE(h5_attr_number(fs.get(), "/data", "dctchop_psnr_db"));
   // Without a replacement, neither the attributes nor the note.
   for (auto& x : v)
     if (!std::isfinite(x)) x = 0.0f;
@@ -1304,7 +1314,14 @@ TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
   }
   make_train_file(dir.file("t.h5"));
   write_bytes(dir.file("text.h5"), "these are notes, not HDF5\n");
+  // Files users mix up, under an HDF5 name: each named for what it is.
+  dctchop::test::save_npy(dir.file("npy.h5"), dtype::u8, {2, 8, 8}, std::vector<std::uint8_t>(128, 3));
+  dctchop::test::save_npy(dir.file("p.npy"), dtype::u8, {2, 8, 8}, std::vector<std::uint8_t>(128, 3));
+  must(dir, "compress p.npy -o dcz.h5 -q");  // an archive named .h5
   check_bad_cases(dir, {
+      {"compress npy.h5 -o out.dcz", 3, {"npy.h5: is a .npy file, not an HDF5 file (name it .npy)"}},
+      {"compress dcz.h5 -o out.dcz", 3,
+       {"dcz.h5: is a dctchop archive, not an HDF5 file (decompress it first)"}},
       {"compress missing.h5 -o out.dcz", 5, {"missing.h5"}},
       {"compress missing.h5:/images -o out.dcz", 5, {"missing.h5"}},
       {"compress t.h5:/train/nope -o out.dcz", 3, {"t.h5", "/train/nope", "/train/images"}},

@@ -104,6 +104,26 @@ TEST(NonFinite, AReplacementFarFromTheDataGetsANoteOnTheFigures) {
   }
 }
 
+TEST(NonFinite, AFarReplacementStretchesRAndSpreadsIntoItsNeighboursAtALowChopAsTheNoteSays) {
+  temp_dir dir;
+  make_input(dir);
+  std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
+  float lo = v[0], hi = v[0];
+  for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+  const double far = hi + 10 * (hi - lo), mid = (lo + hi) / 2;
+  auto quality = [&](double value, int chop) {
+    auto r = cli(dir, "eval x.npy --chop " + std::to_string(chop) + " --json --nonfinite replace=" +
+                          std::to_string(value));
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return test::parse_json(r.out).at("rows").at(0).at("quality");
+  };
+  // Where nothing is dropped (chop 8, f32), only R changes: elevenfold, so the PSNR rises.
+  EXPECT_GT(quality(far, 8).at("psnr_db").get<double>(), quality(mid, 8).at("psnr_db").get<double>());
+  // At chop 1 a block decodes to its mean: V's share of it lands on its neighbours.
+  EXPECT_GT(quality(far, 1).at("max_abs_error").get<double>(),
+            (hi - lo) * 2 + quality(mid, 1).at("max_abs_error").get<double>());
+}
+
 TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {
   temp_dir dir;
   make_input(dir, dtype::f64);

@@ -203,7 +203,7 @@ TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAnd
   // the error; f32's and bf16's steps are negligible.
   const auto f16 = coefficient_rounding_note(coeff_type::f16, 8, 4, q);
   EXPECT_NE(f16.find("f16 holds coefficients near zero only to steps of 6e-08"), std::string::npos) << f16;
-  EXPECT_NE(f16.find("f32 (the default for float input) or bf16 keep the detail"), std::string::npos) << f16;
+  EXPECT_NE(f16.find("f32 (the default for float input) or bf16 keep more of the detail"), std::string::npos) << f16;
   EXPECT_EQ(coefficient_rounding_note(coeff_type::f32, 8, 4, q), "");
   EXPECT_EQ(coefficient_rounding_note(coeff_type::bf16, 8, 4, q), "");
   const auto i16 = coefficient_rounding_note(coeff_type::i16, 8, 4, q);
@@ -216,6 +216,17 @@ TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAnd
   q.range = 1e-44;
   q.mse = 1e-90;
   EXPECT_NE(coefficient_rounding_note(coeff_type::f32, 8, 8, q).find("scale the data up"), std::string::npos);
+  // Range 1e-40: f16's note offers f32 (finer steps), never a coarser type, and f32's own note,
+  // at its own smaller error, offers nothing finer. Neither says that f32 keeps all the detail.
+  q.range = 1e-40;
+  q.mse = 1e-82;  // what f16 gives: RMSE a tenth of the range
+  const auto tiny_f16 = coefficient_rounding_note(coeff_type::f16, 8, 8, q);
+  EXPECT_NE(tiny_f16.find("; f32 (the default for float input) keeps more of the detail"),
+            std::string::npos) << tiny_f16;
+  q.mse = 1e-91;  // what f32 gives
+  const auto tiny_f32 = coefficient_rounding_note(coeff_type::f32, 8, 8, q);
+  EXPECT_NE(tiny_f32.find("no coefficient type keeps more of the detail"), std::string::npos)
+      << tiny_f32;
 }
 
 TEST(QualityPipeline, AnalyticInputHasTheExpectedPsnrsAtEveryChop) {

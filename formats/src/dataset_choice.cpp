@@ -34,7 +34,8 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
   const std::string& not_this = spec.not_this;
   std::vector<candidate> fit;
   for (const auto& c : all) {
-    if (c.numeric && c.shape.size() >= (labels ? 1u : 2u) && c.path != not_this &&
+    if (c.numeric && (labels || !c.boolean) && c.shape.size() >= (labels ? 1u : 2u) &&
+        c.path != not_this &&
         (!spec.rows || c.shape[0] == *spec.rows))
       fit.push_back(c);
   }

@@ -134,6 +134,7 @@ class npz_source final : public sample_source {
           const auto r = open_array(*m);
           c.shape = r.header().shape;
           c.numeric = true;
+          c.boolean = r.header().type.kind == 'b';
         } catch (const error& e) {
           if (e.code() != errc::bad_input) throw;
           // listed with the reason, never chosen: "FILE.npz:name: dtype '<U5': ..." -> "dtype ..."

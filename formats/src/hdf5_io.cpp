@@ -19,10 +19,12 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/file_io.hpp"
 #include "direct_writer.hpp"
 #include "hdf5_chunks.hpp"
@@ -279,8 +281,12 @@ std::vector<candidate> list_datasets(hid_t file) {
     if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     c.shape.assign(dims.begin(), dims.end());
     h5_id type(H5Dget_type(d), H5Tclose);
-    const H5T_class_t cls = H5Tget_class(type.get());
-    c.numeric = cls == H5T_INTEGER || cls == H5T_FLOAT;
+    try {  // what the reader reads as numbers: integers, floats, enums of integers (bool)
+      c.boolean = numeric_type(type.get(), c.path).kind == 'b';
+      c.numeric = true;
+    } catch (const error&) {
+      c.numeric = false;
+    }
     list->push_back(std::move(c));
     return 0;
   };
@@ -289,6 +295,25 @@ std::vector<candidate> list_datasets(hid_t file) {
 }
 
 // ---- source -------------------------------------------------------------------------------
+
+/** What a file that is not HDF5 is instead, when it is one of the files users mix up. */
+std::string not_hdf5_what(const std::string& path) {
+  char head[8] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  const std::size_t got = f != nullptr ? std::fread(head, 1, sizeof head, f) : 0;
+  if (f != nullptr) std::fclose(f);
+  const auto starts = [&](std::string_view m) {
+    return got >= m.size() && std::memcmp(head, m.data(), m.size()) == 0;
+  };
+  if (starts("\x93NUMPY")) return "is a .npy file, not an HDF5 file (name it .npy)";
+  if (starts(std::string_view(reinterpret_cast<const char*>(archive_magic.data()), 8))) {
+    return "is a dctchop archive, not an HDF5 file (decompress it first)";
+  }
+  if (starts("PK\x03\x04") || starts("PK\x05\x06")) {
+    return "is a ZIP file (numpy's .npz?), not an HDF5 file (name it .npz)";
+  }
+  return "not an HDF5 file";
+}
 
 class hdf5_source final : public sample_source {
   /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
@@ -339,7 +364,7 @@ class hdf5_source final : public sample_source {
       throw error(errc::bad_input, spec.path + ": empty (0 bytes), not an HDF5 file");
     }
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
-      throw error(errc::bad_input, spec.path + ": not an HDF5 file");
+      throw error(errc::bad_input, spec.path + ": " + not_hdf5_what(spec.path));
     }
     register_builtin_filters();
     file_ = h5_id(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
@@ -804,6 +829,10 @@ class hdf5_sink final : public sample_sink {
     return check(H5Dcreate2(file_.get(), name.c_str(), file_type(type), space.get(), lcpl.get(),
                             dcpl.get(), H5P_DEFAULT),
                  H5Dclose, errc::io, path_ + ":" + name + ": cannot create the dataset");
+  }
+
+  void add_attributes(const nlohmann::json& attributes) override {
+    for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
   }
 
   static void write_attribute(hid_t obj, const std::string& key, const nlohmann::json& v) {

@@ -456,7 +456,10 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     if (got == 8 && std::memcmp(pre.data(), archive_magic.data(), 8) == 0)
       fail(errc::bad_input, name, "is a dctchop archive, not a .npy file (decompress it first)");
     if (got == 8 && std::memcmp(pre.data(), hdf5, 8) == 0)
-      fail(errc::bad_input, name, "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)");
+      fail(errc::bad_input, name,
+           f.seekable() ? "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)"
+                        : "is an HDF5 file, which is read by seeking: pass the file's name "
+                          "(FILE.h5), not a pipe");
     if (got >= 4 && std::memcmp(pre.data(), "PK\3\4", 4) == 0)
       fail(errc::bad_input, name,
            f.seekable() ? "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"

@@ -349,7 +349,12 @@ std::string coefficient_rounding_note(coeff_type coeff, int block, int chop, con
   // contradiction.)
   std::vector<std::string> better;
   for (coeff_type t : {coeff_type::f32, coeff_type::f16, coeff_type::bf16}) {
-    if (t == coeff || rounding_matters(t, block, chop, q)) continue;
+    // (Finer steps than coeff's, and rounding that would not matter at this error: such a
+    // type keeps more of the detail, though at its own smaller error its rounding may still
+    // be a good part, and its own note may then say so.)
+    if (t == coeff || !(smallest_step(t) < smallest_step(coeff)) ||
+        rounding_matters(t, block, chop, q))
+      continue;
     better.push_back(std::string(to_string(t)) +
                      (t == coeff_type::f32 ? " (the default for float input)" : ""));
   }
@@ -357,9 +362,9 @@ std::string coefficient_rounding_note(coeff_type coeff, int block, int chop, con
   for (std::size_t i = 0; i < better.size(); ++i) {
     keep += (i == 0 ? "" : i + 1 == better.size() ? " or " : ", ") + better[i];
   }
-  keep = better.empty() ? "no coefficient type keeps the detail of values this small: scale "
-                          "the data up before compressing"
-                        : keep + " keep" + (better.size() == 1 ? "s" : "") + " the detail";
+  keep = better.empty() ? "no coefficient type keeps more of the detail of values this small: "
+                          "scale the data up before compressing"
+                        : keep + " keep" + (better.size() == 1 ? "s" : "") + " more of the detail";
   char step[32];
   std::snprintf(step, sizeof step, "%.2g", smallest_step(coeff));
   const std::string what =
@@ -393,10 +398,12 @@ std::string replaced_values_note(u64 replaced, double value, double offset, doub
   if (replaced == 0 || !(std::fabs(value - offset) > 0.6 * range)) return {};
   return "the quality figures count the " + std::to_string(replaced) + " replaced value" +
          (replaced == 1 ? "" : "s") + " as " + g_text(value) +
-         ", and R spans it: a V far from the other values raises the PSNR while the values "
-         "beside them decode worse (a V near the data's mean avoids both); a replaced place "
-         "decodes as any value does, to about " + g_text(value) + " only where the chop keeps "
-         "its block's detail, and at a low chop V spreads into the values around it";
+         ", and R spans it: a V far from the other values stretches R, which raises the "
+         "PSNR, and where the chop drops its block's detail V spreads into the values around "
+         "it, which lowers it; which wins depends on the data and the chop, and either way the "
+         "figures then measure V more than the data (a V near the data's mean avoids both). A "
+         "replaced place decodes to about " + g_text(value) + " only where the chop keeps its "
+         "block's detail";
 }
 
 std::string nonfinite_on_integers_note(dtype type) {
@@ -917,19 +924,23 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                           {"dctchop_coeff", std::string(to_string(h.codec.coeff))},
                           {"dctchop_layout", std::string(to_string(h.geom.lay))},
                           {"dctchop_first_sample", first}};
-  const auto& f = r.footer();
-  if (f.contains("quality") && f["quality"].is_object() && f["quality"]["psnr_db"].is_number()) {
-    attrs["dctchop_psnr_db"] = f["quality"]["psnr_db"].get<double>();
-  }
   if (h.provenance.contains("source") && h.provenance["source"].is_string()) {
     attrs["dctchop_source"] = h.provenance["source"];
   }
   // NaN and Inf stored as a value: the output cannot mark their places, its attributes can
-  // say that there were some (the count is in the footer: a stream's comes at its end).
-  if (h.nonfinite_replacement) {
-    attrs["dctchop_nonfinite_replacement"] = *h.nonfinite_replacement;
-    if (const auto n = r.nonfinite_replaced()) attrs["dctchop_nonfinite_replaced"] = *n;
-  }
+  // say that there were some.
+  if (h.nonfinite_replacement) attrs["dctchop_nonfinite_replacement"] = *h.nonfinite_replacement;
+  // What the footer says: a file's is read by now, a stream's at its end (added then).
+  auto footer_attributes = [&r] {
+    nlohmann::json a = nlohmann::json::object();
+    const auto& f = r.footer();
+    if (f.contains("quality") && f["quality"].is_object() && f["quality"]["psnr_db"].is_number()) {
+      a["dctchop_psnr_db"] = f["quality"]["psnr_db"].get<double>();
+    }
+    if (const auto n = r.nonfinite_replaced()) a["dctchop_nonfinite_replaced"] = *n;
+    return a;
+  };
+  if (r.random_access()) attrs.update(footer_attributes());
   // HDF5 and .npz outputs get the labels beside the data: the data cannot be there (nor, in
   // HDF5, in a group of them or around them).
   if ((out.kind == file_kind::hdf5 || npz_out) && r.find_side_array("labels") != nullptr) {
@@ -1036,11 +1047,13 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       res.notes.push_back(r.display_name() + " holds labels, which " +
                           (output == "-" ? std::string("standard output") : output) +
                           " has no place for: --labels-out FILE.npy writes them (an .npz or "
-                          ".h5 output holds them beside the data)");
+                          ".h5 output" + (out.kind == file_kind::raw ? " without --raw" : "") +
+                          " holds them beside the data)");
     }
   } else if (!o.labels_out.empty()) {
     throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
+  if (!random) w->add_attributes(footer_attributes());
   w->finish();
   if (lw) lw->finish();
   if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)

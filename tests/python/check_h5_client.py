@@ -9,8 +9,9 @@ Writes a u8 NHWC dataset (chunked, gzip, inside a group) and int64 labels with h
 `dctchop decompress` to an HDF5 dataset and to a .npy file; opens both with h5py and NumPy and
 compares them with the originals: shape, dtype, PSNR (computed here) above a threshold and equal
 to the one dctchop reports, labels equal, dctchop_* attributes present and sensible. Also checks
-a lossless u8 round trip (chop 8), an f32 dataset with big-endian storage, and that a decoded
-HDF5 file can be compressed again. Exits 1 with a clear message on the first mismatch.
+a lossless u8 round trip (chop 8), an f32 dataset with big-endian storage, that a decoded
+HDF5 file can be compressed again, and float16, bool and enum labels (named, and found by the
+labels rule). Exits 1 with a clear message on the first mismatch.
 
 Run with Debian's /usr/bin/python3 (python3-h5py, python3-numpy).
 """
@@ -201,6 +202,20 @@ def bool_and_enum_labels(binary, work):
                          dtype=h5py.enum_dtype({"red": 0, "green": 1, "blue": 2}, basetype="u1"))
     for name, want in (("flags", flags), ("colors", colors)):
         labels_round_trip(binary, work, "enum.h5:/x", f"enum.h5:/{name}", want, f"{name} labels")
+    # A file named without a dataset: the labels rule takes bool and enum datasets too.
+    with h5py.File(os.path.join(work, "only_flags.h5"), "w") as f:
+        f.create_dataset("labels", data=flags)
+    with h5py.File(os.path.join(work, "only_colors.h5"), "w") as f:
+        f.create_dataset("y", data=colors, dtype=h5py.enum_dtype({"red": 0, "green": 1, "blue": 2},
+                                                                 basetype="u1"))
+    labels_round_trip(binary, work, "enum.h5:/x", "only_flags.h5", flags, "bool labels found")
+    labels_round_trip(binary, work, "enum.h5:/x", "only_colors.h5", colors, "enum labels found")
+    # ... and the image rule never takes a bool dataset, not even one shaped like the images.
+    with h5py.File(os.path.join(work, "masked.h5"), "w") as f:
+        f.create_dataset("pixels", data=images)
+        f.create_dataset("mask", data=images > 100)
+    _, err = run(binary, ["compress", "masked.h5", "-o", "m.dcz", "-f"], work)
+    check("using dataset /pixels of masked.h5" in err, f"the images of masked.h5: {err}")
 
 
 def main():

@@ -123,6 +123,10 @@ class sample_sink {
    *  it elsewhere). */
   virtual bool add_side_dataset(const std::string& name, const npy_dtype& type,
                                 const std::vector<std::uint64_t>& shape, const void* data) = 0;
+  /** More attributes, before finish(): numbers and strings, as create_dataset's (HDF5; the
+   *  other formats have no place for them and ignore them). For what an input says only at
+   *  its end, such as a streamed archive's footer. */
+  virtual void add_attributes(const nlohmann::json& attributes) { (void)attributes; }
   /** Check the row count, flush, and move the output into place. */
   virtual void finish() = 0;
   /** output_file::watch for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
