@@ -1337,6 +1337,12 @@ TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
       {"eval bad.h5:/rec -q", 3, {"bad.h5", "/rec"}},
       {"eval missing.h5 -q", 5, {"missing.h5"}},
   });
+  // An HDF5 file through a pipe: its name cannot help, so the message names the pipe.
+  auto piped = dctchop::test::run_sh("cat t.h5 | " + dctchop::test::dctchop_bin() +
+                                         " compress - -o out.dcz", dir.path());
+  EXPECT_EQ(piped.status, 3) << describe(piped);
+  EXPECT_TRUE(contains(piped.err, "is an HDF5 file, which is read by seeking: pass the file's "
+                                  "name (FILE.h5), not a pipe")) << piped.err;
 }
 
 TEST(Hdf5BadInput, FileWithOnlyOneDimensionalDataIsRefusedNamingTheDataset) {
