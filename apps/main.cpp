@@ -203,6 +203,18 @@ const CLI::Validator finite_number(
     },
     "FINITE");
 
+/** A CLI11 check that a number lies in [lo, hi], worded as the others (CLI::Range says
+ *  "Value 1.5 not in range -1.000000 to 1.000000"). */
+CLI::Validator between(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) {
+        return finite_double(s) && std::stod(s) >= lo && std::stod(s) <= hi
+                   ? std::string()
+                   : fmt::format("expected {:g} to {:g}, got {}", lo, hi, s);
+      },
+      fmt::format("{:g}..{:g}", lo, hi));
+}
+
 /** A CLI11 check that a number is 0 or more (CLI::NonNegativeNumber prints DBL_MAX in full). */
 const CLI::Validator non_negative(
     [](std::string& s) {
@@ -449,7 +461,7 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
       ->capture_default_str();
   cmd->add_option("--threads", threads, threads_help)
       ->transform(decimal_count)
-      ->check(CLI::Range(0, max_threads))
+      ->check(between(0, max_threads))
       ->capture_default_str();
 }
 
@@ -690,11 +702,48 @@ std::string left_over_message(const std::string& command, const std::vector<std:
   return fmt::format("{} takes one input; left over: {}", command, fmt::join(words, " "));
 }
 
+/** The edit distance of two words (insertions, deletions, substitutions, swaps of neighbours). */
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+/** "; did you mean --labels?" for an unknown option one or two edits from one of `sub`'s
+ *  (the nearest, when one is nearest), else "". */
+std::string option_suggestion(const CLI::App& sub, const std::string& unknown) {
+  if (unknown.rfind("--", 0) != 0) return {};
+  const std::string word = unknown.substr(2);
+  std::size_t best = 3;
+  std::vector<std::string> nearest;
+  for (const CLI::Option* opt : sub.get_options()) {
+    for (const auto& name : opt->get_lnames()) {
+      const std::size_t d = edit_distance(word, name);
+      if (d < best) nearest.clear(), best = d;
+      if (d == best) nearest.push_back(name);
+    }
+  }
+  if (nearest.size() != 1 || word.size() <= best) return {};
+  return "; did you mean --" + nearest[0] + "?";
+}
+
 /** What is wrong with the words `sub` did not take, or "" when it took them all: the first
  *  unknown option, else the inputs beyond the one it reads. */
 std::string extra_arguments_message(const CLI::App& sub) {
   const auto x = extra_words_of(sub);
-  if (!x.options.empty()) return fmt::format("{} has no option {}", sub.get_name(), x.options[0]);
+  if (!x.options.empty()) {
+    return fmt::format("{} has no option {}{}", sub.get_name(), x.options[0],
+                       option_suggestion(sub, x.options[0]));
+  }
   if (x.inputs.empty()) return {};
   return left_over_message(sub.get_name(), x.inputs);
 }
@@ -760,7 +809,7 @@ int run(int argc, char** argv) {
       ->excludes(chop_opt);
   auto* ssim_opt = cmp->add_option("--ssim", c_ssim, "choose the smallest chop whose SSIM is at least Y")
       ->check(finite_number)
-      ->check(CLI::Range(-1.0, 1.0))
+      ->check(between(-1, 1))
       ->excludes(chop_opt);
   cmp->add_option("--coeff", c_coeff,
                   "coefficient type: f16, bf16, f32, i16 (default f16 for u8, f32 otherwise)")
@@ -880,7 +929,7 @@ int run(int argc, char** argv) {
       ->check(finite_number);
   ver->add_option("--min-ssim", v_min_ssim, "fail (exit 8) when SSIM is below Y (-1..1)")
       ->check(finite_number)
-      ->check(CLI::Range(-1.0, 1.0));
+      ->check(between(-1, 1));
   ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z")
       ->check(finite_number)
       ->check(non_negative);
@@ -890,14 +939,18 @@ int run(int argc, char** argv) {
 
   // A first word that is no command ("compres", "frobnicate"): CLI11 says only that a
   // subcommand is required.
-  if (argc > 1 && argv[1][0] != '-') {
+  {
     std::string names;
     bool known = false;
     for (const auto* sub : app.get_subcommands({})) {
-      known |= sub->get_name() == argv[1];
+      known |= argc > 1 && sub->get_name() == argv[1];
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
-    if (!known) {
+    if (argc == 1) {
+      log->error("error: name a command: {} (see --help)", names);
+      return exit_usage;
+    }
+    if (!known && argv[1][0] != '-') {
       log->error("error: '{}' is not a command; the commands are {} (see --help)", argv[1], names);
       return exit_usage;
     }

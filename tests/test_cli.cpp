@@ -841,7 +841,14 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
       {"eval in.npy --block 8,5", 2, "--block 8,5: block sizes are 4, 8, 16 and 32"},
       {"eval in.npy --block 4,8 --chop 9", 2, "--chop 9 is outside 1..8 (the largest block size)"},
       {"eval in.npy --block ''", 2, "--block: name a block size"},
-      {"decompress a.dcz out.npy --sampels 0:3", 2, "decompress has no option --sampels"},
+      {"decompress a.dcz out.npy --sampels 0:3", 2,
+       "decompress has no option --sampels; did you mean --samples?"},
+      {"compress in.npy --label b.npy -o x.dcz", 2,
+       "compress has no option --label; did you mean --labels?"},
+      {"info a.dcz --jsn", 2, "info has no option --jsn; did you mean --json?"},
+      {"compress in.npy -o x.dcz --ssim 1.5", 2, "--ssim: expected -1 to 1, got 1.5"},
+      {"compress in.npy -o x.dcz --threads 5000", 2, "--threads: expected 0 to 4096, got 5000"},
+      {"", 2, "name a command: compress, decompress, info, eval, verify"},
       {"compress -o b.dcz -- in.npy -q", 2, "compress takes one input; left over: -q"},
   });
   // `--` ends the options: what follows is an input even if it starts with a dash.
@@ -858,6 +865,22 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
   check_bad_cases(dir, {{"eval in.npy -- b.npy", 2, "eval takes one input; left over: b.npy"},
                         {"eval in.npy -- -b.npy", 2, "eval takes one input; left over: -b.npy"},
                         {"--frob info a.dcz", 2, "dctchop has no option --frob"}});
+}
+
+TEST(Cli, ALayoutThatMakesPlanesOfChannelsGetsANoteNamingTheAutomaticOne) {
+  temp_dir dir;
+  const std::string nhwc = sh_quote(std::string(DCTCHOP_SAMPLE_DIR) + "/images_u8_nhwc.npy");
+  for (const std::string& command : {"compress " + nhwc + " -o x.dcz -f", "eval " + nhwc + " --chop 4"}) {
+    auto wrong = cli(dir, command + " --layout NCHW");
+    EXPECT_EQ(wrong.status, 0) << describe(wrong);
+    EXPECT_NE(wrong.err.find("--layout NCHW makes planes of 32x3, and an axis of 4 or fewer values "
+                             "is usually channels: --layout auto reads this shape as NHWC, planes "
+                             "of 32x32"),
+              std::string::npos) << wrong.err;
+    auto right = cli(dir, command + " --layout NHWC");
+    EXPECT_EQ(right.status, 0) << describe(right);
+    EXPECT_EQ(right.err.find("usually channels"), std::string::npos) << right.err;
+  }
 }
 
 TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {

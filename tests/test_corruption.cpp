@@ -2,6 +2,7 @@
 // either decodes to the same data as the original or is refused with a format error (corrupt,
 // bad_input, unsupported_version); never a crash, never different data without an error.
 // Both readers run: random access (a file) and streaming (a pipe, as for stdin).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -184,19 +185,47 @@ class CorruptionSweep : public ::testing::Test {
   decoded expect_;
 };
 
+/** A copy of the archive that a sweep changes in place, a byte (pwrite) or its length
+ *  (ftruncate) at a time: rewriting 17 KiB for each of 100,000 cases was a third of the
+ *  sweep's time, in the file system. */
+class sweep_file {
+ public:
+  sweep_file(const std::string& path, const std::string& bytes) {
+    test::write_bytes(path, bytes);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw std::runtime_error("test: cannot open " + path);
+  }
+  ~sweep_file() { ::close(fd_); }
+  sweep_file(const sweep_file&) = delete;
+  sweep_file& operator=(const sweep_file&) = delete;
+  void put(std::size_t at, char c) {
+    if (::pwrite(fd_, &c, 1, static_cast<off_t>(at)) != 1) throw std::runtime_error("test: pwrite");
+  }
+  void cut(std::size_t n) {
+    if (::ftruncate(fd_, static_cast<off_t>(n)) != 0) throw std::runtime_error("test: ftruncate");
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 TEST_F(CorruptionSweep, EveryByteFlipIsRefusedOrDecodesIdentically) {
   tally file_t, stream_t;
   const std::string flipped = dir_.file("flipped.dcz");
+  sweep_file file(flipped, bytes_);
+  std::string b = bytes_;
   for (std::size_t i = 0; i < bytes_.size(); ++i) {
     for (const unsigned char mask : {0x01, 0x80, 0xff}) {
-      std::string b = bytes_;
-      b[i] = static_cast<char>(static_cast<unsigned char>(b[i]) ^ mask);
+      b[i] = static_cast<char>(static_cast<unsigned char>(bytes_[i]) ^ mask);
       const std::string what = "byte " + std::to_string(i) + " ^ " + std::to_string(mask);
-      test::write_bytes(flipped, b);
+      file.put(i, b[i]);
       judge(file_t, expect_, what + " (file)", [&] { return read_random(flipped); });
       judge(stream_t, expect_, what + " (stream)", [&] { return read_stream(b); });
     }
+    b[i] = bytes_[i];
+    file.put(i, b[i]);
   }
+  ASSERT_EQ(test::read_bytes(flipped), bytes_) << "the sweep put every byte back";
   report("byte flips, file", file_t);
   report("byte flips, stream", stream_t);
   for (const tally* t : {&file_t, &stream_t}) {
@@ -212,10 +241,11 @@ TEST_F(CorruptionSweep, EveryByteFlipIsRefusedOrDecodesIdentically) {
 TEST_F(CorruptionSweep, EveryTruncationIsRefused) {
   tally file_t, stream_t;
   const std::string cut = dir_.file("cut.dcz");
-  for (std::size_t n = 0; n < bytes_.size(); ++n) {
+  sweep_file file(cut, bytes_);
+  for (std::size_t n = bytes_.size(); n-- > 0;) {  // shorter and shorter
     const std::string b = bytes_.substr(0, n);
     const std::string what = "first " + std::to_string(n) + " bytes";
-    test::write_bytes(cut, b);
+    file.cut(n);
     judge(file_t, expect_, what + " (file)", [&] { return read_random(cut); });
     judge(stream_t, expect_, what + " (stream)", [&] { return read_stream(b); });
   }

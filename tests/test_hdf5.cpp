@@ -1047,6 +1047,14 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   auto alone = cli(dir, "compress alone.h5 --labels alone.h5 -o e.dcz");
   EXPECT_EQ(alone.status, 3) << describe(alone);
   EXPECT_TRUE(contains(alone.err, "other than /images")) << alone.err;
+  // Named outright, the images are no labels either (the archive would hold them twice).
+  dctchop::test::save_npy(dir.file("in.npy"), dtype::u8, {2, 8, 8}, std::vector<std::uint8_t>(128, 3));
+  for (const std::string in : {"alone.h5:/images", "in.npy"}) {
+    auto same = cli(dir, "compress " + in + " --labels " + in + " -o e.dcz");
+    EXPECT_EQ(same.status, 2) << describe(same);
+    EXPECT_TRUE(contains(same.err, in + ": --labels names the images themselves")) << same.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("e.dcz")));
+  }
 }
 
 TEST(Hdf5Cli, AVirtualDatasetWithAMissingSourceFileIsNotedSinceItsRowsReadAsFill) {
@@ -1240,10 +1248,13 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   EXPECT_EQ(c.status, 2) << describe(c);
   EXPECT_NE(c.err.find("writes a .dcz archive"), std::string::npos) << c.err;
   // A missing folder is named as the reason, for HDF5 outputs too.
-  auto m = cli(dir, "decompress a.dcz -o nodir/x.h5:/a");
-  EXPECT_EQ(m.status, 5) << describe(m);
-  EXPECT_NE(m.err.find("nodir/x.h5: cannot create a temporary file beside it: No such file"),
-            std::string::npos) << m.err;
+  for (const std::string out : {"nodir/x.h5:/a", "nodir/x.npy", "t.h5/x.npy"}) {
+    auto m = cli(dir, "decompress a.dcz -o " + out);
+    EXPECT_EQ(m.status, 5) << describe(m);
+    const std::string file = out.substr(0, out.find(':'));
+    const std::string why = out[0] == 'n' ? "the folder nodir does not exist" : "t.h5 is not a folder";
+    EXPECT_NE(m.err.find(file + ": cannot be written: " + why), std::string::npos) << m.err;
+  }
   // --dataset with raw data is a usage error, not ignored.
   auto raw = cli(dir, "decompress a.dcz -o r.raw --raw --dataset /x");
   EXPECT_EQ(raw.status, 2) << describe(raw);

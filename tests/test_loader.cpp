@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +190,32 @@ TEST(Loader, ARestoredStateResumesAtTheSameBatch) {
   // And restoring the first loader rewinds it.
   l.restore(saved);
   EXPECT_EQ(l.next().samples, want[0].samples);
+}
+
+TEST(Loader, ThePrefetchThreadIsNamedAndLeavesTheProgramsSignalsToItsOwnThreads) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  loaders::loader_options o;
+  o.batch_size = 8;
+  o.prefetch = 2;
+  loaders::archive_loader l(a, o);
+  l.next();
+  // Each thread's name and blocked signals, from /proc/self/task/TID/{comm,status}.
+  int found = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm = test::read_bytes((t.path() / "comm").string());
+    if (comm != "dctchop-loader\n") continue;
+    ++found;
+    std::istringstream status(test::read_bytes((t.path() / "status").string()));
+    std::uint64_t blocked = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
+    }
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      EXPECT_NE(blocked & (std::uint64_t(1) << (sig - 1)), 0u) << "signal " << sig;
+    }
+  }
+  EXPECT_EQ(found, 1);
 }
 
 TEST(Loader, PrefetchChangesNothingAndCoefficientsCanBeHandedOutUndecoded) {

@@ -188,6 +188,21 @@ std::string folder_of(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
+/** Why nothing can be created in `path`'s folder when the folder is the reason ("the folder
+ *  nodir does not exist"), with the errno that says it; "" otherwise. */
+std::string missing_folder(const std::string& path, int& err) {
+  const std::string dir = folder_of(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    err = ENOTDIR;
+    return S_ISDIR(st.st_mode) ? "" : dir + " is not a folder";
+  }
+  err = errno;
+  if (err == ENOENT) return "the folder " + dir + " does not exist";
+  if (err == ENOTDIR) return "the folder " + dir + " cannot exist: part of its path is a file";
+  return "";
+}
+
 /** Give the unnamed (O_TMPFILE) file `fd` the name `name`; false with errno set. */
 bool link_unnamed(int fd, const std::string& name) {
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
@@ -248,6 +263,12 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     f.temp_path_ = create_temp_beside(to, [&](const std::string& candidate) {
       fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST) {
+        const int e = errno;
+        int why_err = 0;
+        if (const auto why = missing_folder(to, why_err); !why.empty()) {
+          throw error::from_os(errc::io, path + ": cannot be written: " + why, why_err);
+        }
+        errno = e;
         throw os_error(path, "create a temporary file beside it");
       }
       return fd >= 0;
@@ -287,6 +308,10 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
     // A name that cannot be looked up (a loop of links, a folder not searchable) cannot be
     // written either.
     if (stat_errno != ENOENT) {
+      int why_err = 0;
+      if (const auto why = missing_folder(path, why_err); stat_errno == ENOTDIR && !why.empty()) {
+        throw error::from_os(errc::io, path + ": cannot be written: " + why, why_err);
+      }
       throw error::from_os(errc::io, path + ": " + std::strerror(stat_errno), stat_errno);
     }
     return t;
@@ -349,6 +374,10 @@ std::string create_temp_beside(const std::string& path,
     if (try_create(temp)) return temp;
   }
   // try_create (HDF5's, say) may not say why; the folder usually does.
+  int why_err = 0;
+  if (const auto why = missing_folder(path, why_err); !why.empty()) {
+    throw error::from_os(errc::io, path + ": cannot be written: " + why, why_err);
+  }
   const bool writable = ::access(dir.c_str(), W_OK) == 0;
   const int e = writable ? 0 : errno;
   throw error::from_os(errc::io, path + ": cannot create a temporary file beside it" +

@@ -391,6 +391,24 @@ std::string one_image_note(const input_source& src, layout asked) {
          std::to_string(w) + hint;
 }
 
+std::string narrow_planes_note(const input_source& src, layout asked) {
+  const geometry& g = src.geom;
+  if (asked == layout::automatic || (g.height > 4 && g.width > 4)) return {};
+  geometry a;
+  try {
+    a = resolve_layout(g.shape(), layout::automatic);
+  } catch (const error&) {
+    return {};  // no other reading of the shape to offer
+  }
+  if (a.lay == g.lay || a.height <= 4 || a.width <= 4) return {};
+  auto planes = [](const geometry& x) {
+    return std::to_string(x.height) + "x" + std::to_string(x.width);
+  };
+  return src.name() + ": --layout " + std::string(to_string(asked)) + " makes planes of " +
+         planes(g) + ", and an axis of 4 or fewer values is usually channels: --layout auto "
+         "reads this shape as " + std::string(to_string(a.lay)) + ", planes of " + planes(a);
+}
+
 std::string replaced_values_note(u64 replaced, double value, double offset, double range) {
   // The figures compare with the input as stored, V in place of NaN/Inf: worth a word when V
   // lies far from the data: more than 0.6 R from the offset (the first sample's mean by
@@ -761,6 +779,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
+  if (auto n = narrow_planes_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
   codec_params p;
   p.block = o.block;
   p.chop = o.target.any() ? 1 : o.chop;
@@ -809,6 +828,12 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
                   output + ": the output would replace the labels input " + labels_spec.path);
     }
     labels = open_dataset(labels_spec);
+    if (!labels_spec.memory && same_file(labels_spec.path, input) &&
+        labels->dataset_path() == src.src->dataset_path()) {
+      throw error(errc::invalid_argument,
+                  labels->name() + ": --labels names the images themselves; labels are another "
+                                   "array of one row per sample (class numbers, targets)");
+    }
     if (!labels->note().empty()) notes.push_back(labels->note());
     const auto& lshape = labels->shape();
     if (lshape.empty() || lshape[0] != src.geom.samples) {

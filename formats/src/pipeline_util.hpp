@@ -51,6 +51,11 @@ struct input_source;
  *  when its rows look like flattened square images), or "". */
 std::string one_image_note(const input_source& src, layout asked);
 
+/** A note that a --layout given outright makes planes with an axis of 4 or fewer values while
+ *  the automatic layout reads the shape otherwise, with planes wider than that ("--layout NCHW
+ *  makes planes of 32x3 ..."), or "". */
+std::string narrow_planes_note(const input_source& src, layout asked);
+
 /** A warning when `replaced` NaN/Inf values stored as `value` lie far from the data (more
  *  than 0.6 R from the offset), where they inflate R and so the PSNR; else "". */
 std::string replaced_values_note(u64 replaced, double value, double offset, double range);

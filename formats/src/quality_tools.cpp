@@ -122,6 +122,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
+  if (auto n = narrow_planes_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
   const geometry& g = src.geom;
   const u64 ibps = src.bytes_per_sample;
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/json_number.hpp"
+#include "quiet_thread.hpp"
 
 namespace dctchop::loaders {
 namespace {
@@ -322,7 +324,10 @@ struct archive_loader::impl {
     if (o.prefetch == 0) return;
     stop = false;
     owner = ::getpid();
-    thread = std::thread([this] {
+    // A library thread: the program's signals go to its own threads (as the command's
+    // threads leave them to its main thread), and `top -H` names it.
+    thread = formats::detail::start_quiet_thread([this] {
+      pthread_setname_np(pthread_self(), "dctchop-loader");
       std::unique_lock lock(m);
       for (;;) {
         cv.wait(lock, [&] { return stop || ready.size() < o.prefetch; });
