@@ -81,13 +81,20 @@ TEST(NonFinite, ReplaceSubstitutesTheValueAndRecordsItAndTheCount) {
   EXPECT_EQ(r.status, 0) << describe(r);
 }
 
+/** Replacement values for make_input's data: ten ranges above it, and amid it; its range. */
+struct replacements {
+  double far, mid, lo, hi;
+};
+replacements replacements_for_the_input() {
+  const std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return {*hi + 10.0 * (*hi - *lo), (double(*lo) + *hi) / 2, *lo, *hi};
+}
+
 TEST(NonFinite, AReplacementFarFromTheDataGetsANoteOnTheFigures) {
   temp_dir dir;
   make_input(dir);
-  std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
-  float lo = v[0], hi = v[0];
-  for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
-  const double far = hi + 10 * (hi - lo), mid = (lo + hi) / 2;
+  const auto [far, mid, lo, hi] = replacements_for_the_input();
   // compress and eval alike (eval's figures are compress's).
   for (const std::string command : {"compress x.npy -o a.dcz -f", "eval x.npy --chop 2,4"}) {
     auto note_in = [&](double value) {
@@ -107,10 +114,7 @@ TEST(NonFinite, AReplacementFarFromTheDataGetsANoteOnTheFigures) {
 TEST(NonFinite, AFarReplacementStretchesRAndSpreadsIntoItsNeighboursAtALowChopAsTheNoteSays) {
   temp_dir dir;
   make_input(dir);
-  std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
-  float lo = v[0], hi = v[0];
-  for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
-  const double far = hi + 10 * (hi - lo), mid = (lo + hi) / 2;
+  const auto [far, mid, lo, hi] = replacements_for_the_input();
   auto quality = [&](double value, int chop) {
     auto r = cli(dir, "eval x.npy --chop " + std::to_string(chop) + " --json --nonfinite replace=" +
                           std::to_string(value));
