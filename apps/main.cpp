@@ -1133,9 +1133,8 @@ int run(int argc, char** argv) {
         hints.push_back("--raw writes raw binary; FILE.h5 HDF5");
       }
       // ... and raw bytes under the name of a format that has a header (--raw given by habit).
-      const auto named = formats::parse_dataset_spec(d_out).kind;  // what the name says
       if (spec.kind == formats::file_kind::raw && d_out != "-" && !formats::reads_as_stream(d_out) &&
-          (named != formats::file_kind::npy || formats::name_ends_with(d_out, ".npy"))) {
+          formats::format_named(d_out)) {
         notes.push_back(fmt::format("{} holds raw binary data (--raw), whatever its name says",
                                     d_out));
         hints.push_back("without --raw, a .npy, .npz or .h5 name gets that format");

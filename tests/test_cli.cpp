@@ -1157,6 +1157,13 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
     EXPECT_NE(r.err.find("note: " + name + " holds raw binary data (--raw), whatever its name says"),
               std::string::npos) << r.err;
   }
+  // A FIFO under such a name is written as any FIFO: no note, and no HDF5 rule for pipes.
+  auto fifo = test::run_sh("mkfifo p.h5 && { cat p.h5 > got.raw & pid=$!; } && " + test::dctchop_bin() +
+                               " decompress a.dcz -o p.h5 --raw; rc=$?; wait $pid; exit $rc",
+                           dir.path());
+  EXPECT_EQ(fifo.status, 0) << describe(fifo);
+  EXPECT_EQ(fifo.err.find("holds raw binary data"), std::string::npos) << fifo.err;
+  EXPECT_EQ(read_bytes(dir.file("got.raw")), read_bytes(dir.file("out.raw")));
   auto beside = cli(dir, "decompress a.dcz -o r2.h5 --raw");
   ASSERT_EQ(beside.status, 0) << describe(beside);
   EXPECT_NE(beside.err.find("(an .npz or .h5 output without --raw holds them beside the data)"),

@@ -216,8 +216,9 @@ TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAnd
   q.range = 1e-44;
   q.mse = 1e-90;
   EXPECT_NE(coefficient_rounding_note(coeff_type::f32, 8, 8, q).find("scale the data up"), std::string::npos);
-  // Range 1e-40: f16's note offers f32 (finer steps), never a coarser type, and f32's own note,
-  // at its own smaller error, offers nothing finer. Neither says that f32 keeps all the detail.
+  // Range 1e-40: f16's note offers f32 alone (bf16's steps, 2^-133, are too coarse here too),
+  // and f32's own note, at its own smaller error, offers nothing finer. Neither says that f32
+  // keeps all the detail.
   q.range = 1e-40;
   q.mse = 1e-82;  // what f16 gives: RMSE a tenth of the range
   const auto tiny_f16 = coefficient_rounding_note(coeff_type::f16, 8, 8, q);

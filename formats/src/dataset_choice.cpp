@@ -23,7 +23,8 @@ std::string listing(const std::vector<candidate>& arrays) {
   std::string out;
   for (const auto& c : arrays) {
     out += (out.empty() ? "" : ", ") + c.path + " " +
-           (c.refused.empty() ? python_shape(c.shape) : "(unreadable: " + c.refused + ")");
+           (c.refused.empty() ? python_shape(c.shape) : "(unreadable: " + c.refused + ")") +
+           (c.labels_type.empty() ? "" : " " + c.labels_type);
   }
   return out;
 }
@@ -34,7 +35,7 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
   const std::string& not_this = spec.not_this;
   std::vector<candidate> fit;
   for (const auto& c : all) {
-    if (c.numeric && (labels || !c.boolean) && c.shape.size() >= (labels ? 1u : 2u) &&
+    if (c.numeric && (labels || c.labels_type.empty()) && c.shape.size() >= (labels ? 1u : 2u) &&
         c.path != not_this &&
         (!spec.rows || c.shape[0] == *spec.rows))
       fit.push_back(c);
@@ -46,7 +47,7 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
                                      rows +
                                      (not_this.empty() ? std::string(")")
                                                        : ", other than " + not_this + ")")
-                               : ": holds no image-like " + words.what + " (numeric, 2 or more axes" +
+                               : ": holds no image-like " + words.what + " (numeric but not bool or enum, 2 or more axes" +
                                      rows + ")") +
                     (all.empty() ? "; the file holds no " + words.what + " at all"
                                  : "; " + words.what + "s: " + listing(all)));

@@ -15,7 +15,9 @@ struct candidate {
   std::string path;  ///< "/train/images" (HDF5), "x_train" (.npz)
   std::vector<std::uint64_t> shape;
   bool numeric = false;  ///< its elements read as numbers (integers, floats, bool, enums of integers)
-  bool boolean = false;  ///< NumPy's bool (h5py's enum {FALSE, TRUE}): labels, never images
+  /** "bool" or "enum" for a type of labels, never taken for the images (NumPy's bool, an HDF5
+   *  enum such as h5py's bool or a segmentation's classes); "" otherwise. */
+  std::string labels_type;
   std::string refused;  ///< why it cannot be read, when it cannot (listed instead of a shape)
 };
 
@@ -30,7 +32,7 @@ struct choice_words {
 };
 
 /** The array that `file`'s `all` arrays offer for `spec.purpose` when none was named: the only
- *  one that fits (data: numeric but not bool, 2 or more axes; labels: numeric, 1 or more axes; never
+ *  one that fits (data: numeric but not bool or enum, 2 or more axes; labels: numeric, 1 or more axes; never
  *  `spec.not_this`; `spec.rows` rows when set), else the one fitting array with a
  *  conventional name (data: images, data, x; labels: labels, label, y, targets; the last path
  *  component counts), else (labels) the one fitting array of 1 or 2 axes. No fitting array is

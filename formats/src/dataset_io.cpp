@@ -134,7 +134,7 @@ class npz_source final : public sample_source {
           const auto r = open_array(*m);
           c.shape = r.header().shape;
           c.numeric = true;
-          c.boolean = r.header().type.kind == 'b';
+          if (r.header().type.kind == 'b') c.labels_type = "bool";
         } catch (const error& e) {
           if (e.code() != errc::bad_input) throw;
           // listed with the reason, never chosen: "FILE.npz:name: dtype '<U5': ..." -> "dtype ..."
@@ -491,6 +491,13 @@ bool name_ends_with(const std::string& s, const std::string& suffix) {
   std::string tail = s.substr(s.size() - suffix.size());
   std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return std::tolower(c); });
   return tail == suffix;
+}
+
+std::optional<file_kind> format_named(const std::string& path) {
+  if (name_ends_with(path, ".npy")) return file_kind::npy;
+  if (name_ends_with(path, ".npz")) return file_kind::npz;
+  if (hdf5_name(path)) return file_kind::hdf5;
+  return std::nullopt;
 }
 
 dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset, bool raw) {

@@ -282,8 +282,9 @@ std::vector<candidate> list_datasets(hid_t file) {
     c.shape.assign(dims.begin(), dims.end());
     h5_id type(H5Dget_type(d), H5Tclose);
     try {  // what the reader reads as numbers: integers, floats, enums of integers (bool)
-      c.boolean = numeric_type(type.get(), c.path).kind == 'b';
+      const bool boolean = numeric_type(type.get(), c.path).kind == 'b';
       c.numeric = true;
+      if (H5Tget_class(type.get()) == H5T_ENUM) c.labels_type = boolean ? "bool" : "enum";
     } catch (const error&) {
       c.numeric = false;
     }
@@ -832,6 +833,7 @@ class hdf5_sink final : public sample_sink {
   }
 
   void add_attributes(const nlohmann::json& attributes) override {
+    quiet_hdf5 quiet;
     for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
   }
 

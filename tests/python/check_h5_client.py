@@ -18,6 +18,7 @@ Run with Debian's /usr/bin/python3 (python3-h5py, python3-numpy).
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -216,6 +217,20 @@ def bool_and_enum_labels(binary, work):
         f.create_dataset("mask", data=images > 100)
     _, err = run(binary, ["compress", "masked.h5", "-o", "m.dcz", "-f"], work)
     check("using dataset /pixels of masked.h5" in err, f"the images of masked.h5: {err}")
+    # ... nor an enum one (a segmentation's classes), and a file of only such datasets says
+    # why none is taken.
+    with h5py.File(os.path.join(work, "seg.h5"), "w") as f:
+        f.create_dataset("pixels", data=images)
+        f.create_dataset("seg", data=(images > 100).astype(np.uint8),
+                         dtype=h5py.enum_dtype({"bg": 0, "fg": 1}, basetype="u1"))
+    _, err = run(binary, ["compress", "seg.h5", "-o", "s.dcz", "-f"], work)
+    check("using dataset /pixels of seg.h5" in err, f"the images of seg.h5: {err}")
+    with h5py.File(os.path.join(work, "onlybool.h5"), "w") as f:
+        f.create_dataset("mask", data=images > 100)
+    r = subprocess.run([binary, "compress", "onlybool.h5", "-o", "o.dcz"], cwd=work,
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 3 and "(numeric but not bool or enum, 2 or more axes" in r.stderr
+          and f"/mask {images.shape} bool" in r.stderr, f"onlybool.h5: {r.returncode} {r.stderr}")
 
 
 def main():

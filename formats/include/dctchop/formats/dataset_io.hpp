@@ -66,6 +66,10 @@ struct dataset_spec {
   std::string display() const;
 };
 
+/** The format that a file name's suffix says (.npy, .npz, .h5, .hdf5, .he5, .hdf), or nullopt;
+ *  the name alone, without looking at the file system. */
+std::optional<file_kind> format_named(const std::string& path);
+
 /** Parse a command-line dataset name. HDF5 is recognised by the extension (.h5, .hdf5, .he5,
  *  .hdf) or by a ":/" that separates file and dataset; .npz by its extension, with an array
  *  name after the first ".npz:"; `dataset` (from --dataset) fills in the dataset or array
