@@ -188,19 +188,22 @@ std::string folder_of(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
-/** Why nothing can be created in `path`'s folder when the folder is the reason ("the folder
- *  nodir does not exist"), with the errno that says it; "" otherwise. */
-std::string missing_folder(const std::string& path, int& err) {
+/** Throws error(io) "NAME: cannot be written: the folder nodir does not exist" when `path`'s
+ *  folder is why nothing can be created there (missing, a file, under a file); returns
+ *  otherwise. */
+void refuse_missing_folder(const std::string& name, const std::string& path) {
   const std::string dir = folder_of(path);
   struct stat st {};
+  std::string why;
+  int err = ENOTDIR;
   if (::stat(dir.c_str(), &st) == 0) {
-    err = ENOTDIR;
-    return S_ISDIR(st.st_mode) ? "" : dir + " is not a folder";
+    if (!S_ISDIR(st.st_mode)) why = dir + " is not a folder";
+  } else {
+    err = errno;
+    if (err == ENOENT) why = "the folder " + dir + " does not exist";
+    if (err == ENOTDIR) why = "the folder " + dir + " cannot exist: part of its path is a file";
   }
-  err = errno;
-  if (err == ENOENT) return "the folder " + dir + " does not exist";
-  if (err == ENOTDIR) return "the folder " + dir + " cannot exist: part of its path is a file";
-  return "";
+  if (!why.empty()) throw error::from_os(errc::io, name + ": cannot be written: " + why, err);
 }
 
 /** Give the unnamed (O_TMPFILE) file `fd` the name `name`; false with errno set. */
@@ -264,10 +267,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
       fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd < 0 && errno != EEXIST) {
         const int e = errno;
-        int why_err = 0;
-        if (const auto why = missing_folder(to, why_err); !why.empty()) {
-          throw error::from_os(errc::io, path + ": cannot be written: " + why, why_err);
-        }
+        refuse_missing_folder(path, to);
         errno = e;
         throw os_error(path, "create a temporary file beside it");
       }
@@ -308,10 +308,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
     // A name that cannot be looked up (a loop of links, a folder not searchable) cannot be
     // written either.
     if (stat_errno != ENOENT) {
-      int why_err = 0;
-      if (const auto why = missing_folder(path, why_err); stat_errno == ENOTDIR && !why.empty()) {
-        throw error::from_os(errc::io, path + ": cannot be written: " + why, why_err);
-      }
+      if (stat_errno == ENOTDIR) refuse_missing_folder(path, path);
       throw error::from_os(errc::io, path + ": " + std::strerror(stat_errno), stat_errno);
     }
     return t;
@@ -374,10 +371,7 @@ std::string create_temp_beside(const std::string& path,
     if (try_create(temp)) return temp;
   }
   // try_create (HDF5's, say) may not say why; the folder usually does.
-  int why_err = 0;
-  if (const auto why = missing_folder(path, why_err); !why.empty()) {
-    throw error::from_os(errc::io, path + ": cannot be written: " + why, why_err);
-  }
+  refuse_missing_folder(path, path);
   const bool writable = ::access(dir.c_str(), W_OK) == 0;
   const int e = writable ? 0 : errno;
   throw error::from_os(errc::io, path + ": cannot create a temporary file beside it" +
