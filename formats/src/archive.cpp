@@ -15,6 +15,7 @@
 #include "dctchop/host_memory.hpp"
 #include "dctchop/formats/json_number.hpp"
 #include "dctchop/formats/npy.hpp"
+#include "file_magic.hpp"
 
 namespace dctchop::formats {
 namespace {
@@ -366,15 +367,13 @@ archive_reader archive_reader::open(const std::string& path) {
   if (got == 0) throw error(errc::bad_input, name + ": empty (0 bytes), not a dctchop archive");
   if (got < 8 || std::memcmp(pre, k_magic.data(), 8) != 0) {
     // Inputs of compress handed to decompress, info or verify are worth naming.
-    const auto starts = [&](std::string_view m) {
-      return got >= m.size() && std::memcmp(pre, m.data(), m.size()) == 0;
-    };
+    const detail::file_magic magic = detail::magic_of(pre, got);
     std::string what = "not a dctchop archive (bad magic)";
-    if (starts("\x93NUMPY")) {
+    if (magic == detail::file_magic::npy) {
       what = "is a .npy file, not a dctchop archive (compress makes one of it)";
-    } else if (starts(std::string_view("\x89HDF\r\n\x1a\n", 8))) {
+    } else if (magic == detail::file_magic::hdf5) {
       what = "is an HDF5 file, not a dctchop archive (compress makes one of a dataset in it)";
-    } else if (starts("PK\x03\x04") || starts("PK\x05\x06")) {
+    } else if (magic == detail::file_magic::zip || magic == detail::file_magic::empty_zip) {
       what = "is a ZIP file (.npz?), not a dctchop archive (compress makes one of an array in it)";
     }
     throw error(errc::bad_input, name + ": " + what);

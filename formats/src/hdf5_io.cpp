@@ -19,14 +19,13 @@
 #include <numeric>
 #include <set>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "dctchop/error.hpp"
-#include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/file_io.hpp"
 #include "direct_writer.hpp"
+#include "file_magic.hpp"
 #include "hdf5_chunks.hpp"
 #include "hdf5_filters.hpp"
 
@@ -303,17 +302,13 @@ std::string not_hdf5_what(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   const std::size_t got = f != nullptr ? std::fread(head, 1, sizeof head, f) : 0;
   if (f != nullptr) std::fclose(f);
-  const auto starts = [&](std::string_view m) {
-    return got >= m.size() && std::memcmp(head, m.data(), m.size()) == 0;
-  };
-  if (starts("\x93NUMPY")) return "is a .npy file, not an HDF5 file (name it .npy)";
-  if (starts(std::string_view(reinterpret_cast<const char*>(archive_magic.data()), 8))) {
-    return "is a dctchop archive, not an HDF5 file (decompress it first)";
+  switch (magic_of(head, got)) {
+    case file_magic::npy: return "is a .npy file, not an HDF5 file (name it .npy)";
+    case file_magic::archive: return "is a dctchop archive, not an HDF5 file (decompress it first)";
+    case file_magic::zip:
+    case file_magic::empty_zip: return "is a ZIP file (numpy's .npz?), not an HDF5 file (name it .npz)";
+    default: return "not an HDF5 file";
   }
-  if (starts("PK\x03\x04") || starts("PK\x05\x06")) {
-    return "is a ZIP file (numpy's .npz?), not an HDF5 file (name it .npz)";
-  }
-  return "not an HDF5 file";
 }
 
 class hdf5_source final : public sample_source {

@@ -19,6 +19,7 @@
 #include "byte_source.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
+#include "file_magic.hpp"
 
 namespace dctchop::formats {
 namespace {
@@ -452,15 +453,15 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
   if (got == 0) fail(errc::bad_input, name, "empty (0 bytes), not a .npy file");
   if (got < k_magic.size() || std::memcmp(pre.data(), k_magic.data(), k_magic.size()) != 0) {
     // Name the files that users hand over by mistake.
-    static constexpr unsigned char hdf5[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    if (got == 8 && std::memcmp(pre.data(), archive_magic.data(), 8) == 0)
+    const detail::file_magic magic = detail::magic_of(pre.data(), got);
+    if (magic == detail::file_magic::archive)
       fail(errc::bad_input, name, "is a dctchop archive, not a .npy file (decompress it first)");
-    if (got == 8 && std::memcmp(pre.data(), hdf5, 8) == 0)
+    if (magic == detail::file_magic::hdf5)
       fail(errc::bad_input, name,
            f.seekable() ? "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)"
                         : "is an HDF5 file, which is read by seeking: pass the file's name "
                           "(FILE.h5), not a pipe");
-    if (got >= 4 && std::memcmp(pre.data(), "PK\3\4", 4) == 0)
+    if (magic == detail::file_magic::zip)
       fail(errc::bad_input, name,
            f.seekable() ? "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"
                         : "is a ZIP file (numpy's .npz?), which is read from its end: pass the "

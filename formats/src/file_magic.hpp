@@ -1,0 +1,30 @@
+// Internal: what a file's first bytes say it is, for messages about the files users mix up
+// (a .npy given as an archive, an HDF5 file given as a .npy, ...).
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+#include "dctchop/formats/archive.hpp"
+
+namespace dctchop::formats::detail {
+
+enum class file_magic { npy, archive, hdf5, zip, empty_zip, other };
+
+/** The kind of file whose first `n` bytes are `head` (8 are enough). */
+inline file_magic magic_of(const void* head, std::size_t n) {
+  const auto starts = [&](std::string_view m) {
+    return n >= m.size() && std::memcmp(head, m.data(), m.size()) == 0;
+  };
+  if (starts("\x93NUMPY")) return file_magic::npy;
+  if (starts({reinterpret_cast<const char*>(archive_magic.data()), archive_magic.size()})) {
+    return file_magic::archive;
+  }
+  if (starts(std::string_view("\x89HDF\r\n\x1a\n", 8))) return file_magic::hdf5;
+  if (starts("PK\x03\x04")) return file_magic::zip;        // a ZIP file's first local header
+  if (starts("PK\x05\x06")) return file_magic::empty_zip;  // an empty ZIP: its directory's end
+  return file_magic::other;
+}
+
+}  // namespace dctchop::formats::detail
