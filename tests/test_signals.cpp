@@ -204,4 +204,59 @@ TEST(Signals, TermMidwayThroughADecompressionToHdf5Exits130AndLeavesNothing) {
   EXPECT_EQ(leftovers(dir, "in.dcz"), std::vector<std::string>{}) << r.err;
 }
 
+TEST(Signals, AStdoutSocketGetsTheWholeStreamAndATermWhileItIsStalledExits130) {
+  // Standard output a socket (a job runner that reads the command through a socketpair): the
+  // writer waits for room with poll() and sends without blocking, so that it can check for a
+  // signal. Read to the end, the socket gets the same bytes as a file; stalled, the command
+  // stops on TERM.
+  temp_dir dir;
+  const std::string make =
+      numpy_sh("np.save('in.npy', np.random.default_rng(1).integers(0, 255, (400, 64, 64), "
+               "dtype=np.uint8))") + " && " + k_bin + " compress in.npy -o in.dcz -q --chunk-mb 0.1 && " +
+      k_bin + " decompress in.dcz -o file.npy -q";
+  ASSERT_EQ(run_sh(make, dir.path()).status, 0);
+  const std::string py =
+      "import signal, socket, subprocess, sys, time\n"
+      "def run(args, out_name):\n"
+      "    a, b = socket.socketpair()\n"
+      "    p = subprocess.Popen(args, stdout=a)\n"
+      "    a.close()\n"
+      "    got = bytearray()\n"
+      "    while True:\n"
+      "        d = b.recv(1 << 16)\n"
+      "        if not d: break\n"
+      "        got += d\n"
+      "    open(out_name, 'wb').write(got)\n"
+      "    print('%s rc=%d' % (out_name, p.wait()))\n"
+      "bin = sys.argv[1]\n"
+      "run([bin, 'decompress', 'in.dcz', '-o', '-', '-q'], 'sock.npy')\n"
+      "run([bin, 'compress', 'in.npy', '-o', '-', '-q', '--chunk-mb', '0.1', '--no-quality'], 'sock.dcz')\n"
+      "a, b = socket.socketpair()\n"
+      "p = subprocess.Popen([bin, 'decompress', 'in.dcz', '-o', '-'], stdout=a)\n"
+      "a.close()\n"
+      "b.recv(1)\n"
+      "time.sleep(0.3)\n"
+      "p.send_signal(signal.SIGTERM)\n"
+      "try:\n"
+      "    rc = p.wait(timeout=3)\n"
+      "except subprocess.TimeoutExpired:\n"
+      "    p.kill(); rc = p.wait(); print('stuck')\n"
+      "print('stalled rc=%d' % rc)\n";
+  dctchop::test::write_bytes((fs::path(dir.path()) / "sock.py").string(), py);
+  auto r = run_sh("/usr/bin/python3 sock.py " + k_bin, dir.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sock.npy rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("sock.dcz rc=0"), std::string::npos) << r.out << r.err;
+  const auto bytes = [&](const char* name) {
+    return dctchop::test::read_bytes((fs::path(dir.path()) / name).string());
+  };
+  EXPECT_EQ(bytes("sock.npy"), bytes("file.npy")) << "the socket got other bytes than the file";
+  // The archive through the socket decodes to the same data (its header's time may differ).
+  ASSERT_EQ(run_sh(k_bin + " decompress sock.dcz -o back.npy -q", dir.path()).status, 0);
+  EXPECT_EQ(bytes("back.npy"), bytes("file.npy"));
+  EXPECT_EQ(r.out.find("stuck"), std::string::npos) << "dctchop kept waiting on the socket";
+  EXPECT_NE(r.out.find("stalled rc=130"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
+}
+
 }  // namespace
