@@ -778,7 +778,8 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dctchop ") + DCTCHOP_VERSION_STRING +
                                         "\nbackends: " + backends + "\narchive format: " +
                                         std::to_string(formats::archive_major) + "." +
-                                        std::to_string(formats::archive_minor));
+                                        std::to_string(formats::archive_minor) +
+                                        "\nnpz inflate: " + formats::npz_inflater());
 
   // ---- compress
   std::string c_in, c_out, c_coeff, c_layout = "auto", c_labels, c_backend = "auto";

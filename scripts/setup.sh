@@ -13,7 +13,7 @@ $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
   build-essential cmake ninja-build pkg-config git \
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
-  libxxhash-dev libzstd-dev libdeflate-dev zlib1g-dev libhdf5-dev libdlpack-dev liblzf-dev liblz4-dev \
+  libxxhash-dev libzstd-dev libdeflate-dev zlib1g-dev libisal-dev libhdf5-dev libdlpack-dev liblzf-dev liblz4-dev \
   hdf5-filter-plugin hdf5-filter-plugin-blosc-serial hdf5-filter-plugin-zfp-serial \
   libgtest-dev libgmock-dev googletest libbenchmark-dev \
   python3 python3-dev python3-numpy python3-matplotlib python3-skimage python3-h5py hdf5-tools \

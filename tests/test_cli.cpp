@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/formats/dataset_io.hpp"
 #include "test_util.hpp"
 
 #ifndef DCTCHOP_BINARY
@@ -1086,6 +1087,8 @@ TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   EXPECT_EQ(v.status, 0) << describe(v);
   EXPECT_NE(v.out.find("cpu"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("dctchop"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(std::string("npz inflate: ") + formats::npz_inflater()), std::string::npos)
+      << v.out;
   auto h = cli(dir, "--help");
   EXPECT_EQ(h.status, 0) << describe(h);
   EXPECT_NE(h.out.find("Examples"), std::string::npos) << h.out;

@@ -107,6 +107,7 @@ struct zip_entry {
   bool zip64 = false;           // the directory's sizes and offset in a Zip64 extra field
   bool zip64_offset = false;    // the offset only (as Python writes a member past 2 GiB)
   std::int64_t size_error = 0;  // recorded size minus the real one
+  std::string stream{};         // method 8: these bytes in place of raw_deflate(data)
 };
 
 /** Which end records: the plain one; a Zip64 record and locator too, with 0xFFFF.. in the
@@ -118,7 +119,8 @@ std::string make_zip(const std::vector<zip_entry>& entries, zip_end end = zip_en
   const bool zip64_end = end != zip_end::plain, end_max = end == zip_end::zip64_max;
   std::string out, dir;
   for (const auto& e : entries) {
-    const std::string stored = e.method == 8 ? raw_deflate(e.data) : e.data;
+    const std::string stored =
+        e.method != 8 ? e.data : !e.stream.empty() ? e.stream : raw_deflate(e.data);
     const u64 crc = crc32(0, reinterpret_cast<const Bytef*>(e.data.data()), static_cast<uInt>(e.data.size()));
     const u64 size = static_cast<u64>(static_cast<std::int64_t>(e.data.size()) + e.size_error);
     const std::uint16_t flags = static_cast<std::uint16_t>(e.flags | (e.descriptor ? 8 : 0));
@@ -540,6 +542,83 @@ TEST(Npz, OtherMethodsEncryptionAndWrongSizesAreRefused) {
   EXPECT_NE(why(impossible).find("more than deflate can produce"), std::string::npos);
 }
 
+TEST(Npz, EachInflaterReadsDeflatedMembersAndRefusesDamagedOnes) {
+  // Whichever inflater this build has besides zlib (ISA-L, the default where it is built in)
+  // reads what zlib reads and refuses what zlib refuses. Over 1 MiB of compressed bytes, so
+  // that the stream is fed in several pieces, and read in odd pieces.
+  namespace zd = formats::detail;
+  temp_dir dir;
+  std::string data = npy_u16({64, 64, 64});  // 512 KiB that deflate shrinks
+  std::uint64_t x = 7;
+  for (int i = 0; i < (3 << 19); ++i) {  // 1.5 MiB that it cannot
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    data += static_cast<char>(x >> 56);
+  }
+  const std::string stream = raw_deflate(data);
+  ASSERT_GT(stream.size(), std::size_t(1) << 20);
+  std::vector<zd::inflater> built;
+  for (auto w : {zd::inflater::zlib, zd::inflater::isal})
+    if (zd::inflater_built(w)) built.push_back(w);
+  ASSERT_EQ(built.front(), zd::inflater::zlib);
+  EXPECT_EQ(zd::fastest_inflater(), built.back());
+  for (const auto with : built) {
+    SCOPED_TRACE(zd::inflater_name(with));
+    const auto open = [&](const zip_entry& e) {
+      write_bytes(dir.file("z.npz"), make_zip({e}));
+      const auto z = zd::zip_reader::open(dir.file("z.npz"));
+      return z.open_member(z.members().at(0), "z.npz:a", with);
+    };
+    const auto read_all_bytes = [](formats::detail::byte_source& src) {
+      std::string got;
+      const std::size_t pieces[] = {1, 7, 65537, 300000, 4096};
+      for (int i = 0;; ++i) {
+        std::string buf(pieces[i % 5], '\0');
+        const std::size_t n = src.read(buf.data(), buf.size());
+        got.append(buf, 0, n);
+        if (n < buf.size()) return got;
+      }
+    };
+    auto m = open({"a.npy", data, 8});
+    EXPECT_EQ(read_all_bytes(*m), data);
+    m->restart();  // from the start again: the same bytes, the CRC checked again
+    EXPECT_EQ(read_all_bytes(*m), data);
+    m->finish();
+    const auto why = [&](const zip_entry& e) {
+      try {
+        auto src = open(e);
+        read_all_bytes(*src);
+        src->finish();
+      } catch (const error& err) {
+        EXPECT_EQ(err.code(), errc::bad_input) << err.what();
+        EXPECT_EQ(std::string(err.what()).find("z.npz:a: damaged"), 0u) << err.what();
+        return std::string(err.what());
+      }
+      return std::string("no error");
+    };
+    zip_entry longer{"a.npy", data, 8};
+    longer.size_error = 16;  // the directory records more than the stream holds
+    EXPECT_NE(why(longer).find("ends after " + std::to_string(data.size())), std::string::npos);
+    zip_entry shorter{"a.npy", data, 8};
+    shorter.size_error = -16;  // less: the stream holds more
+    EXPECT_NE(why(shorter).find("holds more than"), std::string::npos);
+    zip_entry cut{"a.npy", data, 8};
+    cut.stream = stream.substr(0, stream.size() / 2);  // the stream stops midway
+    cut.size_error = 0;
+    EXPECT_NE(why(cut).find("stops after"), std::string::npos) << why(cut);
+    // A damaged stream: a block that does not decode, or decodes to other bytes (the CRC).
+    for (const std::size_t at : {std::size_t(0), std::size_t(3), stream.size() / 3, stream.size() - 5}) {
+      zip_entry bad{"a.npy", data, 8};
+      bad.stream = stream;
+      bad.stream[at] = static_cast<char>(bad.stream[at] ^ 0x55);
+      EXPECT_NE(why(bad), "no error") << "a byte changed at " << at;
+    }
+    zip_entry garbage{"a.npy", data, 8};
+    garbage.stream = std::string(4096, '\xff');  // not deflate at all
+    EXPECT_NE(why(garbage).find("does not decode (" + std::string(zd::inflater_name(with))),
+              std::string::npos) << why(garbage);
+  }
+}
+
 // ---- the command ---------------------------------------------------------------------------
 
 TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
@@ -557,7 +636,10 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
     if (f == "mnist_like.npz") {
       EXPECT_FALSE(j.contains("reader")) << "a stored member is read as a file is";
     } else {
-      EXPECT_EQ(j.value("reader", ""), "a deflated .npz member, inflated on one thread as it is read");
+      EXPECT_EQ(j.value("reader", ""),
+                std::string("a deflated .npz member, inflated by ") +
+                    formats::detail::inflater_name(formats::detail::fastest_inflater()) +
+                    " on one thread as it is read");
     }
     auto d = cli(dir, "decompress a.dcz -o x.npy --labels-out y.npy -f -q");
     ASSERT_EQ(d.status, 0) << describe(d);

@@ -179,7 +179,10 @@ class npz_source final : public sample_source {
       array_ = name_ends_with(found->name, ".npy") ? array_name(*found) : found->name;
     }
     // np.savez_compressed's arrays are one deflate stream each.
-    if (found->method == detail::zip_member::deflated) reader_ = "a deflated .npz member, inflated on one thread as it is read";
+    if (found->method == detail::zip_member::deflated) {
+      reader_ = std::string("a deflated .npz member, inflated by ") +
+                detail::inflater_name(detail::fastest_inflater()) + " on one thread as it is read";
+    }
     return npy_reader::open(zip.open_member(*found, file + ":" + array_));
   }
 
@@ -539,5 +542,7 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
 }
 
 bool hdf5_available() noexcept { return true; }
+
+const char* npz_inflater() noexcept { return detail::inflater_name(detail::fastest_inflater()); }
 
 }  // namespace dctchop::formats

@@ -146,6 +146,10 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
                                             bool overwrite,
                                             const nlohmann::json& attributes = nlohmann::json::object());
 
+/** What inflates deflated .npz members (np.savez_compressed) in this build: "ISA-L" or
+ *  "zlib" (for the CLI's --version). */
+const char* npz_inflater() noexcept;
+
 /** Whether this build reads and writes HDF5 (it always does; kept for the CLI's --version). */
 bool hdf5_available() noexcept;
 
