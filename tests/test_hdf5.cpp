@@ -1654,17 +1654,18 @@ void h5_write_filtered(hid_t file, const std::string& name, hid_t type, const st
   h5_check(H5Dwrite(d.get(), native_type<T>(), ms.get(), fs.get(), H5P_DEFAULT, data.data()), "write rows");
 }
 
-/** A chunked u8 dataset of `shape` whose pipeline is filter `id` (optional, client values `cd`),
- *  with each chunk along axis 0 (extent 1) stored as the bytes encode(chunk's values) returns,
+/** A chunked dataset of `shape` (u8, or `type` of as many bytes per row) whose pipeline is
+ *  filter `id` (optional, client values `cd`), with each chunk along axis 0 (extent 1) stored
+ *  as the bytes encode(chunk's values) returns,
  *  written straight to the file (H5Dwrite_chunk): neither dctchop's filters nor any plugin
  *  makes them. */
 template <typename Encode>
 void h5_write_encoded(hid_t file, const std::string& name, const std::vector<u64>& shape,
                       const std::vector<std::uint8_t>& data, H5Z_filter_t id,
-                      const std::vector<unsigned>& cd, Encode encode) {
+                      const std::vector<unsigned>& cd, Encode encode, hid_t type = H5T_STD_U8LE) {
   std::vector<u64> chunk = shape;
   chunk[0] = 1;
-  h5 d = h5_create_chunked(file, name, H5T_STD_U8LE, shape, chunk, {{id, cd}});
+  h5 d = h5_create_chunked(file, name, type, shape, chunk, {{id, cd}});
   const u64 per = data.size() / shape[0];
   for (u64 i = 0; i < shape[0]; ++i) {
     const std::vector<std::uint8_t> part(data.begin() + static_cast<std::ptrdiff_t>(i * per),
@@ -1992,7 +1993,7 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
   // both ways, whole and in row ranges that start and end inside chunks: chunks that split the
   // other axes too, edge chunks that reach past an axis's end, chunks that a filter could not
   // shrink (stored without it), never-written chunks (HDF5's fill value), big-endian values
-  // (converted by HDF5) and pipelines HDF5 reads alone (fletcher32, scale-offset).
+  // (their bytes swapped by dctchop) and pipelines HDF5 reads alone (fletcher32, scale-offset).
   formats::detail::register_builtin_filters();
   temp_dir dir;
   const filter_list::value_type shuffle{H5Z_FILTER_SHUFFLE, {}},
@@ -2016,6 +2017,8 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
     h5_write_filtered(f.get(), "/u16_gzip", H5T_STD_U16LE, {5, 2, 20, 18}, {2, 1, 7, 18}, u16, {shuffle, gzip});
     h5_write_filtered(f.get(), "/u16_be_gzip", H5T_STD_U16BE, {5, 2, 20, 18}, {2, 1, 7, 18}, u16, {gzip});
     h5_write_filtered(f.get(), "/f32_zstd", H5T_IEEE_F32LE, {6, 24, 18}, {4, 24, 18}, f32, {shuffle, zstd});
+    h5_write_filtered(f.get(), "/f32_be_shuffle_lzf", H5T_IEEE_F32BE, {6, 24, 18}, {4, 24, 18}, f32,
+                      {shuffle, lzf});
     h5_write_filtered(f.get(), "/f32_fletcher", H5T_IEEE_F32LE, {6, 24, 18}, {4, 24, 18}, f32, {fletcher, gzip});
     h5_write_filtered(f.get(), "/u16_shuffle_only", H5T_STD_U16LE, {5, 2, 20, 18}, {2, 1, 7, 18}, u16, {shuffle});
     h5_write_filtered(f.get(), "/hw_gzip", H5T_STD_U8LE, {20, 54}, {6, 16},
@@ -2051,8 +2054,9 @@ TEST(Hdf5Filters, ChunksDecodedOnSeveralThreadsReadExactlyAsHdf5ReadsThem) {
            {"p.h5:/lzf_noise_raw", "shuffle, lzf", true},
            {"p.h5:/zstd_partial", "zstd", true},
            {"p.h5:/u16_gzip", "shuffle, deflate", true},
-           {"p.h5:/u16_be_gzip", "deflate", false},
+           {"p.h5:/u16_be_gzip", "deflate", true},  // big-endian: swapped by dctchop
            {"p.h5:/f32_zstd", "shuffle, zstd", true},
+           {"p.h5:/f32_be_shuffle_lzf", "shuffle, lzf", true},
            {"p.h5:/f32_fletcher", "fletcher32, deflate", false},
            {"p.h5:/u16_shuffle_only", "shuffle", false},
            {"p.h5:/hw_gzip", "deflate", true},
@@ -2284,6 +2288,11 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
     };
     each("/deflate_short", H5Z_FILTER_DEFLATE, {6}, zlib_stream(32));
     each("/deflate_long", H5Z_FILTER_DEFLATE, {6}, zlib_stream(1000));
+    // Big-endian u16 (2 x 4 x 8): HDF5 would convert them, and read a short chunk unchecked;
+    // dctchop decodes them and swaps their bytes.
+    h5_write_encoded(f.get(), "/deflate_short_be", {2, 4, 8}, nines, H5Z_FILTER_DEFLATE, {6},
+                     [&](const std::vector<std::uint8_t>&, u64) { return zlib_stream(32); },
+                     H5T_STD_U16BE);
     each("/lzf_garbage", 32000, {4, 261, 64}, {0x20, 0x00});  // a reference before the start
     each("/lzf_short", 32000, {4, 261, 0}, lzf_block(std::vector<std::uint8_t>(32, 9)));
     each("/lzf_long", 32000, {4, 261, 0}, lzf_block(std::vector<std::uint8_t>(200, 9)));
@@ -2320,7 +2329,7 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
   for (const std::string& name : damaged) {
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
-  for (const std::string name : {"deflate_short", "deflate_long"}) {  // (dctchop's reader only)
+  for (const std::string name : {"deflate_short", "deflate_long", "deflate_short_be"}) {  // (dctchop's reader only)
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
   check_bad_cases(dir, cases);

@@ -17,6 +17,19 @@ namespace dctchop::formats::detail {
 using u64 = std::uint64_t;
 
 namespace {
+/** Whether two integer or floating-point types differ in byte order alone. */
+bool byte_order_only(hid_t file_type, hid_t memory_type) {
+  const H5T_class_t cls = H5Tget_class(file_type);
+  if ((cls != H5T_INTEGER && cls != H5T_FLOAT) || H5Tget_class(memory_type) != cls) return false;
+  const H5T_order_t order = H5Tget_order(memory_type);
+  if (order != H5T_ORDER_LE && order != H5T_ORDER_BE) return false;
+  const hid_t t = H5Tcopy(file_type);
+  if (t < 0) return false;
+  const bool same = H5Tset_order(t, order) >= 0 && H5Tequal(t, memory_type) > 0;
+  H5Tclose(t);
+  return same;
+}
+
 /** Chunks larger than this are left to HDF5, whose chunk cache holds one at a time. */
 constexpr u64 k_max_chunk_bytes = u64(64) << 20;
 /** What the decoding threads may hold at once in decoded chunks (more threads take turns). */
@@ -31,7 +44,13 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   if (threads < 1 || nd < 1 || nd > H5S_MAX_RANK || H5Pget_layout(dcpl) != H5D_CHUNKED) {
     return nullptr;
   }
-  if (H5Tequal(file_type, memory_type) <= 0) return nullptr;  // HDF5 would convert the values
+  // Values that HDF5 would convert: only a change of byte order is done here.
+  bool swap = false;
+  if (H5Tequal(file_type, memory_type) <= 0) {
+    swap = byte_order_only(file_type, memory_type);
+    H5Eclear2(H5E_DEFAULT);
+    if (!swap) return nullptr;
+  }
   unsigned options = 0;  // edge chunks stored unfiltered, with a filter mask that says nothing
   if (H5Pget_chunk_opts(dcpl, &options) < 0 || (options & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)) {
     H5Eclear2(H5E_DEFAULT);
@@ -42,6 +61,7 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   r->shape_ = shape;
   r->threads_ = threads;
   r->item_ = H5Tget_size(file_type);
+  r->swap_ = swap;
   std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
   if (H5Pget_chunk(dcpl, nd, chunk.data()) != nd || r->item_ == 0) return nullptr;
   r->chunk_.assign(chunk.begin(), chunk.end());
@@ -89,7 +109,14 @@ const unsigned char* chunk_reader::decode(const stored_chunk& c, unsigned char* 
       size = chunk_bytes_;
     }
   }
-  return size == chunk_bytes_ ? data : nullptr;
+  if (size != chunk_bytes_) return nullptr;
+  if (swap_) {  // into whichever buffer does not hold the chunk now
+    unsigned char* out = data == a ? b : a;
+    for (std::size_t i = 0; i < size; i += item_)
+      for (std::size_t j = 0; j < item_; ++j) out[i + j] = data[i + item_ - 1 - j];
+    data = out;
+  }
+  return data;
 }
 
 void chunk_reader::scatter(const std::vector<hsize_t>& offset, const unsigned char* c, u64 first,
@@ -187,7 +214,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     for (std::size_t i; (i = next.fetch_add(1)) < used;) {
       try {
         a.resize(chunk_bytes_);
-        if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
+        if (swap_ || stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
         const unsigned char* c = decode(chunks[i], a.data(), b.data());
         if (c == nullptr) {
           const std::lock_guard<std::mutex> lock(m);

@@ -23,8 +23,8 @@ class chunk_reader {
    *  as `memory_type`, of `shape`) on up to `threads` threads (1: the calling thread), or null
    *  where HDF5 reads it: no thread; a pipeline other than one of deflate, LZF or zstd, alone or
    *  after shuffle (as h5py writes them); edge chunks stored unfiltered
-   *  (H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS); a file type that HDF5 would convert; chunks over
-   *  64 MiB. The threads hold at most 512 MiB of decoded chunks. */
+   *  (H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS); a file type that HDF5 would convert other than
+   *  by swapping each value's bytes (big-endian data: swapped here); chunks over 64 MiB. The threads hold at most 512 MiB of decoded chunks. */
   static std::unique_ptr<chunk_reader> make(hid_t dset, hid_t dcpl, hid_t file_type,
                                             hid_t memory_type,
                                             const std::vector<std::uint64_t>& shape,
@@ -63,6 +63,7 @@ class chunk_reader {
   /** The most stored bytes a chunk of this pipeline can take; more is a damaged file. */
   std::uint64_t max_stored_ = 0;
   unsigned threads_ = 1;
+  bool swap_ = false;  // the file's values are in the other byte order
   std::vector<stage> stages_;  // in write order: shuffle first, then the compressor
   std::vector<stored_chunk> stored_;  // the chunks of the last read, kept for their buffers
   std::vector<std::pair<std::vector<unsigned char>, std::vector<unsigned char>>> scratch_;
