@@ -23,7 +23,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "dctchop/codec.hpp"
@@ -33,6 +32,7 @@
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop_version.hpp"
 #include "progress.hpp"
+#include "terminal_text.hpp"
 
 namespace {
 
@@ -474,7 +474,7 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
 
 void print_info_text(const nlohmann::json& j) {
   const auto& c = j["codec"];
-  std::cout << fmt::format("file:        {}\n", j["file"].get<std::string>());
+  std::cout << fmt::format("file:        {}\n", app::printable(j["file"].get<std::string>()));
   std::cout << fmt::format("format:      dctchop archive {}\n", j["version"].get<std::string>());
   std::cout << fmt::format("data:        {} {} {}\n",
                            shape_text(j["shape"].get<std::vector<std::uint64_t>>()),
@@ -526,15 +526,16 @@ void print_info_text(const nlohmann::json& j) {
     std::cout << "quality:     not measured at compression (--no-quality)\n";
   }
   for (const auto& s : j["side_arrays"]) {
-    std::cout << fmt::format("side array:  {} {} {}\n", s["name"].get<std::string>(),
-                             s["descr"].get<std::string>(),
+    std::cout << fmt::format("side array:  {} {} {}\n", app::printable(s["name"].get<std::string>()),
+                             app::printable(s["descr"].get<std::string>()),
                              shape_text(s["shape"].get<std::vector<std::uint64_t>>()));
   }
   const auto& p = j["provenance"];
   if (p.contains("source")) {
-    std::cout << fmt::format("provenance:  {} from {} at {}\n", p.value("tool", std::string("?")),
-                             p.value("source", std::string("?")),
-                             p.value("created", std::string("?")));
+    std::cout << fmt::format("provenance:  {} from {} at {}\n",
+                             app::printable(p.value("tool", std::string("?"))),
+                             app::printable(p.value("source", std::string("?"))),
+                             app::printable(p.value("created", std::string("?"))));
   }
 }
 
@@ -586,7 +587,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
       if (csv) {
         std::cout << fmt::format("{},{},{},,,,,,,,,\"{}\"\n", row.block, row.chop, ct, row.error);
       } else {
-        std::cout << fmt::format("{:>5} {:>4} {:>5}  -- {}\n", row.block, row.chop, ct, row.error);
+        std::cout << fmt::format("{:>5} {:>4} {:>5}  -- {}\n", row.block, row.chop, ct, app::printable(row.error));
       }
       continue;
     }
@@ -763,13 +764,13 @@ int run(int argc, char** argv) {
   sa.sa_flags = 0;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
 
-  auto log = spdlog::stderr_logger_st("dctchop");
-  log->set_pattern("dctchop: %v");
+  // "dctchop: " and the message, its control characters escaped (terminal_text.hpp).
+  auto log = app::make_stderr_logger();
 
   CLI::App app{"dctchop: compress image and tensor datasets with blockwise DCT+Chop"};
   // Usage errors as one line, like every other error.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("dctchop: error: ") + e.what() + " (see --help)\n";
+    return "dctchop: error: " + app::printable(e.what()) + " (see --help)\n";
   });
   app.footer(k_examples);
   app.require_subcommand(1);

@@ -1081,6 +1081,38 @@ TEST(Cli, FilesGivenInTheWrongPlaceAreNamedForWhatTheyAre) {
 
 // ---------------------------------------------------------------- help, version, ranges, labels
 
+TEST(Cli, ControlCharactersInNamesArePrintedEscapedAndUtf8AsItIs) {
+  // A name with an escape sequence (xterm's "set the title") and BEL: printed as text in the
+  // messages and in info's report, which reads it from the archive's header; --json keeps it
+  // exact. A newline in a name does not split a one-line error. UTF-8 is printed as it is.
+  temp_dir dir;
+  const std::string odd = "e\x1b]0;pwned\x07x.npy", odd_shown = "e\\x1b]0;pwned\\x07x.npy";
+  make_u8(dir, "plain.npy");
+  ASSERT_EQ(sh(dir, "cp plain.npy " + sh_quote(odd) + " && cp plain.npy caf\xc3\xa9.npy").status, 0);
+  auto c = cli(dir, "compress " + sh_quote(odd) + " -o a.dcz");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_NE(c.err.find(odd_shown + " -> a.dcz"), std::string::npos) << c.err;
+  auto i = cli(dir, "info a.dcz");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_NE(i.out.find("from " + odd_shown), std::string::npos) << i.out;
+  for (const auto* r : {&c, &i}) {
+    EXPECT_EQ((r->out + r->err).find_first_of("\x1b\x07"), std::string::npos) << "a control character printed raw";
+  }
+  auto j = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  EXPECT_EQ(parse_json(j.out)["provenance"]["source"], odd);
+  auto e = cli(dir, "compress " + sh_quote("no\nsuch.npy") + " -o b.dcz");
+  EXPECT_EQ(e.status, 5) << describe(e);
+  EXPECT_EQ(e.err, "dctchop: error: no\\nsuch.npy: cannot open: No such file or directory\n");
+  auto u = cli(dir, "compress caf\xc3\xa9.npy -o c.dcz");
+  ASSERT_EQ(u.status, 0) << describe(u);
+  EXPECT_NE(u.err.find("caf\xc3\xa9.npy -> c.dcz"), std::string::npos) << u.err;
+  // Bytes that are not UTF-8, and C1 controls written in UTF-8 (U+009B is a CSI), escaped.
+  auto b = cli(dir, "info " + sh_quote("x\xe9y\xc2\x9bz.dcz"));
+  EXPECT_EQ(b.status, 5) << describe(b);
+  EXPECT_NE(b.err.find("x\\xe9y\\u009bz.dcz"), std::string::npos) << b.err;
+}
+
 TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   temp_dir dir;
   auto v = cli(dir, "--version");
