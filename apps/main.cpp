@@ -630,13 +630,13 @@ void refuse_tty_stdins(const std::vector<std::string>& ins) {
   for (const auto& in : ins) refuse_tty_stdin(in);
 }
 
-/** info's and verify's --json: the report of one archive (nothing when it failed: the error
- *  is on stderr), or an array with an entry for each of several. */
-void print_json_documents(bool json, std::size_t inputs, const nlohmann::json& docs, int rc) {
+/** info's and verify's --json: the report of one archive (or its {"file", "error",
+ *  "exit_code"} when it failed), or an array with an entry for each of several. */
+void print_json_documents(bool json, std::size_t inputs, const nlohmann::json& docs) {
   if (!json) return;
   if (inputs > 1) {
     std::cout << formats::json_text(docs, 2) << "\n";
-  } else if (rc == exit_ok) {
+  } else if (!docs.empty()) {
     std::cout << formats::json_text(docs.at(0), 2) << "\n";
   }
 }
@@ -1017,6 +1017,18 @@ int run(int argc, char** argv) {
     }
   }
 
+  // With --json, a command that fails prints {"error", "exit_code"} where its report would
+  // have gone, when that is stdout (with `-o -` stdout carries the data: the line on stderr
+  // says it all), as info and verify of several archives do for each one that fails.
+  auto json_failure = [&](const std::string& what, int code) {
+    const bool to_stdout =
+        (*cmp && c_json && c_out != "-" && !(c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)))) ||
+        (*dec && d_json && d_out != "-") || (*evl && e_json) || (*inf && i_json) ||
+        (*ver && v_json);
+    if (!to_stdout) return;
+    std::cout << formats::json_text(nlohmann::json{{"error", what}, {"exit_code", code}}, 2) << "\n";
+  };
+
   try {
     if (*cmp) {
       if (cmp->get_option("--output")->count() > 0 && c_out.empty()) {
@@ -1176,7 +1188,7 @@ int run(int argc, char** argv) {
       }, [&](const std::string& name, const std::string& what, int code) {
         if (i_json) docs.push_back(failure_json(name, what, code));
       });
-      print_json_documents(i_json, i_in.size(), docs, rc);
+      print_json_documents(i_json, i_in.size(), docs);
       return rc;
     } else if (*evl) {
       refuse_tty_stdin(e_in);
@@ -1285,7 +1297,7 @@ int run(int argc, char** argv) {
           docs.push_back(failure_json(name, what, code));
           docs.back()["passed"] = false;
         });
-        print_json_documents(v_json, v_ins.size(), docs, rc);
+        print_json_documents(v_json, v_ins.size(), docs);
         return rc;
       }
       refuse_tty_stdin(v_against);
@@ -1323,19 +1335,20 @@ int run(int argc, char** argv) {
     }
   } catch (const interrupted&) {
     log->error("{}", interrupted_text());
+    json_failure(interrupted_text(), exit_interrupted);
     return exit_interrupted;
   } catch (const error& e) {
-    if (e.code() == errc::interrupted) {
-      log->error("{}", interrupted_text());
-    } else {
-      log->error("error: {}", e.what());
-    }
+    const std::string what = e.code() == errc::interrupted ? interrupted_text() : e.what();
+    log->error("{}{}", e.code() == errc::interrupted ? "" : "error: ", what);
+    json_failure(what, exit_for(e.code()));
     return exit_for(e.code());
   } catch (const std::bad_alloc&) {
     log->error("error: out of memory");
+    json_failure("out of memory", exit_internal);
     return exit_internal;
   } catch (const std::exception& e) {
     log->error("internal error: {}", e.what());
+    json_failure(std::string("internal error: ") + e.what(), exit_internal);
     return exit_internal;
   }
   return exit_ok;

@@ -884,6 +884,42 @@ TEST(Cli, ALayoutThatMakesPlanesOfChannelsGetsANoteNamingTheAutomaticOne) {
   }
 }
 
+TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  std::filesystem::copy_file(dir.file("a.dcz"), dir.file("flipped.dcz"));
+  flip_byte(dir.file("flipped.dcz"), 4096 + 10);  // in the first chunk
+  struct json_case {
+    std::string args;
+    int code;
+    std::string names;
+    bool with_file;  // info and verify of archives name the file, as in their arrays
+  };
+  for (const auto& [args, code, names, with_file] : std::vector<json_case>{
+           {"info missing.dcz --json", 5, "missing.dcz", true},
+           {"verify flipped.dcz --json", 4, "flipped.dcz: corrupt archive", true},
+           {"verify flipped.dcz --against in.npy --json", 4, "flipped.dcz: corrupt archive", false},
+           {"compress missing.npy -o b.dcz --json", 5, "missing.npy", false},
+           {"compress in.npy -o a.dcz --json", 6, "a.dcz", false},
+           {"decompress flipped.dcz -o out.npy --json", 4, "flipped.dcz: corrupt archive", false},
+           {"eval missing.npy --json", 5, "missing.npy", false}}) {
+    auto r = cli(dir, args);
+    EXPECT_EQ(r.status, code) << args << "\n" << describe(r);
+    const json j = parse_json(r.out);
+    EXPECT_EQ(j.value("exit_code", 0), code) << args << ": " << r.out;
+    EXPECT_TRUE(contains(j.value("error", ""), names)) << args << ": " << r.out;
+    EXPECT_EQ(j.contains("file"), with_file) << args << ": " << r.out;
+    EXPECT_TRUE(contains(r.err, "dctchop: error: ")) << args << ": the line on stderr stays";
+  }
+  // With -o - stdout carries the data: nothing else goes there.
+  auto s = cli(dir, "decompress flipped.dcz -o - --json > got.npy");
+  EXPECT_EQ(s.status, 4) << describe(s);
+  EXPECT_FALSE(contains(s.err, "exit_code")) << s.err;
+  EXPECT_FALSE(contains(read_bytes(dir.file("got.npy")), "exit_code"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.npy")));
+}
+
 TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {
   temp_dir dir;
   make_u8(dir, "in.npy");
