@@ -513,6 +513,30 @@ def main():
         check(len(e1) == 8 and loader.last_epoch == 1, f"for ... in loader: {len(e1)} batches, "
               f"epoch {loader.last_epoch}")
         check(sorted(np.concatenate(e1).tolist()) == list(range(37)), "that epoch holds every sample")
+        # A loop that would start inside an epoch (a batch taken to look at it, or a loop left
+        # with break) starts the next one: len(loader) batches, every sample, as with torch.
+        next(iter(loader))
+        peeked = loader.last_epoch
+        e2 = [loader.last_samples.copy() for _ in loader]
+        check(len(e2) == 8 and loader.last_epoch == peeked + 1, f"after a peek: {len(e2)} batches, "
+              f"epoch {loader.last_epoch} after {peeked}")
+        check(sorted(np.concatenate(e2).tolist()) == list(range(37)), "and every sample")
+        for i, _ in enumerate(loader):
+            if i == 2:
+                break
+        after_break = loader.last_epoch
+        e3 = [loader.last_samples.copy() for _ in loader]
+        check(len(e3) == 8 and loader.last_epoch == after_break + 1, f"after a break: {len(e3)}")
+        # ... but right after restore() a loop finishes the restored epoch.
+        for i, _ in enumerate(loader):
+            if i == 2:
+                break
+        mid = loader.state()
+        rest = [loader.last_samples.copy() for _ in loader.epoch()]
+        loader.restore(mid)
+        again = [loader.last_samples.copy() for _ in loader]
+        check(len(again) == 5 and all(np.array_equal(a, b) for a, b in zip(again, rest)),
+              f"a loop after restore(): {len(again)} batches, the rest of that epoch")
         # close() stops it; the batches handed out stay valid; a context manager too.
         with dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False) as c:
             kept, _ = next(c)
@@ -522,10 +546,12 @@ def main():
         raises(ValueError, lambda: next(c), "closed")
         raises(ValueError, lambda: c.state(), "closed")
         check(seen != sorted(seen), "shuffled")
-        # Resume: the state after 3 batches of epoch 2 gives the same next batches.
+        # Resume: the state after 3 batches of an epoch gives the same next batches.
+        start = loader.state()
         next(loader), next(loader), next(loader)
         state = loader.state()
-        check(state["epoch"] == 2 and state["position"] == 3, f"state {state}")
+        check(start["position"] == 0 and state["epoch"] == start["epoch"] and
+              state["position"] == 3, f"state {state} from {start}")
         want = [loader.last_samples.copy() for _ in [next(loader)]]
         other = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=99, drop_last=False)
         other.restore(state)

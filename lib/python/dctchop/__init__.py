@@ -283,6 +283,7 @@ class _Batches:
     def __init__(self, inner):
         self._l = inner
         self.last_samples = None  # global sample indices of the last batch
+        self._resumed = False  # restore() was called since the last iter()
 
     @staticmethod
     def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
@@ -300,8 +301,16 @@ class _Batches:
         return self._l.batches_per_epoch
 
     def __iter__(self):
-        """`for x, y in loader:` is one epoch (the rest of the current one), as for a
-        torch DataLoader; next(loader) goes on across epochs."""
+        """`for x, y in loader:` is one whole epoch, len(loader) batches, as for a torch
+        DataLoader: a loop that would start inside an epoch (after next(loader), or after a
+        loop left with break) starts the next epoch instead, and the samples left in that one
+        are not handed out. Right after restore() a loop finishes the restored epoch.
+        next(loader) goes on across epochs; epoch() gives the rest of the current one."""
+        resumed, self._resumed = self._resumed, False
+        state = self.state()
+        if not resumed and 0 < state["position"] < self.batches_per_epoch:
+            state.update(epoch=state["epoch"] + 1, position=0)
+            self._l.restore(json.dumps(state))
         return self.epoch()
 
     def __len__(self):
@@ -333,6 +342,7 @@ class _Batches:
         # Values that went through NumPy (np.savez and np.load) are NumPy scalars or 0-d arrays.
         self._l.restore(json.dumps({k: v.item() if isinstance(v, (np.generic, np.ndarray)) and
                                     np.ndim(v) == 0 else v for k, v in state.items()}))
+        self._resumed = True
 
     def close(self):
         """Stop the prefetch thread and release the file (the batches handed out stay valid:
