@@ -353,14 +353,14 @@ class archive {
  private:
   /** The reader; ValueError once closed. With m_ held. */
   formats::archive_reader& open_reader() {
-    if (!r_) throw py::value_error(path_ + ": the archive is closed");
+    if (!r_) throw error(errc::invalid_argument, path_ + ": the archive is closed");
     return *r_;
   }
 
   /** IndexError unless [first, first + count) lies within the archive. */
   void check_range(long long first, long long count) const {
     const u64 n = h_.geom.samples;
-    if (count < 0) throw py::value_error("count must be 0 or more, not " + std::to_string(count));
+    if (count < 0) throw error(errc::invalid_argument, "count must be 0 or more, not " + std::to_string(count));
     // count 0 at the end (first == n) is an empty read, as a[n:] is for a Python sequence.
     if (first < 0 || static_cast<u64>(first) > n ||
         static_cast<u64>(count) > n - static_cast<u64>(first) ||
@@ -425,7 +425,7 @@ class closable_loader {
  protected:
   /** The loader, with m_ held; ValueError once closed. */
   Loader& open() {
-    if (!l_) throw py::value_error("the loader is closed");
+    if (!l_) throw error(errc::invalid_argument, "the loader is closed");
     return *l_;
   }
   std::mutex m_;
@@ -579,6 +579,11 @@ PYBIND11_MODULE(_dctchop, m) {
   // dctchop.Error, and two kinds of it that are also the built-in exception a Python user
   // would catch: ValueError for bad arguments and values, OSError for I/O failures.
   static py::exception<error> exc(m, "Error", PyExc_RuntimeError);
+  exc.attr("__doc__") =
+      "An error of dctchop (a RuntimeError). `kind` names it: 'invalid_argument', 'bad_input',\n"
+      "'corrupt', 'unsupported_version', 'out_of_range', 'io', 'output_exists',\n"
+      "'backend_unavailable', 'quality_not_met', 'interrupted' or 'internal'. Bad arguments\n"
+      "are also ValueError (ArgumentError), I/O failures OSError (FileError).";
   // NAME, set on this module: a kind of `parent` (a dctchop class) that is also the built-in
   // `builtin`. `qualified` is where pickle finds it (a DataLoader worker sends its errors to
   // the parent process pickled).
@@ -643,19 +648,28 @@ PYBIND11_MODULE(_dctchop, m) {
   py::class_<archive>(m, "_Archive", "A .dcz archive opened for reading")
       .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads") = 0)
       .def_property_readonly("path", &archive::path)
-      .def_property_readonly("closed", &archive::closed)
+      .def_property_readonly("closed", &archive::closed, "Whether close() was called.")
       .def("close", &archive::close, "release the file (the header's properties stay readable)")
-      .def_property_readonly("samples", &archive::samples)
-      .def_property_readonly("shape", &archive::shape)
-      .def_property_readonly("dtype", &archive::type)
-      .def_property_readonly("block", &archive::block)
-      .def_property_readonly("chop", &archive::chop)
-      .def_property_readonly("coeff", &archive::coeff)
-      .def_property_readonly("layout", &archive::layout_name)
-      .def_property_readonly("offset", &archive::offset)
-      .def_property_readonly("planes", &archive::planes)
-      .def_property_readonly("height", &archive::height)
-      .def_property_readonly("width", &archive::width)
+      .def_property_readonly("samples", &archive::samples,
+                             "Samples in the archive (1 for an HW archive: one image).")
+      .def_property_readonly("shape", &archive::shape,
+                             "The original array's shape, as a list (samples first, except HW).")
+      .def_property_readonly("dtype", &archive::type,
+                             "The original dtype, as NumPy names it ('uint8', 'float32', ...).")
+      .def_property_readonly("block", &archive::block, "The DCT block size B (8 by default).")
+      .def_property_readonly("chop", &archive::chop,
+                             "The chop K: K x K coefficients kept of each B x B block.")
+      .def_property_readonly("coeff", &archive::coeff,
+                             "The coefficients' storage type: 'f16', 'bf16', 'f32' or 'i16'.")
+      .def_property_readonly("layout", &archive::layout_name,
+                             "How samples hold planes: 'HW', 'NHW', 'NHWC' or 'NCHW'.")
+      .def_property_readonly("offset", &archive::offset,
+                             "The value subtracted before the transform (128 for uint8, ...);\n"
+                             "the matrix-form decode adds it back.")
+      .def_property_readonly("planes", &archive::planes,
+                             "2-D planes per sample (channels: C of NHWC or NCHW, else 1).")
+      .def_property_readonly("height", &archive::height, "Each plane's height H.")
+      .def_property_readonly("width", &archive::width, "Each plane's width W.")
       .def("read", &archive::read, py::arg("first"), py::arg("count") = 1,
            "decoded samples [first, first + count) as an array of shape (count, ...)")
       .def("read_coefficients", &archive::read_coefficients, py::arg("first"),
@@ -753,10 +767,11 @@ PYBIND11_MODULE(_dctchop, m) {
            py::arg("device") = -1, py::arg("buffers") = 2)
       .def("next", &device_loader::next, py::arg("consumer_stream") = 0)
       .def("epoch_order", &device_loader::epoch_order, py::arg("epoch"))
-      .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch)
+      .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch,
+                             "Batches in one epoch of this rank (len(loader)).")
       .def_property_readonly("device", &device_loader::device)
       .def("close", &device_loader::close)
-      .def_property_readonly("closed", &device_loader::closed)
+      .def_property_readonly("closed", &device_loader::closed, "Whether close() was called.")
       .def("state", &device_loader::state)
       .def("restore", &device_loader::restore, py::arg("state_json"));
 
@@ -775,8 +790,9 @@ PYBIND11_MODULE(_dctchop, m) {
            py::arg("decode") = true, py::arg("threads") = 1)
       .def("next", &loader::next)
       .def("close", &loader::close)
-      .def_property_readonly("closed", &loader::closed)
-      .def_property_readonly("batches_per_epoch", &loader::batches_per_epoch)
+      .def_property_readonly("closed", &loader::closed, "Whether close() was called.")
+      .def_property_readonly("batches_per_epoch", &loader::batches_per_epoch,
+                             "Batches in one epoch of this rank (len(loader)).")
       .def("state", &loader::state)
       .def("restore", &loader::restore, py::arg("state_json"))
       .def("epoch_order", &loader::epoch_order, py::arg("epoch"));

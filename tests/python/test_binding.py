@@ -61,7 +61,7 @@ def check_python_habits(d, back, y):
     with dctchop.Archive(path, threads=1) as c:
         check(np.array_equal(c[4], back[4]), "read in a with block (one thread)")
     check(c.closed and c.samples == 37, "closed after the with block, header kept")
-    raises(ValueError, lambda: c.read(0), "closed")
+    raises(dctchop.ArgumentError, lambda: c.read(0), "closed")
     raises(ValueError, lambda: c.labels(), "closed")
     # Errors: a kind, the built-in classes, clear messages for bad arguments.
     e = raises(dctchop.Error, lambda: dctchop.Loader(path, batch_size=100), "too few samples")
@@ -543,7 +543,7 @@ def main():
             kept_idx = c.last_samples.copy()
         check(c.closed, "closed after the with block")
         check(np.array_equal(kept, back[kept_idx]), "a batch outlives its closed loader")
-        raises(ValueError, lambda: next(c), "closed")
+        raises(dctchop.ArgumentError, lambda: next(c), "closed")
         raises(ValueError, lambda: c.state(), "closed")
         check(seen != sorted(seen), "shuffled")
         # Resume: the state after 3 batches of an epoch gives the same next batches.

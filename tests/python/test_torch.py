@@ -39,6 +39,33 @@ def check_dataloader_workers(dcz):
             check(False, f"{method}: DataLoader workers: {e}")
 
 
+def check_dataset_indices_and_transforms(dcz, ds):
+    """Indices as torch code has them (0-d tensors and NumPy integers, negative too), refusals
+    that say what an index is, and torchvision's transform and target_transform."""
+    n = len(ds)
+    for i in (torch.tensor(-1), np.int64(-1), torch.tensor(n - 1)):
+        check(torch.equal(ds[i][0], ds[n - 1][0]), f"ds[{i!r}] is the last sample")
+    for bad, kind in ((1.0, TypeError), (torch.tensor(1.5), TypeError), (True, TypeError),
+                      ([0, 1], TypeError), (n, IndexError), (torch.tensor(-n - 1), IndexError)):
+        try:
+            ds[bad]
+            check(False, f"ds[{bad!r}] raised nothing")
+        except kind as e:
+            check("integer" in str(e) or "out of range" in str(e), f"ds[{bad!r}]: {e}")
+    t = ArchiveDataset(dcz, transform=lambda x: x.float() / 2, target_transform=lambda y: int(y) + 1,
+                       threads=2)
+    x, y = t[2]
+    check(x.dtype == torch.float32 and torch.equal(x, ds[2][0].float() / 2), "transform applied")
+    check(y == int(ds[2][1]) + 1, f"target_transform applied: {y}")
+    try:
+        ArchiveDataset(dcz, transform="not callable")
+        check(False, "a transform that is not callable raised nothing")
+    except TypeError as e:
+        check("transform" in str(e), f"transform='not callable': {e}")
+    layer = DecodeLayer.for_archive(dctchop.Archive(dcz))  # an Archive, as well as a path
+    check(layer.height == 16 and "16x16" in repr(layer), f"DecodeLayer of an Archive: {layer!r}")
+
+
 def check_types_torch_lacks(binary, d):
     """u16 data and unsigned labels, which PyTorch before 2.3 has no tensors for, come out of
     ArchiveDataset widened (the values unchanged); DeviceLoader, which cannot widen a batch
@@ -57,6 +84,7 @@ def check_types_torch_lacks(binary, d):
         check(int(y) == int(labels[4]) and not y.dtype.is_floating_point,
               f"{labels.dtype} labels: {y} ({y.dtype}), want {labels[4]}")
     check(torch.equal(ds[-1][0], ds[5][0]), "ArchiveDataset[-1] is the last sample")
+    check_dataset_indices_and_transforms(f"{d}/u.dcz", ds)
     from dctchop.torch import DeviceLoader
     try:
         DeviceLoader(f"{d}/u.dcz", device=-2)

@@ -298,6 +298,7 @@ class _Batches:
 
     @property
     def batches_per_epoch(self):
+        """Batches in one epoch of this rank: len(loader)."""
         return self._l.batches_per_epoch
 
     def __iter__(self):
@@ -352,6 +353,7 @@ class _Batches:
 
     @property
     def closed(self):
+        """Whether close() was called."""
         return self._l.closed
 
     def __enter__(self):

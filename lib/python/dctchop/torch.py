@@ -8,12 +8,13 @@ float16 and bfloat16).
     dec = DecodeLayer.for_archive("train.dcz")          # (N, P, Kh, Kw) -> (N, P, H, W)
     x = dec(coeffs)                                     # inside the model, on the device
 """
+import operator
 import os
 
 import numpy as np
 import torch
 
-from . import Archive, _Batches, _count, _path, decode_matrices
+from . import Archive, _Batches, _bad_argument, _count, _path, decode_matrices
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -42,7 +43,7 @@ def _tensor(a):
     wide = _WIDER.get(a.dtype)
     if wide is not None:
         if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > np.iinfo(np.int64).max:
-            raise ValueError("uint64 values above 2**63 - 1 have no PyTorch type")
+            raise _bad_argument("uint64 values above 2**63 - 1 have no PyTorch type")
         a = a.astype(wide)
     return torch.from_numpy(a)
 
@@ -55,7 +56,7 @@ def coefficient_planes(raw, archive):
     kw = -(-archive.width // archive.block) * archive.chop
     per_sample = archive.planes * kh * kw * (4 if archive.coeff == "f32" else 2)
     if raw.dtype != np.uint8 or raw.ndim != 2 or raw.shape[1] != per_sample:
-        raise ValueError(
+        raise _bad_argument(
             f"coefficient_planes takes stored coefficient bytes, uint8 of shape (N, {per_sample}) "
             f"for this archive, not {raw.dtype} of shape {raw.shape}: read them with "
             f"Loader(..., decode=False) or Archive.read_coefficients() of this archive")
@@ -89,37 +90,67 @@ class DecodeLayer(torch.nn.Module):
         self.height, self.width, self.offset = height, width, offset
 
     @classmethod
-    def for_archive(cls, path, dtype=torch.float32):
-        a = Archive(path)
-        return cls(a.block, a.chop, a.height, a.width, a.offset, dtype)
+    def for_archive(cls, archive, dtype=torch.float32):
+        """The layer that decodes `archive`'s coefficient planes: an Archive, or its path."""
+        if isinstance(archive, Archive):
+            a = archive
+            return cls(a.block, a.chop, a.height, a.width, a.offset, dtype)
+        with Archive(archive) as a:
+            return cls(a.block, a.chop, a.height, a.width, a.offset, dtype)
 
     def forward(self, c):
+        """Coefficient planes (..., Kh, Kw) to values (..., H, W): Lt @ c @ R + offset."""
         x = torch.matmul(torch.matmul(self.lt, c.to(self.lt.dtype)), self.r)
         return x[..., : self.height, : self.width] + self.offset
 
+    def extra_repr(self):
+        return (f"{self.lt.shape[0]}x{self.lt.shape[1]} @ C @ {self.r.shape[0]}x{self.r.shape[1]} "
+                f"-> {self.height}x{self.width}, offset {self.offset:g}, {self.lt.dtype}")
+
 
 class ArchiveDataset(torch.utils.data.Dataset):
-    """Samples of an archive: decoded (a tensor in the archive's layout) or, with
-    decode=False, coefficient planes (P, Kh, Kw) for DecodeLayer; with labels when the
-    archive has them."""
+    """Samples of an archive: decoded (a tensor in the archive's layout, e.g. HWC for NHWC
+    images) or, with decode=False, coefficient planes (P, Kh, Kw) for DecodeLayer; with
+    labels when the archive has them. `transform` and `target_transform` (callables, as in
+    torchvision) are applied to each sample and label. An index is an integer (an int, a
+    NumPy integer or a one-value integer tensor; negative from the end). `threads` decodes
+    each read on that many threads (1 suits DataLoader workers, which run side by side)."""
 
-    def __init__(self, path, decode=True):
-        self.archive = Archive(path)
+    def __init__(self, path, decode=True, transform=None, target_transform=None, threads=1):
+        for name, f in (("transform", transform), ("target_transform", target_transform)):
+            if f is not None and not callable(f):
+                raise TypeError(f"{name} must be a callable or None, not {type(f).__name__}")
+        self.archive = Archive(path, threads=threads)
         self.decode = decode
+        self.transform, self.target_transform = transform, target_transform
         labels = self.archive.labels()
         self.labels = None if labels is None else _tensor(labels)
 
     def __len__(self):
         return self.archive.samples
 
+    def _index(self, i):
+        if isinstance(i, bool) or isinstance(i, (float, np.floating)):
+            raise TypeError(f"dataset indices are integers, not {type(i).__name__}")
+        try:
+            k = operator.index(i)  # int, NumPy integer, one-value integer tensor
+        except TypeError:
+            raise TypeError(f"dataset indices are integers, not {type(i).__name__}") from None
+        k += len(self) if k < 0 else 0  # from the end, as for a sequence
+        if not 0 <= k < len(self):
+            raise IndexError(f"sample {operator.index(i)}: out of range; {self.archive.path} has "
+                             f"{len(self)} samples")
+        return k
+
     def __getitem__(self, i):
-        if isinstance(i, (int, np.integer)) and not isinstance(i, bool) and -len(self) <= i < 0:
-            i = int(i) + len(self)  # from the end, as for a sequence
-        if self.decode:
-            x = _tensor(self.archive.read(i, 1)[0])
-        else:
-            x = self._coefficients(i)
-        return x if self.labels is None else (x, self.labels[i])
+        i = self._index(i)
+        x = _tensor(self.archive.read(i, 1)[0]) if self.decode else self._coefficients(i)
+        if self.transform is not None:
+            x = self.transform(x)
+        if self.labels is None:
+            return x
+        y = self.labels[i]
+        return x, (y if self.target_transform is None else self.target_transform(y))
 
     def _coefficients(self, i):
         return coefficient_planes(self.archive.read_coefficients(i, 1), self.archive)[0]
@@ -141,7 +172,7 @@ class DeviceLoader(_Batches):
         with Archive(path) as a:
             kind = a.dtype
         if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
-            raise ValueError(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
+            raise _bad_argument(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
                              f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
         super().__init__(_DeviceLoader(path, batch_size, shuffle, seed,
