@@ -732,6 +732,7 @@ TEST(Cli, BadInputFilesExitWithTheDocumentedCodeAndLeaveNoOutput) {
   write_bytes(dir.file("cut_header.dcz"), good.substr(0, 100));
   write_bytes(dir.file("notes.txt"), "these are notes, not an archive\n");
   for (const char* e : {"empty.dcz", "empty.npy", "empty.h5"}) write_bytes(dir.file(e), "");
+  for (const char* d : {"dir.dcz", "dir.npy", "dir.npz", "dir.h5"}) std::filesystem::create_directory(dir.file(d));
 
   std::vector<bad_case> cases = {
       {"compress missing.npy -o out.dcz", 5, "missing.npy"},
@@ -749,6 +750,13 @@ TEST(Cli, BadInputFilesExitWithTheDocumentedCodeAndLeaveNoOutput) {
       {"compress empty.npy -o out.dcz", 3, "empty.npy: empty (0 bytes)"},
       {"compress empty.h5 -o out.dcz", 3, "empty.h5: empty (0 bytes)"},
       {"compress - -o out.dcz < empty.npy", 3, "empty (0 bytes)"},
+      // A folder is called a folder, whatever its name says, exit 5.
+      {"compress dir.npy -o out.dcz", 5, "dir.npy: is a directory"},
+      {"compress dir.npz -o out.dcz", 5, "dir.npz: is a directory"},
+      {"compress dir.h5 -o out.dcz", 5, "dir.h5: is a directory"},
+      {"compress dir.h5:/x -o out.dcz", 5, "dir.h5: is a directory"},
+      {"info dir.dcz", 5, "dir.dcz: is a directory"},
+      {"decompress dir.dcz -o out.npy", 5, "dir.dcz: is a directory"},
   };
   for (const auto& e : std::filesystem::directory_iterator(std::string(DCTCHOP_SAMPLE_DIR) + "/npy/broken")) {
     const std::string p = e.path().string();

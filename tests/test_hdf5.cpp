@@ -589,6 +589,34 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
                errc::bad_input, {"text.h5", "not an HDF5 file"});
 }
 
+TEST(Hdf5Source, ADatasetReachedByMoreThanOneLinkIsOneCandidateNamedByAHardLink) {
+  // One dataset, four names: two hard links, a soft link and an external link to the file
+  // itself. It is still the one dataset of the file, chosen without --dataset, under the
+  // first hard link's name; "/a_soft" comes first in name order but is only a link.
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(3, 16, 16);
+  {
+    auto f = h5_create(dir.file("l.h5"));
+    h5_write(f.get(), "/real", H5T_IEEE_F32LE, {3, 16, 16}, v);
+    ASSERT_GE(H5Lcreate_soft("/real", f.get(), "/a_soft", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_external("l.h5", "/real", f.get(), "/b_ext", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_hard(f.get(), "/real", f.get(), "/z_hard", H5P_DEFAULT, H5P_DEFAULT), 0);
+  }
+  const auto run = dctchop::test::run_sh(dctchop::test::dctchop_bin() + " compress l.h5 -o l.dcz --json", dir.path());
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(dctchop::test::parse_json(run.out).value("source", ""), "l.h5:/real") << run.out;
+  // Two datasets, each with a second name: still two candidates, each named once.
+  {
+    auto f = h5_create(dir.file("two.h5"));
+    h5_write(f.get(), "/p", H5T_IEEE_F32LE, {3, 16, 16}, v);
+    h5_write(f.get(), "/q", H5T_IEEE_F32LE, {3, 16, 16}, v);
+    ASSERT_GE(H5Lcreate_soft("/p", f.get(), "/p_link", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_soft("/q", f.get(), "/q_link", H5P_DEFAULT, H5P_DEFAULT), 0);
+  }
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(dir.file("two.h5"))); },
+               errc::invalid_argument, {"candidates: /p (3, 16, 16), /q (3, 16, 16)"});
+}
+
 // ---------------------------------------------------------------- sink (library)
 
 TEST(Hdf5Sink, WritesChunkedDatasetWithAttributesAndSideDatasetOnlyAtFinish) {

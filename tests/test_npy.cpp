@@ -342,6 +342,16 @@ INSTANTIATE_TEST_SUITE_P(SampleData, NpyBrokenFile,
                            return n.substr(0, n.find('.'));
                          });
 
+TEST(NpyReader, ALongDoubleArrayIsNamedForWhatItIsNotFloat16) {
+  // numpy writes np.longdouble as '<f16' on x86-64: not float16, which dctchop reads as labels.
+  temp_dir dir;
+  const std::string p = dir.file("ld.npy");
+  write_file_bytes(p, npy_bytes("{'descr': '<f16', 'fortran_order': False, 'shape': (1, 8, 8), }",
+                                std::string(1024, '\0')));
+  expect_error([&] { npy_reader::open(p); }, errc::bad_input,
+               "dtype '<f16': long double (np.longdouble, float128) arrays are not supported");
+}
+
 TEST(NpyReader, RefusesAnEmptyOrTinyFile) {
   temp_dir dir;
   write_file_bytes(dir.file("empty.npy"), "");

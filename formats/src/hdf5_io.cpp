@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -264,14 +265,46 @@ row_selection select_rows(hid_t dset, const std::vector<u64>& shape, u64 first, 
   return sel;
 }
 
-/** Every dataset in the file, with its shape and whether it is numeric. */
+/** What two links to one object share (its file and place in it); "" when HDF5 cannot say. */
+std::string object_identity(hid_t obj) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t oi;
+  if (H5Oget_info3(obj, &oi, H5O_INFO_BASIC) < 0) return {};
+  return std::to_string(oi.fileno) + ":" +
+         std::string(reinterpret_cast<const char*>(&oi.token), sizeof oi.token);
+#else
+  H5O_info_t oi;
+  if (H5Oget_info2(obj, &oi, H5O_INFO_BASIC) < 0) return {};
+  return std::to_string(oi.fileno) + ":" + std::to_string(oi.addr);
+#endif
+}
+
+/** Every dataset in the file, with its shape and whether it is numeric: each once, however
+ *  many links lead to it (by its first hard link's name, else its first link's). */
 std::vector<candidate> list_datasets(hid_t file) {
-  std::vector<candidate> out;
-  auto visit = [](hid_t group, const char* name, const H5L_info_t*, void* data) -> herr_t {
-    auto* list = static_cast<std::vector<candidate>*>(data);
+  struct listing {
+    std::vector<candidate> out;
+    std::map<std::string, std::pair<std::size_t, bool>> seen;  // identity: index, by a hard link
+  } all;
+  auto visit = [](hid_t group, const char* name, const H5L_info_t* link, void* data) -> herr_t {
+    auto* l = static_cast<listing*>(data);
+    auto* list = &l->out;
     const hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
     if (d < 0) return 0;  // a group or a dangling link
     h5_id ds(d, H5Dclose);
+    const bool hard = link != nullptr && link->type == H5L_TYPE_HARD;
+    if (const std::string id = object_identity(d); !id.empty()) {
+      const auto [at, fresh] = l->seen.try_emplace(id, list->size(), hard);
+      if (!fresh) {  // another name of a dataset listed already
+        if (hard && !at->second.second) {
+          (*list)[at->second.first].path = std::string("/") + name;
+          at->second.second = true;
+        }
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+      }
+    }
+    H5Eclear2(H5E_DEFAULT);
     candidate c;
     c.path = std::string("/") + name;
     h5_id space(H5Dget_space(d), H5Sclose);
@@ -290,8 +323,8 @@ std::vector<candidate> list_datasets(hid_t file) {
     list->push_back(std::move(c));
     return 0;
   };
-  H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &out);
-  return out;
+  H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &all);
+  return all.out;
 }
 
 // ---- source -------------------------------------------------------------------------------
@@ -358,6 +391,9 @@ class hdf5_source final : public sample_source {
     }
     if (S_ISREG(st.st_mode) && st.st_size == 0) {
       throw error(errc::bad_input, spec.path + ": empty (0 bytes), not an HDF5 file");
+    }
+    if (S_ISDIR(st.st_mode)) {  // as every other input says it
+      throw error::from_os(errc::io, spec.path + ": is a directory", EISDIR);
     }
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
       throw error(errc::bad_input, spec.path + ": " + not_hdf5_what(spec.path));

@@ -119,6 +119,13 @@ std::string unsupported_descr_reason(const std::string& descr) {
     case 'm':
       why = "datetime and timedelta arrays are not supported";
       break;
+    case 'f':  // numpy's long double: 'f16' on x86-64 (80 bits in 16 bytes), 'f12' on i386
+      if (d == "f16" || d == "f12") {
+        why = "long double (np.longdouble, float128) arrays are not supported; convert to float64";
+        break;
+      }
+      why = "this element type is not supported";
+      break;
     default:
       why = "this element type is not supported";
       break;
