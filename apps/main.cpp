@@ -1020,16 +1020,23 @@ int run(int argc, char** argv) {
   // With --json, a command that fails prints {"error", "exit_code"} where its report would
   // have gone, when that is stdout (with `-o -` stdout carries the data: the line on stderr
   // says it all), as info and verify of several archives do for each one that fails.
+  auto json_on_stdout = [&] {
+    return (*cmp && c_json && c_out != "-" &&
+            !(c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)))) ||
+           (*dec && d_json && d_out != "-") || (*evl && e_json) || (*inf && i_json) ||
+           (*ver && v_json);
+  };
   auto json_failure = [&](const std::string& what, int code) {
-    const bool to_stdout =
-        (*cmp && c_json && c_out != "-" && !(c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)))) ||
-        (*dec && d_json && d_out != "-") || (*evl && e_json) || (*inf && i_json) ||
-        (*ver && v_json);
-    if (!to_stdout) return;
+    if (!json_on_stdout() || g_stdout_closed) return;
     std::cout << formats::json_text(nlohmann::json{{"error", what}, {"exit_code", code}}, 2) << "\n";
   };
 
   try {
+    // A report for a closed stdout would be lost after the work (and the output) was done.
+    if (g_stdout_closed && (json_on_stdout() || *evl || *inf)) {
+      throw error(errc::io, "cannot write to standard output: it is closed, and the report goes "
+                            "there");
+    }
     if (*cmp) {
       if (cmp->get_option("--output")->count() > 0 && c_out.empty()) {
         throw error(errc::invalid_argument, "-o: empty output path");
