@@ -457,7 +457,7 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
 void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
                          const char* threads_help) {
   cmd->add_option("--backend", backend, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->transform(CLI::IsMember({"cpu", "cuda", "auto"}, CLI::ignore_case))
       ->capture_default_str();
   cmd->add_option("--threads", threads, threads_help)
       ->transform(decimal_count)

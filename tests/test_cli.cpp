@@ -828,11 +828,15 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"compress in.npy --raw --dtype u8 --shape 5,16,16, -o out.dcz", 2, "--shape 5,16,16,"},
       {"", 2, "", false},
   };
+  cases.push_back({"compress in.npy -o out.dcz --backend gpu", 2, "--backend: gpu not in {cpu,cuda,auto}"});
   if (!cuda_usable()) {
     cases.push_back({"compress in.npy -o out.dcz --backend cuda", 7, "CUDA"});
-    cases.push_back({"decompress a.dcz -o out.npy --backend cuda", 7, "CUDA"});
+    cases.push_back({"decompress a.dcz -o out.npy --backend CUDA", 7, "CUDA"});
   }
   check_bad_cases(dir, cases);
+  // Names in any case, as --coeff and --layout take them.
+  auto upper = cli(dir, "compress in.npy -o up.dcz -q --backend CPU --coeff F32 --layout nhwc");
+  EXPECT_EQ(upper.status, 0) << describe(upper);
 }
 
 TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
