@@ -737,13 +737,21 @@ std::string option_suggestion(const CLI::App& sub, const std::string& unknown) {
   return "; did you mean --" + nearest[0] + "?";
 }
 
+/** "; a file named -x.npy? ..." when `word`, taken for an option, names a file here: a name
+ *  that starts with '-' reads as an option, as for every command-line tool. */
+std::string dash_file_hint(const std::string& word) {
+  if (word.size() < 2 || word[0] != '-' || word == "--" || ::access(word.c_str(), F_OK) != 0) return {};
+  return "; to name the file " + word + ", write ./" + word + " (or put it after --)";
+}
+
 /** What is wrong with the words `sub` did not take, or "" when it took them all: the first
  *  unknown option, else the inputs beyond the one it reads. */
 std::string extra_arguments_message(const CLI::App& sub) {
   const auto x = extra_words_of(sub);
   if (!x.options.empty()) {
+    const auto near = option_suggestion(sub, x.options[0]);
     return fmt::format("{} has no option {}{}", sub.get_name(), x.options[0],
-                       option_suggestion(sub, x.options[0]));
+                       near.empty() ? dash_file_hint(x.options[0]) : near);
   }
   if (x.inputs.empty()) return {};
   return left_over_message(sub.get_name(), x.inputs);
@@ -769,8 +777,10 @@ int run(int argc, char** argv) {
 
   CLI::App app{"dctchop: compress image and tensor datasets with blockwise DCT+Chop"};
   // Usage errors as one line, like every other error.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "dctchop: error: " + app::printable(e.what()) + " (see --help)\n";
+  app.failure_message([argc, argv](const CLI::App*, const CLI::Error& e) {
+    std::string hint;  // `compress -x.npy`: the input taken for an option, so "input is required"
+    for (int k = 1; k < argc && hint.empty(); ++k) hint = dash_file_hint(argv[k]);
+    return "dctchop: error: " + app::printable(e.what() + hint) + " (see --help)\n";
   });
   app.footer(k_examples);
   app.require_subcommand(1);

@@ -834,6 +834,16 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
     cases.push_back({"decompress a.dcz -o out.npy --backend CUDA", 7, "CUDA"});
   }
   check_bad_cases(dir, cases);
+  // A file whose name starts with '-' reads as an option: the message says how to name it.
+  std::filesystem::copy_file(dir.file("in.npy"), dir.file("-x.npy"));
+  for (const std::string args : {"compress -x.npy -o out.dcz", "compress in.npy -x.npy -o out.dcz"}) {
+    auto r = cli(dir, args);
+    EXPECT_EQ(r.status, 2) << describe(r);
+    EXPECT_TRUE(contains(r.err, "; to name the file -x.npy, write ./-x.npy (or put it after --)"))
+        << args << ": " << r.err;
+  }
+  EXPECT_EQ(cli(dir, "compress -o dash.dcz -q -- -x.npy").status, 0);
+  std::filesystem::remove(dir.file("-x.npy"));
   // Names in any case, as --coeff and --layout take them.
   auto upper = cli(dir, "compress in.npy -o up.dcz -q --backend CPU --coeff F32 --layout nhwc");
   EXPECT_EQ(upper.status, 0) << describe(upper);
