@@ -1041,6 +1041,17 @@ TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {
                          "--samples 18446744073709551615: number out of range"}});
 }
 
+TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
+  // One 2^26 x 2^26 u8 image, its header alone through a pipe: the chunk cannot be allocated.
+  temp_dir dir;
+  std::string h = "{'descr': '|u1', 'fortran_order': False, 'shape': (67108864, 67108864), }";
+  h += std::string(127 - 10 - h.size(), ' ') + "\n";
+  write_bytes(dir.file("huge.npy"), std::string("\x93NUMPY\x01\x00\x76\x00", 10) + h);
+  check_bad_cases(dir, {{"compress - -o h.dcz < huge.npy", 3,
+                         "<stdin>: 1 chunk of 1 sample needs 1.05e+07 GiB of memory, more than this "
+                         "machine gives"}});
+}
+
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
   // 2^57 + 405 samples of 4 x 8 f32: the byte count wraps round to the file's 51840 bytes.
   temp_dir dir;

@@ -688,10 +688,13 @@ compress_result write_archive(input_source& src, const std::string& output, back
     }
   } catch (const std::bad_alloc&) {
     // One sample is the unit of work; a sample larger than memory cannot be processed yet.
-    throw error(errc::bad_input, src.name() + ": " + std::to_string(slots) + " chunks of " +
-                                     std::to_string(spc) + " sample(s) need " +
-                                     std::to_string((slots * slot_bytes) >> 20) +
-                                     " MiB of memory, more than this machine gives");
+    const double gib = static_cast<double>(slots) * static_cast<double>(slot_bytes) / double(1 << 30);
+    char need[64];
+    std::snprintf(need, sizeof need, "%.3g GiB", gib);
+    throw error(errc::bad_input, src.name() + ": " + std::to_string(slots) +
+                                     (slots == 1 ? " chunk of " : " chunks of ") + std::to_string(spc) +
+                                     (spc == 1 ? " sample needs " : " samples need ") + need +
+                                     " of memory, more than this machine gives");
   }
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
