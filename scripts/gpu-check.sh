@@ -74,7 +74,11 @@ export DCTCHOP_REQUIRE_GPU=1
 FAILED=0
 # cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
 if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
-  found=$(timeout "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null | head -1 || true)
+  # The major version dctchop was built against first (it loads libcublas.so.MAJOR).
+  found=$(timeout "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null |
+    awk -v want="libcublas.so.${DCTCHOP_CUBLAS_MAJOR:-13}" '{ n = $0; sub(/.*\//, "", n) }
+      index(n, want) == 1 { print; found = 1; exit } NR == 1 { first = $0 }
+      END { if (!found && first != "") print first }' || true)
   [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
   echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
 fi

@@ -49,7 +49,11 @@ def means(all_rows, where, op, workload, variants):
 
 def main(path):
     with open(path) as f:
-        report = json.load(f)
+        try:
+            report = json.load(f)
+        except json.JSONDecodeError as e:  # the benchmark was stopped midway
+            print(f"{path}: the benchmark's output is incomplete ({e}); see its console table")
+            return 1
     all_rows = list(rows(report))
     print(f"{'benchmark':44s} {'chop':>4s} {'GB/s':>9s} {'of 4.8 TB/s':>11s}  target")
     for r in all_rows:

@@ -69,6 +69,14 @@ def main():
             json.dump(clean, f)
         r2 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
     check(r2.returncode == 0 and "FAILED" not in r2.stdout, f"a clean report: exit code {r2.returncode}")
+    # A report cut short (the benchmark stopped at its time limit): said, exit 1, no traceback.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.json")
+        with open(path, "w") as f:
+            f.write(json.dumps(report)[:200])
+        r3 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
+    check(r3.returncode == 1 and "incomplete" in r3.stdout and "Traceback" not in r3.stderr,
+          f"a cut report: exit code {r3.returncode}, {r3.stdout!r} {r3.stderr[-200:]!r}")
     if failures:
         print(out)
     return finish("gpu summary")
