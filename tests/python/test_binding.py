@@ -77,6 +77,18 @@ def check_python_habits(d, back, y):
     raises(ValueError, lambda: dctchop.Archive(path, threads=-1), "threads")
     raises(TypeError, lambda: dctchop.Loader(path, batch_size="8"), "batch_size must be an integer")
     raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28), "0 x 28")
+    # Wrong types and sizes say what they are, in the package's words (not pybind11's).
+    raises(TypeError, lambda: dctchop.Loader(path, shuffle="no"), "shuffle must be True or False")
+    raises(TypeError, lambda: dctchop.Loader(path, drop_last=2), "drop_last must be True or False")
+    raises(ValueError, lambda: dctchop.Loader(path, world=2**31), "world must be at most")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, -1, 28), "height must be at least 0")
+    with dctchop.Archive(path) as arch:
+        raises(TypeError, lambda: arch.read(1.5), "first must be an integer, not float")
+        raises(IndexError, lambda: arch.read(2**63), "out of range")
+        raises(IndexError, lambda: arch.read_coefficients(-2**70), "out of range")
+        raises(ValueError, lambda: arch.read(0, -1), "count must be at least 0")
+    check(len(dctchop.Loader(path, batch_size=4, shuffle=None, drop_last=0)) == 10,
+          "shuffle=None and drop_last=0 are False, as torch takes them")
     # A state resumes only the same kind of loader, and says what a state is.
     l4 = dctchop.Loader(path, batch_size=4, seed=3)
     next(l4)

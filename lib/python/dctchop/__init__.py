@@ -80,6 +80,16 @@ def _count(name, value, least, most=2**63 - 1):
     return int(value)
 
 
+def _flag(name, value):
+    """value as a bool: True, False (NumPy's too), 0, 1, or None for False (as torch takes
+    shuffle=None); TypeError naming it for anything else."""
+    if value is None:
+        return False
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, not {value!r}")
+
+
 def _number(name, value, check, expected):
     """value as a float for which check() holds; ArgumentError (or TypeError) naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -201,7 +211,8 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     (Lt @ C @ R)[:H, :W] + offset, C its coefficient plane (Kh x Kw). Computed in float64 and
     rounded to `dtype` (np.float32 or np.float16 for a device that multiplies in them; f16
     matrices can put u8 values one step off). Archive.offset is the offset."""
-    lt, r = _decode_matrices(block, chop, height, width)
+    lt, r = _decode_matrices(_count("block", block, 1, 32), _count("chop", chop, 1, 32),
+                             _count("height", height, 0), _count("width", width, 0))
     return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
 
@@ -228,6 +239,25 @@ class Archive(_Archive):
 
     def __len__(self):
         return self.samples
+
+    def _first(self, first):
+        """`first` as an int that the library takes; out of int64 is out of range."""
+        if isinstance(first, bool) or not isinstance(first, (int, np.integer)):
+            raise TypeError(f"first must be an integer, not {type(first).__name__}")
+        if not -2**63 <= int(first) < 2**63:
+            raise IndexError(f"sample {first}: out of range; {self.path} has {self.samples} samples")
+        return int(first)
+
+    def read(self, first, count=1):
+        """Decoded samples [first, first + count) as an array of shape (count, *sample_shape)
+        (first from 0; archive[i] counts from the end for a negative i). IndexError outside
+        the archive."""
+        return super().read(self._first(first), _count("count", count, 0))
+
+    def read_coefficients(self, first, count=1):
+        """Samples [first, first + count) as stored: coefficient bytes, uint8 of shape (count,
+        bytes per sample) (dctchop.torch.coefficient_planes makes planes of them)."""
+        return super().read_coefficients(self._first(first), _count("count", count, 0))
 
     @property
     def sample_shape(self):
@@ -286,10 +316,12 @@ class _Batches:
         self._resumed = False  # restore() was called since the last iter()
 
     @staticmethod
-    def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
+    def _options(batch_size, shuffle_window, rank, world, prefetch, seed, **flags):
+        for name, value in flags.items():
+            _flag(name, value)
         _count("batch_size", batch_size, 1)
-        _count("world", world, 1)
-        _count("rank", rank, 0)
+        _count("world", world, 1, 2**31 - 1)
+        _count("rank", rank, 0, 2**31 - 1)
         if rank >= world:
             raise _bad_argument(f"rank {rank} is outside 0..{world - 1} (world {world})")
         _count("shuffle_window", shuffle_window, 0)  # 0 is taken as 1
@@ -382,9 +414,11 @@ class Loader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, decode=True, threads=1):
-        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
-        super().__init__(_Loader(_path(path), batch_size, shuffle, seed, shuffle_window,
-                                 rank, world, drop_last, prefetch, decode,
+        self._options(batch_size, shuffle_window, rank, world, prefetch, seed,
+                      shuffle=shuffle, drop_last=drop_last, decode=decode)
+        super().__init__(_Loader(_path(path), batch_size, _flag("shuffle", shuffle), seed,
+                                 shuffle_window, rank, world, _flag("drop_last", drop_last),
+                                 prefetch, _flag("decode", decode),
                                  _count("threads", threads, 0, _MAX_THREADS)))
         self.last_epoch = None
 

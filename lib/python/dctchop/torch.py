@@ -14,7 +14,7 @@ import os
 import numpy as np
 import torch
 
-from . import Archive, _Batches, _bad_argument, _count, _path, decode_matrices
+from . import Archive, _Batches, _bad_argument, _count, _flag, _path, decode_matrices
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -165,9 +165,10 @@ class DeviceLoader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
-        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
-        _count("buffers", buffers, 1)
-        _count("device", device, -1)  # -1: the host
+        self._options(batch_size, shuffle_window, rank, world, prefetch, seed,
+                      shuffle=shuffle, drop_last=drop_last)
+        _count("buffers", buffers, 1, 2**31 - 1)
+        _count("device", device, -1, 2**31 - 1)  # -1: the host
         path = _path(path)
         with Archive(path) as a:
             kind = a.dtype
@@ -175,9 +176,9 @@ class DeviceLoader(_Batches):
             raise _bad_argument(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
                              f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
-        super().__init__(_DeviceLoader(path, batch_size, shuffle, seed,
-                                       shuffle_window, rank, world, drop_last, prefetch, device,
-                                       buffers))
+        super().__init__(_DeviceLoader(path, batch_size, _flag("shuffle", shuffle), seed,
+                                       shuffle_window, rank, world, _flag("drop_last", drop_last),
+                                       prefetch, device, buffers))
         self.last_epoch = None
 
     def __next__(self):
