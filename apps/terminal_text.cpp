@@ -1,9 +1,9 @@
 #include "terminal_text.hpp"
 
-#include <cstdio>
-
 #include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
+
+#include <cstdio>
 
 namespace dctchop::app {
 namespace {
@@ -14,10 +14,14 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
   const unsigned char c = b(i);
   std::size_t n = 0;
   unsigned cp = 0;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1fu;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0fu;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07u;
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2, cp = c & 0x1fu;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3, cp = c & 0x0fu;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4, cp = c & 0x07u;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (std::size_t k = 1; k < n; ++k) {
     if ((b(i + k) & 0xc0) != 0x80) return 0;

@@ -4,12 +4,12 @@
 // a name cannot move the cursor, set the terminal's title or split a one-line message.
 #pragma once
 
+#include <spdlog/logger.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-
-#include <spdlog/logger.h>
 
 namespace dctchop::app {
 

@@ -39,16 +39,20 @@ void BM_npz_inflate(benchmark::State& state, zd::inflater with) {
       }
       benchmark::DoNotOptimize(buf.data());
     }
-    state.counters["GB/s"] = benchmark::Counter(double(m->size) * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
+    state.counters["GB/s"] =
+        benchmark::Counter(double(m->size) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
     state.counters["ratio"] = double(m->size) / double(m->compressed);
   } catch (const dctchop::error& e) {
     state.SkipWithError(e.what());
   }
 }
 
-BENCHMARK_CAPTURE(BM_npz_inflate, zlib, zd::inflater::zlib)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_npz_inflate, isal, zd::inflater::isal)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_npz_inflate, zlib, zd::inflater::zlib)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_npz_inflate, isal, zd::inflater::isal)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 
