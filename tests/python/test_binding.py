@@ -141,6 +141,9 @@ def check_python_habits(d, back, y):
     try:
         moved = pickle.loads(pickle.dumps(rel))
         check(np.array_equal(moved[0], back[0]), "the same archive after chdir")
+        check(moved.path == rel.path, f"shown by the path as given: {moved.path!r}")
+        rel.close()
+        check(pickle.loads(pickle.dumps(rel)).closed, "a closed archive comes back closed")
     finally:
         os.chdir(here)
     # Thread counts beyond any machine are an error, not a crash.

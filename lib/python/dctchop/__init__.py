@@ -216,6 +216,15 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
 
+def _reopened(absolute, threads, name, closed):
+    """An unpickled Archive (Archive.__reduce__)."""
+    a = Archive(absolute, threads)
+    a._name = name
+    if closed:
+        a.close()
+    return a
+
+
 class Archive(_Archive):
     """A .dcz archive opened for reading: its header as properties (samples, shape, dtype,
     block, chop, coeff, layout, offset, planes, height, width; sample_shape, one sample's
@@ -299,7 +308,9 @@ class Archive(_Archive):
         return False
 
     def __reduce__(self):
-        return (Archive, (self._absolute, self._threads))
+        # Opened again by its absolute path (a worker may run in another folder), shown by the
+        # path as given, and closed again if it was.
+        return (_reopened, (self._absolute, self._threads, self._name, self.closed))
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self.samples} samples"
