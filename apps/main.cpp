@@ -466,10 +466,11 @@ void add_backend_options(CLI::App* cmd, std::string& backend, int& threads,
 }
 
 /** A --json report, with the input and output named; on stderr when stdout carries data. */
-void print_json_report(nlohmann::json j, const std::string& in, const std::string& out) {
+void print_json_report(nlohmann::json j, const std::string& in, const std::string& out,
+                       bool stdout_has_data) {
   j["input"] = in;
   j["output"] = out;
-  (out == "-" ? std::cerr : std::cout) << formats::json_text(j, 2) << "\n";
+  (stdout_has_data ? std::cerr : std::cout) << formats::json_text(j, 2) << "\n";
 }
 
 void print_info_text(const nlohmann::json& j) {
@@ -585,7 +586,9 @@ void print_eval(const formats::eval_result& r, bool json, bool csv) {
     const std::string ct(to_string(row.coeff));
     if (!row.error.empty()) {
       if (csv) {
-        std::cout << fmt::format("{},{},{},,,,,,,,,\"{}\"\n", row.block, row.chop, ct, row.error);
+        std::string quoted = app::printable(row.error);  // one CSV field: quotes doubled
+        for (std::size_t q = 0; (q = quoted.find('"', q)) != std::string::npos; q += 2) quoted.insert(q, 1, '"');
+        std::cout << fmt::format("{},{},{},,,,,,,,,\"{}\"\n", row.block, row.chop, ct, quoted);
       } else {
         std::cout << fmt::format("{:>5} {:>4} {:>5}  -- {}\n", row.block, row.chop, ct, app::printable(row.error));
       }
@@ -779,7 +782,9 @@ int run(int argc, char** argv) {
   // Usage errors as one line, like every other error.
   app.failure_message([argc, argv](const CLI::App*, const CLI::Error& e) {
     std::string hint;  // `compress -x.npy`: the input taken for an option, so "input is required"
-    for (int k = 1; k < argc && hint.empty(); ++k) hint = dash_file_hint(argv[k]);
+    for (int k = 1; k < argc && hint.empty() && std::string_view(argv[k]) != "--"; ++k) {
+      hint = dash_file_hint(argv[k]);
+    }
     return "dctchop: error: " + app::printable(e.what() + hint) + " (see --help)\n";
   });
   app.footer(k_examples);
@@ -1033,7 +1038,8 @@ int run(int argc, char** argv) {
   auto json_on_stdout = [&] {
     return (*cmp && c_json && c_out != "-" &&
             !(c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)))) ||
-           (*dec && d_json && d_out != "-") || (*evl && e_json) || (*inf && i_json) ||
+           (*dec && d_json && d_out != "-" && d_labels_out != "-") || (*evl && e_json) ||
+           (*inf && i_json) ||
            (*ver && v_json);
   };
   auto json_failure = [&](const std::string& what, int code) {
@@ -1107,7 +1113,7 @@ int run(int argc, char** argv) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();
         j["backend"] = be->name();
-        print_json_report(j, c_in, c_out);
+        print_json_report(j, c_in, c_out, c_out == "-");
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);
         for (const auto& t : r.trials) {
@@ -1179,7 +1185,7 @@ int run(int argc, char** argv) {
       if (d_json) {
         auto j = r.to_json();
         for (const auto& n : notes) j["notes"].push_back(n);
-        print_json_report(j, d_in, d_out);
+        print_json_report(j, d_in, d_out, d_out == "-" || d_labels_out == "-");
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         for (const auto& n : r.notes) log->warn("note: {}", n);

@@ -51,6 +51,8 @@ if [ "${1:-}" = "--bundle" ]; then
   done
   cp -L /lib64/ld-linux-x86-64.so.2 "$BUNDLE/libc/"
   source_stamp > "$BUNDLE/STAMP"
+  # The CUDA major version, whose cuBLAS (libcublas.so.MAJOR) dctchop loads at run time.
+  /usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p' > "$BUNDLE/CUBLAS_MAJOR"
   tar -cJf "$BUNDLE.tar.xz.part" "$BUNDLE" && mv "$BUNDLE.tar.xz.part" "$BUNDLE.tar.xz"
   du -sh "$BUNDLE" "$BUNDLE.tar.xz"
   exit 0
@@ -72,21 +74,23 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PA
 # On a GPU machine a skipped GPU test is a failure (a broken driver or build would hide).
 export DCTCHOP_REQUIRE_GPU=1
 FAILED=0
-# cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
-if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
-  # The major version dctchop was built against first (it loads libcublas.so.MAJOR).
-  found=$(timeout "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null |
-    awk -v want="libcublas.so.${DCTCHOP_CUBLAS_MAJOR:-13}" '{ n = $0; sub(/.*\//, "", n) }
-      index(n, want) == 1 { print; found = 1; exit } NR == 1 { first = $0 }
-      END { if (!found && first != "") print first }' || true)
-  [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
-  echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
-fi
 if [ -f "$BUNDLE.tar.xz" ]; then  # the packed bundle wins over a folder left by an earlier run
   rm -rf "$BUNDLE"
   # Python's tarfile where the machine has no xz program.
   tar -xJf "$BUNDLE.tar.xz" 2>>"$OUT/gpu.txt" ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
+fi
+# cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
+if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
+  # The major version dctchop was built against first (it loads libcublas.so.MAJOR; the
+  # bundle records it).
+  major=$(cat "$BUNDLE/CUBLAS_MAJOR" 2>/dev/null || echo 13)
+  found=$(timeout "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null |
+    awk -v want="libcublas.so.$major" '{ n = $0; sub(/.*\//, "", n) }
+      index(n, want) == 1 { print; found = 1; exit } NR == 1 { first = $0 }
+      END { if (!found && first != "") print first }' || true)
+  [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
+  echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
 fi
 if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   stamp=$(source_stamp)

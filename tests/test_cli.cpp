@@ -945,6 +945,17 @@ TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
   EXPECT_EQ(s.status, 4) << describe(s);
   EXPECT_FALSE(contains(s.err, "exit_code")) << s.err;
   EXPECT_FALSE(contains(read_bytes(dir.file("got.npy")), "exit_code"));
+  // Nor with the labels on stdout: the report goes to stderr, an error JSON nowhere.
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o l.dcz -q --labels y.npy").status, 0);
+  auto ok = cli(dir, "decompress l.dcz -o x.npy --labels-out - --json > y_out.npy");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+  EXPECT_EQ(parse_json(ok.err).value("output", ""), "x.npy") << ok.err;
+  EXPECT_EQ(load_npy(dir.file("y_out.npy")).header.shape, (std::vector<std::uint64_t>{5}));
+  auto exists = cli(dir, "decompress l.dcz -o x.npy --labels-out - --json > y_out2.npy");
+  EXPECT_EQ(exists.status, 6) << describe(exists);
+  EXPECT_FALSE(contains(read_bytes(dir.file("y_out2.npy")), "exit_code"));
+  std::filesystem::remove(dir.file("x.npy"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.npy")));
 }
 
@@ -1047,9 +1058,15 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
   std::string h = "{'descr': '|u1', 'fortran_order': False, 'shape': (67108864, 67108864), }";
   h += std::string(127 - 10 - h.size(), ' ') + "\n";
   write_bytes(dir.file("huge.npy"), std::string("\x93NUMPY\x01\x00\x76\x00", 10) + h);
-  check_bad_cases(dir, {{"compress - -o h.dcz < huge.npy", 3,
-                         "<stdin>: 1 chunk of 1 sample needs 1.05e+07 GiB of memory, more than this "
-                         "machine gives"}});
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's operator new reports an impossible size and aborts; it "
+                  "does not throw std::bad_alloc";
+#endif
+  auto r = cli(dir, "compress - -o h.dcz < huge.npy");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_EQ(r.err, "dctchop: error: <stdin>: 1 chunk of 1 sample needs 10.0 PiB of memory, more "
+                   "than this machine gives\n");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"huge.npy"}));
 }
 
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dctchop/error.hpp"
@@ -601,10 +602,20 @@ TEST(Npz, EachInflaterReadsDeflatedMembersAndRefusesDamagedOnes) {
     zip_entry shorter{"a.npy", data, 8};
     shorter.size_error = -16;  // less: the stream holds more
     EXPECT_NE(why(shorter).find("holds more than"), std::string::npos);
-    zip_entry cut{"a.npy", data, 8};
-    cut.stream = stream.substr(0, stream.size() / 2);  // the stream stops midway
-    cut.size_error = 0;
-    EXPECT_NE(why(cut).find("stops after"), std::string::npos) << why(cut);
+    // The stream stops midway: in the random part (stored blocks), at its last byte, and in
+    // a stream of compressible data only (Huffman-coded blocks, which each inflater reads
+    // bits at a time).
+    const std::string smooth = npy_u16({64, 64, 64});
+    const std::string smooth_stream = raw_deflate(smooth);
+    for (const auto& [values, whole, keep] :
+         std::vector<std::tuple<std::string, std::string, std::size_t>>{
+             {data, stream, stream.size() / 2},
+             {data, stream, stream.size() - 1},
+             {smooth, smooth_stream, smooth_stream.size() / 2}}) {
+      zip_entry cut{"a.npy", values, 8};
+      cut.stream = whole.substr(0, keep);
+      EXPECT_NE(why(cut).find("its deflate stream stops "), std::string::npos) << keep << ": " << why(cut);
+    }
     // A damaged stream: a block that does not decode, or decodes to other bytes (the CRC).
     for (const std::size_t at : {std::size_t(0), std::size_t(3), stream.size() / 3, stream.size() - 5}) {
       zip_entry bad{"a.npy", data, 8};

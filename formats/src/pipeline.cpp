@@ -688,9 +688,15 @@ compress_result write_archive(input_source& src, const std::string& output, back
     }
   } catch (const std::bad_alloc&) {
     // One sample is the unit of work; a sample larger than memory cannot be processed yet.
-    const double gib = static_cast<double>(slots) * static_cast<double>(slot_bytes) / double(1 << 30);
+    double amount = static_cast<double>(slots) * static_cast<double>(slot_bytes) / double(1 << 30);
+    const char* unit = "GiB";
+    for (const char* bigger : {"TiB", "PiB", "EiB"}) {
+      if (amount < 1024) break;
+      amount /= 1024;
+      unit = bigger;
+    }
     char need[64];
-    std::snprintf(need, sizeof need, "%.3g GiB", gib);
+    std::snprintf(need, sizeof need, "%.1f %s", amount, unit);
     throw error(errc::bad_input, src.name() + ": " + std::to_string(slots) +
                                      (slots == 1 ? " chunk of " : " chunks of ") + std::to_string(spc) +
                                      (spc == 1 ? " sample needs " : " samples need ") + need +

@@ -168,7 +168,7 @@ class zlib_inflater {
 };
 
 #if defined(DCTCHOP_HAVE_ISAL)
-/** ISA-L's inflate (igzip) on a raw deflate stream: about twice zlib's speed. */
+/** ISA-L's inflate (igzip) on a raw deflate stream: about 1.4 times zlib's speed here. */
 class isal_inflater {
  public:
   isal_inflater() : st_(std::make_unique<inflate_state>()) { reset(); }
@@ -277,9 +277,11 @@ class deflated_member final : public byte_source {
       }
       // No progress with every compressed byte given: the stream stops short.
       if (s.produced == 0 && s.consumed == 0 && z_.input_left() == 0 && consumed_ == compressed_) {
-        damaged(name_, "damaged: its deflate stream stops after " + std::to_string(produced_ + done) +
-                           " of " + std::to_string(size_) + " bytes (the .npz file is truncated "
-                           "or corrupt)");
+        const u64 out = produced_ + done;
+        damaged(name_, "damaged: its deflate stream stops " +
+                           (out == size_ ? std::string("before its end marker, after all ")
+                                         : "after " + std::to_string(out) + " of ") +
+                           std::to_string(size_) + " bytes (the .npz file is truncated or corrupt)");
       }
     }
     return done;

@@ -552,6 +552,11 @@ def main():
         again = [loader.last_samples.copy() for _ in loader]
         check(len(again) == 5 and all(np.array_equal(a, b) for a, b in zip(again, rest)),
               f"a loop after restore(): {len(again)} batches, the rest of that epoch")
+        # A batch taken after restore() and then a loop: the loop starts a new epoch.
+        loader.restore(mid)
+        next(loader)
+        fresh = [loader.last_samples.copy() for _ in loader]
+        check(len(fresh) == 8, f"restore(), next(), then a loop: {len(fresh)} batches")
         # close() stops it; the batches handed out stay valid; a context manager too.
         with dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=3, drop_last=False) as c:
             kept, _ = next(c)

@@ -434,6 +434,7 @@ class Loader(_Batches):
         self.last_epoch = None
 
     def __next__(self):
+        self._resumed = False  # a batch taken: a loop after it starts a new epoch
         data, labels, samples, epoch, _ = self._l.next()
         self.last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
         self.last_epoch = epoch

@@ -182,6 +182,7 @@ class DeviceLoader(_Batches):
         self.last_epoch = None
 
     def __next__(self):
+        self._resumed = False  # a batch taken: a loop after it starts a new epoch
         stream = 0
         if self._l.device >= 0:  # the stream that will use the batch: its buffer is reused after
             stream = torch.cuda.current_stream(self._l.device).cuda_stream
