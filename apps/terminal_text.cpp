@@ -61,8 +61,16 @@ std::string printable(std::string_view s) {
       ++i;
     } else if (const std::size_t n = c >= 0x80 ? utf8_length(s, i) : 0; n > 0) {
       const auto c2 = static_cast<unsigned char>(s[i + 1]);
+      // U+202A..U+202E and U+2066..U+2069 reorder the text shown after them (a name that
+      // reads otherwise than it is): the bidirectional embeddings, overrides and isolates.
+      const auto c3 = n == 3 ? static_cast<unsigned char>(s[i + 2]) : 0u;
+      const bool bidi = n == 3 && c == 0xe2 && ((c2 == 0x80 && c3 >= 0xaa && c3 <= 0xae) ||
+                                                (c2 == 0x81 && c3 >= 0xa6 && c3 <= 0xa9));
       if (n == 2 && c == 0xc2 && c2 < 0xa0) {  // U+0080..U+009F: C1 controls (0x9b is CSI)
         std::snprintf(esc, sizeof esc, "\\u%04x", 0x80u + (c2 & 0x1fu));
+        out += esc;
+      } else if (bidi) {
+        std::snprintf(esc, sizeof esc, "\\u%04x", ((c & 0x0fu) << 12) | ((c2 & 0x3fu) << 6) | (c3 & 0x3fu));
         out += esc;
       } else {
         out.append(s.substr(i, n));

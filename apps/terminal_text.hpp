@@ -13,9 +13,10 @@
 
 namespace dctchop::app {
 
-/** `s` with every control character (C0, DEL, and C1 as UTF-8) and every byte that is not
- *  part of valid UTF-8 written as an escape: \n, \r, \t, \xNN or \u00NN. Printable text,
- *  UTF-8 included, is unchanged. */
+/** `s` with every control character (C0, DEL, C1 as UTF-8, and the bidirectional overrides,
+ *  embeddings and isolates, which reorder what follows them) and every byte that is not part
+ *  of valid UTF-8 written as an escape: \n, \r, \t, \xNN or \uNNNN. Printable text, UTF-8
+ *  included, is unchanged. */
 std::string printable(std::string_view s);
 
 /** A logger "dctchop" on stderr that prints each message as "dctchop: " + printable(message). */

@@ -1203,6 +1203,11 @@ TEST(Cli, ControlCharactersInNamesArePrintedEscapedAndUtf8AsItIs) {
   auto b = cli(dir, "info " + sh_quote("x\xe9y\xc2\x9bz.dcz"));
   EXPECT_EQ(b.status, 5) << describe(b);
   EXPECT_NE(b.err.find("x\\xe9y\\u009bz.dcz"), std::string::npos) << b.err;
+  // So are the bidirectional overrides and isolates, which would show the name reordered.
+  // (U+200E, a mark that reorders nothing by itself, is left as it is.)
+  auto bd = cli(dir, "info " + sh_quote("a\xe2\x80\xae" "b\xe2\x81\xa9" "c\xe2\x80\x8e" "d.dcz"));
+  EXPECT_EQ(bd.status, 5) << describe(bd);
+  EXPECT_NE(bd.err.find("a\\u202eb\\u2069c\xe2\x80\x8e" "d.dcz"), std::string::npos) << bd.err;
 }
 
 TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {

@@ -64,7 +64,8 @@ def check_python_habits(d, back, y):
     raises(dctchop.ArgumentError, lambda: c.read(0), "closed")
     raises(ValueError, lambda: c.labels(), "closed")
     # Errors: a kind, the built-in classes, clear messages for bad arguments.
-    e = raises(dctchop.Error, lambda: dctchop.Loader(path, batch_size=100), "too few samples")
+    e = raises(dctchop.Error, lambda: dctchop.Loader(path, batch_size=100), "too few samples",
+               "drop_last off")
     check(e is not None and isinstance(e, ValueError) and e.kind == "invalid_argument",
           f"a bad option is a ValueError of kind invalid_argument: {e!r}")
     e = raises(ValueError, lambda: dctchop.Loader(path, batch_size=0), "batch_size must be at least 1")

@@ -194,7 +194,9 @@ struct archive_loader::impl {
                       (h.geom.samples == 1 ? " sample" : " samples") +
                       (o.world > 1 ? " over " + std::to_string(o.world) + " ranks" : "") +
                       ", batch size " + std::to_string(o.batch_size) +
-                      (o.drop_last ? " and drop_last" : ""));
+                      (o.drop_last ? " and drop_last (a smaller batch size, or drop_last off, "
+                                     "gives a batch)"
+                                   : ""));
     }
   }
 
