@@ -1035,12 +1035,16 @@ int run(int argc, char** argv) {
   // With --json, a command that fails prints {"error", "exit_code"} where its report would
   // have gone, when that is stdout (with `-o -` stdout carries the data: the line on stderr
   // says it all), as info and verify of several archives do for each one that fails.
+  // Whether stdout carries the command's data (before compress's default output is set too:
+  // stdin, or a descriptor's name, compresses to stdout).
+  auto stdout_carries_data = [&] {
+    if (*cmp) return c_out == "-" || (c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)));
+    return *dec && (d_out == "-" || d_labels_out == "-");
+  };
   auto json_on_stdout = [&] {
-    return (*cmp && c_json && c_out != "-" &&
-            !(c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)))) ||
-           (*dec && d_json && d_out != "-" && d_labels_out != "-") || (*evl && e_json) ||
-           (*inf && i_json) ||
-           (*ver && v_json);
+    return ((*cmp && c_json) || (*dec && d_json) || (*evl && e_json) || (*inf && i_json) ||
+            (*ver && v_json)) &&
+           !stdout_carries_data();
   };
   auto json_failure = [&](const std::string& what, int code) {
     if (!json_on_stdout() || g_stdout_closed) return;
@@ -1113,7 +1117,7 @@ int run(int argc, char** argv) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();
         j["backend"] = be->name();
-        print_json_report(j, c_in, c_out, c_out == "-");
+        print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);
         for (const auto& t : r.trials) {
@@ -1185,7 +1189,7 @@ int run(int argc, char** argv) {
       if (d_json) {
         auto j = r.to_json();
         for (const auto& n : notes) j["notes"].push_back(n);
-        print_json_report(j, d_in, d_out, d_out == "-" || d_labels_out == "-");
+        print_json_report(j, d_in, d_out, stdout_carries_data());
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         for (const auto& n : r.notes) log->warn("note: {}", n);

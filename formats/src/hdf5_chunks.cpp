@@ -110,10 +110,10 @@ const unsigned char* chunk_reader::decode(const stored_chunk& c, unsigned char* 
     }
   }
   if (size != chunk_bytes_) return nullptr;
-  if (swap_) {  // into whichever buffer does not hold the chunk now
-    unsigned char* out = data == a ? b : a;
-    for (std::size_t i = 0; i < size; i += item_)
-      for (std::size_t j = 0; j < item_; ++j) out[i + j] = data[i + item_ - 1 - j];
+  if (swap_) {  // in place in our buffer; a chunk stored without filters is copied to `a`
+    unsigned char* out = data == a || data == b ? const_cast<unsigned char*>(data) : a;
+    if (out != data) std::memcpy(out, data, size);
+    for (std::size_t i = 0; i < size; i += item_) std::reverse(out + i, out + i + item_);
     data = out;
   }
   return data;
@@ -214,7 +214,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     for (std::size_t i; (i = next.fetch_add(1)) < used;) {
       try {
         a.resize(chunk_bytes_);
-        if (swap_ || stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
+        if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
         const unsigned char* c = decode(chunks[i], a.data(), b.data());
         if (c == nullptr) {
           const std::lock_guard<std::mutex> lock(m);

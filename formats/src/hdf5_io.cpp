@@ -293,18 +293,18 @@ std::vector<candidate> list_datasets(hid_t file) {
     if (d < 0) return 0;  // a group or a dangling link
     h5_id ds(d, H5Dclose);
     const bool hard = link != nullptr && link->type == H5L_TYPE_HARD;
-    if (const std::string id = object_identity(d); !id.empty()) {
+    const std::string id = object_identity(d);
+    H5Eclear2(H5E_DEFAULT);
+    if (!id.empty()) {
       const auto [at, fresh] = l->seen.try_emplace(id, list->size(), hard);
       if (!fresh) {  // another name of a dataset listed already
         if (hard && !at->second.second) {
           (*list)[at->second.first].path = std::string("/") + name;
           at->second.second = true;
         }
-        H5Eclear2(H5E_DEFAULT);
         return 0;
       }
     }
-    H5Eclear2(H5E_DEFAULT);
     candidate c;
     c.path = std::string("/") + name;
     h5_id space(H5Dget_space(d), H5Sclose);

@@ -327,9 +327,7 @@ class _Batches:
         self._resumed = False  # restore() was called since the last iter()
 
     @staticmethod
-    def _options(batch_size, shuffle_window, rank, world, prefetch, seed, **flags):
-        for name, value in flags.items():
-            _flag(name, value)
+    def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
         _count("batch_size", batch_size, 1)
         _count("world", world, 1, 2**31 - 1)
         _count("rank", rank, 0, 2**31 - 1)
@@ -425,11 +423,11 @@ class Loader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, decode=True, threads=1):
-        self._options(batch_size, shuffle_window, rank, world, prefetch, seed,
-                      shuffle=shuffle, drop_last=drop_last, decode=decode)
-        super().__init__(_Loader(_path(path), batch_size, _flag("shuffle", shuffle), seed,
-                                 shuffle_window, rank, world, _flag("drop_last", drop_last),
-                                 prefetch, _flag("decode", decode),
+        shuffle, drop_last, decode = (_flag("shuffle", shuffle), _flag("drop_last", drop_last),
+                                      _flag("decode", decode))
+        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
+        super().__init__(_Loader(_path(path), batch_size, shuffle, seed, shuffle_window, rank,
+                                 world, drop_last, prefetch, decode,
                                  _count("threads", threads, 0, _MAX_THREADS)))
         self.last_epoch = None
 

@@ -130,15 +130,15 @@ class ArchiveDataset(torch.utils.data.Dataset):
         return self.archive.samples
 
     def _index(self, i):
-        if isinstance(i, bool) or isinstance(i, (float, np.floating)):
-            raise TypeError(f"dataset indices are integers, not {type(i).__name__}")
-        try:
-            k = operator.index(i)  # int, NumPy integer, one-value integer tensor
+        try:  # int, NumPy integer, one-value integer tensor (floats and bools refused)
+            if isinstance(i, bool):
+                raise TypeError
+            given = operator.index(i)
         except TypeError:
             raise TypeError(f"dataset indices are integers, not {type(i).__name__}") from None
-        k += len(self) if k < 0 else 0  # from the end, as for a sequence
+        k = given + (len(self) if given < 0 else 0)  # from the end, as for a sequence
         if not 0 <= k < len(self):
-            raise IndexError(f"sample {operator.index(i)}: out of range; {self.archive.path} has "
+            raise IndexError(f"sample {given}: out of range; {self.archive.path} has "
                              f"{len(self)} samples")
         return k
 
@@ -165,8 +165,8 @@ class DeviceLoader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
-        self._options(batch_size, shuffle_window, rank, world, prefetch, seed,
-                      shuffle=shuffle, drop_last=drop_last)
+        shuffle, drop_last = _flag("shuffle", shuffle), _flag("drop_last", drop_last)
+        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         _count("buffers", buffers, 1, 2**31 - 1)
         _count("device", device, -1, 2**31 - 1)  # -1: the host
         path = _path(path)
@@ -176,9 +176,8 @@ class DeviceLoader(_Batches):
             raise _bad_argument(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
                              f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
-        super().__init__(_DeviceLoader(path, batch_size, _flag("shuffle", shuffle), seed,
-                                       shuffle_window, rank, world, _flag("drop_last", drop_last),
-                                       prefetch, device, buffers))
+        super().__init__(_DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank,
+                                       world, drop_last, prefetch, device, buffers))
         self.last_epoch = None
 
     def __next__(self):
