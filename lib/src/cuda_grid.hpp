@@ -218,18 +218,24 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
     tc[v] = t[v * b + cb];
   }
   Real y[bmax] = {};  // y[u] = sum_v C[u][v] T[v][cb]
-  DCTCHOP_UNROLL
-  for (int u = 0; u < bmax; ++u) {
-    if (u >= k) break;
-    const std::uint64_t first = (at.bi * k + u) * ccols + j * k;
-    Real acc = load_coeff<Real>(cplane, code, first) * tc[0];
+  // One switch on the coefficient type around the unrolled sums, not one per load: the same
+  // loads and sums, but straight-line code (a switch per load made B = 32's kernels 57,000
+  // lines of PTX each and most of the CUDA backend's compile time).
+  with_coeff_type(code, [&](auto type) {
+    using C = decltype(type);
     DCTCHOP_UNROLL
-    for (int v = 1; v < bmax; ++v) {
-      if (v >= k) break;
-      acc += load_coeff<Real>(cplane, code, first + v) * tc[v];
+    for (int u = 0; u < bmax; ++u) {
+      if (u >= k) break;
+      const std::uint64_t first = (at.bi * k + u) * ccols + j * k;
+      Real acc = C::template get<Real>(cplane, first) * tc[0];
+      DCTCHOP_UNROLL
+      for (int v = 1; v < bmax; ++v) {
+        if (v >= k) break;
+        acc += C::template get<Real>(cplane, first + v) * tc[v];
+      }
+      y[u] = acc;
     }
-    y[u] = acc;
-  }
+  });
   Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
              static_cast<std::int64_t>(at.p) * g.stride_plane +
              static_cast<std::int64_t>(at.x) * g.stride_col;

@@ -97,14 +97,53 @@ DCTCHOP_HD bool store_coeff(Real v, coeff_code code, void* dst, std::uint64_t i)
   return false;
 }
 
+/** The stored coefficient types as tags, for code that chooses the type once around a loop
+ *  (with_coeff_type) instead of at every element (load_coeff). get<Real>(p, i) is element i
+ *  of array p, as Real (exact). */
+struct f32_coeffs {
+  template <typename Real>
+  DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
+    return static_cast<Real>(static_cast<const float*>(p)[i]);
+  }
+};
+struct f16_coeffs {
+  template <typename Real>
+  DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
+    return static_cast<Real>(half_to_float(static_cast<const std::uint16_t*>(p)[i]));
+  }
+};
+struct bf16_coeffs {
+  template <typename Real>
+  DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
+    return static_cast<Real>(bf16_to_float(static_cast<const std::uint16_t*>(p)[i]));
+  }
+};
+struct i16_coeffs {
+  template <typename Real>
+  DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
+    return static_cast<Real>(static_cast<const std::int16_t*>(p)[i]);
+  }
+};
+
+/** Calls fn with the tag of coefficient type `code` (an unknown code calls nothing). */
+template <typename Fn>
+DCTCHOP_HD void with_coeff_type(coeff_code code, Fn&& fn) {
+  switch (code) {
+    case coeff_code::f32: fn(f32_coeffs{}); return;
+    case coeff_code::f16: fn(f16_coeffs{}); return;
+    case coeff_code::bf16: fn(bf16_coeffs{}); return;
+    case coeff_code::i16: fn(i16_coeffs{}); return;
+  }
+}
+
 /** Element i of a coefficient array of type `code`, as Real (exact). */
 template <typename Real>
 DCTCHOP_HD Real load_coeff(const void* src, coeff_code code, std::uint64_t i) {
   switch (code) {
-    case coeff_code::f32: return static_cast<Real>(static_cast<const float*>(src)[i]);
-    case coeff_code::f16: return static_cast<Real>(half_to_float(static_cast<const std::uint16_t*>(src)[i]));
-    case coeff_code::bf16: return static_cast<Real>(bf16_to_float(static_cast<const std::uint16_t*>(src)[i]));
-    case coeff_code::i16: return static_cast<Real>(static_cast<const std::int16_t*>(src)[i]);
+    case coeff_code::f32: return f32_coeffs::get<Real>(src, i);
+    case coeff_code::f16: return f16_coeffs::get<Real>(src, i);
+    case coeff_code::bf16: return bf16_coeffs::get<Real>(src, i);
+    case coeff_code::i16: return i16_coeffs::get<Real>(src, i);
   }
   return Real(0);
 }
