@@ -16,8 +16,8 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
-#include "dctchop/error.hpp"
 #include "dctchop/detail/block.hpp"
+#include "dctchop/error.hpp"
 #include "dctchop/matrix_form.hpp"
 
 #if defined(__CUDACC__)
@@ -55,8 +55,16 @@ inline batch_geometry batch_of(const codec_params& p, const geometry& g, std::ui
   const auto v = make_view(g, dtype::u8, static_cast<const void*>(nullptr), samples);
   const auto cs = coeff_shape(p, g.height, g.width);
   const auto b = static_cast<std::uint64_t>(p.block);
-  return {samples, g.planes, g.height, g.width, (g.height + b - 1) / b, (g.width + b - 1) / b,
-          v.stride_sample, v.stride_plane, v.stride_row, v.stride_col,
+  return {samples,
+          g.planes,
+          g.height,
+          g.width,
+          (g.height + b - 1) / b,
+          (g.width + b - 1) / b,
+          v.stride_sample,
+          v.stride_plane,
+          v.stride_row,
+          v.stride_col,
           cs.rows * cs.cols * size_of(p.coeff)};
 }
 
@@ -65,8 +73,9 @@ constexpr unsigned threads_per_cta = 128;
 inline unsigned ctas_for(std::uint64_t threads) {
   const std::uint64_t ctas = (threads + threads_per_cta - 1) / threads_per_cta;
   if (ctas > 0x7fffffffu) {  // CUDA's limit along x; a cut-short grid would skip work
-    throw error(errc::invalid_argument, "a launch of " + std::to_string(threads) +
-                                            " threads is too large for one grid: pass fewer samples");
+    throw error(errc::invalid_argument,
+                "a launch of " + std::to_string(threads) +
+                    " threads is too large for one grid: pass fewer samples");
   }
   return static_cast<unsigned>(ctas);
 }
@@ -95,9 +104,9 @@ DCTCHOP_HD block_place block_place_of(std::uint64_t i, const batch_geometry& g) 
 /** Encode thread `i` of the block grid: one block. An index past the last block does
  *  nothing. Returns all_fit, or the sample of a coefficient that does not fit `code`. */
 template <int BT, typename In, typename Real>
-DCTCHOP_HD std::uint64_t encode_thread(std::uint64_t i, const Real* t, int b, int k,
-                                       const In* in, const batch_geometry& g, Real offset,
-                                       coeff_code code, std::byte* coeffs) {
+DCTCHOP_HD std::uint64_t encode_thread(std::uint64_t i, const Real* t, int b, int k, const In* in,
+                                       const batch_geometry& g, Real offset, coeff_code code,
+                                       std::byte* coeffs) {
   if (i >= block_threads(g)) return all_fit;
   const block_place at = block_place_of(i, g);
   const In* src = in + static_cast<std::int64_t>(at.n) * g.stride_sample +
@@ -111,9 +120,8 @@ DCTCHOP_HD std::uint64_t encode_thread(std::uint64_t i, const Real* t, int b, in
 
 /** Decode thread `i`, the inverse of encode_thread. */
 template <int BT, typename Out, typename Real>
-DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k,
-                              const std::byte* coeffs, coeff_code code, Out* out,
-                              const batch_geometry& g, Real offset) {
+DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k, const std::byte* coeffs,
+                              coeff_code code, Out* out, const batch_geometry& g, Real offset) {
   if (i >= block_threads(g)) return;
   const block_place at = block_place_of(i, g);
   Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
@@ -255,7 +263,8 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
 }
 
 /** Position pos = (x * planes + p) * k + u where interleaved, else x * k + u. */
-DCTCHOP_HD line_place row_place(std::uint64_t row, std::uint32_t pos, const batch_geometry& g, int k) {
+DCTCHOP_HD line_place row_place(std::uint64_t row, std::uint32_t pos, const batch_geometry& g,
+                                int k) {
   const auto kk = static_cast<std::uint32_t>(k);
   line_place at = line_place_of(row, pos / kk, g);
   at.u = static_cast<int>(pos % kk);
@@ -275,7 +284,7 @@ DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, co
   const In* src = in + static_cast<std::int64_t>(at.n) * g.stride_sample +
                   static_cast<std::int64_t>(at.p) * g.stride_plane;
   Real tu[bmax] = {};  // T[u][r]
-  Real y[bmax];   // y[col] = sum_r T[u][r] X[r][col], summed over r in order
+  Real y[bmax];        // y[col] = sum_r T[u][r] X[r][col], summed over r in order
   DCTCHOP_UNROLL
   for (int i = 0; i < bmax; ++i) {
     if (i >= b) break;
@@ -293,7 +302,8 @@ DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, co
       if (col >= b) break;
       std::uint64_t cc = at.x * b + static_cast<std::uint64_t>(col);
       cc = cc < g.w ? cc : g.w - 1;
-      y[col] += tu[r] * (static_cast<Real>(line[static_cast<std::int64_t>(cc) * g.stride_col]) - offset);
+      y[col] +=
+          tu[r] * (static_cast<Real>(line[static_cast<std::int64_t>(cc) * g.stride_col]) - offset);
     }
   }
   void* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
@@ -341,16 +351,17 @@ DCTCHOP_HD std::uint64_t store_threads(std::uint64_t n, const batch_geometry& g)
  *  planes of hp x wp, row-major) cropped to h x w, plus the offset, converted, into the output
  *  batch at its strides. */
 template <typename Out>
-DCTCHOP_HD void store_thread(std::uint64_t i, const float* x, std::uint64_t first,
-                             std::uint64_t n, std::uint64_t hp, std::uint64_t wp,
-                             const batch_geometry& g, float offset, Out* out) {
+DCTCHOP_HD void store_thread(std::uint64_t i, const float* x, std::uint64_t first, std::uint64_t n,
+                             std::uint64_t hp, std::uint64_t wp, const batch_geometry& g,
+                             float offset, Out* out) {
   if (i >= store_threads(n, g)) return;
   const std::uint64_t per_plane = g.h * g.w;
   const std::uint64_t q = i / per_plane, rc = i % per_plane, r = rc / g.w, c = rc % g.w;
   const std::uint64_t plane = first + q, s = plane / g.planes, ch = plane % g.planes;
   out[static_cast<std::int64_t>(s) * g.stride_sample +
       static_cast<std::int64_t>(ch) * g.stride_plane + static_cast<std::int64_t>(r) * g.stride_row +
-      static_cast<std::int64_t>(c) * g.stride_col] = convert_out<Out>(x[q * hp * wp + r * wp + c], offset);
+      static_cast<std::int64_t>(c) * g.stride_col] =
+      convert_out<Out>(x[q * hp * wp + r * wp + c], offset);
 }
 
 /** One strided-batched SGEMM in cuBLAS's convention: column-major, no transposes, alpha 1,

@@ -129,10 +129,18 @@ struct i16_coeffs {
 template <typename Fn>
 DCTCHOP_HD void with_coeff_type(coeff_code code, Fn&& fn) {
   switch (code) {
-    case coeff_code::f32: fn(f32_coeffs{}); return;
-    case coeff_code::f16: fn(f16_coeffs{}); return;
-    case coeff_code::bf16: fn(bf16_coeffs{}); return;
-    case coeff_code::i16: fn(i16_coeffs{}); return;
+    case coeff_code::f32:
+      fn(f32_coeffs{});
+      return;
+    case coeff_code::f16:
+      fn(f16_coeffs{});
+      return;
+    case coeff_code::bf16:
+      fn(bf16_coeffs{});
+      return;
+    case coeff_code::i16:
+      fn(i16_coeffs{});
+      return;
   }
 }
 
@@ -140,10 +148,14 @@ DCTCHOP_HD void with_coeff_type(coeff_code code, Fn&& fn) {
 template <typename Real>
 DCTCHOP_HD Real load_coeff(const void* src, coeff_code code, std::uint64_t i) {
   switch (code) {
-    case coeff_code::f32: return f32_coeffs::get<Real>(src, i);
-    case coeff_code::f16: return f16_coeffs::get<Real>(src, i);
-    case coeff_code::bf16: return bf16_coeffs::get<Real>(src, i);
-    case coeff_code::i16: return i16_coeffs::get<Real>(src, i);
+    case coeff_code::f32:
+      return f32_coeffs::get<Real>(src, i);
+    case coeff_code::f16:
+      return f16_coeffs::get<Real>(src, i);
+    case coeff_code::bf16:
+      return bf16_coeffs::get<Real>(src, i);
+    case coeff_code::i16:
+      return i16_coeffs::get<Real>(src, i);
   }
   return Real(0);
 }
@@ -172,9 +184,9 @@ struct plane_geometry {
  *  padding, transform, store. Returns false when a coefficient does not fit `code` (which a
  *  NaN or Inf input also causes). */
 template <typename In, typename Real, int BT = 0>
-DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane,
-                             const plane_geometry& g, std::uint64_t bi, std::uint64_t bj,
-                             Real offset, coeff_code code, void* cplane) {
+DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane, const plane_geometry& g,
+                             std::uint64_t bi, std::uint64_t bj, Real offset, coeff_code code,
+                             void* cplane) {
   if constexpr (BT > 0) b = BT;
   Real x[BT > 0 ? BT * BT : 32 * 32];
   Real c[BT > 0 ? BT * BT : 32 * 32];
@@ -223,7 +235,8 @@ DCTCHOP_HD void decode_block(const Real* t, int b, int k, const void* cplane, co
     for (int col = 0; col < b; ++col) {
       const std::uint64_t cc = bj * b + static_cast<std::uint64_t>(col);
       if (cc >= g.width) break;
-      plane[static_cast<std::int64_t>(row) * g.stride_row + static_cast<std::int64_t>(cc) * g.stride_col] =
+      plane[static_cast<std::int64_t>(row) * g.stride_row +
+            static_cast<std::int64_t>(cc) * g.stride_col] =
           convert_out<Out>(x[r * b + col], offset);
     }
   }
