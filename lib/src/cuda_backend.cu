@@ -153,6 +153,12 @@ class stream_flag {
   bool pooled_ = false;
 };
 
+// The encode's cudaMemset of the bad-sample flag runs on the default stream, which the lanes'
+// blocking streams wait for only when it is the legacy one.
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+#error "cuda_backend.cu relies on the legacy default stream: build it without --default-stream per-thread"
+#endif
+
 class stream {
  public:
   // Blocking streams: they wait for work on the legacy default stream, such as the
@@ -632,10 +638,14 @@ struct gemm_decoder::impl {
   int block = 0, chop = 0;  // of d_tk and d_tkt
   detail::device_ptr d_tk, d_tkt, scratch;
   std::size_t scratch_bytes = 0;
-  cudaStream_t last_stream = nullptr;
-  bool used = false;  // last_stream is meaningful (nullptr is the default stream)
+  // Recorded on the caller's stream after each call's work: the next call waits for it
+  // before reusing the scratch, on the device, and the host waits for it before replacing the
+  // tables or the scratch. An event, not the stream itself: the caller may have destroyed
+  // that stream since (cudaStreamSynchronize on it would be an error).
+  cudaEvent_t done = nullptr;
+  bool used = false;  // `done` has been recorded
   void drain() const {
-    if (used) DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(last_stream));
+    if (used) DCTCHOP_CUDA_CHECK(cudaEventSynchronize(done));
   }
 };
 
@@ -643,13 +653,20 @@ gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
   if (!available()) {
     throw error(errc::backend_unavailable, "no CUDA device for the GEMM decoder");
   }
-  DCTCHOP_CUBLAS_CHECK(detail::cublas_api::get().create(&impl_->handle));
+  DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->done, cudaEventDisableTiming));
+  try {
+    DCTCHOP_CUBLAS_CHECK(detail::cublas_api::get().create(&impl_->handle));
+  } catch (...) {
+    cudaEventDestroy(impl_->done);
+    throw;
+  }
 }
 
 gemm_decoder::~gemm_decoder() {
   if (impl_ && impl_->handle != nullptr) {
-    if (impl_->used) cudaStreamSynchronize(impl_->last_stream);
+    if (impl_->used) cudaEventSynchronize(impl_->done);
     detail::cublas_api::get().destroy(impl_->handle);
+    cudaEventDestroy(impl_->done);
   }
 }
 
@@ -699,9 +716,17 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     d.scratch = detail::device_alloc(need);
     d.scratch_bytes = need;
   }
-  if (d.used && d.last_stream != s) d.drain();  // its scratch is about to be reused
-  d.last_stream = s;
-  d.used = true;
+  // The previous call may have been on another stream and still be reading or writing the
+  // scratch: this stream waits for it (on the same stream the wait costs nothing). Whatever is
+  // queued from here on, a failure halfway included, is covered by the event recorded on exit.
+  if (d.used) DCTCHOP_CUDA_CHECK(cudaStreamWaitEvent(s, d.done, 0));
+  struct record_on_exit {
+    impl& d;
+    cudaStream_t s;
+    ~record_on_exit() {
+      if (cudaEventRecord(d.done, s) == cudaSuccess) d.used = true;
+    }
+  } const recorded{d, s};
   auto* t1 = static_cast<float*>(d.scratch.get());
   float* x = t1 + group * m.kh * m.wp;
   float* c32 = x + group * m.hp * m.wp;  // used when converting

@@ -388,6 +388,52 @@ TEST(CudaGemm, MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision) {
   }
 }
 
+TEST(CudaGemm, OneDecoderOnAStreamDestroyedSinceThenOnAnotherGivesTheSameValues) {
+  // The decoder waits for its previous call's work before reusing its scratch: through an
+  // event, which stays valid when the caller destroys the previous stream (it used to
+  // synchronise that stream, an error once it was destroyed).
+  REQUIRE_DEVICE();
+  cuda::gemm_decoder gemm;
+  const geometry g = dctchop::test::shape_of(layout::nhwc, 32, 40, 56, 3);
+  codec_params p;
+  p.offset = 128;
+  const u64 vals = g.samples * g.values_per_sample();
+  const auto in = random_values<std::uint8_t>(vals, 11, 0, 256);
+  const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
+  device_bytes d_in(vals), d_c(cbytes), d_first(vals), d_second(vals), d_third(vals);
+  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&b), cudaSuccess);
+  gemm.decode_async(p, g, dtype::u8, g.samples, d_c.p, d_first.p, a);
+  ASSERT_EQ(cudaStreamDestroy(a), cudaSuccess);  // its queued work still runs
+  gemm.decode_async(p, g, dtype::u8, g.samples, d_c.p, d_second.p, b);
+  // Another chop: new tables, after the host waits for the calls before.
+  codec_params p2 = p;
+  p2.chop = 2;
+  device_bytes d_c2(g.samples * coeff_bytes_per_sample(p2, g));
+  cuda::encode_device(p2, g, dtype::u8, g.samples, d_in.p, d_c2.p, b);
+  gemm.decode(p2, g, dtype::u8, g.samples, d_c2.p, d_third.p, b);
+  ASSERT_EQ(cudaStreamDestroy(b), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<std::uint8_t> first(vals), second(vals), third(vals), direct(vals), direct2(vals);
+  ASSERT_EQ(cudaMemcpy(first.data(), d_first.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(second.data(), d_second.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(third.data(), d_third.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(first, second);
+  // Each as the direct kernel decodes, to within the one unit that the GEMM's other order of
+  // sums allows (CudaGemm.MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision).
+  device_bytes d_direct(vals);
+  cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_direct.p);
+  ASSERT_EQ(cudaMemcpy(direct.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  cuda::decode_device(p2, g, dtype::u8, g.samples, d_c2.p, d_direct.p);
+  ASSERT_EQ(cudaMemcpy(direct2.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(compare(direct, first, 1).count, 0u);
+  EXPECT_EQ(compare(direct2, third, 1).count, 0u);
+  EXPECT_NE(first, third) << "the second chop decoded as the first";
+}
+
 TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
   REQUIRE_DEVICE();
   EXPECT_EQ(make_backend(backend_kind::automatic)->name(), "cuda");

@@ -62,7 +62,10 @@ void encode_device(const codec_params& params, const geometry& g, dtype type,
  *  plane X' = Lt * Cplane * R as two f32 GEMMs with cuBLAS, then crop, offset and convert.
  *  Lt and R are block-diagonal, so the GEMMs multiply by their blocks (T_K^t and T_K) and skip
  *  the zeros: O(K) work per value instead of O(H + W). It holds a cuBLAS handle, the blocks
- *  of the last block size and chop, and scratch memory: keep one per stream and reuse it.
+ *  of the last block size and chop, and scratch memory: keep one and reuse it. Calls on
+ *  different streams take turns on the scratch (each waits, on the device, for the previous
+ *  call's work), so give each stream that decodes at the same time a decoder of its own. A
+ *  stream may be destroyed as soon as its calls are queued.
  *  Its sums run in another order than the direct kernel's, so float outputs agree to float
  *  rounding and integer outputs can differ by one where a value lies within rounding of a
  *  half. Constructing one without the backend or a device
