@@ -735,6 +735,22 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
   EXPECT_EQ(c.status, 2) << describe(c);
   c = cli(dir, "decompress a.dcz -o m.npz:. -q");
   EXPECT_EQ(c.status, 2) << describe(c);
+  // a member that would unzip outside the file's folder is refused before any work, data or
+  // labels, in a file of their own too; a folder inside the file is a name like another
+  for (const char* bad : {"-o m.npz:../x", "-o m.npz:/../x", "-o 'm.npz:a\\..\\..\\x'",
+                          "-o m.npz --labels-out m.npz:a/../../y",
+                          "-o m.npy --labels-out l.npz:../y"}) {
+    c = cli(dir, std::string("decompress a.dcz ") + bad + " -q");
+    EXPECT_EQ(c.status, 2) << bad << ": " << describe(c);
+    EXPECT_NE(c.err.find("would unzip outside the file's folder"), std::string::npos) << describe(c);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("m.npz")) ||
+                 std::filesystem::exists(dir.file("m.npy")) ||
+                 std::filesystem::exists(dir.file("l.npz"))) << bad;
+  }
+  c = cli(dir, "decompress a.dcz -o f.npz:train/x..y --labels-out f.npz:train/y -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(read_all<std::uint8_t>(*open_npz(dir.file("f.npz") + ":train/y")),
+            read_all<std::uint8_t>(*open_npz(dir.file("named.npz") + ":y_train")));
   c = cli(dir, "decompress a.dcz -o 'u.npz:\xc3\xbcn\xc3\xaf' -q");
   ASSERT_EQ(c.status, 0) << describe(c);
   write_bytes(dir.file("keys.py"),

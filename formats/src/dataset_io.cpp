@@ -211,6 +211,7 @@ class npz_sink final : public sample_sink {
                         const void* data) override {
     end_data();
     const std::string key = npz_key(name);
+    detail::check_member_key(key, out_.display_name());
     if (key == array_) {
       throw error(errc::invalid_argument, out_.display_name() + ": the labels cannot be written as '" +
                                               key + "', the data's own array");
@@ -534,7 +535,9 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
   if (spec.memory) throw error(errc::invalid_argument, spec.path + ": an array in memory is an input only");
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
-    case file_kind::npz: return std::make_unique<npz_sink>(spec, type, shape, overwrite);
+    case file_kind::npz:
+      if (!spec.dataset.empty()) detail::check_member_key(npz_key(spec.dataset), spec.path);
+      return std::make_unique<npz_sink>(spec, type, shape, overwrite);
     case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
     case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
   }

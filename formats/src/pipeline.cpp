@@ -19,6 +19,7 @@
 #include "dctchop/formats/npy.hpp"
 #include "chunk_pipeline.hpp"
 #include "pipeline_util.hpp"
+#include "zip_writer.hpp"
 
 namespace dctchop::formats {
 namespace detail {
@@ -914,6 +915,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (!o.labels_out.empty()) {
     dataset_spec ls = parse_dataset_spec(o.labels_out);
     check_not_same(input, ls.path);
+    if (ls.kind == file_kind::npz) detail::check_member_key(ls.dataset, ls.path);  // now, not at the end
     // (A character device such as /dev/null takes both: written in place, never replaced.)
     struct stat st {};
     const bool device = output != "-" && ::stat(output.c_str(), &st) == 0 && S_ISCHR(st.st_mode);

@@ -9,6 +9,21 @@
 #include "dctchop/error.hpp"
 
 namespace dctchop::formats::detail {
+
+void check_member_key(const std::string& key, const std::string& file) {
+  bool escapes = !key.empty() && (key.front() == '/' || key.front() == '\\');
+  std::size_t start = 0;
+  while (!escapes && start <= key.size()) {
+    const std::size_t end = std::min(key.find_first_of("/\\", start), key.size());
+    escapes = key.compare(start, end - start, "..") == 0;
+    start = end + 1;
+  }
+  if (escapes) {
+    throw error(errc::invalid_argument,
+                file + ": the array name '" + key +
+                    "' would unzip outside the file's folder (no '..' part, no leading '/')");
+  }
+}
 namespace {
 
 using u64 = std::uint64_t;
