@@ -2,6 +2,7 @@
 what `dctchop decompress` writes, and the loader iterates epochs, shards and resumes.
 
 Usage: test_binding.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
+import copy
 import errno
 import json
 import os
@@ -578,6 +579,39 @@ def main():
         other.restore(state)
         next(other)
         check(np.array_equal(other.last_samples, want[0]), "restore resumes at the same batch")
+        # A pickled loader goes on where the original stands, from another folder too, with its
+        # options (the seed included), and the original is untouched by the copy.
+        other.restore(state)
+        next(other)
+        copies = [pickle.loads(pickle.dumps(other))]
+        cwd = os.getcwd()
+        try:
+            os.chdir("/")
+            copies.append(copy.deepcopy(other))
+        finally:
+            os.chdir(cwd)
+        def take(batches, n):
+            out = []
+            for _ in range(n):
+                next(batches)
+                out.append(batches.last_samples.copy())
+            return out
+        ahead = take(other, 9)
+        for twin in copies:
+            check(np.array_equal(twin.last_samples, want[0]) and twin.last_epoch == state["epoch"],
+                  "a copy keeps the last batch's samples and epoch")
+            got = take(twin, 9)
+            check(all(np.array_equal(a, b) for a, b in zip(got, ahead)) and len(got) == 9,
+                  "a copied loader gives the original's next batches, across the epoch's end")
+            check(twin.state() == other.state(), f"and stands where it does: {twin.state()}")
+        # A copy made right after restore() finishes the restored epoch in a loop, as the
+        # original would; a closed loader comes back closed.
+        other.restore(state)
+        twin = pickle.loads(pickle.dumps(other))
+        check(len([1 for _ in twin]) == loader.batches_per_epoch - state["position"],
+              "a loop over a copy made after restore() finishes the restored epoch")
+        other.close()
+        check(pickle.loads(pickle.dumps(other)).closed, "a closed loader comes back closed")
         # Two shards partition the samples.
         shards = [dctchop.Loader(f"{d}/a.dcz", batch_size=4, seed=3, rank=r, world=2,
                                  drop_last=False).epoch_order(0) for r in (0, 1)]

@@ -318,13 +318,38 @@ class Archive(_Archive):
                 f"{np.dtype(self.dtype).name}, block {self.block} chop {self.chop} {self.coeff})")
 
 
-class _Batches:
-    """What the two loaders share: epochs, state and restore."""
+def _reloaded(kind, absolute, options, state, resumed, last, closed):
+    """An unpickled loader (_Batches.__reduce__): made again from the same file and options,
+    then moved to where the pickled one stood."""
+    loader = kind(absolute, **options)
+    if closed:
+        loader.close()
+        return loader
+    loader.restore(state)
+    loader._resumed = resumed
+    loader.last_samples, loader.last_epoch = last
+    return loader
 
-    def __init__(self, inner):
+
+class _Batches:
+    """What the two loaders share: epochs, state and restore, and pickling."""
+
+    def __init__(self, inner, path, options):
         self._l = inner
         self.last_samples = None  # global sample indices of the last batch
         self._resumed = False  # restore() was called since the last iter()
+        self._absolute = os.path.abspath(path)  # for pickling: the same file from any folder
+        self._options_given = options
+
+    def __reduce__(self):
+        # A loader holds a prefetch thread and an open file, which cannot cross to another
+        # process; its file, options and state() can: the copy opens the file again (by its
+        # absolute path) and restores the state, so its next batch is the one this loader
+        # would give. A closed loader comes back closed.
+        closed = self.closed
+        state = None if closed else self.state()
+        return (_reloaded, (type(self), self._absolute, self._options_given, state,
+                            self._resumed, (self.last_samples, self.last_epoch), closed))
 
     @staticmethod
     def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
@@ -419,16 +444,21 @@ class Loader(_Batches):
     labels' own dtype and shape, or None. After each batch, last_samples holds its samples'
     indices in the archive and last_epoch its epoch. `threads` decodes each chunk on that many
     threads (0: every core) on the prefetch thread. With drop_last=False the ranks may get
-    different numbers of batches (which DistributedDataParallel does not allow)."""
+    different numbers of batches (which DistributedDataParallel does not allow). Picklable:
+    the copy opens the file again and goes on from this loader's state()."""
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, decode=True, threads=1):
         shuffle, drop_last, decode = (_flag("shuffle", shuffle), _flag("drop_last", drop_last),
                                       _flag("decode", decode))
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
-        super().__init__(_Loader(_path(path), batch_size, shuffle, seed, shuffle_window, rank,
+        name = _path(path)
+        options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed,
+                       shuffle_window=shuffle_window, rank=rank, world=world,
+                       drop_last=drop_last, prefetch=prefetch, decode=decode, threads=threads)
+        super().__init__(_Loader(name, batch_size, shuffle, seed, shuffle_window, rank,
                                  world, drop_last, prefetch, decode,
-                                 _count("threads", threads, 0, _MAX_THREADS)))
+                                 _count("threads", threads, 0, _MAX_THREADS)), name, options)
         self.last_epoch = None
 
     def __next__(self):

@@ -176,8 +176,11 @@ class DeviceLoader(_Batches):
             raise _bad_argument(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
                              f"widens it to {_WIDER[np.dtype(kind)]}, or Loader (NumPy arrays)")
+        options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed,
+                       shuffle_window=shuffle_window, rank=rank, world=world,
+                       drop_last=drop_last, prefetch=prefetch, device=device, buffers=buffers)
         super().__init__(_DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank,
-                                       world, drop_last, prefetch, device, buffers))
+                                       world, drop_last, prefetch, device, buffers), path, options)
         self.last_epoch = None
 
     def __next__(self):
