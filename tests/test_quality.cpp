@@ -1462,6 +1462,65 @@ TEST(QualityCli, VerifyAgainstOtherDataOrTheDecodedOutputSaysSoAfterItsFigures) 
                                                     "unchanged?")) << notes[0];
 }
 
+TEST(QualityCli, VerifyOfFloatDataTakesROfTheOriginalGivenNotTheRecordedOne) {
+  // R of float data is max - min of the original. verify took the R recorded with the
+  // archive, so other data of the same shape was measured with the archive's R: PSNR off by
+  // 20 log10 of their ratio, and against an archive of constant data "PSNR n/a (constant
+  // data)" without the note that says the original is other data.
+  temp_dir dir;
+  save_constant_f64(dir);  // c.npy: 4 x 16 x 16 of 0.1
+  std::vector<double> ramp(4 * 16 * 16), scaled(ramp.size());
+  for (std::size_t i = 0; i < ramp.size(); ++i) {
+    ramp[i] = static_cast<double>((i * 37) % 101) / 7.0;  // 0 .. 100/7, textured
+    scaled[i] = ramp[i] * 1000.0;
+  }
+  save_npy(dir.file("r.npy"), dtype::f64, {4, 16, 16}, ramp);
+  save_npy(dir.file("s.npy"), dtype::f64, {4, 16, 16}, scaled);
+  ASSERT_EQ(cli(dir, "compress c.npy -o c.dcz --chop 1 -q").status, 0);
+  ASSERT_EQ(cli(dir, "compress r.npy -o r.dcz --chop 4 -q").status, 0);
+  // The PSNR each original's own R gives, from the MSE verify reports.
+  auto psnr_of = [](const json& q) {
+    return 20 * std::log10(q.at("range").get<double>()) - 10 * std::log10(q.at("mse").get<double>());
+  };
+  struct check_case {
+    const char *archive, *original;
+    double range;  // max - min of the original
+  };
+  for (const check_case k : {check_case{"c.dcz", "r.npy", 100.0 / 7.0},
+                             check_case{"r.dcz", "s.npy", 100000.0 / 7.0}}) {
+    const std::string what = std::string(k.archive) + " against " + k.original;
+    auto v = cli(dir, std::string("verify ") + k.archive + " --against " + k.original + " --json");
+    ASSERT_EQ(v.status, 0) << what << "\n" << describe(v);
+    const json j = parse_json(v.out);
+    const json& q = j.at("quality");
+    EXPECT_NEAR(q.at("range").get<double>(), k.range, 1e-9 * k.range) << what << "\n" << v.out;
+    ASSERT_TRUE(q.at("psnr_db").is_number()) << what << "\n" << v.out;
+    EXPECT_NEAR(q.at("psnr_db").get<double>(), psnr_of(q), 1e-9) << what;
+    EXPECT_FALSE(q.at("psnr_undefined").get<bool>()) << what;
+    EXPECT_NEAR(q.at("nrmse").get<double>(), q.at("rmse").get<double>() / k.range, 1e-12) << what;
+    EXPECT_TRUE(q.at("ssim").is_null()) << what << "\n" << v.out;
+    EXPECT_EQ(q.at("ssim_status"), "other_range") << what;
+    ASSERT_EQ(j.at("notes").size(), 1u) << what << "\n" << v.out;
+    const std::string note = j.at("notes")[0].get<std::string>();
+    EXPECT_TRUE(contains(note, std::string(k.original) + "'s values span ")) << note;
+    EXPECT_TRUE(contains(note, "is " + std::string(k.original) + " that data, unchanged?")) << note;
+  }
+  // A PSNR gate is judged at the original's R (not "the data is constant"); an SSIM gate
+  // fails saying why there is none.
+  auto g = cli(dir, "verify c.dcz --against r.npy --min-psnr 1");
+  EXPECT_EQ(g.status, 0) << describe(g);
+  auto s = cli(dir, "verify c.dcz --against r.npy --min-ssim 0.1");
+  EXPECT_EQ(s.status, 8) << describe(s);
+  EXPECT_TRUE(contains(s.err, "the original's range is not the one recorded with the archive"))
+      << s.err;
+  // The data the archive was made from: the recorded R, SSIM measured, no note.
+  auto same = cli(dir, "verify r.dcz --against r.npy --json");
+  ASSERT_EQ(same.status, 0) << describe(same);
+  const json sj = parse_json(same.out);
+  EXPECT_EQ(sj.at("quality").at("ssim_status"), "measured") << same.out;
+  EXPECT_TRUE(sj.at("notes").empty()) << same.out;
+}
+
 TEST(QualityCli, NonFiniteOrOutOfRangeTargetsAndGatesAreUsageErrors) {
   temp_dir dir;
   save_textured(dir);

@@ -28,10 +28,11 @@ inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-/** acc.result(), its errors naming the data `name`. */
-inline quality measured(const quality_accumulator& acc, const std::string& name) {
+/** acc.result() (or acc.result_at_data_range()), its errors naming the data `name`. */
+inline quality measured(const quality_accumulator& acc, const std::string& name,
+                        bool at_data_range = false) {
   try {
-    return acc.result();
+    return at_data_range ? acc.result_at_data_range() : acc.result();
   } catch (const error& e) {
     throw error(e.code(), name + ": " + e.what());
   }

@@ -403,10 +403,27 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   };
   run_chunks(slot.size(), crew.count(), stages);
   for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
-  res.q = measured(acc, src.name());
+  // R of float data is the original's max - min. The archive's recorded R stood in for it
+  // (SSIM needs R while it accumulates); an original whose values span another range is not
+  // the data the archive was made from (or was changed since): its figures take its own R,
+  // as the formulas say, and the SSIM measured with the other R is not reported.
+  const auto seen = acc.data_range();
+  const bool other_range = is_float(h.type) && range && seen && *seen != *range;
+  res.q = measured(acc, src.name(), other_range);
   const quality& q = *res.q;
-  if (auto note = recorded_quality_note(r.footer(), q, r.display_name(), src.name());
-      !note.empty()) {
+  if (other_range) {
+    auto span = [](double v, int digits) {
+      char b[40];
+      std::snprintf(b, sizeof b, "%.*g", digits, v);
+      return std::string(b);
+    };
+    const int digits = span(*seen, 9) == span(*range, 9) ? 17 : 9;  // enough to tell them apart
+    res.warnings.push_back(src.name() + "'s values span " + span(*seen, digits) +
+                           " (max - min), but the data " + r.display_name() +
+                           " was made from spanned " + span(*range, digits) + ": is " +
+                           src.name() + " that data, unchanged?");
+  } else if (auto note = recorded_quality_note(r.footer(), q, r.display_name(), src.name());
+             !note.empty()) {
     res.warnings.push_back(std::move(note));
   }
   if (o.min_psnr) {

@@ -126,8 +126,11 @@ constexpr ssim_status_texts k_ssim_status[] = {
      "float data from a stream: range unknown"},
     {"small_planes", "the planes are smaller than 7x7", "planes below 7x7"},
     {"constant", "the data is constant (range 0), so SSIM is 0/0", "constant data"},
+    {"other_range",
+     "the original's range is not the one recorded with the archive, which SSIM was measured with",
+     "original's range is not the recorded one"},
 };
-static_assert(std::size(k_ssim_status) == static_cast<std::size_t>(ssim_status::constant) + 1);
+static_assert(std::size(k_ssim_status) == static_cast<std::size_t>(ssim_status::other_range) + 1);
 
 const ssim_status_texts& texts_of(ssim_status s) noexcept {
   return k_ssim_status[static_cast<int>(s)];
@@ -254,12 +257,21 @@ void quality_accumulator::merge(const quality_accumulator& o) {
 }
 
 quality quality_accumulator::result() const {
+  return figures(known_range_.value_or(values_ ? max_ - min_ : 0.0), true);
+}
+
+quality quality_accumulator::result_at_data_range() const {
+  if (!is_float(type_)) return result();  // R is the dtype's, whatever the values
+  const double seen = values_ ? max_ - min_ : 0.0;
+  return figures(seen, !known_range_ || *known_range_ == seen);
+}
+
+quality quality_accumulator::figures(const double range, const bool ssim_valid) const {
   // Below about 1e-154 a square is no longer a double (it underflows to a subnormal or 0):
   // an error of 1e-170 would sum to an MSE of 0 and read as lossless, and SSIM's (0.01 R)^2
   // as 0/0. Such data has to be scaled up to be measured (or coded: f32 coefficients end
   // near 1e-45).
   const double smallest = std::sqrt(std::numeric_limits<double>::min()) * 1e4;
-  const double range = known_range_.value_or(values_ ? max_ - min_ : 0.0);
   if ((max_abs_ > 0 && max_abs_ < smallest) || (range > 0 && range < smallest)) {
     char b[160];
     std::snprintf(b, sizeof b, "values this small (range %.3g, errors up to %.3g) ", range,
@@ -275,7 +287,7 @@ quality quality_accumulator::result() const {
   q.mse = values_ ? sse_ / static_cast<double>(values_) : 0.0;
   q.rmse = std::sqrt(q.mse);
   q.max_abs_error = max_abs_;
-  q.range = known_range_.value_or(values_ ? max_ - min_ : 0.0);
+  q.range = range;
   q.nrmse = q.range > 0 ? q.rmse / q.range : 0.0;
   q.psnr_db = psnr(q.range, q.mse);
   q.psnr_undefined = q.mse > 0 && !(q.range > 0);
@@ -285,7 +297,7 @@ quality quality_accumulator::result() const {
     q.sample_psnr_mean = lr - 10.0 * sum_log_sample_mse_ / static_cast<double>(lossy_samples_);
   }
   q.lossless_samples = lossless_;
-  if (computes_ssim() && ssim_planes_ > 0 && q.range > 0) {
+  if (computes_ssim() && ssim_valid && ssim_planes_ > 0 && q.range > 0) {
     q.ssim = ssim_sum_ / static_cast<double>(ssim_planes_);
   } else if (computes_ssim() && ssim_planes_ > 0 && values_ && max_abs_ == 0) {
     // Constant data that came back exactly: the index is 0/0 at R = 0, but it is 1 for
@@ -296,6 +308,7 @@ quality quality_accumulator::result() const {
   q.ssim_state = q.ssim                    ? ssim_status::measured
                  : !ssim_asked_            ? ssim_status::off
                  : !computes_ssim()        ? ssim_status::no_range
+                 : !ssim_valid && ssim_planes_ > 0 ? ssim_status::other_range
                  : !(q.range > 0) && values_ ? ssim_status::constant
                                              : ssim_status::small_planes;
   return q;

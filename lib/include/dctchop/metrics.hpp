@@ -21,9 +21,11 @@ enum class ssim_status {
   no_range,      ///< float data whose range R was not known in advance (read from stdin)
   small_planes,  ///< no plane of at least 7x7
   constant,      ///< float data of range 0 not decoded exactly: SSIM is 0/0
+  other_range,   ///< figures at the data's own range, which is not the R that SSIM was given
 };
 
-/** "measured", "off", "no_range", "small_planes", "constant" (the JSON reports' words). */
+/** "measured", "off", "no_range", "small_planes", "constant", "other_range" (the JSON
+ *  reports' words). */
 const char* to_string(ssim_status s) noexcept;
 
 /** Why there is no SSIM, as a phrase for messages ("the planes are smaller than 7x7"). */
@@ -91,11 +93,21 @@ class quality_accumulator {
   /** The figures so far; error(out_of_range) for data whose errors or range are too small
    *  to square in double precision (below about 1e-150), which would read as lossless. */
   quality result() const;
+  /** As result(), but with R = max - min of the original values added, also for a float
+   *  accumulator given another R: the PSNR, NRMSE and per-sample figures at the data's own
+   *  range; SSIM, whose windows took the given R, only where the two are equal (else
+   *  ssim_status::other_range). For a check of data against a range recorded elsewhere. */
+  quality result_at_data_range() const;
+  /** max - min of the original values added; nullopt before any. */
+  std::optional<double> data_range() const noexcept {
+    return values_ ? std::optional<double>(max_ - min_) : std::nullopt;
+  }
 
   /** SSIM was asked for and R is known in advance (always for integer types). */
   bool computes_ssim() const noexcept { return ssim_asked_ && known_range_.has_value(); }
 
  private:
+  quality figures(double range, bool ssim_valid) const;
   dtype type_;
   std::optional<double> known_range_;
   bool ssim_asked_;
