@@ -556,9 +556,16 @@ void refuse_raw_dataset_name(const std::string& out, bool raw) {
                           out, folder.string(), as_dataset.dataset, as_dataset.path));
 }
 
-void print_eval(const formats::eval_result& r, bool json, bool csv) {
+/** eval's report. `failure`: the error when every setting refused the data, which --json
+ *  adds to the report as the "error" and "exit_code" of a failed command. */
+void print_eval(const formats::eval_result& r, bool json, bool csv,
+                const std::optional<std::string>& failure) {
   if (json) {
     nlohmann::json j;
+    if (failure) {
+      j["error"] = *failure;
+      j["exit_code"] = static_cast<int>(exit_bad_input);
+    }
     j["shape"] = r.geom.shape();
     j["dtype"] = std::string(to_string(r.type));
     j["offset"] = r.offset;
@@ -1048,7 +1055,12 @@ int run(int argc, char** argv) {
   };
   auto json_failure = [&](const std::string& what, int code) {
     if (!json_on_stdout() || g_stdout_closed) return;
-    std::cout << formats::json_text(nlohmann::json{{"error", what}, {"exit_code", code}}, 2) << "\n";
+    nlohmann::json j{{"error", what}, {"exit_code", code}};
+    if (*ver && v_ins.size() == 1) {  // verify --against of its one archive, as in its report
+      j["file"] = v_ins.front() == "-" ? "<stdin>" : v_ins.front();
+      j["passed"] = false;
+    }
+    std::cout << formats::json_text(j, 2) << "\n";
   };
 
   try {
@@ -1270,13 +1282,17 @@ int run(int argc, char** argv) {
       if (!e_quiet && !e_json) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
-      print_eval(r, e_json, e_csv);
       // Every setting refused the data (a coefficient type too small for it): a script reading
       // the table must not take it for figures.
+      std::optional<std::string> failed;
       if (!r.rows.empty() && std::all_of(r.rows.begin(), r.rows.end(),
                                          [](const auto& row) { return !row.error.empty(); })) {
-        log->error("error: {}: no setting tried can hold the data ({})",
-                   e_in == "-" ? "<stdin>" : e_in, r.rows.front().error);
+        failed = fmt::format("{}: no setting tried can hold the data ({})",
+                             e_in == "-" ? "<stdin>" : e_in, r.rows.front().error);
+      }
+      print_eval(r, e_json, e_csv, failed);
+      if (failed) {
+        log->error("error: {}", *failed);
         return exit_bad_input;
       }
       if (!e_quiet && !e_json) {
@@ -1342,7 +1358,9 @@ int run(int argc, char** argv) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
       if (v_json) {
-        std::cout << formats::json_text(r.to_json(), 2) << "\n";
+        nlohmann::json j = r.to_json();
+        j["file"] = v_in == "-" ? "<stdin>" : v_in;  // as verify without --against has it
+        std::cout << formats::json_text(j, 2) << "\n";
       } else if (!r.mismatch.empty()) {
         log->error("mismatch: {}", r.mismatch);
       } else {

@@ -918,6 +918,8 @@ TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
   ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
   std::filesystem::copy_file(dir.file("a.dcz"), dir.file("flipped.dcz"));
   flip_byte(dir.file("flipped.dcz"), 4096 + 10);  // in the first chunk
+  // u16 at its top: a block's DC coefficient, 8 x 32767, is beyond f16's 65504
+  save_npy(dir.file("white.npy"), dtype::u16, {2, 16, 16}, std::vector<std::uint16_t>(512, 65535));
   struct json_case {
     std::string args;
     int code;
@@ -927,17 +929,23 @@ TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
   for (const auto& [args, code, names, with_file] : std::vector<json_case>{
            {"info missing.dcz --json", 5, "missing.dcz", true},
            {"verify flipped.dcz --json", 4, "flipped.dcz: corrupt archive", true},
-           {"verify flipped.dcz --against in.npy --json", 4, "flipped.dcz: corrupt archive", false},
+           {"verify flipped.dcz --against in.npy --json", 4, "flipped.dcz: corrupt archive", true},
            {"compress missing.npy -o b.dcz --json", 5, "missing.npy", false},
            {"compress in.npy -o a.dcz --json", 6, "a.dcz", false},
            {"decompress flipped.dcz -o out.npy --json", 4, "flipped.dcz: corrupt archive", false},
-           {"eval missing.npy --json", 5, "missing.npy", false}}) {
+           {"eval missing.npy --json", 5, "missing.npy", false},
+           // every setting refused the data: the report with its rows, and the error
+           {"eval white.npy --coeff f16 --chop 2 --json", 3,
+            "white.npy: no setting tried can hold the data (a DCT coefficient does not fit f16",
+            false}}) {
     auto r = cli(dir, args);
     EXPECT_EQ(r.status, code) << args << "\n" << describe(r);
     const json j = parse_json(r.out);
     EXPECT_EQ(j.value("exit_code", 0), code) << args << ": " << r.out;
     EXPECT_TRUE(contains(j.value("error", ""), names)) << args << ": " << r.out;
     EXPECT_EQ(j.contains("file"), with_file) << args << ": " << r.out;
+    if (with_file && args.starts_with("verify")) EXPECT_EQ(j.value("passed", true), false) << r.out;
+    if (args.starts_with("eval white")) EXPECT_EQ(j.at("rows").size(), 1u) << r.out;
     EXPECT_TRUE(contains(r.err, "dctchop: error: ")) << args << ": the line on stderr stays";
   }
   // With -o - stdout carries the data: nothing else goes there.

@@ -1492,6 +1492,7 @@ TEST(QualityCli, VerifyOfFloatDataTakesROfTheOriginalGivenNotTheRecordedOne) {
     auto v = cli(dir, std::string("verify ") + k.archive + " --against " + k.original + " --json");
     ASSERT_EQ(v.status, 0) << what << "\n" << describe(v);
     const json j = parse_json(v.out);
+    EXPECT_EQ(j.at("file"), k.archive) << v.out;
     const json& q = j.at("quality");
     EXPECT_NEAR(q.at("range").get<double>(), k.range, 1e-9 * k.range) << what << "\n" << v.out;
     ASSERT_TRUE(q.at("psnr_db").is_number()) << what << "\n" << v.out;
