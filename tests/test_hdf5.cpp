@@ -1376,12 +1376,19 @@ TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
       {"eval bad.h5:/rec -q", 3, {"bad.h5", "/rec"}},
       {"eval missing.h5 -q", 5, {"missing.h5"}},
   });
-  // An HDF5 file through a pipe: its name cannot help, so the message names the pipe.
+  // An HDF5 file through a pipe: its name cannot help, so the message names the pipe; a usage
+  // error, as for a FIFO named .h5 (the data is fine, the way it comes is not). A .npz alike.
   auto piped = dctchop::test::run_sh("cat t.h5 | " + dctchop::test::dctchop_bin() +
                                          " compress - -o out.dcz", dir.path());
-  EXPECT_EQ(piped.status, 3) << describe(piped);
+  EXPECT_EQ(piped.status, 2) << describe(piped);
   EXPECT_TRUE(contains(piped.err, "is an HDF5 file, which is read by seeking: pass the file's "
                                   "name (FILE.h5), not a pipe")) << piped.err;
+  auto zip = dctchop::test::run_sh("cat " + std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz | " +
+                                       dctchop::test::dctchop_bin() + " eval -", dir.path());
+  EXPECT_EQ(zip.status, 2) << describe(zip);
+  EXPECT_TRUE(contains(zip.err, "is a ZIP file (numpy's .npz?), which is read from its end: pass "
+                                "the file's name (FILE.npz), not a pipe")) << zip.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz")));
 }
 
 TEST(Hdf5BadInput, FileWithOnlyOneDimensionalDataIsRefusedNamingTheDataset) {

@@ -463,13 +463,16 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     const detail::file_magic magic = detail::magic_of(pre.data(), got);
     if (magic == detail::file_magic::archive)
       fail(errc::bad_input, name, "is a dctchop archive, not a .npy file (decompress it first)");
+    // Through a pipe, an HDF5 or ZIP file is fine data that cannot be read that way: a usage
+    // error (2), as for a FIFO named FILE.h5 or FILE.npz, not bad input.
+    const errc piped = f.seekable() ? errc::bad_input : errc::invalid_argument;
     if (magic == detail::file_magic::hdf5)
-      fail(errc::bad_input, name,
+      fail(piped, name,
            f.seekable() ? "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)"
                         : "is an HDF5 file, which is read by seeking: pass the file's name "
                           "(FILE.h5), not a pipe");
     if (magic == detail::file_magic::zip)
-      fail(errc::bad_input, name,
+      fail(piped, name,
            f.seekable() ? "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"
                         : "is a ZIP file (numpy's .npz?), which is read from its end: pass the "
                           "file's name (FILE.npz), not a pipe");
