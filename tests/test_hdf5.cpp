@@ -906,7 +906,11 @@ TEST(Hdf5Cli, U8AtChop8IsExactThroughHdf5AndOutputDefaultsToData) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));
   must(dir, "compress t.h5:/train/images -o a.dcz --chop 8 -q");
-  must(dir, "decompress a.dcz -o out.h5 -q");
+  // The summary and the JSON report name the dataset it chose.
+  auto said = must(dir, "decompress a.dcz -o out.h5");
+  EXPECT_TRUE(contains(said.err, "a.dcz -> out.h5:/data: 6x16x16x3 u8")) << said.err;
+  auto json_said = must(dir, "decompress a.dcz -o out.h5 -f --json");
+  EXPECT_EQ(parse_json(json_said.out).value("dataset", ""), "/data") << json_said.out;
   must(dir, "decompress a.dcz -o out.npy -q");
   auto f = h5_open(dir.file("out.h5"));
   ASSERT_TRUE(h5_exists(f.get(), "/data"));
