@@ -4,6 +4,7 @@ type; ArchiveDataset serves decoded samples and coefficient planes with labels.
 
 Usage: test_torch.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -154,6 +155,16 @@ def main():
                   np.array_equal(dev.last_samples, plain.last_samples),
                   f"device loader epoch {dev.last_epoch}, loader's {plain.last_epoch}")
             del xt
+        # A pickled DeviceLoader goes on where it stands, as a pickled Loader does.
+        twin = pickle.loads(pickle.dumps(dev))
+        for _ in range(3):
+            xt, _ = next(dev)
+            xc, _ = next(twin)
+            check(type(twin) is DeviceLoader and torch.equal(xt, xc) and
+                  np.array_equal(dev.last_samples, twin.last_samples),
+                  "a pickled DeviceLoader gives the original's next batches")
+            del xt, xc
+        twin.close()
         check_dataloader_workers(f"{d}/x_f16.dcz")
         check_types_torch_lacks(binary, d)
         # coefficient_planes of decoded values (decode=False forgotten) says what it takes.
