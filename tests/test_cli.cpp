@@ -243,6 +243,40 @@ TEST(Cli, FloatDataFarFromZeroIsOffsetByItsMeanSoBf16CoefficientsKeepTheirPrecis
   EXPECT_EQ(read_bytes(dir.file("piped.npy")), read_bytes(dir.file("file.npy")));
 }
 
+TEST(Cli, F64DataFarFromZeroKeepsItsMeanInDoubleAndComesBackExactAtTheFullChop) {
+  // f64 data near 1e15 that varies by about 2: the transforms compute in double, but the
+  // offset was the mean rounded to f32 (999999986991104, 1.3e7 off), an error every value
+  // carried (22.5 dB at chop 8). In double the full chop is within f32 coefficients' rounding.
+  temp_dir dir;
+  const auto v = dctchop::test::smooth_f32_nhw(3, 24, 20);
+  std::vector<double> far(v.size());
+  double sum0 = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) far[i] = 1e15 + static_cast<double>(v[i]);
+  for (std::size_t i = 0; i < 24 * 20; ++i) sum0 += far[i];
+  save_npy(dir.file("far.npy"), dtype::f64, {3, 24, 20}, far);
+  auto c = cli(dir, "compress far.npy -o far.dcz --chop 8 --coeff f32 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json q = parse_json(c.out).at("quality");
+  const json info = parse_json(cli(dir, "info far.dcz --json").out);
+  const double offset = info.at("codec").at("offset").get<double>();
+  EXPECT_NEAR(offset, sum0 / (24 * 20), 1.0) << "the first sample's mean, in double";
+  EXPECT_NE(offset, static_cast<double>(static_cast<float>(offset))) << "not an f32 value";
+  // f32 coefficients of values within a few units of the offset: errors far below the range
+  // (here none: the full chop comes back exactly)
+  EXPECT_LT(q.at("max_abs_error").get<double>(), 1e-5 * q.at("range").get<double>()) << c.out;
+  EXPECT_TRUE(q.at("lossless").get<bool>() || q.at("psnr_db").get<double>() > 100.0) << c.out;
+  // At chop 4 the f32 rounding of the mean as the offset costs most of the PSNR.
+  auto psnr = [&](const std::string& extra) {
+    auto r = cli(dir, "compress far.npy -o c4.dcz -f --chop 4 --coeff f32 --json " + extra);
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return parse_json(r.out).at("quality").at("psnr_db").get<double>();
+  };
+  char rounded[64];
+  std::snprintf(rounded, sizeof rounded, "--offset %.17g", static_cast<double>(static_cast<float>(offset)));
+  const double exact_db = psnr(""), rounded_db = psnr(rounded);
+  EXPECT_GT(exact_db, rounded_db + 10.0) << "mean " << exact_db << " dB, its f32 rounding " << rounded_db;
+}
+
 TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
   // 12-bit values (about 500..3500) stored as u16. The default offset, 32768, puts every
   // block's DC coefficient near 8 x -30000: past f16's 65504 (an error that now names

@@ -1252,9 +1252,11 @@ TEST(QualityCli, InfoOfAnArchiveMadeWithNoQualitySaysQualityWasNotMeasured) {
 
 // ---- figures that do not exist for the data, and targets and gates that make no sense -----
 
-/** dir/c.npy: 4 f64 planes of 16x16, every value 0.1 (range 0: PSNR and SSIM undefined). The
- *  offset is 0.1 rounded to f32, so the values come back off by about 3e-17: an error on data
- *  of range 0. (Constant f32 data comes back exactly: its offset is the constant.) */
+/** dir/c.npy: 4 f64 planes of 16x16, every value 0.1 (range 0: PSNR and SSIM undefined).
+ *  Compressed with --offset 0 (k_off0), its DC coefficients, 0.8, are rounded to f32 and the
+ *  values come back off by about 1e-9: an error on data of range 0. (With its own mean as the
+ *  offset, constant data comes back exactly, f32 or f64.) */
+constexpr const char* k_off0 = " --offset 0";
 void save_constant_f64(const temp_dir& dir) {
   save_npy(dir.file("c.npy"), dtype::f64, {4, 16, 16}, std::vector<double>(4 * 16 * 16, 0.1));
 }
@@ -1263,24 +1265,24 @@ TEST(QualityCli, ConstantFloatDataReportsUndefinedFiguresAsSuchEverywhere) {
   temp_dir dir;
   save_constant_f64(dir);
   // The figures: n/a with the reason in text, null with ssim_status in JSON; NRMSE too.
-  auto c = cli(dir, "compress c.npy -o c.dcz --chop 2 --json");
+  auto c = cli(dir, std::string("compress c.npy -o c.dcz --chop 2 --json") + k_off0);
   ASSERT_EQ(c.status, 0) << describe(c);
   const json q = parse_json(c.out).at("quality");
   EXPECT_TRUE(q.at("psnr_undefined").get<bool>()) << c.out;
   EXPECT_TRUE(q.at("nrmse").is_null()) << c.out;
   EXPECT_TRUE(q.at("ssim").is_null()) << c.out;
   EXPECT_EQ(q.at("ssim_status"), "constant") << c.out;
-  auto t = cli(dir, "compress c.npy -o d.dcz --chop 2");
+  auto t = cli(dir, std::string("compress c.npy -o d.dcz --chop 2") + k_off0);
   ASSERT_EQ(t.status, 0) << describe(t);
   EXPECT_TRUE(contains(t.err, "SSIM n/a (constant data)")) << t.err;
   EXPECT_TRUE(contains(t.err, "NRMSE n/a")) << t.err;
-  auto e = cli(dir, "eval c.npy --chop 2");
+  auto e = cli(dir, std::string("eval c.npy --chop 2") + k_off0);
   ASSERT_EQ(e.status, 0) << describe(e);
   EXPECT_FALSE(contains(e.out, "inf")) << "undefined is not lossless:\n" << e.out;
   EXPECT_TRUE(contains(e.out, "n/a")) << e.out;
   // A PSNR or SSIM target cannot choose a chop here: exit 8, saying why; nothing written.
   for (const char* target : {"--psnr 30", "--ssim 0.5"}) {
-    auto r = cli(dir, std::string("compress c.npy -o t.dcz ") + target);
+    auto r = cli(dir, std::string("compress c.npy -o t.dcz ") + target + k_off0);
     EXPECT_EQ(r.status, 8) << target << "\n" << describe(r);
     EXPECT_TRUE(contains(r.err, "c.npy")) << r.err;
     EXPECT_TRUE(contains(r.err, "constant")) << r.err;
@@ -1320,11 +1322,12 @@ TEST(QualityCli, ConstantFloatDataDecodedExactlyHasInfinitePsnrAndSsimOneSoGates
 
 TEST(QualityCli, InfoSaysWhyAnArchiveHasNoSsim) {
   temp_dir dir;
-  // Constant f64 data that comes back off by 3e-17: SSIM is 0/0, and the range tells.
+  // Constant f64 data that comes back off by about 1e-9 (k_off0): SSIM is 0/0, and the
+  // range tells.
   save_npy(dir.file("z.npy"), dtype::f64, {4, 16, 16}, std::vector<double>(4 * 16 * 16, 0.1));
   save_npy(dir.file("s.npy"), dtype::u8, {4, 6, 6}, test::smooth_u8_nhwc(4, 6, 6, 1));
   save_textured(dir);
-  ASSERT_EQ(cli(dir, "compress z.npy -o z.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, std::string("compress z.npy -o z.dcz -q") + k_off0).status, 0);
   ASSERT_EQ(cli(dir, "compress s.npy -o s.dcz -q").status, 0);
   ASSERT_EQ(cli(dir, "compress tex.npy -o t.dcz -q --no-ssim").status, 0);
   // Float data from a pipe: compress could not know its range, and info says so too.
