@@ -532,8 +532,20 @@ TEST(CoeffTypes, ValueTooLargeForBf16ButNotForF32NamesF32) {
   const auto big = make_view(g, dtype::f32, static_cast<const void*>(y.data()), 1);
   test::expect_error([&] { be->encode({4, 1, coeff_type::f32, 0}, big, c); }, errc::out_of_range,
                      {"does not fit f32; no coefficient type can hold"});
+  // bf16 says the same, not "use --coeff f32" (which would fail).
   test::expect_error([&] { be->encode({4, 1, coeff_type::bf16, 0}, big, c); }, errc::out_of_range,
-                     {"beyond f32's 3.4e+38 too"});
+                     {"does not fit bf16; no coefficient type can hold coefficients this large"});
+  // Values whose bound (B x max |x|: 4 x 9e37) passes f32's largest while the coefficients do
+  // not: columns alternating +-9e37, whose largest coefficient is 2 x 1.848 x 9e37 = 3.33e38
+  // (C[0][3]). f32 holds them, which only encoding tells: f16 names f32 (it said "beyond
+  // f32's 3.4e+38 too").
+  std::vector<float> z(16);
+  for (int i = 0; i < 16; ++i) z[static_cast<std::size_t>(i)] = (i % 2 == 0 ? 1.0f : -1.0f) * 9e37f;
+  const auto alt = make_view(g, dtype::f32, static_cast<const void*>(z.data()), 1);
+  std::vector<std::byte> c16(4 * 16 * 4);
+  be->encode({4, 4, coeff_type::f32, 0}, alt, c16);  // fits f32
+  test::expect_error([&] { be->encode({4, 4, coeff_type::f16, 0}, alt, c16); }, errc::out_of_range,
+                     {"does not fit f16; use --coeff f32"});
 }
 
 TEST(CoeffTypes, NanInFloatInputIsABadInputErrorNamingTheSample) {

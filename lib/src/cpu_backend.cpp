@@ -99,6 +99,22 @@ int region_threads(int threads) {
 #endif
 }
 
+/** Whether f32 coefficients hold every coefficient of sample `n` of `v` under `p`: the bound
+ *  below (B x max |x - offset|) is loose, so only encoding the sample tells. */
+bool f32_holds(const codec_params& p, const const_sample_view& v, u64 n) {
+  codec_params q = p;
+  q.coeff = coeff_type::f32;
+  const_sample_view one = v;
+  one.data = static_cast<const std::byte*>(v.data) +
+             static_cast<i64>(n) * v.stride_sample * static_cast<i64>(size_of(v.type));
+  one.samples = 1;
+  const auto cs = coeff_shape(q, v.height, v.width);
+  std::vector<std::byte> c(v.planes * cs.rows * cs.cols * size_of(q.coeff));
+  std::atomic<u64> bad{std::numeric_limits<u64>::max()};
+  pick_kernels().encode(q, one, c.data(), 1, bad);
+  return bad.load() == std::numeric_limits<u64>::max();
+}
+
 /** Explain why sample `n` could not be stored: a non-finite input, or a coefficient too big. */
 [[noreturn]] void throw_bad_sample(const codec_params& p, const const_sample_view& v, u64 n) {
   // Scan the sample: a NaN or Inf is the input's fault; otherwise find the largest |x - o|,
@@ -149,27 +165,23 @@ int region_threads(int threads) {
       char b[200];
       std::snprintf(b, sizeof b,
                     ", or an offset among the values (--offset mean, or --offset V): this "
-                    "sample's lie in [%.6g, %.6g], away from the offset %.6g",
+                    "sample's lie in [%.9g, %.9g], away from the offset %.9g",
                     lo, hi, p.offset);
       suggestion += b;
     }
+  } else if (p.coeff != coeff_type::f32 && f32_holds(p, v, n)) {
+    suggestion = "use --coeff f32";  // (beyond the bound's promise, but they do fit)
   } else {
     char b[200];
-    if (p.coeff == coeff_type::f32) {
-      std::snprintf(b, sizeof b,
-                    "no coefficient type can hold coefficients this large (|x - offset| up to "
-                    "%.3g); ", max_dev);
-    } else {  // the bound passes f32's too, which only --coeff f32 can tell for sure
-      std::snprintf(b, sizeof b,
-                    "coefficients may reach %.3g (%d x |x - offset| up to %.3g), beyond f32's "
-                    "3.4e+38 too (--coeff f32 may still hold them); ", bound, p.block, max_dev);
-    }
+    std::snprintf(b, sizeof b,
+                  "no coefficient type can hold coefficients this large (|x - offset| up to "
+                  "%.3g, f32's largest is 3.4e+38); ", max_dev);
     suggestion = b;
     // The offset far outside values that would fit (--offset 1e39, say) is the thing to change.
     if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < f32_max) {
       char o[160];
       std::snprintf(o, sizeof o,
-                    "the offset %.3g lies far from the values, which lie in [%.6g, %.6g]; choose "
+                    "the offset %.3g lies far from the values, which lie in [%.9g, %.9g]; choose "
                     "one among them (--offset mean)",
                     p.offset, lo, hi);
       suggestion += o;
