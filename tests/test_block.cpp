@@ -367,7 +367,7 @@ void decode_by_gemms(const codec_params& p, const geometry& g, const std::vector
       column_major_gemm(q);
     }
     for_each_thread(detail::store_threads(n, bg), [&](u64 i) {
-      detail::store_thread(i, x.data(), first, n, m.hp, m.wp, bg, static_cast<float>(p.offset), out);
+      detail::store_thread(i, x.data(), first, n, m.hp, m.wp, bg, p.offset, out);
     });
   }
 }
@@ -419,6 +419,19 @@ TEST(CudaGridOnHost, TheGemmDecodesCublasArgumentsGiveTheCpuBackendsValues) {
       cpu->decode(pf, fc, make_view(gf, dtype::f32, static_cast<void*>(fwant.data()), gf.samples));
       decode_by_gemms(pf, gf, fc, fgot.data(), 3);
       for (u64 i = 0; i < fv; ++i) ASSERT_NEAR(fwant[i], fgot[i], 1e-4) << "B=" << b << " K=" << k << " at " << i;
+      // f64 far from zero (1e15 +- 10, the offset its double mean): the GEMMs run in f32 on
+      // values near zero and the offset is added in double, so the result is as close as for
+      // data near zero, to a few of the doubles' steps there (0.125; a float offset would be
+      // 1e8 off).
+      codec_params pd = pf;
+      pd.offset = 1e15 + 0.375;
+      std::vector<double> din(fin.begin(), fin.end());
+      for (auto& v : din) v += 1e15;
+      cpu->encode(pd, make_view(gf, dtype::f64, static_cast<const void*>(din.data()), gf.samples), fc);
+      std::vector<double> dwant(fv), dgot(fv, -1.0);
+      cpu->decode(pd, fc, make_view(gf, dtype::f64, static_cast<void*>(dwant.data()), gf.samples));
+      decode_by_gemms(pd, gf, fc, dgot.data(), 3);
+      for (u64 i = 0; i < fv; ++i) ASSERT_NEAR(dwant[i], dgot[i], 0.5) << "f64 B=" << b << " K=" << k << " at " << i;
     }
   }
 }

@@ -261,7 +261,7 @@ __global__ void coeffs_to_f32(const std::byte* src, coeff_code code, u64 count, 
 
 template <typename Out>
 __global__ void store_planes(const float* x, u64 first, u64 n, u64 hp, u64 wp, batch_geometry g,
-                             float offset, Out* out) {
+                             double offset, Out* out) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
   store_thread(i, x, first, n, hp, wp, g, offset, out);
 }
@@ -759,7 +759,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     detail::with_dtype(type, [&](auto out, auto) {
       using Out = decltype(out);
       detail::store_planes<Out><<<detail::ctas_for(values), detail::threads_per_cta, 0, s>>>(
-          x, first, n, m.hp, m.wp, bg, static_cast<float>(p.offset), static_cast<Out*>(device_out));
+          x, first, n, m.hp, m.wp, bg, p.offset, static_cast<Out*>(device_out));
     });
     DCTCHOP_CUDA_CHECK(cudaGetLastError());
   }

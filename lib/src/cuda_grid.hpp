@@ -347,13 +347,24 @@ DCTCHOP_HD std::uint64_t store_threads(std::uint64_t n, const batch_geometry& g)
   return n * g.h * g.w;
 }
 
+/** A GEMM result plus the offset, as `Out`: in double for f64 outputs, whose offset (the
+ *  mean of data far from zero, say 1e15) a float would round by 1e8, in float for the rest. */
+template <typename Out>
+DCTCHOP_HD Out store_value(float v, double offset) {
+  if constexpr (sizeof(Out) == 8) {
+    return convert_out<Out>(static_cast<double>(v), offset);
+  } else {
+    return convert_out<Out>(v, static_cast<float>(offset));
+  }
+}
+
 /** Store thread `i` of planes [first, first + n): value i of the GEMM result `x` (n padded
  *  planes of hp x wp, row-major) cropped to h x w, plus the offset, converted, into the output
  *  batch at its strides. */
 template <typename Out>
 DCTCHOP_HD void store_thread(std::uint64_t i, const float* x, std::uint64_t first, std::uint64_t n,
                              std::uint64_t hp, std::uint64_t wp, const batch_geometry& g,
-                             float offset, Out* out) {
+                             double offset, Out* out) {
   if (i >= store_threads(n, g)) return;
   const std::uint64_t per_plane = g.h * g.w;
   const std::uint64_t q = i / per_plane, rc = i % per_plane, r = rc / g.w, c = rc % g.w;
@@ -361,7 +372,7 @@ DCTCHOP_HD void store_thread(std::uint64_t i, const float* x, std::uint64_t firs
   out[static_cast<std::int64_t>(s) * g.stride_sample +
       static_cast<std::int64_t>(ch) * g.stride_plane + static_cast<std::int64_t>(r) * g.stride_row +
       static_cast<std::int64_t>(c) * g.stride_col] =
-      convert_out<Out>(x[q * hp * wp + r * wp + c], offset);
+      store_value<Out>(x[q * hp * wp + r * wp + c], offset);
 }
 
 /** One strided-batched SGEMM in cuBLAS's convention: column-major, no transposes, alpha 1,
