@@ -718,15 +718,15 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   }
   // The previous call may have been on another stream and still be reading or writing the
   // scratch: this stream waits for it (on the same stream the wait costs nothing). Whatever is
-  // queued from here on, a failure halfway included, is covered by the event recorded on exit.
+  // queued from here on, a failure halfway included, is covered by the event recorded when this call returns or throws.
   if (d.used) DCTCHOP_CUDA_CHECK(cudaStreamWaitEvent(s, d.done, 0));
-  struct record_on_exit {
+  struct done_marker {
     impl& d;
     cudaStream_t s;
-    ~record_on_exit() {
+    ~done_marker() {
       if (cudaEventRecord(d.done, s) == cudaSuccess) d.used = true;
     }
-  } const recorded{d, s};
+  } const mark_done{d, s};
   auto* t1 = static_cast<float*>(d.scratch.get());
   float* x = t1 + group * m.kh * m.wp;
   float* c32 = x + group * m.hp * m.wp;  // used when converting
