@@ -1198,22 +1198,17 @@ int run(int argc, char** argv) {
                                     d_labels_out));
         hints.push_back("labels are written as FILE.npy, FILE.h5 or FILE.npz");
       }
-      // The dataset or array that an HDF5 or .npz output named without one got.
-      std::string dataset = spec.dataset;
-      if (dataset.empty() && spec.kind == formats::file_kind::hdf5) dataset = formats::hdf5_default_dataset;
-      if (dataset.empty() && spec.kind == formats::file_kind::npz) dataset = formats::npz_default_array;
       if (d_json) {
         auto j = r.to_json();
         for (const auto& n : notes) j["notes"].push_back(n);
-        if (!dataset.empty()) j["dataset"] = dataset;
         print_json_report(j, d_in, d_out, stdout_carries_data());
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         for (const auto& n : r.notes) log->warn("note: {}", n);
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   d_out == "-"      ? std::string("<stdout>")
-                  : dataset.empty() ? d_out
-                                    : spec.path + ":" + dataset,
+                  : r.dataset.empty() ? d_out
+                                      : spec.path + ":" + r.dataset,
                   shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
                   formats::gb_per_s(r.output_bytes, r.seconds));

@@ -978,8 +978,12 @@ TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
     EXPECT_EQ(j.value("exit_code", 0), code) << args << ": " << r.out;
     EXPECT_TRUE(contains(j.value("error", ""), names)) << args << ": " << r.out;
     EXPECT_EQ(j.contains("file"), with_file) << args << ": " << r.out;
-    if (with_file && args.starts_with("verify")) EXPECT_EQ(j.value("passed", true), false) << r.out;
-    if (args.starts_with("eval white")) EXPECT_EQ(j.at("rows").size(), 1u) << r.out;
+    if (with_file && args.starts_with("verify")) {
+      EXPECT_EQ(j.value("passed", true), false) << r.out;
+    }
+    if (args.starts_with("eval white")) {
+      EXPECT_EQ(j.at("rows").size(), 1u) << r.out;
+    }
     EXPECT_TRUE(contains(r.err, "dctchop: error: ")) << args << ": the line on stderr stays";
   }
   // With -o - stdout carries the data: nothing else goes there.

@@ -648,12 +648,14 @@ nlohmann::json compress_result::to_json() const {
 }
 
 nlohmann::json decompress_result::to_json() const {
-  return {{"shape", geom.shape()},
-          {"dtype", std::string(to_string(type))},
-          {"output_bytes", output_bytes},
-          {"seconds", seconds},
-          {"throughput_gbps", gb_per_s(output_bytes, seconds)},
-          {"notes", notes}};
+  nlohmann::json j{{"shape", geom.shape()},
+                   {"dtype", std::string(to_string(type))},
+                   {"output_bytes", output_bytes},
+                   {"seconds", seconds},
+                   {"throughput_gbps", gb_per_s(output_bytes, seconds)},
+                   {"notes", notes}};
+  if (!dataset.empty()) j["dataset"] = dataset;
+  return j;
 }
 
 namespace {
@@ -985,10 +987,13 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   if (r.random_access()) attrs.update(footer_attributes());
   // HDF5 and .npz outputs get the labels beside the data: the data cannot be there (nor, in
   // HDF5, in a group of them or around them).
+  // The data's dataset or array (what an output named without one gets), for the checks here
+  // and the report.
+  const std::string ds = !out.dataset.empty()          ? out.dataset
+                         : npz_out                     ? npz_default_array
+                         : out.kind == file_kind::hdf5 ? hdf5_default_dataset
+                                                       : "";
   if ((out.kind == file_kind::hdf5 || npz_out) && r.find_side_array("labels") != nullptr) {
-    const std::string ds = !out.dataset.empty() ? out.dataset
-                           : npz_out            ? npz_default_array
-                                                : hdf5_default_dataset;
     const std::string& labels = labels_beside;
     if (ds == labels ||
         (!npz_out && (ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0))) {
@@ -1108,6 +1113,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
 
   res.geom = g;
   res.type = h.type;
+  res.dataset = ds;
   res.output_bytes = g.samples * ibps;
   res.seconds = seconds_since(t0);
   return res;

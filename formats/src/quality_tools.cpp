@@ -412,15 +412,9 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   res.q = measured(acc, src.name(), other_range);
   const quality& q = *res.q;
   if (other_range) {
-    auto span = [](double v, int digits) {
-      char b[40];
-      std::snprintf(b, sizeof b, "%.*g", digits, v);
-      return std::string(b);
-    };
-    const int digits = span(*seen, 9) == span(*range, 9) ? 17 : 9;  // enough to tell them apart
-    res.warnings.push_back(src.name() + "'s values span " + span(*seen, digits) +
-                           " (max - min), but the data " + r.display_name() +
-                           " was made from spanned " + span(*range, digits) + ": is " +
+    const auto [now, made] = apart(*seen, *range, 9);  // digits enough to read apart
+    res.warnings.push_back(src.name() + "'s values span " + now + " (max - min), but the data " +
+                           r.display_name() + " was made from spanned " + made + ": is " +
                            src.name() + " that data, unchanged?");
   } else if (auto note = recorded_quality_note(r.footer(), q, r.display_name(), src.name());
              !note.empty()) {

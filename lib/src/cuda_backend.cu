@@ -718,7 +718,8 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   }
   // The previous call may have been on another stream and still be reading or writing the
   // scratch: this stream waits for it (on the same stream the wait costs nothing). Whatever is
-  // queued from here on, a failure halfway included, is covered by the event recorded when this call returns or throws.
+  // queued from here on, a failure halfway included, is covered by the event recorded when
+  // this call returns or throws.
   if (d.used) DCTCHOP_CUDA_CHECK(cudaStreamWaitEvent(s, d.done, 0));
   struct done_marker {
     impl& d;

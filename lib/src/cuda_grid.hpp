@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dctchop/codec.hpp"
@@ -351,7 +352,7 @@ DCTCHOP_HD std::uint64_t store_threads(std::uint64_t n, const batch_geometry& g)
  *  mean of data far from zero, say 1e15) a float would round by 1e8, in float for the rest. */
 template <typename Out>
 DCTCHOP_HD Out store_value(float v, double offset) {
-  if constexpr (sizeof(Out) == 8) {
+  if constexpr (std::is_same_v<Out, double>) {
     return convert_out<Out>(static_cast<double>(v), offset);
   } else {
     return convert_out<Out>(v, static_cast<float>(offset));

@@ -137,6 +137,8 @@ struct decompress_options {
 struct decompress_result {
   geometry geom;       ///< of the output (samples = the range written)
   dtype type = dtype::u8;
+  /** The HDF5 dataset or .npz array written (by default "/data", "data"); "" for others. */
+  std::string dataset;
   std::uint64_t output_bytes = 0;
   double seconds = 0.0;
   std::vector<std::string> notes;  ///< things to tell the user (labels left out, ...)

@@ -147,17 +147,9 @@ DCTCHOP_HD void with_coeff_type(coeff_code code, Fn&& fn) {
 /** Element i of a coefficient array of type `code`, as Real (exact). */
 template <typename Real>
 DCTCHOP_HD Real load_coeff(const void* src, coeff_code code, std::uint64_t i) {
-  switch (code) {
-    case coeff_code::f32:
-      return f32_coeffs::get<Real>(src, i);
-    case coeff_code::f16:
-      return f16_coeffs::get<Real>(src, i);
-    case coeff_code::bf16:
-      return bf16_coeffs::get<Real>(src, i);
-    case coeff_code::i16:
-      return i16_coeffs::get<Real>(src, i);
-  }
-  return Real(0);
+  Real v(0);
+  with_coeff_type(code, [&](auto type) { v = decltype(type)::template get<Real>(src, i); });
+  return v;
 }
 
 /** A decoded value: the offset added back, then rounded (ties to even) and clamped for integer
