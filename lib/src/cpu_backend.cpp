@@ -162,10 +162,11 @@ bool f32_holds(const codec_params& p, const const_sample_view& v, u64 n) {
                            : p.coeff == coeff_type::i16 ? 32767.0
                                                         : f32_max;
     if (offset_outside && p.block * (hi - lo) < 0.9 * largest) {
-      char b[200];
+      char b[256];
       std::snprintf(b, sizeof b,
-                    ", or an offset among the values (--offset mean, or --offset V): this "
-                    "sample's lie in [%.9g, %.9g], away from the offset %.9g",
+                    ", or an offset among the values (--offset V; --offset mean takes the "
+                    "first sample's mean): this sample's lie in [%.9g, %.9g], away from the "
+                    "offset %.9g",
                     lo, hi, p.offset);
       suggestion += b;
     }
