@@ -163,6 +163,7 @@ TEST(IpuFeed, PrefetchStopsAtItsLimitAndAnswersNotAvailable) {
   accel::ipu_options o;
   o.micro_batch = 2;
   o.max_prefetched = 2;
+  o.loader.prefetch = 0;  // (with a prefetch thread, a batch not ready yet is not_available too)
   accel::ipu_feed feed(a, o);
   std::vector<std::byte> buf(feed.micro_batch_bytes());
   EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
@@ -170,6 +171,138 @@ TEST(IpuFeed, PrefetchStopsAtItsLimitAndAnswersNotAvailable) {
   EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::not_available);
   feed.complete();
   EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+}
+
+TEST(IpuFeed, WithTheLoadersPrefetchThreadPrefetchNeverWaitsAndTheEngineGetsEveryBatchInOrder) {
+  // The loader's thread makes the batches; a speculative prefetch that finds none ready says
+  // not_available at once (Poplar's streaming thread must not block there), and the engine
+  // fetches instead. Whatever the timing, the engine consumes the loader's sequence.
+  temp_dir dir;
+  const auto a = make_archive(dir, 96);
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.max_prefetched = 3;
+  o.loader.seed = 23;
+  o.loader.prefetch = 2;
+  accel::ipu_feed feed(a, o);
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = 4;
+  lo.decode = false;
+  lo.prefetch = 0;
+  loaders::archive_loader ref(a, lo);
+  std::mt19937 rng(8);
+  std::deque<std::vector<std::byte>> engine_prefetched;
+  for (int step = 0; step < 70; ++step) {
+    for (unsigned k = rng() % 3; k > 0; --k) {
+      std::vector<std::byte> buf(feed.micro_batch_bytes());
+      if (feed.prefetch(buf.data()) == accel::stream_callback::result::success) {
+        engine_prefetched.push_back(std::move(buf));
+      }
+    }
+    if (rng() % 5 == 0) {
+      feed.invalidate_prefetched();
+      engine_prefetched.clear();
+    }
+    std::vector<std::byte> buf(feed.micro_batch_bytes());
+    if (!engine_prefetched.empty()) {
+      buf = std::move(engine_prefetched.front());
+      engine_prefetched.pop_front();
+    } else {
+      feed.fetch(buf.data());
+    }
+    feed.complete();
+    const auto want = ref.next();
+    ASSERT_TRUE(std::equal(buf.begin(), buf.end(), want.data.begin(), want.data.end()))
+        << "micro-batch " << step;
+  }
+  feed.rethrow_error();
+  EXPECT_EQ(feed.completed(), 70u);
+}
+
+TEST(IpuFeed, AnInvalidationKeepsAFetchedMicroBatchNotYetCompleteAndReplaysThePrefetchedOnes) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  accel::ipu_options o;
+  o.micro_batch = 2;
+  o.loader.seed = 6;
+  o.loader.prefetch = 0;
+  accel::ipu_feed feed(a, o);
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = 2;
+  lo.decode = false;
+  loaders::archive_loader ref(a, lo);
+  std::vector<loaders::batch> want;
+  for (int i = 0; i < 5; ++i) want.push_back(ref.next());
+  auto same = [&](const std::vector<std::byte>& buf, int i) {
+    return std::equal(buf.begin(), buf.end(), want[i].data.begin(), want[i].data.end());
+  };
+  std::vector<std::byte> fetched(feed.micro_batch_bytes()), p1(fetched.size()), p2(fetched.size());
+  feed.fetch(fetched.data());  // in transfer: not complete yet
+  ASSERT_EQ(feed.prefetch(p1.data()), accel::stream_callback::result::success);
+  ASSERT_EQ(feed.prefetch(p2.data()), accel::stream_callback::result::success);
+  EXPECT_TRUE(same(fetched, 0));
+  EXPECT_TRUE(same(p1, 1));
+  EXPECT_TRUE(same(p2, 2));
+  feed.invalidate_prefetched();  // withdraws micro-batches 1 and 2, not the fetched 0
+  feed.complete();               // micro-batch 0 is done: the state moves past it alone
+  EXPECT_EQ(feed.state().position, 1u);
+  for (int i = 1; i < 5; ++i) {
+    std::vector<std::byte> buf(fetched.size());
+    if (i == 2) {
+      ASSERT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+    } else {
+      feed.fetch(buf.data());
+    }
+    feed.complete();
+    EXPECT_TRUE(same(buf, i)) << "micro-batch " << i;
+  }
+  EXPECT_EQ(feed.state().position, 5u);
+  feed.rethrow_error();
+}
+
+TEST(IpuFeed, ARestoredFeedResumesAfterTheLastCompletedMicroBatchAndRefusesAnotherLoadersState) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 48);
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.loader.seed = 12;
+  o.loader.prefetch = 2;
+  accel::ipu_feed feed(a, o);
+  std::vector<std::byte> buf(feed.micro_batch_bytes());
+  for (int i = 0; i < 15; ++i) {  // into the second epoch (12 micro-batches an epoch)
+    feed.fetch(buf.data());
+    feed.complete();
+  }
+  std::vector<std::byte> spec(buf.size());
+  (void)feed.prefetch(spec.data());  // in flight when the state is taken: not part of it
+  const auto saved = loaders::loader_state::from_json(feed.state().to_json());
+  EXPECT_EQ(saved.epoch, 1u);
+  EXPECT_EQ(saved.position, 3u);
+  std::vector<std::vector<std::byte>> want;
+  feed.invalidate_prefetched();
+  for (int i = 0; i < 14; ++i) {
+    feed.fetch(buf.data());
+    feed.complete();
+    want.push_back(buf);
+  }
+  // A new feed (a restarted job), and the first one rewound with things in flight.
+  accel::ipu_feed fresh(a, o);
+  fresh.restore(saved);
+  (void)feed.prefetch(spec.data());
+  feed.restore(saved);
+  for (auto* f : {&fresh, &feed}) {
+    for (int i = 0; i < 14; ++i) {
+      f->fetch(buf.data());
+      f->complete();
+      EXPECT_EQ(buf, want[i]) << "micro-batch " << i;
+    }
+    f->rethrow_error();
+  }
+  auto other = o;
+  other.micro_batch = 3;
+  accel::ipu_feed wrong(a, other);
+  dctchop::test::expect_error([&] { wrong.restore(saved); }, errc::invalid_argument,
+                              {"batch_size 4", "batch_size 3"});
 }
 
 TEST(Cs2Feed, WorkersTogetherCoverEverySampleOncePerEpochWithStaticShapes) {
@@ -214,6 +347,21 @@ TEST(Cs2Feed, AStateDictRestartsTheWorkerAndIsRefusedByAnother) {
   o.worker_id = 2;
   accel::cs2_worker_feed other(a, o);
   EXPECT_THROW(other.load_state_dict(saved), error);
+  // The same worker with another shuffle window would resume at other samples: refused.
+  o.worker_id = 1;
+  o.loader.shuffle_window = 2;
+  accel::cs2_worker_feed rewindowed(a, o);
+  dctchop::test::expect_error([&] { rewindowed.load_state_dict(saved); },
+                              errc::invalid_argument, {"window 4", "window 2", "other batches"});
+  // A state saved before the loader's state was part of it: epoch, position and seed.
+  o.loader.shuffle_window = 4;
+  accel::cs2_worker_feed old(a, o);
+  old.load_state_dict(R"({"epoch": 0, "position": 2, "seed": 8, "worker_id": 1,)"
+                      R"( "num_workers": 3, "batch_size": 5})");
+  EXPECT_EQ(old.next().samples, want.samples);
+  // What a batch holds, for the decode matrices.
+  EXPECT_EQ(old.loader().codec().chop, 4);
+  EXPECT_EQ(old.loader().sample_geometry().height, 16u);
 }
 
 TEST(DecodeMatrices, ExportedInF16Bf16AndF32MatchTheDoubleOnes) {

@@ -12,11 +12,15 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
@@ -130,7 +134,7 @@ TEST(Loader, TheOrderIsChunkAwareSamplesStayWithinTheirWindowOfChunks) {
   }
 }
 
-TEST(Loader, ShardsPartitionTheDatasetAndDropLastEvensThemOut) {
+TEST(Loader, ShardsPartitionTheDatasetAndEveryRankGetsTheSameNumberOfBatches) {
   temp_dir dir;
   const auto a = make_archive(dir, 103);
   for (bool drop : {false, true}) {
@@ -150,16 +154,110 @@ TEST(Loader, ShardsPartitionTheDatasetAndDropLastEvensThemOut) {
       together.insert(together.end(), mine.begin(), mine.end());
     }
     std::sort(together.begin(), together.end());
-    EXPECT_TRUE(std::adjacent_find(together.begin(), together.end()) == together.end())
-        << "a sample in two shards";
     if (!drop) {
-      EXPECT_EQ(together.size(), 103u);  // every sample, exactly once
+      // ceil(103 / 4) = 26 per rank, in 6 batches (5 of 5, one of 1) on every rank, as a
+      // distributed training loop needs: every sample once, and the last rank's slice wraps
+      // around to the start of the order, so one sample comes twice.
+      for (auto b : batches) EXPECT_EQ(b, 6u);
+      ASSERT_EQ(together.size(), 104u);
+      const auto twice = std::adjacent_find(together.begin(), together.end());
+      ASSERT_TRUE(twice != together.end());
+      together.erase(twice);
+      std::vector<u64> every(103);
+      std::iota(every.begin(), every.end(), u64(0));
+      EXPECT_EQ(together, every);
     } else {
+      EXPECT_TRUE(std::adjacent_find(together.begin(), together.end()) == together.end())
+          << "a sample in two shards";
       // 103 / 4 = 25 per rank, 5 batches of 5 each: the same count everywhere.
       EXPECT_EQ(together.size(), 100u);
       for (auto b : batches) EXPECT_EQ(b, 5u);
     }
   }
+}
+
+TEST(Loader, EachRankReadsAboutItsShareOfTheChunksNotAllOfThem) {
+  // 2000 samples in 400 chunks of 5, shuffled in windows of 4 chunks (20 samples), over 8
+  // ranks: a rank's 250 samples lie in at most 14 windows, 56 chunks. (Taking every 8th
+  // sample of the order, as this loader once did, touched all 400 on every rank.)
+  temp_dir dir;
+  const auto a = make_archive(dir, 2000);
+  std::vector<u64> together;
+  for (int rank = 0; rank < 8; ++rank) {
+    loaders::loader_options o;
+    o.batch_size = 10;
+    o.seed = 4;
+    o.world = 8;
+    o.rank = rank;
+    o.prefetch = 0;
+    loaders::archive_loader l(a, o);
+    for (u64 epoch = 0; epoch < 2; ++epoch) {
+      const auto mine = l.epoch_order(epoch);
+      ASSERT_EQ(mine.size(), 250u);
+      std::set<u64> chunks;
+      for (u64 s : mine) chunks.insert(s / 5);
+      EXPECT_LE(chunks.size(), 56u) << "rank " << rank << " epoch " << epoch;
+      if (epoch == 1) together.insert(together.end(), mine.begin(), mine.end());
+    }
+  }
+  std::sort(together.begin(), together.end());
+  std::vector<u64> every(2000);
+  std::iota(every.begin(), every.end(), u64(0));
+  EXPECT_EQ(together, every);
+}
+
+TEST(Loader, MoreRanksThanSamplesWithoutDropLastGiveEveryRankOneBatch) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 3);
+  std::set<u64> seen;
+  for (int rank = 0; rank < 4; ++rank) {
+    loaders::loader_options o;
+    o.batch_size = 2;
+    o.world = 4;
+    o.rank = rank;
+    o.drop_last = false;
+    loaders::archive_loader l(a, o);
+    ASSERT_EQ(l.batches_per_epoch(), 1u) << "rank " << rank;
+    const auto b = l.next();
+    ASSERT_EQ(b.samples.size(), 1u);
+    seen.insert(b.samples[0]);
+  }
+  EXPECT_EQ(seen, (std::set<u64>{0, 1, 2}));
+}
+
+TEST(Loader, TryNextGivesTheSameBatchesAsNextAndNeverWaits) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 60);
+  loaders::loader_options o;
+  o.batch_size = 7;
+  o.seed = 9;
+  o.prefetch = 0;
+  loaders::archive_loader ref(a, o), unthreaded(a, o);
+  o.prefetch = 2;
+  loaders::archive_loader l(a, o);
+  u64 misses = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto want = ref.next();
+    std::optional<loaders::batch> got;
+    if (i % 3 == 2) {
+      got = l.next();  // the two mixed
+    } else {
+      while (!(got = l.try_next())) {
+        ++misses;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    EXPECT_EQ(got->epoch, want.epoch);
+    EXPECT_EQ(got->index, want.index);
+    EXPECT_EQ(got->samples, want.samples) << "batch " << i;
+    EXPECT_TRUE(got->data == want.data);
+    // Without prefetch, try_next makes the batch itself: always one.
+    const auto made = unthreaded.try_next();
+    ASSERT_TRUE(made.has_value());
+    EXPECT_EQ(made->samples, want.samples);
+  }
+  EXPECT_EQ(l.state().to_json(), ref.state().to_json());
+  (void)misses;  // (how often the thread was behind depends on the machine)
 }
 
 TEST(Loader, ARestoredStateResumesAtTheSameBatch) {
@@ -389,6 +487,26 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   loaders::archive_loader before(a, o);
   before.restore(parsed);
   EXPECT_EQ(before.next().samples, want.samples);
+  // A sharded state saved before the ranks took slices (each took every world-th sample)
+  // would resume at other samples: refused. One rank's is the same either way.
+  {
+    auto j = nlohmann::json::parse(saved.to_json());
+    ASSERT_EQ(j.at("sharding"), "slices");
+    j.erase("sharding");
+    EXPECT_TRUE(loaders::loader_state::from_json(j.dump()).batches->sliced);  // one rank
+    j["world"] = 2;
+    const auto strided = loaders::loader_state::from_json(j.dump());
+    EXPECT_FALSE(strided.batches->sliced);
+    auto two = o;
+    two.world = 2;
+    loaders::archive_loader m(a, two);
+    dctchop::test::expect_error([&] { m.restore(strided); }, errc::invalid_argument,
+                                {"every world-th sample", "other batches"});
+    j["world"] = 1;
+    loaders::archive_loader from_one(a, o);
+    from_one.restore(loaders::loader_state::from_json(j.dump()));
+    EXPECT_EQ(from_one.next().samples, want.samples);
+  }
   // A state saved before the loader recorded its batches: epoch, position, seed only.
   const auto old = loaders::loader_state::from_json(R"({"epoch": 0, "position": 3, "seed": 3})");
   EXPECT_FALSE(old.batches.has_value());

@@ -612,11 +612,17 @@ def main():
               "a loop over a copy made after restore() finishes the restored epoch")
         other.close()
         check(pickle.loads(pickle.dumps(other)).closed, "a closed loader comes back closed")
-        # Two shards partition the samples.
+        # Two shards partition the samples: without drop_last each takes ceil(37 / 2) = 19,
+        # the second's slice wrapping around to the first sample of the order, so that both
+        # give the same number of batches (as DistributedSampler pads).
         shards = [dctchop.Loader(f"{d}/a.dcz", batch_size=4, seed=3, rank=r, world=2,
-                                 drop_last=False).epoch_order(0) for r in (0, 1)]
-        both = np.concatenate(shards)
-        check(sorted(both.tolist()) == list(range(37)), "shards partition the dataset")
+                                 drop_last=False) for r in (0, 1)]
+        orders = [s.epoch_order(0) for s in shards]
+        both = np.concatenate(orders)
+        check(len(orders[0]) == len(orders[1]) == 19 and orders[1][-1] == orders[0][0]
+              and sorted(both[:-1].tolist()) == list(range(37)),
+              f"shards partition the dataset, the last padded with the first sample: {orders}")
+        check([len(s) for s in shards] == [5, 5], "and have as many batches each")
 
         # Stored coefficients: read_coefficients gives what a Loader with decode=False hands out.
         raw, _ = next(dctchop.Loader(f"{d}/a.dcz", batch_size=37, shuffle=False,

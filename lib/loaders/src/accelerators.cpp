@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -73,13 +74,17 @@ struct ipu_feed::impl {
   std::exception_ptr err;
   mutable std::mutex m;
 
-  item next_item() {
+  /** The next micro-batch: a withdrawn one first, else the loader's next batch; with
+   *  `wait` false, std::nullopt when the loader's prefetch thread has none ready yet. */
+  std::optional<item> next_item(bool wait) {
     if (!replay.empty()) {
       item it = std::move(replay.front());
       replay.pop_front();
       return it;
     }
-    batch b = l->next();
+    std::optional<batch> ready = wait ? l->next() : l->try_next();
+    if (!ready) return std::nullopt;
+    batch& b = *ready;
     item it;
     it.data = std::move(b.data);  // micro_batch samples: drop_last is on
     it.labels = std::move(b.labels);
@@ -141,7 +146,10 @@ stream_callback::result ipu_feed::prefetch(void* dst) noexcept {
   for (const auto& it : d.in_flight) prefetched += it.prefetched ? 1 : 0;
   if (prefetched >= d.o.max_prefetched) return result::not_available;
   try {
-    impl::item it = d.next_item();
+    // A speculative call does not wait: the engine asks again, or fetches.
+    std::optional<impl::item> next = d.next_item(false);
+    if (!next) return result::not_available;
+    impl::item& it = *next;
     d.copy_out(it, dst);
     it.prefetched = true;
     d.in_flight.push_back(std::move(it));
@@ -156,7 +164,7 @@ void ipu_feed::fetch(void* dst) noexcept {
   impl& d = *impl_;
   std::lock_guard lock(d.m);
   try {
-    impl::item it = d.next_item();
+    impl::item it = *d.next_item(true);
     d.copy_out(it, dst);
     it.prefetched = false;
     d.in_flight.push_back(std::move(it));
@@ -190,6 +198,16 @@ void ipu_feed::invalidate_prefetched() noexcept {
   for (auto it = withdrawn.rbegin(); it != withdrawn.rend(); ++it) d.replay.push_front(std::move(*it));
 }
 
+void ipu_feed::restore(const loader_state& s) {
+  impl& d = *impl_;
+  std::lock_guard lock(d.m);
+  d.l->restore(s);  // refuses a state of another loader, with nothing changed
+  d.in_flight.clear();
+  d.replay.clear();
+  d.err = nullptr;
+  d.done_state = d.l->state();
+}
+
 void ipu_feed::rethrow_error() {
   std::lock_guard lock(impl_->m);
   if (impl_->err) std::rethrow_exception(impl_->err);
@@ -215,16 +233,20 @@ cs2_worker_feed::cs2_worker_feed(const std::string& archive, const cs2_options& 
 batch cs2_worker_feed::next() { return l_.next(); }
 std::uint64_t cs2_worker_feed::batches_per_epoch() const noexcept { return l_.batches_per_epoch(); }
 
+const archive_loader& cs2_worker_feed::loader() const noexcept { return l_; }
+
 std::string cs2_worker_feed::state_dict() const {
-  const auto s = l_.state();
-  return nlohmann::json{{"epoch", s.epoch},          {"position", s.position},
-                        {"seed", s.seed},            {"worker_id", o_.worker_id},
-                        {"num_workers", o_.num_workers}, {"batch_size", o_.batch_size}}
-      .dump();
+  // The loader's state (which records how it cuts the archive into batches, for restore to
+  // check) and the worker's place.
+  auto j = nlohmann::json::parse(l_.state().to_json());
+  j["worker_id"] = o_.worker_id;
+  j["num_workers"] = o_.num_workers;
+  return j.dump();
 }
 
 void cs2_worker_feed::load_state_dict(const std::string& text) {
   nlohmann::json j;
+  loader_state s;
   try {
     j = nlohmann::json::parse(text);
     if (formats::json_integer<int>(j.at("worker_id")) != o_.worker_id ||
@@ -236,14 +258,18 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
                       std::to_string(formats::json_integer<int>(j.at("num_workers"))) +
                       " (or another batch size)");
     }
-    l_.restore({formats::json_integer<u64>(j.at("epoch")),
-                formats::json_integer<u64>(j.at("position")),
-                formats::json_integer<u64>(j.at("seed")), std::nullopt});
+    if (j.contains("samples")) {
+      s = loader_state::from_json(text);  // restore checks the rest
+    } else {  // saved before 2026-12-02: epoch, position and seed only, taken as they are
+      s = {formats::json_integer<u64>(j.at("epoch")), formats::json_integer<u64>(j.at("position")),
+           formats::json_integer<u64>(j.at("seed")), std::nullopt};
+    }
   } catch (const nlohmann::json::exception& e) {
     throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
   } catch (const std::out_of_range& e) {
     throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
   }
+  l_.restore(s);
 }
 
 }  // namespace dctchop::accel

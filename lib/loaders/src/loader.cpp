@@ -70,6 +70,7 @@ std::string loader_state::to_json() const {
     j["world"] = b.world;
     j["drop_last"] = b.drop_last;
     if (b.samples_per_chunk) j["samples_per_chunk"] = *b.samples_per_chunk;
+    j["sharding"] = b.sliced ? "slices" : "strided";
   }
   return j.dump();
 }
@@ -118,6 +119,8 @@ loader_state loader_state::from_json(const std::string& text) {
     b.shuffle = flag("shuffle");
     b.drop_last = flag("drop_last");
     if (j.contains("samples_per_chunk")) b.samples_per_chunk = integer("samples_per_chunk");
+    // One rank takes every sample either way; states without the key are older than slices.
+    b.sliced = b.world == 1 || (j.contains("sharding") && j.at("sharding") == "slices");
     s.batches = b;
   }
   return s;
@@ -234,22 +237,28 @@ struct archive_loader::impl {
         global.insert(global.end(), window.begin(), window.end());
       }
     }
-    const u64 world = static_cast<u64>(o.world), rank = static_cast<u64>(o.rank);
-    std::vector<u64> mine;
-    for (u64 i = rank; i < global.size(); i += world) mine.push_back(global[i]);
-    if (o.drop_last) {
-      // Every rank keeps the same whole number of batches.
-      const u64 per_rank = n / world;
-      mine.resize(std::min<u64>(mine.size(), per_rank / o.batch_size * o.batch_size));
-    }
+    // This rank's slice of the order: a contiguous run, so that it reads about 1/world of
+    // the windows (taking every world-th sample read every chunk on every rank).
+    const u64 per_rank = samples_per_rank();
+    const u64 first = static_cast<u64>(o.rank) * (o.drop_last ? n / static_cast<u64>(o.world)
+                                                              : per_rank);
+    std::vector<u64> mine(per_rank);
+    // Without drop_last the last ranks' slices wrap around to the start of the order, as
+    // PyTorch's DistributedSampler pads: every rank gets the same number of batches.
+    for (u64 i = 0; i < per_rank; ++i) mine[i] = global[(first + i) % n];
     return mine;
   }
 
+  /** Samples that each rank takes in an epoch: with drop_last, whole batches of its n/world
+   *  share; without, ceil(n/world), the same on every rank. */
+  u64 samples_per_rank() const {
+    const u64 n = h.geom.samples, world = static_cast<u64>(o.world);
+    if (o.drop_last) return n / world / o.batch_size * o.batch_size;
+    return n / world + (n % world != 0 ? 1 : 0);
+  }
+
   u64 batches_per_epoch() const {
-    const u64 n = h.geom.samples, world = static_cast<u64>(o.world), rank = static_cast<u64>(o.rank);
-    if (o.drop_last) return n / world / o.batch_size;
-    const u64 mine = n / world + (rank < n % world ? 1 : 0);
-    return (mine + o.batch_size - 1) / o.batch_size;
+    return (samples_per_rank() + o.batch_size - 1) / o.batch_size;
   }
 
   /** Chunk `ci`, decoded (or as stored), through a cache of shuffle_window + 1 chunks. */
@@ -335,6 +344,7 @@ struct archive_loader::impl {
         cv.wait(lock, [&] { return stop || ready.size() < o.prefetch; });
         if (stop) return;
         lock.unlock();
+        const u64 epoch = make_epoch, pos = make_pos;
         std::optional<batch> b;
         std::exception_ptr e;
         try {
@@ -343,12 +353,20 @@ struct archive_loader::impl {
           e = std::current_exception();
         }
         lock.lock();
+        if (!e) {
+          try {
+            ready.push_back(std::move(*b));
+          } catch (...) {  // (no memory for the queue): this batch is made again, as any
+            e = std::current_exception();  // that failed
+            make_epoch = epoch;
+            make_pos = pos;
+          }
+        }
         if (e) {
           err = e;
           cv.notify_all();
           return;
         }
-        ready.push_back(std::move(*b));
         cv.notify_all();
       }
     });
@@ -415,7 +433,11 @@ const geometry& archive_loader::sample_geometry() const noexcept { return impl_-
 dtype archive_loader::sample_type() const noexcept { return impl_->h.type; }
 const codec_params& archive_loader::codec() const noexcept { return impl_->h.codec; }
 
-batch archive_loader::next() {
+batch archive_loader::next() { return *take(true); }
+
+std::optional<batch> archive_loader::try_next() { return take(false); }
+
+std::optional<batch> archive_loader::take(bool wait) {
   renew_if_forked();
   impl& d = *impl_;
   batch b;
@@ -427,6 +449,7 @@ batch archive_loader::next() {
     // thread that cannot be had is this call's error, not a wait for ever.
     if (!d.thread.joinable()) d.start();
     std::unique_lock lock(d.m);
+    if (!wait && d.ready.empty() && !d.err) return std::nullopt;
     d.cv.wait(lock, [&] { return !d.ready.empty() || d.err; });
     if (d.ready.empty()) {
       // The thread stored its error and returned: the batch is made again at the next call,
@@ -470,7 +493,8 @@ void archive_loader::restore(const loader_state& s) {
              (x.shuffle ? "on (window " + std::to_string(x.shuffle_window) + " chunks of " +
                               std::to_string(x.samples_per_chunk.value_or(0)) + " samples)"
                         : std::string("off")) +
-             ", drop_last " + (x.drop_last ? "on" : "off");
+             ", drop_last " + (x.drop_last ? "on" : "off") +
+             (x.sliced ? "" : ", each rank taking every world-th sample (before 2026-12-02)");
     };
     throw error(errc::invalid_argument,
                 "this loader state is of a loader with " + text(a) + "; this one has " + text(b) +

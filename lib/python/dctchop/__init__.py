@@ -443,8 +443,9 @@ class Loader(_Batches):
     dtype (or, with decode=False, the raw coefficient bytes), labels a NumPy array in the
     labels' own dtype and shape, or None. After each batch, last_samples holds its samples'
     indices in the archive and last_epoch its epoch. `threads` decodes each chunk on that many
-    threads (0: every core) on the prefetch thread. With drop_last=False the ranks may get
-    different numbers of batches (which DistributedDataParallel does not allow). Picklable:
+    threads (0: every core) on the prefetch thread. Each rank takes a contiguous slice of
+    the epoch's order, and every rank gets the same number of batches: without drop_last
+    the last slice wraps around to the start (as DistributedSampler pads). Picklable:
     the copy opens the file again and goes on from this loader's state()."""
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,

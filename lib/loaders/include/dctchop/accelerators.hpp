@@ -46,7 +46,8 @@ class stream_callback {
  public:
   enum class result { success, not_available };
   virtual ~stream_callback() = default;
-  /** Fill `dst` with the next micro-batch if one is ready; the engine may withdraw it. */
+  /** Fill `dst` with the next micro-batch if one is ready (it does not wait for one: a
+   *  micro-batch still being read answers not_available); the engine may withdraw it. */
   virtual result prefetch(void* dst) noexcept = 0;
   /** Fill `dst` with the next micro-batch now. */
   virtual void fetch(void* dst) noexcept = 0;
@@ -86,6 +87,11 @@ class ipu_feed final : public stream_callback {
   void fetch(void* dst) noexcept override;
   void complete() noexcept override;
   void invalidate_prefetched() noexcept override;
+  /** Continue from a saved state(): the next micro-batch handed out is the one after the
+   *  last completed one. Micro-batches in flight or withdrawn are dropped and an error held
+   *  from a callback is cleared: call it between engine runs. error(invalid_argument), with
+   *  nothing changed, for a state of another loader (archive_loader::restore). */
+  void restore(const loader_state& s);
   /** An error met inside a callback (which must not throw), rethrown here; call it after each
    *  engine run. */
   void rethrow_error();
@@ -112,7 +118,11 @@ class cs2_worker_feed {
   /** The next batch (coefficients, decode=false), always batch_size samples. */
   batch next();
   std::uint64_t batches_per_epoch() const noexcept;
-  /** JSON with the worker's id and count, so that a state is not restored into another. */
+  /** The loader behind the feed: the archive's geometry, dtype, codec (for
+   *  export_decode_matrices) and labels, what a batch holds. */
+  const archive_loader& loader() const noexcept;
+  /** JSON: the loader's state (loader_state::to_json) with the worker's id and count, so that
+   *  a state is not restored into another worker or a feed that cuts other batches. */
   std::string state_dict() const;
   void load_state_dict(const std::string& json);
 

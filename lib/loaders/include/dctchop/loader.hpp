@@ -6,8 +6,11 @@
  *  The order of an epoch is a pure function of (seed, epoch): the archive's chunks are put in
  *  a shuffled order, then the samples of each window of `shuffle_window` consecutive chunks
  *  (in that order) are shuffled together. Every rank computes the same global order and takes
- *  every world-th sample of it, starting at its rank; with drop_last each rank keeps the same
- *  whole number of batches, so the ranks step together.
+ *  its own contiguous slice of it, so that it reads about 1/world of the chunks. Every rank
+ *  gets the same number of batches, so the ranks step together: with drop_last, whole batches
+ *  of its n/world samples; without, ceil(n/world) samples, the last ranks' slices wrapping
+ *  around to the start of the order (as PyTorch's DistributedSampler pads), so that up to
+ *  world-1 samples come twice in an epoch.
  */
 #pragma once
 
@@ -31,8 +34,8 @@ struct loader_options {
   std::size_t shuffle_window = 4; ///< chunks whose samples are shuffled together
   int rank = 0;                   ///< this process's shard, 0..world-1
   int world = 1;                  ///< number of shards
-  bool drop_last = true;          ///< drop the last partial batch (and, when sharded, even out
-                                  ///< the ranks); false: a smaller last batch
+  bool drop_last = true;          ///< drop the last partial batch of each rank; false: a
+                                  ///< smaller last batch (sharded: see the file's comment)
   std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
   /** Where batch::data is allocated (nullptr: the heap). The device loader, unless given one,
@@ -67,6 +70,9 @@ struct loader_state {
     /** The archive's samples per chunk, which a shuffled order depends on (0 unshuffled);
      *  absent from states saved before 2026-12-01, which then match any. */
     std::optional<std::uint64_t> samples_per_chunk;
+    /** Ranks take slices of the order; false in states of world > 1 saved before
+     *  2026-12-02, when each rank took every world-th sample (restore refuses those). */
+    bool sliced = true;
     bool operator==(const shape_of_batches&) const = default;
   };
   std::optional<shape_of_batches> batches;
@@ -110,6 +116,10 @@ class archive_loader {
   /** The next batch; after the last batch of an epoch comes batch 0 of the next. Errors of the
    *  background thread (a corrupt chunk) are rethrown here. */
   batch next();
+  /** The next batch if it is ready, without waiting for the prefetch thread (std::nullopt:
+   *  it is still being made; try again, or call next()). Without prefetch (options.prefetch
+   *  0) it makes the batch, as next() does. Errors as next(). */
+  std::optional<batch> try_next();
   /** The state after the batches returned so far. */
   loader_state state() const noexcept;
   /** Continue from a saved state: the next batch is batch `position` of `epoch`, in the order
@@ -123,6 +133,7 @@ class archive_loader {
 
  private:
   void renew_if_forked();
+  std::optional<batch> take(bool wait);
   struct impl;
   std::unique_ptr<impl> impl_;
 };
