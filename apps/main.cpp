@@ -524,19 +524,22 @@ void print_info_text(const nlohmann::json& j) {
                              nrmse_text(opt_number(q, "nrmse")),
                              opt_number(q, "max_abs_error").value_or(0));
   } else {
-    std::cout << "quality:     not measured at compression (--no-quality)\n";
+    std::cout << "quality:     not recorded in the archive (compress --no-quality leaves it out)\n";
   }
   for (const auto& s : j["side_arrays"]) {
     std::cout << fmt::format("side array:  {} {} {}\n", app::printable(s["name"].get<std::string>()),
                              app::printable(s["descr"].get<std::string>()),
                              shape_text(s["shape"].get<std::vector<std::uint64_t>>()));
   }
+  // Informative fields (ARCHIVE.md): another writer's may be of any JSON type, or absent.
   const auto& p = j["provenance"];
-  if (p.contains("source")) {
-    std::cout << fmt::format("provenance:  {} from {} at {}\n",
-                             app::printable(p.value("tool", std::string("?"))),
-                             app::printable(p.value("source", std::string("?"))),
-                             app::printable(p.value("created", std::string("?"))));
+  auto field = [&p](const char* key) {
+    if (!p.is_object() || !p.contains(key)) return std::string("?");
+    return app::printable(p[key].is_string() ? p[key].get<std::string>() : p[key].dump());
+  };
+  if (p.is_object() && p.contains("source")) {
+    std::cout << fmt::format("provenance:  {} from {} at {}\n", field("tool"), field("source"),
+                             field("created"));
   }
 }
 
@@ -1171,7 +1174,25 @@ int run(int argc, char** argv) {
       auto be = make_backend(parse_backend(d_backend), {d_threads});
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
-      auto r = formats::decompress(d_in, spec, *be, o);
+      auto r = [&] {
+        try {
+          return formats::decompress(d_in, spec, *be, o);
+        } catch (const error& e) {
+          // -o res.h5:/test where res.h5 holds /train: -f would not add /test beside it.
+          if (e.code() != errc::output_exists) throw;
+          for (const auto& out : {spec, formats::parse_dataset_spec(d_labels_out)}) {
+            if ((out.kind == formats::file_kind::hdf5 || out.kind == formats::file_kind::npz) &&
+                !out.dataset.empty() &&
+                std::string_view(e.what()).starts_with(out.path + ": already exists")) {
+              throw error(e.code(), fmt::format("{}: already exists; -f would replace the whole "
+                                                "file, not add {} to it (dctchop writes whole "
+                                                "files only)",
+                                                out.path, out.dataset));
+            }
+          }
+          throw;
+        }
+      }();
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word; so are
       // labels under such a name, which are NPY whatever --raw says of the data.
@@ -1201,6 +1222,13 @@ int run(int argc, char** argv) {
       if (d_json) {
         auto j = r.to_json();
         for (const auto& n : notes) j["notes"].push_back(n);
+        // output_bytes counts the decoded values; the file written is larger by its format's
+        // headers (and holds the labels too, in .h5 and .npz).
+        std::error_code ec;
+        if (spec.path != "-" && std::filesystem::is_regular_file(spec.path, ec)) {
+          const auto size = std::filesystem::file_size(spec.path, ec);
+          if (!ec) j["file_bytes"] = size;
+        }
         print_json_report(j, d_in, d_out, stdout_carries_data());
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);

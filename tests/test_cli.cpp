@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
+#include "dctchop/formats/file_io.hpp"
 #include "test_util.hpp"
 
 #ifndef DCTCHOP_BINARY
@@ -423,6 +425,16 @@ TEST(Cli, JsonOfCompressAndInfoIsValidAndCarriesRatioAndPsnr) {
   EXPECT_EQ(ij.at("codec").at("chop"), 4);
   EXPECT_EQ(ij.at("dtype"), "u8");
   EXPECT_EQ(ij.at("version"), "1.0");
+
+  // decompress: output_bytes counts the decoded values, file_bytes the file written.
+  auto d = cli(dir, "decompress a.dcz -o out.npy --json");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  const json dj = parse_json(d.out);
+  EXPECT_EQ(dj.at("output_bytes").get<u64>(), 40u * 16 * 16 * 3);
+  EXPECT_EQ(dj.at("file_bytes").get<u64>(), std::filesystem::file_size(dir.file("out.npy")));
+  auto piped = cli(dir, "decompress a.dcz -o - --json > /dev/null");
+  ASSERT_EQ(piped.status, 0) << describe(piped);
+  EXPECT_FALSE(parse_json(piped.err).contains("file_bytes")) << piped.err;
 }
 
 // ---------------------------------------------------------------- overwriting
@@ -658,6 +670,38 @@ TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   auto lossy = cli(dir, "info lossy.dcz");
   EXPECT_EQ(lossy.out.find("n/a"), lossy.out.find("n/a (not measured")) << lossy.out;
   EXPECT_EQ(lossy.out.find("lossless"), std::string::npos) << lossy.out;
+}
+
+TEST(Cli, InfoOfAnotherWritersArchiveWithoutItsInformativeFieldsDescribesItFromTheHeader) {
+  // ARCHIVE.md makes provenance and the footer's input_bytes and quality informative: a valid
+  // archive may lack them or hold other JSON types there.
+  temp_dir dir;
+  formats::archive_header h;
+  h.type = dtype::u8;
+  const std::vector<std::uint64_t> shape{4, 8, 8};
+  h.geom = resolve_layout(shape, layout::nhw);
+  h.codec.block = 8;
+  h.codec.chop = 2;
+  h.codec.offset = 128;
+  h.samples_per_chunk = 4;
+  h.provenance = {{"tool", 5}, {"created", nullptr}, {"source", {"x"}}};
+  {
+    formats::archive_writer w(formats::output_file::create(dir.file("o.dcz"), false), h);
+    const std::vector<std::byte> zeros(4 * h.coeff_bytes_per_sample());
+    w.write_chunk(0, 4, zeros);
+    w.finish();
+  }
+  auto text = cli(dir, "info o.dcz");
+  ASSERT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.out.find("provenance:  5 from [\"x\"] at null"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("size:        256 B -> "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("quality:     not recorded in the archive"), std::string::npos) << text.out;
+  auto j = cli(dir, "info o.dcz --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  const auto report = parse_json(j.out);
+  EXPECT_EQ(report.at("input_bytes"), 256u);
+  EXPECT_NEAR(report.at("ratio").get<double>(),
+              256.0 / double(std::filesystem::file_size(dir.file("o.dcz"))), 1e-12);
 }
 
 TEST(Cli, APipeNamedAsAPathIsReadOnceLikeStdin) {

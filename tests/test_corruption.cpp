@@ -309,7 +309,7 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       // dense coefficients.
       {"a chunk of a later stage",
        with_chunk0_record(bytes_, [](char* rec) { rec[48] = 1; }), errc::unsupported_version,
-       "codec stages that this dctchop cannot decode"},
+       "chunk 0 uses codec stages that this dctchop cannot decode; upgrade dctchop"},
       {"a replacement without its count",
        with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", 0.0}}; }),
        errc::corrupt, "nonfinite_replaced"},
@@ -320,6 +320,15 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::write_bytes(path, c.bytes);
     test::expect_error([&] { read_random(path); }, c.code, {"rule.dcz", c.text});
     test::expect_error([&] { read_stream(c.bytes); }, c.code, {c.text});
+  }
+  // The stages field damaged (the checksum no longer matches): corrupt, not a later stage,
+  // from a file (the index disagrees) and from a stream (the checksum says so) alike.
+  {
+    std::string damaged = bytes_;
+    damaged[u64_at(damaged, 32) + 48] = 1;
+    test::write_bytes(path, damaged);
+    test::expect_error([&] { read_random(path); }, errc::corrupt, {"rule.dcz", "chunk 0"});
+    test::expect_error([&] { read_stream(damaged); }, errc::corrupt, {"chunk 0: checksum mismatch"});
   }
   // The rewriting itself keeps an archive readable: the same edits, undone, decode alike.
   const std::string same = with_footer(

@@ -1259,7 +1259,7 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
     EXPECT_EQ(dir.entries(), before) << out << ": something was left behind";
   }
   auto l = cli(dir, "decompress a.dcz -o o.h5:/labels");
-  EXPECT_NE(l.err.find("written beside the data as /labels"), std::string::npos) << l.err;
+  EXPECT_NE(l.err.find("the data and the archive's labels would both be /labels"), std::string::npos) << l.err;
   // Paths inside one another are named as such, --labels-out's too.
   for (const auto& [args, says] :
        {std::pair{"-o o.h5:/labels/images", "the data's path would lie inside the labels' "
@@ -1307,13 +1307,19 @@ TEST(Hdf5Cli, ATruncatedHdf5InputIsBadInputThatSaysSo) {
 TEST(Hdf5Cli, DecompressOntoAnExistingHdf5FileExits6UnlessForced) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));
-  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  must(dir, "compress t.h5:/train/images --labels t.h5:/train/labels -o a.dcz -q");
   must(dir, "decompress a.dcz -o out.h5:/images -q");
   const std::string before = read_bytes(dir.file("out.h5"));
   auto again = cli(dir, "decompress a.dcz -o out.h5:/other -q");
   EXPECT_EQ(again.status, 6) << describe(again);
-  EXPECT_TRUE(contains(again.err, "out.h5")) << again.err;
+  // Naming a dataset reads as adding it: the message says what -f would do instead.
+  EXPECT_TRUE(contains(again.err, "out.h5: already exists; -f would replace the whole file, not "
+                                  "add /other to it"))
+      << again.err;
   EXPECT_EQ(read_bytes(dir.file("out.h5")), before);
+  auto labels = cli(dir, "decompress a.dcz -o new.h5 --labels-out out.h5:/y -q");
+  EXPECT_EQ(labels.status, 6) << describe(labels);
+  EXPECT_TRUE(contains(labels.err, "not add /y to it")) << labels.err;
   must(dir, "decompress a.dcz -o out.h5:/other -q -f");
   auto f = h5_open(dir.file("out.h5"));
   EXPECT_TRUE(h5_exists(f.get(), "/other"));

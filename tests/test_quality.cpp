@@ -1231,14 +1231,14 @@ TEST(QualityCli, InfoShowsSsimAndPerSamplePsnrMeasuredAtCompression) {
               20 * std::log10(255.0) - 10 * std::log10(global_sse / (4 * per)), 1e-9);
 }
 
-TEST(QualityCli, InfoOfAnArchiveMadeWithNoQualitySaysQualityWasNotMeasured) {
+TEST(QualityCli, InfoOfAnArchiveMadeWithNoQualitySaysNoQualityIsRecorded) {
   temp_dir dir;
   save_textured(dir, "x.npy");
   auto c = cli(dir, "compress x.npy -o a.dcz --chop 3 --no-quality -q");
   ASSERT_EQ(c.status, 0) << describe(c);
   auto t = cli(dir, "info a.dcz");
   ASSERT_EQ(t.status, 0) << describe(t);
-  EXPECT_TRUE(contains(t.out, "not measured")) << t.out;
+  EXPECT_TRUE(contains(t.out, "quality:     not recorded in the archive (compress --no-quality leaves it out)")) << t.out;
   EXPECT_FALSE(contains(t.out, "SSIM")) << t.out;
   auto j = cli(dir, "info a.dcz --json");
   ASSERT_EQ(j.status, 0) << describe(j);

@@ -612,9 +612,17 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
         c.raw_bytes != c.count * cbps || c.stored_bytes != c.raw_bytes || c.stages != 0) {
       // (A later stage, whatever the sizes say: decoded as dense coefficients it would be
       // wrong data, with a valid checksum.)
+      // A stage this reader does not know, or a damaged record: the checksum (over the
+      // record and the payload) tells them apart.
       if (c.stages != 0 && std::memcmp(rec, k_chunk_magic, 8) == 0) {
+        coeffs.resize(c.stored_bytes);
+        file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
+        if (k_check_sums && chunk_hash(rec, std::span<const std::byte>(coeffs)) != c.xxh64) {
+          corrupt(name, "chunk " + std::to_string(next_index_) + ": checksum mismatch");
+        }
         throw error(errc::unsupported_version,
-                    name + ": chunk uses codec stages that this dctchop cannot decode");
+                    name + ": chunk " + std::to_string(next_index_) +
+                        " uses codec stages that this dctchop cannot decode; upgrade dctchop");
       }
       corrupt(name, "chunk " + std::to_string(next_index_) + ": bad record");
     }

@@ -999,7 +999,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
         (!npz_out && (ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0))) {
       // (An HDF5 dataset holds no other object: /x/y cannot be beside the data /x.)
       const std::string why =
-          ds == labels ? "the archive's labels are written beside the data as " + labels
+          ds == labels ? "the data and the archive's labels would both be " + labels
           : labels.rfind(ds + "/", 0) == 0
               ? "the labels' path " + labels + " would lie inside the data's dataset"
               : "the data's path would lie inside the labels' dataset " + labels;
@@ -1166,14 +1166,16 @@ nlohmann::json archive_info(const std::string& input) {
   if (f.contains("nonfinite_replaced")) j["nonfinite_replaced"] = f["nonfinite_replaced"];
   if (bytes > 0) {
     j["archive_bytes"] = bytes;
+    // The footer's figure is informative (ARCHIVE.md); the header's shape and dtype give the
+    // same for archives of other writers that leave it out.
+    const u64 values = h.geom.samples * h.geom.values_per_sample();
     const u64 input_bytes = f.contains("input_bytes") && f["input_bytes"].is_number_unsigned()
                                 ? f["input_bytes"].get<u64>()
-                                : 0;
-    if (input_bytes > 0) {
+                                : values * size_of(h.type);
+    if (input_bytes > 0 && values > 0) {
       j["input_bytes"] = input_bytes;
       j["ratio"] = double(input_bytes) / double(bytes);
-      j["bits_per_value"] =
-          8.0 * double(bytes) / double(h.geom.samples * h.geom.values_per_sample());
+      j["bits_per_value"] = 8.0 * double(bytes) / double(values);
     }
   }
   return j;
