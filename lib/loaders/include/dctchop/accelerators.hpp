@@ -70,7 +70,10 @@ struct ipu_options {
 /** Compressed micro-batches for an IPU input stream. Each callback buffer receives one
  *  micro-batch: micro_batch samples of coefficient bytes, then their labels (when the archive
  *  has them). A host step moves micro_batch x device_iterations x replicas x gradient
- *  accumulation samples (step_bytes()). */
+ *  accumulation samples (step_bytes()). Poplar calls a stream's callback per replica
+ *  (Engine::connectStreamToCallback(handle, replica, callback)): give each replica its own
+ *  feed, with loader.rank the replica's index and loader.world the replicas, so that each
+ *  gets its shard in an order that does not depend on how the engine interleaves them. */
 class ipu_feed final : public stream_callback {
  public:
   ipu_feed(const std::string& archive, const ipu_options& options);

@@ -9,8 +9,8 @@
  *  its own contiguous slice of it, so that it reads about 1/world of the chunks. Every rank
  *  gets the same number of batches, so the ranks step together: with drop_last, whole batches
  *  of its n/world samples; without, ceil(n/world) samples, the last ranks' slices wrapping
- *  around to the start of the order (as PyTorch's DistributedSampler pads), so that up to
- *  world-1 samples come twice in an epoch.
+ *  around to the start of the order (as PyTorch's DistributedSampler pads): an epoch then
+ *  holds up to world-1 repeats.
  */
 #pragma once
 
