@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -326,6 +327,45 @@ TEST(Cs2Feed, WorkersTogetherCoverEverySampleOncePerEpochWithStaticShapes) {
   }
   ASSERT_EQ(seen.size(), 60u);
   for (u64 s = 0; s < 60; ++s) EXPECT_EQ(seen.count(s), 1u) << "sample " << s;
+}
+
+TEST(Cs2Feed, UnevenSizesGiveEveryWorkerTheSameWholeBatchesOfDistinctSamplesEachEpoch) {
+  // 67 samples over 3 workers in batches of 5: 22 each, 4 whole batches (20); 7 samples are
+  // left out of each epoch, different ones as the order changes.
+  temp_dir dir;
+  const auto a = make_archive(dir, 67);
+  std::vector<std::unique_ptr<accel::cs2_worker_feed>> feeds;
+  for (int w = 0; w < 3; ++w) {
+    accel::cs2_options o;
+    o.batch_size = 5;
+    o.num_workers = 3;
+    o.worker_id = w;
+    o.loader.seed = 30;
+    feeds.push_back(std::make_unique<accel::cs2_worker_feed>(a, o));
+    ASSERT_EQ(feeds.back()->batches_per_epoch(), 4u);
+  }
+  std::vector<std::set<u64>> left_out;
+  for (u64 epoch = 0; epoch < 3; ++epoch) {
+    std::multiset<u64> seen;
+    for (auto& f : feeds) {
+      for (u64 b = 0; b < 4; ++b) {
+        const auto batch = f->next();
+        ASSERT_EQ(batch.epoch, epoch);
+        ASSERT_EQ(batch.samples.size(), 5u);
+        seen.insert(batch.samples.begin(), batch.samples.end());
+      }
+    }
+    ASSERT_EQ(seen.size(), 60u) << "epoch " << epoch;
+    std::set<u64> missing;
+    for (u64 s = 0; s < 67; ++s) {
+      EXPECT_LE(seen.count(s), 1u) << "sample " << s << " in epoch " << epoch;
+      if (seen.count(s) == 0) missing.insert(s);
+    }
+    EXPECT_EQ(missing.size(), 7u);
+    left_out.push_back(missing);
+  }
+  EXPECT_NE(left_out[0], left_out[1]);
+  EXPECT_NE(left_out[1], left_out[2]);
 }
 
 TEST(Cs2Feed, AStateDictRestartsTheWorkerAndIsRefusedByAnother) {
