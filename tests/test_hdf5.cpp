@@ -1049,6 +1049,26 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
     auto s = must(dir, "compress split.h5:" + g + "/images --labels split.h5 -o s.dcz -f");
     EXPECT_TRUE(contains(s.err, "using labels " + g + "/labels of split.h5")) << s.err;
   }
+  // ... whatever their name: /train/y beside /train/images, not /test/labels (which took it,
+  // its name coming first among the labels' names).
+  {
+    auto f = h5_create(dir.file("cross.h5"));
+    for (const char* g : {"/train", "/test"}) {
+      h5_write(f.get(), std::string(g) + "/images", H5T_STD_U8LE, k_u8_shape,
+               dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+    }
+    h5_write(f.get(), "/train/y", H5T_STD_I64LE, {6}, k_labels);
+    std::vector<std::int64_t> other = k_labels;
+    other[0] = -1;
+    h5_write(f.get(), "/test/labels", H5T_STD_I64LE, {6}, other);
+  }
+  auto cross = must(dir, "compress cross.h5:/train/images --labels cross.h5 -o x.dcz -f");
+  EXPECT_TRUE(contains(cross.err, "using labels /train/y of cross.h5")) << cross.err;
+  must(dir, "decompress x.dcz -o x.npy -q -f --labels-out xl.npy");
+  EXPECT_EQ(load_npy(dir.file("xl.npy")).raw, as_bytes(k_labels));
+  // None beside the images: another group's, by the rules.
+  auto test_images = must(dir, "compress cross.h5:/test/images --labels cross.h5 -o t.dcz -f");
+  EXPECT_TRUE(contains(test_images.err, "using labels /test/labels of cross.h5")) << test_images.err;
   // Several candidates and no conventional name: exit 2, and the hint names --labels, not
   // --dataset (which names the image input).
   {
@@ -1127,6 +1147,77 @@ TEST(Hdf5Cli, AVirtualDatasetWithAMissingSourceFileIsNotedSinceItsRowsReadAsFill
   ASSERT_EQ(back.values.size(), 4u * 64);
   EXPECT_EQ(back.values[0], 9.0);
   EXPECT_EQ(back.values[3 * 64], 0.0);
+}
+
+TEST(Hdf5Cli, AChunkedDatasetWithChunksNeverWrittenIsNotedSinceTheirRowsReadAsFill) {
+  // A writer that made /part (6 rows in chunks of 2) and stopped after its first 2 rows.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("p.h5"));
+    h5_write(f.get(), "/whole", H5T_STD_U8LE, {6, 8, 8}, std::vector<std::uint8_t>(384, 7),
+             storage{{2, 8, 8}, 4});
+    const hsize_t dims[3] = {6, 8, 8}, chunk[3] = {2, 8, 8}, start[3] = {0, 0, 0};
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    h5_check(H5Pset_chunk(dcpl.get(), 3, chunk), "chunk");
+    h5_check(H5Pset_deflate(dcpl.get(), 4), "gzip");
+    h5 d(H5Dcreate2(f.get(), "/part", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                    H5P_DEFAULT),
+         H5Dclose, "create");
+    h5 mem(H5Screate_simple(3, chunk, nullptr), H5Sclose, "memory space");
+    h5_check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, chunk, nullptr),
+             "select");
+    const std::vector<std::uint8_t> rows(128, 9);
+    h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), space.get(), H5P_DEFAULT, rows.data()),
+             "write");
+  }
+  auto whole = must(dir, "compress p.h5:/whole -o w.dcz");
+  EXPECT_FALSE(contains(whole.err, "never written")) << whole.err;
+  auto part = must(dir, "compress p.h5:/part -o p.dcz");
+  EXPECT_TRUE(contains(part.err, "p.h5:/part: 2 of its 3 chunks were never written (a writer "
+                                 "that stopped early?): their values read as the dataset's fill "
+                                 "value"))
+      << part.err;
+  must(dir, "decompress p.dcz -o p.npy");
+  const auto back = dctchop::test::load_npy(dir.file("p.npy"));
+  ASSERT_EQ(back.values.size(), 6u * 64);
+  EXPECT_EQ(back.values[0], 9.0);
+  EXPECT_EQ(back.values[5 * 64], 0.0);
+}
+
+TEST(Hdf5Cli, FilesNamedForNoFormatAreReadAsTheirBytesSayHdf5AfterAUserBlockAndZipToo) {
+  // netCDF-4 (.nc) is HDF5; MATLAB v7.3 (.mat) is HDF5 after a 512-byte user block; an .npz
+  // renamed .zip is a ZIP of .npy members.
+  temp_dir dir;
+  const auto images = dctchop::test::smooth_u8_nhwc(6, 16, 16, 3);
+  {
+    auto f = h5_create(dir.file("sst.nc"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, k_u8_shape, images);
+    h5_write(f.get(), "/labels", H5T_STD_I64LE, {6}, k_labels);
+    h5 fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "fcpl");
+    h5_check(H5Pset_userblock(fcpl.get(), 512), "user block");
+    h5 m(H5Fcreate(dir.file("data.mat").c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose,
+         "create data.mat");
+    h5_write(m.get(), "/images", H5T_STD_U8LE, k_u8_shape, images);
+  }
+  // (chop 8 with f32 coefficients: the decoded values are the input's)
+  for (const std::string in : {"sst.nc", "sst.nc:images", "data.mat", "data.mat:images"}) {
+    must(dir, "compress " + in + " -o got.dcz -f -q --chop 8 --coeff f32");
+    must(dir, "decompress got.dcz -o got.npy -f -q");
+    EXPECT_EQ(load_npy(dir.file("got.npy")).raw, as_bytes(images)) << in;
+  }
+  auto l = must(dir, "compress sst.nc:images --labels sst.nc -o l.dcz -f --chop 8 --coeff f32");
+  EXPECT_TRUE(contains(l.err, "using labels /labels of sst.nc")) << l.err;
+  must(dir, "decompress l.dcz -o x.npz -q");
+  std::filesystem::rename(dir.file("x.npz"), dir.file("x.zip"));
+  must(dir, "compress x.zip:data -o z.dcz -q --chop 8 --coeff f32");
+  must(dir, "decompress z.dcz -o z.npy -q");
+  EXPECT_EQ(load_npy(dir.file("z.npy")).raw, as_bytes(images));
+  // A name that says a format is taken at its word.
+  std::filesystem::copy_file(dir.file("sst.nc"), dir.file("sst.npy"));
+  auto npy = cli(dir, "compress sst.npy -o n.dcz");
+  EXPECT_EQ(npy.status, 3) << describe(npy);
+  EXPECT_TRUE(contains(npy.err, "sst.npy: is an HDF5 file, not a .npy file (name it .h5)")) << npy.err;
 }
 
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {

@@ -52,30 +52,31 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
                     (all.empty() ? "; the file holds no " + words.what + " at all"
                                  : "; " + words.what + "s: " + listing(all)));
   }
+  // Labels in the images' file: those beside the images (/train/y for /train/images) before
+  // any of another group (/test/labels), whatever their names; another group's only when
+  // none lies beside them.
+  auto group = [](const std::string& p) {
+    const auto slash = p.rfind('/');
+    return slash == std::string::npos ? std::string() : p.substr(0, slash);
+  };
+  std::vector<candidate> pool;
+  if (labels && !not_this.empty()) {
+    for (const auto& c : fit)
+      if (group(c.path) == group(not_this)) pool.push_back(c);
+  }
+  if (pool.empty()) pool = fit;
   std::string chosen;
-  if (fit.size() == 1) {
-    chosen = fit[0].path;
+  if (pool.size() == 1) {
+    chosen = pool[0].path;
   } else {
     // One array with a conventional name; two such names (/train/images, /test/images) are
     // as ambiguous as none.
     const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
                               : std::vector<const char*>{"images", "data", "x"};
-    // Labels of the images' file: those beside the images (/train/labels for
-    // /train/images) before those of another group (/test/labels).
-    auto group = [](const std::string& p) {
-      const auto slash = p.rfind('/');
-      return slash == std::string::npos ? std::string() : p.substr(0, slash);
-    };
     for (const char* want : names) {
       std::vector<std::string> named;
-      for (const auto& c : fit)
+      for (const auto& c : pool)
         if (leaf(c.path) == want) named.push_back(c.path);
-      if (named.size() > 1 && labels && !not_this.empty()) {
-        std::vector<std::string> beside;
-        for (const auto& n : named)
-          if (group(n) == group(not_this)) beside.push_back(n);
-        if (beside.size() == 1) named = beside;
-      }
       if (named.size() == 1 && chosen.empty()) chosen = named[0];
       if (named.size() > 1 && chosen.empty()) break;
     }
@@ -83,7 +84,7 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
     // the others are images (x_train beside y_train).
     if (labels && chosen.empty()) {
       std::vector<std::string> flat;
-      for (const auto& c : fit)
+      for (const auto& c : pool)
         if (c.shape.size() <= 2) flat.push_back(c.path);
       if (flat.size() == 1) chosen = flat[0];
     }
@@ -92,7 +93,7 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
     throw error(errc::invalid_argument,
                 file + ": name the " + (labels ? "labels " + words.what + " (" + words.name_labels
                                                : words.what + " (" + words.name_data) +
-                    "); candidates: " + listing(fit));  // the ones that could be meant
+                    "); candidates: " + listing(pool));  // the ones that could be meant
   }
   note = "using " + std::string(labels ? "labels " : words.what + " ") + chosen + " of " + file;
   return chosen;

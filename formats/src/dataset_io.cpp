@@ -2,14 +2,18 @@
 // HDF5 lives in hdf5_io.cpp.
 #include "dctchop/formats/dataset_io.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "byte_source.hpp"
 #include "dataset_choice.hpp"
+#include "file_magic.hpp"
 #include "dctchop/error.hpp"
 #include "hdf5_io.hpp"
 #include "zip_reader.hpp"
@@ -518,8 +522,68 @@ u64 sample_source::row_bytes() const {
   return b;
 }
 
-std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec) {
-  if (spec.memory) return std::make_unique<memory_source>(spec.path, *spec.memory);
+namespace {
+
+/** What an existing regular file holds by its bytes, for inputs named by neither extension:
+ *  HDF5 (its signature at 0, or after a user block of 512, 1024, ... bytes, as in MATLAB
+ *  v7.3 .mat files; netCDF-4 .nc files are HDF5 too), or ZIP (an .npz renamed). */
+std::optional<file_kind> kind_by_content(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<file_kind> kind;
+  unsigned char head[8];
+  const auto size = static_cast<u64>(st.st_size);
+  for (u64 at = 0; at + 8 <= size && at <= (u64(1) << 20) && !kind; at = at == 0 ? 512 : 2 * at) {
+    if (::pread(fd, head, 8, static_cast<off_t>(at)) != 8) break;
+    const auto m = detail::magic_of(head, 8);
+    if (m == detail::file_magic::hdf5) kind = file_kind::hdf5;
+    if (at == 0 && (m == detail::file_magic::zip || m == detail::file_magic::empty_zip)) {
+      kind = file_kind::npz;
+    }
+    if (at == 0 && m != detail::file_magic::other) break;  // a .npy, an archive: not HDF5
+  }
+  ::close(fd);
+  return kind;
+}
+
+/** An input whose name says no format (a .nc, .mat or .zip file; "data.nc:images"): the
+ *  format its bytes say. Names that say one (.npy, .npz, .h5...) are taken at their word. */
+dataset_spec by_content(const dataset_spec& spec) {
+  if (spec.path == "-" || format_named(spec.path) ||
+      (spec.kind != file_kind::npy && spec.kind != file_kind::hdf5)) {
+    return spec;
+  }
+  dataset_spec s = spec;
+  auto as = [&](file_kind k, const std::string& path, std::string member) {
+    s.path = path;
+    s.kind = k;
+    if (k == file_kind::npz && !member.empty() && member.front() == '/') member.erase(0, 1);
+    if (k == file_kind::hdf5 && !member.empty()) member = checked_dataset(path, member);
+    if (!member.empty()) s.dataset = member;
+    return s;
+  };
+  if (const auto k = kind_by_content(spec.path)) {
+    // A whole name ("data.mat"), or a file split off by ":/" whose bytes are ZIP.
+    if (spec.kind == file_kind::npy || *k == file_kind::npz) return as(*k, spec.path, spec.dataset);
+    return spec;
+  }
+  // "data.nc:images": a file and a member, which the name alone could not split.
+  const auto colon = spec.path.rfind(':');
+  if (spec.kind == file_kind::npy && spec.dataset.empty() && colon != std::string::npos &&
+      colon > 0 && colon + 1 < spec.path.size()) {
+    const std::string file = spec.path.substr(0, colon);
+    if (const auto k = kind_by_content(file)) return as(*k, file, spec.path.substr(colon + 1));
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
+  if (given.memory) return std::make_unique<memory_source>(given.path, *given.memory);
+  const dataset_spec spec = by_content(given);
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_source>(spec.path);
     case file_kind::npz: return std::make_unique<npz_source>(spec);

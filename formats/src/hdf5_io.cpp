@@ -463,6 +463,9 @@ class hdf5_source final : public sample_source {
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
                           u64(64) << 20));
         outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
+        if (auto u = unwritten_chunks(probe.get(), dims, chunk); !u.empty()) {
+          note_ += (note_.empty() ? "" : "; ") + nm + ": " + u;
+        }
         // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
         // cache, and reads a part of one without reading it whole: a cache would only add a
         // copy of every byte.
@@ -571,6 +574,28 @@ class hdf5_source final : public sample_source {
            list + (missing.size() > 1 ? " are" : " is") +
            " not found (beside it, or here): the rows mapped to " +
            (missing.size() > 1 ? "them" : "it") + " read as the fill value";
+  }
+
+  /** Chunks of a chunked dataset that were never written (a writer that preallocated the
+   *  dataset and stopped early), as a note: HDF5 reads their values as the fill value without
+   *  a word, and h5py too. "" when every chunk is stored (or HDF5 cannot say). */
+  static std::string unwritten_chunks(hid_t dset, const std::vector<hsize_t>& dims,
+                                      const std::vector<hsize_t>& chunk) {
+    u64 total = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      if (chunk[i] == 0) return {};
+      total *= (dims[i] + chunk[i] - 1) / chunk[i];
+    }
+    h5_id space(H5Dget_space(dset), H5Sclose);
+    hsize_t stored = 0;
+    if (total == 0 || !space.valid() || H5Dget_num_chunks(dset, space.get(), &stored) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    if (stored >= total) return {};
+    return std::to_string(total - stored) + " of its " + std::to_string(total) +
+           " chunks were never written (a writer that stopped early?): their values read as "
+           "the dataset's fill value";
   }
 
   std::string list_hint() const {

@@ -468,7 +468,7 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     const errc piped = f.seekable() ? errc::bad_input : errc::invalid_argument;
     if (magic == detail::file_magic::hdf5)
       fail(piped, name,
-           f.seekable() ? "is an HDF5 file, not a .npy file (HDF5 inputs are named .h5 or .hdf5)"
+           f.seekable() ? "is an HDF5 file, not a .npy file (name it .h5)"
                         : "is an HDF5 file, which is read by seeking: pass the file's name "
                           "(FILE.h5), not a pipe");
     if (magic == detail::file_magic::zip)
