@@ -704,6 +704,22 @@ TEST(Cli, InfoOfAnotherWritersArchiveWithoutItsInformativeFieldsDescribesItFromT
               256.0 / double(std::filesystem::file_size(dir.file("o.dcz"))), 1e-12);
 }
 
+TEST(Cli, LabelsOfFlattenedImagesSayHowToReshapeTheImages) {
+  // 60 MNIST-like rows of 784 values read as one 60x784 image; 60 labels then do not fit
+  // its one sample, and the message says why.
+  temp_dir dir;
+  dctchop::test::save_npy(dir.file("flat.npy"), dtype::u8, {60, 784},
+                          std::vector<std::uint8_t>(60 * 784, 5));
+  dctchop::test::save_npy(dir.file("y.npy"), dtype::u8, {60}, std::vector<std::uint8_t>(60, 1));
+  auto r = cli(dir, "compress flat.npy --labels y.npy -o a.dcz");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_NE(r.err.find("y.npy: labels need one row per sample (1), found 60 (flat.npy: a 2-D "
+                       "array is one image (layout HW) of 60x784; if its rows are flattened "
+                       "28x28 images, reshape it to (60, 28, 28) first)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, APipeNamedAsAPathIsReadOnceLikeStdin) {
   // <(cmd) and FIFOs: float data used to be read twice (its range first), which emptied the
   // pipe ("bad magic"), and --offset mean failed with "rows must be read in order".

@@ -1220,6 +1220,44 @@ TEST(Hdf5Cli, FilesNamedForNoFormatAreReadAsTheirBytesSayHdf5AfterAUserBlockAndZ
   EXPECT_TRUE(contains(npy.err, "sst.npy: is an HDF5 file, not a .npy file (name it .h5)")) << npy.err;
 }
 
+TEST(Hdf5Cli, AFileAWriterHasOpenIsReadAsASwmrReaderOrRefusedSayingSoNotSuggestingH5clear) {
+  temp_dir dir;
+  const auto images = dctchop::test::smooth_u8_nhwc(6, 16, 16, 3);
+  {  // The latest format, which SWMR needs.
+    h5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "fapl");
+    h5_check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "libver");
+    h5 f(H5Fcreate(dir.file("s.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+         "create");
+    h5_write(f.get(), "/images", H5T_STD_U8LE, k_u8_shape, images, storage{{1, 16, 16, 3}, -1});
+  }
+  {
+    // A writer at work in SWMR mode (h5py's swmr_mode = True): read as a SWMR reader.
+    h5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "fapl");
+    h5_check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "libver");
+    h5 writer(H5Fopen(dir.file("s.h5").c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose, "open");
+    h5_check(H5Fstart_swmr_write(writer.get()), "SWMR write");
+    auto c = must(dir, "compress s.h5:/images -o s.dcz --chop 8 --coeff f32");
+    EXPECT_TRUE(contains(c.err, "s.h5: marked open for writing (by a writer at work, or one that "
+                                "stopped without closing it): read as a SWMR reader"))
+        << c.err;
+    EXPECT_FALSE(contains(c.err, "h5clear")) << c.err;
+  }
+  must(dir, "decompress s.dcz -o s.npy -q");
+  EXPECT_EQ(load_npy(dir.file("s.npy")).raw, as_bytes(images));
+  if (const char* l = std::getenv("HDF5_USE_FILE_LOCKING"); l && std::string(l) == "FALSE") {
+    return;  // (no locks to meet)
+  }
+  {
+    // A writer that holds the file's lock: refused, saying so.
+    h5 writer(H5Fopen(dir.file("s.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, "open");
+    auto c = cli(dir, "compress s.h5:/images -o l.dcz");
+    EXPECT_EQ(c.status, 5) << describe(c);
+    EXPECT_TRUE(contains(c.err, "s.h5: cannot open the HDF5 file: another program has it open "
+                                "for writing"))
+        << c.err;
+  }
+}
+
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));  // /train/labels is 1-D: not image-like

@@ -269,15 +269,44 @@ TEST(Npz, StoredAndDeflatedArraysReadAsNumpyWroteThem) {
         for (int j = 0; j < 8; ++j) want_big.push_back(static_cast<std::uint16_t>(k * 1000 + i * 64 + j));
     EXPECT_EQ(read_all<std::uint16_t>(*open_npz(sample_npz(f) + ":big")), want_big) << "byte-swapped";
   }
-  // Fortran order: gathered from a stored member; refused in a deflated one (read in order)
+  // Fortran order: gathered from a stored member, and from a deflated one (read in order)
+  // held whole up to 64 MiB
   std::vector<std::uint8_t> want_fortran;
   for (int k = 0; k < 5; ++k)
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 16; ++j) want_fortran.push_back(static_cast<std::uint8_t>((k * 13 + i * 5 + j * 9) % 251));
   EXPECT_EQ(read_all<std::uint8_t>(*open_npz(sample_npz("misc.npz") + ":fortran")), want_fortran);
-  const auto e = error_of([] { open_npz(sample_npz("misc_compressed.npz") + ":fortran"); });
+  EXPECT_EQ(read_all<std::uint8_t>(*open_npz(sample_npz("misc_compressed.npz") + ":fortran")),
+            want_fortran);
+}
+
+TEST(Npz, AFortranOrderArrayOfADeflatedMemberIsHeldWholeUpTo64MiBAndRefusedAbove) {
+  temp_dir dir;
+  // 2 x 1024 x 32769 u8: just above 64 MiB, zeros (deflated to little).
+  const auto h = formats::make_npy_header(formats::npy_dtype{'u', 1, false}, {2, 1024, 32769}, true);
+  write_bytes(dir.file("big.npz"),
+              make_zip({{"x.npy", std::string(h.begin(), h.end()) + std::string(2 * 1024 * 32769, '\0'), 8}}));
+  const auto e = error_of([&] { open_npz(dir.file("big.npz") + ":x"); });
   EXPECT_EQ(e.code(), errc::bad_input);
-  EXPECT_NE(std::string(e.what()).find("np.savez"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("Fortran-order arrays above 64 MiB cannot be read from a "
+                                       "compressed .npz member; save it with np.savez"),
+            std::string::npos)
+      << e.what();
+  // A small one reads; damaged (its bytes not those its CRC-32 was taken of), it is refused
+  // when opened: its CRC is checked once it is held.
+  const auto s = formats::make_npy_header(formats::npy_dtype{'u', 2, false}, {3, 4}, true);
+  const std::string npy = std::string(s.begin(), s.end()) + std::string(24, '\1');
+  write_bytes(dir.file("ok.npz"), make_zip({{"y.npy", npy, 8}}));
+  EXPECT_EQ(read_all<std::uint16_t>(*open_npz(dir.file("ok.npz") + ":y")),
+            std::vector<std::uint16_t>(12, 0x0101));
+  zip_entry damaged{"y.npy", npy, 8};
+  std::string other = npy;
+  other.back() = '\2';
+  damaged.stream = raw_deflate(other);
+  write_bytes(dir.file("bad.npz"), make_zip({damaged}));
+  const auto crc = error_of([&] { open_npz(dir.file("bad.npz") + ":y"); });
+  EXPECT_EQ(crc.code(), errc::bad_input);
+  EXPECT_NE(std::string(crc.what()).find("bad.npz:y"), std::string::npos) << crc.what();
 }
 
 TEST(Npz, RowsReadInAnyOrderComeFromTheirPlace) {
@@ -336,6 +365,16 @@ TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
   spec.purpose = dataset_spec::role::labels;
   spec.not_this = "x";
   EXPECT_EQ(open_dataset(spec)->dataset_path(), "y");
+  // A member of another name that holds NPY data is the array numpy gives under that name
+  // (`zip out.npz -` names one "-"); one that holds other bytes (a README) is no array.
+  write_bytes(dir.file("plain.npz"), make_zip({{"README", std::string("not an array")},
+                                                {"x", npy_u16({6, 8, 8})}}));
+  s = open_npz(dir.file("plain.npz"));
+  EXPECT_EQ(s->dataset_path(), "x");
+  EXPECT_EQ(s->shape(), (std::vector<u64>{6, 8, 8}));
+  write_bytes(dir.file("readme.npz"), make_zip({{"README", std::string("not an array")}}));
+  e = error_of([&] { open_npz(dir.file("readme.npz")); });
+  EXPECT_NE(std::string(e.what()).find("the file holds no array at all"), std::string::npos) << e.what();
 }
 
 TEST(Npz, AMissingOrNonNumericArrayIsRefusedNamingTheArraysThere) {
@@ -488,19 +527,21 @@ TEST(Npz, AKeyFindsItsMemberAsNpLoadDoes) {
 
 TEST(Npz, AnArrayThatCannotBeReadIsListedWithItsReason) {
   temp_dir dir;
-  const auto h = formats::make_npy_header(formats::npy_dtype{'u', 1, false}, {4, 6, 6}, true);
-  const std::string fortran = std::string(h.begin(), h.end()) + std::string(144, '\1');
-  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", fortran, 8}, {"xg.npy", fortran, 8}}));
+  // numpy's void type ('|V1', written over the header's '|u1'), which is no number
+  const auto h = formats::make_npy_header(formats::npy_dtype{'u', 1, false}, {4, 6, 6}, false);
+  std::string voids = std::string(h.begin(), h.end()) + std::string(4 * 36, '\1');
+  voids.replace(voids.find("|u1"), 3, "|V1");
+  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", voids, 8}, {"xg.npy", voids, 8}}));
   auto e = error_of([&] { open_npz(dir.file("f.npz")); });
   EXPECT_EQ(e.code(), errc::bad_input);
-  EXPECT_NE(std::string(e.what()).find("arrays: xf (unreadable: Fortran-order arrays cannot be read from a compressed .npz member"),
+  EXPECT_NE(std::string(e.what()).find("arrays: xf (unreadable: dtype '|V1'"),
             std::string::npos)
       << e.what();
   // the only array: its own error
-  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", fortran, 8}}));
+  write_bytes(dir.file("f.npz"), make_zip({{"xf.npy", voids, 8}}));
   e = error_of([&] { open_npz(dir.file("f.npz")); });
   EXPECT_EQ(e.code(), errc::bad_input);
-  EXPECT_EQ(std::string(e.what()).find(dir.file("f.npz") + ":xf: Fortran-order arrays cannot"), 0u) << e.what();
+  EXPECT_EQ(std::string(e.what()).find(dir.file("f.npz") + ":xf: dtype '|V1'"), 0u) << e.what();
   // and a .npz handed over as a .npy says what it is
   write_bytes(dir.file("f.npy"), read_bytes(dir.file("f.npz")));
   const auto e2 = error_of([&] { formats::npy_reader::open(dir.file("f.npy")); });

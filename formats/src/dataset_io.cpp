@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 #include "byte_source.hpp"
 #include "dataset_choice.hpp"
@@ -117,13 +118,21 @@ class npz_source final : public sample_source {
   npy_reader open_member(const dataset_spec& spec) {
     const auto zip = detail::zip_reader::open(spec.path);
     const std::string file = zip.display_name();
-    // The members numpy reads as arrays; of two with one name, the last (as numpy takes it).
+    // The members numpy reads as arrays: NAME.npy as NAME, and a member of another name that
+    // holds NPY bytes under that name (`zip out.npz -` writes one named "-"); of two with one
+    // name, the last (as numpy takes it).
     std::vector<const detail::zip_member*> arrays;
-    auto array_name = [](const detail::zip_member& m) { return m.name.substr(0, m.name.size() - 4); };
-    for (const auto& m : zip.members()) {
-      if (!name_ends_with(m.name, ".npy")) continue;
-      std::erase_if(arrays, [&](const auto* a) { return a->name == m.name; });
-      arrays.push_back(&m);
+    auto array_name = [](const detail::zip_member& m) {
+      return name_ends_with(m.name, ".npy") ? m.name.substr(0, m.name.size() - 4) : m.name;
+    };
+    {
+      std::unordered_map<std::string, std::size_t> last;  // name -> its last member
+      for (std::size_t i = 0; i < zip.members().size(); ++i) last[zip.members()[i].name] = i;
+      for (std::size_t i = 0; i < zip.members().size(); ++i) {
+        const auto& m = zip.members()[i];
+        if (last[m.name] != i || (!m.name.empty() && m.name.back() == '/')) continue;  // (a folder)
+        arrays.push_back(&m);
+      }
     }
     auto open_array = [&](const detail::zip_member& m) {
       return npy_reader::open(zip.open_member(m, file + ":" + array_name(m)));
@@ -131,6 +140,7 @@ class npz_source final : public sample_source {
     const detail::zip_member* found = nullptr;
     if (spec.dataset.empty()) {
       std::vector<detail::candidate> all;
+      std::vector<const detail::zip_member*> listed;
       for (const auto* m : arrays) {
         detail::candidate c;
         c.path = array_name(*m);
@@ -141,6 +151,8 @@ class npz_source final : public sample_source {
           if (r.header().type.kind == 'b') c.labels_type = "bool";
         } catch (const error& e) {
           if (e.code() != errc::bad_input) throw;
+          // Another member (a README) that is no NPY data: numpy gives its bytes, not an array.
+          if (!name_ends_with(m->name, ".npy")) continue;
           // listed with the reason, never chosen: "FILE.npz:name: dtype '<U5': ..." -> "dtype ..."
           std::string what = e.what();
           for (const std::string& prefix : {file + ":" + c.path + ": ", file + ": "})
@@ -148,7 +160,9 @@ class npz_source final : public sample_source {
           c.refused = what;
         }
         all.push_back(std::move(c));
+        listed.push_back(m);
       }
+      arrays = listed;
       try {
         array_ = detail::choose_array(file, all, spec,
                                       {"array", "FILE.npz:NAME or --dataset NAME",
@@ -174,7 +188,8 @@ class npz_source final : public sample_source {
       if (found == nullptr) found = with_npy;
       if (found == nullptr) {
         std::string names;
-        for (const auto* m : arrays) names += (names.empty() ? "" : ", ") + array_name(*m);
+        for (const auto* m : arrays)
+          if (name_ends_with(m->name, ".npy")) names += (names.empty() ? "" : ", ") + array_name(*m);
         throw error(errc::bad_input,
                     file + ": holds no array named " + spec.dataset +
                         (names.empty() ? std::string(" (it holds no .npy member at all)")

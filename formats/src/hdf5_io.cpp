@@ -406,8 +406,28 @@ class hdf5_source final : public sample_source {
       if (why.find("truncated") != std::string::npos) {
         throw error(errc::bad_input, spec.path + ": a truncated HDF5 file (" + why + ")");
       }
-      throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
-                                (why.empty() ? std::string() : " (" + why + ")"));
+      if (why.find("unable to lock file") != std::string::npos) {
+        throw error(errc::io, spec.path + ": cannot open the HDF5 file: another program has it "
+                                          "open for writing (its HDF5 file lock); read it once "
+                                          "that program has closed it");
+      }
+      if (why.find("already open for write") == std::string::npos) {
+        throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
+                                  (why.empty() ? std::string() : " (" + why + ")"));
+      }
+      // Marked open by a writer: one at work in SWMR mode, which readers open as SWMR readers
+      // (h5py's swmr=True), or one that stopped without closing the file. (HDF5's own advice,
+      // h5clear, would damage the file of a writer at work.)
+      file_ = h5_id(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT),
+                    H5Fclose);
+      if (!file_.valid()) {
+        throw error(errc::io, spec.path + ": cannot open the HDF5 file: it is marked open for "
+                                          "writing (by a writer at work, or one that stopped "
+                                          "without closing it; once none has it open, "
+                                          "h5clear -s clears the mark)");
+      }
+      note_ = spec.path + ": marked open for writing (by a writer at work, or one that stopped "
+                          "without closing it): read as a SWMR reader, as the file stands now";
     }
     dataset_ = spec.dataset.empty() ? choose(spec) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;

@@ -31,6 +31,8 @@ constexpr std::size_t k_growth_axis_max_digits = 21;
 // A sanity bound on the header length: numpy's own headers are a few hundred bytes; this
 // keeps a corrupt length from allocating gigabytes (stdin cannot be checked against a size).
 constexpr std::uint64_t k_max_header_len = std::uint64_t{1} << 24;
+/** The largest Fortran-order array of a deflated .npz member that is held whole to be read. */
+constexpr std::uint64_t k_fortran_held_bytes = std::uint64_t{64} << 20;
 constexpr bool k_native_big = std::endian::native == std::endian::big;
 
 [[noreturn]] void fail(errc code, const std::string& name, const std::string& what) {
@@ -555,10 +557,22 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
       if (base != nullptr) r.data_ = base + h.data_offset;
     }
   } else if (h.fortran_order && dims_over_one > 1) {
+    // A deflated .npz member (numpy writes labels of pandas' .values that way): a small one
+    // is inflated whole and gathered in memory, its CRC checked now.
+    if (f.restartable() && data_bytes <= k_fortran_held_bytes) {
+      r.held_.resize(static_cast<std::size_t>(data_bytes));
+      if (read_some(f, r.held_.data(), r.held_.size()) < r.held_.size()) {
+        fail(errc::bad_input, name, "truncated .npy data (shape " + shape_repr(h.shape) + ")");
+      }
+      f.finish();
+      r.data_ = r.held_.data();
+      return r;
+    }
     fail(errc::bad_input, name,
          f.restartable()
-             ? "Fortran-order arrays cannot be read from a compressed .npz member; save it with "
-               "np.savez (uncompressed) or as a C-order array (np.ascontiguousarray)"
+             ? "Fortran-order arrays above 64 MiB cannot be read from a compressed .npz member; "
+               "save it with np.savez (uncompressed) or as a C-order array "
+               "(np.ascontiguousarray)"
              : "Fortran-order arrays cannot be read from a pipe or standard input; save the "
                "array to a file and pass its path");
   }
@@ -593,7 +607,9 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
                                             std::to_string(n_rows) + " rows)");
   }
   const std::uint64_t row_bytes = header_.row_bytes();
-  if (!src_->seekable() && first != next_row_ && src_->restartable()) {
+  // A stream, read as it comes (unless its array is held whole in memory).
+  const bool stream = !src_->seekable() && held_.empty();
+  if (stream && first != next_row_ && src_->restartable()) {
     // A deflated .npz member: decode again from the start to go back, and skip to go on.
     if (first < next_row_) {
       src_->restart();
@@ -603,7 +619,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     skip((first - next_row_) * row_bytes);
     next_row_ = first;
   }
-  if (!src_->seekable() && first != next_row_) {
+  if (stream && first != next_row_) {
     throw error(errc::invalid_argument,
                 display_name() +
                     ": rows must be read in order, each once, from a stream "
@@ -614,7 +630,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
   const std::size_t bytes = static_cast<std::size_t>(count * row_bytes);
   auto* out = static_cast<unsigned char*>(dst);
 
-  if (!src_->seekable()) {
+  if (stream) {
     if (read_some(*src_, out, bytes) < bytes) {
       fail(errc::bad_input, display_name(),
            "truncated .npy data: the stream ended inside rows " + std::to_string(first) + ".." +
@@ -661,7 +677,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     }
   }
 
-  if (first + count == n_rows) src_->finish();
+  if (first + count == n_rows && held_.empty()) src_->finish();  // (held: checked at open)
 
   if (itemsize > 1 && header_.type.big_endian != k_native_big) {
     byteswap_in_place(out, bytes / itemsize, itemsize);

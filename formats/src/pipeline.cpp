@@ -855,10 +855,15 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
     if (!labels->note().empty()) notes.push_back(labels->note());
     const auto& lshape = labels->shape();
     if (lshape.empty() || lshape[0] != src.geom.samples) {
+      // One HW image of as many rows as there are labels: flattened images, most likely.
+      const std::string flat = one_image_note(src, o.lay);
       throw error(errc::bad_input,
                   labels->name() + ": labels need one row per sample (" +
                       std::to_string(src.geom.samples) + "), found " +
-                      (lshape.empty() ? std::string("a 0-d array") : std::to_string(lshape[0])));
+                      (lshape.empty() ? std::string("a 0-d array") : std::to_string(lshape[0])) +
+                      (flat.empty() || lshape.empty() || lshape[0] != src.geom.height
+                           ? std::string()
+                           : " (" + flat + ")"));
     }
   }
 

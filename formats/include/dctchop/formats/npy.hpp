@@ -88,7 +88,8 @@ class npy_reader {
   void skip(std::uint64_t bytes);
   std::unique_ptr<detail::byte_source> src_;
   npy_header header_;
-  const std::byte* data_ = nullptr;  // mapped data (regular files)
+  const std::byte* data_ = nullptr;  // mapped data (regular files), or held_'s
+  std::vector<std::byte> held_;      // a small Fortran-order array of a deflated member, whole
   std::uint64_t next_row_ = 0;       // next row for sequential (stdin) reads
 };
 
