@@ -305,6 +305,10 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"big-endian labels",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = ">i4"; }),
        errc::corrupt, "side array 'labels' is malformed"},
+      // numpy reads 'int32' too, but ARCHIVE.md writes '<i4'
+      {"a descr in numpy's other spelling",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = "int32"; }),
+       errc::corrupt, "side array 'labels' is malformed"},
       // A chunk of a later codec stage (zstd, say), consistent everywhere: never decoded as
       // dense coefficients.
       {"a chunk of a later stage",

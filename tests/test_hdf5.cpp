@@ -566,6 +566,17 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
     // Names that are there but lead to no dataset: a group, and links to nothing.
     H5Gclose(H5Gcreate2(f.get(), "/grp", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     ASSERT_GE(H5Lcreate_soft("/gone", f.get(), "/soft", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_soft("/b", f.get(), "/a", H5P_DEFAULT, H5P_DEFAULT), 0);  // a circle
+    ASSERT_GE(H5Lcreate_soft("/a", f.get(), "/b", H5P_DEFAULT, H5P_DEFAULT), 0);
+    {  // h5py's complex64: a compound of floats r and i
+      h5 t(H5Tcreate(H5T_COMPOUND, 8), H5Tclose, "complex");
+      h5_check(H5Tinsert(t.get(), "r", 0, H5T_IEEE_F32LE), "r");
+      h5_check(H5Tinsert(t.get(), "i", 4, H5T_IEEE_F32LE), "i");
+      const hsize_t dims[3] = {2, 8, 8};
+      h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+      h5 d(H5Dcreate2(f.get(), "/z", t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+           H5Dclose, "create /z");
+    }
     ASSERT_GE(H5Lcreate_external("absent.h5", "/x", f.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
   }
   const std::string b = dir.file("bad.h5");
@@ -573,6 +584,11 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
                {"bad.h5:/grp: is a group, not a dataset"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/soft")); }, errc::bad_input,
                {"bad.h5:/soft: is a soft link to /gone, which does not exist"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/a")); }, errc::bad_input,
+               {"bad.h5:/a: is a soft link to /b, a link that leads to nothing (or back round "
+                "to this one)"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/z")); }, errc::bad_input,
+               {"bad.h5:/z: is a complex dataset (h5py's compound of r and i)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/ext")); }, errc::bad_input,
                {"bad.h5:/ext: is an external link to absent.h5:/x, which cannot be opened: "
                 "absent.h5 is missing or holds no /x"});
@@ -1258,6 +1274,36 @@ TEST(Hdf5Cli, AFileAWriterHasOpenIsReadAsASwmrReaderOrRefusedSayingSoNotSuggesti
   }
 }
 
+TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOnesNamed) {
+  // Values stored outside the HDF5 file (h5py's external=[...]): HDF5 looks for a relative
+  // name in the working directory; dctchop looks beside the file too.
+  temp_dir dir;
+  const std::vector<std::uint8_t> v(6 * 64, 7);
+  {
+    auto f = h5_create(dir.file("e.h5"));
+    const hsize_t dims[3] = {6, 8, 8};
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    h5_check(H5Pset_external(dcpl.get(), "e.raw", 0, 6 * 64), "external");
+    h5 d(H5Dcreate2(f.get(), "/images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                    H5P_DEFAULT),
+         H5Dclose, "create");
+  }
+  // (written here: HDF5 would write it in the test's working directory)
+  dctchop::test::write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+  std::filesystem::create_directory(dir.file("sub"));
+  auto away = sh(dir, "cd sub && DCTCHOP compress ../e.h5:/images -o a.dcz --chop 8 --coeff f32 -q");
+  ASSERT_EQ(away.status, 0) << describe(away);
+  must(dir, "decompress sub/a.dcz -o a.npy -q");
+  EXPECT_EQ(load_npy(dir.file("a.npy")).raw, as_bytes(v));
+  std::filesystem::remove(dir.file("e.raw"));
+  auto gone = cli(dir, "compress e.h5:/images -o b.dcz");
+  EXPECT_EQ(gone.status, 5) << describe(gone);
+  EXPECT_TRUE(contains(gone.err, "e.h5:/images: its values are stored in the external raw file "
+                                 "e.raw, not found beside the HDF5 file or here"))
+      << gone.err;
+}
+
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));  // /train/labels is 1-D: not image-like
@@ -1305,6 +1351,18 @@ TEST(Hdf5Cli, SeveralImageLikeDatasetsExit2ListingThemWithShapes) {
   EXPECT_TRUE(contains(c.err, "/a (4, 8, 8)")) << c.err;
   EXPECT_TRUE(contains(c.err, "/g/b (3, 16, 16, 1)")) << c.err;
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"two.h5"});
+  // One dataset per frame, 30 of them: the first 24, and how many more.
+  {
+    auto f = h5_create(dir.file("frames.h5"));
+    for (int i = 0; i < 30; ++i) {
+      h5_write(f.get(), "/f" + std::to_string(100 + i), H5T_STD_U8LE, {8, 8},
+               std::vector<std::uint8_t>(64, 5));
+    }
+  }
+  auto frames = cli(dir, "compress frames.h5 -o a.dcz");
+  EXPECT_EQ(frames.status, 2) << describe(frames);
+  EXPECT_TRUE(contains(frames.err, "/f123 (8, 8), and 6 more")) << frames.err;
+  EXPECT_FALSE(contains(frames.err, "/f124")) << frames.err;
 }
 
 TEST(Hdf5Cli, DatasetNamedImagesAmongSeveralIsChosen) {

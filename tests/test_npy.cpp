@@ -470,7 +470,11 @@ TEST(NpyDescr, ParsesEveryNumericDtype) {
                {"<i2", 'i', 2, false}, {">u2", 'u', 2, true},  {"<i4", 'i', 4, false},
                {">u4", 'u', 4, true},  {"<i8", 'i', 8, false}, {">u8", 'u', 8, true},
                {"<f2", 'f', 2, false}, {">f4", 'f', 4, true},  {"<f8", 'f', 8, false},
-               {"u1", 'u', 1, false},  {">u1", 'u', 1, false}};
+               {"u1", 'u', 1, false},  {">u1", 'u', 1, false},
+               // numpy's names and type characters, which np.dtype() takes
+               {"uint8", 'u', 1, false}, {"B", 'u', 1, false},  {"b", 'i', 1, false},
+               {"?", 'b', 1, false},     {"float32", 'f', 4, false}, {"d", 'f', 8, false},
+               {">H", 'u', 2, true},     {"int16", 'i', 2, false}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.descr);
     const auto t = parse_npy_descr(c.descr);

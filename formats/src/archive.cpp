@@ -514,7 +514,9 @@ void archive_reader::parse_footer(const std::string& text) {
           bytes *= d;
         }
         // Little-endian (or single-byte) only: the bytes are read as they lie.
-        if (!type || (type->big_endian && type->itemsize > 1) || s.descr.starts_with('>') ||
+        // ('|' or '<' and kind and size, as ARCHIVE.md writes them: not numpy's other names)
+        if (!type || (type->big_endian && type->itemsize > 1) ||
+            !(s.descr.starts_with('<') || s.descr.starts_with('|')) || s.descr.size() != 3 ||
             overflow || s.shape.empty() || s.shape[0] != header_.geom.samples ||
             bytes != s.bytes) {
           corrupt(name, "side array '" + s.name + "' is malformed");

@@ -20,12 +20,17 @@ std::string leaf(const std::string& p) {
 }  // namespace
 
 std::string listing(const std::vector<candidate>& arrays) {
+  // A file of hundreds (one dataset per frame): the first ones, and how many more, in a line
+  // a terminal shows.
+  constexpr std::size_t k_listed = 24;
   std::string out;
-  for (const auto& c : arrays) {
+  for (std::size_t i = 0; i < arrays.size() && i < k_listed; ++i) {
+    const auto& c = arrays[i];
     out += (out.empty() ? "" : ", ") + c.path + " " +
            (c.refused.empty() ? python_shape(c.shape) : "(unreadable: " + c.refused + ")") +
            (c.labels_type.empty() ? "" : " " + c.labels_type);
   }
+  if (arrays.size() > k_listed) out += ", and " + std::to_string(arrays.size() - k_listed) + " more";
   return out;
 }
 
@@ -41,7 +46,8 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
       fit.push_back(c);
   }
   if (fit.empty()) {
-    const std::string rows = spec.rows ? ", " + std::to_string(*spec.rows) + " rows" : "";
+    const std::string rows =
+        spec.rows ? ", " + std::to_string(*spec.rows) + (*spec.rows == 1 ? " row" : " rows") : "";
     throw error(errc::bad_input,
                 file + (labels ? ": holds no " + words.what + " for labels (numeric, 1 or more axes" +
                                      rows +

@@ -205,7 +205,19 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
       return t;
     }
   }
-  const char* what = cls == H5T_COMPOUND ? "a compound (structured) dataset"
+  // h5py writes complex numbers as a compound of two floats named r and i.
+  auto member_named = [type](unsigned i, const char* want) {
+    char* n = H5Tget_member_name(type, i);
+    const bool same = n != nullptr && std::strcmp(n, want) == 0;
+    if (n != nullptr) H5free_memory(n);
+    return same;
+  };
+  const bool complex = cls == H5T_COMPOUND && H5Tget_nmembers(type) == 2 &&
+                       H5Tget_member_class(type, 0) == H5T_FLOAT &&
+                       H5Tget_member_class(type, 1) == H5T_FLOAT && member_named(0, "r") &&
+                       member_named(1, "i");
+  const char* what = complex ? "a complex dataset (h5py's compound of r and i)"
+                     : cls == H5T_COMPOUND ? "a compound (structured) dataset"
                      : cls == H5T_STRING ? "a string dataset"
                      : cls == H5T_ENUM   ? "an enum dataset of non-integer values"
                      : cls == H5T_ARRAY  ? "an array-typed dataset"
@@ -367,7 +379,13 @@ class hdf5_source final : public sample_source {
       return "is a link to nothing this file or its links hold";
     }
     if (li.type == H5L_TYPE_SOFT) {
-      return std::string("is a soft link to ") + val.data() + ", which does not exist";
+      // The target's own name is there (a link itself) but leads nowhere: a chain of soft
+      // links that ends at nothing, or goes round in a circle (/a -> /b -> /a).
+      const bool named = H5Lexists(file_.get(), val.data(), H5P_DEFAULT) > 0;
+      H5Eclear2(H5E_DEFAULT);
+      return std::string("is a soft link to ") + val.data() +
+             (named ? ", a link that leads to nothing (or back round to this one)"
+                    : ", which does not exist");
     }
     const char *file = nullptr, *object = nullptr;
     if (li.type == H5L_TYPE_EXTERNAL &&
@@ -464,6 +482,7 @@ class hdf5_source final : public sample_source {
         }
         if (missing_.empty()) missing_ = std::move(m.message);
       }
+      external_beside_ = external_files_beside(dcpl.get(), nm);
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
         if (auto v = missing_virtual_sources(dcpl.get()); !v.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + v;
@@ -495,6 +514,7 @@ class hdf5_source final : public sample_source {
     probe.reset();
     h5_id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     H5Pset_chunk_cache(dapl.get(), 12421, cache_bytes, 1.0);
+    if (external_beside_) H5Pset_efile_prefix(dapl.get(), "${ORIGIN}");
     dset_ = check(H5Dopen2(file_.get(), dataset_.c_str(), dapl.get()), H5Dclose, errc::bad_input,
                   nm + ": cannot open the dataset");
     h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
@@ -618,6 +638,45 @@ class hdf5_source final : public sample_source {
            "the dataset's fill value";
   }
 
+  /** A dataset stored in external raw files (H5Pset_external): HDF5 looks for relative names
+   *  in the working directory, so one run from another folder fails to read the file beside
+   *  its HDF5 file. True when they are there and not here (to be read with the prefix
+   *  ${ORIGIN}); an error naming them when they are in neither place. False otherwise, and
+   *  when HDF5_EXTFILE_PREFIX says where to look. */
+  bool external_files_beside(hid_t dcpl, const std::string& nm) const {
+    namespace fs = std::filesystem;
+    const int count = H5Pget_external_count(dcpl);
+    if (count <= 0) return false;
+    if (const char* prefix = std::getenv("HDF5_EXTFILE_PREFIX"); prefix && *prefix) return false;
+    const fs::path here = fs::path(path_).parent_path();
+    bool all_here = true, all_beside = true;
+    std::set<std::string> missing;
+    for (int i = 0; i < count; ++i) {
+      char name[4096] = {};
+      off_t offset = 0;
+      hsize_t size = 0;
+      if (H5Pget_external(dcpl, static_cast<unsigned>(i), sizeof name, name, &offset, &size) < 0) {
+        return false;
+      }
+      std::error_code ec;
+      const bool at_cwd = fs::exists(name, ec);
+      const bool beside = fs::path(name).is_relative() && fs::exists(here / name, ec);
+      all_here = all_here && at_cwd;
+      all_beside = all_beside && (at_cwd || beside);
+      if (!at_cwd && !beside) missing.insert(name);
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+      throw error(errc::io, nm + ": its values are stored in the external raw file" +
+                                (missing.size() > 1 ? "s " : " ") + list +
+                                ", not found beside the HDF5 file or here (HDF5_EXTFILE_PREFIX "
+                                "names the folder that holds " +
+                                (missing.size() > 1 ? "them)" : "it)"));
+    }
+    return !all_here && all_beside;
+  }
+
   std::string list_hint() const {
     const auto all = list_datasets(file_.get());
     return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + listing(all) + ")";
@@ -629,6 +688,7 @@ class hdf5_source final : public sample_source {
   }
 
   std::string path_, dataset_, note_, reader_;
+  bool external_beside_ = false;  // external raw files beside the file, not in the working dir
   h5_id enum_memory_;
   std::string missing_;  // an optional filter that cannot be loaded: the message naming it
   std::vector<filter_output> outputs_;  // what dctchop's filters decode a chunk to

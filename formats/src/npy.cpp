@@ -357,6 +357,21 @@ std::optional<npy_dtype> parse_npy_descr(const std::string& descr) {
     order = d[0];
     d.remove_prefix(1);
   }
+  // numpy's names and type characters, which np.dtype() takes in a hand-written header
+  // ('uint8', 'B'); numpy itself writes the kind and size ('|u1').
+  static constexpr std::pair<std::string_view, std::string_view> k_aliases[] = {
+      {"bool", "b1"},    {"?", "b1"},      {"int8", "i1"},    {"b", "i1"},    {"uint8", "u1"},
+      {"B", "u1"},       {"int16", "i2"},  {"h", "i2"},       {"uint16", "u2"}, {"H", "u2"},
+      {"int32", "i4"},   {"i", "i4"},      {"uint32", "u4"},  {"I", "u4"},    {"int64", "i8"},
+      {"q", "i8"},       {"l", "i8"},      {"uint64", "u8"},  {"Q", "u8"},    {"L", "u8"},
+      {"float16", "f2"}, {"e", "f2"},      {"float32", "f4"}, {"f", "f4"},    {"float64", "f8"},
+      {"d", "f8"}};
+  for (const auto& [alias, canonical] : k_aliases) {
+    if (d == alias) {
+      d = canonical;
+      break;
+    }
+  }
   if (d.size() != 2) return std::nullopt;  // kind + one digit: all numeric types we take
   npy_dtype t;
   t.kind = d[0];
