@@ -1082,7 +1082,8 @@ int run(int argc, char** argv) {
           c_out = "-";
         } else {
           // train.npy -> train.dcz; train.h5:/images -> train.dcz
-          const auto spec = formats::parse_dataset_spec(c_in, c_io.dataset, c_io.raw);
+          const auto spec =
+              formats::resolve_by_content(formats::parse_dataset_spec(c_in, c_io.dataset, c_io.raw));
           named_array = spec.dataset;
           std::string stem = spec.path;
           const auto dot = stem.rfind('.');

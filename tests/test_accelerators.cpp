@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -11,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dctchop/accelerators.hpp"
@@ -220,6 +222,33 @@ TEST(IpuFeed, WithTheLoadersPrefetchThreadPrefetchNeverWaitsAndTheEngineGetsEver
   EXPECT_EQ(feed.completed(), 70u);
 }
 
+TEST(IpuFeed, PrefetchAnswersNotAvailableAtOnceWhileTheLoadersThreadIsStillReading) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.loader.seed = 3;
+  o.loader.prefetch = 2;
+  auto gate = std::make_shared<dctchop::test::gated_memory>();
+  o.loader.batch_memory = gate;  // the loader's thread waits in its first batch
+  accel::ipu_feed feed(a, o);
+  std::vector<std::byte> buf(feed.micro_batch_bytes());
+  // A prefetch that waited would wait for the gate (open by itself after 5 s) and succeed.
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::not_available);
+  gate->open();
+  feed.fetch(buf.data());  // the engine fetches instead: micro-batch 0, nothing skipped
+  feed.complete();
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = 4;
+  lo.decode = false;
+  lo.prefetch = 0;
+  lo.batch_memory = nullptr;
+  loaders::archive_loader ref(a, lo);
+  const auto want = ref.next();
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), want.data.begin(), want.data.end()));
+  feed.rethrow_error();
+}
+
 TEST(IpuFeed, AnInvalidationKeepsAFetchedMicroBatchNotYetCompleteAndReplaysThePrefetchedOnes) {
   temp_dir dir;
   const auto a = make_archive(dir, 40);
@@ -275,7 +304,14 @@ TEST(IpuFeed, ARestoredFeedResumesAfterTheLastCompletedMicroBatchAndRefusesAnoth
     feed.complete();
   }
   std::vector<std::byte> spec(buf.size());
-  (void)feed.prefetch(spec.data());  // in flight when the state is taken: not part of it
+  // In flight when the state is taken, and not part of it (the loader's thread may not have
+  // it ready at once).
+  auto prefetch_one = [&](accel::ipu_feed& f) {
+    while (f.prefetch(spec.data()) != accel::stream_callback::result::success) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  prefetch_one(feed);
   const auto saved = loaders::loader_state::from_json(feed.state().to_json());
   EXPECT_EQ(saved.epoch, 1u);
   EXPECT_EQ(saved.position, 3u);
@@ -289,7 +325,7 @@ TEST(IpuFeed, ARestoredFeedResumesAfterTheLastCompletedMicroBatchAndRefusesAnoth
   // A new feed (a restarted job), and the first one rewound with things in flight.
   accel::ipu_feed fresh(a, o);
   fresh.restore(saved);
-  (void)feed.prefetch(spec.data());
+  prefetch_one(feed);
   feed.restore(saved);
   for (auto* f : {&fresh, &feed}) {
     for (int i = 0; i < 14; ++i) {
@@ -393,12 +429,22 @@ TEST(Cs2Feed, AStateDictRestartsTheWorkerAndIsRefusedByAnother) {
   accel::cs2_worker_feed rewindowed(a, o);
   dctchop::test::expect_error([&] { rewindowed.load_state_dict(saved); },
                               errc::invalid_argument, {"window 4", "window 2", "other batches"});
-  // A state saved before the loader's state was part of it: epoch, position and seed.
+  // A state saved before the loader's state was part of it (epoch, position and seed), when
+  // each of several workers took every num_workers-th sample: refused mid-epoch, where it
+  // would resume at other samples, and taken at an epoch's start.
   o.loader.shuffle_window = 4;
   accel::cs2_worker_feed old(a, o);
-  old.load_state_dict(R"({"epoch": 0, "position": 2, "seed": 8, "worker_id": 1,)"
+  dctchop::test::expect_error(
+      [&] {
+        old.load_state_dict(R"({"epoch": 0, "position": 2, "seed": 8, "worker_id": 1,)"
+                            R"( "num_workers": 3, "batch_size": 5})");
+      },
+      errc::invalid_argument, {"saved before 2026-12-02", "position 0"});
+  old.load_state_dict(R"({"epoch": 1, "position": 0, "seed": 8, "worker_id": 1,)"
                       R"( "num_workers": 3, "batch_size": 5})");
-  EXPECT_EQ(old.next().samples, want.samples);
+  const auto first = old.next();
+  EXPECT_EQ(first.epoch, 1u);
+  EXPECT_EQ(first.index, 0u);
   // What a batch holds, for the decode matrices.
   EXPECT_EQ(old.loader().codec().chop, 4);
   EXPECT_EQ(old.loader().sample_geometry().height, 16u);

@@ -566,6 +566,8 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
     // Names that are there but lead to no dataset: a group, and links to nothing.
     H5Gclose(H5Gcreate2(f.get(), "/grp", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     ASSERT_GE(H5Lcreate_soft("/gone", f.get(), "/soft", H5P_DEFAULT, H5P_DEFAULT), 0);
+    // relative: /grp/vec, not /vec
+    ASSERT_GE(H5Lcreate_soft("vec", f.get(), "/grp/rel", H5P_DEFAULT, H5P_DEFAULT), 0);
     ASSERT_GE(H5Lcreate_soft("/b", f.get(), "/a", H5P_DEFAULT, H5P_DEFAULT), 0);  // a circle
     ASSERT_GE(H5Lcreate_soft("/a", f.get(), "/b", H5P_DEFAULT, H5P_DEFAULT), 0);
     {  // h5py's complex64: a compound of floats r and i
@@ -584,6 +586,8 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
                {"bad.h5:/grp: is a group, not a dataset"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/soft")); }, errc::bad_input,
                {"bad.h5:/soft: is a soft link to /gone, which does not exist"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/grp/rel")); },
+               errc::bad_input, {"bad.h5:/grp/rel: is a soft link to vec, which does not exist"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/a")); }, errc::bad_input,
                {"bad.h5:/a: is a soft link to /b, a link that leads to nothing (or back round "
                 "to this one)"});
@@ -1082,6 +1086,16 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   EXPECT_TRUE(contains(cross.err, "using labels /train/y of cross.h5")) << cross.err;
   must(dir, "decompress x.dcz -o x.npy -q -f --labels-out xl.npy");
   EXPECT_EQ(load_npy(dir.file("xl.npy")).raw, as_bytes(k_labels));
+  // A conventional name elsewhere before a dataset of another name beside the images.
+  {
+    auto f = h5_create(dir.file("ids.h5"));
+    h5_write(f.get(), "/train/images", H5T_STD_U8LE, k_u8_shape,
+             dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+    h5_write(f.get(), "/train/ids", H5T_STD_I64LE, {6}, std::vector<std::int64_t>(6, 9));
+    h5_write(f.get(), "/labels", H5T_STD_I64LE, {6}, k_labels);
+  }
+  auto ids = must(dir, "compress ids.h5:/train/images --labels ids.h5 -o i.dcz -f");
+  EXPECT_TRUE(contains(ids.err, "using labels /labels of ids.h5")) << ids.err;
   // None beside the images: another group's, by the rules.
   auto test_images = must(dir, "compress cross.h5:/test/images --labels cross.h5 -o t.dcz -f");
   EXPECT_TRUE(contains(test_images.err, "using labels /test/labels of cross.h5")) << test_images.err;
@@ -1229,6 +1243,15 @@ TEST(Hdf5Cli, FilesNamedForNoFormatAreReadAsTheirBytesSayHdf5AfterAUserBlockAndZ
   must(dir, "compress x.zip:data -o z.dcz -q --chop 8 --coeff f32");
   must(dir, "decompress z.dcz -o z.npy -q");
   EXPECT_EQ(load_npy(dir.file("z.npy")).raw, as_bytes(images));
+  // The input is the file, not a path named "sst.nc:images": -o sst.nc -f would replace it.
+  auto own = cli(dir, "compress sst.nc:images -o sst.nc -f");
+  EXPECT_EQ(own.status, 2) << describe(own);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("sst.nc")));
+  auto reread = must(dir, "compress sst.nc:images -o again.dcz -q --chop 8 --coeff f32");
+  // The same for the labels: not the images themselves.
+  auto same = cli(dir, "compress sst.nc:images --labels sst.nc:images -o s.dcz");
+  EXPECT_EQ(same.status, 2) << describe(same);
+  EXPECT_TRUE(contains(same.err, "--labels names the images themselves")) << same.err;
   // A name that says a format is taken at its word.
   std::filesystem::copy_file(dir.file("sst.nc"), dir.file("sst.npy"));
   auto npy = cli(dir, "compress sst.npy -o n.dcz");

@@ -14,6 +14,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <memory_resource>
+#include <mutex>
 #include <csignal>
 #include <cmath>
 #include <cstdint>
@@ -337,6 +341,38 @@ inline std::string make_index_archive(const temp_dir& dir, std::uint64_t n,
   formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, o);
   return dir.file("a.dcz");
 }
+
+/** Memory whose allocations wait until open() (or until `limit` has passed, so that a test
+ *  of code that should not wait fails rather than hangs): as a loader's batch_memory, it
+ *  holds the prefetch thread back while a batch is being made. */
+class gated_memory final : public std::pmr::memory_resource {
+ public:
+  explicit gated_memory(std::chrono::seconds limit = std::chrono::seconds(5)) : limit_(limit) {}
+  void open() {
+    {
+      std::lock_guard lock(m_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    {
+      std::unique_lock lock(m_);
+      cv_.wait_for(lock, limit_, [&] { return open_; });
+    }
+    return std::pmr::new_delete_resource()->allocate(bytes, align);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override { return this == &o; }
+  std::chrono::seconds limit_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
 
 /** Mean squared error between two equally long value lists. */
 inline double mse_of(const std::vector<double>& a, const std::vector<double>& b) {

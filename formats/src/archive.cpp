@@ -616,7 +616,12 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       // wrong data, with a valid checksum.)
       // A stage this reader does not know, or a damaged record: the checksum (over the
       // record and the payload) tells them apart.
-      if (c.stages != 0 && std::memcmp(rec, k_chunk_magic, 8) == 0) {
+      if (c.stages != 0 && std::memcmp(rec, k_chunk_magic, 8) == 0 &&
+          get_u64(rec + 8) == next_index_ && c.first == next_sample_ && c.count > 0 &&
+          c.count <= header_.geom.samples - next_sample_ && c.count <= header_.samples_per_chunk &&
+          c.raw_bytes == c.count * cbps && c.stored_bytes <= c.raw_bytes + c.raw_bytes / 4 + 4096) {
+        // (a record whose sizes agree with the header, so that the payload read here is no
+        // larger than a chunk: a damaged size would not make it allocate gigabytes)
         coeffs.resize(c.stored_bytes);
         file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
         if (k_check_sums && chunk_hash(rec, std::span<const std::byte>(coeffs)) != c.xxh64) {

@@ -58,34 +58,41 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
                     (all.empty() ? "; the file holds no " + words.what + " at all"
                                  : "; " + words.what + "s: " + listing(all)));
   }
-  // Labels in the images' file: those beside the images (/train/y for /train/images) before
-  // any of another group (/test/labels), whatever their names; another group's only when
-  // none lies beside them.
+  // One array with a conventional name; two such names (/train/images, /test/images) are
+  // as ambiguous as none.
+  const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
+                            : std::vector<const char*>{"images", "data", "x"};
+  auto by_name = [&](const std::vector<candidate>& among) {
+    for (const char* want : names) {
+      std::vector<std::string> named;
+      for (const auto& c : among)
+        if (leaf(c.path) == want) named.push_back(c.path);
+      if (named.size() == 1) return named[0];
+      if (named.size() > 1) break;
+    }
+    return std::string();
+  };
   auto group = [](const std::string& p) {
     const auto slash = p.rfind('/');
     return slash == std::string::npos ? std::string() : p.substr(0, slash);
   };
-  std::vector<candidate> pool;
+  // Labels in the images' own file: a conventional name beside the images (/train/y for
+  // /train/images) before one of another group (/test/labels); then the one dataset beside
+  // them, whatever its name.
+  std::vector<candidate> beside;
   if (labels && !not_this.empty()) {
     for (const auto& c : fit)
-      if (group(c.path) == group(not_this)) pool.push_back(c);
+      if (group(c.path) == group(not_this)) beside.push_back(c);
   }
-  if (pool.empty()) pool = fit;
+  std::vector<candidate> pool = fit;  // what an error lists: the ones that could be meant
   std::string chosen;
-  if (pool.size() == 1) {
-    chosen = pool[0].path;
+  if (fit.size() == 1) {
+    chosen = fit[0].path;
   } else {
-    // One array with a conventional name; two such names (/train/images, /test/images) are
-    // as ambiguous as none.
-    const auto names = labels ? std::vector<const char*>{"labels", "label", "y", "targets"}
-                              : std::vector<const char*>{"images", "data", "x"};
-    for (const char* want : names) {
-      std::vector<std::string> named;
-      for (const auto& c : pool)
-        if (leaf(c.path) == want) named.push_back(c.path);
-      if (named.size() == 1 && chosen.empty()) chosen = named[0];
-      if (named.size() > 1 && chosen.empty()) break;
-    }
+    if (!beside.empty()) chosen = by_name(beside);
+    if (chosen.empty()) chosen = by_name(fit);
+    if (chosen.empty() && beside.size() == 1) chosen = beside[0].path;
+    if (chosen.empty() && beside.size() > 1) pool = beside;
     // Labels are class numbers (one axis) or one-hot rows (two): the only such array, when
     // the others are images (x_train beside y_train).
     if (labels && chosen.empty()) {

@@ -563,10 +563,10 @@ std::optional<file_kind> kind_by_content(const std::string& path) {
   return kind;
 }
 
-/** An input whose name says no format (a .nc, .mat or .zip file; "data.nc:images"): the
- *  format its bytes say. Names that say one (.npy, .npz, .h5...) are taken at their word. */
-dataset_spec by_content(const dataset_spec& spec) {
-  if (spec.path == "-" || format_named(spec.path) ||
+}  // namespace
+
+dataset_spec resolve_by_content(const dataset_spec& spec) {
+  if (spec.memory || spec.path == "-" || format_named(spec.path) ||
       (spec.kind != file_kind::npy && spec.kind != file_kind::hdf5)) {
     return spec;
   }
@@ -584,7 +584,10 @@ dataset_spec by_content(const dataset_spec& spec) {
     if (spec.kind == file_kind::npy || *k == file_kind::npz) return as(*k, spec.path, spec.dataset);
     return spec;
   }
-  // "data.nc:images": a file and a member, which the name alone could not split.
+  // "data.nc:images": a file and a member, which the name alone could not split (when no
+  // file, FIFO or other has the whole name).
+  struct stat whole {};
+  if (::stat(spec.path.c_str(), &whole) == 0) return spec;
   const auto colon = spec.path.rfind(':');
   if (spec.kind == file_kind::npy && spec.dataset.empty() && colon != std::string::npos &&
       colon > 0 && colon + 1 < spec.path.size()) {
@@ -594,11 +597,9 @@ dataset_spec by_content(const dataset_spec& spec) {
   return spec;
 }
 
-}  // namespace
-
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
   if (given.memory) return std::make_unique<memory_source>(given.path, *given.memory);
-  const dataset_spec spec = by_content(given);
+  const dataset_spec spec = resolve_by_content(given);
   switch (spec.kind) {
     case file_kind::npy: return std::make_unique<npy_source>(spec.path);
     case file_kind::npz: return std::make_unique<npz_source>(spec);

@@ -381,7 +381,12 @@ class hdf5_source final : public sample_source {
     if (li.type == H5L_TYPE_SOFT) {
       // The target's own name is there (a link itself) but leads nowhere: a chain of soft
       // links that ends at nothing, or goes round in a circle (/a -> /b -> /a).
-      const bool named = H5Lexists(file_.get(), val.data(), H5P_DEFAULT) > 0;
+      // (a relative target is looked up from the link's group)
+      std::string target = val.data();
+      if (!target.empty() && target.front() != '/') {
+        target = dataset_.substr(0, dataset_.rfind('/') + 1) + target;
+      }
+      const bool named = H5Lexists(file_.get(), target.c_str(), H5P_DEFAULT) > 0;
       H5Eclear2(H5E_DEFAULT);
       return std::string("is a soft link to ") + val.data() +
              (named ? ", a link that leads to nothing (or back round to this one)"
@@ -425,9 +430,15 @@ class hdf5_source final : public sample_source {
         throw error(errc::bad_input, spec.path + ": a truncated HDF5 file (" + why + ")");
       }
       if (why.find("unable to lock file") != std::string::npos) {
-        throw error(errc::io, spec.path + ": cannot open the HDF5 file: another program has it "
-                                          "open for writing (its HDF5 file lock); read it once "
-                                          "that program has closed it");
+        if (why.find("errno = 11,") != std::string::npos) {  // EAGAIN: someone holds the lock
+          throw error(errc::io, spec.path + ": cannot open the HDF5 file: another program has "
+                                            "it open for writing (its HDF5 file lock); read it "
+                                            "once that program has closed it");
+        }
+        // No locks on this file system (NFS without a lock daemon, say).
+        throw error(errc::io, spec.path + ": cannot open the HDF5 file: " + why +
+                                  " (where the file system has no locks, "
+                                  "HDF5_USE_FILE_LOCKING=FALSE reads without one)");
       }
       if (why.find("already open for write") == std::string::npos) {
         throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
@@ -650,7 +661,7 @@ class hdf5_source final : public sample_source {
     if (const char* prefix = std::getenv("HDF5_EXTFILE_PREFIX"); prefix && *prefix) return false;
     const fs::path here = fs::path(path_).parent_path();
     bool all_here = true, all_beside = true;
-    std::set<std::string> missing;
+    std::set<std::string> missing, split;
     for (int i = 0; i < count; ++i) {
       char name[4096] = {};
       off_t offset = 0;
@@ -662,8 +673,17 @@ class hdf5_source final : public sample_source {
       const bool at_cwd = fs::exists(name, ec);
       const bool beside = fs::path(name).is_relative() && fs::exists(here / name, ec);
       all_here = all_here && at_cwd;
-      all_beside = all_beside && (at_cwd || beside);
+      all_beside = all_beside && beside;
       if (!at_cwd && !beside) missing.insert(name);
+      split.insert(name);
+    }
+    if (missing.empty() && !all_here && !all_beside) {
+      // Some only here, some only beside the file: one prefix cannot reach them all.
+      std::string list;
+      for (const auto& m : split) list += (list.empty() ? "" : ", ") + m;
+      throw error(errc::io, nm + ": its values are stored in the external raw files " + list +
+                                ", some found only here and some only beside the HDF5 file; "
+                                "put them in one folder (HDF5_EXTFILE_PREFIX names it)");
     }
     if (!missing.empty()) {
       std::string list;
@@ -674,7 +694,7 @@ class hdf5_source final : public sample_source {
                                 "names the folder that holds " +
                                 (missing.size() > 1 ? "them)" : "it)"));
     }
-    return !all_here && all_beside;
+    return !all_here;  // (then all beside the file)
   }
 
   std::string list_hint() const {

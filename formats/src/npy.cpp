@@ -575,12 +575,7 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     // A deflated .npz member (numpy writes labels of pandas' .values that way): a small one
     // is inflated whole and gathered in memory, its CRC checked now.
     if (f.restartable() && data_bytes <= k_fortran_held_bytes) {
-      r.held_.resize(static_cast<std::size_t>(data_bytes));
-      if (read_some(f, r.held_.data(), r.held_.size()) < r.held_.size()) {
-        fail(errc::bad_input, name, "truncated .npy data (shape " + shape_repr(h.shape) + ")");
-      }
-      f.finish();
-      r.data_ = r.held_.data();
+      r.hold_ = true;  // (at the first read: opening members to list them reads no data)
       return r;
     }
     fail(errc::bad_input, name,
@@ -622,8 +617,19 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
                                             std::to_string(n_rows) + " rows)");
   }
   const std::uint64_t row_bytes = header_.row_bytes();
+  if (hold_ && data_ == nullptr) {
+    // The whole array, inflated in order, its CRC checked; then gathered from memory.
+    std::vector<std::byte> all(static_cast<std::size_t>(n_rows * row_bytes));
+    if (read_some(*src_, all.data(), all.size()) < all.size()) {
+      fail(errc::bad_input, display_name(),
+           "truncated .npy data (shape " + shape_repr(header_.shape) + ")");
+    }
+    src_->finish();
+    held_ = std::move(all);
+    data_ = held_.data();
+  }
   // A stream, read as it comes (unless its array is held whole in memory).
-  const bool stream = !src_->seekable() && held_.empty();
+  const bool stream = !src_->seekable() && !hold_;
   if (stream && first != next_row_ && src_->restartable()) {
     // A deflated .npz member: decode again from the start to go back, and skip to go on.
     if (first < next_row_) {
@@ -692,7 +698,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     }
   }
 
-  if (first + count == n_rows && held_.empty()) src_->finish();  // (held: checked at open)
+  if (first + count == n_rows && !hold_) src_->finish();  // (held: checked when read whole)
 
   if (itemsize > 1 && header_.type.big_endian != k_native_big) {
     byteswap_in_place(out, bytes / itemsize, itemsize);

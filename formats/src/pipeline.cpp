@@ -784,9 +784,10 @@ compress_result compress_npy(const std::string& input, const std::string& output
   return compress(parse_dataset_spec(input), output, be, o);
 }
 
-compress_result compress(const dataset_spec& in, const std::string& output, backend& be,
+compress_result compress(const dataset_spec& given, const std::string& output, backend& be,
                          const compress_options& o) {
   const auto t0 = clock_type::now();
+  const dataset_spec in = resolve_by_content(given);  // ("sst.nc:images" is sst.nc's)
   const std::string input = in.path;
   if (!in.memory) check_not_same(input, output);
   if (output != "-" && !parse_dataset_spec(output).dataset.empty()) {
@@ -830,7 +831,7 @@ compress_result compress(const dataset_spec& in, const std::string& output, back
   }
   dataset_spec labels_spec = o.labels               ? *o.labels
                              : o.labels_path.empty() ? dataset_spec{}
-                                                     : parse_dataset_spec(o.labels_path);
+                                                     : resolve_by_content(parse_dataset_spec(o.labels_path));
   labels_spec.purpose = dataset_spec::role::labels;
   if ((labels_spec.kind == file_kind::hdf5 || labels_spec.kind == file_kind::npz) &&
       labels_spec.dataset.empty() &&

@@ -260,9 +260,19 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
     }
     if (j.contains("samples")) {
       s = loader_state::from_json(text);  // restore checks the rest
-    } else {  // saved before 2026-12-02: epoch, position and seed only, taken as they are
+    } else {  // saved before 2026-12-02: epoch, position and seed only
       s = {formats::json_integer<u64>(j.at("epoch")), formats::json_integer<u64>(j.at("position")),
            formats::json_integer<u64>(j.at("seed")), std::nullopt};
+      // Workers then took every num_workers-th sample: within an epoch the new slices would
+      // skip some samples and repeat others. At an epoch's start there is nothing to get wrong.
+      if (o_.num_workers > 1 && s.position > 0) {
+        throw error(errc::invalid_argument,
+                    "this CS-2 state was saved before 2026-12-02, when each of several workers "
+                    "took every num_workers-th sample: resumed at batch " +
+                        std::to_string(s.position) +
+                        " it would give other samples; resume from the start of its epoch "
+                        "(position 0) instead");
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());

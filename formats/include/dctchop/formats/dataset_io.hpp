@@ -111,6 +111,13 @@ class sample_source {
   std::uint64_t row_bytes() const;
 };
 
+/** An input named for no format (a .nc, .mat or .zip file, "data.nc:images", which the name
+ *  alone cannot split): the spec of what its bytes say, HDF5 (signature at 0 or after a user
+ *  block) or ZIP (.npz); else `spec` as it is. Names that say a format (.npy, .npz, .h5...)
+ *  are taken at their word. Commands resolve their inputs so before comparing paths;
+ *  open_dataset() does it too. */
+dataset_spec resolve_by_content(const dataset_spec& spec);
+
 /** Open a dataset for reading. Errors name the file and dataset: missing file (io), missing
  *  dataset, compound or string data, raw size mismatch (bad_input). */
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);

@@ -90,6 +90,7 @@ class npy_reader {
   npy_header header_;
   const std::byte* data_ = nullptr;  // mapped data (regular files), or held_'s
   std::vector<std::byte> held_;      // a small Fortran-order array of a deflated member, whole
+  bool hold_ = false;                // such an array: held_ is read at the first read_rows
   std::uint64_t next_row_ = 0;       // next row for sequential (stdin) reads
 };
 

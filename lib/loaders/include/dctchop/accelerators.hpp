@@ -46,8 +46,10 @@ class stream_callback {
  public:
   enum class result { success, not_available };
   virtual ~stream_callback() = default;
-  /** Fill `dst` with the next micro-batch if one is ready (it does not wait for one: a
-   *  micro-batch still being read answers not_available); the engine may withdraw it. */
+  /** Fill `dst` with the next micro-batch if one is ready (it does not wait for the loader's
+   *  prefetch thread: a micro-batch still being read answers not_available; with
+   *  loader.prefetch 0 there is no thread, and it reads the micro-batch itself); the engine
+   *  may withdraw it. */
   virtual result prefetch(void* dst) noexcept = 0;
   /** Fill `dst` with the next micro-batch now. */
   virtual void fetch(void* dst) noexcept = 0;
@@ -80,7 +82,7 @@ class ipu_feed final : public stream_callback {
   ~ipu_feed() override;
   std::size_t micro_batch_bytes() const noexcept;  ///< one callback buffer
   std::size_t step_bytes() const noexcept;         ///< one host step, every replica
-  std::uint64_t completed() const noexcept;        ///< micro-batches completed so far
+  std::uint64_t completed() const noexcept;  ///< micro-batches completed since construction
   /** The resumable state: the micro-batch after the last completed one. */
   loader_state state() const;
   const geometry& sample_geometry() const noexcept;
