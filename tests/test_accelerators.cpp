@@ -35,6 +35,16 @@ std::string make_archive(const temp_dir& dir, u64 n) {
   return dctchop::test::make_index_archive(dir, n, 4, false);
 }
 
+/** A loader of the batches that an IPU feed of options `o` hands over, in their order. */
+std::unique_ptr<loaders::archive_loader> fed_batches(const std::string& a, const accel::ipu_options& o) {
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = o.micro_batch;
+  lo.decode = false;
+  lo.prefetch = 0;
+  lo.batch_memory = nullptr;
+  return std::make_unique<loaders::archive_loader>(a, lo);
+}
+
 TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBatchInOrder) {
   temp_dir dir;
   const auto a = make_archive(dir, 96);
@@ -50,10 +60,8 @@ TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBat
   EXPECT_EQ(feed.micro_batch_bytes(), 4u * 128u);  // no labels in this archive
   EXPECT_EQ(feed.step_bytes(), feed.micro_batch_bytes() * 12u);
   // What the engine must receive: the loader's own sequence of micro-batches.
-  loaders::loader_options lo = o.loader;
-  lo.batch_size = 4;
-  lo.decode = false;
-  loaders::archive_loader ref(a, lo);
+  auto ref_loader = fed_batches(a, o);
+  loaders::archive_loader& ref = *ref_loader;
 
   std::mt19937 rng(5);
   std::deque<std::vector<std::byte>> engine_prefetched;  // in the engine's hands, not consumed
@@ -109,10 +117,8 @@ TEST(IpuFeed, EachBufferHoldsTheCoefficientsThenTheLabelsAlsoAfterAnInvalidation
   o.loader.prefetch = 0;
   accel::ipu_feed feed(a, o);
   ASSERT_EQ(feed.micro_batch_bytes(), 3u * (128u + 4u));
-  loaders::loader_options lo = o.loader;
-  lo.batch_size = 3;
-  lo.decode = false;
-  loaders::archive_loader ref(a, lo);
+  auto ref_loader = fed_batches(a, o);
+  loaders::archive_loader& ref = *ref_loader;
   std::vector<std::byte> buf(feed.micro_batch_bytes());
   ASSERT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
   ASSERT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
@@ -188,11 +194,8 @@ TEST(IpuFeed, WithTheLoadersPrefetchThreadPrefetchNeverWaitsAndTheEngineGetsEver
   o.loader.seed = 23;
   o.loader.prefetch = 2;
   accel::ipu_feed feed(a, o);
-  loaders::loader_options lo = o.loader;
-  lo.batch_size = 4;
-  lo.decode = false;
-  lo.prefetch = 0;
-  loaders::archive_loader ref(a, lo);
+  auto ref_loader = fed_batches(a, o);
+  loaders::archive_loader& ref = *ref_loader;
   std::mt19937 rng(8);
   std::deque<std::vector<std::byte>> engine_prefetched;
   for (int step = 0; step < 70; ++step) {
@@ -238,12 +241,8 @@ TEST(IpuFeed, PrefetchAnswersNotAvailableAtOnceWhileTheLoadersThreadIsStillReadi
   gate->open();
   feed.fetch(buf.data());  // the engine fetches instead: micro-batch 0, nothing skipped
   feed.complete();
-  loaders::loader_options lo = o.loader;
-  lo.batch_size = 4;
-  lo.decode = false;
-  lo.prefetch = 0;
-  lo.batch_memory = nullptr;
-  loaders::archive_loader ref(a, lo);
+  auto ref_loader = fed_batches(a, o);
+  loaders::archive_loader& ref = *ref_loader;
   const auto want = ref.next();
   EXPECT_TRUE(std::equal(buf.begin(), buf.end(), want.data.begin(), want.data.end()));
   feed.rethrow_error();
@@ -257,10 +256,8 @@ TEST(IpuFeed, AnInvalidationKeepsAFetchedMicroBatchNotYetCompleteAndReplaysThePr
   o.loader.seed = 6;
   o.loader.prefetch = 0;
   accel::ipu_feed feed(a, o);
-  loaders::loader_options lo = o.loader;
-  lo.batch_size = 2;
-  lo.decode = false;
-  loaders::archive_loader ref(a, lo);
+  auto ref_loader = fed_batches(a, o);
+  loaders::archive_loader& ref = *ref_loader;
   std::vector<loaders::batch> want;
   for (int i = 0; i < 5; ++i) want.push_back(ref.next());
   auto same = [&](const std::vector<std::byte>& buf, int i) {
