@@ -816,7 +816,7 @@ int run(int argc, char** argv) {
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
   auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, NPZ, HDF5 or raw) into a .dcz archive");
   input_options c_io;
-  cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
+  cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw; other names (.nc, .mat) are read as their bytes say")
       ->check(non_empty_path)
       ->required();
   add_input_options(cmp, c_io);
@@ -907,7 +907,7 @@ int run(int argc, char** argv) {
   auto* evl = app.add_subcommand(
       "eval", "measure ratio, quality and speed of several settings in memory (writes nothing)");
   input_options e_io;
-  evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw")
+  evl->add_option("input", e_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw; other names (.nc, .mat) are read as their bytes say")
       ->check(non_empty_path)
       ->required();
   add_input_options(evl, e_io);

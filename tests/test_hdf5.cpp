@@ -570,6 +570,12 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
     ASSERT_GE(H5Lcreate_soft("vec", f.get(), "/grp/rel", H5P_DEFAULT, H5P_DEFAULT), 0);
     ASSERT_GE(H5Lcreate_soft("/b", f.get(), "/a", H5P_DEFAULT, H5P_DEFAULT), 0);  // a circle
     ASSERT_GE(H5Lcreate_soft("/a", f.get(), "/b", H5P_DEFAULT, H5P_DEFAULT), 0);
+    {  // h5py.Empty: a null dataspace
+      h5 null_space(H5Screate(H5S_NULL), H5Sclose, "null space");
+      h5 d(H5Dcreate2(f.get(), "/empty", H5T_STD_U8LE, null_space.get(), H5P_DEFAULT,
+                      H5P_DEFAULT, H5P_DEFAULT),
+           H5Dclose, "create /empty");
+    }
     {  // h5py's complex64: a compound of floats r and i
       h5 t(H5Tcreate(H5T_COMPOUND, 8), H5Tclose, "complex");
       h5_check(H5Tinsert(t.get(), "r", 0, H5T_IEEE_F32LE), "r");
@@ -591,6 +597,8 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/a")); }, errc::bad_input,
                {"bad.h5:/a: is a soft link to /b, a link that leads to nothing (or back round "
                 "to this one)"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/empty")); }, errc::bad_input,
+               {"bad.h5:/empty: is an empty dataset (a null dataspace, h5py.Empty)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/z")); }, errc::bad_input,
                {"bad.h5:/z: is a complex dataset (h5py's compound of r and i)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/ext")); }, errc::bad_input,

@@ -476,6 +476,10 @@ class hdf5_source final : public sample_source {
     h5_id space(H5Dget_space(probe.get()), H5Sclose);
     const int nd = H5Sget_simple_extent_ndims(space.get());
     if (nd < 0) throw error(errc::bad_input, nm + ": has no simple dataspace");
+    if (H5Sget_simple_extent_type(space.get()) == H5S_NULL) {  // h5py.Empty
+      throw error(errc::bad_input, nm + ": is an empty dataset (a null dataspace, h5py.Empty): "
+                                        "it holds no values");
+    }
     std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
     if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     shape_.assign(dims.begin(), dims.end());
