@@ -424,6 +424,13 @@ TEST(Archive, LabelsSideArrayRoundTripsWithItsDescription) {
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(*got, labels_bytes(10));
   EXPECT_FALSE(r.read_side_array("nothing").has_value());
+  // Rows read as needed are the whole array's, and the whole checks out read in pieces.
+  r.verify_side_array("labels");
+  std::vector<std::byte> rows(4 * 8);
+  r.read_side_array_rows("labels", 3, 4, rows);
+  EXPECT_EQ(rows, slice(labels_bytes(10), 3 * 8, 4 * 8));
+  r.read_side_array_rows("labels", 10, 0, std::span<std::byte>());
+  EXPECT_THROW(r.read_side_array_rows("labels", 8, 3, rows), error);
 }
 
 TEST(Archive, FlippedLabelsByteIsCorruptWhenRead) {
@@ -438,6 +445,8 @@ TEST(Archive, FlippedLabelsByteIsCorruptWhenRead) {
   flip_byte(path, off + 17);
   auto r = archive_reader::open(path);
   expect_error([&] { (void)r.read_side_array("labels"); }, errc::corrupt, {"labels", path});
+  expect_error([&] { r.verify_side_array("labels"); }, errc::corrupt,
+               {"side array 'labels': checksum mismatch", path});
 }
 
 TEST(Archive, ALoaderRefusesLabelsThatAreNotOneRowPerSample) {

@@ -637,6 +637,33 @@ TEST(Loader, ABatchThatFailsIsTriedAgainNotSkippedWithOrWithoutPrefetch) {
   }
 }
 
+TEST(Loader, DamagedLabelsAreRefusedWhenTheLoaderIsMadeThoughItReadsThemChunkByChunk) {
+  // The loader checks the labels' checksum whole, in pieces, then reads each chunk's labels
+  // with the chunk: a damaged byte is refused up front, not handed out in a batch.
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  u64 off = 0;
+  {
+    auto r = formats::archive_reader::open(a);
+    off = r.find_side_array("labels")->offset + 4 * 17;  // sample 17's label
+  }
+  dctchop::test::flip_byte(a, off);
+  loaders::loader_options o;
+  o.batch_size = 5;
+  test::expect_error([&] { loaders::archive_loader l(a, o); }, errc::corrupt,
+                     {"side array 'labels': checksum mismatch"});
+  dctchop::test::flip_byte(a, off);  // sound again: each batch's labels are its samples'
+  loaders::archive_loader l(a, o);
+  for (int i = 0; i < 8; ++i) {
+    const auto b = l.next();
+    for (std::size_t k = 0; k < b.samples.size(); ++k) {
+      std::int32_t label = 0;
+      std::memcpy(&label, b.labels.data() + k * 4, 4);
+      EXPECT_EQ(label, static_cast<std::int32_t>(b.samples[k] * 3));
+    }
+  }
+}
+
 TEST(DeviceLoader, HoldingEveryBufferIsAnErrorNotAHang) {
   temp_dir dir;
   const auto a = make_archive(dir, 30);

@@ -756,6 +756,44 @@ std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std:
   return std::nullopt;
 }
 
+void archive_reader::verify_side_array(const std::string& name) {
+  const side_array_info* s = find_side_array(name);
+  if (s == nullptr) throw error(errc::internal, "no side array named " + name);
+  if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
+  XXH64_state_t* st = XXH64_createState();
+  if (st == nullptr) throw std::bad_alloc();
+  XXH64_reset(st, 0);
+  std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(s->bytes, u64(1) << 20)));
+  try {
+    for (u64 at = 0; at < s->bytes; at += piece.size()) {
+      const auto n = static_cast<std::size_t>(std::min<u64>(piece.size(), s->bytes - at));
+      file_.read_at(s->offset + at, piece.data(), n, "side array");
+      XXH64_update(st, piece.data(), n);
+    }
+  } catch (...) {
+    XXH64_freeState(st);
+    throw;
+  }
+  const u64 h = XXH64_digest(st);
+  XXH64_freeState(st);
+  if (k_check_sums && h != s->xxh64) {
+    corrupt(display_name(), "side array '" + name + "': checksum mismatch");
+  }
+}
+
+void archive_reader::read_side_array_rows(const std::string& name, u64 first, u64 count,
+                                          std::span<std::byte> dst) {
+  const side_array_info* s = find_side_array(name);
+  if (s == nullptr) throw error(errc::internal, "no side array named " + name);
+  if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
+  const u64 rows = s->shape.empty() ? 1 : s->shape[0];
+  const u64 row = rows == 0 ? 0 : s->bytes / rows;
+  if (first > rows || count > rows - first || dst.size() != count * row) {
+    throw error(errc::internal, "side array rows out of range");
+  }
+  if (count > 0) file_.read_at(s->offset + first * row, dst.data(), dst.size(), "side array");
+}
+
 // The two kinds of chunk buffer: the heap, and a backend's host memory.
 template void archive_reader::read_chunk(std::size_t, std::vector<std::byte>&);
 template void archive_reader::read_chunk(std::size_t, byte_buffer&);

@@ -131,8 +131,7 @@ struct archive_loader::impl {
   std::shared_ptr<backend> be;
   formats::archive_reader reader;
   formats::archive_header h;
-  std::vector<std::byte> labels;  // every sample's labels, read once (they are small)
-  u64 label_row = 0;
+  u64 label_row = 0;  // bytes of one sample's labels (0: none); read with their chunk
   std::string label_descr;
   std::vector<u64> label_shape;  // of one sample
   u64 sample_bytes = 0, coeff_bytes = 0;
@@ -144,6 +143,7 @@ struct archive_loader::impl {
   struct cached_chunk {
     std::size_t index;
     byte_buffer data;  // decoded values, or coefficients; in the backend's host memory
+    std::vector<std::byte> labels;  // the chunk's samples' labels
   };
   std::list<cached_chunk> cache;  // most recently used first
 
@@ -185,7 +185,9 @@ struct archive_loader::impl {
     coeff_bytes = h.coeff_bytes_per_sample();
     sample_bytes = o.decode ? h.geom.values_per_sample() * size_of(h.type) : coeff_bytes;
     if (const auto* info = reader.find_side_array("labels")) {
-      labels = *reader.read_side_array("labels");
+      // Checked whole now, read chunk by chunk later: the loader never holds more labels
+      // than its cached chunks' (per-sample masks as labels can be as large as the data).
+      reader.verify_side_array("labels");
       label_row = info->bytes / std::max<u64>(h.geom.samples, 1);
       label_descr = info->descr;
       if (!info->shape.empty()) label_shape.assign(info->shape.begin() + 1, info->shape.end());
@@ -261,16 +263,21 @@ struct archive_loader::impl {
     return (samples_per_rank() + o.batch_size - 1) / o.batch_size;
   }
 
-  /** Chunk `ci`, decoded (or as stored), through a cache of shuffle_window + 1 chunks. */
-  const byte_buffer& chunk(std::size_t ci) {
+  /** Chunk `ci`, decoded (or as stored), with its labels, through a cache of
+   *  shuffle_window + 1 chunks. */
+  const cached_chunk& chunk(std::size_t ci) {
     for (auto it = cache.begin(); it != cache.end(); ++it) {
       if (it->index == ci) {
         cache.splice(cache.begin(), cache, it);
-        return cache.front().data;
+        return cache.front();
       }
     }
-    cached_chunk c{ci, {}};
+    cached_chunk c{ci, {}, {}};
     const u64 count = reader.chunks()[ci].count;
+    if (label_row > 0) {
+      c.labels.resize(count * label_row);
+      reader.read_side_array_rows("labels", reader.chunks()[ci].first, count, c.labels);
+    }
     byte_buffer coeffs = host_buffer(*be, count * coeff_bytes);
     reader.read_chunk(ci, coeffs);  // checks the checksum
     if (o.decode) {
@@ -281,7 +288,7 @@ struct archive_loader::impl {
     }
     cache.push_front(std::move(c));
     while (cache.size() - 1 > o.shuffle_window) cache.pop_back();  // (a window may be SIZE_MAX)
-    return cache.front().data;
+    return cache.front();
   }
 
   /** Batch `pos` of `epoch`. */
@@ -302,12 +309,12 @@ struct archive_loader::impl {
     for (u64 i = 0; i < count; ++i) {
       const u64 s = b.samples[i];
       const std::size_t ci = reader.chunk_of(s);
-      const auto& data = chunk(ci);
+      const cached_chunk& c = chunk(ci);
       const u64 at = s - reader.chunks()[ci].first;
-      std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(at * sample_bytes), sample_bytes,
+      std::copy_n(c.data.begin() + static_cast<std::ptrdiff_t>(at * sample_bytes), sample_bytes,
                   b.data.begin() + static_cast<std::ptrdiff_t>(i * sample_bytes));
       if (label_row > 0) {
-        std::copy_n(labels.begin() + static_cast<std::ptrdiff_t>(s * label_row), label_row,
+        std::copy_n(c.labels.begin() + static_cast<std::ptrdiff_t>(at * label_row), label_row,
                     b.labels.begin() + static_cast<std::ptrdiff_t>(i * label_row));
       }
     }

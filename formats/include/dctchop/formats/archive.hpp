@@ -144,6 +144,14 @@ class archive_reader {
   const side_array_info* find_side_array(const std::string& name) const;
   /** Read and verify a side array by name; nullopt when absent. */
   std::optional<std::vector<std::byte>> read_side_array(const std::string& name);
+  /** Verify side array `name` (an error(corrupt) on a wrong checksum) reading it in pieces,
+   *  without holding it: for readers that then read its rows as they need them. Random
+   *  access only. */
+  void verify_side_array(const std::string& name);
+  /** Rows [first, first + count) of side array `name` into `dst` (count rows of its row
+   *  bytes), as they lie in the file (verify_side_array checks them). Random access only. */
+  void read_side_array_rows(const std::string& name, std::uint64_t first, std::uint64_t count,
+                            std::span<std::byte> dst);
   /** Index of the chunk holding `sample`. */
   std::size_t chunk_of(std::uint64_t sample) const;
   /** How many NaN/Inf values the archive's input held, stored as
