@@ -1175,25 +1175,7 @@ int run(int argc, char** argv) {
       auto be = make_backend(parse_backend(d_backend), {d_threads});
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
-      auto r = [&] {
-        try {
-          return formats::decompress(d_in, spec, *be, o);
-        } catch (const error& e) {
-          // -o res.h5:/test where res.h5 holds /train: -f would not add /test beside it.
-          if (e.code() != errc::output_exists) throw;
-          for (const auto& out : {spec, formats::parse_dataset_spec(d_labels_out)}) {
-            if ((out.kind == formats::file_kind::hdf5 || out.kind == formats::file_kind::npz) &&
-                !out.dataset.empty() &&
-                std::string_view(e.what()).starts_with(out.path + ": already exists")) {
-              throw error(e.code(), fmt::format("{}: already exists; -f would replace the whole "
-                                                "file, not add {} to it (dctchop writes whole "
-                                                "files only)",
-                                                out.path, out.dataset));
-            }
-          }
-          throw;
-        }
-      }();
+      auto r = formats::decompress(d_in, spec, *be, o);
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word; so are
       // labels under such a name, which are NPY whatever --raw says of the data.

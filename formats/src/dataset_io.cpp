@@ -609,17 +609,46 @@ std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
   throw error(errc::internal, "unknown file kind");
 }
 
+namespace {
+
+/** `e`, an existing output refused, as the error for `spec`: an HDF5 or .npz file named with
+ *  a dataset or array (-o res.h5:/test, where res.h5 holds /train) reads as "add it", which
+ *  "use -f to overwrite" would not do: say what -f would. */
+error existing_output(const error& e, const dataset_spec& spec) {
+  if (e.code() != errc::output_exists || spec.dataset.empty() ||
+      (spec.kind != file_kind::hdf5 && spec.kind != file_kind::npz)) {
+    return e;
+  }
+  return error(e.code(), spec.path + ": already exists; -f would replace the whole file, not "
+                                     "add " + spec.dataset + " to it (dctchop writes whole files "
+                                     "only)");
+}
+
+}  // namespace
+
+void check_dataset_output(const dataset_spec& spec, bool overwrite) {
+  try {
+    check_output_path(spec.path, overwrite, spec.kind == file_kind::hdf5);
+  } catch (const error& e) {
+    throw existing_output(e, spec);
+  }
+}
+
 std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_dtype& type,
                                             const std::vector<u64>& shape, bool overwrite,
                                             const nlohmann::json& attributes) {
   if (spec.memory) throw error(errc::invalid_argument, spec.path + ": an array in memory is an input only");
-  switch (spec.kind) {
-    case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
-    case file_kind::npz:
-      if (!spec.dataset.empty()) detail::check_member_key(npz_key(spec.dataset), spec.path);
-      return std::make_unique<npz_sink>(spec, type, shape, overwrite);
-    case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
-    case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
+  try {
+    switch (spec.kind) {
+      case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
+      case file_kind::npz:
+        if (!spec.dataset.empty()) detail::check_member_key(npz_key(spec.dataset), spec.path);
+        return std::make_unique<npz_sink>(spec, type, shape, overwrite);
+      case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
+      case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
+    }
+  } catch (const error& e) {
+    throw existing_output(e, spec);
   }
   throw error(errc::internal, "unknown file kind");
 }

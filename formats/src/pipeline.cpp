@@ -942,7 +942,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     } else {
       // Refuse an existing labels file now, not after decoding everything (a FIFO or device
       // is written in place).
-      if (ls.path != "-") check_output_path(ls.path, o.overwrite, ls.kind == file_kind::hdf5);
+      if (ls.path != "-") check_dataset_output(ls, o.overwrite);
       // An HDF5 or .npz labels file named without a dataset gets /labels (labels), as beside
       // HDF5 (.npz) data.
       if (ls.kind == file_kind::hdf5 && ls.dataset.empty()) ls.dataset = hdf5_labels_dataset;

@@ -145,6 +145,11 @@ class sample_sink {
   virtual void watch(std::function<void()> check) { (void)check; }
 };
 
+/** check_output_path for the file of an output dataset, before the work that fills it; an
+ *  existing .h5 or .npz named with a dataset or array is refused saying that -f would replace
+ *  the whole file (as create_dataset does). */
+void check_dataset_output(const dataset_spec& spec, bool overwrite);
+
 /** Create an output for an array of `type` and `shape`. `attributes` (HDF5 only) are written
  *  as attributes of the dataset: numbers and strings. An existing output is refused unless
  *  `overwrite` (an HDF5 file is then replaced whole). */
