@@ -72,15 +72,28 @@ u64 parse_hex64(const std::string& s) {
   return v;
 }
 
+/** XXH64 of bytes given in pieces; its state is freed however the caller leaves. */
+class xxh64_stream {
+ public:
+  xxh64_stream() : st_(XXH64_createState()) {
+    if (st_ == nullptr) throw error(errc::internal, "out of memory (xxhash state)");
+    XXH64_reset(st_, 0);
+  }
+  ~xxh64_stream() { XXH64_freeState(st_); }
+  xxh64_stream(const xxh64_stream&) = delete;
+  xxh64_stream& operator=(const xxh64_stream&) = delete;
+  void update(const void* data, std::size_t n) { XXH64_update(st_, data, n); }
+  u64 digest() const { return XXH64_digest(st_); }
+
+ private:
+  XXH64_state_t* st_;
+};
+
 u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) {
-  XXH64_state_t* st = XXH64_createState();
-  if (st == nullptr) throw error(errc::internal, "out of memory (xxhash state)");
-  XXH64_reset(st, 0);
-  XXH64_update(st, record, 56);
-  XXH64_update(st, payload.data(), payload.size());
-  u64 h = XXH64_digest(st);
-  XXH64_freeState(st);
-  return h;
+  xxh64_stream h;
+  h.update(record, 56);
+  h.update(payload.data(), payload.size());
+  return h.digest();
 }
 
 [[noreturn]] void corrupt(const std::string& file, const std::string& what) {
@@ -94,12 +107,17 @@ u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) 
                     std::to_string(most) + ")");
 }
 
-/** Refuse `n` bytes at `data` as corrupt unless their XXH64 is `expected` (`what` names them:
+/** Refuse bytes as corrupt unless their XXH64 `digest` is `expected` (`what` names them:
  *  "header" gives "header checksum mismatch"). Chunks, whose sum covers record and payload,
  *  are checked by archive_reader::verify_chunk; every other sum goes through here. */
+void check_digest(u64 digest, u64 expected, const std::string& file, const std::string& what) {
+  if (k_check_sums && digest != expected) corrupt(file, what + " checksum mismatch");
+}
+
+/** check_digest of the `n` bytes at `data`. */
 void check_sum(const void* data, std::size_t n, u64 expected, const std::string& file,
                const std::string& what) {
-  if (k_check_sums && XXH64(data, n, 0) != expected) corrupt(file, what + " checksum mismatch");
+  if (k_check_sums) check_digest(XXH64(data, n, 0), expected, file, what);
 }
 
 archive_header header_from_json(const nlohmann::json& j, const std::string& file) {
@@ -760,25 +778,14 @@ void archive_reader::verify_side_array(const std::string& name) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
   if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
-  XXH64_state_t* st = XXH64_createState();
-  if (st == nullptr) throw std::bad_alloc();
-  XXH64_reset(st, 0);
+  xxh64_stream h;
   std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(s->bytes, u64(1) << 20)));
-  try {
-    for (u64 at = 0; at < s->bytes; at += piece.size()) {
-      const auto n = static_cast<std::size_t>(std::min<u64>(piece.size(), s->bytes - at));
-      file_.read_at(s->offset + at, piece.data(), n, "side array");
-      XXH64_update(st, piece.data(), n);
-    }
-  } catch (...) {
-    XXH64_freeState(st);
-    throw;
+  for (u64 at = 0; at < s->bytes; at += piece.size()) {
+    const auto n = static_cast<std::size_t>(std::min<u64>(piece.size(), s->bytes - at));
+    file_.read_at(s->offset + at, piece.data(), n, "side array");
+    h.update(piece.data(), n);
   }
-  const u64 h = XXH64_digest(st);
-  XXH64_freeState(st);
-  if (k_check_sums && h != s->xxh64) {
-    corrupt(display_name(), "side array '" + name + "': checksum mismatch");
-  }
+  check_digest(h.digest(), s->xxh64, display_name(), "side array '" + name + "':");
 }
 
 void archive_reader::read_side_array_rows(const std::string& name, u64 first, u64 count,
