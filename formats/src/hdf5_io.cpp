@@ -35,6 +35,13 @@ namespace {
 
 using u64 = std::uint64_t;
 
+/** File names for a message: "a, b, c". */
+std::string name_list(const std::set<std::string>& names) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
 /** Owns one HDF5 identifier and closes it with the right H5?close. */
 class h5_id {
  public:
@@ -486,6 +493,7 @@ class hdf5_source final : public sample_source {
     // Chunked datasets: read whole chunks along axis 0, with a cache that holds one slab of
     // chunks (all chunks that share an axis-0 range), so that no chunk is read twice.
     std::size_t cache_bytes = 1 << 20;
+    bool external_beside = false;  // external raw files beside the file, not here
     {
       h5_id dcpl(H5Dget_create_plist(probe.get()), H5Pclose);
       // A filter that cannot be loaded, before any output is made. A chunk may have been
@@ -497,7 +505,7 @@ class hdf5_source final : public sample_source {
         }
         if (missing_.empty()) missing_ = std::move(m.message);
       }
-      external_beside_ = external_files_beside(dcpl.get(), nm);
+      external_beside = external_files_beside(dcpl.get(), nm);
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
         if (auto v = missing_virtual_sources(dcpl.get()); !v.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + v;
@@ -517,7 +525,7 @@ class hdf5_source final : public sample_source {
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
                           u64(64) << 20));
         outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
-        if (auto u = unwritten_chunks(probe.get(), dims, chunk); !u.empty()) {
+        if (auto u = unwritten_chunks(probe.get(), space.get(), dims, chunk); !u.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + u;
         }
         // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
@@ -529,7 +537,7 @@ class hdf5_source final : public sample_source {
     probe.reset();
     h5_id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     H5Pset_chunk_cache(dapl.get(), 12421, cache_bytes, 1.0);
-    if (external_beside_) H5Pset_efile_prefix(dapl.get(), "${ORIGIN}");
+    if (external_beside) H5Pset_efile_prefix(dapl.get(), "${ORIGIN}");
     dset_ = check(H5Dopen2(file_.get(), dataset_.c_str(), dapl.get()), H5Dclose, errc::bad_input,
                   nm + ": cannot open the dataset");
     h5_id dcpl(H5Dget_create_plist(dset_.get()), H5Pclose);
@@ -623,10 +631,8 @@ class hdf5_source final : public sample_source {
       missing.insert(name);
     }
     if (missing.empty()) return {};
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     return "a virtual dataset whose source file" + std::string(missing.size() > 1 ? "s " : " ") +
-           list + (missing.size() > 1 ? " are" : " is") +
+           name_list(missing) + (missing.size() > 1 ? " are" : " is") +
            " not found (beside it, or here): the rows mapped to " +
            (missing.size() > 1 ? "them" : "it") + " read as the fill value";
   }
@@ -634,16 +640,15 @@ class hdf5_source final : public sample_source {
   /** Chunks of a chunked dataset that were never written (a writer that preallocated the
    *  dataset and stopped early), as a note: HDF5 reads their values as the fill value without
    *  a word, and h5py too. "" when every chunk is stored (or HDF5 cannot say). */
-  static std::string unwritten_chunks(hid_t dset, const std::vector<hsize_t>& dims,
+  static std::string unwritten_chunks(hid_t dset, hid_t space, const std::vector<hsize_t>& dims,
                                       const std::vector<hsize_t>& chunk) {
     u64 total = 1;
     for (std::size_t i = 0; i < dims.size(); ++i) {
       if (chunk[i] == 0) return {};
       total *= (dims[i] + chunk[i] - 1) / chunk[i];
     }
-    h5_id space(H5Dget_space(dset), H5Sclose);
     hsize_t stored = 0;
-    if (total == 0 || !space.valid() || H5Dget_num_chunks(dset, space.get(), &stored) < 0) {
+    if (total == 0 || H5Dget_num_chunks(dset, space, &stored) < 0) {
       H5Eclear2(H5E_DEFAULT);
       return {};
     }
@@ -665,7 +670,7 @@ class hdf5_source final : public sample_source {
     if (const char* prefix = std::getenv("HDF5_EXTFILE_PREFIX"); prefix && *prefix) return false;
     const fs::path here = fs::path(path_).parent_path();
     bool all_here = true, all_beside = true;
-    std::set<std::string> missing, split;
+    std::set<std::string> missing, all;
     for (int i = 0; i < count; ++i) {
       char name[4096] = {};
       off_t offset = 0;
@@ -679,21 +684,18 @@ class hdf5_source final : public sample_source {
       all_here = all_here && at_cwd;
       all_beside = all_beside && beside;
       if (!at_cwd && !beside) missing.insert(name);
-      split.insert(name);
+      all.insert(name);
     }
     if (missing.empty() && !all_here && !all_beside) {
       // Some only here, some only beside the file: one prefix cannot reach them all.
-      std::string list;
-      for (const auto& m : split) list += (list.empty() ? "" : ", ") + m;
-      throw error(errc::io, nm + ": its values are stored in the external raw files " + list +
+      throw error(errc::io, nm + ": its values are stored in the external raw files " +
+                                name_list(all) +
                                 ", some found only here and some only beside the HDF5 file; "
                                 "put them in one folder (HDF5_EXTFILE_PREFIX names it)");
     }
     if (!missing.empty()) {
-      std::string list;
-      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
       throw error(errc::io, nm + ": its values are stored in the external raw file" +
-                                (missing.size() > 1 ? "s " : " ") + list +
+                                (missing.size() > 1 ? "s " : " ") + name_list(missing) +
                                 ", not found beside the HDF5 file or here (HDF5_EXTFILE_PREFIX "
                                 "names the folder that holds " +
                                 (missing.size() > 1 ? "them)" : "it)"));
@@ -712,7 +714,6 @@ class hdf5_source final : public sample_source {
   }
 
   std::string path_, dataset_, note_, reader_;
-  bool external_beside_ = false;  // external raw files beside the file, not in the working dir
   h5_id enum_memory_;
   std::string missing_;  // an optional filter that cannot be loaded: the message naming it
   std::vector<filter_output> outputs_;  // what dctchop's filters decode a chunk to
