@@ -257,12 +257,12 @@ void quality_accumulator::merge(const quality_accumulator& o) {
 }
 
 quality quality_accumulator::result() const {
-  return figures(known_range_.value_or(values_ ? max_ - min_ : 0.0), true);
+  return figures(known_range_.value_or(data_range().value_or(0.0)), true);
 }
 
 quality quality_accumulator::result_at_data_range() const {
   if (!is_float(type_)) return result();  // R is the dtype's, whatever the values
-  const double seen = values_ ? max_ - min_ : 0.0;
+  const double seen = data_range().value_or(0.0);
   return figures(seen, !known_range_ || *known_range_ == seen);
 }
 
