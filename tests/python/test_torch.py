@@ -138,6 +138,14 @@ def main():
         planes = torch.stack([ArchiveDataset(f"{d}/f.dcz", decode=False)[i] for i in range(5)])
         got = DecodeLayer.for_archive(f"{d}/f.dcz", dtype=torch.float64)(planes)[:, 0].numpy()
         check(np.allclose(got, want, atol=1e-4), f"f32 fields: max {np.abs(got - want).max()}")
+        # The offset (here the first sample's mean) travels in the state_dict: a layer made
+        # with another offset and given this layer's state decodes as this one does.
+        layer = DecodeLayer.for_archive(f"{d}/f.dcz")
+        check(abs(float(layer.state_dict()["offset"]) - a.offset) < 1e-5 and a.offset != 0,
+              f"state_dict offset {layer.state_dict().get('offset')}, archive's {a.offset}")
+        other = DecodeLayer(a.block, a.chop, a.height, a.width, offset=0.0)
+        other.load_state_dict(layer.state_dict())
+        check(torch.equal(other(planes), layer(planes)), "a loaded state_dict brings its offset")
         # The device loader on the host: DLPack tensors equal the plain loader's batches.
         from dctchop.torch import DeviceLoader
         dcz = f"{d}/x_f16.dcz"

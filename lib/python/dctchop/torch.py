@@ -74,7 +74,9 @@ class DecodeLayer(torch.nn.Module):
     products, plus the archive's offset; float output (round it for integer data if needed).
     The output is planar, (N, P, H, W), whatever the archive's layout: permute it to
     (N, H, W, P) to compare with an NHWC archive's samples. The matrices are buffers, so
-    .to(device) moves them with the model.
+    .to(device) moves them with the model. The offset is a buffer too, so a state_dict
+    carries it: loading one saved for an archive of another offset (a float archive's mean)
+    takes that offset, not the constructor's.
 
     dtype is that of the matrices and the products. float32 equals the C++ decoder to float
     rounding. float16 and bfloat16 are for devices that multiply in them (PyTorch's CPU has
@@ -87,7 +89,12 @@ class DecodeLayer(torch.nn.Module):
         lt, r = decode_matrices(block, chop, height, width)
         self.register_buffer("lt", torch.from_numpy(lt).to(dtype))
         self.register_buffer("r", torch.from_numpy(r).to(dtype))
-        self.height, self.width, self.offset = height, width, offset
+        # At least float32 (a float archive's mean kept as well as the products allow; no
+        # float64, which some devices lack, unless asked for); added to the products, this
+        # 0-d tensor takes their dtype, as a Python float would.
+        self.register_buffer("offset", torch.tensor(float(offset),
+                                                    dtype=torch.promote_types(dtype, torch.float32)))
+        self.height, self.width = height, width
 
     @classmethod
     def for_archive(cls, archive, dtype=torch.float32):
@@ -105,7 +112,7 @@ class DecodeLayer(torch.nn.Module):
 
     def extra_repr(self):
         return (f"{self.lt.shape[0]}x{self.lt.shape[1]} @ C @ {self.r.shape[0]}x{self.r.shape[1]} "
-                f"-> {self.height}x{self.width}, offset {self.offset:g}, {self.lt.dtype}")
+                f"-> {self.height}x{self.width}, offset {float(self.offset):g}, {self.lt.dtype}")
 
 
 class ArchiveDataset(torch.utils.data.Dataset):
