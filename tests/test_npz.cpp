@@ -524,6 +524,13 @@ TEST(Npz, AKeyFindsItsMemberAsNpLoadDoes) {
   // So y and y.npy are two names, and --dataset y.npy contradicts FILE.npz:y.
   EXPECT_THROW(formats::parse_dataset_spec(f + ":y", "y.npy"), error);
   EXPECT_EQ(formats::parse_dataset_spec(f + ":y", "/y").dataset, "y");
+  // Unnamed, the arrays are listed as np.load's keys: y.npy by its whole name beside y, not
+  // as a second "y" (which read the member y.npy when chosen, not the y a user names).
+  write_bytes(dir.file("y.npz"), make_zip({{"y", npy_u16({4, 8, 8})}, {"y.npy", npy_u16({5, 8, 8})}}));
+  const auto e = error_of([&] { open_npz(dir.file("y.npz")); });
+  EXPECT_NE(std::string(e.what()).find("candidates: y (4, 8, 8), y.npy (5, 8, 8)"), std::string::npos) << e.what();
+  EXPECT_EQ(open_npz(dir.file("y.npz") + ":y.npy")->dataset_path(), "y.npy");
+  EXPECT_EQ(open_npz(dir.file("y.npz") + ":y")->dataset_path(), "y");
 }
 
 TEST(Npz, AnArrayThatCannotBeReadIsListedWithItsReason) {

@@ -122,12 +122,16 @@ class npz_source final : public sample_source {
     // holds NPY bytes under that name (`zip out.npz -` writes one named "-"); of two with one
     // name, the last (as numpy takes it).
     std::vector<const detail::zip_member*> arrays;
-    auto array_name = [](const detail::zip_member& m) {
-      return name_ends_with(m.name, ".npy") ? m.name.substr(0, m.name.size() - 4) : m.name;
+    std::unordered_map<std::string, std::size_t> last;  // name -> its last member
+    for (std::size_t i = 0; i < zip.members().size(); ++i) last[zip.members()[i].name] = i;
+    // NAME.npy is the array NAME, unless a member is named NAME itself: np.load's key NAME
+    // reads that one, and NAME.npy stays reachable only by its whole name.
+    auto array_name = [&last](const detail::zip_member& m) {
+      if (!name_ends_with(m.name, ".npy")) return m.name;
+      std::string stem = m.name.substr(0, m.name.size() - 4);
+      return last.count(stem) != 0 ? m.name : stem;
     };
     {
-      std::unordered_map<std::string, std::size_t> last;  // name -> its last member
-      for (std::size_t i = 0; i < zip.members().size(); ++i) last[zip.members()[i].name] = i;
       for (std::size_t i = 0; i < zip.members().size(); ++i) {
         const auto& m = zip.members()[i];
         if (last[m.name] != i || (!m.name.empty() && m.name.back() == '/')) continue;  // (a folder)
@@ -195,7 +199,7 @@ class npz_source final : public sample_source {
                         (names.empty() ? std::string(" (it holds no .npy member at all)")
                                        : " (arrays: " + names + ")"));
       }
-      array_ = name_ends_with(found->name, ".npy") ? array_name(*found) : found->name;
+      array_ = array_name(*found);
     }
     // np.savez_compressed's arrays are one deflate stream each.
     if (found->method == detail::zip_member::deflated) {
