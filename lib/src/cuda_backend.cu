@@ -17,6 +17,7 @@
 #include <memory>
 #include <memory_resource>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -218,6 +219,17 @@ class device_guard {
   bool restore_ = false;
 };
 
+/** For a destructor that frees `device`'s streams, memory or cuBLAS handle: that device made
+ *  current (a thread without a context stays on it, rather than start one on device 0), or
+ *  nothing when that fails (the device is gone: what can still be freed is). */
+inline std::optional<device_guard> guard_for_release(int device) noexcept {
+  try {
+    return std::optional<device_guard>(std::in_place, device, true);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 // ---- kernels: each thread runs its function of cuda_grid.hpp ------------------------------
 
 template <int BT, typename In, typename Real>
@@ -356,6 +368,14 @@ class cuda_backend final : public backend {
   explicit cuda_backend(int device)
       : device_(device),
         host_memory_(std::make_shared<recycling_resource>(cuda::pinned_memory(device))) {}
+  ~cuda_backend() override {
+    // Its streams and device memory freed with its device current, not the caller's.
+    const auto on = guard_for_release(device_);
+    for (auto& l : lanes_) l = lane{};
+    d_bad_.reset();
+  }
+  cuda_backend(const cuda_backend&) = delete;
+  cuda_backend& operator=(const cuda_backend&) = delete;
   std::string name() const override { return "cuda"; }
 
   /** Pinned memory, recycled: chunks read into it are copied to the device without staging. */
@@ -634,6 +654,7 @@ void encode_device(const codec_params& p, const geometry& g, dtype type, u64 sam
 namespace dctchop::cuda {
 
 struct gemm_decoder::impl {
+  int device = 0;  // current when it was made: its handle, tables and scratch live there
   cublasHandle_t handle = nullptr;
   int block = 0, chop = 0;  // of d_tk and d_tkt
   detail::device_ptr d_tk, d_tkt, scratch;
@@ -653,6 +674,7 @@ gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
   if (!available()) {
     throw error(errc::backend_unavailable, "no CUDA device for the GEMM decoder");
   }
+  DCTCHOP_CUDA_CHECK(cudaGetDevice(&impl_->device));
   DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->done, cudaEventDisableTiming));
   try {
     DCTCHOP_CUBLAS_CHECK(detail::cublas_api::get().create(&impl_->handle));
@@ -664,9 +686,14 @@ gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
 
 gemm_decoder::~gemm_decoder() {
   if (impl_ && impl_->handle != nullptr) {
+    // cuBLAS frees a handle's resources on the current device: make it the decoder's.
+    const auto on = detail::guard_for_release(impl_->device);
     if (impl_->used) cudaEventSynchronize(impl_->done);
     detail::cublas_api::get().destroy(impl_->handle);
     cudaEventDestroy(impl_->done);
+    impl_->d_tk.reset();
+    impl_->d_tkt.reset();
+    impl_->scratch.reset();
   }
 }
 
@@ -678,6 +705,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   impl& d = *impl_;
   const auto s = static_cast<cudaStream_t>(stream);
   if (samples == 0) return;
+  const detail::device_guard on(d.device);  // the caller's current device may be another
   // The blocks of Lt and R (T_K^t and T_K) in f32 on the device, uploaded when the block or
   // the chop changes; the previous call's stream is drained first, as it may still read them.
   if (!d.d_tk || d.block != p.block || d.chop != p.chop) {
@@ -844,11 +872,14 @@ struct device_ring::impl {
   u64 in_bytes = 0, out_bytes = 0;
   std::unique_ptr<detail::stream> s;
   ~impl() {
+    const auto on = detail::guard_for_release(device);  // not the consumer's current device
     if (s) cudaStreamSynchronize(s->get());
     for (auto& x : slots) {
       if (x.done != nullptr) cudaEventDestroy(x.done);
       if (x.free != nullptr) cudaEventDestroy(x.free);
     }
+    slots.clear();
+    s.reset();
   }
 };
 

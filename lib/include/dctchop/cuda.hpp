@@ -65,7 +65,9 @@ void encode_device(const codec_params& params, const geometry& g, dtype type,
  *  of the last block size and chop, and scratch memory: keep one and reuse it. Calls on
  *  different streams take turns on the scratch (each waits, on the device, for the previous
  *  call's work), so give each stream that decodes at the same time a decoder of its own. A
- *  stream may be destroyed as soon as its calls are queued.
+ *  stream may be destroyed as soon as its calls are queued. It belongs to the device current
+ *  when it is made: its calls and its destruction run there whatever device is current then
+ *  (and give the caller's back), so pass it streams and buffers of that device.
  *  Its sums run in another order than the direct kernel's, so float outputs agree to float
  *  rounding and integer outputs can differ by one where a value lies within rounding of a
  *  half. Constructing one without the backend or a device
