@@ -85,6 +85,11 @@ void put_u64_at(std::string& b, std::size_t at, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
+std::uint64_t u64_of_record(const char* p) { return u64_at(std::string(p, 8), 0); }
+void put_u64_at_record(char* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
 /** The archive `b` with its header JSON changed by `edit`, checksum and length rewritten (a
  *  writer's own archive, as far as any checksum can tell). The new header must still fit
  *  before data_offset. */
@@ -317,6 +322,46 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"a replacement without its count",
        with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", 0.0}}; }),
        errc::corrupt, "nonfinite_replaced"},
+      // Readers size buffers by samples_per_chunk: a tiny archive claiming 2^20 made them
+      // allocate gigabytes (and fail as "out of memory", naming no file).
+      {"samples_per_chunk above the samples",
+       with_header(bytes_, [](nlohmann::json& j) { j["chunking"]["samples_per_chunk"] = 1 << 20; }),
+       errc::corrupt, "samples_per_chunk 1048576 is out of range (1..3 samples"},
+      {"no version in the header",
+       with_header(bytes_, [](nlohmann::json& j) { j.erase("version"); }), errc::corrupt,
+       "key 'version' not found"},
+      {"the header's alignment not the preamble's",
+       with_header(bytes_, [](nlohmann::json& j) { j["chunking"]["alignment"] = 512; }),
+       errc::corrupt, "header and preamble disagree on the alignment (512, 4096)"},
+      // The command line takes "uint8" and "nhwc"; the spec's header spells "u8" and "NHW"
+      {"a dtype in another spelling",
+       with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "uint8"; }), errc::corrupt,
+       "header names an unknown type"},
+      {"a layout in lower case",
+       with_header(bytes_, [](nlohmann::json& j) { j["layout"] = "nhw"; }), errc::corrupt,
+       "header names an unknown type"},
+      {"a four-byte descr marked as single-byte",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = "|i4"; }),
+       errc::corrupt, "side array 'labels' is malformed"},
+      // verify checked arrays by name, so the second of two "labels" went unchecked
+      {"two side arrays of one name",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"].push_back(j["side_arrays"][0]); }),
+       errc::corrupt, "two side arrays named 'labels'"},
+      {"the chunk list as an object",
+       with_footer(bytes_,
+                   [](nlohmann::json& j) {
+                     nlohmann::json o = nlohmann::json::object();
+                     for (std::size_t i = 0; i < j["chunks"].size(); ++i) o[std::to_string(i)] = j["chunks"][i];
+                     j["chunks"] = o;
+                   }),
+       errc::corrupt, "index chunks are not a list"},
+      // Where the stream reader finds the side array: at an aligned offset after the chunks.
+      {"a side array off its alignment",
+       with_footer(bytes_,
+                   [](nlohmann::json& j) {
+                     j["side_arrays"][0]["offset"] = j["side_arrays"][0]["offset"].get<std::uint64_t>() + 8;
+                   }),
+       errc::corrupt, "side array 'labels' at offset"},
   };
   const std::string path = dir_.file("rule.dcz");
   for (const auto& c : cases) {
@@ -324,6 +369,50 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::write_bytes(path, c.bytes);
     test::expect_error([&] { read_random(path); }, c.code, {"rule.dcz", c.text});
     test::expect_error([&] { read_stream(c.bytes); }, c.code, {c.text});
+  }
+  // A later stage's chunk that is larger than dense coefficients (its record says 3x): the
+  // stream reader hashes it in pieces to tell it from damage, as it does one of any size, and
+  // both readers call it a later stage (the file's at open, from the index).
+  {
+    const std::string big = with_chunk0_record(bytes_, [](char* rec) {
+      rec[48] = 1;
+      put_u64_at_record(rec + 32, 3 * u64_of_record(rec + 32));
+    });
+    test::write_bytes(path, big);
+    test::expect_error([&] { read_random(path); }, errc::unsupported_version, {"chunk 0 uses codec stages"});
+    test::expect_error([&] { read_stream(big); }, errc::unsupported_version, {"chunk 0 uses codec stages"});
+  }
+  // Chunks that are not where the writer puts them (back to back from the data offset): the
+  // index's first two offsets swapped, so each record still lies whole in the file.
+  {
+    const std::string swapped = with_footer(bytes_, [](nlohmann::json& j) {
+      auto& c = j["chunks"];
+      std::swap(c[0]["offset"], c[1]["offset"]);
+    });
+    test::write_bytes(path, swapped);
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz", "chunk 0 is at offset", "not at 4096 (the data offset)"});
+    test::expect_error([&] { read_stream(swapped); }, errc::corrupt, {"index disagrees with chunk 0"});
+  }
+  // The footer moved 8 bytes on (off its alignment), the tail updated to match.
+  {
+    std::string moved = bytes_;
+    const std::size_t tail = moved.size() - 64, at = u64_at(moved, tail + 8);
+    moved.insert(at, 8, '\0');
+    put_u64_at(moved, moved.size() - 64 + 8, at + 8);
+    test::write_bytes(path, moved);
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz", "is not at an aligned offset after the data"});
+    test::expect_error([&] { read_stream(moved); }, errc::corrupt,
+                       {"is not at an aligned offset after the data"});
+  }
+  // Cut inside the magic: truncated (exit 4), not "not an archive" (exit 3).
+  for (std::size_t n = 1; n < 8; ++n) {
+    test::write_bytes(path, bytes_.substr(0, n));
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz", "truncated inside the preamble (" + std::to_string(n) + " bytes)"});
+    test::expect_error([&] { read_stream(bytes_.substr(0, n)); }, errc::corrupt,
+                       {"truncated inside the preamble"});
   }
   // The stages field damaged (the checksum no longer matches): corrupt, not a later stage,
   // from a file (the index disagrees) and from a stream (the checksum says so) alike.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +30,8 @@ constexpr char k_tail_magic[9] = "DCZINDEX";
 constexpr char k_end_magic[9] = "DCZ-END.";
 constexpr std::size_t k_preamble = 64, k_record = 64, k_tail = 64;
 constexpr u64 k_max_json = 256ull << 20;  // header/footer sanity bound
+constexpr u64 k_max_chunk_bytes = 16ull << 30;  // of a chunk of several samples
+constexpr u64 k_max_stream_tail = 1ull << 30;   // what a stream reader holds after the chunks
 constexpr const char* k_transform = "dct2-orthonormal-blockwise";  // the only one of 1.0
 
 // Fuzzing builds (scripts/fuzz.sh) skip the checksum comparisons, so that the fuzzer reaches the
@@ -64,11 +68,15 @@ std::string hex64(u64 v) {
   return buf;
 }
 
+/** Exactly 16 hexadecimal digits, either case (not "0x..", a sign or a space, which stoull
+ *  would take). */
 u64 parse_hex64(const std::string& s) {
-  if (s.size() != 16) throw std::invalid_argument("checksum is not 16 hex digits");
-  std::size_t pos = 0;
-  u64 v = std::stoull(s, &pos, 16);
-  if (pos != 16) throw std::invalid_argument("checksum is not 16 hex digits");
+  u64 v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  if (s.size() != 16 || ec != std::errc() || end != s.data() + s.size() ||
+      !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c) != 0; })) {
+    throw std::invalid_argument("checksum is not 16 hex digits");
+  }
   return v;
 }
 
@@ -120,12 +128,24 @@ void check_sum(const void* data, std::size_t n, u64 expected, const std::string&
   if (k_check_sums) check_digest(XXH64(data, n, 0), expected, file, what);
 }
 
+/** `parse` of the text, only as the spec spells it ("u8", not "UINT8" or "uint8", which
+ *  the command line takes). */
+template <typename Parse>
+auto parse_exact(const nlohmann::json& v, Parse parse) {
+  const auto text = v.get<std::string>();
+  auto parsed = parse(text);
+  if (parsed && to_string(*parsed) != text) parsed.reset();
+  return parsed;
+}
+
 archive_header header_from_json(const nlohmann::json& j, const std::string& file) {
   archive_header h;
   try {
     if (j.at("format").get<std::string>() != "dctchop-archive") corrupt(file, "header format");
-    auto t = parse_dtype(j.at("dtype").get<std::string>());
-    auto l = parse_layout(j.at("layout").get<std::string>());
+    // Required, though readers go by the preamble's version.
+    if (json_integers<u64>(j.at("version")).size() != 2) corrupt(file, "header version is not [major, minor]");
+    auto t = parse_exact(j.at("dtype"), parse_dtype);
+    auto l = parse_exact(j.at("layout"), parse_layout);
     const auto& c = j.at("codec");
     if (const auto tr = c.at("transform").get<std::string>(); tr != k_transform) {
       // A later writer's transform: decoding it as this one would give wrong data silently.
@@ -133,7 +153,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
                   file + ": codec transform " + json_text(tr.substr(0, 60)) +
                       " is not one this dctchop decodes (" + k_transform + "); upgrade dctchop");
     }
-    auto ct = parse_coeff_type(c.at("coeff").get<std::string>());
+    auto ct = parse_exact(c.at("coeff"), parse_coeff_type);
     if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
     h.type = *t;
     auto shape = json_integers<u64>(j.at("shape"));
@@ -171,7 +191,17 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
       corrupt(file, "header describes more data than any file holds");
     }
     h.samples_per_chunk = json_integer<u64>(j.at("chunking").at("samples_per_chunk"));
-    if (h.samples_per_chunk == 0) corrupt(file, "samples_per_chunk is 0");
+    // Readers size their chunk buffers by it: no more samples than there are, and no chunk
+    // of several samples above 16 GiB (a writer's chunks are at most 4 GiB, or one sample).
+    if (h.samples_per_chunk == 0 || h.samples_per_chunk > h.geom.samples ||
+        (h.samples_per_chunk > 1 &&
+         h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample())) {
+      corrupt(file, "samples_per_chunk " + std::to_string(h.samples_per_chunk) +
+                        " is out of range (1.." + std::to_string(h.geom.samples) +
+                        " samples, chunks of at most 16 GiB)");
+    }
+    // Checked against the preamble's by the reader.
+    h.alignment = json_integer<std::uint32_t>(j.at("chunking").at("alignment"));
     if (j.contains("provenance")) h.provenance = j.at("provenance");
     if (j.contains("nonfinite")) {
       const double v = j.at("nonfinite").at("replace").get<double>();
@@ -383,6 +413,10 @@ archive_reader archive_reader::open(const std::string& path) {
     if (got > 0) r.file_.read_at(0, pre, got, "preamble");
   }
   if (got == 0) throw error(errc::bad_input, name + ": empty (0 bytes), not a dctchop archive");
+  // The start of the magic and nothing more: an archive cut short, not another file.
+  if (got < 8 && std::memcmp(pre, k_magic.data(), got) == 0) {
+    corrupt(name, "truncated inside the preamble (" + std::to_string(got) + " bytes)");
+  }
   if (got < 8 || std::memcmp(pre, k_magic.data(), 8) != 0) {
     // Inputs of compress handed to decompress, info or verify are worth naming.
     const detail::file_magic magic = detail::magic_of(pre, got);
@@ -421,6 +455,10 @@ archive_reader archive_reader::open(const std::string& path) {
   }
   check_sum(text.data(), text.size(), header_hash, name, "header");
   r.header_ = parse_archive_header(text, name);
+  if (r.header_.alignment != alignment) {
+    corrupt(name, "header and preamble disagree on the alignment (" +
+                      std::to_string(r.header_.alignment) + ", " + std::to_string(alignment) + ")");
+  }
   r.header_.major = major;
   r.header_.minor = minor;
   r.header_.alignment = alignment;
@@ -443,14 +481,15 @@ void archive_reader::check_tail_counts(const unsigned char* tail) const {
 void archive_reader::read_footer_random() {
   const std::string name = display_name();
   const u64 size = file_.size();
-  if (size < data_offset_ + k_tail) corrupt(name, "truncated (no index at the end)");
+  if (size < k_tail || size - k_tail < data_offset_) corrupt(name, "truncated (no index at the end)");
   unsigned char tail[k_tail];
   file_.read_at(size - k_tail, tail, k_tail, "tail");
   if (std::memcmp(tail, k_tail_magic, 8) != 0 || std::memcmp(tail + 56, k_end_magic, 8) != 0) {
     corrupt(name, "truncated or damaged: no index at the end of the file");
   }
   const u64 foff = get_u64(tail + 8), fbytes = get_u64(tail + 16), fhash = get_u64(tail + 24);
-  if (fbytes == 0 || fbytes > k_max_json || foff < data_offset_ || foff + fbytes != size - k_tail) {
+  if (fbytes == 0 || fbytes > k_max_json || foff < data_offset_ || foff > size - k_tail ||
+      fbytes != size - k_tail - foff) {
     corrupt(name, "index position out of range");
   }
   std::string text(fbytes, '\0');
@@ -458,19 +497,43 @@ void archive_reader::read_footer_random() {
   check_sum(text.data(), text.size(), fhash, name, "index");
   parse_footer(text);
   check_tail_counts(tail);
-  // Chunks and side arrays must lie between the data offset and the footer.
+  check_placement(foff);
+}
+
+void archive_reader::check_placement(u64 footer_offset) const {
+  // As the writer places them, and as a stream reader (which cannot seek) finds them: chunk 0
+  // at the data offset and each next one where the one before ends, rounded up to the
+  // alignment; then the side arrays, each at an aligned offset after the one before; then the
+  // footer, aligned. (The values come from the file: sizes are compared by subtraction.
+  // stored_bytes < 2^62 by the header's size bound, so the sums here do not wrap.)
+  const std::string name = display_name();
+  const u64 align = header_.alignment;
+  u64 at = data_offset_;  // where the next chunk must start
   for (const auto& c : chunks_) {
-    // Subtractions, not sums: the values come from the file (stored_bytes < 2^62, see the
-    // header's size bound).
-    if (c.offset < data_offset_ || c.offset % header_.alignment != 0 || c.offset > foff ||
-        k_record + c.stored_bytes > foff - c.offset) {
-      corrupt(name, "chunk " + std::to_string(c.index) + " lies outside the data area");
+    if (c.offset != at) {
+      corrupt(name, "chunk " + std::to_string(c.index) + " is at offset " +
+                        std::to_string(c.offset) + ", not at " + std::to_string(at) +
+                        (c.index == 0 ? " (the data offset)"
+                                      : " (where chunk " + std::to_string(c.index - 1) +
+                                            " ends, aligned)"));
     }
+    if (k_record + c.stored_bytes > footer_offset - std::min(footer_offset, c.offset)) {
+      corrupt(name, "chunk " + std::to_string(c.index) + " runs into the index");
+    }
+    at = align_up(c.offset + k_record + c.stored_bytes, align);
   }
   for (const auto& s : sides_) {
-    if (s.offset < data_offset_ || s.offset > foff || s.bytes > foff - s.offset) {
-      corrupt(name, "side array '" + s.name + "' lies outside the data area");
+    if (s.offset % align != 0 || s.offset < at || s.offset > footer_offset ||
+        s.bytes > footer_offset - s.offset) {
+      corrupt(name, "side array '" + s.name + "' at offset " + std::to_string(s.offset) +
+                        " is not at an aligned offset between the chunks (or the side array "
+                        "before it) and the index");
     }
+    at = align_up(s.offset + s.bytes, align);
+  }
+  if (footer_offset % align != 0 || footer_offset < at) {
+    corrupt(name, "the index at offset " + std::to_string(footer_offset) +
+                      " is not at an aligned offset after the data");
   }
 }
 
@@ -486,6 +549,10 @@ void archive_reader::parse_footer(const std::string& text) {
     }
     const u64 cbps = header_.coeff_bytes_per_sample();
     u64 next = 0;
+    if (!f.at("chunks").is_array()) corrupt(name, "index chunks are not a list");
+    if (f.contains("side_arrays") && !f.at("side_arrays").is_array()) {
+      corrupt(name, "index side_arrays are not a list");
+    }
     for (const auto& cj : f.at("chunks")) {
       chunk_info c;
       c.index = chunks.size();
@@ -517,6 +584,9 @@ void archive_reader::parse_footer(const std::string& text) {
       for (const auto& sj : f.at("side_arrays")) {
         side_array_info s;
         s.name = sj.at("name").get<std::string>();
+        for (const auto& other : sides) {  // looked up by name: one array per name
+          if (other.name == s.name) corrupt(name, "two side arrays named '" + s.name + "'");
+        }
         s.descr = sj.at("descr").get<std::string>();
         s.shape = json_integers<u64>(sj.at("shape"));
         s.offset = json_integer<u64>(sj.at("offset"));
@@ -531,10 +601,10 @@ void archive_reader::parse_footer(const std::string& text) {
           overflow |= d != 0 && bytes > UINT64_MAX / d;
           bytes *= d;
         }
-        // Little-endian (or single-byte) only: the bytes are read as they lie.
-        // ('|' or '<' and kind and size, as ARCHIVE.md writes them: not numpy's other names)
-        if (!type || (type->big_endian && type->itemsize > 1) ||
-            !(s.descr.starts_with('<') || s.descr.starts_with('|')) || s.descr.size() != 3 ||
+        // Little-endian (or single-byte) only: the bytes are read as they lie. Spelled as
+        // ARCHIVE.md writes them, "|" for one byte and "<" for more: not numpy's other names
+        // ("<u1", "uint8").
+        if (!type || s.descr.size() != 3 || s.descr[0] != (type->itemsize == 1 ? '|' : '<') ||
             overflow || s.shape.empty() || s.shape[0] != header_.geom.samples ||
             bytes != s.bytes) {
           corrupt(name, "side array '" + s.name + "' is malformed");
@@ -625,30 +695,29 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     c.stages = get_u32(rec + 48);
     c.xxh64 = get_u64(rec + 56);
     const u64 cbps = header_.coeff_bytes_per_sample();
-    // A sane writer never makes a chunk above a few GiB; refuse before allocating.
-    if (c.stored_bytes > (u64(16) << 30)) corrupt(name, "chunk record claims an absurd size");
-    if (std::memcmp(rec, k_chunk_magic, 8) != 0 || get_u64(rec + 8) != next_index_ ||
-        c.first != next_sample_ || c.count == 0 || c.count > header_.geom.samples - next_sample_ ||
-        c.raw_bytes != c.count * cbps || c.stored_bytes != c.raw_bytes || c.stages != 0) {
-      // (A later stage, whatever the sizes say: decoded as dense coefficients it would be
-      // wrong data, with a valid checksum.)
-      // A stage this reader does not know, or a damaged record: the checksum (over the
-      // record and the payload) tells them apart.
-      if (c.stages != 0 && std::memcmp(rec, k_chunk_magic, 8) == 0 &&
-          get_u64(rec + 8) == next_index_ && c.first == next_sample_ && c.count > 0 &&
-          c.count <= header_.geom.samples - next_sample_ && c.count <= header_.samples_per_chunk &&
-          c.raw_bytes == c.count * cbps && c.stored_bytes <= c.raw_bytes + c.raw_bytes / 4 + 4096) {
-        // (a record whose sizes agree with the header, so that the payload read here is no
-        // larger than a chunk: a damaged size would not make it allocate gigabytes)
-        coeffs.resize(c.stored_bytes);
-        file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
-        if (k_check_sums && chunk_hash(rec, std::span<const std::byte>(coeffs)) != c.xxh64) {
-          corrupt(name, "chunk " + std::to_string(next_index_) + ": checksum mismatch");
-        }
-        throw error(errc::unsupported_version,
-                    name + ": chunk " + std::to_string(next_index_) +
-                        " uses codec stages that this dctchop cannot decode; upgrade dctchop");
+    const bool sane = std::memcmp(rec, k_chunk_magic, 8) == 0 && get_u64(rec + 8) == next_index_ &&
+                      c.first == next_sample_ && c.count > 0 &&
+                      c.count <= header_.geom.samples - next_sample_ &&
+                      c.raw_bytes == c.count * cbps;
+    if (sane && c.stages != 0) {
+      // A stage this reader does not know (decoded as dense coefficients it would be wrong
+      // data, with a valid checksum), or a damaged record: the checksum over the record and
+      // the payload tells them apart. Hashed in pieces, whatever size the record claims.
+      xxh64_stream h;
+      h.update(rec, 56);
+      std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(c.stored_bytes, 1 << 20)));
+      for (u64 left = c.stored_bytes; left > 0;) {
+        const auto n = static_cast<std::size_t>(std::min<u64>(left, piece.size()));
+        file_.read_exact(piece.data(), n, "a chunk");
+        h.update(piece.data(), n);
+        left -= n;
       }
+      check_digest(h.digest(), c.xxh64, name, "chunk " + std::to_string(next_index_) + ":");
+      throw error(errc::unsupported_version,
+                  name + ": chunk " + std::to_string(next_index_) +
+                      " uses codec stages that this dctchop cannot decode; upgrade dctchop");
+    }
+    if (!sane || c.stored_bytes != c.raw_bytes) {
       corrupt(name, "chunk " + std::to_string(next_index_) + ": bad record");
     }
     if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
@@ -671,7 +740,12 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     std::size_t n = file_.read(buf.data(), buf.size());
     if (n == 0) break;
     stream_tail_.insert(stream_tail_.end(), buf.begin(), buf.begin() + static_cast<long>(n));
-    if (stream_tail_.size() > k_max_json * 4) corrupt(name, "trailing data too large");
+    if (stream_tail_.size() > k_max_stream_tail) {
+      throw error(errc::bad_input,
+                  name + ": the side arrays and index after the last chunk pass " +
+                      std::to_string(k_max_stream_tail >> 30) +
+                      " GiB, more than dctchop holds from a stream: read the archive as a file");
+    }
   }
   if (stream_tail_.size() < k_tail) corrupt(name, "truncated (no index at the end)");
   const auto* t = reinterpret_cast<const unsigned char*>(stream_tail_.data()) +
@@ -698,11 +772,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       corrupt(name, "index disagrees with chunk " + std::to_string(i));
     }
   }
-  for (const auto& s : sides_) {
-    if (s.offset < base || s.offset > foff || s.bytes > foff - s.offset) {
-      corrupt(name, "side array '" + s.name + "' lies outside the data area");
-    }
-  }
+  check_placement(foff);
   stream_done_ = true;
   return false;
 }

@@ -166,6 +166,10 @@ class archive_reader {
   void read_footer_random();
   /** The tail's chunk and sample counts (at +32 and +40) against the parsed index. */
   void check_tail_counts(const unsigned char* tail) const;
+  /** Chunks, side arrays and the footer (at `footer_offset`) where ARCHIVE.md places them:
+   *  chunks back to back from the data offset, each aligned, then the side arrays in order,
+   *  then the footer, aligned. */
+  void check_placement(std::uint64_t footer_offset) const;
   void parse_footer(const std::string& text);
   void verify_chunk(const chunk_info& expect, const unsigned char* record,
                     std::span<const std::byte> payload) const;
