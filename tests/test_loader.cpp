@@ -176,6 +176,50 @@ TEST(Loader, ShardsPartitionTheDatasetAndEveryRankGetsTheSameNumberOfBatches) {
   }
 }
 
+TEST(Loader, EachRanksOrderIsItsSliceOfTheOneRankOrder) {
+  // A rank's order is a contiguous run of the epoch's order over every sample (the order of
+  // world 1), from rank x its share, wrapping round to the start without drop_last. Shuffle
+  // windows of 1, 2 and 3 chunks of 5 over 103 samples, so windows straddle the slices'
+  // ends; more ranks than windows, and more ranks than samples.
+  temp_dir dir;
+  const u64 n = 103;
+  const auto a = make_archive(dir, n);
+  for (bool shuffle : {true, false}) {
+    for (u64 window : {1, 2, 3}) {
+      for (bool drop : {false, true}) {
+        for (int world : {1, 2, 3, 4, 7, 9, 30, 110}) {
+          const u64 batch = world > 9 ? 1 : 4;
+          if (drop && n / static_cast<u64>(world) < batch) continue;  // no batch: refused
+          loaders::loader_options o;
+          o.batch_size = batch;
+          o.seed = 77;
+          o.shuffle = shuffle;
+          o.shuffle_window = window;
+          o.prefetch = 0;
+          o.drop_last = drop;
+          loaders::archive_loader one(a, o);
+          o.world = world;
+          const u64 share = n / static_cast<u64>(world);
+          const u64 per_rank = drop ? share / batch * batch : (n + world - 1) / world;
+          for (int rank = 0; rank < world; ++rank) {
+            o.rank = rank;
+            loaders::archive_loader l(a, o);
+            for (u64 epoch : {0, 5}) {
+              const auto all = one.epoch_order(epoch);
+              const u64 start = static_cast<u64>(rank) * (drop ? share : per_rank);
+              std::vector<u64> want(per_rank);
+              for (u64 i = 0; i < per_rank; ++i) want[i] = all[(start + i) % n];
+              ASSERT_EQ(l.epoch_order(epoch), want)
+                  << "shuffle " << shuffle << " window " << window << " drop_last " << drop
+                  << " world " << world << " rank " << rank << " epoch " << epoch;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Loader, EachRankReadsAboutItsShareOfTheChunksNotAllOfThem) {
   // 2000 samples in 400 chunks of 5, shuffled in windows of 4 chunks (20 samples), over 8
   // ranks: a rank's 250 samples lie in at most 14 windows, 56 chunks. (Taking every 8th

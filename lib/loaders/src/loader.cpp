@@ -40,6 +40,8 @@ u64 mix(u64 x) {
 struct rng64 {
   u64 state;
   u64 next() { return mix(state++); }
+  /** As `n` calls of next(): a counter, so skipping is free. */
+  void skip(u64 n) { state += n; }
   /** Uniform in [0, n): the high half of a 64 x 64-bit product (Lemire's multiply-shift;
    *  the bias is below n / 2^64). */
   u64 below(u64 n) {
@@ -50,6 +52,9 @@ struct rng64 {
     return hi + (m1 >> 32) + (m2 >> 32) + (mid >> 32);
   }
 };
+
+/** Draws that shuffle() takes of `r` for `n` values: one per step, no rejections. */
+u64 shuffle_draws(u64 n) { return n > 1 ? n - 1 : 0; }
 
 template <typename T>
 void shuffle(std::vector<T>& v, rng64& r) {
@@ -214,40 +219,59 @@ struct archive_loader::impl {
             o.drop_last,    o.shuffle ? h.samples_per_chunk : 0};
   }
 
-  /** This rank's samples of `epoch`, in order. */
+  /** This rank's samples of `epoch`, in order: its slice of the epoch's order over every
+   *  sample, a contiguous run, so that it reads about 1/world of the windows (taking every
+   *  world-th sample read every chunk on every rank). Without drop_last the last ranks'
+   *  slices wrap around to the start of the order, as PyTorch's DistributedSampler pads:
+   *  every rank gets the same number of batches. The whole order is never made: a rank
+   *  shuffles only the windows that hold its slice and skips the generator past the others
+   *  (it is a counter), so it holds its slice and one window and spends time on its share,
+   *  not 8 bytes and a shuffle step for every sample of the dataset. */
   std::vector<u64> rank_order(u64 epoch) const {
     const u64 n = h.geom.samples;
-    std::vector<u64> global;
-    global.reserve(n);
-    if (!o.shuffle) {
-      global.resize(n);
-      std::iota(global.begin(), global.end(), u64(0));
-    } else {
-      rng64 r{mix(seed ^ mix(epoch))};
-      const auto& chunks = reader.chunks();
-      std::vector<u64> chunk_order(chunks.size());
-      std::iota(chunk_order.begin(), chunk_order.end(), u64(0));
-      shuffle(chunk_order, r);
-      for (std::size_t w = 0; w < chunk_order.size(); w += o.shuffle_window) {
-        std::vector<u64> window;
-        const std::size_t end = std::min(chunk_order.size(), w + o.shuffle_window);
-        for (std::size_t i = w; i < end; ++i) {
-          const auto& c = chunks[chunk_order[i]];
-          for (u64 s = 0; s < c.count; ++s) window.push_back(c.first + s);
-        }
-        shuffle(window, r);
-        global.insert(global.end(), window.begin(), window.end());
-      }
-    }
-    // This rank's slice of the order: a contiguous run, so that it reads about 1/world of
-    // the windows (taking every world-th sample read every chunk on every rank).
-    const u64 per_rank = samples_per_rank();
-    const u64 first = static_cast<u64>(o.rank) * (o.drop_last ? n / static_cast<u64>(o.world)
-                                                              : per_rank);
+    const u64 per_rank = samples_per_rank();  // <= n
+    const u64 start = static_cast<u64>(o.rank) *
+                      (o.drop_last ? n / static_cast<u64>(o.world) : per_rank) % n;
     std::vector<u64> mine(per_rank);
-    // Without drop_last the last ranks' slices wrap around to the start of the order, as
-    // PyTorch's DistributedSampler pads: every rank gets the same number of batches.
-    for (u64 i = 0; i < per_rank; ++i) mine[i] = global[(first + i) % n];
+    if (per_rank == 0) return mine;
+    // Position p of the whole order is this rank's (p - start) mod n-th sample, if that is
+    // below per_rank (the slice covers each position at most once).
+    auto place = [&](u64 p, u64 sample) {
+      const u64 i = p >= start ? p - start : p + n - start;
+      if (i < per_rank) mine[i] = sample;
+    };
+    if (!o.shuffle) {
+      for (u64 i = 0; i < per_rank; ++i) mine[i] = (start + i) % n;
+      return mine;
+    }
+    rng64 r{mix(seed ^ mix(epoch))};
+    const auto& chunks = reader.chunks();
+    std::vector<u64> chunk_order(chunks.size());
+    std::iota(chunk_order.begin(), chunk_order.end(), u64(0));
+    shuffle(chunk_order, r);
+    u64 p = 0;  // position in the whole order of the window's first sample
+    std::vector<u64> window;
+    for (std::size_t w = 0; w < chunk_order.size(); w += o.shuffle_window) {
+      window.clear();
+      const std::size_t end = std::min(chunk_order.size(), w + o.shuffle_window);
+      u64 m = 0;  // the window's samples
+      for (std::size_t i = w; i < end; ++i) m += chunks[chunk_order[i]].count;
+      // Positions p..p+m-1 are this rank's offsets i0.. (mod n): some are below per_rank
+      // if the first is, or if they wrap past n to 0.
+      const u64 i0 = p >= start ? p - start : p + n - start;
+      if (i0 >= per_rank && i0 + m <= n) {
+        r.skip(shuffle_draws(m));
+        p += m;
+        continue;
+      }
+      for (std::size_t i = w; i < end; ++i) {
+        const auto& c = chunks[chunk_order[i]];
+        for (u64 s = 0; s < c.count; ++s) window.push_back(c.first + s);
+      }
+      shuffle(window, r);
+      for (u64 j = 0; j < window.size(); ++j) place(p + j, window[j]);
+      p += window.size();
+    }
     return mine;
   }
 
