@@ -1,11 +1,38 @@
 #!/usr/bin/env bash
 # CPU benchmarks: in-memory codec throughput (Google Benchmark) and, through the CLI, ratio,
 # PSNR and end-to-end throughput on generated 256x256x3 u8 images and 512x512 f32 fields.
-# Usage: scripts/bench.sh [results-dir]   (default: scripts/results)
+# Usage: scripts/bench.sh [results-dir]   (default: scripts/results; see --help)
 # Writes bench-cpu-<date>.txt (human) and .json (raw) there. Takes about two minutes.
 set -euo pipefail
+usage() {
+  cat <<'EOF'
+Usage: scripts/bench.sh [RESULTS-DIR]
+CPU benchmarks (codec, loader, .npz inflaters, CLI ratio/PSNR/throughput); about two minutes.
+Writes bench-cpu-<date>.txt and .json to RESULTS-DIR (default: scripts/results; a relative
+path is taken from the current folder). Builds the benchmark targets in $DCTCHOP_BUILD
+(default: build, in the repository) first; the generated inputs go to $DCTCHOP_BUILD/bench-data.
+  -h, --help   this text
+EOF
+}
+ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --) shift; ARGS+=("$@"); break ;;
+    -*) echo "bench.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+if [ ${#ARGS[@]} -gt 1 ]; then
+  echo "bench.sh: too many arguments (${#ARGS[@]}; at most one: RESULTS-DIR)" >&2; usage >&2; exit 2
+fi
+if [ ${#ARGS[@]} -eq 1 ] && [ -z "${ARGS[0]}" ]; then
+  echo "bench.sh: RESULTS-DIR is empty" >&2; usage >&2; exit 2
+fi
+# A results folder given is the caller's: made absolute before the cd into the repository.
+RESULTS="scripts/results"
+if [ ${#ARGS[@]} -eq 1 ]; then RESULTS="$(realpath -m -- "${ARGS[0]}")"; fi
 cd "$(dirname "$0")/.."
-RESULTS="${1:-scripts/results}"
 BUILD="${DCTCHOP_BUILD:-build}"
 mkdir -p "$RESULTS"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -43,7 +70,7 @@ DCT="$BUILD/apps/dctchop"
   echo "## CLI on generated data (256 images of 256x256x3 u8, 48 MiB; 64 fields of 512x512 f32,"
   echo "## 64 MiB; Fashion-MNIST test set, 10000x28x28 u8, 7.5 MiB, when installed)"
   echo "## ratio (archive bytes included), PSNR, end-to-end GB/s (best of 3; files on"
-  echo "## local disk, output fsync'd; default threads: codec on all cores but one)"
+  echo "## local disk, output fsync'd; default threads: the codec on every core)"
   printf "%-28s %5s %6s %8s %9s %10s %12s %12s\n" input chop coeff ratio bits/val "PSNR dB" \
     "compress GB/s" "decompress GB/s"
   INPUTS=("$DATA/images_256x256x3_u8.npy" "$DATA/fields_512x512_f32.npy")

@@ -7,10 +7,13 @@
 # New corpus entries go to build-fuzz/corpus/TARGET (not committed: copy the interesting ones
 # to tests/fuzz/corpus/TARGET); crashes, leaks and timeouts to build-fuzz/findings/TARGET/.
 # The last lines printed are the run's figures: executions, corpus size, findings.
+# Relative paths in the extra flags are taken from the repository root.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 if [ $# -lt 2 ]; then
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  echo "fuzz.sh: TARGET and MINUTES are required" >&2
+  usage >&2
   exit 2
 fi
 TARGET="$1"
@@ -19,6 +22,11 @@ shift 2
 case "$TARGET" in archive|npy|archive_header|npz|hdf5_chunk) ;; *)
   echo "fuzz.sh: unknown target '$TARGET' (archive, npy, archive_header, npz, hdf5_chunk)" >&2; exit 2 ;;
 esac
+# Before the build: libFuzzer takes -max_total_time=0 (or less) as no limit at all.
+if ! [[ "$MINUTES" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: MINUTES must be a positive whole number, not '$MINUTES'" >&2; exit 2
+fi
+cd "$(dirname "$0")/.."
 BUILD=build-fuzz
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g -O1"
 SAN="$SAN -fno-omit-frame-pointer -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION"

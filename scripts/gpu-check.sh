@@ -18,6 +18,43 @@
 # carry list (it is git-ignored). Packed, it is about 18 MB; the folder, about 64 MB, is too
 # large for the tool's 64 MiB of carried files (three programs each hold the CUDA kernels).
 set -euo pipefail
+usage() {
+  cat <<'EOF'
+Usage: scripts/gpu-check.sh OUTDIR     build with CUDA (or unpack gpu-bundle.tar.xz), run the GPU
+                                       tests, benchmark, summary and end-to-end run; results
+                                       in OUTDIR (a relative path is taken from the current
+                                       folder). Exits 1 if any check failed.
+       scripts/gpu-check.sh --bundle   build for sm_90 (CUDA_ARCH=NN for another) and pack
+                                       gpu-bundle.tar.xz in the repository, for a GPU machine
+                                       without dctchop's Debian packages
+       scripts/gpu-check.sh -h|--help  this text
+Environment: DCTCHOP_GPU_CHECK_IMAGES=N images of 256x256x3 in the end-to-end file (default
+22000; fewer for a dry run), DCTCHOP_GPU_CHECK_SECONDS=S the script's deadline (default 450),
+DCTCHOP_GPU_CHECK_OWN_LIBC=1 runs the bundle with its own C library, TMPDIR (where the
+end-to-end files go when /dev/shm lacks room).
+EOF
+}
+# Everything is checked before anything is built: a mistyped call must not cost a build.
+bad() { echo "gpu-check.sh: $1" >&2; usage >&2; exit 2; }
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  --bundle) ;;
+  "") if [ $# -eq 0 ]; then bad "OUTDIR or --bundle is required"; else bad "OUTDIR is empty"; fi ;;
+  -*) bad "unknown option '$1'" ;;
+esac
+[ $# -le 1 ] || bad "too many arguments ($#; one: OUTDIR or --bundle)"
+if [ "$1" != --bundle ]; then  # (--bundle reads neither)
+  [[ "${DCTCHOP_GPU_CHECK_IMAGES:-22000}" =~ ^(0|[1-9][0-9]*)$ ]] ||
+    bad "DCTCHOP_GPU_CHECK_IMAGES must be a whole number of images, not '$DCTCHOP_GPU_CHECK_IMAGES'"
+  [[ "${DCTCHOP_GPU_CHECK_SECONDS:-450}" =~ ^[1-9][0-9]*$ ]] ||
+    bad "DCTCHOP_GPU_CHECK_SECONDS must be a positive whole number, not '$DCTCHOP_GPU_CHECK_SECONDS'"
+fi
+# OUTDIR is the caller's: made absolute before the cd into the repository (by hand where the
+# GPU machine has no GNU realpath).
+case "$1" in
+  --bundle|/*) OUT="$1" ;;
+  *) OUT="$(realpath -m -- "$1" 2>/dev/null || printf '%s/%s\n' "$PWD" "$1")" ;;
+esac
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
 BUNDLE=gpu-bundle
@@ -30,7 +67,7 @@ source_stamp() {
     cut -c1-16
 }
 
-if [ "${1:-}" = "--bundle" ]; then
+if [ "$1" = "--bundle" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
   cmake --build "$BUILD" -j2 --target dctchop_cli dctchop_gpu_tests dctchop_gpu_bench
@@ -58,7 +95,6 @@ if [ "${1:-}" = "--bundle" ]; then
   exit 0
 fi
 
-OUT="${1:?usage: scripts/gpu-check.sh OUTDIR | --bundle}"
 mkdir -p "$OUT"
 # One deadline for the whole script, under the device tool's 600 s per command: every step's
 # own limit is cut to what is left of it, so that a hang late in the run still leaves the

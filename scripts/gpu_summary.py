@@ -10,8 +10,8 @@ faster kernel layout (lines or blocks) over the chops, which should be the defau
 dctchop::cuda::kernel_layout, and what pinned host buffers gain over pageable ones through
 the backend (the CLI's pipelines give it pinned ones). Standard library only: it runs on the
 GPU machine's python3. Exits 1 when the report has no rows or any benchmark failed (Google
-Benchmark itself exits 0 after a benchmark's SkipWithError); a missed target is reported,
-not a failure.
+Benchmark itself exits 0 after a benchmark's SkipWithError), saying why on stderr when there
+are no rows or the file cannot be read; a missed target is reported, not a failure.
 """
 import json
 import re
@@ -48,12 +48,19 @@ def means(all_rows, where, op, workload, variants):
 
 
 def main(path):
-    with open(path) as f:
-        try:
-            report = json.load(f)
-        except json.JSONDecodeError as e:  # the benchmark was stopped midway
-            print(f"{path}: the benchmark's output is incomplete ({e}); see its console table")
-            return 1
+    try:
+        with open(path) as f:
+            try:
+                report = json.load(f)
+            except json.JSONDecodeError as e:  # the benchmark was stopped midway
+                print(f"{path}: the benchmark's output is incomplete ({e}); see its console table")
+                return 1
+    except (OSError, UnicodeDecodeError) as e:  # missing (the benchmark did not start), unreadable
+        print(f"gpu_summary.py: cannot read {path}: {e}", file=sys.stderr)
+        return 1
+    if not isinstance(report, dict):
+        print(f"gpu_summary.py: {path} is not a Google Benchmark JSON report", file=sys.stderr)
+        return 1
     all_rows = list(rows(report))
     print(f"{'benchmark':44s} {'chop':>4s} {'GB/s':>9s} {'of 4.8 TB/s':>11s}  target")
     for r in all_rows:
@@ -88,10 +95,17 @@ def main(path):
     errors = sum(1 for r in all_rows if r["error"])
     if errors:
         print(f"\n{errors} benchmark(s) FAILED (see 'error:' above)")
+    if not all_rows:
+        n = len(report.get("benchmarks", []))
+        print(f"gpu_summary.py: no rows: none of the {n} benchmark(s) in {path} is a GPU one "
+              "(BM_device_... or BM_host_...)", file=sys.stderr)
     return 0 if all_rows and not errors else 1
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     sys.exit(main(sys.argv[1]))

@@ -1,17 +1,35 @@
 #!/usr/bin/python3
 """Benchmark inputs (not committed): u8 256x256x3 images and f32 512x512 fields, made with the
 same generators as the bundled samples. Usage: make_bench_data.py OUTDIR [N_IMAGES] [N_FIELDS]"""
+import argparse
 import os
 import sys
 
-import numpy as np
+
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return v
+
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument("out", metavar="OUTDIR")
+p.add_argument("n_img", metavar="N_IMAGES", nargs="?", type=positive_int, default=64,
+               help="u8 256x256x3 images (default 64)")
+p.add_argument("n_fld", metavar="N_FIELDS", nargs="?", type=positive_int, default=16,
+               help="f32 512x512 fields (default 16)")
+args = p.parse_args()
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sample_data"))
 import make_samples  # noqa: E402
 
-out = sys.argv[1]
-n_img = int(sys.argv[2]) if len(sys.argv) > 2 else 64
-n_fld = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+out, n_img, n_fld = args.out, args.n_img, args.n_fld
 os.makedirs(out, exist_ok=True)
 np.save(os.path.join(out, "images_256x256x3_u8.npy"), make_samples.images(n_img, 256, 256))
 np.save(os.path.join(out, "fields_512x512_f32.npy"), make_samples.fields(n_fld, 512, 512))

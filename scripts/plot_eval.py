@@ -10,11 +10,14 @@ coefficient type, each point labelled with its chop):
 Side-by-side of original and decoded samples at several chops (runs dctchop in a temporary
 folder; nothing else is written):
 
-    scripts/plot_eval.py samples data.npy --dctchop build/apps/dctchop --chops 1,2,4,6 -o s.png
+    scripts/plot_eval.py samples data.npy --chops 1,2,4,6 -o s.png
+
+(--dctchop PATH names the program; the default is the repository's build/apps/dctchop.)
 """
 import argparse
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +27,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+# The repository's build, wherever the script is run from.
+DEFAULT_DCTCHOP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "build", "apps", "dctchop")
 
 
 def plot_rd(args):
@@ -52,9 +59,19 @@ def plot_rd(args):
     fig.savefig(args.output, dpi=110)
 
 
+def find_dctchop(name):
+    """The program to run: a path as given, or a bare name looked up on PATH."""
+    path = name if os.sep in name else shutil.which(name)
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        sys.exit(f"plot_eval.py: no dctchop program at {name}"
+                 + (" (build the project, or give --dctchop PATH)" if name == DEFAULT_DCTCHOP else ""))
+    return path
+
+
 def plot_samples(args):
+    args.dctchop = find_dctchop(args.dctchop)
     data = np.load(args.npy, mmap_mode="r")
-    chops = [int(k) for k in args.chops.split(",")]
+    chops = args.chops
     n = min(args.count, data.shape[0])
     decoded = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,6 +108,16 @@ def plot_samples(args):
     fig.savefig(args.output, dpi=110)
 
 
+def chop_list(text):
+    try:
+        chops = [int(k) for k in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of whole numbers: {text!r}")
+    if any(k < 1 for k in chops):
+        raise argparse.ArgumentTypeError(f"chops are at least 1: {text!r}")
+    return chops
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -100,12 +127,18 @@ def main():
     rd.add_argument("--title")
     sm = sub.add_parser("samples", help="original and decoded samples side by side")
     sm.add_argument("npy")
-    sm.add_argument("--dctchop", default="build/apps/dctchop")
-    sm.add_argument("--chops", default="1,2,4,6")
+    sm.add_argument("--dctchop", default=DEFAULT_DCTCHOP,
+                    help="the dctchop program (default: the repository's build/apps/dctchop)")
+    sm.add_argument("--chops", type=chop_list, default="1,2,4,6")
     sm.add_argument("--count", type=int, default=4)
     sm.add_argument("-o", "--output", required=True)
     args = p.parse_args()
-    plot_rd(args) if args.what == "rd" else plot_samples(args)
+    try:
+        plot_rd(args) if args.what == "rd" else plot_samples(args)
+    except OSError as e:  # an input that is missing or unreadable
+        sys.exit(f"plot_eval.py: {e}")
+    except subprocess.CalledProcessError as e:  # dctchop said why on stderr
+        sys.exit(f"plot_eval.py: {os.path.basename(e.cmd[0])} {e.cmd[1]} failed (exit code {e.returncode})")
 
 
 if __name__ == "__main__":

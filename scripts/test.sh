@@ -10,9 +10,40 @@
 #        <build-dir>-asan and <build-dir>-tsan). From a clean clone on 2 cores: about 13
 #        minutes; DCTCHOP_NO_SANITIZERS=1 skips both sanitizer builds (about 5 minutes).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BUILD="${1:-build}"
+usage() {
+  cat <<'EOF'
+Usage: scripts/test.sh [BUILD-DIR]
+Builds dctchop in BUILD-DIR (default: build, in the repository; a relative path given is taken
+from the current folder) and runs the whole test suite (ctest), then again under ASan+UBSan in
+BUILD-DIR-asan and the threaded tests under TSan in BUILD-DIR-tsan.
+Environment: DCTCHOP_JOBS=N parallel jobs (default 2); DCTCHOP_NO_SANITIZERS=1 skips both
+sanitizer builds; DCTCHOP_CUDA_ARCH=LIST sets CMAKE_CUDA_ARCHITECTURES of a new build folder.
+  -h, --help   this text
+EOF
+}
+ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --) shift; ARGS+=("$@"); break ;;
+    -*) echo "test.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+if [ ${#ARGS[@]} -gt 1 ]; then
+  echo "test.sh: too many arguments (${#ARGS[@]}; at most one: BUILD-DIR)" >&2; usage >&2; exit 2
+fi
+if [ ${#ARGS[@]} -eq 1 ] && [ -z "${ARGS[0]}" ]; then
+  echo "test.sh: BUILD-DIR is empty" >&2; usage >&2; exit 2
+fi
 JOBS="${DCTCHOP_JOBS:-2}"
+if ! [[ "$JOBS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "test.sh: DCTCHOP_JOBS must be a positive integer, not '$JOBS'" >&2; usage >&2; exit 2
+fi
+# A build folder given is the caller's: made absolute before the cd into the repository.
+BUILD="build"
+if [ ${#ARGS[@]} -eq 1 ]; then BUILD="$(realpath -m -- "${ARGS[0]}")"; fi
+cd "$(dirname "$0")/.."
 
 # configure DIR [cmake options...]: Ninja when present (a folder made with Make keeps Make).
 configure() {

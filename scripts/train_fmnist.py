@@ -1,13 +1,17 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The training check of issue 6 (a benchmark, not a test): a small CNN trained on CPU on
 Fashion-MNIST (Debian's dataset-fashion-mnist), once on the original images and once each on
 archives at chop 2, 4 and 6 (block 8), decoding at ingest through dctchop.torch.DecodeLayer
 (two matmuls in the model's forward). Every model is tested on the original test images and
 on the test images compressed the same way (what a model trained and served on compressed
 data sees).
-Prints test accuracy and training images per second; writes scripts/results/.
+Prints test accuracy and training images per second; writes scripts/results/. The archives
+store the labels as the dataset has them (u8); they are widened to int64 as each batch is used.
 
-Usage: PYTHONPATH=build/python scripts/train_fmnist.py [EPOCHS] [build dir]   (default 3)"""
+Usage: PYTHONPATH=build/python scripts/train_fmnist.py [EPOCHS] [BUILD-DIR]   (default 3, build)
+       --limit N: the first N training and test images only, a quick check of the script
+       itself (nothing is written to scripts/results/)"""
+import argparse
 import datetime
 import gzip
 import os
@@ -16,17 +20,44 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
-
-import dctchop
-from dctchop.torch import DecodeLayer, coefficient_planes
-
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(SCRIPTS)
 FMNIST = "/usr/share/datasets/fashion-mnist"
-EPOCHS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-BUILD = sys.argv[2] if len(sys.argv) > 2 else "build"
+EPOCHS = 3
+BUILD = os.path.join(REPO, "build")
+LIMIT = None
 BATCH = 128
 SEED = 1
+
+
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return v
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("epochs", metavar="EPOCHS", nargs="?", type=positive_int, default=EPOCHS,
+                   help="training epochs per model (default %(default)s)")
+    p.add_argument("build", metavar="BUILD-DIR", nargs="?", default=BUILD,
+                   help="the build folder with apps/dctchop and python/ (default: the repository's build)")
+    p.add_argument("--limit", metavar="N", type=positive_int,
+                   help=f"use the first N (at least {BATCH}) training and test images only; "
+                        "for checking the script, no results file")
+    args = p.parse_args()
+    if args.limit is not None and args.limit < BATCH:
+        p.error(f"--limit must be at least one batch ({BATCH})")
+    if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
+        p.error(f"no Fashion-MNIST in {FMNIST} (Debian's dataset-fashion-mnist; scripts/setup.sh installs it)")
+    binary = os.path.join(args.build, "apps", "dctchop")
+    if not os.access(binary, os.X_OK):
+        p.error(f"no dctchop program at {binary} (build it, or give the build folder)")
+    return args
 
 
 def idx(name, offset):
@@ -71,15 +102,17 @@ def train(batches, n_batches, test_x, test_y, ingest=None):
 
 def main():
     torch.set_num_threads(os.cpu_count() or 1)
-    train_x = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)
-    train_y = idx("train-labels-idx1-ubyte.gz", 8).astype(np.int64)
-    test_x = torch.from_numpy(idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28) / 255.0).float()
-    test_y = torch.from_numpy(idx("t10k-labels-idx1-ubyte.gz", 8).astype(np.int64))
+    n = LIMIT  # None: all of them
+    train_x = idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)[:n]
+    train_y = idx("train-labels-idx1-ubyte.gz", 8)[:n]  # u8, as stored in the archives
+    test_x = torch.from_numpy(idx("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)[:n] / 255.0).float()
+    test_y = torch.from_numpy(idx("t10k-labels-idx1-ubyte.gz", 8)[:n].astype(np.int64))
     rows = []
 
-    # The original images, shuffled with a fixed seed each epoch.
+    # The original images, shuffled with a fixed seed each epoch. CrossEntropyLoss takes int64
+    # class indices.
     xs = torch.from_numpy(train_x.reshape(-1, 1, 28, 28) / 255.0).float()
-    ys = torch.from_numpy(train_y)
+    ys = torch.from_numpy(train_y.astype(np.int64))
     gen = torch.Generator().manual_seed(SEED)
 
     def original():
@@ -106,7 +139,7 @@ def main():
             loader = dctchop.Loader(dcz, batch_size=BATCH, seed=SEED, decode=False)
             decode = DecodeLayer.for_archive(dcz)
 
-            def compressed():
+            def compressed():  # the archive's u8 labels, widened for CrossEntropyLoss here
                 for raw, y in loader.epoch():
                     yield coefficient_planes(raw, archive), torch.from_numpy(y.astype(np.int64))
 
@@ -137,10 +170,28 @@ def main():
                      f"{acc_dec:.4f} | {100 * (acc_dec - base):+.2f} pts | {rate:.0f} |")
     text = "\n".join(lines)
     print(text)
-    os.makedirs("scripts/results", exist_ok=True)
-    with open(f"scripts/results/train-fmnist-{datetime.date.today()}.md", "w") as f:
+    if LIMIT is not None:
+        print(f"(--limit {LIMIT}: a check of the script; no results file written)")
+        return
+    results = os.path.join(SCRIPTS, "results")
+    os.makedirs(results, exist_ok=True)
+    with open(os.path.join(results, f"train-fmnist-{datetime.date.today()}.md"), "w") as f:
         f.write(text + "\n")
 
 
 if __name__ == "__main__":
+    _args = parse_args()  # before the imports below, which take seconds (torch)
+    EPOCHS, BUILD, LIMIT = _args.epochs, _args.build, _args.limit
+    import numpy as np
+    import torch
+    try:
+        import dctchop
+    except ImportError:  # PYTHONPATH not set: the build folder's module
+        sys.path.insert(0, os.path.join(BUILD, "python"))
+        try:
+            import dctchop
+        except ImportError as e:
+            sys.exit(f"train_fmnist.py: cannot import dctchop ({e}); build it with the Python "
+                     f"module, or set PYTHONPATH=BUILD-DIR/python")
+    from dctchop.torch import DecodeLayer, coefficient_planes
     main()
