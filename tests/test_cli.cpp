@@ -360,6 +360,51 @@ TEST(Cli, DashPipesGiveTheSameBytesAsFiles) {
   EXPECT_EQ(read_bytes(dir.file("from_pipe.npy")), piped);
 }
 
+TEST(Cli, LabelsLargerThanAStreamHoldsInMemoryComeThroughAPipeWhole) {
+  // 1100 samples with labels of 64 KiB each (per-sample masks), 69 MiB: past the 64 MiB a
+  // stream reader keeps in memory after the last chunk, so the rest goes to a temporary file
+  // in TMPDIR (gone afterwards). decompress and verify from a pipe, and decompress of the
+  // file, give the labels byte for byte, copied in pieces.
+  temp_dir dir;
+  const std::uint64_t n = 1100, row = 65536;
+  std::vector<std::uint8_t> x(n * 8 * 8), y(n * row);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 7);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<std::uint8_t>(i * 2654435761u >> 24);
+  save_npy(dir.file("x.npy"), dtype::u8, {n, 8, 8}, x);
+  save_npy(dir.file("y.npy"), dtype::u8, {n, 256, 256}, y);
+  ASSERT_EQ(cli(dir, "compress x.npy --labels y.npy -o a.dcz -q --no-quality").status, 0);
+  std::filesystem::create_directory(dir.file("tmp"));
+  auto p = sh(dir, "cat a.dcz | TMPDIR=tmp DCTCHOP decompress - -o out.npz -q && "
+                   "cat a.dcz | TMPDIR=tmp DCTCHOP decompress - -o s.npy --labels-out s_labels.npy -q && "
+                   "cat a.dcz | TMPDIR=tmp DCTCHOP verify - -q && "
+                   "DCTCHOP decompress a.dcz -o f.h5:/x -q --samples 100:1100");
+  ASSERT_EQ(p.status, 0) << describe(p);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("tmp"))) << "the spooled tail is gone";
+  // It is spooled: with no folder to spool to, the pipe fails saying so (exit 5, I/O), where
+  // the file, read in place, needs none.
+  auto nowhere = sh(dir, "cat a.dcz | TMPDIR=no/such/folder DCTCHOP decompress - -o n.npy -q");
+  EXPECT_EQ(nowhere.status, 5) << describe(nowhere);
+  EXPECT_NE(nowhere.err.find("<stdin>: cannot make a temporary file in no/such/folder"),
+            std::string::npos)
+      << describe(nowhere);
+  const std::string want = read_bytes(dir.file("y.npy"));
+  const std::string got = read_bytes(dir.file("s_labels.npy"));
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "labels from a pipe, --labels-out";
+  auto check = sh(dir, "/usr/bin/python3 -c \"import numpy as np, h5py; y = np.load('y.npy'); "
+                       "z = np.load('out.npz')['labels']; f = h5py.File('f.h5'); "
+                       "assert (z == y).all() and (f['labels'][:] == y[100:]).all(), 'labels differ'\"");
+  EXPECT_EQ(check.status, 0) << describe(check);
+  // A flipped byte in the spooled part of the labels: the pipe's verify says so.
+  std::string bad = read_bytes(dir.file("a.dcz"));
+  const auto at = bad.size() - 64 - 4 * 1048576;  // in the labels, near their end
+  bad[at] = static_cast<char>(bad[at] ^ 1);
+  test::write_bytes(dir.file("bad.dcz"), bad);
+  auto v = sh(dir, "cat bad.dcz | TMPDIR=tmp DCTCHOP verify -");
+  EXPECT_EQ(v.status, 4) << describe(v);
+  EXPECT_NE(v.err.find("side array 'labels': checksum mismatch"), std::string::npos) << describe(v);
+}
+
 TEST(Cli, InfoOfAPipedArchiveDescribesIt) {
   temp_dir dir;
   ASSERT_EQ(cli(dir, "compress " + sh_quote(sample_npy("u8_nhwc.npy")) + " -o a.dcz -q").status, 0);

@@ -658,7 +658,9 @@ TEST(Hdf5Sink, WritesChunkedDatasetWithAttributesAndSideDatasetOnlyAtFinish) {
     w->write_rows(v.data(), 2);
     w->write_rows(v.data() + 2 * row, 3);
     EXPECT_TRUE(w->add_side_dataset("/labels", *formats::parse_npy_descr("<i8"), {6},
-                                    k_labels.data()));
+                                    [&](u64 first, u64 n, void* dst) {
+                                      std::memcpy(dst, k_labels.data() + first, n * 8);
+                                    }));
     EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5"))) << "nothing before finish()";
     w->finish();
   }

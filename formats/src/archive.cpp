@@ -19,7 +19,99 @@
 #include "dctchop/formats/npy.hpp"
 #include "file_magic.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace dctchop::formats {
+
+namespace detail {
+
+using u64 = std::uint64_t;
+
+/** Bytes appended in order and read back at any offset: in memory up to `in_memory` bytes,
+ *  then all of them in an unnamed temporary file in $TMPDIR (or /tmp), which goes with the
+ *  descriptor. For what follows a stream's last chunk: side arrays that can be as large as
+ *  the data (per-sample masks as labels), then the footer. */
+class byte_spool {
+ public:
+  byte_spool(u64 in_memory, std::string source) : limit_(in_memory), source_(std::move(source)) {}
+  ~byte_spool() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  byte_spool(const byte_spool&) = delete;
+  byte_spool& operator=(const byte_spool&) = delete;
+
+  u64 size() const noexcept { return size_; }
+
+  void append(const std::byte* p, std::size_t n) {
+    if (fd_ < 0 && size_ + n <= limit_) {
+      mem_.insert(mem_.end(), p, p + n);
+      size_ += n;
+      return;
+    }
+    if (fd_ < 0) {
+      open_file();
+      write_all(mem_.data(), mem_.size());
+      std::vector<std::byte>().swap(mem_);
+    }
+    write_all(p, n);
+    size_ += n;
+  }
+
+  void read_at(u64 offset, void* dst, std::size_t n) const {
+    if (offset > size_ || n > size_ - offset) throw error(errc::internal, "spool read out of range");
+    if (fd_ < 0) {
+      std::memcpy(dst, mem_.data() + offset, n);
+      return;
+    }
+    auto* out = static_cast<char*>(dst);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
+      if (got <= 0) fail(got < 0 ? errno : EIO, "read back");
+      out += got;
+      offset += static_cast<u64>(got);
+      n -= static_cast<std::size_t>(got);
+    }
+  }
+
+ private:
+  void open_file() {
+    const char* t = std::getenv("TMPDIR");
+    dir_ = t != nullptr && *t != '\0' ? t : "/tmp";
+    fd_ = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd_ < 0) {  // a file system without O_TMPFILE: a named one, unlinked at once
+      std::string name = dir_ + "/dctchop-spool-XXXXXX";
+      fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+      if (fd_ >= 0) ::unlink(name.c_str());
+    }
+    if (fd_ < 0) fail(errno, "make");
+  }
+  void write_all(const std::byte* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t put = ::write(fd_, p, n);
+      if (put <= 0) fail(put < 0 ? errno : EIO, "write");
+      p += put;
+      n -= static_cast<std::size_t>(put);
+    }
+  }
+  [[noreturn]] void fail(int e, const char* doing) const {
+    if (e == EINTR) throw error(errc::interrupted, source_ + ": interrupted");
+    throw error::from_os(errc::io,
+                         source_ + ": cannot " + doing + " a temporary file in " + dir_ +
+                             " for the side arrays after the last chunk (" +
+                             std::strerror(e) + "; TMPDIR=DIR names another folder)",
+                         e);
+  }
+
+  u64 limit_;
+  std::string source_, dir_;
+  u64 size_ = 0;
+  std::vector<std::byte> mem_;
+  int fd_ = -1;
+};
+
+}  // namespace detail
+
 namespace {
 
 using u64 = std::uint64_t;
@@ -31,7 +123,7 @@ constexpr char k_end_magic[9] = "DCZ-END.";
 constexpr std::size_t k_preamble = 64, k_record = 64, k_tail = 64;
 constexpr u64 k_max_json = 256ull << 20;  // header/footer sanity bound
 constexpr u64 k_max_chunk_bytes = 16ull << 30;  // of a chunk of several samples
-constexpr u64 k_max_stream_tail = 1ull << 30;   // what a stream reader holds after the chunks
+constexpr u64 k_stream_tail_in_memory = 64ull << 20;  // a stream's tail beyond this: spooled
 constexpr const char* k_transform = "dct2-orthonormal-blockwise";  // the only one of 1.0
 
 // Fuzzing builds (scripts/fuzz.sh) skip the checksum comparisons, so that the fuzzer reaches the
@@ -733,34 +825,32 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     next_sample_ += c.count;
     return true;
   }
-  // After the last chunk: side arrays, footer and tail. These are small; read them whole.
-  stream_tail_.clear();
-  std::vector<std::byte> buf(1 << 16);
-  for (;;) {
-    std::size_t n = file_.read(buf.data(), buf.size());
-    if (n == 0) break;
-    stream_tail_.insert(stream_tail_.end(), buf.begin(), buf.begin() + static_cast<long>(n));
-    if (stream_tail_.size() > k_max_stream_tail) {
-      throw error(errc::bad_input,
-                  name + ": the side arrays and index after the last chunk pass " +
-                      std::to_string(k_max_stream_tail >> 30) +
-                      " GiB, more than dctchop holds from a stream: read the archive as a file");
+  // After the last chunk: side arrays, footer and tail, kept (in memory, and past 64 MiB in a
+  // temporary file) for the side arrays' readers.
+  auto tail_bytes = std::make_shared<detail::byte_spool>(k_stream_tail_in_memory, name);
+  {
+    std::vector<std::byte> buf(1 << 20);
+    for (;;) {
+      const std::size_t n = file_.read(buf.data(), buf.size());
+      if (n == 0) break;
+      tail_bytes->append(buf.data(), n);
     }
   }
-  if (stream_tail_.size() < k_tail) corrupt(name, "truncated (no index at the end)");
-  const auto* t = reinterpret_cast<const unsigned char*>(stream_tail_.data()) +
-                  stream_tail_.size() - k_tail;
+  if (tail_bytes->size() < k_tail) corrupt(name, "truncated (no index at the end)");
+  unsigned char t[k_tail];
+  tail_bytes->read_at(tail_bytes->size() - k_tail, t, k_tail);
   if (std::memcmp(t, k_tail_magic, 8) != 0 || std::memcmp(t + 56, k_end_magic, 8) != 0) {
     corrupt(name, "truncated or damaged: no index at the end of the stream");
   }
-  const u64 base = offset;  // archive offset of stream_tail_[0]
+  const u64 base = offset;  // archive offset of the first byte kept
   const u64 foff = get_u64(t + 8), fbytes = get_u64(t + 16), fhash = get_u64(t + 24);
-  const u64 before_tail = stream_tail_.size() - k_tail;  // side arrays and footer
+  const u64 before_tail = tail_bytes->size() - k_tail;  // side arrays and footer
   if (foff < base || foff - base > before_tail || fbytes != before_tail - (foff - base) ||
       fbytes == 0 || fbytes > k_max_json) {
     corrupt(name, "index position out of range");
   }
-  std::string text(reinterpret_cast<const char*>(stream_tail_.data()) + (foff - base), fbytes);
+  std::string text(fbytes, '\0');
+  tail_bytes->read_at(foff - base, text.data(), fbytes);
   check_sum(text.data(), text.size(), fhash, name, "index");
   std::vector<chunk_info> seen = std::move(chunks_);
   parse_footer(text);
@@ -773,6 +863,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     }
   }
   check_placement(foff);
+  stream_tail_ = std::move(tail_bytes);
   stream_done_ = true;
   return false;
 }
@@ -828,31 +919,34 @@ const side_array_info* archive_reader::find_side_array(const std::string& name) 
   return nullptr;
 }
 
-std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std::string& name) {
-  if (const side_array_info* found = find_side_array(name)) {
-    const side_array_info& s = *found;
-    std::vector<std::byte> out(s.bytes);
-    if (file_.seekable()) {
-      file_.read_at(s.offset, out.data(), out.size(), "side array");
-    } else {
-      if (!stream_done_) throw error(errc::internal, "side arrays come after the last chunk");
-      std::memcpy(out.data(), stream_tail_.data() + (s.offset - stream_offset_), s.bytes);
-    }
-    check_sum(out.data(), out.size(), s.xxh64, display_name(), "side array '" + name + "':");
-    return out;
+void archive_reader::read_bytes_at(u64 offset, void* dst, std::size_t n, const char* what) const {
+  if (file_.seekable()) {
+    file_.read_at(offset, dst, n, what);
+    return;
   }
-  return std::nullopt;
+  if (!stream_done_ || !stream_tail_ || offset < stream_offset_) {
+    throw error(errc::internal, "a stream's side arrays come after its last chunk");
+  }
+  stream_tail_->read_at(offset - stream_offset_, dst, n);
+}
+
+std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std::string& name) {
+  const side_array_info* s = find_side_array(name);
+  if (s == nullptr) return std::nullopt;
+  std::vector<std::byte> out(s->bytes);
+  read_bytes_at(s->offset, out.data(), out.size(), "side array");
+  check_sum(out.data(), out.size(), s->xxh64, display_name(), "side array '" + name + "':");
+  return out;
 }
 
 void archive_reader::verify_side_array(const std::string& name) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
-  if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
   xxh64_stream h;
   std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(s->bytes, u64(1) << 20)));
   for (u64 at = 0; at < s->bytes; at += piece.size()) {
     const auto n = static_cast<std::size_t>(std::min<u64>(piece.size(), s->bytes - at));
-    file_.read_at(s->offset + at, piece.data(), n, "side array");
+    read_bytes_at(s->offset + at, piece.data(), n, "side array");
     h.update(piece.data(), n);
   }
   check_digest(h.digest(), s->xxh64, display_name(), "side array '" + name + "':");
@@ -862,13 +956,12 @@ void archive_reader::read_side_array_rows(const std::string& name, u64 first, u6
                                           std::span<std::byte> dst) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
-  if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
   const u64 rows = s->shape.empty() ? 1 : s->shape[0];
   const u64 row = rows == 0 ? 0 : s->bytes / rows;
   if (first > rows || count > rows - first || dst.size() != count * row) {
     throw error(errc::internal, "side array rows out of range");
   }
-  if (count > 0) file_.read_at(s->offset + first * row, dst.data(), dst.size(), "side array");
+  if (count > 0) read_bytes_at(s->offset + first * row, dst.data(), dst.size(), "side array");
 }
 
 // The two kinds of chunk buffer: the heap, and a backend's host memory.

@@ -88,7 +88,7 @@ class npy_sink final : public sample_sink {
   std::string name() const override { return w_.display_name(); }
   void write_rows(const void* src, u64 count) override { w_.write_rows(src, count); }
   bool add_side_dataset(const std::string&, const npy_dtype&, const std::vector<u64>&,
-                        const void*) override {
+                        const row_source&) override {
     return false;
   }
   void finish() override { w_.finish(); }
@@ -231,7 +231,7 @@ class npz_sink final : public sample_sink {
     rows_ += count;
   }
   bool add_side_dataset(const std::string& name, const npy_dtype& t, const std::vector<u64>& shape,
-                        const void* data) override {
+                        const row_source& rows) override {
     end_data();
     const std::string key = npz_key(name);
     detail::check_member_key(key, out_.display_name());
@@ -239,8 +239,11 @@ class npz_sink final : public sample_sink {
       throw error(errc::invalid_argument, out_.display_name() + ": the labels cannot be written as '" +
                                               key + "', the data's own array");
     }
+    const u64 bytes = checked_count(shape, name, t.itemsize);
     begin_array(key, t, shape);
-    zip_.write(data, checked_count(shape, name, t.itemsize));
+    const u64 n = shape.empty() ? 1 : shape[0];
+    for_each_row_piece(n, n == 0 ? 0 : bytes / n, rows,
+                       [&](const void* p, u64, u64 count) { zip_.write(p, count * (bytes / n)); });
     zip_.end_member();
     return true;
   }
@@ -372,7 +375,7 @@ class raw_sink final : public sample_sink {
     rows_ += count;
   }
   bool add_side_dataset(const std::string&, const npy_dtype&, const std::vector<u64>&,
-                        const void*) override {
+                        const row_source&) override {
     return false;
   }
   void finish() override {
@@ -629,6 +632,18 @@ error existing_output(const error& e, const dataset_spec& spec) {
 }
 
 }  // namespace
+
+void for_each_row_piece(u64 rows, u64 row_bytes, const row_source& from,
+                        const std::function<void(const void*, u64, u64)>& put) {
+  if (rows == 0) return;
+  const u64 per = std::max<u64>(1, (u64(1) << 20) / std::max<u64>(row_bytes, 1));
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(per, rows) * row_bytes));
+  for (u64 first = 0; first < rows; first += per) {
+    const u64 n = std::min(per, rows - first);
+    from(first, n, buf.data());
+    put(buf.data(), first, n);
+  }
+}
 
 void check_dataset_output(const dataset_spec& spec, bool overwrite) {
   try {

@@ -900,12 +900,32 @@ class hdf5_sink final : public sample_sink {
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
-                        const std::vector<u64>& shape, const void* data) override {
+                        const std::vector<u64>& shape, const row_source& rows) override {
     quiet_hdf5 quiet;
     const std::string full = name.front() == '/' ? name : "/" + name;
     h5_id d = make_dataset(full, type, shape, false);
-    check(H5Dwrite(d.get(), memory_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), errc::io,
-          path_ + ":" + full + ": write failed");
+    if (shape.empty()) {  // a scalar: one value
+      std::vector<std::byte> one(type.itemsize);
+      rows(0, 1, one.data());
+      check(H5Dwrite(d.get(), memory_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, one.data()),
+            errc::io, path_ + ":" + full + ": write failed");
+      return true;
+    }
+    u64 row = type.itemsize;
+    for (std::size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+    std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+    const h5_id file_space =
+        check(H5Dget_space(d.get()), H5Sclose, errc::io, path_ + ":" + full + ": no dataspace");
+    for_each_row_piece(shape[0], row, rows, [&](const void* p, u64 first, u64 n) {
+      start[0] = first;
+      count[0] = n;
+      check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                count.data(), nullptr),
+            errc::internal, full + ": hyperslab");
+      h5_id mem(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+      check(H5Dwrite(d.get(), memory_type(type), mem.get(), file_space.get(), H5P_DEFAULT, p),
+            errc::io, path_ + ":" + full + ": write failed");
+    });
     return true;
   }
 

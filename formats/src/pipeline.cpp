@@ -1086,16 +1086,22 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   std::unique_ptr<sample_sink> lw;
   decompress_result res;
   if (const side_array_info* info = r.find_side_array("labels")) {
-    const auto bytes = r.read_side_array("labels");
+    // Checked whole first, then copied a piece at a time: labels can be as large as the data
+    // (per-sample masks), and no command holds the whole of either.
+    r.verify_side_array("labels");
     const npy_dtype lt = *parse_npy_descr(info->descr);
     const u64 row = info->bytes / total;
     auto shape = info->shape;
     shape[0] = end - first;
-    const std::byte* part = bytes->data() + first * row;
+    const row_source part = [&](u64 at, u64 n, void* dst) {
+      r.read_side_array_rows("labels", first + at, n,
+                             std::span<std::byte>(static_cast<std::byte*>(dst), n * row));
+    };
     const bool beside = w->add_side_dataset(labels_beside, lt, shape, part);
     if (labels_file) {
       lw = create_dataset(*labels_file, lt, shape, o.overwrite);
-      lw->write_rows(part, end - first);
+      for_each_row_piece(end - first, row, part,
+                         [&](const void* p, u64, u64 n) { lw->write_rows(p, n); });
     } else if (!beside) {
       res.notes.push_back(r.display_name() + " holds labels, which " +
                           (output == "-" ? std::string("standard output") : output) +

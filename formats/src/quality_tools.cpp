@@ -275,7 +275,7 @@ nlohmann::json check_archive(const std::string& archive, const progress_fn& prog
     ++chunks;
     if (progress) progress(c.first + c.count, r.header().geom.samples);
   }
-  for (const auto& s : r.side_arrays()) r.read_side_array(s.name);
+  for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
   return {{"file", r.display_name()},
           {"passed", true},
           {"chunks", chunks},
@@ -402,7 +402,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     if (o.progress) o.progress(done, h.geom.samples);
   };
   run_chunks(slot.size(), crew.count(), stages);
-  for (const auto& s : r.side_arrays()) r.read_side_array(s.name);  // checks their checksums
+  for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
   // R of float data is the original's max - min. The archive's recorded R stood in for it
   // (SSIM needs R while it accumulates); an original whose values span another range is not
   // the data the archive was made from (or was changed since): its figures take its own R,

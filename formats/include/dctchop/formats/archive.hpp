@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -105,6 +106,10 @@ class archive_writer {
  *  `file` when it is not JSON, lacks a field, or disagrees with itself. */
 archive_header parse_archive_header(std::string_view text, const std::string& file);
 
+namespace detail {
+class byte_spool;
+}
+
 /** Reads an archive: random access for regular files; chunk by chunk in order for stdin. */
 class archive_reader {
  public:
@@ -142,14 +147,18 @@ class archive_reader {
    *  byte count its shape implies); nullptr when absent. For streams, complete only after the
    *  last chunk. */
   const side_array_info* find_side_array(const std::string& name) const;
-  /** Read and verify a side array by name; nullopt when absent. */
+  /** Read and verify a side array by name, whole; nullopt when absent. (Side arrays can be
+   *  as large as the data: verify_side_array and read_side_array_rows hold none of it.)
+   *  For a stream, after the last chunk. */
   std::optional<std::vector<std::byte>> read_side_array(const std::string& name);
   /** Verify side array `name` (an error(corrupt) on a wrong checksum) reading it in pieces,
-   *  without holding it: for readers that then read its rows as they need them. Random
-   *  access only. */
+   *  without holding it: for readers that then read its rows as they need them. For a
+   *  stream, after the last chunk (a stream's side arrays are kept, in memory up to 64 MiB
+   *  and beyond that in an unnamed temporary file in $TMPDIR or /tmp). */
   void verify_side_array(const std::string& name);
   /** Rows [first, first + count) of side array `name` into `dst` (count rows of its row
-   *  bytes), as they lie in the file (verify_side_array checks them). Random access only. */
+   *  bytes), as they lie in the file (verify_side_array checks them). For a stream, after
+   *  the last chunk. */
   void read_side_array_rows(const std::string& name, std::uint64_t first, std::uint64_t count,
                             std::span<std::byte> dst);
   /** Index of the chunk holding `sample`. */
@@ -182,9 +191,14 @@ class archive_reader {
   // sequential state
   std::size_t next_index_ = 0;
   std::uint64_t next_sample_ = 0;
-  std::vector<std::byte> stream_tail_;  // side arrays + footer + tail of a stream
+  /** `n` bytes at archive offset `offset`: from the file, or for a stream from what was
+   *  kept after its last chunk. */
+  void read_bytes_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const;
+  // side arrays + footer + tail of a stream (shared_ptr: the type is complete only in
+  // archive.cpp, and the reader is movable)
+  std::shared_ptr<detail::byte_spool> stream_tail_;
   std::uint64_t stream_offset_ = 0;     // archive offset of the next unread byte of a stream;
-                                        // once done, of stream_tail_[0]
+                                        // once done, of the first byte in stream_tail_
   bool stream_done_ = false;
   std::vector<bool> checked_;  // chunks read whole and verified since open (random access)
 };

@@ -123,17 +123,27 @@ dataset_spec resolve_by_content(const dataset_spec& spec);
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);
 
 /** Writes rows along axis 0; the output appears only after finish(). */
+/** Rows [first, first + count) of an array into `dst` (count rows, C order). */
+using row_source = std::function<void(std::uint64_t first, std::uint64_t count, void* dst)>;
+
+/** Rows [0, rows) of `row_bytes` each, read from `from` into a buffer of about 1 MiB (at least
+ *  a row) and handed to `put(data, first, count)` piece by piece: for arrays that can be as
+ *  large as the data (labels that are per-sample masks). */
+void for_each_row_piece(std::uint64_t rows, std::uint64_t row_bytes, const row_source& from,
+                        const std::function<void(const void* data, std::uint64_t first,
+                                                 std::uint64_t count)>& put);
+
 class sample_sink {
  public:
   virtual ~sample_sink() = default;
   virtual std::string name() const = 0;
   /** Append native-endian C-order rows. */
   virtual void write_rows(const void* src, std::uint64_t count) = 0;
-  /** Add a whole second dataset beside the main one (HDF5: e.g. "/labels"; .npz: an array,
-   *  after all the rows); false when the format holds one array only (the caller then writes
-   *  it elsewhere). */
+  /** Add a second dataset beside the main one (HDF5: e.g. "/labels"; .npz: an array, after
+   *  all the rows), its shape[0] rows taken from `rows` in pieces; false, taking none, when
+   *  the format holds one array only (the caller then writes it elsewhere). */
   virtual bool add_side_dataset(const std::string& name, const npy_dtype& type,
-                                const std::vector<std::uint64_t>& shape, const void* data) = 0;
+                                const std::vector<std::uint64_t>& shape, const row_source& rows) = 0;
   /** More attributes, before finish(): numbers and strings, as create_dataset's (HDF5; the
    *  other formats have no place for them and ignore them). For what an input says only at
    *  its end, such as a streamed archive's footer. */
