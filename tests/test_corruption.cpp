@@ -382,6 +382,28 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::expect_error([&] { read_random(path); }, errc::unsupported_version, {"chunk 0 uses codec stages"});
     test::expect_error([&] { read_stream(big); }, errc::unsupported_version, {"chunk 0 uses codec stages"});
   }
+  // A header that claims one sample of 16 GiB of coefficients, and a chunk record that agrees,
+  // in a stream of 17 KiB: the stream reader grows its buffer as bytes come and finds the
+  // stream cut short, rather than allocate (and zero) 16 GiB first.
+  {
+    const std::uint64_t side = 65536, cbps = side * side * 4;
+    std::string huge = with_header(bytes_, [&](nlohmann::json& j) {
+      j["shape"] = {3, side, side};
+      j["height"] = side;
+      j["width"] = side;
+      j["codec"]["coeff"] = "f32";
+      j["codec"]["chop"] = 8;
+      j["codec"]["coeff_plane"] = {side, side};
+      j["codec"]["coeff_bytes_per_sample"] = cbps;
+      j["chunking"]["samples_per_chunk"] = 1;
+    });
+    huge = with_chunk0_record(huge, [&](char* rec) {
+      put_u64_at_record(rec + 24, 1);
+      put_u64_at_record(rec + 32, cbps);
+      put_u64_at_record(rec + 40, cbps);
+    });
+    test::expect_error([&] { read_stream(huge); }, errc::corrupt, {"truncated"});
+  }
   // Chunks that are not where the writer puts them (back to back from the data offset): the
   // index's first two offsets swapped, so each record still lies whole in the file.
   {

@@ -60,6 +60,7 @@ class byte_spool {
 
   void read_at(u64 offset, void* dst, std::size_t n) const {
     if (offset > size_ || n > size_ - offset) throw error(errc::internal, "spool read out of range");
+    if (n == 0) return;
     if (fd_ < 0) {
       std::memcpy(dst, mem_.data() + offset, n);
       return;
@@ -813,8 +814,16 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       corrupt(name, "chunk " + std::to_string(next_index_) + ": bad record");
     }
     if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
-    coeffs.resize(c.stored_bytes);
-    file_.read_exact(coeffs.data(), coeffs.size(), "a chunk");
+    // Grown as the bytes come, 64 MiB at a time: a record's size is believed only as far as
+    // the stream bears it out (a header can claim a sample of 64 GiB; a chunk of one sample
+    // has no bound but the header's).
+    coeffs.clear();
+    for (u64 got = 0; got < c.stored_bytes;) {
+      const auto n = static_cast<std::size_t>(std::min<u64>(c.stored_bytes - got, u64(64) << 20));
+      coeffs.resize(static_cast<std::size_t>(got) + n);
+      file_.read_exact(coeffs.data() + got, n, "a chunk");
+      got += n;
+    }
     verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
     const u64 end = offset + k_record + c.stored_bytes;
     discard(file_, align_up(end, align) - end, "chunk padding");
@@ -829,10 +838,20 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   // temporary file) for the side arrays' readers.
   auto tail_bytes = std::make_shared<detail::byte_spool>(k_stream_tail_in_memory, name);
   {
+    // Bounded, so that a stream that goes on (archives concatenated, a mistaken pipe) does
+    // not fill the temporary folder: side arrays larger than the decoded data itself (as f64),
+    // plus 256 MiB, are no labels a writer stores.
+    const u64 values = header_.geom.samples * header_.geom.values_per_sample();  // < 2^59
+    const u64 most = values * 8 + (u64(256) << 20);
     std::vector<std::byte> buf(1 << 20);
     for (;;) {
       const std::size_t n = file_.read(buf.data(), buf.size());
       if (n == 0) break;
+      if (tail_bytes->size() + n > most) {
+        corrupt(name, "more than " + std::to_string(most >> 20) +
+                          " MiB follow the last chunk, more than any side arrays and index of "
+                          "this archive: not one archive, or not its end");
+      }
       tail_bytes->append(buf.data(), n);
     }
   }

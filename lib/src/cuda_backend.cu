@@ -369,7 +369,12 @@ class cuda_backend final : public backend {
       : device_(device),
         host_memory_(std::make_shared<recycling_resource>(cuda::pinned_memory(device))) {}
   ~cuda_backend() override {
-    // Its streams and device memory freed with its device current, not the caller's.
+    // Its streams and device memory freed with its device current, not the caller's; a
+    // backend that never ran (made, then an error before any work) holds none, and must not
+    // start a context on a thread that had none.
+    bool held = static_cast<bool>(d_bad_);
+    for (const auto& l : lanes_) held |= l.s || l.d_in || l.d_out;
+    if (!held) return;
     const auto on = guard_for_release(device_);
     for (auto& l : lanes_) l = lane{};
     d_bad_.reset();
@@ -705,7 +710,9 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   impl& d = *impl_;
   const auto s = static_cast<cudaStream_t>(stream);
   if (samples == 0) return;
-  const detail::device_guard on(d.device);  // the caller's current device may be another
+  // The caller's current device may be another (given back after); a thread with none stays
+  // on the decoder's, rather than start a context on device 0 when it is given back.
+  const detail::device_guard on(d.device, true);
   // The blocks of Lt and R (T_K^t and T_K) in f32 on the device, uploaded when the block or
   // the chop changes; the previous call's stream is drained first, as it may still read them.
   if (!d.d_tk || d.block != p.block || d.chop != p.chop) {
@@ -862,7 +869,7 @@ std::shared_ptr<std::pmr::memory_resource> pinned_memory(int device) {
 }
 
 struct device_ring::impl {
-  int device = 0;
+  int device = -1;  // set once the constructor has checked it
   struct slot {
     detail::device_ptr out, d_in;
     cudaEvent_t done = nullptr;
@@ -872,6 +879,7 @@ struct device_ring::impl {
   u64 in_bytes = 0, out_bytes = 0;
   std::unique_ptr<detail::stream> s;
   ~impl() {
+    if (device < 0) return;  // the constructor refused the device: nothing was made
     const auto on = detail::guard_for_release(device);  // not the consumer's current device
     if (s) cudaStreamSynchronize(s->get());
     for (auto& x : slots) {

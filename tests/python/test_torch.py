@@ -146,6 +146,12 @@ def main():
         other = DecodeLayer(a.block, a.chop, a.height, a.width, offset=0.0)
         other.load_state_dict(layer.state_dict())
         check(torch.equal(other(planes), layer(planes)), "a loaded state_dict brings its offset")
+        # A state saved before the offset was a buffer (no "offset") still loads, strictly,
+        # and keeps the layer's own offset.
+        old_state = {k: v for k, v in layer.state_dict().items() if k != "offset"}
+        fresh = DecodeLayer.for_archive(f"{d}/f.dcz")
+        fresh.load_state_dict(old_state)
+        check(torch.equal(fresh(planes), layer(planes)), "a state without an offset loads")
         # The device loader on the host: DLPack tensors equal the plain loader's batches.
         from dctchop.torch import DeviceLoader
         dcz = f"{d}/x_f16.dcz"

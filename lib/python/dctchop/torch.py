@@ -96,6 +96,13 @@ class DecodeLayer(torch.nn.Module):
                                                     dtype=torch.promote_types(dtype, torch.float32)))
         self.height, self.width = height, width
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A state saved before the offset was a buffer (2026-12-02) has none: it keeps the
+        # layer's own, as BatchNorm fills in what older states lack.
+        if prefix + "offset" not in state_dict:
+            state_dict[prefix + "offset"] = self.offset.clone()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @classmethod
     def for_archive(cls, archive, dtype=torch.float32):
         """The layer that decodes `archive`'s coefficient planes: an Archive, or its path."""
