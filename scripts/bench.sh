@@ -14,24 +14,9 @@ path is taken from the current folder). Builds the benchmark targets in $DCTCHOP
   -h, --help   this text
 EOF
 }
-ARGS=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage; exit 0 ;;
-    --) shift; ARGS+=("$@"); break ;;
-    -*) echo "bench.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    *) ARGS+=("$1"); shift ;;
-  esac
-done
-if [ ${#ARGS[@]} -gt 1 ]; then
-  echo "bench.sh: too many arguments (${#ARGS[@]}; at most one: RESULTS-DIR)" >&2; usage >&2; exit 2
-fi
-if [ ${#ARGS[@]} -eq 1 ] && [ -z "${ARGS[0]}" ]; then
-  echo "bench.sh: RESULTS-DIR is empty" >&2; usage >&2; exit 2
-fi
-# A results folder given is the caller's: made absolute before the cd into the repository.
-RESULTS="scripts/results"
-if [ ${#ARGS[@]} -eq 1 ]; then RESULTS="$(realpath -m -- "${ARGS[0]}")"; fi
+. "$(dirname "$0")/args.sh"
+parse_one_folder bench.sh RESULTS-DIR scripts/results "$@"
+RESULTS="$FOLDER"
 cd "$(dirname "$0")/.."
 BUILD="${DCTCHOP_BUILD:-build}"
 mkdir -p "$RESULTS"

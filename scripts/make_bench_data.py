@@ -5,15 +5,7 @@ import argparse
 import os
 import sys
 
-
-def positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return v
+from script_args import positive_int
 
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

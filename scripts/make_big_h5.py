@@ -12,24 +12,15 @@ an existing OUT.h5 that this script made with the same GIB and FILTER is kept.
 import argparse
 import math
 import os
-import signal
 import sys
+
+from script_args import positive_float, run_main
 
 FILTERS = ("none", "gzip", "lzf", "blosc", "lz4")
 # The HDF5 filter ids each FILTER puts in the images' pipeline (what --reuse checks).
 FILTER_IDS = {"none": [], "gzip": [1], "lzf": [32000], "blosc": [32001], "lz4": [32004]}
 PER = 256 * 256 * 3
 STAMP = "make_big_h5"  # attribute of the root group, written last: the file is complete
-
-
-def positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number of GiB: {text!r}")
-    return v
 
 
 def images_for(gib):
@@ -84,8 +75,6 @@ def main():
     if os.path.exists(out):
         os.remove(out)  # not kept: its space is needed for the new one
     tmp = out + ".tmp"
-    # SIGTERM (timeout, kill) as an exception, so that the partial file is removed below.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     bank = make_samples.images(64, 256, 256)
     try:
         with h5py.File(tmp, "w") as f:
@@ -111,8 +100,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("make_big_h5.py: interrupted; the partial file is removed", file=sys.stderr)
-        sys.exit(130)
+    run_main(main, "make_big_h5.py")  # SIGTERM too: the partial file is removed below

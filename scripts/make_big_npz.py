@@ -11,20 +11,11 @@ beside it and renamed when complete.
 import argparse
 import math
 import os
-import signal
 import sys
 
+from script_args import positive_float, run_main
+
 MODES = ("stored", "deflated")
-
-
-def positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number of GiB: {text!r}")
-    return v
 
 
 def write_atomically(path, write):
@@ -57,7 +48,6 @@ def main():
     # As np.savez names it: OUT.npz stays, any other name gets ".npz" added.
     out = args.out if args.out.endswith(".npz") else args.out + ".npz"
     npy = os.path.splitext(args.out)[0] + ".npy"
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     per = 256 * 256 * 3
     n = int(math.ceil(args.gib * (1 << 30) / per))
     bank = make_samples.images(64, 256, 256)
@@ -76,8 +66,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("make_big_npz.py: interrupted; the partial file is removed", file=sys.stderr)
-        sys.exit(130)
+    run_main(main, "make_big_npz.py")

@@ -21,28 +21,13 @@ sanitizer builds; DCTCHOP_CUDA_ARCH=LIST sets CMAKE_CUDA_ARCHITECTURES of a new 
   -h, --help   this text
 EOF
 }
-ARGS=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage; exit 0 ;;
-    --) shift; ARGS+=("$@"); break ;;
-    -*) echo "test.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    *) ARGS+=("$1"); shift ;;
-  esac
-done
-if [ ${#ARGS[@]} -gt 1 ]; then
-  echo "test.sh: too many arguments (${#ARGS[@]}; at most one: BUILD-DIR)" >&2; usage >&2; exit 2
-fi
-if [ ${#ARGS[@]} -eq 1 ] && [ -z "${ARGS[0]}" ]; then
-  echo "test.sh: BUILD-DIR is empty" >&2; usage >&2; exit 2
-fi
+. "$(dirname "$0")/args.sh"
+parse_one_folder test.sh BUILD-DIR build "$@"
 JOBS="${DCTCHOP_JOBS:-2}"
 if ! [[ "$JOBS" =~ ^[1-9][0-9]*$ ]]; then
   echo "test.sh: DCTCHOP_JOBS must be a positive integer, not '$JOBS'" >&2; usage >&2; exit 2
 fi
-# A build folder given is the caller's: made absolute before the cd into the repository.
-BUILD="build"
-if [ ${#ARGS[@]} -eq 1 ]; then BUILD="$(realpath -m -- "${ARGS[0]}")"; fi
+BUILD="$FOLDER"
 cd "$(dirname "$0")/.."
 
 # configure DIR [cmake options...]: Ninja when present (a folder made with Make keeps Make).

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from script_args import positive_int
+
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 FMNIST = "/usr/share/datasets/fashion-mnist"
@@ -28,16 +30,6 @@ BUILD = os.path.join(REPO, "build")
 LIMIT = None
 BATCH = 128
 SEED = 1
-
-
-def positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return v
 
 
 def parse_args():
