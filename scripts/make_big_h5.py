@@ -14,7 +14,7 @@ import math
 import os
 import sys
 
-from script_args import positive_float, run_main
+from script_args import positive_float, run_main, written_atomically
 
 FILTERS = ("none", "gzip", "lzf", "blosc", "lz4")
 # The HDF5 filter ids each FILTER puts in the images' pipeline (what --reuse checks).
@@ -74,27 +74,18 @@ def main():
 
     if os.path.exists(out):
         os.remove(out)  # not kept: its space is needed for the new one
-    tmp = out + ".tmp"
     bank = make_samples.images(64, 256, 256)
-    try:
-        with h5py.File(tmp, "w") as f:
-            d = f.create_dataset("train/images", shape=(n, 256, 256, 3), dtype=np.uint8,
-                                 chunks=(min(16, n), 256, 256, 3), **filters)
-            block = 256
-            for i in range(0, n, block):
-                k = min(block, n - i)
-                idx = (np.arange(i, i + k) * 7) % 64
-                shift = (i // block) % 32
-                d[i:i + k] = np.roll(bank[idx], shift, axis=2)
-            f.create_dataset("train/labels", data=(np.arange(n) % 10).astype(np.int64))
-            f.attrs[STAMP] = f"{n} {how}"
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
+    with written_atomically(out) as tmp, h5py.File(tmp, "w") as f:
+        d = f.create_dataset("train/images", shape=(n, 256, 256, 3), dtype=np.uint8,
+                             chunks=(min(16, n), 256, 256, 3), **filters)
+        block = 256
+        for i in range(0, n, block):
+            k = min(block, n - i)
+            idx = (np.arange(i, i + k) * 7) % 64
+            shift = (i // block) % 32
+            d[i:i + k] = np.roll(bank[idx], shift, axis=2)
+        f.create_dataset("train/labels", data=(np.arange(n) % 10).astype(np.int64))
+        f.attrs[STAMP] = f"{n} {how}"
     print(out, n, "images", os.path.getsize(out) / (1 << 30), "GiB", how)
     return 0
 

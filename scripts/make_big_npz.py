@@ -13,24 +13,9 @@ import math
 import os
 import sys
 
-from script_args import positive_float, run_main
+from script_args import positive_float, run_main, written_atomically
 
 MODES = ("stored", "deflated")
-
-
-def write_atomically(path, write):
-    """write(file) into path + '.tmp', renamed to path when complete (removed if not)."""
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def main():
@@ -58,9 +43,11 @@ def main():
         x[i:i + k] = np.roll(bank[(np.arange(i, i + k) * 7) % 64], (i // block) % 32, axis=2)
     y = (np.arange(n) % 10).astype(np.int64)
     save = {"stored": np.savez, "deflated": np.savez_compressed}[args.how]
-    write_atomically(out, lambda f: save(f, x_train=x, y_train=y))
+    with written_atomically(out) as tmp, open(tmp, "wb") as f:
+        save(f, x_train=x, y_train=y)
     if not os.path.exists(npy):
-        write_atomically(npy, lambda f: np.save(f, x))
+        with written_atomically(npy) as tmp, open(tmp, "wb") as f:
+            np.save(f, x)
     print(out, n, "images", os.path.getsize(out) / (1 << 30), "GiB", args.how)
     return 0
 

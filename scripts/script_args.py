@@ -2,7 +2,9 @@
 that an interruption (Ctrl-C, SIGTERM from timeout or kill) exits as one line with 130 or 143,
 after the `finally`/`except` blocks that remove partial files have run."""
 import argparse
+import contextlib
 import math
+import os
 import signal
 import sys
 
@@ -25,6 +27,20 @@ def positive_float(text):
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
     return v
+
+
+@contextlib.contextmanager
+def written_atomically(path):
+    """Gives path + '.tmp' to write; renamed to path when the block ends, removed if it
+    raises (an interruption included)."""
+    tmp = path + ".tmp"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def run_main(main, name):
