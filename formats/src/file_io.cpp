@@ -365,8 +365,11 @@ std::string create_temp_beside(const std::string& path,
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, ".tmp%012llx",
                   static_cast<unsigned long long>(rng() & 0xffffffffffffull));
+    // ".NAME.tmp..." where that fits a name (255 bytes), else ".dctchop.tmp...": a long output
+    // name (240 bytes and more) must not make its temporary name too long.
     std::string leaf(".");
     leaf.append(p.filename().string()).append(suffix);
+    if (leaf.size() > NAME_MAX) leaf = std::string(".dctchop").append(suffix);
     const std::string temp = (std::filesystem::path(dir) / leaf).string();
     if (try_create(temp)) return temp;
   }
@@ -564,17 +567,31 @@ void output_file::commit() {
     throw e;
   }
   fd_ = -1;
-  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name());
+  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
   committed_ = true;
   temp_path_.clear();
 }
 
 void publish_temp(int fd, const std::string& temp, const std::string& path,
-                  const std::string& display_name) {
+                  const std::string& display_name, bool overwrite) {
   // EINVAL: a descriptor that cannot be synced (a pipe, some special files), nothing to flush.
   const char* failed = nullptr;
   if (fd >= 0 && ::fsync(fd) != 0 && errno != EINVAL) {
     failed = "flush";
+  } else if (!overwrite) {
+    // Never over a file that appeared at the path since the start (without -f): link() does
+    // not replace, then the temporary name goes (renameat2's RENAME_NOREPLACE is not on every
+    // file system).
+    if (::link(temp.c_str(), path.c_str()) != 0) {
+      const int e = errno;
+      ::unlink(temp.c_str());
+      if (e == EEXIST) {
+        throw error(errc::output_exists, display_name + ": already exists (use -f to overwrite)");
+      }
+      errno = e;
+      throw os_error(display_name, "link the finished output into");
+    }
+    ::unlink(temp.c_str());
   } else if (::rename(temp.c_str(), path.c_str()) != 0) {
     failed = "rename the finished output into";
   }

@@ -731,7 +731,7 @@ class hdf5_sink final : public sample_sink {
   hdf5_sink(const dataset_spec& spec, const npy_dtype& type, const std::vector<u64>& shape,
             bool overwrite, const nlohmann::json& attributes)
       : path_(spec.path), dataset_(spec.dataset.empty() ? hdf5_default_dataset : spec.dataset), type_(type),
-        shape_(shape) {
+        shape_(shape), overwrite_(overwrite) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
     quiet_hdf5 quiet;
@@ -742,8 +742,23 @@ class hdf5_sink final : public sample_sink {
     H5Pset_alignment(fapl.get(), direct_min_chunk, direct_writer::align);
     hid_t f = H5I_INVALID_HID;
     temp_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
+      // Taken only when it is there already: HDF5 cannot say why it failed, and a failure
+      // after it made the file (no room for the superblock, `ulimit -f`) is no taken name
+      // to try another for (100 empty files were left).
+      struct stat st {};
+      if (::lstat(candidate.c_str(), &st) == 0) return false;
       f = H5Fcreate(candidate.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
-      return f >= 0;
+      if (f >= 0) return true;
+      const int e = errno;
+      ::unlink(candidate.c_str());
+      // The folder's own trouble (missing, not writable): create_temp_beside's message.
+      if (e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS) return false;
+      std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
+      why = why.substr(0, why.find_first_of(",\n"));
+      throw error::from_os(errc::io,
+                           path_ + ": cannot create a temporary HDF5 file beside it" +
+                               (why.empty() ? std::string() : ": " + why),
+                           e);
     });
     file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
     // Our own descriptor of the same file: HDF5 writes its metadata through its own, and this
@@ -961,7 +976,7 @@ class hdf5_sink final : public sample_sink {
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
-    publish_temp(own_fd_, temp_, target_.path, path_);
+    publish_temp(own_fd_, temp_, target_.path, path_, overwrite_);
     finished_ = true;
   }
 
@@ -1047,6 +1062,7 @@ class hdf5_sink final : public sample_sink {
   output_target target_;  // where the finished file goes: path_, or the file its symlink names
   npy_dtype type_;
   std::vector<u64> shape_;
+  bool overwrite_;  // -f: the finished file may replace one that appeared since
   h5_id file_, dset_;
   u64 rows_ = 0;
   bool finished_ = false;

@@ -208,10 +208,11 @@ std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create);
 
 /** The end of every output written under a temporary name: flush `fd` to disk (a descriptor
- *  of `temp`; -1: already flushed), then rename `temp` over `path`. On failure `temp` is
- *  removed and error(io) names `display_name`. */
+ *  of `temp`; -1: already flushed), then rename `temp` over `path`; without `overwrite`, link
+ *  it there instead, which refuses a file that appeared at `path` since (error output_exists)
+ *  rather than replace it. On failure `temp` is removed and error(io) names `display_name`. */
 void publish_temp(int fd, const std::string& temp, const std::string& path,
-                  const std::string& display_name);
+                  const std::string& display_name, bool overwrite);
 
 /** True when `path` is read as a stream, once and in order: "-" (standard input, even
  *  redirected from a file), or a FIFO or device (`<(cmd)`, a named pipe). */
