@@ -95,6 +95,37 @@ TEST(CrashSafety, PastTheFileSizeLimitEveryOutputKindFailsWithAnIoErrorAndLeaves
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before);
 }
 
+TEST(CrashSafety, DataAndALabelsFileAppearTogetherOrNeitherChanges) {
+  // Labels of 800 KiB and data of 13 KiB under a 50 KiB file size limit: the labels cannot be
+  // written. With -f over an old pair, both old files stay as they were (the new data was
+  // once named first, and the labels failed after, leaving new data beside old labels); the
+  // same for every output kind that takes a labels file.
+  temp_dir dir;
+  const std::uint64_t n = 50;
+  std::vector<std::uint8_t> x(n * 16 * 16, 7);
+  std::vector<float> y(n * 4096, 0.5f);
+  test::save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, x);
+  test::save_npy(dir.file("y.npy"), dtype::f32, {n, 4096}, y);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress x.npy --labels y.npy -o a.dcz -q").status, 0);
+  for (const std::string& pair : {std::string("out.npy --labels-out lab.npy"),
+                                  std::string("out.h5:/x --labels-out lab.npy"),
+                                  std::string("out.npz --labels-out lab.npz"),
+                                  std::string("out.bin --raw --labels-out lab.npy")}) {
+    const std::string out = pair.substr(0, pair.find_first_of(": ")),
+                      lab = pair.substr(pair.rfind(' ') + 1);
+    test::write_bytes(dir.file(out), "old data");
+    test::write_bytes(dir.file(lab), "old labels");
+    const auto r = sh(dir, "ulimit -f 100; DCTCHOP decompress a.dcz -o " + pair + " -f");
+    EXPECT_EQ(r.status, 5) << pair << "\n" << describe(r);
+    EXPECT_EQ(read_bytes(dir.file(out)), "old data") << pair;
+    EXPECT_EQ(read_bytes(dir.file(lab)), "old labels") << pair;
+    EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", lab, out, "x.npy", "y.npy"}))
+        << pair;
+    std::filesystem::remove(dir.file(out));
+    std::filesystem::remove(dir.file(lab));
+  }
+}
+
 TEST(CrashSafety, AnHdf5OutputCutShortAtItsMetadataSaysSoAndLeavesNothing) {
   // HDF5 writes its metadata (the dataset's header, the chunk index) last, when the file is
   // flushed: limits just under the finished file's size fail there, after every chunk.

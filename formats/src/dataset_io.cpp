@@ -91,6 +91,7 @@ class npy_sink final : public sample_sink {
                         const row_source&) override {
     return false;
   }
+  void prepare() override { w_.prepare(); }
   void finish() override { w_.finish(); }
   void watch(std::function<void()> check) override { w_.watch(std::move(check)); }
 
@@ -247,9 +248,15 @@ class npz_sink final : public sample_sink {
     zip_.end_member();
     return true;
   }
-  void finish() override {
+  void prepare() override {
+    if (prepared_) return;
     end_data();
     zip_.finish();
+    out_.flush_to_disk();
+    prepared_ = true;
+  }
+  void finish() override {
+    prepare();
     out_.commit();
   }
 
@@ -270,7 +277,7 @@ class npz_sink final : public sample_sink {
   detail::zip_writer zip_;
   std::string array_;
   u64 rows_wanted_, row_bytes_, rows_ = 0;
-  bool data_open_ = true;
+  bool data_open_ = true, prepared_ = false;
 };
 
 // ---- an array in memory ---------------------------------------------------------------------
@@ -378,9 +385,13 @@ class raw_sink final : public sample_sink {
                         const row_source&) override {
     return false;
   }
-  void finish() override {
+  void prepare() override {
     const u64 want = shape_.empty() ? 1 : shape_[0];
     if (rows_ != want) throw error(errc::internal, name() + ": wrote a wrong number of rows");
+    out_.flush_to_disk();
+  }
+  void finish() override {
+    prepare();
     out_.commit();
   }
 

@@ -394,6 +394,7 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     is_stdout_ = o.is_stdout_;
     overwrite_ = o.overwrite_;
     committed_ = std::exchange(o.committed_, true);
+    flushed_ = o.flushed_;
     position_ = o.position_;
     behind_ = o.behind_;
     direct_ = std::move(o.direct_);
@@ -540,6 +541,22 @@ void output_file::commit() {
     committed_ = true;
     return;
   }
+  flush_to_disk();
+  if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
+  if (::close(fd_) != 0) {
+    const error e = os_error(display_name(), "close");  // before unlink() sets errno
+    fd_ = -1;
+    ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
+    throw e;
+  }
+  fd_ = -1;
+  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
+  committed_ = true;
+  temp_path_.clear();
+}
+
+void output_file::flush_to_disk() {
+  if (flushed_ || committed_ || is_stdout_ || target_.in_place || fd_ < 0) return;
   if (direct_) {
     // Whole blocks go direct; the partial last block through the page cache.
     const std::uint64_t at = position_ - fill_;
@@ -559,17 +576,7 @@ void output_file::commit() {
   if (::fsync(fd_) != 0 && errno != EINVAL) {
     throw os_error(display_name(), "flush");
   }
-  if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
-  if (::close(fd_) != 0) {
-    const error e = os_error(display_name(), "close");  // before unlink() sets errno
-    fd_ = -1;
-    ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
-    throw e;
-  }
-  fd_ = -1;
-  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
-  committed_ = true;
-  temp_path_.clear();
+  flushed_ = true;
 }
 
 void publish_temp(int fd, const std::string& temp, const std::string& path,

@@ -944,7 +944,8 @@ class hdf5_sink final : public sample_sink {
     return true;
   }
 
-  void finish() override {
+  void prepare() override {
+    if (prepared_) return;
     const u64 want = shape_.empty() ? 1 : shape_[0];
     if (!shape_.empty() && rows_ != want) {
       throw error(errc::internal, name() + ": finished with " + std::to_string(rows_) + " of " +
@@ -976,7 +977,14 @@ class hdf5_sink final : public sample_sink {
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
-    publish_temp(own_fd_, temp_, target_.path, path_, overwrite_);
+    // EINVAL: nothing to flush. (On failure the destructor removes the temporary file.)
+    if (::fsync(own_fd_) != 0 && errno != EINVAL) throw os_error(path_, "flush");
+    prepared_ = true;
+  }
+
+  void finish() override {
+    prepare();
+    publish_temp(-1, temp_, target_.path, path_, overwrite_);
     finished_ = true;
   }
 
@@ -1065,7 +1073,7 @@ class hdf5_sink final : public sample_sink {
   bool overwrite_;  // -f: the finished file may replace one that appeared since
   h5_id file_, dset_;
   u64 rows_ = 0;
-  bool finished_ = false;
+  bool prepared_ = false, finished_ = false;
   int own_fd_ = -1;
   write_behind behind_;
   // The direct path (see find_chunk_addresses): chunks of chunk_rows_ rows of row_bytes_.

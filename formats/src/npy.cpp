@@ -811,13 +811,18 @@ void npy_writer::write_rows(const void* src, std::uint64_t count) {
   rows_written_ += count;
 }
 
-void npy_writer::finish() {
+void npy_writer::prepare() {
   const std::uint64_t n_rows = header_.shape.empty() ? 1 : header_.shape[0];
   if (finished_) throw error(errc::internal, display_name() + ": finish() called twice");
   if (rows_written_ != n_rows) {
     throw error(errc::internal, display_name() + ": " + std::to_string(rows_written_) + " of " +
                                     std::to_string(n_rows) + " rows written at finish()");
   }
+  out_.flush_to_disk();
+}
+
+void npy_writer::finish() {
+  prepare();
   out_.commit();
   finished_ = true;
 }

@@ -1113,6 +1113,10 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
   if (!random) w->add_attributes(footer_attributes());
+  // Both written out before either is named: a failure (a full disk) then leaves neither,
+  // never the new data beside the old labels.
+  w->prepare();
+  if (lw) lw->prepare();
   w->finish();
   if (lw) lw->finish();
   if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)

@@ -148,7 +148,12 @@ class sample_sink {
    *  other formats have no place for them and ignore them). For what an input says only at
    *  its end, such as a streamed archive's footer. */
   virtual void add_attributes(const nlohmann::json& attributes) { (void)attributes; }
-  /** Check the row count, flush, and move the output into place. */
+  /** Check the row count and make everything written durable (flushed, fsync'd), short of
+   *  giving the output its name: finish() then only names it. For outputs that must appear
+   *  together (data and a labels file): both are prepared before either is named, so that no
+   *  write can fail (a full disk) once one of them is in place. */
+  virtual void prepare() = 0;
+  /** prepare() if not done, then move the output into place. */
   virtual void finish() = 0;
   /** output_file::watch for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
    *  is a regular file). */

@@ -144,6 +144,9 @@ class output_file {
   void write_zeros(std::size_t n);
   /** Bytes written so far. */
   std::uint64_t position() const noexcept { return position_; }
+  /** Everything written reaches the disk (direct I/O drained, fsync), short of the name:
+   *  commit() then only names it. Once only; commit() calls it when it was not. */
+  void flush_to_disk();
   /** Flush, fsync and rename into place. */
   void commit();
   /** Whether writes currently go to the disk with direct I/O. */
@@ -172,6 +175,7 @@ class output_file {
   bool is_stdout_ = false;
   bool overwrite_ = false;
   bool committed_ = false;
+  bool flushed_ = false;  // flush_to_disk() done
   std::uint64_t position_ = 0;
   write_behind behind_;
   // The direct I/O path, while in use: buf_ (acquired from direct_) holds fill_ bytes that

@@ -104,6 +104,9 @@ class npy_writer {
   /** Append native-endian C-order rows; the total must reach shape[0] rows before finish(). */
   void write_rows(const void* src, std::uint64_t count);
   /** Check the row count, flush and move the file into place. */
+  /** Check the row count and make the file durable (output_file::flush_to_disk): finish()
+   *  then only names it. */
+  void prepare();
   void finish();
   std::string display_name() const { return out_.display_name(); }
   /** output_file::watch for the file written. */
