@@ -1115,6 +1115,20 @@ TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
   EXPECT_FALSE(contains(read_bytes(dir.file("y_out2.npy")), "exit_code"));
   std::filesystem::remove(dir.file("x.npy"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.npy")));
+  // Standard output by another name is still standard output: data and labels cannot both
+  // go there (two NPY streams joined, or with -f one file renamed over what the other wrote).
+  for (const std::string& args : {std::string("-o - --labels-out /dev/stdout"),
+                                  std::string("-o - --labels-out /dev/fd/1 -f"),
+                                  std::string("-o /dev/stdout --labels-out - -f")}) {
+    auto both = cli(dir, "decompress l.dcz " + args + " > both.npy");
+    EXPECT_EQ(both.status, 2) << args << "\n" << describe(both);
+    EXPECT_TRUE(contains(both.err, "the labels and the decoded data cannot share one output")) << args;
+    auto piped = sh(dir, "DCTCHOP decompress l.dcz " + args + " | cat > both.npy; exit 0");
+    EXPECT_TRUE(contains(piped.err, "cannot share one output")) << args << "\n" << describe(piped);
+  }
+  // /dev/null takes both, written in place.
+  auto discard = cli(dir, "decompress l.dcz -o - --labels-out /dev/null > /dev/null");
+  EXPECT_EQ(discard.status, 0) << describe(discard);
 }
 
 TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {

@@ -656,7 +656,16 @@ bool is_standard_output(const std::string& input) {
 }
 
 bool same_output(const std::string& a, const std::string& b) {
-  if (a == "-" || b == "-") return a == b;
+  if (a == "-" || b == "-") {
+    if (a == b) return true;
+    // "-" and a name of standard output's own file: /dev/stdout, /dev/fd/1, or the file that
+    // stdout is redirected to (two outputs into one, the second replacing the first).
+    const std::string& other = a == "-" ? b : a;
+    struct stat out {}, st {};
+    // (A character device, /dev/null, takes both in place.)
+    return ::fstat(STDOUT_FILENO, &out) == 0 && ::stat(other.c_str(), &st) == 0 &&
+           !S_ISCHR(st.st_mode) && out.st_dev == st.st_dev && out.st_ino == st.st_ino;
+  }
   if (same_file(a, b)) return true;
   const auto absolute = [](const std::string& p) {
     std::error_code ec;

@@ -231,7 +231,9 @@ bool same_file(const std::string& a, const std::string& b);
 bool is_standard_output(const std::string& input);
 
 /** True when two outputs are or will be one file: same_file, or, where either does not exist
- *  yet, the same absolute path (out.h5 and ./out.h5). "-" is only the same as "-". */
+ *  yet, the same absolute path (out.h5 and ./out.h5). "-" is the same as "-" and as a name of
+ *  standard output's file (/dev/stdout, /dev/fd/1, the file it is redirected to), unless that
+ *  is a character device (/dev/null takes both). */
 bool same_output(const std::string& a, const std::string& b);
 
 }  // namespace dctchop::formats
