@@ -791,6 +791,14 @@ class hdf5_sink final : public sample_sink {
   }
 
   /** Drop an unfinished output: close everything and delete the temporary file. */
+  /** error(io) `what`, with why: errno of a failed write() (a full disk), else HDF5's text. */
+  [[noreturn]] static void write_failed(const std::string& what) {
+    const int e = errno;
+    std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
+    why = why.substr(0, why.find_first_of(",\n"));  // HDF5's text goes on over lines
+    throw error::from_os(errc::io, what + (why.empty() ? std::string() : ": " + why), e);
+  }
+
   void abandon() noexcept {
     direct_.reset();  // stops its thread before the descriptor closes
     behind_ = {};
@@ -836,9 +844,11 @@ class hdf5_sink final : public sample_sink {
       return;
     }
     const auto sel = select_rows(dset_.get(), shape_, rows_, count, name());
-    check(H5Dwrite(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
-                  H5P_DEFAULT, src),
-          errc::io, name() + ": write failed (disk full?)");
+    errno = 0;
+    if (H5Dwrite(dset_.get(), memory_type(type_), sel.mem_space.get(), sel.file_space.get(),
+                 H5P_DEFAULT, src) < 0) {
+      write_failed(name() + ": cannot write");
+    }
     rows_ += count;
     struct stat st {};
     if (::fstat(own_fd_, &st) == 0) behind_.advance(static_cast<u64>(st.st_size));
@@ -922,8 +932,10 @@ class hdf5_sink final : public sample_sink {
     if (shape.empty()) {  // a scalar: one value
       std::vector<std::byte> one(type.itemsize);
       rows(0, 1, one.data());
-      check(H5Dwrite(d.get(), memory_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, one.data()),
-            errc::io, path_ + ":" + full + ": write failed");
+      errno = 0;
+      if (H5Dwrite(d.get(), memory_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, one.data()) < 0) {
+        write_failed(path_ + ":" + full + ": cannot write");
+      }
       return true;
     }
     u64 row = type.itemsize;
@@ -938,8 +950,10 @@ class hdf5_sink final : public sample_sink {
                                 count.data(), nullptr),
             errc::internal, full + ": hyperslab");
       h5_id mem(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
-      check(H5Dwrite(d.get(), memory_type(type), mem.get(), file_space.get(), H5P_DEFAULT, p),
-            errc::io, path_ + ":" + full + ": write failed");
+      errno = 0;
+      if (H5Dwrite(d.get(), memory_type(type), mem.get(), file_space.get(), H5P_DEFAULT, p) < 0) {
+        write_failed(path_ + ":" + full + ": cannot write");
+      }
     });
     return true;
   }
@@ -963,13 +977,7 @@ class hdf5_sink final : public sample_sink {
       // say what HDF5 says, as it is the only one that knows.
       errno = 0;  // set by a failed write(), else HDF5's own text
       if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
-        const int e = errno;
-        std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
-        why = why.substr(0, why.find_first_of(",\n"));  // HDF5's text goes on over lines
-        throw error::from_os(errc::io,
-                             path_ + ": cannot write the HDF5 file's metadata" +
-                                 (why.empty() ? std::string() : ": " + why),
-                             e);
+        write_failed(path_ + ": cannot write the HDF5 file's metadata");
       }
       const hid_t f = file_.release();
       if (H5Fclose(f) < 0) {
