@@ -19,7 +19,7 @@ $SUDO apt-get install -y --no-install-recommends \
   python3 python3-dev python3-numpy python3-matplotlib python3-skimage python3-h5py hdf5-tools \
   python3-hdf5plugin \
   pybind11-dev python3-pybind11 python3-torch \
-  dataset-fashion-mnist time bc xz-utils \
+  dataset-fashion-mnist time bc strace xz-utils \
   clang libclang-rt-dev util-linux
 
 if [ "${DCTCHOP_SETUP_NO_BUILD:-0}" = "1" ]; then exit 0; fi

@@ -1258,6 +1258,35 @@ TEST(Cli, AnHdf5OutputDoesNotReplaceAFileThatAppearedWhileItWasWritten) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "out.h5"}));
 }
 
+TEST(Cli, WhenALabelsFileAppearsAtItsNameTheNewDataDoesNotStayAlone) {
+  // Without -f, a file made at --labels-out's name during the run is kept (exit 6), and the
+  // data output, named a moment before, is removed again: the two appear together or not.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o l.dcz -q --labels y.npy").status, 0);
+  // Appearing early: refused when the labels file is made, before anything is named.
+  auto r = sh(dir, "(head -c 4096 l.dcz; sleep 1.5; tail -c +4097 l.dcz) | "
+                   "DCTCHOP decompress - -o out.npy --labels-out lab.npy -q & sleep 0.5; "
+                   "echo precious > lab.npy; wait $!");
+  EXPECT_EQ(r.status, 6) << describe(r);
+  EXPECT_EQ(read_bytes(dir.file("lab.npy")), "precious\n");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"in.npy", "l.dcz", "lab.npy", "y.npy"}));
+  // Appearing between the two namings: strace holds the second link (the labels', from its
+  // unnamed file) for 1.5 s while the file appears; the data, named first, is withdrawn.
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) {
+    GTEST_SKIP() << "needs strace, allowed to trace its child";
+  }
+  std::filesystem::remove(dir.file("lab.npy"));
+  auto late = sh(dir, "strace -o /dev/null -f -e trace=linkat "
+                      "-e inject=linkat:delay_enter=1500000:when=2 "
+                      "DCTCHOP decompress l.dcz -o out.npy --labels-out lab.npy -q & sleep 1; "
+                      "echo precious > lab.npy; wait $!");
+  EXPECT_EQ(late.status, 6) << describe(late);
+  EXPECT_EQ(read_bytes(dir.file("lab.npy")), "precious\n");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"in.npy", "l.dcz", "lab.npy", "y.npy"}));
+}
+
 TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {
   temp_dir dir;
   make_u8(dir, "in.npy");

@@ -93,6 +93,7 @@ class npy_sink final : public sample_sink {
   }
   void prepare() override { w_.prepare(); }
   void finish() override { w_.finish(); }
+  void withdraw() noexcept override { w_.withdraw(); }
   void watch(std::function<void()> check) override { w_.watch(std::move(check)); }
 
  private:
@@ -259,6 +260,7 @@ class npz_sink final : public sample_sink {
     prepare();
     out_.commit();
   }
+  void withdraw() noexcept override { out_.withdraw(); }
 
  private:
   /** Start the member KEY.npy with its .npy header; its values follow. */
@@ -394,6 +396,7 @@ class raw_sink final : public sample_sink {
     prepare();
     out_.commit();
   }
+  void withdraw() noexcept override { out_.withdraw(); }
 
  private:
   output_file out_;

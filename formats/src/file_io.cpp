@@ -358,6 +358,9 @@ std::string create_temp_beside(const std::string& path,
   // falsely on "." + std::string&& (-Wrestrict).
   const std::filesystem::path p(path);
   const std::string dir = folder_of(path);
+  // The folder's own limit (255 on most file systems, less on some: eCryptfs about 143).
+  const long limit = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
   std::random_device rd;
   std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
                       static_cast<std::uint64_t>(::getpid()));
@@ -369,7 +372,7 @@ std::string create_temp_beside(const std::string& path,
     // name (240 bytes and more) must not make its temporary name too long.
     std::string leaf(".");
     leaf.append(p.filename().string()).append(suffix);
-    if (leaf.size() > NAME_MAX) leaf = std::string(".dctchop").append(suffix);
+    if (leaf.size() > name_max) leaf = std::string(".dctchop").append(suffix);
     const std::string temp = (std::filesystem::path(dir) / leaf).string();
     if (try_create(temp)) return temp;
   }
@@ -555,6 +558,12 @@ void output_file::commit() {
   temp_path_.clear();
 }
 
+void output_file::withdraw() noexcept {
+  if (committed_ && !is_stdout_ && !target_.in_place && !target_.replaces) {
+    ::unlink(target_.path.c_str());
+  }
+}
+
 void output_file::flush_to_disk() {
   if (flushed_ || committed_ || is_stdout_ || target_.in_place || fd_ < 0) return;
   if (direct_) {
@@ -579,6 +588,41 @@ void output_file::flush_to_disk() {
   flushed_ = true;
 }
 
+namespace {
+
+/** rename(temp, path) that never replaces a file that appeared at `path` (without -f): false
+ *  with errno EEXIST when one is there, or another errno. RENAME_NOREPLACE where the file
+ *  system has it; else link() and unlink() (NFS); else, where there are no hard links either
+ *  (vfat, exFAT), a plain rename after checking that nothing is there (a small race, as
+ *  before 2026-12-02 everywhere). */
+bool rename_no_replace(const std::string& temp, const std::string& path) {
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return false;  // EEXIST, ...
+  if (::link(temp.c_str(), path.c_str()) == 0) {
+    ::unlink(temp.c_str());
+    return true;
+  }
+  struct stat a {}, b {};
+  if (errno == EEXIST) {
+    // NFS may answer a retransmitted LINK that did succeed with EEXIST: the same file is fine.
+    if (::stat(temp.c_str(), &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino) {
+      ::unlink(temp.c_str());
+      return true;
+    }
+    errno = EEXIST;
+    return false;
+  }
+  if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS && errno != EMLINK) return false;
+  if (::lstat(path.c_str(), &b) == 0) {
+    errno = EEXIST;
+    return false;
+  }
+  return ::rename(temp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
 void publish_temp(int fd, const std::string& temp, const std::string& path,
                   const std::string& display_name, bool overwrite) {
   // EINVAL: a descriptor that cannot be synced (a pipe, some special files), nothing to flush.
@@ -586,19 +630,15 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
   if (fd >= 0 && ::fsync(fd) != 0 && errno != EINVAL) {
     failed = "flush";
   } else if (!overwrite) {
-    // Never over a file that appeared at the path since the start (without -f): link() does
-    // not replace, then the temporary name goes (renameat2's RENAME_NOREPLACE is not on every
-    // file system).
-    if (::link(temp.c_str(), path.c_str()) != 0) {
+    if (!rename_no_replace(temp, path)) {
       const int e = errno;
       ::unlink(temp.c_str());
       if (e == EEXIST) {
         throw error(errc::output_exists, display_name + ": already exists (use -f to overwrite)");
       }
       errno = e;
-      throw os_error(display_name, "link the finished output into");
+      throw os_error(display_name, "rename the finished output into");
     }
-    ::unlink(temp.c_str());
   } else if (::rename(temp.c_str(), path.c_str()) != 0) {
     failed = "rename the finished output into";
   }

@@ -742,17 +742,26 @@ class hdf5_sink final : public sample_sink {
     H5Pset_alignment(fapl.get(), direct_min_chunk, direct_writer::align);
     hid_t f = H5I_INVALID_HID;
     temp_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
-      // Taken only when it is there already: HDF5 cannot say why it failed, and a failure
-      // after it made the file (no room for the superblock, `ulimit -f`) is no taken name
-      // to try another for (100 empty files were left).
-      struct stat st {};
-      if (::lstat(candidate.c_str(), &st) == 0) return false;
-      f = H5Fcreate(candidate.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get());
+      // The name is taken (EEXIST) only by our own exclusive create: HDF5 cannot say why it
+      // failed, and a failure after it made the file (no room for the superblock, `ulimit -f`)
+      // is no taken name to try another for (100 empty files were left). HDF5 then writes
+      // into the empty file made here, which is ours to remove.
+      const int fd = ::open(candidate.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+      if (fd < 0) {
+        // Taken, or the folder's own trouble (missing, not writable): create_temp_beside's
+        // message after its tries.
+        if (errno == EEXIST || errno == ENOENT || errno == ENOTDIR || errno == EACCES ||
+            errno == EPERM || errno == EROFS) {
+          return false;
+        }
+        throw os_error(path_, "create a temporary HDF5 file beside it");
+      }
+      ::close(fd);
+      errno = 0;
+      f = H5Fcreate(candidate.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
       if (f >= 0) return true;
       const int e = errno;
       ::unlink(candidate.c_str());
-      // The folder's own trouble (missing, not writable): create_temp_beside's message.
-      if (e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS) return false;
       std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
       why = why.substr(0, why.find_first_of(",\n"));
       throw error::from_os(errc::io,
@@ -994,6 +1003,9 @@ class hdf5_sink final : public sample_sink {
     prepare();
     publish_temp(-1, temp_, target_.path, path_, overwrite_);
     finished_ = true;
+  }
+  void withdraw() noexcept override {
+    if (finished_ && !target_.replaces) ::unlink(target_.path.c_str());
   }
 
  private:

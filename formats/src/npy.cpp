@@ -821,6 +821,8 @@ void npy_writer::prepare() {
   out_.flush_to_disk();
 }
 
+void npy_writer::withdraw() noexcept { out_.withdraw(); }
+
 void npy_writer::finish() {
   prepare();
   out_.commit();

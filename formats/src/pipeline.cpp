@@ -1118,7 +1118,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   w->prepare();
   if (lw) lw->prepare();
   w->finish();
-  if (lw) lw->finish();
+  if (lw) {
+    try {
+      lw->finish();  // fails only to be named (a file appeared at its path without -f)
+    } catch (...) {
+      w->withdraw();  // the data does not stay alone, where it replaced nothing
+      throw;
+    }
+  }
   if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)
     res.notes.push_back(r.display_name() + ": its original held " + std::to_string(n) +
                         " NaN/Inf value" + (n == 1 ? "" : "s") + ", compressed as " +

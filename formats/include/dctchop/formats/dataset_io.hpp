@@ -155,6 +155,10 @@ class sample_sink {
   virtual void prepare() = 0;
   /** prepare() if not done, then move the output into place. */
   virtual void finish() = 0;
+  /** After finish(): remove the output it named, when that replaced nothing (no file was at
+   *  its path; one replaced with -f is gone already). For the first of two outputs that must
+   *  appear together, when the second cannot be named (a file appeared at its path). */
+  virtual void withdraw() noexcept = 0;
   /** output_file::watch for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
    *  is a regular file). */
   virtual void watch(std::function<void()> check) { (void)check; }

@@ -149,6 +149,8 @@ class output_file {
   void flush_to_disk();
   /** Flush, fsync and rename into place. */
   void commit();
+  /** After commit(): unlink the file it named, when that replaced none (sample_sink::withdraw). */
+  void withdraw() noexcept;
   /** Whether writes currently go to the disk with direct I/O. */
   bool direct() const noexcept { return direct_ != nullptr; }
   /** For a pipe, FIFO or socket: a write that waits for room (its reader has stalled) calls

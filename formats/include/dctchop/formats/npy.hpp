@@ -108,6 +108,8 @@ class npy_writer {
    *  then only names it. */
   void prepare();
   void finish();
+  /** After finish(): output_file::withdraw. */
+  void withdraw() noexcept;
   std::string display_name() const { return out_.display_name(); }
   /** output_file::watch for the file written. */
   void watch(std::function<void()> check) { out_.watch(std::move(check)); }
