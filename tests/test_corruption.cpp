@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../tests/fuzz/fuzz_util.hpp"
+#include "byte_order.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "test_util.hpp"
 
@@ -83,11 +84,6 @@ std::uint64_t u64_at(const std::string& b, std::size_t at) {
 }
 void put_u64_at(std::string& b, std::size_t at, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-std::uint64_t u64_of_record(const char* p) { return u64_at(std::string(p, 8), 0); }
-void put_u64_at_record(char* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
 /** The archive `b` with its header JSON changed by `edit`, checksum and length rewritten (a
@@ -376,7 +372,8 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
   {
     const std::string big = with_chunk0_record(bytes_, [](char* rec) {
       rec[48] = 1;
-      put_u64_at_record(rec + 32, 3 * u64_of_record(rec + 32));
+      auto* r = reinterpret_cast<unsigned char*>(rec);
+      formats::detail::put_u64(r + 32, 3 * formats::detail::get_u64(r + 32));
     });
     test::write_bytes(path, big);
     test::expect_error([&] { read_random(path); }, errc::unsupported_version, {"chunk 0 uses codec stages"});
@@ -398,9 +395,10 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       j["chunking"]["samples_per_chunk"] = 1;
     });
     huge = with_chunk0_record(huge, [&](char* rec) {
-      put_u64_at_record(rec + 24, 1);
-      put_u64_at_record(rec + 32, cbps);
-      put_u64_at_record(rec + 40, cbps);
+      auto* r = reinterpret_cast<unsigned char*>(rec);
+      formats::detail::put_u64(r + 24, 1);
+      formats::detail::put_u64(r + 32, cbps);
+      formats::detail::put_u64(r + 40, cbps);
     });
     test::expect_error([&] { read_stream(huge); }, errc::corrupt, {"truncated"});
   }

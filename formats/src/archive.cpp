@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -162,12 +161,11 @@ std::string hex64(u64 v) {
 }
 
 /** Exactly 16 hexadecimal digits, either case (not "0x..", a sign or a space, which stoull
- *  would take). */
+ *  would take; from_chars takes digits only, so all 16 consumed are 16 digits). */
 u64 parse_hex64(const std::string& s) {
   u64 v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
-  if (s.size() != 16 || ec != std::errc() || end != s.data() + s.size() ||
-      !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c) != 0; })) {
+  if (s.size() != 16 || ec != std::errc() || end != s.data() + s.size()) {
     throw std::invalid_argument("checksum is not 16 hex digits");
   }
   return v;
@@ -189,6 +187,17 @@ class xxh64_stream {
  private:
   XXH64_state_t* st_;
 };
+
+/** h.update of `bytes` bytes that `read(at, dst, n)` gives a MiB at a time, never holding them. */
+template <typename Read>
+void update_in_pieces(xxh64_stream& h, u64 bytes, Read&& read) {
+  std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(bytes, u64(1) << 20)));
+  for (u64 at = 0; at < bytes; at += piece.size()) {
+    const auto n = static_cast<std::size_t>(std::min<u64>(piece.size(), bytes - at));
+    read(at, piece.data(), n);
+    h.update(piece.data(), n);
+  }
+}
 
 u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) {
   xxh64_stream h;
@@ -798,13 +807,8 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       // the payload tells them apart. Hashed in pieces, whatever size the record claims.
       xxh64_stream h;
       h.update(rec, 56);
-      std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(c.stored_bytes, 1 << 20)));
-      for (u64 left = c.stored_bytes; left > 0;) {
-        const auto n = static_cast<std::size_t>(std::min<u64>(left, piece.size()));
-        file_.read_exact(piece.data(), n, "a chunk");
-        h.update(piece.data(), n);
-        left -= n;
-      }
+      update_in_pieces(h, c.stored_bytes,
+                       [&](u64, std::byte* dst, std::size_t n) { file_.read_exact(dst, n, "a chunk"); });
       check_digest(h.digest(), c.xxh64, name, "chunk " + std::to_string(next_index_) + ":");
       throw error(errc::unsupported_version,
                   name + ": chunk " + std::to_string(next_index_) +
@@ -816,14 +820,15 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
     // Grown as the bytes come, 64 MiB at a time: a record's size is believed only as far as
     // the stream bears it out (a header can claim a sample of 64 GiB; a chunk of one sample
-    // has no bound but the header's).
-    coeffs.clear();
+    // has no bound but the header's). A buffer already large enough (the chunk before) is
+    // only trimmed at the end, not cleared and zero-filled again for every chunk.
     for (u64 got = 0; got < c.stored_bytes;) {
       const auto n = static_cast<std::size_t>(std::min<u64>(c.stored_bytes - got, u64(64) << 20));
-      coeffs.resize(static_cast<std::size_t>(got) + n);
+      if (coeffs.size() < got + n) coeffs.resize(static_cast<std::size_t>(got) + n);
       file_.read_exact(coeffs.data() + got, n, "a chunk");
       got += n;
     }
+    coeffs.resize(c.stored_bytes);
     verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
     const u64 end = offset + k_record + c.stored_bytes;
     discard(file_, align_up(end, align) - end, "chunk padding");
@@ -962,12 +967,9 @@ void archive_reader::verify_side_array(const std::string& name) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
   xxh64_stream h;
-  std::vector<std::byte> piece(static_cast<std::size_t>(std::min<u64>(s->bytes, u64(1) << 20)));
-  for (u64 at = 0; at < s->bytes; at += piece.size()) {
-    const auto n = static_cast<std::size_t>(std::min<u64>(piece.size(), s->bytes - at));
-    read_bytes_at(s->offset + at, piece.data(), n, "side array");
-    h.update(piece.data(), n);
-  }
+  update_in_pieces(h, s->bytes, [&](u64 at, std::byte* dst, std::size_t n) {
+    read_bytes_at(s->offset + at, dst, n, "side array");
+  });
   check_digest(h.digest(), s->xxh64, display_name(), "side array '" + name + "':");
 }
 

@@ -243,9 +243,8 @@ class npz_sink final : public sample_sink {
     }
     const u64 bytes = checked_count(shape, name, t.itemsize);
     begin_array(key, t, shape);
-    const u64 n = shape.empty() ? 1 : shape[0];
-    for_each_row_piece(n, n == 0 ? 0 : bytes / n, rows,
-                       [&](const void* p, u64, u64 count) { zip_.write(p, count * (bytes / n)); });
+    const u64 n = shape.empty() ? 1 : shape[0], row = n == 0 ? 0 : bytes / n;
+    for_each_row_piece(n, row, rows, [&](const void* p, u64, u64 count) { zip_.write(p, count * row); });
     zip_.end_member();
     return true;
   }

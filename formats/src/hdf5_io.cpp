@@ -762,12 +762,8 @@ class hdf5_sink final : public sample_sink {
       if (f >= 0) return true;
       const int e = errno;
       ::unlink(candidate.c_str());
-      std::string why = e != 0 ? std::strerror(e) : last_hdf5_failure().text;
-      why = why.substr(0, why.find_first_of(",\n"));
-      throw error::from_os(errc::io,
-                           path_ + ": cannot create a temporary HDF5 file beside it" +
-                               (why.empty() ? std::string() : ": " + why),
-                           e);
+      errno = e;  // (unlink's own is not the reason)
+      write_failed(path_ + ": cannot create a temporary HDF5 file beside it");
     });
     file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
     // Our own descriptor of the same file: HDF5 writes its metadata through its own, and this

@@ -236,10 +236,7 @@ struct archive_loader::impl {
     if (per_rank == 0) return mine;
     // Position p of the whole order is this rank's (p - start) mod n-th sample, if that is
     // below per_rank (the slice covers each position at most once).
-    auto place = [&](u64 p, u64 sample) {
-      const u64 i = p >= start ? p - start : p + n - start;
-      if (i < per_rank) mine[i] = sample;
-    };
+    auto offset = [&](u64 p) { return p >= start ? p - start : p + n - start; };
     if (!o.shuffle) {
       for (u64 i = 0; i < per_rank; ++i) mine[i] = (start + i) % n;
       return mine;
@@ -258,7 +255,7 @@ struct archive_loader::impl {
       for (std::size_t i = w; i < end; ++i) m += chunks[chunk_order[i]].count;
       // Positions p..p+m-1 are this rank's offsets i0.. (mod n): some are below per_rank
       // if the first is, or if they wrap past n to 0.
-      const u64 i0 = p >= start ? p - start : p + n - start;
+      const u64 i0 = offset(p);
       if (i0 >= per_rank && i0 + m <= n) {
         r.skip(shuffle_draws(m));
         p += m;
@@ -269,8 +266,10 @@ struct archive_loader::impl {
         for (u64 s = 0; s < c.count; ++s) window.push_back(c.first + s);
       }
       shuffle(window, r);
-      for (u64 j = 0; j < window.size(); ++j) place(p + j, window[j]);
-      p += window.size();
+      for (u64 j = 0; j < m; ++j) {
+        if (const u64 i = offset(p + j); i < per_rank) mine[i] = window[j];
+      }
+      p += m;
     }
     return mine;
   }
