@@ -433,6 +433,44 @@ TEST(Archive, LabelsSideArrayRoundTripsWithItsDescription) {
   EXPECT_THROW(r.read_side_array_rows("labels", 8, 3, rows), error);
 }
 
+TEST(Archive, SideArrayPulledInPiecesIsNeverAskedForMoreThanAMebibyteAndReadsBackWhole) {
+  // Labels as large as the data (10 per-sample masks of 300 KiB, 3 MiB) are pulled a piece at
+  // a time: never more than 1 MiB asked for at once, every row exactly once, in order, and the
+  // array reads back byte for byte with a good checksum.
+  temp_dir dir;
+  const std::string path = dir.file("a.dcz");
+  const archive_header h = test_header();
+  const u64 cbps = h.coeff_bytes_per_sample(), n = h.geom.samples, row = 300 * 1024;
+  const auto coeffs = pattern_bytes(n, cbps);
+  const auto masks = pattern_bytes(n, row);
+  std::vector<std::pair<u64, u64>> asked;
+  {
+    archive_writer w(output_file::create(path, false), h);
+    for (u64 first = 0; first < n; first += h.samples_per_chunk) {
+      const u64 count = std::min(h.samples_per_chunk, n - first);
+      w.write_chunk(first, count, std::span<const std::byte>(coeffs).subspan(first * cbps, count * cbps));
+    }
+    w.write_side_array("labels", "|u1", {n, 300, 1024}, row, [&](u64 first, u64 count, void* dst) {
+      asked.emplace_back(first, count);
+      std::memcpy(dst, masks.data() + first * row, count * row);
+    });
+    w.finish();
+  }
+  ASSERT_GT(asked.size(), 1u);
+  u64 next = 0;
+  for (const auto& [first, count] : asked) {
+    EXPECT_EQ(first, next);
+    EXPECT_LE(count * row, u64(1) << 20);
+    next = first + count;
+  }
+  EXPECT_EQ(next, n);
+  auto r = archive_reader::open(path);
+  ASSERT_EQ(r.side_arrays().size(), 1u);
+  EXPECT_EQ(r.side_arrays()[0].shape, (std::vector<u64>{n, 300, 1024}));
+  r.verify_side_array("labels");
+  EXPECT_EQ(r.read_side_array("labels").value(), masks);
+}
+
 TEST(Archive, FlippedLabelsByteIsCorruptWhenRead) {
   temp_dir dir;
   const std::string path = dir.file("a.dcz");

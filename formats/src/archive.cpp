@@ -460,17 +460,36 @@ void archive_writer::write_chunk(u64 first, u64 count, std::span<const std::byte
 void archive_writer::write_side_array(const std::string& name, const std::string& descr,
                                       const std::vector<u64>& shape,
                                       std::span<const std::byte> bytes) {
+  const u64 rows = shape.empty() ? 0 : shape[0];
+  if (rows == 0 ? !bytes.empty() : bytes.size() % rows != 0) {
+    throw error(errc::internal, name + ": " + std::to_string(bytes.size()) +
+                                    " bytes are not whole rows of its shape");
+  }
+  const u64 row = rows == 0 ? 0 : bytes.size() / rows;
+  write_side_array(name, descr, shape, row, [&](u64 first, u64 n, void* dst) {
+    std::memcpy(dst, bytes.data() + first * row, n * row);
+  });
+}
+
+void archive_writer::write_side_array(const std::string& name, const std::string& descr,
+                                      const std::vector<u64>& shape, u64 row_bytes,
+                                      const row_source& rows) {
   if (next_sample_ != header_.geom.samples) {
     throw error(errc::internal, "side arrays go after the last chunk");
   }
+  if (shape.empty()) throw error(errc::internal, name + ": a side array needs a first axis");
   side_array_info s;
   s.name = name;
   s.descr = descr;
   s.shape = shape;
   s.offset = out_.position();
-  s.bytes = bytes.size();
-  s.xxh64 = XXH64(bytes.data(), bytes.size(), 0);
-  out_.write(bytes.data(), bytes.size());
+  s.bytes = shape[0] * row_bytes;
+  xxh64_stream h;
+  for_each_row_piece(shape[0], row_bytes, rows, [&](const void* p, u64, u64 n) {
+    h.update(p, n * row_bytes);
+    out_.write(p, n * row_bytes);
+  });
+  s.xxh64 = h.digest();
   pad_to_alignment();
   sides_.push_back(std::move(s));
 }

@@ -747,10 +747,11 @@ compress_result write_archive(input_source& src, const std::string& output, back
     if (o.progress) o.progress(b.first + b.n, g.samples);
   };
   const u64 chunks = run_chunks(slots, workers, stages);
-  if (labels) {
-    std::vector<std::byte> lb(labels->rows() * labels->row_bytes());
-    labels->read_rows(0, labels->rows(), lb.data());
-    w.write_side_array("labels", labels->type().native_descr(), labels->shape(), lb);
+  if (labels) {  // a piece at a time: labels can be as large as the data (per-sample masks)
+    w.write_side_array("labels", labels->type().native_descr(), labels->shape(),
+                       labels->row_bytes(), [&](u64 first, u64 n, void* dst) {
+                         labels->read_rows(first, n, dst);
+                       });
   }
 
   compress_result r;

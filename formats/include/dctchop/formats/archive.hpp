@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/file_io.hpp"
 #include "dctchop/types.hpp"
 
@@ -83,6 +84,11 @@ class archive_writer {
   void write_side_array(const std::string& name, const std::string& descr,
                         const std::vector<std::uint64_t>& shape,
                         std::span<const std::byte> bytes);
+  /** The same, pulled from `rows` a piece at a time (shape[0] rows of row_bytes each): a side
+   *  array can be as large as the data (per-sample masks) and is never held whole. */
+  void write_side_array(const std::string& name, const std::string& descr,
+                        const std::vector<std::uint64_t>& shape, std::uint64_t row_bytes,
+                        const row_source& rows);
   /** Extra footer members, e.g. {"quality": {...}, "input_bytes": N}. */
   void set_footer_extra(nlohmann::json extra) { footer_extra_ = std::move(extra); }
   /** Write footer and tail, check that every sample was written, move into place. */

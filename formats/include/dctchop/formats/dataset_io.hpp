@@ -122,7 +122,6 @@ dataset_spec resolve_by_content(const dataset_spec& spec);
  *  dataset, compound or string data, raw size mismatch (bad_input). */
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);
 
-/** Writes rows along axis 0; the output appears only after finish(). */
 /** Rows [first, first + count) of an array into `dst` (count rows, C order). */
 using row_source = std::function<void(std::uint64_t first, std::uint64_t count, void* dst)>;
 
@@ -133,6 +132,7 @@ void for_each_row_piece(std::uint64_t rows, std::uint64_t row_bytes, const row_s
                         const std::function<void(const void* data, std::uint64_t first,
                                                  std::uint64_t count)>& put);
 
+/** Writes rows along axis 0; the output appears only after finish(). */
 class sample_sink {
  public:
   virtual ~sample_sink() = default;
