@@ -883,7 +883,7 @@ int run(int argc, char** argv) {
   dec->add_flag("--raw", d_raw, "write raw little-endian binary (C order, no header)");
   dec->add_option("--samples", d_samples,
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
-  dec->add_option("--labels-out", d_labels_out, "also write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array]")
+  dec->add_option("--labels-out", d_labels_out, "write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array] (there only, not beside HDF5/.npz data)")
       ->check(non_empty_path);
   add_backend_options(dec, d_backend, d_threads, "CPU threads (0: every core), one chunk each");
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");

@@ -876,6 +876,14 @@ TEST(Hdf5Cli, U8GzipGroupToArchiveToHdf5AndNpyWithLabelsAndAttributes) {
   const auto l = load_npy(dir.file("l.npy"));
   EXPECT_EQ(l.header.type.native_descr(), "<i8");
   EXPECT_EQ(l.raw, as_bytes(k_labels));
+  // --labels-out naming a file of their own puts them there only: none beside the data, whose
+  // dataset may then be called /labels.
+  must(dir, "decompress a.dcz -o own.h5:/labels -q --labels-out own_labels.npy");
+  {
+    auto o = h5_open(dir.file("own.h5"));
+    EXPECT_EQ(h5_describe(o.get(), "/labels").shape, k_u8_shape) << "the data, not the labels";
+    EXPECT_EQ(load_npy(dir.file("own_labels.npy")).raw, as_bytes(k_labels));
+  }
   // Attributes recording where it came from.
   EXPECT_EQ(h5_attr_number(f.get(), "/images", "dctchop_block"), 8.0);
   EXPECT_EQ(h5_attr_number(f.get(), "/images", "dctchop_chop"), 4.0);

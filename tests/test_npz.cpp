@@ -749,6 +749,9 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
   ASSERT_EQ(c.status, 0) << describe(c);
   c = cli(dir, "decompress a.dcz -o named.npz:x_train --labels-out named.npz:y_train -q");
   ASSERT_EQ(c.status, 0) << describe(c);
+  // --labels-out naming a file of their own puts them there only, not in the data's .npz too.
+  c = cli(dir, "decompress a.dcz -o own.npz -q --labels-out own_labels.npz");
+  ASSERT_EQ(c.status, 0) << describe(c);
   // numpy (through zipfile, which checks each member's CRC-32) reads what was written
   const std::string check =
       "import numpy as np, zipfile, sys\n"
@@ -759,6 +762,8 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
       "    assert sorted(d.files) == sorted([x, y]), d.files\n"
       "    assert d[x].dtype == np.uint8 and np.array_equal(d[x], src['x_train']), f\n"
       "    assert np.array_equal(d[y], src['y_train']), f\n"
+      "assert np.load('own.npz').files == ['data'], np.load('own.npz').files\n"
+      "assert np.array_equal(np.load('own_labels.npz')['labels'], src['y_train'])\n"
       "print('ok')\n";
   write_bytes(dir.file("check.py"), check);
   c = test::run_sh("/usr/bin/python3 check.py " + in, dir.path());

@@ -922,8 +922,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const std::string output = out.path;
   check_not_same(input, output);
   // HDF5 and .npz outputs get the labels beside the data, as /labels (the array labels) or
-  // where --labels-out names a dataset of the same file; any other output cannot share its
-  // file with the labels.
+  // where --labels-out names a dataset of the same file, unless --labels-out names a file of
+  // their own; any other output cannot share its file with the labels.
   const bool npz_out = out.kind == file_kind::npz;
   std::string labels_beside = npz_out ? npz_labels_array : hdf5_labels_dataset;
   std::optional<dataset_spec> labels_file;  // --labels-out, when it is a file of its own
@@ -1000,7 +1000,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                          : npz_out                     ? npz_default_array
                          : out.kind == file_kind::hdf5 ? hdf5_default_dataset
                                                        : "";
-  if ((out.kind == file_kind::hdf5 || npz_out) && r.find_side_array("labels") != nullptr) {
+  if ((out.kind == file_kind::hdf5 || npz_out) && !labels_file &&
+      r.find_side_array("labels") != nullptr) {
     const std::string& labels = labels_beside;
     if (ds == labels ||
         (!npz_out && (ds.rfind(labels + "/", 0) == 0 || labels.rfind(ds + "/", 0) == 0))) {
@@ -1098,12 +1099,11 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       r.read_side_array_rows("labels", first + at, n,
                              std::span<std::byte>(static_cast<std::byte*>(dst), n * row));
     };
-    const bool beside = w->add_side_dataset(labels_beside, lt, shape, part);
-    if (labels_file) {
+    if (labels_file) {  // there only: a file of their own was asked for
       lw = create_dataset(*labels_file, lt, shape, o.overwrite);
       for_each_row_piece(end - first, row, part,
                          [&](const void* p, u64, u64 n) { lw->write_rows(p, n); });
-    } else if (!beside) {
+    } else if (!w->add_side_dataset(labels_beside, lt, shape, part)) {
       res.notes.push_back(r.display_name() + " holds labels, which " +
                           (output == "-" ? std::string("standard output") : output) +
                           " has no place for: --labels-out FILE.npy writes them (an .npz or "

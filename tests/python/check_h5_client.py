@@ -163,10 +163,11 @@ def f32_big_endian_round_trip(binary, work):
 
 
 def labels_round_trip(binary, work, images, labels, want, what):
-    """compress IMAGES --labels LABELS, decompress to HDF5 (labels beside as /labels) and to
-    a .npy of the labels: both must hold `want`, dtype included."""
+    """compress IMAGES --labels LABELS, decompress to HDF5 (labels beside as /labels) and, with
+    --labels-out, to a .npy of the labels: both must hold `want`, dtype included."""
     run(binary, ["compress", images, "--labels", labels, "-o", "l.dcz", "-q", "-f"], work)
-    run(binary, ["decompress", "l.dcz", "-o", "l_out.h5", "-q", "-f", "--labels-out",
+    run(binary, ["decompress", "l.dcz", "-o", "l_out.h5", "-q", "-f"], work)
+    run(binary, ["decompress", "l.dcz", "-o", "l_out.npy", "-q", "-f", "--labels-out",
                  "l_labels.npy"], work)
     with h5py.File(os.path.join(work, "l_out.h5"), "r") as f:
         got = f["labels"][...]
