@@ -1515,6 +1515,16 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
     const std::string why = out[0] == 'n' ? "the folder nodir does not exist" : "t.h5 is not a folder";
     EXPECT_NE(m.err.find(file + ": cannot be written: " + why), std::string::npos) << m.err;
   }
+  // A folder that is there but takes no new files (ENOENT on create, as /proc gives) is named
+  // as that, not as "No such file or directory"; an existing file there the same, with -f.
+  for (const std::string args : {"-o /proc/x.h5:/a", "-o /proc/x.npy", "-o /proc/x.npz",
+                                 "-o x.npy --labels-out /proc/version -f"}) {
+    auto m = cli(dir, "decompress a.dcz " + args);
+    EXPECT_EQ(m.status, 5) << describe(m);
+    EXPECT_NE(m.err.find(": cannot be written: its folder /proc takes no new files"),
+              std::string::npos)
+        << args << "\n" << m.err;
+  }
   // --dataset with raw data is a usage error, not ignored.
   auto raw = cli(dir, "decompress a.dcz -o r.raw --raw --dataset /x");
   EXPECT_EQ(raw.status, 2) << describe(raw);

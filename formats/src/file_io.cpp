@@ -265,12 +265,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     // new file (mkstemp would leave it 0600).
     f.temp_path_ = create_temp_beside(to, [&](const std::string& candidate) {
       fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd < 0 && errno != EEXIST) {
-        const int e = errno;
-        refuse_missing_folder(path, to);
-        errno = e;
-        throw os_error(path, "create a temporary file beside it");
-      }
+      if (fd < 0 && errno != EEXIST) refuse_temp_file(path, to);
       return fd >= 0;
     });
   }
@@ -350,6 +345,17 @@ void keep_mode_and_owner(int fd, const output_target& t) noexcept {
     (void)::fchown(fd, t.uid, t.gid);  // only root may give a file away: otherwise it stays ours
   }
   (void)::fchmod(fd, static_cast<mode_t>(t.mode));
+}
+
+void refuse_temp_file(const std::string& name, const std::string& target) {
+  const int e = errno;
+  refuse_missing_folder(name, target);
+  if (e == ENOENT) {  // the folder is there and refuses new names: /proc, /sys
+    throw error::from_os(
+        errc::io, name + ": cannot be written: its folder " + folder_of(target) + " takes no new files", e);
+  }
+  errno = e;
+  throw os_error(name, "create a temporary file beside it");
 }
 
 std::string create_temp_beside(const std::string& path,

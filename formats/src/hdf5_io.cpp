@@ -748,13 +748,8 @@ class hdf5_sink final : public sample_sink {
       // into the empty file made here, which is ours to remove.
       const int fd = ::open(candidate.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
       if (fd < 0) {
-        // Taken, or the folder's own trouble (missing, not writable): create_temp_beside's
-        // message after its tries.
-        if (errno == EEXIST || errno == ENOENT || errno == ENOTDIR || errno == EACCES ||
-            errno == EPERM || errno == EROFS) {
-          return false;
-        }
-        throw os_error(path_, "create a temporary HDF5 file beside it");
+        if (errno == EEXIST) return false;  // taken: another name
+        refuse_temp_file(path_, target_.path);
       }
       ::close(fd);
       errno = 0;

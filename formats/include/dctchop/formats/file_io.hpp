@@ -207,9 +207,14 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
  *  set-group-ID. Best effort: a failure leaves the new file's own. */
 void keep_mode_and_owner(int fd, const output_target& t) noexcept;
 
+/** The error (io) for a temporary file that could not be made beside `target`, errno saying
+ *  why, naming `name`: a folder that is missing or not one, a folder that takes no new files
+ *  (/proc), or the system's reason. */
+[[noreturn]] void refuse_temp_file(const std::string& name, const std::string& target);
+
 /** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
  *  rename into place is atomic): `try_create(candidate)` creates it exclusively and returns
- *  false when that name is taken. Returns the name used; error(io) after 100 taken names. */
+ *  false when that name is taken (any other failure it throws, refuse_temp_file). Returns the name used; error(io) after 100 taken names. */
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create);
 
