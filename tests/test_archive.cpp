@@ -471,6 +471,35 @@ TEST(Archive, SideArrayPulledInPiecesIsNeverAskedForMoreThanAMebibyteAndReadsBac
   EXPECT_EQ(r.read_side_array("labels").value(), masks);
 }
 
+TEST(Archive, SideArrayReadInOrderIsCheckedByItsLastPieceAndRefusesAnyOtherOrder) {
+  temp_dir dir;
+  const std::string path = dir.file("a.dcz");
+  write_test_archive(path, true);
+  {
+    auto r = archive_reader::open(path);
+    auto rows = r.side_array_in_order("labels");
+    std::vector<std::byte> got(10 * 8);
+    rows(0, 4, got.data());
+    rows(4, 6, got.data() + 4 * 8);
+    EXPECT_EQ(got, labels_bytes(10));
+    auto again = r.side_array_in_order("labels");
+    expect_error([&] { again(2, 1, got.data()); }, errc::internal, {"out of order"});
+  }
+  // One flipped byte: the pieces before the last come back, the last one throws.
+  u64 off = 0;
+  {
+    auto r = archive_reader::open(path);
+    off = r.side_arrays().at(0).offset;
+  }
+  flip_byte(path, off + 3);
+  auto r = archive_reader::open(path);
+  auto rows = r.side_array_in_order("labels");
+  std::vector<std::byte> got(10 * 8);
+  rows(0, 9, got.data());
+  expect_error([&] { rows(9, 1, got.data() + 9 * 8); }, errc::corrupt,
+               {"side array 'labels': checksum mismatch", path});
+}
+
 TEST(Archive, FlippedLabelsByteIsCorruptWhenRead) {
   temp_dir dir;
   const std::string path = dir.file("a.dcz");

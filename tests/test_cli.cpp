@@ -1553,6 +1553,45 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   EXPECT_EQ(l2.values, (std::vector<double>{-3, 1e12, 0}));
 }
 
+TEST(Cli, DecompressOfDamagedLabelsLeavesNoOutputAndWritesNoneToAPipe) {
+  // One flipped byte in the stored labels: every decompress that would write them fails as
+  // corrupt (exit 4) and leaves no file, whether the labels are checked by the copy itself
+  // (all of them into a new file) or first (a part; standard output, which takes bytes as
+  // they come and gets none).
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  std::vector<std::int32_t> labels(5);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i * 1000 + 7);
+  {
+    auto w = formats::npy_writer::create(dir.file("labels.npy"), *formats::parse_npy_descr("<i4"),
+                                         {5}, false);
+    w.write_rows(labels.data(), 5);
+    w.finish();
+  }
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels labels.npy").status, 0);
+  std::uint64_t at = 0;
+  {
+    auto r = formats::archive_reader::open(dir.file("a.dcz"));
+    at = r.side_arrays().at(0).offset + 9;
+  }
+  flip_byte(dir.file("a.dcz"), at);
+  for (const std::string args : {"-o out.h5", "-o out.npz", "-o out.npy --labels-out l.npy",
+                                 "-o out.npy --labels-out l.h5", "-o out.h5 --samples 1:3",
+                                 "-o out.npy --labels-out l.npz --samples 0:4"}) {
+    auto d = cli(dir, "decompress a.dcz -q " + args);
+    EXPECT_EQ(d.status, 4) << args << "\n" << describe(d);
+    EXPECT_NE(d.err.find("side array 'labels': checksum mismatch"), std::string::npos)
+        << args << "\n" << d.err;
+    for (const char* f : {"out.h5", "out.npz", "out.npy", "l.npy", "l.h5", "l.npz"}) {
+      EXPECT_FALSE(std::filesystem::exists(dir.file(f))) << args << " left " << f;
+    }
+  }
+  auto piped = sh(dir, "DCTCHOP decompress a.dcz -o out.npy --labels-out - -q > l_out.npy");
+  EXPECT_EQ(piped.status, 4) << describe(piped);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("l_out.npy")), 0u) << "no label reached the pipe";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.npy")));
+}
+
 TEST(Cli, DecompressSaysWhereTheLabelsGoWhenItsOutputHasNoPlaceForThem) {
   temp_dir dir;
   make_u8(dir, "in.npy");

@@ -1004,6 +1004,24 @@ void archive_reader::read_side_array_rows(const std::string& name, u64 first, u6
   if (count > 0) read_bytes_at(s->offset + first * row, dst.data(), dst.size(), "side array");
 }
 
+row_source archive_reader::side_array_in_order(const std::string& name) {
+  const side_array_info* s = find_side_array(name);
+  if (s == nullptr) throw error(errc::internal, "no side array named " + name);
+  const u64 rows = s->shape.empty() ? 1 : s->shape[0];
+  const u64 row = rows == 0 ? 0 : s->bytes / rows;
+  const std::string what = "side array '" + name + "':";
+  auto h = std::make_shared<xxh64_stream>();
+  if (s->bytes == 0) check_digest(h->digest(), s->xxh64, display_name(), what);
+  return [this, name, what, rows, row, expected = s->xxh64, h, next = u64(0)](
+             u64 first, u64 count, void* dst) mutable {
+    if (first != next) throw error(errc::internal, what + " rows asked for out of order");
+    read_side_array_rows(name, first, count, std::span(static_cast<std::byte*>(dst), count * row));
+    h->update(dst, count * row);
+    next += count;
+    if (next == rows && count > 0) check_digest(h->digest(), expected, display_name(), what);
+  };
+}
+
 // The two kinds of chunk buffer: the heap, and a backend's host memory.
 template void archive_reader::read_chunk(std::size_t, std::vector<std::byte>&);
 template void archive_reader::read_chunk(std::size_t, byte_buffer&);

@@ -1088,17 +1088,27 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   std::unique_ptr<sample_sink> lw;
   decompress_result res;
   if (const side_array_info* info = r.find_side_array("labels")) {
-    // Checked whole first, then copied a piece at a time: labels can be as large as the data
-    // (per-sample masks), and no command holds the whole of either.
-    r.verify_side_array("labels");
+    // Copied a piece at a time (labels can be as large as the data: per-sample masks, and no
+    // command holds the whole of either). All of them into a file not yet named are checked
+    // by that copy, which a wrong checksum ends before anything is named; a part, or labels
+    // for an output that takes bytes as they come (standard output, a FIFO), whole first.
     const npy_dtype lt = *parse_npy_descr(info->descr);
     const u64 row = info->bytes / total;
     auto shape = info->shape;
     shape[0] = end - first;
-    const row_source part = [&](u64 at, u64 n, void* dst) {
-      r.read_side_array_rows("labels", first + at, n,
-                             std::span<std::byte>(static_cast<std::byte*>(dst), n * row));
-    };
+    const std::string& to = labels_file ? labels_file->path : output;
+    struct stat st {};
+    const bool in_place = to == "-" || (::stat(to.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
+    row_source part;
+    if (first == 0 && end == total && !in_place) {
+      part = r.side_array_in_order("labels");
+    } else {
+      r.verify_side_array("labels");
+      part = [&](u64 at, u64 n, void* dst) {
+        r.read_side_array_rows("labels", first + at, n,
+                               std::span<std::byte>(static_cast<std::byte*>(dst), n * row));
+      };
+    }
     if (labels_file) {  // there only: a file of their own was asked for
       lw = create_dataset(*labels_file, lt, shape, o.overwrite);
       for_each_row_piece(end - first, row, part,

@@ -167,6 +167,12 @@ class archive_reader {
    *  the last chunk. */
   void read_side_array_rows(const std::string& name, std::uint64_t first, std::uint64_t count,
                             std::span<std::byte> dst);
+  /** Side array `name`'s rows for one copy front to back, checked on the way: the source
+   *  must be asked for rows 0, 1, ... in order (error internal otherwise), and the request
+   *  that reaches the last row checks the checksum (error corrupt) before it returns, so the
+   *  copy reads the array once where verify_side_array and then read_side_array_rows read it
+   *  twice. The reader must outlive it. For a stream, after the last chunk. */
+  row_source side_array_in_order(const std::string& name);
   /** Index of the chunk holding `sample`. */
   std::size_t chunk_of(std::uint64_t sample) const;
   /** How many NaN/Inf values the archive's input held, stored as
