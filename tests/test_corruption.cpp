@@ -472,5 +472,24 @@ TEST_F(CorruptionSweep, AHeaderWhoseSizesWouldWrapAround2To64IsRefused) {
   EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").geom.samples, 1u << 20);
 }
 
+TEST_F(CorruptionSweep, AStreamThatEndsAfterAHeaderClaimingATerabyteFailsAtOnceIntoHdf5) {
+  // The header (2^32 samples of 16x16 u8: 1 TiB decoded), then nothing: decompress to HDF5
+  // makes its dataset (its place in the file allocated at creation, found with one lookup:
+  // a chunked dataset's million chunk lookups took HDF5 1.10 hours), then finds the stream
+  // cut short (corrupt) and leaves no file.
+  const std::string big = with_header(bytes_, [](nlohmann::json& j) {
+    const std::uint64_t n = std::uint64_t(1) << 32;
+    j["shape"][0] = n;
+    j["samples"] = n;
+  });
+  auto be = make_backend(backend_kind::cpu, {1});
+  temp_dir out;
+  test::stdin_pipe in(big.substr(0, u64_at(big, 32)));
+  test::expect_error(
+      [&] { formats::decompress("-", formats::parse_dataset_spec(out.file("o.h5")), *be, {}); },
+      errc::corrupt, {"truncated"});
+  EXPECT_TRUE(out.entries().empty());
+}
+
 }  // namespace
 }  // namespace dctchop

@@ -454,10 +454,10 @@ TEST(StreamingThreads, TheFirstBadSampleIsNamedWhateverTheThreadCount) {
   }
 }
 
-/** The whole first dataset `name` of an HDF5 file as u8, read with the C API, and its chunk
- *  rows (0 when not chunked). */
+/** Dataset `name` of an HDF5 file, whole, as u8, read with the C API; its layout and the
+ *  file offset of its data (HADDR_UNDEF when it has none of its own). */
 std::vector<std::uint8_t> read_h5_u8(const std::string& file, const std::string& name,
-                                     u64& chunk_rows) {
+                                     H5D_layout_t& layout, haddr_t& offset) {
   const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   EXPECT_GE(f, 0) << file;
   const hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
@@ -470,12 +470,8 @@ std::vector<std::uint8_t> read_h5_u8(const std::string& file, const std::string&
   std::vector<std::uint8_t> v(n);
   EXPECT_GE(H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
   const hid_t dcpl = H5Dget_create_plist(d);
-  chunk_rows = 0;
-  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
-    hsize_t chunk[8] = {};
-    H5Pget_chunk(dcpl, 8, chunk);
-    chunk_rows = chunk[0];
-  }
+  layout = H5Pget_layout(dcpl);
+  offset = H5Dget_offset(d);
   H5Pclose(dcpl);
   H5Sclose(sp);
   H5Dclose(d);
@@ -483,17 +479,21 @@ std::vector<std::uint8_t> read_h5_u8(const std::string& file, const std::string&
   return v;
 }
 
-TEST(StreamingHdf5, DecodedHdf5EqualsDecodedNpyWithWholeChunksWrittenDirectlyOrThroughHdf5) {
-  // 200 rows of 64x64x3 (12 KiB): chunks of 85 rows (1 MiB), the last one partial, are
-  // written by dctchop at the places HDF5 allocated (direct path). 150 rows of 33x35: the
-  // rows do not make 4 KiB blocks, so HDF5 writes them (the ordinary path). Both must read
-  // back, through the HDF5 C API, equal to the NPY output.
+TEST(StreamingHdf5, DecodedHdf5EqualsDecodedNpyWrittenDirectlyInWholeBlocksAndATailOrThroughHdf5) {
+  // The data goes into one contiguous block that HDF5 allocates, 4 KiB-aligned, at its
+  // creation, and dctchop writes there itself (direct path): 200 rows of 64x64x3 (12 KiB,
+  // whole 4 KiB blocks); 150 rows of 33x35 (the last block partial, written through the page
+  // cache, never past the data); 2500 rows of 33x35x3 (8.3 MiB: several 8 MiB buffers, then a
+  // partial block). Under 64 KiB (20 rows of 16x16) HDF5 writes it. Each must read back,
+  // through the HDF5 C API, equal to the NPY output.
   struct shape_case {
     std::vector<u64> shape;
     layout lay;
   };
   for (const auto& c : {shape_case{{200, 64, 64, 3}, layout::nhwc},
-                        shape_case{{150, 33, 35}, layout::nhw}}) {
+                        shape_case{{150, 33, 35}, layout::nhw},
+                        shape_case{{2500, 33, 35, 3}, layout::nhwc},
+                        shape_case{{20, 16, 16}, layout::nhw}}) {
     temp_dir dir;
     u64 n = 1;
     for (auto d : c.shape) n *= d;
@@ -503,7 +503,7 @@ TEST(StreamingHdf5, DecodedHdf5EqualsDecodedNpyWithWholeChunksWrittenDirectlyOrT
     save_npy(in, dtype::u8, c.shape, v);
     auto be = make_backend(backend_kind::cpu, {2});
     formats::compress_options o;
-    o.chunk_mb = 0.1;  // several archive chunks, not aligned with the HDF5 chunks
+    o.chunk_mb = 0.1;  // several archive chunks, not aligned with the 4 KiB blocks
     o.measure_quality = false;
     const std::string dcz = dir.file("a.dcz");
     formats::compress_npy(in, dcz, *be, o);
@@ -511,13 +511,15 @@ TEST(StreamingHdf5, DecodedHdf5EqualsDecodedNpyWithWholeChunksWrittenDirectlyOrT
     formats::decompress(dcz, formats::parse_dataset_spec(dir.file("back.h5") + ":/x/images"), *be,
                         {});
     const auto npy = dctchop::test::load_npy(dir.file("back.npy"));
-    u64 chunk_rows = 0;
-    const auto h5 = read_h5_u8(dir.file("back.h5"), "/x/images", chunk_rows);
+    H5D_layout_t layout = H5D_LAYOUT_ERROR;
+    haddr_t offset = HADDR_UNDEF;
+    const auto h5 = read_h5_u8(dir.file("back.h5"), "/x/images", layout, offset);
     ASSERT_EQ(h5.size(), npy.raw.size());
     EXPECT_TRUE(std::memcmp(h5.data(), npy.raw.data(), h5.size()) == 0) << c.shape[0] << " rows";
-    EXPECT_GT(chunk_rows, 0u);
-    if (c.shape[0] == 200) {
-      EXPECT_EQ(chunk_rows, 85u);
+    EXPECT_EQ(layout, H5D_CONTIGUOUS) << c.shape[0] << " rows";
+    if (n >= 65536) {
+      ASSERT_NE(offset, HADDR_UNDEF);
+      EXPECT_EQ(offset % 4096, 0u) << c.shape[0] << " rows: the data starts on a 4 KiB block";
     }
   }
 }

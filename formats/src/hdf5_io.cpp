@@ -737,9 +737,9 @@ class hdf5_sink final : public sample_sink {
     quiet_hdf5 quiet;
     // A temporary file beside the output, renamed by finish(): the output appears complete
     // or not at all.
-    // Large objects (the data's chunks) start on 4 KiB boundaries, for direct I/O.
+    // Large objects (the data) start on 4 KiB boundaries, for direct I/O.
     h5_id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    H5Pset_alignment(fapl.get(), direct_min_chunk, direct_writer::align);
+    H5Pset_alignment(fapl.get(), direct_min_bytes, direct_writer::align);
     hid_t f = H5I_INVALID_HID;
     temp_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
       // The name is taken (EEXIST) only by our own exclusive create: HDF5 cannot say why it
@@ -775,7 +775,7 @@ class hdf5_sink final : public sample_sink {
       behind_ = write_behind(own_fd_);
       dset_ = make_dataset(dataset_, type_, shape_, true);
       for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
-      if (direct_chunks_) find_chunk_addresses();
+      if (direct_data_) find_data_address();
     } catch (...) {
       abandon();  // the destructor does not run for a constructor that throws
       throw;
@@ -854,74 +854,55 @@ class hdf5_sink final : public sample_sink {
     if (::fstat(own_fd_, &st) == 0) behind_.advance(static_cast<u64>(st.st_size));
   }
 
-  // ---- the direct path: whole chunks written by us at the addresses HDF5 allocated
+  // ---- the direct path: the rows written by us at the address HDF5 allocated
 
-  /** With early allocation every chunk has its place in the file from the start; note where.
-   *  Any surprise (an unaligned or missing chunk) leaves the writing to HDF5. */
-  void find_chunk_addresses() {
-    const u64 n_chunks = (shape_[0] + chunk_rows_ - 1) / chunk_rows_;
-    std::vector<haddr_t> addr(n_chunks, HADDR_UNDEF);
-    std::vector<hsize_t> offset(shape_.size(), 0);
-    for (u64 k = 0; k < n_chunks; ++k) {
-      offset[0] = k * chunk_rows_;
-      unsigned mask = 0;
-      haddr_t a = HADDR_UNDEF;
-      hsize_t size = 0;
-      if (H5Dget_chunk_info_by_coord(dset_.get(), offset.data(), &mask, &a, &size) < 0 ||
-          a == HADDR_UNDEF || a % direct_writer::align != 0 ||
-          size != chunk_rows_ * row_bytes_ || mask != 0) {
-        return;
-      }
-      addr[k] = a;
-    }
+  /** With early allocation the data has its place in the file from the start (one
+   *  contiguous block: found at once, where the chunks of a chunked dataset each took a
+   *  lookup that HDF5 1.10 answers by walking its whole index, quadratic in their number).
+   *  Any surprise (no address, an unaligned one) leaves the writing to HDF5. */
+  void find_data_address() {
+    const haddr_t a = H5Dget_offset(dset_.get());
+    if (a == HADDR_UNDEF || a % direct_writer::align != 0) return;
     direct_ = direct_writer::start(own_fd_, path_);
-    if (direct_) chunk_addr_ = std::move(addr);
+    data_addr_ = a;
   }
 
-  /** Rows go into the current buffer, whole chunks at a time; a buffer holds chunks that lie
-   *  one after the other in the file, and goes to the disk when full or when the next chunk
-   *  lies elsewhere. */
+  /** Rows go into the current buffer, which goes to the disk when full. */
   void write_direct(const std::byte* p, u64 count) {
-    const u64 chunk_bytes = chunk_rows_ * row_bytes_;
-    while (count > 0) {
+    for (u64 left = count * row_bytes_; left > 0;) {
       if (buf_ == nullptr) {
         buf_ = direct_->acquire();
-        buf_first_chunk_ = rows_ / chunk_rows_;
         buf_fill_ = 0;
       }
-      const u64 in_chunk = rows_ % chunk_rows_;
-      const u64 k = std::min(count, chunk_rows_ - in_chunk);
-      std::memcpy(buf_ + buf_fill_, p, k * row_bytes_);
-      buf_fill_ += k * row_bytes_;
-      p += k * row_bytes_;
-      rows_ += k;
-      count -= k;
-      if (rows_ % chunk_rows_ == 0) {  // a chunk is complete
-        const u64 next = rows_ / chunk_rows_;
-        const bool room = buf_fill_ + chunk_bytes <= direct_writer::buffer_bytes;
-        const bool adjacent = next < chunk_addr_.size() &&
-                              chunk_addr_[next] == chunk_addr_[next - 1] + chunk_bytes;
-        if (!room || !adjacent) flush_direct(false);
+      const u64 k = std::min<u64>(left, direct_writer::buffer_bytes - buf_fill_);
+      std::memcpy(buf_ + buf_fill_, p, k);
+      buf_fill_ += k;
+      p += k;
+      left -= k;
+      if (buf_fill_ == direct_writer::buffer_bytes) {
+        direct_->submit(std::exchange(buf_, nullptr), buf_fill_, data_addr_ + direct_done_);
+        direct_done_ += std::exchange(buf_fill_, 0);
       }
     }
+    rows_ += count;
   }
 
-  /** Submit the current buffer; `last`: pad the partial last chunk to its whole size (its
-   *  room in the file is allocated; HDF5 never reads past the dataset's extent). */
-  void flush_direct(bool last) {
-    if (buf_ == nullptr) return;
-    if (last && buf_fill_ % (chunk_rows_ * row_bytes_) != 0) {
-      const u64 chunk_bytes = chunk_rows_ * row_bytes_;
-      const u64 padded = (buf_fill_ + chunk_bytes - 1) / chunk_bytes * chunk_bytes;
-      std::memset(buf_ + buf_fill_, 0, padded - buf_fill_);
-      buf_fill_ = padded;
+  /** The last buffer: its whole 4 KiB blocks directly, the rest through the page cache
+   *  (the bytes after the data are HDF5's, never to be written over); then wait for all. */
+  void finish_direct() {
+    std::vector<std::byte> tail;
+    const u64 whole = buf_fill_ / direct_writer::align * direct_writer::align;
+    if (buf_ != nullptr) {
+      tail.assign(buf_ + whole, buf_ + buf_fill_);
+      if (whole > 0) {
+        direct_->submit(std::exchange(buf_, nullptr), whole, data_addr_ + direct_done_);
+      } else {
+        direct_->release(std::exchange(buf_, nullptr));
+      }
     }
-    if (buf_fill_ == 0) {
-      direct_->release(std::exchange(buf_, nullptr));
-      return;
-    }
-    direct_->submit(std::exchange(buf_, nullptr), buf_fill_, chunk_addr_[buf_first_chunk_]);
-    buf_fill_ = 0;
+    direct_->drain();
+    if (!tail.empty()) direct_->write_tail(tail.data(), tail.size(), data_addr_ + direct_done_ + whole);
+    direct_done_ += std::exchange(buf_fill_, 0);
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
@@ -966,8 +947,7 @@ class hdf5_sink final : public sample_sink {
                                       std::to_string(want) + " rows");
     }
     if (direct_) {
-      flush_direct(true);
-      direct_->drain();
+      finish_direct();
       direct_.reset();
     }
     {
@@ -1001,7 +981,7 @@ class hdf5_sink final : public sample_sink {
 
  private:
   h5_id make_dataset(const std::string& name, const npy_dtype& type, const std::vector<u64>& shape,
-                     bool chunked) {
+                     bool for_direct) {
     const std::size_t nd = shape.size();
     std::vector<hsize_t> dims(shape.begin(), shape.end());
     h5_id space(nd == 0 ? H5Screate(H5S_SCALAR)
@@ -1010,37 +990,17 @@ class hdf5_sink final : public sample_sink {
     h5_id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
     H5Pset_create_intermediate_group(lcpl.get(), 1);  // "/train/images" makes /train
     h5_id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-    bool any_zero = false;
-    for (auto d : shape) any_zero |= d == 0;
-    if (chunked && nd > 0 && !any_zero) {
-      // Chunks of whole rows along axis 0, about 1 MiB each: readers stream them in order.
-      u64 row = type.itemsize;
-      for (std::size_t i = 1; i < nd; ++i) row *= shape[i];
-      std::vector<hsize_t> chunk(dims);
-      chunk[0] = std::clamp<u64>((u64(1) << 20) / std::max<u64>(row, 1), 1, shape[0]);
-      // For the direct path a chunk must be a whole number of 4 KiB blocks: round the rows
-      // per chunk up to a multiple of 4096 / gcd(row, 4096) when that still fits.
-      const u64 unit = direct_writer::align / std::gcd<u64>(row, direct_writer::align);
-      const u64 rows_direct = (chunk[0] + unit - 1) / unit * unit;
-      const bool direct = name == dataset_ && rows_direct <= shape[0] &&
-                          rows_direct * row >= direct_min_chunk &&
-                          rows_direct * row <= direct_writer::buffer_bytes;
-      if (direct) chunk[0] = rows_direct;
-      // HDF5 caps a chunk at 4 GiB: split the other axes of very large rows.
-      for (std::size_t i = 1; i < nd && row > (u64(1) << 30); ++i) {
-        const u64 split = std::min<u64>(chunk[i], (row + (u64(1) << 30) - 1) >> 30);
-        chunk[i] = (chunk[i] + split - 1) / split;
-        row = row / split + 1;
-      }
-      H5Pset_chunk(dcpl.get(), static_cast<int>(nd), chunk.data());
-      if (direct) {
-        // Every chunk gets its place now and nothing is written into it but our data.
-        H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
-        H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
-        direct_chunks_ = true;
-        row_bytes_ = row;
-        chunk_rows_ = chunk[0];
-      }
+    u64 bytes = type.itemsize;
+    for (auto d : shape) bytes *= d;  // (the sources' shapes are checked against overflow)
+    if (for_direct && name == dataset_ && nd > 0 && bytes >= direct_min_bytes) {
+      // Contiguous, its place allocated now, nothing written into it but our data: the
+      // direct path (find_data_address). Rows stream into it in order, and a reader's
+      // slice of samples is one read.
+      H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
+      H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY);
+      H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER);
+      direct_data_ = true;
+      row_bytes_ = bytes / shape[0];
     }
     return check(H5Dcreate2(file_.get(), name.c_str(), file_type(type), space.get(), lcpl.get(),
                             dcpl.get(), H5P_DEFAULT),
@@ -1087,14 +1047,14 @@ class hdf5_sink final : public sample_sink {
   bool prepared_ = false, finished_ = false;
   int own_fd_ = -1;
   write_behind behind_;
-  // The direct path (see find_chunk_addresses): chunks of chunk_rows_ rows of row_bytes_.
-  static constexpr u64 direct_min_chunk = u64(64) << 10;
-  bool direct_chunks_ = false;  // the dataset was made for it
-  u64 row_bytes_ = 1, chunk_rows_ = 1;
-  std::vector<haddr_t> chunk_addr_;
+  // The direct path (see find_data_address): rows of row_bytes_ from data_addr_ on.
+  static constexpr u64 direct_min_bytes = u64(64) << 10;
+  bool direct_data_ = false;  // the dataset was made for it
+  u64 row_bytes_ = 1;
+  haddr_t data_addr_ = 0;
   std::unique_ptr<direct_writer> direct_;
   std::byte* buf_ = nullptr;
-  u64 buf_first_chunk_ = 0, buf_fill_ = 0;
+  u64 buf_fill_ = 0, direct_done_ = 0;  // bytes in buf_; bytes submitted before it
 };
 
 }  // namespace

@@ -101,7 +101,7 @@ def u8_round_trip(binary, work):
         d = f["images"]
         check(d.shape == images.shape, f"out.h5:/images shape {d.shape} != {images.shape}")
         check(d.dtype == np.uint8, f"out.h5:/images dtype {d.dtype} != uint8")
-        check(d.chunks is not None, "out.h5:/images is not chunked")
+        check(d.chunks is None, "out.h5:/images is chunked, not one contiguous block")
         decoded = d[...]
         p = psnr(images, decoded, 255.0)
         check(p > 30.0, f"PSNR of out.h5:/images is {p:.2f} dB, below 30 dB")
