@@ -1300,20 +1300,37 @@ TEST(Cli, HugeSampleNumberIsAUsageErrorNotAnInternalError) {
 }
 
 TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
-  // One 2^26 x 2^26 u8 image, its header alone through a pipe: the chunk cannot be allocated.
+  // One 2^18 x 2^18 image (2^36 values, the most an archive's sample holds), its header alone
+  // through a pipe: its buffers cannot be had (on machines of less than 160 GiB, for u8; of
+  // less than 512 GiB for f64, whose first sample is read first for its mean). Larger
+  // images are beyond the archive's limits.
   temp_dir dir;
-  std::string h = "{'descr': '|u1', 'fortran_order': False, 'shape': (67108864, 67108864), }";
-  h += std::string(127 - 10 - h.size(), ' ') + "\n";
-  write_bytes(dir.file("huge.npy"), std::string("\x93NUMPY\x01\x00\x76\x00", 10) + h);
+  auto header = [&](const std::string& file, const std::string& descr, const std::string& shape) {
+    std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    h += std::string(127 - 10 - h.size(), ' ') + "\n";
+    write_bytes(dir.file(file), std::string("\x93NUMPY\x01\x00\x76\x00", 10) + h);
+  };
+  header("huge.npy", "|u1", "(262144, 262144)");
+  header("huge_f64.npy", "<f8", "(262144, 262144)");
+  header("wide.npy", "|u1", "(1, 67108864)");
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer's operator new reports an impossible size and aborts; it "
                   "does not throw std::bad_alloc";
 #endif
   auto r = cli(dir, "compress - -o h.dcz < huge.npy");
   EXPECT_EQ(r.status, 3) << describe(r);
-  EXPECT_EQ(r.err, "dctchop: error: <stdin>: 1 chunk of 1 sample needs 10.0 PiB of memory, more "
+  EXPECT_EQ(r.err, "dctchop: error: <stdin>: 1 chunk of 1 sample needs 160.0 GiB of memory, more "
                    "than this machine gives\n");
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"huge.npy"}));
+  auto f = cli(dir, "eval - < huge_f64.npy");
+  EXPECT_EQ(f.status, 3) << describe(f);
+  EXPECT_EQ(f.err, "dctchop: error: <stdin>: 1 chunk of 1 sample needs 512.0 GiB of memory, more "
+                   "than this machine gives\n");
+  // An image wider than 2^24 is refused before any memory is asked for.
+  auto w = cli(dir, "compress - -o w.dcz < wide.npy");
+  EXPECT_EQ(w.status, 3) << describe(w);
+  EXPECT_EQ(w.err, "dctchop: error: <stdin>: shape 1x67108864 is too large for an archive: planes "
+                   "of 1x67108864, above 2^24 (16777216) a side\n");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"huge.npy", "huge_f64.npy", "wide.npy"}));
 }
 
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {

@@ -472,6 +472,21 @@ TEST_F(CorruptionSweep, AHeaderWhoseSizesWouldWrapAround2To64IsRefused) {
   EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").geom.samples, 1u << 20);
 }
 
+TEST_F(CorruptionSweep, AChunkOfSeveralSamplesAboveAGibibyteDecodedIsRefused) {
+  // 2^23 samples of 16x16 u8 in one chunk: its coefficients are within 16 GiB, but readers
+  // (the loader, decompress) would decode 2 GiB for a batch of one. A writer makes at most
+  // 64 MiB; 2^22 samples a chunk (1 GiB) is allowed, and so is one huge sample a chunk.
+  nlohmann::json j = archive_reader::open(path_).header().to_json();
+  const std::uint64_t n = std::uint64_t(1) << 23;
+  j["shape"][0] = n;
+  j["samples"] = n;
+  j["chunking"]["samples_per_chunk"] = n;
+  test::expect_error([&] { formats::parse_archive_header(j.dump(), "big.dcz"); }, errc::corrupt,
+                     {"big.dcz", "samples_per_chunk 8388608 is out of range", "1 GiB decoded"});
+  j["chunking"]["samples_per_chunk"] = n / 2;
+  EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").samples_per_chunk, n / 2);
+}
+
 TEST_F(CorruptionSweep, AStreamThatEndsAfterAHeaderClaimingATerabyteFailsAtOnceIntoHdf5) {
   // The header (2^32 samples of 16x16 u8: 1 TiB decoded), then nothing: decompress to HDF5
   // makes its dataset (its place in the file allocated at creation, found with one lookup:

@@ -1588,6 +1588,52 @@ void check_bad_cases(const temp_dir& dir, const std::vector<bad_case>& cases) {
   }
 }
 
+/** Dataset `name` of u8 and `shape` in chunks of one value, none written: a few hundred
+ *  bytes of file, whatever the shape. */
+void h5_declare(hid_t file, const std::string& name, const std::vector<u64>& shape) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end()), chunk(shape.size(), 1);
+  h5 space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
+           "dataspace");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  h5_check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), "chunk");
+  h5 d(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                  H5P_DEFAULT),
+       H5Dclose, "create dataset " + name);
+}
+
+TEST(Hdf5BadInput, ShapesWhoseSizesWrapOrPassTheArchiveLimitsAreRefusedUpFront) {
+  // An HDF5 extent costs nothing to declare: sizes computed from it wrapped round 2^64 (a
+  // division by zero, SIGFPE; buffers of 64 bytes for 2^64 values), and shapes past the
+  // archive's limits made archives that every reader refused. Each is now a bad input that
+  // names the shape, for compress, eval and as labels, before anything is written.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("big.h5"));
+    const u64 t40 = u64(1) << 40;
+    h5_declare(f.get(), "/cube", {t40, t40, t40});            // 2^120 values
+    h5_declare(f.get(), "/wraps", {1, 4294705160, 4295229448});  // H x W = 2^64 + 64
+    h5_declare(f.get(), "/planes", {2, 65537, 2, 2});          // NCHW: 65537 planes
+    h5_declare(f.get(), "/wide", {2, 4, 16777217});            // NHW: wider than 2^24
+    h5_declare(f.get(), "/labels", {6, u64(1) << 61, 8});       // rows of 2^64 bytes
+  }
+  make_train_file(dir.file("t.h5"));
+  check_bad_cases(dir, {
+      {"compress big.h5:/cube -o o.dcz", 3,
+       {"big.h5:/cube: shape 1099511627776x1099511627776x1099511627776 is too large (its size "
+        "passes 2^64)"}},
+      {"eval big.h5:/cube", 3, {"big.h5:/cube", "is too large"}},
+      {"compress big.h5:/wraps -o o.dcz --chop 8", 3, {"big.h5:/wraps", "is too large"}},
+      {"eval big.h5:/wraps", 3, {"big.h5:/wraps", "is too large"}},
+      {"compress big.h5:/planes --layout NCHW -o o.dcz", 3,
+       {"big.h5:/planes: shape 2x65537x2x2 is too large for an archive: 65537 planes a sample, "
+        "above 2^16 (65536)"}},
+      {"compress big.h5:/wide -o o.dcz", 3,
+       {"big.h5:/wide", "planes of 4x16777217, above 2^24 (16777216) a side"}},
+      {"compress t.h5:/train/images --labels big.h5:/labels -o o.dcz", 3,
+       {"big.h5:/labels: shape 6x2305843009213693952x8 is too large"}},
+  });
+}
+
 TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
   temp_dir dir;
   {

@@ -123,6 +123,7 @@ constexpr char k_end_magic[9] = "DCZ-END.";
 constexpr std::size_t k_preamble = 64, k_record = 64, k_tail = 64;
 constexpr u64 k_max_json = 256ull << 20;  // header/footer sanity bound
 constexpr u64 k_max_chunk_bytes = 16ull << 30;  // of a chunk of several samples
+constexpr u64 k_max_chunk_decoded = u64(1) << 30;  // the same chunk decoded
 constexpr u64 k_stream_tail_in_memory = 64ull << 20;  // a stream's tail beyond this: spooled
 constexpr const char* k_transform = "dct2-orthonormal-blockwise";  // the only one of 1.0
 
@@ -263,11 +264,6 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
       if (d > (u64(1) << 40)) corrupt(file, "header shape has an absurd axis");
     }
     h.geom = resolve_layout(shape, *l);
-    if (h.geom.height > (u64(1) << 24) || h.geom.width > (u64(1) << 24) ||
-        h.geom.planes > (u64(1) << 16) ||
-        h.geom.height * h.geom.width > (u64(1) << 36) / h.geom.planes) {
-      corrupt(file, "header sample size is out of range");
-    }
     if (json_integer<u64>(j.at("samples")) != h.geom.samples ||
         json_integer<u64>(j.at("planes")) != h.geom.planes ||
         json_integer<u64>(j.at("height")) != h.geom.height ||
@@ -279,28 +275,31 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     h.codec.coeff = *ct;
     h.codec.offset = c.at("offset").get<double>();
     validate(h.codec);
+    // Bounded so that no product of samples and bytes per sample can overflow: every check
+    // of a chunk's or a range's size relies on it.
+    if (const std::string why = archive_limit_passed(h.geom, h.codec); !why.empty()) {
+      corrupt(file, "header describes " + why);
+    }
     auto cp = json_integers<u64>(c.at("coeff_plane"));
     auto expect = coeff_shape(h.codec, h.geom.height, h.geom.width);
     if (cp.size() != 2 || cp[0] != expect.rows || cp[1] != expect.cols ||
         json_integer<u64>(c.at("coeff_bytes_per_sample")) != h.coeff_bytes_per_sample()) {
       corrupt(file, "header coefficient plane disagrees with block, chop and shape");
     }
-    // Bounded so that no product of samples and bytes per sample can overflow: every check
-    // of a chunk's or a range's size relies on it.
-    const u64 per_sample =
-        std::max<u64>({h.coeff_bytes_per_sample(), h.geom.values_per_sample() * 8, 1});
-    if (h.geom.samples > (u64(1) << 62) / per_sample) {
-      corrupt(file, "header describes more data than any file holds");
-    }
     h.samples_per_chunk = json_integer<u64>(j.at("chunking").at("samples_per_chunk"));
-    // Readers size their chunk buffers by it: no more samples than there are, and no chunk
-    // of several samples above 16 GiB (a writer's chunks are at most 4 GiB, or one sample).
+    // Readers size their chunk buffers by it, for the coefficients and for the decoded
+    // samples: no more samples than there are, and no chunk of several samples above 16 GiB
+    // of coefficients or 1 GiB decoded (a writer's chunks are at most 4 GiB and 64 MiB, or
+    // one sample).
+    const u64 decoded = h.geom.values_per_sample() * size_of(h.type);
     if (h.samples_per_chunk == 0 || h.samples_per_chunk > h.geom.samples ||
         (h.samples_per_chunk > 1 &&
-         h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample())) {
+         (h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample() ||
+          h.samples_per_chunk > k_max_chunk_decoded / decoded))) {
       corrupt(file, "samples_per_chunk " + std::to_string(h.samples_per_chunk) +
                         " is out of range (1.." + std::to_string(h.geom.samples) +
-                        " samples, chunks of at most 16 GiB)");
+                        " samples; a chunk of several at most 16 GiB of coefficients and 1 GiB "
+                        "decoded)");
     }
     // Checked against the preamble's by the reader.
     h.alignment = json_integer<std::uint32_t>(j.at("chunking").at("alignment"));
@@ -517,6 +516,28 @@ void archive_writer::finish() {
 }
 
 // ------------------------------------------------------------------------------ reader
+
+std::string archive_limit_passed(const geometry& g, const codec_params& p) {
+  for (const u64 d : g.shape()) {
+    if (d > (u64(1) << 40)) return "an axis of " + std::to_string(d) + ", above 2^40";
+  }
+  constexpr u64 side = u64(1) << 24;
+  if (g.height > side || g.width > side) {
+    return "planes of " + std::to_string(g.height) + "x" + std::to_string(g.width) +
+           ", above 2^24 (16777216) a side";
+  }
+  if (g.planes > (u64(1) << 16)) {
+    return std::to_string(g.planes) + " planes a sample, above 2^16 (65536)";
+  }
+  if (g.height * g.width > (u64(1) << 36) / std::max<u64>(g.planes, 1)) {
+    return "samples of more than 2^36 values";
+  }
+  const u64 per_sample = std::max<u64>({coeff_bytes_per_sample(p, g), g.values_per_sample() * 8, 1});
+  if (g.samples > (u64(1) << 62) / per_sample) {
+    return "more data than any file holds (samples times bytes a sample above 2^62)";
+  }
+  return {};
+}
 
 archive_header parse_archive_header(std::string_view text, const std::string& file) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);

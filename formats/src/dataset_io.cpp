@@ -35,7 +35,7 @@ u64 checked_count(const std::vector<u64>& shape, const std::string& name, u64 it
   u64 n = itemsize;
   for (u64 d : shape) {
     if (d != 0 && n > std::numeric_limits<u64>::max() / d) {
-      throw error(errc::bad_input, name + ": shape is too large");
+      throw error(errc::bad_input, name + ": shape " + shape_text(shape) + " is too large (its size passes 2^64)");
     }
     n *= d;
   }
@@ -617,7 +617,9 @@ dataset_spec resolve_by_content(const dataset_spec& spec) {
   return spec;
 }
 
-std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
+namespace {
+
+std::unique_ptr<sample_source> open_any(const dataset_spec& given) {
   if (given.memory) return std::make_unique<memory_source>(given.path, *given.memory);
   const dataset_spec spec = resolve_by_content(given);
   switch (spec.kind) {
@@ -627,6 +629,16 @@ std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
     case file_kind::hdf5: return detail::open_hdf5(spec);
   }
   throw error(errc::internal, "unknown file kind");
+}
+
+}  // namespace
+
+std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
+  auto s = open_any(given);
+  // Whatever the file claims (an HDF5 dataset's extent costs nothing to declare), its bytes
+  // must count in 64 bits: row_bytes() and every size made from the shape rely on it.
+  (void)checked_count(s->shape(), s->name(), s->type().itemsize);
+  return s;
 }
 
 namespace {

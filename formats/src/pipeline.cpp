@@ -58,9 +58,25 @@ u64 input_source::read(u64 first, u64 n, void* dst) {
   return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
 }
 
+void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes) {
+  double amount = bytes / double(1 << 30);
+  const char* unit = "GiB";
+  for (const char* bigger : {"TiB", "PiB", "EiB"}) {
+    if (amount < 1024) break;
+    amount /= 1024;
+    unit = bigger;
+  }
+  char need[64];
+  std::snprintf(need, sizeof need, "%.1f %s", amount, unit);
+  throw error(errc::bad_input, name + ": " + std::to_string(chunks) +
+                                   (chunks == 1 ? " chunk of " : " chunks of ") + std::to_string(samples) +
+                                   (samples == 1 ? " sample needs " : " samples need ") + need +
+                                   " of memory, more than this machine gives");
+}
+
 const std::vector<std::byte>& input_source::first_sample() {
   if (head_.empty() && geom.samples > 0) {
-    head_.resize(bytes_per_sample);
+    allocate_for(name(), 1, 1, double(bytes_per_sample), [&] { head_.resize(bytes_per_sample); });
     src->read_rows(0, rows_per_sample(geom), head_.data());
     head_pending_ = !src->rereadable();
   }
@@ -190,6 +206,15 @@ void apply_layout(input_source& in, layout lay) {
   } catch (const error& e) {
     throw error(e.code(), in.name() + ": " + e.what());
   }
+  // The archive's limits, for the codec that stores the most (f32, chop 32 of block 32): what
+  // passes them can be compressed with any options, and no size computed below wraps.
+  codec_params widest;
+  widest.block = widest.chop = 32;
+  widest.coeff = coeff_type::f32;
+  if (const std::string why = archive_limit_passed(in.geom, widest); !why.empty()) {
+    throw error(errc::bad_input, in.name() + ": shape " + shape_text(in.src->shape()) +
+                                     " is too large for an archive: " + why);
+  }
   in.bytes_per_sample = in.geom.values_per_sample() * size_of(in.type);
 }
 
@@ -237,7 +262,9 @@ std::optional<double> float_range(const dataset_spec& spec, layout lay,
   if (!is_float(s.type) || !s.rereadable()) return std::nullopt;
   const u64 n = s.geom.samples;
   const u64 spc = std::max<u64>(1, std::min<u64>(n, (u64(32) << 20) / s.bytes_per_sample));
-  std::vector<std::byte> buf(spc * s.bytes_per_sample);
+  std::vector<std::byte> buf;
+  allocate_for(s.name(), 1, spc, double(spc) * double(s.bytes_per_sample),
+               [&] { buf.resize(spc * s.bytes_per_sample); });
   value_range vr;
   for (u64 first = 0; first < n; first += spc) {
     const u64 k = std::min(spc, n - first);
@@ -689,28 +716,13 @@ compress_result write_archive(input_source& src, const std::string& output, back
     quality_batch measured;
   };
   std::vector<slot_buffers> slot(slots);
-  try {
+  allocate_for(src.name(), slots, spc, double(slots) * double(slot_bytes), [&] {
     for (auto& b : slot) {
       b.in = host_buffer(be, spc * ibps);
       b.coeffs = host_buffer(be, spc * cbps);
       if (measure) b.decoded = host_buffer(be, spc * ibps);
     }
-  } catch (const std::bad_alloc&) {
-    // One sample is the unit of work; a sample larger than memory cannot be processed yet.
-    double amount = static_cast<double>(slots) * static_cast<double>(slot_bytes) / double(1 << 30);
-    const char* unit = "GiB";
-    for (const char* bigger : {"TiB", "PiB", "EiB"}) {
-      if (amount < 1024) break;
-      amount /= 1024;
-      unit = bigger;
-    }
-    char need[64];
-    std::snprintf(need, sizeof need, "%.1f %s", amount, unit);
-    throw error(errc::bad_input, src.name() + ": " + std::to_string(slots) +
-                                     (slots == 1 ? " chunk of " : " chunks of ") + std::to_string(spc) +
-                                     (spc == 1 ? " sample needs " : " samples need ") + need +
-                                     " of memory, more than this machine gives");
-  }
+  });
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
   chunk_stages stages;
@@ -1034,10 +1046,13 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const u64 max_chunk = h.samples_per_chunk;
   const pipeline_workers crew = make_workers(be, max_chunk * (cbps + ibps));
   std::vector<slot_buffers> slot(crew.slots());
-  for (auto& b : slot) {  // a chunk holds at most max_chunk samples
-    b.coeffs = host_buffer(be, max_chunk * cbps);
-    b.out = host_buffer(be, max_chunk * ibps);
-  }
+  allocate_for(r.display_name(), slot.size(), max_chunk,
+               double(slot.size()) * double(max_chunk) * double(cbps + ibps), [&] {
+                 for (auto& b : slot) {  // a chunk holds at most max_chunk samples
+                   b.coeffs = host_buffer(be, max_chunk * cbps);
+                   b.out = host_buffer(be, max_chunk * ibps);
+                 }
+               });
   const bool random = r.random_access();
   const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
   const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;

@@ -38,6 +38,22 @@ inline quality measured(const quality_accumulator& acc, const std::string& name,
   }
 }
 
+/** error(bad_input) for the buffers of `chunks` chunks of `samples` samples, `bytes` in all,
+ *  that could not be had: "NAME: 1 chunk of 1 sample needs 10.0 PiB of memory, more than
+ *  this machine gives". One sample is the unit of work: a sample larger than memory cannot
+ *  be processed yet. */
+[[noreturn]] void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes);
+
+/** fn(), which allocates what refuse_memory describes; a std::bad_alloc from it is that error. */
+template <typename Fn>
+void allocate_for(const std::string& name, u64 chunks, u64 samples, double bytes, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::bad_alloc&) {
+    refuse_memory(name, chunks, samples, bytes);
+  }
+}
+
 /** `v` as printf's %g writes it. */
 std::string g_text(double v);
 

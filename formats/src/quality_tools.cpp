@@ -171,8 +171,12 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   const u64 spc = std::max<u64>(1, std::min<u64>(g.samples, (u64(64) << 20) / ibps));
   u64 most_coeffs = 0;  // bytes per sample of the setting that keeps the most
   for (const auto& c : combos) most_coeffs = std::max(most_coeffs, coeff_bytes_per_sample(c.p, g));
-  byte_buffer in = host_buffer(be, spc * ibps), out = host_buffer(be, spc * ibps),
-              coeff_buf = host_buffer(be, spc * most_coeffs);
+  byte_buffer in, out, coeff_buf;
+  allocate_for(src.name(), 1, spc, double(spc) * double(2 * ibps + most_coeffs), [&] {
+    in = host_buffer(be, spc * ibps);
+    out = host_buffer(be, spc * ibps);
+    coeff_buf = host_buffer(be, spc * most_coeffs);
+  });
   // Every page touched before any timing: the first setting would otherwise pay the first
   // touch of its output buffers (tens of MiB of page faults), and read several times slower
   // than the same setting run second.
@@ -355,10 +359,16 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   const pipeline_workers crew =
       make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps));
   std::vector<slot_buffers> slot(crew.slots());
-  for (auto& b : slot) {  // a chunk holds at most samples_per_chunk samples
-    b.coeffs = host_buffer(be, h.samples_per_chunk * h.coeff_bytes_per_sample());
-    b.out = host_buffer(be, h.samples_per_chunk * ibps);
-  }
+  allocate_for(r.display_name(), slot.size(), h.samples_per_chunk,
+               double(slot.size()) * double(h.samples_per_chunk) *
+                   double(h.coeff_bytes_per_sample() + 2 * ibps),
+               [&] {
+                 for (auto& b : slot) {  // a chunk holds at most samples_per_chunk samples
+                   b.coeffs = host_buffer(be, h.samples_per_chunk * h.coeff_bytes_per_sample());
+                   b.out = host_buffer(be, h.samples_per_chunk * ibps);
+                   b.in.reserve(h.samples_per_chunk * ibps);
+                 }
+               });
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
   std::atomic<bool> stop_reads{false};  // a failure: a read from a stalled pipe gives up
