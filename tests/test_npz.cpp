@@ -740,6 +740,29 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
   EXPECT_NE(c.err.find("using array images of"), std::string::npos) << c.err;
 }
 
+TEST(Npz, LabelsOfZeroBytesARowKeepTheirMembersCrc) {
+  // Labels of shape (6, 0): every piece of rows is empty, and an empty write made the CRC
+  // start over (libdeflate_crc32 of a null buffer), so numpy refused the member (BadZipFile).
+  temp_dir dir;
+  test::save_npy(dir.file("x.npy"), dtype::u8, {6, 8, 8}, std::vector<std::uint8_t>(384, 7));
+  auto w = formats::npy_writer::create(dir.file("y.npy"), *formats::parse_npy_descr("<i8"), {6, 0},
+                                       false);
+  const std::int64_t none = 0;
+  w.write_rows(&none, 6);  // (no bytes)
+  w.finish();
+  auto c = cli(dir, "compress x.npy --labels y.npy -o a.dcz -q");
+  ASSERT_EQ(c.status, 0) << test::describe(c);
+  c = cli(dir, "decompress a.dcz -o o.npz -q");
+  ASSERT_EQ(c.status, 0) << test::describe(c);
+  auto py = test::run_sh("/usr/bin/python3 -c \"import numpy as np, zipfile; "
+                         "assert zipfile.ZipFile('o.npz').testzip() is None; "
+                         "l = np.load('o.npz')['labels']; assert l.shape == (6, 0), l.shape\"",
+                         dir.path());
+  EXPECT_EQ(py.status, 0) << test::describe(py);
+  auto back = cli(dir, "compress o.npz:data --labels o.npz:labels -o b.dcz -q");
+  EXPECT_EQ(back.status, 0) << test::describe(back);
+}
+
 TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
   temp_dir dir;
   const std::string in = sh_quote(sample_npz("mnist_like.npz"));

@@ -65,6 +65,7 @@ void zip_writer::begin_member(const std::string& name) {
 
 void zip_writer::write(const void* data, std::size_t n) {
   if (!open_) throw error(errc::internal, "zip_writer: no member is open");
+  if (n == 0) return;  // (libdeflate_crc32 of a null buffer is the initial value: the CRC lost)
   auto& e = entries_.back();
   e.crc = static_cast<std::uint32_t>(libdeflate_crc32(e.crc, data, n));
   e.size += n;
