@@ -1333,6 +1333,23 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"huge.npy", "huge_f64.npy", "wide.npy"}));
 }
 
+TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
+  // --threads 1000 (within 0..4096) on two samples, with 8 GB of address space (8 MiB of
+  // stack a thread): a worker per chunk and an OpenMP team per strip of work, not a
+  // thousand of each (which failed: "Resource temporarily unavailable", or libgomp ending
+  // the process).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
+#endif
+  temp_dir dir;
+  const std::string in = sh_quote(sample_npy("u8_nhwc.npy"));
+  auto r = sh(dir, "ulimit -v 8000000; DCTCHOP compress " + in + " --threads 1000 -o a.dcz -q && "
+                   "DCTCHOP verify a.dcz --against " + in + " --threads 4096 -q && "
+                   "DCTCHOP eval " + in + " --threads 4096 -q > /dev/null && "
+                   "DCTCHOP decompress a.dcz -o b.npy --threads 4096 -q");
+  EXPECT_EQ(r.status, 0) << describe(r);
+}
+
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
   // 2^57 + 405 samples of 4 x 8 f32: the byte count wraps round to the file's 51840 bytes.
   temp_dir dir;

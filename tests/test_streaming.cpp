@@ -120,15 +120,26 @@ TEST(ChunkPipeline, ChunksTooLargeForThreeInTheBudgetTravelFewerAtATime) {
   // (A build without OpenMP, such as the TSan one, has one thread whatever is asked.)
   auto be = make_backend(backend_kind::cpu, {2});
   const unsigned workers = be->threads() > 1 ? 2u : 1u;
-  const auto small = formats::detail::make_workers(*be, u64(4) << 20);
+  const auto small = formats::detail::make_workers(*be, u64(4) << 20, 100);
   EXPECT_EQ(small.count(), workers);
   EXPECT_EQ(small.slots(), workers + 2u);
-  const auto two = formats::detail::make_workers(*be, u64(150) << 20);
+  const auto two = formats::detail::make_workers(*be, u64(150) << 20, 100);
   EXPECT_EQ(two.count(), 1u);
   EXPECT_EQ(two.slots(), 2u);
-  const auto one = formats::detail::make_workers(*be, u64(512) << 20);
+  const auto one = formats::detail::make_workers(*be, u64(512) << 20, 100);
   EXPECT_EQ(one.count(), 1u);
   EXPECT_EQ(one.slots(), 1u);
+}
+
+TEST(ChunkPipeline, NoMoreWorkersThanChunks) {
+  // 64 threads asked for, one chunk of work: one worker (each worker is a thread and a
+  // backend of its own; --threads 1000 on a small file started a thousand threads, and
+  // failed where the system allowed fewer). Eight chunks: at most eight.
+  auto be = make_backend(backend_kind::cpu, {64});
+  if (be->threads() == 1) GTEST_SKIP() << "a build without OpenMP has one thread";
+  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 1).count(), 1u);
+  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 8).count(), 8u);
+  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 1000).count(), 64u);
 }
 
 TEST(ChunkPipeline, NoChunksMeansNoWorkAndNoWrites) {

@@ -231,10 +231,10 @@ u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples, u64 pref
   return std::min<u64>(spc, samples);
 }
 
-pipeline_workers make_workers(backend& be, u64 slot_bytes) {
+pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks) {
   constexpr u64 budget = u64(384) << 20;
   const u64 fit = budget / std::max<u64>(slot_bytes, 1);
-  const u64 most = fit > 3 ? fit - 2 : 1;
+  const u64 most = std::min<u64>(fit > 3 ? fit - 2 : 1, std::max<u64>(chunks, 1));
   pipeline_workers crew;
   const u64 want = std::min<u64>(static_cast<u64>(std::max(be.threads(), 1)), most);
   if (want > 1) {
@@ -707,7 +707,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   // be.threads() workers at once, one chunk each, and written in order by a writer thread.
   // Each slot holds one chunk's buffers; memory is slots x (input, coefficients, decoded).
   const u64 slot_bytes = spc * (ibps * (measure ? 2 : 1) + cbps);
-  const pipeline_workers crew = make_workers(be, slot_bytes);
+  const pipeline_workers crew = make_workers(be, slot_bytes, (g.samples + spc - 1) / spc);
   const unsigned workers = crew.count();
   const std::size_t slots = crew.slots();
   struct slot_buffers {
@@ -1044,7 +1044,12 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     u64 lo = 0, hi = 0;  // the samples of this chunk that are written
   };
   const u64 max_chunk = h.samples_per_chunk;
-  const pipeline_workers crew = make_workers(be, max_chunk * (cbps + ibps));
+  const bool random = r.random_access();
+  const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
+  const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
+  const pipeline_workers crew =
+      make_workers(be, max_chunk * (cbps + ibps),
+                   random ? last_chunk - first_chunk + 1 : (total + max_chunk - 1) / max_chunk);
   std::vector<slot_buffers> slot(crew.slots());
   allocate_for(r.display_name(), slot.size(), max_chunk,
                double(slot.size()) * double(max_chunk) * double(cbps + ibps), [&] {
@@ -1053,9 +1058,6 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                    b.out = host_buffer(be, max_chunk * ibps);
                  }
                });
-  const bool random = r.random_access();
-  const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
-  const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
   stages.stop_writes = &stop_writes;

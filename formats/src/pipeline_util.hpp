@@ -246,9 +246,10 @@ struct pipeline_workers {
   std::size_t slots() const { return slot_count; }
   std::size_t slot_count = 3;
 };
-/** The workers and slots for chunks of `slot_bytes` each (every buffer a chunk travels in),
- *  within a budget of 384 MiB where the backend's threads allow. */
-pipeline_workers make_workers(backend& be, u64 slot_bytes);
+/** The workers and slots for `chunks` chunks of `slot_bytes` each (every buffer a chunk
+ *  travels in), within a budget of 384 MiB where the backend's threads allow: no more
+ *  workers than chunks. */
+pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks);
 
 /** Whether q meets every target. A target whose figure is undefined on this data (PSNR of
  *  constant float data, SSIM of planes below 7x7, ...) is an error(quality_not_met) naming

@@ -357,7 +357,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     quality_batch measured;
   };
   const pipeline_workers crew =
-      make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps));
+      make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps),
+                   (h.geom.samples + h.samples_per_chunk - 1) / h.samples_per_chunk);
   std::vector<slot_buffers> slot(crew.slots());
   allocate_for(r.display_name(), slot.size(), h.samples_per_chunk,
                double(slot.size()) * double(h.samples_per_chunk) *

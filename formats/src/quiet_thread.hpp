@@ -4,14 +4,18 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
+
+#include "dctchop/error.hpp"
 
 namespace dctchop::formats::detail {
 
 /** Starts a thread that never takes SIGINT, SIGTERM, SIGHUP or SIGQUIT, so that they reach
  *  the calling thread and interrupt its blocking reads and writes (the tool installs its
- *  handlers without SA_RESTART). */
+ *  handlers without SA_RESTART). A thread the system will not start is error(io). */
 template <typename F>
 std::thread start_quiet_thread(F&& f) {
   sigset_t block, old;
@@ -21,6 +25,10 @@ std::thread start_quiet_thread(F&& f) {
   std::thread t;
   try {
     t = std::thread(std::forward<F>(f));
+  } catch (const std::system_error& e) {  // the system's limit on threads, or on memory
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    throw error(errc::io, std::string("cannot start a thread: ") + e.code().message() +
+                              " (the system's limit on threads or memory; fewer threads may do)");
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     throw;

@@ -13,7 +13,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -735,22 +737,39 @@ batch_plan plan_batch(const codec_params& p, const View& v) {
 template <int B, typename Real, typename View, typename Fn>
 void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
                     Fn&& fn) {
-  threads = region_threads(threads);  // one thread in a forked child (omp.hpp)
-  (void)threads;                      // unused in a build without OpenMP
+  // One thread in a forked child (omp.hpp), and no more than there are strips: a team of a
+  // thousand for a few strips costs a thousand thread starts, and the system may refuse
+  // them (libgomp then ends the process).
+  threads = static_cast<int>(std::min<u64>(static_cast<u64>(region_threads(threads)),
+                                           std::max<u64>(bp.items, 1)));
+  (void)threads;  // unused in a build without OpenMP
+  // An exception must not leave a parallel region (std::terminate): a thread's scratch
+  // memory that cannot be had is kept, its strips skipped, and thrown after the region.
+  std::exception_ptr failed;
+  std::atomic<bool> any_failed{false};
   DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
   {
     // (encoding reads a const view)
-    auto s = make_scratch<Real>(B, p.chop, bp.g, std::is_same_v<View, const_sample_view>);
+    std::optional<decltype(make_scratch<Real>(B, p.chop, bp.g, true))> s;
+    try {
+      s.emplace(make_scratch<Real>(B, p.chop, bp.g, std::is_same_v<View, const_sample_view>));
+    } catch (...) {
+      DCTCHOP_OMP(omp critical(dctchop_strip_failure))
+      if (!failed) failed = std::current_exception();
+      any_failed.store(true);
+    }
     DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
+      if (!s || any_failed.load(std::memory_order_relaxed)) continue;
       const u64 item = static_cast<u64>(it);
       const u64 strip = item % bp.hb;
       const u64 group = item / bp.hb;  // sample * groups + group within the sample
       const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
       const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
-      fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, s);
+      fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, *s);
     }
   }
+  if (failed) std::rethrow_exception(failed);
 }
 
 template <int B, typename In, typename Real>
