@@ -942,6 +942,19 @@ TEST(Cli, CorruptChunkMidwayExits4AndLeavesNoOutputOrTempFile) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
 }
 
+TEST(Cli, NumbersTooSmallForADoubleAreNumbersNotErrors) {
+  // 1e-320 is a subnormal double and 1e-400 rounds to 0: strtod says ERANGE for both, which
+  // std::stod made "expected a finite number". Too large (1e400) stays an error.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  for (const std::string args : {"--offset 1e-320", "--offset -1e-400", "--nonfinite replace=1e-320"}) {
+    auto r = cli(dir, "compress in.npy -o a.dcz -q -f " + args);
+    EXPECT_EQ(r.status, 0) << args << "\n" << describe(r);
+  }
+  auto big = cli(dir, "compress in.npy -o b.dcz -q --offset 1e400");
+  EXPECT_EQ(big.status, 2) << describe(big);
+}
+
 TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
   temp_dir dir;
   make_u8(dir, "in.npy");
