@@ -2,6 +2,7 @@
 // round trips at K = B, layouts, threads, coefficient types and their range errors.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -19,6 +20,7 @@
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/metrics.hpp"
+#include "omp.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -351,6 +353,34 @@ void expect_child_exits_0(Fn&& child) {
   }
   ASSERT_TRUE(WIFEXITED(status)) << "the child died: status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's results differ from the parent's";
+}
+
+TEST(Threads, AnExceptionInOneThreadOfARegionComesOutOfItAndStopsTheRest) {
+  // An exception may not leave an OpenMP region (std::terminate): region_failure keeps the
+  // first, the threads skip their remaining work, and the caller throws it after the region.
+  for (const int threads : {4, 1}) {
+    detail::region_failure failure;
+    std::atomic<int> ran{0};
+    DCTCHOP_OMP(omp parallel for num_threads(threads) schedule(dynamic, 1))
+    for (int i = 0; i < 1000; ++i) {
+      if (failure.failed()) continue;
+      failure.run([&] {
+        ++ran;
+        if (i == 3) throw error(errc::io, "no memory for this thread's scratch");
+      });
+    }
+    ASSERT_TRUE(failure.failed());
+    test::expect_error([&] { failure.rethrow(); }, errc::io,
+                       {"no memory for this thread's scratch"});
+    // (With several threads, the others may finish many more before the throw is done.)
+    if (threads == 1) {
+      EXPECT_EQ(ran.load(), 4) << "work went on after the failure";
+    }
+  }
+  detail::region_failure clean;
+  clean.run([] {});
+  EXPECT_FALSE(clean.failed());
+  EXPECT_NO_THROW(clean.rethrow());
 }
 
 TEST(Threads, AProcessForkedAfterThreadedWorkEncodesDecodesAndMeasuresInsteadOfHanging) {

@@ -13,7 +13,6 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -743,33 +742,28 @@ void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, 
   threads = static_cast<int>(std::min<u64>(static_cast<u64>(region_threads(threads)),
                                            std::max<u64>(bp.items, 1)));
   (void)threads;  // unused in a build without OpenMP
-  // An exception must not leave a parallel region (std::terminate): a thread's scratch
-  // memory that cannot be had is kept, its strips skipped, and thrown after the region.
-  std::exception_ptr failed;
-  std::atomic<bool> any_failed{false};
+  // A thread's scratch memory that cannot be had (or any other exception) ends the work of
+  // every thread and is thrown after the region.
+  region_failure failure;
   DCTCHOP_OMP(omp parallel num_threads(threads) if (threads > 1 && bp.items > 1))
   {
     // (encoding reads a const view)
     std::optional<decltype(make_scratch<Real>(B, p.chop, bp.g, true))> s;
-    try {
+    failure.run([&] {
       s.emplace(make_scratch<Real>(B, p.chop, bp.g, std::is_same_v<View, const_sample_view>));
-    } catch (...) {
-      DCTCHOP_OMP(omp critical(dctchop_strip_failure))
-      if (!failed) failed = std::current_exception();
-      any_failed.store(true);
-    }
+    });
     DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
-      if (!s || any_failed.load(std::memory_order_relaxed)) continue;
+      if (!s || failure.failed()) continue;
       const u64 item = static_cast<u64>(it);
       const u64 strip = item % bp.hb;
       const u64 group = item / bp.hb;  // sample * groups + group within the sample
       const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
       const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
-      fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, *s);
+      failure.run([&] { fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, *s); });
     }
   }
-  if (failed) std::rethrow_exception(failed);
+  failure.rethrow();
 }
 
 template <int B, typename In, typename Real>

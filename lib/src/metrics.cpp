@@ -172,44 +172,55 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
   batch.values_per_sample = per_sample;
   batch.samples.resize(a.samples);
   auto& recs = batch.samples;
+  // (An exception, such as memory for a row or the SSIM windows, ends every thread's work
+  // and is thrown after the region.)
+  detail::region_failure failure;
   DCTCHOP_OMP(omp parallel num_threads(nt) if (nt > 1 && samples > 1))
   {
-    std::vector<double> ra(a.width), rb(a.width);
+    std::vector<double> ra, rb;
+    failure.run([&] {
+      ra.resize(a.width);
+      rb.resize(a.width);
+    });
     DCTCHOP_OMP(omp for schedule(dynamic, 1))
     for (i64 si = 0; si < samples; ++si) {
-      const u64 n = static_cast<u64>(si);
-      quality_batch::sample& rec = recs[n];
-      rec.mn = std::numeric_limits<double>::infinity();
-      rec.mx = -rec.mn;
-      if (dense) {
-        const detail::error_stats st = k.sample_stats(a, b, n);
-        rec.sse = st.sse;
-        rec.max_abs = st.max_abs;
-        rec.mn = st.mn;
-        rec.mx = st.mx;
-      }
-      const bool want_ssim =
-          do_ssim && a.height >= k_win && a.width >= k_win;
-      if (!dense) {  // a strided view: walk the rows
-        for (u64 c = 0; c < a.planes; ++c)
-          for (u64 r = 0; r < a.height; ++r) {
-            k.load_row(a, n, c, r, ra.data());
-            k.load_row(b, n, c, r, rb.data());
-            for (u64 x = 0; x < a.width; ++x) {
-              const double d = ra[x] - rb[x];
-              rec.sse += d * d;
-              rec.max_abs = std::max(rec.max_abs, std::fabs(d));
-              rec.mn = std::min(rec.mn, ra[x]);
-              rec.mx = std::max(rec.mx, ra[x]);
+      if (failure.failed()) continue;
+      failure.run([&] {
+        const u64 n = static_cast<u64>(si);
+        quality_batch::sample& rec = recs[n];
+        rec.mn = std::numeric_limits<double>::infinity();
+        rec.mx = -rec.mn;
+        if (dense) {
+          const detail::error_stats st = k.sample_stats(a, b, n);
+          rec.sse = st.sse;
+          rec.max_abs = st.max_abs;
+          rec.mn = st.mn;
+          rec.mx = st.mx;
+        }
+        const bool want_ssim =
+            do_ssim && a.height >= k_win && a.width >= k_win;
+        if (!dense) {  // a strided view: walk the rows
+          for (u64 c = 0; c < a.planes; ++c)
+            for (u64 r = 0; r < a.height; ++r) {
+              k.load_row(a, n, c, r, ra.data());
+              k.load_row(b, n, c, r, rb.data());
+              for (u64 x = 0; x < a.width; ++x) {
+                const double d = ra[x] - rb[x];
+                rec.sse += d * d;
+                rec.max_abs = std::max(rec.max_abs, std::fabs(d));
+                rec.mn = std::min(rec.mn, ra[x]);
+                rec.mx = std::max(rec.mx, ra[x]);
+              }
             }
-          }
-      }
-      if (want_ssim) {
-        if (range > 0) rec.ssim_sum += k.sample_ssim(a, b, n, range);
-        rec.ssim_planes += a.planes;
-      }
+        }
+        if (want_ssim) {
+          if (range > 0) rec.ssim_sum += k.sample_ssim(a, b, n, range);
+          rec.ssim_planes += a.planes;
+        }
+      });
     }
   }
+  failure.rethrow();
   return batch;
 }
 

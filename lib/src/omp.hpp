@@ -8,7 +8,44 @@
 #define DCTCHOP_OMP(directive)
 #endif
 
+#include <atomic>
+#include <exception>
+#include <utility>
+
 namespace dctchop::detail {
+
+/** The first exception thrown in any thread of a parallel region, carried out of it: an
+ *  exception must not leave an OpenMP region (std::terminate ends the process). Threads run
+ *  their work through run(), skip what is left once failed() says so, and the caller calls
+ *  rethrow() after the region. */
+class region_failure {
+ public:
+  /** fn(), keeping its exception (the first one of the region) rather than throwing. */
+  template <typename Fn>
+  void run(Fn&& fn) noexcept {
+    try {
+      std::forward<Fn>(fn)();
+    } catch (...) {
+      keep(std::current_exception());
+    }
+  }
+  bool failed() const noexcept { return failed_.load(std::memory_order_relaxed); }
+  /** After the region: its first exception, if a thread kept one. */
+  void rethrow() const {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  void keep(std::exception_ptr e) noexcept {
+    DCTCHOP_OMP(omp critical(dctchop_region_failure))
+    {
+      if (!first_) first_ = std::move(e);
+    }
+    failed_.store(true, std::memory_order_relaxed);
+  }
+  std::exception_ptr first_;
+  std::atomic<bool> failed_{false};
+};
 
 /** Thread count for a request: 0 means every core; 1 without OpenMP. */
 inline int resolve_threads(int requested) {
