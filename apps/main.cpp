@@ -140,13 +140,11 @@ std::string nrmse_text(const std::optional<double>& v) {
 std::optional<double> finite_double(const std::string& s) {
   // Decimal only: strtod also reads hexadecimal ("0x10" is 16) and skips leading blanks.
   if (s.find_first_of("xXpP \t\n\v\f\r") != std::string::npos) return std::nullopt;
-  errno = 0;
   char* end = nullptr;
   const double x = std::strtod(s.c_str(), &end);
+  // Overflow gives infinity; underflow (1e-320) the nearest value, a subnormal or 0: a
+  // number all the same (std::stod refused it as out of range).
   if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(x)) return std::nullopt;
-  // Underflow (1e-320) gives the nearest value, a subnormal or 0: a number all the same
-  // (std::stod refused it as out of range).
-  if (errno == ERANGE && std::fabs(x) >= std::numeric_limits<double>::min()) return std::nullopt;
   return x;
 }
 

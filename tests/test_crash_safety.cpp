@@ -129,8 +129,8 @@ TEST(CrashSafety, DataAndALabelsFileAppearTogetherOrNeitherChanges) {
 }
 
 TEST(CrashSafety, AnHdf5OutputCutShortAtItsMetadataSaysSoAndLeavesNothing) {
-  // HDF5 writes its metadata (the dataset's header, the chunk index) last, when the file is
-  // flushed: limits just under the finished file's size fail there, after every chunk.
+  // HDF5 writes its metadata (the dataset's header) last, when the file is flushed: limits
+  // just under the finished file's size fail there, after all the data.
   temp_dir dir;
   make_input(dir, 256);
   ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);

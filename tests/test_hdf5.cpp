@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <regex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -1527,6 +1528,47 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   auto raw = cli(dir, "decompress a.dcz -o r.raw --raw --dataset /x");
   EXPECT_EQ(raw.status, 2) << describe(raw);
   EXPECT_FALSE(std::filesystem::exists(dir.file("r.raw")));
+}
+
+TEST(Hdf5Cli, TheDataIsWrittenWithDirectIoAtTheAddressHdf5AllocatedForIt) {
+  // 2500 rows of 33x35x3 (8.3 MiB): the dataset is one contiguous block that dctchop writes
+  // itself, through a descriptor switched to O_DIRECT, in 8 MiB buffers starting at the
+  // block's address (then the rest): strace shows the writes, H5Dget_offset the address.
+  temp_dir dir;
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) {
+    GTEST_SKIP() << "needs strace, allowed to trace its child";
+  }
+  const u64 n = 2500, row = 33 * 35 * 3;
+  std::vector<std::uint8_t> v(n * row);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i * 131 + i / 977) % 256);
+  dctchop::test::save_npy(dir.file("in.npy"), dtype::u8, {n, 33, 35, 3}, v);
+  must(dir, "compress in.npy -o a.dcz -q --chop 8");
+  // (LeakSanitizer cannot run under ptrace: off for these runs in the ASan build.)
+  auto traced = [&](const std::string& output) {
+    auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
+                     "strace -o trace.txt -f -s 0 -e trace=fcntl,pwrite64 "
+                     "DCTCHOP decompress a.dcz -o " + output + " -q");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return read_bytes(dir.file("trace.txt"));
+  };
+  const std::regex direct("F_SETFL, [A-Z_|]*O_DIRECT[A-Z_|]*\\) += 0");
+  if (!std::regex_search(traced("out.npy"), direct)) {
+    GTEST_SKIP() << "this file system refuses O_DIRECT (tmpfs?): outputs are written buffered";
+  }
+  const std::string trace = traced("out.h5");
+  ASSERT_TRUE(std::regex_search(trace, direct)) << "an NPY output had direct I/O here:\n" << trace;
+  auto f = h5_open(dir.file("out.h5"));
+  h5 d(H5Dopen2(f.get(), "/data", H5P_DEFAULT), H5Dclose, "open /data");
+  const haddr_t at = H5Dget_offset(d.get());
+  ASSERT_NE(at, HADDR_UNDEF);
+  EXPECT_EQ(at % 4096, 0u);
+  // (Its result may come on a line of its own: "<unfinished ...>", the flusher is a thread.)
+  EXPECT_TRUE(std::regex_search(trace, std::regex("pwrite64\\([0-9]+, \"\"\\.\\.\\., 8388608, " +
+                                                  std::to_string(at) + "[ )]")))
+      << "no 8 MiB write at the data's address " << at << ":\n" << trace.substr(0, 4000);
+  std::vector<std::uint8_t> back(v.size());
+  h5_check(H5Dread(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, back.data()), "read");
+  EXPECT_TRUE(back == v) << "chop 8 of 8 is exact for u8";
 }
 
 TEST(Hdf5Cli, ATruncatedHdf5InputIsBadInputThatSaysSo) {

@@ -277,7 +277,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     validate(h.codec);
     // Bounded so that no product of samples and bytes per sample can overflow: every check
     // of a chunk's or a range's size relies on it.
-    if (const std::string why = archive_limit_passed(h.geom, h.codec); !why.empty()) {
+    if (const std::string why = archive_limit_passed(h.geom, &h.codec); !why.empty()) {
       corrupt(file, "header describes " + why);
     }
     auto cp = json_integers<u64>(c.at("coeff_plane"));
@@ -517,7 +517,7 @@ void archive_writer::finish() {
 
 // ------------------------------------------------------------------------------ reader
 
-std::string archive_limit_passed(const geometry& g, const codec_params& p) {
+std::string archive_limit_passed(const geometry& g, const codec_params* p) {
   for (const u64 d : g.shape()) {
     if (d > (u64(1) << 40)) return "an axis of " + std::to_string(d) + ", above 2^40";
   }
@@ -532,7 +532,8 @@ std::string archive_limit_passed(const geometry& g, const codec_params& p) {
   if (g.height * g.width > (u64(1) << 36) / std::max<u64>(g.planes, 1)) {
     return "samples of more than 2^36 values";
   }
-  const u64 per_sample = std::max<u64>({coeff_bytes_per_sample(p, g), g.values_per_sample() * 8, 1});
+  const u64 per_sample =
+      std::max<u64>({p ? coeff_bytes_per_sample(*p, g) : 0, g.values_per_sample() * 8, 1});
   if (g.samples > (u64(1) << 62) / per_sample) {
     return "more data than any file holds (samples times bytes a sample above 2^62)";
   }
@@ -1031,15 +1032,19 @@ row_source archive_reader::side_array_in_order(const std::string& name) {
   const u64 rows = s->shape.empty() ? 1 : s->shape[0];
   const u64 row = rows == 0 ? 0 : s->bytes / rows;
   const std::string what = "side array '" + name + "':";
-  auto h = std::make_shared<xxh64_stream>();
-  if (s->bytes == 0) check_digest(h->digest(), s->xxh64, display_name(), what);
-  return [this, name, what, rows, row, expected = s->xxh64, h, next = u64(0)](
-             u64 first, u64 count, void* dst) mutable {
-    if (first != next) throw error(errc::internal, what + " rows asked for out of order");
+  struct progress {
+    xxh64_stream hash;
+    u64 next = 0;  // the row asked for next
+  };
+  // Shared, not captured by value: a copy of the source made midway goes on where it is.
+  auto at = std::make_shared<progress>();
+  if (s->bytes == 0) check_digest(at->hash.digest(), s->xxh64, display_name(), what);
+  return [this, name, what, rows, row, expected = s->xxh64, at](u64 first, u64 count, void* dst) {
+    if (first != at->next) throw error(errc::internal, what + " rows asked for out of order");
     read_side_array_rows(name, first, count, std::span(static_cast<std::byte*>(dst), count * row));
-    h->update(dst, count * row);
-    next += count;
-    if (next == rows && count > 0) check_digest(h->digest(), expected, display_name(), what);
+    at->hash.update(dst, count * row);
+    at->next += count;
+    if (at->next == rows && count > 0) check_digest(at->hash.digest(), expected, display_name(), what);
   };
 }
 

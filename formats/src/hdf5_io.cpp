@@ -17,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
@@ -762,7 +761,7 @@ class hdf5_sink final : public sample_sink {
     });
     file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
     // Our own descriptor of the same file: HDF5 writes its metadata through its own, and this
-    // one writes the data's chunks (direct I/O) or starts the write-out behind HDF5's writes;
+    // one writes the data (direct I/O) or starts the write-out behind HDF5's writes;
     // either way it makes the finished file durable (fsync) before the rename.
     own_fd_ = ::open(temp_.c_str(), O_WRONLY | O_CLOEXEC);
     if (own_fd_ < 0) {

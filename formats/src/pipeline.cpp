@@ -206,12 +206,9 @@ void apply_layout(input_source& in, layout lay) {
   } catch (const error& e) {
     throw error(e.code(), in.name() + ": " + e.what());
   }
-  // The archive's limits, for the codec that stores the most (f32, chop 32 of block 32): what
-  // passes them can be compressed with any options, and no size computed below wraps.
-  codec_params widest;
-  widest.block = widest.chop = 32;
-  widest.coeff = coeff_type::f32;
-  if (const std::string why = archive_limit_passed(in.geom, widest); !why.empty()) {
+  // The archive's limits that hold whatever the codec (make_archive_header checks the rest):
+  // no size computed below wraps.
+  if (const std::string why = archive_limit_passed(in.geom, nullptr); !why.empty()) {
     throw error(errc::bad_input, in.name() + ": shape " + shape_text(in.src->shape()) +
                                      " is too large for an archive: " + why);
   }
@@ -288,6 +285,12 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
                                    double chunk_mb, const std::string& tool_version,
                                    const std::string& created) {
   const geometry& g = src.geom;
+  if (const std::string why = archive_limit_passed(g, &p); !why.empty()) {
+    throw error(errc::bad_input, src.name() + ": shape " + shape_text(src.src->shape()) +
+                                     " is too large for an archive at block " +
+                                     std::to_string(p.block) + ", chop " + std::to_string(p.chop) +
+                                     ", " + std::string(to_string(p.coeff)) + ": " + why);
+  }
   archive_header h;
   h.type = src.type;
   h.geom = g;
@@ -1114,8 +1117,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     auto shape = info->shape;
     shape[0] = end - first;
     const std::string& to = labels_file ? labels_file->path : output;
-    struct stat st {};
-    const bool in_place = to == "-" || (::stat(to.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
+    const bool in_place = to == "-" || check_output_path(to, true).in_place;
     row_source part;
     if (first == 0 && end == total && !in_place) {
       part = r.side_array_in_order("labels");

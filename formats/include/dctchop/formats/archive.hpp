@@ -77,8 +77,9 @@ std::uint64_t predict_archive_bytes(const archive_header& header,
  *  passes (any axis at most 2^40, height and width at most 2^24, at most 2^16 planes and
  *  2^36 values a sample, samples times the larger of the coefficient bytes and 8 bytes a
  *  value at most 2^62: no size computed from them wraps), as text for a message; empty when
- *  none does. Readers call such a header corrupt; compress refuses such data up front. */
-std::string archive_limit_passed(const geometry& g, const codec_params& p);
+ *  none does. Without `p`, the limits that hold whatever the codec. Readers call such a
+ *  header corrupt; compress refuses such data up front. */
+std::string archive_limit_passed(const geometry& g, const codec_params* p);
 
 /** Writes an archive front to back (works on a pipe). The file appears at its path only after
  *  finish(); destroyed before, nothing is left behind. */

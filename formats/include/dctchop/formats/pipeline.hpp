@@ -129,7 +129,7 @@ compress_result compress_npy(const std::string& input, const std::string& output
 struct decompress_options {
   std::uint64_t first = 0;                ///< first sample
   std::optional<std::uint64_t> end;       ///< one past the last sample; default: all
-  std::string labels_out;                 ///< write the labels side array here (.npy)
+  std::string labels_out;  ///< write the labels here only (.npy, FILE.h5[:/dataset], FILE.npz[:array])
   bool overwrite = false;
   progress_fn progress;
 };
