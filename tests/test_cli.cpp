@@ -1637,6 +1637,13 @@ TEST(Cli, DecompressOfDamagedLabelsLeavesNoOutputAndWritesNoneToAPipe) {
   EXPECT_EQ(piped.status, 4) << describe(piped);
   EXPECT_EQ(std::filesystem::file_size(dir.file("l_out.npy")), 0u) << "no label reached the pipe";
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.npy")));
+  // A FIFO is written in place too: checked first, nothing reaches its reader.
+  // (A writer that opens and closes the FIFO afterwards ends the reader; O_RDWR never blocks.)
+  auto fifo = sh(dir, "mkfifo lf && { timeout 10 cat lf > from_fifo & r=$!; } && "
+                      "DCTCHOP decompress a.dcz -o out.npy --labels-out lf -q; s=$?; "
+                      "exec 3<>lf; exec 3>&-; wait $r; exit $s");
+  EXPECT_EQ(fifo.status, 4) << describe(fifo);
+  EXPECT_EQ(read_bytes(dir.file("from_fifo")), "") << "no label reached the FIFO";
 }
 
 TEST(Cli, DecompressSaysWhereTheLabelsGoWhenItsOutputHasNoPlaceForThem) {
