@@ -207,6 +207,12 @@ u64 chunk_hash(const unsigned char* record, std::span<const std::byte> payload) 
   return h.digest();
 }
 
+/** A side array's rows along its first axis (a scalar is one) and the bytes of each. */
+std::pair<u64, u64> rows_of(const side_array_info& s) {
+  const u64 rows = s.shape.empty() ? 1 : s.shape[0];
+  return {rows, rows == 0 ? 0 : s.bytes / rows};
+}
+
 [[noreturn]] void corrupt(const std::string& file, const std::string& what) {
   throw error(errc::corrupt, file + ": corrupt archive: " + what);
 }
@@ -1018,8 +1024,7 @@ void archive_reader::read_side_array_rows(const std::string& name, u64 first, u6
                                           std::span<std::byte> dst) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
-  const u64 rows = s->shape.empty() ? 1 : s->shape[0];
-  const u64 row = rows == 0 ? 0 : s->bytes / rows;
+  const auto [rows, row] = rows_of(*s);
   if (first > rows || count > rows - first || dst.size() != count * row) {
     throw error(errc::internal, "side array rows out of range");
   }
@@ -1029,8 +1034,7 @@ void archive_reader::read_side_array_rows(const std::string& name, u64 first, u6
 row_source archive_reader::side_array_in_order(const std::string& name) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
-  const u64 rows = s->shape.empty() ? 1 : s->shape[0];
-  const u64 row = rows == 0 ? 0 : s->bytes / rows;
+  const auto [rows, row] = rows_of(*s);
   const std::string what = "side array '" + name + "':";
   struct progress {
     xxh64_stream hash;

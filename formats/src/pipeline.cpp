@@ -1050,12 +1050,12 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const bool random = r.random_access();
   const std::size_t first_chunk = random ? r.chunk_of(first) : 0;
   const std::size_t last_chunk = random ? r.chunk_of(end - 1) : 0;
+  const u64 slot_bytes = max_chunk * (cbps + ibps);
   const pipeline_workers crew =
-      make_workers(be, max_chunk * (cbps + ibps),
+      make_workers(be, slot_bytes,
                    random ? last_chunk - first_chunk + 1 : (total + max_chunk - 1) / max_chunk);
   std::vector<slot_buffers> slot(crew.slots());
-  allocate_for(r.display_name(), slot.size(), max_chunk,
-               double(slot.size()) * double(max_chunk) * double(cbps + ibps), [&] {
+  allocate_for(r.display_name(), slot.size(), max_chunk, double(slot.size()) * double(slot_bytes), [&] {
                  for (auto& b : slot) {  // a chunk holds at most max_chunk samples
                    b.coeffs = host_buffer(be, max_chunk * cbps);
                    b.out = host_buffer(be, max_chunk * ibps);

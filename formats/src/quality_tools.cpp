@@ -356,14 +356,12 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     byte_buffer in;           // the original, for the measurement
     quality_batch measured;
   };
+  const u64 slot_bytes = h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps);
   const pipeline_workers crew =
-      make_workers(be, h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps),
-                   (h.geom.samples + h.samples_per_chunk - 1) / h.samples_per_chunk);
+      make_workers(be, slot_bytes, (h.geom.samples + h.samples_per_chunk - 1) / h.samples_per_chunk);
   std::vector<slot_buffers> slot(crew.slots());
   allocate_for(r.display_name(), slot.size(), h.samples_per_chunk,
-               double(slot.size()) * double(h.samples_per_chunk) *
-                   double(h.coeff_bytes_per_sample() + 2 * ibps),
-               [&] {
+               double(slot.size()) * double(slot_bytes), [&] {
                  for (auto& b : slot) {  // a chunk holds at most samples_per_chunk samples
                    b.coeffs = host_buffer(be, h.samples_per_chunk * h.coeff_bytes_per_sample());
                    b.out = host_buffer(be, h.samples_per_chunk * ibps);

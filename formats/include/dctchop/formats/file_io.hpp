@@ -214,7 +214,8 @@ void keep_mode_and_owner(int fd, const output_target& t) noexcept;
 
 /** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
  *  rename into place is atomic): `try_create(candidate)` creates it exclusively and returns
- *  false when that name is taken (any other failure it throws, refuse_temp_file). Returns the name used; error(io) after 100 taken names. */
+ *  false when that name is taken (any other failure it throws, refuse_temp_file). Returns
+ *  the name used; error(io) after 100 taken names. */
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create);
 

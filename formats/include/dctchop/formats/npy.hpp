@@ -103,10 +103,10 @@ class npy_writer {
                            const std::vector<std::uint64_t>& shape, bool overwrite);
   /** Append native-endian C-order rows; the total must reach shape[0] rows before finish(). */
   void write_rows(const void* src, std::uint64_t count);
-  /** Check the row count, flush and move the file into place. */
   /** Check the row count and make the file durable (output_file::flush_to_disk): finish()
    *  then only names it. */
   void prepare();
+  /** prepare() if not done, then move the file into place. */
   void finish();
   /** After finish(): output_file::withdraw. */
   void withdraw() noexcept;
