@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "dctchop/error.hpp"
 #include "dctchop/formats/file_io.hpp"
@@ -13,9 +15,11 @@
 
 namespace dctchop::formats::detail {
 
-std::unique_ptr<direct_writer> direct_writer::start(int fd, std::string name, int buffers) {
+std::unique_ptr<direct_writer> direct_writer::start(int fd, std::string name, std::uint64_t offset,
+                                                    int buffers) {
 #if defined(O_DIRECT)
-  std::unique_ptr<direct_writer> w(new direct_writer(fd, std::move(name)));
+  if (offset % align != 0) return nullptr;
+  std::unique_ptr<direct_writer> w(new direct_writer(fd, std::move(name), offset));
   for (int i = 0; i < buffers; ++i) {
     auto* b = static_cast<std::byte*>(std::aligned_alloc(align, buffer_bytes));
     if (b == nullptr) return nullptr;
@@ -34,6 +38,7 @@ std::unique_ptr<direct_writer> direct_writer::start(int fd, std::string name, in
 #else
   (void)fd;
   (void)name;
+  (void)offset;
   (void)buffers;
   return nullptr;
 #endif
@@ -48,6 +53,36 @@ direct_writer::~direct_writer() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (auto* b : owned_) std::free(b);
+}
+
+void direct_writer::append(const void* data, std::size_t n) {
+  const auto* p = static_cast<const std::byte*>(data);
+  while (n > 0) {
+    if (buf_ == nullptr) buf_ = acquire();
+    const std::size_t k = std::min(n, buffer_bytes - fill_);
+    std::memcpy(buf_ + fill_, p, k);
+    fill_ += k;
+    p += k;
+    n -= k;
+    if (fill_ == buffer_bytes) {
+      submit(std::exchange(buf_, nullptr), fill_, next_);
+      next_ += std::exchange(fill_, 0);
+    }
+  }
+}
+
+void direct_writer::finish() {
+  const std::size_t whole = fill_ / align * align;
+  std::byte* last = std::exchange(buf_, nullptr);
+  if (last != nullptr && whole > 0) submit(last, whole, next_);
+  drain();
+  if (last != nullptr) {
+    // The flusher has handed `last` back, and only this thread takes buffers: its partial
+    // block is still there to write.
+    write_tail(last + whole, fill_ - whole, next_ + whole);
+    if (whole == 0) release(last);
+  }
+  next_ += std::exchange(fill_, 0);
 }
 
 void direct_writer::rethrow_locked() {

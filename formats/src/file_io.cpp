@@ -407,8 +407,6 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     position_ = o.position_;
     behind_ = o.behind_;
     direct_ = std::move(o.direct_);
-    buf_ = std::exchange(o.buf_, nullptr);
-    fill_ = std::exchange(o.fill_, 0);
     check_ = std::move(o.check_);
     watched_ = std::exchange(o.watched_, watched::no);
     nb_fd_ = std::exchange(o.nb_fd_, -1);
@@ -419,9 +417,7 @@ output_file& output_file::operator=(output_file&& o) noexcept {
 output_file::~output_file() { abandon(); }
 
 void output_file::abandon() noexcept {
-  direct_.reset();  // stops the flusher before the descriptor closes; frees buf_
-  buf_ = nullptr;
-  fill_ = 0;
+  direct_.reset();  // stops the flusher before the descriptor closes
   unwatch();
   if (fd_ >= 0 && !is_stdout_) {
     ::close(fd_);
@@ -507,20 +503,7 @@ void output_file::write_fd(const void* src, std::size_t n) {
 void output_file::write(const void* src, std::size_t n) {
   if (fd_ < 0) throw error(errc::internal, display_name() + ": write after close");
   if (direct_) {
-    const auto* p = static_cast<const std::byte*>(src);
-    std::size_t left = n;
-    while (left > 0) {
-      if (buf_ == nullptr) buf_ = direct_->acquire();
-      const std::size_t k = std::min(left, detail::direct_writer::buffer_bytes - fill_);
-      std::memcpy(buf_ + fill_, p, k);
-      fill_ += k;
-      p += k;
-      left -= k;
-      if (fill_ == detail::direct_writer::buffer_bytes) {
-        direct_->submit(std::exchange(buf_, nullptr), fill_, position_ + (n - left) - fill_);
-        fill_ = 0;
-      }
-    }
+    direct_->append(src, n);
   } else {
     write_fd(src, n);
     behind_.advance(position_ + n);
@@ -573,19 +556,7 @@ void output_file::withdraw() noexcept {
 void output_file::flush_to_disk() {
   if (flushed_ || committed_ || is_stdout_ || target_.in_place || fd_ < 0) return;
   if (direct_) {
-    // Whole blocks go direct; the partial last block through the page cache.
-    const std::uint64_t at = position_ - fill_;
-    const std::size_t whole = fill_ / detail::direct_writer::align * detail::direct_writer::align;
-    std::byte* last = std::exchange(buf_, nullptr);
-    if (last != nullptr) {
-      if (whole > 0) direct_->submit(last, whole, at);
-      direct_->drain();
-      direct_->write_tail(last + whole, fill_ - whole, at + whole);
-      if (whole == 0) direct_->release(last);
-    } else {
-      direct_->drain();
-    }
-    fill_ = 0;
+    direct_->finish();
     direct_.reset();
   }
   if (::fsync(fd_) != 0 && errno != EINVAL) {

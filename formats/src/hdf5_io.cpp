@@ -839,7 +839,8 @@ class hdf5_sink final : public sample_sink {
       throw error(errc::internal, name() + ": more rows written than the shape holds");
     }
     if (direct_) {
-      write_direct(static_cast<const std::byte*>(src), count);
+      direct_->append(src, count * row_bytes_);
+      rows_ += count;
       return;
     }
     const auto sel = select_rows(dset_.get(), shape_, rows_, count, name());
@@ -862,46 +863,7 @@ class hdf5_sink final : public sample_sink {
   void find_data_address() {
     const haddr_t a = H5Dget_offset(dset_.get());
     if (a == HADDR_UNDEF || a % direct_writer::align != 0) return;
-    direct_ = direct_writer::start(own_fd_, path_);
-    data_addr_ = a;
-  }
-
-  /** Rows go into the current buffer, which goes to the disk when full. */
-  void write_direct(const std::byte* p, u64 count) {
-    for (u64 left = count * row_bytes_; left > 0;) {
-      if (buf_ == nullptr) {
-        buf_ = direct_->acquire();
-        buf_fill_ = 0;
-      }
-      const u64 k = std::min<u64>(left, direct_writer::buffer_bytes - buf_fill_);
-      std::memcpy(buf_ + buf_fill_, p, k);
-      buf_fill_ += k;
-      p += k;
-      left -= k;
-      if (buf_fill_ == direct_writer::buffer_bytes) {
-        direct_->submit(std::exchange(buf_, nullptr), buf_fill_, data_addr_ + direct_done_);
-        direct_done_ += std::exchange(buf_fill_, 0);
-      }
-    }
-    rows_ += count;
-  }
-
-  /** The last buffer: its whole 4 KiB blocks directly, the rest through the page cache
-   *  (the bytes after the data are HDF5's, never to be written over); then wait for all. */
-  void finish_direct() {
-    std::vector<std::byte> tail;
-    const u64 whole = buf_fill_ / direct_writer::align * direct_writer::align;
-    if (buf_ != nullptr) {
-      tail.assign(buf_ + whole, buf_ + buf_fill_);
-      if (whole > 0) {
-        direct_->submit(std::exchange(buf_, nullptr), whole, data_addr_ + direct_done_);
-      } else {
-        direct_->release(std::exchange(buf_, nullptr));
-      }
-    }
-    direct_->drain();
-    if (!tail.empty()) direct_->write_tail(tail.data(), tail.size(), data_addr_ + direct_done_ + whole);
-    direct_done_ += std::exchange(buf_fill_, 0);
+    direct_ = direct_writer::start(own_fd_, path_, a);
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
@@ -946,7 +908,7 @@ class hdf5_sink final : public sample_sink {
                                       std::to_string(want) + " rows");
     }
     if (direct_) {
-      finish_direct();
+      direct_->finish();  // the bytes after the data are HDF5's, never written over
       direct_.reset();
     }
     {
@@ -1046,14 +1008,11 @@ class hdf5_sink final : public sample_sink {
   bool prepared_ = false, finished_ = false;
   int own_fd_ = -1;
   write_behind behind_;
-  // The direct path (see find_data_address): rows of row_bytes_ from data_addr_ on.
+  // The direct path (see find_data_address): rows of row_bytes_ from the data's address on.
   static constexpr u64 direct_min_bytes = u64(64) << 10;
   bool direct_data_ = false;  // the dataset was made for it
   u64 row_bytes_ = 1;
-  haddr_t data_addr_ = 0;
   std::unique_ptr<direct_writer> direct_;
-  std::byte* buf_ = nullptr;
-  u64 buf_fill_ = 0, direct_done_ = 0;  // bytes in buf_; bytes submitted before it
 };
 
 }  // namespace

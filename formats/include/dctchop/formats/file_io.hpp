@@ -180,11 +180,7 @@ class output_file {
   bool flushed_ = false;  // flush_to_disk() done
   std::uint64_t position_ = 0;
   write_behind behind_;
-  // The direct I/O path, while in use: buf_ (acquired from direct_) holds fill_ bytes that
-  // belong at file offset position_ - fill_.
-  std::unique_ptr<detail::direct_writer> direct_;
-  std::byte* buf_ = nullptr;
-  std::size_t fill_ = 0;
+  std::unique_ptr<detail::direct_writer> direct_;  // the direct I/O path, while in use
   // watch(): the check, and how a watched stream is written without blocking: through a
   // non-blocking description of the same pipe of our own (nb_fd_, so that the O_NONBLOCK of
   // a pipe shared with other processes stays as it is), with send(MSG_DONTWAIT) on a socket,
