@@ -1037,7 +1037,9 @@ void archive_reader::read_side_array_rows(const std::string& name, u64 first, u6
 row_source archive_reader::side_array_in_order(const std::string& name) {
   const side_array_info* s = find_side_array(name);
   if (s == nullptr) throw error(errc::internal, "no side array named " + name);
-  const auto [rows, row] = rows_of(*s);
+  // Not a structured binding: clang before 16 cannot capture one in a lambda.
+  const std::pair<u64, u64> shape = rows_of(*s);
+  const u64 rows = shape.first, row = shape.second;
   const std::string what = "side array '" + name + "':";
   struct progress {
     xxh64_stream hash;
