@@ -1146,7 +1146,9 @@ int run(int argc, char** argv) {
                   c_out == "-" ? "<stdout>" : c_out, shape_text(r.geom.shape()),
                   to_string(r.type), to_string(r.geom.lay), r.codec.block, r.codec.chop,
                   to_string(r.codec.coeff));
-        log->info("  {} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
+        log->info("  {}{} -> {}: ratio {:.2f}x ({:.3f} bits/value)", human_bytes(r.input_bytes),
+                  r.labels_source.empty() ? std::string()
+                                          : " (labels " + human_bytes(r.labels_bytes) + ")",
                   human_bytes(r.archive_bytes), r.ratio(), r.bits_per_value());
         if (r.q) log->info("  {}", quality_line(*r.q));
         if (r.nonfinite_replaced) {

@@ -658,6 +658,7 @@ nlohmann::json compress_result::to_json() const {
   j["samples_per_chunk"] = samples_per_chunk;
   j["chunks"] = chunks;
   j["input_bytes"] = input_bytes;
+  if (!labels_source.empty()) j["labels_bytes"] = labels_bytes;
   j["archive_bytes"] = archive_bytes;
   j["ratio"] = ratio();
   j["bits_per_value"] = bits_per_value();
@@ -775,7 +776,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.codec = p;
   r.samples_per_chunk = spc;
   r.chunks = chunks;
-  r.input_bytes = g.samples * ibps;
+  r.labels_bytes = labels ? labels->rows() * labels->row_bytes() : 0;
+  r.input_bytes = g.samples * ibps + r.labels_bytes;
   r.values = g.samples * g.values_per_sample();
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
   if (measure) {

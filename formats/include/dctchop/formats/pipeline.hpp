@@ -100,7 +100,11 @@ struct compress_result {
   dtype type = dtype::u8;
   codec_params codec;
   std::uint64_t samples_per_chunk = 0, chunks = 0;
+  /** input_bytes: everything the archive holds, as read: the data and the labels (which
+   *  are stored as they are; per-pixel masks can be as large as the images, and a ratio of
+   *  the data alone to an archive that holds both would say the archive grew). */
   std::uint64_t input_bytes = 0, archive_bytes = 0, values = 0;
+  std::uint64_t labels_bytes = 0;       ///< the labels' part of input_bytes
   std::optional<quality> q;             ///< when measured
   std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
   std::vector<std::string> notes;       ///< things to tell the user (e.g. the dataset chosen)
