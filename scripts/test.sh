@@ -80,9 +80,19 @@ if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$ASAN" --output-on-failure -j"$JOBS"
 
+  # The TSan build compiles with clang where it links a ThreadSanitizer program (setup.sh
+  # installs clang and its runtime for the fuzzers): a second compiler over the library's
+  # code at no extra cost (73 s to build here, GCC 77), for what GCC takes and clang does
+  # not (a structured binding captured by a lambda once broke the fuzz build, unseen by CI).
+  # A folder configured before keeps its compiler.
   TSAN="$BUILD-tsan"
+  tsan_cc=()
+  if [ ! -f "$TSAN/CMakeCache.txt" ] && command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1 &&
+     echo 'int main() {}' | clang++ -x c++ -fsanitize=thread -o /dev/null - >/dev/null 2>&1; then
+    tsan_cc=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+  fi
   sanitized "$TSAN" "-fsanitize=thread -fno-omit-frame-pointer" -DDCTCHOP_WITH_OPENMP=OFF \
-    -DDCTCHOP_THREAD_TESTS_ONLY=ON
+    -DDCTCHOP_THREAD_TESTS_ONLY=ON "${tsan_cc[@]}"
   cmake --build "$TSAN" -j"$JOBS" --target dctchop_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN/tests/dctchop_tests"
 fi

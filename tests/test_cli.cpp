@@ -1326,7 +1326,7 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
   header("huge.npy", "|u1", "(262144, 262144)");
   header("huge_f64.npy", "<f8", "(262144, 262144)");
   header("wide.npy", "|u1", "(1, 67108864)");
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(DCTCHOP_TEST_ASAN)
   GTEST_SKIP() << "AddressSanitizer's operator new reports an impossible size and aborts; it "
                   "does not throw std::bad_alloc";
 #endif
@@ -1351,7 +1351,7 @@ TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
   // stack a thread): a worker per chunk and an OpenMP team per strip of work, not a
   // thousand of each (which failed: "Resource temporarily unavailable", or libgomp ending
   // the process).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
   GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
 #endif
   temp_dir dir;

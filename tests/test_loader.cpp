@@ -412,7 +412,7 @@ TEST(Loader, PrefetchChangesNothingAndCoefficientsCanBeHandedOutUndecoded) {
 TEST(Loader, AForkedChildGoesOnWhereTheLoaderStoodAndCanDropIt) {
   // fork() copies only the calling thread: a loader's prefetch thread stayed behind, and the
   // child's next() waited for it forever (an IterableDataset in DataLoader workers).
-#if defined(__SANITIZE_THREAD__)
+#if defined(DCTCHOP_TEST_TSAN)
   GTEST_SKIP() << "ThreadSanitizer ends a child that starts a thread after a multi-threaded "
                   "fork (die_after_fork); the renewal does just that";
 #endif
@@ -427,7 +427,7 @@ TEST(Loader, AForkedChildGoesOnWhereTheLoaderStoodAndCanDropIt) {
   for (int i = 0; i < 5; ++i) l->next();  // 5 of 15 batches of epoch 0; the thread works ahead
   // The child goes on with the file it had open, whatever became of the name.
   std::filesystem::rename(a, a + ".moved");
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(DCTCHOP_TEST_ASAN)
   // GCC 12's AddressSanitizer takes no allocator lock around fork(), as glibc's malloc does:
   // a child forked while the prefetch thread is inside malloc waits on that lock forever. Let
   // the thread fill its queue and wait first (with glibc's malloc no such wait is needed).

@@ -36,6 +36,24 @@
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
 
+// Whether the tests run under AddressSanitizer or ThreadSanitizer: GCC says so with
+// __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__, clang (the TSan build's compiler where it is
+// installed) only through __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define DCTCHOP_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DCTCHOP_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define DCTCHOP_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DCTCHOP_TEST_TSAN 1
+#endif
+#endif
+
 #ifndef DCTCHOP_SAMPLE_DIR
 #error "DCTCHOP_SAMPLE_DIR must name the sample_data folder"
 #endif
