@@ -1156,7 +1156,7 @@ int run(int argc, char** argv) {
         }
         for (const auto& w : r.warnings) log->warn("  note: {}", w);
         log->info("  {:.3f} s, {:.3g} GB/s of input ({} chunk{} of up to {} sample{}, backend {})",
-                  r.seconds, formats::gb_per_s(r.input_bytes, r.seconds),
+                  r.seconds, formats::gb_per_s(r.data_bytes(), r.seconds),
                   r.chunks, r.chunks == 1 ? "" : "s", r.samples_per_chunk,
                   r.samples_per_chunk == 1 ? "" : "s", be->name());
         if (!r.reader.empty()) log->info("  read: {}", r.reader);

@@ -84,12 +84,18 @@ if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   # installs clang and its runtime for the fuzzers): a second compiler over the library's
   # code at no extra cost (73 s to build here, GCC 77), for what GCC takes and clang does
   # not (a structured binding captured by a lambda once broke the fuzz build, unseen by CI).
-  # A folder configured before keeps its compiler.
+  # A folder configured before keeps its compiler, and CC/CXX set by the user are theirs.
   TSAN="$BUILD-tsan"
   tsan_cc=()
-  if [ ! -f "$TSAN/CMakeCache.txt" ] && command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1 &&
-     echo 'int main() {}' | clang++ -x c++ -fsanitize=thread -o /dev/null - >/dev/null 2>&1; then
-    tsan_cc=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+  if [ ! -f "$TSAN/CMakeCache.txt" ] && [ -z "${CC:-}${CXX:-}" ] && command -v clang >/dev/null 2>&1 &&
+     command -v clang++ >/dev/null 2>&1; then
+    probe="$(mktemp -d)"
+    printf '#include <thread>\nint main() { std::thread([] {}).join(); }\n' > "$probe/p.cpp"
+    if clang++ -std=c++20 -fsanitize=thread "$probe/p.cpp" -o "$probe/p" >/dev/null 2>&1 &&
+       "$probe/p" >/dev/null 2>&1; then
+      tsan_cc=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+    fi
+    rm -rf "$probe"
   fi
   sanitized "$TSAN" "-fsanitize=thread -fno-omit-frame-pointer" -DDCTCHOP_WITH_OPENMP=OFF \
     -DDCTCHOP_THREAD_TESTS_ONLY=ON "${tsan_cc[@]}"

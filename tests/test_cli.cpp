@@ -1557,11 +1557,21 @@ TEST(Cli, LabelsCountInTheRatioOnBothSidesAsTheyAreStoredAsTheyAre) {
   EXPECT_NEAR(cj.at("ratio").get<double>(), double(data + labels) / double(file_bytes), 1e-12);
   EXPECT_GT(cj["ratio"].get<double>(), 1.0);
   EXPECT_EQ(cj.at("notes"), json::array()) << c.out;
+  // Bits per value and throughput are of the data: the labels are no values of it, and are
+  // copied, not coded.
+  const double values = 40.0 * 16 * 16 * 3;
+  EXPECT_NEAR(cj.at("bits_per_value").get<double>(), 8.0 * double(file_bytes - labels) / values, 1e-9);
+  EXPECT_LT(cj.at("bits_per_value").get<double>(), 8.0);
+  const double seconds = cj.at("seconds").get<double>();
+  ASSERT_GT(seconds, 0.0);
+  EXPECT_NEAR(cj.at("throughput_gbps").get<double>(), double(data) / seconds / 1e9, 1e-9);
   // info reads the same figures back from the footer.
   auto i = cli(dir, "info a.dcz --json");
   ASSERT_EQ(i.status, 0) << describe(i);
-  EXPECT_EQ(parse_json(i.out).at("input_bytes").get<u64>(), data + labels);
-  EXPECT_NEAR(parse_json(i.out).at("ratio").get<double>(), cj["ratio"].get<double>(), 1e-12);
+  const json ij = parse_json(i.out);
+  EXPECT_EQ(ij.at("input_bytes").get<u64>(), data + labels);
+  EXPECT_NEAR(ij.at("ratio").get<double>(), cj["ratio"].get<double>(), 1e-12);
+  EXPECT_NEAR(ij.at("bits_per_value").get<double>(), cj["bits_per_value"].get<double>(), 1e-12);
   // The text report says how much of the input the labels were; without labels, nothing.
   auto t = cli(dir, "compress in.npy --labels masks.npy -o b.dcz");
   ASSERT_EQ(t.status, 0) << describe(t);

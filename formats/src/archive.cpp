@@ -895,9 +895,8 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     // plus 256 MiB, are no labels a writer stores.
     const u64 values = header_.geom.samples * header_.geom.values_per_sample();  // < 2^59
     const u64 most = values * 8 + (u64(256) << 20);
-    // A pipe's worth at a time (a read from a pipe returns at most that): a buffer of 1 MiB,
-    // zero-filled and paged in anew for every archive read as a stream, cost more than the
-    // reads of a small archive's tail.
+    // 64 KiB at a time (a pipe's default capacity): a buffer of 1 MiB, zero-filled and paged
+    // in anew for every archive read as a stream, cost more than a small archive's whole tail.
     std::vector<std::byte> buf(std::size_t(64) << 10);
     for (;;) {
       const std::size_t n = file_.read(buf.data(), buf.size());

@@ -663,7 +663,7 @@ nlohmann::json compress_result::to_json() const {
   j["ratio"] = ratio();
   j["bits_per_value"] = bits_per_value();
   j["seconds"] = seconds;
-  j["throughput_gbps"] = gb_per_s(input_bytes, seconds);
+  j["throughput_gbps"] = gb_per_s(data_bytes(), seconds);
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
   if (nonfinite_replaced) j["nonfinite_replaced"] = *nonfinite_replaced;
   j["notes"] = notes;
@@ -777,7 +777,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.samples_per_chunk = spc;
   r.chunks = chunks;
   r.labels_bytes = labels ? labels->rows() * labels->row_bytes() : 0;
-  r.input_bytes = g.samples * ibps + r.labels_bytes;
+  r.input_bytes = g.samples * ibps + r.labels_bytes;  // < 2^64: each is below 2^62 (open_dataset)
   r.values = g.samples * g.values_per_sample();
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
   if (measure) {
@@ -1209,8 +1209,10 @@ nlohmann::json archive_info(const std::string& input) {
   const auto& f = r.footer();
   j["chunks"] = r.chunks().size();
   nlohmann::json sides = nlohmann::json::array();
+  u64 side_bytes = 0;  // each below the file's size (the reader checks): no wrap
   for (const auto& s : r.side_arrays()) {
     sides.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"bytes", s.bytes}});
+    side_bytes += s.bytes;
   }
   j["side_arrays"] = sides;
   if (f.contains("quality")) {
@@ -1221,16 +1223,16 @@ nlohmann::json archive_info(const std::string& input) {
   if (f.contains("nonfinite_replaced")) j["nonfinite_replaced"] = f["nonfinite_replaced"];
   if (bytes > 0) {
     j["archive_bytes"] = bytes;
-    // The footer's figure is informative (ARCHIVE.md); the header's shape and dtype give the
-    // same for archives of other writers that leave it out.
+    // The footer's figure is informative (ARCHIVE.md); the header's shape and dtype and the
+    // side arrays give the same for archives of other writers that leave it out.
     const u64 values = h.geom.samples * h.geom.values_per_sample();
     const u64 input_bytes = f.contains("input_bytes") && f["input_bytes"].is_number_unsigned()
                                 ? f["input_bytes"].get<u64>()
-                                : values * size_of(h.type);
+                                : values * size_of(h.type) + side_bytes;
     if (input_bytes > 0 && values > 0) {
       j["input_bytes"] = input_bytes;
       j["ratio"] = double(input_bytes) / double(bytes);
-      j["bits_per_value"] = 8.0 * double(bytes) / double(values);
+      j["bits_per_value"] = bits_per_value(bytes, side_bytes, values);
     }
   }
   return j;

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
                         worst == r.q->max_abs_error &&
                         std::fabs(sse / double(a.size()) - r.q->mse) <= 1e-9 * r.q->mse;
     std::printf("values: max error %g (reported %g)\n", worst, r.q ? r.q->max_abs_error : -1.0);
-    return back.output_bytes == r.input_bytes && r.ratio() > 1 && values &&
+    return back.output_bytes == r.data_bytes() && r.ratio() > 1 && values &&
                    seen == loader.samples()
                ? 0
                : 1;

@@ -25,6 +25,13 @@ inline double gb_per_s(std::uint64_t bytes, double seconds) {
   return seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
 }
 
+/** Bits per value of the data: 8 x the archive's bytes, less the side arrays' (labels, stored
+ *  as they are: no values of the data), per value; 0 without values. */
+inline double bits_per_value(std::uint64_t archive_bytes, std::uint64_t side_bytes,
+                             std::uint64_t values) {
+  return values ? 8.0 * double(archive_bytes - side_bytes) / double(values) : 0.0;
+}
+
 /** Called after each chunk with (samples done, samples in total), and with (0, total) during
  *  the passes that come before the first chunk (a float input's range, a target's trials).
  *  May throw to cancel. (0, 0) is only that chance to cancel: made before each chunk's read,
@@ -117,7 +124,10 @@ struct compress_result {
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
   double seconds = 0.0;                 ///< wall time of the whole operation
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
-  double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
+  /** Of the data alone: the labels' bytes are no values of it. */
+  double bits_per_value() const { return formats::bits_per_value(archive_bytes, labels_bytes, values); }
+  /** The data's bytes, which the codec read (throughput is of these; labels are copied). */
+  std::uint64_t data_bytes() const { return input_bytes - labels_bytes; }
   nlohmann::json to_json() const;
 };
 
