@@ -862,8 +862,7 @@ class hdf5_sink final : public sample_sink {
    *  Any surprise (no address, an unaligned one) leaves the writing to HDF5. */
   void find_data_address() {
     const haddr_t a = H5Dget_offset(dset_.get());
-    if (a == HADDR_UNDEF || a % direct_writer::align != 0) return;
-    direct_ = direct_writer::start(own_fd_, path_, a);
+    if (a != HADDR_UNDEF) direct_ = direct_writer::start(own_fd_, path_, a);
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,

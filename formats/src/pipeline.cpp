@@ -711,7 +711,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   // be.threads() workers at once, one chunk each, and written in order by a writer thread.
   // Each slot holds one chunk's buffers; memory is slots x (input, coefficients, decoded).
   const u64 slot_bytes = spc * (ibps * (measure ? 2 : 1) + cbps);
-  const pipeline_workers crew = make_workers(be, slot_bytes, (g.samples + spc - 1) / spc);
+  const pipeline_workers crew = make_workers(be, slot_bytes, chunk_count(g.samples, spc));
   const unsigned workers = crew.count();
   const std::size_t slots = crew.slots();
   struct slot_buffers {
@@ -1055,7 +1055,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const u64 slot_bytes = max_chunk * (cbps + ibps);
   const pipeline_workers crew =
       make_workers(be, slot_bytes,
-                   random ? last_chunk - first_chunk + 1 : (total + max_chunk - 1) / max_chunk);
+                   random ? last_chunk - first_chunk + 1 : chunk_count(total, max_chunk));
   std::vector<slot_buffers> slot(crew.slots());
   allocate_for(r.display_name(), slot.size(), max_chunk, double(slot.size()) * double(slot_bytes), [&] {
                  for (auto& b : slot) {  // a chunk holds at most max_chunk samples

@@ -251,6 +251,9 @@ struct pipeline_workers {
  *  workers than chunks. */
 pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks);
 
+/** The chunks that `samples` samples make at `per_chunk` (> 0) a chunk. */
+inline u64 chunk_count(u64 samples, u64 per_chunk) { return (samples + per_chunk - 1) / per_chunk; }
+
 /** Whether q meets every target. A target whose figure is undefined on this data (PSNR of
  *  constant float data, SSIM of planes below 7x7, ...) is an error(quality_not_met) naming
  *  `name` and the reason. */

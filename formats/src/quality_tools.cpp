@@ -358,7 +358,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   };
   const u64 slot_bytes = h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps);
   const pipeline_workers crew =
-      make_workers(be, slot_bytes, (h.geom.samples + h.samples_per_chunk - 1) / h.samples_per_chunk);
+      make_workers(be, slot_bytes, chunk_count(h.geom.samples, h.samples_per_chunk));
   std::vector<slot_buffers> slot(crew.slots());
   allocate_for(r.display_name(), slot.size(), h.samples_per_chunk,
                double(slot.size()) * double(slot_bytes), [&] {

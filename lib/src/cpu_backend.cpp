@@ -89,12 +89,13 @@ const pid_t loaded_in = ::getpid();
 }  // namespace
 #endif
 
-int region_threads(int threads) {
+int region_threads(int threads, std::uint64_t work) {
 #if defined(_OPENMP)
-  if (threads <= 1) return 1;
-  return ::getpid() == loaded_in ? threads : 1;
+  if (threads <= 1 || work <= 1 || ::getpid() != loaded_in) return 1;
+  return static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(threads), work));
 #else
   (void)threads;
+  (void)work;
   return 1;
 #endif
 }

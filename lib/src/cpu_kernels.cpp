@@ -736,11 +736,7 @@ batch_plan plan_batch(const codec_params& p, const View& v) {
 template <int B, typename Real, typename View, typename Fn>
 void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
                     Fn&& fn) {
-  // One thread in a forked child (omp.hpp), and no more than there are strips: a team of a
-  // thousand for a few strips costs a thousand thread starts, and the system may refuse
-  // them (libgomp then ends the process).
-  threads = static_cast<int>(std::min<u64>(static_cast<u64>(region_threads(threads)),
-                                           std::max<u64>(bp.items, 1)));
+  threads = region_threads(threads, bp.items);  // no more than the strips; 1 in a forked child
   (void)threads;  // unused in a build without OpenMP
   // A thread's scratch memory that cannot be had (or any other exception) ends the work of
   // every thread and is thrown after the region.

@@ -155,10 +155,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
     throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
   }
   const i64 samples = static_cast<i64>(a.samples);
-  // No more threads than samples (a team beyond the work costs thread starts, and the system
-  // may refuse them: libgomp then ends the process).
-  [[maybe_unused]] const int nt = static_cast<int>(std::min<i64>(
-      detail::region_threads(resolve_threads(threads)), std::max<i64>(samples, 1)));
+  [[maybe_unused]] const int nt = detail::region_threads(resolve_threads(threads), a.samples);
   const metric_kernels& k = kernels();
   const u64 per_sample = a.planes * a.height * a.width;
   const double range = known_range_.value_or(0.0);

@@ -9,6 +9,7 @@
 #endif
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
@@ -57,12 +58,14 @@ inline int resolve_threads(int requested) {
 #endif
 }
 
-/** The threads a parallel region may use now: `threads`, but 1 in a process forked from the
- *  one that loaded the library. GNU libgomp's thread pool does not survive fork(): a child
+/** The threads a parallel region over `work` items may use now: `threads`, but no more than
+ *  the items (a team beyond the work costs thread starts, and the system may refuse them:
+ *  libgomp then ends the process), and 1 in a process forked from the one that loaded the
+ *  library. GNU libgomp's thread pool does not survive fork(): a child
  *  whose parent had run a parallel region (dctchop's, or another library's on the same
  *  libgomp, such as PyTorch's) waits forever in its first region of more than one thread
  *  for threads that only the parent has. PyTorch DataLoader workers are such children. A
  *  region asked for one thread does not touch the pool. (cpu_backend.cpp) */
-int region_threads(int threads);
+int region_threads(int threads, std::uint64_t work);
 
 }  // namespace dctchop::detail

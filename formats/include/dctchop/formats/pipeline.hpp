@@ -202,7 +202,7 @@ struct eval_row {
   double encode_seconds = 0, decode_seconds = 0;
   std::string error;  ///< non-empty when this setting cannot hold the data (e.g. f16 overflow)
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
-  double bits_per_value() const { return values ? 8.0 * double(archive_bytes) / double(values) : 0; }
+  double bits_per_value() const { return formats::bits_per_value(archive_bytes, 0, values); }
   double compress_gbps() const { return gb_per_s(input_bytes, encode_seconds); }
   double decompress_gbps() const { return gb_per_s(input_bytes, decode_seconds); }
   nlohmann::json to_json() const;
