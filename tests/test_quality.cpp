@@ -694,6 +694,24 @@ TEST(QualityCli, EvalWritesNothingToDisk) {
   EXPECT_EQ(dir.entries(), before);
 }
 
+TEST(QualityCli, EvalOfTinyPlanesSizesItsChunksByTheCoefficientsTheyPadTo) {
+  // 4 Mi samples of one 1x1 u8 plane: each pads to an 8x8 block, 128 f16 bytes at chop 8.
+  // A chunk of 64 MiB of input was 512 MiB of coefficients, past 400 MB of address space.
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+  GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
+#endif
+  temp_dir dir;
+  const std::uint64_t n = std::uint64_t(4) << 20;
+  std::vector<std::uint8_t> v(n);
+  for (std::uint64_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 37 % 251);
+  save_npy(dir.file("tiny.npy"), dtype::u8, {n, 1, 1}, v);
+  auto c = sh(dir, "ulimit -v 400000; DCTCHOP eval tiny.npy --layout NHW --chop 8 --json -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto q = parse_json(c.out).at("rows").at(0).at("quality");
+  EXPECT_EQ(q.at("samples").get<std::uint64_t>(), n) << c.out;
+  EXPECT_EQ(q.at("max_abs_error").get<double>(), 0.0) << c.out;  // chop 8 of 8 keeps all
+}
+
 /** Split one CSV line; fields may be double-quoted (with "" for a quote inside). */
 std::vector<std::string> csv_fields(const std::string& line) {
   std::vector<std::string> f(1);
