@@ -2,7 +2,7 @@
 # The GPU checks of issue 5 in one command: build with CUDA, run the GPU tests (ctest label
 # "gpu"), the GPU benchmark (bench/bench_cuda.cpp) and its summary against the targets
 # (scripts/gpu_summary.py), and an end-to-end CLI run on a 4 GiB file with --backend cuda
-# against --backend cpu. Results go to OUTDIR (six files).
+# against --backend cpu. Results go to OUTDIR (six files; gpu-build.txt too where it builds).
 #
 #   scripts/gpu-check.sh OUTDIR      on a machine with an NVIDIA GPU and the build dependencies
 #   scripts/gpu-check.sh --bundle    here: build for sm_90 and gather the programs and the
@@ -154,8 +154,16 @@ if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   BENCH=("${RUN[@]}" "$BUNDLE/dctchop_gpu_bench")
   DCT=("${RUN[@]}" "$BUNDLE/dctchop")
 else
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON >/dev/null
-  cmake --build "$BUILD" -j"$(nproc)"
+  # A machine with the build dependencies. One without them (the device tool's, say) fails
+  # here with the reason in gpu.txt, not silently: carry gpu-bundle.tar.xz to it instead.
+  echo "no gpu-bundle.tar.xz or gpu-bundle/ here: building in $BUILD (log: gpu-build.txt)" |
+    tee -a "$OUT/gpu.txt"
+  if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON &&
+         cmake --build "$BUILD" -j"$(nproc)"; } >"$OUT/gpu-build.txt" 2>&1; then
+    { echo "BUILD FAILED: no checks ran; the end of gpu-build.txt:"
+      tail -n 15 "$OUT/gpu-build.txt"; } | tee -a "$OUT/gpu.txt"
+    exit 1
+  fi
   TESTS=(ctest --test-dir "$BUILD" -L gpu --output-on-failure)
   BENCH=("$BUILD/bench/dctchop_gpu_bench")
   DCT=("$BUILD/apps/dctchop")

@@ -436,6 +436,39 @@ TEST(CudaGridOnHost, TheGemmDecodesCublasArgumentsGiveTheCpuBackendsValues) {
   }
 }
 
+TEST(CudaGridOnHost, GemmGroupsKeepTheSecondGemmsBatchUnder65536AndTheScratchUnder256MiB) {
+  // 28x28 planes at B=8, K=4: 7 KiB of scratch a plane would allow 37449 planes, a batch of
+  // 149796 block rows; the batch bounds the group to 65535 / 4 planes.
+  codec_params p;
+  p.block = 8;
+  p.chop = 4;
+  const auto m = decode_matrix_dims(p, 28, 28);
+  const u64 floats = m.kh * m.kw + m.kh * m.wp + m.hp * m.wp, rows = m.hp / 8;
+  EXPECT_EQ(detail::gemm_group_planes(1000000, floats, rows), 65535u / 4);
+  EXPECT_EQ(detail::gemm_group_planes(100, floats, rows), 100u);  // all the planes there are
+  // Large planes: the scratch bounds it (4096x4096: 112 MiB a plane, two fit).
+  const auto big = decode_matrix_dims(p, 4096, 4096);
+  const u64 big_floats = big.kh * big.kw + big.kh * big.wp + big.hp * big.wp;
+  const u64 g = detail::gemm_group_planes(1000, big_floats, big.hp / 8);
+  EXPECT_EQ(g, (u64(256) << 20) / (big_floats * sizeof(float)));
+  EXPECT_LE(g * (big.hp / 8), 65535u);
+  // A plane above either bound is still a group of one.
+  EXPECT_EQ(detail::gemm_group_planes(5, u64(1) << 30, 1), 1u);
+  EXPECT_EQ(detail::gemm_group_planes(5, 16, 70000), 1u);
+}
+
+TEST(CudaGridOnHost, HostCallsSplitACommandLineChunkIntoFourPartsAndCapAPartAt32MiB) {
+  // The CLI's default chunk of u8 256x256x3 at chop 4 (f16): 42 samples, 8 MiB of input.
+  const u64 image = 256 * 256 * 3;
+  const u64 part = detail::samples_per_part(42, image);
+  EXPECT_EQ((42 + part - 1) / part, 4u) << part;
+  // A large call: parts of 32 MiB at most, the most that fit.
+  EXPECT_EQ(detail::samples_per_part(1024, image), (u64(32) << 20) / image);
+  // Small calls are not cut below 1 MiB a part; one sample is one part.
+  EXPECT_EQ(detail::samples_per_part(100, 1000), 1049u);
+  EXPECT_EQ(detail::samples_per_part(1, u64(1) << 30), 1u);
+}
+
 }  // namespace
 
 namespace {

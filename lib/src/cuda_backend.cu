@@ -53,6 +53,10 @@
 namespace dctchop::detail {
 
 [[noreturn]] void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
+  // The runtime keeps a failure as the thread's last error until it is read: left there, the
+  // next launch check (cudaGetLastError) would report this one, after a caller that caught
+  // it (an out-of-memory, say) went on. A sticky error keeps coming back whatever is done.
+  (void)cudaGetLastError();
   throw error(errc::backend_unavailable, std::string("CUDA: ") + call + " failed (" +
                                              cudaGetErrorName(e) + ": " + cudaGetErrorString(e) +
                                              ") at " + file + ":" + std::to_string(line));
@@ -106,10 +110,18 @@ namespace {
 
 using u64 = std::uint64_t;
 using i64 = std::int64_t;
+
+/** For a call whose failure is deliberately let go (clean-up, and calls in destructors or on
+ *  an error path): clears the error it leaves, which the next launch check would otherwise
+ *  report as its own. */
+void cuda_ignore(cudaError_t e) noexcept {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+}
+
 // ---- RAII for device memory and streams (pinned host memory: cuda::pinned_memory) ---------
 
 struct device_free {
-  void operator()(void* p) const noexcept { cudaFree(p); }
+  void operator()(void* p) const noexcept { cuda_ignore(cudaFree(p)); }
 };
 using device_ptr = std::unique_ptr<void, device_free>;
 
@@ -139,9 +151,9 @@ class stream_flag {
   }
   ~stream_flag() {
     if (pooled_) {
-      cudaFreeAsync(p_, s_);
+      cuda_ignore(cudaFreeAsync(p_, s_));
     } else {
-      cudaFree(p_);
+      cuda_ignore(cudaFree(p_));
     }
   }
   stream_flag(const stream_flag&) = delete;
@@ -162,10 +174,15 @@ class stream_flag {
 
 class stream {
  public:
-  // Blocking streams: they wait for work on the legacy default stream, such as the
-  // cudaMemset of the bad-sample flag that precedes the parts.
-  stream() { DCTCHOP_CUDA_CHECK(cudaStreamCreate(&s_)); }
-  ~stream() { cudaStreamDestroy(s_); }
+  // Blocking by default: they wait for work on the legacy default stream, such as the
+  // cudaMemset of the bad-sample flag that precedes the parts. A non-blocking stream runs
+  // beside it: a loader's ring decodes the next batch while a framework's training step runs
+  // on the default stream (a blocking one would take turns with it).
+  explicit stream(bool non_blocking = false) {
+    DCTCHOP_CUDA_CHECK(cudaStreamCreateWithFlags(
+        &s_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault));
+  }
+  ~stream() { cuda_ignore(cudaStreamDestroy(s_)); }
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
   cudaStream_t get() const { return s_; }
@@ -209,7 +226,7 @@ class device_guard {
     if (unbound || restore_) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
   }
   ~device_guard() {
-    if (restore_) cudaSetDevice(old_);
+    if (restore_) cuda_ignore(cudaSetDevice(old_));
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
@@ -473,8 +490,7 @@ class cuda_backend final : public backend {
   template <typename Run>
   void stream_parts(u64 samples, u64 in_per_sample, u64 out_per_sample, const std::byte* in,
                     std::byte* out, Run&& run) {
-    constexpr u64 part_bytes = u64(32) << 20;
-    const u64 per_part = std::max<u64>(1, part_bytes / std::max(in_per_sample, out_per_sample));
+    const u64 per_part = samples_per_part(samples, std::max(in_per_sample, out_per_sample));
     const u64 n_parts = (samples + per_part - 1) / per_part;
     const u64 part = std::min(per_part, samples);
     const bool direct_in = cuda::is_pinned(in, samples * in_per_sample);
@@ -520,7 +536,7 @@ class cuda_backend final : public backend {
       // Copies still queued may read `in` or write `out`, which the caller frees once this
       // throws: let them finish first.
       for (auto& l : lanes_) {
-        if (l.busy) cudaStreamSynchronize(l.s->get());
+        if (l.busy) cuda_ignore(cudaStreamSynchronize(l.s->get()));
         l.busy = false;
       }
       throw;
@@ -684,7 +700,7 @@ gemm_decoder::gemm_decoder() : impl_(std::make_unique<impl>()) {
   try {
     DCTCHOP_CUBLAS_CHECK(detail::cublas_api::get().create(&impl_->handle));
   } catch (...) {
-    cudaEventDestroy(impl_->done);
+    detail::cuda_ignore(cudaEventDestroy(impl_->done));
     throw;
   }
 }
@@ -693,9 +709,9 @@ gemm_decoder::~gemm_decoder() {
   if (impl_ && impl_->handle != nullptr) {
     // cuBLAS frees a handle's resources on the current device: make it the decoder's.
     const auto on = detail::guard_for_release(impl_->device);
-    if (impl_->used) cudaEventSynchronize(impl_->done);
+    if (impl_->used) detail::cuda_ignore(cudaEventSynchronize(impl_->done));
     detail::cublas_api::get().destroy(impl_->handle);
-    cudaEventDestroy(impl_->done);
+    detail::cuda_ignore(cudaEventDestroy(impl_->done));
     impl_->d_tk.reset();
     impl_->d_tkt.reset();
     impl_->scratch.reset();
@@ -744,7 +760,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   // f32 coefficients feed the GEMMs where they lie; other types are converted first.
   const bool convert = p.coeff != coeff_type::f32;
   const u64 per_plane = (convert ? m.kh * m.kw : 0) + m.kh * m.wp + m.hp * m.wp;  // C, C*R, X'
-  const u64 group = std::max<u64>(1, std::min<u64>(planes, (u64(256) << 20) / (per_plane * sizeof(float))));
+  const u64 group = detail::gemm_group_planes(planes, per_plane, m.hp / p.block);
   const std::size_t need = group * per_plane * sizeof(float);
   if (d.scratch_bytes < need) {
     d.drain();
@@ -760,7 +776,9 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
     impl& d;
     cudaStream_t s;
     ~done_marker() {
-      if (cudaEventRecord(d.done, s) == cudaSuccess) d.used = true;
+      const cudaError_t e = cudaEventRecord(d.done, s);
+      detail::cuda_ignore(e);
+      if (e == cudaSuccess) d.used = true;
     }
   } const mark_done{d, s};
   auto* t1 = static_cast<float*>(d.scratch.get());
@@ -881,10 +899,10 @@ struct device_ring::impl {
   ~impl() {
     if (device < 0) return;  // the constructor refused the device: nothing was made
     const auto on = detail::guard_for_release(device);  // not the consumer's current device
-    if (s) cudaStreamSynchronize(s->get());
+    if (s) detail::cuda_ignore(cudaStreamSynchronize(s->get()));
     for (auto& x : slots) {
-      if (x.done != nullptr) cudaEventDestroy(x.done);
-      if (x.free != nullptr) cudaEventDestroy(x.free);
+      if (x.done != nullptr) detail::cuda_ignore(cudaEventDestroy(x.done));
+      if (x.free != nullptr) detail::cuda_ignore(cudaEventDestroy(x.free));
     }
     slots.clear();
     s.reset();
@@ -908,7 +926,9 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
     DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.done, cudaEventDisableTiming));
     DCTCHOP_CUDA_CHECK(cudaEventCreateWithFlags(&x.free, cudaEventDisableTiming));
   }
-  d.s = std::make_unique<detail::stream>();
+  // Non-blocking: ordered by the slots' events alone (decode_async waits for `free`; the
+  // consumer waits for `done`), never by the consumer's default stream.
+  d.s = std::make_unique<detail::stream>(true);
 }
 
 device_ring::~device_ring() = default;
@@ -933,7 +953,7 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
     decode_device_async(p, g, type, samples, x.d_in.get(), x.out.get(), d.s->get());
     DCTCHOP_CUDA_CHECK(cudaEventRecord(x.done, d.s->get()));
   } catch (...) {
-    cudaStreamSynchronize(d.s->get());  // the caller may free host_coeffs once we throw
+    detail::cuda_ignore(cudaStreamSynchronize(d.s->get()));  // the caller may free host_coeffs once we throw
     throw;
   }
   return x.out.get();
@@ -944,8 +964,16 @@ void device_ring::wait(std::size_t slot) {
 }
 
 void device_ring::released(std::size_t slot, void* stream) {
-  const detail::device_guard on(impl_->device);
-  DCTCHOP_CUDA_CHECK(cudaEventRecord(impl_->slots.at(slot).free, static_cast<cudaStream_t>(stream)));
+  // A tensor's deleter calls this, on whatever thread drops the last reference: one with no
+  // context stays on the ring's device rather than start one on device 0.
+  const detail::device_guard on(impl_->device, true);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const cudaError_t e = cudaEventRecord(impl_->slots.at(slot).free, s);
+  if (e == cudaSuccess) return;
+  // Without the event nothing orders the next decode into this slot after the consumer's
+  // use of it (the ring's stream does not wait for the default stream): wait here instead.
+  (void)cudaGetLastError();
+  DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void* device_ring::decode(std::size_t slot, const codec_params& p, const geometry& g, dtype type,

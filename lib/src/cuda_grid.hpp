@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -410,6 +411,30 @@ inline block_matrices make_block_matrices(int b, int k) {
     }
   }
   return m;
+}
+
+/** Planes per group of the GEMM decode: `per_plane_floats` of f32 scratch a plane within 256
+ *  MiB, and the second GEMM's batch (`block_rows` a plane) at most 65535, where cuBLAS has
+ *  failed on some GPUs (one grid axis); at least one plane. */
+inline std::uint64_t gemm_group_planes(std::uint64_t planes, std::uint64_t per_plane_floats,
+                                       std::uint64_t block_rows) {
+  constexpr std::uint64_t scratch_bytes = std::uint64_t(256) << 20, max_batch = 65535;
+  std::uint64_t group = scratch_bytes / (per_plane_floats * sizeof(float));
+  if (block_rows > 0) group = std::min(group, max_batch / block_rows);
+  return std::max<std::uint64_t>(1, std::min(planes, group));
+}
+
+/** Samples per part of the CUDA backend's host-to-host calls, whose parts go through two
+ *  streams so that one part's copies overlap the other's kernel: at most 32 MiB a part (of
+ *  `sample_bytes`, the larger side of a sample), and at least four parts where each keeps 1 MiB
+ *  or more. A chunk of the command line's default size (4 MiB of coefficients: 8 MiB of u8
+ *  input at chop 4) would otherwise be one part, its copies and kernel one after the other. */
+inline std::uint64_t samples_per_part(std::uint64_t samples, std::uint64_t sample_bytes) {
+  constexpr std::uint64_t most = std::uint64_t(32) << 20, least = std::uint64_t(1) << 20;
+  sample_bytes = std::max<std::uint64_t>(sample_bytes, 1);
+  const std::uint64_t by_size = std::max<std::uint64_t>(1, most / sample_bytes);
+  const std::uint64_t quarter = std::max((samples + 3) / 4, (least + sample_bytes - 1) / sample_bytes);
+  return std::max<std::uint64_t>(1, std::min(by_size, quarter));
 }
 
 /** The two GEMMs that give X' = Lt * C * R for `planes` consecutive planes (DESIGN.md's

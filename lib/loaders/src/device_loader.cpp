@@ -233,8 +233,8 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
       try {
         c->owner->ring->released(c->slot, c->stream);
       } catch (...) {
-        // A deleter cannot fail: without the event, the next decode into the slot is still
-        // ordered after the default stream (the ring's stream is a blocking one).
+        // A deleter cannot fail. released() waits for the consumer's stream when it cannot
+        // record the event; this is when that wait failed too (the device is lost).
       }
     }
     c->owner->release(c->slot);
