@@ -150,6 +150,32 @@ TEST(NonFinite, AFarReplacementStretchesRAndSpreadsIntoItsNeighboursAtALowChopAs
   EXPECT_EQ(beside, 3 * 63);
 }
 
+TEST(NonFinite, AFirstSampleAllNanTakesItsReplacementAsTheAutomaticOffset) {
+  // A masked first tile: every value of sample 0 is NaN, the rest lie near 300. The automatic
+  // offset is the first sample's mean as coded, 300: it was 0 (no finite value to average),
+  // and bf16 coefficients of values 300 from the offset lost about 20 dB.
+  temp_dir dir;
+  std::vector<float> v = test::smooth_f32_nhw(k_n, k_h, k_w);
+  for (auto& x : v) x += 300.0f;
+  std::fill(v.begin(), v.begin() + k_h * k_w, std::numeric_limits<float>::quiet_NaN());
+  test::save_npy(dir.file("m.npy"), dtype::f32, {k_n, k_h, k_w}, v);
+  auto psnr_and_offset = [&](const std::string& extra) {
+    auto r = cli(dir, "compress m.npy -o a.dcz -f -q --coeff bf16 --nonfinite replace=300 " + extra +
+                          " && " + test::dctchop_bin() + " info a.dcz --json");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    const auto j = test::parse_json(r.out);
+    return std::make_pair(j.at("quality").at("psnr_db").get<double>(),
+                          j.at("codec").at("offset").get<double>());
+  };
+  const auto [auto_psnr, auto_offset] = psnr_and_offset("");
+  const auto [given_psnr, given_offset] = psnr_and_offset("--offset 300");
+  EXPECT_EQ(auto_offset, 300.0);
+  EXPECT_EQ(given_offset, 300.0);
+  EXPECT_NEAR(auto_psnr, given_psnr, 1e-9);
+  // The mean offset likewise (it averages the same values).
+  EXPECT_EQ(psnr_and_offset("--offset mean").second, 300.0);
+}
+
 TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {
   temp_dir dir;
   make_input(dir, dtype::f64);

@@ -85,15 +85,22 @@ const std::vector<std::byte>& input_source::first_sample() {
 
 namespace {
 
-/** fn(x) for each finite value of the first sample, as a double. */
+/** fn(x) for each value of the first sample as the codec gets it, as a double: a NaN or Inf
+ *  as its --nonfinite replacement, or skipped without one. (A first sample all NaN, a masked
+ *  tile, would otherwise leave an automatic offset of 0 beside data near the replacement.) */
 template <typename Fn>
 void for_each_first_value(input_source& src, Fn&& fn) {
   const auto& s = src.first_sample();
   if (s.empty()) return;
+  const std::optional<double> replacement = src.nonfinite_replacement;
   auto each = [&](auto* v) {
     for (u64 i = 0; i < src.geom.values_per_sample(); ++i) {
       const double x = static_cast<double>(v[i]);
-      if (std::isfinite(x)) fn(x);
+      if (std::isfinite(x)) {
+        fn(x);
+      } else if (replacement) {
+        fn(*replacement);
+      }
     }
   };
   switch (src.type) {
