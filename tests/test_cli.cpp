@@ -334,6 +334,28 @@ TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
             std::string::npos);
 }
 
+TEST(Cli, AnI16OverflowOfSmoothDataWiderThanTheBoundStillSuggestsAnOffsetAmongTheValues) {
+  // u16 values 0..6000, smooth: at the default offset (32768) the DC terms pass i16's 32767.
+  // The bound B x (hi - lo) = 48000 promises nothing with an offset amid them, but this data
+  // does fit (its DC terms stay within 8 x 3000), and the message says so, as for f16.
+  temp_dir dir;
+  const int n = 2, h = 16, w = 24;
+  std::vector<std::uint16_t> v(std::size_t(n) * h * w);
+  std::size_t i = 0;
+  for (int s = 0; s < n; ++s)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        v[i++] = static_cast<std::uint16_t>(std::lround(3000 + 3000 * std::sin(0.13 * x + 0.5 * s) *
+                                                                   std::cos(0.11 * y)));
+  save_npy(dir.file("x.npy"), dtype::u16, {u64(n), u64(h), u64(w)}, v);
+  auto overflow = cli(dir, "compress x.npy -o a.dcz --coeff i16");
+  EXPECT_EQ(overflow.status, 3) << describe(overflow);
+  EXPECT_NE(overflow.err.find("use --coeff f32, or an offset among the values"), std::string::npos)
+      << overflow.err;
+  auto fitted = cli(dir, "compress x.npy -o b.dcz --coeff i16 --offset mean -q");
+  EXPECT_EQ(fitted.status, 0) << describe(fitted);
+}
+
 TEST(Cli, DefaultOutputNameReplacesNpyWithDcz) {
   temp_dir dir;
   make_u8(dir, "images.npy");

@@ -100,11 +100,9 @@ int region_threads(int threads, std::uint64_t work) {
 #endif
 }
 
-/** Whether f32 coefficients hold every coefficient of sample `n` of `v` under `p`: the bound
- *  below (B x max |x - offset|) is loose, so only encoding the sample tells. */
-bool f32_holds(const codec_params& p, const const_sample_view& v, u64 n) {
-  codec_params q = p;
-  q.coeff = coeff_type::f32;
+/** Whether `q`'s coefficient type holds every coefficient of sample `n` of `v` under `q`:
+ *  the bound below (B x max |x - offset|) is loose, so only encoding the sample tells. */
+bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
   const_sample_view one = v;
   one.data = static_cast<const std::byte*>(v.data) +
              static_cast<i64>(n) * v.stride_sample * static_cast<i64>(size_of(v.type));
@@ -154,6 +152,12 @@ bool f32_holds(const codec_params& p, const const_sample_view& v, u64 n) {
   // |C[u][v]| <= B * max |x - offset| (orthonormal rows: sum_x |T[u][x]| <= sqrt(B)), so
   // below f32's largest value f32 holds every coefficient of this sample.
   const double f32_max = std::numeric_limits<float>::max();
+  auto with = [&p](coeff_type coeff, double offset) {  // p as the suggestion would change it
+    codec_params q = p;
+    q.coeff = coeff;
+    q.offset = offset;
+    return q;
+  };
   if (bound < f32_max && p.coeff != coeff_type::f32) {
     suggestion = "use --coeff f32";
     // Values that lie outside the offset's side of them but close together (12-bit data in
@@ -162,7 +166,10 @@ bool f32_holds(const codec_params& p, const const_sample_view& v, u64 n) {
     const double largest = p.coeff == coeff_type::f16 ? 65504.0
                            : p.coeff == coeff_type::i16 ? 32767.0
                                                         : f32_max;
-    if (offset_outside && p.block * (hi - lo) < 0.9 * largest) {
+    // Or, beyond the bound's promise, where this sample fits with the offset amid its values
+    // (smooth data spread wider than the bound allows).
+    if (offset_outside && (p.block * (hi - lo) < 0.9 * largest ||
+                           sample_holds(with(p.coeff, (lo + hi) / 2), v, n))) {
       char b[256];
       std::snprintf(b, sizeof b,
                     ", or an offset among the values (--offset V; --offset mean takes the "
@@ -171,7 +178,7 @@ bool f32_holds(const codec_params& p, const const_sample_view& v, u64 n) {
                     lo, hi, p.offset);
       suggestion += b;
     }
-  } else if (p.coeff != coeff_type::f32 && f32_holds(p, v, n)) {
+  } else if (p.coeff != coeff_type::f32 && sample_holds(with(coeff_type::f32, p.offset), v, n)) {
     suggestion = "use --coeff f32";  // (beyond the bound's promise, but they do fit)
   } else {
     char b[200];
