@@ -190,6 +190,27 @@ const CLI::Validator block_size(
     },
     "4|8|16|32");
 
+/** --dtype: dctchop's names or numpy's (uint8 ... float64), any case, as parse_dtype reads them. */
+const CLI::Validator dtype_name(
+    [](std::string& s) {
+      return parse_dtype(s) ? std::string()
+                            : s + ": expected u8, u16, i16, f32 or f64 (numpy's uint8, uint16, "
+                                  "int16, float32, float64 too)";
+    },
+    "u8|u16|i16|f32|f64");
+
+/** compress's --coeff: one coefficient type, dctchop's name or numpy's, as parse_coeff_type
+ *  reads them; a list is eval's. */
+const CLI::Validator coeff_name(
+    [](std::string& s) {
+      if (parse_coeff_type(s)) return std::string();
+      if (s.find(',') != std::string::npos) {
+        return s + ": compress uses one coefficient type (eval --coeff " + s + " compares them)";
+      }
+      return s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, float32, int16 too)";
+    },
+    "f16|bf16|f32|i16");
+
 /** A CLI11 check that a file name is not empty ("" would read as ": cannot open"). */
 const CLI::Validator non_empty_path(
     [](std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); },
@@ -426,7 +447,7 @@ void add_input_options(CLI::App* cmd, input_options& in) {
                   "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)");
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
   cmd->add_option("--dtype", in.dtype, "raw input element type: u8, u16, i16, f32, f64")
-      ->check(CLI::IsMember({"u8", "u16", "i16", "f32", "f64"}, CLI::ignore_case))
+      ->check(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")->needs(raw);
 }
@@ -839,7 +860,7 @@ int run(int argc, char** argv) {
       ->excludes(chop_opt);
   cmp->add_option("--coeff", c_coeff,
                   "coefficient type: f16, bf16, f32, i16 (default f16 for u8, f32 otherwise)")
-      ->check(CLI::IsMember({"f16", "bf16", "f32", "i16"}, CLI::ignore_case));
+      ->check(coeff_name);
   cmp->add_option("--layout", c_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
       ->capture_default_str();

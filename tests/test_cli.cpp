@@ -1385,6 +1385,32 @@ TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
   EXPECT_EQ(r.status, 0) << describe(r);
 }
 
+TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
+  // --dtype uint8 and --coeff bfloat16 are u8 and bf16: the same archive's codec, the same
+  // decoded values. A name of neither kind, or compress given eval's list, is a usage error.
+  temp_dir dir;
+  std::string bytes(2 * 16 * 24, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 % 256);
+  write_bytes(dir.file("r.bin"), bytes);
+  for (const std::string& names : {std::string("--dtype u8 --coeff bf16"),
+                                   std::string("--dtype UInt8 --coeff bfloat16")}) {
+    auto r = cli(dir, "compress r.bin --raw --shape 2,16,24 -o a.dcz -f -q " + names + " && " +
+                          test::dctchop_bin() + " info a.dcz --json");
+    ASSERT_EQ(r.status, 0) << names << ": " << describe(r);
+    const auto codec = parse_json(r.out).at("codec");
+    EXPECT_EQ(codec.at("coeff"), "bf16") << names;
+    EXPECT_EQ(parse_json(r.out).at("dtype"), "u8") << names;
+  }
+  check_bad_cases(dir, {
+      {"compress r.bin --raw --dtype float16 --shape 2,16,24 -o w.dcz", 2,
+       "--dtype: float16: expected u8, u16, i16, f32 or f64"},
+      {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f64", 2,
+       "--coeff: f64: expected f16, bf16, f32 or i16"},
+      {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f16,bf16", 2,
+       "compress uses one coefficient type (eval --coeff f16,bf16 compares them)"},
+  });
+}
+
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
   // 2^57 + 405 samples of 4 x 8 f32: the byte count wraps round to the file's 51840 bytes.
   temp_dir dir;
