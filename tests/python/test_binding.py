@@ -275,7 +275,13 @@ def check_compress_from_python(binary, d, x, y):
     check(any("a 2-D array is one image (layout HW) of 50x784; if its rows are flattened 28x28 "
               "images, reshape it to (50, 28, 28) first" in n for n in flat["notes"]),
           f"2-D notes {flat['notes']}")
-    check(dctchop.compress(x, f"{d}/t2.dcz", chop=None, psnr=20)["chop"] >= 1, "chop=None with psnr=")
+    check(dctchop.compress(x, f"{d}/t2.dcz", psnr=20)["chop"] >= 1, "psnr= chooses the chop")
+    check(dctchop.compress(x, f"{d}/t2.dcz", overwrite=True)["chop"] == 4, "chop 4 by default")
+    # A chop beside a target was ignored, out of range too; the command refuses --chop with --psnr.
+    raises(dctchop.ArgumentError, lambda: dctchop.compress(x, f"{d}/t3.dcz", chop=9, psnr=30),
+           "chop=9 with psnr=: give one")
+    raises(dctchop.ArgumentError, lambda: dctchop.compress(x, f"{d}/t3.dcz", chop=4, ssim=0.9),
+           "chop=4 with ssim=: give one")
     # Targets that could not be measured are refused, as the command refuses them.
     raises(dctchop.ArgumentError, lambda: dctchop.compress(x, f"{d}/t3.dcz", psnr=30, quality=False),
            "quality=True")

@@ -124,7 +124,7 @@ def _in_python_terms(text):
     return text
 
 
-def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels=None,
+def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", labels=None,
              offset="auto", chunk_mb=4.0, overwrite=False, quality=True, measure_ssim=True,
              psnr=None, ssim=None, threads=0, nonfinite=None, progress=None):
     """Compress a NumPy array (u8, u16, i16, f32 or f64; samples along axis 0) into a .dcz
@@ -133,12 +133,13 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
     the archive being larger than the input, i16 rounding on float data, ...). The array is read in place, not copied (other Python
     threads run meanwhile: do not change it until compress returns).
 
-    chop, block, coeff ("f16", "bf16", "f32", "i16"; None: the dtype's default), layout
+    chop (None: 4, or the one psnr / ssim choose), block, coeff ("f16", "bf16", "f32", "i16";
+    None: the dtype's default), layout
     ("auto", "HW", "NHW", "NHWC", "NCHW"), chunk_mb, overwrite: as the command's options.
     labels: an array with one row per sample, stored losslessly. offset: "auto", "mean" or a
     number (--offset). quality=False skips measuring PSNR and SSIM, measure_ssim=False SSIM
-    only. psnr / ssim: choose the smallest chop that reaches them instead (chop is then
-    ignored). nonfinite: None (NaN or Inf is an error) or a finite number stored in their
+    only. psnr / ssim: choose the smallest chop that reaches them instead (not with chop, as the
+    command refuses --chop with --psnr). nonfinite: None (NaN or Inf is an error) or a finite number stored in their
     place. threads: 0 for every core. progress: None or a callable, called on this thread
     with (samples written, samples in total) as chunks are written, at most every 50 ms.
 
@@ -171,8 +172,9 @@ def compress(data, output, *, chop=4, block=8, coeff=None, layout="auto", labels
         psnr = _number("psnr", psnr, lambda v: True, "a finite number of dB")
     if ssim is not None:
         ssim = _number("ssim", ssim, lambda v: -1 <= v <= 1, "a number in [-1, 1]")
-    if chop is None and psnr is None and ssim is None:
-        raise _bad_argument("chop=None needs a psnr= or ssim= target to choose it")
+    if chop is not None and (psnr is not None or ssim is not None):
+        raise _bad_argument(f"chop={chop!r} with {'psnr' if psnr is not None else 'ssim'}=: give "
+                            "one (the target chooses the chop)")
     # As the command refuses --psnr/--ssim with --no-quality or --no-ssim.
     if (psnr is not None or ssim is not None) and not quality:
         raise _bad_argument("psnr= and ssim= measure the data to choose the chop: they need "
