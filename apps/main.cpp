@@ -1245,6 +1245,12 @@ int run(int argc, char** argv) {
                   shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
                   formats::gb_per_s(r.output_bytes, r.seconds));
+        if (!r.labels_output.empty()) {
+          log->info("  labels {} -> {}", shape_text(r.labels_shape),
+                    r.labels_output == "-"      ? std::string("<stdout>")
+                    : r.labels_dataset.empty() ? r.labels_output
+                                               : r.labels_output + ":" + r.labels_dataset);
+        }
       }
     } else if (*inf) {
       refuse_tty_stdins(i_in);

@@ -1385,6 +1385,32 @@ TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
   EXPECT_EQ(r.status, 0) << describe(r);
 }
 
+TEST(Cli, DecompressSaysWhereTheLabelsWentInItsReportAndJson) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o l.dcz -q --labels y.npy").status, 0);
+  auto labels_of = [&](const std::string& args) {
+    auto r = cli(dir, "decompress l.dcz " + args + " --json");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return parse_json(r.out).value("labels", nlohmann::json());
+  };
+  EXPECT_EQ(labels_of("-o o.h5"), (nlohmann::json{{"output", "o.h5"}, {"dataset", "/labels"},
+                                                  {"shape", {5}}}));
+  EXPECT_EQ(labels_of("-o o.npz"), (nlohmann::json{{"output", "o.npz"}, {"dataset", "labels"},
+                                                   {"shape", {5}}}));
+  EXPECT_EQ(labels_of("-o o.npy --labels-out lo.npy"),
+            (nlohmann::json{{"output", "lo.npy"}, {"shape", {5}}}));
+  EXPECT_EQ(labels_of("-o p.h5 --labels-out p.h5:/y"),
+            (nlohmann::json{{"output", "p.h5"}, {"dataset", "/y"}, {"shape", {5}}}));
+  EXPECT_EQ(labels_of("-o q.npy --samples 1:3 --labels-out lq.h5"),
+            (nlohmann::json{{"output", "lq.h5"}, {"dataset", "/labels"}, {"shape", {2}}}));
+  EXPECT_TRUE(labels_of("-o n.npy").is_null()) << "nowhere to put them: a note says so";
+  auto text = cli(dir, "decompress l.dcz -o t.h5");
+  EXPECT_EQ(text.status, 0) << describe(text);
+  EXPECT_NE(text.err.find("labels 5 -> t.h5:/labels"), std::string::npos) << text.err;
+}
+
 TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
   // --dtype uint8 and --coeff bfloat16 are u8 and bf16: the same archive's codec, the same
   // decoded values. A name of neither kind, or compress given eval's list, is a usage error.

@@ -693,6 +693,10 @@ nlohmann::json decompress_result::to_json() const {
                    {"throughput_gbps", gb_per_s(output_bytes, seconds)},
                    {"notes", notes}};
   if (!dataset.empty()) j["dataset"] = dataset;
+  if (!labels_output.empty()) {
+    j["labels"] = {{"output", labels_output}, {"shape", labels_shape}};
+    if (!labels_dataset.empty()) j["labels"]["dataset"] = labels_dataset;
+  }
   return j;
 }
 
@@ -1141,7 +1145,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       lw = create_dataset(*labels_file, lt, shape, o.overwrite);
       for_each_row_piece(end - first, row, part,
                          [&](const void* p, u64, u64 n) { lw->write_rows(p, n); });
-    } else if (!w->add_side_dataset(labels_beside, lt, shape, part)) {
+      res.labels_output = labels_file->path;
+      res.labels_dataset = labels_file->dataset;
+      res.labels_shape = shape;
+    } else if (w->add_side_dataset(labels_beside, lt, shape, part)) {
+      res.labels_output = output;
+      res.labels_dataset = labels_beside;
+      res.labels_shape = shape;
+    } else {
       res.notes.push_back(r.display_name() + " holds labels, which " +
                           (output == "-" ? std::string("standard output") : output) +
                           " has no place for: --labels-out FILE.npy writes them (an .npz or "

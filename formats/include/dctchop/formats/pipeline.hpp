@@ -153,6 +153,10 @@ struct decompress_result {
   dtype type = dtype::u8;
   /** The HDF5 dataset or .npz array written (by default "/data", "data"); "" for others. */
   std::string dataset;
+  /** Where the stored labels went: the file ("-": standard output) and, in an HDF5 or .npz
+   *  file, the dataset or array; both "" where none were written. */
+  std::string labels_output, labels_dataset;
+  std::vector<std::uint64_t> labels_shape;  ///< of the labels written
   std::uint64_t output_bytes = 0;
   double seconds = 0.0;
   std::vector<std::string> notes;  ///< things to tell the user (labels left out, ...)
