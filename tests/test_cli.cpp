@@ -1437,6 +1437,22 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
   });
 }
 
+TEST(Cli, ThousandsOfThreadsOnALargeInputStartNoMoreThanTheProcessors) {
+  // 64 images of 256x256: one chunk of 2048 strips, on which --threads 1000 made an OpenMP
+  // team of a thousand, past 8 GB of address space: "libgomp: Thread creation failed", exit 1.
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+  GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
+#endif
+  temp_dir dir;
+  std::vector<std::uint8_t> v(std::size_t(64) * 256 * 256);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(i % 251);
+  save_npy(dir.file("m.npy"), dtype::u8, {64, 256, 256}, v);
+  auto r = sh(dir, "ulimit -v 8000000; DCTCHOP compress m.npy --threads 1000 -o a.dcz -q && "
+                   "DCTCHOP decompress a.dcz -o b.npy --threads 1000 -q && "
+                   "DCTCHOP eval m.npy --chop 4 --threads 1000 -q > /dev/null");
+  EXPECT_EQ(r.status, 0) << describe(r);
+}
+
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
   // 2^57 + 405 samples of 4 x 8 f32: the byte count wraps round to the file's 51840 bytes.
   temp_dir dir;

@@ -92,7 +92,10 @@ const pid_t loaded_in = ::getpid();
 int region_threads(int threads, std::uint64_t work) {
 #if defined(_OPENMP)
   if (threads <= 1 || work <= 1 || ::getpid() != loaded_in) return 1;
-  return static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(threads), work));
+  // No more than the processors either: more would only take turns on them, and --threads
+  // 1000 on a large input asked libgomp for a thousand threads, whose refusal ends the process.
+  const auto procs = static_cast<std::uint64_t>(std::max(omp_get_num_procs(), 1));
+  return static_cast<int>(std::min({static_cast<std::uint64_t>(threads), work, procs}));
 #else
   (void)threads;
   (void)work;
