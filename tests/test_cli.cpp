@@ -279,20 +279,29 @@ TEST(Cli, F64DataFarFromZeroKeepsItsMeanInDoubleAndComesBackExactAtTheFullChop) 
   EXPECT_GT(exact_db, rounded_db + 10.0) << "mean " << exact_db << " dB, its f32 rounding " << rounded_db;
 }
 
-TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
-  // 12-bit values (about 500..3500) stored as u16. The default offset, 32768, puts every
-  // block's DC coefficient near 8 x -30000: past f16's 65504 (an error that now names
-  // --offset mean) and on bf16 steps of 1024. --offset mean subtracts the first sample's mean.
-  temp_dir dir;
-  const int n = 4, h = 24, w = 18;
+/** Frequencies of save_smooth_u16's waves: along x, from sample to sample, along y. */
+struct wave {
+  double fx, fs, fy;
+};
+
+/** PATH: n smooth u16 samples of h x w, mid + amp sin(fx x + fs s) cos(fy y), rounded. */
+void save_smooth_u16(const std::string& path, int n, int h, int w, double mid, double amp, wave f) {
   std::vector<std::uint16_t> v(std::size_t(n) * h * w);
   std::size_t i = 0;
   for (int s = 0; s < n; ++s)
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x)
         v[i++] = static_cast<std::uint16_t>(
-            std::lround(2000 + 1400 * std::sin(0.15 * x + 0.4 * s) * std::cos(0.1 * y)));
-  save_npy(dir.file("x.npy"), dtype::u16, {u64(n), u64(h), u64(w)}, v);
+            std::lround(mid + amp * std::sin(f.fx * x + f.fs * s) * std::cos(f.fy * y)));
+  save_npy(path, dtype::u16, {u64(n), u64(h), u64(w)}, v);
+}
+
+TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
+  // 12-bit values (about 500..3500) stored as u16. The default offset, 32768, puts every
+  // block's DC coefficient near 8 x -30000: past f16's 65504 (an error that now names
+  // --offset mean) and on bf16 steps of 1024. --offset mean subtracts the first sample's mean.
+  temp_dir dir;
+  save_smooth_u16(dir.file("x.npy"), 4, 24, 18, 2000, 1400, {0.15, 0.4, 0.1});
 
   auto overflow = cli(dir, "compress x.npy -o a.dcz --coeff f16");
   EXPECT_EQ(overflow.status, 3) << describe(overflow);
@@ -339,15 +348,7 @@ TEST(Cli, AnI16OverflowOfSmoothDataWiderThanTheBoundStillSuggestsAnOffsetAmongTh
   // The bound B x (hi - lo) = 48000 promises nothing with an offset amid them, but this data
   // does fit (its DC terms stay within 8 x 3000), and the message says so, as for f16.
   temp_dir dir;
-  const int n = 2, h = 16, w = 24;
-  std::vector<std::uint16_t> v(std::size_t(n) * h * w);
-  std::size_t i = 0;
-  for (int s = 0; s < n; ++s)
-    for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x)
-        v[i++] = static_cast<std::uint16_t>(std::lround(3000 + 3000 * std::sin(0.13 * x + 0.5 * s) *
-                                                                   std::cos(0.11 * y)));
-  save_npy(dir.file("x.npy"), dtype::u16, {u64(n), u64(h), u64(w)}, v);
+  save_smooth_u16(dir.file("x.npy"), 2, 16, 24, 3000, 3000, {0.13, 0.5, 0.11});
   auto overflow = cli(dir, "compress x.npy -o a.dcz --coeff i16");
   EXPECT_EQ(overflow.status, 3) << describe(overflow);
   EXPECT_NE(overflow.err.find("use --coeff f32, or an offset among the values"), std::string::npos)
