@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -52,6 +53,7 @@ TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBat
   o.micro_batch = 4;
   o.device_iterations = 2;
   o.replicas = 2;
+  o.loader.world = 2;  // this feed is replica 0's
   o.gradient_accumulation = 3;
   o.max_prefetched = 3;
   o.loader.seed = 17;
@@ -106,6 +108,96 @@ TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBat
   // The state after the last completed micro-batch resumes the sequence.
   const auto s = feed.state();
   EXPECT_EQ(s.epoch * ref.batches_per_epoch() + s.position, 60u);
+}
+
+TEST(IpuFeed, ReplicaFeedsOnTheirOwnThreadsTogetherCoverEverySampleOncePerEpoch) {
+  // Two replicas, one feed each (rank = replica, world = 2), driven by two engine threads as
+  // Poplar's streaming threads would, while the host reads each feed's progress and state.
+  temp_dir dir;
+  const u64 n = 24;
+  const auto a = dctchop::test::make_index_archive(dir, n, 4, true);  // int32 labels 3 * i
+  accel::ipu_options o;
+  o.micro_batch = 3;
+  o.replicas = 2;
+  o.loader.seed = 9;
+  std::vector<std::unique_ptr<accel::ipu_feed>> feeds;
+  for (int r = 0; r < 2; ++r) {
+    o.loader.rank = r;
+    o.loader.world = 2;
+    feeds.push_back(std::make_unique<accel::ipu_feed>(a, o));
+  }
+  constexpr u64 per_epoch = 24 / 2 / 3, epochs = 3;
+  std::vector<std::vector<std::int32_t>> labels(2);
+  std::atomic<int> running{2};
+  std::vector<std::thread> engines;
+  for (int r = 0; r < 2; ++r) {
+    engines.emplace_back([&, r] {
+      accel::ipu_feed& f = *feeds[static_cast<std::size_t>(r)];
+      std::vector<std::byte> buf(f.micro_batch_bytes());
+      for (u64 i = 0; i < per_epoch * epochs; ++i) {
+        if (i % 2 == 0 && f.prefetch(buf.data()) == accel::stream_callback::result::success) {
+          f.invalidate_prefetched();  // speculated, then withdrawn: it comes again
+        }
+        f.fetch(buf.data());
+        f.complete();
+        for (u64 j = 0; j < 3; ++j) {
+          std::int32_t label = 0;
+          std::memcpy(&label, buf.data() + 3 * 128 + j * 4, 4);
+          labels[static_cast<std::size_t>(r)].push_back(label);
+        }
+      }
+      --running;
+    });
+  }
+  u64 polls = 0;
+  while (running > 0) {  // the host, meanwhile
+    for (const auto& f : feeds) {
+      EXPECT_LE(f->completed(), per_epoch * epochs);
+      EXPECT_LE(f->state().epoch, epochs);
+    }
+    ++polls;
+    std::this_thread::yield();
+  }
+  for (auto& t : engines) t.join();
+  EXPECT_GT(polls, 0u);
+  for (u64 e = 0; e < epochs; ++e) {
+    std::vector<std::int32_t> seen;
+    for (const auto& l : labels) {
+      seen.insert(seen.end(), l.begin() + static_cast<std::ptrdiff_t>(e * per_epoch * 3),
+                  l.begin() + static_cast<std::ptrdiff_t>((e + 1) * per_epoch * 3));
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<std::int32_t> want;
+    for (u64 i = 0; i < n; ++i) want.push_back(static_cast<std::int32_t>(3 * i));
+    EXPECT_EQ(seen, want) << "epoch " << e;
+  }
+  EXPECT_NE(labels[0], labels[1]);
+  for (const auto& f : feeds) {
+    EXPECT_EQ(f->completed(), per_epoch * epochs);
+    f->rethrow_error();
+  }
+}
+
+TEST(IpuFeed, ReplicasWithALoaderWorldTheyDoNotDivideAreRefused) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 24);
+  accel::ipu_options o;
+  o.replicas = 4;
+  for (int world : {1, 2, 6}) {
+    o.loader.world = world;
+    try {
+      accel::ipu_feed feed(a, o);
+      ADD_FAILURE() << "world " << world << " accepted";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("4 replicas with loader.world " + std::to_string(world)),
+                std::string::npos) << e.what();
+    }
+  }
+  o.loader.world = 8;  // two hosts of four replicas
+  o.loader.rank = 5;
+  accel::ipu_feed feed(a, o);
+  EXPECT_EQ(feed.step_bytes(), feed.micro_batch_bytes() * 4);
 }
 
 TEST(IpuFeed, EachBufferHoldsTheCoefficientsThenTheLabelsAlsoAfterAnInvalidation) {

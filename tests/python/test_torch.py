@@ -158,7 +158,7 @@ def main():
         dev = DeviceLoader(dcz, batch_size=5, seed=4, device=-1)
         a_x = dctchop.Archive(dcz)[:]
         plain = dctchop.Loader(dcz, batch_size=5, seed=4)
-        for _ in range(5):  # more batches than its two buffers
+        for _ in range(5):  # more batches than its three buffers
             xt, yt = next(dev)
             xp, yp = next(plain)
             check(xt.dtype == torch.uint8 and tuple(xt.shape) == (5, 27, 21, 3),
@@ -169,6 +169,11 @@ def main():
                   np.array_equal(dev.last_samples, plain.last_samples),
                   f"device loader epoch {dev.last_epoch}, loader's {plain.last_epoch}")
             del xt
+        # enumerate(zip(...)) keeps its previous result while it asks for the next batch:
+        # three buffers by default hold that one, the one in use and the next (two raised).
+        with DeviceLoader(dcz, batch_size=2, seed=4, device=-1) as zipped:
+            steps = sum(1 for _step, ((_x, _y), _) in enumerate(zip(zipped, range(100))))
+            check(steps == len(zipped) >= 4, f"zip over a DeviceLoader: {steps} of {len(zipped)} steps")
         # A pickled DeviceLoader goes on where it stands, as a pickled Loader does.
         twin = pickle.loads(pickle.dumps(dev))
         for _ in range(3):

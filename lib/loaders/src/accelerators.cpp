@@ -110,6 +110,17 @@ ipu_feed::ipu_feed(const std::string& archive, const ipu_options& options)
       d.o.gradient_accumulation == 0) {
     throw error(errc::invalid_argument, "IPU feed: batch sizes and counts must be at least 1");
   }
+  // One feed per replica, each with its shard: a world that the replicas do not divide (the
+  // default 1, say) would give every replica the same micro-batches.
+  if (d.o.replicas > 1 && (d.o.loader.world <= 0 ||
+                           static_cast<std::size_t>(d.o.loader.world) % d.o.replicas != 0)) {
+    throw error(errc::invalid_argument,
+                "IPU feed: " + std::to_string(d.o.replicas) + " replicas with loader.world " +
+                    std::to_string(d.o.loader.world) +
+                    ": give each replica's feed loader.rank = its replica index and "
+                    "loader.world = the replicas (times the hosts), or every replica gets the "
+                    "same micro-batches");
+  }
   loader_options lo = d.o.loader;
   lo.batch_size = d.o.micro_batch;
   lo.decode = false;

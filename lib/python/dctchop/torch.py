@@ -175,10 +175,13 @@ class DeviceLoader(_Batches):
     tensors shared through DLPack without a copy: (x, labels), x of shape (N, *sample shape)
     in the archive's dtype. Only the coefficients cross PCIe. Shuffling, sharding and resume
     as Loader, and after each batch last_samples and last_epoch as Loader has them. At most `buffers` batches may be held at once (their tensors alive); asking
-    for another then raises dctchop.Error instead of waiting."""
+    for another then raises dctchop.Error instead of waiting. Three by default: the batch in
+    use, the one being decoded, and the one before, which Python may still hold while it asks
+    for the next (`for i, ((x, y), s) in enumerate(zip(loader, steps))` keeps the last
+    result alive while the next is made)."""
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
-                 world=1, drop_last=True, prefetch=2, device=-1, buffers=2):
+                 world=1, drop_last=True, prefetch=2, device=-1, buffers=3):
         shuffle, drop_last = _flag("shuffle", shuffle), _flag("drop_last", drop_last)
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         _count("buffers", buffers, 1, 2**31 - 1)

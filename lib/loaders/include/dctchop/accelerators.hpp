@@ -75,7 +75,9 @@ struct ipu_options {
  *  accumulation samples (step_bytes()). Poplar calls a stream's callback per replica
  *  (Engine::connectStreamToCallback(handle, replica, callback)): give each replica its own
  *  feed, with loader.rank the replica's index and loader.world the replicas, so that each
- *  gets its shard in an order that does not depend on how the engine interleaves them. */
+ *  gets its shard in an order that does not depend on how the engine interleaves them
+ *  (across several hosts, world is every host's replicas; replicas > 1 with a world they do not
+ *  divide is error(invalid_argument)). */
 class ipu_feed final : public stream_callback {
  public:
   ipu_feed(const std::string& archive, const ipu_options& options);
