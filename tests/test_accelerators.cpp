@@ -200,6 +200,33 @@ TEST(IpuFeed, ReplicasWithALoaderWorldTheyDoNotDivideAreRefused) {
   EXPECT_EQ(feed.step_bytes(), feed.micro_batch_bytes() * 4);
 }
 
+TEST(IpuFeed, ACompleteWithNothingInFlightIsAnErrorRethrownAfterTheRun) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 24);
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.loader.prefetch = 0;  // prefetch reads the micro-batch itself: never not_available
+  accel::ipu_feed feed(a, o);
+  std::vector<std::byte> buf(feed.micro_batch_bytes());
+  feed.fetch(buf.data());
+  feed.complete();
+  feed.rethrow_error();  // one each: nothing to say
+  ASSERT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::success);
+  feed.invalidate_prefetched();
+  feed.complete();  // the withdrawn prefetch is not in flight: an adapter's mistake
+  EXPECT_EQ(feed.completed(), 1u);
+  try {
+    feed.rethrow_error();
+    ADD_FAILURE() << "a complete() with nothing in flight passed unseen";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::internal);
+    EXPECT_NE(std::string(e.what()).find("complete() with no micro-batch in flight"),
+              std::string::npos) << e.what();
+  }
+  feed.restore(feed.state());  // between runs: cleared
+  feed.rethrow_error();
+}
+
 TEST(IpuFeed, EachBufferHoldsTheCoefficientsThenTheLabelsAlsoAfterAnInvalidation) {
   temp_dir dir;
   const auto a = dctchop::test::make_index_archive(dir, 24, 4, true);  // int32 labels 3 * i

@@ -193,7 +193,16 @@ void ipu_feed::fetch(void* dst) noexcept {
 void ipu_feed::complete() noexcept {
   impl& d = *impl_;
   std::lock_guard lock(d.m);
-  if (d.in_flight.empty()) return;
+  if (d.in_flight.empty()) {
+    // Poplar completes each fetch, and each prefetch it did not withdraw, once: one more is
+    // the adapter's mistake, kept for rethrow_error() rather than passed over.
+    if (!d.err) {
+      d.err = std::make_exception_ptr(
+          error(errc::internal, "IPU feed: complete() with no micro-batch in flight (one per "
+                                "fetch, and per prefetch not withdrawn)"));
+    }
+    return;
+  }
   if (!d.in_flight.front().placeholder) d.done_state = d.in_flight.front().after;
   d.in_flight.pop_front();
   ++d.completed;

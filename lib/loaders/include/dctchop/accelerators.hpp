@@ -53,7 +53,8 @@ class stream_callback {
   virtual result prefetch(void* dst) noexcept = 0;
   /** Fill `dst` with the next micro-batch now. */
   virtual void fetch(void* dst) noexcept = 0;
-  /** The oldest fetched or prefetched micro-batch has been transferred for good. */
+  /** The oldest fetched or prefetched micro-batch has been transferred for good. (ipu_feed
+   *  keeps a call with none in flight as an error for rethrow_error().) */
   virtual void complete() noexcept = 0;
   /** Every prefetched micro-batch not yet complete is withdrawn: they come again, in the same
    *  order, from the next prefetch or fetch calls. */
