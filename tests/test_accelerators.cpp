@@ -566,6 +566,68 @@ TEST(Cs2Feed, AStateDictRestartsTheWorkerAndIsRefusedByAnother) {
   EXPECT_EQ(old.loader().sample_geometry().height, 16u);
 }
 
+TEST(DecodeMatrices, ACs2BatchDecodedWithTheExportedMatricesEqualsTheLoadersDecode) {
+  // What a device does with a feed's batch: for each coefficient plane C, Lt C R plus the
+  // codec's offset, cropped and rounded. u8 NHWC of odd size (21x13, 3 channels), f16
+  // coefficients, f32 matrices: equal to the loader's own decode within one unit.
+  temp_dir dir;
+  const int n = 12, h = 21, w = 13, c = 3;
+  test::save_npy(dir.file("x.npy"), dtype::u8, {u64(n), u64(h), u64(w), u64(c)},
+                 test::smooth_u8_nhwc(n, h, w, c));
+  formats::compress_options co;
+  co.chunk_mb = 0.002;  // several chunks
+  co.measure_quality = false;
+  auto be = make_backend(backend_kind::cpu, {1});
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, co);
+  accel::cs2_options o;
+  o.batch_size = 5;
+  o.loader.seed = 3;
+  accel::cs2_worker_feed feed(dir.file("a.dcz"), o);
+  loaders::loader_options lo = o.loader;
+  lo.batch_size = o.batch_size;
+  loaders::archive_loader decoded(dir.file("a.dcz"), lo);  // decode = true, the same order
+  const codec_params& p = feed.loader().codec();
+  ASSERT_EQ(p.coeff, coeff_type::f16);
+  const auto d = accel::export_decode_matrices(p, h, w, coeff_type::f32);
+  auto f32 = [](const std::vector<std::byte>& b, u64 i) {
+    float x;
+    std::memcpy(&x, b.data() + i * 4, 4);
+    return double(x);
+  };
+  u64 differ = 0, values = 0;
+  for (int k = 0; k < 2; ++k) {
+    const auto cb = feed.next();
+    const auto want = decoded.next();
+    ASSERT_EQ(cb.samples, want.samples);
+    const u64 plane_coeffs = d.kh * d.kw;
+    for (u64 s = 0; s < cb.samples.size(); ++s) {
+      for (u64 pl = 0; pl < u64(c); ++pl) {
+        const std::byte* cp = cb.data.data() + ((s * c + pl) * plane_coeffs) * 2;
+        std::vector<double> cr(d.kh * d.wp, 0.0);  // C R
+        for (u64 i = 0; i < d.kh; ++i)
+          for (u64 j = 0; j < d.kw; ++j) {
+            std::uint16_t hbits;
+            std::memcpy(&hbits, cp + (i * d.kw + j) * 2, 2);
+            const double cij = detail::half_to_float(hbits);
+            for (u64 x = 0; x < d.wp; ++x) cr[i * d.wp + x] += cij * f32(d.r, j * d.wp + x);
+          }
+        for (u64 y = 0; y < u64(h); ++y)
+          for (u64 x = 0; x < u64(w); ++x) {
+            double v = p.offset;
+            for (u64 i = 0; i < d.kh; ++i) v += f32(d.lt, y * d.kh + i) * cr[i * d.wp + x];
+            const double got = std::clamp(std::nearbyint(v), 0.0, 255.0);
+            const auto ref = static_cast<double>(
+                static_cast<std::uint8_t>(want.data[((s * h + y) * w + x) * c + pl]));
+            ASSERT_LE(std::fabs(got - ref), 1.0) << "sample " << cb.samples[s] << " plane " << pl;
+            differ += got != ref;
+            ++values;
+          }
+      }
+    }
+  }
+  EXPECT_LT(differ, values / 100 + 1);
+}
+
 TEST(DecodeMatrices, ExportedInF16Bf16AndF32MatchTheDoubleOnes) {
   codec_params p;
   p.block = 8;
