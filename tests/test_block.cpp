@@ -461,7 +461,11 @@ TEST(CudaGridOnHost, HostCallsSplitACommandLineChunkIntoFourPartsAndCapAPartAt32
   // The CLI's default chunk of u8 256x256x3 at chop 4 (f16): 42 samples, 8 MiB of input.
   const u64 image = 256 * 256 * 3;
   const u64 part = detail::samples_per_part(42, image);
-  EXPECT_EQ((42 + part - 1) / part, 4u) << part;
+  EXPECT_EQ((42 + part - 1) / part, 5u) << part;  // 4 of 10 and the last 2
+  for (u64 n : {6u, 9u, 13u}) {  // at least four, of 1 MiB or more (2 MiB samples)
+    const u64 q = detail::samples_per_part(n, u64(2) << 20);
+    EXPECT_GE((n + q - 1) / q, 4u) << n << " samples, parts of " << q;
+  }
   // A large call: parts of 32 MiB at most, the most that fit.
   EXPECT_EQ(detail::samples_per_part(1024, image), (u64(32) << 20) / image);
   // Small calls are not cut below 1 MiB a part; one sample is one part.

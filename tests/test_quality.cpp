@@ -694,9 +694,11 @@ TEST(QualityCli, EvalWritesNothingToDisk) {
   EXPECT_EQ(dir.entries(), before);
 }
 
-TEST(QualityCli, EvalOfTinyPlanesSizesItsChunksByTheCoefficientsTheyPadTo) {
+TEST(QualityCli, EvalAndTheTargetSearchOfTinyPlanesSizeTheirChunksByTheCoefficients) {
   // 4 Mi samples of one 1x1 u8 plane: each pads to an 8x8 block, 128 f16 bytes at chop 8.
-  // A chunk of 64 MiB of input was 512 MiB of coefficients, past 400 MB of address space.
+  // eval's chunk of 64 MiB of input was 512 MiB of coefficients, past 400 MB of address
+  // space, and so was compress --psnr's sample of 32 MiB (which tries chops up to 8). Two
+  // threads: an OpenMP team's stacks (8 MiB each) on a many-core machine would pass it too.
 #if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
   GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
 #endif
@@ -705,11 +707,18 @@ TEST(QualityCli, EvalOfTinyPlanesSizesItsChunksByTheCoefficientsTheyPadTo) {
   std::vector<std::uint8_t> v(n);
   for (std::uint64_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 37 % 251);
   save_npy(dir.file("tiny.npy"), dtype::u8, {n, 1, 1}, v);
-  auto c = sh(dir, "ulimit -v 400000; DCTCHOP eval tiny.npy --layout NHW --chop 8 --json -q");
+  auto c = sh(dir, "ulimit -v 400000; DCTCHOP eval tiny.npy --layout NHW --chop 8 --json -q "
+                   "--threads 2");
   ASSERT_EQ(c.status, 0) << describe(c);
   const auto q = parse_json(c.out).at("rows").at(0).at("quality");
   EXPECT_EQ(q.at("samples").get<std::uint64_t>(), n) << c.out;
   EXPECT_EQ(q.at("max_abs_error").get<double>(), 0.0) << c.out;  // chop 8 of 8 keeps all
+  // Constant 8x8 blocks: chop 1 is lossless, and the search stops there. (One thread: the
+  // chunks that follow, of 2 Mi samples, measure 48 bytes of figures a sample, per worker.)
+  auto t = sh(dir, "ulimit -v 400000; DCTCHOP compress tiny.npy --layout NHW --psnr 40 "
+                   "--threads 1 -o t.dcz --json");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  EXPECT_EQ(parse_json(t.out).at("chop"), 1) << t.out;
 }
 
 /** Split one CSV line; fields may be double-quoted (with "" for a quote inside). */

@@ -576,7 +576,8 @@ std::string fmt_db(const std::optional<double>& v) {
 /** Runs of consecutive samples that a target search reads (all the data: one). */
 constexpr u64 k_search_runs = 64;
 
-/** Measure chops 1..B on a sample of the data (at most `bytes` of input: all of it, or
+/** Measure chops 1..B on a sample of the data (at most `bytes` of input, or of coefficients
+ *  at chop B where those are larger (tiny planes pad to whole blocks): all of it, or
  *  k_search_runs evenly spaced runs of consecutive samples) and return the trials up to the
  *  first that meets the target. */
 std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_params p,
@@ -584,11 +585,16 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
                                          bool ssim, int threads, u64 bytes,
                                          const progress_fn& progress) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
-  const u64 m = std::max<u64>(1, std::min<u64>(n, bytes / ibps));
   codec_params all = p;
   all.chop = p.block;  // the most coefficients of any chop tried
-  byte_buffer in = host_buffer(be, m * ibps), out = host_buffer(be, m * ibps),
-              coeffs = host_buffer(be, m * coeff_bytes_per_sample(all, src.geom));
+  const u64 most = coeff_bytes_per_sample(all, src.geom);
+  const u64 m = std::max<u64>(1, std::min<u64>(n, bytes / std::max(ibps, most)));
+  byte_buffer in, out, coeffs;
+  allocate_for(src.name(), 1, m, double(m) * double(2 * ibps + most), [&] {
+    in = host_buffer(be, m * ibps);
+    out = host_buffer(be, m * ibps);
+    coeffs = host_buffer(be, m * most);
+  });
   // Runs of consecutive samples, evenly spaced: a chunked, compressed HDF5 dataset decodes
   // each chunk a read touches, so one sample per read decoded its chunks once per sample
   // (130 times the data, for h5py's default chunks of 750 samples).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <new>
 #include <string>
 
 #include <unistd.h>
@@ -104,17 +105,22 @@ int region_threads(int threads, std::uint64_t work) {
 }
 
 /** Whether `q`'s coefficient type holds every coefficient of sample `n` of `v` under `q`:
- *  the bound below (B x max |x - offset|) is loose, so only encoding the sample tells. */
+ *  the bound below (B x max |x - offset|) is loose, so only encoding the sample tells. False
+ *  where there is no memory to try (the message then suggests less, not a different error). */
 bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
   const_sample_view one = v;
   one.data = static_cast<const std::byte*>(v.data) +
              static_cast<i64>(n) * v.stride_sample * static_cast<i64>(size_of(v.type));
   one.samples = 1;
   const auto cs = coeff_shape(q, v.height, v.width);
-  std::vector<std::byte> c(v.planes * cs.rows * cs.cols * size_of(q.coeff));
-  std::atomic<u64> bad{std::numeric_limits<u64>::max()};
-  pick_kernels().encode(q, one, c.data(), 1, bad);
-  return bad.load() == std::numeric_limits<u64>::max();
+  try {
+    std::vector<std::byte> c(v.planes * cs.rows * cs.cols * size_of(q.coeff));
+    std::atomic<u64> bad{std::numeric_limits<u64>::max()};
+    pick_kernels().encode(q, one, c.data(), 1, bad);
+    return bad.load() == std::numeric_limits<u64>::max();
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
 }
 
 /** Explain why sample `n` could not be stored: a non-finite input, or a coefficient too big. */

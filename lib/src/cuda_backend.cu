@@ -215,7 +215,8 @@ bool thread_has_context() {
  *  stays on `device` instead: setting device 0 back would start a context there (cudaSetDevice
  *  does, since CUDA 12), on a GPU that another process may own. Only for code that runs on
  *  dctchop's own threads (a loader's prefetch thread) or that must not touch another GPU
- *  (freeing pinned memory): the runtime's current device of such a thread is then `device`. */
+ *  (freeing pinned memory, a DLPack tensor's deleter on whatever thread drops it): the
+ *  runtime's current device of such a thread is then `device`. */
 class device_guard {
  public:
   explicit device_guard(int device, bool stay_if_unbound = false) {

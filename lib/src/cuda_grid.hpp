@@ -433,7 +433,7 @@ inline std::uint64_t samples_per_part(std::uint64_t samples, std::uint64_t sampl
   constexpr std::uint64_t most = std::uint64_t(32) << 20, least = std::uint64_t(1) << 20;
   sample_bytes = std::max<std::uint64_t>(sample_bytes, 1);
   const std::uint64_t by_size = std::max<std::uint64_t>(1, most / sample_bytes);
-  const std::uint64_t quarter = std::max((samples + 3) / 4, (least + sample_bytes - 1) / sample_bytes);
+  const std::uint64_t quarter = std::max(samples / 4, (least + sample_bytes - 1) / sample_bytes);
   return std::max<std::uint64_t>(1, std::min(by_size, quarter));
 }
 
