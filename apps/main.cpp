@@ -105,6 +105,12 @@ const char* k_offset_help =
     "i16, the first sample's mean for float data), mean (the first sample's mean, any dtype: "
     "for integer data that fills little of its range, e.g. 12-bit values in u16), or a number";
 
+/** Where a report says an output went: "<stdout>" for "-", else FILE or FILE:DATASET. */
+std::string output_place(const std::string& path, const std::string& dataset) {
+  if (path == "-") return "<stdout>";
+  return dataset.empty() ? path : path + ":" + dataset;
+}
+
 std::string human_bytes(std::uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b);
@@ -1239,17 +1245,13 @@ int run(int argc, char** argv) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         for (const auto& n : r.notes) log->warn("note: {}", n);
         log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
-                  d_out == "-"      ? std::string("<stdout>")
-                  : r.dataset.empty() ? d_out
-                                      : spec.path + ":" + r.dataset,
+                  output_place(r.dataset.empty() ? d_out : spec.path, r.dataset),
                   shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
                   formats::gb_per_s(r.output_bytes, r.seconds));
         if (!r.labels_output.empty()) {
           log->info("  labels {} -> {}", shape_text(r.labels_shape),
-                    r.labels_output == "-"      ? std::string("<stdout>")
-                    : r.labels_dataset.empty() ? r.labels_output
-                                               : r.labels_output + ":" + r.labels_dataset);
+                    output_place(r.labels_output, r.labels_dataset));
         }
       }
     } else if (*inf) {

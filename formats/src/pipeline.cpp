@@ -588,7 +588,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
   codec_params all = p;
   all.chop = p.block;  // the most coefficients of any chop tried
   const u64 most = coeff_bytes_per_sample(all, src.geom);
-  const u64 m = std::max<u64>(1, std::min<u64>(n, bytes / std::max(ibps, most)));
+  const u64 m = samples_within(bytes, ibps, most, n);
   byte_buffer in, out, coeffs;
   allocate_for(src.name(), 1, m, double(m) * double(2 * ibps + most), [&] {
     in = host_buffer(be, m * ibps);

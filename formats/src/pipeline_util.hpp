@@ -251,6 +251,13 @@ struct pipeline_workers {
  *  workers than chunks. */
 pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks);
 
+/** Samples for a buffer of at most `bytes` on its larger side, the input (`ibps` a sample)
+ *  or the coefficients (`cbps`: tiny planes pad to whole blocks and outgrow their input):
+ *  at least 1, at most `samples`. (eval's chunks and a target search's trial sample.) */
+inline u64 samples_within(u64 bytes, u64 ibps, u64 cbps, u64 samples) {
+  return std::max<u64>(1, std::min<u64>(samples, bytes / std::max<u64>({ibps, cbps, 1})));
+}
+
 /** The chunks that `samples` samples make at `per_chunk` (> 0) a chunk. */
 inline u64 chunk_count(u64 samples, u64 per_chunk) { return (samples + per_chunk - 1) / per_chunk; }
 

@@ -170,10 +170,9 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   // One pass over the input: every setting sees each chunk while it is in memory.
   u64 most_coeffs = 0;  // bytes per sample of the setting that keeps the most
   for (const auto& c : combos) most_coeffs = std::max(most_coeffs, coeff_bytes_per_sample(c.p, g));
-  // 64 MiB of input or of coefficients a chunk, whichever is larger: tiny planes pad to a
-  // whole block, so 1x1 u8 planes at block 8, chop 8, f16 take 128 coefficient bytes a value.
-  const u64 spc = std::max<u64>(
-      1, std::min<u64>(g.samples, (u64(64) << 20) / std::max(ibps, most_coeffs)));
+  // 64 MiB of input or of coefficients a chunk, whichever is larger (1x1 u8 planes at block
+  // 8, chop 8, f16 take 128 coefficient bytes a value).
+  const u64 spc = samples_within(u64(64) << 20, ibps, most_coeffs, g.samples);
   byte_buffer in, out, coeff_buf;
   allocate_for(src.name(), 1, spc, double(spc) * double(2 * ibps + most_coeffs), [&] {
     in = host_buffer(be, spc * ibps);

@@ -854,7 +854,7 @@ class pinned_resource final : public std::pmr::memory_resource {
     // starting one on device 0.
     try {
       const detail::device_guard on(device_, true);
-      if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();  // not for the next check
+      detail::cuda_ignore(cudaFreeHost(p));  // not for the next check
     } catch (...) {
       // The device is gone (a deallocation cannot fail): the memory goes with the process.
     }
@@ -973,7 +973,7 @@ void device_ring::released(std::size_t slot, void* stream) {
   if (e == cudaSuccess) return;
   // Without the event nothing orders the next decode into this slot after the consumer's
   // use of it (the ring's stream does not wait for the default stream): wait here instead.
-  (void)cudaGetLastError();
+  detail::cuda_ignore(e);
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 

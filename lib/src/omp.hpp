@@ -60,8 +60,8 @@ inline int resolve_threads(int requested) {
 
 /** The threads a parallel region over `work` items may use now: `threads`, but no more than
  *  the items or the processors (a team beyond either costs thread starts, and the system may
- *  refuse them: libgomp then ends the process), and 1 in a process forked from the one that loaded the
- *  library. GNU libgomp's thread pool does not survive fork(): a child
+ *  refuse them: libgomp then ends the process), and 1 in a process forked from the one that
+ *  loaded the library. GNU libgomp's thread pool does not survive fork(): a child
  *  whose parent had run a parallel region (dctchop's, or another library's on the same
  *  libgomp, such as PyTorch's) waits forever in its first region of more than one thread
  *  for threads that only the parent has. PyTorch DataLoader workers are such children. A
