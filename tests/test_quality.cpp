@@ -713,12 +713,45 @@ TEST(QualityCli, EvalAndTheTargetSearchOfTinyPlanesSizeTheirChunksByTheCoefficie
   const auto q = parse_json(c.out).at("rows").at(0).at("quality");
   EXPECT_EQ(q.at("samples").get<std::uint64_t>(), n) << c.out;
   EXPECT_EQ(q.at("max_abs_error").get<double>(), 0.0) << c.out;  // chop 8 of 8 keeps all
-  // Constant 8x8 blocks: chop 1 is lossless, and the search stops there. (One thread: the
-  // chunks that follow, of 2 Mi samples, measure 48 bytes of figures a sample, per worker.)
+  // Constant 8x8 blocks: chop 1 is lossless, and the search stops there.
   auto t = sh(dir, "ulimit -v 400000; DCTCHOP compress tiny.npy --layout NHW --psnr 40 "
-                   "--threads 1 -o t.dcz --json");
+                   "--threads 2 -o t.dcz --json");
   ASSERT_EQ(t.status, 0) << describe(t);
   EXPECT_EQ(parse_json(t.out).at("chop"), 1) << t.out;
+}
+
+TEST(QualityCli, TheFiguresOfMillionsOfTinySamplesFitTheMemoryOfTheirChunks) {
+  // 8 Mi samples of one 1x1 u8 plane at block 4, chop 1: 2 coefficient bytes a sample, so
+  // chunks of 2 Mi samples (4 MiB). The per-sample figures were 48 bytes a sample and not in
+  // the chunk budget: compress and verify held 100 MiB of them per chunk in flight and eval
+  // 400 MiB for its chunk, past 400 MB of address space (650 MB resident for 16 Mi samples).
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+  GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
+#endif
+  temp_dir dir;
+  const std::uint64_t n = std::uint64_t(8) << 20;
+  std::vector<std::uint8_t> v(n);
+  for (std::uint64_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 37 % 251);
+  save_npy(dir.file("tiny.npy"), dtype::u8, {n, 1, 1}, v);
+  const std::string limit = "ulimit -v 400000; ";
+  auto c = sh(dir, limit + "DCTCHOP compress tiny.npy --layout NHW --block 4 --chop 1 "
+                           "--threads 2 -o t.dcz --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto j = parse_json(c.out);
+  EXPECT_EQ(j.at("samples_per_chunk").get<std::uint64_t>(), std::uint64_t(2) << 20) << c.out;
+  // A 1x1 plane padded by edge replication is one constant block: its DC alone is exact.
+  EXPECT_EQ(j.at("quality").at("samples").get<std::uint64_t>(), n) << c.out;
+  EXPECT_EQ(j.at("quality").at("max_abs_error").get<double>(), 0.0) << c.out;
+  EXPECT_EQ(j.at("quality").at("lossless_samples").get<std::uint64_t>(), n) << c.out;
+  auto ver = sh(dir, limit + "DCTCHOP verify t.dcz --against tiny.npy --threads 2 --json");
+  ASSERT_EQ(ver.status, 0) << describe(ver);
+  EXPECT_EQ(parse_json(ver.out).at("quality").at("samples").get<std::uint64_t>(), n) << ver.out;
+  auto e = sh(dir, limit + "DCTCHOP eval tiny.npy --layout NHW --block 4 --chop 1 --json -q "
+                           "--threads 2");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_EQ(parse_json(e.out).at("rows").at(0).at("quality").at("samples").get<std::uint64_t>(),
+            n)
+      << e.out;
 }
 
 /** Split one CSV line; fields may be double-quoted (with "" for a quote inside). */

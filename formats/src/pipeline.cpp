@@ -726,8 +726,10 @@ compress_result write_archive(input_source& src, const std::string& output, back
 
   // Chunks stream through run_chunks(): read on this thread, encoded (and measured) by
   // be.threads() workers at once, one chunk each, and written in order by a writer thread.
-  // Each slot holds one chunk's buffers; memory is slots x (input, coefficients, decoded).
-  const u64 slot_bytes = spc * (ibps * (measure ? 2 : 1) + cbps);
+  // Each slot holds one chunk's buffers; memory is slots x (input, coefficients, decoded and
+  // the measurements: 16 bytes a sample, which outweigh 1x1 planes at chop 1).
+  const u64 slot_bytes =
+      spc * (ibps * (measure ? 2 : 1) + cbps + (measure ? quality_batch::bytes_per_sample : 0));
   const pipeline_workers crew = make_workers(be, slot_bytes, chunk_count(g.samples, spc));
   const unsigned workers = crew.count();
   const std::size_t slots = crew.slots();
@@ -736,15 +738,19 @@ compress_result write_archive(input_source& src, const std::string& output, back
     u64 first = 0, n = 0;
     quality_batch measured;
   };
+  quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   std::vector<slot_buffers> slot(slots);
   allocate_for(src.name(), slots, spc, double(slots) * double(slot_bytes), [&] {
     for (auto& b : slot) {
       b.in = host_buffer(be, spc * ibps);
       b.coeffs = host_buffer(be, spc * cbps);
-      if (measure) b.decoded = host_buffer(be, spc * ibps);
+      if (measure) {
+        b.decoded = host_buffer(be, spc * ibps);
+        b.measured.sse.reserve(spc);
+        if (acc.computes_ssim()) b.measured.ssim_sum.reserve(spc);
+      }
     }
   });
-  quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
   u64 replaced = 0;  // non-finite values replaced; counted on the reading thread
   chunk_stages stages;
   stages.before_read = cancel_point(o.progress);
@@ -768,9 +774,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
     if (measure) {
       wb.decode(p, std::span<const std::byte>(b.coeffs.data(), b.n * cbps),
                 make_view(g, src.type, b.decoded.data(), b.n));
-      b.measured = acc.measure(
-          view, make_view(g, src.type, static_cast<const void*>(b.decoded.data()), b.n),
-          workers > 1 ? 1 : o.threads);
+      acc.measure(view, make_view(g, src.type, static_cast<const void*>(b.decoded.data()), b.n),
+                  workers > 1 ? 1 : o.threads, b.measured);
     }
   };
   stages.write = [&](u64, std::size_t i) {

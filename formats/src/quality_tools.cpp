@@ -358,7 +358,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     byte_buffer in;           // the original, for the measurement
     quality_batch measured;
   };
-  const u64 slot_bytes = h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps);
+  const u64 slot_bytes =
+      h.samples_per_chunk * (h.coeff_bytes_per_sample() + 2 * ibps + quality_batch::bytes_per_sample);
   const pipeline_workers crew =
       make_workers(be, slot_bytes, chunk_count(h.geom.samples, h.samples_per_chunk));
   std::vector<slot_buffers> slot(crew.slots());
@@ -368,6 +369,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                    b.coeffs = host_buffer(be, h.samples_per_chunk * h.coeff_bytes_per_sample());
                    b.out = host_buffer(be, h.samples_per_chunk * ibps);
                    b.in.reserve(h.samples_per_chunk * ibps);
+                   b.measured.sse.reserve(h.samples_per_chunk);
+                   if (acc.computes_ssim()) b.measured.ssim_sum.reserve(h.samples_per_chunk);
                  }
                });
   chunk_stages stages;
@@ -389,14 +392,14 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     b.out.resize(n * ibps);
     crew.be[worker]->decode(h.codec, b.coeffs,
                             make_view(h.geom, h.type, static_cast<void*>(b.out.data()), n));
-    b.measured = acc.measure(make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
-                             make_view(h.geom, h.type, static_cast<const void*>(b.out.data()), n),
-                             crew.count() > 1 ? 1 : o.threads);
+    acc.measure(make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
+                make_view(h.geom, h.type, static_cast<const void*>(b.out.data()), n),
+                crew.count() > 1 ? 1 : o.threads, b.measured);
     // A NaN or Inf in the original makes its squared error non-finite (the decoded values
     // are finite). Compress refuses such data unless it replaces them, and then so does the
     // reader here; so this original is not what the archive was made from.
     for (u64 k = 0; k < n; ++k) {
-      if (!std::isfinite(b.measured.samples[k].sse)) {
+      if (!std::isfinite(b.measured.sse[k])) {
         throw error(errc::bad_input,
                     src.name() + ": sample " + std::to_string(b.info.first + k) +
                         " holds a NaN or Inf, which " + r.display_name() +

@@ -150,6 +150,13 @@ quality_accumulator::quality_accumulator(dtype type, std::optional<double> range
 
 quality_batch quality_accumulator::measure(const const_sample_view& a,
                                            const const_sample_view& b, int threads) const {
+  quality_batch batch;
+  measure(a, b, threads, batch);
+  return batch;
+}
+
+void quality_accumulator::measure(const const_sample_view& a, const const_sample_view& b,
+                                  int threads, quality_batch& batch) const {
   if (a.type != b.type || a.type != type_ || a.samples != b.samples || a.planes != b.planes ||
       a.height != b.height || a.width != b.width) {
     throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
@@ -161,14 +168,23 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
   const double range = known_range_.value_or(0.0);
   // Range 0 (constant float data): SSIM is 0/0 unless the data came back exactly, which
   // result() can tell only at the end; the planes are counted here, not measured.
-  const bool do_ssim = computes_ssim();
+  const bool want_ssim = computes_ssim() && a.height >= k_win && a.width >= k_win;
+  const bool measure_ssim = want_ssim && range > 0;
   const bool dense = dense_samples(a) && dense_samples(b);
-  // One record per sample, filled in parallel; add(batch) sums them in sample order, so the
-  // figures do not depend on the thread count or on how the data was split into batches.
-  quality_batch batch;
+  // Each sample's squared error and SSIM sum, filled in parallel; add(batch) sums them in
+  // sample order, so the figures do not depend on the thread count or on how the data was
+  // split into batches. The extremes need no order: each thread keeps its own.
+  constexpr double inf = std::numeric_limits<double>::infinity();
   batch.values_per_sample = per_sample;
-  batch.samples.resize(a.samples);
-  auto& recs = batch.samples;
+  batch.sse.assign(a.samples, 0.0);
+  if (measure_ssim) batch.ssim_sum.assign(a.samples, 0.0);
+  else batch.ssim_sum.clear();
+  batch.max_abs = 0;
+  batch.mn = inf;
+  batch.mx = -inf;
+  batch.ssim_planes = want_ssim ? a.samples * a.planes : 0;
+  double* const sse = batch.sse.data();
+  double* const ssim = batch.ssim_sum.data();
   // (An exception, such as memory for a row or the SSIM windows, ends every thread's work
   // and is thrown after the region.)
   detail::region_failure failure;
@@ -179,73 +195,92 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
       ra.resize(a.width);
       rb.resize(a.width);
     });
+    double max_abs = 0, mn = inf, mx = -inf;
     DCTCHOP_OMP(omp for schedule(dynamic, 1))
     for (i64 si = 0; si < samples; ++si) {
       if (failure.failed()) continue;
       failure.run([&] {
         const u64 n = static_cast<u64>(si);
-        quality_batch::sample& rec = recs[n];
-        rec.mn = std::numeric_limits<double>::infinity();
-        rec.mx = -rec.mn;
         if (dense) {
           const detail::error_stats st = k.sample_stats(a, b, n);
-          rec.sse = st.sse;
-          rec.max_abs = st.max_abs;
-          rec.mn = st.mn;
-          rec.mx = st.mx;
-        }
-        const bool want_ssim =
-            do_ssim && a.height >= k_win && a.width >= k_win;
-        if (!dense) {  // a strided view: walk the rows
+          sse[n] = st.sse;
+          max_abs = std::max(max_abs, st.max_abs);
+          if (per_sample > 0) {
+            mn = std::min(mn, st.mn);
+            mx = std::max(mx, st.mx);
+          }
+        } else {  // a strided view: walk the rows
+          double e = 0;
           for (u64 c = 0; c < a.planes; ++c)
             for (u64 r = 0; r < a.height; ++r) {
               k.load_row(a, n, c, r, ra.data());
               k.load_row(b, n, c, r, rb.data());
               for (u64 x = 0; x < a.width; ++x) {
                 const double d = ra[x] - rb[x];
-                rec.sse += d * d;
-                rec.max_abs = std::max(rec.max_abs, std::fabs(d));
-                rec.mn = std::min(rec.mn, ra[x]);
-                rec.mx = std::max(rec.mx, ra[x]);
+                e += d * d;
+                max_abs = std::max(max_abs, std::fabs(d));
+                mn = std::min(mn, ra[x]);
+                mx = std::max(mx, ra[x]);
               }
             }
+          sse[n] = e;
         }
-        if (want_ssim) {
-          if (range > 0) rec.ssim_sum += k.sample_ssim(a, b, n, range);
-          rec.ssim_planes += a.planes;
-        }
+        if (measure_ssim) ssim[n] = k.sample_ssim(a, b, n, range);
       });
+    }
+    DCTCHOP_OMP(omp critical(dctchop_quality_extremes))
+    {
+      batch.max_abs = std::max(batch.max_abs, max_abs);
+      batch.mn = std::min(batch.mn, mn);
+      batch.mx = std::max(batch.mx, mx);
     }
   }
   failure.rethrow();
-  return batch;
 }
 
 void quality_accumulator::add(const quality_batch& batch) {
+  const u64 n = batch.samples();
+  if (n == 0) return;
   const u64 per_sample = batch.values_per_sample;
-  for (const auto& rec : batch.samples) {
-    min_ = values_ == 0 ? rec.mn : std::min(min_, rec.mn);
-    max_ = values_ == 0 ? rec.mx : std::max(max_, rec.mx);
-    values_ += per_sample;
-    sse_ += rec.sse;
-    max_abs_ = std::max(max_abs_, rec.max_abs);
-    if (rec.sse > 0) {
-      const double m = rec.sse / static_cast<double>(per_sample);
+  if (per_sample > 0) {
+    min_ = values_ == 0 ? batch.mn : std::min(min_, batch.mn);
+    max_ = values_ == 0 ? batch.mx : std::max(max_, batch.mx);
+  }
+  values_ += n * per_sample;
+  max_abs_ = std::max(max_abs_, batch.max_abs);
+  for (u64 i = 0; i < n; ++i) {
+    const double e = batch.sse[i];
+    sse_ += e;
+    if (e > 0) {
+      const double m = e / static_cast<double>(per_sample);
       max_sample_mse_ = std::max(max_sample_mse_, m);
       sum_log_sample_mse_ += std::log10(m);
       ++lossy_samples_;
     } else {
       ++lossless_;
     }
-    ssim_sum_ += rec.ssim_sum;
-    ssim_planes_ += rec.ssim_planes;
   }
-  samples_ += batch.samples.size();
+  for (const double v : batch.ssim_sum) ssim_sum_ += v;
+  ssim_planes_ += batch.ssim_planes;
+  samples_ += n;
 }
 
 void quality_accumulator::add(const const_sample_view& a, const const_sample_view& b,
                               int threads) {
-  add(measure(a, b, threads));
+  // A batch at a time: the same sums in the same order as one measure() of the whole.
+  quality_batch batch;
+  const u64 step = add_batch_samples;
+  for (u64 first = 0; first < a.samples; first += step) {
+    const u64 n = std::min(step, a.samples - first);
+    const_sample_view pa = a, pb = b;
+    pa.data = static_cast<const std::byte*>(a.data) +
+              static_cast<i64>(first) * a.stride_sample * static_cast<i64>(size_of(a.type));
+    pb.data = static_cast<const std::byte*>(b.data) +
+              static_cast<i64>(first) * b.stride_sample * static_cast<i64>(size_of(b.type));
+    pa.samples = pb.samples = n;
+    measure(pa, pb, threads, batch);
+    add(batch);
+  }
 }
 
 void quality_accumulator::merge(const quality_accumulator& o) {

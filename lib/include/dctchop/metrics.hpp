@@ -53,15 +53,19 @@ struct quality {
   }
 };
 
-/** Per-sample figures of one batch, measured but not yet added to the totals (see
- *  quality_accumulator::measure). */
+/** One batch's figures, measured but not yet added to the totals (see
+ *  quality_accumulator::measure): each sample's squared error and SSIM sum, which the totals
+ *  take in sample order, and the batch's extremes, which need no order. */
 struct quality_batch {
-  struct sample {
-    double sse = 0, max_abs = 0, mn = 0, mx = 0, ssim_sum = 0;
-    std::uint64_t ssim_planes = 0;
-  };
-  std::vector<sample> samples;
+  std::vector<double> sse;       ///< per sample
+  std::vector<double> ssim_sum;  ///< per sample when SSIM is computed; else empty
+  double max_abs = 0;            ///< over the batch
+  double mn = 0, mx = 0;         ///< the original's extremes; +inf and -inf for no values
+  std::uint64_t ssim_planes = 0;
   std::uint64_t values_per_sample = 0;
+  /** The most bytes a batch holds per sample, for callers that budget memory by chunks. */
+  static constexpr std::uint64_t bytes_per_sample = 2 * sizeof(double);
+  std::uint64_t samples() const noexcept { return sse.size(); }
 };
 
 /** Accumulates the error between original and decoded samples.
@@ -79,13 +83,19 @@ class quality_accumulator {
   quality_accumulator(dtype type, std::optional<double> range, bool ssim);
 
   /** Add whole samples: `original` and `decoded` must have the same geometry and dtype.
-   *  Runs on `threads` OpenMP threads (0: every core). */
+   *  Runs on `threads` OpenMP threads (0: every core). Measures at most add_batch_samples
+   *  samples at a time, so its memory does not grow with the batch (16 bytes a sample). */
   void add(const const_sample_view& original, const const_sample_view& decoded, int threads = 1);
+  static constexpr std::uint64_t add_batch_samples = std::uint64_t(1) << 16;
   /** The first half of add(): measure a batch without touching the totals. It is const, so
    *  several batches may be measured at once on different threads; adding the batches in
-   *  order then gives exactly the totals of add() on the whole. */
+   *  order then gives exactly the totals of add() on the whole. The batch holds
+   *  quality_batch::bytes_per_sample bytes a sample at most. */
   quality_batch measure(const const_sample_view& original, const const_sample_view& decoded,
                         int threads = 1) const;
+  /** measure() into `into`, reusing its memory (a pipeline slot's batch, chunk after chunk). */
+  void measure(const const_sample_view& original, const const_sample_view& decoded, int threads,
+               quality_batch& into) const;
   /** The second half of add(): sum a measured batch into the totals, sample by sample. */
   void add(const quality_batch& batch);
   /** Combine another accumulator's totals (same dtype and settings). */
