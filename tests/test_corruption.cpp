@@ -90,10 +90,9 @@ void put_u64_at(std::string& b, std::size_t at, std::uint64_t v) {
  *  writer's own archive, as far as any checksum can tell). The new header must still fit
  *  before data_offset. */
 template <typename Edit>
-std::string with_header(std::string b, Edit&& edit) {
-  nlohmann::json j = nlohmann::json::parse(b.substr(64, u64_at(b, 16)));
-  edit(j);
-  const std::string text = j.dump();
+std::string with_header_text(std::string b, Edit&& edit) {
+  std::string text = b.substr(64, u64_at(b, 16));
+  edit(text);
   if (64 + text.size() > u64_at(b, 32)) throw std::runtime_error("test: header too long");
   std::fill(b.begin() + 64, b.begin() + static_cast<long>(u64_at(b, 32)), '\0');
   b.replace(64, text.size(), text);
@@ -102,17 +101,36 @@ std::string with_header(std::string b, Edit&& edit) {
   return b;
 }
 
+/** with_header_text of the header as JSON. */
+template <typename Edit>
+std::string with_header(std::string b, Edit&& edit) {
+  return with_header_text(std::move(b), [&](std::string& text) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    edit(j);
+    text = j.dump();
+  });
+}
+
 /** The archive `b` with its footer JSON changed by `edit`, the tail rewritten to match. */
 template <typename Edit>
-std::string with_footer(std::string b, Edit&& edit) {
+std::string with_footer_text(std::string b, Edit&& edit) {
   const std::size_t tail = b.size() - 64, at = u64_at(b, tail + 8);
-  nlohmann::json j = nlohmann::json::parse(b.substr(at, u64_at(b, tail + 16)));
-  edit(j);
-  const std::string text = j.dump();
+  std::string text = b.substr(at, u64_at(b, tail + 16));
+  edit(text);
   std::string t = b.substr(tail);
   put_u64_at(t, 16, text.size());
   put_u64_at(t, 24, XXH64(text.data(), text.size(), 0));
   return b.substr(0, at) + text + t;
+}
+
+/** with_footer_text of the footer as JSON. */
+template <typename Edit>
+std::string with_footer(std::string b, Edit&& edit) {
+  return with_footer_text(std::move(b), [&](std::string& text) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    edit(j);
+    text = j.dump();
+  });
 }
 
 /** The archive `b` with chunk 0's record changed by `edit` (the 64 record bytes), its
@@ -303,6 +321,33 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     const char* text;
   };
   const std::vector<bad_case> cases = {
+      // A member named twice: nlohmann and Python's json take the last, other readers the
+      // first, so one reader would decode the archive as u16 and another as its own dtype.
+      {"a header member named twice",
+       with_header_text(bytes_, [](std::string& t) { t.insert(1, R"("dtype":"u16",)"); }),
+       errc::corrupt, "header names member 'dtype' twice"},
+      {"a nested header member named twice",
+       with_header_text(bytes_, [](std::string& t) {
+         const auto at = t.find(R"("codec":{)");
+         ASSERT_NE(at, std::string::npos) << t;
+         t.insert(at + 9, R"("offset":0,)");
+       }),
+       errc::corrupt, "header names member 'offset' twice"},
+      {"a header after a byte-order mark",
+       with_header_text(bytes_, [](std::string& t) { t.insert(0, "\xEF\xBB\xBF"); }),
+       errc::corrupt, "header is not valid JSON"},
+      {"a header with a NUL after it, within its length",
+       with_header_text(bytes_, [](std::string& t) { t.push_back('\0'); }),
+       errc::corrupt, "header is not valid JSON"},
+      {"an index with a NUL after it, within its length",
+       with_footer_text(bytes_, [](std::string& t) { t.push_back('\0'); }),
+       errc::corrupt, "index is not valid JSON"},
+      {"an index member named twice",
+       with_footer_text(bytes_, [](std::string& t) { t.insert(1, R"("samples":3,)"); }),
+       errc::corrupt, "index names member 'samples' twice"},
+      {"input_bytes that is not a count",
+       with_footer(bytes_, [](nlohmann::json& j) { j["input_bytes"] = "1"; }),
+       errc::corrupt, "index: expected an integer in range"},
       {"another transform",
        with_header(bytes_, [](nlohmann::json& j) { j["codec"]["transform"] = "dct4-lapped"; }),
        errc::unsupported_version, "codec transform \"dct4-lapped\" is not one this dctchop"},
@@ -365,7 +410,7 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
                    [](nlohmann::json& j) {
                      j["side_arrays"][0]["offset"] = j["side_arrays"][0]["offset"].get<std::uint64_t>() + 8;
                    }),
-       errc::corrupt, "side array 'labels' at offset"},
+       errc::corrupt, "side array 'labels' is at offset"},
   };
   const std::string path = dir_.file("rule.dcz");
   for (const auto& c : cases) {
@@ -430,9 +475,37 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     put_u64_at(moved, moved.size() - 64 + 8, at + 8);
     test::write_bytes(path, moved);
     test::expect_error([&] { read_random(path); }, errc::corrupt,
-                       {"rule.dcz", "is not at an aligned offset after the data"});
+                       {"rule.dcz", "the index is at offset", "(where the data ends, aligned)"});
     test::expect_error([&] { read_stream(moved); }, errc::corrupt,
-                       {"is not at an aligned offset after the data"});
+                       {"the index is at offset", "(where the data ends, aligned)"});
+  }
+  // A gap of one alignment (4 KiB of 0xAB, which no checksum reads) before the footer, and
+  // one before the side array: each stayed aligned, and both readers took them.
+  {
+    const std::size_t tail = bytes_.size() - 64, at = u64_at(bytes_, tail + 8);
+    std::string gap = bytes_;
+    gap.insert(at, 4096, '\xAB');
+    put_u64_at(gap, gap.size() - 64 + 8, at + 4096);
+    test::write_bytes(path, gap);
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz", "the index is at offset " + std::to_string(at + 4096),
+                        "not at " + std::to_string(at)});
+    test::expect_error([&] { read_stream(gap); }, errc::corrupt,
+                       {"the index is at offset " + std::to_string(at + 4096)});
+    const nlohmann::json f = nlohmann::json::parse(bytes_.substr(at, u64_at(bytes_, tail + 16)));
+    const std::size_t side = f["side_arrays"][0]["offset"].get<std::uint64_t>();
+    std::string before = bytes_;
+    before.insert(side, 4096, '\xAB');
+    put_u64_at(before, before.size() - 64 + 8, at + 4096);
+    before = with_footer(before, [](nlohmann::json& j) {
+      j["side_arrays"][0]["offset"] = j["side_arrays"][0]["offset"].get<std::uint64_t>() + 4096;
+    });
+    test::write_bytes(path, before);
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz", "side array 'labels' is at offset " + std::to_string(side + 4096),
+                        "not at " + std::to_string(side)});
+    test::expect_error([&] { read_stream(before); }, errc::corrupt,
+                       {"side array 'labels' is at offset " + std::to_string(side + 4096)});
   }
   // Cut inside the magic: truncated (exit 4), not "not an archive" (exit 3).
   for (std::size_t n = 1; n < 8; ++n) {

@@ -578,7 +578,8 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   EXPECT_EQ(from_old.next().samples, want.samples);
   // Not a state: the messages say what one is.
   for (const char* bad : {"garbage", "[1, 2]", R"({"epoch": 0})", R"({"epoch": -1, "position": 0, "seed": 0})",
-                          R"({"epoch": 0, "position": 0, "seed": 0, "batch_size": 4})"}) {
+                          R"({"epoch": 0, "position": 0, "seed": 0, "batch_size": 4})",
+                          R"({"epoch": 0, "position": 3, "seed": 3, "position": 0})"}) {
     dctchop::test::expect_error([&] { loaders::loader_state::from_json(bad); },
                                 errc::invalid_argument, {"not a loader state"});
   }

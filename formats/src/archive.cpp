@@ -546,9 +546,21 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
   return {};
 }
 
+namespace {
+/** JSON text of exactly its recorded length: nlohmann skips a byte-order mark and stops at a
+ *  NUL, which no writer puts there. */
+bool plain_json_text(std::string_view text) {
+  return text.find('\0') == std::string_view::npos && text.substr(0, 3) != "\xEF\xBB\xBF";
+}
+}  // namespace
+
 archive_header parse_archive_header(std::string_view text, const std::string& file) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) corrupt(file, "header is not valid JSON");
+  std::string twice;
+  nlohmann::json j = parse_json_naming_once(text, twice);
+  if (j.is_discarded() || !j.is_object() || !plain_json_text(text)) {
+    corrupt(file, "header is not valid JSON");
+  }
+  if (!twice.empty()) corrupt(file, "header names member '" + twice + "' twice");
   return header_from_json(j, file);
 }
 
@@ -652,8 +664,9 @@ void archive_reader::read_footer_random() {
 void archive_reader::check_placement(u64 footer_offset) const {
   // As the writer places them, and as a stream reader (which cannot seek) finds them: chunk 0
   // at the data offset and each next one where the one before ends, rounded up to the
-  // alignment; then the side arrays, each at an aligned offset after the one before; then the
-  // footer, aligned. (The values come from the file: sizes are compared by subtraction.
+  // alignment; then the side arrays, each where the one before (or the last chunk) ends,
+  // aligned; then the footer, aligned, where the last of them ends. No gap: its bytes would
+  // be read by no checksum. (The values come from the file: sizes are compared by subtraction.
   // stored_bytes < 2^62 by the header's size bound, so the sums here do not wrap.)
   const std::string name = display_name();
   const u64 align = header_.alignment;
@@ -672,24 +685,28 @@ void archive_reader::check_placement(u64 footer_offset) const {
     at = align_up(c.offset + k_record + c.stored_bytes, align);
   }
   for (const auto& s : sides_) {
-    if (s.offset % align != 0 || s.offset < at || s.offset > footer_offset ||
-        s.bytes > footer_offset - s.offset) {
-      corrupt(name, "side array '" + s.name + "' at offset " + std::to_string(s.offset) +
-                        " is not at an aligned offset between the chunks (or the side array "
-                        "before it) and the index");
+    if (s.offset != at || s.offset > footer_offset || s.bytes > footer_offset - s.offset) {
+      corrupt(name, "side array '" + s.name + "' is at offset " + std::to_string(s.offset) +
+                        ", not at " + std::to_string(at) +
+                        " (where the chunks, or the side array before it, end, aligned) "
+                        "before the index");
     }
     at = align_up(s.offset + s.bytes, align);
   }
-  if (footer_offset % align != 0 || footer_offset < at) {
-    corrupt(name, "the index at offset " + std::to_string(footer_offset) +
-                      " is not at an aligned offset after the data");
+  if (footer_offset != at) {
+    corrupt(name, "the index is at offset " + std::to_string(footer_offset) + ", not at " +
+                      std::to_string(at) + " (where the data ends, aligned)");
   }
 }
 
 void archive_reader::parse_footer(const std::string& text) {
   const std::string name = display_name();
-  nlohmann::json f = nlohmann::json::parse(text, nullptr, false);
-  if (f.is_discarded() || !f.is_object()) corrupt(name, "index is not valid JSON");
+  std::string twice;
+  nlohmann::json f = parse_json_naming_once(text, twice);
+  if (f.is_discarded() || !f.is_object() || !plain_json_text(text)) {
+    corrupt(name, "index is not valid JSON");
+  }
+  if (!twice.empty()) corrupt(name, "index names member '" + twice + "' twice");
   std::vector<chunk_info> chunks;
   std::vector<side_array_info> sides;
   try {
@@ -763,6 +780,9 @@ void archive_reader::parse_footer(const std::string& text) {
     }
     if (f.contains("nonfinite_replaced") || header_.nonfinite_replacement) {
       (void)json_integer<u64>(f.at("nonfinite_replaced"));  // required with header "nonfinite"
+    }
+    if (f.contains("input_bytes")) {  // optional, informative: a count all the same
+      (void)json_integer<u64>(f.at("input_bytes"));
     }
     // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR).
     if (f.contains("quality")) {

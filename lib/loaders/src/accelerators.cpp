@@ -268,7 +268,12 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
   nlohmann::json j;
   loader_state s;
   try {
-    j = nlohmann::json::parse(text);
+    std::string twice;
+    j = formats::parse_json_naming_once(text, twice);
+    if (j.is_discarded()) throw error(errc::invalid_argument, "not a CS-2 feed state: not JSON");
+    if (!twice.empty()) {
+      throw error(errc::invalid_argument, "not a CS-2 feed state: it names " + twice + " twice");
+    }
     if (formats::json_integer<int>(j.at("worker_id")) != o_.worker_id ||
         formats::json_integer<int>(j.at("num_workers")) != o_.num_workers ||
         formats::json_integer<std::size_t>(j.at("batch_size")) != o_.batch_size) {

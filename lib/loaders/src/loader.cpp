@@ -83,11 +83,14 @@ std::string loader_state::to_json() const {
 loader_state loader_state::from_json(const std::string& text) {
   const char* expected =
       "not a loader state (expected the JSON object that state() gives: epoch, position, seed";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
+  std::string twice;
+  const nlohmann::json j = formats::parse_json_naming_once(text, twice);
+  if (j.is_discarded()) {
     throw error(errc::invalid_argument, std::string(expected) + "; this is not JSON)");
+  }
+  if (!twice.empty()) {
+    throw error(errc::invalid_argument,
+                std::string(expected) + "; it names " + twice + " twice)");
   }
   if (!j.is_object()) throw error(errc::invalid_argument, std::string(expected) + ")");
   auto integer = [&](const char* key) -> u64 {
