@@ -1582,6 +1582,65 @@ TEST(Hdf5Cli, ATruncatedHdf5InputIsBadInputThatSaysSo) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
 }
 
+/** Where the little-endian u32 values `v` first lie in `bytes` (npos: nowhere). */
+std::size_t find_u32s(const std::string& bytes, const std::vector<std::uint32_t>& v) {
+  std::string pattern;
+  for (const std::uint32_t x : v)
+    for (int i = 0; i < 4; ++i) pattern += static_cast<char>((x >> (8 * i)) & 0xff);
+  return bytes.find(pattern);
+}
+
+TEST(Hdf5Cli, DamagedHdf5StructureIsBadInputNotAnIoErrorOrACrash) {
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("c.h5"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {8, 16, 16, 3},
+             dctchop::test::smooth_u8_nhwc(8, 16, 16, 3), storage{{1, 8, 8, 3}, 4});
+    h5_write(f.get(), "/flat", H5T_STD_U8LE, {8, 16, 16, 3},
+             dctchop::test::smooth_u8_nhwc(8, 16, 16, 3));
+  }
+  const std::string whole = read_bytes(dir.file("c.h5"));
+  ASSERT_EQ(cli(dir, "compress c.h5:/images -o ok.dcz -q --no-quality --threads 1").status, 0);
+  // The layout message's chunk dimensions (1, 8, 8, 3, then the item size 1): the last axis
+  // made 262147 long. With one more byte changed in the chunk index, libhdf5 read past its
+  // buffers (a crash, exit 139); alone, the read failed and exited 5, an I/O error.
+  const std::size_t dims = find_u32s(whole, {1, 8, 8, 3, 1});
+  ASSERT_NE(dims, std::string::npos);
+  std::string wide = whole;
+  wide[dims + 14] = 4;  // 3 + 4 * 65536
+  write_bytes(dir.file("wide.h5"), wide);
+  auto w = cli(dir, "compress wide.h5:/images -o w.dcz --threads 1");
+  EXPECT_EQ(w.status, 3) << describe(w);
+  EXPECT_TRUE(contains(w.err, "wide.h5:/images: its chunks are 262147 long on axis 3 of at most 3")) << w.err;
+  EXPECT_TRUE(contains(w.err, "the file is damaged")) << w.err;
+  std::string zero = whole;
+  zero[dims + 12] = 0;  // an axis of chunks 0 long
+  write_bytes(dir.file("zero.h5"), zero);
+  auto z = cli(dir, "compress zero.h5:/images -o z.dcz --threads 1");
+  EXPECT_EQ(z.status, 3) << describe(z);
+  // The contiguous dataset's data moved past the end of the file: HDF5 fails the read with
+  // no system error ("addr overflow"), which is the file's fault.
+  {
+    auto f = h5_open(dir.file("c.h5"));
+    h5 d(H5Dopen2(f.get(), "/flat", H5P_DEFAULT), H5Dclose, "open /flat");
+    const haddr_t at = H5Dget_offset(d.get());
+    ASSERT_NE(at, HADDR_UNDEF);
+    std::string moved = whole;
+    std::string address(8, '\0');
+    for (int i = 0; i < 8; ++i) address[static_cast<std::size_t>(i)] = static_cast<char>((at >> (8 * i)) & 0xff);
+    const std::size_t msg = moved.find(address);
+    ASSERT_NE(msg, std::string::npos);
+    const std::uint64_t past = whole.size() + 4096;
+    for (int i = 0; i < 8; ++i) moved[msg + static_cast<std::size_t>(i)] = static_cast<char>((past >> (8 * i)) & 0xff);
+    write_bytes(dir.file("moved.h5"), moved);
+  }
+  auto m = cli(dir, "compress moved.h5:/flat -o m.dcz --threads 1");
+  EXPECT_EQ(m.status, 3) << describe(m);
+  EXPECT_TRUE(contains(m.err, "moved.h5:/flat")) << m.err;
+  EXPECT_TRUE(contains(m.err, "the file is damaged")) << m.err;
+  for (const char* out : {"w.dcz", "z.dcz", "m.dcz"}) EXPECT_FALSE(std::filesystem::exists(dir.file(out)));
+}
+
 TEST(Hdf5Cli, DecompressOntoAnExistingHdf5FileExits6UnlessForced) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));

@@ -188,7 +188,13 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     c.bytes.resize(size);
     uint32_t mask = 0;
     if (H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
-      throw error(errc::io, name + ": cannot read the chunk at row " + std::to_string(offset[0]));
+      const hdf5_failure why = last_hdf5_failure();
+      const std::string at = name + ": cannot read the chunk at row " + std::to_string(offset[0]);
+      if (!why.system) {  // no system call failed: the file's structure is at fault
+        throw error(errc::bad_input, at + ": the file is damaged" +
+                                         (why.text.empty() ? std::string() : " (" + why.text + ")"));
+      }
+      throw error(errc::io, at + (why.text.empty() ? std::string() : " (" + why.text + ")"));
     }
     c.mask = mask;
     bool more = false;  // the next chunk's offset: the last axis fastest

@@ -473,4 +473,23 @@ std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name)
   return out;
 }
 
+hdf5_failure last_hdf5_failure() {
+  hdf5_failure f;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        auto* f = static_cast<hdf5_failure*>(out);
+        if (e->desc != nullptr && *e->desc != '\0') {
+          f->text = e->desc;
+          // The sec2 driver's messages of a failed system call carry its errno.
+          if (std::strstr(e->desc, "errno = ") != nullptr) f->system = true;
+        }
+        if (e->maj_num == H5E_PLINE) f->in_filter = true;
+        if (e->maj_num == H5E_RESOURCE) f->system = true;
+        return 0;
+      },
+      &f);
+  return f;
+}
+
 }  // namespace dctchop::formats::detail

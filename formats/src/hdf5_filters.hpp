@@ -101,4 +101,15 @@ struct missing_filter {
  *  dataset, for the messages. */
 std::vector<missing_filter> missing_filters(hid_t dcpl, const std::string& name);
 
+/** What the HDF5 library said of the call that just failed: its innermost error's text (or
+ *  empty), and whether it failed in the filter pipeline (a chunk that its filter could not
+ *  decode). Call it with the library's printing of the stack turned off. */
+struct hdf5_failure {
+  std::string text;
+  bool in_filter = false;
+  /** The system failed (a read or open that set errno, memory): not the file's bytes. */
+  bool system = false;
+};
+hdf5_failure last_hdf5_failure();
+
 }  // namespace dctchop::formats::detail

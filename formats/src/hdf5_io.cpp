@@ -89,28 +89,6 @@ class quiet_hdf5 {
   void* data_ = nullptr;
 };
 
-/** What the HDF5 library said of the call that just failed: its innermost error's text (or
- *  empty), and whether it failed in the filter pipeline (a chunk that its filter could not
- *  decode). Called under quiet_hdf5, which keeps the library from printing the stack. */
-struct hdf5_failure {
-  std::string text;
-  bool in_filter = false;
-};
-
-hdf5_failure last_hdf5_failure() {
-  hdf5_failure f;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
-      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-        auto* f = static_cast<hdf5_failure*>(out);
-        if (e->desc != nullptr && *e->desc != '\0') f->text = e->desc;
-        if (e->maj_num == H5E_PLINE) f->in_filter = true;
-        return 0;
-      },
-      &f);
-  return f;
-}
-
 /** Whether the first chunk of a chunked dataset was stored through filter `index` of its
  *  pipeline (its bit of the chunk's filter mask is clear). True when HDF5 cannot tell. */
 bool first_chunk_uses(hid_t dset, unsigned index) {
@@ -127,6 +105,30 @@ bool first_chunk_uses(hid_t dset, unsigned index) {
     return true;
   }
   return (mask & (1u << index)) == 0;
+}
+
+/** HDF5 writes chunks of at least 1 and, along an axis of fixed size, at most that size, and
+ *  of under 4 GiB (H5Pset_chunk, H5Dcreate). Other chunk dimensions come from damaged bytes,
+ *  and libhdf5 1.10/1.14 reads past its buffers on some of them (a crash, found by flipping
+ *  bytes of a small file): such a dataset is refused before any read. */
+void check_chunk_shape(const std::vector<hsize_t>& chunk, const std::vector<hsize_t>& max_dims,
+                       u64 item, const std::string& name) {
+  u64 bytes = std::max<u64>(item, 1);
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    const bool fixed = max_dims[i] != H5S_UNLIMITED;
+    if (chunk[i] == 0 || (fixed && chunk[i] > max_dims[i]) || chunk[i] > (u64(1) << 32)) {
+      throw error(errc::bad_input,
+                  name + ": its chunks are " + std::to_string(chunk[i]) + " long on axis " +
+                      std::to_string(i) + (fixed ? " of at most " + std::to_string(max_dims[i])
+                                                 : std::string()) +
+                      ", which HDF5 never writes: the file is damaged");
+    }
+    bytes = bytes > (u64(1) << 32) / chunk[i] ? (u64(1) << 33) : bytes * chunk[i];
+  }
+  if (bytes >= (u64(1) << 32)) {
+    throw error(errc::bad_input, name + ": its chunks would hold 4 GiB or more, which HDF5 "
+                                        "never writes: the file is damaged");
+  }
 }
 
 h5_id check(hid_t id, h5_id::closer c, errc code, const std::string& what) {
@@ -431,7 +433,8 @@ class hdf5_source final : public sample_source {
     file_ = h5_id(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file_.valid()) {
       // An HDF5 signature, but the library cannot open it: say why, where it says.
-      const std::string why = last_hdf5_failure().text;
+      const auto failure = last_hdf5_failure();
+      const std::string why = failure.text;
       if (why.find("truncated") != std::string::npos) {
         throw error(errc::bad_input, spec.path + ": a truncated HDF5 file (" + why + ")");
       }
@@ -447,6 +450,12 @@ class hdf5_source final : public sample_source {
                                   "HDF5_USE_FILE_LOCKING=FALSE reads without one)");
       }
       if (why.find("already open for write") == std::string::npos) {
+        // The file was there and readable (H5Fis_hdf5 read its signature): a failure without
+        // a system error is in its bytes.
+        if (!failure.system) {
+          throw error(errc::bad_input, spec.path + ": cannot open the HDF5 file: it is damaged" +
+                                           (why.empty() ? std::string() : " (" + why + ")"));
+        }
         throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
                                   (why.empty() ? std::string() : " (" + why + ")"));
       }
@@ -486,8 +495,8 @@ class hdf5_source final : public sample_source {
       throw error(errc::bad_input, nm + ": is an empty dataset (a null dataspace, h5py.Empty): "
                                         "it holds no values");
     }
-    std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
-    if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    std::vector<hsize_t> dims(static_cast<std::size_t>(nd)), max_dims(dims.size());
+    if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), max_dims.data());
     shape_.assign(dims.begin(), dims.end());
     // Chunked datasets: read whole chunks along axis 0, with a cache that holds one slab of
     // chunks (all chunks that share an axis-0 range), so that no chunk is read twice.
@@ -513,6 +522,7 @@ class hdf5_source final : public sample_source {
       if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
         std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
         H5Pget_chunk(dcpl.get(), nd, chunk.data());
+        check_chunk_shape(chunk, max_dims, type_.itemsize, nm);
         preferred_ = std::max<u64>(1, chunk[0]);
         u64 chunk_bytes = type_.itemsize, per_slab = 1;
         for (int i = 0; i < nd; ++i) {
@@ -579,7 +589,7 @@ class hdf5_source final : public sample_source {
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (H5Dread(dset_.get(), read_type(), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
-      const auto [why, in_filter] = last_hdf5_failure();
+      const auto [why, in_filter, system] = last_hdf5_failure();
       const std::string rows =
           "read of rows " + std::to_string(first) + ".." + std::to_string(first + count - 1);
       // A chunk stored with an optional filter that cannot be loaded here.
@@ -592,9 +602,12 @@ class hdf5_source final : public sample_source {
                                          (why.empty() ? std::string("filter failed") : why) +
                                          "); the file is damaged");
       }
-      throw error(errc::io, name() + ": " + rows + " failed (" +
-                                (why.empty() ? std::string("damaged file?") : why + "; damaged file?") +
-                                ")");
+      if (!system) {  // no system call failed: the file's structure is at fault
+        throw error(errc::bad_input, name() + ": " + rows + " failed: the file is damaged" +
+                                         (why.empty() ? std::string() : " (" + why + ")"));
+      }
+      throw error(errc::io, name() + ": " + rows + " failed" +
+                                (why.empty() ? std::string() : " (" + why + ")"));
     }
   }
 
