@@ -609,6 +609,18 @@ TEST(Cli, FifosAndDevicesAreWrittenInPlaceNeverReplaced) {
   auto hin = cli(dir, "compress pipe.h5 --dataset /x -o x.dcz");
   EXPECT_EQ(hin.status, 2) << describe(hin);
   EXPECT_NE(hin.err.find("is a pipe"), std::string::npos) << hin.err;
+  // A pipe whose name does not say HDF5, with a dataset or array after it: refused as a pipe
+  // (usage), not "cannot open PIPE:/x" (exit 5), and without calling it HDF5 (it may be a
+  // .npz). Nothing is written to the pipes: the command refuses before it opens them.
+  ASSERT_EQ(::mkfifo(dir.file("anon").c_str(), 0600), 0);
+  for (const std::string spec : {"anon:/train/images", "anon:x_train", "anon --dataset x_train",
+                                 "- --dataset x_train"}) {
+    auto a = cli(dir, "compress " + spec + " -o x.dcz < /dev/null");
+    EXPECT_EQ(a.status, 2) << spec << "\n" << describe(a);
+    EXPECT_NE(a.err.find("a dataset of an HDF5 file or an array of a .npz"), std::string::npos)
+        << spec << "\n" << a.err;
+    EXPECT_EQ(a.err.find("cannot open"), std::string::npos) << a.err;
+  }
   // A descriptor's name without -o (`<(cmd)`) writes to stdout, as - does: /dev/fd/63.dcz
   // would name no file. A named pipe keeps its name: PIPE.dcz.
   ASSERT_EQ(::mkfifo(dir.file("inpipe.npy").c_str(), 0600), 0);

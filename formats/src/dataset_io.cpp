@@ -50,9 +50,12 @@ void refuse_pipe(const dataset_spec& s) {
   if (s.kind != file_kind::hdf5) return;
   struct stat st {};
   if (s.path == "-" || ::stat(s.path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  // (The kind comes from a dataset named after the pipe: the name cannot tell which format.)
   throw error(errc::invalid_argument,
-              s.path + ": is a pipe, and an HDF5 file is read and written by seeking, which a "
-                       "pipe cannot do: use a file");
+              s.path + ": is a pipe, and " +
+                  (hdf5_name(s.path) ? std::string("an HDF5 file")
+                                     : "a dataset of an HDF5 file or an array of a .npz") +
+                  " is read and written by seeking, which a pipe cannot do: use a file");
 }
 
 /** An array's key, as np.load gives it: numpy's keys never start with '/' ("data.npz:/x" is
@@ -485,7 +488,8 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     const std::string file = text.substr(0, colon);
     struct stat st {};
     const bool whole_exists = ::stat(text.c_str(), &st) == 0;
-    const bool file_exists = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    // (A FIFO or <(cmd) too: split off, it is refused as a pipe, not as a missing file.)
+    const bool file_exists = ::stat(file.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
     const bool folder_exists = ::stat((file + ":").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     if (name_ends_with(file, ".npy") && !whole_exists && !folder_exists) {
       // "x.npy:/a": a dataset path after a file that holds one array, not a folder "x.npy:"
@@ -521,8 +525,9 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
   }
   if (hdf5_name(text) || !dataset.empty()) s.kind = file_kind::hdf5;
   if (s.kind == file_kind::hdf5 && s.path == "-") {
-    throw error(errc::invalid_argument, "-: HDF5 needs a file; it cannot be read from or "
-                                        "written to a pipe (--dataset " + dataset + ")");
+    throw error(errc::invalid_argument,
+                "-: --dataset " + dataset + " names a dataset of an HDF5 file or an array of a "
+                ".npz, which are read and written by seeking: a pipe cannot be; use a file");
   }
   return s;
 }
@@ -613,6 +618,12 @@ dataset_spec resolve_by_content(const dataset_spec& spec) {
       colon > 0 && colon + 1 < spec.path.size()) {
     const std::string file = spec.path.substr(0, colon);
     if (const auto k = kind_by_content(file)) return as(*k, file, spec.path.substr(colon + 1));
+    struct stat part {};
+    if (::stat(file.c_str(), &part) == 0 && S_ISFIFO(part.st_mode)) {
+      throw error(errc::invalid_argument,
+                  spec.path + ": " + file + " is a pipe, and a dataset of an HDF5 file or an "
+                  "array of a .npz (FILE:NAME) is read by seeking, which a pipe cannot do: use a file");
+    }
   }
   return spec;
 }
