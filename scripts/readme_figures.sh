@@ -14,6 +14,11 @@
 # (about 1.2 GB in a temporary folder, removed at exit); nothing is downloaded. About 1.5
 # minutes on 2 cores.
 set -euo pipefail
+case "${1:-}" in
+  -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "readme_figures.sh: unknown argument '$1' (it takes none; see --help)" >&2; exit 2 ;;
+esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DCTCHOP="$(realpath "${DCTCHOP:-$REPO/build/apps/dctchop}")"

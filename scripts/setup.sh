@@ -5,6 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() {
+  cat <<'EOF_USAGE'
+Usage: scripts/setup.sh
+Installs dctchop's dependencies with apt-get (as root, or through sudo), configures and
+builds build/ (Release), and runs dctchop on the bundled sample. Takes no arguments.
+  DCTCHOP_SETUP_NO_BUILD=1  install the packages only
+EOF_USAGE
+}
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") ;;
+  *) echo "setup.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
