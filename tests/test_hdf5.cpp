@@ -435,6 +435,16 @@ TEST(Hdf5Spec, ADatasetWithoutItsSlashIsAbsoluteAndPathsThatNameNoDatasetAreRefu
   EXPECT_THROW(parse_dataset_spec("f.bin", "/x", true), error);
 }
 
+TEST(Hdf5Spec, ANameAfterAnExistingNpyFileIsRefusedAsNamingNoArrayNotAsAMissingFile) {
+  temp_dir dir;
+  write_bytes(dir.file("x.npy"), "x");
+  expect_error([&] { parse_dataset_spec(dir.file("x.npy") + ":a"); }, errc::invalid_argument,
+               {"x.npy:a", "is a .npy file, which holds one array"});
+  // A file that has the whole name is that file.
+  write_bytes(dir.file("x.npy:3"), "x");
+  EXPECT_EQ(parse_dataset_spec(dir.file("x.npy:3")).path, dir.file("x.npy:3"));
+}
+
 TEST(Hdf5Spec, Hdf5CannotBeAPipe) {
   expect_error([] { parse_dataset_spec("-", "/images"); }, errc::invalid_argument, {"HDF5"});
 }

@@ -525,6 +525,22 @@ TEST(NpyReader, ReadsOtherNumericDtypesAndSwapsEachSize) {
   EXPECT_EQ(read_all<std::uint8_t>(rb), (std::vector<std::uint8_t>{1, 0}));
 }
 
+TEST(NpyReader, AFileCutShortAfterItOpenedIsBadInputNotACorruptArchive) {
+  // Another program truncated the input while dctchop read it: the rows past the new end
+  // were "corrupt archive" (exit 4), as for an archive, where a short .npy is bad input (3).
+  temp_dir dir;
+  const std::string p = dir.file("x.npy");
+  write_file_bytes(p, npy_bytes("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 2), }",
+                                std::string("\1\2\3\4\5\6\7\10", 8)));
+  auto r = npy_reader::open(p);
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) - 4);
+  unsigned char row[2] = {};
+  r.read_rows(0, 1, row);
+  EXPECT_EQ(row[1], 2);
+  expect_error([&] { r.read_rows(2, 1, row); }, errc::bad_input,
+               std::vector<std::string>{"x.npy", "truncated"});
+}
+
 // ---------------------------------------------------------------- make_npy_header
 
 TEST(NpyHeaderWrite, MatchesNumpyBytesExactly) {
@@ -747,6 +763,23 @@ TEST(NpyStdin, ReadsRowsSequentially) {
   r.read_rows(1, 2, row);
   for (int y = 1; y < 3; ++y)
     for (int x = 0; x < 4; ++x) EXPECT_EQ(row[(y - 1) * 4 + x], u16_be_value(y, x));
+}
+
+TEST(NpyStdin, BytesAfterTheArrayAreRefusedNotDropped) {
+  // `cat a.npy b.npy | dctchop compress -` compressed a alone and dropped b without a word.
+  const std::string one = read_file_bytes(sample("u16_be.npy"));
+  stdin_from_bytes in(one + one);
+  auto r = npy_reader::open("-");
+  std::uint16_t rows[12];
+  r.read_rows(0, 2, rows);  // (the check comes with the last row)
+  expect_error([&] { r.read_rows(2, 1, rows); }, errc::bad_input,
+               std::vector<std::string>{"<stdin>", "more bytes follow the array's data"});
+  // A file may hold bytes after its data, as np.load allows.
+  temp_dir dir;
+  write_file_bytes(dir.file("tail.npy"), one + "junk");
+  auto f = npy_reader::open(dir.file("tail.npy"));
+  f.read_rows(0, 3, rows);
+  EXPECT_EQ(rows[11], u16_be_value(2, 3));
 }
 
 TEST(NpyStdin, RefusesRowsOutOfOrder) {

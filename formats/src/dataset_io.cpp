@@ -319,6 +319,7 @@ class memory_source final : public sample_source {
 class raw_source final : public sample_source {
  public:
   explicit raw_source(const dataset_spec& s) : f_(input_file::open(s.path)) {
+    f_.set_truncation_code(errc::bad_input);
     if (!s.raw_type || s.raw_shape.empty()) {
       throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
     }
@@ -499,6 +500,18 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     if (hdf5_name(file) || (file_exists && !whole_exists)) split = colon;
   }
   const auto c = text.rfind(':');
+  if (split == std::string::npos && c != std::string::npos && c > 0 &&
+      name_ends_with(text.substr(0, c), ".npy")) {
+    // "x.npy:a", where x.npy exists and no file has the whole name: not "cannot open x.npy:a"
+    struct stat st {};
+    if (::stat(text.c_str(), &st) != 0 && ::stat(text.substr(0, c).c_str(), &st) == 0 &&
+        !S_ISDIR(st.st_mode)) {
+      throw error(errc::invalid_argument,
+                  text + ": " + text.substr(0, c) + " is a .npy file, which holds one array: "
+                  "name it alone (a name after ':' picks an array of a .npz or a dataset of an "
+                  "HDF5 file)");
+    }
+  }
   if (split == std::string::npos && c != std::string::npos && c > 0 &&
       hdf5_name(text.substr(0, c))) {
     if (c + 1 == text.size()) {

@@ -93,6 +93,7 @@ input_file& input_file::operator=(input_file&& o) noexcept {
     position_ = o.position_;
     map_ = std::exchange(o.map_, nullptr);
     check_ = std::move(o.check_);
+    truncated_ = o.truncated_;
   }
   return *this;
 }
@@ -142,14 +143,14 @@ std::size_t input_file::read(void* dst, std::size_t n) {
 void input_file::read_exact(void* dst, std::size_t n, const char* what) {
   std::size_t got = read(dst, n);
   if (got != n) {
-    throw error(errc::corrupt, display_name() + ": truncated: end of file inside " + what);
+    throw error(truncated_, display_name() + ": truncated: end of file inside " + what);
   }
 }
 
 void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const {
   if (!seekable_) throw error(errc::internal, display_name() + ": positioned read on a stream");
   if (offset > size_ || n > size_ - offset) {
-    throw error(errc::corrupt, display_name() + ": truncated: " + what + " lies past the end");
+    throw error(truncated_, display_name() + ": truncated: " + what + " lies past the end");
   }
   auto* p = static_cast<char*>(dst);
   std::size_t done = 0;
@@ -162,7 +163,7 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
       throw os_error(display_name(), "read");
     }
     if (r == 0) {
-      throw error(errc::corrupt, display_name() + ": truncated: end of file inside " + what);
+      throw error(truncated_, display_name() + ": truncated: end of file inside " + what);
     }
     done += static_cast<std::size_t>(r);
   }

@@ -297,7 +297,9 @@ class dict_parser {
 /** A whole file, or stdin. */
 class file_bytes final : public detail::byte_source {
  public:
-  explicit file_bytes(input_file f) : f_(std::move(f)) {}
+  explicit file_bytes(input_file f) : f_(std::move(f)) {
+    f_.set_truncation_code(errc::bad_input);  // a short .npy is bad input, not a corrupt archive
+  }
   std::string display_name() const override { return f_.display_name(); }
   bool seekable() const override { return f_.seekable(); }
   std::uint64_t size() const override { return f_.size(); }
@@ -659,6 +661,16 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
                shape_repr(header_.shape) + ")");
     }
     next_row_ = first + count;
+    if (next_row_ == n_rows && !src_->restartable()) {
+      // A pipe ends with its array (`cat a.npy b.npy |` would lose b silently). A file may
+      // hold more bytes after its data, which np.load ignores, and so does this reader.
+      unsigned char extra;
+      if (read_some(*src_, &extra, 1) != 0) {
+        fail(errc::bad_input, display_name(),
+             "more bytes follow the array's data (a second .npy?): one array is read from a "
+             "stream; pass each file on its own");
+      }
+    }
   } else if (bytes == 0) {
     return;
   } else if (!header_.fortran_order) {

@@ -348,6 +348,7 @@ void apply_zip64(const unsigned char* extra, std::size_t len, zip_member& m, con
 
 zip_reader zip_reader::open(const std::string& path) {
   auto f = std::make_shared<input_file>(input_file::open(path));
+  f->set_truncation_code(errc::bad_input);
   const std::string name = f->display_name();
   if (!f->seekable()) {
     throw error(errc::invalid_argument, name + ": a .npz is read from its end (its table of "

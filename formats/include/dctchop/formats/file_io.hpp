@@ -44,11 +44,16 @@ class input_file {
   std::uint64_t size() const noexcept { return size_; }
   /** Sequential read: returns fewer than n bytes only at end of file. */
   std::size_t read(void* dst, std::size_t n);
-  /** Sequential read of exactly n bytes; a short read throws error(corrupt or bad_input per
-   *  `truncated_code`) with "truncated" and `what` in the message. */
+  /** Sequential read of exactly n bytes; a short read throws error(truncation_code()) with
+   *  "truncated" and `what` in the message. */
   void read_exact(void* dst, std::size_t n, const char* what);
-  /** Positioned read of exactly n bytes (seekable only); short read throws error(corrupt). */
+  /** Positioned read of exactly n bytes (seekable only); a read past the end throws
+   *  error(truncation_code()). */
   void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const;
+  /** What a file that ends too soon is: a corrupt archive (the default), or bad input for
+   *  the dataset readers (NPY, NPZ, raw), also when it shrinks while it is read. */
+  void set_truncation_code(errc code) noexcept { truncated_ = code; }
+  errc truncation_code() const noexcept { return truncated_; }
   /** Bytes consumed by sequential reads so far. */
   std::uint64_t position() const noexcept { return position_; }
   /** Map the whole file read-only (seekable, non-empty files); nullptr when mapping fails. */
@@ -72,6 +77,7 @@ class input_file {
   std::uint64_t position_ = 0;
   void* map_ = nullptr;
   std::function<void()> check_;
+  errc truncated_ = errc::corrupt;
 };
 
 /** Write-behind for a regular file written front to back (Linux; elsewhere it does nothing).
