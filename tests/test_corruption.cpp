@@ -294,6 +294,20 @@ TEST_F(CorruptionSweep, ExtraBytesAfterTheTailAreRefused) {
   EXPECT_EQ(t.refused, 2u) << t.problems;
 }
 
+TEST_F(CorruptionSweep, AFileWithBytesCutOutOfItsMiddleSaysTheIndexIsNotWhereTheTailPutsIt) {
+  // 4 KiB cut out of chunk 1: the tail now points past the footer's place. The message was
+  // "index position out of range", which said nothing of a truncated or damaged file.
+  const std::string cut = bytes_.substr(0, 8192) + bytes_.substr(12288);
+  const std::string path = dir_.file("cut.dcz");
+  test::write_bytes(path, cut);
+  test::expect_error([&] { read_random(path); }, errc::corrupt,
+                     {"cut.dcz", "truncated or damaged: the tail puts the index at offset",
+                      "which does not end where the tail begins (" +
+                          std::to_string(cut.size() - 64) + ")"});
+  // A stream reader meets the cut first, where chunk 1's record should be.
+  test::expect_error([&] { read_stream(cut); }, errc::corrupt, {"chunk 1: bad record"});
+}
+
 TEST_F(CorruptionSweep, ATailWhoseCountsDisagreeWithTheIndexIsRefusedByBothReaders) {
   // The tail repeats the chunk count (+32) and the sample count (+40) and has no checksum of
   // its own: a flip there decodes identically in the sweep above, so each reader must compare

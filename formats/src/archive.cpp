@@ -547,6 +547,14 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
 }
 
 namespace {
+/** The tail's index (`at`, `bytes` long) does not end where the tail begins (`tail`): a file
+ *  cut short or with bytes cut out of it, or a damaged tail. */
+std::string misplaced_index(u64 at, u64 bytes, u64 tail) {
+  return "truncated or damaged: the tail puts the index at offset " + std::to_string(at) + " (" +
+         std::to_string(bytes) + " bytes), which does not end where the tail begins (" +
+         std::to_string(tail) + ")";
+}
+
 /** JSON text of exactly its recorded length: nlohmann skips a byte-order mark and stops at a
  *  NUL, which no writer puts there. */
 bool plain_json_text(std::string_view text) {
@@ -651,7 +659,7 @@ void archive_reader::read_footer_random() {
   const u64 foff = get_u64(tail + 8), fbytes = get_u64(tail + 16), fhash = get_u64(tail + 24);
   if (fbytes == 0 || fbytes > k_max_json || foff < data_offset_ || foff > size - k_tail ||
       fbytes != size - k_tail - foff) {
-    corrupt(name, "index position out of range");
+    corrupt(name, misplaced_index(foff, fbytes, size - k_tail));
   }
   std::string text(fbytes, '\0');
   file_.read_at(foff, text.data(), text.size(), "footer");
@@ -940,7 +948,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   const u64 before_tail = tail_bytes->size() - k_tail;  // side arrays and footer
   if (foff < base || foff - base > before_tail || fbytes != before_tail - (foff - base) ||
       fbytes == 0 || fbytes > k_max_json) {
-    corrupt(name, "index position out of range");
+    corrupt(name, misplaced_index(foff, fbytes, base + before_tail));
   }
   std::string text(fbytes, '\0');
   tail_bytes->read_at(foff - base, text.data(), fbytes);
