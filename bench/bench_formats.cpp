@@ -1,12 +1,16 @@
 // Reading a deflated .npz member (np.savez_compressed), by each inflater this build has: GB/s
 // of inflated bytes, CRC-32 included, on one thread (a member is one deflate stream). The .npz
 // is named by DCTCHOP_BENCH_NPZ (scripts/bench.sh makes one); its first deflated member is read.
+// And the parse of an archive footer of N chunk entries, which every reader does at open: it
+// must stay linear in N (a parser callback made it quadratic: 18 s for 320k chunks).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/json_number.hpp"
 #include "zip_reader.hpp"
 
 namespace {
@@ -53,6 +57,38 @@ BENCHMARK_CAPTURE(BM_npz_inflate, zlib, zd::inflater::zlib)
 BENCHMARK_CAPTURE(BM_npz_inflate, isal, zd::inflater::isal)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+/** A footer as the writer makes it, of `chunks` one-sample chunks 4 KiB apart. */
+std::string footer_text(std::uint64_t chunks) {
+  nlohmann::json f = {{"samples", chunks}, {"input_bytes", chunks * 64}};
+  nlohmann::json list = nlohmann::json::array();
+  for (std::uint64_t i = 0; i < chunks; ++i) {
+    list.push_back({{"index", i}, {"first", i}, {"count", 1}, {"offset", 4096 * (i + 1)},
+                    {"stored_bytes", 32}, {"raw_bytes", 32}, {"stages", 0},
+                    {"xxh64", "0123456789abcdef"}});
+  }
+  f["chunks"] = std::move(list);
+  return f.dump();
+}
+
+void BM_footer_parse(benchmark::State& state) {
+  const auto chunks = static_cast<std::uint64_t>(state.range(0));
+  const std::string text = footer_text(chunks);
+  std::string twice;
+  for (auto _ : state) {
+    auto j = dctchop::formats::parse_json_naming_once(text, twice);
+    benchmark::DoNotOptimize(j);
+  }
+  state.SetComplexityN(state.range(0));
+  state.counters["chunks/s"] =
+      benchmark::Counter(double(chunks) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_footer_parse)
+    ->RangeMultiplier(4)
+    ->Range(10000, 640000)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
 
 }  // namespace
 

@@ -50,7 +50,11 @@ DCT="$BUILD/apps/dctchop"
   /usr/bin/python3 -c "import numpy as np, sys; np.savez_compressed(sys.argv[1], x=np.load(sys.argv[2]))" \
     "$DATA/images_deflated.npz" "$DATA/images_256x256x3_u8.npy"
   DCTCHOP_BENCH_NPZ="$DATA/images_deflated.npz" "$BUILD/bench/dctchop_formats_bench" \
-    --benchmark_counters_tabular=true 2>&1 | grep -E "^(BM_|Benchmark|---)" || true
+    --benchmark_filter=npz --benchmark_counters_tabular=true 2>&1 | grep -E "^(BM_|Benchmark|---)" || true
+  echo
+  echo "## Parsing an archive footer of N chunk entries (every reader, at open): linear in N"
+  "$BUILD/bench/dctchop_formats_bench" --benchmark_filter=footer 2>&1 |
+    grep -E "^(BM_|Benchmark|---)" || true
   echo
   echo "## CLI on generated data (256 images of 256x256x3 u8, 48 MiB; 64 fields of 512x512 f32,"
   echo "## 64 MiB; Fashion-MNIST test set, 10000x28x28 u8, 7.5 MiB, when installed)"

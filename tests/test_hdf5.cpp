@@ -1608,7 +1608,13 @@ TEST(Hdf5Cli, DamagedHdf5StructureIsBadInputNotAnIoErrorOrACrash) {
              dctchop::test::smooth_u8_nhwc(8, 16, 16, 3), storage{{1, 8, 8, 3}, 4});
     h5_write(f.get(), "/flat", H5T_STD_U8LE, {8, 16, 16, 3},
              dctchop::test::smooth_u8_nhwc(8, 16, 16, 3));
+    // h5py chunks an empty axis by 1024, past its fixed size 0, which HDF5 allows.
+    h5_write(f.get(), "/empty", H5T_STD_U8LE, {0, 8, 8}, std::vector<std::uint8_t>{},
+             storage{{1024, 8, 8}, 4});
   }
+  auto e = cli(dir, "compress c.h5:/empty -o e.dcz");
+  EXPECT_EQ(e.status, 3) << describe(e);
+  EXPECT_FALSE(contains(e.err, "damaged")) << e.err;
   const std::string whole = read_bytes(dir.file("c.h5"));
   ASSERT_EQ(cli(dir, "compress c.h5:/images -o ok.dcz -q --no-quality --threads 1").status, 0);
   // The layout message's chunk dimensions (1, 8, 8, 3, then the item size 1): the last axis

@@ -107,15 +107,16 @@ bool first_chunk_uses(hid_t dset, unsigned index) {
   return (mask & (1u << index)) == 0;
 }
 
-/** HDF5 writes chunks of at least 1 and, along an axis of fixed size, at most that size, and
- *  of under 4 GiB (H5Pset_chunk, H5Dcreate). Other chunk dimensions come from damaged bytes,
- *  and libhdf5 1.10/1.14 reads past its buffers on some of them (a crash, found by flipping
- *  bytes of a small file): such a dataset is refused before any read. */
-void check_chunk_shape(const std::vector<hsize_t>& chunk, const std::vector<hsize_t>& max_dims,
-                       u64 item, const std::string& name) {
+/** HDF5 writes chunks of at least 1 and, along an axis of fixed size (other than 0: h5py
+ *  chunks an empty axis by 1024), at most that size, and of under 4 GiB (H5Pset_chunk,
+ *  H5Dcreate). Other chunk dimensions come from damaged bytes, and libhdf5 1.10/1.14 reads
+ *  past its buffers on some of them (a crash, found by flipping bytes of a small file): such
+ *  a dataset is refused before any read. */
+void check_chunk_shape(const std::vector<hsize_t>& chunk, const std::vector<hsize_t>& dims,
+                       const std::vector<hsize_t>& max_dims, u64 item, const std::string& name) {
   u64 bytes = std::max<u64>(item, 1);
   for (std::size_t i = 0; i < chunk.size(); ++i) {
-    const bool fixed = max_dims[i] != H5S_UNLIMITED;
+    const bool fixed = max_dims[i] != H5S_UNLIMITED && dims[i] > 0;
     if (chunk[i] == 0 || (fixed && chunk[i] > max_dims[i]) || chunk[i] > (u64(1) << 32)) {
       throw error(errc::bad_input,
                   name + ": its chunks are " + std::to_string(chunk[i]) + " long on axis " +
@@ -453,8 +454,10 @@ class hdf5_source final : public sample_source {
         // The file was there and readable (H5Fis_hdf5 read its signature): a failure without
         // a system error is in its bytes.
         if (!failure.system) {
-          throw error(errc::bad_input, spec.path + ": cannot open the HDF5 file: it is damaged" +
-                                           (why.empty() ? std::string() : " (" + why + ")"));
+          throw error(errc::bad_input,
+                      spec.path + ": cannot open the HDF5 file: it is damaged, or written in a "
+                                  "newer HDF5 format than this dctchop's libhdf5 reads" +
+                          (why.empty() ? std::string() : " (" + why + ")"));
         }
         throw error(errc::io, spec.path + ": cannot open the HDF5 file" +
                                   (why.empty() ? std::string() : " (" + why + ")"));
@@ -522,7 +525,7 @@ class hdf5_source final : public sample_source {
       if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
         std::vector<hsize_t> chunk(static_cast<std::size_t>(nd));
         H5Pget_chunk(dcpl.get(), nd, chunk.data());
-        check_chunk_shape(chunk, max_dims, type_.itemsize, nm);
+        check_chunk_shape(chunk, dims, max_dims, type_.itemsize, nm);
         preferred_ = std::max<u64>(1, chunk[0]);
         u64 chunk_bytes = type_.itemsize, per_slab = 1;
         for (int i = 0; i < nd; ++i) {

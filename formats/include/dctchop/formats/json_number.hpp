@@ -46,31 +46,55 @@ std::vector<T> json_integers(const nlohmann::json& v) {
   return out;
 }
 
+namespace detail {
+/** SAX events of a parse that note the first member an object names twice. (A parse with a
+ *  callback does the same in one pass, but nlohmann 3.11's callback parser scans the whole
+ *  enclosing array at the end of each object in it: a footer of 320k chunks took 18 s.) */
+struct member_names_once : nlohmann::json_sax<nlohmann::json> {
+  std::vector<std::set<std::string>> open;  // members of each object being read, outermost first
+  std::string twice;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open.emplace_back();
+    return true;
+  }
+  bool key(string_t& name) override {
+    if (!open.empty() && !open.back().insert(name).second) {
+      twice = name;
+      return false;  // (stops the parse: one is enough)
+    }
+    return true;
+  }
+  bool end_object() override {
+    if (!open.empty()) open.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+}  // namespace detail
+
 /** Parse `text` (a discarded value when it is not JSON), noting in `duplicate` the first
  *  member an object names twice ("" when none). The grammar allows that, and readers
  *  disagree on which one counts (nlohmann and Python's json take the last, others the
- *  first), so such a text has no one meaning: callers refuse it. */
+ *  first), so such a text has no one meaning: callers refuse it. Two linear passes. */
 inline nlohmann::json parse_json_naming_once(std::string_view text, std::string& duplicate) {
   duplicate.clear();
-  std::vector<std::set<std::string>> members;  // of each object being read, outermost first
-  bool twice = false;
-  const nlohmann::json::parser_callback_t note =
-      [&](int, nlohmann::json::parse_event_t e, nlohmann::json& parsed) {
-        using ev = nlohmann::json::parse_event_t;
-        if (e == ev::object_start) {
-          members.emplace_back();
-        } else if (e == ev::object_end) {
-          if (!members.empty()) members.pop_back();
-        } else if (e == ev::key && !members.empty() && !twice && parsed.is_string()) {
-          const auto& name = parsed.get_ref<const std::string&>();
-          if (!members.back().insert(name).second) {
-            duplicate = name;
-            twice = true;
-          }
-        }
-        return true;
-      };
-  return nlohmann::json::parse(text, note, false);
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded()) return j;
+  detail::member_names_once names;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &names);
+  duplicate = std::move(names.twice);
+  return j;
 }
 
 }  // namespace dctchop::formats
