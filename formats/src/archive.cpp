@@ -344,6 +344,20 @@ nlohmann::json make_footer(u64 samples, const std::vector<chunk_info>& chunks,
   return f;
 }
 
+/** The tail's index (`at`, `bytes` long) does not end where the tail begins (`tail`): a file
+ *  cut short or with bytes cut out of it, or a damaged tail. */
+std::string misplaced_index(u64 at, u64 bytes, u64 tail) {
+  return "truncated or damaged: the tail puts the index at offset " + std::to_string(at) + " (" +
+         std::to_string(bytes) + " bytes), which does not end where the tail begins (" +
+         std::to_string(tail) + ")";
+}
+
+/** JSON text of exactly its recorded length: nlohmann skips a byte-order mark and stops at a
+ *  NUL, which no writer puts there. */
+bool plain_json_text(std::string_view text) {
+  return text.find('\0') == std::string_view::npos && text.substr(0, 3) != "\xEF\xBB\xBF";
+}
+
 }  // namespace
 
 std::uint64_t predict_archive_bytes(const archive_header& header,
@@ -545,22 +559,6 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
   }
   return {};
 }
-
-namespace {
-/** The tail's index (`at`, `bytes` long) does not end where the tail begins (`tail`): a file
- *  cut short or with bytes cut out of it, or a damaged tail. */
-std::string misplaced_index(u64 at, u64 bytes, u64 tail) {
-  return "truncated or damaged: the tail puts the index at offset " + std::to_string(at) + " (" +
-         std::to_string(bytes) + " bytes), which does not end where the tail begins (" +
-         std::to_string(tail) + ")";
-}
-
-/** JSON text of exactly its recorded length: nlohmann skips a byte-order mark and stops at a
- *  NUL, which no writer puts there. */
-bool plain_json_text(std::string_view text) {
-  return text.find('\0') == std::string_view::npos && text.substr(0, 3) != "\xEF\xBB\xBF";
-}
-}  // namespace
 
 archive_header parse_archive_header(std::string_view text, const std::string& file) {
   std::string twice;

@@ -64,15 +64,15 @@ struct member_names_once : nlohmann::json_sax<nlohmann::json> {
     open.emplace_back();
     return true;
   }
-  bool key(string_t& name) override {
-    if (!open.empty() && !open.back().insert(name).second) {
+  bool key(string_t& name) override {  // (always within an object: start_object came first)
+    if (!open.back().insert(name).second) {
       twice = name;
       return false;  // (stops the parse: one is enough)
     }
     return true;
   }
   bool end_object() override {
-    if (!open.empty()) open.pop_back();
+    open.pop_back();
     return true;
   }
   bool start_array(std::size_t) override { return true; }
