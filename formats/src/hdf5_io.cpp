@@ -893,6 +893,7 @@ class hdf5_sink final : public sample_sink {
       if (H5Dwrite(d.get(), memory_type(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, one.data()) < 0) {
         write_failed(path_ + ":" + full + ": cannot write");
       }
+      close_dataset(d, path_ + ":" + full + ": cannot write");
       return true;
     }
     u64 row = type.itemsize;
@@ -912,7 +913,16 @@ class hdf5_sink final : public sample_sink {
         write_failed(path_ + ":" + full + ": cannot write");
       }
     });
+    close_dataset(d, path_ + ":" + full + ": cannot write");
     return true;
+  }
+
+  /** Close a dataset that was written: HDF5 writes the data it kept in its sieve buffer (less
+   *  than 64 KiB) then, and a failure there (a full disk) would otherwise go unseen. H5Dclose
+   *  frees the identifier even when the write fails. */
+  static void close_dataset(h5_id& d, const std::string& what) {
+    errno = 0;
+    if (d.valid() && H5Dclose(d.release()) < 0) write_failed(what);
   }
 
   void prepare() override {
@@ -928,7 +938,7 @@ class hdf5_sink final : public sample_sink {
     }
     {
       quiet_hdf5 quiet;
-      dset_.reset();
+      close_dataset(dset_, name() + ": cannot write");
       // The data is written; what fails here is HDF5's metadata (a full disk, `ulimit -f`):
       // say what HDF5 says, as it is the only one that knows.
       errno = 0;  // set by a failed write(), else HDF5's own text
