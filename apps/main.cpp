@@ -661,6 +661,22 @@ void print_eval(const formats::eval_result& r, bool json, bool csv,
   for (const auto& w : why) std::cout << w << "\n";
 }
 
+/** CLI11's words for an option given twice ("--chop: At Most 1 required but received 2")
+ *  as ours; eval's lists are one comma-separated value. Other messages as they are. */
+std::string once_message(const std::string& what, int argc, char** argv) {
+  const std::string mark = ": At Most 1 required but received ";
+  const auto at = what.find(mark);
+  if (at == std::string::npos) return what;
+  const std::string opt = what.substr(0, at), times = what.substr(at + mark.size());
+  std::string text = opt + " is given " + times + " times; it takes one value";
+  const bool eval = argc > 1 && std::string_view(argv[1]) == "eval";
+  if (eval && (opt == "--chop" || opt == "--block" || opt == "--coeff")) {
+    text += ": several as one comma-separated list (" + opt +
+            (opt == "--coeff" ? " f16,bf16)" : opt == "--block" ? " 4,8)" : " 2,4)");
+  }
+  return text;
+}
+
 /** refuse_tty_stdin for each of several inputs, of which one at most may be stdin. */
 void refuse_tty_stdins(const std::vector<std::string>& ins) {
   if (std::count(ins.begin(), ins.end(), std::string("-")) > 1) {
@@ -821,7 +837,8 @@ int run(int argc, char** argv) {
     for (int k = 1; k < argc && hint.empty() && std::string_view(argv[k]) != "--"; ++k) {
       hint = dash_file_hint(argv[k]);
     }
-    return "dctchop: error: " + app::printable(e.what() + hint) + " (see --help)\n";
+    return "dctchop: error: " + app::printable(once_message(e.what(), argc, argv) + hint) +
+           " (see --help)\n";
   });
   app.footer(k_examples);
   app.require_subcommand(1);

@@ -1073,6 +1073,11 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
       {"compress in.npy -o x.dcz --threads 5000", 2, "--threads: expected 0 to 4096, got 5000"},
       {"", 2, "name a command: compress, decompress, info, eval, verify"},
       {"compress -o b.dcz -- in.npy -q", 2, "compress takes one input; left over: -q"},
+      {"compress in.npy -o x.dcz --chop 2 --chop 4", 2,
+       "--chop is given 2 times; it takes one value (see --help)"},
+      {"eval in.npy --chop 2 --chop 4", 2,
+       "--chop is given 2 times; it takes one value: several as one comma-separated list "
+       "(--chop 2,4)"},
   });
   // `--` ends the options: what follows is an input even if it starts with a dash.
   std::filesystem::copy_file(dir.file("in.npy"), dir.file("-dash.npy"));
