@@ -34,7 +34,7 @@ $SUDO apt-get install -y --no-install-recommends \
   python3-hdf5plugin \
   pybind11-dev python3-pybind11 python3-torch \
   dataset-fashion-mnist time bc strace xz-utils \
-  clang libclang-rt-dev util-linux
+  clang libclang-rt-dev util-linux e2fsprogs
 
 if [ "${DCTCHOP_SETUP_NO_BUILD:-0}" = "1" ]; then exit 0; fi
 

@@ -2,13 +2,19 @@
 // size limit, a read-only folder, a full device on stdout) leaves no file at the output path,
 // no temporary file beside it, an existing output untouched and the input unchanged; every
 // refusal is one clear line on stderr and exit code 5 (I/O), as the README documents.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "dctchop/formats/file_io.hpp"
 #include "test_util.hpp"
 
 namespace dctchop {
@@ -185,6 +191,59 @@ TEST(CrashSafety, ASmallHdf5OutputOnAFullFileSystemFailsAndLeavesNothing) {
                                          << describe(r);
   expect_one_line_naming(r, "out.h5");
   EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
+}
+
+/** In a child process (fork; the mounts are its own): an ext4 file system on a loop device
+ *  whose backing file lives on a tmpfs then left without room, so that writing back any new
+ *  data to it fails; 96 MiB written to a file there through a write_behind. Exit 0: the
+ *  failure was kept; 1: it was not; 2: nothing failed; 3: no setup (mkfs.ext4, loop devices). */
+int write_behind_on_a_failing_disk(const std::string& dir) {
+  if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return 3;
+  const std::string back = dir + "/back", mnt = dir + "/mnt", img = back + "/img";
+  const std::string setup =
+      "mkdir -p " + back + " " + mnt + " && mount -t tmpfs -o size=300m tmpfs " + back +
+      " && truncate -s 256M " + img + " && mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1"
+      ",nodiscard -O ^has_journal " + img + " && mount -o loop,noinit_itable,errors=continue " +
+      img + " " + mnt + " && sync && used=$(df -k " + back + " | awk 'NR==2{print $3}') && "
+      "mount -o remount,size=${used}k " + back;
+  if (std::system(("{ " + setup + "; } >/dev/null 2>&1").c_str()) != 0) return 3;
+  int rc = 2;
+  const int fd = ::open((mnt + "/f").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    formats::write_behind behind(fd);
+    const std::vector<char> mib(std::size_t(1) << 20, 'x');
+    std::uint64_t at = 0;
+    bool write_failed = false;
+    while (at < (std::uint64_t(96) << 20) && behind.failure() == 0 && !write_failed) {
+      write_failed = ::write(fd, mib.data(), mib.size()) != static_cast<ssize_t>(mib.size());
+      at += mib.size();
+      behind.advance(at);
+    }
+    if (behind.failure() != 0) rc = 0;
+    else if (write_failed) rc = 3;  // ext4 itself out of room: not the case under test
+    ::close(fd);
+  }
+  std::system(("umount " + mnt + "; umount " + back + " 2>/dev/null").c_str());  // the loop goes too
+  return rc;
+}
+
+TEST(CrashSafety, AWriteErrorSeenWhileWritingBehindIsKeptForTheEnd) {
+  // The kernel reports a write-back error once to each open file. write_behind's wait saw it
+  // and switched itself off, and the fsync that ends an output then returned 0: the output
+  // (npy, npz, raw, .dcz or HDF5, where the file system refuses direct I/O) was published with
+  // holes, exit 0. failure() keeps the error, and the outputs fail on it (exit 5).
+  if (!can_mount()) GTEST_SKIP() << "needs root and unshare to mount file systems";
+  temp_dir dir;
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(write_behind_on_a_failing_disk(dir.path().string()));
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "no mkfs.ext4 or loop device here";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "no failure kept: write_behind dropped the error (or the disk took every write)";
 }
 
 TEST(CrashSafety, AReadOnlyFolderGivesAnIoErrorNamingTheOutput) {

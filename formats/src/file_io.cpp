@@ -26,9 +26,15 @@ namespace dctchop::formats {
 void write_behind::advance(std::uint64_t end) noexcept {
 #if defined(__linux__)
   if (fd_ < 0 || end < started_ + kick) return;
+  // Off for good after any failure; a write error (not "unsupported") is kept.
+  const auto stop = [this] {
+    const int e = errno;
+    if (e != EINVAL && e != ESPIPE && e != ENOSYS && e != EOPNOTSUPP && e != EBADF) failed_ = e;
+    fd_ = -1;
+  };
   if (::sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(end - started_),
                         SYNC_FILE_RANGE_WRITE) != 0) {
-    fd_ = -1;
+    stop();
     return;
   }
   started_ = end;
@@ -38,7 +44,7 @@ void write_behind::advance(std::uint64_t end) noexcept {
   if (::sync_file_range(fd_, off, len,
                         SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                             SYNC_FILE_RANGE_WAIT_AFTER) != 0) {
-    fd_ = -1;
+    stop();
     return;
   }
   ::posix_fadvise(fd_, off, len, POSIX_FADV_DONTNEED);
@@ -562,6 +568,10 @@ void output_file::flush_to_disk() {
   }
   if (::fsync(fd_) != 0 && errno != EINVAL) {
     throw os_error(display_name(), "flush");
+  }
+  if (const int e = behind_.failure(); e != 0) {  // (which that fsync no longer reports)
+    errno = e;
+    throw os_error(display_name(), "write");
   }
   flushed_ = true;
 }

@@ -88,8 +88,10 @@ class input_file {
  *  was written (sync_file_range WRITE), and once a range is `lag` bytes behind the write
  *  position we wait for it and drop it from the page cache: the disk works alongside the
  *  codec, dirty memory stays under `lag`, and the output does not evict the user's cache.
- *  Failures (a pipe, a file system without support) switch it off; fsync still reports real
- *  write errors. Not thread-safe: call from the one thread that writes. */
+ *  A call that is not supported (a pipe, a file system without it) switches it off. A write
+ *  error that the wait reports is kept for failure(): the kernel reports one to each open
+ *  file only once, so the fsync that ends the output would not see it again. Not
+ *  thread-safe: call from the one thread that writes. */
 class write_behind {
  public:
   static constexpr std::uint64_t kick = std::uint64_t(8) << 20;
@@ -100,9 +102,13 @@ class write_behind {
   explicit write_behind(int fd) : fd_(fd) {}
   /** Bytes [0, end) of the file have been written. */
   void advance(std::uint64_t end) noexcept;
+  /** The errno of a write error that the write-out reported (0: none). Writing stops being
+   *  helped after one; the caller must fail the output before it is published. */
+  int failure() const noexcept { return failed_; }
 
  private:
   int fd_ = -1;
+  int failed_ = 0;
   std::uint64_t started_ = 0;  // write-out started for [0, started_)
   std::uint64_t settled_ = 0;  // written to disk and dropped from the cache for [0, settled_)
 };
