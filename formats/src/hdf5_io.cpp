@@ -1002,8 +1002,17 @@ class hdf5_sink final : public sample_sink {
     for (const auto& [key, value] : attributes.items()) write_attribute(dset_.get(), key, value);
   }
 
-  static void write_attribute(hid_t obj, const std::string& key, const nlohmann::json& v) {
+  /** One attribute of obj (the data), from a JSON string or number; others are skipped. */
+  void write_attribute(hid_t obj, const std::string& key, const nlohmann::json& v) {
     h5_id space(H5Screate(H5S_SCALAR), H5Sclose);
+    const auto put = [&](hid_t file_type, hid_t memory_type, const void* value) {
+      errno = 0;
+      h5_id a(H5Acreate2(obj, key.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose);
+      if (!a.valid() || H5Awrite(a.get(), memory_type, value) < 0) {
+        write_failed(name() + ": cannot write its attribute " + key);
+      }
+    };
     if (v.is_string()) {
       // Variable-length UTF-8, as h5py writes a str: h5py 3 reads it back as str, while a
       // fixed-length string comes back as bytes (b'NHW' != 'NHW').
@@ -1011,19 +1020,14 @@ class hdf5_sink final : public sample_sink {
       h5_id t(H5Tcopy(H5T_C_S1), H5Tclose);
       H5Tset_size(t.get(), H5T_VARIABLE);
       H5Tset_cset(t.get(), H5T_CSET_UTF8);
-      h5_id a(H5Acreate2(obj, key.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
       const char* p = s.c_str();
-      if (a.valid()) H5Awrite(a.get(), t.get(), &p);
+      put(t.get(), t.get(), &p);
     } else if (v.is_number_integer()) {
       const long long x = v.get<long long>();
-      h5_id a(H5Acreate2(obj, key.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose);
-      if (a.valid()) H5Awrite(a.get(), H5T_NATIVE_LLONG, &x);
+      put(H5T_STD_I64LE, H5T_NATIVE_LLONG, &x);
     } else if (v.is_number()) {
       const double x = v.get<double>();
-      h5_id a(H5Acreate2(obj, key.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose);
-      if (a.valid()) H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &x);
+      put(H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &x);
     }
   }
 
