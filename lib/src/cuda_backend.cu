@@ -418,7 +418,7 @@ class cuda_backend final : public backend {
     if (coeffs.size() < v.samples * out_per_sample) {
       throw error(errc::internal, "coefficient buffer too small");
     }
-    const device_guard on(device_);
+    const device_guard on(device_, true);  // (a thread without a context stays on it)
     if (!d_bad_) d_bad_ = device_alloc(sizeof(unsigned long long));
     const device_ptr& d_bad = d_bad_;
     // The legacy stream; the lanes' streams are blocking, so they run after it.
@@ -449,7 +449,7 @@ class cuda_backend final : public backend {
     if (coeffs.size() < v.samples * in_per_sample) {
       throw error(errc::internal, "coefficient buffer too small");
     }
-    const device_guard on(device_);
+    const device_guard on(device_, true);
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
                  [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
@@ -711,7 +711,12 @@ gemm_decoder::~gemm_decoder() {
     // cuBLAS frees a handle's resources on the current device: make it the decoder's.
     const auto on = detail::guard_for_release(impl_->device);
     if (impl_->used) detail::cuda_ignore(cudaEventSynchronize(impl_->done));
-    detail::cublas_api::get().destroy(impl_->handle);
+    // The handle is still bound to the last call's stream, which the caller may have
+    // destroyed since: unbind it first, and leave no error behind for the next launch check.
+    const auto& blas = detail::cublas_api::get();
+    blas.set_stream(impl_->handle, nullptr);
+    blas.destroy(impl_->handle);
+    (void)cudaGetLastError();
     detail::cuda_ignore(cudaEventDestroy(impl_->done));
     impl_->d_tk.reset();
     impl_->d_tkt.reset();
@@ -756,6 +761,13 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
                 "planes of " + std::to_string(g.height) + " x " + std::to_string(g.width) +
                     " are too large for the GEMM decode (cuBLAS takes int sizes); use "
                     "cuda::decode_device");
+  }
+  // The second GEMM's batch is a plane's block rows at least (gemm_group_planes): above 65535
+  // (one grid axis) cuBLAS has failed on some GPUs.
+  if (m.hp / p.block > 65535) {
+    throw error(errc::invalid_argument,
+                "planes of " + std::to_string(g.height) + " rows are too tall for the GEMM "
+                    "decode (more than 65535 blocks high); use cuda::decode_device");
   }
   const u64 planes = samples * g.planes;
   // f32 coefficients feed the GEMMs where they lie; other types are converted first.
@@ -902,6 +914,9 @@ struct device_ring::impl {
     const auto on = detail::guard_for_release(device);  // not the consumer's current device
     if (s) detail::cuda_ignore(cudaStreamSynchronize(s->get()));
     for (auto& x : slots) {
+      // The consumer's last work on this slot's output (the event its release recorded on
+      // the consumer's stream) must end before the buffer is freed.
+      if (x.free != nullptr) detail::cuda_ignore(cudaEventSynchronize(x.free));
       if (x.done != nullptr) detail::cuda_ignore(cudaEventDestroy(x.done));
       if (x.free != nullptr) detail::cuda_ignore(cudaEventDestroy(x.free));
     }
@@ -915,7 +930,7 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
   if (device < 0 || device >= device_count()) {
     throw error(errc::backend_unavailable, "no CUDA device " + std::to_string(device));
   }
-  const detail::device_guard on(device);
+  const detail::device_guard on(device, true);
   impl& d = *impl_;
   d.device = device;
   d.in_bytes = in_bytes;
@@ -942,8 +957,13 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
       samples * g.values_per_sample() * size_of(type) > d.out_bytes) {
     throw error(errc::internal, "device_ring: batch larger than its buffers");
   }
+  // The kernel reads every sample's coefficients: `bytes` must hold them (else it would read
+  // past what was copied, or past d_in for other settings than the ring was sized for).
+  if (samples * coeff_bytes_per_sample(p, g) > bytes) {
+    throw error(errc::internal, "device_ring: fewer coefficient bytes than the batch's samples need");
+  }
   auto& x = d.slots[slot];
-  const detail::device_guard on(d.device);
+  const detail::device_guard on(d.device, true);
   // The slot's earlier work ran on the same stream, so its d_in is free by stream order.
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), host_coeffs, bytes, cudaMemcpyHostToDevice,
                                      d.s->get()));

@@ -149,8 +149,8 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
 
 TEST(CudaBackend, ABatchLargerThanOneStreamedPartEqualsTheCpu) {
   REQUIRE_DEVICE();
-  // 400 images of 256x256x3 u8 = 79 MB of input: three 32 MiB parts, so both streams and
-  // both staging buffers are used, one of them twice, and the last part is short.
+  // 400 images of 256x256x3 u8 = 79 MB of input: four parts of 100 images (samples_per_part),
+  // so both streams and both staging buffers are used twice each.
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu);
   expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 400, 256, 256, 3, 8, 4, coeff_type::f16},
@@ -434,6 +434,52 @@ TEST(CudaGemm, OneDecoderOnAStreamDestroyedSinceThenOnAnotherGivesTheSameValues)
   EXPECT_NE(first, third) << "the second chop decoded as the first";
 }
 
+TEST(CudaGemm, ABatchOfSeveralPlaneGroupsEqualsTheDirectKernel) {
+  // 600 images of 256x256x3: 1800 planes, in groups of 585 (256 MiB of scratch), so the later
+  // groups start at planes 585, 1170 and 1755 (the last one short): their coefficients and
+  // output are found by offset, which every smaller test leaves at 0.
+  REQUIRE_DEVICE();
+  cuda::gemm_decoder gemm;
+  const geometry g = dctchop::test::shape_of(layout::nhwc, 600, 256, 256, 3);
+  codec_params p;
+  p.offset = 128;
+  const u64 vals = g.samples * g.values_per_sample();
+  std::vector<std::uint8_t> in(vals);
+  std::uint32_t r = 12345;
+  for (auto& v : in) v = static_cast<std::uint8_t>((r = r * 1664525u + 1013904223u) >> 24);
+  const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
+  device_bytes d_in(vals), d_c(cbytes), d_direct(vals), d_gemm(vals);
+  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
+  cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_direct.p);
+  ASSERT_EQ(cudaMemset(d_gemm.p, 0xA5, vals), cudaSuccess);  // no leftover passes for output
+  gemm.decode(p, g, dtype::u8, g.samples, d_c.p, d_gemm.p);
+  std::vector<std::uint8_t> a(vals), c(vals);
+  ASSERT_EQ(cudaMemcpy(a.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(c.data(), d_gemm.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  const difference d = compare(a, c, 1);
+  EXPECT_EQ(d.count, 0u) << d;
+  EXPECT_LT(d.nonzero, vals / 100 + 1) << d;
+}
+
+TEST(CudaGemm, PlanesTooTallForOneGridAxisAreRefusedWithTheDirectKernelNamed) {
+  // More than 65535 block rows in one plane: the second GEMM's batch would pass the grid
+  // axis where cuBLAS has failed. Refused before any work, naming the way that works.
+  REQUIRE_DEVICE();
+  cuda::gemm_decoder gemm;
+  const geometry g{layout::hw, 1, 1, 65536 * 8 + 1, 8};
+  codec_params p;
+  p.offset = 128;
+  device_bytes d_c(coeff_bytes_per_sample(p, g)), d_out(g.values_per_sample());
+  try {
+    gemm.decode(p, g, dtype::u8, 1, d_c.p, d_out.p);
+    ADD_FAILURE() << "decoded a plane of 65537 block rows";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("decode_device"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
   REQUIRE_DEVICE();
   EXPECT_EQ(make_backend(backend_kind::automatic)->name(), "cuda");
@@ -485,6 +531,66 @@ TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
     EXPECT_TRUE(got == want.data) << "batch " << i;
     t->deleter(t);
   }
+}
+
+TEST(CudaDeviceLoader, TensorsHeldOnAConsumerStreamKeepTheirValuesUntilReleased) {
+  // Two tensors held at once (every buffer), used on the caller's own stream behind a long
+  // queue of other work: a third is refused, and a buffer given back is decoded into again
+  // only after the work queued on that stream has read it.
+  REQUIRE_DEVICE();
+  dctchop::test::temp_dir dir;
+  save_random_images(dir, 50, 32, 24, 9);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  formats::compress_options co;
+  co.measure_quality = false;
+  co.chunk_mb = 0.01;
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *cpu, co);
+  loaders::loader_options o;
+  o.batch_size = 8;
+  o.seed = 3;
+  loaders::archive_loader host(dir.file("a.dcz"), o);
+  loaders::device_loader dev(dir.file("a.dcz"), o, 0, 2);
+  cudaStream_t cs = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), cudaSuccess);
+  DLManagedTensor* t1 = dev.next(nullptr, nullptr, cs);
+  DLManagedTensor* t2 = dev.next(nullptr, nullptr, cs);
+  const auto w1 = host.next(), w2 = host.next(), w3 = host.next();
+  for (DLManagedTensor* t : {t1, t2}) {
+    const DLTensor& x = t->dl_tensor;
+    EXPECT_EQ(x.device.device_type, kDLCUDA);
+    EXPECT_EQ(x.device.device_id, 0);
+    EXPECT_EQ(x.dtype.code, kDLUInt);
+    EXPECT_EQ(x.dtype.bits, 8);
+    EXPECT_EQ(x.dtype.lanes, 1);
+    ASSERT_EQ(x.ndim, 4);
+    EXPECT_EQ(std::vector<std::int64_t>(x.shape, x.shape + 4), (std::vector<std::int64_t>{8, 32, 24, 3}));
+  }
+  try {
+    dev.next();
+    ADD_FAILURE() << "a third batch while both buffers are held";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  // 1 GiB of memset ahead of the copy on the consumer's stream, then t1 given back.
+  const u64 bytes = w1.data.size();
+  device_bytes busy(u64(1) << 30), copy(bytes);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(cudaMemsetAsync(busy.p, i, u64(1) << 30, cs), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(copy.p, t1->dl_tensor.data, bytes, cudaMemcpyDeviceToDevice, cs),
+            cudaSuccess);
+  t1->deleter(t1);
+  DLManagedTensor* t3 = dev.next(nullptr, nullptr, cs);  // into t1's buffer
+  ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+  auto back = [&](const void* d) {
+    byte_buffer b(bytes);
+    EXPECT_EQ(cudaMemcpy(b.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return b;
+  };
+  EXPECT_TRUE(back(copy.p) == w1.data) << "the first batch was overwritten before it was read";
+  EXPECT_TRUE(back(t2->dl_tensor.data) == w2.data);
+  EXPECT_TRUE(back(t3->dl_tensor.data) == w3.data);
+  t2->deleter(t2);
+  t3->deleter(t3);
+  ASSERT_EQ(cudaStreamDestroy(cs), cudaSuccess);
 }
 
 TEST(CudaPinnedMemory, BlocksArePageLockedAndRecycled) {
