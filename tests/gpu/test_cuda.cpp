@@ -503,15 +503,20 @@ void save_random_images(const dctchop::test::temp_dir& dir, u64 n, u64 h, u64 w,
   dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, h, w, 3}, x);
 }
 
-TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
-  REQUIRE_DEVICE();
-  dctchop::test::temp_dir dir;
-  save_random_images(dir, 50, 32, 24, 8);
+/** dir/a.dcz: 50 random u8 images of 32x24x3 in chunks of a few images, made on the CPU. */
+void make_small_archive(const dctchop::test::temp_dir& dir, unsigned seed) {
+  save_random_images(dir, 50, 32, 24, seed);
   auto cpu = make_backend(backend_kind::cpu, {1});
   formats::compress_options co;
   co.measure_quality = false;
   co.chunk_mb = 0.01;
   formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *cpu, co);
+}
+
+TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
+  REQUIRE_DEVICE();
+  dctchop::test::temp_dir dir;
+  make_small_archive(dir, 8);
   loaders::loader_options o;
   o.batch_size = 8;
   o.seed = 6;
@@ -539,12 +544,7 @@ TEST(CudaDeviceLoader, TensorsHeldOnAConsumerStreamKeepTheirValuesUntilReleased)
   // only after the work queued on that stream has read it.
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
-  save_random_images(dir, 50, 32, 24, 9);
-  auto cpu = make_backend(backend_kind::cpu, {1});
-  formats::compress_options co;
-  co.measure_quality = false;
-  co.chunk_mb = 0.01;
-  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *cpu, co);
+  make_small_archive(dir, 9);
   loaders::loader_options o;
   o.batch_size = 8;
   o.seed = 3;
