@@ -1467,10 +1467,13 @@ int main(int argc, char** argv) {
   const int rc = run(argc, argv);
   // Reports reach stdout through a buffer: a write that failed (a full disk, a closed pipe) is
   // seen here at the latest, and a script must not take a lost report for a success.
+  // (A stream that failed already, as CLI11's --help and --version flush it, may still have
+  // its write's errno.)
+  const int early = !std::cout ? errno : 0;
   errno = 0;
   std::cout.flush();
   if (!std::cout) {
-    const int e = errno;
+    const int e = early != 0 ? early : errno;
     std::fprintf(stderr, "dctchop: error: cannot write to standard output: %s\n",
                  stdout_closed ? "it is closed" : e != 0 ? std::strerror(e) : "write failed");
     return rc == exit_ok ? exit_io : rc;
