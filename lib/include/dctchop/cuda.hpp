@@ -64,7 +64,8 @@ void encode_device(const codec_params& params, const geometry& g, dtype type,
  *  the zeros: O(K) work per value instead of O(H + W). It holds a cuBLAS handle, the blocks
  *  of the last block size and chop, and scratch memory: keep one and reuse it. Calls on
  *  different streams take turns on the scratch (each waits, on the device, for the previous
- *  call's work), so give each stream that decodes at the same time a decoder of its own. A
+ *  call's work), so give each stream that decodes at the same time a decoder of its own. Not
+ *  thread-safe: calls from several host threads at once need a decoder each (or a lock). A
  *  stream may be destroyed as soon as its calls are queued. It belongs to the device current
  *  when it is made: its calls and its destruction run there whatever device is current then
  *  (and give the caller's back), so pass it streams and buffers of that device.
