@@ -9,6 +9,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cerrno>
@@ -123,6 +124,48 @@ class gil_released {
  private:
   std::function<void()> before_parking_;
   PyThreadState* state_;
+};
+
+/** The fork()s between the process that made an object and this one: a child's fork handler
+ *  adds one. `renewing` guards the renewal of a lock in a child, and is itself made anew
+ *  there. */
+std::atomic<u64> fork_generation{0};
+std::mutex renewing;
+
+void after_fork_in_child() noexcept {
+  new (&renewing) std::mutex;  // a thread of the parent may have held it
+  fork_generation.fetch_add(1);
+}
+
+/** The lock of an object that a fork()ed child may go on using (a DataLoader worker): fork
+ *  copies a lock that another thread of the parent held (a read in progress, without the GIL)
+ *  as held, by a thread that the child does not have, and the child's first call waited for
+ *  it for good. In a child the first use takes a fresh lock (the parent's copy is left as it
+ *  is, as the C++ loader leaves its own) and first calls `renew`, to replace what that thread
+ *  may have been using. BasicLockable, for std::lock_guard. */
+class fork_safe_mutex {
+ public:
+  explicit fork_safe_mutex(std::function<void()> renew = {}) : renew_(std::move(renew)) {}
+  void lock() { current().lock(); }
+  void unlock() { m_->unlock(); }  // (renewed only while no thread of this process holds it)
+
+ private:
+  std::mutex& current() {
+    const u64 g = fork_generation.load(std::memory_order_acquire);
+    if (generation_.load(std::memory_order_acquire) != g) {
+      std::lock_guard guard(renewing);
+      if (generation_.load(std::memory_order_relaxed) != g) {
+        (void)m_.release();  // maybe held, by a thread of the parent: left alone
+        m_ = std::make_unique<std::mutex>();
+        if (renew_) renew_();
+        generation_.store(g, std::memory_order_release);
+      }
+    }
+    return *m_;
+  }
+  std::function<void()> renew_;
+  std::unique_ptr<std::mutex> m_ = std::make_unique<std::mutex>();
+  std::atomic<u64> generation_{fork_generation.load()};
 };
 
 /** Runs `work` (which must not touch Python objects) on a thread of its own, handing it a
@@ -257,10 +300,9 @@ Result run_interruptible(Work&& work, const py::object& progress) {
 class archive {
  public:
   archive(const std::string& path, int threads)
-      : path_(path), r_(formats::archive_reader::open(path)), h_(r_->header()) {
+      : path_(path), r_(formats::archive_reader::open(path)), h_(r_->header()), threads_(threads) {
     if (!r_->random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
-    be_ = make_backend(backend_kind::cpu, {threads});
-    be_serial_ = be_->threads() == 1 ? nullptr : make_backend(backend_kind::cpu, {1});
+    make_backends();
   }
   const std::string& path() const { return path_; }
   u64 samples() const { return h_.geom.samples; }
@@ -382,11 +424,22 @@ class archive {
     return coeffs;
   }
 
+  /** The CPU backends; made anew in a forked child, where the parent's thread that was
+   *  decoding may have held their locks (those are left, as the lock is). */
+  void make_backends() {
+    (void)be_.release();
+    (void)be_serial_.release();
+    be_ = make_backend(backend_kind::cpu, {threads_});
+    be_serial_ = be_->threads() == 1 ? nullptr : make_backend(backend_kind::cpu, {1});
+  }
+
   std::string path_;
-  std::mutex m_;  // held by a read (without the GIL) and by close()
+  // Held by a read (without the GIL) and by close().
+  fork_safe_mutex m_{[this] { make_backends(); }};
   std::atomic<bool> closed_{false};
   std::optional<formats::archive_reader> r_;
   formats::archive_header h_;
+  int threads_;
   std::unique_ptr<backend> be_;
   std::unique_ptr<backend> be_serial_;  // for reads too small to share out (or null: be_ is)
 };
@@ -428,7 +481,7 @@ class closable_loader {
     if (!l_) throw error(errc::invalid_argument, "the loader is closed");
     return *l_;
   }
-  std::mutex m_;
+  fork_safe_mutex m_;  // (the C++ loaders renew their own state in a forked child)
   std::atomic<bool> closed_{false};
   std::optional<Loader> l_;
 };
@@ -575,6 +628,7 @@ loaders::loader_options options_of(std::size_t batch_size, bool shuffle, u64 see
 
 PYBIND11_MODULE(_dctchop, m) {
   m.doc() = "dctchop: DCT+Chop archives as NumPy arrays, and a training loader";
+  ::pthread_atfork(nullptr, nullptr, after_fork_in_child);
   m.attr("__version__") = DCTCHOP_VERSION_STRING;
   // dctchop.Error, and two kinds of it that are also the built-in exception a Python user
   // would catch: ValueError for bad arguments and values, OSError for I/O failures.

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import numpy as np
 
@@ -416,6 +417,51 @@ def check_reads_from_threads(d, back, y):
     raises(ValueError, lambda: a.read(0, 1), "closed")
 
 
+def check_fork_beside_a_reading_thread(d, back):
+    """A fork() while another thread is inside a call on an Archive or a Loader (its lock held,
+    the GIL released): the child's first call waited for that lock for good, held by a thread
+    the child does not have (a DataLoader forks its workers each epoch; the parent may be
+    reading). Each child now reads the right sample and batch."""
+    a = dctchop.Archive(f"{d}/a.dcz")
+    loader = dctchop.Loader(f"{d}/a.dcz", batch_size=4, seed=1, shuffle=False)
+    stop = threading.Event()
+
+    def reading():
+        while not stop.is_set():
+            a.read(0, 37)
+            next(loader)
+
+    t = threading.Thread(target=reading)
+    t.start()
+    hung, failed = 0, 0
+    for _ in range(40):
+        pid = os.fork()
+        if pid == 0:  # the child: only this thread
+            try:
+                ok = np.array_equal(a[3], back[3]) and next(loader)[0].shape == (4, 20, 18, 3)
+                os._exit(0 if ok else 1)
+            except BaseException:  # noqa: BLE001 - reported by the exit status
+                os._exit(2)
+        deadline = time.monotonic() + 10
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                failed += os.waitstatus_to_exitcode(status) != 0
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                hung += 1
+                break
+            time.sleep(0.005)
+        if hung:
+            break  # one is enough
+    stop.set()
+    t.join()
+    check(hung == 0 and failed == 0, f"forks beside a reading thread: a child hung ({hung}), "
+          f"{failed} failed")
+
+
 DAEMON_AT_EXIT = """
 import sys, threading, numpy as np, dctchop
 case, d = sys.argv[1], sys.argv[2]
@@ -516,6 +562,7 @@ def main():
                   f"the message is the text, not a tuple: {e}")
         check_python_habits(d, back, y)
         check_reads_from_threads(d, back, y)
+        check_fork_beside_a_reading_thread(d, back)
         check_compress_from_python(binary, d, x, y)
         check_compress_progress_and_interrupt(d)
         check_daemon_threads_at_exit(d)
