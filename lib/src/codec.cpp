@@ -45,6 +45,11 @@ decode_matrices decode_matrix_dims(const codec_params& p, std::uint64_t height,
                                             std::to_string(width) +
                                             " plane: a plane has at least one row and column");
   }
+  constexpr std::uint64_t most = std::uint64_t(1) << 40;  // (no sums below can wrap)
+  if (height > most || width > most) {
+    throw error(errc::invalid_argument, "decode matrices of a " + std::to_string(height) + " x " +
+                                            std::to_string(width) + " plane: too large");
+  }
   const std::uint64_t b = static_cast<std::uint64_t>(p.block), k = static_cast<std::uint64_t>(p.chop);
   const std::uint64_t hb = (height + b - 1) / b, wb = (width + b - 1) / b;
   decode_matrices m;
@@ -60,9 +65,22 @@ decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height
   decode_matrices m = decode_matrix_dims(p, height, width);
   const std::uint64_t b = static_cast<std::uint64_t>(p.block), k = static_cast<std::uint64_t>(p.chop);
   const std::uint64_t hb = m.hp / b, wb = m.wp / b;
+  // Dense matrices, O(H^2) and O(W^2) values: up to 2^30 values (8 GiB) each, which planes of
+  // 32768 x 32768 at chop 4 and block 8 reach.
+  constexpr std::uint64_t most = std::uint64_t(1) << 30;
+  std::uint64_t lt_values = 0, r_values = 0;
+  if (__builtin_mul_overflow(m.hp, m.kh, &lt_values) ||
+      __builtin_mul_overflow(m.kw, m.wp, &r_values) || lt_values > most || r_values > most) {
+    throw error(errc::invalid_argument,
+                "decode matrices of a " + std::to_string(height) + " x " + std::to_string(width) +
+                    " plane at block " + std::to_string(p.block) + ", chop " +
+                    std::to_string(p.chop) + " would be too large (Lt " + std::to_string(m.hp) +
+                    " x " + std::to_string(m.kh) + ", R " + std::to_string(m.kw) + " x " +
+                    std::to_string(m.wp) + "; at most 2^30 values each)");
+  }
   const auto t = dct_matrix(p.block);
-  m.lt.assign(m.hp * m.kh, 0.0);
-  m.r.assign(m.kw * m.wp, 0.0);
+  m.lt.assign(lt_values, 0.0);
+  m.r.assign(r_values, 0.0);
   for (std::uint64_t i = 0; i < hb; ++i)
     for (std::uint64_t u = 0; u < k; ++u)
       for (std::uint64_t x = 0; x < b; ++x) m.lt[(i * b + x) * m.kh + i * k + u] = t[u * b + x];

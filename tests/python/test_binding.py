@@ -80,6 +80,10 @@ def check_python_habits(d, back, y):
     raises(ValueError, lambda: dctchop.Archive(path, threads=-1), "threads")
     raises(TypeError, lambda: dctchop.Loader(path, batch_size="8"), "batch_size must be an integer")
     raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28), "0 x 28")
+    # Sizes whose matrices cannot be made: a clear ValueError (2**33 wrapped to an empty
+    # matrix and crashed; 2**31 was pybind's "larger than max_size()", 100000 a MemoryError).
+    for h, w in ((2**33, 8), (2**31, 8), (100000, 100000), (8, 2**62)):
+        raises(ValueError, lambda: dctchop.decode_matrices(8, 4, h, w), "too large")
     # Wrong types and sizes say what they are, in the package's words (not pybind11's).
     raises(TypeError, lambda: dctchop.Loader(path, shuffle="no"), "shuffle must be True or False")
     raises(TypeError, lambda: dctchop.Loader(path, drop_last=2), "drop_last must be True or False")

@@ -25,11 +25,13 @@ struct decode_matrices {
 };
 
 /** The dimensions alone (hp, wp, kh, kw; lt and r left empty), for decoders that multiply by
- *  the blocks of Lt and R rather than by the whole matrices. */
+ *  the blocks of Lt and R rather than by the whole matrices. error(invalid_argument) for an
+ *  empty plane or a side above 2^40. */
 decode_matrices decode_matrix_dims(const codec_params& p, std::uint64_t height,
                                    std::uint64_t width);
 
-/** The decode matrices of an H x W plane under codec `p`. */
+/** The decode matrices of an H x W plane under codec `p`. error(invalid_argument) when Lt or
+ *  R would hold more than 2^30 values (8 GiB; dense, they grow as H^2 and W^2). */
 decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height,
                                      std::uint64_t width);
 
