@@ -1,6 +1,8 @@
 // Reader and writer of the .dcz archive. The layout is specified in formats/ARCHIVE.md.
 #include "dctchop/formats/archive.hpp"
 
+#include <sys/stat.h>
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -568,6 +570,19 @@ archive_header parse_archive_header(std::string_view text, const std::string& fi
   }
   if (!twice.empty()) corrupt(file, "header names member '" + twice + "' twice");
   return header_from_json(j, file);
+}
+
+archive_reader archive_reader::open_seekable(const std::string& path) {
+  struct stat st {};
+  if (path == "-" ||
+      (::stat(path.c_str(), &st) == 0 &&
+       (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)))) {
+    throw error(errc::invalid_argument,
+                (path == "-" ? std::string("standard input") : path) +
+                    ": not a regular file; random access is needed (a stream is read by "
+                    "`dctchop decompress`)");
+  }
+  return open(path);
 }
 
 archive_reader archive_reader::open(const std::string& path) {

@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -234,7 +236,8 @@ int open_unnamed(const std::string& path) {
 
 }  // namespace
 
-output_file output_file::create(const std::string& path, bool overwrite, bool direct_io) {
+output_file output_file::create(const std::string& path, bool overwrite, bool direct_io,
+                                const std::function<void()>& waiting) {
   output_file f;
   f.path_ = path;
   f.overwrite_ = overwrite;
@@ -245,11 +248,27 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
   }
   f.target_ = check_output_path(path, overwrite);
   if (f.target_.in_place) {
-    // A FIFO or device: written into as it is (a FIFO waits here for its reader).
-    f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    // A FIFO or device: written into as it is (a FIFO waits here for its reader). With
+    // `waiting`, the wait polls (a FIFO without a reader refuses a non-blocking open, ENXIO),
+    // so that a caller on another thread can end it.
+    const int nonblock = waiting ? O_NONBLOCK : 0;
+    for (;;) {
+      f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | nonblock);
+      if (f.fd_ >= 0 || errno != ENXIO || !waiting) break;
+      waiting();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     if (f.fd_ < 0) {
       if (errno == EINTR) throw error(errc::interrupted, path + ": interrupted");
       throw os_error(path, "open");
+    }
+    if (nonblock != 0) {  // writes block as usual once it is open
+      const int flags = ::fcntl(f.fd_, F_GETFL);
+      if (flags < 0 || ::fcntl(f.fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        const error e = os_error(path, "open");
+        ::close(std::exchange(f.fd_, -1));
+        throw e;
+      }
     }
     struct stat st {};
     if (::fstat(f.fd_, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {

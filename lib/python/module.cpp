@@ -300,7 +300,8 @@ Result run_interruptible(Work&& work, const py::object& progress) {
 class archive {
  public:
   archive(const std::string& path, int threads)
-      : path_(path), r_(formats::archive_reader::open(path)), h_(r_->header()), threads_(threads) {
+      : path_(path), r_(formats::archive_reader::open_seekable(path)), h_(r_->header()),
+        threads_(threads) {
     if (!r_->random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
     make_backends();
   }

@@ -380,6 +380,43 @@ def check_compress_progress_and_interrupt(d):
 FileError_ = dctchop.FileError
 
 
+FIFO_WITHOUT_READER = """
+import signal, sys, numpy as np, dctchop
+for reader in (dctchop.Archive, dctchop.Loader):  # refused at once (they waited for a writer)
+    try:
+        reader(sys.argv[1])
+    except ValueError as e:
+        print("refused" if "not a regular file" in str(e) else e)
+def stop(*_):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    dctchop.compress(np.zeros((4, 8, 8), np.uint8), sys.argv[1], overwrite=True)
+    print("returned")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def check_fifo_output_without_reader(d):
+    """compress into a FIFO waits for its reader, as the command does, and Ctrl-C ends the
+    wait: the work's thread sat in open() and the call joined it for good. Archive and
+    Loader, which need random access, refuse a FIFO before opening it (they waited for a
+    writer)."""
+    fifo = f"{d}/fifo"
+    os.mkfifo(fifo)
+    try:
+        r = subprocess.run([sys.executable, "-c", FIFO_WITHOUT_READER, fifo], capture_output=True,
+                           text=True, timeout=30)
+        check(r.stdout.split() == ["refused", "refused", "interrupted"],
+              f"a FIFO to read, and Ctrl-C while one waits: {r.stdout!r} {r.stderr[-300:]!r}")
+    except subprocess.TimeoutExpired:
+        check(False, "Ctrl-C while an output FIFO waited for its reader: the call never returned")
+    finally:
+        os.remove(fifo)
+
+
 def check_reads_from_threads(d, back, y):
     """Archive reads run without the GIL: several threads reading one archive get the right
     samples, and a close() from another thread meanwhile makes reads raise ValueError, never
@@ -567,6 +604,7 @@ def main():
         check_python_habits(d, back, y)
         check_reads_from_threads(d, back, y)
         check_fork_beside_a_reading_thread(d, back)
+        check_fifo_output_without_reader(d)
         check_compress_from_python(binary, d, x, y)
         check_compress_progress_and_interrupt(d)
         check_daemon_threads_at_exit(d)

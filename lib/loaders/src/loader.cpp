@@ -169,7 +169,7 @@ struct archive_loader::impl {
   pid_t owner = 0;  // the process whose thread `thread` is
 
   impl(const std::string& archive, const loader_options& opt, std::shared_ptr<backend> b)
-      : impl(formats::archive_reader::open(archive), opt, std::move(b)) {}
+      : impl(formats::archive_reader::open_seekable(archive), opt, std::move(b)) {}
 
   impl(formats::archive_reader r, const loader_options& opt, std::shared_ptr<backend> b)
       : o(opt), be(std::move(b)), reader(std::move(r)) {

@@ -129,6 +129,9 @@ class archive_reader {
  public:
   /** Open and validate preamble, header and (for files) the footer and index. */
   static archive_reader open(const std::string& path);
+  /** open() for random access only: error(invalid_argument) for standard input, a FIFO, a
+   *  character device or a socket, before opening (a FIFO would wait for a writer first). */
+  static archive_reader open_seekable(const std::string& path);
 
   const archive_header& header() const noexcept { return header_; }
   std::string display_name() const { return file_.display_name(); }

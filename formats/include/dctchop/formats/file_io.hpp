@@ -139,8 +139,11 @@ struct output_target {
  *  are buffered, with write_behind. The file's bytes are the same either way. */
 class output_file {
  public:
-  /** Create. An existing `path` is refused with error(output_exists) unless `overwrite`. */
-  static output_file create(const std::string& path, bool overwrite, bool direct_io = true);
+  /** Create. An existing `path` is refused with error(output_exists) unless `overwrite`.
+   *  An existing FIFO is opened in place, which waits for its reader: `waiting`, when given,
+   *  is called about every 20 ms meanwhile, and may throw to give up. */
+  static output_file create(const std::string& path, bool overwrite, bool direct_io = true,
+                            const std::function<void()>& waiting = {});
   output_file(output_file&& other) noexcept;
   output_file& operator=(output_file&& other) noexcept;
   output_file(const output_file&) = delete;
