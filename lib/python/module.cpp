@@ -638,7 +638,7 @@ PYBIND11_MODULE(_dctchop, m) {
       "An error of dctchop (a RuntimeError). `kind` names it: 'invalid_argument', 'bad_input',\n"
       "'corrupt', 'unsupported_version', 'out_of_range', 'io', 'output_exists',\n"
       "'backend_unavailable', 'quality_not_met', 'interrupted' or 'internal'. Bad arguments\n"
-      "are also ValueError (ArgumentError), I/O failures OSError (FileError).";
+      "and bad input are also ValueError (ArgumentError), I/O failures OSError (FileError).";
   // NAME, set on this module: a kind of `parent` (a dctchop class) that is also the built-in
   // `builtin`. `qualified` is where pickle finds it (a DataLoader worker sends its errors to
   // the parent process pickled).
@@ -677,7 +677,12 @@ PYBIND11_MODULE(_dctchop, m) {
       if (p) std::rethrow_exception(p);
     } catch (const error& e) {
       py::object cls = exc;
-      if (e.code() == errc::invalid_argument || e.code() == errc::out_of_range) cls = value_error;
+      // Bad input (an array's dtype, shape or values, a file that is no dataset) is a bad
+      // value to Python as much as a bad argument is: numpy raises ValueError for both.
+      if (e.code() == errc::invalid_argument || e.code() == errc::out_of_range ||
+          e.code() == errc::bad_input) {
+        cls = value_error;
+      }
       int code = e.os_errno();
       if (e.code() == errc::output_exists) code = EEXIST;
       if (e.code() == errc::io || e.code() == errc::output_exists) {

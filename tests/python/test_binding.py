@@ -246,10 +246,18 @@ def check_compress_from_python(binary, d, x, y):
     check(e is not None and isinstance(e, dctchop.FileError) and e.errno == errno.ENOENT and
           e.kind == "io", f"a missing archive is a dctchop.FileError too: {e!r}")
     check(dctchop.compress(x, f"{d}/py.dcz", overwrite=True)["chop"] == 4, "overwrite=True")
-    e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "dtype int32 is not supported")
-    check(e is not None and e.kind == "bad_input", f"an int32 array: {e!r}")
-    raises(dctchop.Error, lambda: dctchop.compress(x, f"{d}/l.dcz", labels=y[:5]), "one row per sample")
-    raises(dctchop.Error, lambda: dctchop.compress(np.float32(3), f"{d}/z.dcz"), "0-d")
+    # Bad input is a ValueError too, as a bad argument is (it was a RuntimeError alone).
+    e = raises(ValueError, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "dtype int32 is not supported")
+    check(e is not None and e.kind == "bad_input" and isinstance(e, dctchop.Error), f"an int32 array: {e!r}")
+    raises(ValueError, lambda: dctchop.compress(x, f"{d}/l.dcz", labels=y[:5]), "one row per sample")
+    raises(ValueError, lambda: dctchop.compress(np.float32(3), f"{d}/z.dcz"), "0-d")
+    raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32), f"{d}/n.dcz"), "NaN")
+    # Flags and names of the right type only (overwrite="False" overwrote; layout=None was
+    # pybind's "incompatible function arguments" with the private signature).
+    raises(TypeError, lambda: dctchop.compress(x, f"{d}/py.dcz", overwrite="False"), "overwrite must be True or False")
+    raises(TypeError, lambda: dctchop.compress(x, f"{d}/q.dcz", quality="no"), "quality must be True or False")
+    raises(TypeError, lambda: dctchop.compress(x, f"{d}/q.dcz", layout=None), "layout must be a str, not NoneType")
+    raises(TypeError, lambda: dctchop.compress(x, f"{d}/q.dcz", coeff=np.float16), "coeff must be a str or None")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/b.dcz", block=6), "block size 6")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/o.dcz", offset="middle"), "offset")
     raises(ValueError, lambda: dctchop.compress(x, "-"), "not -")

@@ -86,6 +86,23 @@ def check_types_torch_lacks(binary, d):
               f"{labels.dtype} labels: {y} ({y.dtype}), want {labels[4]}")
     check(torch.equal(ds[-1][0], ds[5][0]), "ArchiveDataset[-1] is the last sample")
     check_dataset_indices_and_transforms(f"{d}/u.dcz", ds)
+    # uint64 labels from 2**63 have no PyTorch type: refused, never wrapped to negative (a
+    # comparison through float64 let 2**63 .. 2**63 + 1024 pass), and 2**63 - 1 kept.
+    if np.dtype(np.uint64) in dctchop.torch._WIDER:
+        for top, ok in ((2**63 - 1, True), (2**63, False), (2**63 + 1000, False)):
+            labels = np.array([top] * 6, dtype=np.uint64)
+            np.save(f"{d}/ul.npy", labels)
+            compress(binary, f"{d}/u.npy", f"{d}/big.dcz", "--labels", f"{d}/ul.npy", "-f")
+            try:
+                y = ArchiveDataset(f"{d}/big.dcz")[0][1]
+                check(ok and int(y) == top, f"uint64 label {top}: {y}")
+            except ValueError as e:
+                check(not ok and "2**63 - 1" in str(e), f"uint64 label {top}: {e}")
+    try:
+        ArchiveDataset(f"{d}/u.dcz", decode="False")
+        check(False, "ArchiveDataset(decode='False') raised nothing")
+    except TypeError as e:
+        check("decode must be True or False" in str(e), f"decode='False': {e}")
     from dctchop.torch import DeviceLoader
     try:
         DeviceLoader(f"{d}/u.dcz", device=-2)

@@ -154,6 +154,13 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     output = os.fsdecode(output_bytes)
     if output == "-":
         raise _bad_argument("compress writes a file: name one (not -)")
+    # Flags as the loaders take them (overwrite="False" overwrote).
+    overwrite, quality, measure_ssim = (_flag("overwrite", overwrite), _flag("quality", quality),
+                                        _flag("measure_ssim", measure_ssim))
+    for name, value in (("coeff", coeff), ("layout", layout)):
+        if not (value is None and name == "coeff") and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str{' or None' if name == 'coeff' else ''}, "
+                            f"not {type(value).__name__}")
     for name, a in (("data", data), ("labels", labels)):
         if _is_path(a):
             raise TypeError(f"compress takes the {name} as an array, not the path {a!r}: "
@@ -189,8 +196,8 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     try:
         report = _compress(data, output_bytes, labels, _count("block", block, 1, 32),
                            _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
-                           layout, rule, value, chunk_mb, bool(overwrite), bool(quality),
-                           bool(measure_ssim), psnr, ssim, _count("threads", threads, 0, _MAX_THREADS),
+                           layout, rule, value, chunk_mb, overwrite, quality,
+                           measure_ssim, psnr, ssim, _count("threads", threads, 0, _MAX_THREADS),
                            nonfinite, progress)
     except Error as e:
         # The library's messages name the command's options: name the keywords instead.

@@ -42,7 +42,10 @@ def _tensor(a):
         a = a.astype(a.dtype.newbyteorder("="))
     wide = _WIDER.get(a.dtype)
     if wide is not None:
-        if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > np.iinfo(np.int64).max:
+        # (Compared as uint64: against int64's maximum, NumPy goes through float64, where
+        # 2**63 - 1 rounds up to 2**63 and values up to 2**63 + 1024 passed, to wrap negative.)
+        if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and \
+                a.max() > np.uint64(np.iinfo(np.int64).max):
             raise _bad_argument("uint64 values above 2**63 - 1 have no PyTorch type")
         a = a.astype(wide)
     return torch.from_numpy(a)
@@ -134,8 +137,8 @@ class ArchiveDataset(torch.utils.data.Dataset):
         for name, f in (("transform", transform), ("target_transform", target_transform)):
             if f is not None and not callable(f):
                 raise TypeError(f"{name} must be a callable or None, not {type(f).__name__}")
+        self.decode = _flag("decode", decode)
         self.archive = Archive(path, threads=threads)
-        self.decode = decode
         self.transform, self.target_transform = transform, target_transform
         labels = self.archive.labels()
         self.labels = None if labels is None else _tensor(labels)
