@@ -106,6 +106,12 @@ def check_python_habits(d, back, y):
     raises(TypeError, lambda: l8.restore("garbage"), "the dict that state() returned")
     raises(ValueError, lambda: l8.restore({"epoch": 0}), "not a loader state", "position")
     raises(ValueError, lambda: l4.restore(dict(st, position=99)), "batch 99")
+    # PyTorch's checkpoint names: state_dict() and load_state_dict() are state() and restore().
+    again = dctchop.Loader(path, batch_size=4, seed=3)
+    again.load_state_dict(l4.state_dict())
+    check(again.state_dict() == st and np.array_equal(next(again)[0], next(l4)[0]),
+          "load_state_dict(state_dict()) goes on where the loader stood")
+    raises(ValueError, lambda: l8.load_state_dict(st), "batch_size 4")
     # epoch() ends at the epoch's end even when restore() moves the loader within it.
     l5 = dctchop.Loader(path, batch_size=5, seed=1, threads=2)
     count = 0

@@ -420,6 +420,14 @@ class _Batches:
                                     np.ndim(v) == 0 else v for k, v in state.items()}))
         self._resumed = True
 
+    def state_dict(self):
+        """state(), under the name PyTorch's checkpointing (the Stateful protocol) calls."""
+        return self.state()
+
+    def load_state_dict(self, state_dict):
+        """restore(), under the name PyTorch's checkpointing calls."""
+        self.restore(state_dict)
+
     def close(self):
         """Stop the prefetch thread and release the file (the batches handed out stay valid:
         a DeviceLoader's tensors keep their buffers, not the loader); using the loader
