@@ -721,8 +721,10 @@ compress_result write_archive(input_source& src, const std::string& output, back
                           utc_text(o.created));
   const u64 spc = ah.samples_per_chunk;
   std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
-  // (0, 0): a chance to cancel while an output FIFO waits for its reader.
-  const auto waiting = [&o] { if (o.progress) o.progress(0, 0); };
+  // (0, 0): a chance to cancel while an output FIFO waits for its reader. (Without a progress
+  // function the open blocks, as before, and a signal interrupts it.)
+  std::function<void()> waiting;
+  if (o.progress) waiting = [&o] { o.progress(0, 0); };
   archive_writer w(output_file::create(output, o.overwrite, true, waiting), ah);
   w.watch(write_check(stop_writes, o.progress, w.display_name()));
 
