@@ -386,6 +386,8 @@ void refuse_tty_stdin(const std::string& path) {
 
 /** Standard output was closed when dctchop started (it writes to /dev/full instead). */
 bool g_stdout_closed = false;
+/** Why CLI11's own output (--help, --version, which it flushes) failed to reach stdout. */
+int g_stdout_errno = 0;
 /** Where the command streams its data (standard output, a FIFO): an interruption cannot take
  *  back what went there. Empty for files, which are named only when complete. */
 std::string g_stream_output;
@@ -1032,7 +1034,9 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    errno = 0;
     int rc = app.exit(e);
+    if (!std::cout) g_stdout_errno = errno;  // (by the end, later calls may have changed it)
     return rc == 0 ? exit_ok : exit_usage;
   }
   // `decompress a.dcz out.npy`: the likeliest slip of all, so the message shows the fix
@@ -1467,13 +1471,10 @@ int main(int argc, char** argv) {
   const int rc = run(argc, argv);
   // Reports reach stdout through a buffer: a write that failed (a full disk, a closed pipe) is
   // seen here at the latest, and a script must not take a lost report for a success.
-  // (A stream that failed already, as CLI11's --help and --version flush it, may still have
-  // its write's errno.)
-  const int early = !std::cout ? errno : 0;
   errno = 0;
   std::cout.flush();
   if (!std::cout) {
-    const int e = early != 0 ? early : errno;
+    const int e = g_stdout_errno != 0 ? g_stdout_errno : errno;
     std::fprintf(stderr, "dctchop: error: cannot write to standard output: %s\n",
                  stdout_closed ? "it is closed" : e != 0 ? std::strerror(e) : "write failed");
     return rc == exit_ok ? exit_io : rc;

@@ -28,10 +28,11 @@ namespace dctchop::formats {
 void write_behind::advance(std::uint64_t end) noexcept {
 #if defined(__linux__)
   if (fd_ < 0 || end < started_ + kick) return;
-  // Off for good after any failure; a write error (not "unsupported") is kept.
+  // Off for good after any failure. Errors that say data was lost are kept; others (no
+  // support, or ENOMEM and the like from a write-out that the kernel retries) are not.
   const auto stop = [this] {
     const int e = errno;
-    if (e != EINVAL && e != ESPIPE && e != ENOSYS && e != EOPNOTSUPP && e != EBADF) failed_ = e;
+    if (e == EIO || e == ENOSPC || e == EDQUOT || e == EFBIG || e == EROFS) failed_ = e;
     fd_ = -1;
   };
   if (::sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(end - started_),
@@ -251,10 +252,12 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     // A FIFO or device: written into as it is (a FIFO waits here for its reader). With
     // `waiting`, the wait polls (a FIFO without a reader refuses a non-blocking open, ENXIO),
     // so that a caller on another thread can end it.
-    const int nonblock = waiting ? O_NONBLOCK : 0;
+    struct stat at {};
+    const bool fifo = ::stat(path.c_str(), &at) == 0 && S_ISFIFO(at.st_mode);
+    const int nonblock = waiting && fifo ? O_NONBLOCK : 0;  // (a device's ENXIO is final)
     for (;;) {
       f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | nonblock);
-      if (f.fd_ >= 0 || errno != ENXIO || !waiting) break;
+      if (f.fd_ >= 0 || errno != ENXIO || nonblock == 0) break;
       waiting();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -130,10 +131,10 @@ class gil_released {
  *  adds one. `renewing` guards the renewal of a lock in a child, and is itself made anew
  *  there. */
 std::atomic<u64> fork_generation{0};
-std::mutex renewing;
+pthread_mutex_t renewing = PTHREAD_MUTEX_INITIALIZER;
 
 void after_fork_in_child() noexcept {
-  new (&renewing) std::mutex;  // a thread of the parent may have held it
+  renewing = PTHREAD_MUTEX_INITIALIZER;  // a thread of the parent may have held it
   fork_generation.fetch_add(1);
 }
 
@@ -141,11 +142,9 @@ void after_fork_in_child() noexcept {
  *  copies a lock that another thread of the parent held (a read in progress, without the GIL)
  *  as held, by a thread that the child does not have, and the child's first call waited for
  *  it for good. In a child the first use takes a fresh lock (the parent's copy is left as it
- *  is, as the C++ loader leaves its own) and first calls `renew`, to replace what that thread
- *  may have been using. BasicLockable, for std::lock_guard. */
+ *  is, as the C++ loader leaves its own). BasicLockable, for std::lock_guard. */
 class fork_safe_mutex {
  public:
-  explicit fork_safe_mutex(std::function<void()> renew = {}) : renew_(std::move(renew)) {}
   void lock() { current().lock(); }
   void unlock() { m_->unlock(); }  // (renewed only while no thread of this process holds it)
 
@@ -153,17 +152,19 @@ class fork_safe_mutex {
   std::mutex& current() {
     const u64 g = fork_generation.load(std::memory_order_acquire);
     if (generation_.load(std::memory_order_acquire) != g) {
-      std::lock_guard guard(renewing);
+      ::pthread_mutex_lock(&renewing);  // (no exception while it is held)
       if (generation_.load(std::memory_order_relaxed) != g) {
-        (void)m_.release();  // maybe held, by a thread of the parent: left alone
-        m_ = std::make_unique<std::mutex>();
-        if (renew_) renew_();
-        generation_.store(g, std::memory_order_release);
+        if (auto* fresh = new (std::nothrow) std::mutex) {
+          (void)m_.release();  // maybe held, by a thread of the parent: left alone
+          m_.reset(fresh);
+          generation_.store(g, std::memory_order_release);
+        }
       }
+      ::pthread_mutex_unlock(&renewing);
+      if (generation_.load(std::memory_order_acquire) != g) throw std::bad_alloc();
     }
     return *m_;
   }
-  std::function<void()> renew_;
   std::unique_ptr<std::mutex> m_ = std::make_unique<std::mutex>();
   std::atomic<u64> generation_{fork_generation.load()};
 };
@@ -300,10 +301,11 @@ Result run_interruptible(Work&& work, const py::object& progress) {
 class archive {
  public:
   archive(const std::string& path, int threads)
-      : path_(path), r_(formats::archive_reader::open_seekable(path)), h_(r_->header()),
-        threads_(threads) {
+      : path_(path), r_(formats::archive_reader::open_seekable(path)), h_(r_->header()) {
     if (!r_->random_access()) throw error(errc::invalid_argument, path + ": not a seekable file");
-    make_backends();
+    // (CPU backends hold no locks, and a forked child decodes on one thread: they go on there.)
+    be_ = make_backend(backend_kind::cpu, {threads});
+    be_serial_ = be_->threads() == 1 ? nullptr : make_backend(backend_kind::cpu, {1});
   }
   const std::string& path() const { return path_; }
   u64 samples() const { return h_.geom.samples; }
@@ -425,22 +427,11 @@ class archive {
     return coeffs;
   }
 
-  /** The CPU backends; made anew in a forked child, where the parent's thread that was
-   *  decoding may have held their locks (those are left, as the lock is). */
-  void make_backends() {
-    (void)be_.release();
-    (void)be_serial_.release();
-    be_ = make_backend(backend_kind::cpu, {threads_});
-    be_serial_ = be_->threads() == 1 ? nullptr : make_backend(backend_kind::cpu, {1});
-  }
-
   std::string path_;
-  // Held by a read (without the GIL) and by close().
-  fork_safe_mutex m_{[this] { make_backends(); }};
+  fork_safe_mutex m_;  // held by a read (without the GIL) and by close()
   std::atomic<bool> closed_{false};
   std::optional<formats::archive_reader> r_;
   formats::archive_header h_;
-  int threads_;
   std::unique_ptr<backend> be_;
   std::unique_ptr<backend> be_serial_;  // for reads too small to share out (or null: be_ is)
 };

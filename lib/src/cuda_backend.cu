@@ -418,7 +418,7 @@ class cuda_backend final : public backend {
     if (coeffs.size() < v.samples * out_per_sample) {
       throw error(errc::internal, "coefficient buffer too small");
     }
-    const device_guard on(device_, true);  // (a thread without a context stays on it)
+    const device_guard on(device_);
     if (!d_bad_) d_bad_ = device_alloc(sizeof(unsigned long long));
     const device_ptr& d_bad = d_bad_;
     // The legacy stream; the lanes' streams are blocking, so they run after it.
@@ -449,7 +449,7 @@ class cuda_backend final : public backend {
     if (coeffs.size() < v.samples * in_per_sample) {
       throw error(errc::internal, "coefficient buffer too small");
     }
-    const device_guard on(device_, true);
+    const device_guard on(device_);
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
                  [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
@@ -930,7 +930,7 @@ device_ring::device_ring(int device, std::size_t count, u64 in_bytes, u64 out_by
   if (device < 0 || device >= device_count()) {
     throw error(errc::backend_unavailable, "no CUDA device " + std::to_string(device));
   }
-  const detail::device_guard on(device, true);
+  const detail::device_guard on(device);
   impl& d = *impl_;
   d.device = device;
   d.in_bytes = in_bytes;
@@ -963,7 +963,7 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
     throw error(errc::internal, "device_ring: fewer coefficient bytes than the batch's samples need");
   }
   auto& x = d.slots[slot];
-  const detail::device_guard on(d.device, true);
+  const detail::device_guard on(d.device);
   // The slot's earlier work ran on the same stream, so its d_in is free by stream order.
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(x.d_in.get(), host_coeffs, bytes, cudaMemcpyHostToDevice,
                                      d.s->get()));

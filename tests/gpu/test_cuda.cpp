@@ -540,8 +540,9 @@ TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
 
 TEST(CudaDeviceLoader, TensorsHeldOnAConsumerStreamKeepTheirValuesUntilReleased) {
   // Two tensors held at once (every buffer), used on the caller's own stream behind a long
-  // queue of other work: a third is refused, and a buffer given back is decoded into again
-  // only after the work queued on that stream has read it.
+  // queue of other work: a third is refused (the ring's extra slot is the batch decoded
+  // ahead, not one more to hold), and a buffer given back is decoded into again only after
+  // the work queued on that stream has read it.
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
   make_small_archive(dir, 9);
@@ -554,7 +555,7 @@ TEST(CudaDeviceLoader, TensorsHeldOnAConsumerStreamKeepTheirValuesUntilReleased)
   ASSERT_EQ(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), cudaSuccess);
   DLManagedTensor* t1 = dev.next(nullptr, nullptr, cs);
   DLManagedTensor* t2 = dev.next(nullptr, nullptr, cs);
-  const auto w1 = host.next(), w2 = host.next(), w3 = host.next();
+  const auto w1 = host.next(), w2 = host.next(), w3 = host.next(), w4 = host.next();
   for (DLManagedTensor* t : {t1, t2}) {
     const DLTensor& x = t->dl_tensor;
     EXPECT_EQ(x.device.device_type, kDLCUDA);
@@ -566,30 +567,35 @@ TEST(CudaDeviceLoader, TensorsHeldOnAConsumerStreamKeepTheirValuesUntilReleased)
     EXPECT_EQ(std::vector<std::int64_t>(x.shape, x.shape + 4), (std::vector<std::int64_t>{8, 32, 24, 3}));
   }
   try {
-    dev.next();
+    DLManagedTensor* extra = dev.next();
+    extra->deleter(extra);
     ADD_FAILURE() << "a third batch while both buffers are held";
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
   }
-  // 1 GiB of memset ahead of the copy on the consumer's stream, then t1 given back.
+  // 8 GiB of memset ahead of the copy on the consumer's stream, then t1 given back: the batch
+  // after the next is decoded into t1's buffer, which must wait for the copy.
   const u64 bytes = w1.data.size();
   device_bytes busy(u64(1) << 30), copy(bytes);
   for (int i = 0; i < 8; ++i) ASSERT_EQ(cudaMemsetAsync(busy.p, i, u64(1) << 30, cs), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(copy.p, t1->dl_tensor.data, bytes, cudaMemcpyDeviceToDevice, cs),
             cudaSuccess);
   t1->deleter(t1);
-  DLManagedTensor* t3 = dev.next(nullptr, nullptr, cs);  // into t1's buffer
-  ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+  DLManagedTensor* t3 = dev.next(nullptr, nullptr, cs);  // decoded ahead; batch 4 goes into t1's
   auto back = [&](const void* d) {
-    byte_buffer b(bytes);
-    EXPECT_EQ(cudaMemcpy(b.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    byte_buffer b(w1.data.size());
+    EXPECT_EQ(cudaMemcpy(b.data(), d, b.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     return b;
   };
-  EXPECT_TRUE(back(copy.p) == w1.data) << "the first batch was overwritten before it was read";
   EXPECT_TRUE(back(t2->dl_tensor.data) == w2.data);
-  EXPECT_TRUE(back(t3->dl_tensor.data) == w3.data);
   t2->deleter(t2);
+  DLManagedTensor* t4 = dev.next(nullptr, nullptr, cs);
+  ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+  EXPECT_TRUE(back(copy.p) == w1.data) << "the first batch was overwritten before it was read";
+  EXPECT_TRUE(back(t3->dl_tensor.data) == w3.data);
+  EXPECT_TRUE(back(t4->dl_tensor.data) == w4.data);
   t3->deleter(t3);
+  t4->deleter(t4);
   ASSERT_EQ(cudaStreamDestroy(cs), cudaSuccess);
 }
 

@@ -102,8 +102,9 @@ class write_behind {
   explicit write_behind(int fd) : fd_(fd) {}
   /** Bytes [0, end) of the file have been written. */
   void advance(std::uint64_t end) noexcept;
-  /** The errno of a write error that the write-out reported (0: none). Writing stops being
-   *  helped after one; the caller must fail the output before it is published. */
+  /** The errno of a write error that the write-out reported, one that says data was lost
+   *  (EIO, ENOSPC, EDQUOT, EFBIG, EROFS; 0: none). Writing stops being helped after any
+   *  failure; after one of these the caller must fail the output before it is published. */
   int failure() const noexcept { return failed_; }
 
  private:

@@ -4,8 +4,9 @@
  *
  *  Compressed batches come from an archive_loader (read, shuffled and sharded on its
  *  prefetch thread, decode=false): only the coefficients cross PCIe, through a pinned buffer,
- *  and the decode runs on the device into one of `buffers` device buffers (a ring), so that a
- *  batch can be decoded while the training step uses the previous one. A tensor's buffer
+ *  and the decode runs on the device into a ring of `buffers` + 1 device buffers (one for the
+ *  batch decoded ahead), so that a batch is decoded while the training step uses the
+ *  previous one. A tensor's buffer
  *  returns to the ring when its DLPack deleter is called; asking for a batch while the caller
  *  still holds `buffers` tensors is an error (it would wait forever in a single thread).
  *  Tensors outlive the loader: destroying it stops the prefetch thread and closes the file,
