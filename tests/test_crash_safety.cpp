@@ -155,6 +155,19 @@ TEST(CrashSafety, AnHdf5OutputCutShortAtItsMetadataSaysSoAndLeavesNothing) {
   EXPECT_GE(at_metadata, 1u) << "no limit fell in the metadata: nothing here tested that path";
 }
 
+/** DCTCHOP `args` with full/ a tmpfs of `size` that only this command sees (listed before it
+ *  goes): exit 5 saying "No space left", and nothing left in full/. */
+test::command_result expect_no_room_and_nothing_left(const temp_dir& dir, const std::string& size,
+                                                     const std::string& args) {
+  auto r = sh(dir, "mkdir -p full; unshare -m sh -c 'mount -t tmpfs -o size=" + size +
+                       " tmpfs full && DCTCHOP " + args + "; echo \"rc=$?\"; ls -A full'");
+  const auto rc = r.out.find("rc=");
+  EXPECT_EQ(rc == std::string::npos ? std::string("no exit code") : r.out.substr(rc), "rc=5\n")
+      << "exit code, or files left in the full folder\n" << args << "\n" << describe(r);
+  EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
+  return r;
+}
+
 TEST(CrashSafety, AFullFileSystemGivesAnIoErrorAndLeavesNothing) {
   if (!can_mount()) GTEST_SKIP() << "needs root and unshare to mount a small tmpfs";
   temp_dir dir;
@@ -163,14 +176,7 @@ TEST(CrashSafety, AFullFileSystemGivesAnIoErrorAndLeavesNothing) {
   for (const std::string& args : {std::string("compress in.npy -o full/out.dcz"),
                                   std::string("decompress a.dcz -o full/out.npy"),
                                   std::string("decompress a.dcz -o full/out.h5:/x")}) {
-    // A 64 KiB tmpfs that only this command sees; its contents are listed before it goes.
-    const auto r = sh(dir, "mkdir -p full; unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs "
-                           "full && DCTCHOP " + args + "; echo \"rc=$?\"; ls -A full'");
-    const auto rc = r.out.find("rc=");
-    ASSERT_NE(rc, std::string::npos) << args << "\n" << describe(r);
-    EXPECT_EQ(r.out.substr(rc), "rc=5\n") << "exit code, or files left in the full folder\n"
-                                           << describe(r);
-    EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
+    expect_no_room_and_nothing_left(dir, "64k", args);
   }
 }
 
@@ -182,15 +188,8 @@ TEST(CrashSafety, ASmallHdf5OutputOnAFullFileSystemFailsAndLeavesNothing) {
   temp_dir dir;
   make_input(dir, 12);  // 48 KiB of data into 32 KiB
   ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
-  const auto r = sh(dir, "mkdir -p full; unshare -m sh -c 'mount -t tmpfs -o size=32k tmpfs "
-                         "full && DCTCHOP decompress a.dcz -o full/out.h5:/x; "
-                         "echo \"rc=$?\"; ls -A full'");
-  const auto rc = r.out.find("rc=");
-  ASSERT_NE(rc, std::string::npos) << describe(r);
-  EXPECT_EQ(r.out.substr(rc), "rc=5\n") << "exit code, or files left in the full folder\n"
-                                         << describe(r);
+  const auto r = expect_no_room_and_nothing_left(dir, "32k", "decompress a.dcz -o full/out.h5:/x");
   expect_one_line_naming(r, "out.h5");
-  EXPECT_NE(r.err.find("No space left"), std::string::npos) << describe(r);
 }
 
 /** In a child process (fork; the mounts are its own): an ext4 file system on a loop device

@@ -57,6 +57,14 @@ void write_behind::advance(std::uint64_t end) noexcept {
 #endif
 }
 
+void flush_written(int fd, const write_behind& behind, const std::string& name) {
+  if (::fsync(fd) != 0 && errno != EINVAL) throw os_error(name, "flush");
+  if (const int e = behind.failure(); e != 0) {
+    errno = e;
+    throw os_error(name, "write");
+  }
+}
+
 error os_error(const std::string& name, const char* action) {
   const int e = errno;
   return error::from_os(errc::io, name + ": cannot " + action + ": " + std::strerror(e), e);
@@ -252,9 +260,7 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     // A FIFO or device: written into as it is (a FIFO waits here for its reader). With
     // `waiting`, the wait polls (a FIFO without a reader refuses a non-blocking open, ENXIO),
     // so that a caller on another thread can end it.
-    struct stat at {};
-    const bool fifo = ::stat(path.c_str(), &at) == 0 && S_ISFIFO(at.st_mode);
-    const int nonblock = waiting && fifo ? O_NONBLOCK : 0;  // (a device's ENXIO is final)
+    const int nonblock = waiting && f.target_.fifo ? O_NONBLOCK : 0;  // (a device's ENXIO is final)
     for (;;) {
       f.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | nonblock);
       if (f.fd_ >= 0 || errno != ENXIO || nonblock == 0) break;
@@ -351,6 +357,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   }
   if (special) {
     t.in_place = true;
+    t.fifo = S_ISFIFO(st.st_mode);
     return t;
   }
   struct stat lst {};
@@ -588,13 +595,7 @@ void output_file::flush_to_disk() {
     direct_->finish();
     direct_.reset();
   }
-  if (::fsync(fd_) != 0 && errno != EINVAL) {
-    throw os_error(display_name(), "flush");
-  }
-  if (const int e = behind_.failure(); e != 0) {  // (which that fsync no longer reports)
-    errno = e;
-    throw os_error(display_name(), "write");
-  }
+  flush_written(fd_, behind_, display_name());
   flushed_ = true;
 }
 

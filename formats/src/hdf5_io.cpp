@@ -952,11 +952,7 @@ class hdf5_sink final : public sample_sink {
       }
     }
     // EINVAL: nothing to flush. (On failure the destructor removes the temporary file.)
-    if (::fsync(own_fd_) != 0 && errno != EINVAL) throw os_error(path_, "flush");
-    if (const int e = behind_.failure(); e != 0) {  // (which that fsync no longer reports)
-      errno = e;
-      throw os_error(path_, "write");
-    }
+    flush_written(own_fd_, behind_, path_);
     prepared_ = true;
   }
 

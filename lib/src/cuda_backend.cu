@@ -762,9 +762,8 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
                     " are too large for the GEMM decode (cuBLAS takes int sizes); use "
                     "cuda::decode_device");
   }
-  // The second GEMM's batch is a plane's block rows at least (gemm_group_planes): above 65535
-  // (one grid axis) cuBLAS has failed on some GPUs.
-  if (m.hp / p.block > 65535) {
+  // The second GEMM's batch is a plane's block rows at least (gemm_group_planes).
+  if (m.hp / p.block > detail::gemm_max_batch) {
     throw error(errc::invalid_argument,
                 "planes of " + std::to_string(g.height) + " rows are too tall for the GEMM "
                     "decode (more than 65535 blocks high); use cuda::decode_device");

@@ -413,14 +413,18 @@ inline block_matrices make_block_matrices(int b, int k) {
   return m;
 }
 
+/** The largest batch of the GEMM decode's second GEMM: beyond one grid axis (65535) cuBLAS
+ *  has failed on some GPUs. */
+constexpr std::uint64_t gemm_max_batch = 65535;
+
 /** Planes per group of the GEMM decode: `per_plane_floats` of f32 scratch a plane within 256
- *  MiB, and the second GEMM's batch (`block_rows` a plane) at most 65535, where cuBLAS has
- *  failed on some GPUs (one grid axis); at least one plane. */
+ *  MiB, and the second GEMM's batch (`block_rows` a plane) at most gemm_max_batch; at least
+ *  one plane. */
 inline std::uint64_t gemm_group_planes(std::uint64_t planes, std::uint64_t per_plane_floats,
                                        std::uint64_t block_rows) {
-  constexpr std::uint64_t scratch_bytes = std::uint64_t(256) << 20, max_batch = 65535;
+  constexpr std::uint64_t scratch_bytes = std::uint64_t(256) << 20;
   std::uint64_t group = scratch_bytes / (per_plane_floats * sizeof(float));
-  if (block_rows > 0) group = std::min(group, max_batch / block_rows);
+  if (block_rows > 0) group = std::min(group, gemm_max_batch / block_rows);
   return std::max<std::uint64_t>(1, std::min(planes, group));
 }
 

@@ -340,6 +340,25 @@ TEST(CudaDevice, AsyncDecodesOnTwoStreamsEqualTheSynchronousAndTheHostPaths) {
   EXPECT_EQ(a, host);
 }
 
+/** u8 input `in` of geometry `g` encoded on the device, then decoded by the direct kernel and
+ *  by `gemm` (its output first filled with 0xA5, so that nothing left over passes for it): in
+ *  `d`, how the two differ beyond one unit. */
+void gemm_against_direct(cuda::gemm_decoder& gemm, const codec_params& p, const geometry& g,
+                         const std::vector<std::uint8_t>& in, difference* d) {
+  const u64 vals = g.samples * g.values_per_sample();
+  const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
+  device_bytes d_in(vals), d_c(cbytes), d_direct(vals), d_gemm(vals);
+  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
+  cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_direct.p);
+  ASSERT_EQ(cudaMemset(d_gemm.p, 0xA5, vals), cudaSuccess);
+  gemm.decode(p, g, dtype::u8, g.samples, d_c.p, d_gemm.p);
+  std::vector<std::uint8_t> a(vals), c(vals);
+  ASSERT_EQ(cudaMemcpy(a.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(c.data(), d_gemm.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
+  *d = compare(a, c, 1);
+}
+
 TEST(CudaGemm, MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision) {
   REQUIRE_DEVICE();
   cuda::gemm_decoder gemm;
@@ -354,16 +373,8 @@ TEST(CudaGemm, MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision) {
       p.offset = 128;
       const u64 vals = g.samples * g.values_per_sample();
       const auto in = random_values<std::uint8_t>(vals, static_cast<unsigned>(b + k), 0, 256);
-      const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
-      device_bytes d_in(vals), d_c(cbytes), d_direct(vals), d_gemm(vals);
-      ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
-      cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
-      cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_direct.p);
-      gemm.decode(p, g, dtype::u8, g.samples, d_c.p, d_gemm.p);
-      std::vector<std::uint8_t> a(vals), c(vals);
-      ASSERT_EQ(cudaMemcpy(a.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(c.data(), d_gemm.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
-      const difference du8 = compare(a, c, 1);
+      difference du8;
+      ASSERT_NO_FATAL_FAILURE(gemm_against_direct(gemm, p, g, in, &du8));
       EXPECT_EQ(du8.count, 0u) << "B=" << b << " K=" << k << ": " << du8;
       EXPECT_LT(du8.nonzero, vals / 100 + 1) << "B=" << b << " K=" << k << ": " << du8;
       // f32 planar with f32 coefficients: equal to float rounding.
@@ -447,17 +458,8 @@ TEST(CudaGemm, ABatchOfSeveralPlaneGroupsEqualsTheDirectKernel) {
   std::vector<std::uint8_t> in(vals);
   std::uint32_t r = 12345;
   for (auto& v : in) v = static_cast<std::uint8_t>((r = r * 1664525u + 1013904223u) >> 24);
-  const u64 cbytes = g.samples * coeff_bytes_per_sample(p, g);
-  device_bytes d_in(vals), d_c(cbytes), d_direct(vals), d_gemm(vals);
-  ASSERT_EQ(cudaMemcpy(d_in.p, in.data(), vals, cudaMemcpyHostToDevice), cudaSuccess);
-  cuda::encode_device(p, g, dtype::u8, g.samples, d_in.p, d_c.p);
-  cuda::decode_device(p, g, dtype::u8, g.samples, d_c.p, d_direct.p);
-  ASSERT_EQ(cudaMemset(d_gemm.p, 0xA5, vals), cudaSuccess);  // no leftover passes for output
-  gemm.decode(p, g, dtype::u8, g.samples, d_c.p, d_gemm.p);
-  std::vector<std::uint8_t> a(vals), c(vals);
-  ASSERT_EQ(cudaMemcpy(a.data(), d_direct.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(c.data(), d_gemm.p, vals, cudaMemcpyDeviceToHost), cudaSuccess);
-  const difference d = compare(a, c, 1);
+  difference d;
+  ASSERT_NO_FATAL_FAILURE(gemm_against_direct(gemm, p, g, in, &d));
   EXPECT_EQ(d.count, 0u) << d;
   EXPECT_LT(d.nonzero, vals / 100 + 1) << d;
 }
@@ -503,23 +505,26 @@ void save_random_images(const dctchop::test::temp_dir& dir, u64 n, u64 h, u64 w,
   dctchop::test::save_npy(dir.file("x.npy"), dtype::u8, {n, h, w, 3}, x);
 }
 
-/** dir/a.dcz: 50 random u8 images of 32x24x3 in chunks of a few images, made on the CPU. */
-void make_small_archive(const dctchop::test::temp_dir& dir, unsigned seed) {
+/** dir/a.dcz: 50 random u8 images of 32x24x3 in chunks of a few images, made on the CPU;
+ *  returns the options of a loader of batches of 8 in the order of `order_seed`. */
+loaders::loader_options make_small_archive(const dctchop::test::temp_dir& dir, unsigned seed,
+                                           std::uint64_t order_seed) {
   save_random_images(dir, 50, 32, 24, seed);
   auto cpu = make_backend(backend_kind::cpu, {1});
   formats::compress_options co;
   co.measure_quality = false;
   co.chunk_mb = 0.01;
   formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *cpu, co);
+  loaders::loader_options o;
+  o.batch_size = 8;
+  o.seed = order_seed;
+  return o;
 }
 
 TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
-  make_small_archive(dir, 8);
-  loaders::loader_options o;
-  o.batch_size = 8;
-  o.seed = 6;
+  const auto o = make_small_archive(dir, 8, 6);
   loaders::archive_loader host(dir.file("a.dcz"), o);
   loaders::device_loader dev(dir.file("a.dcz"), o, 0, 2);
   EXPECT_EQ(dev.device(), 0);
@@ -545,10 +550,7 @@ TEST(CudaDeviceLoader, TensorsHeldOnAConsumerStreamKeepTheirValuesUntilReleased)
   // the work queued on that stream has read it.
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
-  make_small_archive(dir, 9);
-  loaders::loader_options o;
-  o.batch_size = 8;
-  o.seed = 3;
+  const auto o = make_small_archive(dir, 9, 3);
   loaders::archive_loader host(dir.file("a.dcz"), o);
   loaders::device_loader dev(dir.file("a.dcz"), o, 0, 2);
   cudaStream_t cs = nullptr;

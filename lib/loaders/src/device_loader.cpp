@@ -77,7 +77,6 @@ struct slot_pool {
 
 struct device_loader::impl {
   int device;
-  std::size_t buffers;  // tensors the caller may hold (the device path has a slot more)
   archive_loader batches;  // coefficients for the device, decoded values on the host
   std::shared_ptr<slot_pool> pool = std::make_shared<slot_pool>();
   // The device path decodes one batch ahead: while the caller trains on batch i, batch i+1
@@ -106,8 +105,7 @@ struct device_loader::impl {
   }
 
   impl(const std::string& path, const loader_options& opt, int dev, int buffers)
-      : device(dev), buffers(static_cast<std::size_t>(std::max(buffers, 0))),
-        batches(path, inner(opt, dev)) {
+      : device(dev), batches(path, inner(opt, dev)) {
     if (buffers < 1) throw error(errc::invalid_argument, "a device loader needs a buffer");
     pool->held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
     handed = batches.state();
@@ -196,7 +194,8 @@ DLManagedTensor* device_loader::next(std::vector<u64>* samples, std::vector<std:
   if (d.pool->ring) {
     // The ring's extra slot is the batch decoded ahead, not one more for the caller to hold:
     // as on the host, a caller that holds `buffers` tensors is refused (before anything moves).
-    if (d.pool->held_count() - (d.pending.active ? 1 : 0) >= d.buffers) slot_pool::refuse();
+    const std::size_t buffers = d.pool->held.size() - 1;
+    if (d.pool->held_count() - (d.pending.active ? 1 : 0) >= buffers) slot_pool::refuse();
     if (!d.pending.active) d.start_ahead(true);
     d.pool->ring->wait(d.pending.slot);
     b = std::move(d.pending.b);

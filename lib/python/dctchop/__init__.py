@@ -157,10 +157,10 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     # Flags as the loaders take them (overwrite="False" overwrote).
     overwrite, quality, measure_ssim = (_flag("overwrite", overwrite), _flag("quality", quality),
                                         _flag("measure_ssim", measure_ssim))
-    for name, value in (("coeff", coeff), ("layout", layout)):
-        if not (value is None and name == "coeff") and not isinstance(value, str):
-            raise TypeError(f"{name} must be a str{' or None' if name == 'coeff' else ''}, "
-                            f"not {type(value).__name__}")
+    if not isinstance(layout, str):
+        raise TypeError(f"layout must be a str, not {type(layout).__name__}")
+    if coeff is not None and not isinstance(coeff, str):
+        raise TypeError(f"coeff must be a str or None, not {type(coeff).__name__}")
     for name, a in (("data", data), ("labels", labels)):
         if _is_path(a):
             raise TypeError(f"compress takes the {name} as an array, not the path {a!r}: "

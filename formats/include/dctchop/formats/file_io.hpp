@@ -114,10 +114,16 @@ class write_behind {
   std::uint64_t settled_ = 0;  // written to disk and dropped from the cache for [0, settled_)
 };
 
+/** The end of a file written through `behind`: fsync(fd) (EINVAL, nothing to flush, is no
+ *  error), then any write error that `behind` kept, which that fsync no longer reports.
+ *  error(io) naming `name` for either. */
+void flush_written(int fd, const write_behind& behind, const std::string& name);
+
 /** What an output path names, decided before anything is written. */
 struct output_target {
   std::string path;       ///< where the finished file goes: the path, or the file its symlink names
   bool in_place = false;  ///< an existing FIFO or device (/dev/null): written into, not replaced
+  bool fifo = false;      ///< in place, and a FIFO (its open waits for a reader)
   bool replaces = false;  ///< an existing regular file (-f): the new one takes its mode and owner
   unsigned mode = 0;      ///< the replaced file's permission bits (0777), when `replaces`
   unsigned uid = 0, gid = 0;  ///< and its owner
