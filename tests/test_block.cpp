@@ -172,6 +172,11 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
                                            ct, -100, 100, seed++);
           expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, b + 2, b + 3, 1, b, k,
                                              ct, -1e3, 1e3, seed++);
+          // f16 (as half_value, computed in float), interleaved: values near f16's limit
+          // decode clamped to it, not to inf.
+          expect_same_as_cpu<detail::half_value, float>(dtype::f16, layout::nhwc, 2, b + 3,
+                                                        b + 2, 2, b, k, ct, -65504, 65504,
+                                                        seed++);
         }
         // u16 NCHW (2 channels) and i16, with values small enough for every type at K=1.
         if (ct != coeff_type::f16) {

@@ -1446,8 +1446,8 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
     EXPECT_EQ(parse_json(r.out).at("dtype"), "u8") << names;
   }
   check_bad_cases(dir, {
-      {"compress r.bin --raw --dtype float16 --shape 2,16,24 -o w.dcz", 2,
-       "--dtype: float16: expected u8, u16, i16, f32 or f64"},
+      {"compress r.bin --raw --dtype int32 --shape 2,16,24 -o w.dcz", 2,
+       "--dtype: int32: expected u8, u16, i16, f16, f32 or f64"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f64", 2,
        "--coeff: f64: expected f16, bf16, f32 or i16"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f16,bf16", 2,

@@ -148,7 +148,7 @@ TEST(Encode, CoefficientPlaneEqualsMatrixFormLtXR) {
 template <typename T>
 std::vector<T> random_data(std::size_t n, std::mt19937_64& rng) {
   std::vector<T> v(n);
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, detail::half_value>) {
     std::normal_distribution<double> d(3.0, 50.0);
     for (auto& e : v) e = static_cast<T>(d(rng));
   } else {
@@ -199,6 +199,8 @@ void round_trip_case(dtype dt, coeff_type ct, int b, std::mt19937_64& rng) {
   double coef_err = ct == coeff_type::i16 ? 0.5 : relative_eps(ct) * cmax;
   double bound = b * coef_err + 1e-5 * (xmax + 1.0);
   if (!is_float(dt)) bound = std::floor(bound + 0.5);  // outputs are rounded integers
+  // f16 outputs are rounded to f16: half an ulp of the largest value more, at most
+  if (dt == dtype::f16) bound += std::ldexp(xmax + std::fabs(p.offset), -11);
   double worst = 0;
   for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(double(x[i]) - double(y[i])));
   EXPECT_LE(worst, bound) << "dtype " << to_string(dt) << " coeff " << to_string(ct) << " B=" << b;
@@ -213,6 +215,7 @@ TEST(RoundTrip, ChopEqualsBlockIsWithinStoragePrecisionForEveryDtypeAndCoeffType
       round_trip_case<std::int16_t>(dtype::i16, ct, b, rng);
       round_trip_case<float>(dtype::f32, ct, b, rng);
       round_trip_case<double>(dtype::f64, ct, b, rng);
+      round_trip_case<detail::half_value>(dtype::f16, ct, b, rng);
     }
   }
 }
@@ -731,6 +734,7 @@ TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
     same(float{}, dtype::f32, 0.0, coeff_type::f32);
     same(std::uint16_t{}, dtype::u16, 32768.0, coeff_type::f32);
     same(std::int16_t{}, dtype::i16, 0.0, coeff_type::f32);
+    same(detail::half_value{}, dtype::f16, 3.0, coeff_type::f32);  // F16C loads in AVX2
   }
   // Coefficients too large for f16 (u16 data near its extremes: DC up to 8 x 32767) are found
   // by both copies, in the same sample, with the same bytes stored: the AVX2 copy stores f16

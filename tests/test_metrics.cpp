@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dctchop/detail/scalar.hpp"
 #include "dctchop/metrics.hpp"
 #include "isa.hpp"
 #include "metric_kernels.hpp"
@@ -308,7 +309,7 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
   if (!detail::use_avx2_kernels()) GTEST_SKIP() << "this processor has no AVX2/F16C";
   std::mt19937 rng(31);
   std::uniform_real_distribution<double> val(0.0, 1.0);
-  for (dtype t : {dtype::u8, dtype::u16, dtype::i16, dtype::f32, dtype::f64}) {
+  for (dtype t : {dtype::u8, dtype::u16, dtype::i16, dtype::f16, dtype::f32, dtype::f64}) {
     for (auto lay : {layout::nhwc, layout::nchw}) {
       geometry g{lay, 2, 3, 21, 37};
       const u64 count = g.samples * g.values_per_sample();
@@ -328,6 +329,7 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
           case dtype::i16: put(std::int16_t{}); break;
           case dtype::f32: put(float{}); break;
           case dtype::f64: put(double{}); break;
+          case dtype::f16: put(detail::half_value{}); break;
         }
       }
       auto va = make_view(g, t, static_cast<const void*>(a.data()), g.samples);

@@ -192,7 +192,7 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
   } else if (cls == H5T_FLOAT) {
     t.kind = 'f';
     if (size == 4 || size == 8) return t;
-    if (is_ieee_half(type)) return t;  // labels may be float16 (compress refuses such data)
+    if (is_ieee_half(type)) return t;  // h5py's float16
     if (size == 2) {
       throw error(errc::bad_input, name + ": is a 2-byte float dataset other than IEEE float16 "
                                           "(bfloat16?); convert it to float32 first");

@@ -349,6 +349,7 @@ std::optional<dtype> npy_dtype::codec_dtype() const {
   if (kind == 'i' && itemsize == 2) return dtype::i16;
   if (kind == 'f' && itemsize == 4) return dtype::f32;
   if (kind == 'f' && itemsize == 8) return dtype::f64;
+  if (kind == 'f' && itemsize == 2) return dtype::f16;
   return std::nullopt;
 }
 
@@ -431,6 +432,10 @@ npy_dtype npy_dtype_of(dtype t) {
     case dtype::f64:
       d.kind = 'f';
       d.itemsize = 8;
+      break;
+    case dtype::f16:
+      d.kind = 'f';
+      d.itemsize = 2;
       break;
   }
   d.big_endian = false;

@@ -14,6 +14,7 @@
 #include <future>
 #include <vector>
 
+#include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/npy.hpp"
@@ -38,6 +39,18 @@ u64 replace_nonfinite(T* v, u64 n, double with) {
   return replaced;
 }
 
+u64 replace_nonfinite(dctchop::detail::half_value* v, u64 n, double with) {
+  const dctchop::detail::half_value h(static_cast<float>(with));  // open_input: |with| <= f16 max
+  u64 replaced = 0;
+  for (u64 i = 0; i < n; ++i) {
+    if (dctchop::detail::half_is_nonfinite(v[i].bits)) {
+      v[i] = h;
+      ++replaced;
+    }
+  }
+  return replaced;
+}
+
 }  // namespace
 
 u64 input_source::read(u64 first, u64 n, void* dst) {
@@ -50,12 +63,17 @@ u64 input_source::read(u64 first, u64 n, void* dst) {
   } else {
     src->read_rows(first * rps, n * rps, dst);
   }
-  if (!nonfinite_replacement) return 0;  // set only for f32 and f64 (open_input)
+  if (!nonfinite_replacement) return 0;  // set only for float types (open_input)
   const u64 values = n * geom.values_per_sample();
-  if (type == dtype::f32) {
-    return replace_nonfinite(static_cast<float*>(dst), values, *nonfinite_replacement);
+  switch (type) {
+    case dtype::f16:
+      return replace_nonfinite(static_cast<dctchop::detail::half_value*>(dst), values,
+                               *nonfinite_replacement);
+    case dtype::f32:
+      return replace_nonfinite(static_cast<float*>(dst), values, *nonfinite_replacement);
+    default:
+      return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
   }
-  return replace_nonfinite(static_cast<double*>(dst), values, *nonfinite_replacement);
 }
 
 void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes) {
@@ -109,6 +127,7 @@ void for_each_first_value(input_source& src, Fn&& fn) {
     case dtype::i16: each(reinterpret_cast<const std::int16_t*>(s.data())); break;
     case dtype::f32: each(reinterpret_cast<const float*>(s.data())); break;
     case dtype::f64: each(reinterpret_cast<const double*>(s.data())); break;
+    case dtype::f16: each(reinterpret_cast<const dctchop::detail::half_value*>(s.data())); break;
   }
 }
 
@@ -192,16 +211,18 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   const npy_dtype& t = in.src->type();
   const auto dt = t.codec_dtype();
   if (!dt) {
-    const bool half = t.kind == 'f' && t.itemsize == 2;
     throw error(errc::bad_input, in.name() + ": dtype " + t.numpy_name() + " is not supported; dctchop "
-                                     "compresses uint8, uint16, int16, float32 and float64 "
-                                     "arrays (u8, u16, i16, f32, f64 in its own names)" +
-                                     (half ? "; convert it to float32 first" : ""));
+                                     "compresses uint8, uint16, int16, float16, float32 and "
+                                     "float64 arrays (u8, u16, i16, f16, f32, f64 in its own "
+                                     "names)");
   }
   in.type = *dt;
-  if (replace && in.type == dtype::f32 &&
-      std::fabs(*replace) > double(std::numeric_limits<float>::max())) {
-    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit f32");
+  const double type_max = in.type == dtype::f16   ? double(dctchop::detail::k_half_max)
+                          : in.type == dtype::f32 ? double(std::numeric_limits<float>::max())
+                                                  : HUGE_VAL;
+  if (replace && std::fabs(*replace) > type_max) {
+    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit " +
+                                            std::string(to_string(in.type)));
   }
   if (!is_float(in.type)) in.nonfinite_replacement.reset();  // integers hold no NaN or Inf
   return in;

@@ -51,6 +51,7 @@ py::dtype numpy_dtype(dtype t) {
     case dtype::i16: return py::dtype("<i2");
     case dtype::f32: return py::dtype("<f4");
     case dtype::f64: return py::dtype("<f8");
+    case dtype::f16: return py::dtype("<f2");
   }
   throw error(errc::internal, "unknown dtype");
 }

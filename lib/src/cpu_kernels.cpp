@@ -195,6 +195,8 @@ __m256 load8(const In* p) {
   } else if constexpr (std::is_same_v<In, std::int16_t>) {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else if constexpr (std::is_same_v<In, half_value>) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {
     return _mm256_loadu_ps(p);
   }
@@ -558,7 +560,10 @@ void horizontal_inverse(const Real* __restrict cr, u64 wb, int k, const Real* __
  *  of the baseline copy when the linker merges identical templates. */
 template <typename Out, typename Real>
 inline Out convert_out(Real v, Real offset) {
-  if constexpr (std::is_floating_point_v<Out>) {
+  if constexpr (std::is_same_v<Out, half_value>) {
+    const float x = static_cast<float>(v + offset);
+    return half_value(x < -k_half_max ? -k_half_max : (x > k_half_max ? k_half_max : x));
+  } else if constexpr (std::is_floating_point_v<Out>) {
     return static_cast<Out>(v + offset);
   } else {
     constexpr Real lo = static_cast<Real>(std::numeric_limits<Out>::min());

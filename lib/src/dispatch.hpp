@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/types.hpp"
 
@@ -24,7 +25,7 @@ void with_block(int b, Fn&& fn) {
 }
 
 /** Calls fn(T{}, Real{}) for the element type T of dtype `t`: f64 computes in double, the
- *  rest in float. */
+ *  rest in float (f16 as half_value, converted to and from float at load and store). */
 template <typename Fn>
 void with_dtype(dtype t, Fn&& fn) {
   switch (t) {
@@ -33,6 +34,7 @@ void with_dtype(dtype t, Fn&& fn) {
     case dtype::i16: fn(std::int16_t{}, float{}); return;
     case dtype::f32: fn(float{}, float{}); return;
     case dtype::f64: fn(double{}, double{}); return;
+    case dtype::f16: fn(half_value{}, float{}); return;
   }
   throw error(errc::internal, "unknown dtype");
 }

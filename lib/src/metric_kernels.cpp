@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "dctchop/detail/scalar.hpp"
 #include "metric_kernels.hpp"
 
 namespace dctchop::detail::DCTCHOP_KERNEL_NS {
@@ -43,6 +44,7 @@ void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, T* out, T shif
     case dtype::i16: return run(static_cast<const std::int16_t*>(v.data));
     case dtype::f32: return run(static_cast<const float*>(v.data));
     case dtype::f64: return run(static_cast<const double*>(v.data));
+    case dtype::f16: return run(static_cast<const half_value*>(v.data));
   }
 }
 
@@ -110,7 +112,8 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
     for (int j = 0; j < 8; ++j) l_mn[j] = l_mx[j] = static_cast<double>(a[0]);
     u64 i = 0;
 #if defined(__AVX2__)
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                  std::is_same_v<T, half_value>) {
       // The loop below in intrinsics (GCC does not vectorise it): the same eight lanes and the
       // same operations in the same order, so the same figures as the baseline copy. max and
       // min take their operands swapped: maxpd(x, l) returns l when either is NaN or both are
@@ -125,6 +128,8 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
       const __m256d sign = _mm256_set1_pd(-0.0);
       auto load4 = [](const T* p) {
         if constexpr (std::is_same_v<T, float>) return _mm256_cvtps_pd(_mm_loadu_ps(p));
+        else if constexpr (std::is_same_v<T, half_value>)
+          return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
         else return _mm256_loadu_pd(p);
       };
       for (; i + 8 <= count; i += 8) {
@@ -383,6 +388,7 @@ error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,
     case dtype::i16: return stats_of<std::int16_t>(a, b, n);
     case dtype::f32: return stats_of<float>(a, b, n);
     case dtype::f64: return stats_of<double>(a, b, n);
+    case dtype::f16: return stats_of<half_value>(a, b, n);
   }
   return {};
 }

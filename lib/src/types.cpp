@@ -28,7 +28,7 @@ const char* to_string(errc code) noexcept {
 std::size_t size_of(dtype t) noexcept {
   switch (t) {
     case dtype::u8: return 1;
-    case dtype::u16: case dtype::i16: return 2;
+    case dtype::u16: case dtype::i16: case dtype::f16: return 2;
     case dtype::f32: return 4;
     case dtype::f64: return 8;
   }
@@ -37,7 +37,9 @@ std::size_t size_of(dtype t) noexcept {
 
 std::size_t size_of(coeff_type t) noexcept { return t == coeff_type::f32 ? 4 : 2; }
 
-bool is_float(dtype t) noexcept { return t == dtype::f32 || t == dtype::f64; }
+bool is_float(dtype t) noexcept {
+  return t == dtype::f16 || t == dtype::f32 || t == dtype::f64;
+}
 
 std::string_view to_string(dtype t) noexcept {
   switch (t) {
@@ -46,6 +48,7 @@ std::string_view to_string(dtype t) noexcept {
     case dtype::i16: return "i16";
     case dtype::f32: return "f32";
     case dtype::f64: return "f64";
+    case dtype::f16: return "f16";
   }
   return "?";
 }
@@ -86,6 +89,7 @@ std::optional<dtype> parse_dtype(std::string_view s) noexcept {
   if (l == "i16" || l == "int16") return dtype::i16;
   if (l == "f32" || l == "float32") return dtype::f32;
   if (l == "f64" || l == "float64") return dtype::f64;
+  if (l == "f16" || l == "float16") return dtype::f16;
   return std::nullopt;
 }
 

@@ -14,8 +14,9 @@
 
 namespace dctchop {
 
-/** Element type of an input dataset. */
-enum class dtype { u8, u16, i16, f32, f64 };
+/** Element type of an input dataset. f16 is IEEE binary16 (NumPy's float16), computed in
+ *  binary32 like u8..f32; it was added last, so the older values keep their numbers. */
+enum class dtype { u8, u16, i16, f32, f64, f16 };
 
 /** Storage type of the kept DCT coefficients. */
 enum class coeff_type { f16, bf16, f32, i16 };
@@ -45,7 +46,8 @@ std::optional<layout> parse_layout(std::string_view s) noexcept;
 double default_offset(dtype t) noexcept;
 
 /** Default coefficient type: f16 for integer inputs whose coefficients fit f16 at this block
- *  size (u8), f32 otherwise (u16, i16 and float inputs). */
+ *  size (u8), f32 otherwise (u16, i16 and float inputs, f16 included: its coefficients reach
+ *  B times its largest value, past f16's range). */
 coeff_type default_coeff_type(dtype t, int block) noexcept;
 
 /** Geometry of a dataset once its layout is resolved: N samples of C planes of H x W. */

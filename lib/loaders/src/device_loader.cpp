@@ -23,6 +23,7 @@ DLDataType dl_type(dtype t) {
     case dtype::i16: return {kDLInt, 16, 1};
     case dtype::f32: return {kDLFloat, 32, 1};
     case dtype::f64: return {kDLFloat, 64, 1};
+    case dtype::f16: return {kDLFloat, 16, 1};
   }
   throw error(errc::internal, "unknown dtype");
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "dctchop/detail/scalar.hpp"
 
@@ -153,10 +154,13 @@ DCTCHOP_HD Real load_coeff(const void* src, coeff_code code, std::uint64_t i) {
 }
 
 /** A decoded value: the offset added back, then rounded (ties to even) and clamped for integer
- *  outputs. */
+ *  outputs, and clamped to the finite range for f16 (rounded to nearest even). */
 template <typename Out, typename Real>
 DCTCHOP_HD Out convert_out(Real v, Real offset) {
-  if constexpr (std::numeric_limits<Out>::is_integer) {
+  if constexpr (std::is_same_v<Out, half_value>) {
+    const float x = static_cast<float>(v + offset);
+    return half_value(x < -k_half_max ? -k_half_max : (x > k_half_max ? k_half_max : x));
+  } else if constexpr (std::numeric_limits<Out>::is_integer) {
     constexpr Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
     constexpr Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
     return static_cast<Out>(round_clamp(v + offset, lo, hi));

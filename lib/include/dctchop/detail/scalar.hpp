@@ -79,6 +79,22 @@ DCTCHOP_HD float bf16_to_float(std::uint16_t b) {
 
 DCTCHOP_HD bool bf16_is_nonfinite(std::uint16_t b) { return (b & 0x7f80u) == 0x7f80u; }
 
+/** One IEEE binary16 value as it lies in memory: the element type of f16 datasets in the
+ *  kernels. Reads as float (exact, implicitly: it takes part in arithmetic as a float, as the
+ *  codec computes f16 data in binary32); made from a float explicitly, rounded to nearest
+ *  even. */
+struct half_value {
+  std::uint16_t bits;
+  half_value() = default;
+  DCTCHOP_HD explicit half_value(float f) : bits(float_to_half(f)) {}
+  DCTCHOP_HD operator float() const { return half_to_float(bits); }
+};
+static_assert(sizeof(half_value) == 2, "half_value is read straight from f16 arrays");
+
+/** The largest finite binary16 value: decoded f16 data is clamped to +-this (DESIGN.md: the
+ *  original dtype's range), where a plain conversion would give +-inf. */
+inline constexpr float k_half_max = 65504.0f;
+
 /** Clamp into [lo, hi], then round to nearest, ties to even. lo and hi must lie within +-2^22
  *  (float) or +-2^51 (double): adding and subtracting 1.5 * 2^mantissa makes the FPU round in
  *  its default mode, without a libm call, so loops over it vectorise. NaN input is not
