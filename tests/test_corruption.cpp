@@ -400,6 +400,15 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"a dtype in another spelling",
        with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "uint8"; }), errc::corrupt,
        "header names an unknown type"},
+      // A type no spelling of ours names is a newer writer's: upgrade, not corrupt.
+      {"a dtype of a newer writer",
+       with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "f8e4m3"; }),
+       errc::unsupported_version,
+       "header's dtype \"f8e4m3\" is not one this dctchop knows (u8, u16, i16, f16, f32, f64); "
+       "upgrade dctchop"},
+      {"a coefficient type of a newer writer",
+       with_header(bytes_, [](nlohmann::json& j) { j["codec"]["coeff"] = "u4"; }),
+       errc::unsupported_version, "header's coefficient type \"u4\" is not one this dctchop knows"},
       {"a layout in lower case",
        with_header(bytes_, [](nlohmann::json& j) { j["layout"] = "nhw"; }), errc::corrupt,
        "header names an unknown type"},

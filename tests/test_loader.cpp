@@ -628,6 +628,43 @@ TEST(DeviceLoader, HostTensorsAreDlpackBatchesEqualToTheLoaderAndReturnTheirBuff
   EXPECT_EQ(saved.position, 2u);
 }
 
+TEST(DeviceLoader, F16ArchivesGiveFloat16TensorsOfTheDecodedValues) {
+  // Sample i holds i + x / 64 (exact in f16): at chop 8 each decodes to within f16 rounding.
+  temp_dir dir;
+  constexpr u64 n = 9;
+  std::vector<float> v(n * 256);
+  for (u64 i = 0; i < v.size(); ++i) v[i] = float(i / 256) + float(i % 16) / 64.f;
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::f16, {n, 16, 16}, dctchop::test::to_half(v));
+  formats::compress_options co;
+  co.chop = 8;
+  auto be = make_backend(backend_kind::cpu, {1});
+  formats::compress_npy(dir.file("x.npy"), dir.file("a.dcz"), *be, co);
+  loaders::loader_options o;
+  o.batch_size = 4;
+  o.seed = 5;
+  loaders::archive_loader ref(dir.file("a.dcz"), o);
+  EXPECT_EQ(ref.sample_type(), dtype::f16);
+  loaders::device_loader dl(dir.file("a.dcz"), o, -1, 2);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<u64> samples;
+    DLManagedTensor* t = dl.next(&samples, nullptr);
+    const auto want = ref.next();
+    ASSERT_NE(t, nullptr);
+    const DLTensor& x = t->dl_tensor;
+    EXPECT_EQ(x.dtype.code, kDLFloat);
+    EXPECT_EQ(x.dtype.bits, 16);
+    EXPECT_EQ(samples, want.samples);
+    ASSERT_EQ(want.data.size(), samples.size() * 256 * 2);
+    EXPECT_EQ(std::memcmp(x.data, want.data.data(), want.data.size()), 0);
+    const auto* h = static_cast<const detail::half_value*>(x.data);
+    for (u64 j = 0; j < samples.size() * 256; ++j) {
+      const float expect = float(samples[j / 256]) + float(j % 16) / 64.f;
+      ASSERT_NEAR(float(h[j]), expect, 0.004) << "sample " << samples[j / 256] << " value " << j % 256;
+    }
+    t->deleter(t);
+  }
+}
+
 TEST(DeviceLoader, ACudaDeviceWithoutCudaIsAClearError) {
   if (dctchop::cuda::available()) GTEST_SKIP() << "a CUDA device is present";
   temp_dir dir;

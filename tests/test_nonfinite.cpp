@@ -31,6 +31,8 @@ std::vector<std::size_t> make_input(const temp_dir& dir, dtype type = dtype::f32
   if (type == dtype::f64) {
     test::save_npy(dir.file("x.npy"), dtype::f64, {k_n, k_h, k_w},
                    std::vector<double>(v.begin(), v.end()));
+  } else if (type == dtype::f16) {  // (NaN and +-Inf stay such in f16)
+    test::save_npy(dir.file("x.npy"), dtype::f16, {k_n, k_h, k_w}, test::to_half(v));
   } else {
     test::save_npy(dir.file("x.npy"), dtype::f32, {k_n, k_h, k_w}, v);
   }
@@ -38,7 +40,7 @@ std::vector<std::size_t> make_input(const temp_dir& dir, dtype type = dtype::f32
 }
 
 TEST(NonFinite, ByDefaultCompressRefusesNamingTheFirstSampleAndTheOption) {
-  for (dtype t : {dtype::f32, dtype::f64}) {
+  for (dtype t : {dtype::f16, dtype::f32, dtype::f64}) {
     temp_dir dir;
     make_input(dir, t);
     const auto r = cli(dir, "compress x.npy -o a.dcz");
@@ -220,6 +222,29 @@ TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
   const auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=1e300");
   EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_NE(r.err.find("does not fit f32"), std::string::npos) << r.err;
+}
+
+TEST(NonFinite, F16InputReplacesWithAnF16ValueAndRefusesOneBeyondIt) {
+  temp_dir dir;
+  const auto at = make_input(dir, dtype::f16);
+  auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=70000");
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("does not fit f16"), std::string::npos) << r.err;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.npy"});
+  r = cli(dir, "compress x.npy -o a.dcz --chop 8 --nonfinite replace=-1.5 --json -q");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(test::parse_json(r.out).at("nonfinite_replaced"), 3);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npy -q").status, 0);
+  const auto x = test::load_npy(dir.file("x.npy"));
+  const auto y = test::load_npy(dir.file("y.npy"));
+  EXPECT_EQ(y.header.type.native_descr(), "<f2");
+  ASSERT_EQ(x.values.size(), y.values.size());
+  for (std::size_t i = 0; i < x.values.size(); ++i) {
+    const bool replaced = std::find(at.begin(), at.end(), i) != at.end();
+    ASSERT_EQ(std::isfinite(x.values[i]), !replaced) << i;
+    // f16 keeps 11 bits: half an ulp of values below 8 is 2^-9
+    EXPECT_NEAR(y.values[i], replaced ? -1.5 : x.values[i], 0.004) << "value " << i;
+  }
 }
 
 }  // namespace

@@ -798,6 +798,47 @@ TEST(QualityCli, EvalWithBlock4AndTheDefaultChopListSucceeds) {
   EXPECT_EQ(lines_of(c.out).size(), 1u + 3u) << c.out;
 }
 
+TEST(QualityCli, F16FiguresAreThoseOfTheDecodedF16ValuesClampedToTheirRange) {
+  // f16 data decodes to f16, and the figures compress reports are those of what decompress
+  // gives back, measured here independently. Sample 3 is a step from +65504 to -65504 (f16's
+  // limits): chop 2 overshoots it, and the overshoot is clamped to the limits, not inf.
+  temp_dir dir;
+  constexpr u64 n = 4, h = 24, w = 18, per = h * w;
+  std::vector<float> v(n * per);
+  for (u64 i = 0; i < v.size(); ++i) v[i] = static_cast<float>(100.0 * std::sin(0.05 * double(i)));
+  for (u64 i = 3 * per; i < 4 * per; ++i) v[i] = (i - 3 * per) % w < w / 2 ? 65504.f : -65504.f;
+  test::save_npy(dir.file("x.npy"), dtype::f16, {n, h, w}, test::to_half(v));
+  auto c = cli(dir, "compress x.npy -o a.dcz --chop 2 --json -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json q = parse_json(c.out).at("quality");
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npy -q").status, 0);
+  const auto x = test::load_npy(dir.file("x.npy"));
+  const auto y = test::load_npy(dir.file("y.npy"));
+  EXPECT_EQ(y.header.type.native_descr(), "<f2");
+  ASSERT_EQ(y.values.size(), x.values.size());
+  double sse = 0, max_abs = 0;
+  bool clamped = false;
+  for (u64 i = 0; i < x.values.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(y.values[i])) << i;
+    ASSERT_LE(std::fabs(y.values[i]), 65504.0) << i;
+    clamped |= std::fabs(y.values[i]) == 65504.0;
+    const double d = x.values[i] - y.values[i];
+    sse += d * d;
+    max_abs = std::max(max_abs, std::fabs(d));
+  }
+  EXPECT_TRUE(clamped) << "the step's overshoot did not reach the limits: no clamp was tested";
+  const double mse = sse / double(x.values.size());
+  EXPECT_EQ(q.at("range"), 131008.0);
+  EXPECT_NEAR(q.at("mse").get<double>(), mse, 1e-9 * mse);
+  EXPECT_EQ(q.at("max_abs_error"), max_abs);
+  EXPECT_NEAR(q.at("psnr_db").get<double>(), 20 * std::log10(131008.0) - 10 * std::log10(mse), 1e-9);
+  EXPECT_EQ(q.at("ssim_planes"), 4);
+  // eval reports the same figures as compress
+  auto e = cli(dir, "eval x.npy --chop 2 --json -q");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_EQ(parse_json(e.out).at("rows").at(0).at("quality").at("mse"), q.at("mse"));
+}
+
 TEST(QualityCli, EvalTriesEveryBlockSizeWithTheChopsThatFitItAndEachSettingOnce) {
   temp_dir dir;
   save_textured(dir);

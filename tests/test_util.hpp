@@ -33,6 +33,7 @@
 
 #include "dctchop/error.hpp"
 #include "dctchop/codec.hpp"
+#include "dctchop/detail/scalar.hpp"
 #include "dctchop/formats/npy.hpp"
 #include "dctchop/formats/pipeline.hpp"
 
@@ -310,11 +311,19 @@ inline npy_data load_npy(const std::string& path) {
     else if (t.kind == 'i' && t.itemsize == 2) d.values[i] = get(std::int16_t{});
     else if (t.kind == 'i' && t.itemsize == 4) d.values[i] = get(std::int32_t{});
     else if (t.kind == 'i' && t.itemsize == 8) d.values[i] = get(std::int64_t{});
+    else if (t.kind == 'f' && t.itemsize == 2) d.values[i] = detail::half_to_float(get(std::uint16_t{}));
     else if (t.kind == 'f' && t.itemsize == 4) d.values[i] = get(float{});
     else if (t.kind == 'f' && t.itemsize == 8) d.values[i] = get(double{});
     else throw std::runtime_error("test: load_npy: unhandled dtype " + t.native_descr());
   }
   return d;
+}
+
+/** float values as f16 (round to nearest even), for save_npy(..., dtype::f16, ...). */
+inline std::vector<detail::half_value> to_half(const std::vector<float>& v) {
+  std::vector<detail::half_value> h(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) h[i] = detail::half_value(v[i]);
+  return h;
 }
 
 /** Write a .npy file of `type` and `shape` from native-endian C-order bytes. */

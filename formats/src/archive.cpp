@@ -265,6 +265,19 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
                       " is not one this dctchop decodes (" + k_transform + "); upgrade dctchop");
     }
     auto ct = parse_exact(c.at("coeff"), parse_coeff_type);
+    // A name that no spelling of ours matches is a later writer's type (f16 data was new on
+    // 2026-12-03); one of ours spelled otherwise ("uint8") breaks the spec.
+    auto newer = [&](const nlohmann::json& v, const char* what, bool known, const char* ours) {
+      if (known) return;
+      throw error(errc::unsupported_version,
+                  file + ": header's " + what + " " + json_text(v.get<std::string>().substr(0, 20)) +
+                      " is not one this dctchop knows (" + ours + "); upgrade dctchop");
+    };
+    if (!t) newer(j.at("dtype"), "dtype", parse_dtype(j.at("dtype").get<std::string>()).has_value(),
+                  "u8, u16, i16, f16, f32, f64");
+    if (!ct) newer(c.at("coeff"), "coefficient type",
+                   parse_coeff_type(c.at("coeff").get<std::string>()).has_value(),
+                   "f16, bf16, f32, i16");
     if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
     h.type = *t;
     auto shape = json_integers<u64>(j.at("shape"));

@@ -133,7 +133,7 @@ std::string unsupported_descr_reason(const std::string& descr) {
       break;
   }
   return "dtype '" + printable(descr) + "': " + why +
-         " (data: uint8, uint16, int16, float32 or float64; labels: bool, int8..int64, "
+         " (data: uint8, uint16, int16, float16, float32 or float64; labels: bool, int8..int64, "
          "uint8..uint64 or float16..float64)";
 }
 

@@ -141,6 +141,10 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
                                         *gpu, *cpu, seed++, -100, 100);
           expect_cuda_equals_cpu<double>({dtype::f64, layout::nhw, 1, bb + 3, bb + 3, 1, b, k, ct},
                                          *gpu, *cpu, seed++, -1e3, 1e3);
+          // f16 interleaved, up to its limits: decoded values clamp to them on both sides.
+          expect_cuda_equals_cpu<detail::half_value>(
+              {dtype::f16, layout::nhwc, 2, bb + 3, bb + 2, 2, b, k, ct}, *gpu, *cpu, seed++,
+              -65504, 65504);
         }
       }
     }

@@ -10,8 +10,8 @@ Writes a u8 NHWC dataset (chunked, gzip, inside a group) and int64 labels with h
 compares them with the originals: shape, dtype, PSNR (computed here) above a threshold and equal
 to the one dctchop reports, labels equal, dctchop_* attributes present and sensible. Also checks
 a lossless u8 round trip (chop 8), an f32 dataset with big-endian storage, that a decoded
-HDF5 file can be compressed again, and float16, bool and enum labels (named, and found by the
-labels rule). Exits 1 with a clear message on the first mismatch.
+HDF5 file can be compressed again, a float16 dataset (h5py's 2-byte IEEE float) back as float16,
+and float16, bool and enum labels (named, and found by the labels rule). Exits 1 with a clear message on the first mismatch.
 
 Run with Debian's /usr/bin/python3 (python3-h5py, python3-numpy).
 """
@@ -190,6 +190,26 @@ def float16_labels(binary, work):
         labels_round_trip(binary, work, "f16.h5:/x", source, labels, f"float16 labels from {source}")
 
 
+def float16_data(binary, work):
+    """A float16 dataset as h5py writes it: compressed at chop 8 and decompressed to HDF5 and
+    .npy, it comes back as float16 (h5py and NumPy read it as such), within f16's rounding."""
+    x = (40.0 * smooth_f32(5, 20, 14)).astype(np.float16)
+    with h5py.File(os.path.join(work, "h16.h5"), "w") as f:
+        f.create_dataset("fields", data=x)
+    run(binary, ["compress", "h16.h5:/fields", "-o", "h16.dcz", "--chop", "8", "-f", "-q"], work)
+    run(binary, ["decompress", "h16.dcz", "-o", "h16_back.h5:/fields", "-f", "-q"], work)
+    run(binary, ["decompress", "h16.dcz", "-o", "h16_back.npy", "-f", "-q"], work)
+    with h5py.File(os.path.join(work, "h16_back.h5"), "r") as f:
+        back = f["fields"][()]
+    npy = np.load(os.path.join(work, "h16_back.npy"))
+    for what, got in (("HDF5", back), (".npy", npy)):
+        check(got.dtype == np.float16 and got.shape == x.shape,
+              f"float16 data back in {what}: {got.dtype} {got.shape}")
+        check(np.allclose(got.astype(np.float64), x.astype(np.float64), rtol=2.0 ** -10, atol=1e-3),
+              f"float16 data back in {what}: off by up to "
+              f"{np.abs(got.astype(np.float64) - x.astype(np.float64)).max()}")
+
+
 def bool_and_enum_labels(binary, work):
     """h5py's bool (an int8 enum FALSE/TRUE) and another integer enum as labels: read as their
     values, bool staying bool through the archive, back into HDF5 (as h5py writes bool) and
@@ -246,6 +266,7 @@ def main():
         u8_round_trip(binary, work)
         f32_big_endian_round_trip(binary, work)
         float16_labels(binary, work)
+        float16_data(binary, work)
         bool_and_enum_labels(binary, work)
     except Mismatch as e:
         print(f"check_h5_client: FAILED: {e}", file=sys.stderr)

@@ -205,6 +205,20 @@ def check_compress_from_python(binary, d, x, y):
           "a Fortran-order array compresses as the C-order one")
     check(r1["input"] == "<array>" and r1["output"] == f"{d}/f1.dcz" and r1["backend"] == "cpu",
           "the report has the keys of compress --json")
+    # float16 is a dtype of its own: float16 back, within f16's rounding at chop 8, whatever
+    # the byte order.
+    h = (np.random.default_rng(3).normal(0, 30, size=(3, 20, 12))).astype(np.float16)
+    rh = dctchop.compress(h, f"{d}/h1.dcz", chop=8)
+    dctchop.compress(h.astype(">f2"), f"{d}/h2.dcz", chop=8)
+    ah = dctchop.Archive(f"{d}/h1.dcz")
+    check(rh["dtype"] == "f16" and rh["coeff"] == "f32" and ah.dtype == np.float16,
+          f"float16 input: {rh['dtype']} {rh['coeff']} {ah.dtype}")
+    hb = ah[:]
+    check(hb.dtype == np.float16 and hb.shape == h.shape, f"float16 decodes as {hb.dtype} {hb.shape}")
+    check(np.allclose(hb.astype(np.float64), h.astype(np.float64), rtol=2.0 ** -10, atol=1e-3),
+          "float16 at chop 8 decodes within f16's rounding")
+    check(np.array_equal(hb, dctchop.Archive(f"{d}/h2.dcz")[:]),
+          "a big-endian float16 array compresses as the native one")
     # A target instead of a chop.
     t = dctchop.compress(x, f"{d}/t.dcz", psnr=20)
     got = t["quality"]["psnr_db"]  # None: lossless
