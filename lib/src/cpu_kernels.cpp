@@ -572,11 +572,33 @@ inline Out convert_out(Real v, Real offset) {
   }
 }
 
-/** Convert a contiguous row of decoded values to Out (u8 from float: the AVX2 path). */
+/** dst[x] = convert_out<half_value>(row[x], offset) for a contiguous row: clamped to
+ *  +-65504 and rounded to nearest even. The AVX2 copy converts eight at a time with F16C's
+ *  vcvtps2ph, which rounds to nearest even as float_to_half does: the same bits (a NaN, which
+ *  no decode makes, would clamp to -65504 there and stay NaN in the scalar loop). */
+inline void store_half_row(const float* row, u64 n, float offset, half_value* dst) {
+  u64 x = 0;
+#if defined(__AVX2__)
+  const __m256 off = _mm256_set1_ps(offset), lo = _mm256_set1_ps(-k_half_max),
+               hi = _mm256_set1_ps(k_half_max);
+  for (; x + 8 <= n; x += 8) {
+    const __m256 v =
+        _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(_mm256_loadu_ps(row + x), off), lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + x),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+#endif
+  for (; x < n; ++x) dst[x] = convert_out<half_value>(row[x], offset);
+}
+
+/** Convert a contiguous row of decoded values to Out (u8 and f16 from float: the AVX2
+ *  paths). */
 template <typename Out, typename Real>
 void convert_row(const Real* row, u64 n, Real offset, Out* dst) {
   if constexpr (std::is_same_v<Out, std::uint8_t> && std::is_same_v<Real, float>) {
     store_u8_row(row, n, offset, dst);
+  } else if constexpr (std::is_same_v<Out, half_value> && std::is_same_v<Real, float>) {
+    store_half_row(row, n, offset, dst);
   } else {
     for (u64 x = 0; x < n; ++x) dst[x] = convert_out<Out>(row[x], offset);
   }
