@@ -230,6 +230,20 @@ bool link_unnamed(int fd, const std::string& name) {
   return ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
 }
 
+/** fsync the folder that holds `path` once a new name is made there, so that after a crash or
+ *  a power cut the name is there as surely as the data it names (synced before it was named).
+ *  Best effort: the output is already in place and complete, and a folder that cannot be
+ *  synced (EINVAL on some file systems, a folder that cannot be opened) leaves it so. */
+void sync_folder_of(const std::string& path) noexcept {
+  const auto slash = path.find_last_of('/');
+  const std::string folder =
+      slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
 /** An unnamed file in `path`'s folder that commit() names later, or -1 (no O_TMPFILE in this
  *  file system, no /proc): the caller then uses a named temporary file. (The link cannot be
  *  tried in advance: once linked and unlinked, Linux refuses to link the file again.) */
@@ -565,6 +579,13 @@ void output_file::commit() {
   }
   if (target_.in_place) {  // a FIFO or device: nothing to name
     const int fd = std::exchange(fd_, -1);
+    // A block device holds what was written in the page cache, as a file does: flushed here,
+    // and its failure is the output's (a FIFO or character device answers EINVAL).
+    if (::fsync(fd) != 0 && errno != EINVAL) {
+      const error e = os_error(display_name(), "flush");
+      ::close(fd);
+      throw e;
+    }
     if (::close(fd) != 0) throw os_error(display_name(), "close");
     committed_ = true;
     return;
@@ -578,7 +599,11 @@ void output_file::commit() {
     throw e;
   }
   fd_ = -1;
-  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
+  if (!temp_path_.empty()) {
+    publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
+  } else {
+    sync_folder_of(target_.path);  // linked at its name by name_anonymous()
+  }
   committed_ = true;
   temp_path_.clear();
 }
@@ -659,6 +684,7 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
     errno = e;
     throw os_error(display_name, failed);
   }
+  sync_folder_of(path);
 }
 
 void output_file::name_anonymous() {

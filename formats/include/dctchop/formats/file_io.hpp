@@ -240,7 +240,8 @@ std::string create_temp_beside(const std::string& path,
 /** The end of every output written under a temporary name: flush `fd` to disk (a descriptor
  *  of `temp`; -1: already flushed), then rename `temp` over `path`; without `overwrite`, link
  *  it there instead, which refuses a file that appeared at `path` since (error output_exists)
- *  rather than replace it. On failure `temp` is removed and error(io) names `display_name`. */
+ *  rather than replace it; then sync the folder, so that the new name is as durable as the
+ *  data. On failure `temp` is removed and error(io) names `display_name`. */
 void publish_temp(int fd, const std::string& temp, const std::string& path,
                   const std::string& display_name, bool overwrite);
 
