@@ -1255,6 +1255,10 @@ nlohmann::json archive_info(const std::string& input) {
     while (r.next_chunk(c, buf)) {
     }
   }
+  return archive_info(r);
+}
+
+nlohmann::json archive_info(const archive_reader& r) {
   const u64 bytes = r.file_bytes();
   const auto& h = r.header();
   nlohmann::json j = h.to_json();

@@ -387,13 +387,10 @@ class archive {
   }
 
   std::string info_json() {
-    std::string name;
-    {
-      gil_released release;
-      std::lock_guard lock(m_);
-      name = open_reader().display_name();
-    }
-    return formats::json_text(formats::archive_info(name));
+    // Of the file this Archive holds open, not of whatever has its name now.
+    gil_released release;
+    std::lock_guard lock(m_);
+    return formats::json_text(formats::archive_info(open_reader()));
   }
 
  private:

@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,16 @@ def check_python_habits(d, back, y):
     raises(IndexError, lambda: a.read(-1), "sample -1")
     raises(ValueError, lambda: a.read(0, -2), "count")
     raises(IndexError, lambda: a.read_coefficients(30, 10), "samples 30 to 39")
+    # info_json() describes the file this Archive holds open, even once another file has
+    # taken its name (it reopened the name, describing the newcomer beside the old data).
+    shutil.copy(path, f"{d}/held.dcz")
+    held = dctchop.Archive(f"{d}/held.dcz")
+    dctchop.compress(np.zeros((5, 16, 16), np.uint8), f"{d}/other.dcz")
+    os.replace(f"{d}/other.dcz", f"{d}/held.dcz")
+    info = json.loads(held.info_json())
+    check(info["shape"] == [37, 20, 18, 3] and len(held) == 37,
+          f"info_json() of a renamed-over archive describes {info['shape']}")
+    held.close()
     # Pickled (for DataLoader workers started with spawn): reopened by path.
     b = pickle.loads(pickle.dumps(a))
     check(np.array_equal(b.read(2, 3), back[2:5]), "an unpickled archive reads the same")

@@ -20,6 +20,8 @@
 
 namespace dctchop::formats {
 
+class archive_reader;
+
 /** Throughput in GB/s (1e9 bytes per second); 0 when no time was measured. */
 inline double gb_per_s(std::uint64_t bytes, double seconds) {
   return seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
@@ -175,6 +177,9 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
 /** Everything `dctchop info` shows: header, index summary, footer figures (with
  *  quality.ssim_status; no "quality" for an archive written without measuring it). */
 nlohmann::json archive_info(const std::string& input);
+/** The same of an open archive: a random-access reader, or a stream reader that has read
+ *  every chunk (whose footer and size are known only then). */
+nlohmann::json archive_info(const archive_reader& r);
 
 /** Why the quality recorded in archive_info(...) has no SSIM, as far as the archive tells:
  *  the footer keeps numbers only (ARCHIVE.md), so the reason comes from the figures, the plane
