@@ -673,7 +673,58 @@ TEST(Scalar, RoundClampSaturatesAndRoundsHalfToEven) {
 #include "cpu_kernels.hpp"
 #include "isa.hpp"
 
+#if defined(DCTCHOP_HAVE_AVX2_KERNELS)
+#include <immintrin.h>
+#endif
+
 namespace {
+
+#if defined(DCTCHOP_HAVE_AVX2_KERNELS)
+/** F16C's conversion of one float (round to nearest even), as the AVX2 kernels store f16. */
+__attribute__((target("f16c"))) std::uint16_t hardware_half(float f) {
+  return static_cast<std::uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), 0), 0));
+}
+#endif
+
+TEST(Kernels, F16StoresOfBothCopiesAgreeOnNanInfAndEveryRounding) {
+#if !defined(DCTCHOP_HAVE_AVX2_KERNELS)
+  GTEST_SKIP() << "no AVX2 kernel copy in this build";
+#else
+  if (!detail::use_avx2_kernels()) GTEST_SKIP() << "this processor has no AVX2/F16C";
+  // float_to_half (the baseline copy, CUDA) and vcvtps2ph (the AVX2 copy) on NaNs of every
+  // payload and sign, infinities, and random floats across f16's range and beyond.
+  std::mt19937 rng(17);
+  for (int i = 0; i < 200000; ++i) {
+    std::uint32_t u = rng();
+    if (i % 4 == 0) u = (u & 0x807fffffu) | 0x7f800000u;  // NaN (or Inf where the payload is 0)
+    if (i % 4 == 1) u = (u & 0x81ffffffu) | 0x37000000u;  // around f16's smallest numbers
+    const float f = detail::bits_float(u);
+    ASSERT_EQ(detail::float_to_half(f), hardware_half(f)) << std::hex << u;
+  }
+  // Decoding f16 data from f32 coefficients with a NaN and an Inf (a hand-made archive: no
+  // writer stores them): NaN where the copies' clamps could have made -65504 or 65504.
+  geometry g{layout::nhw, 1, 1, 16, 44};
+  codec_params p{8, 8, coeff_type::f32, 0.0};
+  std::vector<float> c(coeff_bytes_per_sample(p, g) / 4, 1.0f);
+  c[0] = detail::bits_float(0x7fc12345u);                 // block (0, 0): a NaN with a payload
+  c[5 * 8] = -std::numeric_limits<float>::infinity();     // block (0, 5): -Inf
+  c[8 * 48 + 8] = detail::bits_float(0xffc00001u);        // block (1, 1): a negative NaN
+  std::vector<detail::half_value> y1(16 * 44), y2(y1.size());
+  const auto* cb = reinterpret_cast<const std::byte*>(c.data());
+  detail::generic::decode_batch(p, cb, make_view(g, dtype::f16, static_cast<void*>(y1.data()), 1), 1);
+  detail::avx2::decode_batch(p, cb, make_view(g, dtype::f16, static_cast<void*>(y2.data()), 1), 1);
+  EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 2), 0);
+  for (u64 r : {0u, 7u}) {
+    for (u64 x : {0u, 7u}) EXPECT_TRUE(std::isnan(float(y2[r * 44 + x]))) << r << " " << x;
+    // -Inf in every value of block (0, 5), clamped to f16's range like any overshoot (x = 43:
+    // past the last whole vector, the scalar tail)
+    for (u64 x : {40u, 43u}) EXPECT_EQ(float(y2[r * 44 + x]), -65504.0f) << r << " " << x;
+    EXPECT_TRUE(std::isfinite(float(y2[r * 44 + 20]))) << r;
+  }
+  for (u64 r : {8u, 15u})
+    for (u64 x : {8u, 15u}) EXPECT_TRUE(std::isnan(float(y2[r * 44 + x]))) << r << " " << x;
+#endif
+}
 
 TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
 #if !defined(DCTCHOP_HAVE_AVX2_KERNELS)

@@ -574,8 +574,9 @@ inline Out convert_out(Real v, Real offset) {
 
 /** dst[x] = convert_out<half_value>(row[x], offset) for a contiguous row: clamped to
  *  +-65504 and rounded to nearest even. The AVX2 copy converts eight at a time with F16C's
- *  vcvtps2ph, which rounds to nearest even as float_to_half does: the same bits (a NaN, which
- *  no decode makes, would clamp to -65504 there and stay NaN in the scalar loop). */
+ *  vcvtps2ph, which rounds to nearest even as float_to_half does: the same bits. A NaN (from
+ *  NaN or Inf coefficients, which only a hand-made archive holds) stays NaN in both: maxps
+ *  and minps return their second operand when either is NaN. */
 inline void store_half_row(const float* row, u64 n, float offset, half_value* dst) {
   u64 x = 0;
 #if defined(__AVX2__)
@@ -583,7 +584,7 @@ inline void store_half_row(const float* row, u64 n, float offset, half_value* ds
                hi = _mm256_set1_ps(k_half_max);
   for (; x + 8 <= n; x += 8) {
     const __m256 v =
-        _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(_mm256_loadu_ps(row + x), off), lo), hi);
+        _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(_mm256_loadu_ps(row + x), off)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + x),
                      _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }

@@ -29,14 +29,16 @@ DCTCHOP_HD float bits_float(std::uint32_t u) {
   return f;
 }
 
-/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN.
- *  Branch-free (every path computed, one selected) so that loops over it vectorise. */
+/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN (quiet,
+ *  the payload's top bits kept: what F16C's vcvtps2ph gives, so the AVX2 kernels store the
+ *  same bits). Branch-free (every path computed, one selected) so that loops over it
+ *  vectorise. */
 DCTCHOP_HD std::uint16_t float_to_half(float f) {
   std::uint32_t x = float_bits(f);
   const std::uint32_t sign = x & 0x80000000u;
   x ^= sign;
   // |f| >= 65536, inf or NaN
-  const std::uint32_t o_big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  const std::uint32_t o_big = x > 0x7f800000u ? 0x7e00u | ((x >> 13) & 0x3ffu) : 0x7c00u;
   // |f| < 2^-14: adding 0.5 aligns the half's subnormal ulp with the float's last mantissa
   // bit, so the FPU does the round to nearest even.
   const float magic = bits_float(126u << 23);
