@@ -382,6 +382,14 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"a chunk of a later stage",
        with_chunk0_record(bytes_, [](char* rec) { rec[48] = 1; }), errc::unsupported_version,
        "chunk 0 uses codec stages that this dctchop cannot decode; upgrade dctchop"},
+      // A replacement the data's type cannot hold (f16: 65504 at most) would decode as Inf.
+      {"a replacement beyond f16",
+       with_header(bytes_,
+                   [](nlohmann::json& j) {
+                     j["dtype"] = "f16";
+                     j["nonfinite"] = {{"replace", 9e4}};
+                   }),
+       errc::corrupt, "header nonfinite replacement 90000.0 does not fit the dtype f16"},
       {"a replacement without its count",
        with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", 0.0}}; }),
        errc::corrupt, "nonfinite_replaced"},

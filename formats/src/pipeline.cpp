@@ -217,10 +217,7 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
                                      "names)");
   }
   in.type = *dt;
-  const double type_max = in.type == dtype::f16   ? double(dctchop::detail::k_half_max)
-                          : in.type == dtype::f32 ? double(std::numeric_limits<float>::max())
-                                                  : HUGE_VAL;
-  if (replace && std::fabs(*replace) > type_max) {
+  if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {
     throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit " +
                                             std::string(to_string(in.type)));
   }

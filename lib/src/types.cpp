@@ -1,6 +1,7 @@
 #include "dctchop/types.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <string>
 
@@ -39,6 +40,18 @@ std::size_t size_of(coeff_type t) noexcept { return t == coeff_type::f32 ? 4 : 2
 
 bool is_float(dtype t) noexcept {
   return t == dtype::f16 || t == dtype::f32 || t == dtype::f64;
+}
+
+double max_finite(dtype t) noexcept {
+  switch (t) {
+    case dtype::u8: return 255.0;
+    case dtype::u16: return 65535.0;
+    case dtype::i16: return 32767.0;
+    case dtype::f16: return 65504.0;
+    case dtype::f32: return double(std::numeric_limits<float>::max());
+    case dtype::f64: return std::numeric_limits<double>::max();
+  }
+  return 0.0;
 }
 
 std::string_view to_string(dtype t) noexcept {

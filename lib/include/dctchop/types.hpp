@@ -29,6 +29,8 @@ enum class layout { hw, nhw, nhwc, nchw, automatic };
 std::size_t size_of(dtype t) noexcept;
 std::size_t size_of(coeff_type t) noexcept;
 bool is_float(dtype t) noexcept;
+/** The largest finite value of the type: 255 for u8, 65504 for f16, FLT_MAX for f32, ... */
+double max_finite(dtype t) noexcept;
 
 std::string_view to_string(dtype t) noexcept;
 std::string_view to_string(coeff_type t) noexcept;

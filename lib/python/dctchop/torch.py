@@ -74,7 +74,9 @@ def coefficient_planes(raw, archive):
 
 class DecodeLayer(torch.nn.Module):
     """Decodes coefficient planes (N, P, Kh, Kw) to values (N, P, H, W) with two matrix
-    products, plus the archive's offset; float output (round it for integer data if needed).
+    products, plus the archive's offset; float output (round and clamp it for integer data if
+    needed; for an f16 archive, clamp to +-65504 before .half(), as the C++ decoder does, or
+    an overshoot past f16's range becomes inf).
     The output is planar, (N, P, H, W), whatever the archive's layout: permute it to
     (N, H, W, P) to compare with an NHWC archive's samples. The matrices are buffers, so
     .to(device) moves them with the model. The offset is a buffer too, so a state_dict
