@@ -5,7 +5,7 @@ structural_similarity (the definition DESIGN.md names) and PSNR computed here wi
 Usage: check_quality_skimage.py DCTCHOP_BINARY SCRATCH_FOLDER
 
 For u8 data in NHWC, NCHW and NHW layouts (one with 7 interleaved planes of 1024 columns, which
-dctchop measures in groups), u16 data and f32 data, runs `dctchop compress --json`, then
+dctchop measures in groups), u16 data, f32 data and f16 data (NHWC), runs `dctchop compress --json`, then
 `dctchop decompress` to .npy, and compares the SSIM and PSNR that compress reported with the
 ones computed here from the original and the decoded arrays: SSIM is the mean over every
 plane of scikit-image's index (7x7 uniform window, K1 0.01, K2 0.03, sample covariance, data
@@ -98,6 +98,8 @@ def main():
         case(dct, work, "u16_nhw", u16, "nhw", 2, 65535.0, 1e-9)
         f32 = smooth((4, 31, 37), 2.5, -1.0).astype(np.float32)
         case(dct, work, "f32_nhw", f32, "nhw", 2, float(f32.max()) - float(f32.min()), 1e-9)
+        f16 = smooth((3, 27, 35, 2), 300.0, 50.0).astype(np.float16)
+        case(dct, work, "f16_nhwc", f16, "nhwc", 2, float(f16.max()) - float(f16.min()), 1e-9)
     except Mismatch as e:
         print(f"check_quality_skimage: {e}", file=sys.stderr)
         return 1
