@@ -200,10 +200,10 @@ const CLI::Validator block_size(
 const CLI::Validator dtype_name(
     [](std::string& s) {
       return parse_dtype(s) ? std::string()
-                            : s + ": expected u8, u16, i16, f16, f32 or f64 (numpy's uint8, "
-                                  "uint16, int16, float16, float32, float64 too)";
+                            : s + ": expected i8, u8, u16, i16, f16, f32 or f64 (numpy's int8, "
+                                  "uint8, uint16, int16, float16, float32, float64 too)";
     },
-    "u8|u16|i16|f16|f32|f64");
+    "i8|u8|u16|i16|f16|f32|f64");
 
 /** compress's --coeff: one coefficient type, dctchop's name or numpy's, as parse_coeff_type
  *  reads them; a list is eval's. */
@@ -454,7 +454,7 @@ void add_input_options(CLI::App* cmd, input_options& in) {
   cmd->add_option("--dataset", in.dataset,
                   "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)");
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
-  cmd->add_option("--dtype", in.dtype, "raw input element type: u8, u16, i16, f16, f32, f64")
+  cmd->add_option("--dtype", in.dtype, "raw input element type: i8, u8, u16, i16, f16, f32, f64")
       ->check(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")->needs(raw);

@@ -166,6 +166,9 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
         // u8 NHWC (3 channels), 2 samples of a size that is no multiple of the block.
         expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 2 * b + 3, b + 5, 3,
                                                 b, k, ct, 0, 256, seed++);
+        // i8 planar, its full range (offset 0: coefficients within B * 128, as u8's)
+        expect_same_as_cpu<std::int8_t, float>(dtype::i8, layout::nchw, 1, b + 5, b + 9, 2, b, k,
+                                               ct, -128, 128, seed++);
         // f32 planar, and f64 (computed in double) planar.
         if (ct == coeff_type::f32 || ct == coeff_type::bf16) {
           expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, b + 1, 2 * b - 1, 1, b, k,

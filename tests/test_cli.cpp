@@ -1447,7 +1447,7 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
   }
   check_bad_cases(dir, {
       {"compress r.bin --raw --dtype int32 --shape 2,16,24 -o w.dcz", 2,
-       "--dtype: int32: expected u8, u16, i16, f16, f32 or f64"},
+       "--dtype: int32: expected i8, u8, u16, i16, f16, f32 or f64"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f64", 2,
        "--coeff: f64: expected f16, bf16, f32 or i16"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f16,bf16", 2,

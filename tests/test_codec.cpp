@@ -216,6 +216,7 @@ TEST(RoundTrip, ChopEqualsBlockIsWithinStoragePrecisionForEveryDtypeAndCoeffType
       round_trip_case<float>(dtype::f32, ct, b, rng);
       round_trip_case<double>(dtype::f64, ct, b, rng);
       round_trip_case<detail::half_value>(dtype::f16, ct, b, rng);
+      round_trip_case<std::int8_t>(dtype::i8, ct, b, rng);
     }
   }
 }
@@ -786,6 +787,7 @@ TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
     same(std::uint16_t{}, dtype::u16, 32768.0, coeff_type::f32);
     same(std::int16_t{}, dtype::i16, 0.0, coeff_type::f32);
     same(detail::half_value{}, dtype::f16, 3.0, coeff_type::f32);  // F16C loads in AVX2
+    same(std::int8_t{}, dtype::i8, 0.0, coeff_type::f16);
   }
   // Coefficients too large for f16 (u16 data near its extremes: DC up to 8 x 32767) are found
   // by both copies, in the same sample, with the same bytes stored: the AVX2 copy stores f16

@@ -309,7 +309,7 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
   if (!detail::use_avx2_kernels()) GTEST_SKIP() << "this processor has no AVX2/F16C";
   std::mt19937 rng(31);
   std::uniform_real_distribution<double> val(0.0, 1.0);
-  for (dtype t : {dtype::u8, dtype::u16, dtype::i16, dtype::f16, dtype::f32, dtype::f64}) {
+  for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16, dtype::f16, dtype::f32, dtype::f64}) {
     for (auto lay : {layout::nhwc, layout::nchw}) {
       geometry g{lay, 2, 3, 21, 37};
       const u64 count = g.samples * g.values_per_sample();
@@ -318,7 +318,7 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
         const double x = val(rng), y = std::clamp(x + 0.05 * (val(rng) - 0.5), 0.0, 1.0);
         auto put = [&](auto tag) {
           using T = decltype(tag);
-          const double lo = std::is_signed_v<T> && std::is_integral_v<T> ? -32768.0 : 0.0;
+          const double lo = std::is_integral_v<T> ? double(std::numeric_limits<T>::min()) : 0.0;
           const double span = std::is_integral_v<T> ? double(std::numeric_limits<T>::max()) - lo : 1.0;
           reinterpret_cast<T*>(a.data())[k] = static_cast<T>(lo + x * span);
           reinterpret_cast<T*>(b.data())[k] = static_cast<T>(lo + y * span);
@@ -330,6 +330,7 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
           case dtype::f32: put(float{}); break;
           case dtype::f64: put(double{}); break;
           case dtype::f16: put(detail::half_value{}); break;
+          case dtype::i8: put(std::int8_t{}); break;
         }
       }
       auto va = make_view(g, t, static_cast<const void*>(a.data()), g.samples);

@@ -839,6 +839,44 @@ TEST(QualityCli, F16FiguresAreThoseOfTheDecodedF16ValuesClampedToTheirRange) {
   EXPECT_EQ(parse_json(e.out).at("rows").at(0).at("quality").at("mse"), q.at("mse"));
 }
 
+TEST(QualityCli, I8DataRoundTripsExactlyAtChopEightAndMeasuresWithRange255) {
+  // int8 is u8 shifted: offset 0, coefficients within B * 128, so f16 by default and exact
+  // at chop = block; R is 255, its type's range.
+  temp_dir dir;
+  constexpr u64 n = 3, h = 20, w = 17, c = 3;
+  std::vector<std::int8_t> v(n * h * w * c);
+  for (u64 i = 0; i < v.size(); ++i) v[i] = static_cast<std::int8_t>(int((i * 97) % 256) - 128);
+  test::save_npy(dir.file("x.npy"), dtype::i8, {n, h, w, c}, v);
+  auto c8 = cli(dir, "compress x.npy -o a.dcz --chop 8 --json -q && " + test::dctchop_bin() +
+                         " decompress a.dcz -o y.npy -q");
+  ASSERT_EQ(c8.status, 0) << describe(c8);
+  const json j = parse_json(c8.out);
+  EXPECT_EQ(j.at("dtype"), "i8");
+  EXPECT_EQ(j.at("coeff"), "f16");
+  EXPECT_EQ(j.at("layout"), "NHWC");
+  EXPECT_EQ(j.at("quality").at("lossless"), true);
+  const auto x = test::load_npy(dir.file("x.npy"));
+  const auto y = test::load_npy(dir.file("y.npy"));
+  EXPECT_EQ(y.header.type.native_descr(), "|i1");
+  EXPECT_EQ(y.values, x.values);
+  // at chop 2: the figures are those of the decoded int8 values, R = 255
+  auto c2 = cli(dir, "compress x.npy -o b.dcz --chop 2 --json -q && " + test::dctchop_bin() +
+                         " decompress b.dcz -o z.npy -q");
+  ASSERT_EQ(c2.status, 0) << describe(c2);
+  const json q = parse_json(c2.out).at("quality");
+  const auto z = test::load_npy(dir.file("z.npy"));
+  double sse = 0;
+  for (u64 i = 0; i < x.values.size(); ++i) {
+    ASSERT_GE(z.values[i], -128.0);
+    ASSERT_LE(z.values[i], 127.0);
+    sse += (x.values[i] - z.values[i]) * (x.values[i] - z.values[i]);
+  }
+  const double mse = sse / double(x.values.size());
+  EXPECT_EQ(q.at("range"), 255.0);
+  EXPECT_NEAR(q.at("mse").get<double>(), mse, 1e-9 * mse);
+  EXPECT_NEAR(q.at("psnr_db").get<double>(), 20 * std::log10(255.0) - 10 * std::log10(mse), 1e-9);
+}
+
 TEST(QualityCli, EvalTriesEveryBlockSizeWithTheChopsThatFitItAndEachSettingOnce) {
   temp_dir dir;
   save_textured(dir);

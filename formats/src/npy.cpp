@@ -133,7 +133,7 @@ std::string unsupported_descr_reason(const std::string& descr) {
       break;
   }
   return "dtype '" + printable(descr) + "': " + why +
-         " (data: uint8, uint16, int16, float16, float32 or float64; labels: bool, int8..int64, "
+         " (data: int8, uint8, uint16, int16, float16, float32 or float64; labels: bool, int8..int64, "
          "uint8..uint64 or float16..float64)";
 }
 
@@ -350,6 +350,7 @@ std::optional<dtype> npy_dtype::codec_dtype() const {
   if (kind == 'f' && itemsize == 4) return dtype::f32;
   if (kind == 'f' && itemsize == 8) return dtype::f64;
   if (kind == 'f' && itemsize == 2) return dtype::f16;
+  if (kind == 'i' && itemsize == 1) return dtype::i8;
   return std::nullopt;
 }
 
@@ -436,6 +437,10 @@ npy_dtype npy_dtype_of(dtype t) {
     case dtype::f16:
       d.kind = 'f';
       d.itemsize = 2;
+      break;
+    case dtype::i8:
+      d.kind = 'i';
+      d.itemsize = 1;
       break;
   }
   d.big_endian = false;

@@ -128,6 +128,7 @@ void for_each_first_value(input_source& src, Fn&& fn) {
     case dtype::f32: each(reinterpret_cast<const float*>(s.data())); break;
     case dtype::f64: each(reinterpret_cast<const double*>(s.data())); break;
     case dtype::f16: each(reinterpret_cast<const dctchop::detail::half_value*>(s.data())); break;
+    case dtype::i8: each(reinterpret_cast<const std::int8_t*>(s.data())); break;
   }
 }
 
@@ -212,9 +213,9 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   const auto dt = t.codec_dtype();
   if (!dt) {
     throw error(errc::bad_input, in.name() + ": dtype " + t.numpy_name() + " is not supported; dctchop "
-                                     "compresses uint8, uint16, int16, float16, float32 and "
-                                     "float64 arrays (u8, u16, i16, f16, f32, f64 in its own "
-                                     "names)");
+                                     "compresses int8, uint8, uint16, int16, float16, float32 "
+                                     "and float64 arrays (i8, u8, u16, i16, f16, f32, f64 in its "
+                                     "own names)");
   }
   in.type = *dt;
   if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {

@@ -52,6 +52,7 @@ py::dtype numpy_dtype(dtype t) {
     case dtype::f32: return py::dtype("<f4");
     case dtype::f64: return py::dtype("<f8");
     case dtype::f16: return py::dtype("<f2");
+    case dtype::i8: return py::dtype("i1");
   }
   throw error(errc::internal, "unknown dtype");
 }

@@ -195,6 +195,10 @@ __m256 load8(const In* p) {
   } else if constexpr (std::is_same_v<In, std::int16_t>) {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else if constexpr (std::is_same_v<In, std::int8_t>) {
+    std::uint64_t b;
+    std::memcpy(&b, p, 8);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(b))));
   } else if constexpr (std::is_same_v<In, half_value>) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {

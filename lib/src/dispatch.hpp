@@ -35,6 +35,7 @@ void with_dtype(dtype t, Fn&& fn) {
     case dtype::f32: fn(float{}, float{}); return;
     case dtype::f64: fn(double{}, double{}); return;
     case dtype::f16: fn(half_value{}, float{}); return;
+    case dtype::i8: fn(std::int8_t{}, float{}); return;
   }
   throw error(errc::internal, "unknown dtype");
 }

@@ -45,6 +45,7 @@ void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, T* out, T shif
     case dtype::f32: return run(static_cast<const float*>(v.data));
     case dtype::f64: return run(static_cast<const double*>(v.data));
     case dtype::f16: return run(static_cast<const half_value*>(v.data));
+    case dtype::i8: return run(static_cast<const std::int8_t*>(v.data));
   }
 }
 
@@ -389,6 +390,7 @@ error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,
     case dtype::f32: return stats_of<float>(a, b, n);
     case dtype::f64: return stats_of<double>(a, b, n);
     case dtype::f16: return stats_of<half_value>(a, b, n);
+    case dtype::i8: return stats_of<std::int8_t>(a, b, n);
   }
   return {};
 }

@@ -61,6 +61,7 @@ std::optional<double> integer_range(dtype t) noexcept {
     case dtype::u8: return 255.0;
     case dtype::u16: return 65535.0;
     case dtype::i16: return 65535.0;
+    case dtype::i8: return 255.0;
     default: return std::nullopt;
   }
 }

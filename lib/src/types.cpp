@@ -28,7 +28,7 @@ const char* to_string(errc code) noexcept {
 
 std::size_t size_of(dtype t) noexcept {
   switch (t) {
-    case dtype::u8: return 1;
+    case dtype::u8: case dtype::i8: return 1;
     case dtype::u16: case dtype::i16: case dtype::f16: return 2;
     case dtype::f32: return 4;
     case dtype::f64: return 8;
@@ -47,6 +47,7 @@ double max_finite(dtype t) noexcept {
     case dtype::u8: return 255.0;
     case dtype::u16: return 65535.0;
     case dtype::i16: return 32767.0;
+    case dtype::i8: return 127.0;
     case dtype::f16: return 65504.0;
     case dtype::f32: return double(std::numeric_limits<float>::max());
     case dtype::f64: return std::numeric_limits<double>::max();
@@ -62,6 +63,7 @@ std::string_view to_string(dtype t) noexcept {
     case dtype::f32: return "f32";
     case dtype::f64: return "f64";
     case dtype::f16: return "f16";
+    case dtype::i8: return "i8";
   }
   return "?";
 }
@@ -103,6 +105,7 @@ std::optional<dtype> parse_dtype(std::string_view s) noexcept {
   if (l == "f32" || l == "float32") return dtype::f32;
   if (l == "f64" || l == "float64") return dtype::f64;
   if (l == "f16" || l == "float16") return dtype::f16;
+  if (l == "i8" || l == "int8") return dtype::i8;
   return std::nullopt;
 }
 
@@ -135,7 +138,7 @@ double default_offset(dtype t) noexcept {
 
 coeff_type default_coeff_type(dtype t, int block) noexcept {
   // The largest coefficient of an orthonormal B x B DCT is B * max|x - o| (the DC term).
-  if (t == dtype::u8 && block * 128.0 <= 65504.0) return coeff_type::f16;
+  if ((t == dtype::u8 || t == dtype::i8) && block * 128.0 <= 65504.0) return coeff_type::f16;
   return coeff_type::f32;
 }
 

@@ -102,7 +102,7 @@ void expect_cuda_equals_cpu(const setting& s, backend& gpu, backend& cpu, unsign
   p.block = s.b;
   p.chop = s.k;
   p.coeff = s.ct;
-  p.offset = s.type == dtype::u8 ? 128.0 : (s.type == dtype::u16 ? 32768.0 : 0.0);
+  p.offset = default_offset(s.type);
   const auto in = random_values<T>(s.n * s.h * s.w * s.c, seed, lo, hi);
   const auto view = make_view(g, s.type, static_cast<const void*>(in.data()), s.n);
   std::vector<std::byte> want(s.n * coeff_bytes_per_sample(p, g)), got(want.size());
@@ -129,6 +129,8 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
                                              *gpu, *cpu, seed++, 0, 256);
         expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nchw, 2, bb + 1, bb - 1, 2, b, k, ct},
                                              *gpu, *cpu, seed++, 0, 256);
+        expect_cuda_equals_cpu<std::int8_t>({dtype::i8, layout::nhw, 2, bb + 5, bb + 2, 1, b, k, ct},
+                                            *gpu, *cpu, seed++, -128, 128);
         if (ct != coeff_type::f16) {
           expect_cuda_equals_cpu<std::uint16_t>({dtype::u16, layout::nhw, 2, bb + 7, 2 * bb + 1, 1, b, k, ct},
                                                 *gpu, *cpu, seed++, 32368, 33168);

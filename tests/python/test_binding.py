@@ -230,6 +230,12 @@ def check_compress_from_python(binary, d, x, y):
           "float16 at chop 8 decodes within f16's rounding")
     check(np.array_equal(hb, dctchop.Archive(f"{d}/h2.dcz")[:]),
           "a big-endian float16 array compresses as the native one")
+    # int8 likewise: int8 back, exactly at chop 8 (f16 coefficients, as for uint8).
+    i8 = np.random.default_rng(4).integers(-128, 128, size=(2, 16, 24), dtype=np.int8)
+    ri = dctchop.compress(i8, f"{d}/i8.dcz", chop=8)
+    ib = dctchop.Archive(f"{d}/i8.dcz")[:]
+    check(ri["dtype"] == "i8" and ri["coeff"] == "f16" and ib.dtype == np.int8 and
+          np.array_equal(ib, i8), f"int8 input: {ri['dtype']} {ri['coeff']} {ib.dtype}")
     # A target instead of a chop.
     t = dctchop.compress(x, f"{d}/t.dcz", psnr=20)
     got = t["quality"]["psnr_db"]  # None: lossless

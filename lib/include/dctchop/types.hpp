@@ -15,8 +15,9 @@
 namespace dctchop {
 
 /** Element type of an input dataset. f16 is IEEE binary16 (NumPy's float16), computed in
- *  binary32 like u8..f32; it was added last, so the older values keep their numbers. */
-enum class dtype { u8, u16, i16, f32, f64, f16 };
+ *  binary32 like u8..f32. f16 and i8 were added last, so the older values keep their
+ *  numbers. */
+enum class dtype { u8, u16, i16, f32, f64, f16, i8 };
 
 /** Storage type of the kept DCT coefficients. */
 enum class coeff_type { f16, bf16, f32, i16 };
@@ -48,7 +49,7 @@ std::optional<layout> parse_layout(std::string_view s) noexcept;
 double default_offset(dtype t) noexcept;
 
 /** Default coefficient type: f16 for integer inputs whose coefficients fit f16 at this block
- *  size (u8), f32 otherwise (u16, i16 and float inputs, f16 included: its coefficients reach
+ *  size (u8, i8), f32 otherwise (u16, i16 and float inputs, f16 included: its coefficients reach
  *  B times its largest value, past f16's range). */
 coeff_type default_coeff_type(dtype t, int block) noexcept;
 

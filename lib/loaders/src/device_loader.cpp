@@ -24,6 +24,7 @@ DLDataType dl_type(dtype t) {
     case dtype::f32: return {kDLFloat, 32, 1};
     case dtype::f64: return {kDLFloat, 64, 1};
     case dtype::f16: return {kDLFloat, 16, 1};
+    case dtype::i8: return {kDLInt, 8, 1};
   }
   throw error(errc::internal, "unknown dtype");
 }

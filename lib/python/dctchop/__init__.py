@@ -127,7 +127,7 @@ def _in_python_terms(text):
 def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", labels=None,
              offset="auto", chunk_mb=4.0, overwrite=False, quality=True, measure_ssim=True,
              psnr=None, ssim=None, threads=0, nonfinite=None, progress=None):
-    """Compress a NumPy array (u8, u16, i16, f16, f32 or f64; samples along axis 0) into a .dcz
+    """Compress a NumPy array (i8, u8, u16, i16, f16, f32 or f64; samples along axis 0) into a .dcz
     archive, as `dctchop compress` does a file, and return its report as a dict (ratio,
     quality, the codec settings, ...; "notes" holds what the command would print as notes:
     the archive being larger than the input, i16 rounding on float data, ...). The array is read in place, not copied (other Python
