@@ -391,7 +391,11 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
                    }),
        errc::corrupt, "header nonfinite replacement 90000.0 does not fit the dtype f16"},
       {"a replacement without its count",
-       with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", 0.0}}; }),
+       with_header(bytes_,
+                   [](nlohmann::json& j) {
+                     j["dtype"] = "f32";  // (of integer data, a replacement is left aside)
+                     j["nonfinite"] = {{"replace", 0.0}};
+                   }),
        errc::corrupt, "nonfinite_replaced"},
       // Readers size buffers by samples_per_chunk: a tiny archive claiming 2^20 made them
       // allocate gigabytes (and fail as "out of memory", naming no file).
@@ -582,6 +586,20 @@ TEST_F(CorruptionSweep, AHeaderWhoseSizesWouldWrapAround2To64IsRefused) {
   j["shape"][0] = 1 << 20;
   j["samples"] = 1 << 20;
   EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").geom.samples, 1u << 20);
+}
+
+TEST_F(CorruptionSweep, ANonfiniteReplacementOfIntegerDataIsLeftAsideAndOfFloatDataChecked) {
+  // Integer data holds no NaN or Inf, so dctchop writes no replacement for it: one from
+  // another writer is left aside (it made decompress say "compressed as 1e+300" of u8 data).
+  nlohmann::json j = archive_reader::open(path_).header().to_json();
+  j["nonfinite"] = {{"replace", 1e300}};
+  EXPECT_FALSE(formats::parse_archive_header(j.dump(), "u8.dcz").nonfinite_replacement);
+  // Of float data it is kept, within the type's finite values (f32: FLT_MAX).
+  j["dtype"] = "f32";
+  test::expect_error([&] { formats::parse_archive_header(j.dump(), "f.dcz"); }, errc::corrupt,
+                     {"f.dcz", "nonfinite replacement 1e+300 does not fit the dtype f32"});
+  j["nonfinite"]["replace"] = -2.5;
+  EXPECT_EQ(formats::parse_archive_header(j.dump(), "f.dcz").nonfinite_replacement, -2.5);
 }
 
 TEST_F(CorruptionSweep, AChunkOfSeveralSamplesAboveAGibibyteDecodedIsRefused) {

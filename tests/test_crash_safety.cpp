@@ -302,6 +302,38 @@ TEST(CrashSafety, AnOutputIsNamedOnlyAfterItsDataIsOnDiskAndTheNameIsSyncedToo) 
   }
 }
 
+TEST(CrashSafety, AWithdrawnOutputIsGoneForGoodAndADeviceFlushFailureIsTheOutputs) {
+  temp_dir dir;
+  test::make_index_archive(dir, 6, 2, true);  // a.dcz, with labels
+  ASSERT_EQ(sh(dir, "mkdir out").status, 0);
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) {
+    GTEST_SKIP() << "needs strace, allowed to trace its child";
+  }
+  // The labels' link fails (as if a file had appeared at its name): the data, named and its
+  // folder synced just before, is removed, and that removal is synced as well, so that a
+  // power cut cannot bring the data back without its labels.
+  const std::string folder = std::filesystem::canonical(dir.file("out")).string();
+  const std::string asan = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" ";
+  auto r = sh(dir, asan + "strace -o trace.txt -f -y -e trace=fsync,unlink,unlinkat,linkat "
+                          "-e inject=linkat:error=EEXIST:when=2 "
+                          "DCTCHOP decompress a.dcz -o out/d.npy --labels-out out/l.npy -q");
+  EXPECT_EQ(r.status, 6) << describe(r);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "out", "trace.txt", "x.npy", "y.npy"}));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("out")));
+  const std::string trace = test::read_bytes(dir.file("trace.txt"));
+  const auto removed = trace.find("\"out/d.npy\"", trace.find("unlink"));
+  ASSERT_NE(removed, std::string::npos) << trace;
+  EXPECT_NE(trace.find("fsync(", removed), std::string::npos) << "no sync after the removal\n" << trace;
+  EXPECT_NE(trace.find("<" + folder + ">)", removed), std::string::npos)
+      << "the folder was not synced after the removal\n" << trace;
+  // A device written in place (here /dev/null, whose fsync the tracer fails) is flushed at
+  // the end like a file, and a failure there is the output's: exit 5 naming it.
+  r = sh(dir, asan + "strace -o /dev/null -f -e trace=fsync -e inject=fsync:error=EIO "
+                     "DCTCHOP decompress a.dcz -o /dev/null -q");
+  EXPECT_EQ(r.status, 5) << describe(r);
+  EXPECT_NE(r.err.find("/dev/null: cannot flush: Input/output error"), std::string::npos) << r.err;
+}
+
 TEST(CrashSafety, AReadOnlyFolderGivesAnIoErrorNamingTheOutput) {
   temp_dir dir;
   make_input(dir, 16);

@@ -334,7 +334,9 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
         corrupt(file, "header nonfinite replacement " + j.at("nonfinite").at("replace").dump() +
                           " does not fit the dtype " + std::string(to_string(h.type)));
       }
-      h.nonfinite_replacement = v;
+      // Integer data holds no NaN or Inf: dctchop's writer leaves the member out for it, and
+      // one that another writer (or a development build) put there means nothing.
+      if (is_float(h.type)) h.nonfinite_replacement = v;
     }
   } catch (const nlohmann::json::exception& e) {
     corrupt(file, std::string("header: ") + e.what());

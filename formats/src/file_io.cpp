@@ -230,20 +230,6 @@ bool link_unnamed(int fd, const std::string& name) {
   return ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
 }
 
-/** fsync the folder that holds `path` once a new name is made there, so that after a crash or
- *  a power cut the name is there as surely as the data it names (synced before it was named).
- *  Best effort: the output is already in place and complete, and a folder that cannot be
- *  synced (EINVAL on some file systems, a folder that cannot be opened) leaves it so. */
-void sync_folder_of(const std::string& path) noexcept {
-  const auto slash = path.find_last_of('/');
-  const std::string folder =
-      slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  ::close(fd);
-}
-
 /** An unnamed file in `path`'s folder that commit() names later, or -1 (no O_TMPFILE in this
  *  file system, no /proc): the caller then uses a named temporary file. (The link cannot be
  *  tried in advance: once linked and unlinked, Linux refuses to link the file again.) */
@@ -258,6 +244,13 @@ int open_unnamed(const std::string& path) {
 }
 
 }  // namespace
+
+void sync_folder_of(const std::string& path) noexcept {
+  const int fd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
 
 output_file output_file::create(const std::string& path, bool overwrite, bool direct_io,
                                 const std::function<void()>& waiting) {
@@ -611,6 +604,7 @@ void output_file::commit() {
 void output_file::withdraw() noexcept {
   if (committed_ && !is_stdout_ && !target_.in_place && !target_.replaces) {
     ::unlink(target_.path.c_str());
+    sync_folder_of(target_.path);  // gone for good, as its name was there for good
   }
 }
 

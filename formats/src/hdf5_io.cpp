@@ -962,7 +962,10 @@ class hdf5_sink final : public sample_sink {
     finished_ = true;
   }
   void withdraw() noexcept override {
-    if (finished_ && !target_.replaces) ::unlink(target_.path.c_str());
+    if (finished_ && !target_.replaces) {
+      ::unlink(target_.path.c_str());
+      sync_folder_of(target_.path);
+    }
   }
 
  private:

@@ -237,6 +237,13 @@ void keep_mode_and_owner(int fd, const output_target& t) noexcept;
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create);
 
+/** fsync the folder that holds `path` once a name is made or removed there, so that after a
+ *  crash or a power cut the name is there (or gone) as surely as the data it names (synced
+ *  before it was named). Best effort: the output is already complete and in place, and a
+ *  folder that cannot be synced (EINVAL on some file systems, a folder this user cannot
+ *  open, write-only 0733 drop boxes) leaves it so. */
+void sync_folder_of(const std::string& path) noexcept;
+
 /** The end of every output written under a temporary name: flush `fd` to disk (a descriptor
  *  of `temp`; -1: already flushed), then rename `temp` over `path`; without `overwrite`, link
  *  it there instead, which refuses a file that appeared at `path` since (error output_exists)
