@@ -413,36 +413,8 @@ std::optional<npy_dtype> parse_npy_descr(const std::string& descr) {
 
 npy_dtype npy_dtype_of(dtype t) {
   npy_dtype d;
-  switch (t) {
-    case dtype::u8:
-      d.kind = 'u';
-      d.itemsize = 1;
-      break;
-    case dtype::u16:
-      d.kind = 'u';
-      d.itemsize = 2;
-      break;
-    case dtype::i16:
-      d.kind = 'i';
-      d.itemsize = 2;
-      break;
-    case dtype::f32:
-      d.kind = 'f';
-      d.itemsize = 4;
-      break;
-    case dtype::f64:
-      d.kind = 'f';
-      d.itemsize = 8;
-      break;
-    case dtype::f16:
-      d.kind = 'f';
-      d.itemsize = 2;
-      break;
-    case dtype::i8:
-      d.kind = 'i';
-      d.itemsize = 1;
-      break;
-  }
+  d.kind = is_float(t) ? 'f' : (t == dtype::u8 || t == dtype::u16) ? 'u' : 'i';
+  d.itemsize = size_of(t);
   d.big_endian = false;
   return d;
 }
