@@ -334,6 +334,37 @@ TEST(CrashSafety, AWithdrawnOutputIsGoneForGoodAndADeviceFlushFailureIsTheOutput
   EXPECT_NE(r.err.find("/dev/null: cannot flush: Input/output error"), std::string::npos) << r.err;
 }
 
+TEST(CrashSafety, ADiskThatFailsEveryWriteGivesAnIoErrorAndLeavesNothing) {
+  // A real file system on a failing disk, end to end: ext4 on a loop device whose backing
+  // file has no room left, so that every write of new data fails in the device (what a disk
+  // going bad looks like to dctchop, where a full tmpfs fails at once in write()). Each output
+  // kind exits 5 naming it, and nothing is left on that file system.
+  if (!can_mount()) GTEST_SKIP() << "needs root and unshare to mount file systems";
+  temp_dir dir;
+  make_input(dir, 2048);  // 8 MiB of data
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q && mkdir back mnt").status, 0);
+  // (a script file: the awk program's quotes would end a sh -c '...')
+  test::write_bytes(dir.file("failing_disk.sh"),
+                    "{ mount -t tmpfs -o size=300m tmpfs back && truncate -s 256M back/img &&\n"
+                    "  mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "
+                    "-O ^has_journal back/img &&\n"
+                    "  mount -o loop,noinit_itable,errors=continue back/img mnt && sync &&\n"
+                    "  used=$(df -k back | awk 'NR==2{print $3}') &&\n"
+                    "  mount -o remount,size=${used}k back; } >/dev/null 2>&1 || exit 77\n"
+                    "\"$@\" -q; echo \"rc=$?\"; ls -A mnt; umount mnt; umount back\n");
+  const std::pair<std::string, std::string> runs[] = {
+      {"compress in.npy -o mnt/out.dcz", "mnt/out.dcz"},
+      {"decompress a.dcz -o mnt/out.npy", "mnt/out.npy"},
+      {"decompress a.dcz -o mnt/out.h5:/x", "mnt/out.h5"},
+      {"decompress a.dcz -o mnt/out.raw --raw", "mnt/out.raw"}};
+  for (const auto& [args, output] : runs) {
+    auto r = sh(dir, "unshare -m sh failing_disk.sh DCTCHOP " + args);
+    if (r.status == 77) GTEST_SKIP() << "no mkfs.ext4 or loop device here\n" << describe(r);
+    EXPECT_EQ(r.out, "rc=5\nlost+found\n") << args << "\n" << describe(r);
+    expect_one_line_naming(r, output);
+  }
+}
+
 TEST(CrashSafety, AReadOnlyFolderGivesAnIoErrorNamingTheOutput) {
   temp_dir dir;
   make_input(dir, 16);
