@@ -55,6 +55,8 @@ def main():
     np.save(os.path.join(HERE, "images_u8_nhwc.npy"), imgs)
     np.save(os.path.join(HERE, "labels.npy"), (np.arange(len(imgs)) * 7 % 10).astype(np.int64))
     np.save(os.path.join(HERE, "fields_f32.npy"), fields())
+    # The same fields in float16 (times 1000: well inside f16's range, its normal numbers)
+    np.save(os.path.join(HERE, "fields_f16.npy"), (1000 * fields()).astype(np.float16))
     if len(sys.argv) == 3 and sys.argv[1] == "--archives":
         tool = sys.argv[2]
         arch = os.path.join(HERE, "archives")
@@ -68,6 +70,9 @@ def main():
         # prove that such archives still decode.
         subprocess.run([tool, "compress", os.path.join(HERE, "fields_f32.npy"), "-o",
                         os.path.join(arch, "fields_b8_k6_f32.dcz"), "--chop", "6", "-f", "-q"],
+                       check=True)
+        subprocess.run([tool, "compress", os.path.join(HERE, "fields_f16.npy"), "-o",
+                        os.path.join(arch, "fields_b8_k6_f16.dcz"), "--chop", "6", "-f", "-q"],
                        check=True)
         data = open(golden, "rb").read()
         broken = os.path.join(arch, "broken")

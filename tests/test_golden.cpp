@@ -94,26 +94,28 @@ TEST(Golden, RecompressingTheSampleReproducesTheCommittedChunksBitForBit) {
   f.chop = 6;
   expect_same_chunks(k_dir + "/archives/fields_b8_k6_f32.dcz", k_dir + "/fields_f32.npy", f,
                      "recompress_fields");
+  // f16 fields (2026-12-03): F16C row loads, f32 coefficients
+  expect_same_chunks(k_dir + "/archives/fields_b8_k6_f16.dcz", k_dir + "/fields_f16.npy", f,
+                     "recompress_fields_f16");
 }
 
-/** Decode a committed fields archive; it must come close to sample_data/fields_f32.npy. */
-void expect_fields_decode(const std::string& archive) {
+/** Decode a committed fields archive; it must come close to `input` (its dtype too). */
+void expect_fields_decode(const std::string& archive, const std::string& input) {
   auto out = scratch("fields") / "fields.npy";
   auto be = make_backend(backend_kind::cpu);
   formats::decompress_options o;
   o.overwrite = true;
   formats::decompress_to_npy(archive, out.string(), *be, o);
-  auto ra = formats::npy_reader::open(k_dir + "/fields_f32.npy");
-  auto rb = formats::npy_reader::open(out.string());
-  ASSERT_EQ(ra.header().shape, rb.header().shape);
-  std::vector<float> a(ra.header().count()), b(rb.header().count());
-  ra.read_rows(0, ra.rows(), a.data());
-  rb.read_rows(0, rb.rows(), b.data());
+  const auto ra = test::load_npy(input), rb = test::load_npy(out.string());
+  ASSERT_EQ(ra.header.shape, rb.header.shape);
+  ASSERT_EQ(ra.header.type.native_descr(), rb.header.type.native_descr());
+  const auto& a = ra.values;
+  const auto& b = rb.values;
   double lo = a[0], hi = a[0], sse = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    lo = std::min<double>(lo, a[i]);
-    hi = std::max<double>(hi, a[i]);
-    sse += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    lo = std::min(lo, a[i]);
+    hi = std::max(hi, a[i]);
+    sse += (a[i] - b[i]) * (a[i] - b[i]);
   }
   const double mse = sse / double(a.size());
   const double psnr = 20 * std::log10(hi - lo) - 10 * std::log10(mse);
@@ -127,11 +129,13 @@ void expect_fields_decode(const std::string& archive) {
 
 TEST(Golden, CommittedFloatArchiveDecodesCloseToTheInput) {
   // fields_b8_k6_f32_offset0.dcz was written before float data got its mean as the offset:
-  // archives of both kinds must decode.
+  // archives of both kinds must decode. fields_b8_k6_f16.dcz: the same fields in f16.
   for (const char* name : {"fields_b8_k6_f32.dcz", "fields_b8_k6_f32_offset0.dcz"}) {
     SCOPED_TRACE(name);
-    expect_fields_decode(k_dir + "/archives/" + name);
+    expect_fields_decode(k_dir + "/archives/" + name, k_dir + "/fields_f32.npy");
   }
+  SCOPED_TRACE("fields_b8_k6_f16.dcz");
+  expect_fields_decode(k_dir + "/archives/fields_b8_k6_f16.dcz", k_dir + "/fields_f16.npy");
 }
 
 struct broken_case {
@@ -171,6 +175,7 @@ TEST(Golden, CheckArchiveAcceptsTheGoldenFilesAndRejectsEveryBrokenOne) {
   EXPECT_EQ(ok["side_arrays"].get<std::uint64_t>(), 1u);
   EXPECT_NO_THROW(formats::check_archive(k_dir + "/archives/fields_b8_k6_f32.dcz"));
   EXPECT_NO_THROW(formats::check_archive(k_dir + "/archives/fields_b8_k6_f32_offset0.dcz"));
+  EXPECT_NO_THROW(formats::check_archive(k_dir + "/archives/fields_b8_k6_f16.dcz"));
   for (const char* f : {"truncated.dcz", "flipped_chunk.dcz", "bad_magic.dcz", "version_2.dcz"}) {
     EXPECT_THROW(formats::check_archive(k_dir + "/archives/broken/" + f), error) << f;
   }
