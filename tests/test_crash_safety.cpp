@@ -302,6 +302,34 @@ TEST(CrashSafety, AnOutputIsNamedOnlyAfterItsDataIsOnDiskAndTheNameIsSyncedToo) 
   }
 }
 
+TEST(CrashSafety, AnOutputInAFolderItsWriterCannotOpenIsSyncedThroughTheFileOnceNamed) {
+  // A write-only drop box (0733) takes files from anyone but cannot be opened by them to be
+  // synced: the file, once linked at its name, is synced again instead (ext4 and XFS commit
+  // its new name with it). Run as nobody, which root can trace.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run dctchop as another user";
+  temp_dir dir;
+  make_input(dir, 8);
+  if (sh(dir, "strace -o /dev/null -f true && setpriv --reuid=65534 --regid=65534 "
+              "--clear-groups true").status != 0) {
+    GTEST_SKIP() << "needs strace and setpriv";
+  }
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
+  ASSERT_EQ(sh(dir, "chmod 0644 in.npy && mkdir drop && chmod 0733 drop").status, 0);
+  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
+                         "strace -o trace.txt -f -e trace=fsync,linkat,openat "
+                         "setpriv --reuid=65534 --regid=65534 --clear-groups "
+                         "DCTCHOP compress in.npy -o drop/out.dcz -q");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::string trace = read_bytes(dir.file("trace.txt"));
+  const auto named = trace.find("\"drop/out.dcz\"", trace.find("linkat("));
+  ASSERT_NE(named, std::string::npos) << "not linked at its name (no O_TMPFILE here?)\n" << trace;
+  const auto refused = trace.find("\"drop\", O_RDONLY", named);
+  ASSERT_NE(refused, std::string::npos) << "the folder was opened after all\n" << trace;
+  EXPECT_NE(trace.find("EACCES", refused), std::string::npos) << trace;
+  EXPECT_NE(trace.find("fsync(", refused), std::string::npos)
+      << "the file was not synced again once named\n" << trace;
+}
+
 TEST(CrashSafety, AWithdrawnOutputIsGoneForGoodAndADeviceFlushFailureIsTheOutputs) {
   temp_dir dir;
   test::make_index_archive(dir, 6, 2, true);  // a.dcz, with labels

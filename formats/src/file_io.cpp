@@ -245,11 +245,12 @@ int open_unnamed(const std::string& path) {
 
 }  // namespace
 
-void sync_folder_of(const std::string& path) noexcept {
+bool sync_folder_of(const std::string& path) noexcept {
   const int fd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
+  if (fd < 0) return false;
+  const bool synced = ::fsync(fd) == 0 || errno == EINVAL;  // EINVAL: nothing to sync there
   ::close(fd);
+  return synced;
 }
 
 output_file output_file::create(const std::string& path, bool overwrite, bool direct_io,
@@ -584,7 +585,13 @@ void output_file::commit() {
     return;
   }
   flush_to_disk();
-  if (temp_path_.empty()) name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
+  if (temp_path_.empty()) {
+    name_anonymous();  // an O_TMPFILE: sets temp_path_, or links at the path
+    // Linked: the folder is synced so that the name lasts as the data does. Where it cannot
+    // be (a write-only drop box, 0733, is not this user's to open), the file is synced once
+    // more, which journaling file systems (ext4, XFS) commit together with its new name.
+    if (temp_path_.empty() && !sync_folder_of(target_.path)) (void)::fsync(fd_);
+  }
   if (::close(fd_) != 0) {
     const error e = os_error(display_name(), "close");  // before unlink() sets errno
     fd_ = -1;
@@ -592,11 +599,7 @@ void output_file::commit() {
     throw e;
   }
   fd_ = -1;
-  if (!temp_path_.empty()) {
-    publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
-  } else {
-    sync_folder_of(target_.path);  // linked at its name by name_anonymous()
-  }
+  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
   committed_ = true;
   temp_path_.clear();
 }

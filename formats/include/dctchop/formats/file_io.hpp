@@ -239,10 +239,10 @@ std::string create_temp_beside(const std::string& path,
 
 /** fsync the folder that holds `path` once a name is made or removed there, so that after a
  *  crash or a power cut the name is there (or gone) as surely as the data it names (synced
- *  before it was named). Best effort: the output is already complete and in place, and a
- *  folder that cannot be synced (EINVAL on some file systems, a folder this user cannot
- *  open, write-only 0733 drop boxes) leaves it so. */
-void sync_folder_of(const std::string& path) noexcept;
+ *  before it was named). Best effort: the output is already complete and in place. False
+ *  when the folder could not be synced (one this user cannot open, a write-only 0733 drop
+ *  box; an I/O error); true also where the file system has nothing to sync (EINVAL). */
+bool sync_folder_of(const std::string& path) noexcept;
 
 /** The end of every output written under a temporary name: flush `fd` to disk (a descriptor
  *  of `temp`; -1: already flushed), then rename `temp` over `path`; without `overwrite`, link
