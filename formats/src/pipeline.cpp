@@ -219,8 +219,11 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   }
   in.type = *dt;
   if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%g", max_finite(in.type));
     throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit " +
-                                            std::string(to_string(in.type)));
+                                            std::string(to_string(in.type)) +
+                                            " (whose finite values lie within +-" + bound + ")");
   }
   if (!is_float(in.type)) in.nonfinite_replacement.reset();  // integers hold no NaN or Inf
   return in;

@@ -339,7 +339,12 @@ def check_compress_from_python(binary, d, x, y):
            lambda: dctchop.compress(x, f"{d}/t3.dcz", ssim=0.9, measure_ssim=False), "measure_ssim=True")
     # The library's messages name keywords, not the command's options.
     raises(dctchop.ArgumentError, lambda: dctchop.compress(np.zeros((2, 3, 8, 3), np.uint8), f"{d}/t3.dcz"),
-           "pass layout=NHWC or layout=NCHW")
+           "pass layout='NHWC' or layout='NCHW'")
+    # ... with a name as the string Python takes (coeff=f32 would name a variable).
+    big = np.full((1, 16, 16), 20000.0, np.float16)
+    big[0, :, 8:] = -20000.0
+    raises(dctchop.ArgumentError,
+           lambda: dctchop.compress(big, f"{d}/t4.dcz", coeff="f16", offset=0), "use coeff='f32'")
     # Seeds are 64-bit (a state can carry any); prefetch holds batches in memory: bounded.
     l = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=2**64 - 1)
     next(l)

@@ -21,6 +21,7 @@ PermissionError, IsADirectoryError or NotADirectoryError, as open() raises them;
 IndexError.
 """
 import json
+import re
 import os
 
 import numpy as np
@@ -118,7 +119,9 @@ _KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite repla
 
 
 def _in_python_terms(text):
-    """A library message with the command's option names replaced by the keywords."""
+    """A library message with the command's option names replaced by the keywords, a name
+    given to one as the string Python takes ("--coeff f32" is coeff='f32')."""
+    text = re.sub(r"--(coeff|layout) ([A-Za-z0-9]+)\b", r"\1='\2'", text)
     for flag, keyword in _KEYWORDS:
         text = text.replace(flag, keyword)
     return text
