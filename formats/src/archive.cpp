@@ -328,15 +328,17 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     if (j.contains("nonfinite")) {
       const double v = j.at("nonfinite").at("replace").get<double>();
       if (!std::isfinite(v)) corrupt(file, "header nonfinite replacement is not finite");
-      // (the writer checks it against the data's type: one it cannot hold was not written
-      // by it, and would decode or compare as Inf)
-      if (is_float(h.type) && std::fabs(v) > max_finite(h.type)) {
-        corrupt(file, "header nonfinite replacement " + j.at("nonfinite").at("replace").dump() +
-                          " does not fit the dtype " + std::string(to_string(h.type)));
-      }
       // Integer data holds no NaN or Inf: dctchop's writer leaves the member out for it, and
-      // one that another writer (or a development build) put there means nothing.
-      if (is_float(h.type)) h.nonfinite_replacement = v;
+      // one that another writer (or a development build) put there means nothing. For float
+      // data the writer checks it against the type: one it cannot hold was not written by it,
+      // and would decode or compare as Inf.
+      if (is_float(h.type)) {
+        if (std::fabs(v) > max_finite(h.type)) {
+          corrupt(file, "header nonfinite replacement " + j.at("nonfinite").at("replace").dump() +
+                            " does not fit the dtype " + std::string(to_string(h.type)));
+        }
+        h.nonfinite_replacement = v;
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     corrupt(file, std::string("header: ") + e.what());

@@ -27,24 +27,14 @@ namespace detail {
 
 namespace {
 
+/** NaN and Inf in v[0..n) replaced by `with` (which open_input checked fits T); f16 values,
+ *  half_value, are tested and replaced through float. */
 template <typename T>
 u64 replace_nonfinite(T* v, u64 n, double with) {
   u64 replaced = 0;
   for (u64 i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) {
       v[i] = static_cast<T>(with);
-      ++replaced;
-    }
-  }
-  return replaced;
-}
-
-u64 replace_nonfinite(dctchop::detail::half_value* v, u64 n, double with) {
-  const dctchop::detail::half_value h(static_cast<float>(with));  // open_input: |with| <= f16 max
-  u64 replaced = 0;
-  for (u64 i = 0; i < n; ++i) {
-    if (dctchop::detail::half_is_nonfinite(v[i].bits)) {
-      v[i] = h;
       ++replaced;
     }
   }
