@@ -304,8 +304,8 @@ TEST(CrashSafety, AnOutputIsNamedOnlyAfterItsDataIsOnDiskAndTheNameIsSyncedToo) 
 
 TEST(CrashSafety, AnOutputInAFolderItsWriterCannotOpenIsSyncedThroughTheFileOnceNamed) {
   // A write-only drop box (0733) takes files from anyone but cannot be opened by them to be
-  // synced: the file, once linked at its name, is synced again instead (ext4 and XFS commit
-  // its new name with it). Run as nobody, which root can trace.
+  // synced: the file, once named (linked, or renamed from a temporary name), is synced again
+  // instead (ext4 and XFS commit its new name with it). Run as nobody, which root can trace.
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run dctchop as another user";
   temp_dir dir;
   make_input(dir, 8);
@@ -314,20 +314,39 @@ TEST(CrashSafety, AnOutputInAFolderItsWriterCannotOpenIsSyncedThroughTheFileOnce
     GTEST_SKIP() << "needs strace and setpriv";
   }
   std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
-  ASSERT_EQ(sh(dir, "chmod 0644 in.npy && mkdir drop && chmod 0733 drop").status, 0);
-  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
-                         "strace -o trace.txt -f -e trace=fsync,linkat,openat "
-                         "setpriv --reuid=65534 --regid=65534 --clear-groups "
-                         "DCTCHOP compress in.npy -o drop/out.dcz -q");
-  ASSERT_EQ(r.status, 0) << describe(r);
-  const std::string trace = read_bytes(dir.file("trace.txt"));
-  const auto named = trace.find("\"drop/out.dcz\"", trace.find("linkat("));
-  ASSERT_NE(named, std::string::npos) << "not linked at its name (no O_TMPFILE here?)\n" << trace;
-  const auto refused = trace.find("\"drop\", O_RDONLY", named);
-  ASSERT_NE(refused, std::string::npos) << "the folder was opened after all\n" << trace;
-  EXPECT_NE(trace.find("EACCES", refused), std::string::npos) << trace;
-  EXPECT_NE(trace.find("fsync(", refused), std::string::npos)
-      << "the file was not synced again once named\n" << trace;
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q && chmod 0644 in.npy a.dcz && "
+                    "mkdir drop && chmod 0733 drop").status, 0);
+  struct run {
+    std::string args, name;
+  };
+  for (const run& c : {run{"compress in.npy -o drop/out.dcz", "drop/out.dcz"},  // linked
+                       run{"compress in.npy -o drop/out.dcz -f", "drop/out.dcz"},  // renamed over
+                       run{"decompress a.dcz -o drop/out.h5:/x", "drop/out.h5"}}) {  // renamed
+    const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
+                           "strace -o trace.txt -f -e trace=fsync,linkat,rename,renameat2,openat "
+                           "setpriv --reuid=65534 --regid=65534 --clear-groups "
+                           "DCTCHOP " + c.args + " -q");
+    ASSERT_EQ(r.status, 0) << c.args << "\n" << describe(r);
+    const std::string trace = read_bytes(dir.file("trace.txt"));
+    // The call that made the name: a link or rename to it that did not fail.
+    std::size_t named = std::string::npos;
+    for (std::size_t at = 0, end = 0; at < trace.size(); at = end + 1) {
+      end = trace.find('\n', at);
+      if (end == std::string::npos) end = trace.size();
+      const std::string line = trace.substr(at, end - at);
+      if (line.find(", \"" + c.name + "\"") != std::string::npos &&
+          line.find("open") == std::string::npos && line.find("= -1") == std::string::npos) {
+        named = end;
+        break;
+      }
+    }
+    ASSERT_NE(named, std::string::npos) << c.args << ": never named\n" << trace;
+    const auto refused = trace.find("\"drop\", O_RDONLY", named);
+    ASSERT_NE(refused, std::string::npos) << c.args << ": the folder was opened after all\n" << trace;
+    EXPECT_NE(trace.find("EACCES", refused), std::string::npos) << c.args << "\n" << trace;
+    EXPECT_NE(trace.find("fsync(", refused), std::string::npos)
+        << c.args << ": the file was not synced again once named\n" << trace;
+  }
 }
 
 TEST(CrashSafety, AWithdrawnOutputIsGoneForGoodAndADeviceFlushFailureIsTheOutputs) {

@@ -592,14 +592,27 @@ void output_file::commit() {
     // more, which journaling file systems (ext4, XFS) commit together with its new name.
     if (temp_path_.empty() && !sync_folder_of(target_.path)) (void)::fsync(fd_);
   }
+  // A second descriptor outlives the close, whose failure (NFS reports late write errors
+  // there) must come before the rename: it syncs the file again after a rename into a
+  // folder that cannot be synced, as above.
+  const int resync = temp_path_.empty() ? -1 : ::dup(fd_);
   if (::close(fd_) != 0) {
     const error e = os_error(display_name(), "close");  // before unlink() sets errno
     fd_ = -1;
+    if (resync >= 0) ::close(resync);
     ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
     throw e;
   }
   fd_ = -1;
-  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_);
+  if (!temp_path_.empty()) {
+    try {
+      publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_, resync);
+    } catch (...) {
+      if (resync >= 0) ::close(resync);
+      throw;
+    }
+    if (resync >= 0) ::close(resync);
+  }
   committed_ = true;
   temp_path_.clear();
 }
@@ -657,7 +670,7 @@ bool rename_no_replace(const std::string& temp, const std::string& path) {
 }  // namespace
 
 void publish_temp(int fd, const std::string& temp, const std::string& path,
-                  const std::string& display_name, bool overwrite) {
+                  const std::string& display_name, bool overwrite, int resync_fd) {
   // EINVAL: a descriptor that cannot be synced (a pipe, some special files), nothing to flush.
   const char* failed = nullptr;
   if (fd >= 0 && ::fsync(fd) != 0 && errno != EINVAL) {
@@ -681,7 +694,7 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
     errno = e;
     throw os_error(display_name, failed);
   }
-  sync_folder_of(path);
+  if (!sync_folder_of(path) && resync_fd >= 0) (void)::fsync(resync_fd);
 }
 
 void output_file::name_anonymous() {

@@ -958,7 +958,7 @@ class hdf5_sink final : public sample_sink {
 
   void finish() override {
     prepare();
-    publish_temp(-1, temp_, target_.path, path_, overwrite_);
+    publish_temp(-1, temp_, target_.path, path_, overwrite_, own_fd_);
     finished_ = true;
   }
   void withdraw() noexcept override {

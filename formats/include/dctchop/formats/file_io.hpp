@@ -248,9 +248,12 @@ bool sync_folder_of(const std::string& path) noexcept;
  *  of `temp`; -1: already flushed), then rename `temp` over `path`; without `overwrite`, link
  *  it there instead, which refuses a file that appeared at `path` since (error output_exists)
  *  rather than replace it; then sync the folder, so that the new name is as durable as the
- *  data. On failure `temp` is removed and error(io) names `display_name`. */
+ *  data. Where the folder cannot be synced (a write-only drop box), `resync_fd` (a descriptor
+ *  of the same file; -1: none) is synced once more, which journaling file systems commit
+ *  together with the new name. On failure `temp` is removed and error(io) names
+ *  `display_name`. */
 void publish_temp(int fd, const std::string& temp, const std::string& path,
-                  const std::string& display_name, bool overwrite);
+                  const std::string& display_name, bool overwrite, int resync_fd = -1);
 
 /** True when `path` is read as a stream, once and in order: "-" (standard input, even
  *  redirected from a file), or a FIFO or device (`<(cmd)`, a named pipe). */
