@@ -39,7 +39,8 @@ configure() {
   cmake -S . -B "$dir" "${gen[@]}" "$@"
 }
 
-# sanitized DIR "FLAGS" [cmake options...]: a CPU-only build with FLAGS on every compile and link.
+# sanitized DIR "FLAGS" "EXE-FLAGS" [cmake options...]: a CPU-only build with FLAGS on every
+# compile and link, and EXE-FLAGS too on the programs' links.
 # -Og -g1 (line tables: file and line in every report), everywhere: compiling the ASan build
 # was the largest part of CI's time, and at the -O1 the sanitizers' documentation suggests
 # (with the CPU kernels' own -O3) it took 540 s here against 292 s at -Og (main.cpp alone:
@@ -47,12 +48,12 @@ configure() {
 # ASan tests ran no slower (133 s -> 100 s). ASan checks the loads and stores that the
 # optimiser leaves, and -Og leaves at least those of -O1.
 sanitized() {
-  local dir="$1" flags="$2"
-  shift 2
+  local dir="$1" flags="$2" exe_flags="$3"
+  shift 3
   configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1 -DNDEBUG" \
     -DDCTCHOP_WITH_CUDA=OFF -DDCTCHOP_O3=OFF \
     -DDCTCHOP_BUILD_BENCHMARKS=OFF -DDCTCHOP_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "$@"
+    -DCMAKE_EXE_LINKER_FLAGS="$flags $exe_flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "$@"
 }
 
 # With no GPU here, the CUDA backend is only compiled and linked (its GPU tests report
@@ -75,7 +76,11 @@ ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS"
 if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   ASAN="$BUILD-asan"
   SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer"
-  sanitized "$ASAN" "$SAN -fno-sanitize-recover=undefined,float-cast-overflow"
+  # Programs linked at a fixed address (-no-pie): ASan's metadata for every global and string
+  # literal took 1.1 million relocations at each start of the test program (0.3 s a start, and
+  # ctest starts it once per test) and the command's (0.2 s; the CLI tests start it about a
+  # thousand times); without them 0.2 and 0.14 s.
+  sanitized "$ASAN" "$SAN -fno-sanitize-recover=undefined,float-cast-overflow" -no-pie
   cmake --build "$ASAN" -j"$JOBS"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$ASAN" --output-on-failure -j"$JOBS"
@@ -97,7 +102,7 @@ if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
     fi
     rm -rf "$probe"
   fi
-  sanitized "$TSAN" "-fsanitize=thread -fno-omit-frame-pointer" -DDCTCHOP_WITH_OPENMP=OFF \
+  sanitized "$TSAN" "-fsanitize=thread -fno-omit-frame-pointer" "" -DDCTCHOP_WITH_OPENMP=OFF \
     -DDCTCHOP_THREAD_TESTS_ONLY=ON "${tsan_cc[@]}"
   cmake --build "$TSAN" -j"$JOBS" --target dctchop_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN/tests/dctchop_tests"
