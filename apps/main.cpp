@@ -1422,26 +1422,37 @@ int run(int argc, char** argv) {
       if (!v_quiet && !v_json) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
+      const std::string name = v_in == "-" ? "<stdin>" : v_in;  // as verify without --against has it
+      const int rc = !r.mismatch.empty() ? exit_mismatch : !r.passed() ? exit_quality : 0;
       if (v_json) {
+        // A failed verify is a failed command: its report carries the error and exit code
+        // that every other failure's JSON carries.
         nlohmann::json j = r.to_json();
-        j["file"] = v_in == "-" ? "<stdin>" : v_in;  // as verify without --against has it
+        j["file"] = name;
+        if (rc != 0) {
+          std::string why = "mismatch: " + r.mismatch;
+          if (rc == exit_quality) {
+            why = name + ": gate failed: ";
+            for (std::size_t i = 0; i < r.failures.size(); ++i) why += (i ? "; " : "") + r.failures[i];
+          }
+          j["error"] = why;
+          j["exit_code"] = rc;
+        }
         std::cout << formats::json_text(j, 2) << "\n";
-      } else if (!r.mismatch.empty()) {
+      }
+      if (!r.mismatch.empty()) {
         log->error("mismatch: {}", r.mismatch);
       } else {
-        if (!v_quiet) log->info("{}: checksums ok; {}", v_in == "-" ? "<stdin>" : v_in, quality_line(*r.q));
-        for (const auto& f : r.failures) {
-          log->error("{}: gate failed: {}", v_in == "-" ? "<stdin>" : v_in, f);
-        }
-        if (r.passed() && !v_quiet && (v_min_psnr || v_min_ssim || v_max_error)) {
+        if (!v_quiet && !v_json) log->info("{}: checksums ok; {}", name, quality_line(*r.q));
+        for (const auto& f : r.failures) log->error("{}: gate failed: {}", name, f);
+        if (r.passed() && !v_quiet && !v_json && (v_min_psnr || v_min_ssim || v_max_error)) {
           log->info("every gate holds");
         }
-        if (!v_quiet) {
+        if (!v_quiet && !v_json) {
           for (const auto& w : r.warnings) log->warn("note: {}", w);
         }
       }
-      if (!r.mismatch.empty()) return exit_mismatch;
-      if (!r.passed()) return exit_quality;
+      if (rc != 0) return rc;
     }
   } catch (const interrupted&) {
     log->error("{}", interrupted_text());

@@ -1015,6 +1015,10 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o ''", 2, "--output: an empty file name"},
       {"compress in.npy -o out.dcz --nonfinite replace=0x10", 2, "--nonfinite replace=0x10"},
       {"compress in.npy -o out.dcz --chop 010", 2, "chop 10 is outside"},  // decimal, not octal
+      {"compress in.npy -o out.h5:/x", 2, "-o out.h5:/x: compress writes a .dcz archive, not an "
+                                          "HDF5 dataset (decompress writes HDF5)"},
+      {"compress in.npy -o out.npz:x", 2, "-o out.npz:x: compress writes a .dcz archive, not an "
+                                          "array of an .npz file (decompress writes .npz)"},
       {"compress in.npy -o out.dcz --threads 0x2", 2, "--threads"},
       {"compress in.npy -o out.dcz --chunk-mb 0x1", 2, "--chunk-mb"},
       {"compress in.npy -o out.dcz --offset ' 3'", 2, "--offset"},

@@ -1215,6 +1215,11 @@ TEST(QualityCli, VerifyExitsZeroJustBelowAndEightJustAboveEachGateNamingIt) {
     ASSERT_TRUE(j.contains("failures") && j["failures"].size() == 1) << fj.out;
     const std::string why = j["failures"][0].get<std::string>();
     EXPECT_TRUE(contains(why, g.flag)) << fj.out;
+    // A failed command's JSON, as every other failure's: the error and the exit code, and
+    // the line on stderr too, -q or not.
+    EXPECT_EQ(j.value("exit_code", 0), 8) << fj.out;
+    EXPECT_EQ(j.value("error", ""), "a.dcz: gate failed: " + why) << fj.out;
+    EXPECT_TRUE(contains(fj.err, "a.dcz: gate failed: " + why)) << describe(fj);
     // The gate as given, and the figure on its side of it, however close the two are.
     const std::string gate_text = why.substr(why.rfind(' ') + 1);
     EXPECT_EQ(std::stod(gate_text), std::stod(g.fail)) << why;
@@ -1238,6 +1243,7 @@ TEST(QualityCli, VerifyExitsZeroJustBelowAndEightJustAboveEachGateNamingIt) {
   EXPECT_EQ(all.status, 0) << describe(all);
   const json j = parse_json(all.out);
   EXPECT_EQ(j.value("passed", false), true) << all.out;
+  EXPECT_FALSE(j.contains("exit_code") || j.contains("error")) << all.out;
   EXPECT_NEAR(j.at("quality").at("psnr_db").get<double>(), *v.q.psnr_db, 1e-9);
 }
 
@@ -1301,7 +1307,10 @@ TEST(QualityCli, VerifyAgainstAnotherShapeOrDtypeExits9) {
   EXPECT_EQ(j.status, 9) << describe(j);
   const json jj = parse_json(j.out);
   EXPECT_EQ(jj.value("passed", true), false);
-  EXPECT_TRUE(jj.contains("mismatch")) << j.out;
+  ASSERT_TRUE(jj.contains("mismatch")) << j.out;
+  EXPECT_EQ(jj.value("exit_code", 0), 9) << j.out;
+  EXPECT_EQ(jj.value("error", ""), "mismatch: " + jj["mismatch"].get<std::string>()) << j.out;
+  EXPECT_TRUE(contains(j.err, "mismatch: " + jj["mismatch"].get<std::string>())) << describe(j);
 }
 
 TEST(QualityCli, VerifyReadsTheArchiveFromStdin) {

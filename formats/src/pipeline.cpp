@@ -846,9 +846,15 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
   const dataset_spec in = resolve_by_content(given);  // ("sst.nc:images" is sst.nc's)
   const std::string input = in.path;
   if (!in.memory) check_not_same(input, output);
-  if (output != "-" && !parse_dataset_spec(output).dataset.empty()) {
-    throw error(errc::invalid_argument, "-o " + output + ": compress writes a .dcz archive, not "
-                                        "an HDF5 dataset (decompress writes HDF5)");
+  if (output != "-") {
+    const dataset_spec out = parse_dataset_spec(output);
+    if (!out.dataset.empty()) {
+      const bool npz = out.kind == file_kind::npz;
+      throw error(errc::invalid_argument,
+                  "-o " + output + ": compress writes a .dcz archive, not " +
+                      (npz ? "an array of an .npz file (decompress writes .npz)"
+                           : "an HDF5 dataset (decompress writes HDF5)"));
+    }
   }
   input_source src = open_input(read_with_threads_of(be, in), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
