@@ -1,6 +1,9 @@
 #include "dctchop/host_memory.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <new>
 #include <vector>
 
@@ -72,6 +75,59 @@ void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t a
   up_->deallocate(p, bytes, align);
 }
 
+namespace {
+
+constexpr std::size_t k_huge_page = std::size_t(2) << 20;
+
+/** Blocks of 2 MiB or more mapped straight from the kernel, 2 MiB aligned and marked for
+ *  transparent huge pages (MADV_HUGEPAGE; the default THP setting, `madvise`, gives them
+ *  only to memory so marked); smaller ones from the heap. A chunk's buffers are touched
+ *  first by the read or the transform that fills them: in 4 KiB pages that was one page
+ *  fault per 4 KiB, a third of `decompress`'s time on a 75 MiB archive here (a virtual
+ *  machine, where faults are dear) and a tenth of `compress`'s on 300 MiB; the codec's
+ *  loops also take fewer TLB misses. Unmapped when freed, so memory goes back at once, as
+ *  glibc does with its own large blocks. Stateless. */
+class large_page_resource final : public std::pmr::memory_resource {
+  static bool large(std::size_t bytes, std::size_t align) {
+    return bytes >= k_huge_page && align <= k_huge_page;
+  }
+  static std::size_t mapped(std::size_t bytes) {
+    return (bytes + k_huge_page - 1) / k_huge_page * k_huge_page;
+  }
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    if (!large(bytes, align)) return std::pmr::new_delete_resource()->allocate(bytes, align);
+    if (bytes > std::size_t(-1) - 2 * k_huge_page) throw std::bad_alloc();
+    const std::size_t len = mapped(bytes), slack = len + k_huge_page;
+    void* m = ::mmap(nullptr, slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    // Mapped a huge page longer, then trimmed to a 2 MiB boundary at both ends.
+    const auto at = reinterpret_cast<std::uintptr_t>(m);
+    const std::uintptr_t start = (at + k_huge_page - 1) & ~std::uintptr_t(k_huge_page - 1);
+    if (start > at) ::munmap(m, start - at);
+    if (at + slack > start + len) ::munmap(reinterpret_cast<void*>(start + len), at + slack - (start + len));
+    ::madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);  // (a hint: EINVAL without THP)
+    return reinterpret_cast<void*>(start);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    if (!large(bytes, align)) return std::pmr::new_delete_resource()->deallocate(p, bytes, align);
+    ::munmap(p, mapped(bytes));
+  }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override { return this == &o; }
+};
+
+/** Where a backend without memory of its own keeps large buffers. Under AddressSanitizer the
+ *  heap, whose blocks it guards (it does not see inside mappings). */
+std::shared_ptr<std::pmr::memory_resource> large_pages() {
+#if defined(__SANITIZE_ADDRESS__)
+  return nullptr;
+#else
+  static large_page_resource r;  // stateless: one for the process, never destroyed early
+  return std::shared_ptr<std::pmr::memory_resource>(std::shared_ptr<void>(), &r);
+#endif
+}
+
+}  // namespace
+
 byte_buffer host_buffer(const backend& be, std::uint64_t bytes) {
   if (auto mem = be.host_memory()) {
     try {
@@ -80,7 +136,7 @@ byte_buffer host_buffer(const backend& be, std::uint64_t bytes) {
       // Page-locked memory is scarcer than memory: the heap then.
     }
   }
-  return byte_buffer(bytes);
+  return byte_buffer(bytes, resource_allocator<std::byte>(large_pages()));
 }
 
 }  // namespace dctchop

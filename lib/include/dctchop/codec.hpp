@@ -90,8 +90,9 @@ class backend {
 };
 
 /** `bytes` (unset) in the memory that `be` reads and writes fastest (backend::host_memory():
- *  page-locked for CUDA), or on the heap when that has no room: any buffer works with any
- *  backend. Size it for its largest use at once; growing it later allocates from the
+ *  page-locked for CUDA), or when it has none or no room there, from the heap (2 MiB and
+ *  more: mapped, 2 MiB aligned, in transparent huge pages where the system gives them):
+ *  any buffer works with any backend. Size it for its largest use at once; growing it later allocates from the
  *  backend's memory without this fallback. */
 byte_buffer host_buffer(const backend& be, std::uint64_t bytes = 0);
 
