@@ -309,6 +309,13 @@ class archive {
     be_ = make_backend(backend_kind::cpu, {threads});
     be_serial_ = be_->threads() == 1 ? nullptr : make_backend(backend_kind::cpu, {1});
   }
+  /** A closed archive of `header_json` (header_json() of one): what a closed Archive's copy
+   *  is, without its file, which may be gone. */
+  archive(const std::string& path, const std::string& header_json)
+      : path_(path), h_(formats::parse_archive_header(header_json, path)) {
+    closed_.store(true);
+  }
+  std::string header_json() const { return formats::json_text(h_.to_json()); }
   const std::string& path() const { return path_; }
   u64 samples() const { return h_.geom.samples; }
   py::tuple shape() const { return py::cast(h_.geom.shape()); }
@@ -697,13 +704,15 @@ PYBIND11_MODULE(_dctchop, m) {
 
   py::class_<archive>(m, "_Archive", "A .dcz archive opened for reading")
       .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads") = 0)
+      .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("header"))
+      .def("_header_json", &archive::header_json)
       .def_property_readonly("path", &archive::path)
       .def_property_readonly("closed", &archive::closed, "Whether close() was called.")
       .def("close", &archive::close, "release the file (the header's properties stay readable)")
       .def_property_readonly("samples", &archive::samples,
                              "Samples in the archive (1 for an HW archive: one image).")
       .def_property_readonly("shape", &archive::shape,
-                             "The original array's shape, as a list (samples first, except HW).")
+                             "The original array's shape, as a tuple (samples first, except HW).")
       .def_property_readonly("dtype", &archive::type,
                              "The original dtype, as NumPy names it ('uint8', 'float32', ...).")
       .def_property_readonly("block", &archive::block, "The DCT block size B (8 by default).")

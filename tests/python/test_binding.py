@@ -168,6 +168,17 @@ def check_python_habits(d, back, y):
         check(moved.path == rel.path, f"shown by the path as given: {moved.path!r}")
         rel.close()
         check(pickle.loads(pickle.dumps(rel)).closed, "a closed archive comes back closed")
+        # ... from its header alone: its file may be gone since (or another file there).
+        shutil.copy(path, f"{d}/gone.dcz")
+        gone = dctchop.Archive(f"{d}/gone.dcz")
+        gone.close()
+        os.remove(f"{d}/gone.dcz")
+        for twin in (pickle.loads(pickle.dumps(gone)), copy.deepcopy(gone)):
+            check(twin.closed and twin.path == gone.path and twin.shape == gone.shape and
+                  twin.samples == gone.samples and twin.dtype == gone.dtype and
+                  twin.chop == gone.chop and twin.coeff == gone.coeff and
+                  twin.offset == gone.offset, f"a closed archive's copy without its file: {twin!r}")
+            raises(dctchop.ArgumentError, lambda: twin.read(0), "closed")
     finally:
         os.chdir(here)
     # Thread counts beyond any machine are an error, not a crash.
@@ -757,6 +768,18 @@ def main():
               "a loop over a copy made after restore() finishes the restored epoch")
         other.close()
         check(pickle.loads(pickle.dumps(other)).closed, "a closed loader comes back closed")
+        # ... without opening its file, which may be gone since, or hold too few samples now.
+        shutil.copy(f"{d}/a.dcz", f"{d}/gone.dcz")
+        gone = dctchop.Loader(f"{d}/gone.dcz", batch_size=4, seed=3)
+        next(gone)
+        gone.close()
+        os.remove(f"{d}/gone.dcz")
+        for twin in (pickle.loads(pickle.dumps(gone)), copy.deepcopy(gone)):
+            check(twin.closed and np.array_equal(twin.last_samples, gone.last_samples),
+                  "a closed loader's copy without its file")
+            raises(dctchop.ArgumentError, lambda: next(twin), "closed")
+            raises(ValueError, lambda: twin.state(), "closed")
+            twin.close()  # (closing it again is nothing)
         # Two shards partition the samples: without drop_last each takes ceil(37 / 2) = 19,
         # the second's slice wrapping around to the first sample of the order, so that both
         # give the same number of batches (as DistributedSampler pads).

@@ -228,8 +228,14 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
 
-def _reopened(absolute, threads, name, closed):
-    """An unpickled Archive (Archive.__reduce__)."""
+def _reopened(absolute, threads, name, closed, header=None):
+    """An unpickled Archive (Archive.__reduce__). A closed one comes back closed from its
+    header alone, without its file (which may be gone since)."""
+    if closed and header is not None:
+        a = Archive.__new__(Archive)
+        _Archive.__init__(a, absolute, header)
+        a._threads, a._name, a._absolute = threads, name, absolute
+        return a
     a = Archive(absolute, threads)
     a._name = name
     if closed:
@@ -321,8 +327,10 @@ class Archive(_Archive):
 
     def __reduce__(self):
         # Opened again by its absolute path (a worker may run in another folder), shown by the
-        # path as given, and closed again if it was.
-        return (_reopened, (self._absolute, self._threads, self._name, self.closed))
+        # path as given, and closed again if it was (then from its header, without the file).
+        if self.closed:
+            return (_reopened, (self._absolute, self._threads, self._name, True, self._header_json()))
+        return (_reopened, (self._absolute, self._threads, self._name, False))
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self.samples} samples"
@@ -330,13 +338,27 @@ class Archive(_Archive):
                 f"{np.dtype(self.dtype).name}, block {self.block} chop {self.chop} {self.coeff})")
 
 
+class _ClosedLoader:
+    """The inner loader of a closed loader's copy, which needs no file (it may be gone since):
+    as for a closed loader, every use but close() raises ArgumentError."""
+    closed = True
+
+    def close(self):
+        pass
+
+    def __getattr__(self, name):
+        raise _bad_argument("the loader is closed")
+
+
 def _reloaded(kind, absolute, options, state, resumed, last, closed):
     """An unpickled loader (_Batches.__reduce__): made again from the same file and options,
-    then moved to where the pickled one stood."""
-    loader = kind(absolute, **options)
+    then moved to where the pickled one stood; a closed one, closed without opening its file."""
     if closed:
-        loader.close()
+        loader = kind.__new__(kind)
+        _Batches.__init__(loader, _ClosedLoader(), absolute, options)
+        loader.last_samples, loader.last_epoch = last
         return loader
+    loader = kind(absolute, **options)
     loader.restore(state)
     loader._resumed = resumed
     loader.last_samples, loader.last_epoch = last
