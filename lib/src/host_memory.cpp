@@ -121,8 +121,10 @@ std::shared_ptr<std::pmr::memory_resource> large_pages() {
 #if defined(__SANITIZE_ADDRESS__)
   return nullptr;
 #else
-  static large_page_resource r;  // stateless: one for the process, never destroyed early
-  return std::shared_ptr<std::pmr::memory_resource>(std::shared_ptr<void>(), &r);
+  // One for the process, never destroyed: a buffer freed during exit (a Python object, a
+  // thread still running) must still find it.
+  static large_page_resource* const r = new large_page_resource;
+  return std::shared_ptr<std::pmr::memory_resource>(std::shared_ptr<void>(), r);
 #endif
 }
 
