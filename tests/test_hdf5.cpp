@@ -614,7 +614,7 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
                {"bad.h5:/z: is a complex dataset (h5py's compound of r and i)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/ext")); }, errc::bad_input,
                {"bad.h5:/ext: is an external link to absent.h5:/x, which cannot be opened: "
-                "absent.h5 is missing or holds no /x"});
+                "absent.h5 is missing"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/rec")); }, errc::bad_input,
                {"bad.h5", "/rec", "compound"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/names")); }, errc::bad_input,
@@ -1206,6 +1206,103 @@ TEST(Hdf5Cli, AVirtualDatasetWithAMissingSourceFileIsNotedSinceItsRowsReadAsFill
   EXPECT_EQ(back.values[3 * 64], 0.0);
 }
 
+TEST(Hdf5Cli, AVirtualDatasetWhoseSourceIsThereButGivesNoDataIsBadInputNamingIt) {
+  // HDF5 reads the rows of a source it cannot read as the fill value, without a word (h5py
+  // too): a source file that is damaged, not HDF5, without the dataset, or smaller than the
+  // part mapped from it would go into the archive as fill. Each is exit 3 naming the source.
+  temp_dir dir;
+  const hsize_t half[3] = {2, 8, 8}, whole[3] = {4, 8, 8}, four[3] = {4, 8, 8};
+  const hsize_t top[3] = {0, 0, 0}, bottom[3] = {2, 0, 0};
+  {
+    auto s = h5_create(dir.file("s.h5"));
+    h5_write(s.get(), "/src", H5T_STD_U8LE, {4, 8, 8}, std::vector<std::uint8_t>(256, 5));
+  }
+  {
+    auto f = h5_create(dir.file("v.h5"));
+    h5_write(f.get(), "/here", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 9));
+    // /v: rows 0..1 from /here of this file, rows 2..3 from all of s.h5:/src (2x8x8 expected);
+    // /part: rows 0..3 from rows 0..3 of s.h5:/src (a part of it, by hyperslab); /self: rows
+    // 2..3 from /gone of this file.
+    struct mapping {
+      const char* name;
+      const char* file;
+      const char* object;
+      bool part;
+    };
+    for (const mapping& m : {mapping{"/v", "s.h5", "/src", false},
+                             mapping{"/part", "s.h5", "/src", true},
+                             mapping{"/self", ".", "/gone", false}}) {
+      const hid_t vspace = H5Screate_simple(3, whole, nullptr);
+      const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      const hid_t here = H5Screate_simple(3, half, nullptr);
+      if (!m.part) {
+        H5Sselect_hyperslab(vspace, H5S_SELECT_SET, top, nullptr, half, nullptr);
+        ASSERT_GE(H5Pset_virtual(dcpl, vspace, ".", "/here", here), 0);
+        H5Sselect_hyperslab(vspace, H5S_SELECT_SET, bottom, nullptr, half, nullptr);
+      }
+      const hid_t sspace = H5Screate_simple(3, m.part ? four : half, nullptr);
+      if (m.part) H5Sselect_hyperslab(sspace, H5S_SELECT_SET, top, nullptr, four, nullptr);
+      ASSERT_GE(H5Pset_virtual(dcpl, vspace, m.file, m.object, sspace), 0);
+      const hid_t d = H5Dcreate2(f.get(), m.name, H5T_STD_U8LE, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+      ASSERT_GE(d, 0) << m.name;
+      for (hid_t id : {d}) H5Dclose(id);
+      H5Pclose(dcpl);
+      for (hid_t id : {sspace, here, vspace}) H5Sclose(id);
+    }
+  }
+  // As made: s.h5:/src has 4 rows where /v maps all of it to 2.
+  auto mismatch = cli(dir, "compress v.h5:/v -o a.dcz");
+  EXPECT_EQ(mismatch.status, 3) << describe(mismatch);
+  EXPECT_TRUE(contains(mismatch.err, "v.h5:/v: a virtual dataset whose source s.h5:/src cannot "
+                                     "give the rows mapped to it: s.h5:/src has shape 4x8x8, 256 "
+                                     "values where the part of the virtual dataset mapped to all "
+                                     "of it takes 128")) << mismatch.err;
+  must(dir, "compress v.h5:/part -o p.dcz --chop 8 -q");  // rows 0..3 of 4: there
+  auto self = cli(dir, "compress v.h5:/self -o a.dcz");
+  EXPECT_EQ(self.status, 3) << describe(self);
+  EXPECT_TRUE(contains(self.err, "v.h5:/self: a virtual dataset whose source /gone (in this "
+                                 "file) cannot give the rows mapped to it: ")) << self.err;
+  EXPECT_TRUE(contains(self.err, "v.h5 holds no /gone")) << self.err;
+  {
+    std::filesystem::remove(dir.file("s.h5"));
+    auto s = h5_create(dir.file("s.h5"));
+    h5_write(s.get(), "/src", H5T_STD_U8LE, {3, 8, 8}, std::vector<std::uint8_t>(192, 5));
+  }
+  auto part = cli(dir, "compress v.h5:/part -o a.dcz");
+  EXPECT_EQ(part.status, 3) << describe(part);
+  EXPECT_TRUE(contains(part.err, "s.h5:/src has shape 3x8x8, smaller than the part mapped from "
+                                 "it (4x8x8)")) << part.err;
+  {
+    std::filesystem::remove(dir.file("s.h5"));
+    auto s = h5_create(dir.file("s.h5"));
+    h5_write(s.get(), "/other", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 5));
+  }
+  auto none = cli(dir, "compress v.h5:/v -o a.dcz");
+  EXPECT_EQ(none.status, 3) << describe(none);
+  EXPECT_TRUE(contains(none.err, "s.h5 holds no /src")) << none.err;
+  const std::string whole_file = read_bytes(dir.file("s.h5"));
+  write_bytes(dir.file("s.h5"), whole_file.substr(0, whole_file.size() / 2));
+  auto cut = cli(dir, "compress v.h5:/v -o a.dcz");
+  EXPECT_EQ(cut.status, 3) << describe(cut);
+  EXPECT_TRUE(contains(cut.err, "s.h5 is a truncated HDF5 file")) << cut.err;
+  write_bytes(dir.file("s.h5"), "not HDF5\n");
+  auto text = cli(dir, "compress v.h5:/v -o a.dcz");
+  EXPECT_EQ(text.status, 3) << describe(text);
+  EXPECT_TRUE(contains(text.err, "s.h5 is not an HDF5 file")) << text.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
+  // An external link to the damaged file says what is wrong with it, not "missing".
+  {
+    auto f = h5_create(dir.file("l.h5"));
+    ASSERT_GE(H5Lcreate_external("s.h5", "/src", f.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
+  }
+  write_bytes(dir.file("s.h5"), whole_file.substr(0, whole_file.size() / 2));
+  auto link = cli(dir, "compress l.h5:/ext -o a.dcz");
+  EXPECT_EQ(link.status, 3) << describe(link);
+  EXPECT_TRUE(contains(link.err, "l.h5:/ext: is an external link to s.h5:/src, which cannot be "
+                                 "opened: s.h5 is a truncated HDF5 file")) << link.err;
+  EXPECT_FALSE(contains(link.err, "holds no dataset")) << link.err;
+}
+
 TEST(Hdf5Cli, AChunkedDatasetWithChunksNeverWrittenIsNotedSinceTheirRowsReadAsFill) {
   // A writer that made /part (6 rows in chunks of 2) and stopped after its first 2 rows.
   temp_dir dir;
@@ -1346,6 +1443,13 @@ TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOne
   ASSERT_EQ(away.status, 0) << describe(away);
   must(dir, "decompress sub/a.dcz -o a.npy -q");
   EXPECT_EQ(load_npy(dir.file("a.npy")).raw, as_bytes(v));
+  // Shorter than the data: HDF5 reads zeros past its end, without a word.
+  dctchop::test::write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end() - 65));
+  auto short_file = cli(dir, "compress e.h5:/images -o b.dcz");
+  EXPECT_EQ(short_file.status, 3) << describe(short_file);
+  EXPECT_TRUE(contains(short_file.err, "e.h5:/images: its values are stored in the external raw "
+                                       "file e.raw, which holds 319 bytes where the data needs "
+                                       "384 (from offset 0): a truncated file")) << short_file.err;
   std::filesystem::remove(dir.file("e.raw"));
   auto gone = cli(dir, "compress e.h5:/images -o b.dcz");
   EXPECT_EQ(gone.status, 5) << describe(gone);

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -365,6 +366,84 @@ std::string not_hdf5_what(const std::string& path) {
   }
 }
 
+/** Where HDF5 finds a file that another file names (an external link's, a virtual dataset's
+ *  source): as named, then beside the naming file `from`. "" when it is in neither place. */
+std::string find_named_file(const std::string& name, const std::string& from) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(name, ec)) return name;
+  const fs::path p(name), beside = fs::path(from).parent_path() / p;
+  if (p.is_relative() && !fs::path(from).parent_path().empty() && fs::exists(beside, ec)) {
+    return beside.string();
+  }
+  return {};
+}
+
+/** What a virtual dataset takes from a source dataset: the last index on each axis of a
+ *  selection of part of it (`reach`), or, for a selection of all of it, `values` (as many
+ *  as the virtual dataset maps it to). Neither: nothing to check. */
+struct source_need {
+  std::vector<hsize_t> reach;
+  std::optional<hsize_t> values;
+};
+
+/** Why the open HDF5 file `f` (named `file`) holds no dataset `object`, or (with `need`) none
+ *  that gives what need asks: "" when it does. */
+std::string missing_dataset(hid_t f, const std::string& file, const std::string& object,
+                            const source_need* need) {
+  quiet_hdf5 quiet;
+  if (H5Oexists_by_name(f, object.c_str(), H5P_DEFAULT) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return file + " holds no " + object;
+  }
+  h5_id d(H5Dopen2(f, object.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) return file + ":" + object + " is not a dataset";
+  if (need == nullptr) return {};
+  h5_id space(H5Dget_space(d.get()), H5Sclose);
+  const int nd = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  if (nd < 0) return {};
+  std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
+  if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  const std::vector<std::uint64_t> have(dims.begin(), dims.end());
+  if (need->values) {
+    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+    if (n < 0 || static_cast<hsize_t>(n) == *need->values) return {};
+    return file + ":" + object + " has shape " + shape_text(have) + ", " + std::to_string(n) +
+           " values where the part of the virtual dataset mapped to all of it takes " +
+           std::to_string(*need->values);
+  }
+  bool inside = dims.size() == need->reach.size();
+  for (std::size_t i = 0; inside && i < dims.size(); ++i) inside = need->reach[i] < dims[i];
+  if (inside) return {};
+  std::vector<std::uint64_t> end(need->reach.begin(), need->reach.end());
+  for (auto& e : end) ++e;
+  return file + ":" + object + " has shape " + shape_text(have) +
+         ", smaller than the part mapped from it (" + shape_text(end) + ")";
+}
+
+/** Why the existing file `file`, named by another, gives no dataset `object` (see
+ *  missing_dataset): "" when it does. HDF5 itself says nothing of a virtual dataset's source
+ *  that it cannot read: it reads the fill value there. */
+std::string unreadable_dataset(const std::string& file, const std::string& object,
+                               const source_need* need = nullptr) {
+  quiet_hdf5 quiet;
+  if (::access(file.c_str(), R_OK) != 0) return file + " cannot be read (" + std::strerror(errno) + ")";
+  if (H5Fis_hdf5(file.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    std::string what = not_hdf5_what(file);
+    return file + (what.rfind("not ", 0) == 0 ? " is " : " ") + what;
+  }
+  h5_id f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.valid()) {
+    const std::string why = last_hdf5_failure().text;
+    if (why.find("already open for write") != std::string::npos) return {};  // (HDF5 reads it)
+    return file + (why.find("truncated") != std::string::npos ? " is a truncated HDF5 file"
+                                                                : " cannot be opened as HDF5 (damaged?)") +
+           (why.empty() ? std::string() : " (" + why + ")");
+  }
+  return missing_dataset(f.get(), file, object, need);
+}
+
 class hdf5_source final : public sample_source {
   /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
    *  there, so "no such dataset" would puzzle). */
@@ -405,8 +484,12 @@ class hdf5_source final : public sample_source {
     if (li.type == H5L_TYPE_EXTERNAL &&
         H5Lunpack_elink_val(val.data(), val.size(), nullptr, &file, &object) >= 0 && file &&
         object) {
+      const std::string found = find_named_file(file, path_);
+      const std::string why = found.empty() ? std::string(file) + " is missing"
+                                            : unreadable_dataset(found, object);
       return std::string("is an external link to ") + file + ":" + object +
-             ", which cannot be opened: " + file + " is missing or holds no " + object;
+             ", which cannot be opened: " +
+             (why.empty() ? std::string(file) + " is missing or holds no " + object : why);
     }
     return "is a link to nothing this file or its links hold";
   }
@@ -483,7 +566,13 @@ class hdf5_source final : public sample_source {
       throw error(errc::bad_input, nm + ": no such dataset in the file" + list_hint());
     }
     h5_id probe(H5Dopen2(file_.get(), dataset_.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!probe.valid()) throw error(errc::bad_input, nm + ": " + not_a_dataset() + list_hint());
+    if (!probe.valid()) {
+      // (An external link's message is about the file it leads to: this one's list would
+      // mislead.)
+      const std::string why = not_a_dataset();
+      throw error(errc::bad_input,
+                  nm + ": " + why + (why.rfind("is an external link", 0) == 0 ? "" : list_hint()));
+    }
     {
       h5_id type(H5Dget_type(probe.get()), H5Tclose);
       type_ = numeric_type(type.get(), nm);
@@ -516,9 +605,15 @@ class hdf5_source final : public sample_source {
         }
         if (missing_.empty()) missing_ = std::move(m.message);
       }
-      external_beside = external_files_beside(dcpl.get(), nm);
+      {
+        u64 data_bytes = type_.itemsize;  // (at most 2^64 - 1: a larger one is refused later)
+        for (u64 d : shape_) {
+          data_bytes = d != 0 && data_bytes > ~u64(0) / d ? ~u64(0) : data_bytes * d;
+        }
+        external_beside = external_files_beside(dcpl.get(), nm, data_bytes);
+      }
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
-        if (auto v = missing_virtual_sources(dcpl.get()); !v.empty()) {
+        if (auto v = missing_virtual_sources(dcpl.get(), nm); !v.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + v;
         }
       }
@@ -624,26 +719,61 @@ class hdf5_source final : public sample_source {
   /** A virtual dataset's source files that cannot be found, relative names looked up beside
    *  this file and in the working directory (as HDF5 does), as a note: HDF5 reads their rows
    *  as the fill value without a word, and h5py too. "" when all are there, or when
-   *  HDF5_VDS_PREFIX says where to look instead. */
-  std::string missing_virtual_sources(hid_t dcpl) const {
-    namespace fs = std::filesystem;
+   *  HDF5_VDS_PREFIX says where to look instead. A source that is there but gives no data
+   *  (not HDF5, damaged, without the dataset, or smaller than the part mapped from it),
+   *  which HDF5 would also read as the fill value, is an error(bad_input) naming it. */
+  std::string missing_virtual_sources(hid_t dcpl, const std::string& nm) const {
     if (const char* prefix = std::getenv("HDF5_VDS_PREFIX"); prefix && *prefix) return {};
     std::size_t count = 0;
     if (H5Pget_virtual_count(dcpl, &count) < 0) return {};
     std::set<std::string> missing;
-    const fs::path here = fs::path(path_).parent_path();
+    auto text_of = [&](auto get, std::size_t i) {
+      const ssize_t n = get(dcpl, i, nullptr, 0);
+      if (n <= 0) return std::string();
+      std::string t(static_cast<std::size_t>(n) + 1, '\0');
+      if (get(dcpl, i, t.data(), t.size()) < 0) return std::string();
+      t.resize(static_cast<std::size_t>(n));
+      return t;
+    };
     for (std::size_t i = 0; i < count; ++i) {
-      const ssize_t n = H5Pget_virtual_filename(dcpl, i, nullptr, 0);
-      if (n <= 0) continue;
-      std::string name(static_cast<std::size_t>(n) + 1, '\0');
-      if (H5Pget_virtual_filename(dcpl, i, name.data(), name.size()) < 0) continue;
-      name.resize(static_cast<std::size_t>(n));
-      // This file; or a printf-like pattern of an unlimited mapping (%b), not a file name.
-      if (name == "." || name.find('%') != std::string::npos) continue;
-      std::error_code ec;
-      const fs::path p(name);
-      if (fs::exists(p, ec) || (p.is_relative() && fs::exists(here / p, ec))) continue;
-      missing.insert(name);
+      const std::string name = text_of(H5Pget_virtual_filename, i);
+      const std::string object = text_of(H5Pget_virtual_dsetname, i);
+      // A printf-like pattern of an unlimited mapping (%b) names no one file.
+      if (name.empty() || name.find('%') != std::string::npos || object.find('%') != std::string::npos) {
+        continue;
+      }
+      const std::string found = name == "." ? path_ : find_named_file(name, path_);
+      if (found.empty()) {
+        missing.insert(name);
+        continue;
+      }
+      // What the mapping takes from the source: a selection of all of it (whose extent HDF5
+      // may have set to the source's own by now) takes as many values as the virtual
+      // selection has; one of part of it reaches its last index on each axis. (Unlimited
+      // selections: nothing to check.)
+      source_need need;
+      h5_id sel(H5Pget_virtual_srcspace(dcpl, i), H5Sclose);
+      h5_id vsel(H5Pget_virtual_vspace(dcpl, i), H5Sclose);
+      if (sel.valid() && vsel.valid() && H5Sget_select_npoints(sel.get()) > 0) {
+        const int nd = H5Sget_simple_extent_ndims(sel.get());
+        std::vector<hsize_t> lo(static_cast<std::size_t>(std::max(nd, 0))), hi(lo.size());
+        const hssize_t mapped = H5Sget_select_npoints(vsel.get());
+        if (H5Sget_select_type(sel.get()) == H5S_SEL_ALL) {
+          if (mapped > 0) need.values = static_cast<hsize_t>(mapped);
+        } else if (nd > 0 && H5Sget_select_bounds(sel.get(), lo.data(), hi.data()) >= 0 &&
+                   std::none_of(hi.begin(), hi.end(), [](hsize_t h) { return h == H5S_UNLIMITED; })) {
+          need.reach = hi;
+        }
+      }
+      H5Eclear2(H5E_DEFAULT);
+      const auto* r = need.reach.empty() && !need.values ? nullptr : &need;
+      const std::string why = name == "." ? missing_dataset(file_.get(), path_, object, r)
+                                          : unreadable_dataset(found, object, r);
+      if (!why.empty()) {
+        throw error(errc::bad_input, nm + ": a virtual dataset whose source " +
+                                         (name == "." ? object + " (in this file)" : name + ":" + object) +
+                                         " cannot give the rows mapped to it: " + why);
+      }
     }
     if (missing.empty()) return {};
     return "a virtual dataset whose source file" + std::string(missing.size() > 1 ? "s " : " ") +
@@ -678,7 +808,7 @@ class hdf5_source final : public sample_source {
    *  its HDF5 file. True when they are there and not here (to be read with the prefix
    *  ${ORIGIN}); an error naming them when they are in neither place. False otherwise, and
    *  when HDF5_EXTFILE_PREFIX says where to look. */
-  bool external_files_beside(hid_t dcpl, const std::string& nm) const {
+  bool external_files_beside(hid_t dcpl, const std::string& nm, u64 data_bytes) const {
     namespace fs = std::filesystem;
     const int count = H5Pget_external_count(dcpl);
     if (count <= 0) return false;
@@ -686,6 +816,12 @@ class hdf5_source final : public sample_source {
     const fs::path here = fs::path(path_).parent_path();
     bool all_here = true, all_beside = true;
     std::set<std::string> missing, all;
+    struct segment {
+      std::string name;
+      u64 offset, need;  // the data's bytes in this file, from offset
+    };
+    std::vector<segment> segments;
+    u64 left = data_bytes;  // the data fills the segments in order
     for (int i = 0; i < count; ++i) {
       char name[4096] = {};
       off_t offset = 0;
@@ -693,6 +829,9 @@ class hdf5_source final : public sample_source {
       if (H5Pget_external(dcpl, static_cast<unsigned>(i), sizeof name, name, &offset, &size) < 0) {
         return false;
       }
+      const u64 need = std::min<u64>(left, size);  // (H5F_UNLIMITED: as much as is left)
+      left -= need;
+      if (need > 0) segments.push_back({name, static_cast<u64>(offset), need});
       std::error_code ec;
       const bool at_cwd = fs::exists(name, ec);
       const bool beside = fs::path(name).is_relative() && fs::exists(here / name, ec);
@@ -714,6 +853,18 @@ class hdf5_source final : public sample_source {
                                 ", not found beside the HDF5 file or here (HDF5_EXTFILE_PREFIX "
                                 "names the folder that holds " +
                                 (missing.size() > 1 ? "them)" : "it)"));
+    }
+    // A file shorter than the data it holds: HDF5 reads zeros past its end, without a word.
+    for (const segment& g : segments) {
+      std::error_code ec;
+      const fs::path at = all_here ? fs::path(g.name) : here / g.name;
+      const auto size = fs::file_size(at, ec);
+      if (ec || size >= g.offset + g.need) continue;
+      throw error(errc::bad_input,
+                  nm + ": its values are stored in the external raw file " + g.name + ", which holds " +
+                      std::to_string(size) + " bytes where the data needs " +
+                      std::to_string(g.offset + g.need) + " (from offset " + std::to_string(g.offset) +
+                      "): a truncated file (HDF5 would read zeros past its end)");
     }
     return !all_here;  // (then all beside the file)
   }
