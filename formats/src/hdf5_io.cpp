@@ -421,27 +421,35 @@ std::string missing_dataset(hid_t f, const std::string& file, const std::string&
          ", smaller than the part mapped from it (" + shape_text(end) + ")";
 }
 
+/** An existing file named by another, opened as HDF5 (`f`), or why it cannot be (`why`; both
+ *  empty: a file a writer holds open, which HDF5 reads but this check leaves alone). */
+struct named_hdf5 {
+  h5_id f;
+  std::string why;
+};
+named_hdf5 open_named_hdf5(const std::string& file) {
+  quiet_hdf5 quiet;
+  if (::access(file.c_str(), R_OK) != 0) return {{}, file + " cannot be read (" + std::strerror(errno) + ")"};
+  if (H5Fis_hdf5(file.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    const std::string what = not_hdf5_what(file);
+    return {{}, file + (what.rfind("not ", 0) == 0 ? " is " : " ") + what};
+  }
+  h5_id f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (f.valid()) return {std::move(f), {}};
+  const std::string why = last_hdf5_failure().text;
+  if (why.find("already open for write") != std::string::npos) return {};
+  return {{}, file + (why.find("truncated") != std::string::npos ? " is a truncated HDF5 file"
+                                                                  : " cannot be opened as HDF5 (damaged?)") +
+                  (why.empty() ? std::string() : " (" + why + ")")};
+}
+
 /** Why the existing file `file`, named by another, gives no dataset `object` (see
  *  missing_dataset): "" when it does. HDF5 itself says nothing of a virtual dataset's source
  *  that it cannot read: it reads the fill value there. */
-std::string unreadable_dataset(const std::string& file, const std::string& object,
-                               const source_need* need = nullptr) {
-  quiet_hdf5 quiet;
-  if (::access(file.c_str(), R_OK) != 0) return file + " cannot be read (" + std::strerror(errno) + ")";
-  if (H5Fis_hdf5(file.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    std::string what = not_hdf5_what(file);
-    return file + (what.rfind("not ", 0) == 0 ? " is " : " ") + what;
-  }
-  h5_id f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) {
-    const std::string why = last_hdf5_failure().text;
-    if (why.find("already open for write") != std::string::npos) return {};  // (HDF5 reads it)
-    return file + (why.find("truncated") != std::string::npos ? " is a truncated HDF5 file"
-                                                                : " cannot be opened as HDF5 (damaged?)") +
-           (why.empty() ? std::string() : " (" + why + ")");
-  }
-  return missing_dataset(f.get(), file, object, need);
+std::string unreadable_dataset(const std::string& file, const std::string& object) {
+  const named_hdf5 n = open_named_hdf5(file);
+  return n.f.valid() ? missing_dataset(n.f.get(), file, object, nullptr) : n.why;
 }
 
 class hdf5_source final : public sample_source {
@@ -727,6 +735,10 @@ class hdf5_source final : public sample_source {
     std::size_t count = 0;
     if (H5Pget_virtual_count(dcpl, &count) < 0) return {};
     std::set<std::string> missing;
+    // The source file of the last mapping, kept open for the next: a VDS may map thousands
+    // of parts from one file, one after another (and thousands of files: one at a time).
+    std::string open_name;
+    named_hdf5 open_file;
     auto text_of = [&](auto get, std::size_t i) {
       const ssize_t n = get(dcpl, i, nullptr, 0);
       if (n <= 0) return std::string();
@@ -767,8 +779,18 @@ class hdf5_source final : public sample_source {
       }
       H5Eclear2(H5E_DEFAULT);
       const auto* r = need.reach.empty() && !need.values ? nullptr : &need;
-      const std::string why = name == "." ? missing_dataset(file_.get(), path_, object, r)
-                                          : unreadable_dataset(found, object, r);
+      std::string why;
+      if (name == ".") {
+        why = missing_dataset(file_.get(), path_, object, r);
+      } else {
+        if (open_name != found) {
+          open_file = named_hdf5{};  // (closed before the next opens)
+          open_file = open_named_hdf5(found);
+          open_name = found;
+        }
+        why = open_file.f.valid() ? missing_dataset(open_file.f.get(), found, object, r)
+                                  : open_file.why;
+      }
       if (!why.empty()) {
         throw error(errc::bad_input, nm + ": a virtual dataset whose source " +
                                          (name == "." ? object + " (in this file)" : name + ":" + object) +
