@@ -595,7 +595,7 @@ void output_file::commit() {
   // A second descriptor outlives the close, whose failure (NFS reports late write errors
   // there) must come before the rename: it syncs the file again after a rename into a
   // folder that cannot be synced, as above.
-  const int resync = temp_path_.empty() ? -1 : ::dup(fd_);
+  const int resync = temp_path_.empty() ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
   if (::close(fd_) != 0) {
     const error e = os_error(display_name(), "close");  // before unlink() sets errno
     fd_ = -1;

@@ -366,17 +366,25 @@ std::string not_hdf5_what(const std::string& path) {
   }
 }
 
-/** Where HDF5 finds a file that another file names (an external link's, a virtual dataset's
- *  source): as named, then beside the naming file `from`. "" when it is in neither place. */
-std::string find_named_file(const std::string& name, const std::string& from) {
+/** The places where HDF5 looks for a file that another file names (an external link's target,
+ *  a virtual dataset's source), in its order (H5F_prefix_open_file), those that exist: an
+ *  absolute name as it is; then the name (an absolute one's last part) beside the naming file
+ *  `from`, then in the working directory. (HDF5_EXT_PREFIX and HDF5_VDS_PREFIX, which HDF5
+ *  tries before the last two, are the callers' to heed.) */
+std::vector<std::string> named_file_places(const std::string& name, const std::string& from) {
   namespace fs = std::filesystem;
+  std::vector<std::string> out;
   std::error_code ec;
-  if (fs::exists(name, ec)) return name;
-  const fs::path p(name), beside = fs::path(from).parent_path() / p;
-  if (p.is_relative() && !fs::path(from).parent_path().empty() && fs::exists(beside, ec)) {
-    return beside.string();
+  const fs::path p(name);
+  if (p.is_absolute() && fs::exists(p, ec)) out.push_back(name);
+  const fs::path rel = p.is_absolute() ? p.filename() : p;
+  if (rel.empty()) return out;
+  const fs::path dir = fs::path(from).parent_path();
+  if (!dir.empty() && fs::exists(dir / rel, ec)) out.push_back((dir / rel).string());
+  if (fs::exists(rel, ec) && (dir.empty() || !same_file((dir / rel).string(), rel.string()))) {
+    out.push_back(rel.string());
   }
-  return {};
+  return out;
 }
 
 /** What a virtual dataset takes from a source dataset: the last index on each axis of a
@@ -444,12 +452,21 @@ named_hdf5 open_named_hdf5(const std::string& file) {
                   (why.empty() ? std::string() : " (" + why + ")")};
 }
 
-/** Why the existing file `file`, named by another, gives no dataset `object` (see
- *  missing_dataset): "" when it does. HDF5 itself says nothing of a virtual dataset's source
- *  that it cannot read: it reads the fill value there. */
-std::string unreadable_dataset(const std::string& file, const std::string& object) {
-  const named_hdf5 n = open_named_hdf5(file);
-  return n.f.valid() ? missing_dataset(n.f.get(), file, object, nullptr) : n.why;
+/** The file that HDF5 opens for one that another names (named_file_places): the first of
+ *  them that opens as HDF5, as HDF5 goes on past one that does not; else the first, with why
+ *  it does not open. `file` is empty when there is none at all. */
+struct named_source {
+  std::string file;
+  named_hdf5 opened;
+};
+named_source open_named_source(const std::string& name, const std::string& from) {
+  named_source first;
+  for (const std::string& place : named_file_places(name, from)) {
+    named_hdf5 n = open_named_hdf5(place);
+    if (n.f.valid() || n.why.empty()) return {place, std::move(n)};
+    if (first.file.empty()) first = {place, std::move(n)};
+  }
+  return first;
 }
 
 class hdf5_source final : public sample_source {
@@ -492,9 +509,11 @@ class hdf5_source final : public sample_source {
     if (li.type == H5L_TYPE_EXTERNAL &&
         H5Lunpack_elink_val(val.data(), val.size(), nullptr, &file, &object) >= 0 && file &&
         object) {
-      const std::string found = find_named_file(file, path_);
-      const std::string why = found.empty() ? std::string(file) + " is missing"
-                                            : unreadable_dataset(found, object);
+      const named_source src = open_named_source(file, path_);
+      const std::string why =
+          src.file.empty() ? std::string(file) + " is missing"
+          : src.opened.f.valid() ? missing_dataset(src.opened.f.get(), src.file, object, nullptr)
+                                 : src.opened.why;
       return std::string("is an external link to ") + file + ":" + object +
              ", which cannot be opened: " +
              (why.empty() ? std::string(file) + " is missing or holds no " + object : why);
@@ -618,7 +637,9 @@ class hdf5_source final : public sample_source {
         for (u64 d : shape_) {
           data_bytes = d != 0 && data_bytes > ~u64(0) / d ? ~u64(0) : data_bytes * d;
         }
-        external_beside = external_files_beside(dcpl.get(), nm, data_bytes);
+        std::string short_note;
+        external_beside = external_files_beside(dcpl.get(), nm, data_bytes, short_note);
+        if (!short_note.empty()) note_ += (note_.empty() ? "" : "; ") + short_note;
       }
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
         if (auto v = missing_virtual_sources(dcpl.get(), nm); !v.empty()) {
@@ -737,8 +758,8 @@ class hdf5_source final : public sample_source {
     std::set<std::string> missing;
     // The source file of the last mapping, kept open for the next: a VDS may map thousands
     // of parts from one file, one after another (and thousands of files: one at a time).
-    std::string open_name;
-    named_hdf5 open_file;
+    std::optional<std::string> open_name;
+    named_source open_file;
     auto text_of = [&](auto get, std::size_t i) {
       const ssize_t n = get(dcpl, i, nullptr, 0);
       if (n <= 0) return std::string();
@@ -754,11 +775,17 @@ class hdf5_source final : public sample_source {
       if (name.empty() || name.find('%') != std::string::npos || object.find('%') != std::string::npos) {
         continue;
       }
-      const std::string found = name == "." ? path_ : find_named_file(name, path_);
-      if (found.empty()) {
+      if (name != "." && open_name != name) {
+        open_file = named_source{};  // (closed before the next opens)
+        open_file = open_named_source(name, path_);
+        open_name = name;
+      }
+      if (name != "." && open_file.file.empty()) {
         missing.insert(name);
         continue;
       }
+      // This file by its own name (opened again, it might not open as this one did: SWMR).
+      const bool here = name == "." || same_file(open_file.file, path_);
       // What the mapping takes from the source: a selection of all of it (whose extent HDF5
       // may have set to the source's own by now) takes as many values as the virtual
       // selection has; one of part of it reaches its last index on each axis. (Unlimited
@@ -779,18 +806,11 @@ class hdf5_source final : public sample_source {
       }
       H5Eclear2(H5E_DEFAULT);
       const auto* r = need.reach.empty() && !need.values ? nullptr : &need;
-      std::string why;
-      if (name == ".") {
-        why = missing_dataset(file_.get(), path_, object, r);
-      } else {
-        if (open_name != found) {
-          open_file = named_hdf5{};  // (closed before the next opens)
-          open_file = open_named_hdf5(found);
-          open_name = found;
-        }
-        why = open_file.f.valid() ? missing_dataset(open_file.f.get(), found, object, r)
-                                  : open_file.why;
-      }
+      const std::string why =
+          here ? missing_dataset(file_.get(), path_, object, r)
+          : open_file.opened.f.valid()
+              ? missing_dataset(open_file.opened.f.get(), open_file.file, object, r)
+              : open_file.opened.why;
       if (!why.empty()) {
         throw error(errc::bad_input, nm + ": a virtual dataset whose source " +
                                          (name == "." ? object + " (in this file)" : name + ":" + object) +
@@ -830,7 +850,8 @@ class hdf5_source final : public sample_source {
    *  its HDF5 file. True when they are there and not here (to be read with the prefix
    *  ${ORIGIN}); an error naming them when they are in neither place. False otherwise, and
    *  when HDF5_EXTFILE_PREFIX says where to look. */
-  bool external_files_beside(hid_t dcpl, const std::string& nm, u64 data_bytes) const {
+  bool external_files_beside(hid_t dcpl, const std::string& nm, u64 data_bytes,
+                             std::string& note) const {
     namespace fs = std::filesystem;
     const int count = H5Pget_external_count(dcpl);
     if (count <= 0) return false;
@@ -877,16 +898,19 @@ class hdf5_source final : public sample_source {
                                 (missing.size() > 1 ? "them)" : "it)"));
     }
     // A file shorter than the data it holds: HDF5 reads zeros past its end, without a word.
+    // (A writer that stopped early leaves one so: HDF5 writes no fill values there.)
+    std::set<std::string> short_files;
     for (const segment& g : segments) {
       std::error_code ec;
       const fs::path at = all_here ? fs::path(g.name) : here / g.name;
       const auto size = fs::file_size(at, ec);
-      if (ec || size >= g.offset + g.need) continue;
-      throw error(errc::bad_input,
-                  nm + ": its values are stored in the external raw file " + g.name + ", which holds " +
-                      std::to_string(size) + " bytes where the data needs " +
-                      std::to_string(g.offset + g.need) + " (from offset " + std::to_string(g.offset) +
-                      "): a truncated file (HDF5 would read zeros past its end)");
+      if (!ec && size < g.offset + g.need) short_files.insert(g.name);
+    }
+    if (!short_files.empty()) {
+      note = nm + ": the external raw file" + (short_files.size() > 1 ? "s " : " ") +
+             name_list(short_files) + (short_files.size() > 1 ? " end" : " ends") +
+             " before the values stored in " + (short_files.size() > 1 ? "them" : "it") +
+             " (never written, or cut short?): those past the end read as 0";
     }
     return !all_here;  // (then all beside the file)
   }

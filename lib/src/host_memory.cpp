@@ -1,6 +1,7 @@
 #include "dctchop/host_memory.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -75,9 +76,19 @@ void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t a
   up_->deallocate(p, bytes, align);
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)  // (Clang's spelling; GCC defines __SANITIZE_ADDRESS__)
+#define DCTCHOP_HAS_ASAN 1
+#endif
+#endif
+#ifndef DCTCHOP_HAS_ASAN
+#define DCTCHOP_HAS_ASAN 0
+#endif
+
 namespace {
 
 constexpr std::size_t k_huge_page = std::size_t(2) << 20;
+const std::size_t k_page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 /** Blocks of 2 MiB or more mapped straight from the kernel, 2 MiB aligned and marked for
  *  transparent huge pages (MADV_HUGEPAGE; the default THP setting, `madvise`, gives them
@@ -91,8 +102,10 @@ class large_page_resource final : public std::pmr::memory_resource {
   static bool large(std::size_t bytes, std::size_t align) {
     return bytes >= k_huge_page && align <= k_huge_page;
   }
+  /** The mapping's length: whole pages of the system's size. */
   static std::size_t mapped(std::size_t bytes) {
-    return (bytes + k_huge_page - 1) / k_huge_page * k_huge_page;
+    const std::size_t page = k_page;
+    return (bytes + page - 1) / page * page;
   }
   void* do_allocate(std::size_t bytes, std::size_t align) override {
     if (!large(bytes, align)) return std::pmr::new_delete_resource()->allocate(bytes, align);
@@ -100,12 +113,14 @@ class large_page_resource final : public std::pmr::memory_resource {
     const std::size_t len = mapped(bytes), slack = len + k_huge_page;
     void* m = ::mmap(nullptr, slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw std::bad_alloc();
-    // Mapped a huge page longer, then trimmed to a 2 MiB boundary at both ends.
+    // Mapped a huge page longer, then trimmed to start on a 2 MiB boundary.
     const auto at = reinterpret_cast<std::uintptr_t>(m);
     const std::uintptr_t start = (at + k_huge_page - 1) & ~std::uintptr_t(k_huge_page - 1);
     if (start > at) ::munmap(m, start - at);
     if (at + slack > start + len) ::munmap(reinterpret_cast<void*>(start + len), at + slack - (start + len));
-    ::madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);  // (a hint: EINVAL without THP)
+    // Only the whole huge pages: a tail past the last one stays in small pages, so a buffer
+    // just over 2 MiB takes no second huge page's memory. (A hint: EINVAL without THP.)
+    ::madvise(reinterpret_cast<void*>(start), bytes / k_huge_page * k_huge_page, MADV_HUGEPAGE);
     return reinterpret_cast<void*>(start);
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
@@ -118,7 +133,7 @@ class large_page_resource final : public std::pmr::memory_resource {
 /** Where a backend without memory of its own keeps large buffers. Under AddressSanitizer the
  *  heap, whose blocks it guards (it does not see inside mappings). */
 std::shared_ptr<std::pmr::memory_resource> large_pages() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || DCTCHOP_HAS_ASAN
   return nullptr;
 #else
   // One for the process, never destroyed: a buffer freed during exit (a Python object, a
