@@ -221,9 +221,13 @@ TEST(HostBuffer, LargeCpuBuffersLieOnTwoMiBBoundariesInMemoryMarkedForHugePages)
       << "not marked MADV_HUGEPAGE: " << vm_flags_at(big.data());
   const std::size_t whole = n / (std::size_t(2) << 20) * (std::size_t(2) << 20);
   EXPECT_NE(vm_flags_at(big.data() + whole - 1).find(" hg "), std::string::npos);
-  // The tail past the last whole huge page stays in small pages: a buffer just over a
-  // multiple of 2 MiB takes no extra huge page's memory.
+  // A short tail past the last whole huge page stays in small pages: a buffer just over a
+  // multiple of 2 MiB takes no extra huge page's memory. A long one (half a huge page or
+  // more) is in one more.
   EXPECT_EQ(vm_flags_at(big.data() + n - 1).find(" hg "), std::string::npos);
+  const std::size_t m = (std::size_t(5) << 20) + (std::size_t(3) << 18);  // 5.75 MiB
+  byte_buffer longer = host_buffer(*cpu, m);
+  EXPECT_NE(vm_flags_at(longer.data() + m - 1).find(" hg "), std::string::npos);
   // A small buffer stays on the heap, unmarked.
   const byte_buffer small = host_buffer(*cpu, 64 << 10);
   EXPECT_EQ(vm_flags_at(small.data()).find(" hg "), std::string::npos) << vm_flags_at(small.data());

@@ -102,10 +102,15 @@ class large_page_resource final : public std::pmr::memory_resource {
   static bool large(std::size_t bytes, std::size_t align) {
     return bytes >= k_huge_page && align <= k_huge_page;
   }
-  /** The mapping's length: whole pages of the system's size. */
+  /** The part in huge pages: the whole ones, and the last one too when the buffer fills at
+   *  least half of it (so a huge page is never more than half unused). */
+  static std::size_t huge_part(std::size_t bytes) {
+    const std::size_t whole = bytes / k_huge_page * k_huge_page;
+    return bytes - whole >= k_huge_page / 2 ? whole + k_huge_page : whole;
+  }
+  /** The mapping's length: the huge part, or whole pages of the system's size past it. */
   static std::size_t mapped(std::size_t bytes) {
-    const std::size_t page = k_page;
-    return (bytes + page - 1) / page * page;
+    return std::max(huge_part(bytes), (bytes + k_page - 1) / k_page * k_page);
   }
   void* do_allocate(std::size_t bytes, std::size_t align) override {
     if (!large(bytes, align)) return std::pmr::new_delete_resource()->allocate(bytes, align);
@@ -118,9 +123,9 @@ class large_page_resource final : public std::pmr::memory_resource {
     const std::uintptr_t start = (at + k_huge_page - 1) & ~std::uintptr_t(k_huge_page - 1);
     if (start > at) ::munmap(m, start - at);
     if (at + slack > start + len) ::munmap(reinterpret_cast<void*>(start + len), at + slack - (start + len));
-    // Only the whole huge pages: a tail past the last one stays in small pages, so a buffer
-    // just over 2 MiB takes no second huge page's memory. (A hint: EINVAL without THP.)
-    ::madvise(reinterpret_cast<void*>(start), bytes / k_huge_page * k_huge_page, MADV_HUGEPAGE);
+    // A short tail stays in small pages: a buffer just over 2 MiB takes no second huge page's
+    // memory. (A hint: EINVAL without THP.)
+    ::madvise(reinterpret_cast<void*>(start), huge_part(bytes), MADV_HUGEPAGE);
     return reinterpret_cast<void*>(start);
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
