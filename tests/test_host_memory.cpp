@@ -174,7 +174,7 @@ TEST(HostBuffer, FallsBackToTheHeapWhenTheBackendsMemoryHasNoRoom) {
 namespace {
 
 /** The VmFlags of the mapping in /proc/self/smaps that holds `p` ("" when none does). */
-std::string vm_flags_at(const void* p) {
+[[maybe_unused]] std::string vm_flags_at(const void* p) {  // (unused under ASan)
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   std::istringstream smaps(test::read_bytes("/proc/self/smaps"));
   bool inside = false;
