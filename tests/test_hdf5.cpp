@@ -1301,6 +1301,12 @@ TEST(Hdf5Cli, AVirtualDatasetWhoseSourceIsThereButGivesNoDataIsBadInputNamingIt)
   EXPECT_TRUE(contains(link.err, "l.h5:/ext: is an external link to s.h5:/src, which cannot be "
                                  "opened: s.h5 is a truncated HDF5 file")) << link.err;
   EXPECT_FALSE(contains(link.err, "holds no dataset")) << link.err;
+  // Without a dataset named, the link that leads nowhere is named beside "no dataset".
+  auto chosen = cli(dir, "compress l.h5 -o a.dcz");
+  EXPECT_EQ(chosen.status, 3) << describe(chosen);
+  EXPECT_TRUE(contains(chosen.err, "the file holds no dataset at all; /ext is an external link to "
+                                   "s.h5:/src, which cannot be opened: s.h5 is a truncated HDF5 "
+                                   "file")) << chosen.err;
 }
 
 TEST(Hdf5Cli, AVirtualDatasetsSourceIsTheFileHdf5OpensBesideItBeforeTheWorkingFolder) {

@@ -303,16 +303,21 @@ std::string object_identity(hid_t obj) {
 
 /** Every dataset in the file, with its shape and whether it is numeric: each once, however
  *  many links lead to it (by its first hard link's name, else its first link's). */
-std::vector<candidate> list_datasets(hid_t file) {
+std::vector<candidate> list_datasets(hid_t file, std::vector<std::string>* broken_external = nullptr) {
   struct listing {
     std::vector<candidate> out;
     std::map<std::string, std::pair<std::size_t, bool>> seen;  // identity: index, by a hard link
+    std::vector<std::string> broken;  // external links that lead to no dataset
   } all;
   auto visit = [](hid_t group, const char* name, const H5L_info_t* link, void* data) -> herr_t {
     auto* l = static_cast<listing*>(data);
     auto* list = &l->out;
     const hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
-    if (d < 0) return 0;  // a group or a dangling link
+    if (d < 0) {  // a group or a dangling link
+      H5Eclear2(H5E_DEFAULT);
+      if (link != nullptr && link->type == H5L_TYPE_EXTERNAL) l->broken.push_back(std::string("/") + name);
+      return 0;
+    }
     h5_id ds(d, H5Dclose);
     const bool hard = link != nullptr && link->type == H5L_TYPE_HARD;
     const std::string id = object_identity(d);
@@ -346,6 +351,7 @@ std::vector<candidate> list_datasets(hid_t file) {
     return 0;
   };
   H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &all);
+  if (broken_external != nullptr) *broken_external = std::move(all.broken);
   return all.out;
 }
 
@@ -472,8 +478,9 @@ named_source open_named_source(const std::string& name, const std::string& from)
 class hdf5_source final : public sample_source {
   /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
    *  there, so "no such dataset" would puzzle). */
-  std::string not_a_dataset() const {
-    const char* at = dataset_.c_str();
+  std::string not_a_dataset() const { return not_a_dataset(dataset_); }
+  std::string not_a_dataset(const std::string& path) const {
+    const char* at = path.c_str();
     if (H5Oexists_by_name(file_.get(), at, H5P_DEFAULT) > 0) {
       H5O_info_t oi{};
       if (H5Oget_info_by_name(file_.get(), at, &oi, H5P_DEFAULT) >= 0 &&
@@ -497,7 +504,7 @@ class hdf5_source final : public sample_source {
       // (a relative target is looked up from the link's group)
       std::string target = val.data();
       if (!target.empty() && target.front() != '/') {
-        target = dataset_.substr(0, dataset_.rfind('/') + 1) + target;
+        target = path.substr(0, path.rfind('/') + 1) + target;
       }
       const bool named = H5Lexists(file_.get(), target.c_str(), H5P_DEFAULT) > 0;
       H5Eclear2(H5E_DEFAULT);
@@ -741,8 +748,18 @@ class hdf5_source final : public sample_source {
  private:
   /** No dataset named: see choose_array. */
   std::string choose(const dataset_spec& spec) {
-    return choose_array(path_, list_datasets(file_.get()), spec,
-                        {"dataset", "FILE.h5:/path or --dataset", "--labels FILE.h5:/path"}, note_);
+    std::vector<std::string> broken;
+    auto all = list_datasets(file_.get(), &broken);
+    try {
+      return choose_array(path_, std::move(all), spec,
+                          {"dataset", "FILE.h5:/path or --dataset", "--labels FILE.h5:/path"}, note_);
+    } catch (const error& e) {
+      // None fits: an external link that leads nowhere may be where the data was meant to be.
+      if (e.code() != errc::bad_input || broken.empty()) throw;
+      std::string why = e.what();
+      for (const auto& link : broken) why += "; " + link + " " + not_a_dataset(link);
+      throw error(errc::bad_input, why);
+    }
   }
 
   /** A virtual dataset's source files that cannot be found, relative names looked up beside
