@@ -481,6 +481,50 @@ TEST(QualityCli, UnreachablePsnrTargetOnF32DataExits8AndAdvisesF32OnlyWhereItHel
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"f.npy"});
 }
 
+TEST(QualityCli, TheTargetSearchMeasuresAllOfASmallInputOfTinyPlanesAndPicksTheSmallestChop) {
+  // 32768 samples of 2x2 u8 (128 KiB) at block 32, f32: each sample's coefficients at chop
+  // 32 are 4 KiB, 128 MiB in all. The sample was cut to fit them (a quarter of the data),
+  // and a harder quarter chose a larger chop than the data needed. Now all of an input under
+  // the search's 32 MiB is measured, coded in pieces.
+  temp_dir dir;
+  const std::uint64_t n = 32768;
+  std::vector<std::uint8_t> v(n * 4, 128);
+  std::uint32_t x = 9;
+  for (std::uint64_t i = 0; i < n * 4; ++i) {
+    x = x * 1664525u + 1013904223u;
+    if ((i / 4) % 4 == 0) v[i] = static_cast<std::uint8_t>(x >> 24);  // a quarter noisy
+  }
+  save_npy(dir.file("t.npy"), dtype::u8, {n, 2, 2}, v);
+  const std::string common = " --layout NHW --block 32 --coeff f32 --no-ssim --json -q";
+  auto one = cli(dir, "compress t.npy -o one.dcz --chop 1" + common);
+  ASSERT_EQ(one.status, 0) << describe(one);
+  const double psnr1 = parse_json(one.out).at("quality").at("psnr_db").get<double>();
+  auto c = cli(dir, "compress t.npy -o s.dcz --psnr " + num(psnr1 - 0.01, 6) + common);
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json j = parse_json(c.out);
+  EXPECT_EQ(j.at("chop"), 1) << c.out;
+  ASSERT_FALSE(j.at("chop_search").empty()) << c.out;
+  EXPECT_EQ(j["chop_search"][0].at("measured_on"), "all") << c.out;
+  EXPECT_NEAR(j["chop_search"][0].at("psnr_db").get<double>(), psnr1, 1e-9) << c.out;
+}
+
+TEST(QualityCli, AnUnreachableSsimTargetIsReportedInSsimWithItsTarget) {
+  temp_dir dir;
+  const analytic_f32 d;
+  d.save(dir, "f.npy");
+  auto c = cli(dir, "compress f.npy -o f.dcz --ssim 1.5e-1 --psnr 300 --coeff f32");
+  EXPECT_EQ(c.status, 8) << describe(c);
+  EXPECT_TRUE(contains(c.err, "gives PSNR ")) << c.err;
+  EXPECT_TRUE(contains(c.err, "(target 300), SSIM ")) << c.err;
+  EXPECT_TRUE(contains(c.err, "(target 0.15) on all the data, short of the target")) << c.err;
+  save_textured(dir);
+  auto s = cli(dir, "compress tex.npy -o t.dcz --ssim 1 --coeff i16");
+  EXPECT_EQ(s.status, 8) << describe(s);
+  EXPECT_TRUE(contains(s.err, "(every coefficient) gives SSIM ")) << s.err;
+  EXPECT_TRUE(contains(s.err, "(target 1)")) << s.err;
+  EXPECT_FALSE(contains(s.err, "PSNR")) << s.err;
+}
+
 TEST(QualityCli, PsnrTargetWithStdinInputIsAUsageError) {
   temp_dir dir;
   save_textured(dir);

@@ -585,13 +585,36 @@ std::string fmt_db(const std::optional<double>& v) {
   return b;
 }
 
+/** "NAME: even chop B (every coefficient) gives PSNR X dB (target T) WHERE, short of the
+ *  target; try ...": the figures of the targets given, as measured at chop B. */
+std::string unreachable_text(const std::string& name, const codec_params& p, const quality& q,
+                             const quality_target& t, const std::string& where) {
+  char b[96];
+  std::string figures;
+  if (t.psnr_db) {
+    std::snprintf(b, sizeof b, "PSNR %s dB (target %g)", fmt_db(q.psnr_db).c_str(), *t.psnr_db);
+    figures = b;
+  }
+  if (t.ssim) {
+    if (q.ssim) std::snprintf(b, sizeof b, "SSIM %.10g (target %.10g)", *q.ssim, *t.ssim);
+    figures += (figures.empty() ? "" : ", ") + (q.ssim ? std::string(b) : std::string("no SSIM"));
+  }
+  return name + ": even chop " + std::to_string(p.block) + " (every coefficient) gives " +
+         figures + where + ", short of the target" +
+         (p.coeff != coeff_type::f32 ? std::string("; try --coeff f32")
+                                     : std::string("; f32 coefficients are the most precise "
+                                                   "dctchop stores"));
+}
+
 /** Runs of consecutive samples that a target search reads (all the data: one). */
 constexpr u64 k_search_runs = 64;
 
-/** Measure chops 1..B on a sample of the data (at most `bytes` of input, or of coefficients
- *  at chop B where those are larger (tiny planes pad to whole blocks): all of it, or
+/** Measure chops 1..B on a sample of the data (at most `bytes` of input: all of it, or
  *  k_search_runs evenly spaced runs of consecutive samples) and return the trials up to the
- *  first that meets the target. */
+ *  first that meets the target. The sample is coded in pieces of at most `bytes` of
+ *  coefficients at chop B too: tiny planes pad to whole blocks, and their coefficients can
+ *  outweigh the input many times (a sample cut to fit those measured a quarter of a 128 KiB
+ *  input of 2x2 planes at block 32, and chose a larger chop than the data needed). */
 std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_params p,
                                          std::optional<double> range, const quality_target& t,
                                          bool ssim, int threads, u64 bytes,
@@ -600,12 +623,14 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
   codec_params all = p;
   all.chop = p.block;  // the most coefficients of any chop tried
   const u64 most = coeff_bytes_per_sample(all, src.geom);
-  const u64 m = samples_within(bytes, ibps, most, n);
+  const u64 m = samples_within(bytes, ibps, 0, n);
+  // (and the measurements' 16 bytes a sample, which outweigh 1x1 planes at chop 1)
+  const u64 piece = samples_within(bytes, ibps, most + quality_batch::bytes_per_sample, m);
   byte_buffer in, out, coeffs;
-  allocate_for(src.name(), 1, m, double(m) * double(2 * ibps + most), [&] {
+  allocate_for(src.name(), 1, m, double(m) * double(ibps) + double(piece) * double(ibps + most), [&] {
     in = host_buffer(be, m * ibps);
-    out = host_buffer(be, m * ibps);
-    coeffs = host_buffer(be, m * most);
+    out = host_buffer(be, piece * ibps);
+    coeffs = host_buffer(be, piece * most);
   });
   // Runs of consecutive samples, evenly spaced: a chunked, compressed HDF5 dataset decodes
   // each chunk a read touches, so one sample per read decoded its chunks once per sample
@@ -617,33 +642,31 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     src.read(r * n / runs, len, in.data() + at * ibps);
     if (progress) progress(0, n);  // a chance to cancel between reads
   }
-  const auto view = make_view(src.geom, src.type, static_cast<const void*>(in.data()), m);
   std::vector<chop_trial> trials;
   for (int k = 1; k <= p.block; ++k) {
     p.chop = k;
-    const std::span<std::byte> kept(coeffs.data(), m * coeff_bytes_per_sample(p, src.geom));
-    encode_batch(be, p, view, kept, src.name(), 0);
-    be.decode(p, kept, make_view(src.geom, src.type, static_cast<void*>(out.data()), m));
     quality_accumulator acc(src.type, range, ssim);
-    acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), m), threads);
+    for (u64 first = 0; first < m; first += piece) {
+      const u64 c = std::min(piece, m - first);
+      const auto view = make_view(src.geom, src.type,
+                                  static_cast<const void*>(in.data() + first * ibps), c);
+      const std::span<std::byte> kept(coeffs.data(), c * coeff_bytes_per_sample(p, src.geom));
+      encode_batch(be, p, view, kept, src.name(), first);
+      be.decode(p, kept, make_view(src.geom, src.type, static_cast<void*>(out.data()), c));
+      acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), c), threads);
+      if (progress && first + c < m) progress(0, n);  // (a chance to cancel)
+    }
     chop_trial tr{k, measured(acc, src.name()), m < n, false};
     tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
     if (tr.meets) return trials;
     if (progress) progress(0, n);  // (a chance to cancel)
   }
-  const auto& last = trials.back().q;
   throw error(errc::quality_not_met,
-              src.name() + ": even chop " + std::to_string(p.block) + " (every coefficient) " +
-                  "gives PSNR " + fmt_db(last.psnr_db) + " dB" +
-                  (last.ssim ? ", SSIM " + std::to_string(*last.ssim) : std::string()) +
-                  (m < n ? " on a sample of " + std::to_string(m) + " of " + std::to_string(n) +
-                               " samples"
-                         : std::string(" on all the data")) +
-                  ", short of the target" +
-                  (p.coeff != coeff_type::f32 ? std::string("; try --coeff f32")
-                                              : std::string("; f32 coefficients are the most "
-                                                            "precise dctchop stores")));
+              unreachable_text(src.name(), p, trials.back().q, t,
+                               m < n ? " on a sample of " + std::to_string(m) + " of " +
+                                           std::to_string(n) + " samples"
+                                     : std::string(" on all the data")));
 }
 
 }  // namespace
@@ -965,8 +988,7 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     // The sample was kinder than the whole dataset: one more coefficient per axis.
     if (p.chop == p.block) {
       throw error(errc::quality_not_met,
-                  src.name() + ": even chop " + std::to_string(p.block) + " gives PSNR " +
-                      fmt_db(r.q->psnr_db) + " dB on the whole dataset, short of the target");
+                  unreachable_text(src.name(), p, *r.q, o.target, " on the whole dataset"));
     }
     ++p.chop;
   }
