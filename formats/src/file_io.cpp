@@ -595,24 +595,20 @@ void output_file::commit() {
   // A second descriptor outlives the close, whose failure (NFS reports late write errors
   // there) must come before the rename: it syncs the file again after a rename into a
   // folder that cannot be synced, as above.
-  const int resync = temp_path_.empty() ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  struct closing {
+    int fd;
+    ~closing() {
+      if (fd >= 0) ::close(fd);
+    }
+  } const resync{temp_path_.empty() ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)};
   if (::close(fd_) != 0) {
     const error e = os_error(display_name(), "close");  // before unlink() sets errno
     fd_ = -1;
-    if (resync >= 0) ::close(resync);
     ::unlink(temp_path_.empty() ? target_.path.c_str() : temp_path_.c_str());
     throw e;
   }
   fd_ = -1;
-  if (!temp_path_.empty()) {
-    try {
-      publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_, resync);
-    } catch (...) {
-      if (resync >= 0) ::close(resync);
-      throw;
-    }
-    if (resync >= 0) ::close(resync);
-  }
+  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_, resync.fd);
   committed_ = true;
   temp_path_.clear();
 }

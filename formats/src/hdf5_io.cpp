@@ -475,6 +475,13 @@ named_source open_named_source(const std::string& name, const std::string& from)
   return first;
 }
 
+/** Why the source `src` (found: a file is there) gives no dataset `object` meeting `need`
+ *  (see missing_dataset): "" when it does, or when the check leaves it alone. */
+std::string missing_in(const named_source& src, const std::string& object, const source_need* need) {
+  return src.opened.f.valid() ? missing_dataset(src.opened.f.get(), src.file, object, need)
+                              : src.opened.why;
+}
+
 class hdf5_source final : public sample_source {
   /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
    *  there, so "no such dataset" would puzzle). */
@@ -518,9 +525,7 @@ class hdf5_source final : public sample_source {
         object) {
       const named_source src = open_named_source(file, path_);
       const std::string why =
-          src.file.empty() ? std::string(file) + " is missing"
-          : src.opened.f.valid() ? missing_dataset(src.opened.f.get(), src.file, object, nullptr)
-                                 : src.opened.why;
+          src.file.empty() ? std::string(file) + " is missing" : missing_in(src, object, nullptr);
       return std::string("is an external link to ") + file + ":" + object +
              ", which cannot be opened: " +
              (why.empty() ? std::string(file) + " is missing or holds no " + object : why);
@@ -824,10 +829,7 @@ class hdf5_source final : public sample_source {
       H5Eclear2(H5E_DEFAULT);
       const auto* r = need.reach.empty() && !need.values ? nullptr : &need;
       const std::string why =
-          here ? missing_dataset(file_.get(), path_, object, r)
-          : open_file.opened.f.valid()
-              ? missing_dataset(open_file.opened.f.get(), open_file.file, object, r)
-              : open_file.opened.why;
+          here ? missing_dataset(file_.get(), path_, object, r) : missing_in(open_file, object, r);
       if (!why.empty()) {
         throw error(errc::bad_input, nm + ": a virtual dataset whose source " +
                                          (name == "." ? object + " (in this file)" : name + ":" + object) +

@@ -88,7 +88,6 @@ void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t a
 namespace {
 
 constexpr std::size_t k_huge_page = std::size_t(2) << 20;
-const std::size_t k_page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 /** Blocks of 2 MiB or more mapped straight from the kernel, 2 MiB aligned and marked for
  *  transparent huge pages (MADV_HUGEPAGE; the default THP setting, `madvise`, gives them
@@ -110,7 +109,8 @@ class large_page_resource final : public std::pmr::memory_resource {
   }
   /** The mapping's length: the huge part, or whole pages of the system's size past it. */
   static std::size_t mapped(std::size_t bytes) {
-    return std::max(huge_part(bytes), (bytes + k_page - 1) / k_page * k_page);
+    static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    return std::max(huge_part(bytes), (bytes + page - 1) / page * page);
   }
   void* do_allocate(std::size_t bytes, std::size_t align) override {
     if (!large(bytes, align)) return std::pmr::new_delete_resource()->allocate(bytes, align);
