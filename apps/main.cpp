@@ -859,6 +859,7 @@ int run(int argc, char** argv) {
   double c_chunk_mb = 4.0;
   std::optional<double> c_psnr, c_ssim;
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
+  std::vector<formats::chop_trial> c_trials;  // a target search's measurements, as made
   auto* cmp = app.add_subcommand("compress", "compress a dataset (NPY, NPZ, HDF5 or raw) into a .dcz archive");
   input_options c_io;
   cmp->add_option("input", c_in, "input: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw; other names (.nc, .mat) are read as their bytes say")
@@ -1106,6 +1107,10 @@ int run(int argc, char** argv) {
   auto json_failure = [&](const std::string& what, int code) {
     if (!json_on_stdout() || g_stdout_closed) return;
     nlohmann::json j{{"error", what}, {"exit_code", code}};
+    if (*cmp && !c_trials.empty()) {  // a search that failed: what it measured
+      auto& t = j["chop_search"] = nlohmann::json::array();
+      for (const auto& tr : c_trials) t.push_back(formats::chop_trial_to_json(tr));
+    }
     if (*ver && v_ins.size() == 1) {  // verify --against of its one archive, as in its report
       j["file"] = v_ins.front() == "-" ? "<stdin>" : v_ins.front();
       j["passed"] = false;
@@ -1163,6 +1168,15 @@ int run(int argc, char** argv) {
       o.created = formats::parse_source_date_epoch(std::getenv("SOURCE_DATE_EPOCH"));
       app::progress_bar bar("compressing", !c_quiet);
       o.progress = progress_to(bar);
+      // Each measurement as it is made: a search that fails reports them too, before its
+      // error (text) or in its failure report (--json).
+      o.on_trial = [&](const formats::chop_trial& t) {
+        c_trials.push_back(t);
+        if (c_json || c_quiet) return;
+        bar.clear();
+        log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q), ssim_text(t.q),
+                  t.on_sample ? "a sample" : "all the data", t.meets ? " - meets the target" : "");
+      };
       auto be = make_backend(parse_backend(c_backend), {c_threads});
       auto r = [&] {
         try {
@@ -1183,11 +1197,6 @@ int run(int argc, char** argv) {
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);
-        for (const auto& t : r.trials) {
-          log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q),
-                    ssim_text(t.q), t.on_sample ? "a sample" : "all the data",
-                    t.meets ? " - meets the target" : "");
-        }
         if (!r.trials.empty()) log->info("chose chop {} for the target", r.codec.chop);
         log->info("{} -> {}: {} {} {}, block {} chop {} {}",
                   r.source.empty() ? (c_in == "-" ? "<stdin>" : c_in) : r.source,

@@ -419,8 +419,20 @@ TEST(QualityPipeline, UnreachablePsnrTargetThrowsQualityNotMetAndWritesNothing) 
   o.threads = 1;
   o.coeff = coeff_type::i16;
   o.target.psnr_db = 200;
+  std::vector<formats::chop_trial> seen;
+  o.on_trial = [&](const formats::chop_trial& t) { seen.push_back(t); };
   expect_error([&] { formats::compress_npy(in, dir.file("out.dcz"), *be, o); },
                errc::quality_not_met, {"chop 8"});
+  // Each chop was measured and reported before the search gave up, the last as eval saw it.
+  ASSERT_EQ(seen.size(), 8u);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].chop, int(i) + 1);
+    EXPECT_FALSE(seen[i].meets) << "chop " << seen[i].chop;
+    EXPECT_FALSE(seen[i].on_sample) << "the input is smaller than the sample";
+  }
+  ASSERT_TRUE(seen.back().q.psnr_db);
+  EXPECT_NEAR(*seen.back().q.psnr_db, *ev.rows.at(0).q.psnr_db, 1e-9);
+  EXPECT_LT(*seen.front().q.psnr_db, *seen.back().q.psnr_db);
   EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"}) << "no temporary file left";
   // The same with an SSIM target above what chop 8 reaches.
@@ -443,12 +455,17 @@ TEST(QualityPipeline, PsnrTargetOfU8WithF16IsMetLosslesslyByChop8) {
   o.threads = 1;
   o.coeff = coeff_type::f16;
   o.target.psnr_db = 200;
+  std::vector<int> seen;  // the chops reported as they were measured
+  o.on_trial = [&](const formats::chop_trial& t) { seen.push_back(t.chop); };
   const auto r = formats::compress_npy(in, dir.file("out.dcz"), *be, o);
   EXPECT_EQ(r.codec.chop, 8);
   ASSERT_TRUE(r.q);
   EXPECT_FALSE(r.q->psnr_db) << "lossless";
   EXPECT_EQ(r.q->max_abs_error, 0);
   for (const auto& t : r.trials) EXPECT_EQ(t.meets, t.chop == 8) << "chop " << t.chop;
+  std::vector<int> listed;
+  for (const auto& t : r.trials) listed.push_back(t.chop);
+  EXPECT_EQ(seen, listed) << "the callback saw what the result lists, once each";
 }
 
 TEST(QualityCli, UnreachablePsnrTargetExits8AndLeavesNoOutput) {
@@ -457,10 +474,27 @@ TEST(QualityCli, UnreachablePsnrTargetExits8AndLeavesNoOutput) {
   auto c = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff i16");
   EXPECT_EQ(c.status, 8) << describe(c);
   EXPECT_TRUE(contains(c.err, "chop 8")) << c.err;
+  // The measurements come before the error, one line per chop.
+  const auto error_at = c.err.find("error:");
+  ASSERT_NE(error_at, std::string::npos) << c.err;
+  for (int k = 1; k <= 8; ++k) {
+    const auto at = c.err.find("chop " + std::to_string(k) + ": PSNR ");
+    EXPECT_LT(at, error_at) << "chop " << k << ":\n" << c.err;
+  }
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
   auto j = cli(dir, "compress noise.npy -o out.dcz --psnr 200 --coeff i16 --json");
   EXPECT_EQ(j.status, 8) << describe(j);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"noise.npy"});
+  // The failure report carries them too.
+  const auto r = nlohmann::json::parse(j.out);
+  EXPECT_EQ(r.at("exit_code"), 8);
+  ASSERT_EQ(r.at("chop_search").size(), 8u) << j.out;
+  for (int k = 1; k <= 8; ++k) {
+    const auto& t = r["chop_search"][k - 1];
+    EXPECT_EQ(t.at("chop"), k);
+    EXPECT_FALSE(t.at("meets").get<bool>());
+    EXPECT_LT(t.at("psnr_db").get<double>(), 200);
+  }
 }
 
 TEST(QualityCli, UnreachablePsnrTargetOnF32DataExits8AndAdvisesF32OnlyWhereItHelps) {
@@ -522,7 +556,10 @@ TEST(QualityCli, AnUnreachableSsimTargetIsReportedInSsimWithItsTarget) {
   EXPECT_EQ(s.status, 8) << describe(s);
   EXPECT_TRUE(contains(s.err, "(every coefficient) gives SSIM ")) << s.err;
   EXPECT_TRUE(contains(s.err, "(target 1)")) << s.err;
-  EXPECT_FALSE(contains(s.err, "PSNR")) << s.err;
+  // (The measurements before it list PSNR too; the error speaks of the target given.)
+  const auto at = s.err.find("error:");
+  ASSERT_NE(at, std::string::npos) << s.err;
+  EXPECT_FALSE(contains(s.err.substr(at), "PSNR")) << s.err;
 }
 
 TEST(QualityCli, PsnrTargetWithStdinInputIsAUsageError) {

@@ -618,7 +618,8 @@ constexpr u64 k_search_runs = 64;
 std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_params p,
                                          std::optional<double> range, const quality_target& t,
                                          bool ssim, int threads, u64 bytes,
-                                         const progress_fn& progress) {
+                                         const progress_fn& progress,
+                                         const std::function<void(const chop_trial&)>& on_trial) {
   const u64 n = src.geom.samples, ibps = src.bytes_per_sample;
   codec_params all = p;
   all.chop = p.block;  // the most coefficients of any chop tried
@@ -659,6 +660,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     chop_trial tr{k, measured(acc, src.name()), m < n, false};
     tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
+    if (on_trial) on_trial(tr);
     if (tr.meets) return trials;
     if (progress) progress(0, n);  // (a chance to cancel)
   }
@@ -691,6 +693,14 @@ nlohmann::json quality_to_json(const quality& q) {
   return j;
 }
 
+nlohmann::json chop_trial_to_json(const chop_trial& t) {
+  return {{"chop", t.chop},
+          {"psnr_db", opt(t.q.psnr_db)},
+          {"ssim", opt(t.q.ssim)},
+          {"measured_on", t.on_sample ? "sample" : "all"},
+          {"meets", t.meets}};
+}
+
 nlohmann::json compress_result::to_json() const {
   nlohmann::json j;
   j["shape"] = geom.shape();
@@ -718,10 +728,7 @@ nlohmann::json compress_result::to_json() const {
   for (const auto& w : warnings) j["notes"].push_back(w);
   if (!trials.empty()) {
     auto& t = j["chop_search"] = nlohmann::json::array();
-    for (const auto& tr : trials) {
-      t.push_back({{"chop", tr.chop}, {"psnr_db", opt(tr.q.psnr_db)}, {"ssim", opt(tr.q.ssim)},
-                   {"measured_on", tr.on_sample ? "sample" : "all"}, {"meets", tr.meets}});
-    }
+    for (const auto& tr : trials) t.push_back(chop_trial_to_json(tr));
   }
   return j;
 }
@@ -963,7 +970,7 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
   std::vector<chop_trial> trials;
   if (o.target.any()) {
     trials = search_on_sample(src, be, p, range, o.target, o.ssim || o.target.ssim, o.threads,
-                              o.search_bytes, o.progress);
+                              o.search_bytes, o.progress, o.on_trial);
     p.chop = trials.back().chop;
   }
   for (;;) {
@@ -979,7 +986,10 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     }
     chop_trial full{p.chop, *r.q, false, meets(*r.q, o.target, src.name())};
     // When the sample was the whole dataset the measurement is already in the list.
-    if (trials.back().on_sample || trials.back().chop != p.chop) trials.push_back(full);
+    if (trials.back().on_sample || trials.back().chop != p.chop) {
+      trials.push_back(full);
+      if (o.on_trial) o.on_trial(full);
+    }
     if (full.meets) {
       r.trials = trials;
       r.seconds = seconds_since(t0);

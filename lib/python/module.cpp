@@ -746,7 +746,7 @@ PYBIND11_MODULE(_dctchop, m) {
          int chop, const std::string& coeff, const std::string& lay, const std::string& offset_rule,
          double offset_value, double chunk_mb, bool overwrite, bool quality, bool measure_ssim,
          std::optional<double> psnr, std::optional<double> ssim, int threads,
-         std::optional<double> nonfinite, const py::object& progress) {
+         std::optional<double> nonfinite, const py::object& progress, py::list trials) {
         formats::compress_options o;
         o.block = block;
         o.chop = chop;
@@ -779,20 +779,29 @@ PYBIND11_MODULE(_dctchop, m) {
           o.labels = memory_spec(label_array, "<labels>");
         }
         auto be = make_backend(backend_kind::cpu, {threads});
+        // A target search's measurements (on the compressing thread): a search that fails
+        // hands them to the caller in `trials`, which the wrapper puts on the exception.
+        std::vector<formats::chop_trial> made;
+        o.on_trial = [&made](const formats::chop_trial& t) { made.push_back(t); };
         // The arrays stay referenced by the caller (and label_array here) meanwhile.
-        const auto r = run_interruptible<formats::compress_result>(
-            [&](const formats::progress_fn& report) {
-              o.progress = report;
-              return formats::compress(spec, output, *be, o);
-            },
-            progress);
-        return formats::json_text(r.to_json());
+        try {
+          const auto r = run_interruptible<formats::compress_result>(
+              [&](const formats::progress_fn& report) {
+                o.progress = report;
+                return formats::compress(spec, output, *be, o);
+              },
+              progress);
+          return formats::json_text(r.to_json());
+        } catch (const error&) {
+          for (const auto& t : made) trials.append(formats::json_text(formats::chop_trial_to_json(t)));
+          throw;
+        }
       },
       py::arg("data"), py::arg("output"), py::arg("labels"), py::arg("block"), py::arg("chop"),
       py::arg("coeff"), py::arg("layout"), py::arg("offset_rule"), py::arg("offset_value"),
       py::arg("chunk_mb"), py::arg("overwrite"), py::arg("quality"), py::arg("measure_ssim"),
       py::arg("psnr"), py::arg("ssim"), py::arg("threads"), py::arg("nonfinite"),
-      py::arg("progress"));
+      py::arg("progress"), py::arg("trials"));
 
   m.def(
       "decode_matrices",

@@ -251,6 +251,17 @@ def check_compress_from_python(binary, d, x, y):
     t = dctchop.compress(x, f"{d}/t.dcz", psnr=20)
     got = t["quality"]["psnr_db"]  # None: lossless
     check((got is None or got >= 20) and t["chop_search"], f"target: chop {t['chop']}, {got} dB")
+    # A target out of reach: the error lists what was measured (and pickles with it).
+    e = raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.float32), f"{d}/u.dcz",
+                                                       psnr=400), "short of the target")
+    search = getattr(e, "chop_search", None) or []
+    check(e is not None and e.kind == "quality_not_met" and
+          [s["chop"] for s in search] == list(range(1, 9)) and
+          not any(s["meets"] for s in search) and all(s["psnr_db"] < 400 for s in search),
+          f"unreachable target: {e!r} {search}")
+    again = pickle.loads(pickle.dumps(e))
+    check(getattr(again, "chop_search", None) == search, "the measurements survive pickling")
+    check(not os.path.exists(f"{d}/u.dcz"), "no output from a failed search")
     # Errors.
     e = raises(FileError_, lambda: dctchop.compress(x, f"{d}/py.dcz"), "overwrite=True")
     check(e is not None and e.kind == "output_exists", f"existing output: {e!r}")

@@ -142,7 +142,9 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     labels: an array with one row per sample, stored losslessly. offset: "auto", "mean" or a
     number (--offset). quality=False skips measuring PSNR and SSIM, measure_ssim=False SSIM
     only. psnr / ssim: choose the smallest chop that reaches them instead (not with chop, as the
-    command refuses --chop with --psnr). nonfinite: None (NaN or Inf is an error) or a finite number stored in their
+    command refuses --chop with --psnr); report["chop_search"] lists the measurements, and a
+    target out of reach raises dctchop.Error (kind "quality_not_met") whose chop_search lists
+    them. nonfinite: None (NaN or Inf is an error) or a finite number stored in their
     place. threads: 0 for every core. progress: None or a callable, called on this thread
     with (samples written, samples in total) as chunks are written, at most every 50 ms.
 
@@ -196,13 +198,16 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     chunk_mb = _number("chunk_mb", chunk_mb, lambda v: 0 < v <= 4096, "a number in (0, 4096]")
     if progress is not None and not callable(progress):
         raise _bad_argument(f"progress {progress!r}: expected None or a callable (done, total)")
+    trials = []  # a failed psnr / ssim search's measurements (JSON texts)
     try:
         report = _compress(data, output_bytes, labels, _count("block", block, 1, 32),
                            _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
                            layout, rule, value, chunk_mb, overwrite, quality,
                            measure_ssim, psnr, ssim, _count("threads", threads, 0, _MAX_THREADS),
-                           nonfinite, progress)
+                           nonfinite, progress, trials)
     except Error as e:
+        if trials:  # what the search measured before it gave up, as report["chop_search"]
+            e.chop_search = [json.loads(t) for t in trials]
         # The library's messages name the command's options: name the keywords instead.
         text = _in_python_terms(str(e))
         if text == str(e):

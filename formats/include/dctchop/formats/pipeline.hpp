@@ -97,6 +97,9 @@ struct compress_options {
    *  SOURCE_DATE_EPOCH, for archives that are the same bytes run after run. */
   std::optional<std::int64_t> created;
   progress_fn progress;
+  /** With a target: called with each measurement as it is made (those of a search that fails
+   *  too, which the result never carries); the result's `trials` holds the same list. */
+  std::function<void(const chop_trial&)> on_trial;
 };
 
 /** compress_options::created from the value of SOURCE_DATE_EPOCH (seconds since 1970, the
@@ -271,5 +274,7 @@ nlohmann::json check_archive(const std::string& archive, const progress_fn& prog
 
 /** JSON of a quality record, as stored in the archive footer and printed by --json. */
 nlohmann::json quality_to_json(const quality& q);
+/** One entry of a report's "chop_search": chop, psnr_db, ssim, measured_on, meets. */
+nlohmann::json chop_trial_to_json(const chop_trial& t);
 
 }  // namespace dctchop::formats
