@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -101,8 +102,8 @@ Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt ar
 )";
 
 const char* k_offset_help =
-    "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 0 for "
-    "i16, the first sample's mean for float data), mean (the first sample's mean, any dtype: "
+    "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 2^31 "
+    "for u32, 0 for i8, i16 and i32, the first sample's mean for float data), mean (the first sample's mean, any dtype: "
     "for integer data that fills little of its range, e.g. 12-bit values in u16), or a number";
 
 /** Where a report says an output went: "<stdout>" for "-", else FILE or FILE:DATASET. */
@@ -200,10 +201,10 @@ const CLI::Validator block_size(
 const CLI::Validator dtype_name(
     [](std::string& s) {
       return parse_dtype(s) ? std::string()
-                            : s + ": expected i8, u8, u16, i16, f16, f32 or f64 (numpy's int8, "
-                                  "uint8, uint16, int16, float16, float32, float64 too)";
+                            : fmt::format("{}: expected one of {} (numpy's {} too)", s,
+                                          k_dtype_names, k_dtype_numpy_names);
     },
-    "i8|u8|u16|i16|f16|f32|f64");
+    "i8|u8|i16|u16|i32|u32|f16|f32|f64");
 
 /** compress's --coeff: one coefficient type, dctchop's name or numpy's, as parse_coeff_type
  *  reads them; a list is eval's. */
@@ -275,22 +276,31 @@ bool opt_flag(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
 }
 
+/** Whether `s` is `word` (lower case) in any case. */
+bool same_word(const std::string& s, std::string_view word) {
+  return s.size() == word.size() &&
+         std::equal(s.begin(), s.end(), word.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
 /** Parse --nonfinite: "error" (nullopt) or "replace=V" with a finite number V. */
 std::optional<double> parse_nonfinite(const std::string& s) {
-  if (s == "error") return std::nullopt;
+  // Its words in any case, as --coeff, --dtype, --layout and --backend take theirs.
+  if (same_word(s, "error")) return std::nullopt;
   const std::string prefix = "replace=";
-  if (s.rfind(prefix, 0) == 0) {
+  if (s.size() > prefix.size() && same_word(s.substr(0, prefix.size()), prefix)) {
     if (const auto x = finite_double(s.substr(prefix.size()))) return x;
   }
   throw error(errc::invalid_argument,
               "--nonfinite " + s + ": expected error or replace=V with a finite number V");
 }
 
-/** Parse --offset: "auto", "mean" (the first sample's mean) or a finite number. */
+/** Parse --offset: "auto", "mean" (the first sample's mean), in any case, or a finite number. */
 formats::offset_choice parse_offset(const std::string& s) {
   using rule = formats::offset_choice::rule;
-  if (s == "auto") return {};
-  if (s == "mean") return {rule::first_mean, 0.0};
+  if (same_word(s, "auto")) return {};
+  if (same_word(s, "mean")) return {rule::first_mean, 0.0};
   if (const auto x = finite_double(s)) return {rule::value, *x};
   throw error(errc::invalid_argument,
               "--offset " + s + ": expected auto, mean or a finite number");
@@ -454,7 +464,7 @@ void add_input_options(CLI::App* cmd, input_options& in) {
   cmd->add_option("--dataset", in.dataset,
                   "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)");
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
-  cmd->add_option("--dtype", in.dtype, "raw input element type: i8, u8, u16, i16, f16, f32, f64")
+  cmd->add_option("--dtype", in.dtype, "raw input element type: i8, u8, i16, u16, i32, u32, f16, f32, f64")
       ->check(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")->needs(raw);
@@ -465,6 +475,20 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
   if (in.raw) {
     if (in.dtype.empty() || in.shape.empty()) {
       throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
+    }
+    // `train.h5:/images --raw`: the whole text is a path (a name may hold a colon); where no
+    // such file is there but the text names a dataset of a file that is, say what was meant.
+    std::error_code ec;
+    if (path != "-" && path.find(':') != std::string::npos &&
+        !std::filesystem::exists(path, ec)) {
+      const auto as_dataset = formats::parse_dataset_spec(path);
+      if (as_dataset.kind != formats::file_kind::raw && !as_dataset.dataset.empty() &&
+          std::filesystem::exists(as_dataset.path, ec)) {
+        throw error(errc::invalid_argument,
+                    fmt::format("{}: --raw reads this path as it is, and there is no such file; "
+                                "without --raw it names the dataset {} of {}",
+                                path, as_dataset.dataset, as_dataset.path));
+      }
     }
     spec.raw_type = formats::npy_dtype_of(*parse_dtype(in.dtype));
     for (const auto& item : split_list(in.shape, "--shape")) {  // ("6,24," is refused)
@@ -885,7 +909,7 @@ int run(int argc, char** argv) {
       ->check(between(-1, 1))
       ->excludes(chop_opt);
   cmp->add_option("--coeff", c_coeff,
-                  "coefficient type: f16, bf16, f32, i16 (default f16 for u8, f32 otherwise)")
+                  "coefficient type: f16, bf16, f32, i16 (default f16 for u8 and i8, f32 otherwise)")
       ->check(coeff_name);
   cmp->add_option("--layout", c_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
@@ -1399,7 +1423,7 @@ int run(int argc, char** argv) {
         auto report = [&](const nlohmann::json& j) {
           if (v_quiet || v_json) return;
           const auto chunks = j["chunks"].get<std::uint64_t>();
-          const auto sides = j["side_arrays"].get<std::uint64_t>();
+          const auto sides = j["side_arrays"].size();
           log->info("{}: {} chunk{} and {} side array{}, every checksum ok",
                     j["file"].get<std::string>(), chunks, chunks == 1 ? "" : "s", sides,
                     sides == 1 ? "" : "s");

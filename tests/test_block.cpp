@@ -117,7 +117,7 @@ void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b,
   p.block = b;
   p.chop = k;
   p.coeff = ct;
-  p.offset = dt == dtype::u8 ? 128.0 : (dt == dtype::u16 ? 32768.0 : 0.0);
+  p.offset = default_offset(dt);
   const auto in = random_values<T>(n * h * w * c, seed, lo, hi);
   const auto view = make_view(g, dt, static_cast<const void*>(in.data()), n);
   const std::string what = "dtype " + std::to_string(static_cast<int>(dt)) + " B=" +
@@ -180,6 +180,11 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
           expect_same_as_cpu<detail::half_value, float>(dtype::f16, layout::nhwc, 2, b + 3,
                                                         b + 2, 2, b, k, ct, -65504, 65504,
                                                         seed++);
+          // i32 and u32 (computed in double) over their whole range, planar and interleaved.
+          expect_same_as_cpu<std::int32_t, double>(dtype::i32, layout::nhw, 2, b + 3, b + 1, 1,
+                                                   b, k, ct, -2147483648.0, 2147483648.0, seed++);
+          expect_same_as_cpu<std::uint32_t, double>(dtype::u32, layout::nhwc, 1, b + 1, b + 6, 2,
+                                                    b, k, ct, 0, 4294967296.0, seed++);
         }
         // u16 NCHW (2 channels) and i16, with values small enough for every type at K=1.
         if (ct != coeff_type::f16) {
@@ -440,6 +445,29 @@ TEST(CudaGridOnHost, TheGemmDecodesCublasArgumentsGiveTheCpuBackendsValues) {
       cpu->decode(pd, fc, make_view(gf, dtype::f64, static_cast<void*>(dwant.data()), gf.samples));
       decode_by_gemms(pd, gf, fc, dgot.data(), 3);
       for (u64 i = 0; i < fv; ++i) ASSERT_NEAR(dwant[i], dgot[i], 0.5) << "f64 B=" << b << " K=" << k << " at " << i;
+      // i32 and u32 over their whole range, first rows at the type's largest value: the
+      // store adds the offset and rounds and clamps in double (in float, u32's largest value
+      // is 2^32, past the type). The GEMMs' float products err by about 2^-24 of the largest
+      // magnitudes, so the two decodes agree to 2^-18 of the range.
+      auto wide = [&](auto zero, dtype dt) {
+        using T = decltype(zero);
+        codec_params pw = pf;
+        pw.offset = default_offset(dt);
+        auto win = random_values<T>(fv, seed++, double(std::numeric_limits<T>::min()),
+                                    double(std::numeric_limits<T>::max()) + 1.0);
+        for (u64 i = 0; i < gf.samples * gf.planes; ++i)
+          std::fill_n(win.begin() + i * gf.height * gf.width, b * gf.width, std::numeric_limits<T>::max());
+        std::vector<std::byte> wc(gf.samples * coeff_bytes_per_sample(pw, gf));
+        cpu->encode(pw, make_view(gf, dt, static_cast<const void*>(win.data()), gf.samples), wc);
+        std::vector<T> wwant(fv), wgot(fv, T{});
+        cpu->decode(pw, wc, make_view(gf, dt, static_cast<void*>(wwant.data()), gf.samples));
+        decode_by_gemms(pw, gf, wc, wgot.data(), 3);
+        const double tol = std::ldexp(1.0, 32 - 18);
+        for (u64 i = 0; i < fv; ++i)
+          ASSERT_NEAR(double(wwant[i]), double(wgot[i]), tol) << to_string(dt) << " B=" << b << " K=" << k << " at " << i;
+      };
+      wide(std::int32_t{}, dtype::i32);
+      wide(std::uint32_t{}, dtype::u32);
     }
   }
 }

@@ -1450,8 +1450,9 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
     EXPECT_EQ(parse_json(r.out).at("dtype"), "u8") << names;
   }
   check_bad_cases(dir, {
-      {"compress r.bin --raw --dtype int32 --shape 2,16,24 -o w.dcz", 2,
-       "--dtype: int32: expected i8, u8, u16, i16, f16, f32 or f64"},
+      {"compress r.bin --raw --dtype int64 --shape 2,16,24 -o w.dcz", 2,
+       "--dtype: int64: expected one of i8, u8, i16, u16, i32, u32, f16, f32, f64 (numpy's int8, "
+       "uint8, int16, uint16, int32, uint32, float16, float32, float64 too)"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f64", 2,
        "--coeff: f64: expected f16, bf16, f32 or i16"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f16,bf16", 2,

@@ -217,6 +217,8 @@ TEST(RoundTrip, ChopEqualsBlockIsWithinStoragePrecisionForEveryDtypeAndCoeffType
       round_trip_case<double>(dtype::f64, ct, b, rng);
       round_trip_case<detail::half_value>(dtype::f16, ct, b, rng);
       round_trip_case<std::int8_t>(dtype::i8, ct, b, rng);
+      round_trip_case<std::int32_t>(dtype::i32, ct, b, rng);
+      round_trip_case<std::uint32_t>(dtype::u32, ct, b, rng);
     }
   }
 }
@@ -788,6 +790,8 @@ TEST(Kernels, BaselineAndAvx2CopiesGiveIdenticalCoefficientsAndOutputs) {
     same(std::int16_t{}, dtype::i16, 0.0, coeff_type::f32);
     same(detail::half_value{}, dtype::f16, 3.0, coeff_type::f32);  // F16C loads in AVX2
     same(std::int8_t{}, dtype::i8, 0.0, coeff_type::f16);
+    same(std::int32_t{}, dtype::i32, 0.0, coeff_type::f32);  // (computed in double)
+    same(std::uint32_t{}, dtype::u32, 2147483648.0, coeff_type::f32);
   }
   // Coefficients too large for f16 (u16 data near its extremes: DC up to 8 x 32767) are found
   // by both copies, in the same sample, with the same bytes stored: the AVX2 copy stores f16

@@ -416,7 +416,8 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"a dtype of a newer writer",
        with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "f8e4m3"; }),
        errc::unsupported_version,
-       "header's dtype \"f8e4m3\" is not one this dctchop knows (i8, u8, u16, i16, f16, f32, f64); "
+       "header's dtype \"f8e4m3\" is not one this dctchop knows (i8, u8, i16, u16, i32, u32, f16, f32, "
+       "f64); "
        "upgrade dctchop"},
       {"a coefficient type of a newer writer",
        with_header(bytes_, [](nlohmann::json& j) { j["codec"]["coeff"] = "u4"; }),

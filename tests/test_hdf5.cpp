@@ -116,6 +116,7 @@ hid_t native_type() {
   else if constexpr (std::is_same_v<T, std::uint16_t>) return H5T_NATIVE_UINT16;
   else if constexpr (std::is_same_v<T, std::int16_t>) return H5T_NATIVE_INT16;
   else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_NATIVE_INT32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return H5T_NATIVE_UINT32;
   else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
   else if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
   else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
@@ -2053,6 +2054,7 @@ TEST(RawCli, RawFromStdinDecodesLikeRawFromAFile) {
 TEST(RawBadInput, RawSizeMismatchAndMissingOptionsExitWithTheirCodes) {
   temp_dir dir;
   write_bytes(dir.file("f.bin"), std::string(4 * 24 * 18 * 4, '\0'));
+  write_bytes(dir.file("f.h5"), std::string(4 * 24 * 18 * 4, '\0'));
   check_bad_cases(dir, {
       {"compress f.bin --raw --dtype f32 --shape 4,24,19 -o out.dcz", 3, {"f.bin", "6912", "7296"}},
       {"compress f.bin --raw --dtype u16 --shape 4,24,18 -o out.dcz", 3, {"f.bin"}},
@@ -2061,13 +2063,17 @@ TEST(RawBadInput, RawSizeMismatchAndMissingOptionsExitWithTheirCodes) {
       {"compress f.bin --raw --dtype f32 --shape 4,x,18 -o out.dcz", 2, {"--shape"}},
       {"compress missing.bin --raw --dtype f32 --shape 4,24,18 -o out.dcz", 5, {"missing.bin"}},
       {"eval f.bin --raw --dtype f32 --shape 4,24,19 -q", 3, {"f.bin"}},
+      // A dataset's name given with --raw (the whole text is a path; no such file is there).
+      {"compress f.h5:/x --raw --dtype f32 --shape 4,24,18 -o out.dcz", 2,
+       {"f.h5:/x: --raw reads this path as it is, and there is no such file; without --raw it "
+        "names the dataset /x of f.h5"}},
   });
   // --dtype without --raw is a usage error (CLI11's message may span lines).
   auto r = cli(dir, "compress f.bin --dtype f32 --shape 4,24,18 -o out.dcz");
   EXPECT_EQ(r.status, 2) << describe(r);
-  auto u = cli(dir, "compress f.bin --raw --dtype u32 --shape 4,24,18 -o out.dcz");
+  auto u = cli(dir, "compress f.bin --raw --dtype u64 --shape 4,24,18 -o out.dcz");
   EXPECT_EQ(u.status, 2) << describe(u);
-  EXPECT_EQ(dir.entries(), std::vector<std::string>{"f.bin"});
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"f.bin", "f.h5"}));
 }
 
 TEST(RawBadInput, ShortOrLongRawStreamOnStdinExits3AndLeavesNoOutput) {
@@ -2140,6 +2146,73 @@ TEST(Hdf5Cli, JsonReportWithAChosenDatasetKeepsTheNoteInsideIt) {
   EXPECT_TRUE(named) << c.err;
 }
 
+TEST(Hdf5Cli, Uint32AndInt32DatasetsCompressWithF32CoefficientsAndComeBackAsTheirType) {
+  // Detector counts: a big-endian uint32 dataset (as HDF5 files from other machines hold
+  // them) and a little-endian int32 one, spread over most of their range. Offset 2^31 for
+  // u32 and 0 for i32, f32 coefficients (f16's range is far too small), R = 2^32 - 1; at
+  // chop 8 every value within f32's precision of the coefficients, 8 * 8 * 2^31 * 2^-24.
+  temp_dir dir;
+  constexpr u64 n = 2, h = 20, w = 18;
+  std::vector<std::uint32_t> u(n * h * w);
+  std::vector<std::int32_t> s(u.size());
+  for (u64 i = 0; i < u.size(); ++i) {
+    u[i] = static_cast<std::uint32_t>((i * 2654435761u) % 4000000000u + (i % 7 == 0 ? 294967295u : 0u));
+    s[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(u[i]) - 2147483648LL);
+  }
+  {
+    auto f = h5_create(dir.file("d.h5"));
+    h5_write(f.get(), "/counts", H5T_STD_U32BE, {n, h, w}, u);
+    h5_write(f.get(), "/signed", H5T_STD_I32LE, {n, h, w}, s);
+  }
+  for (const char* name : {"counts", "signed"}) {
+    const bool unsigned_ = std::string(name) == "counts";
+    SCOPED_TRACE(name);
+    auto c = cli(dir, std::string("compress d.h5:/") + name + " -o " + name + ".dcz --chop 8 -q && " +
+                          test::dctchop_bin() + " info " + name + ".dcz --json && " +
+                          test::dctchop_bin() + " decompress " + name + ".dcz -o " + name +
+                          "_back.h5:/back -q && " + test::dctchop_bin() + " verify " + name +
+                          ".dcz --against d.h5:/" + name + " --min-psnr 100 -q");
+    ASSERT_EQ(c.status, 0) << describe(c);
+    const auto j = parse_json(c.out);
+    EXPECT_EQ(j.at("dtype"), unsigned_ ? "u32" : "i32");
+    EXPECT_EQ(j.at("codec").at("coeff"), "f32");
+    EXPECT_EQ(j.at("codec").at("offset"), unsigned_ ? 2147483648.0 : 0.0);
+    EXPECT_EQ(j.at("quality").at("range"), 4294967295.0);
+    auto f = h5_open(dir.file(std::string(name) + "_back.h5"));
+    const auto info = h5_describe(f.get(), "/back");
+    EXPECT_EQ(info.cls, H5T_INTEGER);
+    EXPECT_EQ(info.size, 4u);
+    EXPECT_EQ(info.sign, unsigned_ ? H5T_SGN_NONE : H5T_SGN_2);
+    EXPECT_EQ(info.shape, (std::vector<u64>{n, h, w}));
+    double worst = 0;
+    if (unsigned_) {
+      const auto back = h5_read<std::uint32_t>(f.get(), "/back");
+      for (u64 i = 0; i < u.size(); ++i) worst = std::max(worst, std::fabs(double(back[i]) - double(u[i])));
+    } else {
+      const auto back = h5_read<std::int32_t>(f.get(), "/back");
+      for (u64 i = 0; i < s.size(); ++i) worst = std::max(worst, std::fabs(double(back[i]) - double(s[i])));
+    }
+    EXPECT_GT(worst, 0.0) << "f32 coefficients hold 24 bits: not lossless at this range";
+    EXPECT_LE(worst, 8192.0);
+  }
+  // The same counts as raw binary, read as --dtype uint32, give the same archive data.
+  auto r = cli(dir, "decompress counts.dcz -o c.npy -q && " + test::dctchop_bin() +
+                        " compress c.npy -o c2.dcz --chop 8 --json -q");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(parse_json(r.out).at("dtype"), "u32");
+  const auto back = test::load_npy(dir.file("c.npy"));
+  EXPECT_EQ(back.header.type.native_descr(), "<u4");
+  {
+    std::string raw(u.size() * 4, '\0');
+    std::memcpy(raw.data(), u.data(), raw.size());
+    write_bytes(dir.file("c.bin"), raw);
+  }
+  auto rb = cli(dir, "compress c.bin --raw --dtype uint32 --shape 2,20,18 -o c3.dcz --chop 8 -q && " +
+                         test::dctchop_bin() + " verify c3.dcz --against d.h5:/counts --json");
+  ASSERT_EQ(rb.status, 0) << describe(rb);
+  EXPECT_EQ(parse_json(rb.out).at("passed"), true);
+}
+
 TEST(Hdf5Cli, AFloat16DatasetCompressesAndDecompressesAsFloat16) {
   // h5py's float16 (a 2-byte IEEE float, no predefined HDF5 type) is data like any other: f16
   // in the archive, f16 again in a decompressed HDF5 file, the values within f16's precision
@@ -2197,7 +2270,8 @@ TEST(Hdf5Cli, AFloat16DatasetCompressesAndDecompressesAsFloat16) {
   auto w = cli(dir, "compress w.npy -o w.dcz");
   EXPECT_EQ(w.status, 3) << describe(w);
   EXPECT_TRUE(contains(w.err, "w.npy: dtype uint64 is not supported; dctchop compresses int8, "
-                              "uint8, uint16, int16, float16, float32 and float64 arrays")) << w.err;
+                              "uint8, int16, uint16, int32, uint32, float16, float32, float64 "
+                              "arrays")) << w.err;
 }
 
 

@@ -576,6 +576,21 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   loaders::archive_loader from_old(a, o);
   from_old.restore(old);
   EXPECT_EQ(from_old.next().samples, want.samples);
+  // ... which a sharded loader refuses within an epoch: such a state came from one rank of
+  // one (another world) or from ranks that each took every world-th sample (before
+  // 2026-12-02). At an epoch's start there is nothing to get wrong.
+  {
+    auto two = o;
+    two.world = 2;
+    loaders::archive_loader sharded(a, two);
+    dctchop::test::expect_error([&] { sharded.restore(old); }, errc::invalid_argument,
+                                {"does not say how", "batch 3", "other batches", "position 0"});
+    auto start = old;
+    start.position = 0;
+    sharded.restore(start);
+    EXPECT_EQ(sharded.state().epoch, 0u);
+    EXPECT_EQ(sharded.state().position, 0u);
+  }
   // Not a state: the messages say what one is.
   for (const char* bad : {"garbage", "[1, 2]", R"({"epoch": 0})", R"({"epoch": -1, "position": 0, "seed": 0})",
                           R"({"epoch": 0, "position": 0, "seed": 0, "batch_size": 4})",

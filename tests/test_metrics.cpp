@@ -309,7 +309,8 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
   if (!detail::use_avx2_kernels()) GTEST_SKIP() << "this processor has no AVX2/F16C";
   std::mt19937 rng(31);
   std::uniform_real_distribution<double> val(0.0, 1.0);
-  for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16, dtype::f16, dtype::f32, dtype::f64}) {
+  for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16, dtype::i32, dtype::u32,
+                  dtype::f16, dtype::f32, dtype::f64}) {
     for (auto lay : {layout::nhwc, layout::nchw}) {
       geometry g{lay, 2, 3, 21, 37};
       const u64 count = g.samples * g.values_per_sample();
@@ -331,6 +332,8 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
           case dtype::f64: put(double{}); break;
           case dtype::f16: put(detail::half_value{}); break;
           case dtype::i8: put(std::int8_t{}); break;
+          case dtype::i32: put(std::int32_t{}); break;
+          case dtype::u32: put(std::uint32_t{}); break;
         }
       }
       auto va = make_view(g, t, static_cast<const void*>(a.data()), g.samples);
@@ -407,6 +410,30 @@ TEST(MetricKernels, BaselineAndAvx2CopiesGiveIdenticalFigures) {
 }
 
 // ---- PSNR, RMSE, max error --------------------------------------------------------------
+
+TEST(Psnr, ThirtyTwoBitIntegersSquareErrorsPastTheInt64RangeAndUseTheirWholeRange) {
+  // u32: errors of 2^32 - 1 (their square, 1.8e19, passes int64), R = 2^32 - 1: PSNR 0 dB
+  // where every value is that far off. i32 likewise, from INT32_MIN to INT32_MAX.
+  geometry g{layout::hw, 1, 1, 2, 2};
+  std::vector<std::uint32_t> a{0, 0, 4294967295u, 7}, b{4294967295u, 4294967295u, 0, 7};
+  quality_accumulator acc(dtype::u32, std::nullopt, false);
+  acc.add(make_view(g, dtype::u32, static_cast<const void*>(a.data()), 1),
+          make_view(g, dtype::u32, static_cast<const void*>(b.data()), 1));
+  const double r = 4294967295.0;
+  auto q = acc.result();
+  EXPECT_DOUBLE_EQ(q.range, r);
+  EXPECT_DOUBLE_EQ(q.max_abs_error, r);
+  EXPECT_DOUBLE_EQ(q.mse, 3.0 * r * r / 4.0);
+  ASSERT_TRUE(q.psnr_db);
+  EXPECT_NEAR(*q.psnr_db, -10.0 * std::log10(0.75), 1e-9);
+  std::vector<std::int32_t> c{-2147483647 - 1, 5, 2147483647, 0}, d{2147483647, 5, 2147483647, 0};
+  quality_accumulator ai(dtype::i32, std::nullopt, false);
+  ai.add(make_view(g, dtype::i32, static_cast<const void*>(c.data()), 1),
+         make_view(g, dtype::i32, static_cast<const void*>(d.data()), 1));
+  EXPECT_DOUBLE_EQ(ai.result().mse, r * r / 4.0);
+  EXPECT_DOUBLE_EQ(ai.result().max_abs_error, r);
+  EXPECT_NEAR(*ai.result().psnr_db, -10.0 * std::log10(0.25), 1e-9);
+}
 
 TEST(Psnr, U8FiguresEqualHandComputedValues) {
   // errors 1, 0, 0, 3: MSE = 10 / 4 = 2.5, RMSE = 1.58113883, max 3,

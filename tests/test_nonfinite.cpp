@@ -212,7 +212,7 @@ TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
   temp_dir dir;
   make_input(dir);
   for (const char* mode : {"replace=nan", "replace=inf", "replace=", "replace=1e999",
-                           "replace=2x", "drop", "Replace=0"}) {
+                           "replace=2x", "drop", "replace0", "errors"}) {
     const auto r = cli(dir, std::string("compress x.npy -o a.dcz --nonfinite ") + mode);
     EXPECT_EQ(r.status, 2) << mode << "\n" << describe(r);
     EXPECT_NE(r.err.find("--nonfinite"), std::string::npos) << r.err;
@@ -222,6 +222,11 @@ TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
   const auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=1e300");
   EXPECT_EQ(r.status, 2) << describe(r);
   EXPECT_NE(r.err.find("does not fit f32"), std::string::npos) << r.err;
+  // The words in any case, as --coeff and --layout take theirs (--offset's too).
+  const auto upper = cli(dir, "compress x.npy -o u.dcz --nonfinite REPLACE=0 --offset Mean --json -q");
+  ASSERT_EQ(upper.status, 0) << describe(upper);
+  EXPECT_GT(test::parse_json(upper.out).at("nonfinite_replaced").get<double>(), 0) << upper.out;
+  EXPECT_EQ(cli(dir, "compress x.npy -o e.dcz --nonfinite Error -q").status, 3);
 }
 
 TEST(NonFinite, F16InputReplacesWithAnF16ValueAndRefusesOneBeyondIt) {

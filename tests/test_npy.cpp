@@ -336,7 +336,7 @@ INSTANTIATE_TEST_SUITE_P(SampleData, NpyBrokenFile,
                                            broken_case{"structured.npy", "structured"},
                                            broken_case{"bad_header.npy", "malformed"},
                                            broken_case{"bad_version.npy", "version 9.0"},
-                                           broken_case{"complex.npy", "complex arrays are not supported (data: int8, uint8, uint16, int16, float16, float32 or float64"}),
+                                           broken_case{"complex.npy", "complex arrays are not supported (data: int8, uint8, int16, uint16, int32, uint32, float16, float32, float64; labels"}),
                          [](const auto& info) {
                            std::string n = info.param.file;
                            return n.substr(0, n.find('.'));
@@ -492,13 +492,17 @@ TEST(NpyDescr, ParsesEveryNumericDtype) {
 
 TEST(NpyDescr, CodecDtypesMapBothWays) {
   using dctchop::dtype;
-  for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16, dtype::f16, dtype::f32, dtype::f64}) {
+  for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16, dtype::i32, dtype::u32,
+                  dtype::f16, dtype::f32, dtype::f64}) {
     const auto n = dctchop::formats::npy_dtype_of(t);
     EXPECT_FALSE(n.big_endian);
     EXPECT_EQ(n.codec_dtype(), t);
     EXPECT_EQ(parse_npy_descr(n.native_descr())->codec_dtype(), t);
   }
-  EXPECT_EQ(parse_npy_descr("<i4")->codec_dtype(), std::nullopt);
+  EXPECT_EQ(parse_npy_descr("<i4")->codec_dtype(), dtype::i32);
+  EXPECT_EQ(parse_npy_descr(">u4")->codec_dtype(), dtype::u32);  // (read with its byte order)
+  EXPECT_EQ(parse_npy_descr("<i8")->codec_dtype(), std::nullopt);
+  EXPECT_EQ(parse_npy_descr("<u8")->codec_dtype(), std::nullopt);
   EXPECT_EQ(parse_npy_descr("|b1")->codec_dtype(), std::nullopt);
 }
 

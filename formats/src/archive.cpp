@@ -274,7 +274,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
                       " is not one this dctchop knows (" + ours + "); upgrade dctchop");
     };
     if (!t) newer(j.at("dtype"), "dtype", parse_dtype(j.at("dtype").get<std::string>()).has_value(),
-                  "i8, u8, u16, i16, f16, f32, f64");
+                  k_dtype_names);
     if (!ct) newer(c.at("coeff"), "coefficient type",
                    parse_coeff_type(c.at("coeff").get<std::string>()).has_value(),
                    "f16, bf16, f32, i16");

@@ -133,8 +133,8 @@ std::string unsupported_descr_reason(const std::string& descr) {
       break;
   }
   return "dtype '" + printable(descr) + "': " + why +
-         " (data: int8, uint8, uint16, int16, float16, float32 or float64; labels: bool, int8..int64, "
-         "uint8..uint64 or float16..float64)";
+         " (data: " + k_dtype_numpy_names + "; labels: bool, int8..int64, uint8..uint64 or "
+         "float16..float64)";
 }
 
 namespace {
@@ -351,6 +351,8 @@ std::optional<dtype> npy_dtype::codec_dtype() const {
   if (kind == 'f' && itemsize == 8) return dtype::f64;
   if (kind == 'f' && itemsize == 2) return dtype::f16;
   if (kind == 'i' && itemsize == 1) return dtype::i8;
+  if (kind == 'i' && itemsize == 4) return dtype::i32;
+  if (kind == 'u' && itemsize == 4) return dtype::u32;
   return std::nullopt;
 }
 
@@ -413,7 +415,7 @@ std::optional<npy_dtype> parse_npy_descr(const std::string& descr) {
 
 npy_dtype npy_dtype_of(dtype t) {
   npy_dtype d;
-  d.kind = is_float(t) ? 'f' : (t == dtype::u8 || t == dtype::u16) ? 'u' : 'i';
+  d.kind = is_float(t) ? 'f' : (t == dtype::u8 || t == dtype::u16 || t == dtype::u32) ? 'u' : 'i';
   d.itemsize = size_of(t);
   d.big_endian = false;
   return d;

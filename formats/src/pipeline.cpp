@@ -119,6 +119,8 @@ void for_each_first_value(input_source& src, Fn&& fn) {
     case dtype::f64: each(reinterpret_cast<const double*>(s.data())); break;
     case dtype::f16: each(reinterpret_cast<const dctchop::detail::half_value*>(s.data())); break;
     case dtype::i8: each(reinterpret_cast<const std::int8_t*>(s.data())); break;
+    case dtype::i32: each(reinterpret_cast<const std::int32_t*>(s.data())); break;
+    case dtype::u32: each(reinterpret_cast<const std::uint32_t*>(s.data())); break;
   }
 }
 
@@ -136,11 +138,11 @@ double codec_offset(input_source& src, const offset_choice& choice) {
   });
   if (count == 0) return 0.0;
   // A value of the type the transforms compute in, so that the header records what is
-  // subtracted: double for f64 data, float for the rest. (f64 data got the f32 rounding too,
-  // which is 1.3e7 away from a mean of 1e15: an error that every value carried, 22.5 dB at
-  // chop 8 where the exact mean decodes losslessly.)
+  // subtracted: double for f64, i32 and u32 data, float for the rest. (f64 data got the f32
+  // rounding too, which is 1.3e7 away from a mean of 1e15: an error that every value carried,
+  // 22.5 dB at chop 8 where the exact mean decodes losslessly.)
   const double mean = sum / static_cast<double>(count);
-  if (src.type == dtype::f64) return std::isfinite(mean) ? mean : 0.0;
+  if (computes_in_double(src.type)) return std::isfinite(mean) ? mean : 0.0;
   const float m = static_cast<float>(mean);
   return std::isfinite(m) ? static_cast<double>(m) : 0.0;
 }
@@ -202,10 +204,10 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   const npy_dtype& t = in.src->type();
   const auto dt = t.codec_dtype();
   if (!dt) {
-    throw error(errc::bad_input, in.name() + ": dtype " + t.numpy_name() + " is not supported; dctchop "
-                                     "compresses int8, uint8, uint16, int16, float16, float32 "
-                                     "and float64 arrays (i8, u8, u16, i16, f16, f32, f64 in its "
-                                     "own names)");
+    throw error(errc::bad_input, in.name() + ": dtype " + t.numpy_name() +
+                                     " is not supported; dctchop compresses " +
+                                     k_dtype_numpy_names + " arrays (" + k_dtype_names +
+                                     " in its own names)");
   }
   in.type = *dt;
   if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {
@@ -691,6 +693,13 @@ nlohmann::json quality_to_json(const quality& q) {
   j["range"] = q.range;
   j["samples"] = q.samples;
   return j;
+}
+
+nlohmann::json detail::side_arrays_json(const archive_reader& r) {
+  nlohmann::json sides = nlohmann::json::array();
+  for (const auto& s : r.side_arrays())
+    sides.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"bytes", s.bytes}});
+  return sides;
 }
 
 nlohmann::json chop_trial_to_json(const chop_trial& t) {
@@ -1295,13 +1304,9 @@ nlohmann::json archive_info(const archive_reader& r) {
   j["version"] = std::to_string(h.major) + "." + std::to_string(h.minor);
   const auto& f = r.footer();
   j["chunks"] = r.chunks().size();
-  nlohmann::json sides = nlohmann::json::array();
   u64 side_bytes = 0;  // each below the file's size (the reader checks): no wrap
-  for (const auto& s : r.side_arrays()) {
-    sides.push_back({{"name", s.name}, {"descr", s.descr}, {"shape", s.shape}, {"bytes", s.bytes}});
-    side_bytes += s.bytes;
-  }
-  j["side_arrays"] = sides;
+  for (const auto& s : r.side_arrays()) side_bytes += s.bytes;
+  j["side_arrays"] = side_arrays_json(r);
   if (f.contains("quality")) {
     j["quality"] = f["quality"];
     // Why SSIM is null, in the word the other reports use (the footer keeps numbers only).

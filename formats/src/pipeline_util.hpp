@@ -84,6 +84,9 @@ std::string nonfinite_on_integers_note(dtype type);
 std::vector<std::string> compress_warnings(const compress_result& r, const std::string& output,
                                            std::optional<double> replacement);
 
+/** An archive's side arrays as the JSON reports list them: name, descr, shape, bytes each. */
+nlohmann::json side_arrays_json(const archive_reader& r);
+
 /** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
 inline u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
 

@@ -285,7 +285,7 @@ nlohmann::json check_archive(const std::string& archive, const progress_fn& prog
   return {{"file", r.display_name()},
           {"passed", true},
           {"chunks", chunks},
-          {"side_arrays", r.side_arrays().size()},
+          {"side_arrays", side_arrays_json(r)},  // as info lists them
           {"samples", r.header().geom.samples}};
 }
 

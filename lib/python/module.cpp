@@ -53,6 +53,8 @@ py::dtype numpy_dtype(dtype t) {
     case dtype::f64: return py::dtype("<f8");
     case dtype::f16: return py::dtype("<f2");
     case dtype::i8: return py::dtype("i1");
+    case dtype::i32: return py::dtype("<i4");
+    case dtype::u32: return py::dtype("<u4");
   }
   throw error(errc::internal, "unknown dtype");
 }

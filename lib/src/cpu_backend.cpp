@@ -143,6 +143,8 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
           case dtype::f32: val = static_cast<const float*>(v.data)[off]; break;
           case dtype::f64: val = static_cast<const double*>(v.data)[off]; break;
           case dtype::i8: val = static_cast<const std::int8_t*>(v.data)[off]; break;
+          case dtype::i32: val = static_cast<const std::int32_t*>(v.data)[off]; break;
+          case dtype::u32: val = static_cast<const std::uint32_t*>(v.data)[off]; break;
           case dtype::f16:
             val = static_cast<float>(static_cast<const half_value*>(v.data)[off]);
             break;

@@ -24,8 +24,9 @@ void with_block(int b, Fn&& fn) {
   throw error(errc::invalid_argument, "block size " + std::to_string(b) + " is not 4, 8, 16 or 32");
 }
 
-/** Calls fn(T{}, Real{}) for the element type T of dtype `t`: f64 computes in double, the
- *  rest in float (f16 as half_value, converted to and from float at load and store). */
+/** Calls fn(T{}, Real{}) for the element type T of dtype `t`: f64, i32 and u32 compute in
+ *  double, the rest in float (f16 as half_value, converted to and from float at load and
+ *  store). */
 template <typename Fn>
 void with_dtype(dtype t, Fn&& fn) {
   switch (t) {
@@ -36,6 +37,8 @@ void with_dtype(dtype t, Fn&& fn) {
     case dtype::f64: fn(double{}, double{}); return;
     case dtype::f16: fn(half_value{}, float{}); return;
     case dtype::i8: fn(std::int8_t{}, float{}); return;
+    case dtype::i32: fn(std::int32_t{}, double{}); return;
+    case dtype::u32: fn(std::uint32_t{}, double{}); return;
   }
   throw error(errc::internal, "unknown dtype");
 }

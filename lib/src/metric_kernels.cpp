@@ -46,6 +46,8 @@ void load_row_as(const const_sample_view& v, u64 n, u64 c, u64 r, T* out, T shif
     case dtype::f64: return run(static_cast<const double*>(v.data));
     case dtype::f16: return run(static_cast<const half_value*>(v.data));
     case dtype::i8: return run(static_cast<const std::int8_t*>(v.data));
+    case dtype::i32: return run(static_cast<const std::int32_t*>(v.data));
+    case dtype::u32: return run(static_cast<const std::uint32_t*>(v.data));
   }
 }
 
@@ -79,13 +81,13 @@ void split_row(const const_sample_view& v, u64 n, u64 r, u64 c0, u64 c1,
 }
 
 /** Squared error, max abs error and the original's range over `count` contiguous values.
- *  Integer types sum exactly in integers; floats in eight double lanes (a fixed summation
- *  order). */
+ *  8- and 16-bit integer types sum exactly in integers; floats and 32-bit integers (whose
+ *  squared differences reach 2^64) in eight double lanes (a fixed summation order). */
 template <typename T>
 error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 count) {
   error_stats st;
   if (count == 0) return st;
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_integral_v<T> && sizeof(T) <= 2) {
     // u8: d*d <= 255^2, so 2^15 of them stay below 2^31 and sum in 32-bit lanes. 16-bit
     // types: d*d < 2^32, so 2^20 of them stay below 2^52, exact in int64 and then in double.
     using acc = std::conditional_t<sizeof(T) == 1, std::int32_t, std::int64_t>;
@@ -391,6 +393,8 @@ error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,
     case dtype::f64: return stats_of<double>(a, b, n);
     case dtype::f16: return stats_of<half_value>(a, b, n);
     case dtype::i8: return stats_of<std::int8_t>(a, b, n);
+    case dtype::i32: return stats_of<std::int32_t>(a, b, n);
+    case dtype::u32: return stats_of<std::uint32_t>(a, b, n);
   }
   return {};
 }

@@ -62,6 +62,7 @@ std::optional<double> integer_range(dtype t) noexcept {
     case dtype::u16: return 65535.0;
     case dtype::i16: return 65535.0;
     case dtype::i8: return 255.0;
+    case dtype::i32: case dtype::u32: return 4294967295.0;
     default: return std::nullopt;
   }
 }

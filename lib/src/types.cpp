@@ -30,13 +30,17 @@ std::size_t size_of(dtype t) noexcept {
   switch (t) {
     case dtype::u8: case dtype::i8: return 1;
     case dtype::u16: case dtype::i16: case dtype::f16: return 2;
-    case dtype::f32: return 4;
+    case dtype::f32: case dtype::i32: case dtype::u32: return 4;
     case dtype::f64: return 8;
   }
   return 0;
 }
 
 std::size_t size_of(coeff_type t) noexcept { return t == coeff_type::f32 ? 4 : 2; }
+
+bool computes_in_double(dtype t) noexcept {
+  return t == dtype::f64 || t == dtype::i32 || t == dtype::u32;
+}
 
 bool is_float(dtype t) noexcept {
   return t == dtype::f16 || t == dtype::f32 || t == dtype::f64;
@@ -48,6 +52,8 @@ double max_finite(dtype t) noexcept {
     case dtype::u16: return 65535.0;
     case dtype::i16: return 32767.0;
     case dtype::i8: return 127.0;
+    case dtype::i32: return 2147483647.0;
+    case dtype::u32: return 4294967295.0;
     case dtype::f16: return 65504.0;
     case dtype::f32: return double(std::numeric_limits<float>::max());
     case dtype::f64: return std::numeric_limits<double>::max();
@@ -64,6 +70,8 @@ std::string_view to_string(dtype t) noexcept {
     case dtype::f64: return "f64";
     case dtype::f16: return "f16";
     case dtype::i8: return "i8";
+    case dtype::i32: return "i32";
+    case dtype::u32: return "u32";
   }
   return "?";
 }
@@ -106,6 +114,8 @@ std::optional<dtype> parse_dtype(std::string_view s) noexcept {
   if (l == "f64" || l == "float64") return dtype::f64;
   if (l == "f16" || l == "float16") return dtype::f16;
   if (l == "i8" || l == "int8") return dtype::i8;
+  if (l == "i32" || l == "int32") return dtype::i32;
+  if (l == "u32" || l == "uint32") return dtype::u32;
   return std::nullopt;
 }
 
@@ -132,6 +142,7 @@ double default_offset(dtype t) noexcept {
   switch (t) {
     case dtype::u8: return 128.0;
     case dtype::u16: return 32768.0;
+    case dtype::u32: return 2147483648.0;
     default: return 0.0;
   }
 }

@@ -247,6 +247,19 @@ def check_compress_from_python(binary, d, x, y):
     ib = dctchop.Archive(f"{d}/i8.dcz")[:]
     check(ri["dtype"] == "i8" and ri["coeff"] == "f16" and ib.dtype == np.int8 and
           np.array_equal(ib, i8), f"int8 input: {ri['dtype']} {ri['coeff']} {ib.dtype}")
+    # int32 and uint32 (detector counts): f32 coefficients, computed in double; at chop 8
+    # within the f32 coefficients' precision, 8 * 8 * 2^31 * 2^-24 = 2^13, of the input.
+    for t, lo, hi, name, offset in ((np.int32, -2**31, 2**31, "i32", 0.0),
+                                    (np.uint32, 0, 2**32, "u32", 2.0**31)):
+        w = np.random.default_rng(5).integers(lo, hi, size=(2, 16, 24), dtype=t)
+        rw = dctchop.compress(w, f"{d}/w.dcz", chop=8, overwrite=True)
+        with dctchop.Archive(f"{d}/w.dcz") as aw:
+            wb = aw[:]
+            off = aw.offset
+        err = np.abs(wb.astype(np.float64) - w.astype(np.float64)).max()
+        check(rw["dtype"] == name and rw["coeff"] == "f32" and off == offset and
+              wb.dtype == t and 0 < err <= 2**13, f"{name} input: {rw['dtype']} {rw['coeff']} "
+              f"offset {off} {wb.dtype} error {err}")
     # A target instead of a chop.
     t = dctchop.compress(x, f"{d}/t.dcz", psnr=20)
     got = t["quality"]["psnr_db"]  # None: lossless
@@ -292,7 +305,7 @@ def check_compress_from_python(binary, d, x, y):
     # error that cannot be pickled leaves the parent waiting for the batch forever).
     for fn in (lambda: dctchop.compress(x, f"{d}/py.dcz"), lambda: dctchop.Archive(f"{d}/missing.dcz"),
                lambda: dctchop.compress(x, f"{d}/folder.dcz"), lambda: dctchop.compress(x, "-"),
-               lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz")):
+               lambda: dctchop.compress(x.astype(np.int64), f"{d}/i.dcz")):
         e = raises(dctchop.Error, fn)
         back = pickle.loads(pickle.dumps(e)) if e is not None else None
         again = pickle.loads(pickle.dumps(back)) if back is not None else None  # and on again
@@ -306,8 +319,8 @@ def check_compress_from_python(binary, d, x, y):
           e.kind == "io", f"a missing archive is a dctchop.FileError too: {e!r}")
     check(dctchop.compress(x, f"{d}/py.dcz", overwrite=True)["chop"] == 4, "overwrite=True")
     # Bad input is a ValueError too, as a bad argument is (it was a RuntimeError alone).
-    e = raises(ValueError, lambda: dctchop.compress(x.astype(np.int32), f"{d}/i.dcz"), "dtype int32 is not supported")
-    check(e is not None and e.kind == "bad_input" and isinstance(e, dctchop.Error), f"an int32 array: {e!r}")
+    e = raises(ValueError, lambda: dctchop.compress(x.astype(np.int64), f"{d}/i.dcz"), "dtype int64 is not supported")
+    check(e is not None and e.kind == "bad_input" and isinstance(e, dctchop.Error), f"an int64 array: {e!r}")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/l.dcz", labels=y[:5]), "one row per sample")
     raises(ValueError, lambda: dctchop.compress(np.float32(3), f"{d}/z.dcz"), "0-d")
     raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32), f"{d}/n.dcz"), "NaN")
@@ -367,6 +380,19 @@ def check_compress_from_python(binary, d, x, y):
     big[0, :, 8:] = -20000.0
     raises(dctchop.ArgumentError,
            lambda: dctchop.compress(big, f"{d}/t4.dcz", coeff="f16", offset=0), "use coeff='f32'")
+    # ... and the flags of --no-quality; a file name that holds an option's text stays whole.
+    raises(ValueError, lambda: dctchop.compress(np.random.default_rng(0).random((3, 16, 16)) * 1e-160,
+                                                f"{d}/t5.dcz"), "compress it unmeasured (quality=False)")
+    os.makedirs(f"{d}/run-o 1", exist_ok=True)
+    for name in ("train--chop4.dcz", "run-o 1/a--ssim.npy"):
+        dctchop.compress(x, f"{d}/{name}")
+        raises(FileError_, lambda: dctchop.compress(x, f"{d}/{name}"),
+               f"{d}/{name}: already exists (pass overwrite=True)")
+    notes = dctchop.compress(x, f"{d}/run-o 1/a--ssim.npy", overwrite=True)["notes"]
+    check(any(n.startswith(f"{d}/run-o 1/a--ssim.npy holds a dctchop archive") for n in notes),
+          f"a note naming a file that holds option text: {notes}")
+    raises(FileNotFoundError, lambda: dctchop.compress(x, f"{d}/exp-o 2/x.dcz"),
+           f"the folder {d}/exp-o 2 does not exist")
     # Seeds are 64-bit (a state can carry any); prefetch holds batches in memory: bounded.
     l = dctchop.Loader(f"{d}/a.dcz", batch_size=5, seed=2**64 - 1)
     next(l)
@@ -778,7 +804,11 @@ def main():
         check(len([1 for _ in twin]) == loader.batches_per_epoch - state["position"],
               "a loop over a copy made after restore() finishes the restored epoch")
         other.close()
-        check(pickle.loads(pickle.dumps(other)).closed, "a closed loader comes back closed")
+        closed_twin = pickle.loads(pickle.dumps(other))
+        check(closed_twin.closed, "a closed loader comes back closed")
+        # ... and answers len() as the closed original does
+        check(len(other) == len(closed_twin) == other.batches_per_epoch,
+              f"len() of a closed loader {len(other)} and of its copy")
         # ... without opening its file, which may be gone since, or hold too few samples now.
         shutil.copy(f"{d}/a.dcz", f"{d}/gone.dcz")
         gone = dctchop.Loader(f"{d}/gone.dcz", batch_size=4, seed=3)

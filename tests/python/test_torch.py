@@ -47,6 +47,7 @@ def check_dataset_indices_and_transforms(dcz, ds):
     for i in (torch.tensor(-1), np.int64(-1), torch.tensor(n - 1)):
         check(torch.equal(ds[i][0], ds[n - 1][0]), f"ds[{i!r}] is the last sample")
     for bad, kind in ((1.0, TypeError), (torch.tensor(1.5), TypeError), (True, TypeError),
+                      (np.bool_(True), TypeError), (torch.tensor(True), TypeError),
                       ([0, 1], TypeError), (n, IndexError), (torch.tensor(-n - 1), IndexError)):
         try:
             ds[bad]

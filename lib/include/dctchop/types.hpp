@@ -15,9 +15,10 @@
 namespace dctchop {
 
 /** Element type of an input dataset. f16 is IEEE binary16 (NumPy's float16), computed in
- *  binary32 like u8..f32. f16 and i8 were added last, so the older values keep their
- *  numbers. */
-enum class dtype { u8, u16, i16, f32, f64, f16, i8 };
+ *  binary32 like u8..f32; i32 and u32 (detector counts, say) in binary64 like f64, which
+ *  holds each of their values exactly. f16, i8, i32 and u32 were added last, so the older
+ *  values keep their numbers. */
+enum class dtype { u8, u16, i16, f32, f64, f16, i8, i32, u32 };
 
 /** Storage type of the kept DCT coefficients. */
 enum class coeff_type { f16, bf16, f32, i16 };
@@ -30,6 +31,8 @@ enum class layout { hw, nhw, nhwc, nchw, automatic };
 std::size_t size_of(dtype t) noexcept;
 std::size_t size_of(coeff_type t) noexcept;
 bool is_float(dtype t) noexcept;
+/** Whether the codec computes this dtype in binary64 (f64, i32, u32), not binary32. */
+bool computes_in_double(dtype t) noexcept;
 /** The largest finite value of the type: 255 for u8, 65504 for f16, FLT_MAX for f32, ... */
 double max_finite(dtype t) noexcept;
 
@@ -42,6 +45,10 @@ std::string shape_text(std::span<const std::uint64_t> shape);
 
 /** Parse a name ("u8", "uint8", "f16", "NHWC", "auto", ...); nullopt when unknown. */
 std::optional<dtype> parse_dtype(std::string_view s) noexcept;
+/** The dtypes, in dctchop's names and in NumPy's, as messages list them. */
+inline constexpr const char* k_dtype_names = "i8, u8, i16, u16, i32, u32, f16, f32, f64";
+inline constexpr const char* k_dtype_numpy_names =
+    "int8, uint8, int16, uint16, int32, uint32, float16, float32, float64";
 std::optional<coeff_type> parse_coeff_type(std::string_view s) noexcept;
 std::optional<layout> parse_layout(std::string_view s) noexcept;
 
@@ -49,8 +56,8 @@ std::optional<layout> parse_layout(std::string_view s) noexcept;
 double default_offset(dtype t) noexcept;
 
 /** Default coefficient type: f16 for integer inputs whose coefficients fit f16 at this block
- *  size (u8, i8), f32 otherwise (u16, i16 and float inputs, f16 included: its coefficients reach
- *  B times its largest value, past f16's range). */
+ *  size (u8, i8), f32 otherwise (u16, i16, i32, u32 and float inputs, f16 included: its
+ *  coefficients reach B times its largest value, past f16's range). */
 coeff_type default_coeff_type(dtype t, int block) noexcept;
 
 /** Geometry of a dataset once its layout is resolved: N samples of C planes of H x W. */

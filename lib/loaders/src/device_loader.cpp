@@ -25,6 +25,8 @@ DLDataType dl_type(dtype t) {
     case dtype::f64: return {kDLFloat, 64, 1};
     case dtype::f16: return {kDLFloat, 16, 1};
     case dtype::i8: return {kDLInt, 8, 1};
+    case dtype::i32: return {kDLInt, 32, 1};
+    case dtype::u32: return {kDLUInt, 32, 1};
   }
   throw error(errc::internal, "unknown dtype");
 }

@@ -515,6 +515,19 @@ void archive_loader::restore(const loader_state& s) {
   renew_if_forked();
   impl& d = *impl_;
   std::optional<loader_state::shape_of_batches> saved = s.batches;
+  if (!saved && d.shape().world > 1 && s.position > 0) {
+    // Before 2026-11-30: one rank of one (another world), or ranks that each took every
+    // world-th sample (before 2026-12-02); within an epoch neither resumes at this loader's
+    // batches (some samples skipped, others repeated). An epoch's start has nothing to lose,
+    // as the CS-2 feed's old states have it.
+    throw error(errc::invalid_argument,
+                "this loader state (epoch, position and seed alone: saved before 2026-11-30) "
+                "does not say how its loader was sharded, and this one is rank " +
+                    std::to_string(d.shape().rank) + " of " + std::to_string(d.shape().world) +
+                    ": resumed at batch " + std::to_string(s.position) +
+                    " it would give other batches (sharded loaders then took every world-th "
+                    "sample); resume from the start of its epoch (position 0) instead");
+  }
   if (saved && !saved->samples_per_chunk) saved->samples_per_chunk = d.shape().samples_per_chunk;
   if (saved && *saved != d.shape()) {
     const auto& a = *saved;

@@ -113,27 +113,41 @@ def _native(a, name):
 
 # The command's option names in the library's messages, and what a Python caller passes.
 _KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite replace=V", "nonfinite=V"),
+             ("--no-quality", "quality=False"), ("--no-ssim", "measure_ssim=False"),
              ("--chunk-mb", "chunk_mb"), ("--coeff ", "coeff="), ("--offset ", "offset="),
              ("--ssim", "ssim="), ("--psnr", "psnr="), ("--chop", "chop="), ("-o ", "output "),
-             ("--layout ", "layout="), ("--nonfinite", "nonfinite=")]
+             ("--layout ", "layout="), ("--nonfinite", "nonfinite="), ("--threads", "threads")]
+# An option only where it starts a word: "train--chop4.dcz" and "exp-o 1" are names.
+_KEYWORD_RES = [(re.compile(r"(?<![\w./-])" + re.escape(flag)), keyword) for flag, keyword in _KEYWORDS]
 
 
-def _in_python_terms(text):
+def _in_python_terms(text, names=()):
     """A library message with the command's option names replaced by the keywords, a name
-    given to one as the string Python takes ("--coeff f32" is coeff='f32')."""
-    text = re.sub(r"--(coeff|layout) ([A-Za-z0-9]+)\b", r"\1='\2'", text)
-    for flag, keyword in _KEYWORDS:
-        text = text.replace(flag, keyword)
+    given to one as the string Python takes ("--coeff f32" is coeff='f32', "--offset mean"
+    offset='mean'). `names` (the output path, say) and their folders stay as they are."""
+    kept = set()
+    for name in names:
+        while name not in kept and name not in ("", "/", "."):
+            kept.add(name)
+            name = os.path.dirname(name.rstrip("/"))
+    if kept:  # the text between the names, translated; the names as they are
+        parts = re.split("(" + "|".join(map(re.escape, sorted(kept, key=len, reverse=True))) + ")",
+                         text)
+        return "".join(p if i % 2 else _in_python_terms(p) for i, p in enumerate(parts))
+    text = re.sub(r"(?<![\w./-])--(coeff|layout|offset) ([A-Za-z][A-Za-z0-9]+)\b", r"\1='\2'", text)
+    for flag, keyword in _KEYWORD_RES:
+        text = flag.sub(keyword, text)
     return text
 
 
 def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", labels=None,
              offset="auto", chunk_mb=4.0, overwrite=False, quality=True, measure_ssim=True,
              psnr=None, ssim=None, threads=0, nonfinite=None, progress=None):
-    """Compress a NumPy array (i8, u8, u16, i16, f16, f32 or f64; samples along axis 0) into a .dcz
+    """Compress a NumPy array (i8, u8, i16, u16, i32, u32, f16, f32 or f64; samples along axis 0) into a .dcz
     archive, as `dctchop compress` does a file, and return its report as a dict (ratio,
     quality, the codec settings, ...; "notes" holds what the command would print as notes:
-    the archive being larger than the input, i16 rounding on float data, ...). The array is read in place, not copied (other Python
+    the archive being larger than the input, i16 rounding on float data where quality is
+    measured, ...). The array is read in place, not copied (other Python
     threads run meanwhile: do not change it until compress returns).
 
     chop (None: 4, or the one psnr / ssim choose), block, coeff ("f16", "bf16", "f32", "i16";
@@ -209,7 +223,7 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
         if trials:  # what the search measured before it gave up, as report["chop_search"]
             e.chop_search = [json.loads(t) for t in trials]
         # The library's messages name the command's options: name the keywords instead.
-        text = _in_python_terms(str(e))
+        text = _in_python_terms(str(e), (output,))
         if text == str(e):
             raise
         again = type(e)(text)
@@ -218,7 +232,7 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
             again.errno = e.errno
         raise again from None
     result = json.loads(report)
-    result["notes"] = [_in_python_terms(n) for n in result["notes"]]
+    result["notes"] = [_in_python_terms(n, (output,)) for n in result["notes"]]
     result.update(backend="cpu", input="<array>", output=output)  # as compress --json has them
     return result
 
@@ -345,8 +359,13 @@ class Archive(_Archive):
 
 class _ClosedLoader:
     """The inner loader of a closed loader's copy, which needs no file (it may be gone since):
-    as for a closed loader, every use but close() raises ArgumentError."""
+    as for a closed loader, len() (batches_per_epoch) still answers and every other use but
+    close() raises ArgumentError."""
     closed = True
+
+    def __init__(self, batches_per_epoch=None):
+        if batches_per_epoch is not None:  # (None: pickled before it was kept)
+            self.batches_per_epoch = batches_per_epoch
 
     def close(self):
         pass
@@ -355,12 +374,12 @@ class _ClosedLoader:
         raise _bad_argument("the loader is closed")
 
 
-def _reloaded(kind, absolute, options, state, resumed, last, closed):
+def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per_epoch=None):
     """An unpickled loader (_Batches.__reduce__): made again from the same file and options,
     then moved to where the pickled one stood; a closed one, closed without opening its file."""
     if closed:
         loader = kind.__new__(kind)
-        _Batches.__init__(loader, _ClosedLoader(), absolute, options)
+        _Batches.__init__(loader, _ClosedLoader(batches_per_epoch), absolute, options)
         loader.last_samples, loader.last_epoch = last
         return loader
     loader = kind(absolute, **options)
@@ -388,7 +407,8 @@ class _Batches:
         closed = self.closed
         state = None if closed else self.state()
         return (_reloaded, (type(self), self._absolute, self._options_given, state,
-                            self._resumed, (self.last_samples, self.last_epoch), closed))
+                            self._resumed, (self.last_samples, self.last_epoch), closed,
+                            self.batches_per_epoch))
 
     @staticmethod
     def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
@@ -461,7 +481,9 @@ class _Batches:
     def close(self):
         """Stop the prefetch thread and release the file (the batches handed out stay valid:
         a DeviceLoader's tensors keep their buffers, not the loader); using the loader
-        afterwards raises ValueError. Also `with Loader(...) as l:`."""
+        afterwards raises ValueError, but for len() (batches_per_epoch), closed, last_samples
+        and last_epoch, which stay readable, in a pickled copy too. Also
+        `with Loader(...) as l:`."""
         self._l.close()
 
     @property

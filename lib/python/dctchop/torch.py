@@ -150,7 +150,8 @@ class ArchiveDataset(torch.utils.data.Dataset):
 
     def _index(self, i):
         try:  # int, NumPy integer, one-value integer tensor (floats and bools refused)
-            if isinstance(i, bool):
+            # (operator.index takes NumPy's and torch's bools as 0 and 1, Python's refuses)
+            if isinstance(i, (bool, np.bool_)) or (torch.is_tensor(i) and i.dtype == torch.bool):
                 raise TypeError
             given = operator.index(i)
         except TypeError:
