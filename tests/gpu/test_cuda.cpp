@@ -147,6 +147,11 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
           expect_cuda_equals_cpu<detail::half_value>(
               {dtype::f16, layout::nhwc, 2, bb + 3, bb + 2, 2, b, k, ct}, *gpu, *cpu, seed++,
               -65504, 65504);
+          // i32 and u32 (computed in double) over their whole range, clamped at both ends.
+          expect_cuda_equals_cpu<std::int32_t>({dtype::i32, layout::nhw, 2, bb + 3, bb + 1, 1, b, k, ct},
+                                               *gpu, *cpu, seed++, -2147483648.0, 2147483648.0);
+          expect_cuda_equals_cpu<std::uint32_t>({dtype::u32, layout::nhwc, 1, bb + 1, bb + 6, 2, b, k, ct},
+                                                *gpu, *cpu, seed++, 0, 4294967296.0);
         }
       }
     }
@@ -401,6 +406,24 @@ TEST(CudaGemm, MatrixFormDecodeEqualsTheDirectKernelWithinStoragePrecision) {
       ASSERT_EQ(cudaMemcpy(fg.data(), f_gemm.p, fv * 4, cudaMemcpyDeviceToHost), cudaSuccess);
       const difference df = compare(fa, fg, 1e-4);
       EXPECT_EQ(df.count, 0u) << "B=" << b << " K=" << k << ": " << df;
+      // u32 over its whole range, first rows at its largest value: the GEMM store rounds and
+      // clamps in double (as CudaGridOnHost checks on the host); the float GEMMs err by about
+      // 2^-24 of the largest magnitudes, so within 2^-18 of the range.
+      codec_params pu = pf;
+      pu.offset = default_offset(dtype::u32);
+      auto uin = random_values<std::uint32_t>(fv, 9, 0, 4294967296.0);
+      for (u64 i = 0; i < gf.samples; ++i)
+        std::fill_n(uin.begin() + i * gf.height * gf.width, b * gf.width, 4294967295u);
+      device_bytes u_in(fv * 4), u_c(fc), u_direct(fv * 4), u_gemm(fv * 4);
+      ASSERT_EQ(cudaMemcpy(u_in.p, uin.data(), fv * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      cuda::encode_device(pu, gf, dtype::u32, gf.samples, u_in.p, u_c.p);
+      cuda::decode_device(pu, gf, dtype::u32, gf.samples, u_c.p, u_direct.p);
+      gemm.decode(pu, gf, dtype::u32, gf.samples, u_c.p, u_gemm.p);
+      std::vector<std::uint32_t> ua(fv), ug(fv);
+      ASSERT_EQ(cudaMemcpy(ua.data(), u_direct.p, fv * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(ug.data(), u_gemm.p, fv * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      const difference du = compare(ua, ug, std::ldexp(1.0, 32 - 18));
+      EXPECT_EQ(du.count, 0u) << "u32 B=" << b << " K=" << k << ": " << du;
     }
   }
 }
