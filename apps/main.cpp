@@ -103,8 +103,9 @@ Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt ar
 
 const char* k_offset_help =
     "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 2^31 "
-    "for u32, 0 for i8, i16 and i32, the first sample's mean for float data), mean (the first sample's mean, any dtype: "
-    "for integer data that fills little of its range, e.g. 12-bit values in u16), or a number";
+    "for u32, 0 for i8, i16 and i32, the first sample's mean for float data), mean (the first "
+    "sample's mean, any dtype: for integer data that fills little of its range, e.g. 12-bit "
+    "values in u16), or a number";
 
 /** Where a report says an output went: "<stdout>" for "-", else FILE or FILE:DATASET. */
 std::string output_place(const std::string& path, const std::string& dataset) {
@@ -464,7 +465,8 @@ void add_input_options(CLI::App* cmd, input_options& in) {
   cmd->add_option("--dataset", in.dataset,
                   "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)");
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
-  cmd->add_option("--dtype", in.dtype, "raw input element type: i8, u8, i16, u16, i32, u32, f16, f32, f64")
+  cmd->add_option("--dtype", in.dtype,
+                  std::string("raw input element type: ") + k_dtype_names)
       ->check(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")->needs(raw);

@@ -45,6 +45,8 @@ setup images_u8(std::uint64_t n) { return {{layout::nhwc, n, 3, 256, 256}, dtype
 setup planes_u8(std::uint64_t n) { return {{layout::nhw, n, 1, 256, 256}, dtype::u8}; }
 setup fields_f32(std::uint64_t n) { return {{layout::nhw, n, 1, 512, 512}, dtype::f32}; }
 setup fields_f16(std::uint64_t n) { return {{layout::nhw, n, 1, 512, 512}, dtype::f16}; }
+// Detector frames: uint32 counts, computed in double.
+setup frames_u32(std::uint64_t n) { return {{layout::nhw, n, 1, 512, 512}, dtype::u32}; }
 // The small images most training sets hold: MNIST-sized planes and CIFAR-sized RGB.
 setup mnist_u8(std::uint64_t n) { return {{layout::nhw, n, 1, 28, 28}, dtype::u8}; }
 setup cifar_u8(std::uint64_t n) { return {{layout::nhwc, n, 3, 32, 32}, dtype::u8}; }
@@ -91,6 +93,8 @@ void BM_decode_f32_512x512(benchmark::State& s) { run<float>(s, fields_f32(32), 
 using half = detail::half_value;
 void BM_encode_f16_512x512(benchmark::State& s) { run<half>(s, fields_f16(64), true); }
 void BM_decode_f16_512x512(benchmark::State& s) { run<half>(s, fields_f16(64), false); }
+void BM_encode_u32_512x512(benchmark::State& s) { run<std::uint32_t>(s, frames_u32(32), true); }
+void BM_decode_u32_512x512(benchmark::State& s) { run<std::uint32_t>(s, frames_u32(32), false); }
 
 /** The quality figures that compress, eval and verify measure by default: PSNR (and the error
  *  figures) alone, or with SSIM; a decoded copy at chop 4 against the original. */
@@ -121,6 +125,7 @@ void quality(benchmark::State& state, setup s) {
 void BM_quality_u8_256x256x3(benchmark::State& s) { quality<std::uint8_t>(s, images_u8(128)); }
 void BM_quality_f32_512x512(benchmark::State& s) { quality<float>(s, fields_f32(32)); }
 void BM_quality_f16_512x512(benchmark::State& s) { quality<half>(s, fields_f16(64)); }
+void BM_quality_u32_512x512(benchmark::State& s) { quality<std::uint32_t>(s, frames_u32(32)); }
 void BM_quality_u8_28x28(benchmark::State& s) { quality<std::uint8_t>(s, mnist_u8(32768)); }
 void BM_quality_u8_32x32x3(benchmark::State& s) { quality<std::uint8_t>(s, cifar_u8(8192)); }
 
@@ -147,11 +152,15 @@ BENCHMARK(BM_encode_f32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_f32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_encode_f16_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_decode_f16_512x512)->DCTCHOP_ARGS;
+BENCHMARK(BM_encode_u32_512x512)->DCTCHOP_ARGS;
+BENCHMARK(BM_decode_u32_512x512)->DCTCHOP_ARGS;
 BENCHMARK(BM_quality_u8_256x256x3)
     ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
 BENCHMARK(BM_quality_f32_512x512)
     ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
 BENCHMARK(BM_quality_f16_512x512)
+    ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
+BENCHMARK(BM_quality_u32_512x512)
     ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();
 BENCHMARK(BM_quality_u8_28x28)
     ->ArgsProduct({thread_counts(), {0, 1}})->ArgNames({"threads", "ssim"})->UseRealTime();

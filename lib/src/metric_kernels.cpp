@@ -116,7 +116,8 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
     u64 i = 0;
 #if defined(__AVX2__)
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                  std::is_same_v<T, half_value>) {
+                  std::is_same_v<T, half_value> || std::is_same_v<T, std::int32_t> ||
+                  std::is_same_v<T, std::uint32_t>) {
       // The loop below in intrinsics (GCC does not vectorise it): the same eight lanes and the
       // same operations in the same order, so the same figures as the baseline copy. max and
       // min take their operands swapped: maxpd(x, l) returns l when either is NaN or both are
@@ -133,6 +134,14 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
         if constexpr (std::is_same_v<T, float>) return _mm256_cvtps_pd(_mm_loadu_ps(p));
         else if constexpr (std::is_same_v<T, half_value>)
           return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+        else if constexpr (std::is_same_v<T, std::int32_t>)
+          return _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        else if constexpr (std::is_same_v<T, std::uint32_t>) {
+          // As int32, then 2^32 added back where the top bit made it negative: exact.
+          const __m256d s = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+          const __m256d neg = _mm256_cmp_pd(s, _mm256_setzero_pd(), _CMP_LT_OQ);
+          return _mm256_add_pd(s, _mm256_and_pd(neg, _mm256_set1_pd(4294967296.0)));
+        }
         else return _mm256_loadu_pd(p);
       };
       for (; i + 8 <= count; i += 8) {
