@@ -102,8 +102,8 @@ Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt ar
 )";
 
 const char* k_offset_help =
-    "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 2^31 "
-    "for u32, 0 for i8, i16 and i32, the first sample's mean for float data), mean (the first "
+    "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 0 for "
+    "i8 and i16, the first sample's mean for float, i32 and u32 data), mean (the first "
     "sample's mean, any dtype: for integer data that fills little of its range, e.g. 12-bit "
     "values in u16), or a number";
 
@@ -483,13 +483,18 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
     std::error_code ec;
     if (path != "-" && path.find(':') != std::string::npos &&
         !std::filesystem::exists(path, ec)) {
-      const auto as_dataset = formats::parse_dataset_spec(path);
-      if (as_dataset.kind != formats::file_kind::raw && !as_dataset.dataset.empty() &&
-          std::filesystem::exists(as_dataset.path, ec)) {
+      std::optional<formats::dataset_spec> as_dataset;
+      try {
+        as_dataset = formats::parse_dataset_spec(path);
+      } catch (const error&) {
+        // no dataset name either ("x.h5:"): the open says there is no such file
+      }
+      if (as_dataset && as_dataset->kind != formats::file_kind::raw &&
+          !as_dataset->dataset.empty() && std::filesystem::exists(as_dataset->path, ec)) {
         throw error(errc::invalid_argument,
                     fmt::format("{}: --raw reads this path as it is, and there is no such file; "
                                 "without --raw it names the dataset {} of {}",
-                                path, as_dataset.dataset, as_dataset.path));
+                                path, as_dataset->dataset, as_dataset->path));
       }
     }
     spec.raw_type = formats::npy_dtype_of(*parse_dtype(in.dtype));

@@ -1534,6 +1534,41 @@ TEST(Cli, AnOffsetFarEnoughToCostF32PrecisionIsNotedWithTheErrorItCosts) {
   EXPECT_TRUE(contains(fe.err, "bf16 coefficients keep 8 significant bits")) << describe(fe);
 }
 
+TEST(Cli, U32CountsTakeTheirMeanAsOffsetAndAFarOffsetIsNotedOnlyBeyondTheirSpread) {
+  // Detector counts 400..3999 in u32: the auto offset is the first sample's mean, so at chop 8
+  // f32 coefficients hold them exactly, as u16 would; u32's middle, 2^31 away, puts the DC
+  // term near 2^34, stored to steps of 2^10: errors of tens, which the note foresees
+  // (2^31 x 2^-24 = 128). Full-range data is as well off with the middle as with any offset:
+  // no note there.
+  temp_dir dir;
+  constexpr u64 n = 3, h = 24, w = 20;
+  std::vector<std::uint32_t> counts(n * h * w), full(n * h * w);
+  for (u64 i = 0; i < counts.size(); ++i) {
+    counts[i] = static_cast<std::uint32_t>(400 + (i * 2654435761u) % 3600);
+    full[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  }
+  save_npy(dir.file("c.npy"), dtype::u32, {n, h, w}, counts);
+  save_npy(dir.file("f.npy"), dtype::u32, {n, h, w}, full);
+  auto ac = cli(dir, "compress c.npy -o a.dcz --chop 8 --json");
+  ASSERT_EQ(ac.status, 0) << describe(ac);
+  const auto aj = parse_json(ac.out);
+  double mean = 0;
+  for (u64 i = 0; i < h * w; ++i) mean += counts[i];
+  mean /= double(h * w);
+  EXPECT_EQ(aj.at("offset").get<double>(), mean) << ac.out;
+  EXPECT_EQ(aj.at("quality").at("max_abs_error").get<double>(), 0.0) << ac.out;
+  EXPECT_FALSE(contains(aj.at("notes").dump(), "lies far")) << ac.out;
+  auto mid = cli(dir, "compress c.npy -o m.dcz --chop 8 --offset 2147483648 --json");
+  ASSERT_EQ(mid.status, 0) << describe(mid);
+  const auto mj = parse_json(mid.out);
+  EXPECT_GT(mj.at("quality").at("max_abs_error").get<double>(), 4.0) << mid.out;
+  EXPECT_TRUE(contains(mj.at("notes").dump(), "--offset 2.14748e+09 lies far from the values")) << mid.out;
+  EXPECT_TRUE(contains(mj.at("notes").dump(), "f32 coefficients keep 24 significant bits")) << mid.out;
+  auto whole = cli(dir, "compress f.npy -o w.dcz --chop 8 --offset 2147483648 --json");
+  ASSERT_EQ(whole.status, 0) << describe(whole);
+  EXPECT_FALSE(contains(whole.out, "lies far")) << whole.out;
+}
+
 TEST(Cli, TwoArraysOfOneFileDefaultToOneNameAndTheSecondIsRefusedSayingWhy) {
   temp_dir dir;
   std::filesystem::copy_file(std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz", dir.file("m.npz"));

@@ -2067,6 +2067,8 @@ TEST(RawBadInput, RawSizeMismatchAndMissingOptionsExitWithTheirCodes) {
       {"compress f.h5:/x --raw --dtype f32 --shape 4,24,18 -o out.dcz", 2,
        {"f.h5:/x: --raw reads this path as it is, and there is no such file; without --raw it "
         "names the dataset /x of f.h5"}},
+      // ... and one that names no dataset either: no such file.
+      {"compress nofile.h5: --raw --dtype f32 --shape 4,24,18 -o out.dcz", 5, {"nofile.h5:"}},
   });
   // --dtype without --raw is a usage error (CLI11's message may span lines).
   auto r = cli(dir, "compress f.bin --dtype f32 --shape 4,24,18 -o out.dcz");
@@ -2148,9 +2150,9 @@ TEST(Hdf5Cli, JsonReportWithAChosenDatasetKeepsTheNoteInsideIt) {
 
 TEST(Hdf5Cli, Uint32AndInt32DatasetsCompressWithF32CoefficientsAndComeBackAsTheirType) {
   // Detector counts: a big-endian uint32 dataset (as HDF5 files from other machines hold
-  // them) and a little-endian int32 one, spread over most of their range. Offset 2^31 for
-  // u32 and 0 for i32, f32 coefficients (f16's range is far too small), R = 2^32 - 1; at
-  // chop 8 every value within f32's precision of the coefficients, 8 * 8 * 2^31 * 2^-24.
+  // them) and a little-endian int32 one, spread over most of their range. Offset the first
+  // sample's mean, f32 coefficients (f16's range is far too small), R = 2^32 - 1; at chop 8
+  // every value within f32's precision of the coefficients, 8 * 8 * 2^31 * 2^-24.
   temp_dir dir;
   constexpr u64 n = 2, h = 20, w = 18;
   std::vector<std::uint32_t> u(n * h * w);
@@ -2176,7 +2178,9 @@ TEST(Hdf5Cli, Uint32AndInt32DatasetsCompressWithF32CoefficientsAndComeBackAsThei
     const auto j = parse_json(c.out);
     EXPECT_EQ(j.at("dtype"), unsigned_ ? "u32" : "i32");
     EXPECT_EQ(j.at("codec").at("coeff"), "f32");
-    EXPECT_EQ(j.at("codec").at("offset"), unsigned_ ? 2147483648.0 : 0.0);
+    double mean = 0;
+    for (u64 i = 0; i < h * w; ++i) mean += unsigned_ ? double(u[i]) : double(s[i]);
+    EXPECT_EQ(j.at("codec").at("offset").get<double>(), mean / double(h * w));
     EXPECT_EQ(j.at("quality").at("range"), 4294967295.0);
     auto f = h5_open(dir.file(std::string(name) + "_back.h5"));
     const auto info = h5_describe(f.get(), "/back");

@@ -129,7 +129,12 @@ void for_each_first_value(input_source& src, Fn&& fn) {
 double codec_offset(input_source& src, const offset_choice& choice) {
   using rule = offset_choice::rule;
   if (choice.how == rule::value) return choice.value;  // validate() refuses a non-finite one
-  if (choice.how == rule::automatic && !is_float(src.type)) return default_offset(src.type);
+  // auto: the dtype's offset for 8- and 16-bit integers; the first sample's mean for float
+  // data and for i32 and u32, whose f32 coefficients hold 24 bits: counts near 0 lay 2^31
+  // from u32's middle, a DC term of 2^34 stored to steps of 2^10 (errors of 64 at chop 8
+  // where u16 was exact).
+  if (choice.how == rule::automatic && !is_float(src.type) && !computes_in_double(src.type))
+    return default_offset(src.type);
   double sum = 0;
   u64 count = 0;
   for_each_first_value(src, [&](double x) {
@@ -160,15 +165,19 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
     hi = std::max(hi, x);
   });
   if (!(lo <= hi)) return {};
-  // The transforms run in f32: a coefficient of size up to B |x - o| carries a rounding
-  // error of about 2^-24 of that, which the decode keeps. Stored as f16 or bf16, the first
-  // coefficient of a block (B times its mean) rounds to 11 or 8 significant bits, an error
-  // that the inverse spreads over the block's values at 1/B each.
+  // The transforms run in f32 (f64, i32 and u32 in double): a coefficient of size up to
+  // B |x - o| carries a rounding error of about 2^-24 (2^-53) of that, which the decode
+  // keeps. Stored, the first coefficient of a block (B times its mean) rounds to 24, 11 or 8
+  // significant bits, an error that the inverse spreads over the block's values at 1/B each.
   const double dev = std::max(std::fabs(lo - offset), std::fabs(hi - offset));
   const int bits = significant_bits(coeff);
-  const bool stored = std::ldexp(1.0, -bits) > block * 0x1p-24;
-  const double err = stored ? dev * std::ldexp(1.0, -bits) : block * dev * 0x1p-24;
-  const bool matters = is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo) : err > 0.25;
+  const double computed = block * dev * std::ldexp(1.0, computes_in_double(src.type) ? -53 : -24);
+  const bool stored = dev * std::ldexp(1.0, -bits) > computed;
+  const double err = stored ? dev * std::ldexp(1.0, -bits) : computed;
+  // Only an offset farther from the values than their own spread: one amid them does no
+  // better than (hi - lo) / 2 (full-range u32 costs f32 coefficients that much anyway).
+  const bool matters = dev > hi - lo && (is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo)
+                                                            : err > 0.25);
   if (!matters) return {};
   char cost[96];
   if (is_float(src.type)) {
@@ -180,7 +189,8 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
   const std::string why =
       stored ? std::string(to_string(coeff)) + " coefficients keep " + std::to_string(bits) +
                    " significant bits, which"
-             : "the transforms compute in f32, whose precision";
+             : std::string("the transforms compute in ") +
+                   (computes_in_double(src.type) ? "f64" : "f32") + ", whose precision";
   return "--offset " + g_text(offset) + " lies far from the values (the first sample's lie in [" +
          g_text(lo) + ", " + g_text(hi) + "]): " + why + " at |x - offset| up to " + g_text(dev) +
          " costs decode errors of " + cost + ", whatever the chop; --offset mean, or a value " +

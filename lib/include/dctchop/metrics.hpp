@@ -70,7 +70,8 @@ struct quality_batch {
 
 /** Accumulates the error between original and decoded samples.
  *
- *  R is the dtype's range for integer types (255 for u8, 65535 for u16 and i16). For float
+ *  R is the dtype's range for integer types (255 for u8 and i8, 65535 for u16 and i16,
+ *  2^32 - 1 for i32 and u32). For float
  *  types it is max - min of the original over the whole dataset: pass it to the constructor
  *  when it is known beforehand (a first pass over the data); SSIM needs it while accumulating,
  *  so a float accumulator without a known range reports no SSIM, and its PSNR uses the range

@@ -52,7 +52,9 @@ inline constexpr const char* k_dtype_numpy_names =
 std::optional<coeff_type> parse_coeff_type(std::string_view s) noexcept;
 std::optional<layout> parse_layout(std::string_view s) noexcept;
 
-/** The offset o subtracted before the transform (DESIGN.md, codec step 1). */
+/** The offset o subtracted before the transform (DESIGN.md, codec step 1): the middle of an
+ *  unsigned type's range (u32: 2^31), 0 for signed and float types. `compress` takes the
+ *  first sample's mean instead for float, i32 and u32 data (formats::offset_choice). */
 double default_offset(dtype t) noexcept;
 
 /** Default coefficient type: f16 for integer inputs whose coefficients fit f16 at this block

@@ -130,9 +130,10 @@ def _in_python_terms(text, names=()):
         while name not in kept and name not in ("", "/", "."):
             kept.add(name)
             name = os.path.dirname(name.rstrip("/"))
-    if kept:  # the text between the names, translated; the names as they are
-        parts = re.split("(" + "|".join(map(re.escape, sorted(kept, key=len, reverse=True))) + ")",
-                         text)
+    if kept:  # the text between the names, translated; the names as they are (whole: a
+        # folder "a" is not the a of "replace")
+        parts = re.split(r"(?<![\w./-])(" + "|".join(map(re.escape, sorted(kept, key=len, reverse=True)))
+                         + r")(?![\w./-])", text)
         return "".join(p if i % 2 else _in_python_terms(p) for i, p in enumerate(parts))
     text = re.sub(r"(?<![\w./-])--(coeff|layout|offset) ([A-Za-z][A-Za-z0-9]+)\b", r"\1='\2'", text)
     for flag, keyword in _KEYWORD_RES:
@@ -406,9 +407,12 @@ class _Batches:
         # would give. A closed loader comes back closed.
         closed = self.closed
         state = None if closed else self.state()
+        try:
+            batches = self.batches_per_epoch
+        except Error:  # a closed copy from a pickle made before it was kept
+            batches = None
         return (_reloaded, (type(self), self._absolute, self._options_given, state,
-                            self._resumed, (self.last_samples, self.last_epoch), closed,
-                            self.batches_per_epoch))
+                            self._resumed, (self.last_samples, self.last_epoch), closed, batches))
 
     @staticmethod
     def _options(batch_size, shuffle_window, rank, world, prefetch, seed):

@@ -55,7 +55,8 @@ struct quality_target {
  *  step 1; `--offset`). The header records the value used and decoders add it back. */
 struct offset_choice {
   enum class rule {
-    automatic,   ///< the dtype's (128 u8, 32768 u16, 0 i16); float data: the first sample's mean
+    automatic,   ///< the dtype's (128 u8, 32768 u16, 0 i8 and i16); float data, i32 and u32:
+                 ///< the first sample's mean
     first_mean,  ///< the mean of the first sample's finite values, for any dtype
     value,       ///< `value`, for any dtype
   };
@@ -269,7 +270,8 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
 /** Read every chunk and side array of `archive`, checking each checksum and the index;
  *  throws error(corrupt) on the first fault. `progress` (samples checked, of all) is called
  *  after each chunk, and may throw to stop. Returns {"file": its name ("<stdin>" for "-"),
- *  "passed": true, "chunks": n, "side_arrays": m, "samples": N}. */
+ *  "passed": true, "chunks": n, "side_arrays": [{name, descr, shape, bytes}, ...] (as `info`
+ *  lists them), "samples": N}. */
 nlohmann::json check_archive(const std::string& archive, const progress_fn& progress = {});
 
 /** JSON of a quality record, as stored in the archive footer and printed by --json. */
