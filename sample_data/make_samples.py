@@ -49,6 +49,19 @@ def fields(n=4, h=48, w=40):
         out[i] = f
     return out
 
+def counts(n=4, h=32, w=32):
+    """uint32 detector frames: Poisson counts of a smooth rate (about 50 to 3000), and two
+    saturated pixels a frame at 2^32 - 1, as detectors mark them."""
+    rng = np.random.default_rng(11)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    out = np.empty((n, h, w), np.uint32)
+    for i in range(n):
+        cy, cx = rng.uniform(0, h), rng.uniform(0, w)
+        rate = 50 + 3000 * np.exp(-((y - cy) ** 2 + (x - cx) ** 2) / (2 * 8.0 ** 2))
+        out[i] = rng.poisson(rate)
+        out[i].flat[rng.choice(h * w, 2, replace=False)] = 2**32 - 1
+    return out
+
 
 def main():
     imgs = images()
@@ -57,6 +70,7 @@ def main():
     np.save(os.path.join(HERE, "fields_f32.npy"), fields())
     # The same fields in float16 (times 1000: well inside f16's range, its normal numbers)
     np.save(os.path.join(HERE, "fields_f16.npy"), (1000 * fields()).astype(np.float16))
+    np.save(os.path.join(HERE, "counts_u32.npy"), counts())
     if len(sys.argv) == 3 and sys.argv[1] == "--archives":
         tool = sys.argv[2]
         arch = os.path.join(HERE, "archives")
@@ -73,6 +87,9 @@ def main():
                        check=True)
         subprocess.run([tool, "compress", os.path.join(HERE, "fields_f16.npy"), "-o",
                         os.path.join(arch, "fields_b8_k6_f16.dcz"), "--chop", "6", "-f", "-q"],
+                       check=True)
+        subprocess.run([tool, "compress", os.path.join(HERE, "counts_u32.npy"), "-o",
+                        os.path.join(arch, "counts_b8_k4_f32.dcz"), "--chop", "4", "-f", "-q"],
                        check=True)
         data = open(golden, "rb").read()
         broken = os.path.join(arch, "broken")

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -97,6 +98,41 @@ TEST(Golden, RecompressingTheSampleReproducesTheCommittedChunksBitForBit) {
   // f16 fields (2026-12-03): F16C row loads, f32 coefficients
   expect_same_chunks(k_dir + "/archives/fields_b8_k6_f16.dcz", k_dir + "/fields_f16.npy", f,
                      "recompress_fields_f16");
+  // u32 detector counts (2026-12-03): computed in double, the first sample's mean as offset
+  formats::compress_options c;
+  c.chop = 4;
+  expect_same_chunks(k_dir + "/archives/counts_b8_k4_f32.dcz", k_dir + "/counts_u32.npy", c,
+                     "recompress_counts_u32");
+}
+
+TEST(Golden, CommittedU32ArchiveDecodesToTheRecordedQualityWithoutWrapping) {
+  // Counts of 50..3000 with two saturated pixels a frame (2^32 - 1): at chop 4 those smear
+  // over their blocks, which must clamp to [0, 2^32 - 1], never wrap; the figures are those
+  // recorded at compress time, R = 2^32 - 1.
+  const std::string arc = k_dir + "/archives/counts_b8_k4_f32.dcz";
+  const auto r = formats::archive_reader::open(arc);
+  EXPECT_EQ(r.header().type, dtype::u32);
+  auto out = scratch("counts") / "counts.npy";
+  auto be = make_backend(backend_kind::cpu);
+  formats::decompress_options o;
+  o.overwrite = true;
+  formats::decompress_to_npy(arc, out.string(), *be, o);
+  const auto ra = test::load_npy(k_dir + "/counts_u32.npy"), rb = test::load_npy(out.string());
+  ASSERT_EQ(rb.header.type.native_descr(), "<u4");
+  ASSERT_EQ(ra.values.size(), rb.values.size());
+  double sse = 0, worst = 0;
+  for (std::size_t i = 0; i < ra.values.size(); ++i) {
+    ASSERT_GE(rb.values[i], 0.0);
+    ASSERT_LE(rb.values[i], 4294967295.0);
+    const double d = ra.values[i] - rb.values[i];
+    sse += d * d;
+    worst = std::max(worst, std::fabs(d));
+  }
+  const auto q = r.footer().at("quality");
+  const double mse = sse / double(ra.values.size());
+  EXPECT_NEAR(mse, q.at("mse").get<double>(), 1e-9 * mse);
+  EXPECT_EQ(worst, q.at("max_abs_error").get<double>());
+  EXPECT_NEAR(20 * std::log10(4294967295.0) - 10 * std::log10(mse), q.at("psnr_db").get<double>(), 1e-9);
 }
 
 /** Decode a committed fields archive; it must come close to `input` (its dtype too). */
