@@ -216,7 +216,7 @@ TEST(IpuFeed, ACompleteWithNothingInFlightIsAnErrorRethrownAfterTheRun) {
     feed.rethrow_error();
     ADD_FAILURE() << "a complete() with nothing in flight passed unseen";
   } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::internal);
+    EXPECT_EQ(e.code(), errc::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("complete() with no micro-batch in flight"),
               std::string::npos) << e.what();
   }

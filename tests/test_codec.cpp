@@ -606,6 +606,25 @@ TEST(Params, OutOfRangeBlockAndChopAreRefused) {
   EXPECT_NO_THROW(validate({32, 32, coeff_type::f32, 0}));
 }
 
+TEST(Backends, AMutableViewEncodesAsItsConstViewAndAShortBufferIsTheCallersMistake) {
+  // A view of a non-const buffer (make_view(..., void*)) is taken where a const view is;
+  // a coefficient buffer too small for the call is invalid_argument, not a library bug.
+  std::mt19937_64 rng(5);
+  geometry g{layout::nhw, 2, 1, 16, 24};
+  auto x = random_data<std::uint8_t>(2 * 16 * 24, rng);
+  codec_params p{8, 4, coeff_type::f16, 128};
+  auto be = make_backend(backend_kind::cpu, {1});
+  std::vector<std::byte> a(2 * coeff_bytes_per_sample(p, g)), b(a.size());
+  be->encode(p, make_view(g, dtype::u8, x.data(), 2), a);  // a sample_view of mutable bytes
+  be->encode(p, make_view(g, dtype::u8, static_cast<const void*>(x.data()), 2), b);
+  EXPECT_EQ(a, b);
+  const std::span<std::byte> short_span(a.data(), a.size() - 1);
+  test::expect_error([&] { be->encode(p, make_view(g, dtype::u8, x.data(), 2), short_span); },
+                     errc::invalid_argument, {"coefficient buffer too small"});
+  test::expect_error([&] { be->decode(p, short_span, make_view(g, dtype::u8, x.data(), 2)); },
+                     errc::invalid_argument, {"coefficient buffer too small"});
+}
+
 TEST(Backends, CudaIsAnExplicitErrorWithoutTheBackendBuiltOrADevice) {
   bool built = false;
   for (const auto& b : compiled_backends()) built |= b.rfind("cuda", 0) == 0;

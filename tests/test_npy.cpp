@@ -725,16 +725,16 @@ TEST(NpyWriter, FinishChecksTheRowCount) {
   {
     auto w = npy_writer::create(p, {'u', 1, false}, {3, 2}, false);
     w.write_rows(v, 2);
-    expect_error([&] { w.finish(); }, errc::internal, "2 of 3 rows");
-    expect_error([&] { w.write_rows(v, 2); }, errc::internal, p);
+    expect_error([&] { w.finish(); }, errc::invalid_argument, "2 of 3 rows");
+    expect_error([&] { w.write_rows(v, 2); }, errc::invalid_argument, p);
   }
   EXPECT_FALSE(fs::exists(p));
   {
     auto w = npy_writer::create(p, {'u', 1, false}, {3, 2}, false);
     w.write_rows(v, 3);
     w.finish();
-    expect_error([&] { w.finish(); }, errc::internal, p);
-    expect_error([&] { w.write_rows(v, 1); }, errc::internal, p);
+    expect_error([&] { w.finish(); }, errc::invalid_argument, p);
+    expect_error([&] { w.write_rows(v, 1); }, errc::invalid_argument, p);
   }
   EXPECT_TRUE(fs::exists(p));
 }

@@ -474,7 +474,7 @@ void archive_writer::write_chunk(u64 first, u64 count, std::span<const std::byte
   const u64 cbps = header_.coeff_bytes_per_sample();
   if (first != next_sample_ || count == 0 || first + count > header_.geom.samples ||
       count > header_.samples_per_chunk || coeffs.size() != count * cbps || !sides_.empty()) {
-    throw error(errc::internal, out_.display_name() + ": chunk out of order or of wrong size");
+    throw error(errc::invalid_argument, out_.display_name() + ": chunk out of order or of wrong size");
   }
   chunk_info c;
   c.index = chunks_.size();
@@ -506,7 +506,7 @@ void archive_writer::write_side_array(const std::string& name, const std::string
                                       std::span<const std::byte> bytes) {
   const u64 rows = shape.empty() ? 0 : shape[0];
   if (rows == 0 ? !bytes.empty() : bytes.size() % rows != 0) {
-    throw error(errc::internal, name + ": " + std::to_string(bytes.size()) +
+    throw error(errc::invalid_argument, name + ": " + std::to_string(bytes.size()) +
                                     " bytes are not whole rows of its shape");
   }
   const u64 row = rows == 0 ? 0 : bytes.size() / rows;
@@ -519,9 +519,9 @@ void archive_writer::write_side_array(const std::string& name, const std::string
                                       const std::vector<u64>& shape, u64 row_bytes,
                                       const row_source& rows) {
   if (next_sample_ != header_.geom.samples) {
-    throw error(errc::internal, "side arrays go after the last chunk");
+    throw error(errc::invalid_argument, "side arrays go after the last chunk");
   }
-  if (shape.empty()) throw error(errc::internal, name + ": a side array needs a first axis");
+  if (shape.empty()) throw error(errc::invalid_argument, name + ": a side array needs a first axis");
   side_array_info s;
   s.name = name;
   s.descr = descr;
@@ -540,7 +540,7 @@ void archive_writer::write_side_array(const std::string& name, const std::string
 
 void archive_writer::finish() {
   if (next_sample_ != header_.geom.samples) {
-    throw error(errc::internal, out_.display_name() + ": finished with " +
+    throw error(errc::invalid_argument, out_.display_name() + ": finished with " +
                                     std::to_string(next_sample_) + " of " +
                                     std::to_string(header_.geom.samples) + " samples written");
   }
@@ -870,8 +870,8 @@ void archive_reader::verify_chunk(const chunk_info& c, const unsigned char* rec,
 
 template <typename Alloc>
 void archive_reader::read_chunk(std::size_t i, std::vector<std::byte, Alloc>& coeffs) {
-  if (!file_.seekable()) throw error(errc::internal, "random access on a stream");
-  if (i >= chunks_.size()) throw error(errc::internal, "chunk index out of range");
+  if (!file_.seekable()) throw error(errc::invalid_argument, "random access on a stream");
+  if (i >= chunks_.size()) throw error(errc::invalid_argument, "chunk index out of range");
   const chunk_info& c = chunks_[i];
   // The record and the payload in two reads, so the payload lands where it stays.
   unsigned char rec[k_record];
@@ -1029,7 +1029,7 @@ void archive_reader::read_samples(u64 first, u64 count, std::span<std::byte> coe
                                             " out of range (archive holds " +
                                             std::to_string(header_.geom.samples) + ")");
   }
-  if (coeffs.size() < count * cbps) throw error(errc::internal, "read_samples buffer too small");
+  if (coeffs.size() < count * cbps) throw error(errc::invalid_argument, "read_samples buffer too small");
   std::vector<std::byte> buf;
   u64 s = first;
   while (s < first + count) {
@@ -1062,7 +1062,7 @@ void archive_reader::read_bytes_at(u64 offset, void* dst, std::size_t n, const c
     return;
   }
   if (!stream_done_ || !stream_tail_ || offset < stream_offset_) {
-    throw error(errc::internal, "a stream's side arrays come after its last chunk");
+    throw error(errc::invalid_argument, "a stream's side arrays come after its last chunk");
   }
   stream_tail_->read_at(offset - stream_offset_, dst, n);
 }
@@ -1078,7 +1078,7 @@ std::optional<std::vector<std::byte>> archive_reader::read_side_array(const std:
 
 void archive_reader::verify_side_array(const std::string& name) {
   const side_array_info* s = find_side_array(name);
-  if (s == nullptr) throw error(errc::internal, "no side array named " + name);
+  if (s == nullptr) throw error(errc::invalid_argument, "no side array named " + name);
   xxh64_stream h;
   update_in_pieces(h, s->bytes, [&](u64 at, std::byte* dst, std::size_t n) {
     read_bytes_at(s->offset + at, dst, n, "side array");
@@ -1089,17 +1089,17 @@ void archive_reader::verify_side_array(const std::string& name) {
 void archive_reader::read_side_array_rows(const std::string& name, u64 first, u64 count,
                                           std::span<std::byte> dst) {
   const side_array_info* s = find_side_array(name);
-  if (s == nullptr) throw error(errc::internal, "no side array named " + name);
+  if (s == nullptr) throw error(errc::invalid_argument, "no side array named " + name);
   const auto [rows, row] = rows_of(*s);
   if (first > rows || count > rows - first || dst.size() != count * row) {
-    throw error(errc::internal, "side array rows out of range");
+    throw error(errc::invalid_argument, "side array rows out of range");
   }
   if (count > 0) read_bytes_at(s->offset + first * row, dst.data(), dst.size(), "side array");
 }
 
 row_source archive_reader::side_array_in_order(const std::string& name) {
   const side_array_info* s = find_side_array(name);
-  if (s == nullptr) throw error(errc::internal, "no side array named " + name);
+  if (s == nullptr) throw error(errc::invalid_argument, "no side array named " + name);
   // Not a structured binding: clang before 16 cannot capture one in a lambda.
   const std::pair<u64, u64> shape = rows_of(*s);
   const u64 rows = shape.first, row = shape.second;
@@ -1112,7 +1112,7 @@ row_source archive_reader::side_array_in_order(const std::string& name) {
   auto at = std::make_shared<progress>();
   if (s->bytes == 0) check_digest(at->hash.digest(), s->xxh64, display_name(), what);
   return [this, name, what, rows, row, expected = s->xxh64, at](u64 first, u64 count, void* dst) {
-    if (first != at->next) throw error(errc::internal, what + " rows asked for out of order");
+    if (first != at->next) throw error(errc::invalid_argument, what + " rows asked for out of order");
     read_side_array_rows(name, first, count, std::span(static_cast<std::byte*>(dst), count * row));
     at->hash.update(dst, count * row);
     at->next += count;

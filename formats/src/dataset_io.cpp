@@ -273,7 +273,7 @@ class npz_sink final : public sample_sink {
   }
   void end_data() {
     if (!data_open_) return;
-    if (rows_ != rows_wanted_) throw error(errc::internal, name() + ": wrote a wrong number of rows");
+    if (rows_ != rows_wanted_) throw error(errc::invalid_argument, name() + ": wrote a wrong number of rows");
     zip_.end_member();
     data_open_ = false;
   }
@@ -292,7 +292,7 @@ class memory_source final : public sample_source {
       : name_(std::move(name)), a_(a) {
     if (a_.shape.empty()) throw error(errc::bad_input, name_ + ": a 0-d array holds no samples");
     if (a_.data == nullptr && row_bytes() * rows() > 0) {
-      throw error(errc::internal, name_ + ": an array without memory");
+      throw error(errc::invalid_argument, name_ + ": an array without memory");
     }
   }
   std::string name() const override { return name_; }
@@ -301,7 +301,7 @@ class memory_source final : public sample_source {
   bool rereadable() const override { return true; }
   void read_rows(u64 first, u64 count, void* dst) override {
     if (first > rows() || count > rows() - first) {
-      throw error(errc::internal, name_ + ": rows past the end of the array");
+      throw error(errc::invalid_argument, name_ + ": rows past the end of the array");
     }
     if (count > 0) {
       std::memcpy(dst, static_cast<const std::byte*>(a_.data) + first * row_bytes(),
@@ -339,7 +339,7 @@ class raw_source final : public sample_source {
   bool rereadable() const override { return f_.seekable(); }
   void read_rows(u64 first, u64 count, void* dst) override {
     const u64 rb = row_bytes();
-    if (first + count > rows()) throw error(errc::internal, name() + ": rows out of range");
+    if (first + count > rows()) throw error(errc::invalid_argument, name() + ": rows out of range");
     if (f_.seekable()) {
       f_.read_at(first * rb, dst, count * rb, "raw data");
       return;
@@ -392,7 +392,7 @@ class raw_sink final : public sample_sink {
   }
   void prepare() override {
     const u64 want = shape_.empty() ? 1 : shape_[0];
-    if (rows_ != want) throw error(errc::internal, name() + ": wrote a wrong number of rows");
+    if (rows_ != want) throw error(errc::invalid_argument, name() + ": wrote a wrong number of rows");
     out_.flush_to_disk();
   }
   void finish() override {

@@ -165,7 +165,7 @@ void input_file::read_exact(void* dst, std::size_t n, const char* what) {
 }
 
 void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const {
-  if (!seekable_) throw error(errc::internal, display_name() + ": positioned read on a stream");
+  if (!seekable_) throw error(errc::invalid_argument, display_name() + ": positioned read on a stream");
   if (offset > size_ || n > size_ - offset) {
     throw error(truncated_, display_name() + ": truncated: " + what + " lies past the end");
   }
@@ -545,7 +545,7 @@ void output_file::write_fd(const void* src, std::size_t n) {
 }
 
 void output_file::write(const void* src, std::size_t n) {
-  if (fd_ < 0) throw error(errc::internal, display_name() + ": write after close");
+  if (fd_ < 0) throw error(errc::invalid_argument, display_name() + ": write after close");
   if (direct_) {
     direct_->append(src, n);
   } else {

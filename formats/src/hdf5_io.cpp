@@ -722,7 +722,7 @@ class hdf5_source final : public sample_source {
             errc::io, name() + ": read failed");
       return;
     }
-    if (first + count > shape_[0]) throw error(errc::internal, name() + ": rows out of range");
+    if (first + count > shape_[0]) throw error(errc::invalid_argument, name() + ": rows out of range");
     if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
@@ -1068,7 +1068,7 @@ class hdf5_sink final : public sample_sink {
     quiet_hdf5 quiet;
     const std::size_t nd = shape_.size();
     if (nd == 0 || rows_ + count > shape_[0]) {
-      throw error(errc::internal, name() + ": more rows written than the shape holds");
+      throw error(errc::invalid_argument, name() + ": more rows written than the shape holds");
     }
     if (direct_) {
       direct_->append(src, count * row_bytes_);
@@ -1145,7 +1145,7 @@ class hdf5_sink final : public sample_sink {
     if (prepared_) return;
     const u64 want = shape_.empty() ? 1 : shape_[0];
     if (!shape_.empty() && rows_ != want) {
-      throw error(errc::internal, name() + ": finished with " + std::to_string(rows_) + " of " +
+      throw error(errc::invalid_argument, name() + ": finished with " + std::to_string(rows_) + " of " +
                                       std::to_string(want) + " rows");
     }
     if (direct_) {

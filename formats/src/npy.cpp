@@ -780,7 +780,7 @@ npy_writer npy_writer::create(const std::string& path, const npy_dtype& type,
 void npy_writer::write_rows(const void* src, std::uint64_t count) {
   const std::uint64_t n_rows = header_.shape.empty() ? 1 : header_.shape[0];
   if (finished_ || count > n_rows - rows_written_) {
-    throw error(errc::internal, display_name() + ": writing " + std::to_string(count) +
+    throw error(errc::invalid_argument, display_name() + ": writing " + std::to_string(count) +
                                     " rows after " + std::to_string(rows_written_) + " of " +
                                     std::to_string(n_rows) +
                                     (finished_ ? " (already finished)" : ""));
@@ -809,9 +809,9 @@ void npy_writer::write_rows(const void* src, std::uint64_t count) {
 
 void npy_writer::prepare() {
   const std::uint64_t n_rows = header_.shape.empty() ? 1 : header_.shape[0];
-  if (finished_) throw error(errc::internal, display_name() + ": finish() called twice");
+  if (finished_) throw error(errc::invalid_argument, display_name() + ": finish() called twice");
   if (rows_written_ != n_rows) {
-    throw error(errc::internal, display_name() + ": " + std::to_string(rows_written_) + " of " +
+    throw error(errc::invalid_argument, display_name() + ": " + std::to_string(rows_written_) + " of " +
                                     std::to_string(n_rows) + " rows written at finish()");
   }
   out_.flush_to_disk();

@@ -14,7 +14,7 @@ namespace dctchop::detail {
 template <typename View>
 void check_view(const View& v) {
   if (v.samples > 0 && (v.data == nullptr || v.height == 0 || v.width == 0 || v.planes == 0)) {
-    throw error(errc::internal, "empty or null sample view");
+    throw error(errc::invalid_argument, "empty or null sample view");
   }
 }
 

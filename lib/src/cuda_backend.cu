@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <memory_resource>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -374,13 +375,14 @@ layout dense_layout(const View& v) {
     }
     if (v.stride_col == c && v.stride_row == w * c && v.stride_plane == 1) return layout::nhwc;
   }
-  throw error(errc::internal, "the CUDA backend takes dense sample views only");
+  throw error(errc::invalid_argument, "the CUDA backend takes dense sample views only");
 }
 
 // ---- the backend ---------------------------------------------------------------------------
 
-/** Not thread-safe: one call at a time (its staging buffers are kept between calls). The
- *  chunk pipeline runs one worker on it (single_threaded() is nullptr). */
+/** One call at a time (its staging buffers are kept between calls): calls from several
+ *  threads (loaders sharing one backend) wait for each other. The chunk pipeline runs one
+ *  worker on it (single_threaded() is nullptr). */
 class cuda_backend final : public backend {
  public:
   explicit cuda_backend(int device)
@@ -416,8 +418,9 @@ class cuda_backend final : public backend {
     const u64 in_per_sample = g.values_per_sample() * size_of(v.type);
     const u64 out_per_sample = coeff_bytes_per_sample(p, g);
     if (coeffs.size() < v.samples * out_per_sample) {
-      throw error(errc::internal, "coefficient buffer too small");
+      throw error(errc::invalid_argument, "coefficient buffer too small");
     }
+    const std::lock_guard<std::mutex> one_at_a_time(calls_);
     const device_guard on(device_);
     if (!d_bad_) d_bad_ = device_alloc(sizeof(unsigned long long));
     const device_ptr& d_bad = d_bad_;
@@ -447,8 +450,9 @@ class cuda_backend final : public backend {
     const u64 in_per_sample = coeff_bytes_per_sample(p, g);
     const u64 out_per_sample = g.values_per_sample() * size_of(v.type);
     if (coeffs.size() < v.samples * in_per_sample) {
-      throw error(errc::internal, "coefficient buffer too small");
+      throw error(errc::invalid_argument, "coefficient buffer too small");
     }
+    const std::lock_guard<std::mutex> one_at_a_time(calls_);
     const device_guard on(device_);
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
@@ -548,6 +552,7 @@ class cuda_backend final : public backend {
   device_ptr d_bad_;  // the first bad sample of an encode
   int device_;
   std::shared_ptr<std::pmr::memory_resource> host_memory_;
+  std::mutex calls_;  // encode and decode, one at a time
 };
 
 }  // namespace
@@ -954,12 +959,12 @@ void* device_ring::decode_async(std::size_t slot, const codec_params& p, const g
   impl& d = *impl_;
   if (slot >= d.slots.size() || bytes > d.in_bytes ||
       samples * g.values_per_sample() * size_of(type) > d.out_bytes) {
-    throw error(errc::internal, "device_ring: batch larger than its buffers");
+    throw error(errc::invalid_argument, "device_ring: batch larger than its buffers");
   }
   // The kernel reads every sample's coefficients: `bytes` must hold them (else it would read
   // past what was copied, or past d_in for other settings than the ring was sized for).
   if (samples * coeff_bytes_per_sample(p, g) > bytes) {
-    throw error(errc::internal, "device_ring: fewer coefficient bytes than the batch's samples need");
+    throw error(errc::invalid_argument, "device_ring: fewer coefficient bytes than the batch's samples need");
   }
   auto& x = d.slots[slot];
   const detail::device_guard on(d.device);

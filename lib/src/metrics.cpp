@@ -161,7 +161,7 @@ void quality_accumulator::measure(const const_sample_view& a, const const_sample
                                   int threads, quality_batch& batch) const {
   if (a.type != b.type || a.type != type_ || a.samples != b.samples || a.planes != b.planes ||
       a.height != b.height || a.width != b.width) {
-    throw error(errc::internal, "quality_accumulator: views differ in shape or dtype");
+    throw error(errc::invalid_argument, "quality_accumulator: views differ in shape or dtype");
   }
   const i64 samples = static_cast<i64>(a.samples);
   [[maybe_unused]] const int nt = detail::region_threads(resolve_threads(threads), a.samples);
@@ -287,7 +287,7 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
 
 void quality_accumulator::merge(const quality_accumulator& o) {
   if (o.type_ != type_ || o.computes_ssim() != computes_ssim()) {
-    throw error(errc::internal, "quality_accumulator: merging different settings");
+    throw error(errc::invalid_argument, "quality_accumulator: merging different settings");
   }
   if (o.values_ == 0) return;
   min_ = values_ == 0 ? o.min_ : std::min(min_, o.min_);

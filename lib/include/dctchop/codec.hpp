@@ -10,8 +10,10 @@
 #include <memory_resource>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/types.hpp"
 
@@ -51,6 +53,13 @@ struct basic_sample_view {
   dtype type = dtype::u8;
   std::uint64_t samples = 0, planes = 1, height = 0, width = 0;
   std::int64_t stride_sample = 0, stride_plane = 0, stride_row = 0, stride_col = 1;
+  /** A view of mutable data is a view of the same data read only (encode takes one). (A
+   *  template: nvcc warns of a conversion to the class itself in the const view.) */
+  template <typename P = Ptr, typename = std::enable_if_t<std::is_same_v<P, void*>>>
+  operator basic_sample_view<const void*>() const {
+    return {data, type, samples, planes, height, width,
+            stride_sample, stride_plane, stride_row, stride_col};
+  }
 };
 using sample_view = basic_sample_view<void*>;
 using const_sample_view = basic_sample_view<const void*>;
@@ -60,7 +69,9 @@ const_sample_view make_view(const geometry& g, dtype t, const void* data, std::u
 sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samples);
 
 /** An execution backend. Coefficients are laid out [sample][plane][row][col], each plane of
- *  coeff_shape(), little-endian values of params.coeff. */
+ *  coeff_shape(), little-endian values of params.coeff. Calls may come from several threads
+ *  (loaders may share one backend): the CPU backend runs them side by side, the CUDA backend
+ *  one at a time. A buffer or view too small for its call is error(invalid_argument). */
 class backend {
  public:
   virtual ~backend() = default;

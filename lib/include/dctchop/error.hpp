@@ -11,7 +11,9 @@ namespace dctchop {
 
 /** What went wrong, coarse enough for a caller to choose a reaction (and an exit code). */
 enum class errc {
-  invalid_argument = 1,  ///< a parameter out of range or a bad combination of options
+  invalid_argument = 1,  ///< a parameter out of range or a bad combination of options; also a
+                         ///< call the API does not allow (a buffer too small for what it must
+                         ///< hold, rows out of order, a writer finished short)
   bad_input,             ///< input data or file not in a format or dtype we accept
   corrupt,               ///< a checksum mismatch or a truncated / inconsistent archive
   unsupported_version,   ///< an archive written by a newer major version

@@ -1,7 +1,8 @@
 /** @file matrix_form.hpp
  *  The portable decode of DESIGN.md, step 5: a plane's padded values are
  *  X' = Lt * Cplane * R, two matrix products that every accelerator runs at full speed.
- *  L = M G is (Hb*K) x Hp: G is the block-diagonal of the B x B DCT matrix T and M keeps the
+ *  L = M G is (Hb*K) x Hp, Hb = ceil(H/B) blocks down and Hp = Hb*B the padded height: G is
+ *  the block-diagonal of the B x B DCT matrix T and M keeps the
  *  first K of every B rows, so L[i*K+u][i*B+x] = T[u][x]; Lt is its transpose. R is the same
  *  for the columns: R[j*K+v][j*B+y] = T[v][y]. The decoded value at (r, c), r < H and c < W,
  *  is X'[r][c] plus the offset, rounded and clamped for integer dtypes. The CUDA backend's
@@ -19,7 +20,7 @@ namespace dctchop {
 /** Lt (hp x kh) and R (kw x wp), row-major, in double: convert to the device's type. */
 struct decode_matrices {
   std::uint64_t hp = 0, wp = 0;  ///< padded plane: H and W rounded up to multiples of B
-  std::uint64_t kh = 0, kw = 0;  ///< coefficient plane: (H/B)*K rows, (W/B)*K columns
+  std::uint64_t kh = 0, kw = 0;  ///< coefficient plane: ceil(H/B)*K rows, ceil(W/B)*K columns
   std::vector<double> lt;        ///< hp x kh
   std::vector<double> r;         ///< kw x wp
 };

@@ -198,7 +198,7 @@ void ipu_feed::complete() noexcept {
     // the adapter's mistake, kept for rethrow_error() rather than passed over.
     if (!d.err) {
       d.err = std::make_exception_ptr(
-          error(errc::internal, "IPU feed: complete() with no micro-batch in flight (one per "
+          error(errc::invalid_argument, "IPU feed: complete() with no micro-batch in flight (one per "
                                 "fetch, and per prefetch not withdrawn)"));
     }
     return;

@@ -124,7 +124,9 @@ namespace detail {
 class byte_spool;
 }
 
-/** Reads an archive: random access for regular files; chunk by chunk in order for stdin. */
+/** Reads an archive: random access for regular files; chunk by chunk in order for stdin.
+ *  One thread at a time (it remembers which chunks it has checked): threads that read side by
+ *  side open a reader each, as the loaders do. */
 class archive_reader {
  public:
   /** Open and validate preamble, header and (for files) the footer and index. */

@@ -31,7 +31,7 @@ struct npy_dtype {
   std::string native_descr() const;
   /** NumPy's name: "bool", "uint64", "float16" (its "<u8" is uint64, dctchop's u8 uint8). */
   std::string numpy_name() const;
-  /** The codec dtype, when this is one the codec takes (u1, u2, i2, f4, f8). */
+  /** The codec dtype, when this is one the codec takes (i1, u1, i2, u2, i4, u4, f2, f4, f8). */
   std::optional<dtype> codec_dtype() const;
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/types.hpp"
 
@@ -31,7 +32,7 @@ struct loader_options {
   std::size_t batch_size = 32;
   bool shuffle = true;            ///< false: samples in archive order, every epoch
   std::uint64_t seed = 0;         ///< the order depends only on (seed, epoch)
-  std::size_t shuffle_window = 4; ///< chunks whose samples are shuffled together
+  std::size_t shuffle_window = 4; ///< chunks whose samples are shuffled together (0 is taken as 1)
   int rank = 0;                   ///< this process's shard, 0..world-1
   int world = 1;                  ///< number of shards
   bool drop_last = true;          ///< drop the last partial batch of each rank; false: a
