@@ -1534,7 +1534,7 @@ TEST(Cli, AnOffsetFarEnoughToCostF32PrecisionIsNotedWithTheErrorItCosts) {
   EXPECT_TRUE(contains(fe.err, "bf16 coefficients keep 8 significant bits")) << describe(fe);
 }
 
-TEST(Cli, U32CountsTakeTheirMeanAsOffsetAndAFarOffsetIsNotedOnlyBeyondTheirSpread) {
+TEST(Cli, U32CountsTakeTheirMeanAsOffsetAndAFarOffsetIsNotedWhereItCostsMoreThanTheMean) {
   // Detector counts 400..3999 in u32: the auto offset is the first sample's mean, so at chop 8
   // f32 coefficients hold them exactly, as u16 would; u32's middle, 2^31 away, puts the DC
   // term near 2^34, stored to steps of 2^10: errors of tens, which the note foresees
@@ -1567,6 +1567,14 @@ TEST(Cli, U32CountsTakeTheirMeanAsOffsetAndAFarOffsetIsNotedOnlyBeyondTheirSprea
   auto whole = cli(dir, "compress f.npy -o w.dcz --chop 8 --offset 2147483648 --json");
   ASSERT_EQ(whole.status, 0) << describe(whole);
   EXPECT_FALSE(contains(whole.out, "lies far")) << whole.out;
+  // A saturated pixel stretches the first sample's range to all of u32, but every other
+  // block still pays for the far offset: noted.
+  auto saturated = counts;
+  saturated[5] = 4294967295u;
+  save_npy(dir.file("s.npy"), dtype::u32, {n, h, w}, saturated);
+  auto sat = cli(dir, "compress s.npy -o s.dcz --chop 8 --offset 2147483648 --json");
+  ASSERT_EQ(sat.status, 0) << describe(sat);
+  EXPECT_TRUE(contains(sat.out, "lies far from the values")) << sat.out;
 }
 
 TEST(Cli, TwoArraysOfOneFileDefaultToOneNameAndTheSecondIsRefusedSayingWhy) {

@@ -159,12 +159,24 @@ int significant_bits(coeff_type c) {
 std::string far_offset_note(input_source& src, const offset_choice& choice, double offset,
                             int block, coeff_type coeff) {
   if (choice.how != offset_choice::rule::value) return {};  // auto and mean lie among the values
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  u64 count = 0;
   for_each_first_value(src, [&](double x) {
     lo = std::min(lo, x);
     hi = std::max(hi, x);
+    sum += x;
+    ++count;
   });
   if (!(lo <= hi)) return {};
+  // How far the values lie from the offset on the whole, against how far from their mean:
+  // a block's error follows its mean's distance from the offset, so one saturated pixel
+  // (which stretches lo..hi to all of u32) leaves the offset as costly for every other block.
+  const double mean = sum / static_cast<double>(count);
+  double from_offset = 0, from_mean = 0;
+  for_each_first_value(src, [&](double x) {
+    from_offset += std::fabs(x - offset);
+    from_mean += std::fabs(x - mean);
+  });
   // The transforms run in f32 (f64, i32 and u32 in double): a coefficient of size up to
   // B |x - o| carries a rounding error of about 2^-24 (2^-53) of that, which the decode
   // keeps. Stored, the first coefficient of a block (B times its mean) rounds to 24, 11 or 8
@@ -174,10 +186,11 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
   const double computed = block * dev * std::ldexp(1.0, computes_in_double(src.type) ? -53 : -24);
   const bool stored = dev * std::ldexp(1.0, -bits) > computed;
   const double err = stored ? dev * std::ldexp(1.0, -bits) : computed;
-  // Only an offset farther from the values than their own spread: one amid them does no
-  // better than (hi - lo) / 2 (full-range u32 costs f32 coefficients that much anyway).
-  const bool matters = dev > hi - lo && (is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo)
-                                                            : err > 0.25);
+  // Only an offset that costs more than the mean would: one amid values spread over all of
+  // u32 does no worse than any (f32 coefficients cost full-range data that much anyway).
+  const bool far = from_offset > 2 * from_mean;
+  const bool matters = far && (is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo)
+                                                  : err > 0.25);
   if (!matters) return {};
   char cost[96];
   if (is_float(src.type)) {

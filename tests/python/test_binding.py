@@ -396,9 +396,17 @@ def check_compress_from_python(binary, d, x, y):
     here = os.getcwd()
     os.chdir(d)
     try:
-        os.makedirs("a", exist_ok=True)
-        raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32), "a/x.dcz"),
-               "(nonfinite=V substitutes V)")
+        for folder in ("a", "V"):  # ("V" is also the placeholder of the phrase)
+            os.makedirs(folder, exist_ok=True)
+            raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32),
+                                                        f"{folder}/x.dcz"),
+                   "(nonfinite=V substitutes V)")
+        # ... and a folder named as an option's value does not cut the phrase it is in.
+        os.makedirs("f32", exist_ok=True)
+        big = np.full((1, 16, 16), 20000.0, np.float16)
+        big[0, :, 8:] = -20000.0
+        raises(dctchop.ArgumentError,
+               lambda: dctchop.compress(big, "f32/x.dcz", coeff="f16", offset=0), "use coeff='f32'")
     finally:
         os.chdir(here)
     # Seeds are 64-bit (a state can carry any); prefetch holds batches in memory: bounded.

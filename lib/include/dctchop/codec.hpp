@@ -54,9 +54,10 @@ struct basic_sample_view {
   std::uint64_t samples = 0, planes = 1, height = 0, width = 0;
   std::int64_t stride_sample = 0, stride_plane = 0, stride_row = 0, stride_col = 1;
   /** A view of mutable data is a view of the same data read only (encode takes one). (A
-   *  template: nvcc warns of a conversion to the class itself in the const view.) */
+   *  template whose type depends on P: nvcc and clang warn of a conversion to the class
+   *  itself in the const view otherwise.) */
   template <typename P = Ptr, typename = std::enable_if_t<std::is_same_v<P, void*>>>
-  operator basic_sample_view<const void*>() const {
+  operator basic_sample_view<std::add_pointer_t<const std::remove_pointer_t<P>>>() const {
     return {data, type, samples, planes, height, width,
             stride_sample, stride_plane, stride_row, stride_col};
   }

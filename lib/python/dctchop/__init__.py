@@ -112,7 +112,10 @@ def _native(a, name):
 
 
 # The command's option names in the library's messages, and what a Python caller passes.
-_KEYWORDS = [("use -f to overwrite", "pass overwrite=True"), ("--nonfinite replace=V", "nonfinite=V"),
+# Phrases first, over the whole message (a folder named "f32" or "V" must not cut them).
+_PHRASES = [(re.compile(r"(?<![\w./-])--(coeff|layout|offset) ([A-Za-z][A-Za-z0-9]+)\b"), r"\1='\2'"),
+            (re.compile(r"(?<![\w./-])--nonfinite replace=V"), "nonfinite=V")]
+_KEYWORDS = [("use -f to overwrite", "pass overwrite=True"),
              ("--no-quality", "quality=False"), ("--no-ssim", "measure_ssim=False"),
              ("--chunk-mb", "chunk_mb"), ("--coeff ", "coeff="), ("--offset ", "offset="),
              ("--ssim", "ssim="), ("--psnr", "psnr="), ("--chop", "chop="), ("-o ", "output "),
@@ -125,6 +128,13 @@ def _in_python_terms(text, names=()):
     """A library message with the command's option names replaced by the keywords, a name
     given to one as the string Python takes ("--coeff f32" is coeff='f32', "--offset mean"
     offset='mean'). `names` (the output path, say) and their folders stay as they are."""
+    for phrase, keyword in _PHRASES:
+        text = phrase.sub(keyword, text)
+    return _flags_in_python_terms(text, names)
+
+
+def _flags_in_python_terms(text, names):
+    """_in_python_terms's single options, outside `names` and their folders."""
     kept = set()
     for name in names:
         while name not in kept and name not in ("", "/", "."):
@@ -134,8 +144,7 @@ def _in_python_terms(text, names=()):
         # folder "a" is not the a of "replace")
         parts = re.split(r"(?<![\w./-])(" + "|".join(map(re.escape, sorted(kept, key=len, reverse=True)))
                          + r")(?![\w./-])", text)
-        return "".join(p if i % 2 else _in_python_terms(p) for i, p in enumerate(parts))
-    text = re.sub(r"(?<![\w./-])--(coeff|layout|offset) ([A-Za-z][A-Za-z0-9]+)\b", r"\1='\2'", text)
+        return "".join(p if i % 2 else _flags_in_python_terms(p, ()) for i, p in enumerate(parts))
     for flag, keyword in _KEYWORD_RES:
         text = flag.sub(keyword, text)
     return text
