@@ -181,7 +181,7 @@ class archive_reader {
   void read_side_array_rows(const std::string& name, std::uint64_t first, std::uint64_t count,
                             std::span<std::byte> dst);
   /** Side array `name`'s rows for one copy front to back, checked on the way: the source
-   *  must be asked for rows 0, 1, ... in order (error internal otherwise), and the request
+   *  must be asked for rows 0, 1, ... in order (error invalid_argument otherwise), and the request
    *  that reaches the last row checks the checksum (error corrupt) before it returns, so the
    *  copy reads the array once where verify_side_array and then read_side_array_rows read it
    *  twice. The reader must outlive it. For a stream, after the last chunk. */
