@@ -443,8 +443,7 @@ class cuda_backend final : public backend {
     validate(p);
     check_view(v);
     if (v.samples == 0) return;
-    const const_sample_view cv{v.data, v.type, v.samples, v.planes, v.height, v.width,
-                               v.stride_sample, v.stride_plane, v.stride_row, v.stride_col};
+    const const_sample_view cv = v;
     const layout lay = dense_layout(cv);
     const geometry g = geometry_of_view(cv, lay);
     const u64 in_per_sample = coeff_bytes_per_sample(p, g);
