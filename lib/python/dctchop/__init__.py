@@ -163,7 +163,7 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     chop (None: 4, or the one psnr / ssim choose), block, coeff ("f16", "bf16", "f32", "i16";
     None: the dtype's default), layout
     ("auto", "HW", "NHW", "NHWC", "NCHW"), chunk_mb, overwrite: as the command's options.
-    labels: an array with one row per sample, stored losslessly. offset: "auto", "mean" or a
+    labels: an array with one row per sample, stored losslessly. offset: "auto", "mean" (any case) or a
     number (--offset). quality=False skips measuring PSNR and SSIM, measure_ssim=False SSIM
     only. psnr / ssim: choose the smallest chop that reaches them instead (not with chop, as the
     command refuses --chop with --psnr); report["chop_search"] lists the measurements, and a
@@ -197,8 +197,8 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     data = _native(data, "data")
     if labels is not None:
         labels = _native(labels, "labels")
-    if isinstance(offset, str) and offset in ("auto", "mean"):
-        rule, value = offset, 0.0
+    if isinstance(offset, str) and offset.lower() in ("auto", "mean"):  # any case, as --offset
+        rule, value = offset.lower(), 0.0
     elif isinstance(offset, (int, float, np.integer, np.floating)) and not isinstance(offset, bool) \
             and np.isfinite(offset):
         rule, value = "value", float(offset)
