@@ -1,5 +1,5 @@
 /** @file codec.hpp
- *  Blockwise DCT+Chop (DESIGN.md, "The codec"): parameters, sample views and the backend
+ *  Blockwise DCT+Chop (formats/ARCHIVE.md, "The codec", restates the design): parameters, sample views and the backend
  *  interface that every execution backend (CPU serial/OpenMP, CUDA) implements.
  */
 #pragma once
@@ -82,8 +82,8 @@ class backend {
    *  value does not fit params.coeff, error(bad_input) for NaN or Inf input. */
   virtual void encode(const codec_params& params, const const_sample_view& in,
                       std::span<std::byte> coeffs) = 0;
-  /** Invert: pad the kept coefficients with zeros, inverse transform, crop, round and clamp
-   *  to out.type, add the offset back. */
+  /** Invert: pad the kept coefficients with zeros, inverse transform, crop, add the offset
+   *  back, then round and clamp to out.type. */
   virtual void decode(const codec_params& params, std::span<const std::byte> coeffs,
                       const sample_view& out) = 0;
   /** CPU threads that one encode() or decode() call runs on. */

@@ -1,8 +1,9 @@
 /** @file cuda.hpp
  *  The CUDA backend's device-memory entry points, for loaders that already hold the
  *  coefficients on the GPU. No CUDA types here: a stream is passed as `void*` (a cudaStream_t;
- *  nullptr is the default stream). In a build without CUDA every call but available() and
- *  device_count() throws error(backend_unavailable).
+ *  nullptr is the default stream). In a build without CUDA every call but built(),
+ *  available(), device_count(), device_status() and is_pinned() (false) throws
+ *  error(backend_unavailable).
  */
 #pragma once
 
@@ -58,7 +59,7 @@ void encode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_in, void* device_coeffs,
                    void* stream = nullptr, kernel_layout layout = kernel_layout::lines);
 
-/** The portable matrix-form decode on the GPU (DESIGN.md; dctchop/matrix_form.hpp): per
+/** The portable matrix-form decode on the GPU (dctchop/matrix_form.hpp): per
  *  plane X' = Lt * Cplane * R as two f32 GEMMs with cuBLAS, then crop, offset and convert.
  *  Lt and R are block-diagonal, so the GEMMs multiply by their blocks (T_K^t and T_K) and skip
  *  the zeros: O(K) work per value instead of O(H + W). It holds a cuBLAS handle, the blocks

@@ -16,7 +16,9 @@ enum class errc {
                          ///< hold, rows out of order, a writer finished short)
   bad_input,             ///< input data or file not in a format or dtype we accept
   corrupt,               ///< a checksum mismatch or a truncated / inconsistent archive
-  unsupported_version,   ///< an archive written by a newer major version
+  unsupported_version,   ///< an archive written by a newer major version, or naming a
+                         ///< transform, dtype, coefficient type or chunk stage this version
+                         ///< does not know
   out_of_range,          ///< a value the chosen coefficient type cannot hold
   io,                    ///< the operating system refused a read, write, open or rename
   output_exists,         ///< an output file exists and overwriting was not allowed

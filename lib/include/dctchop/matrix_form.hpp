@@ -1,6 +1,7 @@
 /** @file matrix_form.hpp
- *  The portable decode of DESIGN.md, step 5: a plane's padded values are
- *  X' = Lt * Cplane * R, two matrix products that every accelerator runs at full speed.
+ *  The portable decode (formats/ARCHIVE.md, "The codec", the matrix form): a plane's padded
+ *  values are X' = Lt * Cplane * R, two matrix products that every accelerator runs at full
+ *  speed.
  *  L = M G is (Hb*K) x Hp, Hb = ceil(H/B) blocks down and Hp = Hb*B the padded height: G is
  *  the block-diagonal of the B x B DCT matrix T and M keeps the
  *  first K of every B rows, so L[i*K+u][i*B+x] = T[u][x]; Lt is its transpose. R is the same

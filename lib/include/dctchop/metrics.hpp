@@ -1,5 +1,5 @@
 /** @file metrics.hpp
- *  Quality figures as DESIGN.md ("Quality figures") defines them, accumulated chunk by chunk in
+ *  Quality figures as README.md ("What the figures mean") defines them, accumulated chunk by chunk in
  *  bounded memory: global PSNR, per-sample PSNR (minimum and mean), SSIM with scikit-image's
  *  default conventions, max abs error, RMSE, NRMSE.
  */

@@ -52,7 +52,7 @@ inline constexpr const char* k_dtype_numpy_names =
 std::optional<coeff_type> parse_coeff_type(std::string_view s) noexcept;
 std::optional<layout> parse_layout(std::string_view s) noexcept;
 
-/** The offset o subtracted before the transform (DESIGN.md, codec step 1): the middle of an
+/** The offset o subtracted before the transform (formats/ARCHIVE.md, "The codec", step 1): the middle of an
  *  unsigned type's range (u32: 2^31), 0 for signed and float types. `compress` takes the
  *  first sample's mean instead for float, i32 and u32 data (formats::offset_choice). */
 double default_offset(dtype t) noexcept;
@@ -77,9 +77,12 @@ struct geometry {
   std::vector<std::uint64_t> sample_shape() const;
 };
 
-/** Resolve a layout against an array shape. `automatic` takes NHWC when the last axis is 1..4
- *  (and there are 4 axes), NCHW when axis 1 is 1..4, NHW for 3 axes and HW for 2; an ambiguous
- *  4-D shape is an error that names --layout. Throws dctchop::error(invalid_argument). */
+/** Resolve a layout against an array shape. `automatic` takes HW for 2 axes; NHW for 3 axes,
+ *  except that a last axis of 1..4 after two axes above 4 (one H x W x C image, or N planes?)
+ *  is ambiguous; for 4 axes NHWC when the last axis is 1..4, NCHW when axis 1 is. Throws
+ *  dctchop::error(invalid_argument) for an ambiguous shape (the message names --layout) or a
+ *  shape the requested layout cannot take, error(bad_input) for an empty axis or a number of
+ *  axes no layout takes. */
 geometry resolve_layout(std::span<const std::uint64_t> shape, layout requested);
 
 }  // namespace dctchop
