@@ -1066,6 +1066,16 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // `compress --bogus`: the unknown option, not the input it left missing, is the slip.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      for (const auto* sub : app.get_subcommands()) {
+        if (const auto x = extra_words_of(*sub); !x.options.empty()) {
+          log->error("error: {} (see dctchop {} --help)", extra_arguments_message(*sub),
+                     sub->get_name());
+          return exit_usage;
+        }
+      }
+    }
     errno = 0;
     int rc = app.exit(e);
     if (!std::cout) g_stdout_errno = errno;  // (by the end, later calls may have changed it)

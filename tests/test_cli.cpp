@@ -632,6 +632,12 @@ TEST(Cli, FifosAndDevicesAreWrittenInPlaceNeverReplaced) {
   EXPECT_EQ(read_bytes(dir.file("inpipe.dcz")).substr(1, 3), "DCZ");
   // .npz is written front to back: into a pipe too.
   ASSERT_EQ(::mkfifo(dir.file("pipe.npz").c_str(), 0600), 0);
+  // As input, a FIFO named .npz is refused at once: its open() would wait for a writer.
+  for (const std::string in : {"pipe.npz:x -o x.dcz", "in.npy --labels pipe.npz -o x.dcz"}) {
+    auto zin = sh(dir, "timeout 20 DCTCHOP compress " + in);
+    EXPECT_EQ(zin.status, 2) << in << "\n" << describe(zin);
+    EXPECT_NE(zin.err.find("pipe.npz: a .npz is read from its end"), std::string::npos) << zin.err;
+  }
   auto z = cli(dir, "decompress a.dcz -o pipe.npz -q & P=$!; cat pipe.npz > got.npz; wait $P");
   EXPECT_EQ(z.status, 0) << describe(z);
   ASSERT_EQ(cli(dir, "decompress a.dcz -o file.npz -q").status, 0);
@@ -1056,6 +1062,10 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
       {"compress in.npy b.npy c.npy", 2, "compress takes one input; left over: b.npy c.npy"},
       {"compress in.npy --frob 3", 2, "compress has no option --frob"},
       {"compress in.npy --frob=3", 2, "compress has no option --frob ("},
+      // An unknown option, not the input left out after it ("input is required"), is the slip.
+      {"compress --frob", 2, "compress has no option --frob"},
+      {"decompress --sampels 0:3 -o x.npy", 2,
+       "decompress has no option --sampels; did you mean --samples?"},
       {"info a.dcz --chop 3", 2, "info has no option --chop"},
       {"decompress a.dcz out.npy", 2, "decompress writes to -o OUTPUT: did you mean -o out.npy?"},
       {"compress in.npy out.dcz", 2,

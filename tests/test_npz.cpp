@@ -835,6 +835,14 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
               "print(sorted(np.load('n.npz').files), sorted(np.load('u.npz').files) == ['labels', '\xc3\xbcn\xc3\xaf'])\n");
   c = test::run_sh("/usr/bin/python3 keys.py", dir.path());
   EXPECT_EQ(c.out, "['x', 'y'] True\n") << describe(c);
+  // A name that is not UTF-8 (Latin-1 bytes, an overlong form, a surrogate) is refused before
+  // any work: flagged UTF-8, it made numpy refuse the whole file, labels and all.
+  for (const char* bad : {"\xe9t\xe9", "a\xc0\xaf" "b", "\xed\xa0\x80", "x\xf4\x90\x80\x80"}) {
+    c = cli(dir, std::string("decompress a.dcz -o 'l.npz:") + bad + "' -q");
+    EXPECT_EQ(c.status, 2) << describe(c);
+    EXPECT_NE(c.err.find("is not UTF-8 text"), std::string::npos) << describe(c);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("l.npz")));
+  }
   // a --labels-out file appears only after the data's output: when the data cannot be written
   // (past ulimit -f), neither is left
   c = test::run_sh("ulimit -f 8; " + test::dctchop_bin() +

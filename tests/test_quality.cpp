@@ -44,6 +44,7 @@ using dctchop::test::expect_error;
 using dctchop::test::flip_byte;
 using dctchop::test::load_npy;
 using dctchop::test::read_bytes;
+using dctchop::test::write_bytes;
 using dctchop::test::save_npy;
 using dctchop::test::sh_quote;
 using dctchop::test::temp_dir;
@@ -571,6 +572,25 @@ TEST(QualityCli, PsnrTargetWithStdinInputIsAUsageError) {
   EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
 }
 
+TEST(QualityCli, AnOutputThatCannotBeWrittenIsRefusedBeforeTheSearchMeasuresAnything) {
+  // The search (and a float input's range pass) came first, the refusal only after it.
+  temp_dir dir;
+  save_textured(dir);
+  write_bytes(dir.file("old.dcz"), "old");
+  for (const std::string args : {"-o old.dcz --psnr 30", "-o old.dcz --ssim 0.5",
+                                 "-o nodir/x.dcz --psnr 30"}) {
+    auto c = cli(dir, "compress tex.npy " + args);
+    EXPECT_EQ(c.status, args.find("old") != std::string::npos ? 6 : 5) << args << describe(c);
+    EXPECT_FALSE(contains(c.err, "chop 1:")) << args << ": the search ran first\n" << c.err;
+    EXPECT_TRUE(contains(c.err, args.find("old") != std::string::npos
+                                    ? "old.dcz: already exists (use -f to overwrite)"
+                                    : "the folder nodir does not exist")) << c.err;
+  }
+  EXPECT_EQ(read_bytes(dir.file("old.dcz")), "old");
+  auto f = cli(dir, "compress tex.npy -o old.dcz --psnr 30 -f -q");
+  EXPECT_EQ(f.status, 0) << describe(f);
+}
+
 TEST(QualityCli, PsnrTogetherWithChopIsAUsageError) {
   temp_dir dir;
   save_textured(dir);
@@ -1033,6 +1053,10 @@ TEST(QualityCli, AnArchiveLargerThanItsInputIsExplainedByItsCause) {
   // More coefficient bytes than value bytes per block.
   EXPECT_TRUE(contains(note_of("big.npy", 16, 16, "--chop 7"),
                        "f16 coefficients at chop 7 take more bytes than the u8 values"));
+  // As many (f32 at chop 4 of u8): the chop, not the header, is the cause.
+  EXPECT_TRUE(contains(note_of("even.npy", 16, 16, "--coeff f32"),
+                       "f32 coefficients at chop 4 take as many bytes as the u8 values; use a "
+                       "smaller chop or a 2-byte coefficient type"));
 }
 
 TEST(QualityCli, NonfiniteOnIntegerDataIsSaidToHaveNoEffect) {

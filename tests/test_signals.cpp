@@ -62,6 +62,24 @@ TEST(Signals, TermWhileWaitingOnAPipeExits130AndLeavesNothing) {
   }
 }
 
+TEST(Signals, AnInputFifoThatNoWriterOpensStopsWith130AsAStalledPipeDoes) {
+  // open() of a FIFO waits for a writer; a signal then was "cannot open: Interrupted system
+  // call" (exit 5). As data input, as labels and as an archive to decompress.
+  for (const std::string args : {"compress in -o out.dcz", "compress x.npy --labels in -o out.dcz",
+                                 "decompress in -o out.npy"}) {
+    temp_dir dir;
+    const std::string cmd = numpy_sh("np.save('x.npy', np.zeros((2, 8, 8), np.uint8))") +
+                            " && mkfifo in; " + k_bin + " " + args + " & P=$!; sleep 0.5; "
+                            "kill -INT $P; " + k_wait_or_kill + "rm in x.npy";
+    auto r = run_sh(cmd, dir.path());
+    EXPECT_NE(r.out.find("rc=130"), std::string::npos) << args << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("interrupted"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("cannot open"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.out.find("stuck"), std::string::npos) << args;
+    EXPECT_TRUE(leftovers(dir, "").empty()) << args << ": a file was left behind";
+  }
+}
+
 TEST(Signals, TermWhileTheOutputPipeIsStalledExits130Promptly) {
   // A reader that takes a few bytes and then stalls (the shell holds the FIFO open and reads
   // no more): dctchop's writer blocks with the pipe full and every buffer in use. The signal

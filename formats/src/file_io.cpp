@@ -79,8 +79,11 @@ input_file input_file::open(const std::string& path) {
     f.fd_ = STDIN_FILENO;
     f.owns_fd_ = false;
   } else {
-    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd_ < 0) throw os_error(path, "open");
+    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // a FIFO's open waits for a writer
+    if (f.fd_ < 0) {
+      if (errno == EINTR) throw error(errc::interrupted, path + ": interrupted");
+      throw os_error(path, "open");
+    }
     f.owns_fd_ = true;
   }
   struct stat st {};
@@ -349,6 +352,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
       if (stat_errno == ENOTDIR) refuse_missing_folder(path, path);
       throw error::from_os(errc::io, path + ": " + std::strerror(stat_errno), stat_errno);
     }
+    refuse_missing_folder(path, path);  // said now, not when the output is created
     return t;
   }
   if (S_ISDIR(st.st_mode)) throw error::from_os(errc::io, path + ": is a directory", EISDIR);

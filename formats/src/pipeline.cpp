@@ -234,9 +234,11 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   }
   in.type = *dt;
   if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {
-    char bound[32];
+    char bound[32], value[32];
     std::snprintf(bound, sizeof bound, "%g", max_finite(in.type));
-    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=V: V does not fit " +
+    std::snprintf(value, sizeof value, "%g", *replace);
+    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=" + value + ": " +
+                                            value + " does not fit " +
                                             std::string(to_string(in.type)) +
                                             " (whose finite values lie within +-" + bound + ")");
   }
@@ -547,11 +549,13 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
     const u64 coeff_bytes = coeff_bytes_per_sample(r.codec, r.geom);
     const u64 value_bytes = r.geom.values_per_sample() * size_of(r.type);
     const u64 b = static_cast<u64>(r.codec.block);
-    if (coeff_ratio < 1) {
+    if (coeff_ratio < 1 || (coeff_ratio == 1 && coeff_bytes >= value_bytes)) {
       out.push_back("the archive is larger than the input: " +
                     std::string(to_string(r.codec.coeff)) + " coefficients at chop " +
-                    std::to_string(r.codec.chop) + " take more bytes than the " +
-                    std::string(to_string(r.type)) + " values; use a smaller chop");
+                    std::to_string(r.codec.chop) + " take " +
+                    (coeff_ratio < 1 ? "more bytes than" : "as many bytes as") + " the " +
+                    std::string(to_string(r.type)) + " values; use a smaller chop" +
+                    (size_of(r.codec.coeff) > 2 ? " or a 2-byte coefficient type" : ""));
     } else if (coeff_bytes > value_bytes) {
       // Small planes: each is padded to whole blocks, and every block keeps K x K.
       const u64 ph = (r.geom.height + b - 1) / b * b, pw = (r.geom.width + b - 1) / b * b;
@@ -992,6 +996,9 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     }
   }
 
+  // An output that cannot be written is said before a first pass or a search, not after.
+  if (output != "-") (void)check_output_path(output, o.overwrite);
+
   // R for float data: a first pass over a file, so that SSIM and a target search on a
   // sample use the dataset's range. PSNR alone needs no first pass: the accumulator sees
   // every value and takes the same max - min at the end.
@@ -1084,7 +1091,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     throw error(errc::invalid_argument,
                 r.display_name() + ": sample range " + std::to_string(first) + ":" +
                     std::to_string(end) + " is empty or outside the archive's " +
-                    std::to_string(total) + " samples");
+                    std::to_string(total) + (total == 1 ? " sample" : " samples"));
   }
   geometry g = h.geom;
   g.samples = end - first;

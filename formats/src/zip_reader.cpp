@@ -1,6 +1,7 @@
 // ZIP members for .npz inputs (see zip_reader.hpp for the layout).
 #include "zip_reader.hpp"
 
+#include <sys/stat.h>
 #include <zlib.h>
 #include <libdeflate.h>
 #if defined(DCTCHOP_HAVE_ISAL)
@@ -347,13 +348,17 @@ void apply_zip64(const unsigned char* extra, std::size_t len, zip_member& m, con
 }  // namespace
 
 zip_reader zip_reader::open(const std::string& path) {
+  const auto refuse_pipe = [](const std::string& name) {
+    throw error(errc::invalid_argument, name + ": a .npz is read from its end (its table of "
+                                               "contents); pass a file, not a pipe");
+  };
+  // A named pipe is refused before its open(), which would wait for a writer.
+  struct stat st {};
+  if (path != "-" && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) refuse_pipe(path);
   auto f = std::make_shared<input_file>(input_file::open(path));
   f->set_truncation_code(errc::bad_input);
   const std::string name = f->display_name();
-  if (!f->seekable()) {
-    throw error(errc::invalid_argument, name + ": a .npz is read from its end (its table of "
-                                               "contents); pass a file, not a pipe");
-  }
+  if (!f->seekable()) refuse_pipe(name);
   zip_reader z(f);
   const u64 size = f->size();
   if (size == 0) damaged(name, "empty (0 bytes), not a .npz (ZIP) file");

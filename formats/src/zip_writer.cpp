@@ -4,6 +4,8 @@
 #include <libdeflate.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <string_view>
 
 #include "byte_order.hpp"
 #include "dctchop/error.hpp"
@@ -34,12 +36,42 @@ constexpr std::uint16_t k_descriptor = 0x0008;
 constexpr std::uint16_t k_utf8 = 0x0800;  // the name is UTF-8 (else readers take it as cp437)
 constexpr std::uint16_t k_dos_date = 0x21;  // 1980-01-01 00:00: the same bytes on every run
 
+/** Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past
+ *  U+10FFFF), as a reader that honours the UTF-8 flag (Python's zipfile) decodes it. */
+bool well_formed_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+    if (n < 0 || i + n >= s.size()) return false;  // a stray byte, or cut short
+    std::uint32_t cp = n == 0 ? c : n == 1 ? c & 0x1f : n == 2 ? c & 0x0f : c & 0x07;
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 3 && (cp < 0x10000 || cp > 0x10ffff))) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 void zip_writer::begin_member(const std::string& name) {
   if (open_) throw error(errc::internal, "zip_writer: a member is already open");
   if (name.empty() || name.size() > 0xffff) throw error(errc::invalid_argument, "bad ZIP member name '" + name + "'");
   const bool ascii = std::all_of(name.begin(), name.end(), [](char c) { return (c & 0x80) == 0; });
+  // Flagged UTF-8 below: a name that is not would make numpy refuse the whole file.
+  if (!ascii && !well_formed_utf8(name)) {
+    const bool npy = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0;
+    throw error(errc::invalid_argument,
+                "array name '" + name.substr(0, name.size() - (npy ? 4 : 0)) + "' is not UTF-8 text, which a .npz names its arrays in "
+                "(numpy could not open the file): name the array in UTF-8");
+  }
   const auto flags = static_cast<std::uint16_t>(k_descriptor | (ascii ? 0 : k_utf8));
   entries_.push_back({name, flags, 0, 0, out_.position()});
   std::string h;

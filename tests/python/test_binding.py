@@ -102,6 +102,9 @@ def check_python_habits(d, back, y):
     raises(ValueError, lambda: dctchop.decode_matrices(8, 4, -1, 28), "height must be at least 0")
     with dctchop.Archive(path) as arch:
         raises(TypeError, lambda: arch.read(1.5), "first must be an integer, not float")
+        # A NumPy uint64 just past a bound is compared exactly (through float64 it passed,
+        # for pybind's "incompatible function arguments").
+        raises(ValueError, lambda: arch.read(0, np.uint64(2**63)), "count must be at most")
         raises(IndexError, lambda: arch.read(2**63), "out of range")
         raises(IndexError, lambda: arch.read_coefficients(-2**70), "out of range")
         raises(ValueError, lambda: arch.read(0, -1), "count must be at least 0")
@@ -402,6 +405,10 @@ def check_compress_from_python(binary, d, x, y):
             raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32),
                                                         f"{folder}/x.dcz"),
                    "(nonfinite=V substitutes V)")
+        # The value given is named (the message said "V does not fit").
+        raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float16),
+                                                    "a/h.dcz", nonfinite=1e6),
+               "nonfinite=1e+06: 1e+06 does not fit f16")
         # ... and a folder named as an option's value does not cut the phrase it is in.
         os.makedirs("f32", exist_ok=True)
         big = np.full((1, 16, 16), 20000.0, np.float16)

@@ -72,6 +72,7 @@ def check_types_torch_lacks(binary, d):
     """u16 data and unsigned labels, which PyTorch before 2.3 has no tensors for, come out of
     ArchiveDataset widened (the values unchanged); DeviceLoader, which cannot widen a batch
     it shares without a copy, refuses u16 data by name."""
+    from dctchop.torch import DeviceLoader
     u = (np.arange(6 * 16 * 16) % 4096).astype(np.uint16).reshape(6, 16, 16)
     np.save(f"{d}/u.npy", u)
     for labels in (np.arange(6, dtype=np.uint16) * 1000, np.arange(6, dtype=">u8") * 7,
@@ -86,6 +87,14 @@ def check_types_torch_lacks(binary, d):
         check(int(y) == int(labels[4]) and not y.dtype.is_floating_point,
               f"{labels.dtype} labels: {y} ({y.dtype}), want {labels[4]}")
     check(torch.equal(ds[-1][0], ds[5][0]), "ArchiveDataset[-1] is the last sample")
+    # A label is the dataset's to keep: an in-place target transform (1-based classes to
+    # 0-based) changed the stored one, again every epoch.
+    shifting = ArchiveDataset(f"{d}/u.dcz", target_transform=lambda t: t.sub_(1))
+    firsts = [int(shifting[4][1]) for _ in range(3)]
+    check(firsts == [int(labels[4]) - 1] * 3, f"in-place target_transform: {firsts}")
+    y = ds[4][1]
+    y += 100
+    check(int(ds[4][1]) == int(labels[4]), "a label handed out shares no memory with the dataset")
     check_dataset_indices_and_transforms(f"{d}/u.dcz", ds)
     # uint64 labels from 2**63 have no PyTorch type: refused, never wrapped to negative (a
     # comparison through float64 let 2**63 .. 2**63 + 1024 pass), and 2**63 - 1 kept.
@@ -99,12 +108,23 @@ def check_types_torch_lacks(binary, d):
                 check(ok and int(y) == top, f"uint64 label {top}: {y}")
             except ValueError as e:
                 check(not ok and "2**63 - 1" in str(e), f"uint64 label {top}: {e}")
+            # DeviceLoader refuses them when it is made: batch by batch, the batch that held
+            # the first was lost (the loader had moved on when its labels were refused).
+            np.save(f"{d}/u8.npy", (u % 256).astype(np.uint8))  # (DeviceLoader refuses u16)
+            compress(binary, f"{d}/u8.npy", f"{d}/big8.dcz", "--labels", f"{d}/ul.npy", "-f")
+            try:
+                dl = DeviceLoader(f"{d}/big8.dcz", batch_size=2, shuffle=False)
+                check(ok, f"DeviceLoader took uint64 labels of {top}")
+                _, y = next(dl)
+                check(int(y[0]) == top, f"DeviceLoader uint64 label {top}: {y}")
+                dl.close()
+            except ValueError as e:
+                check(not ok and "2**63 - 1" in str(e), f"DeviceLoader uint64 label {top}: {e}")
     try:
         ArchiveDataset(f"{d}/u.dcz", decode="False")
         check(False, "ArchiveDataset(decode='False') raised nothing")
     except TypeError as e:
         check("decode must be True or False" in str(e), f"decode='False': {e}")
-    from dctchop.torch import DeviceLoader
     try:
         DeviceLoader(f"{d}/u.dcz", device=-2)
         check(False, "DeviceLoader(device=-2) raised nothing")
@@ -211,6 +231,13 @@ def main():
         except ValueError as e:
             check("decode=False" in str(e), f"coefficient_planes message: {e}")
         check(dev.epoch_order(0).shape == (10,), "DeviceLoader.epoch_order: 2 batches of 5")
+        # Every epoch restore() takes (a u64), epoch_order takes too.
+        check(dev.epoch_order(2**64 - 1).shape == (10,), "epoch_order of epoch 2**64 - 1")
+        try:
+            DeviceLoader(dcz, batch_size=5, buffers=1025)
+            check(False, "DeviceLoader(buffers=1025) raised nothing")
+        except ValueError as e:
+            check("buffers must be at most 1024" in str(e), f"buffers=1025: {e}")
         # Indices as torch takes them; close() as Loader's, the tensors handed out kept.
         check(torch.as_tensor(dev.last_samples).dtype == torch.int64, "last_samples as a tensor")
         own = f"{d}/closing.dcz"  # a file of its own, to see its descriptor go

@@ -111,6 +111,10 @@ struct device_loader::impl {
   impl(const std::string& path, const loader_options& opt, int dev, int buffers)
       : device(dev), batches(path, inner(opt, dev)) {
     if (buffers < 1) throw error(errc::invalid_argument, "a device loader needs a buffer");
+    if (buffers > max_buffers) {  // (each a whole decoded batch; and buffers + 1 is an int)
+      throw error(errc::invalid_argument, "buffers " + std::to_string(buffers) + ": at most " +
+                                              std::to_string(max_buffers) + " batches held at once");
+    }
     pool->held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
     handed = batches.state();
     if (device >= 0) {

@@ -75,6 +75,7 @@ def _count(name, value, least, most=2**63 - 1):
     """value as an int in [least, most]; ArgumentError (or TypeError) naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    value = int(value)  # a NumPy uint64 compares with an int through float64, which rounds
     if not least <= value <= most:
         bound = f"at least {least}" if value < least else f"at most {most}"
         raise _bad_argument(f"{name} must be {bound}, not {value}")
@@ -114,7 +115,7 @@ def _native(a, name):
 # The command's option names in the library's messages, and what a Python caller passes.
 # Phrases first, over the whole message (a folder named "f32" or "V" must not cut them).
 _PHRASES = [(re.compile(r"(?<![\w./-])--(coeff|layout|offset) ([A-Za-z][A-Za-z0-9]+)\b"), r"\1='\2'"),
-            (re.compile(r"(?<![\w./-])--nonfinite replace=V"), "nonfinite=V")]
+            (re.compile(r"(?<![\w./-])--nonfinite replace=([-+]?[0-9][0-9.eE+-]*|V)"), r"nonfinite=\1")]
 _KEYWORDS = [("use -f to overwrite", "pass overwrite=True"),
              ("--no-quality", "quality=False"), ("--no-ssim", "measure_ssim=False"),
              ("--chunk-mb", "chunk_mb"), ("--coeff ", "coeff="), ("--offset ", "offset="),
@@ -513,7 +514,7 @@ class _Batches:
 
     def epoch_order(self, epoch):
         """This rank's samples of an epoch, in order (int64, which torch.as_tensor takes)."""
-        _count("epoch", epoch, 0)
+        epoch = _count("epoch", epoch, 0, 2**64 - 1)  # as restore() and last_epoch take them
         return np.asarray(self._l.epoch_order(epoch), dtype=np.int64)
 
 

@@ -8,6 +8,7 @@ float16 and bfloat16).
     dec = DecodeLayer.for_archive("train.dcz")          # (N, P, Kh, Kw) -> (N, P, H, W)
     x = dec(coeffs)                                     # inside the model, on the device
 """
+import json
 import operator
 import os
 
@@ -169,7 +170,9 @@ class ArchiveDataset(torch.utils.data.Dataset):
             x = self.transform(x)
         if self.labels is None:
             return x
-        y = self.labels[i]
+        # A copy: a view of the table would let an in-place transform (t.sub_(1)) change the
+        # stored label, again every epoch.
+        y = self.labels[i].clone()
         return x, (y if self.target_transform is None else self.target_transform(y))
 
     def _coefficients(self, i):
@@ -190,11 +193,21 @@ class DeviceLoader(_Batches):
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=3):
         shuffle, drop_last = _flag("shuffle", shuffle), _flag("drop_last", drop_last)
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
-        _count("buffers", buffers, 1, 2**31 - 1)
+        _count("buffers", buffers, 1, 1024)  # (device_loader::max_buffers)
         _count("device", device, -1, 2**31 - 1)  # -1: the host
         path = _path(path)
         with Archive(path) as a:
             kind = a.dtype
+            # Labels are made tensors batch by batch, after the loader has moved on: uint64
+            # ones that no PyTorch type holds are refused now, as ArchiveDataset does, rather
+            # than losing the batch that holds the first.
+            side = json.loads(a.info_json()).get("side_arrays") or []
+            if any(s["name"] == "labels" and s["descr"] == "<u8" for s in side):
+                labels = a.labels()
+                if labels.size and labels.max() > np.uint64(np.iinfo(np.int64).max):
+                    raise _bad_argument(f"{os.fsdecode(path)}: its uint64 labels hold values above "
+                                        "2**63 - 1, which no PyTorch type holds; use Loader "
+                                        "(NumPy arrays)")
         if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
             raise _bad_argument(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "

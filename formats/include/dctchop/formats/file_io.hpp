@@ -216,7 +216,8 @@ class output_file {
  *  `overwrite`, a directory is error io. A symlink is followed: the file it names is replaced
  *  and the link stays. A FIFO or character device (/dev/null, a pipe's /dev/fd/N) is written in
  *  place, without -f since nothing is replaced, a block device only with -f; with
- *  `regular_only` (a format that seeks back, HDF5) either is error invalid_argument. */
+ *  `regular_only` (a format that seeks back, HDF5) either is error invalid_argument. A path
+ *  whose folder is missing (or a file) is error io. */
 output_target check_output_path(const std::string& path, bool overwrite, bool regular_only = false);
 
 /** Gives the output `fd` (as soon as it is created: a named temporary file is visible) the

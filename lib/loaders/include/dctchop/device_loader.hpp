@@ -27,9 +27,12 @@ namespace dctchop::loaders {
 
 class device_loader {
  public:
+  /** The most batches a caller may hold at once (`buffers`). */
+  static constexpr int max_buffers = 1024;
   /** `device`: a CUDA device number, or -1 for the host (decode on the CPU). A device asked
    *  for in a build without CUDA, or without that device, is error(backend_unavailable).
-   *  options.decode is ignored (the decode happens here). */
+   *  options.decode is ignored (the decode happens here). `buffers` is 1..max_buffers, else
+   *  error(invalid_argument). */
   device_loader(const std::string& archive, const loader_options& options, int device = -1,
                 int buffers = 2);
   ~device_loader();
