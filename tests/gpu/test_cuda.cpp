@@ -170,10 +170,25 @@ TEST(CudaBackend, ABatchLargerThanOneStreamedPartEqualsTheCpu) {
                                 *gpu, *cpu, 98, -1, 1);
 }
 
+TEST(CudaBackend, PlanesTooWideForTheLineGridTakeTheBlockKernelsAndEqualTheCpu) {
+  REQUIRE_DEVICE();
+  // A line grid holds 65535 CTAs of 128 positions along y (8,388,480): wider lines go to the
+  // block kernels without being asked (the choice is tested on the host, CudaGridOnHost).
+  // 9,000,000 values a row: the decode falls back, and at chop 8 the encode (1,125,000
+  // blocks of 8 kept rows) too; interleaved, 3,000,001 x 3 positions fall back in the decode.
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhw, 1, 8, 9000000, 1, 8, 8, coeff_type::f32},
+                                       *gpu, *cpu, 95, 0, 256);
+  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 1, 9, 3000001, 3, 8, 4, coeff_type::f16},
+                                       *gpu, *cpu, 94, 0, 256);
+}
+
 TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) {
   REQUIRE_DEVICE();
   // Buffers from backend::host_memory() are copied to and from the device directly (no
-  // staging): three 32 MiB parts, pinned input and output, then pinned on one side only.
+  // staging): four parts of 100 images (19.7 MB each), pinned input and output, then pinned
+  // on one side only.
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu);
   const auto mem = gpu->host_memory();
