@@ -821,7 +821,7 @@ std::string option_suggestion(const CLI::App& sub, const std::string& unknown) {
       if (d == best) nearest.push_back(name);
     }
   }
-  if (nearest.size() != 1 || word.size() <= best) return {};
+  if (nearest.size() != 1 || best > 2 || word.size() <= best) return {};
   return "; did you mean --" + nearest[0] + "?";
 }
 
@@ -1067,7 +1067,15 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // `compress --bogus`: the unknown option, not the input it left missing, is the slip.
-    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !app.get_subcommands().empty()) {
+      // (`dctchop --frob compress`: an option of no command, before the command's name.)
+      const std::string name = app.get_subcommands().front()->get_name();
+      for (int k = 1; k < argc && name != argv[k]; ++k) {
+        if (argv[k][0] == '-' && argv[k][1] != '\0') {
+          log->error("error: dctchop has no option {} (see --help)", argv[k]);
+          return exit_usage;
+        }
+      }
       for (const auto* sub : app.get_subcommands()) {
         if (const auto x = extra_words_of(*sub); !x.options.empty()) {
           log->error("error: {} (see dctchop {} --help)", extra_arguments_message(*sub),

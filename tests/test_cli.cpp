@@ -648,6 +648,42 @@ TEST(Cli, FifosAndDevicesAreWrittenInPlaceNeverReplaced) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
 }
 
+TEST(Cli, AnOutputReplacedWithForceIsPutBackWhenItsLabelsCannotBeNamed) {
+  // The data was named over its old file, then the labels failed to be (with -f: a folder
+  // whose sticky bit keeps another user's file; here an immutable file), and the old data
+  // was gone. Now both stay old.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o l.dcz -q --labels y.npy").status, 0);
+  write_bytes(dir.file("lab.npy"), "old labels");
+  if (test::run_sh("chattr +i lab.npy", dir.path()).status != 0) {
+    GTEST_SKIP() << "chattr +i is not available here (a file system or a user without it)";
+  }
+  for (const std::string out : {"old.npy", "old.h5:/x", "old.npz", "old.raw --raw"}) {
+    const std::string file = out.substr(0, out.find_first_of(": "));
+    write_bytes(dir.file(file), "old data");
+    auto r = cli(dir, "decompress l.dcz -o " + out + " --labels-out lab.npy -f");
+    EXPECT_EQ(r.status, 5) << out << "\n" << describe(r);
+    EXPECT_NE(r.err.find("lab.npy: cannot put the finished output in its place"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(read_bytes(dir.file(file)), "old data") << out << ": the old data was not put back";
+    // A new output (nothing to put back) is removed, as before.
+    auto fresh = cli(dir, "decompress l.dcz -o new_" + out + " --labels-out lab.npy -f");
+    EXPECT_EQ(fresh.status, 5) << describe(fresh);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("new_" + file))) << out;
+  }
+  (void)test::run_sh("chattr -i lab.npy", dir.path());
+  EXPECT_EQ(read_bytes(dir.file("lab.npy")), "old labels");
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return n.front() == '.'; }), 0)
+      << "a hidden file (the kept original, a temporary file) was left behind";
+}
+
 TEST(Cli, ForceReplacesTheFileASymlinkNamesAndKeepsItsMode) {
   temp_dir dir;
   make_u8(dir, "in.npy");
@@ -1064,8 +1100,11 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
       {"compress in.npy --frob=3", 2, "compress has no option --frob ("},
       // An unknown option, not the input left out after it ("input is required"), is the slip.
       {"compress --frob", 2, "compress has no option --frob"},
-      {"decompress --sampels 0:3 -o x.npy", 2,
+      {"decompress -o x.npy --sampels=0:3", 2,
        "decompress has no option --sampels; did you mean --samples?"},
+      {"--frob compress", 2, "dctchop has no option --frob"},
+      // Three edits from --json is no suggestion.
+      {"info --frob", 2, "info has no option --frob (see"},
       {"info a.dcz --chop 3", 2, "info has no option --chop"},
       {"decompress a.dcz out.npy", 2, "decompress writes to -o OUTPUT: did you mean -o out.npy?"},
       {"compress in.npy out.dcz", 2,

@@ -910,6 +910,12 @@ TEST(Hdf5Cli, U8GzipGroupToArchiveToHdf5AndNpyWithLabelsAndAttributes) {
   ASSERT_TRUE(source);
   EXPECT_TRUE(contains(*source, "t.h5")) << *source;
   EXPECT_TRUE(contains(*source, "/train/images")) << *source;
+  // The string attributes are UTF-8 (as flagged): a Latin-1 archive name's stray byte is
+  // U+FFFD there, as in the JSON texts, not a byte that strict readers refuse.
+  std::filesystem::copy_file(dir.file("a.dcz"), dir.file("caf\xe9.dcz"));
+  must(dir, "decompress 'caf\xe9.dcz' -o latin.h5 -q");
+  auto latin = h5_open(dir.file("latin.h5"));
+  EXPECT_EQ(h5_attr_string(latin.get(), "/data", "dctchop_archive"), "caf\xef\xbf\xbd.dcz");
 }
 
 TEST(Hdf5Cli, NanStoredAsAValueIsRecordedInTheOutputsAttributesAndNoted) {

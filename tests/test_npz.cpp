@@ -812,6 +812,14 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
   EXPECT_EQ(c.status, 2) << describe(c);
   c = cli(dir, "decompress a.dcz -o m.npz:. -q");
   EXPECT_EQ(c.status, 2) << describe(c);
+  // a name with an empty part (a trailing '/': a member "a/.npy", hidden in a folder) names
+  // no array
+  for (const char* bad : {"-o m.npz:a/", "-o m.npz --labels-out m.npz:y//z", "-o 'm.npz:a\\'"}) {
+    c = cli(dir, std::string("decompress a.dcz ") + bad + " -q");
+    EXPECT_EQ(c.status, 2) << bad << ": " << describe(c);
+    EXPECT_NE(c.err.find("has an empty part"), std::string::npos) << describe(c);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("m.npz"))) << bad;
+  }
   // a member that would unzip outside the file's folder is refused before any work, data or
   // labels, in a file of their own too; a folder inside the file is a name like another
   for (const char* bad : {"-o m.npz:../x", "-o m.npz:/../x", "-o 'm.npz:a\\..\\..\\x'",
@@ -831,17 +839,30 @@ TEST(Npz, DecompressWritesAnNpzThatNumpyLoadsWithDataAndLabels) {
   c = cli(dir, "decompress a.dcz -o 'u.npz:\xc3\xbcn\xc3\xaf' -q");
   ASSERT_EQ(c.status, 0) << describe(c);
   write_bytes(dir.file("keys.py"),
-              "import numpy as np\n"
-              "print(sorted(np.load('n.npz').files), sorted(np.load('u.npz').files) == ['labels', '\xc3\xbcn\xc3\xaf'])\n");
+              "import numpy as np, zipfile\n"
+              "print(sorted(np.load('n.npz').files), sorted(np.load('u.npz').files) == ['labels', '\xc3\xbcn\xc3\xaf'])\n"
+              // Made on Unix, as Python's zipfile says, so that Info-ZIP's unzip honours the
+              // UTF-8 flag (made on MS-DOS, it unzipped the name as code page 437), as a file
+              // of mode 644.
+              "print(sorted({(i.create_system, oct(i.external_attr >> 16)) for i in zipfile.ZipFile('u.npz').infolist()}))\n");
   c = test::run_sh("/usr/bin/python3 keys.py", dir.path());
-  EXPECT_EQ(c.out, "['x', 'y'] True\n") << describe(c);
-  // A name that is not UTF-8 (Latin-1 bytes, an overlong form, a surrogate) is refused before
-  // any work: flagged UTF-8, it made numpy refuse the whole file, labels and all.
-  for (const char* bad : {"\xe9t\xe9", "a\xc0\xaf" "b", "\xed\xa0\x80", "x\xf4\x90\x80\x80"}) {
-    c = cli(dir, std::string("decompress a.dcz -o 'l.npz:") + bad + "' -q");
-    EXPECT_EQ(c.status, 2) << describe(c);
-    EXPECT_NE(c.err.find("is not UTF-8 text"), std::string::npos) << describe(c);
-    EXPECT_FALSE(std::filesystem::exists(dir.file("l.npz")));
+  EXPECT_EQ(c.out, "['x', 'y'] True\n[(3, '0o100644')]\n") << describe(c);
+  // A name that is not UTF-8 (Latin-1 bytes, an overlong form, a surrogate, past U+10FFFF,
+  // cut short) is refused before any work, for the data and the labels: flagged UTF-8, it
+  // made numpy refuse the whole file, labels and all.
+  for (const char* bad : {"\xe9t\xe9", "a\xc0\xaf" "b", "\xed\xa0\x80", "x\xf4\x90\x80\x80",
+                          "y\xe2\x82"}) {
+    for (const std::string& out : {"-o 'l.npz:" + std::string(bad) + "'",
+                                  "-o l.npz --labels-out 'l.npz:" + std::string(bad) + "'",
+                                  "-o m.npy --labels-out 'l.npz:" + std::string(bad) + "'"}) {
+      c = cli(dir, "decompress a.dcz " + out + " -q");
+      EXPECT_EQ(c.status, 2) << describe(c);
+      EXPECT_NE(c.err.find("l.npz: the array name '"), std::string::npos) << describe(c);
+      EXPECT_NE(c.err.find("' is not UTF-8, and numpy would refuse the whole file"),
+                std::string::npos) << describe(c);
+      EXPECT_FALSE(std::filesystem::exists(dir.file("l.npz")) ||
+                   std::filesystem::exists(dir.file("m.npy"))) << out;
+    }
   }
   // a --labels-out file appears only after the data's output: when the data cannot be written
   // (past ulimit -f), neither is left

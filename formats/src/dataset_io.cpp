@@ -48,8 +48,7 @@ u64 checked_count(const std::vector<u64>& shape, const std::string& name, u64 it
  *  it cannot read one.) */
 void refuse_pipe(const dataset_spec& s) {
   if (s.kind != file_kind::hdf5) return;
-  struct stat st {};
-  if (s.path == "-" || ::stat(s.path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  if (!refused_fifo(s.path)) return;
   // (The kind comes from a dataset named after the pipe: the name cannot tell which format.)
   throw error(errc::invalid_argument,
               s.path + ": is a pipe, and " +

@@ -683,10 +683,10 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
         throw error(errc::output_exists, display_name + ": already exists (use -f to overwrite)");
       }
       errno = e;
-      throw os_error(display_name, "rename the finished output into");
+      throw os_error(display_name, "put the finished output in its place");
     }
   } else if (::rename(temp.c_str(), path.c_str()) != 0) {
-    failed = "rename the finished output into";
+    failed = "put the finished output in its place";
   }
   if (failed != nullptr) {
     const int e = errno;
@@ -721,6 +721,42 @@ bool reads_as_stream(const std::string& path) {
   if (path == "-") return true;
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+kept_original::kept_original(const std::string& path) {
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  std::error_code ec;
+  const auto real = std::filesystem::canonical(path, ec);  // the file a symlink names
+  if (ec) return;
+  target_ = real.string();
+  bool linked = false;
+  try {
+    kept_ = create_temp_beside(target_, [&](const std::string& candidate) {
+      if (::link(target_.c_str(), candidate.c_str()) == 0) return linked = true;
+      return errno != EEXIST;  // (not taken: no link here, nothing to keep)
+    });
+  } catch (const error&) {
+  }
+  if (!linked) kept_.clear();
+}
+
+kept_original::~kept_original() {
+  if (!kept_.empty()) ::unlink(kept_.c_str());
+}
+
+bool kept_original::restore() noexcept {
+  if (kept_.empty() || ::rename(kept_.c_str(), target_.c_str()) != 0) return false;
+  kept_.clear();
+  return true;
+}
+
+bool refused_fifo(const std::string& path) {
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  return true;
 }
 
 bool same_file(const std::string& a, const std::string& b) {

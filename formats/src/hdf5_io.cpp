@@ -1230,8 +1230,12 @@ class hdf5_sink final : public sample_sink {
     };
     if (v.is_string()) {
       // Variable-length UTF-8, as h5py writes a str: h5py 3 reads it back as str, while a
-      // fixed-length string comes back as bytes (b'NHW' != 'NHW').
-      const std::string s = v.get<std::string>();
+      // fixed-length string comes back as bytes (b'NHW' != 'NHW'). Flagged UTF-8, so a file
+      // name's stray bytes (Latin-1) become U+FFFD, as in the JSON texts (json_text).
+      const std::string s =
+          nlohmann::json::parse(nlohmann::json(v.get<std::string>())
+                                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+              .get<std::string>();
       h5_id t(H5Tcopy(H5T_C_S1), H5Tclose);
       H5Tset_size(t.get(), H5T_VARIABLE);
       H5Tset_cset(t.get(), H5T_CSET_UTF8);

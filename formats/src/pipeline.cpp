@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -236,9 +237,10 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {
     char bound[32], value[32];
     std::snprintf(bound, sizeof bound, "%g", max_finite(in.type));
-    std::snprintf(value, sizeof value, "%g", *replace);
-    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=" + value + ": " +
-                                            value + " does not fit " +
+    // The shortest text that reads back as the value (%g made 65504.01 "65504", which fits).
+    *std::to_chars(value, value + sizeof value - 1, *replace).ptr = '\0';
+    throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=" + value +
+                                            " does not fit " +
                                             std::string(to_string(in.type)) +
                                             " (whose finite values lie within +-" + bound + ")");
   }
@@ -549,7 +551,7 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
     const u64 coeff_bytes = coeff_bytes_per_sample(r.codec, r.geom);
     const u64 value_bytes = r.geom.values_per_sample() * size_of(r.type);
     const u64 b = static_cast<u64>(r.codec.block);
-    if (coeff_ratio < 1 || (coeff_ratio == 1 && coeff_bytes >= value_bytes)) {
+    if (coeff_ratio <= 1) {  // (at 1, chop = block: no reduction, whatever the padding adds)
       out.push_back("the archive is larger than the input: " +
                     std::string(to_string(r.codec.coeff)) + " coefficients at chop " +
                     std::to_string(r.codec.chop) + " take " +
@@ -1271,12 +1273,17 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // never the new data beside the old labels.
   w->prepare();
   if (lw) lw->prepare();
+  // The file the data replaces (-f) is kept until the labels are named too: naming them can
+  // still fail (a file appeared at their path without -f; with -f, a folder whose sticky bit
+  // keeps another user's file), and then the old data goes back in place.
+  std::optional<kept_original> old_data;
+  if (lw && output != "-") old_data.emplace(out.path);
   w->finish();
   if (lw) {
     try {
-      lw->finish();  // fails only to be named (a file appeared at its path without -f)
+      lw->finish();
     } catch (...) {
-      w->withdraw();  // the data does not stay alone, where it replaced nothing
+      if (!old_data->restore()) w->withdraw();  // (withdraw removes a file that replaced none)
       throw;
     }
   }

@@ -113,7 +113,7 @@ struct input_source {
   bool head_pending_ = false;    // a stream's sample 0 is in head_, not yet read()
 };
 
-/** The offset o that compress and eval subtract (DESIGN.md, codec step 1). By default the
+/** The offset o that compress and eval subtract (ARCHIVE.md, "The codec" step 1). By default the
  *  dtype's for integer data, and for float data the mean of the first sample's finite values,
  *  rounded to f32 (0 when it has none). Data far from zero then keeps small DC coefficients,
  *  which f16 and bf16 coefficients (and f32 ones, for data that varies little) could not

@@ -1,7 +1,6 @@
 // ZIP members for .npz inputs (see zip_reader.hpp for the layout).
 #include "zip_reader.hpp"
 
-#include <sys/stat.h>
 #include <zlib.h>
 #include <libdeflate.h>
 #if defined(DCTCHOP_HAVE_ISAL)
@@ -352,9 +351,7 @@ zip_reader zip_reader::open(const std::string& path) {
     throw error(errc::invalid_argument, name + ": a .npz is read from its end (its table of "
                                                "contents); pass a file, not a pipe");
   };
-  // A named pipe is refused before its open(), which would wait for a writer.
-  struct stat st {};
-  if (path != "-" && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) refuse_pipe(path);
+  if (refused_fifo(path)) refuse_pipe(path);  // before an open() that would wait for a writer
   auto f = std::make_shared<input_file>(input_file::open(path));
   f->set_truncation_code(errc::bad_input);
   const std::string name = f->display_name();

@@ -12,29 +12,7 @@
 
 namespace dctchop::formats::detail {
 
-void check_member_key(const std::string& key, const std::string& file) {
-  bool escapes = !key.empty() && (key.front() == '/' || key.front() == '\\');
-  std::size_t start = 0;
-  while (!escapes && start <= key.size()) {
-    const std::size_t end = std::min(key.find_first_of("/\\", start), key.size());
-    escapes = key.compare(start, end - start, "..") == 0;
-    start = end + 1;
-  }
-  if (escapes) {
-    throw error(errc::invalid_argument,
-                file + ": the array name '" + key +
-                    "' would unzip outside the file's folder (no '..' part, no leading '/')");
-  }
-}
 namespace {
-
-using u64 = std::uint64_t;
-
-constexpr u64 k_max32 = 0xffffffffu;
-constexpr std::uint16_t k_version = 45;     // 4.5: Zip64
-constexpr std::uint16_t k_descriptor = 0x0008;
-constexpr std::uint16_t k_utf8 = 0x0800;  // the name is UTF-8 (else readers take it as cp437)
-constexpr std::uint16_t k_dos_date = 0x21;  // 1980-01-01 00:00: the same bytes on every run
 
 /** Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points past
  *  U+10FFFF), as a reader that honours the UTF-8 flag (Python's zipfile) decodes it. */
@@ -61,16 +39,59 @@ bool well_formed_utf8(std::string_view s) {
 
 }  // namespace
 
+void check_member_key(const std::string& key, const std::string& file) {
+  // Flagged UTF-8 by begin_member: a name that is not would make numpy refuse the whole file.
+  if (!well_formed_utf8(key)) {
+    throw error(errc::invalid_argument, file + ": the array name '" + key +
+                                            "' is not UTF-8, and numpy would refuse the whole "
+                                            "file: name the array in UTF-8");
+  }
+  if (key.empty()) return;  // (the default name)
+  bool escapes = !key.empty() && (key.front() == '/' || key.front() == '\\');
+  bool empty_part = false;  // "a/" (a member "a/.npy", hidden in a folder), "a//b"
+  std::size_t start = 0;
+  while (!escapes && start <= key.size()) {
+    const std::size_t end = std::min(key.find_first_of("/\\", start), key.size());
+    escapes = key.compare(start, end - start, "..") == 0;
+    empty_part = empty_part || end == start;
+    start = end + 1;
+  }
+  if (!escapes && empty_part) {
+    throw error(errc::invalid_argument,
+                file + ": the array name '" + key +
+                    "' has an empty part (a trailing or doubled '/'): name an array, like "
+                    "train/x");
+  }
+  if (escapes) {
+    throw error(errc::invalid_argument,
+                file + ": the array name '" + key +
+                    "' would unzip outside the file's folder (no '..' part, no leading '/')");
+  }
+}
+namespace {
+
+using u64 = std::uint64_t;
+
+constexpr u64 k_max32 = 0xffffffffu;
+constexpr std::uint16_t k_version = 45;     // 4.5: Zip64
+// "Version made by": 4.5 on Unix (3 << 8), as Python's zipfile writes, so that Info-ZIP's unzip
+// honours the UTF-8 flag (made by MS-DOS, it took a name as code page 437) and the mode below.
+constexpr std::uint16_t k_made_by = (3 << 8) | k_version;
+constexpr std::uint32_t k_unix_file = 0100644u << 16;  // external attributes: a file, rw-r--r--
+constexpr std::uint16_t k_descriptor = 0x0008;
+constexpr std::uint16_t k_utf8 = 0x0800;  // the name is UTF-8 (else readers take it as cp437)
+constexpr std::uint16_t k_dos_date = 0x21;  // 1980-01-01 00:00: the same bytes on every run
+
+
+}  // namespace
+
 void zip_writer::begin_member(const std::string& name) {
   if (open_) throw error(errc::internal, "zip_writer: a member is already open");
   if (name.empty() || name.size() > 0xffff) throw error(errc::invalid_argument, "bad ZIP member name '" + name + "'");
   const bool ascii = std::all_of(name.begin(), name.end(), [](char c) { return (c & 0x80) == 0; });
-  // Flagged UTF-8 below: a name that is not would make numpy refuse the whole file.
+  // Callers check names first (check_member_key, naming the file): this is the last guard.
   if (!ascii && !well_formed_utf8(name)) {
-    const bool npy = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0;
-    throw error(errc::invalid_argument,
-                "array name '" + name.substr(0, name.size() - (npy ? 4 : 0)) + "' is not UTF-8 text, which a .npz names its arrays in "
-                "(numpy could not open the file): name the array in UTF-8");
+    throw error(errc::invalid_argument, "ZIP member name '" + name + "' is not UTF-8");
   }
   const auto flags = static_cast<std::uint16_t>(k_descriptor | (ascii ? 0 : k_utf8));
   entries_.push_back({name, flags, 0, 0, out_.position()});
@@ -133,7 +154,7 @@ void zip_writer::finish() {
       if (big_offset) append_le(extra, e.offset, 8);
     }
     append_le(dir, 0x02014b50, 4);
-    append_le(dir, k_version, 2);
+    append_le(dir, k_made_by, 2);
     append_le(dir, k_version, 2);
     append_le(dir, e.flags, 2);
     append_le(dir, 0, 2);
@@ -147,7 +168,7 @@ void zip_writer::finish() {
     append_le(dir, 0, 2);  // comment
     append_le(dir, 0, 2);  // disk
     append_le(dir, 0, 2);  // internal attributes
-    append_le(dir, 0, 4);  // external attributes
+    append_le(dir, k_unix_file, 4);  // external attributes
     append_le(dir, big_offset ? k_max32 : e.offset, 4);
     dir += e.name + extra;
   }
@@ -158,7 +179,7 @@ void zip_writer::finish() {
     const u64 end64_at = dir_at + dir.size();
     append_le(end, 0x06064b50, 4);
     append_le(end, 44, 8);
-    append_le(end, k_version, 2);
+    append_le(end, k_made_by, 2);
     append_le(end, k_version, 2);
     append_le(end, 0, 4);
     append_le(end, 0, 4);

@@ -18,8 +18,9 @@ namespace dctchop::formats::detail {
 
 /** Refuses (invalid_argument, naming `file`) an array name whose member would unzip outside
  *  the folder an unzip writes into ("../x", "/x", "a/../../x"; a backslash counts as a
- *  separator, as it does for Windows tools), which np.savez would write as given. Folders
- *  within the file ("train/x") are fine. */
+ *  separator, as it does for Windows tools), which np.savez would write as given, or that is
+ *  not UTF-8 (a .npz flags its names UTF-8, and numpy refuses a file whose flagged name is
+ *  not). Folders within the file ("train/x") are fine. */
 void check_member_key(const std::string& key, const std::string& file);
 
 class zip_writer {

@@ -444,7 +444,7 @@ inline std::uint64_t samples_per_part(std::uint64_t samples, std::uint64_t sampl
   return std::max<std::uint64_t>(1, std::min(by_size, quarter));
 }
 
-/** The two GEMMs that give X' = Lt * C * R for `planes` consecutive planes (DESIGN.md's
+/** The two GEMMs that give X' = Lt * C * R for `planes` consecutive planes (the
  *  matrix form), all row-major: C (kh x kw each), T1 = C * R (kh x wp each), X' = Lt * T1
  *  (hp x wp each). R and Lt are block-diagonal, with blocks T_K and T_K^t, so the products
  *  skip their zeros:

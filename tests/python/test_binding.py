@@ -405,10 +405,11 @@ def check_compress_from_python(binary, d, x, y):
             raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32),
                                                         f"{folder}/x.dcz"),
                    "(nonfinite=V substitutes V)")
-        # The value given is named (the message said "V does not fit").
-        raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float16),
-                                                    "a/h.dcz", nonfinite=1e6),
-               "nonfinite=1e+06: 1e+06 does not fit f16")
+        # The value given is named (the message said "V does not fit"), exactly (not 65504).
+        for v, text in ((1e6, "1e+06"), (65504.01, "65504.01")):
+            raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float16),
+                                                        "a/h.dcz", nonfinite=v),
+                   f"nonfinite={text} does not fit f16")
         # ... and a folder named as an option's value does not cut the phrase it is in.
         os.makedirs("f32", exist_ok=True)
         big = np.full((1, 16, 16), 20000.0, np.float16)

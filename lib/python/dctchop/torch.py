@@ -201,8 +201,11 @@ class DeviceLoader(_Batches):
             # Labels are made tensors batch by batch, after the loader has moved on: uint64
             # ones that no PyTorch type holds are refused now, as ArchiveDataset does, rather
             # than losing the batch that holds the first.
+            # (Only a PyTorch without uint64 tensors, before 2.3; the labels are read whole
+            # here, once: uint64 labels are class numbers or ids, seldom large.)
             side = json.loads(a.info_json()).get("side_arrays") or []
-            if any(s["name"] == "labels" and s["descr"] == "<u8" for s in side):
+            if np.dtype(np.uint64) in _WIDER and any(s["name"] == "labels" and s["descr"] == "<u8"
+                                                     for s in side):
                 labels = a.labels()
                 if labels.size and labels.max() > np.uint64(np.iinfo(np.int64).max):
                     raise _bad_argument(f"{os.fsdecode(path)}: its uint64 labels hold values above "

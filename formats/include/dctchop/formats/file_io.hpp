@@ -260,6 +260,33 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
  *  redirected from a file), or a FIFO or device (`<(cmd)`, a named pipe). */
 bool reads_as_stream(const std::string& path);
 
+/** The regular file an output is about to replace (with -f), kept under a hidden name beside
+ *  it (a hard link: no copy) until a second output has been named too, so that when that
+ *  fails the first output's old file can be put back: two outputs of one command are both
+ *  new or both old, never new data beside old labels. Nothing is kept where `path` names no
+ *  regular file or the file system makes no hard link (then a failure of the second leaves
+ *  the first replaced, as before). */
+class kept_original {
+ public:
+  kept_original() = default;
+  explicit kept_original(const std::string& path);
+  kept_original(const kept_original&) = delete;
+  kept_original& operator=(const kept_original&) = delete;
+  /** Removes the kept name (the old file goes when nothing else links it). */
+  ~kept_original();
+  /** Puts the old file back in place of what replaced it; false when none was kept or the
+   *  rename failed. */
+  bool restore() noexcept;
+
+ private:
+  std::string target_, kept_;
+};
+
+/** True when `path` is a named pipe (FIFO), which is then opened for reading without waiting
+ *  and closed: a refusal to read it does not leave its writer (`cat a.npz > p.npz &`) blocked
+ *  in open() for ever; it sees the pipe closed instead. */
+bool refused_fifo(const std::string& path);
+
 /** True when both paths name the same existing file (same device and inode). `a` may be "-",
  *  standard input, when it is redirected from a regular file; `b` "-" is never the same. */
 bool same_file(const std::string& a, const std::string& b);

@@ -51,8 +51,8 @@ struct quality_target {
   bool any() const { return psnr_db || ssim; }
 };
 
-/** What compress and eval subtract from every value before the transform (DESIGN.md, codec
- *  step 1; `--offset`). The header records the value used and decoders add it back. */
+/** What compress and eval subtract from every value before the transform (ARCHIVE.md, "The
+ *  codec" step 1; `--offset`). The header records the value used and decoders add it back. */
 struct offset_choice {
   enum class rule {
     automatic,   ///< the dtype's (128 u8, 32768 u16, 0 i8 and i16); float data, i32 and u32:

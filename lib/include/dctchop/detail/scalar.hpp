@@ -93,8 +93,8 @@ struct half_value {
 };
 static_assert(sizeof(half_value) == 2, "half_value is read straight from f16 arrays");
 
-/** The largest finite binary16 value: decoded f16 data is clamped to +-this (DESIGN.md: the
- *  original dtype's range), where a plain conversion would give +-inf. */
+/** The largest finite binary16 value: decoded f16 data is clamped to +-this (ARCHIVE.md, "The
+ *  codec": the original dtype's range), where a plain conversion would give +-inf. */
 inline constexpr float k_half_max = 65504.0f;
 
 /** Clamp into [lo, hi], then round to nearest, ties to even. lo and hi must lie within +-2^22
