@@ -280,6 +280,14 @@ TEST(IpuFeed, AFetchThatFailsLeavesTheStateOfTheMicroBatchesBeforeItNotAnOlderOn
   EXPECT_EQ(feed.completed(), 3u);
   EXPECT_EQ(feed.state().epoch, 0u);
   EXPECT_EQ(feed.state().position, 2u) << "after the two micro-batches that were fed";
+  // The error stays, as documented, until restore(state()): the engine was handed zeros.
+  EXPECT_THROW(feed.rethrow_error(), error) << "the error is said again after the next run";
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::not_available);
+  feed.restore(feed.state());
+  feed.rethrow_error();  // cleared
+  // Going on from there reads the damaged micro-batch again (not skipped): the error anew.
+  EXPECT_EQ(feed.prefetch(buf.data()), accel::stream_callback::result::not_available);
+  EXPECT_THROW(feed.rethrow_error(), error);
 }
 
 TEST(IpuFeed, PrefetchStopsAtItsLimitAndAnswersNotAvailable) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -267,6 +268,14 @@ TEST(Loader, MoreRanksThanSamplesWithoutDropLastGiveEveryRankOneBatch) {
     seen.insert(b.samples[0]);
   }
   EXPECT_EQ(seen, (std::set<u64>{0, 1, 2}));
+  // A batch larger than anything (the whole shard in one) is one batch: batch - 1 added to
+  // the share wrapped around, and the loader said "too few samples".
+  loaders::loader_options o;
+  o.drop_last = false;
+  o.batch_size = std::numeric_limits<std::size_t>::max();
+  loaders::archive_loader whole(a, o);
+  EXPECT_EQ(whole.batches_per_epoch(), 1u);
+  EXPECT_EQ(whole.next().samples.size(), 3u);
 }
 
 TEST(Loader, TryNextDoesNotWaitForABatchThePrefetchThreadIsStillMaking) {
@@ -488,6 +497,12 @@ TEST(Loader, BadOptionsAndStreamsAreRefused) {
                       // over an epoch would not notice
   dctchop::test::expect_error([&] { loaders::archive_loader(a, o); }, errc::invalid_argument,
                               {"too few samples", "20 samples over 2 ranks", "batch size 50"});
+  // Prefetch has a bound: SIZE_MAX filled memory with batches across epochs.
+  o.batch_size = 4;
+  o.world = 1;
+  o.prefetch = loaders::loader_options::max_prefetch + 1;
+  dctchop::test::expect_error([&] { loaders::archive_loader(a, o); }, errc::invalid_argument,
+                              {"prefetch 1025", "at most 1024"});
 }
 
 TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {

@@ -174,6 +174,11 @@ struct archive_loader::impl {
   impl(formats::archive_reader r, const loader_options& opt, std::shared_ptr<backend> b)
       : o(opt), be(std::move(b)), reader(std::move(r)) {
     if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
+    if (o.prefetch > loader_options::max_prefetch) {  // (each a whole batch in memory)
+      throw error(errc::invalid_argument, "prefetch " + std::to_string(o.prefetch) + ": at most " +
+                                              std::to_string(loader_options::max_prefetch) +
+                                              " batches ahead");
+    }
     if (o.world < 1) {
       throw error(errc::invalid_argument,
                   "world (the number of shards) must be at least 1, not " + std::to_string(o.world));
@@ -286,7 +291,8 @@ struct archive_loader::impl {
   }
 
   u64 batches_per_epoch() const {
-    return (samples_per_rank() + o.batch_size - 1) / o.batch_size;
+    const u64 n = samples_per_rank();  // ceil(n / batch), without n + batch - 1 wrapping
+    return n / o.batch_size + (n % o.batch_size != 0 ? 1 : 0);
   }
 
   /** Chunk `ci`, decoded (or as stored), with its labels, through a cache of

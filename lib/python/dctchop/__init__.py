@@ -432,7 +432,7 @@ class _Batches:
         if rank >= world:
             raise _bad_argument(f"rank {rank} is outside 0..{world - 1} (world {world})")
         _count("shuffle_window", shuffle_window, 0)  # 0 is taken as 1
-        _count("prefetch", prefetch, 0, 1024)  # batches held in memory, ahead
+        _count("prefetch", prefetch, 0, 1024)  # batches held in memory, ahead (max_prefetch)
         _count("seed", seed, 0, 2**64 - 1)
 
     @property

@@ -101,7 +101,10 @@ class ipu_feed final : public stream_callback {
    *  nothing changed, for a state of another loader (archive_loader::restore). */
   void restore(const loader_state& s);
   /** An error met inside a callback (which must not throw), rethrown here; call it after each
-   *  engine run. */
+   *  engine run. The error stays (rethrown by every call, and prefetch() answers
+   *  not_available) until restore(state()), which goes on after the last micro-batch
+   *  completed: a fetch that failed handed the engine zeros in place of its micro-batch, and
+   *  a run should not go on as if it had trained on data. */
   void rethrow_error();
 
  private:

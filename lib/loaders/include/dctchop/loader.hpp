@@ -38,6 +38,7 @@ struct loader_options {
   bool drop_last = true;          ///< drop the last partial batch of each rank; false: a
                                   ///< smaller last batch (sharded: see the file's comment)
   std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
+  static constexpr std::size_t max_prefetch = 1024;  ///< the most prefetch takes
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
   /** Where batch::data is allocated (nullptr: the heap). The device loader, unless given one,
    *  takes pinned memory (cuda::pinned_memory() under a recycling_resource), so a batch is
