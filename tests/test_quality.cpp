@@ -587,8 +587,8 @@ TEST(QualityCli, AnOutputThatCannotBeWrittenIsRefusedBeforeTheSearchMeasuresAnyt
                                     : "the folder nodir does not exist")) << c.err;
   }
   EXPECT_EQ(read_bytes(dir.file("old.dcz")), "old");
-  // Float data (a first pass over the file for its range, before the search), refused before
-  // that pass: it says nothing of it, and the error comes first.
+  // Float data (a first pass over the file for its range, before the search): refused with
+  // no measurement printed.
   save_npy(dir.file("f.npy"), dtype::f32, {3, 16, 16}, dctchop::test::smooth_f32_nhw(3, 16, 16));
   auto fl = cli(dir, "compress f.npy -o old.dcz --ssim 0.5");
   EXPECT_EQ(fl.status, 6) << describe(fl);

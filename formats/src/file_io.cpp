@@ -730,6 +730,14 @@ kept_original::kept_original(const std::string& path) {
   const auto real = std::filesystem::canonical(path, ec);  // the file a symlink names
   if (ec) return;
   target_ = real.string();
+  // In a sticky folder another user's file can be linked but the link not removed again (nor
+  // the file replaced): keep nothing there.
+  struct stat dir {};
+  const std::string folder = folder_of(target_);
+  if (::geteuid() != 0 && ::stat(folder.c_str(), &dir) == 0 && (dir.st_mode & S_ISVTX) != 0 &&
+      st.st_uid != ::geteuid() && dir.st_uid != ::geteuid()) {
+    return;
+  }
   bool linked = false;
   try {
     kept_ = create_temp_beside(target_, [&](const std::string& candidate) {
@@ -748,6 +756,7 @@ kept_original::~kept_original() {
 bool kept_original::restore() noexcept {
   if (kept_.empty() || ::rename(kept_.c_str(), target_.c_str()) != 0) return false;
   kept_.clear();
+  sync_folder_of(target_);  // back for good, as the new file's name was there for good
   return true;
 }
 

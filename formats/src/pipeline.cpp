@@ -1283,7 +1283,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     try {
       lw->finish();
     } catch (...) {
-      if (!old_data->restore()) w->withdraw();  // (withdraw removes a file that replaced none)
+      if (!old_data || !old_data->restore()) w->withdraw();  // (withdraw removes a file that replaced none)
       throw;
     }
   }
