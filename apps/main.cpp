@@ -812,7 +812,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 std::string option_suggestion(const CLI::App& sub, const std::string& unknown) {
   if (unknown.rfind("--", 0) != 0) return {};
   const std::string word = unknown.substr(2);
-  std::size_t best = 3;
+  std::size_t best = 2;  // at most two edits away
   std::vector<std::string> nearest;
   for (const CLI::Option* opt : sub.get_options()) {
     for (const auto& name : opt->get_lnames()) {
@@ -821,8 +821,17 @@ std::string option_suggestion(const CLI::App& sub, const std::string& unknown) {
       if (d == best) nearest.push_back(name);
     }
   }
-  if (nearest.size() != 1 || best > 2 || word.size() <= best) return {};
+  if (nearest.size() != 1 || word.size() <= best) return {};
   return "; did you mean --" + nearest[0] + "?";
+}
+
+/** The first word before the command's name `command` that reads as an option
+ *  (`dctchop --frob info x`: an option of no command), or nullptr. */
+const char* option_before_command(int argc, char** argv, const std::string& command) {
+  for (int k = 1; k < argc && command != argv[k]; ++k) {
+    if (argv[k][0] == '-' && argv[k][1] != '\0') return argv[k];
+  }
+  return nullptr;
 }
 
 /** "; a file named -x.npy? ..." when `word`, taken for an option, names a file here: a name
@@ -1069,12 +1078,9 @@ int run(int argc, char** argv) {
     // `compress --bogus`: the unknown option, not the input it left missing, is the slip.
     if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !app.get_subcommands().empty()) {
       // (`dctchop --frob compress`: an option of no command, before the command's name.)
-      const std::string name = app.get_subcommands().front()->get_name();
-      for (int k = 1; k < argc && name != argv[k]; ++k) {
-        if (argv[k][0] == '-' && argv[k][1] != '\0') {
-          log->error("error: dctchop has no option {} (see --help)", argv[k]);
-          return exit_usage;
-        }
+      if (const char* opt = option_before_command(argc, argv, app.get_subcommands().front()->get_name())) {
+        log->error("error: dctchop has no option {} (see --help)", opt);
+        return exit_usage;
       }
       for (const auto* sub : app.get_subcommands()) {
         if (const auto x = extra_words_of(*sub); !x.options.empty()) {
@@ -1116,11 +1122,9 @@ int run(int argc, char** argv) {
     // An option of no command (`dctchop --frob info x`) stands before the command's name;
     // the rest came after a `--`, where a word is never an option (`info a.dcz -- -b.dcz`).
     const std::string name = app.get_subcommands().front()->get_name();  // (one is required)
-    for (int k = 1; k < argc && name != argv[k]; ++k) {
-      if (argv[k][0] == '-' && argv[k][1] != '\0') {
-        log->error("error: dctchop has no option {} (see --help)", argv[k]);
-        return exit_usage;
-      }
+    if (const char* opt = option_before_command(argc, argv, name)) {
+      log->error("error: dctchop has no option {} (see --help)", opt);
+      return exit_usage;
     }
     if (top.front() == "--") top.erase(top.begin());
     if (*inf) {

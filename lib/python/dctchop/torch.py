@@ -36,6 +36,14 @@ _WIDER = {np.dtype(t): np.dtype(w) for t, w in
           if not _torch_can_hold(t)}
 
 
+def _past_int64(a):
+    """Whether uint64 array a holds a value above 2**63 - 1, which no signed PyTorch type holds.
+    (Compared as uint64: against int64's maximum, NumPy goes through float64, where 2**63 - 1
+    rounds up to 2**63 and values up to 2**63 + 1024 passed, to wrap negative.)"""
+    return a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size > 0 and \
+        a.max() > np.uint64(np.iinfo(np.int64).max)
+
+
 def _tensor(a):
     """torch.from_numpy(a), widening the unsigned types PyTorch lacks."""
     a = np.asarray(a)
@@ -43,10 +51,7 @@ def _tensor(a):
         a = a.astype(a.dtype.newbyteorder("="))
     wide = _WIDER.get(a.dtype)
     if wide is not None:
-        # (Compared as uint64: against int64's maximum, NumPy goes through float64, where
-        # 2**63 - 1 rounds up to 2**63 and values up to 2**63 + 1024 passed, to wrap negative.)
-        if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and \
-                a.max() > np.uint64(np.iinfo(np.int64).max):
+        if _past_int64(a):
             raise _bad_argument("uint64 values above 2**63 - 1 have no PyTorch type")
         a = a.astype(wide)
     return torch.from_numpy(a)
@@ -206,8 +211,7 @@ class DeviceLoader(_Batches):
             side = json.loads(a.info_json()).get("side_arrays") or []
             if np.dtype(np.uint64) in _WIDER and any(s["name"] == "labels" and s["descr"] == "<u8"
                                                      for s in side):
-                labels = a.labels()
-                if labels.size and labels.max() > np.uint64(np.iinfo(np.int64).max):
+                if _past_int64(a.labels()):
                     raise _bad_argument(f"{os.fsdecode(path)}: its uint64 labels hold values above "
                                         "2**63 - 1, which no PyTorch type holds; use Loader "
                                         "(NumPy arrays)")
