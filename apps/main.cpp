@@ -575,7 +575,8 @@ void print_info_text(const nlohmann::json& j) {
                              undefined ? std::string("n/a (constant data)")
                                        : db_text(opt_number(q, "psnr_db")),
                              per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"),
-                             lossless > 0 ? fmt::format(" ({:.0f} lossless samples)", lossless)
+                             lossless > 0 ? fmt::format(" ({:.0f} lossless sample{})", lossless,
+                                                          lossless == 1 ? "" : "s")
                                           : std::string());
     std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {}, max error {:g}\n",
                              ssim_text(opt_number(q, "ssim"), formats::recorded_ssim_status(j)),

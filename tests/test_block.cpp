@@ -169,12 +169,13 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
         // i8 planar, its full range (offset 0: coefficients within B * 128, as u8's)
         expect_same_as_cpu<std::int8_t, float>(dtype::i8, layout::nchw, 1, b + 5, b + 9, 2, b, k,
                                                ct, -128, 128, seed++);
-        // f32 planar, and f64 (computed in double) planar.
+        // f32 planar, and f64 (computed in double) planar, in every type: at B = 32 their
+        // coefficients stay within 32 * 1000, which f16 and i16 hold too.
+        expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, b + 1, 2 * b - 1, 1, b, k,
+                                         ct, -100, 100, seed++);
+        expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, b + 2, b + 3, 1, b, k, ct,
+                                           -1e3, 1e3, seed++);
         if (ct == coeff_type::f32 || ct == coeff_type::bf16) {
-          expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, b + 1, 2 * b - 1, 1, b, k,
-                                           ct, -100, 100, seed++);
-          expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, b + 2, b + 3, 1, b, k,
-                                             ct, -1e3, 1e3, seed++);
           // f16 (as half_value, computed in float), interleaved: values near f16's limit
           // decode clamped to it, not to inf.
           expect_same_as_cpu<detail::half_value, float>(dtype::f16, layout::nhwc, 2, b + 3,
@@ -186,13 +187,12 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
           expect_same_as_cpu<std::uint32_t, double>(dtype::u32, layout::nhwc, 1, b + 1, b + 6, 2,
                                                     b, k, ct, 0, 4294967296.0, seed++);
         }
-        // u16 NCHW (2 channels) and i16, with values small enough for every type at K=1.
-        if (ct != coeff_type::f16) {
-          expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, b + 7, b + 1, 2,
-                                                   b, k, ct, 32768 - 400, 32768 + 400, seed++);
-          expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhw, 2, b, b + 9, 1, b, k,
-                                                  ct, -300, 300, seed++);
-        }
+        // u16 NCHW (2 channels) and i16, with values small enough for every type (at B = 32
+        // coefficients within 32 * 400, f16 included).
+        expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, b + 7, b + 1, 2, b,
+                                                 k, ct, 32768 - 400, 32768 + 400, seed++);
+        expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhw, 2, b, b + 9, 1, b, k, ct,
+                                                -300, 300, seed++);
       }
     }
   }

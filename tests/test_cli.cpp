@@ -5,10 +5,14 @@
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -362,7 +366,10 @@ TEST(Cli, DefaultOutputNameReplacesNpyWithDcz) {
   make_u8(dir, "images.npy");
   auto c = cli(dir, "compress images.npy -q");
   ASSERT_EQ(c.status, 0) << describe(c);
-  EXPECT_TRUE(std::filesystem::exists(dir.file("images.dcz")));
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"images.dcz", "images.npy"}));
+  auto i = cli(dir, "info images.dcz --json");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_EQ(parse_json(i.out).at("input_bytes"), 5 * 16 * 16 * 3) << i.out;  // make_u8's images
 }
 
 // ---------------------------------------------------------------- pipes
@@ -793,11 +800,20 @@ TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   make_u8(dir, "in.npy");
   ASSERT_EQ(cli(dir, "compress in.npy -o exact.dcz -q --chop 8 --coeff f32").status, 0);
   auto exact = cli(dir, "info exact.dcz");
+  ASSERT_EQ(exact.status, 0) << describe(exact);
   EXPECT_NE(exact.out.find("per-sample PSNR min inf (lossless) mean inf (lossless)"),
             std::string::npos) << exact.out;
   ASSERT_EQ(cli(dir, "compress in.npy -o lossy.dcz -q --chop 2").status, 0);
   auto lossy = cli(dir, "info lossy.dcz");
-  EXPECT_EQ(lossy.out.find("n/a"), lossy.out.find("n/a (not measured")) << lossy.out;
+  ASSERT_EQ(lossy.status, 0) << describe(lossy);
+  // Figures, in dB, where the old archive said n/a.
+  const std::string at = "per-sample PSNR min ";
+  const auto p = lossy.out.find(at);
+  ASSERT_NE(p, std::string::npos) << lossy.out;
+  const std::string rest = lossy.out.substr(p + at.size());
+  EXPECT_TRUE(!rest.empty() && std::isdigit(static_cast<unsigned char>(rest[0]))) << lossy.out;
+  EXPECT_NE(rest.find(" dB mean "), std::string::npos) << lossy.out;
+  EXPECT_EQ(lossy.out.find("n/a"), std::string::npos) << lossy.out;
   EXPECT_EQ(lossy.out.find("lossless"), std::string::npos) << lossy.out;
 }
 
@@ -898,14 +914,17 @@ TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
   const std::string before = read_bytes(dir.file("in.npy"));
   auto c = cli(dir, "compress in.npy -o in.npy -f");
   EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_TRUE(contains(c.err, "in.npy: the output would replace the input")) << c.err;
   auto c2 = cli(dir, "compress in.npy -o ./in.npy -f");
   EXPECT_EQ(c2.status, 2) << describe(c2);
+  EXPECT_TRUE(contains(c2.err, "./in.npy: is the same file as the input in.npy")) << c2.err;
   // Standard output opened on the input (without truncating it) is the input too.
   auto c3 = cli(dir, "compress in.npy -o - 1<>in.npy");
   EXPECT_EQ(c3.status, 2) << describe(c3);
   EXPECT_NE(c3.err.find("standard output is the input file in.npy"), std::string::npos) << c3.err;
   auto c4 = cli(dir, "compress - -o - <in.npy 1<>in.npy");
   EXPECT_EQ(c4.status, 2) << describe(c4);
+  EXPECT_TRUE(contains(c4.err, "standard output is the input file (standard input's)")) << c4.err;
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"in.npy"});
   // And for decompress, of the archive and of the labels: appended to, they are lost.
@@ -914,9 +933,12 @@ TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
   const std::string archive = read_bytes(dir.file("a.dcz"));
   auto d = cli(dir, "decompress a.dcz -o - >>a.dcz");
   EXPECT_EQ(d.status, 2) << describe(d);
+  EXPECT_TRUE(contains(d.err, "standard output is the input file a.dcz")) << d.err;
   EXPECT_EQ(read_bytes(dir.file("a.dcz")), archive);
   auto l = cli(dir, "compress in.npy -o - --labels y.npy 1<>y.npy");
   EXPECT_EQ(l.status, 2) << describe(l);
+  EXPECT_TRUE(contains(l.err, "standard output is the labels input file y.npy: the output "
+                              "would replace it")) << l.err;
 }
 
 // ---------------------------------------------------------------- bad input
@@ -1002,6 +1024,8 @@ TEST(Cli, CorruptArchiveThroughAPipeExits4AndWritesNoOutput) {
   flip_byte(dir.file("good.dcz"), 4096 + 64 + 10);
   auto r = sh(dir, "cat good.dcz | DCTCHOP decompress - -o out.npy");
   EXPECT_EQ(r.status, 4) << describe(r);
+  EXPECT_TRUE(contains(r.err, "<stdin>: corrupt archive: chunk 0 (samples 0..4): checksum mismatch"))
+      << r.err;
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"good.dcz", "in.npy"}));
 }
 
@@ -1023,13 +1047,30 @@ TEST(Cli, NumbersTooSmallForADoubleAreNumbersNotErrors) {
   // 1e-320 is a subnormal double and 1e-400 rounds to 0: strtod says ERANGE for both, which
   // std::stod made "expected a finite number". Too large (1e400) stays an error.
   temp_dir dir;
-  make_u8(dir, "in.npy");
-  for (const std::string args : {"--offset 1e-320", "--offset -1e-400", "--nonfinite replace=1e-320"}) {
-    auto r = cli(dir, "compress in.npy -o a.dcz -q -f " + args);
-    EXPECT_EQ(r.status, 0) << args << "\n" << describe(r);
+  std::vector<float> v(4 * 24 * 18);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 37) * 0.25f;
+  v[100] = std::numeric_limits<float>::quiet_NaN();  // so that the replacement is used
+  save_npy(dir.file("in.npy"), dtype::f32, {4, 24, 18}, v);
+  struct {
+    std::string args;
+    const char* field;
+    double want;
+  } const cases[] = {{"--offset 1e-320 --nonfinite replace=0", "/codec/offset", 1e-320},
+                     {"--offset -1e-400 --nonfinite replace=0", "/codec/offset", -0.0},
+                     {"--nonfinite replace=1e-320", "/nonfinite/replace", 1e-320}};
+  for (const auto& c : cases) {
+    auto r = cli(dir, "compress in.npy -o a.dcz -q -f " + c.args);
+    ASSERT_EQ(r.status, 0) << c.args << "\n" << describe(r);
+    r = cli(dir, "info a.dcz --json");
+    ASSERT_EQ(r.status, 0) << describe(r);
+    const auto got = parse_json(r.out).at(json::json_pointer(c.field));
+    ASSERT_TRUE(got.is_number()) << c.args << ": " << r.out;
+    EXPECT_EQ(got.get<double>(), c.want) << c.args;
+    EXPECT_EQ(std::signbit(got.get<double>()), std::signbit(c.want)) << c.args;
   }
-  auto big = cli(dir, "compress in.npy -o b.dcz -q --offset 1e400");
+  auto big = cli(dir, "compress in.npy -o b.dcz -q --nonfinite replace=0 --offset 1e400");
   EXPECT_EQ(big.status, 2) << describe(big);
+  EXPECT_NE(big.err.find("--offset"), std::string::npos) << big.err;
 }
 
 TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
@@ -1439,6 +1480,26 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"huge.npy", "huge_f64.npy", "wide.npy"}));
 }
 
+/** Threads that `command` (a dctchop command line, DCTCHOP for the binary) starts, as strace
+ *  counts its clone calls; std::nullopt where strace cannot trace. */
+std::optional<std::size_t> threads_started(const temp_dir& dir, const std::string& command) {
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) return std::nullopt;
+  temp_dir traces;
+  const auto r = sh(dir, "strace -f -o " + sh_quote(traces.file("t.txt")) +
+                             " -e trace=clone,clone3 " + command + " > /dev/null");
+  EXPECT_EQ(r.status, 0) << describe(r);
+  const std::string t = read_bytes(traces.file("t.txt"));
+  std::size_t n = 0;
+  for (std::size_t at = 0; (at = t.find("clone", at)) != std::string::npos; ++at) {
+    n += t.compare(at, 6, "clone(") == 0 || t.compare(at, 7, "clone3(") == 0;
+  }
+  return n;
+}
+
+/** The most threads --threads N may start on this machine: a team of at most the processors,
+ *  a reader, a writer and a few more, never N. */
+std::size_t thread_bound() { return 2 * std::max(1u, std::thread::hardware_concurrency()) + 8; }
+
 TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
   // --threads 1000 (within 0..4096) on two samples, with 8 GB of address space (8 MiB of
   // stack a thread): a worker per chunk and an OpenMP team per strip of work, not a
@@ -1454,6 +1515,14 @@ TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
                    "DCTCHOP eval " + in + " --threads 4096 -q > /dev/null && "
                    "DCTCHOP decompress a.dcz -o b.npy --threads 4096 -q");
   EXPECT_EQ(r.status, 0) << describe(r);
+  for (const std::string& c : {"DCTCHOP compress " + in + " --threads 1000 -o c.dcz -q",
+                               "DCTCHOP verify a.dcz --against " + in + " --threads 4096 -q",
+                               "DCTCHOP eval " + in + " --threads 4096 -q",
+                               std::string("DCTCHOP decompress a.dcz -o d.npy --threads 4096 -q")}) {
+    const auto n = threads_started(dir, c);
+    if (!n) GTEST_SKIP() << "counting threads needs strace, allowed to trace its child";
+    EXPECT_LE(*n, thread_bound()) << c;
+  }
 }
 
 TEST(Cli, DecompressSaysWhereTheLabelsWentInItsReportAndJson) {
@@ -1489,6 +1558,7 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
   std::string bytes(2 * 16 * 24, '\0');
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 % 256);
   write_bytes(dir.file("r.bin"), bytes);
+  std::vector<std::string> decoded;
   for (const std::string& names : {std::string("--dtype u8 --coeff bf16"),
                                    std::string("--dtype UInt8 --coeff bfloat16")}) {
     auto r = cli(dir, "compress r.bin --raw --shape 2,16,24 -o a.dcz -f -q " + names + " && " +
@@ -1497,7 +1567,11 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
     const auto codec = parse_json(r.out).at("codec");
     EXPECT_EQ(codec.at("coeff"), "bf16") << names;
     EXPECT_EQ(parse_json(r.out).at("dtype"), "u8") << names;
+    ASSERT_EQ(cli(dir, "decompress a.dcz -o d.npy -f").status, 0) << names;
+    decoded.push_back(read_bytes(dir.file("d.npy")));
   }
+  EXPECT_TRUE(decoded[0] == decoded[1]);
+  EXPECT_NE(decoded[0], std::string(decoded[0].size(), '\0'));
   check_bad_cases(dir, {
       {"compress r.bin --raw --dtype int64 --shape 2,16,24 -o w.dcz", 2,
        "--dtype: int64: expected one of i8, u8, i16, u16, i32, u32, f16, f32, f64 (numpy's int8, "
@@ -1523,6 +1597,13 @@ TEST(Cli, ThousandsOfThreadsOnALargeInputStartNoMoreThanTheProcessors) {
                    "DCTCHOP decompress a.dcz -o b.npy --threads 1000 -q && "
                    "DCTCHOP eval m.npy --chop 4 --threads 1000 -q > /dev/null");
   EXPECT_EQ(r.status, 0) << describe(r);
+  for (const std::string c : {"DCTCHOP compress m.npy --threads 1000 -o c.dcz -q",
+                              "DCTCHOP decompress a.dcz -o d.npy --threads 1000 -q",
+                              "DCTCHOP eval m.npy --chop 4 --threads 1000 -q"}) {
+    const auto n = threads_started(dir, c);
+    if (!n) GTEST_SKIP() << "counting threads needs strace, allowed to trace its child";
+    EXPECT_LE(*n, thread_bound()) << c;
+  }
 }
 
 TEST(Cli, ARawShapeWhoseByteCountOverflowsIsTooLargeNotTruncated) {
@@ -1884,6 +1965,18 @@ TEST(Cli, DecompressOfDamagedLabelsLeavesNoOutputAndWritesNoneToAPipe) {
       EXPECT_FALSE(std::filesystem::exists(dir.file(f))) << args << " left " << f;
     }
   }
+  // Labels that go nowhere (a .npy or raw output without --labels-out) are not read, whole or
+  // a part, to a file or to standard output: the data comes out, with its note.
+  for (const std::string args : {"-o out.npy", "-o out.npy --samples 1:3", "-o out.raw --raw --samples 2",
+                                 "-o - --samples 0:4 > out.npy"}) {
+    auto d = sh(dir, "DCTCHOP decompress a.dcz " + args);
+    EXPECT_EQ(d.status, 0) << args << "\n" << describe(d);
+    EXPECT_NE(d.err.find("holds labels, which"), std::string::npos) << args << "\n" << d.err;
+    EXPECT_GT(std::filesystem::file_size(dir.file(args.find("raw") != std::string::npos ? "out.raw" : "out.npy")), 0u)
+        << args;
+    std::filesystem::remove(dir.file("out.npy"));
+    std::filesystem::remove(dir.file("out.raw"));
+  }
   auto piped = sh(dir, "DCTCHOP decompress a.dcz -o out.npy --labels-out - -q > l_out.npy");
   EXPECT_EQ(piped.status, 4) << describe(piped);
   EXPECT_EQ(std::filesystem::file_size(dir.file("l_out.npy")), 0u) << "no label reached the pipe";
@@ -1930,6 +2023,8 @@ TEST(Cli, LabelsOutOnTheSamePathAsTheOutputIsRefused) {
   ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels labels.npy").status, 0);
   auto d = cli(dir, "decompress a.dcz -o out.npy --labels-out out.npy");
   EXPECT_EQ(d.status, 2) << describe(d);
+  EXPECT_TRUE(contains(d.err, "out.npy: the labels and the decoded data cannot share one output"))
+      << d.err;
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "labels.npy"}));
 }
 

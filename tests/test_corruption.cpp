@@ -390,6 +390,14 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
                      j["nonfinite"] = {{"replace", 9e4}};
                    }),
        errc::corrupt, "header nonfinite replacement 90000.0 does not fit the dtype f16"},
+      // Its form is checked for every dtype (ARCHIVE.md), with a message of ours, not the
+      // JSON library's type error.
+      {"a replacement that is no number",
+       with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = {{"replace", "x"}}; }),
+       errc::corrupt, "header member nonfinite is not an object whose 'replace' is a number"},
+      {"a nonfinite member that is no object",
+       with_header(bytes_, [](nlohmann::json& j) { j["nonfinite"] = 5; }), errc::corrupt,
+       "header member nonfinite is not an object whose 'replace' is a number"},
       {"a replacement without its count",
        with_header(bytes_,
                    [](nlohmann::json& j) {

@@ -454,20 +454,57 @@ TEST(CrashSafety, StdoutOnAFullDeviceGivesAnIoError) {
   }
 }
 
+TEST(CrashSafety, AKeptOriginalIsAHiddenOldLinkThatGoesBackOrGoes) {
+  // decompress -f --labels-out keeps the data's old file until the labels are named. Its
+  // name must not look like a temporary file's (".NAME.tmp..."): after a SIGKILL in that
+  // instant it is the only copy of the old data.
+  temp_dir dir;
+  const std::string path = dir.file("out.npy");
+  auto replace_with = [&](const std::string& text) {
+    test::write_bytes(dir.file("new"), text);
+    std::filesystem::rename(dir.file("new"), path);
+  };
+  test::write_bytes(path, "old data");
+  {
+    formats::kept_original kept(path);
+    const auto names = dir.entries();
+    ASSERT_EQ(names.size(), 2u);
+    EXPECT_EQ(names[0].rfind(".out.npy.old", 0), 0u) << names[0];
+    EXPECT_EQ(names[0].size(), std::string(".out.npy.old").size() + 12) << names[0];
+    EXPECT_EQ(read_bytes(dir.file(names[0])), "old data");
+    replace_with("new data");
+    EXPECT_TRUE(kept.restore());
+    EXPECT_FALSE(kept.restore()) << "put back once";
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"out.npy"});
+  EXPECT_EQ(read_bytes(path), "old data");
+  {
+    formats::kept_original kept(path);
+    replace_with("new data");
+  }  // not put back: the kept name goes, the new file stays
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"out.npy"});
+  EXPECT_EQ(read_bytes(path), "new data");
+}
+
 TEST(CrashSafety, TheInputAsOutputIsRefusedByNameByLinkAndBySymlink) {
   temp_dir dir;
   make_input(dir, 16);
   ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q && ln in.npy hard.npy && "
                     "ln -s in.npy soft.npy && ln -s a.dcz soft.dcz").status, 0);
   const std::string npy = read_bytes(dir.file("in.npy")), dcz = read_bytes(dir.file("a.dcz"));
-  for (const std::string& args :
-       {std::string("compress in.npy -o in.npy -f"), std::string("compress in.npy -o hard.npy -f"),
-        std::string("compress in.npy -o soft.npy -f"), std::string("compress - -o in.npy -f < in.npy"),
-        std::string("decompress a.dcz -o a.dcz -f"), std::string("decompress a.dcz -o soft.dcz -f"),
-        std::string("decompress soft.dcz -o a.dcz -f")}) {
-    const auto r = sh(dir, "DCTCHOP " + args);
+  for (const auto& [args, says] :
+       {std::pair{"compress in.npy -o in.npy -f", "in.npy: the output would replace the input"},
+        std::pair{"compress in.npy -o hard.npy -f", "hard.npy: is the same file as the input in.npy"},
+        std::pair{"compress in.npy -o soft.npy -f", "soft.npy: is the same file as the input in.npy"},
+        std::pair{"compress - -o in.npy -f < in.npy",
+                  "in.npy: is the same file as standard input, the input"},
+        std::pair{"decompress a.dcz -o a.dcz -f", "a.dcz: the output would replace the input"},
+        std::pair{"decompress a.dcz -o soft.dcz -f", "soft.dcz: is the same file as the input a.dcz"},
+        std::pair{"decompress soft.dcz -o a.dcz -f", "a.dcz: is the same file as the input soft.dcz"}}) {
+    const auto r = sh(dir, std::string("DCTCHOP ") + args);
     EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << describe(r);
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << "\n" << r.err;
   }
   EXPECT_EQ(read_bytes(dir.file("in.npy")), npy);
   EXPECT_EQ(read_bytes(dir.file("a.dcz")), dcz);

@@ -79,8 +79,32 @@ TEST(NonFinite, ReplaceSubstitutesTheValueAndRecordsItAndTheCount) {
   }
 
   // verify compares with the original as compressed: the same replacement, a finite PSNR.
+  // (A NaN left in the original would make the MSE NaN and the PSNR absent, which the gate
+  // alone would not see: the figures are read.)
   r = cli(dir, "verify a.dcz --against x.npy --min-psnr 80 --json");
   EXPECT_EQ(r.status, 0) << describe(r);
+  const auto v = test::parse_json(r.out);
+  ASSERT_TRUE(v.at("quality").at("psnr_db").is_number()) << r.out;
+  EXPECT_TRUE(std::isfinite(v.at("quality").at("psnr_db").get<double>())) << r.out;
+  EXPECT_GE(v.at("quality").at("psnr_db").get<double>(), 80.0) << r.out;
+  EXPECT_LT(v.at("quality").at("max_abs_error").get<double>(), 1e-3) << r.out;
+  // ... and says so.
+  const std::string notes = v.at("notes").dump();
+  EXPECT_NE(notes.find("x.npy: its 3 NaN/Inf values were compared as -1.5, the replacement "
+                       "a.dcz records"),
+            std::string::npos) << notes;
+  EXPECT_EQ(notes.find("unchanged?"), std::string::npos) << notes;
+
+  // An original with other NaN/Inf than the archive's is not the data it was made from.
+  std::vector<float> w = test::smooth_f32_nhw(k_n, k_h, k_w);
+  w[at[0]] = std::numeric_limits<float>::quiet_NaN();  // one of the three, not all
+  test::save_npy(dir.file("fewer.npy"), dtype::f32, {k_n, k_h, k_w}, w);
+  r = cli(dir, "verify a.dcz --against fewer.npy --json");
+  EXPECT_EQ(r.status, 0) << describe(r);
+  const std::string fewer = test::parse_json(r.out).at("notes").dump();
+  EXPECT_NE(fewer.find("fewer.npy holds 1 NaN/Inf value, but the data a.dcz was made from held "
+                       "3: is fewer.npy that data, unchanged?"),
+            std::string::npos) << fewer;
 }
 
 /** Replacement values for make_input's data: ten ranges above it, and amid it. */

@@ -603,9 +603,11 @@ TEST(QualityCli, PsnrTogetherWithChopIsAUsageError) {
   save_textured(dir);
   auto c = cli(dir, "compress tex.npy -o out.dcz --psnr 30 --chop 4");
   EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_TRUE(contains(c.err, "--chop excludes --psnr")) << c.err;
   EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
   auto s = cli(dir, "compress tex.npy -o out.dcz --ssim 0.9 --chop 4");
   EXPECT_EQ(s.status, 2) << describe(s);
+  EXPECT_TRUE(contains(s.err, "--chop excludes --ssim")) << s.err;
   EXPECT_FALSE(fs::exists(dir.file("out.dcz")));
 }
 
@@ -800,6 +802,30 @@ TEST(QualityCli, EvalWritesNothingToDisk) {
   auto e = cli(dir, "eval tex.npy --csv -q");
   ASSERT_EQ(e.status, 0) << describe(e);
   EXPECT_EQ(dir.entries(), before);
+  // Nor anywhere else ($TMPDIR, a cache): no file opened for writing, made, renamed or
+  // removed, as strace sees it.
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) {
+    GTEST_SKIP() << "the rest needs strace, allowed to trace its child";
+  }
+  temp_dir traces;
+  auto t = sh(dir, "strace -o " + sh_quote(traces.file("t.txt")) +
+                       " -f -e trace=open,openat,openat2,creat,mkdir,mkdirat,rename,renameat,"
+                       "renameat2,link,linkat,unlink,unlinkat DCTCHOP eval tex.npy --chop 1,2 -q");
+  ASSERT_EQ(t.status, 0) << describe(t);
+  const std::string trace = read_bytes(traces.file("t.txt"));
+  std::size_t opens = 0;
+  for (std::size_t at = 0, end; at < trace.size(); at = end + 1) {
+    end = trace.find('\n', at);
+    if (end == std::string::npos) end = trace.size();
+    const std::string line = trace.substr(at, end - at);
+    if (contains(line, "open")) ++opens;
+    const bool writes = contains(line, "O_WRONLY") || contains(line, "O_RDWR") ||
+                        contains(line, "O_CREAT") || contains(line, "creat(") ||
+                        contains(line, "mkdir") || contains(line, "rename") ||
+                        contains(line, "link");
+    if (writes && !contains(line, "\"/dev/")) ADD_FAILURE() << "eval wrote: " << line;
+  }
+  EXPECT_GT(opens, 0u) << "strace saw no open at all:\n" << trace;  // (the input, at least)
 }
 
 TEST(QualityCli, EvalAndTheTargetSearchOfTinyPlanesSizeTheirChunksByTheCoefficients) {
@@ -1062,8 +1088,9 @@ TEST(QualityCli, AnArchiveLargerThanItsInputIsExplainedByItsCause) {
                        "f16 coefficients at chop 7 take more bytes than the u8 values"));
   // As many (f32 at chop 4 of u8): the chop, not the header, is the cause.
   EXPECT_TRUE(contains(note_of("even.npy", 16, 16, "--coeff f32"),
-                       "f32 coefficients at chop 4 take as many bytes as the u8 values; use a "
-                       "smaller chop or a 2-byte coefficient type"));
+                       "f32 coefficients at chop 4 take as many bytes as the u8 values, and "
+                       "the header and alignment add to them; use a smaller chop or a 2-byte "
+                       "coefficient type"));
 }
 
 TEST(QualityCli, NonfiniteOnIntegerDataIsSaidToHaveNoEffect) {
@@ -1232,10 +1259,9 @@ verified_archive make_verified(const temp_dir& dir) {
   if (r.q) v.q = *r.q;
   EXPECT_TRUE(v.q.psnr_db && v.q.ssim && v.q.max_abs_error > 0);
   // verify measures what compress measured.
-  if (cr.q && cr.q->psnr_db && v.q.psnr_db) {
+  EXPECT_TRUE(cr.q && cr.q->psnr_db && cr.q->ssim) << "compress measured no PSNR or SSIM";
+  if (cr.q && cr.q->psnr_db && cr.q->ssim && v.q.psnr_db && v.q.ssim) {
     EXPECT_NEAR(*v.q.psnr_db, *cr.q->psnr_db, 1e-9);
-  }
-  if (cr.q && cr.q->ssim && v.q.ssim) {
     EXPECT_NEAR(*v.q.ssim, *cr.q->ssim, 1e-9);
   }
   return v;
@@ -1373,8 +1399,12 @@ TEST(QualityCli, VerifyOfACorruptedChunkExits4) {
   flip_byte(v.archive, 4096 + 64 + 10);
   auto c = cli(dir, "verify a.dcz --against x.npy");
   EXPECT_EQ(c.status, 4) << describe(c);
+  EXPECT_TRUE(contains(c.err, "a.dcz: corrupt archive: chunk 0 (samples ")) << c.err;
+  EXPECT_TRUE(contains(c.err, "checksum mismatch")) << c.err;
   auto p = sh(dir, "cat a.dcz | DCTCHOP verify - --against x.npy");
   EXPECT_EQ(p.status, 4) << describe(p);
+  EXPECT_TRUE(contains(p.err, "<stdin>: corrupt archive: chunk 0 (samples ")) << p.err;
+  EXPECT_TRUE(contains(p.err, "checksum mismatch")) << p.err;
 }
 
 TEST(QualityPipeline, VerifyAgainstAnotherShapeOrDtypeReportsAMismatch) {
@@ -1447,8 +1477,15 @@ TEST(QualityCli, VerifyTakesTheOriginalFromStdinButNotBothFromStdin) {
   auto p = sh(dir, "cat x.npy | DCTCHOP verify a.dcz --against - --min-psnr " +
                        num(*v.q.psnr_db - 0.001, 6));
   EXPECT_EQ(p.status, 0) << describe(p);
+  auto f = sh(dir, "cat x.npy | DCTCHOP verify a.dcz --against - --min-psnr " +
+                       num(*v.q.psnr_db + 0.001, 6));
+  EXPECT_EQ(f.status, 8) << describe(f);
+  auto j = sh(dir, "cat x.npy | DCTCHOP verify a.dcz --against - --json");
+  ASSERT_EQ(j.status, 0) << describe(j);
+  EXPECT_NEAR(parse_json(j.out).at("quality").at("psnr_db").get<double>(), *v.q.psnr_db, 1e-9);
   auto both = sh(dir, "cat a.dcz | DCTCHOP verify - --against -");
   EXPECT_EQ(both.status, 2) << describe(both);
+  EXPECT_TRUE(contains(both.err, "the archive and the input cannot both be stdin")) << both.err;
 }
 
 // ============================================================ info
@@ -1837,6 +1874,13 @@ TEST(QualityCli, InfoTextCountsLosslessSamplesAndVerifyMismatchDescribesTheArchi
   auto i = cli(dir, "info m.dcz");
   ASSERT_EQ(i.status, 0) << describe(i);
   EXPECT_TRUE(contains(i.out, "(2 lossless samples)")) << i.out;
+  // One: "sample".
+  save_npy(dir.file("one.npy"), dtype::u8, {3, 16, 16},
+           std::vector<std::uint8_t>(v.begin(), v.begin() + 3 * 16 * 16));
+  ASSERT_EQ(cli(dir, "compress one.npy -o one.dcz --chop 1 -q").status, 0);
+  auto one = cli(dir, "info one.dcz");
+  ASSERT_EQ(one.status, 0) << describe(one);
+  EXPECT_TRUE(contains(one.out, "(1 lossless sample)")) << one.out;
   // An original whose shape cannot take the archive's layout: exit 9, the archive described.
   save_npy(dir.file("flat.npy"), dtype::f32, {4, 16}, std::vector<float>(64, 0.f));
   auto m = cli(dir, "verify m.dcz --against flat.npy");

@@ -380,12 +380,16 @@ TEST(OutputFile, DirectAndBufferedWritesGiveTheSameBytesAtEverySizeAroundTheBloc
   for (const auto& e : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(e.path().filename().string().rfind("out_", 0), 0u) << e.path();
   }
+  // Where the file system refuses O_DIRECT both ran buffered: what the name claims went
+  // untested (the buffered results above still count).
+  if (!any_direct) GTEST_SKIP() << "no direct I/O on this file system (DCTCHOP_TMP)";
 }
 
 TEST(OutputFile, AnUncommittedDirectOutputLeavesNothingBehind) {
   temp_dir dir;
   {
     auto f = formats::output_file::create(dir.file("never.bin"), false, true);
+    if (!f.direct()) GTEST_SKIP() << "no direct I/O on this file system (DCTCHOP_TMP)";
     const std::string bytes = pattern(std::size_t(20) << 20, 7);
     f.write(bytes.data(), bytes.size());
   }  // destroyed without commit()

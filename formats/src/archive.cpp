@@ -326,7 +326,11 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     h.alignment = json_integer<std::uint32_t>(j.at("chunking").at("alignment"));
     if (j.contains("provenance")) h.provenance = j.at("provenance");
     if (j.contains("nonfinite")) {
-      const double v = j.at("nonfinite").at("replace").get<double>();
+      const auto& nf = j.at("nonfinite");
+      if (!nf.is_object() || !nf.contains("replace") || !nf.at("replace").is_number()) {
+        corrupt(file, "header member nonfinite is not an object whose 'replace' is a number");
+      }
+      const double v = nf.at("replace").get<double>();
       if (!std::isfinite(v)) corrupt(file, "header nonfinite replacement is not finite");
       // Integer data holds no NaN or Inf: dctchop's writer leaves the member out for it, and
       // one that another writer (or a development build) put there means nothing. For float

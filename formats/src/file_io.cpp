@@ -407,7 +407,8 @@ void refuse_temp_file(const std::string& name, const std::string& target) {
 }
 
 std::string create_temp_beside(const std::string& path,
-                               const std::function<bool(const std::string&)>& try_create) {
+                               const std::function<bool(const std::string&)>& try_create,
+                               const char* kind) {
   // Same folder as the output, so that rename() is atomic. Built with append: GCC 12 warns
   // falsely on "." + std::string&& (-Wrestrict).
   const std::filesystem::path p(path);
@@ -420,7 +421,7 @@ std::string create_temp_beside(const std::string& path,
                       static_cast<std::uint64_t>(::getpid()));
   for (int attempt = 0; attempt < 100; ++attempt) {
     char suffix[24];
-    std::snprintf(suffix, sizeof suffix, ".tmp%012llx",
+    std::snprintf(suffix, sizeof suffix, ".%.3s%012llx", kind,
                   static_cast<unsigned long long>(rng() & 0xffffffffffffull));
     // ".NAME.tmp..." where that fits a name (255 bytes), else ".dctchop.tmp...": a long output
     // name (240 bytes and more) must not make its temporary name too long.
@@ -743,7 +744,7 @@ kept_original::kept_original(const std::string& path) {
     kept_ = create_temp_beside(target_, [&](const std::string& candidate) {
       if (::link(target_.c_str(), candidate.c_str()) == 0) return linked = true;
       return errno != EEXIST;  // (not taken: no link here, nothing to keep)
-    });
+    }, "old");
   } catch (const error&) {
   }
   if (!linked) kept_.clear();

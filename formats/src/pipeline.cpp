@@ -556,7 +556,9 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
                     std::string(to_string(r.codec.coeff)) + " coefficients at chop " +
                     std::to_string(r.codec.chop) + " take " +
                     (coeff_ratio < 1 ? "more bytes than" : "as many bytes as") + " the " +
-                    std::string(to_string(r.type)) + " values; use a smaller chop" +
+                    std::string(to_string(r.type)) + " values" +
+                    (coeff_ratio < 1 ? "" : ", and the header and alignment add to them") +
+                    "; use a smaller chop" +
                     (size_of(r.codec.coeff) > 2 ? " or a 2-byte coefficient type" : ""));
     } else if (coeff_bytes > value_bytes) {
       // Small planes: each is padded to whole blocks, and every block keeps K x K.
@@ -600,7 +602,9 @@ void check_not_same(const std::string& input, const std::string& output) {
     throw error(errc::invalid_argument, output + ": the output would replace the input");
   }
   if (same_file(input, output)) {
-    throw error(errc::invalid_argument, output + ": is the same file as the input " + input);
+    throw error(errc::invalid_argument,
+                output + ": is the same file as " +
+                    (input == "-" ? std::string("standard input, the input") : "the input " + input));
   }
   if (output == "-" && is_standard_output(input)) {
     throw error(errc::invalid_argument,
@@ -974,7 +978,10 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
         ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output) ||
          (output == "-" && is_standard_output(labels_spec.path)))) {
       throw error(errc::invalid_argument,
-                  output + ": the output would replace the labels input " + labels_spec.path);
+                  output == "-" ? "standard output is the labels input file " + labels_spec.path +
+                                      ": the output would replace it"
+                                : output + ": the output would replace the labels input " +
+                                      labels_spec.path);
     }
     labels = open_dataset(labels_spec);
     if (!labels_spec.memory && same_file(labels_spec.path, input) &&
@@ -1230,7 +1237,9 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     // Copied a piece at a time (labels can be as large as the data: per-sample masks, and no
     // command holds the whole of either). All of them into a file not yet named are checked
     // by that copy, which a wrong checksum ends before anything is named; a part, or labels
-    // for an output that takes bytes as they come (standard output, a FIFO), whole first.
+    // for an output that takes bytes as they come (standard output, a FIFO), whole first:
+    // before a file of their own is begun, and beside the data when the output asks for
+    // their first rows (an output with no place for them reads none).
     const npy_dtype lt = *parse_npy_descr(info->descr);
     const u64 row = info->bytes / total;
     auto shape = info->shape;
@@ -1238,11 +1247,17 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     const std::string& to = labels_file ? labels_file->path : output;
     const bool in_place = to == "-" || check_output_path(to, true).in_place;
     row_source part;
+    bool labels_checked = false;
     if (first == 0 && end == total && !in_place) {
       part = r.side_array_in_order("labels");
     } else {
-      r.verify_side_array("labels");
+      if (labels_file) {  // (its header would reach a pipe before the first rows are read)
+        r.verify_side_array("labels");
+        labels_checked = true;
+      }
       part = [&](u64 at, u64 n, void* dst) {
+        if (!labels_checked) r.verify_side_array("labels");
+        labels_checked = true;
         r.read_side_array_rows("labels", first + at, n,
                                std::span<std::byte>(static_cast<std::byte*>(dst), n * row));
       };

@@ -377,13 +377,14 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   stages.before_read = cancel_point(o.progress);
   std::atomic<bool> stop_reads{false};  // a failure: a read from a stalled pipe gives up
   stages.stop_reads = &stop_reads;
+  u64 replaced = 0;  // NaN and Inf of the original, compared as the header's replacement
   const watch_reads<archive_reader> watch_archive(r, stages, r.display_name());
   const watch_reads<sample_source> watch_original(*src.src, stages, src.name());
   stages.read = [&](u64, std::size_t i) {
     slot_buffers& b = slot[i];
     if (!r.next_chunk(b.info, b.coeffs)) return false;
     b.in.resize(b.info.count * ibps);
-    src.read(b.info.first, b.info.count, b.in.data());
+    replaced += src.read(b.info.first, b.info.count, b.in.data());
     return true;
   };
   stages.work = [&](u64, std::size_t i, unsigned worker) {
@@ -417,6 +418,19 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   };
   run_chunks(slot.size(), crew.count(), stages);
   for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
+  if (replaced > 0) {  // (only where the header records a replacement: else an error above)
+    const std::string v = g_text(*h.nonfinite_replacement);
+    res.notes.push_back(src.name() + ": its " + std::to_string(replaced) + " NaN/Inf value" +
+                        (replaced == 1 ? " was" : "s were") + " compared as " + v +
+                        ", the replacement " + r.display_name() + " records (--nonfinite replace=" +
+                        v + ")");
+  }
+  if (const auto made = r.nonfinite_replaced(); made && *made != replaced) {
+    res.warnings.push_back(src.name() + " holds " + std::to_string(replaced) + " NaN/Inf value" +
+                           (replaced == 1 ? "" : "s") + ", but the data " + r.display_name() +
+                           " was made from held " + std::to_string(*made) + ": is " + src.name() +
+                           " that data, unchanged?");
+  }
   // R of float data is the original's max - min. The archive's recorded R stood in for it
   // (SSIM needs R while it accumulates); an original whose values span another range is not
   // the data the archive was made from (or was changed since): its figures take its own R,

@@ -131,18 +131,17 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
                                              *gpu, *cpu, seed++, 0, 256);
         expect_cuda_equals_cpu<std::int8_t>({dtype::i8, layout::nhw, 2, bb + 5, bb + 2, 1, b, k, ct},
                                             *gpu, *cpu, seed++, -128, 128);
-        if (ct != coeff_type::f16) {
-          expect_cuda_equals_cpu<std::uint16_t>({dtype::u16, layout::nhw, 2, bb + 7, 2 * bb + 1, 1, b, k, ct},
-                                                *gpu, *cpu, seed++, 32368, 33168);
-        }
-        // i16 input as one HW plane (|x| * B stays within f16 and i16 at B = 32).
+        // u16 within 400 of its offset, i16 as one HW plane, f32 and f64: |x - offset| * B
+        // stays within f16 and i16 at B = 32, so every coefficient type.
+        expect_cuda_equals_cpu<std::uint16_t>({dtype::u16, layout::nhw, 2, bb + 7, 2 * bb + 1, 1, b, k, ct},
+                                              *gpu, *cpu, seed++, 32368, 33168);
         expect_cuda_equals_cpu<std::int16_t>({dtype::i16, layout::hw, 1, 2 * bb + 5, bb + 3, 1, b, k, ct},
                                              *gpu, *cpu, seed++, -1000, 1000);
+        expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 2, 3 * bb - 1, bb + 2, 1, b, k, ct},
+                                      *gpu, *cpu, seed++, -100, 100);
+        expect_cuda_equals_cpu<double>({dtype::f64, layout::nhw, 1, bb + 3, bb + 3, 1, b, k, ct},
+                                       *gpu, *cpu, seed++, -1e3, 1e3);
         if (ct == coeff_type::f32 || ct == coeff_type::bf16) {
-          expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 2, 3 * bb - 1, bb + 2, 1, b, k, ct},
-                                        *gpu, *cpu, seed++, -100, 100);
-          expect_cuda_equals_cpu<double>({dtype::f64, layout::nhw, 1, bb + 3, bb + 3, 1, b, k, ct},
-                                         *gpu, *cpu, seed++, -1e3, 1e3);
           // f16 interleaved, up to its limits: decoded values clamp to them on both sides.
           expect_cuda_equals_cpu<detail::half_value>(
               {dtype::f16, layout::nhwc, 2, bb + 3, bb + 2, 2, b, k, ct}, *gpu, *cpu, seed++,
@@ -583,6 +582,31 @@ TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
     ASSERT_EQ(cudaMemcpy(got.data(), t->dl_tensor.data, got.size(), cudaMemcpyDeviceToHost),
               cudaSuccess);
     EXPECT_TRUE(got == want.data) << "batch " << i;
+    t->deleter(t);
+  }
+}
+
+TEST(CudaDeviceLoader, ABatchSizePastTheArchiveIsOneBatchOfEverySampleInBuffersItsSize) {
+  // SIZE_MAX samples a batch: one batch of all 50. Its device buffers are sized for those 50
+  // (SIZE_MAX times the sample's bytes wrapped to a small ring, or asked for exabytes).
+  REQUIRE_DEVICE();
+  dctchop::test::temp_dir dir;
+  auto o = make_small_archive(dir, 10, 4);
+  o.batch_size = SIZE_MAX;
+  loaders::archive_loader host(dir.file("a.dcz"), o);
+  loaders::device_loader dev(dir.file("a.dcz"), o, 0, 1);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<u64> samples;
+    DLManagedTensor* t = dev.next(&samples);
+    const auto want = host.next();
+    ASSERT_EQ(want.samples.size(), 50u);
+    EXPECT_EQ(samples, want.samples);
+    ASSERT_EQ(t->dl_tensor.ndim, 4);
+    EXPECT_EQ(t->dl_tensor.shape[0], 50);
+    byte_buffer got(want.data.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), t->dl_tensor.data, got.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_TRUE(got == want.data) << "epoch " << epoch;
     t->deleter(t);
   }
 }

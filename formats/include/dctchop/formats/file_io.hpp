@@ -233,10 +233,13 @@ void keep_mode_and_owner(int fd, const output_target& t) noexcept;
 
 /** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
  *  rename into place is atomic): `try_create(candidate)` creates it exclusively and returns
- *  false when that name is taken (any other failure it throws, refuse_temp_file). Returns
- *  the name used; error(io) after 100 taken names. */
+ *  false when that name is taken (any other failure it throws, refuse_temp_file). `kind`
+ *  (three letters) replaces "tmp": "old" names a file kept for putting back, which a crash
+ *  may leave as the only copy of its data. Returns the name used; error(io) after 100 taken
+ *  names. */
 std::string create_temp_beside(const std::string& path,
-                               const std::function<bool(const std::string&)>& try_create);
+                               const std::function<bool(const std::string&)>& try_create,
+                               const char* kind = "tmp");
 
 /** fsync the folder that holds `path` once a name is made or removed there, so that after a
  *  crash or a power cut the name is there (or gone) as surely as the data it names (synced
@@ -261,7 +264,7 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
 bool reads_as_stream(const std::string& path);
 
 /** The regular file an output is about to replace (with -f), kept under a hidden name beside
- *  it (a hard link: no copy) until a second output has been named too, so that when that
+ *  it (".NAME.oldXXXXXXXXXXXX", a hard link: no copy) until a second output has been named too, so that when that
  *  fails the first output's old file can be put back: two outputs of one command are both
  *  new or both old, never new data beside old labels. Nothing is kept where `path` names no
  *  regular file or the file system makes no hard link (then a failure of the second leaves
