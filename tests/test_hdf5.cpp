@@ -1660,10 +1660,17 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   make_train_file(dir.file("t.h5"));
   must(dir, "compress t.h5:/train/images --labels t.h5:/train/labels -o a.dcz -q");
   const auto before = dir.entries();
-  for (const char* out : {"o.h5:/", "o.h5:/.", "o.h5:/g/", "o.h5:", "o.h5:/labels",
-                          "o.h5:/labels/images", "o.h5:labels"}) {
+  for (const auto& [out, says] :
+       {std::pair{"o.h5:/", "o.h5: HDF5 dataset path '/': expected a name like /images"},
+        std::pair{"o.h5:/.", "o.h5: HDF5 dataset path '/.': expected a name like /images"},
+        std::pair{"o.h5:/g/", "o.h5: HDF5 dataset path '/g/': expected a name like /images"},
+        std::pair{"o.h5:", "o.h5:: no dataset after ':'"},
+        std::pair{"o.h5:/labels", "would both be /labels"},
+        std::pair{"o.h5:/labels/images", "would lie inside the labels' dataset /labels"},
+        std::pair{"o.h5:labels", "would both be /labels"}}) {
     auto r = cli(dir, std::string("decompress a.dcz -o ") + out);
     EXPECT_EQ(r.status, 2) << out << "\n" << describe(r);
+    EXPECT_NE(r.err.find(says), std::string::npos) << out << "\n" << r.err;
     EXPECT_EQ(dir.entries(), before) << out << ": something was left behind";
   }
   auto l = cli(dir, "decompress a.dcz -o o.h5:/labels");

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <memory_resource>
 #include <mutex>
+#include <optional>
 #include <csignal>
 #include <cmath>
 #include <cstdint>
@@ -471,6 +472,70 @@ inline command_result sh(const temp_dir& dir, std::string cmd) {
   return run_sh(cmd, dir.path());
 }
 #endif
+
+/** One system call in a trace of `strace -f -o FILE`: its name ("openat"), the rest of its line
+ *  (arguments and result), and whether the line is the "<... NAME resumed>" end of a call
+ *  whose arguments were on an earlier "<unfinished ...>" line (another thread's call came
+ *  between). Lines that are no call ("+++ exited", "--- SIGCHLD") are left out. */
+struct traced_call {
+  std::string name, rest;
+  bool resumed = false;
+  /** The call's result (the number after the last " = "); std::nullopt for an unfinished
+   *  call's first line, or a result that is no number ("?"). */
+  std::optional<long long> result() const {
+    const auto eq = rest.rfind(" = ");
+    if (eq == std::string::npos) return std::nullopt;
+    const char* p = rest.c_str() + eq + 3;
+    char* end = nullptr;
+    const long long v = std::strtoll(p, &end, 10);
+    if (end == p) return std::nullopt;
+    return v;
+  }
+  /** The first quoted argument (a path), unescaped only as far as strace leaves it. */
+  std::string path() const {
+    const auto a = rest.find('"');
+    if (a == std::string::npos) return {};
+    auto b = a + 1;
+    while (b < rest.size() && rest[b] != '"') b += rest[b] == '\\' ? 2 : 1;
+    return rest.substr(a + 1, b - a - 1);
+  }
+  /** The arguments after the first quoted one (an open's flags). */
+  std::string after_path() const {
+    const auto a = rest.find('"');
+    if (a == std::string::npos) return rest;
+    auto b = a + 1;
+    while (b < rest.size() && rest[b] != '"') b += rest[b] == '\\' ? 2 : 1;
+    return b < rest.size() ? rest.substr(b + 1) : std::string();
+  }
+};
+
+/** The calls of an strace -f trace file, in order. */
+inline std::vector<traced_call> read_strace(const std::string& path) {
+  std::vector<traced_call> calls;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto sp = line.find(' ');  // after the thread's id
+    if (sp == std::string::npos) continue;
+    std::string body = line.substr(sp + 1);
+    while (!body.empty() && body[0] == ' ') body.erase(0, 1);
+    traced_call c;
+    if (body.rfind("<... ", 0) == 0) {
+      const auto name_end = body.find(' ', 5);
+      if (name_end == std::string::npos) continue;
+      c.name = body.substr(5, name_end - 5);
+      c.rest = body.substr(name_end + 1);
+      c.resumed = true;
+    } else {
+      const auto paren = body.find('(');
+      if (paren == std::string::npos || paren == 0) continue;
+      c.name = body.substr(0, paren);
+      if (c.name.find_first_of(" +-") != std::string::npos) continue;
+      c.rest = body.substr(paren);
+    }
+    calls.push_back(std::move(c));
+  }
+  return calls;
+}
 
 /** A command's exit status and output, for failure messages. */
 inline std::string describe(const command_result& r) {

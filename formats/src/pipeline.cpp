@@ -1251,7 +1251,10 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     if (first == 0 && end == total && !in_place) {
       part = r.side_array_in_order("labels");
     } else {
-      if (labels_file) {  // (its header would reach a pipe before the first rows are read)
+      // A file of their own, or beside the data in an output that takes bytes as they come
+      // (an .npz to a FIFO): checked before its headers reach the reader, which would see a
+      // data member complete and a labels member begun.
+      if (labels_file || (in_place && (npz_out || out.kind == file_kind::hdf5))) {
         r.verify_side_array("labels");
         labels_checked = true;
       }
