@@ -317,6 +317,15 @@ def check_compress_from_python(binary, d, x, y):
                   b.kind == e.kind and getattr(b, "errno", None) == getattr(e, "errno", None),
                   f"pickled {e!r}: {b!r}")
     check(dctchop.Error("from a message alone").kind is None, "kind is None where unknown")
+    # Made by hand (a test's mock), FileError takes OSError's arguments as OSError does.
+    made = dctchop.FileError(errno.ENOENT, "No such file", "x.dcz")
+    check((made.errno, made.strerror, made.filename) == (errno.ENOENT, "No such file", "x.dcz") and
+          str(made) == "[Errno 2] No such file: 'x.dcz'" and made.kind is None, f"{made!r}")
+    back = pickle.loads(pickle.dumps(made))
+    check((back.errno, back.strerror, back.filename) == (made.errno, made.strerror, made.filename),
+          f"pickled {made!r}: {back!r}")
+    check(dctchop.FileError("a message").errno is None and str(dctchop.FileError("a message")) ==
+          "a message", "a message alone")
     e = raises(FileNotFoundError, lambda: dctchop.Archive(f"{d}/missing.dcz"))
     check(e is not None and isinstance(e, dctchop.FileError) and e.errno == errno.ENOENT and
           e.kind == "io", f"a missing archive is a dctchop.FileError too: {e!r}")

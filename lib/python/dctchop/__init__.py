@@ -34,13 +34,21 @@ def _reduce_error(self):
     """Pickles a dctchop error whole: its message, its kind and, for an OSError, its errno,
     which OSError's own pickling leaves out when the message alone is its argument."""
     state = dict(vars(self))
-    if isinstance(self, OSError) and self.errno is not None:
-        state["errno"] = self.errno
-    return (type(self), self.args, state or None)
+    args = self.args
+    if isinstance(self, OSError):
+        if self.errno is not None:
+            state["errno"] = self.errno
+        if self.filename is not None and len(args) == 2:  # (OSError(errno, strerror, filename)
+            # keeps the file name out of args)
+            args = args + (self.filename,) + ((self.filename2,) if self.filename2 is not None else ())
+    return (type(self), args, state or None)
 
 
 Error.__reduce__ = _reduce_error
 Error.kind = None  # an error made from a message alone (a DataLoader worker's, re-raised)
+# FileError(errno, strerror[, filename]) sets errno and strerror as OSError(...) does: its
+# first base (Error, a RuntimeError) would otherwise take the arguments as a message alone.
+FileError.__init__ = OSError.__init__
 
 __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress",
            "decode_matrices", "__version__"]
