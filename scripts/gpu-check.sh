@@ -15,8 +15,10 @@
 # running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
 # for a dry run of the script itself (on a machine without a GPU every GPU check fails).
 # Rebuild the bundle right before a device run, and name gpu-bundle.tar.xz in the device tool's
-# carry list (it is git-ignored). Packed, it is about 18 MB; the folder, about 64 MB, is too
+# carry list (it is git-ignored). Packed, it is about 26 MB; the folder, about 64 MB, is too
 # large for the tool's 64 MiB of carried files (three programs each hold the CUDA kernels).
+# Its CUDA runtime is the toolkit's here (13.0): the GPU machine's driver must support that
+# CUDA version (branch 580 or later for CUDA 13); gpu.txt says so first where it does not.
 set -euo pipefail
 usage() {
   cat <<'EOF'
@@ -59,15 +61,21 @@ cd "$(dirname "$0")/.."
 BUILD=build-gpu
 BUNDLE=gpu-bundle
 # The checks must be of this tree's code: a bundle built before the last change would report
-# on old code. The stamp hashes the sources (no git needed on the GPU machine; the device
-# tool copies the tree without what .gitignore names, so neither does this).
-source_stamp() {
+# on old code. The stamp hashes the sources of the three programs (no git needed on the GPU
+# machine; the device tool copies the tree without what .gitignore names, so neither does
+# this): not the Python binding, Python tests or documents, which a later edit may change
+# without making the bundle stale.
+source_files() {
   find CMakeLists.txt cmake apps lib formats bench tests -type f -not -name '*.pyc' \
-    -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum |
-    cut -c1-16
+    -not -name '*.py' -not -name '*.md' -not -path 'lib/python/*' -not -path 'tests/python/*' \
+    -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 }
+source_stamp() { source_files | sha256sum | cut -c1-16; }
 
 if [ "$1" = "--bundle" ]; then
+  # Taken before the build: a source edited while it runs makes the bundle stale, not stamped.
+  files=$(source_files)
+  stamp=$(printf '%s\n' "$files" | sha256sum | cut -c1-16)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
   cmake --build "$BUILD" -j2 --target dctchop_cli dctchop_gpu_tests dctchop_gpu_bench
@@ -87,7 +95,8 @@ if [ "$1" = "--bundle" ]; then
     done
   done
   cp -L /lib64/ld-linux-x86-64.so.2 "$BUNDLE/libc/"
-  source_stamp > "$BUNDLE/STAMP"
+  echo "$stamp" > "$BUNDLE/STAMP"
+  printf '%s\n' "$files" > "$BUNDLE/SOURCES"  # (which files differ, when it is stale)
   # The CUDA major version, whose cuBLAS (libcublas.so.MAJOR) dctchop loads at run time.
   /usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p' > "$BUNDLE/CUBLAS_MAJOR"
   tar -cJf "$BUNDLE.tar.xz.part" "$BUNDLE" && mv "$BUNDLE.tar.xz.part" "$BUNDLE.tar.xz"
@@ -117,25 +126,30 @@ if [ -f "$BUNDLE.tar.xz" ]; then  # the packed bundle wins over a folder left by
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall()' "$BUNDLE.tar.xz"
 fi
 # cuBLAS: the toolkit's, else one that a Python package brought (PyTorch's wheels carry it).
-if ! ls /usr/local/cuda/lib64/libcublas.so.* >/dev/null 2>&1; then
-  # The major version dctchop was built against first (it loads libcublas.so.MAJOR; the
-  # bundle records it).
-  major=$(cat "$BUNDLE/CUBLAS_MAJOR" 2>/dev/null || echo 13)
-  found=$(timeout "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null |
+# The major version dctchop was built against (it loads libcublas.so.MAJOR, or libcublas.so;
+# the bundle records it): another major version's library is of no use to it.
+major=$(cat "$BUNDLE/CUBLAS_MAJOR" 2>/dev/null || echo 13)
+if ! ls /usr/local/cuda/lib64/libcublas.so."$major"* >/dev/null 2>&1; then
+  found=$(timeout -k 5 "$(limit 30)" find /usr /opt -name 'libcublas.so.*' -not -path '*/proc/*' 2>/dev/null |
     awk -v want="libcublas.so.$major" '{ n = $0; sub(/.*\//, "", n) }
       index(n, want) == 1 { print; found = 1; exit } NR == 1 { first = $0 }
       END { if (!found && first != "") print first }' || true)
   [ -n "$found" ] && export LD_LIBRARY_PATH="$(dirname "$found"):$LD_LIBRARY_PATH"
-  echo "cuBLAS: ${found:-not found (the GEMM decode will fail)}" | tee -a "$OUT/gpu.txt"
+  case "$(basename "${found:-none}")" in
+    libcublas.so."$major"*) echo "cuBLAS: $found" ;;
+    none) echo "cuBLAS: libcublas.so.$major not found (the GEMM decode will fail)" ;;
+    *) echo "cuBLAS: only $found, not libcublas.so.$major (the GEMM decode will fail)" ;;
+  esac | tee -a "$OUT/gpu.txt"
 fi
 if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   stamp=$(source_stamp)
   if [ "$(cat "$BUNDLE/STAMP" 2>/dev/null)" = "$stamp" ]; then
     echo "bundle built from these sources ($stamp)" | tee -a "$OUT/gpu.txt"
   else
-    echo "STALE BUNDLE: built from sources $(cat "$BUNDLE/STAMP" 2>/dev/null || echo unknown)," \
-      "this tree is $stamp; its results are of other code (rebuild with --bundle)" |
-      tee -a "$OUT/gpu.txt"
+    { echo "STALE BUNDLE: built from sources $(cat "$BUNDLE/STAMP" 2>/dev/null || echo unknown)," \
+        "this tree is $stamp; its results are of other code (rebuild with --bundle). Differ:"
+      source_files | diff "$BUNDLE/SOURCES" - 2>/dev/null | sed -n 's/^[<>] [0-9a-f]*  //p' |
+        sort -u | head -20 || true; } | tee -a "$OUT/gpu.txt"
     FAILED=1
   fi
   # The bundled Debian libraries go to the bundle's programs only, not to python3, awk and
@@ -143,10 +157,10 @@ if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   BUNDLE_LIBS="$PWD/$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   RUN=(env "LD_LIBRARY_PATH=$BUNDLE_LIBS")
   # DCTCHOP_GPU_CHECK_OWN_LIBC=1 takes the bundled C library anyway (to try that path here).
-  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! timeout "$(limit 20)" "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
+  if [ -n "${DCTCHOP_GPU_CHECK_OWN_LIBC:-}" ] || ! timeout -k 5 "$(limit 20)" "${RUN[@]}" "$BUNDLE/dctchop" --version >/dev/null 2>&1; then
     # Built against a newer C library than this machine's: run it with the bundled one.
     { echo "the bundle does not run with this machine's C library:"
-      timeout "$(limit 20)" "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
+      timeout -k 5 "$(limit 20)" "${RUN[@]}" "$BUNDLE/dctchop" --version 2>&1 | head -3 || true
       echo "running it with the bundled C library instead"; } | tee -a "$OUT/gpu.txt"
     RUN=("$PWD/$BUNDLE/libc/ld-linux-x86-64.so.2" --library-path "$PWD/$BUNDLE/libc:$BUNDLE_LIBS")
   fi
@@ -171,9 +185,19 @@ fi
 
 {
   date -u +%Y-%m-%dT%H:%MZ
-  timeout "$(limit 20)" nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
+  # MIG mode too: on a slice the bandwidth targets do not apply. The plain table's first lines
+  # give the CUDA version the driver supports.
+  timeout -k 5 "$(limit 20)" nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem,mig.mode.current,persistence_mode,pstate --format=csv 2>&1 || true
+  timeout -k 5 "$(limit 20)" nvidia-smi 2>&1 | head -12 || true
 } | tee -a "$OUT/gpu.txt"
-timeout "$(limit 20)" "${DCT[@]}" --version 2>&1 | tee -a "$OUT/gpu.txt" || FAILED=1  # does it start at all?
+# Does it start at all, and does the driver take the bundle's CUDA runtime?
+version=$(timeout -k 5 "$(limit 20)" "${DCT[@]}" --version 2>&1) || FAILED=1
+printf '%s\n' "$version" | tee -a "$OUT/gpu.txt"
+if printf '%s' "$version" | grep -q InsufficientDriver; then
+  echo "NO USABLE DRIVER: none here, or one too old for the CUDA runtime dctchop was built with ($(cat "$BUNDLE/CUBLAS_MAJOR" 2>/dev/null || echo '?').x; CUDA 13 needs branch 580 or later): every GPU check below fails for that reason alone" |
+    tee -a "$OUT/gpu.txt"
+  FAILED=1
+fi
 
 echo "== GPU tests" | tee "$OUT/gpu-tests.txt"
 # Each step has a time limit, so that a hang (a stream that never completes, say) costs one
@@ -183,12 +207,14 @@ if [ "${TESTS[0]}" = ctest ]; then
   timeout -k 5 "$(limit 150)" "${TESTS[@]}" 2>&1 | tee -a "$OUT/gpu-tests.txt" || FAILED=1
 else
   # One process per test suite, as ctest would run them: a sticky CUDA fault (an illegal
-  # address) then spoils its own suite only, and says which. 150 s for all of them.
-  SUITES=$(timeout "$(limit 30)" "${TESTS[@]}" --gtest_list_tests 2>>"$OUT/gpu-tests.txt" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.' || true)
+  # address) then spoils its own suite only, and says which. 150 s for all of them, at most
+  # 60 s a suite (a hang in one leaves time for the others).
+  SUITES=$(timeout -k 5 "$(limit 30)" "${TESTS[@]}" --gtest_list_tests 2>>"$OUT/gpu-tests.txt" | grep -E '^[A-Za-z0-9_]+\.$' | tr -d '.' || true)
   [ -n "$SUITES" ] || { echo "no test suites listed" | tee -a "$OUT/gpu-tests.txt"; FAILED=1; }
   START=$SECONDS
   for suite in $SUITES; do
     left=$(limit $((150 - (SECONDS - START))))
+    left=$((left < 60 ? left : 60))
     if [ "$left" -le 5 ]; then
       echo "$suite: NOT RUN (the tests' 150 s are spent)" | tee -a "$OUT/gpu-tests.txt"; FAILED=1
       continue
@@ -199,14 +225,16 @@ else
 fi
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
-# Fixed iteration counts (bench/bench_cuda.cpp): 42 benchmarks in about a minute.
-timeout -k 5 "$(limit 150)" "${BENCH[@]}" --benchmark_counters_tabular=true \
+# Fixed iteration counts (bench/bench_cuda.cpp): 42 benchmarks in about a minute. At most
+# 150 s, and 120 s of the deadline kept for the end-to-end run after it.
+bench_left=$(( $(limit 150) < DEADLINE - SECONDS - 120 ? $(limit 150) : DEADLINE - SECONDS - 120 ))
+timeout -k 5 "$((bench_left < 30 ? 30 : bench_left))" "${BENCH[@]}" --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
 
 # Against issue 5's targets, and which kernel layout is faster (the default should be). It
 # exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.
-timeout "$(limit 30)" python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
+timeout -k 5 "$(limit 30)" python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
 cat "$OUT/gpu-summary.txt"
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
@@ -237,7 +265,7 @@ make_input() {
     { while cat "$WORK/seed.raw"; do :; done 2>/dev/null | head -c $((N * 196608)) > "$WORK/big.raw"; } &&
     rm -f "$WORK/seed.raw" && [ "$(stat -c %s "$WORK/big.raw")" = $((N * 196608)) ]
 }
-if [ "$N" -lt 1 ] || ! timeout "$(limit 60)" bash -c "$(declare -f make_input); WORK='$WORK' N=$N make_input"; then
+if [ "$N" -lt 1 ] || ! timeout -k 5 "$(limit 60)" bash -c "$(declare -f make_input); WORK='$WORK' N=$N make_input"; then
   echo "cannot write the input in $WORK: end-to-end run skipped" | tee -a "$OUT/gpu-e2e.txt"
   E2E=0
   FAILED=1
@@ -250,7 +278,13 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
     echo "$label: NOT RUN (the script's deadline)" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0
   fi
   t0=$(date +%s.%N)
-  timeout -k 5 "$lim" "$@" || { echo "$label: FAILED" | tee -a "$OUT/gpu-e2e.txt"; FAILED=1; return 0; }
+  local rc=0
+  # (its error line goes to gpu-e2e.txt too: the console comes back cut to its end)
+  timeout -k 5 "$lim" "$@" 2> >(tee -a "$OUT/gpu-e2e.txt" >&2) || rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "$label: FAILED (exit $rc$([ "$rc" = 124 ] && echo ': timed out'))" | tee -a "$OUT/gpu-e2e.txt"
+    FAILED=1; return 0
+  fi
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" -v l="$label" -v n=$((N * 196608)) \
     'BEGIN {printf "%-24s %6.2f s  %6.2f GB/s of uncompressed data\n", l, b - a, n / (b - a) / 1e9}' |
@@ -270,17 +304,24 @@ if [ "$E2E" != 1 ]; then
 elif [ ! -f "$WORK/back-cuda.raw" ] || [ ! -f "$WORK/back-cpu.raw" ]; then
   echo "end-to-end comparison: not made (a run above FAILED)" | tee -a "$OUT/gpu-e2e.txt"
   FAILED=1
-elif cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw"; then
-  echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
 else
-  { echo "MISMATCH: decoded by cuda != decoded by cpu"
-    # (cmp exits 1 on a difference: not a failure of this script, which is under set -e.)
-    timeout "$(limit 20)" cmp "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | head -1 || true
-    echo "bytes that differ: $( (timeout "$(limit 60)" cmp -l "$WORK/back-cuda.raw" \
-      "$WORK/back-cpu.raw" || true) | wc -l) (of $((N * 196608)); fewer if the count ran out of" \
-      "time)"; } | tee -a "$OUT/gpu-e2e.txt"
-  FAILED=1
+  same=0
+  timeout -k 5 "$(limit 60)" cmp -s "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" || same=$?
+  if [ "$same" = 0 ]; then
+    echo "decoded by cuda == decoded by cpu" | tee -a "$OUT/gpu-e2e.txt"
+  elif [ "$same" != 1 ]; then  # (124: out of time; 2: a read error)
+    echo "end-to-end comparison: not made (cmp exit $same)" | tee -a "$OUT/gpu-e2e.txt"
+    FAILED=1
+  else
+    { echo "MISMATCH: decoded by cuda != decoded by cpu"
+      # (cmp exits 1 on a difference: not a failure of this script, which is under set -e.)
+      timeout -k 5 "$(limit 20)" cmp "$WORK/back-cuda.raw" "$WORK/back-cpu.raw" | head -1 || true
+      echo "bytes that differ: $( (timeout -k 5 "$(limit 60)" cmp -l "$WORK/back-cuda.raw" \
+        "$WORK/back-cpu.raw" || true) | wc -l) (of $((N * 196608)); fewer if the count ran out" \
+        "of time)"; } | tee -a "$OUT/gpu-e2e.txt"
+    FAILED=1
+  fi
 fi
-timeout "$(limit 60)" rm -rf "$WORK" || true
+timeout -k 5 "$(limit 60)" rm -rf "$WORK" || true
 echo "results in $OUT; $([ "$FAILED" = 0 ] && echo "all checks passed" || echo "SOME CHECKS FAILED")"
 exit "$FAILED"
