@@ -290,6 +290,16 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
     'BEGIN {printf "%-24s %6.2f s  %6.2f GB/s of uncompressed data\n", l, b - a, n / (b - a) / 1e9}' |
     tee -a "$OUT/gpu-e2e.txt"
 }
+# Each run below includes the process's start (CUDA's initialisation among it: seconds where
+# the driver is not kept loaded, persistence mode off): measured once, to tell apart.
+if [ "$E2E" = 1 ]; then
+  t0=$(date +%s.%N)
+  if timeout -k 5 "$(limit 30)" "${DCT[@]}" --version >/dev/null 2>&1; then
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN {printf "start-up (dctchop --version, CUDA initialised): %.2f s, within each time below\n", b - a}' |
+      tee -a "$OUT/gpu-e2e.txt"
+  fi
+fi
 for be in cuda cpu; do
   [ "$E2E" = 1 ] || break
   timed "compress --backend $be" "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 \

@@ -9,20 +9,25 @@ memory bandwidth or more, encode at 25% or more. Then, for each operation and wo
 faster kernel layout (lines or blocks) over the chops, which should be the default of
 dctchop::cuda::kernel_layout, and what pinned host buffers gain over pageable ones through
 the backend (the CLI's pipelines give it pinned ones). Standard library only: it runs on the
-GPU machine's python3. Exits 1 when the report has no rows or any benchmark failed (Google
-Benchmark itself exits 0 after a benchmark's SkipWithError), saying why on stderr when there
-are no rows or the file cannot be read; a missed target is reported, not a failure.
+GPU machine's python3. Exits 1 when the report has no rows, any benchmark failed (Google
+Benchmark itself exits 0 after a benchmark's SkipWithError) or a figure is implausible (above
+95% of the peak: a timing error), saying why on stderr when there are no rows or the file
+cannot be read; a missed target is reported, not a failure. Aggregate rows (mean, median,
+stddev of repetitions) are left out: the figures are the runs'.
 """
 import json
 import re
 import sys
 
 TARGET = {"encode": 0.25, "decode": 0.50}
+PLAUSIBLE = 0.95  # no kernel streams at the memory's peak: a fraction above is a timing error
 NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
 
 
 def rows(report):
     for b in report.get("benchmarks", []):
+        if b.get("run_type", "iteration") != "iteration":  # an aggregate of repetitions
+            continue
         m = NAME.match(b.get("name", ""))
         if not m:
             continue
@@ -37,14 +42,14 @@ def rows(report):
 
 
 def means(all_rows, where, op, workload, variants):
-    """Mean GB/s over the chops of each variant that has figures."""
-    mean = {}
-    for variant in variants:
-        v = [r["gbs"] for r in all_rows if r["where"] == where and r["op"] == op and
-             r["workload"] == workload and r["variant"] == variant and r["gbs"]]
-        if v:
-            mean[variant] = sum(v) / len(v)
-    return mean
+    """Mean GB/s of each variant over the chops that every one of them has figures for (a
+    chop that failed in one is left out of all: the means compare the same settings)."""
+    def figures(variant):
+        return {r["chop"]: r["gbs"] for r in all_rows if r["where"] == where and r["op"] == op and
+                r["workload"] == workload and r["variant"] == variant and r["gbs"]}
+    by_variant = {v: figures(v) for v in variants}
+    common = set.intersection(*(set(f) for f in by_variant.values())) if by_variant else set()
+    return {v: sum(f[c] for c in common) / len(common) for v, f in by_variant.items() if common}
 
 
 def main(path):
@@ -62,7 +67,11 @@ def main(path):
         print(f"gpu_summary.py: {path} is not a Google Benchmark JSON report", file=sys.stderr)
         return 1
     all_rows = list(rows(report))
+    print("GB/s: uncompressed bytes a second; of 4.8 TB/s: the bytes the kernels read plus write"
+          " (input and\ncoefficients), of the H200's peak; the GEMM decode also moves f32 scratch,"
+          " not counted,\nand has no target.")
     print(f"{'benchmark':44s} {'chop':>4s} {'GB/s':>9s} {'of 4.8 TB/s':>11s}  target")
+    implausible = 0
     for r in all_rows:
         label = f"{r['where']} {r['op']} {r['variant']} {r['workload']}"
         if r["error"]:
@@ -73,6 +82,9 @@ def main(path):
         verdict = ""
         if target is not None and frac is not None:
             verdict = f"{target:.0%}: {'met' if frac >= target else 'MISSED'}"
+        if frac is not None and frac > PLAUSIBLE:
+            verdict = f"IMPLAUSIBLE (over {PLAUSIBLE:.0%} of the peak: a timing error?)"
+            implausible += 1
         gbs = f"{r['gbs']:9.1f}" if r["gbs"] is not None else f"{'-':>9s}"
         fr = f"{frac:11.1%}" if frac is not None else f"{'-':>11s}"
         print(f"{label:44s} {r['chop']:4d} {gbs} {fr}  {verdict}")
@@ -95,11 +107,13 @@ def main(path):
     errors = sum(1 for r in all_rows if r["error"])
     if errors:
         print(f"\n{errors} benchmark(s) FAILED (see 'error:' above)")
+    if implausible:
+        print(f"\n{implausible} figure(s) IMPLAUSIBLE (see above): the timing is to be checked")
     if not all_rows:
         n = len(report.get("benchmarks", []))
         print(f"gpu_summary.py: no rows: none of the {n} benchmark(s) in {path} is a GPU one "
               "(BM_device_... or BM_host_...)", file=sys.stderr)
-    return 0 if all_rows and not errors else 1
+    return 0 if all_rows and not errors and not implausible else 1
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ def main():
         bench("BM_device_decode_u8_256x256x3/chop:4/manual_time", 1000.0, 0.40),
         bench("BM_device_decode_blocks_u8_256x256x3/chop:1/manual_time", 500.0, 0.10),
         bench("BM_device_decode_blocks_u8_256x256x3/chop:4/manual_time", 700.0, 0.14),
+        # Only in the blocks layout: left out of both layouts' means.
+        bench("BM_device_decode_blocks_u8_256x256x3/chop:2/manual_time", 5000.0, 0.90),
+        # An aggregate of repetitions: not a figure of its own.
+        dict(bench("BM_device_decode_u8_256x256x3/chop:4/manual_time_stddev", 3.0, 0.001),
+             run_type="aggregate"),
         bench("BM_device_encode_f32_512x512/chop:2/manual_time", 900.0, 0.24),
         bench("BM_device_encode_blocks_f32_512x512/chop:2/manual_time", 1200.0, 0.30),
         bench("BM_device_decode_gemm_u8_256x256x3/chop:1/manual_time", 80.0, 0.02),
@@ -61,6 +66,10 @@ def main():
     check(len(pinned) > 5 and pinned[5] == "36.0", "a pinned host row")
     check("host encode u8_256x256x3: pageable 12.0 GB/s, pinned 33.0 GB/s (2.75x)" in out,
           "pinned against pageable host buffers")
+    check(row("device decode lines u8_256x256x3", 4).count("MISSED") == 1 and
+          sum(1 for l in lines if l.startswith("device decode lines u8_256x256x3")) == 2,
+          "aggregate rows are left out")
+    check("IMPLAUSIBLE" not in out, "no implausible figure")
     # Without the failed benchmark: exit 0, missed targets and all.
     clean = {"benchmarks": [b for b in report["benchmarks"] if not b.get("error_occurred")]}
     with tempfile.TemporaryDirectory() as d:
@@ -77,6 +86,16 @@ def main():
         r3 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
     check(r3.returncode == 1 and "incomplete" in r3.stdout and "Traceback" not in r3.stderr,
           f"a cut report: exit code {r3.returncode}, {r3.stdout!r} {r3.stderr[-200:]!r}")
+    # A figure above 95% of the peak: a timing error, said, and exit 1.
+    fast = {"benchmarks": clean["benchmarks"] + [
+        bench("BM_device_encode_u8_256x256x3/chop:1/manual_time", 4700.0, 0.98)]}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.json")
+        with open(path, "w") as f:
+            json.dump(fast, f)
+        r4 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
+    check(r4.returncode == 1 and "IMPLAUSIBLE" in r4.stdout and "1 figure(s) IMPLAUSIBLE" in r4.stdout,
+          f"an implausible figure: exit code {r4.returncode}, {r4.stdout[-300:]!r}")
     if failures:
         print(out)
     return finish("gpu summary")
