@@ -658,6 +658,33 @@ TEST(DeviceLoader, HostTensorsAreDlpackBatchesEqualToTheLoaderAndReturnTheirBuff
   EXPECT_EQ(saved.position, 2u);
 }
 
+TEST(DeviceLoader, ABatchSizePastTheArchiveIsOneBatchOfEverySampleOnTheHostToo) {
+  // The host twin of CudaDeviceLoader.ABatchSizePastTheArchive...: SIZE_MAX samples a batch
+  // with drop_last off is one batch of all 40, every epoch (with drop_last on, the default,
+  // the loader refuses the archive: Loader.* above).
+  temp_dir dir;
+  const auto a = make_archive(dir, 40);
+  loaders::loader_options o;
+  o.batch_size = std::numeric_limits<std::size_t>::max();
+  o.drop_last = false;
+  o.seed = 3;
+  loaders::archive_loader ref(a, o);
+  loaders::device_loader dl(a, o, -1, 2);
+  EXPECT_EQ(dl.batches_per_epoch(), 1u);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<u64> samples;
+    DLManagedTensor* t = dl.next(&samples);
+    const auto want = ref.next();
+    ASSERT_EQ(want.samples.size(), 40u);
+    EXPECT_EQ(samples, want.samples);
+    ASSERT_EQ(t->dl_tensor.ndim, 3);
+    EXPECT_EQ(t->dl_tensor.shape[0], 40);
+    EXPECT_EQ(std::memcmp(t->dl_tensor.data, want.data.data(), want.data.size()), 0)
+        << "epoch " << epoch;
+    t->deleter(t);
+  }
+}
+
 TEST(DeviceLoader, F16ArchivesGiveFloat16TensorsOfTheDecodedValues) {
   // Sample i holds i + x / 64 (exact in f16): at chop 8 each decodes to within f16 rounding.
   temp_dir dir;

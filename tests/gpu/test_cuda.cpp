@@ -587,12 +587,14 @@ TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
 }
 
 TEST(CudaDeviceLoader, ABatchSizePastTheArchiveIsOneBatchOfEverySampleInBuffersItsSize) {
-  // SIZE_MAX samples a batch: one batch of all 50. Its device buffers are sized for those 50
-  // (SIZE_MAX times the sample's bytes wrapped to a small ring, or asked for exabytes).
+  // SIZE_MAX samples a batch, drop_last off: one batch of all 50. Its device buffers are sized
+  // for those 50 (SIZE_MAX times the sample's bytes wrapped to a small ring, or asked for
+  // exabytes). (drop_last on, the default, refuses the archive: no batch; a host test says so.)
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
   auto o = make_small_archive(dir, 10, 4);
   o.batch_size = SIZE_MAX;
+  o.drop_last = false;
   loaders::archive_loader host(dir.file("a.dcz"), o);
   loaders::device_loader dev(dir.file("a.dcz"), o, 0, 1);
   for (int epoch = 0; epoch < 2; ++epoch) {
