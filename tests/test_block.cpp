@@ -72,7 +72,7 @@ long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const ge
   out.assign(g.samples * coeff_bytes_per_sample(p, g), std::byte{0});
   u64 first_bad = detail::all_fit;  // the kernels' atomicMin
   const auto rows = detail::row_grid(bg, p.chop);
-  if (detail::uses_lines(kl, rows)) {
+  if (detail::uses_lines(detail::chosen_layout(kl, true, p.block), rows)) {
     for_each_line_thread(rows, [&](u64 row, std::uint32_t pos) {
       first_bad = std::min(first_bad, detail::encode_line_thread<BT>(row, pos, tab.t, p.block, p.chop,
                                                                      in, bg, offset, code, out.data()));
@@ -94,8 +94,8 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto bg = detail::batch_of(p, g, g.samples);
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
-  const auto columns = detail::column_grid(bg);
-  if (detail::uses_lines(kl, columns)) {
+  const auto columns = detail::column_grid(bg, detail::rows_per_thread<BT, Out>());
+  if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
     for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
       detail::decode_line_thread<BT>(row, pos, tab.t, p.block, p.chop, coeffs.data(), code, out,
                                      bg, offset);
@@ -163,15 +163,16 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
   for (int b : {4, 8, 16, 32}) {
     for (int k : {1, b / 2, b}) {
       for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
-        // u8 NHWC (3 channels), 2 samples of a size that is no multiple of the block.
-        expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 2 * b + 3, b + 5, 3,
+        // u8 NHWC (3 channels), 2 samples of a size that is no multiple of the block, and of
+        // 10 block rows: several groups of the rows a decode thread takes, the last partial.
+        expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 9 * b + 3, b + 5, 3,
                                                 b, k, ct, 0, 256, seed++);
         // i8 planar, its full range (offset 0: coefficients within B * 128, as u8's)
         expect_same_as_cpu<std::int8_t, float>(dtype::i8, layout::nchw, 1, b + 5, b + 9, 2, b, k,
                                                ct, -128, 128, seed++);
         // f32 planar, and f64 (computed in double) planar, in every type: at B = 32 their
         // coefficients stay within 32 * 1000, which f16 and i16 hold too.
-        expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, b + 1, 2 * b - 1, 1, b, k,
+        expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, 4 * b + 1, 2 * b - 1, 1, b, k,
                                          ct, -100, 100, seed++);
         expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, b + 2, b + 3, 1, b, k, ct,
                                            -1e3, 1e3, seed++);
@@ -189,7 +190,7 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
         }
         // u16 NCHW (2 channels) and i16, with values small enough for every type (at B = 32
         // coefficients within 32 * 400, f16 included).
-        expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, b + 7, b + 1, 2, b,
+        expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, 5 * b + 7, b + 1, 2, b,
                                                  k, ct, 32768 - 400, 32768 + 400, seed++);
         expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhw, 2, b, b + 9, 1, b, k, ct,
                                                 -300, 300, seed++);
@@ -324,6 +325,19 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   const auto rgb = detail::batch_of(p, {layout::nhwc, 1024, 3, 256, 256}, 1024);
   EXPECT_EQ(detail::column_grid(rgb).rows, 1024u * 32u);
   EXPECT_EQ(detail::column_grid(rgb).width, 768u);
+  // A decode thread takes R block rows: 4 for u8 at B = 8 (32 bytes), 2 for f32, 1 for f64 and
+  // at B = 32 (their sums would pass 32 registers), 1 where B is known at run time only.
+  EXPECT_EQ((detail::rows_per_thread<8, std::uint8_t>()), 4);
+  EXPECT_EQ((detail::rows_per_thread<4, std::uint8_t>()), 8);
+  EXPECT_EQ((detail::rows_per_thread<8, std::uint16_t>()), 4);
+  EXPECT_EQ((detail::rows_per_thread<8, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, double>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<32, std::uint8_t>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<0, std::uint8_t>()), 1);
+  EXPECT_EQ(detail::column_grid(rgb, 4).rows, 1024u * 8u);
+  EXPECT_EQ(detail::column_grid(rgb, 3).rows, 1024u * 11u);  // the last of a sample's partial
+  EXPECT_EQ(detail::line_place_of(1024u * 11u - 1, 767, rgb, 3).bi, 30u);
+  EXPECT_EQ(detail::line_place_of(1024u * 11u - 1, 767, rgb, 3).n, 1023u);
   EXPECT_EQ(detail::row_grid(rgb, 4).width, 32u * 3u * 4u);
   EXPECT_TRUE(detail::fits(detail::column_grid(rgb)));
   // Planar: a grid row per block row of each plane.
@@ -338,6 +352,20 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   EXPECT_TRUE(detail::fits(detail::row_grid(wide, 4)));
   const auto wider = detail::batch_of(p, {layout::hw, 1, 1, 8, 20000000}, 1);
   EXPECT_FALSE(detail::fits(detail::row_grid(wider, 4)));
+}
+
+TEST(CudaGridOnHost, TheAutomaticLayoutEncodesWithBlocksAtBlockEightAndDecodesWithLines) {
+  // What an H200 measured faster (README): the backend and the entry points' default.
+  using cuda::kernel_layout;
+  for (int b : {4, 8, 16, 32}) {
+    EXPECT_EQ(detail::chosen_layout(kernel_layout::automatic, true, b),
+              b <= 8 ? kernel_layout::blocks : kernel_layout::lines) << b;
+    EXPECT_EQ(detail::chosen_layout(kernel_layout::automatic, false, b), kernel_layout::lines) << b;
+    for (auto asked : {kernel_layout::lines, kernel_layout::blocks}) {  // asked for: as asked
+      EXPECT_EQ(detail::chosen_layout(asked, true, b), asked);
+      EXPECT_EQ(detail::chosen_layout(asked, false, b), asked);
+    }
+  }
 }
 
 /** cublasSgemmStridedBatched with no transposes, alpha 1 and beta 0, on the host: element

@@ -314,7 +314,7 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<std::byte*>(d_coeffs);
       const line_grid lg = row_grid(g, p.chop);
-      if (uses_lines(kl, lg)) {
+      if (uses_lines(chosen_layout(kl, true, p.block), lg)) {
         const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
         encode_rows_kernel<BT, In, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
@@ -340,8 +340,8 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<Out*>(d_out);
       const auto offset = static_cast<Real>(p.offset);
-      const line_grid lg = column_grid(g);
-      if (uses_lines(kl, lg)) {
+      const line_grid lg = column_grid(g, rows_per_thread<BT, Out>());
+      if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
         const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
         decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);
@@ -431,7 +431,7 @@ class cuda_backend final : public backend {
                  [&](u64 first, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
                    launch_encode(p, batch_of(p, g, n), v.type, d_in, d_out,
                                  static_cast<unsigned long long*>(d_bad.get()), s, first,
-                                 kernel_layout::lines);
+                                 kernel_layout::automatic);
                  });
     unsigned long long bad = 0;
     DCTCHOP_CUDA_CHECK(cudaMemcpy(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost));
@@ -457,7 +457,7 @@ class cuda_backend final : public backend {
                  static_cast<std::byte*>(v.data),
                  [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
                    launch_decode(p, batch_of(p, g, n), v.type, d_in, d_out, s,
-                                 kernel_layout::lines);
+                                 kernel_layout::automatic);
                  });
   }
 

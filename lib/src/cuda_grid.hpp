@@ -168,15 +168,44 @@ inline bool fits(const line_grid& lg) {
          (lg.width + threads_per_cta - 1) / threads_per_cta <= 65535u;
 }
 
+/** The layout that kernel_layout::automatic stands for (cuda.hpp says why); others as
+ *  they are. */
+inline cuda::kernel_layout chosen_layout(cuda::kernel_layout kl, bool encode, int block) {
+  if (kl != cuda::kernel_layout::automatic) return kl;
+  return encode && block <= 8 ? cuda::kernel_layout::blocks : cuda::kernel_layout::lines;
+}
+
 /** Whether a launch runs the line kernels on grid `lg`: asked for, and within the limits. */
 inline bool uses_lines(cuda::kernel_layout kl, const line_grid& lg) {
   return kl == cuda::kernel_layout::lines && fits(lg);
 }
 
-/** Decode: one position per column (per column and plane where interleaved). */
-DCTCHOP_HD line_grid column_grid(const batch_geometry& g) {
-  if (interleaved(g)) return {g.samples * g.bh, g.w * g.planes};
-  return {g.samples * g.planes * g.bh, g.w};
+/** Block rows that a decode thread takes, one under another, so that their loads are in
+ *  flight at once: a thread of one block row had too few bytes to move for the time a load
+ *  takes (an H200 decoded u8, 8 bytes a thread, at 13% of its bandwidth, and f32, 32 bytes,
+ *  at 57%). About 32 bytes of output a thread for B = 8 (8 bytes a row and more: one), within
+ *  32 registers of sums (R x B). 1 where the block size is known at run time only. */
+template <int BT, typename Out>
+constexpr int rows_per_thread() {
+  if constexpr (BT <= 0) {
+    return 1;
+  } else {
+    constexpr int by_size = sizeof(Out) >= 8 ? 1 : 8 / static_cast<int>(sizeof(Out));
+    constexpr int by_registers = 32 / BT;
+    return std::max(1, std::min(by_size, by_registers));
+  }
+}
+
+/** Grid rows of a plane (or of a sample's interleaved planes): one per `r` block rows. */
+DCTCHOP_HD std::uint64_t row_groups(const batch_geometry& g, std::uint64_t r) {
+  return (g.bh + r - 1) / r;
+}
+
+/** Decode: one position per column (per column and plane where interleaved) of `r` block
+ *  rows. */
+DCTCHOP_HD line_grid column_grid(const batch_geometry& g, std::uint64_t r = 1) {
+  if (interleaved(g)) return {g.samples * row_groups(g, r), g.w * g.planes};
+  return {g.samples * g.planes * row_groups(g, r), g.w};
 }
 
 /** Encode: one position per kept row of each block along the block row. */
@@ -186,18 +215,21 @@ DCTCHOP_HD line_grid row_grid(const batch_geometry& g, int k) {
   return {g.samples * g.planes * g.bh, g.bw * kk};
 }
 
-/** Grid row `row`, position `pos` of a column grid (or of a row grid divided by k). Where
- *  planes are interleaved, pos = x * planes + p, so that a warp covers memory in order. */
-DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const batch_geometry& g) {
+/** Grid row `row`, position `pos` of a column grid of `r` block rows a row (or of a row grid
+ *  divided by k, r = 1): bi is the first block row. Where planes are interleaved,
+ *  pos = x * planes + p, so that a warp covers memory in order. */
+DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const batch_geometry& g,
+                                    std::uint64_t r = 1) {
   line_place at{};
-  at.bi = row % g.bh;
-  if (interleaved(g)) {  // row = n * bh + bi
+  const std::uint64_t groups = row_groups(g, r);
+  at.bi = row % groups * r;
+  if (interleaved(g)) {  // row = n * groups + bi / r
     const auto planes = static_cast<std::uint32_t>(g.planes);
-    at.n = row / g.bh;
+    at.n = row / groups;
     at.p = pos % planes;
     at.x = pos / planes;
-  } else {  // row = (n * planes + p) * bh + bi
-    const std::uint64_t plane = row / g.bh;
+  } else {  // row = (n * planes + p) * groups + bi / r
+    const std::uint64_t plane = row / groups;
     at.p = plane % g.planes;
     at.n = plane / g.planes;
     at.x = pos;
@@ -205,13 +237,15 @@ DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const 
   return at;
 }
 
-/** Decode one column of one block row: the column's K vertical sums of the kept
- *  coefficients times T (inverse_block's first stage, for this column only), then its B (or
- *  fewer, at the bottom edge) values. The column of T it needs is read once into registers:
- *  the table lies in the constant bank, which serves a warp at once only where all its
- *  threads read one address. The loops run to the compile-time block size and stop at k, so
- *  that they unroll and y stays in registers. */
-template <int BT, typename Out, typename Real>
+/** Decode one column of R block rows, from block row at.bi down (those past the last
+ *  skipped): for each, the column's K vertical sums of the kept coefficients times T
+ *  (inverse_block's first stage, for this column only), then its B (or fewer, at the bottom
+ *  edge) values. Every block row's sums come before any store, so that the loads of all R are
+ *  in flight at once. The column of T it needs is read once into registers: the table lies
+ *  in the constant bank, which serves a warp at once only where all its threads read one
+ *  address. The loops run to the compile-time block size and stop at k, so that they unroll
+ *  and y stays in registers. */
+template <int BT, int R = 1, typename Out, typename Real>
 DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
                               const std::byte* coeffs, coeff_code code, Out* out,
                               const batch_geometry& g, Real offset) {
@@ -227,40 +261,50 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
     if (v >= k) break;
     tc[v] = t[v * b + cb];
   }
-  Real y[bmax] = {};  // y[u] = sum_v C[u][v] T[v][cb]
+  Real y[R][bmax] = {};  // y[i][u] = sum_v C[u][v] T[v][cb] of block row at.bi + i
   // One switch on the coefficient type around the unrolled sums, not one per load: the same
   // loads and sums, but straight-line code (a switch per load made B = 32's kernels 57,000
   // lines of PTX each and most of the CUDA backend's compile time).
   with_coeff_type(code, [&](auto type) {
     using C = decltype(type);
     DCTCHOP_UNROLL
-    for (int u = 0; u < bmax; ++u) {
-      if (u >= k) break;
-      const std::uint64_t first = (at.bi * k + u) * ccols + j * k;
-      Real acc = C::template get<Real>(cplane, first) * tc[0];
+    for (int i = 0; i < R; ++i) {
+      const std::uint64_t bi = at.bi + static_cast<std::uint64_t>(i);
+      if (bi >= g.bh) break;
       DCTCHOP_UNROLL
-      for (int v = 1; v < bmax; ++v) {
-        if (v >= k) break;
-        acc += C::template get<Real>(cplane, first + v) * tc[v];
+      for (int u = 0; u < bmax; ++u) {
+        if (u >= k) break;
+        const std::uint64_t first = (bi * k + u) * ccols + j * k;
+        Real acc = C::template get<Real>(cplane, first) * tc[0];
+        DCTCHOP_UNROLL
+        for (int v = 1; v < bmax; ++v) {
+          if (v >= k) break;
+          acc += C::template get<Real>(cplane, first + v) * tc[v];
+        }
+        y[i][u] = acc;
       }
-      y[u] = acc;
     }
   });
   Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
              static_cast<std::int64_t>(at.p) * g.stride_plane +
              static_cast<std::int64_t>(at.x) * g.stride_col;
-  const std::uint64_t top = at.bi * static_cast<std::uint64_t>(b);
-  const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
   DCTCHOP_UNROLL
-  for (int r = 0; r < bmax; ++r) {
-    if (r >= rows) break;
-    Real acc = 0;
+  for (int i = 0; i < R; ++i) {
+    const std::uint64_t bi = at.bi + static_cast<std::uint64_t>(i);
+    if (bi >= g.bh) break;
+    const std::uint64_t top = bi * static_cast<std::uint64_t>(b);
+    const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
     DCTCHOP_UNROLL
-    for (int u = 0; u < bmax; ++u) {
-      if (u >= k) break;
-      acc += t[u * b + r] * y[u];  // the same address in every thread: a broadcast
+    for (int r = 0; r < bmax; ++r) {
+      if (r >= rows) break;
+      Real acc = 0;
+      DCTCHOP_UNROLL
+      for (int u = 0; u < bmax; ++u) {
+        if (u >= k) break;
+        acc += t[u * b + r] * y[i][u];  // the same address in every thread: a broadcast
+      }
+      dst[static_cast<std::int64_t>(top + r) * g.stride_row] = convert_out<Out>(acc, offset);
     }
-    dst[static_cast<std::int64_t>(top + r) * g.stride_row] = convert_out<Out>(acc, offset);
   }
 }
 
@@ -334,14 +378,15 @@ DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos
   return encode_row<BT>(at, t, b, k, in, g, offset, code, coeffs) ? all_fit : at.n;
 }
 
-/** Decode thread (row, pos) of the line grid column_grid(g): one column of one block row.
- *  Positions past the grid's width do nothing. */
+/** Decode thread (row, pos) of the line grid column_grid(g, R), R = rows_per_thread<BT,
+ *  Out>(): one column of R block rows. Positions past the grid's width do nothing. */
 template <int BT, typename Out, typename Real>
 DCTCHOP_HD void decode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t, int b,
                                    int k, const std::byte* coeffs, coeff_code code, Out* out,
                                    const batch_geometry& g, Real offset) {
-  if (pos >= column_grid(g).width) return;
-  decode_column<BT>(line_place_of(row, pos, g), t, b, k, coeffs, code, out, g, offset);
+  constexpr int R = rows_per_thread<BT, Out>();
+  if (pos >= column_grid(g, R).width) return;
+  decode_column<BT, R>(line_place_of(row, pos, g, R), t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Threads of the GEMM decode's store grid for `n` planes: one per output value. */

@@ -27,11 +27,14 @@ std::string device_status();
 /** built() and a device present: what `--backend auto` checks. */
 inline bool available() noexcept { return device_count() > 0; }
 
-/** How the direct kernels share the work among threads; both give identical results.
- *  `lines` (the default): a thread per column of a block row (decode) or per kept row of a
- *  block (encode), so that neighbouring threads touch neighbouring values. `blocks`: a thread
- *  per block, the first version, kept so that the benchmark can compare the two. */
-enum class kernel_layout { lines, blocks };
+/** How the direct kernels share the work among threads; all give identical results.
+ *  `lines`: a thread per column of a block row (decode) or per kept row of a block (encode),
+ *  so that neighbouring threads touch neighbouring values. `blocks`: a thread per block.
+ *  `automatic` (the default): the faster measured (an H200, 2026-12-04: README), which is
+ *  `blocks` to encode at block size 8 (up to 2.2 times `lines`), `lines` to encode at other
+ *  block sizes (not measured; `blocks` keeps a whole block a thread in local memory) and
+ *  `lines` to decode (3.6 to 4 times `blocks`). */
+enum class kernel_layout { lines, blocks, automatic };
 
 /** Decode `samples` samples of geometry `g` (layout, planes, height, width; g.samples is
  *  ignored) from coefficients in device memory to values of type `type` in device memory,
@@ -39,11 +42,11 @@ enum class kernel_layout { lines, blocks };
  *  pointers must stay valid until the stream has run it. */
 void decode_device_async(const codec_params& params, const geometry& g, dtype type,
                          std::uint64_t samples, const void* device_coeffs, void* device_out,
-                         void* stream, kernel_layout layout = kernel_layout::lines);
+                         void* stream, kernel_layout layout = kernel_layout::automatic);
 /** decode_device_async(), then wait for the stream. */
 void decode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_coeffs, void* device_out,
-                   void* stream = nullptr, kernel_layout layout = kernel_layout::lines);
+                   void* stream = nullptr, kernel_layout layout = kernel_layout::automatic);
 /** Queue an encode from device memory to device memory on `stream`. `device_first_bad`, a
  *  device word the caller allocates, receives the first sample (within the batch) with a value
  *  the coefficient type cannot hold, NaN or Inf, or ~0 (all ones) when every sample fits:
@@ -52,12 +55,12 @@ void decode_device(const codec_params& params, const geometry& g, dtype type,
 void encode_device_async(const codec_params& params, const geometry& g, dtype type,
                          std::uint64_t samples, const void* device_in, void* device_coeffs,
                          unsigned long long* device_first_bad, void* stream,
-                         kernel_layout layout = kernel_layout::lines);
+                         kernel_layout layout = kernel_layout::automatic);
 /** Encode from device memory to device memory and wait; throws like backend::encode (a value
  *  the coefficient type cannot hold, NaN or Inf), naming the first such sample. */
 void encode_device(const codec_params& params, const geometry& g, dtype type,
                    std::uint64_t samples, const void* device_in, void* device_coeffs,
-                   void* stream = nullptr, kernel_layout layout = kernel_layout::lines);
+                   void* stream = nullptr, kernel_layout layout = kernel_layout::automatic);
 
 /** The portable matrix-form decode on the GPU (dctchop/matrix_form.hpp): per
  *  plane X' = Lt * Cplane * R as two f32 GEMMs with cuBLAS, then crop, offset and convert.
