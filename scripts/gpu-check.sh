@@ -234,7 +234,12 @@ timeout -k 5 "$((bench_left < 30 ? 30 : bench_left))" "${BENCH[@]}" --benchmark_
 
 # Against issue 5's targets, and which kernel layout is faster (the default should be). It
 # exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.
-timeout -k 5 "$(limit 30)" python3 scripts/gpu_summary.py "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
+# Each figure beside the newest recorded run's (scripts/results/gpu-*/, named by date): what
+# the changes since did.
+BASELINE=()
+last_run=$(ls -d scripts/results/gpu-*/gpu-bench.json 2>/dev/null | sort -t- -k3 | tail -1 || true)
+[ -n "$last_run" ] && BASELINE=(--baseline "$last_run")
+timeout -k 5 "$(limit 30)" python3 scripts/gpu_summary.py "${BASELINE[@]}" "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
 cat "$OUT/gpu-summary.txt"
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise the GPU benchmark's JSON (bench/bench_cuda.cpp, run by scripts/gpu-check.sh).
 
-    scripts/gpu_summary.py gpu-bench.json
+    scripts/gpu_summary.py [--baseline OLD.json] gpu-bench.json
 
 Prints one row per device benchmark (GB/s of uncompressed data and the fraction of the H200's
 4.8 TB/s counting bytes read plus written) against issue 5's targets: decode at 50% of the
@@ -14,6 +14,11 @@ Benchmark itself exits 0 after a benchmark's SkipWithError) or a figure is impla
 95% of the peak: a timing error), saying why on stderr when there are no rows or the file
 cannot be read; a missed target is reported, not a failure. Aggregate rows (mean, median,
 stddev of repetitions) are left out: the figures are the runs'.
+
+--baseline OLD.json, an earlier run's report (gpu-check.sh passes the newest one recorded in
+scripts/results/gpu-*/), adds to each row the figure that run had for the same benchmark and
+how many times faster this one is: what a change to the kernels did. A baseline that cannot
+be read is said on stderr and left out (it is not this run's failure).
 """
 import json
 import re
@@ -52,7 +57,24 @@ def means(all_rows, where, op, workload, variants):
     return {v: sum(f[c] for c in common) / len(common) for v, f in by_variant.items() if common}
 
 
-def main(path):
+def key(r):
+    return (r["where"], r["op"], r["variant"], r["workload"], r["chop"])
+
+
+def baseline_figures(path):
+    """GB/s of each benchmark of an earlier report, or {} (said on stderr) when unreadable."""
+    try:
+        with open(path) as f:
+            report = json.load(f)
+        if not isinstance(report, dict):
+            raise ValueError("not a Google Benchmark JSON report")
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # (JSONDecodeError is a ValueError)
+        print(f"gpu_summary.py: baseline {path} left out: {e}", file=sys.stderr)
+        return {}
+    return {key(r): r["gbs"] for r in rows(report) if r["gbs"] and not r["error"]}
+
+
+def main(path, baseline=None):
     try:
         with open(path) as f:
             try:
@@ -67,6 +89,9 @@ def main(path):
         print(f"gpu_summary.py: {path} is not a Google Benchmark JSON report", file=sys.stderr)
         return 1
     all_rows = list(rows(report))
+    was = baseline_figures(baseline) if baseline else {}
+    if was:
+        print(f"was: the same benchmark's GB/s in {baseline}, and this run's over it")
     print("GB/s: uncompressed bytes a second; of 4.8 TB/s: the bytes the kernels read plus write"
           " (input and\ncoefficients), of the H200's peak; the GEMM decode also moves f32 scratch,"
           " not counted,\nand has no target.")
@@ -87,7 +112,9 @@ def main(path):
             implausible += 1
         gbs = f"{r['gbs']:9.1f}" if r["gbs"] is not None else f"{'-':>9s}"
         fr = f"{frac:11.1%}" if frac is not None else f"{'-':>11s}"
-        print(f"{label:44s} {r['chop']:4d} {gbs} {fr}  {verdict}")
+        before = was.get(key(r))
+        then = f"  was {before:.1f} ({r['gbs'] / before:.2f}x)" if before and r["gbs"] else ""
+        print(f"{label:44s} {r['chop']:4d} {gbs} {fr}  {verdict}{then}".rstrip())
     # The faster layout of the direct kernels, and what pinned host buffers (copied directly)
     # gain over pageable ones (staged): mean GB/s over the chops.
     print()
@@ -120,6 +147,10 @@ if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0)
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    base = None
+    if len(args) == 3 and args[0] == "--baseline":
+        base, args = args[1], args[2:]
+    if len(args) != 1 or args[0].startswith("--"):
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(args[0], base))

@@ -96,6 +96,31 @@ def main():
         r4 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
     check(r4.returncode == 1 and "IMPLAUSIBLE" in r4.stdout and "1 figure(s) IMPLAUSIBLE" in r4.stdout,
           f"an implausible figure: exit code {r4.returncode}, {r4.stdout[-300:]!r}")
+    # Against a baseline: each row gives the earlier figure of the same benchmark and the
+    # ratio; rows without one say nothing; an unreadable baseline is said and left out.
+    old = {"benchmarks": [bench("BM_device_decode_u8_256x256x3/chop:1/manual_time", 1500.0, 0.31),
+                          bench("BM_device_decode_blocks_u8_256x256x3/chop:4/manual_time", 700.0, 0.14)]}
+    with tempfile.TemporaryDirectory() as d:
+        path, base = os.path.join(d, "bench.json"), os.path.join(d, "old.json")
+        with open(path, "w") as f:
+            json.dump(clean, f)
+        with open(base, "w") as f:
+            json.dump(old, f)
+        r5 = subprocess.run([sys.executable, script, "--baseline", base, path], capture_output=True, text=True)
+        r6 = subprocess.run([sys.executable, script, "--baseline", os.path.join(d, "none.json"), path],
+                            capture_output=True, text=True)
+    lines5 = r5.stdout.splitlines()
+
+    def row5(prefix, chop):
+        return next((l for l in lines5 if l.startswith(prefix) and l.split()[4] == str(chop)), "")
+
+    check(r5.returncode == 0, f"with a baseline: exit code {r5.returncode}: {r5.stderr}")
+    check(row5("device decode lines u8_256x256x3", 1).endswith("was 1500.0 (2.00x)"),
+          f"the earlier figure and the ratio: {row5('device decode lines u8_256x256x3', 1)!r}")
+    check(row5("device decode blocks u8_256x256x3", 4).endswith("was 700.0 (1.00x)"), "an equal figure")
+    check("was" not in row5("device decode lines u8_256x256x3", 4), "no earlier figure, nothing said")
+    check(r6.returncode == 0 and "baseline" in r6.stderr and "was" not in r6.stdout,
+          f"a missing baseline is said and left out: {r6.returncode} {r6.stderr!r}")
     if failures:
         print(out)
     return finish("gpu summary")
