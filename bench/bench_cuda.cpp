@@ -9,8 +9,9 @@
 //    moves f32 scratch besides, which it does not count).
 //  - host: the backend's encode/decode of host memory (pinned staging, two streams), so the
 //    figures include the copies over PCIe.
-//  - encode/decode use the line kernels (the default); encode_blocks/decode_blocks the first,
-//    one-thread-per-block kernels (cuda::kernel_layout), to compare the two.
+//  - encode/decode use the line kernels; encode_blocks/decode_blocks the one-thread-per-block
+//    kernels (cuda::kernel_layout), to compare the two (the default, automatic, takes the
+//    faster measured: blocks to encode at B = 8, lines to decode).
 //  - decode_gemm: the matrix-form decode (cuda::gemm_decoder: two batched f32 GEMMs).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>

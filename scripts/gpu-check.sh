@@ -236,10 +236,20 @@ timeout -k 5 "$((bench_left < 30 ? 30 : bench_left))" "${BENCH[@]}" --benchmark_
 # exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.
 # Each figure beside the newest recorded run's (scripts/results/gpu-*/, named by date): what
 # the changes since did.
+# (The date ends each folder's name; OUTDIR itself, were it there, is not its own baseline.)
 BASELINE=()
-last_run=$(ls -d scripts/results/gpu-*/gpu-bench.json 2>/dev/null | sort -t- -k3 | tail -1 || true)
-[ -n "$last_run" ] && BASELINE=(--baseline "$last_run")
-timeout -k 5 "$(limit 30)" python3 scripts/gpu_summary.py "${BASELINE[@]}" "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
+last_run="" last_date=""
+for f in scripts/results/gpu-*-20[0-9][0-9]-[0-1][0-9]-[0-3][0-9]/gpu-bench.json; do
+  [ -f "$f" ] || continue
+  d=$(dirname "$f")
+  [ "$(cd "$d" && pwd -P)" != "$(cd "$OUT" && pwd -P)" ] || continue
+  if [ -z "$last_date" ] || [[ "${d: -10}" > "$last_date" ]]; then
+    last_run=$f last_date=${d: -10}
+  fi
+done
+[ -z "$last_run" ] || BASELINE=(--baseline "$last_run")
+timeout -k 5 "$(limit 30)" python3 scripts/gpu_summary.py ${BASELINE[@]+"${BASELINE[@]}"} \
+  "$OUT/gpu-bench.json" > "$OUT/gpu-summary.txt" 2>&1 || FAILED=1
 cat "$OUT/gpu-summary.txt"
 
 echo "== end to end: 4 GiB of u8 images, --backend cuda and cpu" | tee "$OUT/gpu-e2e.txt"
@@ -309,7 +319,9 @@ fi
 # (reading and writing as much; compress writes half of that at chop 4, decompress all).
 if [ "$E2E" = 1 ]; then
   timed "read (cat > /dev/null)" sh -c 'cat "$1" > /dev/null' sh "$WORK/big.raw"
-  timed "copy (cp)" cp "$WORK/big.raw" "$WORK/copy.raw"
+  # (--reflink=never: on btrfs or XFS, GNU cp 9 shares the blocks and copies nothing)
+  timed "copy (cp)" sh -c 'cp --reflink=never "$1" "$2" 2>/dev/null || cp "$1" "$2"' sh \
+    "$WORK/big.raw" "$WORK/copy.raw"
   rm -f "$WORK/copy.raw"
 fi
 for be in cuda cpu; do

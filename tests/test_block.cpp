@@ -94,7 +94,7 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto bg = detail::batch_of(p, g, g.samples);
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
-  const auto columns = detail::column_grid(bg, detail::rows_per_thread<BT, Out>());
+  const auto columns = detail::decode_line_grid<BT, Out, Real>(bg);
   if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
     for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
       detail::decode_line_thread<BT>(row, pos, tab.t, p.block, p.chop, coeffs.data(), code, out,
@@ -325,15 +325,19 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   const auto rgb = detail::batch_of(p, {layout::nhwc, 1024, 3, 256, 256}, 1024);
   EXPECT_EQ(detail::column_grid(rgb).rows, 1024u * 32u);
   EXPECT_EQ(detail::column_grid(rgb).width, 768u);
-  // A decode thread takes R block rows: 4 for u8 at B = 8 (32 bytes), 2 for f32, 1 for f64 and
-  // at B = 32 (their sums would pass 32 registers), 1 where B is known at run time only.
-  EXPECT_EQ((detail::rows_per_thread<8, std::uint8_t>()), 4);
-  EXPECT_EQ((detail::rows_per_thread<4, std::uint8_t>()), 8);
-  EXPECT_EQ((detail::rows_per_thread<8, std::uint16_t>()), 4);
-  EXPECT_EQ((detail::rows_per_thread<8, float>()), 2);
-  EXPECT_EQ((detail::rows_per_thread<8, double>()), 1);
-  EXPECT_EQ((detail::rows_per_thread<32, std::uint8_t>()), 1);
-  EXPECT_EQ((detail::rows_per_thread<0, std::uint8_t>()), 1);
+  // A decode thread takes R block rows: 4 for u8 at B = 8 (32 bytes), 2 for f32, 1 for f64,
+  // for i32 at B = 16 and at B = 32 (their sums would pass 128 bytes of registers), 1 where
+  // B is known at run time only.
+  EXPECT_EQ((detail::rows_per_thread<8, std::uint8_t, float>()), 4);
+  EXPECT_EQ((detail::rows_per_thread<4, std::uint8_t, float>()), 8);
+  EXPECT_EQ((detail::rows_per_thread<8, std::uint16_t, float>()), 4);
+  EXPECT_EQ((detail::rows_per_thread<8, float, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, double, double>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<8, std::int32_t, double>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<16, std::int32_t, double>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<32, std::uint8_t, float>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<0, std::uint8_t, float>()), 1);
+  EXPECT_EQ((detail::decode_line_grid<8, std::uint8_t, float>(rgb).rows), 1024u * 8u);
   EXPECT_EQ(detail::column_grid(rgb, 4).rows, 1024u * 8u);
   EXPECT_EQ(detail::column_grid(rgb, 3).rows, 1024u * 11u);  // the last of a sample's partial
   EXPECT_EQ(detail::line_place_of(1024u * 11u - 1, 767, rgb, 3).bi, 30u);
@@ -359,7 +363,7 @@ TEST(CudaGridOnHost, TheAutomaticLayoutEncodesWithBlocksAtBlockEightAndDecodesWi
   using cuda::kernel_layout;
   for (int b : {4, 8, 16, 32}) {
     EXPECT_EQ(detail::chosen_layout(kernel_layout::automatic, true, b),
-              b <= 8 ? kernel_layout::blocks : kernel_layout::lines) << b;
+              b == 8 ? kernel_layout::blocks : kernel_layout::lines) << b;
     EXPECT_EQ(detail::chosen_layout(kernel_layout::automatic, false, b), kernel_layout::lines) << b;
     for (auto asked : {kernel_layout::lines, kernel_layout::blocks}) {  // asked for: as asked
       EXPECT_EQ(detail::chosen_layout(asked, true, b), asked);

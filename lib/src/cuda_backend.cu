@@ -340,7 +340,7 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<Out*>(d_out);
       const auto offset = static_cast<Real>(p.offset);
-      const line_grid lg = column_grid(g, rows_per_thread<BT, Out>());
+      const line_grid lg = decode_line_grid<BT, Out, Real>(g);
       if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
         const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
         decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(

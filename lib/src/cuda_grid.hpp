@@ -133,8 +133,8 @@ DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k, cons
                               at.bi, at.bj, offset);
 }
 
-// ---- the line kernels: a thread per column of a block row (decode) or per kept row of a
-// block (encode). Neighbouring threads touch neighbouring values, so a warp's stores (decode)
+// ---- the line kernels: a thread per column of R block rows (decode; rows_per_thread) or per
+// kept row of a block (encode). Neighbouring threads touch neighbouring values, so a warp's stores (decode)
 // and loads (encode) are contiguous, and each thread holds one line, not a whole block. The
 // sums are the per-block functions' own, term for term, so the results are identical.
 
@@ -151,8 +151,8 @@ struct line_place {
   int u;
 };
 
-/** The line kernels' two-dimensional grid. Each grid row (blockIdx.x) is one block row of one
- *  plane, or of all of a sample's planes where they are interleaved; its `width` positions
+/** The line kernels' two-dimensional grid. Each grid row (blockIdx.x) is one block row (R for
+ *  decode) of one plane, or of all of a sample's planes where they are interleaved; its `width` positions
  *  (blockIdx.y and threadIdx.x) are the threads along it. Decomposing the grid row takes
  *  64-bit divisions, but the same ones in every thread of a CTA, which the compiler leaves to
  *  the uniform datapath; a position needs 32-bit arithmetic only. */
@@ -172,7 +172,7 @@ inline bool fits(const line_grid& lg) {
  *  they are. */
 inline cuda::kernel_layout chosen_layout(cuda::kernel_layout kl, bool encode, int block) {
   if (kl != cuda::kernel_layout::automatic) return kl;
-  return encode && block <= 8 ? cuda::kernel_layout::blocks : cuda::kernel_layout::lines;
+  return encode && block == 8 ? cuda::kernel_layout::blocks : cuda::kernel_layout::lines;
 }
 
 /** Whether a launch runs the line kernels on grid `lg`: asked for, and within the limits. */
@@ -183,15 +183,17 @@ inline bool uses_lines(cuda::kernel_layout kl, const line_grid& lg) {
 /** Block rows that a decode thread takes, one under another, so that their loads are in
  *  flight at once: a thread of one block row had too few bytes to move for the time a load
  *  takes (an H200 decoded u8, 8 bytes a thread, at 13% of its bandwidth, and f32, 32 bytes,
- *  at 57%). About 32 bytes of output a thread for B = 8 (8 bytes a row and more: one), within
- *  32 registers of sums (R x B). 1 where the block size is known at run time only. */
-template <int BT, typename Out>
+ *  at 57%). At most 8 / sizeof(Out) (at B = 8: 32 bytes of u8 a thread, 64 of u16 and f32,
+ *  one block row of 8-byte values), and the R x B sums within 128 bytes of registers (32
+ *  floats; 16 doubles, which i32, u32 and f64 sum in). 1 where the block size is known at
+ *  run time only. */
+template <int BT, typename Out, typename Real>
 constexpr int rows_per_thread() {
   if constexpr (BT <= 0) {
     return 1;
   } else {
     constexpr int by_size = sizeof(Out) >= 8 ? 1 : 8 / static_cast<int>(sizeof(Out));
-    constexpr int by_registers = 32 / BT;
+    constexpr int by_registers = 128 / (BT * static_cast<int>(sizeof(Real)));
     return std::max(1, std::min(by_size, by_registers));
   }
 }
@@ -378,13 +380,21 @@ DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos
   return encode_row<BT>(at, t, b, k, in, g, offset, code, coeffs) ? all_fit : at.n;
 }
 
-/** Decode thread (row, pos) of the line grid column_grid(g, R), R = rows_per_thread<BT,
- *  Out>(): one column of R block rows. Positions past the grid's width do nothing. */
+/** The grid of the decode line kernel for block size BT (0: known at run time only), output
+ *  type Out and sums in Real: column_grid(g, R), R = rows_per_thread<BT, Out, Real>(). The
+ *  launch and the host tests take it from here. */
+template <int BT, typename Out, typename Real>
+DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
+  return column_grid(g, rows_per_thread<BT, Out, Real>());
+}
+
+/** Decode thread (row, pos) of decode_line_grid<BT, Out, Real>(g): one column of R block
+ *  rows. Positions past the grid's width do nothing. */
 template <int BT, typename Out, typename Real>
 DCTCHOP_HD void decode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t, int b,
                                    int k, const std::byte* coeffs, coeff_code code, Out* out,
                                    const batch_geometry& g, Real offset) {
-  constexpr int R = rows_per_thread<BT, Out>();
+  constexpr int R = rows_per_thread<BT, Out, Real>();
   if (pos >= column_grid(g, R).width) return;
   decode_column<BT, R>(line_place_of(row, pos, g, R), t, b, k, coeffs, code, out, g, offset);
 }

@@ -28,12 +28,13 @@ std::string device_status();
 inline bool available() noexcept { return device_count() > 0; }
 
 /** How the direct kernels share the work among threads; all give identical results.
- *  `lines`: a thread per column of a block row (decode) or per kept row of a block (encode),
+ *  `lines`: a thread per column of a few block rows, one under another (decode), or per kept
+ *  row of a block (encode),
  *  so that neighbouring threads touch neighbouring values. `blocks`: a thread per block.
  *  `automatic` (the default): the faster measured (an H200, 2026-12-04: README), which is
  *  `blocks` to encode at block size 8 (up to 2.2 times `lines`), `lines` to encode at other
  *  block sizes (not measured; `blocks` keeps a whole block a thread in local memory) and
- *  `lines` to decode (3.6 to 4 times `blocks`). */
+ *  `lines` to decode (2.4 to 6.3 times `blocks`). */
 enum class kernel_layout { lines, blocks, automatic };
 
 /** Decode `samples` samples of geometry `g` (layout, planes, height, width; g.samples is
