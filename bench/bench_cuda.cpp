@@ -49,6 +49,13 @@ workload images_u8(u64 n, int chop) {
   p.offset = 128;
   return {{layout::nhwc, n, 3, 256, 256}, dtype::u8, p};
 }
+/** The same images at block size 16, whose chops 2, 4, 8 keep what 1, 2, 4 keep at B = 8:
+ *  where kernel_layout::automatic's choice (blocks to encode at B = 8 only) is to be checked. */
+workload images_u8_b16(u64 n, int chop) {
+  auto w = images_u8(n, chop);
+  w.p.block = 16;
+  return w;
+}
 workload fields_f32(u64 n, int chop) {
   codec_params p;
   p.chop = chop;
@@ -220,6 +227,10 @@ void BM_device_decode_f32_512x512(benchmark::State& s) { device_run(s, fields_f3
 void BM_device_encode_blocks_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(1024, chop(s)), op::encode_blocks); }
 void BM_device_decode_blocks_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(1024, chop(s)), op::decode_blocks); }
 void BM_device_decode_gemm_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(1024, chop(s)), op::decode_gemm); }
+void BM_device_encode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::encode); }
+void BM_device_decode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode); }
+void BM_device_encode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::encode_blocks); }
+void BM_device_decode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode_blocks); }
 void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, false); }
 void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), false, false); }
 void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, true); }
@@ -231,6 +242,7 @@ void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, image
 // 1 GB are timed by CUDA events; 5 host round trips are about 4 GB over PCIe.
 #define DCTCHOP_CHOPS Arg(1)->Arg(2)->Arg(4)->ArgName("chop")
 #define DCTCHOP_DEVICE DCTCHOP_CHOPS->UseManualTime()->Iterations(20)
+#define DCTCHOP_DEVICE_B16 Arg(2)->Arg(4)->Arg(8)->ArgName("chop")->UseManualTime()->Iterations(20)
 #define DCTCHOP_HOST DCTCHOP_CHOPS->UseRealTime()->Iterations(5)
 BENCHMARK(BM_device_encode_u8_256x256x3)->DCTCHOP_DEVICE;
 BENCHMARK(BM_device_decode_u8_256x256x3)->DCTCHOP_DEVICE;
@@ -242,6 +254,10 @@ BENCHMARK(BM_device_decode_f32_512x512)->DCTCHOP_DEVICE;
 BENCHMARK(BM_device_encode_blocks_f32_512x512)->DCTCHOP_DEVICE;
 BENCHMARK(BM_device_decode_blocks_f32_512x512)->DCTCHOP_DEVICE;
 BENCHMARK(BM_device_decode_gemm_f32_512x512)->DCTCHOP_DEVICE;
+BENCHMARK(BM_device_encode_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
+BENCHMARK(BM_device_decode_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
+BENCHMARK(BM_device_encode_blocks_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
+BENCHMARK(BM_device_decode_blocks_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_encode_u8_256x256x3)->DCTCHOP_HOST;
