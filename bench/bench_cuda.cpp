@@ -85,8 +85,10 @@ const std::vector<std::byte>& input_of(const workload& w) {
   return v;
 }
 
-/** The direct kernels in either thread layout (cuda::kernel_layout), and the GEMM decode. */
-enum class op { encode, decode, encode_blocks, decode_blocks, decode_gemm };
+/** The direct kernels in either thread layout (cuda::kernel_layout), and the GEMM decode;
+ *  copy and memset are the ceilings that the memory gives (cudaMemcpyAsync of the input to
+ *  another device buffer, reading and writing it; cudaMemsetAsync of it, writing only). */
+enum class op { encode, decode, encode_blocks, decode_blocks, decode_gemm, copy, memset };
 
 /** Device memory, freed on every path (a benchmark that fails goes on to the next). */
 struct device_buffer {
@@ -112,6 +114,7 @@ void device_run(benchmark::State& state, const workload& w, op what) {
   const u64 raw = in.size(), coeffs = w.g.samples * coeff_bytes_per_sample(w.p, w.g);
   try {
     device_buffer d_raw(raw), d_c(coeffs), d_flag(sizeof(unsigned long long));
+    device_buffer d_copy(what == op::copy ? raw : 1);
     check(cudaMemcpy(d_raw.p, in.data(), raw, cudaMemcpyHostToDevice), "upload");
     cuda::encode_device(w.p, w.g, w.type, w.g.samples, d_raw.p, d_c.p);
     std::unique_ptr<cuda::gemm_decoder> gemm;
@@ -135,6 +138,10 @@ void device_run(benchmark::State& state, const workload& w, op what) {
                                   static_cast<unsigned long long*>(d_flag.p), nullptr, kl);
       } else if (what == op::decode || what == op::decode_blocks) {
         cuda::decode_device_async(w.p, w.g, w.type, w.g.samples, d_c.p, d_raw.p, nullptr, kl);
+      } else if (what == op::copy) {
+        check(cudaMemcpyAsync(d_copy.p, d_raw.p, raw, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+      } else if (what == op::memset) {
+        check(cudaMemsetAsync(d_raw.p, 0x5a, raw), "cudaMemsetAsync");
       } else {
         gemm->decode_async(w.p, w.g, w.type, w.g.samples, d_c.p, d_raw.p, nullptr);
       }
@@ -162,10 +169,12 @@ void device_run(benchmark::State& state, const workload& w, op what) {
     return;
   }
   const double runs = static_cast<double>(state.iterations()) * k_launches;
+  // Bytes the work reads plus writes: the data and its coefficients; a copy, the data twice.
+  const u64 moved = what == op::copy ? 2 * raw : what == op::memset ? raw : raw + coeffs;
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(raw) * runs / 1e9, benchmark::Counter::kIsRate);
   state.counters["bw_frac"] = benchmark::Counter(
-      static_cast<double>(raw + coeffs) * runs / peak_bytes_per_s, benchmark::Counter::kIsRate);
+      static_cast<double>(moved) * runs / peak_bytes_per_s, benchmark::Counter::kIsRate);
 }
 
 /** Host memory to device and back through the backend: from pageable buffers (staged through
@@ -231,6 +240,8 @@ void BM_device_encode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, imag
 void BM_device_decode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode); }
 void BM_device_encode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::encode_blocks); }
 void BM_device_decode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode_blocks); }
+void BM_device_copy_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::copy); }
+void BM_device_memset_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::memset); }
 void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, false); }
 void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), false, false); }
 void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, true); }
@@ -258,6 +269,8 @@ BENCHMARK(BM_device_encode_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_device_decode_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_device_encode_blocks_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_device_decode_blocks_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
+BENCHMARK(BM_device_copy_u8_256x256x3)->UseManualTime()->Iterations(20);
+BENCHMARK(BM_device_memset_u8_256x256x3)->UseManualTime()->Iterations(20);
 BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_encode_u8_256x256x3)->DCTCHOP_HOST;

@@ -225,7 +225,7 @@ else
 fi
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
-# Fixed iteration counts (bench/bench_cuda.cpp): 54 benchmarks in about a minute. At most
+# Fixed iteration counts (bench/bench_cuda.cpp): 56 benchmarks in about a minute. At most
 # 150 s, and 120 s of the deadline kept for the end-to-end run after it.
 bench_left=$(( $(limit 150) < DEADLINE - SECONDS - 120 ? $(limit 150) : DEADLINE - SECONDS - 120 ))
 timeout -k 5 "$((bench_left < 30 ? 30 : bench_left))" "${BENCH[@]}" --benchmark_counters_tabular=true \

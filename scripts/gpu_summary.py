@@ -8,7 +8,9 @@ Prints one row per device benchmark (GB/s of uncompressed data and the fraction 
 memory bandwidth or more, encode at 25% or more. Then, for each operation and workload, the
 faster kernel layout (lines or blocks) over the chops, which should be the default of
 dctchop::cuda::kernel_layout, and what pinned host buffers gain over pageable ones through
-the backend (the CLI's pipelines give it pinned ones). Standard library only: it runs on the
+the backend (the CLI's pipelines give it pinned ones), and the ceilings that the memory gives
+(a device-to-device copy and a memset of the same data: what a kernel's fraction of the peak
+is to be read against). Standard library only: it runs on the
 GPU machine's python3. Exits 1 when the report has no rows, any benchmark failed (Google
 Benchmark itself exits 0 after a benchmark's SkipWithError) or a figure is implausible (above
 95% of the peak: a timing error), saying why on stderr when there are no rows or the file
@@ -27,6 +29,17 @@ import sys
 TARGET = {"encode": 0.25, "decode": 0.50}
 PLAUSIBLE = 0.95  # no kernel streams at the memory's peak: a fraction above is a timing error
 NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
+CEILING = re.compile(r"BM_device_(copy|memset)_([^/]+)/")
+
+
+def ceilings(report):
+    """What the memory gives: a device-to-device copy (reads and writes the data) and a memset
+    (writes it), as (what, workload, GB/s of data, fraction of the peak moved, error)."""
+    for b in report.get("benchmarks", []):
+        m = CEILING.match(b.get("name", ""))
+        if m and b.get("run_type", "iteration") == "iteration":
+            yield (m.group(1), m.group(2), b.get("GB/s"), b.get("bw_frac"),
+                   b.get("error_message") if b.get("error_occurred") else None)
 
 
 def rows(report):
@@ -131,7 +144,17 @@ def main(path, baseline=None):
             if len(mean) == 2:
                 print(f"host {op} {workload}: pageable {mean['pageable']:.1f} GB/s, pinned "
                       f"{mean['pinned']:.1f} GB/s ({mean['pinned'] / mean['pageable']:.2f}x)")
-    errors = sum(1 for r in all_rows if r["error"])
+    # The ceilings: a kernel's fraction of the peak is to be read against what a copy gets.
+    tops = list(ceilings(report))
+    if tops:
+        print()
+        print("ceilings (cudaMemcpyAsync device to device: reads and writes; cudaMemsetAsync: writes):")
+    for what, workload, gbs, frac, err in tops:
+        if err:
+            print(f"device {what} {workload}: error: {err}")
+        elif gbs is not None and frac is not None:
+            print(f"device {what} {workload}: {gbs:.1f} GB/s of data, {frac:.1%} of the peak moved")
+    errors = sum(1 for r in all_rows if r["error"]) + sum(1 for t in tops if t[4])
     if errors:
         print(f"\n{errors} benchmark(s) FAILED (see 'error:' above)")
     if implausible:
