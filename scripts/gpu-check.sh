@@ -236,15 +236,18 @@ timeout -k 5 "$((bench_left < 30 ? 30 : bench_left))" "${BENCH[@]}" --benchmark_
 # exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.
 # Each figure beside the newest recorded run's (scripts/results/gpu-*/, named by date): what
 # the changes since did.
-# (The date ends each folder's name; OUTDIR itself, were it there, is not its own baseline.)
+# (The newest by the start time that its gpu.txt records, 2026-12-04T13:40Z; OUTDIR itself,
+# were it there, is not its own baseline.)
 BASELINE=()
-last_run="" last_date=""
-for f in scripts/results/gpu-*-20[0-9][0-9]-[0-1][0-9]-[0-3][0-9]/gpu-bench.json; do
+last_run="" last_when=""
+for f in scripts/results/gpu-*/gpu-bench.json; do
   [ -f "$f" ] || continue
   d=$(dirname "$f")
   [ "$(cd "$d" && pwd -P)" != "$(cd "$OUT" && pwd -P)" ] || continue
-  if [ -z "$last_date" ] || [[ "${d: -10}" > "$last_date" ]]; then
-    last_run=$f last_date=${d: -10}
+  when=$(grep -m1 -E '^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}Z$' "$d/gpu.txt" 2>/dev/null || true)
+  [ -n "$when" ] || continue
+  if [ -z "$last_when" ] || [[ "$when" > "$last_when" ]]; then
+    last_run=$f last_when=$when
   fi
 done
 [ -z "$last_run" ] || BASELINE=(--baseline "$last_run")
