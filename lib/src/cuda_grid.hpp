@@ -298,16 +298,27 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
     if (bi >= g.bh) break;
     const std::uint64_t top = bi * static_cast<std::uint64_t>(b);
     const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
-    DCTCHOP_UNROLL
-    for (int r = 0; r < bmax; ++r) {
-      if (r >= rows) break;
-      Real acc = 0;
+    // A whole block row (all but the bottom one) stores without a bound check a row, and
+    // through a pointer stepped a row at a time, not a 64-bit product a value.
+    const auto store = [&](auto whole) {
+      Out* p = dst + static_cast<std::int64_t>(top) * g.stride_row;
       DCTCHOP_UNROLL
-      for (int u = 0; u < bmax; ++u) {
-        if (u >= k) break;
-        acc += t[u * b + r] * y[i][u];  // the same address in every thread: a broadcast
+      for (int r = 0; r < bmax; ++r) {
+        if (r >= (decltype(whole)::value ? b : rows)) break;
+        Real acc = 0;
+        DCTCHOP_UNROLL
+        for (int u = 0; u < bmax; ++u) {
+          if (u >= k) break;
+          acc += t[u * b + r] * y[i][u];  // the same address in every thread: a broadcast
+        }
+        *p = convert_out<Out>(acc, offset);
+        p += g.stride_row;
       }
-      dst[static_cast<std::int64_t>(top + r) * g.stride_row] = convert_out<Out>(acc, offset);
+    };
+    if (rows == b) {
+      store(std::true_type{});
+    } else {
+      store(std::false_type{});
     }
   }
 }
