@@ -89,20 +89,22 @@ long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const ge
 /** A CUDA decode kernel on the host (launch_decode). */
 template <typename Out, typename Real, int BT = 0>
 void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometry& g,
-                    const std::vector<std::byte>& coeffs, Out* out) {
+                    const std::byte* coeffs, Out* out) {
   const auto tab = detail::make_table<Real>(p.block);
   const auto bg = detail::batch_of(p, g, g.samples);
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
   const auto columns = detail::decode_line_grid<BT, Out, Real>(bg);
   if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
-    for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
-      detail::decode_line_thread<BT>(row, pos, tab.t, p.block, p.chop, coeffs.data(), code, out,
-                                     bg, offset);
+    detail::with_decode_chop<BT>(p.chop, coeffs, [&](auto kt) {
+      for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
+        detail::decode_line_thread<BT, decltype(kt)::value>(row, pos, tab.t, p.block, p.chop,
+                                                            coeffs, code, out, bg, offset);
+      });
     });
   } else {
     for_each_thread(detail::block_threads(bg), [&](u64 i) {
-      detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs.data(), code, out, bg, offset);
+      detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs, code, out, bg, offset);
     });
   }
 }
@@ -145,15 +147,30 @@ void expect_same_as_cpu(dtype dt, layout lay, u64 n, u64 h, u64 w, u64 c, int b,
         detail::with_block(b, [&](auto bt) {
           constexpr int BT = decltype(bt)::value;
           bad = encode_on_host<T, Real, BT>(kl, p, g, in.data(), got);
-          decode_on_host<T, Real, BT>(kl, p, g, want, dec.data());
+          decode_on_host<T, Real, BT>(kl, p, g, want.data(), dec.data());
         });
       } else {
         bad = encode_on_host<T, Real>(kl, p, g, in.data(), got);
-        decode_on_host<T, Real>(kl, p, g, want, dec.data());
+        decode_on_host<T, Real>(kl, p, g, want.data(), dec.data());
       }
       ASSERT_EQ(bad, -1) << how;
       EXPECT_TRUE(got == want) << how << ": encode";
       EXPECT_EQ(std::memcmp(dec_cpu.data(), dec.data(), in.size() * sizeof(T)), 0) << how << ": decode";
+      if (compile_time) {
+        // The same coefficients at an address that is no multiple of 16 (a caller's device
+        // pointer into a batch): at B = 8 the line decode then takes the chop at run time
+        // (with_decode_chop), with the same result.
+        std::vector<std::byte> shifted(want.size() + 16);
+        std::byte* mis = shifted.data() + size_of(ct);
+        ASSERT_NE(reinterpret_cast<std::uintptr_t>(mis) % 16, 0u);
+        std::memcpy(mis, want.data(), want.size());
+        std::fill(dec.begin(), dec.end(), T{});
+        detail::with_block(b, [&](auto bt) {
+          decode_on_host<T, Real, decltype(bt)::value>(kl, p, g, mis, dec.data());
+        });
+        EXPECT_EQ(std::memcmp(dec_cpu.data(), dec.data(), in.size() * sizeof(T)), 0)
+            << how << ": decode from a coefficient address that is no multiple of 16";
+      }
     }
   }
 }
@@ -197,6 +214,82 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
       }
     }
   }
+}
+
+TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopAtCompileTime) {
+  // At B = 8 the line decode is compiled for each chop (with_decode_chop): every one of them,
+  // in every coefficient type, on the dtypes computed in float and in double.
+  unsigned seed = 500;
+  for (int k = 1; k <= 8; ++k) {
+    for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 27, 21, 3, 8, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 19, 30, 1, 8, k, ct, -100, 100,
+                                       seed++);
+      expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, 17, 9, 2, 8, k, ct,
+                                               32768 - 400, 32768 + 400, seed++);
+      expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, 10, 11, 1, 8, k, ct, -1e3,
+                                         1e3, seed++);
+    }
+  }
+}
+
+TEST(BlockFunctions, WideCoefficientLoadsReadWhatElementLoadsRead) {
+  // load_run<N> (16-, 8- or 4-byte loads where N elements fill whole words) against get, for
+  // every type and run length up to 8, on every bit pattern of a random array (NaN excepted:
+  // bf16 and f16 NaNs compare unequal as floats, so they are compared as bits).
+  std::mt19937 rng(77);
+  alignas(16) std::uint32_t words[64];
+  for (auto& w : words) w = static_cast<std::uint32_t>(rng());
+  const auto* array = reinterpret_cast<const std::byte*>(words);
+  const auto same = [](float a, float b) { return detail::float_bits(a) == detail::float_bits(b); };
+  const auto check = [&](auto tag, auto n) {
+    using C = decltype(tag);
+    constexpr int N = decltype(n)::value;
+    for (u64 run = 0; (run + 1) * N * C::size <= sizeof words; ++run) {
+      float got[N];
+      detail::load_run<N, C>(array, run * N, got);
+      for (int v = 0; v < N; ++v) {
+        const float want = C::template get<float>(array, run * N + v);
+        EXPECT_TRUE(same(got[v], want) || (got[v] != got[v] && want != want))
+            << "size " << C::size << " N=" << N << " run " << run << " element " << v;
+      }
+    }
+  };
+  const auto each_n = [&](auto tag) {
+    check(tag, std::integral_constant<int, 1>{});
+    check(tag, std::integral_constant<int, 2>{});
+    check(tag, std::integral_constant<int, 3>{});
+    check(tag, std::integral_constant<int, 4>{});
+    check(tag, std::integral_constant<int, 5>{});
+    check(tag, std::integral_constant<int, 6>{});
+    check(tag, std::integral_constant<int, 7>{});
+    check(tag, std::integral_constant<int, 8>{});
+  };
+  each_n(detail::f16_coeffs{});
+  each_n(detail::bf16_coeffs{});
+  each_n(detail::i16_coeffs{});
+  each_n(detail::f32_coeffs{});
+}
+
+TEST(CudaGridOnHost, TheDecodeTakesTheChopAtCompileTimeAtBlockEightWhereItsLoadsAreAligned) {
+  alignas(16) std::byte buf[32];
+  const auto chop_of = [](int b, int k, const void* c) {
+    int got = -1;
+    detail::with_block(b, [&](auto bt) {
+      detail::with_decode_chop<decltype(bt)::value>(k, c, [&](auto kt) { got = decltype(kt)::value; });
+    });
+    return got;
+  };
+  for (int k = 1; k <= 8; ++k) {
+    EXPECT_EQ(chop_of(8, k, buf), k);
+    EXPECT_EQ(chop_of(8, k, buf + 16), k);
+    EXPECT_EQ(chop_of(8, k, buf + 2), 0) << "an address that is no multiple of 16";
+    EXPECT_EQ(chop_of(8, k, buf + 8), 0);
+  }
+  EXPECT_EQ(chop_of(4, 2, buf), 0);
+  EXPECT_EQ(chop_of(16, 4, buf), 0);
+  EXPECT_EQ(chop_of(32, 8, buf), 0);
 }
 
 TEST(BlockFunctions, ForwardBlockMatchesADirectDctAndInverseUndoesIt) {

@@ -277,11 +277,11 @@ __global__ void encode_rows_kernel(dct_table<Real> tab, int b, int k, const In* 
   if (bad != all_fit) atomicMin(first_bad, static_cast<unsigned long long>(sample_base + bad));
 }
 
-template <int BT, typename Out, typename Real>
+template <int BT, int KT, typename Out, typename Real>
 __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                                       coeff_code code, Out* out, batch_geometry g, Real offset) {
   const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
-  decode_line_thread<BT>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out, g, offset);
+  decode_line_thread<BT, KT>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Coefficients of any storage type to f32, for the GEMMs. */
@@ -343,8 +343,10 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const line_grid lg = decode_line_grid<BT, Out, Real>(g);
       if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
         const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
-        decode_columns_kernel<BT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
-            tab, p.block, p.chop, src, code, dst, g, offset);
+        with_decode_chop<BT>(p.chop, src, [&](auto kt) {
+          decode_columns_kernel<BT, decltype(kt)::value, Out, Real>
+              <<<grid, threads_per_cta, 0, s>>>(tab, p.block, p.chop, src, code, dst, g, offset);
+        });
       } else {
         decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, code, dst, g, offset);

@@ -239,33 +239,65 @@ DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const 
   return at;
 }
 
+/** Coefficients `first` to first + N - 1 of a coefficient array of tag C (block.hpp), as
+ *  Real (exact), the values get reads. Where their bytes split into 32-bit words (N * size a
+ *  multiple of 4), in loads of 16, 8 or 4 bytes: at chop 4, one 8-byte load of f16 where four
+ *  2-byte loads took four instructions. The caller guarantees the alignment that takes:
+ *  `first` a multiple of N, and the array's address a multiple of 16 (decode_chop). */
+template <int N, typename C, typename Real>
+DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst) {
+  constexpr int bytes = N * C::size;
+  constexpr int chunk = bytes % 16 == 0 ? 16 : (bytes % 8 == 0 ? 8 : (bytes % 4 == 0 ? 4 : 0));
+  if constexpr (chunk == 0) {
+    DCTCHOP_UNROLL
+    for (int v = 0; v < N; ++v) dst[v] = C::template get<Real>(array, first + v);
+  } else {
+    struct alignas(chunk) words {
+      std::uint32_t w[chunk / 4];
+    };
+    const auto* src = reinterpret_cast<const words*>(array + first * C::size);
+    DCTCHOP_UNROLL
+    for (int c = 0; c < bytes / chunk; ++c) {
+      const words ws = src[c];
+      DCTCHOP_UNROLL
+      for (int q = 0; q < chunk / 4; ++q) {
+        C::template unpack<Real>(ws.w[q], dst + (c * chunk + q * 4) / C::size);
+      }
+    }
+  }
+}
+
 /** Decode one column of R block rows, from block row at.bi down (those past the last
  *  skipped): for each, the column's K vertical sums of the kept coefficients times T
  *  (inverse_block's first stage, for this column only), then its B (or fewer, at the bottom
  *  edge) values. Every block row's sums come before any store, so that the loads of all R are
  *  in flight at once. The column of T it needs is read once into registers: the table lies
  *  in the constant bank, which serves a warp at once only where all its threads read one
- *  address. The loops run to the compile-time block size and stop at k, so that they unroll
- *  and y stays in registers. */
-template <int BT, int R = 1, typename Out, typename Real>
+ *  address. The loops run to the compile-time block size (BT) and chop (KT; 0: known at run
+ *  time only) and stop at k, so that they unroll and y stays in registers; where the chop is
+ *  known at compile time no test of k remains, and a row of K coefficients comes in
+ *  load_run's wide loads. */
+template <int BT, int KT, int R, typename Out, typename Real>
 DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
                               const std::byte* coeffs, coeff_code code, Out* out,
                               const batch_geometry& g, Real offset) {
   constexpr int bmax = BT > 0 ? BT : 32;
+  constexpr int kmax = KT > 0 ? KT : bmax;
   if constexpr (BT > 0) b = BT;
+  if constexpr (KT > 0) k = KT;
   const std::uint64_t j = at.x / static_cast<std::uint64_t>(b);
   const int cb = static_cast<int>(at.x % static_cast<std::uint64_t>(b));
   const std::byte* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
   const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
   // Neither array is zeroed: only the elements written are read (v, u < k; block rows
   // before bh), and zeroing them took about 6% of the instructions the u8 decode ran.
-  Real tc[bmax];  // T[v][cb]
+  Real tc[kmax];  // T[v][cb]
   DCTCHOP_UNROLL
-  for (int v = 0; v < bmax; ++v) {
+  for (int v = 0; v < kmax; ++v) {
     if (v >= k) break;
     tc[v] = t[v * b + cb];
   }
-  Real y[R][bmax];  // y[i][u] = sum_v C[u][v] T[v][cb] of block row at.bi + i
+  Real y[R][kmax];  // y[i][u] = sum_v C[u][v] T[v][cb] of block row at.bi + i
   // One switch on the coefficient type around the unrolled sums, not one per load: the same
   // loads and sums, but straight-line code (a switch per load made B = 32's kernels 57,000
   // lines of PTX each and most of the CUDA backend's compile time).
@@ -276,19 +308,34 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
       const std::uint64_t bi = at.bi + static_cast<std::uint64_t>(i);
       if (bi >= g.bh) break;
       DCTCHOP_UNROLL
-      for (int u = 0; u < bmax; ++u) {
+      for (int u = 0; u < kmax; ++u) {
         if (u >= k) break;
         const std::uint64_t first = (bi * k + u) * ccols + j * k;
-        Real acc = C::template get<Real>(cplane, first) * tc[0];
+        Real c[kmax];  // C[u][v]
+        if constexpr (KT > 0) {
+          load_run<KT, C>(cplane, first, c);
+        } else {
+          DCTCHOP_UNROLL
+          for (int v = 0; v < kmax; ++v) {
+            if (v >= k) break;
+            c[v] = C::template get<Real>(cplane, first + v);
+          }
+        }
+        Real acc = c[0] * tc[0];
         DCTCHOP_UNROLL
-        for (int v = 1; v < bmax; ++v) {
+        for (int v = 1; v < kmax; ++v) {
           if (v >= k) break;
-          acc += C::template get<Real>(cplane, first + v) * tc[v];
+          acc += c[v] * tc[v];
         }
         y[i][u] = acc;
       }
     }
   });
+  // inverse_block sums a value from 0 (0 + p0 + p1 ...), this from its first product
+  // (p0 + p1 ...): one addition fewer a value. The two differ only where every product is -0
+  // (0 + -0 is +0), and x + offset then differs only where the offset is -0: so the offset
+  // is taken plus 0, which turns -0 into +0 and leaves every other value as it is.
+  const Real off = offset + Real(0);
   Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
              static_cast<std::int64_t>(at.p) * g.stride_plane +
              static_cast<std::int64_t>(at.x) * g.stride_col;
@@ -305,13 +352,13 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
       DCTCHOP_UNROLL
       for (int r = 0; r < bmax; ++r) {
         if (r >= (decltype(whole)::value ? b : rows)) break;
-        Real acc = 0;
+        Real acc = t[r] * y[i][0];  // the same address in every thread: a broadcast
         DCTCHOP_UNROLL
-        for (int u = 0; u < bmax; ++u) {
+        for (int u = 1; u < kmax; ++u) {
           if (u >= k) break;
-          acc += t[u * b + r] * y[i][u];  // the same address in every thread: a broadcast
+          acc += t[u * b + r] * y[i][u];
         }
-        *p = convert_out<Out>(acc, offset);
+        *p = convert_out<Out>(acc, off);
         p += g.stride_row;
       }
     };
@@ -401,15 +448,38 @@ DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
   return column_grid(g, rows_per_thread<BT, Out, Real>());
 }
 
+/** Calls fn with the chop that the decode line kernel is compiled for
+ *  (std::integral_constant<int, KT>): the chop itself at block size 8 (the published method's
+ *  block, at every chop: 8 kernels a dtype) where the coefficients' address is a multiple of
+ *  16, as load_run needs; otherwise 0, the kernel that takes the chop at run time. */
+template <int BT, typename Fn>
+void with_decode_chop(int k, const void* coeffs, Fn&& fn) {
+  if constexpr (BT == 8) {
+    if (reinterpret_cast<std::uintptr_t>(coeffs) % 16 == 0) {
+      switch (k) {
+        case 1: return fn(std::integral_constant<int, 1>{});
+        case 2: return fn(std::integral_constant<int, 2>{});
+        case 3: return fn(std::integral_constant<int, 3>{});
+        case 4: return fn(std::integral_constant<int, 4>{});
+        case 5: return fn(std::integral_constant<int, 5>{});
+        case 6: return fn(std::integral_constant<int, 6>{});
+        case 7: return fn(std::integral_constant<int, 7>{});
+        case 8: return fn(std::integral_constant<int, 8>{});
+      }
+    }
+  }
+  fn(std::integral_constant<int, 0>{});
+}
+
 /** Decode thread (row, pos) of decode_line_grid<BT, Out, Real>(g): one column of R block
- *  rows. Positions past the grid's width do nothing. */
-template <int BT, typename Out, typename Real>
+ *  rows, at chop KT (with_decode_chop; 0: k). Positions past the grid's width do nothing. */
+template <int BT, int KT, typename Out, typename Real>
 DCTCHOP_HD void decode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t, int b,
                                    int k, const std::byte* coeffs, coeff_code code, Out* out,
                                    const batch_geometry& g, Real offset) {
   constexpr int R = rows_per_thread<BT, Out, Real>();
-  if (pos >= column_grid(g, R).width) return;
-  decode_column<BT, R>(line_place_of(row, pos, g, R), t, b, k, coeffs, code, out, g, offset);
+  if (pos >= decode_line_grid<BT, Out, Real>(g).width) return;
+  decode_column<BT, KT, R>(line_place_of(row, pos, g, R), t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Threads of the GEMM decode's store grid for `n` planes: one per output value. */

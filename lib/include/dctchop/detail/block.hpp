@@ -100,26 +100,53 @@ DCTCHOP_HD bool store_coeff(Real v, coeff_code code, void* dst, std::uint64_t i)
 
 /** The stored coefficient types as tags, for code that chooses the type once around a loop
  *  (with_coeff_type) instead of at every element (load_coeff). get<Real>(p, i) is element i
- *  of array p, as Real (exact). */
+ *  of array p, as Real (exact); `size` is an element's bytes, and unpack<Real>(w, dst) writes
+ *  the 4 / size elements that the 32-bit word w holds (as read from the array, the element at
+ *  the lower address first) to dst, as get would. */
 struct f32_coeffs {
+  static constexpr int size = 4;
+  template <typename Real>
+  DCTCHOP_HD static void unpack(std::uint32_t w, Real* dst) {
+    dst[0] = static_cast<Real>(bits_float(w));
+  }
   template <typename Real>
   DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
     return static_cast<Real>(static_cast<const float*>(p)[i]);
   }
 };
 struct f16_coeffs {
+  static constexpr int size = 2;
+  template <typename Real>
+  DCTCHOP_HD static void unpack(std::uint32_t w, Real* dst) {
+    float lo, hi;
+    halves_to_float(w, lo, hi);
+    dst[0] = static_cast<Real>(lo);
+    dst[1] = static_cast<Real>(hi);
+  }
   template <typename Real>
   DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
     return static_cast<Real>(half_to_float(static_cast<const std::uint16_t*>(p)[i]));
   }
 };
 struct bf16_coeffs {
+  static constexpr int size = 2;
+  template <typename Real>
+  DCTCHOP_HD static void unpack(std::uint32_t w, Real* dst) {
+    dst[0] = static_cast<Real>(bits_float(w << 16));
+    dst[1] = static_cast<Real>(bits_float(w & 0xffff0000u));
+  }
   template <typename Real>
   DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
     return static_cast<Real>(bf16_to_float(static_cast<const std::uint16_t*>(p)[i]));
   }
 };
 struct i16_coeffs {
+  static constexpr int size = 2;
+  template <typename Real>
+  DCTCHOP_HD static void unpack(std::uint32_t w, Real* dst) {
+    dst[0] = static_cast<Real>(static_cast<std::int16_t>(w & 0xffffu));
+    dst[1] = static_cast<Real>(static_cast<std::int16_t>(w >> 16));
+  }
   template <typename Real>
   DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {
     return static_cast<Real>(static_cast<const std::int16_t*>(p)[i]);
@@ -163,7 +190,7 @@ DCTCHOP_HD Out convert_out(Real v, Real offset) {
   } else if constexpr (std::numeric_limits<Out>::is_integer) {
     constexpr Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
     constexpr Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
-    return static_cast<Out>(round_clamp(v + offset, lo, hi));
+    return round_clamp_to<Out>(v + offset, lo, hi);
   } else {
     return static_cast<Out>(v + offset);
   }

@@ -59,7 +59,7 @@ DCTCHOP_HD float half_to_float(std::uint16_t h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
-#endif
+#else
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t o = (static_cast<std::uint32_t>(h & 0x7fffu) << 13) +
                           (static_cast<std::uint32_t>(127 - 15) << 23);
@@ -69,6 +69,21 @@ DCTCHOP_HD float half_to_float(std::uint16_t h) {
   const std::uint32_t o_sub = float_bits(bits_float(o + (1u << 23)) - bits_float(113u << 23));
   const std::uint32_t r = exp == 0x7c00u ? o_inf : (exp == 0 ? o_sub : o);
   return bits_float(r | sign);
+#endif
+}
+
+/** The two binary16 values of a 32-bit word, the low half first (the one at the lower address
+ *  of a little-endian array), as floats (exact). On the device, a register holding both halves
+ *  converts each with one instruction, as CUDA's own __low2float and __high2float do. */
+DCTCHOP_HD void halves_to_float(std::uint32_t w, float& lo, float& hi) {
+#if defined(__CUDA_ARCH__)
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(w));
+#else
+  lo = half_to_float(static_cast<std::uint16_t>(w & 0xffffu));
+  hi = half_to_float(static_cast<std::uint16_t>(w >> 16));
+#endif
 }
 
 /** True when a binary16 bit pattern is inf or NaN. */
@@ -127,6 +142,34 @@ DCTCHOP_HD Real round_clamp(Real v, Real lo, Real hi) {
   r = r > hi ? hi : r;
   r = (r + magic) - magic;
   return r == r ? r : lo;
+#endif
+}
+
+/** round_clamp(v, lo, hi) as an integer type Out whose range is [lo, hi]. On the device the
+ *  clamped value converts with the hardware's round-to-nearest-even conversion, one
+ *  instruction where the 1.5 * 2^mantissa addition and the truncating conversion take three:
+ *  the same integer, since the clamped value lies within Out's range. */
+template <typename Out, typename Real>
+DCTCHOP_HD Out round_clamp_to(Real v, Real lo, Real hi) {
+#if defined(__CUDA_ARCH__)
+  static_assert(sizeof(Out) <= 4, "the device conversions give 32-bit integers");
+  if constexpr (sizeof(Real) == 4) {
+    const float r = fminf(fmaxf(v, lo), hi);  // fmaxf gives lo for a NaN, as round_clamp
+    if constexpr (std::numeric_limits<Out>::is_signed) {
+      return static_cast<Out>(__float2int_rn(r));
+    } else {
+      return static_cast<Out>(__float2uint_rn(r));
+    }
+  } else {
+    const double r = fmin(fmax(v, lo), hi);
+    if constexpr (std::numeric_limits<Out>::is_signed) {
+      return static_cast<Out>(__double2int_rn(r));
+    } else {
+      return static_cast<Out>(__double2uint_rn(r));
+    }
+  }
+#else
+  return static_cast<Out>(round_clamp(v, lo, hi));
 #endif
 }
 
