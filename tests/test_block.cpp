@@ -94,19 +94,20 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto bg = detail::batch_of(p, g, g.samples);
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
-  const auto columns = detail::decode_line_grid<BT, Out, Real>(bg);
-  if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
-    detail::with_decode_chop<BT>(p.chop, coeffs, [&](auto kt) {
+  detail::with_decode_chop<BT>(p.chop, coeffs, [&](auto kt) {
+    constexpr int KT = decltype(kt)::value;
+    const auto columns = detail::decode_line_grid<BT, KT, Out, Real>(bg);
+    if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
       for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
-        detail::decode_line_thread<BT, decltype(kt)::value>(row, pos, tab.t, p.block, p.chop,
-                                                            coeffs, code, out, bg, offset);
+        detail::decode_line_thread<BT, KT>(row, pos, tab.t, p.block, p.chop, coeffs, code, out,
+                                           bg, offset);
       });
-    });
-  } else {
-    for_each_thread(detail::block_threads(bg), [&](u64 i) {
-      detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs, code, out, bg, offset);
-    });
-  }
+    } else {
+      for_each_thread(detail::block_threads(bg), [&](u64 i) {
+        detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs, code, out, bg, offset);
+      });
+    }
+  });
 }
 
 /** One setting: random data of type T through the CPU backend and through the block
@@ -218,12 +219,20 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
 
 TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopAtCompileTime) {
   // At B = 8 the line decode is compiled for each chop (with_decode_chop): every one of them,
-  // in every coefficient type, on the dtypes computed in float and in double.
+  // in every coefficient type, on the dtypes computed in float and in double. Rows of a
+  // multiple of 4 bytes (u8: 20 x 3 and 28; u16: 18) store whole words of elements; others
+  // (63 bytes, and 9 u16) store elements one by one.
   unsigned seed = 500;
   for (int k = 1; k <= 8; ++k) {
     for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
       expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 27, 21, 3, 8, k, ct, 0,
                                               256, seed++);
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 19, 20, 3, 8, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nchw, 1, 17, 28, 2, 8, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nhw, 2, 9, 18, 1, 8, k, ct,
+                                               32768 - 400, 32768 + 400, seed++);
       expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 19, 30, 1, 8, k, ct, -100, 100,
                                        seed++);
       expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, 17, 9, 2, 8, k, ct,
@@ -418,31 +427,50 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   const auto rgb = detail::batch_of(p, {layout::nhwc, 1024, 3, 256, 256}, 1024);
   EXPECT_EQ(detail::column_grid(rgb).rows, 1024u * 32u);
   EXPECT_EQ(detail::column_grid(rgb).width, 768u);
-  // A decode thread takes R block rows: 4 for u8 at B = 8 (32 bytes), 2 for f32, 1 for f64,
-  // for i32 at B = 16 and at B = 32 (their sums would pass 128 bytes of registers), 1 where
-  // B is known at run time only.
-  EXPECT_EQ((detail::rows_per_thread<8, std::uint8_t, float>()), 4);
-  EXPECT_EQ((detail::rows_per_thread<4, std::uint8_t, float>()), 8);
-  EXPECT_EQ((detail::rows_per_thread<8, std::uint16_t, float>()), 4);
-  EXPECT_EQ((detail::rows_per_thread<8, float, float>()), 2);
-  EXPECT_EQ((detail::rows_per_thread<8, double, double>()), 1);
-  EXPECT_EQ((detail::rows_per_thread<8, std::int32_t, double>()), 2);
-  EXPECT_EQ((detail::rows_per_thread<16, std::int32_t, double>()), 1);
-  EXPECT_EQ((detail::rows_per_thread<32, std::uint8_t, float>()), 1);
-  EXPECT_EQ((detail::rows_per_thread<0, std::uint8_t, float>()), 1);
-  EXPECT_EQ((detail::decode_line_grid<8, std::uint8_t, float>(rgb).rows), 1024u * 8u);
+  // A decode thread takes S elements of a memory row (a 32-bit word of them: 4 u8, 2 u16, 1
+  // f32) of R block rows: at most 64 bytes, and the R x S x K sums within 128 bytes of
+  // registers (K = B where the chop is known at run time only): at B = 8, two block rows of
+  // u8 at chop 4 or less, one at chop 8; 2 for u16 and f32, 1 for f64 and for i32 at B = 16
+  // and at B = 32; 1 where B is known at run time only.
+  EXPECT_EQ((detail::elements_per_thread<8, 4, std::uint8_t>()), 4);
+  EXPECT_EQ((detail::elements_per_thread<8, 0, std::uint8_t>()), 4);
+  EXPECT_EQ((detail::elements_per_thread<4, 0, std::uint8_t>()), 4);
+  EXPECT_EQ((detail::elements_per_thread<16, 0, std::uint8_t>()), 1);  // chops past 8
+  EXPECT_EQ((detail::elements_per_thread<0, 0, std::uint8_t>()), 1);
+  EXPECT_EQ((detail::elements_per_thread<8, 2, std::int16_t>()), 2);
+  EXPECT_EQ((detail::elements_per_thread<8, 0, detail::half_value>()), 2);
+  EXPECT_EQ((detail::elements_per_thread<8, 1, float>()), 1);
+  EXPECT_EQ((detail::elements_per_thread<8, 1, double>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<8, 4, std::uint8_t, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, 1, std::uint8_t, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, 8, std::uint8_t, float>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<8, 0, std::uint8_t, float>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<4, 0, std::uint8_t, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, 4, std::uint16_t, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, 0, float, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, 0, double, double>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<8, 0, std::int32_t, double>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<16, 0, std::int32_t, double>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<32, 0, std::uint8_t, float>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<0, 0, std::uint8_t, float>()), 1);
+  EXPECT_EQ((detail::decode_line_grid<8, 4, std::uint8_t, float>(rgb).rows), 1024u * 16u);
+  EXPECT_EQ((detail::decode_line_grid<8, 4, std::uint8_t, float>(rgb).width), 768u / 4u);
   EXPECT_EQ(detail::column_grid(rgb, 4).rows, 1024u * 8u);
   EXPECT_EQ(detail::column_grid(rgb, 3).rows, 1024u * 11u);  // the last of a sample's partial
-  EXPECT_EQ(detail::line_place_of(1024u * 11u - 1, 767, rgb, 3).bi, 30u);
-  EXPECT_EQ(detail::line_place_of(1024u * 11u - 1, 767, rgb, 3).n, 1023u);
+  EXPECT_EQ(detail::column_grid(rgb, 1, 3).width, 256u);
+  EXPECT_EQ(detail::column_grid(rgb, 1, 5).width, 154u);  // the last position's partial
+  EXPECT_EQ(detail::line_place_of(1024u * 32u - 1, 767, rgb).bi, 31u);
+  EXPECT_EQ(detail::line_place_of(1024u * 32u - 1, 767, rgb).n, 1023u);
+  EXPECT_EQ(detail::line_place_of(1024u * 32u - 1, 767, rgb).p, 2u);
+  EXPECT_EQ(detail::line_place_of(1024u * 32u - 1, 767, rgb).x, 255u);
   EXPECT_EQ(detail::row_grid(rgb, 4).width, 32u * 3u * 4u);
   EXPECT_TRUE(detail::fits(detail::column_grid(rgb)));
   // Planar: a grid row per block row of each plane.
   const auto planar = detail::batch_of(p, {layout::nchw, 2, 3, 20, 30}, 2);
   EXPECT_EQ(detail::column_grid(planar).rows, 2u * 3u * 3u);
   EXPECT_EQ(detail::column_grid(planar).width, 30u);
-  // 9 million values in a row need more than 65535 CTAs along y for the decode (one thread
-  // per column), not for the encode (K threads per 8 columns); 20 million, for both. The
+  // 9 million values in a row need more than 65535 CTAs along y for a decode of one thread
+  // per column (f32), not for the encode (K threads per 8 columns); 20 million, for both. The
   // launches take the block kernels for grids that do not fit.
   const auto wide = detail::batch_of(p, {layout::hw, 1, 1, 8, 9000000}, 1);
   EXPECT_FALSE(detail::fits(detail::column_grid(wide)));

@@ -340,17 +340,18 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<Out*>(d_out);
       const auto offset = static_cast<Real>(p.offset);
-      const line_grid lg = decode_line_grid<BT, Out, Real>(g);
-      if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
-        const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
-        with_decode_chop<BT>(p.chop, src, [&](auto kt) {
-          decode_columns_kernel<BT, decltype(kt)::value, Out, Real>
-              <<<grid, threads_per_cta, 0, s>>>(tab, p.block, p.chop, src, code, dst, g, offset);
-        });
-      } else {
-        decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-            tab, p.block, p.chop, src, code, dst, g, offset);
-      }
+      with_decode_chop<BT>(p.chop, src, [&](auto kt) {
+        constexpr int KT = decltype(kt)::value;
+        const line_grid lg = decode_line_grid<BT, KT, Out, Real>(g);
+        if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
+          const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
+          decode_columns_kernel<BT, KT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
+              tab, p.block, p.chop, src, code, dst, g, offset);
+        } else {
+          decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+              tab, p.block, p.chop, src, code, dst, g, offset);
+        }
+      });
     });
   });
   DCTCHOP_CUDA_CHECK(cudaGetLastError());

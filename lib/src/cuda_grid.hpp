@@ -133,10 +133,11 @@ DCTCHOP_HD void decode_thread(std::uint64_t i, const Real* t, int b, int k, cons
                               at.bi, at.bj, offset);
 }
 
-// ---- the line kernels: a thread per column of R block rows (decode; rows_per_thread) or per
-// kept row of a block (encode). Neighbouring threads touch neighbouring values, so a warp's stores (decode)
-// and loads (encode) are contiguous, and each thread holds one line, not a whole block. The
-// sums are the per-block functions' own, term for term, so the results are identical.
+// ---- the line kernels: a thread per S neighbouring columns of R block rows (decode;
+// elements_per_thread, rows_per_thread) or per kept row of a block (encode). Neighbouring
+// threads touch neighbouring values, so a warp's stores (decode) and loads (encode) are
+// contiguous, and each thread holds lines, not whole blocks. The sums are the per-block
+// functions' own, term for term, so the results are identical.
 
 /** Whether a batch's planes are interleaved (NHWC with more than one plane): its threads then
  *  take the planes of a column one after another, as memory holds them. */
@@ -180,20 +181,35 @@ inline bool uses_lines(cuda::kernel_layout kl, const line_grid& lg) {
   return kl == cuda::kernel_layout::lines && fits(lg);
 }
 
+/** Elements of a memory row that a decode thread takes, side by side, at block size BT and
+ *  chop KT (0: known at run time only): as many as fill a 32-bit word (u8 and i8: 4; u16,
+ *  i16 and f16: 2; 1 for wider types), which it stores in one instruction where they are
+ *  aligned. The u8 decode stored a byte a value, a quarter of its instructions at chop 1 with
+ *  the address steps. 1 where the chop may pass 8 (B = 16 and 32 with the chop at run time):
+ *  S times the sums of up to 32 x 32 terms in registers, unrolled, spilled and took the
+ *  compiler over a quarter of an hour. */
+template <int BT, int KT, typename Out>
+constexpr int elements_per_thread() {
+  constexpr int kmax = KT > 0 ? KT : (BT > 0 ? BT : 32);
+  return sizeof(Out) < 4 && kmax <= 8 ? 4 / static_cast<int>(sizeof(Out)) : 1;
+}
+
 /** Block rows that a decode thread takes, one under another, so that their loads are in
  *  flight at once: a thread of one block row had too few bytes to move for the time a load
  *  takes (an H200 decoded u8, 8 bytes a thread, at 13% of its bandwidth, and f32, 32 bytes,
- *  at 57%). At most 8 / sizeof(Out) (at B = 8: 32 bytes of u8 a thread, 64 of u16 and f32,
- *  one block row of 8-byte values), and the R x B sums within 128 bytes of registers (32
- *  floats; 16 doubles, which i32, u32 and f64 sum in). 1 where the block size is known at
- *  run time only. */
-template <int BT, typename Out, typename Real>
+ *  at 57%). At most 64 bytes of output a thread (at B = 8: two block rows of 4 u8 or 2 u16
+ *  or 1 f32 element, one of 8-byte values), and the R x S x K sums within 128 bytes of
+ *  registers (32 floats; 16 doubles, which i32, u32 and f64 sum in; K is B where the chop is
+ *  known at run time only). 1 where the block size is known at run time only. */
+template <int BT, int KT, typename Out, typename Real>
 constexpr int rows_per_thread() {
   if constexpr (BT <= 0) {
     return 1;
   } else {
-    constexpr int by_size = sizeof(Out) >= 8 ? 1 : 8 / static_cast<int>(sizeof(Out));
-    constexpr int by_registers = 128 / (BT * static_cast<int>(sizeof(Real)));
+    constexpr int s = elements_per_thread<BT, KT, Out>();
+    constexpr int kmax = KT > 0 ? KT : BT;
+    constexpr int by_size = 64 / (BT * s * static_cast<int>(sizeof(Out)));
+    constexpr int by_registers = 128 / (kmax * s * static_cast<int>(sizeof(Real)));
     return std::max(1, std::min(by_size, by_registers));
   }
 }
@@ -203,11 +219,18 @@ DCTCHOP_HD std::uint64_t row_groups(const batch_geometry& g, std::uint64_t r) {
   return (g.bh + r - 1) / r;
 }
 
-/** Decode: one position per column (per column and plane where interleaved) of `r` block
- *  rows. */
-DCTCHOP_HD line_grid column_grid(const batch_geometry& g, std::uint64_t r = 1) {
-  if (interleaved(g)) return {g.samples * row_groups(g, r), g.w * g.planes};
-  return {g.samples * g.planes * row_groups(g, r), g.w};
+/** Elements of a memory row of the decode grid: a plane's columns, or a sample's columns
+ *  times its planes where they are interleaved. */
+DCTCHOP_HD std::uint64_t row_elements(const batch_geometry& g) {
+  return interleaved(g) ? g.w * g.planes : g.w;
+}
+
+/** Decode: one position per `s` elements of a memory row (row_elements), of `r` block rows. */
+DCTCHOP_HD line_grid column_grid(const batch_geometry& g, std::uint64_t r = 1,
+                                 std::uint64_t s = 1) {
+  const std::uint64_t width = (row_elements(g) + s - 1) / s;
+  if (interleaved(g)) return {g.samples * row_groups(g, r), width};
+  return {g.samples * g.planes * row_groups(g, r), width};
 }
 
 /** Encode: one position per kept row of each block along the block row. */
@@ -217,21 +240,19 @@ DCTCHOP_HD line_grid row_grid(const batch_geometry& g, int k) {
   return {g.samples * g.planes * g.bh, g.bw * kk};
 }
 
-/** Grid row `row`, position `pos` of a column grid of `r` block rows a row (or of a row grid
- *  divided by k, r = 1): bi is the first block row. Where planes are interleaved,
- *  pos = x * planes + p, so that a warp covers memory in order. */
-DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const batch_geometry& g,
-                                    std::uint64_t r = 1) {
+/** Grid row `row` (block row bi of a plane, or of a sample's interleaved planes), position
+ *  `pos` (of a row grid divided by k): where planes are interleaved, pos = x * planes + p, so
+ *  that a warp covers memory in order. */
+DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const batch_geometry& g) {
   line_place at{};
-  const std::uint64_t groups = row_groups(g, r);
-  at.bi = row % groups * r;
-  if (interleaved(g)) {  // row = n * groups + bi / r
+  at.bi = row % g.bh;
+  if (interleaved(g)) {  // row = n * bh + bi
     const auto planes = static_cast<std::uint32_t>(g.planes);
-    at.n = row / groups;
+    at.n = row / g.bh;
     at.p = pos % planes;
     at.x = pos / planes;
-  } else {  // row = (n * planes + p) * groups + bi / r
-    const std::uint64_t plane = row / groups;
+  } else {  // row = (n * planes + p) * bh + bi
+    const std::uint64_t plane = row / g.bh;
     at.p = plane % g.planes;
     at.n = plane / g.planes;
     at.x = pos;
@@ -267,68 +288,135 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
   }
 }
 
-/** Decode one column of R block rows, from block row at.bi down (those past the last
- *  skipped): for each, the column's K vertical sums of the kept coefficients times T
- *  (inverse_block's first stage, for this column only), then its B (or fewer, at the bottom
- *  edge) values. Every block row's sums come before any store, so that the loads of all R are
- *  in flight at once. The column of T it needs is read once into registers: the table lies
- *  in the constant bank, which serves a warp at once only where all its threads read one
+/** Decode S neighbouring elements of a memory row (position pos of grid row `row` of
+ *  column_grid(g, R, S)) in R block rows, from the grid row's first down (those past the
+ *  last skipped). Element e of the row is column e of the grid row's plane, or, where planes
+ *  are interleaved, plane e % planes of column e / planes. For each block row and element, the
+ *  element's column's K vertical sums of the kept coefficients times T (inverse_block's first
+ *  stage, for this column only), then its B (or fewer, at the bottom edge) values, the S
+ *  elements of a row stored in one 32-bit word where they lie side by side at an aligned
+ *  address (else one by one; an element past the row's end is computed from the last column
+ *  and not stored). Every block row's sums come before any store, so that the loads of all R
+ *  are in flight at once. The columns of T it needs are read once into registers: the table
+ *  lies in the constant bank, which serves a warp at once only where all its threads read one
  *  address. The loops run to the compile-time block size (BT) and chop (KT; 0: known at run
- *  time only) and stop at k, so that they unroll and y stays in registers; where the chop is
- *  known at compile time no test of k remains, and a row of K coefficients comes in
+ *  time only) and stop at k, so that they unroll and the sums stay in registers; where the
+ *  chop is known at compile time no test of k remains, and a row of K coefficients comes in
  *  load_run's wide loads. */
-template <int BT, int KT, int R, typename Out, typename Real>
-DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
-                              const std::byte* coeffs, coeff_code code, Out* out,
-                              const batch_geometry& g, Real offset) {
+template <int BT, int KT, int R, int S, typename Out, typename Real>
+DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real* t, int b, int k,
+                                const std::byte* coeffs, coeff_code code, Out* out,
+                                const batch_geometry& g, Real offset) {
   constexpr int bmax = BT > 0 ? BT : 32;
   constexpr int kmax = KT > 0 ? KT : bmax;
   if constexpr (BT > 0) b = BT;
   if constexpr (KT > 0) k = KT;
-  const std::uint64_t j = at.x / static_cast<std::uint64_t>(b);
-  const int cb = static_cast<int>(at.x % static_cast<std::uint64_t>(b));
-  const std::byte* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
+  // The grid row: sample n, its first block row bi0, and its plane p0 unless interleaved.
+  const bool inter = interleaved(g);
+  const std::uint64_t groups = row_groups(g, R);
+  const std::uint64_t bi0 = row % groups * R;
+  std::uint64_t n = row / groups, p0 = 0;
+  if (!inter) {
+    p0 = n % g.planes;
+    n /= g.planes;
+  }
+  // The elements: column x[s] of plane pl[s], at[s] elements from the row's start. 32-bit
+  // arithmetic: a row's elements number fewer than 2^32 (fits).
+  const auto width = static_cast<std::uint32_t>(row_elements(g));
+  const auto planes = static_cast<std::uint32_t>(inter ? g.planes : 1);
+  const std::uint32_t e0 = pos * static_cast<std::uint32_t>(S);
+  std::uint32_t x[S], pl[S];
+  std::int64_t at[S];
+  x[0] = e0 / planes;
+  pl[0] = e0 % planes;
+  DCTCHOP_UNROLL
+  for (int s = 1; s < S; ++s) {
+    const bool next = pl[s - 1] + 1 == planes;
+    pl[s] = next ? 0 : pl[s - 1] + 1;
+    x[s] = next ? x[s - 1] + 1 : x[s - 1];
+  }
+  DCTCHOP_UNROLL
+  for (int s = 0; s < S; ++s) {
+    x[s] = x[s] < g.w ? x[s] : static_cast<std::uint32_t>(g.w - 1);  // past the end: not stored
+    at[s] = static_cast<std::int64_t>(x[s]) * g.stride_col +
+            (inter ? static_cast<std::int64_t>(pl[s]) * g.stride_plane : 0);
+  }
+  const std::byte* cplane = coeffs + (n * g.planes + p0) * g.plane_coeff_bytes;
   const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
+  Real tc[S][kmax];  // T[v][x[s] % b]
+  DCTCHOP_UNROLL
+  for (int s = 0; s < S; ++s) {
+    const auto cb = static_cast<int>(x[s] % static_cast<std::uint32_t>(b));
+    DCTCHOP_UNROLL
+    for (int v = 0; v < kmax; ++v) {
+      if (v >= k) break;
+      tc[s][v] = t[v * b + cb];
+    }
+  }
   // Neither array is zeroed: only the elements written are read (v, u < k; block rows
   // before bh), and zeroing them took about 6% of the instructions the u8 decode ran.
-  Real tc[kmax];  // T[v][cb]
-  DCTCHOP_UNROLL
-  for (int v = 0; v < kmax; ++v) {
-    if (v >= k) break;
-    tc[v] = t[v * b + cb];
-  }
-  Real y[R][kmax];  // y[i][u] = sum_v C[u][v] T[v][cb] of block row at.bi + i
+  Real y[R][S][kmax];  // y[i][s][u] = sum_v C[u][v] T[v][x[s] % b] of block row bi0 + i
   // One switch on the coefficient type around the unrolled sums, not one per load: the same
   // loads and sums, but straight-line code (a switch per load made B = 32's kernels 57,000
   // lines of PTX each and most of the CUDA backend's compile time).
   with_coeff_type(code, [&](auto type) {
     using C = decltype(type);
-    DCTCHOP_UNROLL
-    for (int i = 0; i < R; ++i) {
-      const std::uint64_t bi = at.bi + static_cast<std::uint64_t>(i);
-      if (bi >= g.bh) break;
+    // Row u of a block's kept coefficients, from the plane at `cp`, block column j.
+    const auto coeff_row = [&](const std::byte* cp, std::uint64_t bi, int u, std::uint64_t j,
+                               Real* c) {
+      const std::uint64_t first = (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+      if constexpr (KT > 0) {
+        load_run<KT, C>(cp, first, c);
+      } else {
+        DCTCHOP_UNROLL
+        for (int v = 0; v < kmax; ++v) {
+          if (v >= k) break;
+          c[v] = C::template get<Real>(cp, first + v);
+        }
+      }
+    };
+    const auto sum = [&](const Real* c, const Real* tcs) {
+      Real acc = c[0] * tcs[0];
       DCTCHOP_UNROLL
-      for (int u = 0; u < kmax; ++u) {
-        if (u >= k) break;
-        const std::uint64_t first = (bi * k + u) * ccols + j * k;
-        Real c[kmax];  // C[u][v]
-        if constexpr (KT > 0) {
-          load_run<KT, C>(cplane, first, c);
-        } else {
-          DCTCHOP_UNROLL
-          for (int v = 0; v < kmax; ++v) {
-            if (v >= k) break;
-            c[v] = C::template get<Real>(cplane, first + v);
+      for (int v = 1; v < kmax; ++v) {
+        if (v >= k) break;
+        acc += c[v] * tcs[v];
+      }
+      return acc;
+    };
+    // Not interleaved, the S elements are columns of one block (S divides B, and e0 is a
+    // multiple of S), so they share its coefficients: loaded once. Interleaved, each
+    // element loads its own plane's.
+    const auto sums = [&](auto shared) {
+      DCTCHOP_UNROLL
+      for (int i = 0; i < R; ++i) {
+        const std::uint64_t bi = bi0 + static_cast<std::uint64_t>(i);
+        if (bi >= g.bh) break;
+        DCTCHOP_UNROLL
+        for (int u = 0; u < kmax; ++u) {
+          if (u >= k) break;
+          Real c[kmax];  // C[u][v]
+          if constexpr (decltype(shared)::value) {
+            coeff_row(cplane, bi, u, x[0] / static_cast<std::uint32_t>(b), c);
+            DCTCHOP_UNROLL
+            for (int s = 0; s < S; ++s) y[i][s][u] = sum(c, tc[s]);
+          } else {
+            DCTCHOP_UNROLL
+            for (int s = 0; s < S; ++s) {
+              coeff_row(cplane + pl[s] * g.plane_coeff_bytes, bi, u,
+                        x[s] / static_cast<std::uint32_t>(b), c);
+              y[i][s][u] = sum(c, tc[s]);
+            }
           }
         }
-        Real acc = c[0] * tc[0];
-        DCTCHOP_UNROLL
-        for (int v = 1; v < kmax; ++v) {
-          if (v >= k) break;
-          acc += c[v] * tc[v];
-        }
-        y[i][u] = acc;
       }
+    };
+    if constexpr (S == 1) {
+      sums(std::false_type{});
+    } else if (inter) {
+      sums(std::false_type{});
+    } else {
+      sums(std::true_type{});
     }
   });
   // inverse_block sums a value from 0 (0 + p0 + p1 ...), this from its first product
@@ -336,29 +424,48 @@ DCTCHOP_HD void decode_column(const line_place& at, const Real* t, int b, int k,
   // (0 + -0 is +0), and x + offset then differs only where the offset is -0: so the offset
   // is taken plus 0, which turns -0 into +0 and leaves every other value as it is.
   const Real off = offset + Real(0);
-  Out* dst = out + static_cast<std::int64_t>(at.n) * g.stride_sample +
-             static_cast<std::int64_t>(at.p) * g.stride_plane +
-             static_cast<std::int64_t>(at.x) * g.stride_col;
+  Out* base = out + static_cast<std::int64_t>(n) * g.stride_sample +
+              static_cast<std::int64_t>(p0) * g.stride_plane + at[0];
+  // One store a row where the S elements lie side by side (all within the row) at an address
+  // that is, in every row, a multiple of the word.
+  struct alignas(S * sizeof(Out)) word {
+    Out v[S];
+  };
+  const bool whole_words =
+      S > 1 && e0 + S <= width && at[S - 1] - at[0] == S - 1 && g.stride_row % S == 0 &&
+      reinterpret_cast<std::uintptr_t>(base) % sizeof(word) == 0;
   DCTCHOP_UNROLL
   for (int i = 0; i < R; ++i) {
-    const std::uint64_t bi = at.bi + static_cast<std::uint64_t>(i);
+    const std::uint64_t bi = bi0 + static_cast<std::uint64_t>(i);
     if (bi >= g.bh) break;
     const std::uint64_t top = bi * static_cast<std::uint64_t>(b);
     const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
     // A whole block row (all but the bottom one) stores without a bound check a row, and
     // through a pointer stepped a row at a time, not a 64-bit product a value.
     const auto store = [&](auto whole) {
-      Out* p = dst + static_cast<std::int64_t>(top) * g.stride_row;
+      Out* p = base + static_cast<std::int64_t>(top) * g.stride_row;
       DCTCHOP_UNROLL
       for (int r = 0; r < bmax; ++r) {
         if (r >= (decltype(whole)::value ? b : rows)) break;
-        Real acc = t[r] * y[i][0];  // the same address in every thread: a broadcast
+        word w;
         DCTCHOP_UNROLL
-        for (int u = 1; u < kmax; ++u) {
-          if (u >= k) break;
-          acc += t[u * b + r] * y[i][u];
+        for (int s = 0; s < S; ++s) {
+          Real acc = t[r] * y[i][s][0];  // the same address in every thread: a broadcast
+          DCTCHOP_UNROLL
+          for (int u = 1; u < kmax; ++u) {
+            if (u >= k) break;
+            acc += t[u * b + r] * y[i][s][u];
+          }
+          w.v[s] = convert_out<Out>(acc, off);
         }
-        *p = convert_out<Out>(acc, off);
+        if (whole_words) {
+          *reinterpret_cast<word*>(p) = w;
+        } else {
+          DCTCHOP_UNROLL
+          for (int s = 0; s < S; ++s) {
+            if (e0 + static_cast<std::uint32_t>(s) < width) p[at[s] - at[0]] = w.v[s];
+          }
+        }
         p += g.stride_row;
       }
     };
@@ -381,7 +488,7 @@ DCTCHOP_HD line_place row_place(std::uint64_t row, std::uint32_t pos, const batc
 
 /** Encode kept row u of one block: row u of T X (forward_block's first stage, the block's
  *  rows read in turn, the last row and column replicated into the padding), then its K
- *  coefficients. Row u of T is read once into registers (see decode_column). False when a
+ *  coefficients. Row u of T is read once into registers (see decode_elements). False when a
  *  coefficient does not fit `code`. */
 template <int BT, typename In, typename Real>
 DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, const In* in,
@@ -440,12 +547,14 @@ DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos
   return encode_row<BT>(at, t, b, k, in, g, offset, code, coeffs) ? all_fit : at.n;
 }
 
-/** The grid of the decode line kernel for block size BT (0: known at run time only), output
- *  type Out and sums in Real: column_grid(g, R), R = rows_per_thread<BT, Out, Real>(). The
- *  launch and the host tests take it from here. */
-template <int BT, typename Out, typename Real>
+/** The grid of the decode line kernel for block size BT (0: known at run time only), chop
+ *  KT (likewise), output type Out and sums in Real: column_grid(g, R, S) with R =
+ *  rows_per_thread<BT, KT, Out, Real>() and S = elements_per_thread<BT, KT, Out>(). The launch and the
+ *  host tests take it from here. */
+template <int BT, int KT, typename Out, typename Real>
 DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
-  return column_grid(g, rows_per_thread<BT, Out, Real>());
+  return column_grid(g, rows_per_thread<BT, KT, Out, Real>(),
+                     elements_per_thread<BT, KT, Out>());
 }
 
 /** Calls fn with the chop that the decode line kernel is compiled for
@@ -471,15 +580,17 @@ void with_decode_chop(int k, const void* coeffs, Fn&& fn) {
   fn(std::integral_constant<int, 0>{});
 }
 
-/** Decode thread (row, pos) of decode_line_grid<BT, Out, Real>(g): one column of R block
- *  rows, at chop KT (with_decode_chop; 0: k). Positions past the grid's width do nothing. */
+/** Decode thread (row, pos) of decode_line_grid<BT, KT, Out, Real>(g): S elements of R
+ *  block rows (decode_elements), at chop KT (with_decode_chop; 0: k). Positions past the
+ *  grid's width do nothing. */
 template <int BT, int KT, typename Out, typename Real>
 DCTCHOP_HD void decode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t, int b,
                                    int k, const std::byte* coeffs, coeff_code code, Out* out,
                                    const batch_geometry& g, Real offset) {
-  constexpr int R = rows_per_thread<BT, Out, Real>();
-  if (pos >= decode_line_grid<BT, Out, Real>(g).width) return;
-  decode_column<BT, KT, R>(line_place_of(row, pos, g, R), t, b, k, coeffs, code, out, g, offset);
+  constexpr int R = rows_per_thread<BT, KT, Out, Real>();
+  constexpr int S = elements_per_thread<BT, KT, Out>();
+  if (pos >= decode_line_grid<BT, KT, Out, Real>(g).width) return;
+  decode_elements<BT, KT, R, S>(row, pos, t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Threads of the GEMM decode's store grid for `n` planes: one per output value. */
