@@ -10,6 +10,8 @@
 #                                    as gpu-bundle.tar.xz, for a GPU machine that has CUDA but
 #                                    not dctchop's Debian packages; OUTDIR runs then unpack and
 #                                    use it instead of building.
+#   scripts/gpu-check.sh --profile OUTDIR   instead of the checks, what bounds the kernels:
+#                                    Nsight Compute on a few benchmarks (scripts/gpu-profile.sh).
 # Sized to finish in under 8 minutes on an H200 machine (16 cores): every step ends by a
 # deadline 450 s after the start. Exits 1 if any check failed (or the bundle is stale), after
 # running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
@@ -29,6 +31,10 @@ Usage: scripts/gpu-check.sh OUTDIR     build with CUDA (or unpack gpu-bundle.tar
        scripts/gpu-check.sh --bundle   build for sm_90 (CUDA_ARCH=NN for another) and pack
                                        gpu-bundle.tar.xz in the repository, for a GPU machine
                                        without dctchop's Debian packages
+       scripts/gpu-check.sh --profile OUTDIR
+                                       the same build or bundle, then Nsight Compute (ncu) on
+                                       one launch of each of five benchmarks' kernels instead
+                                       of the checks: OUTDIR/profile.txt, about 30 s
        scripts/gpu-check.sh -h|--help  this text
 Environment: DCTCHOP_GPU_CHECK_IMAGES=N images of 256x256x3 in the end-to-end file (default
 22000; fewer for a dry run), DCTCHOP_GPU_CHECK_SECONDS=S the script's deadline (default 450),
@@ -38,9 +44,15 @@ EOF
 }
 # Everything is checked before anything is built: a mistyped call must not cost a build.
 bad() { echo "gpu-check.sh: $1" >&2; usage >&2; exit 2; }
+PROFILE=0
+if [ "${1:-}" = --profile ]; then
+  PROFILE=1
+  shift
+  [ $# -ge 1 ] || bad "--profile needs OUTDIR"
+fi
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
-  --bundle) ;;
+  --bundle) [ "$PROFILE" = 0 ] || bad "--profile takes OUTDIR, not --bundle" ;;
   "") if [ $# -eq 0 ]; then bad "OUTDIR or --bundle is required"; else bad "OUTDIR is empty"; fi ;;
   -*) bad "unknown option '$1'" ;;
 esac
@@ -181,6 +193,40 @@ else
   TESTS=(ctest --test-dir "$BUILD" -L gpu --output-on-failure)
   BENCH=("$BUILD/bench/dctchop_gpu_bench")
   DCT=("$BUILD/apps/dctchop")
+fi
+
+if [ "$PROFILE" = 1 ]; then
+  # What bounds the kernels: each benchmark in its own ncu process, which profiles the 4th
+  # launch of its kernel (after the benchmark's 3 untimed runs) and lets the others run; at
+  # most 60 s each. The benchmarks' figures say how fast; this says why: the share of the
+  # memory's and the SMs' peak each kernel reaches, its stall reasons, occupancy and registers.
+  REPORT="$OUT/profile.txt"
+  NCU=$(command -v ncu 2>/dev/null ||
+    ls -d /usr/local/cuda/bin/ncu /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
+      /usr/local/cuda*/nsight-compute*/ncu 2>/dev/null | head -1 || true)
+  { date -u +%Y-%m-%dT%H:%MZ
+    grep -E "bundle built|STALE" "$OUT/gpu.txt" 2>/dev/null || true
+    nvidia-smi -L 2>&1 | head -2 || true
+    echo "ncu: ${NCU:-not found}"
+    [ -z "$NCU" ] || "$NCU" --version 2>&1 | tail -1; } | tee -a "$REPORT"
+  [ -n "$NCU" ] || { echo "nothing to profile with: no ncu here" | tee -a "$REPORT"; exit 1; }
+  # benchmark (a regular expression of one) and the kernels it times
+  for run in \
+    "BM_device_decode_u8_256x256x3/chop:1/ decode_columns_kernel" \
+    "BM_device_decode_u8_256x256x3/chop:4/ decode_columns_kernel" \
+    "BM_device_decode_f32_512x512/chop:1/ decode_columns_kernel" \
+    "BM_device_encode_u8_256x256x3/chop:4/ encode_rows_kernel" \
+    "BM_device_encode_blocks_u8_256x256x3/chop:4/ encode_kernel"; do
+    set -- $run
+    echo "== $1 ($2)" | tee -a "$REPORT"
+    timeout -k 5 "$(limit 60)" "$NCU" --kernel-name "regex:^$2" --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+      "${BENCH[@]}" --benchmark_filter="$1" >>"$REPORT" 2>&1 ||
+      { echo "ncu exit $? for $1" | tee -a "$REPORT"; FAILED=1; }
+  done
+  grep -E "^== |Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Stall|Issue Slots Busy|L1/TEX Hit|ERR" "$REPORT" | head -80
+  exit "$FAILED"
 fi
 
 {
