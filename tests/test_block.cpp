@@ -233,6 +233,13 @@ TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopA
                                               256, seed++);
       expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nhw, 2, 9, 18, 1, 8, k, ct,
                                                32768 - 400, 32768 + 400, seed++);
+      // words across interleaved planes of 2 and 4, for 1- and 2-byte types
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 1, 11, 14, 2, 8, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<std::int8_t, float>(dtype::i8, layout::nhwc, 1, 9, 10, 4, 8, k, ct, -128,
+                                             128, seed++);
+      expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhwc, 1, 10, 6, 2, 8, k, ct,
+                                              -300, 300, seed++);
       expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 19, 30, 1, 8, k, ct, -100, 100,
                                        seed++);
       expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, 17, 9, 2, 8, k, ct,
@@ -240,6 +247,74 @@ TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopA
       expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, 10, 11, 1, 8, k, ct, -1e3,
                                          1e3, seed++);
     }
+  }
+}
+
+TEST(BlockFunctions, AtBlockFourEveryChopStoresWordsOfElementsAsTheCpuBackendDoes) {
+  // B = 4 takes 4 u8 (2 i16) a thread too: rows of 24 and 12 bytes store whole words, 15 not.
+  unsigned seed = 900;
+  for (int k = 1; k <= 4; ++k) {
+    for (coeff_type ct : {coeff_type::f16, coeff_type::i16}) {
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 2, 10, 8, 3, 4, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nchw, 1, 7, 12, 2, 4, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhw, 1, 6, 15, 1, 4, k, ct, 0,
+                                              256, seed++);
+      expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhw, 1, 9, 6, 1, 4, k, ct, -300,
+                                              300, seed++);
+    }
+  }
+}
+
+TEST(CudaGridOnHost, TheLineDecodeStoresOneByOneWhereTheOutputIsNotWordAligned) {
+  // An output address that is no multiple of 4 (a caller's pointer into a batch): the same
+  // bytes as the CPU backend, stored element by element.
+  codec_params p;  // B = 8, K = 4, f16
+  for (int k : {1, 4}) {
+    p.chop = k;
+    const geometry g = test::shape_of(layout::nhwc, 2, 19, 20, 3);
+    const auto in = random_values<std::uint8_t>(g.samples * g.values_per_sample(), 31, 0, 256);
+    auto cpu = make_backend(backend_kind::cpu, {1});
+    std::vector<std::byte> c(g.samples * coeff_bytes_per_sample(p, g));
+    cpu->encode(p, make_view(g, dtype::u8, static_cast<const void*>(in.data()), g.samples), c);
+    std::vector<std::uint8_t> want(in.size());
+    cpu->decode(p, c, make_view(g, dtype::u8, static_cast<void*>(want.data()), g.samples));
+    std::vector<std::uint8_t> shifted(in.size() + 4, 0);
+    std::uint8_t* out = shifted.data() + 1;
+    ASSERT_NE(reinterpret_cast<std::uintptr_t>(out) % 4, 0u);
+    decode_on_host<std::uint8_t, float, 8>(cuda::kernel_layout::lines, p, g, c.data(), out);
+    EXPECT_EQ(std::memcmp(out, want.data(), want.size()), 0) << "K=" << k;
+    EXPECT_EQ(shifted[0], 0) << "nothing before the output";
+    EXPECT_EQ(shifted[want.size() + 1], 0) << "nothing after it";
+  }
+}
+
+TEST(CudaGridOnHost, TheLineDecodeGivesTheCpusZeroWhereEveryProductIsMinusZeroAndTheOffsetToo) {
+  // The line decode sums a value from its first product, inverse_block from 0: they differ
+  // for a sum of -0 products (-0 against +0), and after the offset only where that is -0,
+  // which the line decode takes plus 0. Coefficients of -0 at chop 1 (T's first row is
+  // positive, so every product is -0), an offset of -0, f32 out: +0 from both, bit for bit.
+  for (coeff_type ct : {coeff_type::f32, coeff_type::f16}) {
+    codec_params p;
+    p.chop = 1;
+    p.coeff = ct;
+    p.offset = -0.0;
+    const geometry g = test::shape_of(layout::nhw, 1, 16, 16, 1);
+    std::vector<std::byte> c(coeff_bytes_per_sample(p, g));
+    if (ct == coeff_type::f32) {
+      const float minus_zero = -0.0f;
+      for (std::size_t i = 0; i < c.size(); i += 4) std::memcpy(&c[i], &minus_zero, 4);
+    } else {
+      const std::uint16_t minus_zero = 0x8000;
+      for (std::size_t i = 0; i < c.size(); i += 2) std::memcpy(&c[i], &minus_zero, 2);
+    }
+    auto cpu = make_backend(backend_kind::cpu, {1});
+    std::vector<float> want(256, 1.0f), got(256, 1.0f);
+    cpu->decode(p, c, make_view(g, dtype::f32, static_cast<void*>(want.data()), 1));
+    ASSERT_EQ(detail::float_bits(want[0]), 0u) << "the CPU backend gives +0";
+    decode_on_host<float, float, 8>(cuda::kernel_layout::lines, p, g, c.data(), got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
   }
 }
 

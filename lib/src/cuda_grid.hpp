@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -276,10 +277,16 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
     struct alignas(chunk) words {
       std::uint32_t w[chunk / 4];
     };
-    const auto* src = reinterpret_cast<const words*>(array + first * C::size);
+    const std::byte* src = array + first * C::size;
     DCTCHOP_UNROLL
     for (int c = 0; c < bytes / chunk; ++c) {
-      const words ws = src[c];
+#if defined(__CUDA_ARCH__)
+      // one load of `chunk` bytes (the alignment is known from the type; memcpy's would not be)
+      const words ws = reinterpret_cast<const words*>(src)[c];
+#else
+      words ws;  // the host reads the bytes as they are (no aliasing through another type)
+      std::memcpy(&ws, src + c * chunk, sizeof ws);
+#endif
       DCTCHOP_UNROLL
       for (int q = 0; q < chunk / 4; ++q) {
         C::template unpack<Real>(ws.w[q], dst + (c * chunk + q * 4) / C::size);
@@ -459,7 +466,11 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
           w.v[s] = convert_out<Out>(acc, off);
         }
         if (whole_words) {
-          *reinterpret_cast<word*>(p) = w;
+#if defined(__CUDA_ARCH__)
+          *reinterpret_cast<word*>(p) = w;  // one aligned store
+#else
+          std::memcpy(p, &w, sizeof w);
+#endif
         } else {
           DCTCHOP_UNROLL
           for (int s = 0; s < S; ++s) {
