@@ -154,10 +154,10 @@ struct line_place {
 };
 
 /** The line kernels' two-dimensional grid. Each grid row (blockIdx.x) is one block row (R for
- *  decode) of one plane, or of all of a sample's planes where they are interleaved; its `width` positions
- *  (blockIdx.y and threadIdx.x) are the threads along it. Decomposing the grid row takes
- *  64-bit divisions, but the same ones in every thread of a CTA, which the compiler leaves to
- *  the uniform datapath; a position needs 32-bit arithmetic only. */
+ *  decode) of one plane, or of all of a sample's planes where they are interleaved; its
+ *  `width` positions (blockIdx.y and threadIdx.x) are the threads along it. Decomposing the
+ *  grid row takes 64-bit divisions, but the same ones in every thread of a CTA, which the
+ *  compiler leaves to the uniform datapath; a position needs 32-bit arithmetic only. */
 struct line_grid {
   std::uint64_t rows;
   std::uint64_t width;
@@ -410,9 +410,24 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
           } else {
             DCTCHOP_UNROLL
             for (int s = 0; s < S; ++s) {
-              coeff_row(cplane + pl[s] * g.plane_coeff_bytes, bi, u,
-                        x[s] / static_cast<std::uint32_t>(b), c);
-              y[i][s][u] = sum(c, tc[s]);
+              const std::byte* cp = cplane + pl[s] * g.plane_coeff_bytes;
+              const std::uint64_t j = x[s] / static_cast<std::uint32_t>(b);
+              if constexpr (KT > 0) {
+                coeff_row(cp, bi, u, j, c);
+                y[i][s][u] = sum(c, tc[s]);
+              } else {
+                // Each load beside its product, with one test of k, not two loops of
+                // them: at B = 32 the two loops doubled the compile time.
+                const std::uint64_t first =
+                    (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+                Real acc = C::template get<Real>(cp, first) * tc[s][0];
+                DCTCHOP_UNROLL
+                for (int v = 1; v < kmax; ++v) {
+                  if (v >= k) break;
+                  acc += C::template get<Real>(cp, first + v) * tc[s][v];
+                }
+                y[i][s][u] = acc;
+              }
             }
           }
         }
@@ -560,8 +575,8 @@ DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos
 
 /** The grid of the decode line kernel for block size BT (0: known at run time only), chop
  *  KT (likewise), output type Out and sums in Real: column_grid(g, R, S) with R =
- *  rows_per_thread<BT, KT, Out, Real>() and S = elements_per_thread<BT, KT, Out>(). The launch and the
- *  host tests take it from here. */
+ *  rows_per_thread<BT, KT, Out, Real>() and S = elements_per_thread<BT, KT, Out>(). The
+ *  launch and the host tests take it from here. */
 template <int BT, int KT, typename Out, typename Real>
 DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
   return column_grid(g, rows_per_thread<BT, KT, Out, Real>(),
