@@ -132,8 +132,8 @@ struct bf16_coeffs {
   static constexpr int size = 2;
   template <typename Real>
   DCTCHOP_HD static void unpack(std::uint32_t w, Real* dst) {
-    dst[0] = static_cast<Real>(bits_float(w << 16));
-    dst[1] = static_cast<Real>(bits_float(w & 0xffff0000u));
+    dst[0] = static_cast<Real>(bf16_to_float(static_cast<std::uint16_t>(w & 0xffffu)));
+    dst[1] = static_cast<Real>(bf16_to_float(static_cast<std::uint16_t>(w >> 16)));
   }
   template <typename Real>
   DCTCHOP_HD static Real get(const void* p, std::uint64_t i) {

@@ -136,29 +136,19 @@ inline constexpr float k_half_max = 65504.0f;
  *  expected (stored coefficients are finite); it maps to a value within [lo, hi]. */
 template <typename Real>
 DCTCHOP_HD Real round_clamp(Real v, Real lo, Real hi) {
-  const Real magic = sizeof(Real) == 4 ? Real(12582912.0) : Real(6755399441055744.0);
-#if defined(__CUDA_ARCH__)
-  // The same values in two min/max instructions where the compares and selects took five:
-  // fmax gives lo for a NaN (IEEE maxNum), as the selects below do.
-  Real r;
-  if constexpr (sizeof(Real) == 4) {
-    r = fminf(fmaxf(v, lo), hi);
-  } else {
-    r = fmin(fmax(v, lo), hi);
-  }
-  return (r + magic) - magic;
-#else
   Real r = v < lo ? lo : v;
   r = r > hi ? hi : r;
+  const Real magic = sizeof(Real) == 4 ? Real(12582912.0) : Real(6755399441055744.0);
   r = (r + magic) - magic;
   return r == r ? r : lo;
-#endif
 }
 
-/** round_clamp(v, lo, hi) as an integer type Out whose range is [lo, hi]. On the device the
- *  clamped value converts with the hardware's round-to-nearest-even conversion, one
- *  instruction where the 1.5 * 2^mantissa addition and the truncating conversion take three:
- *  the same integer, since the clamped value lies within Out's range. */
+/** round_clamp(v, lo, hi) as an integer type Out whose range is [lo, hi] (what the device
+ *  decodes with; no device code calls round_clamp itself). On the device the value is
+ *  clamped with min/max (two instructions where the compares and selects take five) and
+ *  converted with the hardware's round-to-nearest-even conversion (one instruction where the
+ *  1.5 * 2^mantissa addition and the truncating conversion take three): the same integer,
+ *  since the clamped value lies within Out's range. */
 template <typename Out, typename Real>
 DCTCHOP_HD Out round_clamp_to(Real v, Real lo, Real hi) {
 #if defined(__CUDA_ARCH__)
