@@ -94,7 +94,7 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto bg = detail::batch_of(p, g, g.samples);
   const auto offset = static_cast<Real>(p.offset);
   const auto code = static_cast<coeff_code>(p.coeff);
-  detail::with_decode_chop<BT>(p.chop, coeffs, [&](auto kt) {
+  detail::with_decode_chop<BT, Real>(p.chop, code, coeffs, [&](auto kt) {
     constexpr int KT = decltype(kt)::value;
     const auto columns = detail::decode_line_grid<BT, KT, Out, Real>(bg);
     if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
@@ -219,7 +219,8 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
 
 TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopAtCompileTime) {
   // At B = 8 the line decode is compiled for each chop (with_decode_chop): every one of them,
-  // in every coefficient type, on the dtypes computed in float and in double. Rows of a
+  // in every coefficient type that has them (f16, bf16, f32; i16 and the dtypes computed in
+  // double, f64 here, take the chop at run time, with the same result). Rows of a
   // multiple of 4 bytes (u8: 20 x 3 and 28; u16: 18) store whole words of elements; others
   // (63 bytes, and 9 u16) store elements one by one.
   unsigned seed = 500;
@@ -358,18 +359,28 @@ TEST(BlockFunctions, WideCoefficientLoadsReadWhatElementLoadsRead) {
 
 TEST(CudaGridOnHost, TheDecodeTakesTheChopAtCompileTimeAtBlockEightWhereItsLoadsAreAligned) {
   alignas(16) std::byte buf[32];
-  const auto chop_of = [](int b, int k, const void* c) {
+  const auto chop_of = [](int b, int k, const void* c, coeff_code code = coeff_code::f16,
+                          bool in_double = false) {
     int got = -1;
     detail::with_block(b, [&](auto bt) {
-      detail::with_decode_chop<decltype(bt)::value>(k, c, [&](auto kt) { got = decltype(kt)::value; });
+      const auto take = [&](auto kt) { got = decltype(kt)::value; };
+      if (in_double) {
+        detail::with_decode_chop<decltype(bt)::value, double>(k, code, c, take);
+      } else {
+        detail::with_decode_chop<decltype(bt)::value, float>(k, code, c, take);
+      }
     });
     return got;
   };
   for (int k = 1; k <= 8; ++k) {
     EXPECT_EQ(chop_of(8, k, buf), k);
     EXPECT_EQ(chop_of(8, k, buf + 16), k);
+    EXPECT_EQ(chop_of(8, k, buf, coeff_code::bf16), k);
+    EXPECT_EQ(chop_of(8, k, buf, coeff_code::f32), k);
     EXPECT_EQ(chop_of(8, k, buf + 2), 0) << "an address that is no multiple of 16";
     EXPECT_EQ(chop_of(8, k, buf + 8), 0);
+    EXPECT_EQ(chop_of(8, k, buf, coeff_code::i16), 0) << "i16 coefficients";
+    EXPECT_EQ(chop_of(8, k, buf, coeff_code::f16, true), 0) << "sums in double";
   }
   EXPECT_EQ(chop_of(4, 2, buf), 0);
   EXPECT_EQ(chop_of(16, 4, buf), 0);

@@ -194,14 +194,41 @@ class CorruptionSweep : public ::testing::Test {
     // records with payload and padding, a side array, the footer and the tail, 17 KiB in all.
     path_ = test::make_index_archive(dir_, 3, 2, true);
     bytes_ = test::read_bytes(path_);
+    padding_ = padding_of(bytes_);
     expect_ = read_random(path_);
     ASSERT_EQ(expect_, read_stream(bytes_)) << "the two readers disagree on the clean archive";
     ASSERT_EQ(expect_.samples.size(), 3u * 256);
     ASSERT_EQ(expect_.labels.size(), 3u * 4);
   }
+  /** Whether a sweep takes byte (or length) i. All of them, except under a sanitizer, where a
+   *  case costs some 5 times as much: there the inside of each run of 64 or more zero bytes
+   *  (the padding that aligns chunks and the footer, which no reader reads), 8 bytes in from
+   *  either end, is taken only at every 32nd byte. */
+  bool swept(std::size_t i) const {
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+    return !padding_[i] || i % 32 == 0;
+#else
+    (void)i;
+    return true;
+#endif
+  }
+  /** The inside of each run of 64 or more zero bytes of `b`, 8 bytes in from either end. */
+  static std::vector<bool> padding_of(const std::string& b) {
+    std::vector<bool> inside(b.size(), false);
+    for (std::size_t a = 0; a < b.size();) {
+      std::size_t e = a;
+      while (e < b.size() && b[e] == '\0') ++e;
+      if (e - a >= 64)
+        std::fill(inside.begin() + static_cast<long>(a + 8),
+                  inside.begin() + static_cast<long>(e - 8), true);
+      a = e + 1;
+    }
+    return inside;
+  }
   temp_dir dir_;
   std::string path_, bytes_;
   decoded expect_;
+  std::vector<bool> padding_;  // padding_of(bytes_)
 };
 
 /** A copy of the archive that a sweep changes in place, a byte (pwrite) or its length
@@ -235,13 +262,16 @@ TEST_F(CorruptionSweep, EveryByteFlipIsRefusedOrDecodesIdentically) {
   std::string b = bytes_;
 #if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
   // Under ASan a case costs some 5 times as much (17 s for one flip a byte; 3 minutes before
-  // the stream reader stopped zero-filling 1 MiB for each archive's tail): every byte still,
-  // one flip of all its bits.
+  // the stream reader stopped zero-filling 1 MiB for each archive's tail): one flip of all
+  // its bits a byte, and the padding sampled (swept).
   const std::vector<unsigned char> masks = {0xff};
 #else
   const std::vector<unsigned char> masks = {0x01, 0x80, 0xff};
 #endif
+  std::size_t bytes = 0;
   for (std::size_t i = 0; i < bytes_.size(); ++i) {
+    if (!swept(i)) continue;
+    ++bytes;
     for (const unsigned char mask : masks) {
       b[i] = static_cast<char>(static_cast<unsigned char>(bytes_[i]) ^ mask);
       const std::string what = "byte " + std::to_string(i) + " ^ " + std::to_string(mask);
@@ -258,9 +288,9 @@ TEST_F(CorruptionSweep, EveryByteFlipIsRefusedOrDecodesIdentically) {
   for (const tally* t : {&file_t, &stream_t}) {
     EXPECT_EQ(t->wrong, 0u) << t->problems;
     EXPECT_EQ(t->bad_error, 0u) << t->problems;
-    EXPECT_EQ(t->cases, masks.size() * bytes_.size());
+    EXPECT_EQ(t->cases, masks.size() * bytes);
     // The sweep must reach both outcomes: the checksums refuse data bytes, padding decodes.
-    EXPECT_GT(t->refused, masks.size() * bytes_.size() / 12);
+    EXPECT_GT(t->refused, masks.size() * bytes / 12);
     EXPECT_GT(t->identical, 0u);
   }
 }
@@ -269,7 +299,10 @@ TEST_F(CorruptionSweep, EveryTruncationIsRefused) {
   tally file_t, stream_t;
   const std::string cut = dir_.file("cut.dcz");
   sweep_file file(cut, bytes_);
+  std::size_t lengths = 0;
   for (std::size_t n = bytes_.size(); n-- > 0;) {  // shorter and shorter
+    if (!swept(n)) continue;
+    ++lengths;
     const std::string b = bytes_.substr(0, n);
     const std::string what = "first " + std::to_string(n) + " bytes";
     file.cut(n);
@@ -279,7 +312,7 @@ TEST_F(CorruptionSweep, EveryTruncationIsRefused) {
   report("truncations, file", file_t);
   report("truncations, stream", stream_t);
   for (const tally* t : {&file_t, &stream_t}) {
-    EXPECT_EQ(t->refused, bytes_.size()) << t->problems;
+    EXPECT_EQ(t->refused, lengths) << t->problems;
   }
 }
 

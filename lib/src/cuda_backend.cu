@@ -281,7 +281,17 @@ template <int BT, int KT, typename Out, typename Real>
 __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                                       coeff_code code, Out* out, batch_geometry g, Real offset) {
   const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
-  decode_line_thread<BT, KT>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out, g, offset);
+  if constexpr (compact_decode<BT, KT>()) {
+    // The compact kernel reads T at run-time indices, different in each thread (its column)
+    // and the same in all (its rows): from shared memory, not the constant bank, which serves
+    // a warp's different addresses one after another.
+    __shared__ Real t[32 * 32];
+    for (unsigned i = threadIdx.x; i < 32 * 32; i += blockDim.x) t[i] = tab.t[i];
+    __syncthreads();
+    decode_line_thread<BT, KT>(blockIdx.x, pos, t, b, k, coeffs, code, out, g, offset);
+  } else {
+    decode_line_thread<BT, KT>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out, g, offset);
+  }
 }
 
 /** Coefficients of any storage type to f32, for the GEMMs. */
@@ -340,7 +350,7 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto code = static_cast<coeff_code>(p.coeff);
       auto* dst = static_cast<Out*>(d_out);
       const auto offset = static_cast<Real>(p.offset);
-      with_decode_chop<BT>(p.chop, src, [&](auto kt) {
+      with_decode_chop<BT, Real>(p.chop, code, src, [&](auto kt) {
         constexpr int KT = decltype(kt)::value;
         const line_grid lg = decode_line_grid<BT, KT, Out, Real>(g);
         if (uses_lines(chosen_layout(kl, false, p.block), lg)) {

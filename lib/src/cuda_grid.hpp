@@ -25,8 +25,10 @@
 
 #if defined(__CUDACC__)
 #define DCTCHOP_UNROLL _Pragma("unroll")
+#define DCTCHOP_ROLLED _Pragma("unroll 1")
 #else
 #define DCTCHOP_UNROLL
+#define DCTCHOP_ROLLED
 #endif
 
 namespace dctchop::detail {
@@ -215,6 +217,18 @@ constexpr int rows_per_thread() {
   }
 }
 
+/** Whether the decode line kernel at block size BT and chop KT is the compact one: at B = 32
+ *  with the chop at run time (and where the block size too is known at run time only, on the
+ *  host), its loops over the chop's terms and the block's rows run rolled instead of unrolled
+ *  to 32 and T is read from memory (shared memory, on a GPU) instead of registers. Unrolled,
+ *  up to 32 x 32 terms in each of four coefficient types, the B = 32 kernels were 60% of the
+ *  CUDA backend's compile time (171 of 285 s for compute_90) for the largest block, which is
+ *  not the published method's. Its sums are the same, term for term. */
+template <int BT, int KT>
+constexpr bool compact_decode() {
+  return (BT == 32 || BT <= 0) && KT == 0;
+}
+
 /** Grid rows of a plane (or of a sample's interleaved planes): one per `r` block rows. */
 DCTCHOP_HD std::uint64_t row_groups(const batch_geometry& g, std::uint64_t r) {
   return (g.bh + r - 1) / r;
@@ -309,7 +323,8 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
  *  address. The loops run to the compile-time block size (BT) and chop (KT; 0: known at run
  *  time only) and stop at k, so that they unroll and the sums stay in registers; where the
  *  chop is known at compile time no test of k remains, and a row of K coefficients comes in
- *  load_run's wide loads. */
+ *  load_run's wide loads. The compact kernel (compact_decode: B = 32) unrolls only the loop
+ *  over the K sums, which stay in registers, and reads T from `t` as it goes. */
 template <int BT, int KT, int R, int S, typename Out, typename Real>
 DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real* t, int b, int k,
                                 const std::byte* coeffs, coeff_code code, Out* out,
@@ -350,14 +365,19 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
   }
   const std::byte* cplane = coeffs + (n * g.planes + p0) * g.plane_coeff_bytes;
   const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
-  Real tc[S][kmax];  // T[v][x[s] % b]
+  constexpr bool compact = compact_decode<BT, KT>();
+  [[maybe_unused]] Real tc[S][compact ? 1 : kmax];  // T[v][x[s] % b]; compact: read from t
+  const Real* tcol[S];                              // column x[s] % b of T: T[v] at [v * b]
   DCTCHOP_UNROLL
   for (int s = 0; s < S; ++s) {
     const auto cb = static_cast<int>(x[s] % static_cast<std::uint32_t>(b));
-    DCTCHOP_UNROLL
-    for (int v = 0; v < kmax; ++v) {
-      if (v >= k) break;
-      tc[s][v] = t[v * b + cb];
+    tcol[s] = t + cb;
+    if constexpr (!compact) {
+      DCTCHOP_UNROLL
+      for (int v = 0; v < kmax; ++v) {
+        if (v >= k) break;
+        tc[s][v] = t[v * b + cb];
+      }
     }
   }
   // Neither array is zeroed: only the elements written are read (v, u < k; block rows
@@ -366,7 +386,8 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
   // One switch on the coefficient type around the unrolled sums, not one per load: the same
   // loads and sums, but straight-line code (a switch per load made B = 32's kernels 57,000
   // lines of PTX each and most of the CUDA backend's compile time).
-  with_coeff_type(code, [&](auto type) {
+  // A kernel for one chop is never run with i16 coefficients (with_decode_chop).
+  with_coeff_type<KT == 0>(code, [&](auto type) {
     using C = decltype(type);
     // Row u of a block's kept coefficients, from the plane at `cp`, block column j.
     const auto coeff_row = [&](const std::byte* cp, std::uint64_t bi, int u, std::uint64_t j,
@@ -415,6 +436,17 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
               if constexpr (KT > 0) {
                 coeff_row(cp, bi, u, j, c);
                 y[i][s][u] = sum(c, tc[s]);
+              } else if constexpr (compact) {
+                // The same sum, a term at a time, the table's column read as it goes.
+                const std::uint64_t first =
+                    (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+                const Real* tv = tcol[s];
+                Real acc = C::template get<Real>(cp, first) * tv[0];
+                DCTCHOP_ROLLED
+                for (int v = 1; v < k; ++v) {
+                  acc += C::template get<Real>(cp, first + v) * tv[v * b];
+                }
+                y[i][s][u] = acc;
               } else {
                 // Each load beside its product, with one test of k, not two loops of
                 // them: at B = 32 the two loops doubled the compile time.
@@ -462,43 +494,55 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
     if (bi >= g.bh) break;
     const std::uint64_t top = bi * static_cast<std::uint64_t>(b);
     const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
-    // A whole block row (all but the bottom one) stores without a bound check a row, and
-    // through a pointer stepped a row at a time, not a 64-bit product a value.
-    const auto store = [&](auto whole) {
-      Out* p = base + static_cast<std::int64_t>(top) * g.stride_row;
+    // Row r of the block row's values (inverse_block's second stage), stored at p.
+    const auto row_out = [&](int r, Out* p) {
+      word w;
       DCTCHOP_UNROLL
-      for (int r = 0; r < bmax; ++r) {
-        if (r >= (decltype(whole)::value ? b : rows)) break;
-        word w;
+      for (int s = 0; s < S; ++s) {
+        Real acc = t[r] * y[i][s][0];  // the same address in every thread: a broadcast
+        DCTCHOP_UNROLL
+        for (int u = 1; u < kmax; ++u) {
+          if (u >= k) break;
+          acc += t[u * b + r] * y[i][s][u];
+        }
+        w.v[s] = convert_out<Out>(acc, off);
+      }
+      if (whole_words) {
+#if defined(__CUDA_ARCH__)
+        *reinterpret_cast<word*>(p) = w;  // one aligned store
+#else
+        std::memcpy(p, &w, sizeof w);
+#endif
+      } else {
         DCTCHOP_UNROLL
         for (int s = 0; s < S; ++s) {
-          Real acc = t[r] * y[i][s][0];  // the same address in every thread: a broadcast
-          DCTCHOP_UNROLL
-          for (int u = 1; u < kmax; ++u) {
-            if (u >= k) break;
-            acc += t[u * b + r] * y[i][s][u];
-          }
-          w.v[s] = convert_out<Out>(acc, off);
+          if (e0 + static_cast<std::uint32_t>(s) < width) p[at[s] - at[0]] = w.v[s];
         }
-        if (whole_words) {
-#if defined(__CUDA_ARCH__)
-          *reinterpret_cast<word*>(p) = w;  // one aligned store
-#else
-          std::memcpy(p, &w, sizeof w);
-#endif
-        } else {
-          DCTCHOP_UNROLL
-          for (int s = 0; s < S; ++s) {
-            if (e0 + static_cast<std::uint32_t>(s) < width) p[at[s] - at[0]] = w.v[s];
-          }
-        }
-        p += g.stride_row;
       }
     };
-    if (rows == b) {
-      store(std::true_type{});
+    Out* p = base + static_cast<std::int64_t>(top) * g.stride_row;
+    if constexpr (compact) {
+      DCTCHOP_ROLLED
+      for (int r = 0; r < rows; ++r) {
+        row_out(r, p);
+        p += g.stride_row;
+      }
     } else {
-      store(std::false_type{});
+      // A whole block row (all but the bottom one) stores without a bound check a row, and
+      // through a pointer stepped a row at a time, not a 64-bit product a value.
+      const auto store = [&](auto whole) {
+        DCTCHOP_UNROLL
+        for (int r = 0; r < bmax; ++r) {
+          if (r >= (decltype(whole)::value ? b : rows)) break;
+          row_out(r, p);
+          p += g.stride_row;
+        }
+      };
+      if (rows == b) {
+        store(std::true_type{});
+      } else {
+        store(std::false_type{});
+      }
     }
   }
 }
@@ -585,12 +629,16 @@ DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
 
 /** Calls fn with the chop that the decode line kernel is compiled for
  *  (std::integral_constant<int, KT>): the chop itself at block size 8 (the published method's
- *  block, at every chop: 8 kernels a dtype) where the coefficients' address is a multiple of
- *  16, as load_run needs; otherwise 0, the kernel that takes the chop at run time. */
-template <int BT, typename Fn>
-void with_decode_chop(int k, const void* coeffs, Fn&& fn) {
-  if constexpr (BT == 8) {
-    if (reinterpret_cast<std::uintptr_t>(coeffs) % 16 == 0) {
+ *  block, at every chop) for the outputs summed in float (u8, i8, u16, i16, f16, f32: what
+ *  images and fields hold) from f16, bf16 or f32 coefficients whose address is a multiple of
+ *  16, as load_run needs; otherwise 0, the kernel that takes the chop at run time. Each chop's
+ *  kernels cost compile time, of the CUDA backend and of the host tests that run the same
+ *  functions: at every chop for all nine outputs and four coefficient types they were a third
+ *  of CI's time, hence none for the outputs summed in double (f64, i32, u32) or from i16. */
+template <int BT, typename Real, typename Fn>
+void with_decode_chop(int k, coeff_code code, const void* coeffs, Fn&& fn) {
+  if constexpr (BT == 8 && std::is_same_v<Real, float>) {
+    if (code != coeff_code::i16 && reinterpret_cast<std::uintptr_t>(coeffs) % 16 == 0) {
       switch (k) {
         case 1: return fn(std::integral_constant<int, 1>{});
         case 2: return fn(std::integral_constant<int, 2>{});

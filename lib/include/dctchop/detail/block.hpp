@@ -153,8 +153,10 @@ struct i16_coeffs {
   }
 };
 
-/** Calls fn with the tag of coefficient type `code` (an unknown code calls nothing). */
-template <typename Fn>
+/** Calls fn with the tag of coefficient type `code` (an unknown code calls nothing, and so
+ *  does i16 where I16 is false: for code that is never reached with i16 coefficients, which
+ *  is then not compiled for them). */
+template <bool I16 = true, typename Fn>
 DCTCHOP_HD void with_coeff_type(coeff_code code, Fn&& fn) {
   switch (code) {
     case coeff_code::f32:
@@ -167,7 +169,7 @@ DCTCHOP_HD void with_coeff_type(coeff_code code, Fn&& fn) {
       fn(bf16_coeffs{});
       return;
     case coeff_code::i16:
-      fn(i16_coeffs{});
+      if constexpr (I16) fn(i16_coeffs{});
       return;
   }
 }
