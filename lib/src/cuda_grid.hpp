@@ -309,6 +309,37 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
   }
 }
 
+/** convert_out of four u8 or i8 values (v + offset, rounded to nearest even, clamped to Out's
+ *  range; a NaN gives the range's low end). On a GPU each is rounded to an int (cvt.rni, which
+ *  saturates, and gives 0 for a NaN: hence the max with the low end first for i8) and two
+ *  cvt.pack.sat instructions clamp pairs of them to bytes and pack them, the first value in
+ *  the lowest byte; the two clamps a value and three byte inserts took 11 instructions more.
+ *  The same bytes: rounding and then clamping to a range of integers gives what clamping and
+ *  then rounding gives. */
+template <typename Out, typename Real>
+DCTCHOP_HD void convert_out4(const Real* v, Real offset, Out* dst) {
+  static_assert(sizeof(Out) == 1 && std::is_same_v<Real, float>, "u8 and i8 sum in float");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 720
+  int i[4];
+  DCTCHOP_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    const float x = v[j] + offset;
+    i[j] = __float2int_rn(std::is_signed_v<Out> ? fmaxf(x, -128.0f) : x);
+  }
+  unsigned hi = 0, d = 0;
+  if constexpr (std::is_signed_v<Out>) {
+    asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(i[3]), "r"(i[2]), "r"(0));
+    asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(i[1]), "r"(i[0]), "r"(hi));
+  } else {
+    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(i[3]), "r"(i[2]), "r"(0));
+    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(i[1]), "r"(i[0]), "r"(hi));
+  }
+  std::memcpy(dst, &d, 4);
+#else
+  for (int j = 0; j < 4; ++j) dst[j] = convert_out<Out>(v[j], offset);
+#endif
+}
+
 /** Decode S neighbouring elements of a memory row (position pos of grid row `row` of
  *  column_grid(g, R, S)) in R block rows, from the grid row's first down (those past the
  *  last skipped). Element e of the row is column e of the grid row's plane, or, where planes
@@ -366,6 +397,8 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
   const std::byte* cplane = coeffs + (n * g.planes + p0) * g.plane_coeff_bytes;
   const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
   constexpr bool compact = compact_decode<BT, KT>();
+  // Compact reads T through tcol only: no shared coefficient rows (S = 1), one block row.
+  static_assert(!compact || (S == 1 && R == 1));
   [[maybe_unused]] Real tc[S][compact ? 1 : kmax];  // T[v][x[s] % b]; compact: read from t
   const Real* tcol[S];                              // column x[s] % b of T: T[v] at [v * b]
   DCTCHOP_UNROLL
@@ -496,16 +529,22 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
     const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
     // Row r of the block row's values (inverse_block's second stage), stored at p.
     const auto row_out = [&](int r, Out* p) {
-      word w;
+      Real acc[S];
       DCTCHOP_UNROLL
       for (int s = 0; s < S; ++s) {
-        Real acc = t[r] * y[i][s][0];  // the same address in every thread: a broadcast
+        acc[s] = t[r] * y[i][s][0];  // the same address in every thread: a broadcast
         DCTCHOP_UNROLL
         for (int u = 1; u < kmax; ++u) {
           if (u >= k) break;
-          acc += t[u * b + r] * y[i][s][u];
+          acc[s] += t[u * b + r] * y[i][s][u];
         }
-        w.v[s] = convert_out<Out>(acc, off);
+      }
+      word w;
+      if constexpr (S == 4 && sizeof(Out) == 1) {
+        convert_out4(acc, off, w.v);
+      } else {
+        DCTCHOP_UNROLL
+        for (int s = 0; s < S; ++s) w.v[s] = convert_out<Out>(acc[s], off);
       }
       if (whole_words) {
 #if defined(__CUDA_ARCH__)
