@@ -17,7 +17,7 @@
 # running all of them. DCTCHOP_GPU_CHECK_IMAGES=200 shrinks the end-to-end file
 # for a dry run of the script itself (on a machine without a GPU every GPU check fails).
 # Rebuild the bundle right before a device run, and name gpu-bundle.tar.xz in the device tool's
-# carry list (it is git-ignored). Packed, it is about 34 MB; the folder, about 62 MB, is too
+# carry list (it is git-ignored). Packed, it is about 26 MB; the folder, about 53 MB, is too
 # large for the tool's 64 MiB of carried files (three programs each hold the CUDA kernels).
 # Its CUDA runtime is the toolkit's here (13.0): the GPU machine's driver must support that
 # CUDA version (branch 580 or later for CUDA 13); gpu.txt says so first where it does not.
