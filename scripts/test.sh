@@ -82,7 +82,7 @@ if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   # ctest starts it once per test) and the command's (0.2 s; the CLI tests start it about a
   # thousand times); without them 0.2 and 0.14 s.
   # UBSan on the product and on the tests that instantiate its inline arithmetic, not on
-  # the other tests' own code: its checks were 40% of their compile time (tests/CMakeLists.txt).
+  # the other tests' own code, for their compile time (tests/CMakeLists.txt).
   sanitized "$ASAN" "$SAN -fno-sanitize-recover=undefined,float-cast-overflow" -no-pie \
     -DDCTCHOP_TEST_CODE_UBSAN=OFF
   cmake --build "$ASAN" -j"$JOBS"

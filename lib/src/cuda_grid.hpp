@@ -396,6 +396,10 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
   }
   const std::byte* cplane = coeffs + (n * g.planes + p0) * g.plane_coeff_bytes;
   const std::uint64_t ccols = g.bw * static_cast<std::uint64_t>(k);
+  // C[u][0] of block (bi, j) in a coefficient plane: its element index.
+  const auto first_of = [&](std::uint64_t bi, int u, std::uint64_t j) {
+    return (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+  };
   constexpr bool compact = compact_decode<BT, KT>();
   // Compact reads T through tcol only: no shared coefficient rows (S = 1), one block row.
   static_assert(!compact || (S == 1 && R == 1));
@@ -425,7 +429,7 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
     // Row u of a block's kept coefficients, from the plane at `cp`, block column j.
     const auto coeff_row = [&](const std::byte* cp, std::uint64_t bi, int u, std::uint64_t j,
                                Real* c) {
-      const std::uint64_t first = (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+      const std::uint64_t first = first_of(bi, u, j);
       if constexpr (KT > 0) {
         load_run<KT, C>(cp, first, c);
       } else {
@@ -471,8 +475,7 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
                 y[i][s][u] = sum(c, tc[s]);
               } else if constexpr (compact) {
                 // The same sum, a term at a time, the table's column read as it goes.
-                const std::uint64_t first =
-                    (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+                const std::uint64_t first = first_of(bi, u, j);
                 const Real* tv = tcol[s];
                 Real acc = C::template get<Real>(cp, first) * tv[0];
                 DCTCHOP_ROLLED
@@ -483,8 +486,7 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
               } else {
                 // Each load beside its product, with one test of k, not two loops of
                 // them: at B = 32 the two loops doubled the compile time.
-                const std::uint64_t first =
-                    (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
+                const std::uint64_t first = first_of(bi, u, j);
                 Real acc = C::template get<Real>(cp, first) * tc[s][0];
                 DCTCHOP_UNROLL
                 for (int v = 1; v < kmax; ++v) {
@@ -672,8 +674,8 @@ DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
  *  images and fields hold) from f16, bf16 or f32 coefficients whose address is a multiple of
  *  16, as load_run needs; otherwise 0, the kernel that takes the chop at run time. Each chop's
  *  kernels cost compile time, of the CUDA backend and of the host tests that run the same
- *  functions: at every chop for all nine outputs and four coefficient types they were a third
- *  of CI's time, hence none for the outputs summed in double (f64, i32, u32) or from i16. */
+ *  functions (without them the ASan build's test_block.cpp compiled in 58 s instead of 78),
+ *  hence none for the outputs summed in double (f64, i32, u32) or from i16. */
 template <int BT, typename Real, typename Fn>
 void with_decode_chop(int k, coeff_code code, const void* coeffs, Fn&& fn) {
   if constexpr (BT == 8 && std::is_same_v<Real, float>) {
