@@ -56,6 +56,14 @@ workload images_u8_b16(u64 n, int chop) {
   w.p.block = 16;
   return w;
 }
+/** And at block size 32, whose chops 4, 8, 16 keep what 1, 2, 4 keep at B = 8: the decode's
+ *  compact kernel (compact_decode in lib/src/cuda_grid.hpp: rolled loops, T in shared memory),
+ *  which was made to cut compile time and had not been measured. */
+workload images_u8_b32(u64 n, int chop) {
+  auto w = images_u8(n, chop);
+  w.p.block = 32;
+  return w;
+}
 workload fields_f32(u64 n, int chop) {
   codec_params p;
   p.chop = chop;
@@ -240,6 +248,8 @@ void BM_device_encode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, imag
 void BM_device_decode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode); }
 void BM_device_encode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::encode_blocks); }
 void BM_device_decode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode_blocks); }
+void BM_device_encode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8_b32(4096, chop(s)), op::encode); }
+void BM_device_decode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8_b32(4096, chop(s)), op::decode); }
 void BM_device_copy_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::copy); }
 void BM_device_memset_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::memset); }
 void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, false); }
@@ -254,6 +264,7 @@ void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, image
 #define DCTCHOP_CHOPS Arg(1)->Arg(2)->Arg(4)->ArgName("chop")
 #define DCTCHOP_DEVICE DCTCHOP_CHOPS->UseManualTime()->Iterations(20)
 #define DCTCHOP_DEVICE_B16 Arg(2)->Arg(4)->Arg(8)->ArgName("chop")->UseManualTime()->Iterations(20)
+#define DCTCHOP_DEVICE_B32 Arg(4)->Arg(8)->Arg(16)->ArgName("chop")->UseManualTime()->Iterations(20)
 #define DCTCHOP_HOST DCTCHOP_CHOPS->UseRealTime()->Iterations(5)
 BENCHMARK(BM_device_encode_u8_256x256x3)->DCTCHOP_DEVICE;
 BENCHMARK(BM_device_decode_u8_256x256x3)->DCTCHOP_DEVICE;
@@ -269,6 +280,8 @@ BENCHMARK(BM_device_encode_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_device_decode_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_device_encode_blocks_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
 BENCHMARK(BM_device_decode_blocks_u8_256x256x3_b16)->DCTCHOP_DEVICE_B16;
+BENCHMARK(BM_device_encode_u8_256x256x3_b32)->DCTCHOP_DEVICE_B32;
+BENCHMARK(BM_device_decode_u8_256x256x3_b32)->DCTCHOP_DEVICE_B32;
 BENCHMARK(BM_device_copy_u8_256x256x3)->UseManualTime()->Iterations(20);
 BENCHMARK(BM_device_memset_u8_256x256x3)->UseManualTime()->Iterations(20);
 BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_HOST;

@@ -416,6 +416,21 @@ TEST(BlockFunctions, ForwardBlockMatchesADirectDctAndInverseUndoesIt) {
   }
 }
 
+TEST(BlockFunctions, RowZeroOfTheDctTableIsOneValueBitForBitInEveryColumn) {
+  // decode_elements (lib/src/cuda_grid.hpp) takes T[0][x] as t[0], and the first term of a
+  // value's sum, T[0][r] * y[0], as one product for every row r: the same bits only while
+  // row 0 of the table is one value exactly, not merely to rounding.
+  for (int b = 1; b <= 32; ++b) {
+    const auto tf = detail::make_table<float>(b);
+    const auto td = detail::make_table<double>(b);
+    EXPECT_EQ(tf.t[0], static_cast<float>(std::sqrt(1.0 / b))) << "B=" << b;
+    for (int x = 1; x < b; ++x) {
+      EXPECT_EQ(std::memcmp(&tf.t[x], &tf.t[0], sizeof(float)), 0) << "B=" << b << " x=" << x;
+      EXPECT_EQ(std::memcmp(&td.t[x], &td.t[0], sizeof(double)), 0) << "B=" << b << " x=" << x;
+    }
+  }
+}
+
 TEST(BlockFunctions, StoreCoeffRefusesWhatTheTypeCannotHoldAndRoundsI16TiesToEven) {
   std::int16_t i16[1];
   EXPECT_TRUE(detail::store_coeff(2.5f, coeff_code::i16, i16, 0));

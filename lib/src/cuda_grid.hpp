@@ -40,6 +40,9 @@ struct dct_table {
   Real t[32 * 32];
 };
 
+/** The table of `b`: T[u][x] at t[u * b + x]. Row 0 is one value, c(0) cos 0 = sqrt(1/B) in
+ *  every column, bit for bit (dct_matrix multiplies by cos 0.0 = 1): decode_elements takes
+ *  T[0][x] as t[0] (tests/test_block.cpp checks it). */
 template <typename Real>
 dct_table<Real> make_table(int b) {
   dct_table<Real> tab{};
@@ -413,7 +416,7 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
       DCTCHOP_UNROLL
       for (int v = 0; v < kmax; ++v) {
         if (v >= k) break;
-        tc[s][v] = t[v * b + cb];
+        tc[s][v] = t[v == 0 ? 0 : v * b + cb];  // (row 0: one value, read at one address)
       }
     }
   }
@@ -477,7 +480,7 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
                 // The same sum, a term at a time, the table's column read as it goes.
                 const std::uint64_t first = first_of(bi, u, j);
                 const Real* tv = tcol[s];
-                Real acc = C::template get<Real>(cp, first) * tv[0];
+                Real acc = C::template get<Real>(cp, first) * t[0];  // T[0][x] is t[0]
                 DCTCHOP_ROLLED
                 for (int v = 1; v < k; ++v) {
                   acc += C::template get<Real>(cp, first + v) * tv[v * b];
@@ -529,12 +532,19 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
     if (bi >= g.bh) break;
     const std::uint64_t top = bi * static_cast<std::uint64_t>(b);
     const int rows = g.h - top < static_cast<std::uint64_t>(b) ? static_cast<int>(g.h - top) : b;
+    // The first term of a value's sum, T[0][r] * y[0], is the same in every row r: row 0 of
+    // T holds one value (make_table), so it is one product a column, not one a value. At
+    // chop 1 it is the whole sum, and the compiler converts a block row's first row only
+    // and stores it B times (static count, sm_90: 648 instructions a thread to 496).
+    Real first[S];
+    DCTCHOP_UNROLL
+    for (int s = 0; s < S; ++s) first[s] = t[0] * y[i][s][0];
     // Row r of the block row's values (inverse_block's second stage), stored at p.
     const auto row_out = [&](int r, Out* p) {
       Real acc[S];
       DCTCHOP_UNROLL
       for (int s = 0; s < S; ++s) {
-        acc[s] = t[r] * y[i][s][0];  // the same address in every thread: a broadcast
+        acc[s] = first[s];
         DCTCHOP_UNROLL
         for (int u = 1; u < kmax; ++u) {
           if (u >= k) break;
@@ -550,7 +560,14 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
       }
       if (whole_words) {
 #if defined(__CUDA_ARCH__)
-        *reinterpret_cast<word*>(p) = w;  // one aligned store
+        // One aligned store, of an integer: a struct of bytes is stored as st.v4.u8 of its
+        // bytes, taken apart (3 shifts and 4 conversions a word of u8) and put back together
+        // by ptxas (6 instructions a word more than an integer's store, sm_90).
+        using bits = std::conditional_t<sizeof(word) == 4, std::uint32_t,
+                                        std::conditional_t<sizeof(word) == 2, std::uint16_t, word>>;
+        bits wb;
+        std::memcpy(&wb, &w, sizeof wb);
+        *reinterpret_cast<bits*>(p) = wb;
 #else
         std::memcpy(p, &w, sizeof w);
 #endif
