@@ -63,3 +63,24 @@ grep -q "template <int BT, int KT, typename Out, typename Real>" "$work/src/cuda
   -I "$work/src" -I "$tree/lib/include" "$work/probe.cu" -o "$work/probe.cubin"
 echo "static SASS instructions a thread (sm_90) of $tree ($(git -C "$tree" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 python3 "$here/scripts/sass_count.py" "$work/probe.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/unsigned char/u8/; s/unsigned short/u16/'
+# The f32 fields of the GPU benchmark are planar (NHW): their threads share a block's
+# coefficient loads (the shared path, which the probe above takes out). The same probe of it.
+sed -i 's/} else if (true) {/} else if (false) {/' "$work/src/cuda_grid.hpp"
+cat > "$work/planar.cu" <<'CU'
+#include "cuda_grid.hpp"
+using namespace dctchop::detail;
+template <int K>
+__global__ void decode_planar_probe(dct_table<float> tab, const std::byte* coeffs, float* out, batch_geometry g, float offset) {
+  const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
+#ifdef TWO_TEMPLATE_ARGS
+  decode_line_thread<8, K>(blockIdx.x, pos, tab.t, 8, K, coeffs, coeff_code::f16, out, g, offset);
+#else
+  decode_line_thread<8>(blockIdx.x, pos, tab.t, 8, K, coeffs, coeff_code::f16, out, g, offset);
+#endif
+}
+template __global__ void decode_planar_probe<1>(dct_table<float>, const std::byte*, float*, batch_geometry, float);
+template __global__ void decode_planar_probe<4>(dct_table<float>, const std::byte*, float*, batch_geometry, float);
+CU
+"$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin $two \
+  -I "$work/src" -I "$tree/lib/include" "$work/planar.cu" -o "$work/planar.cubin"
+python3 "$here/scripts/sass_count.py" "$work/planar.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/<1>/<1, float>/; s/<4>/<4, float>/'

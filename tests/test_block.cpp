@@ -222,7 +222,8 @@ TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopA
   // in every coefficient type that has them (f16, bf16, f32; i16 and the dtypes computed in
   // double, f64 here, take the chop at run time, with the same result). Rows of a
   // multiple of 4 bytes (u8: 20 x 3 and 28; u16: 18) store whole words of elements; others
-  // (63 bytes, and 9 u16) store elements one by one.
+  // (63 bytes, and 9 u16) store elements one by one. f32 takes 4 elements (16 bytes): rows of
+  // 28 values (the last block 4 wide), 12 x 3 interleaved and 20 store whole words, 30 not.
   unsigned seed = 500;
   for (int k = 1; k <= 8; ++k) {
     for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
@@ -243,6 +244,12 @@ TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopA
                                               -300, 300, seed++);
       expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 19, 30, 1, 8, k, ct, -100, 100,
                                        seed++);
+      expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 2, 19, 28, 1, 8, k, ct, -100, 100,
+                                       seed++);
+      expect_same_as_cpu<float, float>(dtype::f32, layout::nhwc, 1, 17, 12, 3, 8, k, ct, -100,
+                                       100, seed++);
+      expect_same_as_cpu<float, float>(dtype::f32, layout::nchw, 1, 9, 20, 2, 8, k, ct, -100, 100,
+                                       seed++);
       expect_same_as_cpu<std::uint16_t, float>(dtype::u16, layout::nchw, 1, 17, 9, 2, 8, k, ct,
                                                32768 - 400, 32768 + 400, seed++);
       expect_same_as_cpu<double, double>(dtype::f64, layout::nhw, 1, 10, 11, 1, 8, k, ct, -1e3,
@@ -252,7 +259,8 @@ TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopA
 }
 
 TEST(BlockFunctions, AtBlockFourEveryChopStoresWordsOfElementsAsTheCpuBackendDoes) {
-  // B = 4 takes 4 u8 (2 i16) a thread too: rows of 24 and 12 bytes store whole words, 15 not.
+  // B = 4 takes 4 u8 (2 i16, 4 f32) a thread too: rows of 24 and 12 bytes and of 12 f32 store
+  // whole words, 15 bytes and 9 f32 not.
   unsigned seed = 900;
   for (int k = 1; k <= 4; ++k) {
     for (coeff_type ct : {coeff_type::f16, coeff_type::i16}) {
@@ -264,6 +272,10 @@ TEST(BlockFunctions, AtBlockFourEveryChopStoresWordsOfElementsAsTheCpuBackendDoe
                                               256, seed++);
       expect_same_as_cpu<std::int16_t, float>(dtype::i16, layout::nhw, 1, 9, 6, 1, 4, k, ct, -300,
                                               300, seed++);
+      expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 7, 12, 1, 4, k, ct, -100, 100,
+                                       seed++);
+      expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 6, 9, 1, 4, k, ct, -100, 100,
+                                       seed++);
     }
   }
 }
@@ -528,11 +540,12 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   const auto rgb = detail::batch_of(p, {layout::nhwc, 1024, 3, 256, 256}, 1024);
   EXPECT_EQ(detail::column_grid(rgb).rows, 1024u * 32u);
   EXPECT_EQ(detail::column_grid(rgb).width, 768u);
-  // A decode thread takes S elements of a memory row (a 32-bit word of them: 4 u8, 2 u16, 1
-  // f32) of R block rows: at most 64 bytes, and the R x S x K sums within 128 bytes of
-  // registers (K = B where the chop is known at run time only): at B = 8, two block rows of
-  // u8 at chop 4 or less, one at chop 8; 2 for u16 and f32, 1 for f64 and for i32 at B = 16
-  // and at B = 32; 1 where B is known at run time only.
+  // A decode thread takes S elements of a memory row (a 32-bit word of them: 4 u8, 2 u16;
+  // 4 f32, 16 bytes; 1 f64 or i32) of R block rows: at most 64 bytes or one block row, and
+  // the R x S x K sums within 128 bytes of registers (K = B where the chop is known at run
+  // time only): at B = 8, two block rows of u8 at chop 4 or less, one at chop 8; 2 for u16,
+  // 1 for f32 and f64, 2 for i32, 1 for i32 at B = 16 and at B = 32; 1 where B is known at
+  // run time only.
   EXPECT_EQ((detail::elements_per_thread<8, 4, std::uint8_t>()), 4);
   EXPECT_EQ((detail::elements_per_thread<8, 0, std::uint8_t>()), 4);
   EXPECT_EQ((detail::elements_per_thread<4, 0, std::uint8_t>()), 4);
@@ -540,7 +553,10 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   EXPECT_EQ((detail::elements_per_thread<0, 0, std::uint8_t>()), 1);
   EXPECT_EQ((detail::elements_per_thread<8, 2, std::int16_t>()), 2);
   EXPECT_EQ((detail::elements_per_thread<8, 0, detail::half_value>()), 2);
-  EXPECT_EQ((detail::elements_per_thread<8, 1, float>()), 1);
+  EXPECT_EQ((detail::elements_per_thread<8, 1, float>()), 4);
+  EXPECT_EQ((detail::elements_per_thread<8, 0, float>()), 4);
+  EXPECT_EQ((detail::elements_per_thread<16, 0, float>()), 1);  // chops past 8
+  EXPECT_EQ((detail::elements_per_thread<8, 4, std::int32_t>()), 1);  // summed in double
   EXPECT_EQ((detail::elements_per_thread<8, 1, double>()), 1);
   EXPECT_EQ((detail::rows_per_thread<8, 4, std::uint8_t, float>()), 2);
   EXPECT_EQ((detail::rows_per_thread<8, 1, std::uint8_t, float>()), 2);
@@ -548,7 +564,8 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   EXPECT_EQ((detail::rows_per_thread<8, 0, std::uint8_t, float>()), 1);
   EXPECT_EQ((detail::rows_per_thread<4, 0, std::uint8_t, float>()), 2);
   EXPECT_EQ((detail::rows_per_thread<8, 4, std::uint16_t, float>()), 2);
-  EXPECT_EQ((detail::rows_per_thread<8, 0, float, float>()), 2);
+  EXPECT_EQ((detail::rows_per_thread<8, 0, float, float>()), 1);
+  EXPECT_EQ((detail::rows_per_thread<8, 4, float, float>()), 1);
   EXPECT_EQ((detail::rows_per_thread<8, 0, double, double>()), 1);
   EXPECT_EQ((detail::rows_per_thread<8, 0, std::int32_t, double>()), 2);
   EXPECT_EQ((detail::rows_per_thread<16, 0, std::int32_t, double>()), 1);

@@ -189,24 +189,34 @@ inline bool uses_lines(cuda::kernel_layout kl, const line_grid& lg) {
 
 /** Elements of a memory row that a decode thread takes, side by side, at block size BT and
  *  chop KT (0: known at run time only): as many as fill a 32-bit word (u8 and i8: 4; u16,
- *  i16 and f16: 2; 1 for wider types), which it stores in one instruction where they are
- *  aligned. The u8 decode stored a byte a value, a quarter of its instructions at chop 1 with
- *  the address steps. 1 where the chop may pass 8 (B = 16 and 32 with the chop at run time):
- *  S times the sums of up to 32 x 32 terms in registers, unrolled, spilled and took the
- *  compiler over a quarter of an hour. */
+ *  i16 and f16: 2), four f32 (16 bytes), 1 for the types summed in double (i32, u32, f64);
+ *  it stores them in one instruction where they are aligned. The u8 decode stored a byte a
+ *  value, a quarter of its instructions at chop 1 with the address steps. The f32 decode,
+ *  a value a thread, spent more on finding its place and loading its block's coefficients
+ *  than on the sums (static count, sm_90, planar: 608 instructions a thread for 16 values
+ *  at chop 4; four columns of a block share the loads: 736 for 32). 1 where the chop may
+ *  pass 8 (B = 16 and 32 with the chop at run time): S times the sums of up to 32 x 32 terms
+ *  in registers, unrolled, spilled and took the compiler over a quarter of an hour. */
 template <int BT, int KT, typename Out>
 constexpr int elements_per_thread() {
   constexpr int kmax = KT > 0 ? KT : (BT > 0 ? BT : 32);
-  return sizeof(Out) < 4 && kmax <= 8 ? 4 / static_cast<int>(sizeof(Out)) : 1;
+  if constexpr (kmax > 8) {
+    return 1;
+  } else if constexpr (std::is_same_v<Out, float>) {
+    return 4;
+  } else {
+    return sizeof(Out) < 4 ? 4 / static_cast<int>(sizeof(Out)) : 1;
+  }
 }
 
 /** Block rows that a decode thread takes, one under another, so that their loads are in
  *  flight at once: a thread of one block row had too few bytes to move for the time a load
  *  takes (an H200 decoded u8, 8 bytes a thread, at 13% of its bandwidth, and f32, 32 bytes,
- *  at 57%). At most 64 bytes of output a thread (at B = 8: two block rows of 4 u8 or 2 u16
- *  or 1 f32 element, one of 8-byte values), and the R x S x K sums within 128 bytes of
- *  registers (32 floats; 16 doubles, which i32, u32 and f64 sum in; K is B where the chop is
- *  known at run time only). 1 where the block size is known at run time only. */
+ *  at 57%). At most 64 bytes of output a thread, or one block row (at B = 8: two block rows
+ *  of 4 u8 or 2 u16 elements, one of 4 f32 or of an 8-byte value), and the R x S x K sums
+ *  within 128 bytes of registers (32 floats; 16 doubles, which i32, u32 and f64 sum in; K is
+ *  B where the chop is known at run time only). 1 where the block size is known at run time
+ *  only. */
 template <int BT, int KT, typename Out, typename Real>
 constexpr int rows_per_thread() {
   if constexpr (BT <= 0) {
