@@ -13,6 +13,9 @@
 # division subroutines aside, which such a batch never calls). Compiled for sm_90 with the
 # backend's flags; counted by scripts/sass_count.py. A count over the values a thread decodes
 # (R block rows x S elements x 8 rows, or 64 a block for encode) is instructions a value.
+# The last rows: the planar path that the benchmark's f32 fields take (32 values a thread),
+# and the kernel of u8 RGB images at chops 1 to 4 (with_decode_planes; 96), where the tree
+# has them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tree=$(cd "${1:-$here}" && pwd)
@@ -58,7 +61,7 @@ D(4, std::uint16_t, float) D(1, float, float) D(4, float, float)
 E(1, std::uint8_t, float) E(4, std::uint8_t, float) E(4, float, float)
 CU
 two=""
-grep -q "template <int BT, int KT, typename Out, typename Real>" "$work/src/cuda_grid.hpp" && two=-DTWO_TEMPLATE_ARGS
+grep -q "template <int BT, int KT, typename Out, typename Real" "$work/src/cuda_grid.hpp" && two=-DTWO_TEMPLATE_ARGS
 "$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin $two \
   -I "$work/src" -I "$tree/lib/include" "$work/probe.cu" -o "$work/probe.cubin"
 echo "static SASS instructions a thread (sm_90) of $tree ($(git -C "$tree" rev-parse --short HEAD 2>/dev/null || echo '?'))"
@@ -84,3 +87,22 @@ CU
 "$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin $two \
   -I "$work/src" -I "$tree/lib/include" "$work/planar.cu" -o "$work/planar.cubin"
 python3 "$here/scripts/sass_count.py" "$work/planar.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/<1>/<1, float>/; s/<4>/<4, float>/'
+# u8 RGB images at B = 8 and chops 1 to 4 take their own kernel (with_decode_planes: 4 columns
+# of the 3 planes a thread, 96 values): the benchmark's images, where the tree has it.
+if grep -qF "with_decode_planes" "$work/src/cuda_grid.hpp"; then
+  cat > "$work/rgb.cu" <<'CU'
+#include "cuda_grid.hpp"
+using namespace dctchop::detail;
+template <int K>
+__global__ void decode_rgb_probe(dct_table<float> tab, const std::byte* coeffs, std::uint8_t* out, batch_geometry g, float offset) {
+  const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
+  decode_line_thread<8, K, std::uint8_t, float, 3>(blockIdx.x, pos, tab.t, 8, K, coeffs, coeff_code::f16, out, g, offset);
+}
+template __global__ void decode_rgb_probe<1>(dct_table<float>, const std::byte*, std::uint8_t*, batch_geometry, float);
+template __global__ void decode_rgb_probe<2>(dct_table<float>, const std::byte*, std::uint8_t*, batch_geometry, float);
+template __global__ void decode_rgb_probe<4>(dct_table<float>, const std::byte*, std::uint8_t*, batch_geometry, float);
+CU
+  "$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin \
+    -I "$work/src" -I "$tree/lib/include" "$work/rgb.cu" -o "$work/rgb.cubin"
+  python3 "$here/scripts/sass_count.py" "$work/rgb.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/<([124])>/<\1, u8>/'
+fi

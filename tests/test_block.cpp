@@ -96,17 +96,20 @@ void decode_on_host(cuda::kernel_layout kl, const codec_params& p, const geometr
   const auto code = static_cast<coeff_code>(p.coeff);
   detail::with_decode_chop<BT, Real>(p.chop, code, coeffs, [&](auto kt) {
     constexpr int KT = decltype(kt)::value;
-    const auto columns = detail::decode_line_grid<BT, KT, Out, Real>(bg);
-    if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
-      for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
-        detail::decode_line_thread<BT, KT>(row, pos, tab.t, p.block, p.chop, coeffs, code, out,
-                                           bg, offset);
-      });
-    } else {
-      for_each_thread(detail::block_threads(bg), [&](u64 i) {
-        detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs, code, out, bg, offset);
-      });
-    }
+    detail::with_decode_planes<BT, KT, Out>(bg, [&](auto pt) {
+      constexpr int P = decltype(pt)::value;
+      const auto columns = detail::decode_line_grid<BT, KT, Out, Real, P>(bg);
+      if (detail::uses_lines(detail::chosen_layout(kl, false, p.block), columns)) {
+        for_each_line_thread(columns, [&](u64 row, std::uint32_t pos) {
+          detail::decode_line_thread<BT, KT, Out, Real, P>(row, pos, tab.t, p.block, p.chop,
+                                                           coeffs, code, out, bg, offset);
+        });
+      } else {
+        for_each_thread(detail::block_threads(bg), [&](u64 i) {
+          detail::decode_thread<BT>(i, tab.t, p.block, p.chop, coeffs, code, out, bg, offset);
+        });
+      }
+    });
   });
 }
 
@@ -558,6 +561,28 @@ TEST(CudaGridOnHost, LineGridsFollowTheLayoutAndThoseBeyondCudasLimitsAreNotLaun
   EXPECT_EQ((detail::elements_per_thread<16, 0, float>()), 1);  // chops past 8
   EXPECT_EQ((detail::elements_per_thread<8, 4, std::int32_t>()), 1);  // summed in double
   EXPECT_EQ((detail::elements_per_thread<8, 1, double>()), 1);
+  // u8 RGB at B = 8 and chops 1 to 4 takes its own kernel (with_decode_planes): 4 columns of
+  // the 3 planes a thread (12 bytes, one block row), each plane's coefficients loaded once.
+  const auto planes_of = [](const detail::batch_geometry& g, auto kt, auto out) {
+    int planes = -1;
+    detail::with_decode_planes<8, decltype(kt)::value, decltype(out)>(
+        g, [&](auto pt) { planes = decltype(pt)::value; });
+    return planes;
+  };
+  EXPECT_EQ(planes_of(rgb, std::integral_constant<int, 4>{}, std::uint8_t{}), 3);
+  EXPECT_EQ(planes_of(rgb, std::integral_constant<int, 1>{}, std::uint8_t{}), 3);
+  EXPECT_EQ(planes_of(rgb, std::integral_constant<int, 5>{}, std::uint8_t{}), 0);
+  EXPECT_EQ(planes_of(rgb, std::integral_constant<int, 0>{}, std::uint8_t{}), 0);
+  EXPECT_EQ(planes_of(rgb, std::integral_constant<int, 4>{}, std::int8_t{}), 0);
+  EXPECT_EQ(planes_of(detail::batch_of(p, {layout::nhwc, 2, 4, 16, 16}, 2),
+                      std::integral_constant<int, 4>{}, std::uint8_t{}),
+            0);
+  EXPECT_EQ(planes_of(detail::batch_of(p, {layout::nchw, 2, 3, 16, 16}, 2),
+                      std::integral_constant<int, 4>{}, std::uint8_t{}),
+            0);
+  EXPECT_EQ((detail::elements_per_thread<8, 4, std::uint8_t, 3>()), 12);
+  EXPECT_EQ((detail::rows_per_thread<8, 4, std::uint8_t, float, 3>()), 1);
+  EXPECT_EQ((detail::decode_line_grid<8, 4, std::uint8_t, float, 3>(rgb).width), 256u / 4u);
   EXPECT_EQ((detail::rows_per_thread<8, 4, std::uint8_t, float>()), 2);
   EXPECT_EQ((detail::rows_per_thread<8, 1, std::uint8_t, float>()), 2);
   EXPECT_EQ((detail::rows_per_thread<8, 8, std::uint8_t, float>()), 1);

@@ -277,7 +277,7 @@ __global__ void encode_rows_kernel(dct_table<Real> tab, int b, int k, const In* 
   if (bad != all_fit) atomicMin(first_bad, static_cast<unsigned long long>(sample_base + bad));
 }
 
-template <int BT, int KT, typename Out, typename Real>
+template <int BT, int KT, typename Out, typename Real, int P>
 __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const std::byte* coeffs,
                                       coeff_code code, Out* out, batch_geometry g, Real offset) {
   const unsigned pos = blockIdx.y * blockDim.x + threadIdx.x;
@@ -288,9 +288,11 @@ __global__ void decode_columns_kernel(dct_table<Real> tab, int b, int k, const s
     __shared__ Real t[32 * 32];
     for (unsigned i = threadIdx.x; i < 32 * 32; i += blockDim.x) t[i] = tab.t[i];
     __syncthreads();
-    decode_line_thread<BT, KT>(blockIdx.x, pos, t, b, k, coeffs, code, out, g, offset);
+    decode_line_thread<BT, KT, Out, Real, P>(blockIdx.x, pos, t, b, k, coeffs, code, out, g,
+                                             offset);
   } else {
-    decode_line_thread<BT, KT>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out, g, offset);
+    decode_line_thread<BT, KT, Out, Real, P>(blockIdx.x, pos, tab.t, b, k, coeffs, code, out,
+                                             g, offset);
   }
 }
 
@@ -352,15 +354,18 @@ void launch_decode(const codec_params& p, const batch_geometry& g, dtype t, cons
       const auto offset = static_cast<Real>(p.offset);
       with_decode_chop<BT, Real>(p.chop, code, src, [&](auto kt) {
         constexpr int KT = decltype(kt)::value;
-        const line_grid lg = decode_line_grid<BT, KT, Out, Real>(g);
-        if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
-          const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
-          decode_columns_kernel<BT, KT, Out, Real><<<grid, threads_per_cta, 0, s>>>(
-              tab, p.block, p.chop, src, code, dst, g, offset);
-        } else {
-          decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-              tab, p.block, p.chop, src, code, dst, g, offset);
-        }
+        with_decode_planes<BT, KT, Out>(g, [&](auto pt) {
+          constexpr int P = decltype(pt)::value;
+          const line_grid lg = decode_line_grid<BT, KT, Out, Real, P>(g);
+          if (uses_lines(chosen_layout(kl, false, p.block), lg)) {
+            const dim3 grid(static_cast<unsigned>(lg.rows), ctas_for(lg.width));
+            decode_columns_kernel<BT, KT, Out, Real, P><<<grid, threads_per_cta, 0, s>>>(
+                tab, p.block, p.chop, src, code, dst, g, offset);
+          } else {
+            decode_kernel<BT, Out, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+                tab, p.block, p.chop, src, code, dst, g, offset);
+          }
+        });
       });
     });
   });

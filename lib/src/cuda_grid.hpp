@@ -197,10 +197,12 @@ inline bool uses_lines(cuda::kernel_layout kl, const line_grid& lg) {
  *  at chop 4; four columns of a block share the loads: 736 for 32). 1 where the chop may
  *  pass 8 (B = 16 and 32 with the chop at run time): S times the sums of up to 32 x 32 terms
  *  in registers, unrolled, spilled and took the compiler over a quarter of an hour. */
-template <int BT, int KT, typename Out>
+template <int BT, int KT, typename Out, int P = 0>
 constexpr int elements_per_thread() {
   constexpr int kmax = KT > 0 ? KT : (BT > 0 ? BT : 32);
-  if constexpr (kmax > 8) {
+  if constexpr (P > 0) {
+    return 4 * P;  // 4 columns of P interleaved u8 planes (with_decode_planes)
+  } else if constexpr (kmax > 8) {
     return 1;
   } else if constexpr (std::is_same_v<Out, float>) {
     return 4;
@@ -217,12 +219,12 @@ constexpr int elements_per_thread() {
  *  within 128 bytes of registers (32 floats; 16 doubles, which i32, u32 and f64 sum in; K is
  *  B where the chop is known at run time only). 1 where the block size is known at run time
  *  only. */
-template <int BT, int KT, typename Out, typename Real>
+template <int BT, int KT, typename Out, typename Real, int P = 0>
 constexpr int rows_per_thread() {
   if constexpr (BT <= 0) {
     return 1;
   } else {
-    constexpr int s = elements_per_thread<BT, KT, Out>();
+    constexpr int s = elements_per_thread<BT, KT, Out, P>();
     constexpr int kmax = KT > 0 ? KT : BT;
     constexpr int by_size = 64 / (BT * s * static_cast<int>(sizeof(Out)));
     constexpr int by_registers = 128 / (kmax * s * static_cast<int>(sizeof(Real)));
@@ -369,7 +371,7 @@ DCTCHOP_HD void convert_out4(const Real* v, Real offset, Out* dst) {
  *  chop is known at compile time no test of k remains, and a row of K coefficients comes in
  *  load_run's wide loads. The compact kernel (compact_decode: B = 32) unrolls only the loop
  *  over the K sums, which stay in registers, and reads T from `t` as it goes. */
-template <int BT, int KT, int R, int S, typename Out, typename Real>
+template <int BT, int KT, int R, int S, int P, typename Out, typename Real>
 DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real* t, int b, int k,
                                 const std::byte* coeffs, coeff_code code, Out* out,
                                 const batch_geometry& g, Real offset) {
@@ -393,13 +395,24 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
   const std::uint32_t e0 = pos * static_cast<std::uint32_t>(S);
   std::uint32_t x[S], pl[S];
   std::int64_t at[S];
-  x[0] = e0 / planes;
-  pl[0] = e0 % planes;
-  DCTCHOP_UNROLL
-  for (int s = 1; s < S; ++s) {
-    const bool next = pl[s - 1] + 1 == planes;
-    pl[s] = next ? 0 : pl[s - 1] + 1;
-    x[s] = next ? x[s - 1] + 1 : x[s - 1];
+  if constexpr (P > 0) {
+    // S / P columns of P interleaved planes (with_decode_planes): e0 is a multiple of P, so
+    // element s is plane s % P of column e0 / P + s / P, and the columns lie in one block.
+    static_assert(S % P == 0 && BT > 0 && BT % (S / P) == 0 && R == 1);
+    DCTCHOP_UNROLL
+    for (int s = 0; s < S; ++s) {
+      pl[s] = static_cast<std::uint32_t>(s % P);
+      x[s] = e0 / P + static_cast<std::uint32_t>(s / P);
+    }
+  } else {
+    x[0] = e0 / planes;
+    pl[0] = e0 % planes;
+    DCTCHOP_UNROLL
+    for (int s = 1; s < S; ++s) {
+      const bool next = pl[s - 1] + 1 == planes;
+      pl[s] = next ? 0 : pl[s - 1] + 1;
+      x[s] = next ? x[s - 1] + 1 : x[s - 1];
+    }
   }
   DCTCHOP_UNROLL
   for (int s = 0; s < S; ++s) {
@@ -513,7 +526,30 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         }
       }
     };
-    if constexpr (S == 1) {
+    // P interleaved planes known at compile time: each plane's coefficients loaded once for
+    // the S / P columns (of one block) that the thread takes of it.
+    const auto plane_sums = [&](auto) {  // (generic: compiled only where called)
+      const std::uint64_t j = x[0] / static_cast<std::uint32_t>(b);
+      DCTCHOP_UNROLL
+      for (int i = 0; i < R; ++i) {
+        const std::uint64_t bi = bi0 + static_cast<std::uint64_t>(i);
+        if (bi >= g.bh) break;
+        DCTCHOP_UNROLL
+        for (int u = 0; u < kmax; ++u) {
+          if (u >= k) break;
+          DCTCHOP_UNROLL
+          for (int q = 0; q < (P > 0 ? P : 1); ++q) {
+            Real c[kmax];  // C[u][v] of plane q
+            coeff_row(cplane + static_cast<std::uint64_t>(q) * g.plane_coeff_bytes, bi, u, j, c);
+            DCTCHOP_UNROLL
+            for (int s = q; s < S; s += (P > 0 ? P : 1)) y[i][s][u] = sum(c, tc[s]);
+          }
+        }
+      }
+    };
+    if constexpr (P > 0) {
+      plane_sums(0);
+    } else if constexpr (S == 1) {
       sums(std::false_type{});
     } else if (inter) {
       sums(std::false_type{});
@@ -529,13 +565,15 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
   Out* base = out + static_cast<std::int64_t>(n) * g.stride_sample +
               static_cast<std::int64_t>(p0) * g.stride_plane + at[0];
   // One store a row where the S elements lie side by side (all within the row) at an address
-  // that is, in every row, a multiple of the word.
-  struct alignas(S * sizeof(Out)) word {
+  // that is, in every row, a multiple of the word's alignment: its size, or for 12 u8 (P = 3)
+  // 4, the largest power of 2 that divides it.
+  constexpr std::size_t word_bytes = S * sizeof(Out);
+  struct alignas(word_bytes & (~word_bytes + 1)) word {
     Out v[S];
   };
   const bool whole_words =
       S > 1 && e0 + S <= width && at[S - 1] - at[0] == S - 1 && g.stride_row % S == 0 &&
-      reinterpret_cast<std::uintptr_t>(base) % sizeof(word) == 0;
+      reinterpret_cast<std::uintptr_t>(base) % alignof(word) == 0;
   DCTCHOP_UNROLL
   for (int i = 0; i < R; ++i) {
     const std::uint64_t bi = bi0 + static_cast<std::uint64_t>(i);
@@ -562,8 +600,9 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         }
       }
       word w;
-      if constexpr (S == 4 && sizeof(Out) == 1) {
-        convert_out4(acc, off, w.v);
+      if constexpr (S % 4 == 0 && sizeof(Out) == 1) {
+        DCTCHOP_UNROLL
+        for (int q = 0; q < S; q += 4) convert_out4(acc + q, off, w.v + q);
       } else {
         DCTCHOP_UNROLL
         for (int s = 0; s < S; ++s) w.v[s] = convert_out<Out>(acc[s], off);
@@ -573,11 +612,17 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         // One aligned store, of an integer: a struct of bytes is stored as st.v4.u8 of its
         // bytes, taken apart (3 shifts and 4 conversions a word of u8) and put back together
         // by ptxas (6 instructions a word more than an integer's store, sm_90).
-        using bits = std::conditional_t<sizeof(word) == 4, std::uint32_t,
-                                        std::conditional_t<sizeof(word) == 2, std::uint16_t, word>>;
-        bits wb;
-        std::memcpy(&wb, &w, sizeof wb);
-        *reinterpret_cast<bits*>(p) = wb;
+        // Words of 12 bytes (4-byte aligned) as three integers.
+        constexpr bool ints = alignof(word) == 4 && sizeof(word) > 4;
+        using bits = std::conditional_t<
+            sizeof(word) == 4 || ints, std::uint32_t,
+            std::conditional_t<sizeof(word) == 2, std::uint16_t, word>>;
+        bits wb[ints ? sizeof(word) / 4 : 1];
+        std::memcpy(wb, &w, sizeof wb);
+        DCTCHOP_UNROLL
+        for (int q = 0; q < static_cast<int>(sizeof wb / sizeof(bits)); ++q) {
+          reinterpret_cast<bits*>(p)[q] = wb[q];
+        }
 #else
         std::memcpy(p, &w, sizeof w);
 #endif
@@ -689,10 +734,10 @@ DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos
  *  KT (likewise), output type Out and sums in Real: column_grid(g, R, S) with R =
  *  rows_per_thread<BT, KT, Out, Real>() and S = elements_per_thread<BT, KT, Out>(). The
  *  launch and the host tests take it from here. */
-template <int BT, int KT, typename Out, typename Real>
+template <int BT, int KT, typename Out, typename Real, int P = 0>
 DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
-  return column_grid(g, rows_per_thread<BT, KT, Out, Real>(),
-                     elements_per_thread<BT, KT, Out>());
+  return column_grid(g, rows_per_thread<BT, KT, Out, Real, P>(),
+                     elements_per_thread<BT, KT, Out, P>());
 }
 
 /** Calls fn with the chop that the decode line kernel is compiled for
@@ -722,17 +767,32 @@ void with_decode_chop(int k, coeff_code code, const void* coeffs, Fn&& fn) {
   fn(std::integral_constant<int, 0>{});
 }
 
+/** Calls fn with the interleaved planes that the decode line kernel at block size BT, chop
+ *  KT (with_decode_chop) and output Out is compiled for (std::integral_constant<int, P>): 3
+ *  for u8 RGB images (NHWC, 3 planes) at B = 8 and chops 1 to 4, the benchmark's images,
+ *  whose threads then take 4 columns of all 3 planes (12 bytes a row) and load each plane's
+ *  coefficients once for its 4 columns (the threads of S = 4 interleaved elements loaded
+ *  them for each element: 2 conversions a decoded value at chop 4, where the planar threads
+ *  shared them); otherwise 0, any planes. Only these, for compile time. */
+template <int BT, int KT, typename Out, typename Fn>
+void with_decode_planes(const batch_geometry& g, Fn&& fn) {
+  if constexpr (BT == 8 && KT >= 1 && KT <= 4 && std::is_same_v<Out, std::uint8_t>) {
+    if (interleaved(g) && g.planes == 3) return fn(std::integral_constant<int, 3>{});
+  }
+  fn(std::integral_constant<int, 0>{});
+}
+
 /** Decode thread (row, pos) of decode_line_grid<BT, KT, Out, Real>(g): S elements of R
  *  block rows (decode_elements), at chop KT (with_decode_chop; 0: k). Positions past the
  *  grid's width do nothing. */
-template <int BT, int KT, typename Out, typename Real>
+template <int BT, int KT, typename Out, typename Real, int P = 0>
 DCTCHOP_HD void decode_line_thread(std::uint64_t row, std::uint32_t pos, const Real* t, int b,
                                    int k, const std::byte* coeffs, coeff_code code, Out* out,
                                    const batch_geometry& g, Real offset) {
-  constexpr int R = rows_per_thread<BT, KT, Out, Real>();
-  constexpr int S = elements_per_thread<BT, KT, Out>();
-  if (pos >= decode_line_grid<BT, KT, Out, Real>(g).width) return;
-  decode_elements<BT, KT, R, S>(row, pos, t, b, k, coeffs, code, out, g, offset);
+  constexpr int R = rows_per_thread<BT, KT, Out, Real, P>();
+  constexpr int S = elements_per_thread<BT, KT, Out, P>();
+  if (pos >= decode_line_grid<BT, KT, Out, Real, P>(g).width) return;
+  decode_elements<BT, KT, R, S, P>(row, pos, t, b, k, coeffs, code, out, g, offset);
 }
 
 /** Threads of the GEMM decode's store grid for `n` planes: one per output value. */
