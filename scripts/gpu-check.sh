@@ -360,12 +360,16 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
 # devices), and so does every --backend cuda run.
 if [ "$E2E" = 1 ]; then
   for what in --help --version; do
+    case $what in
+      --version) note="CUDA initialised, within each --backend cuda time below" ;;
+      *) note="no CUDA, within each time below" ;;
+    esac
     t0=$(date +%s.%N)
     if timeout -k 5 "$(limit 30)" "${DCT[@]}" "$what" >/dev/null 2>&1; then
       t1=$(date +%s.%N)
-      awk -v a="$t0" -v b="$t1" -v w="$what" 'BEGIN {printf "start-up (dctchop %s%s): %.2f s\n", w,
-        w == "--version" ? ", CUDA initialised, within each --backend cuda time below" :
-        ", no CUDA, within each time below", b - a}' | tee -a "$OUT/gpu-e2e.txt"
+      awk -v a="$t0" -v b="$t1" -v w="$what" -v note="$note" \
+        'BEGIN {printf "start-up (dctchop %s, %s): %.2f s\n", w, note, b - a}' |
+        tee -a "$OUT/gpu-e2e.txt"
     fi
   done
 fi

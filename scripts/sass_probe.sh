@@ -68,6 +68,7 @@ echo "static SASS instructions a thread (sm_90) of $tree ($(git -C "$tree" rev-p
 python3 "$here/scripts/sass_count.py" "$work/probe.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/unsigned char/u8/; s/unsigned short/u16/'
 # The f32 fields of the GPU benchmark are planar (NHW): their threads share a block's
 # coefficient loads (the shared path, which the probe above takes out). The same probe of it.
+if grep -qF "} else if (true) {" "$work/src/cuda_grid.hpp"; then
 sed -i 's/} else if (true) {/} else if (false) {/' "$work/src/cuda_grid.hpp"
 cat > "$work/planar.cu" <<'CU'
 #include "cuda_grid.hpp"
@@ -87,6 +88,7 @@ CU
 "$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin $two \
   -I "$work/src" -I "$tree/lib/include" "$work/planar.cu" -o "$work/planar.cubin"
 python3 "$here/scripts/sass_count.py" "$work/planar.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/<1>/<1, float>/; s/<4>/<4, float>/'
+fi
 # u8 RGB images at B = 8 and chops 1 to 4 take their own kernel (with_decode_planes: 4 columns
 # of the 3 planes a thread, 96 values): the benchmark's images, where the tree has it.
 if grep -qF "with_decode_planes" "$work/src/cuda_grid.hpp"; then

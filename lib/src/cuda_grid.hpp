@@ -358,11 +358,12 @@ DCTCHOP_HD void convert_out4(const Real* v, Real offset, Out* dst) {
 /** Decode S neighbouring elements of a memory row (position pos of grid row `row` of
  *  column_grid(g, R, S)) in R block rows, from the grid row's first down (those past the
  *  last skipped). Element e of the row is column e of the grid row's plane, or, where planes
- *  are interleaved, plane e % planes of column e / planes. For each block row and element, the
- *  element's column's K vertical sums of the kept coefficients times T (inverse_block's first
- *  stage, for this column only), then its B (or fewer, at the bottom edge) values, the S
- *  elements of a row stored in one 32-bit word where they lie side by side at an aligned
- *  address (else one by one; an element past the row's end is computed from the last column
+ *  are interleaved, plane e % planes of column e / planes (P > 0: P planes, known at compile
+ *  time, each plane's coefficients loaded once for the thread's columns of it). For each
+ *  block row and element, the element's column's K vertical sums of the kept coefficients
+ *  times T (inverse_block's first stage, for this column only), then its B (or fewer, at the
+ *  bottom edge) values, the S elements of a row stored in one word (4, 12 or 16 bytes) where
+ *  they lie side by side at an aligned address (else one by one; an element past the row's end is computed from the last column
  *  and not stored). Every block row's sums come before any store, so that the loads of all R
  *  are in flight at once. The columns of T it needs are read once into registers: the table
  *  lies in the constant bank, which serves a warp at once only where all its threads read one
@@ -731,9 +732,9 @@ DCTCHOP_HD std::uint64_t encode_line_thread(std::uint64_t row, std::uint32_t pos
 }
 
 /** The grid of the decode line kernel for block size BT (0: known at run time only), chop
- *  KT (likewise), output type Out and sums in Real: column_grid(g, R, S) with R =
- *  rows_per_thread<BT, KT, Out, Real>() and S = elements_per_thread<BT, KT, Out>(). The
- *  launch and the host tests take it from here. */
+ *  KT (likewise), output type Out, sums in Real and P interleaved planes (with_decode_planes;
+ *  0: any): column_grid(g, R, S) with R = rows_per_thread<BT, KT, Out, Real, P>() and S =
+ *  elements_per_thread<BT, KT, Out, P>(). The launch and the host tests take it from here. */
 template <int BT, int KT, typename Out, typename Real, int P = 0>
 DCTCHOP_HD line_grid decode_line_grid(const batch_geometry& g) {
   return column_grid(g, rows_per_thread<BT, KT, Out, Real, P>(),

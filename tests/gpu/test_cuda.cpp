@@ -157,6 +157,39 @@ TEST(CudaBackend, EncodeAndDecodeEqualTheCpuOnEverySettingAndOddSizes) {
   }
 }
 
+TEST(CudaBackend, RowsStoredAsWholeWordsOfEveryShapeEqualTheCpu) {
+  REQUIRE_DEVICE();
+  // A decode thread stores its elements of a row in one word where they lie aligned: 4 u8 or
+  // 2 u16 (32 bits), 4 f32 (16 bytes), 4 columns of 3 u8 planes (12 bytes as three 32-bit
+  // stores: u8 RGB at B = 8 and chops 1 to 4, with_decode_planes). Rows of widths that are
+  // multiples of 4 take them in every row. Device code only (the host tests store through
+  // memcpy, and convert u8 words without cvt.pack): every chop at B = 4 and 8, in each
+  // coefficient type that has per-chop kernels.
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  unsigned seed = 300;
+  for (int b : {4, 8}) {
+    for (int k = 1; k <= b; ++k) {
+      for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32}) {
+        expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 2, 19, 20, 3, b, k, ct},
+                                             *gpu, *cpu, seed++, 0, 256);
+        expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 1, 17, 32, 3, b, k, ct},
+                                             *gpu, *cpu, seed++, 0, 256);
+        expect_cuda_equals_cpu<std::int8_t>({dtype::i8, layout::nchw, 1, 9, 24, 2, b, k, ct},
+                                            *gpu, *cpu, seed++, -128, 128);
+        expect_cuda_equals_cpu<std::uint16_t>({dtype::u16, layout::nhw, 1, 9, 18, 1, b, k, ct},
+                                              *gpu, *cpu, seed++, 32368, 33168);
+        expect_cuda_equals_cpu<float>({dtype::f32, layout::nhw, 2, 19, 28, 1, b, k, ct}, *gpu,
+                                      *cpu, seed++, -100, 100);
+        expect_cuda_equals_cpu<float>({dtype::f32, layout::nhwc, 1, 17, 12, 3, b, k, ct}, *gpu,
+                                      *cpu, seed++, -100, 100);
+        expect_cuda_equals_cpu<float>({dtype::f32, layout::nchw, 1, 9, 20, 2, b, k, ct}, *gpu,
+                                      *cpu, seed++, -100, 100);
+      }
+    }
+  }
+}
+
 TEST(CudaBackend, ABatchLargerThanOneStreamedPartEqualsTheCpu) {
   REQUIRE_DEVICE();
   // 400 images of 256x256x3 u8 = 79 MB of input: four parts of 100 images (samples_per_part),
@@ -173,13 +206,15 @@ TEST(CudaBackend, PlanesTooWideForTheLineGridTakeTheBlockKernelsAndEqualTheCpu) 
   REQUIRE_DEVICE();
   // A line grid holds 65535 CTAs of 128 positions along y (8,388,480): wider lines go to the
   // block kernels without being asked (the choice is tested on the host, CudaGridOnHost).
-  // 9,000,000 values a row: the decode falls back, and at chop 8 the encode (1,125,000
-  // blocks of 8 kept rows) too; interleaved, 3,000,001 x 3 positions fall back in the decode.
+  // At B = 16 with the chop at run time a decode thread takes one element: 9,000,000 values
+  // a row fall back in the decode, and at chop 16 in the encode (562,500 blocks of 16 kept
+  // rows) too; interleaved, 3,000,001 x 3 positions fall back in the decode. (At B = 8 a
+  // decode thread takes 4 elements or more: these rows would fit.)
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu);
-  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhw, 1, 8, 9000000, 1, 8, 8, coeff_type::f32},
+  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhw, 1, 16, 9000000, 1, 16, 16, coeff_type::f32},
                                        *gpu, *cpu, 95, 0, 256);
-  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 1, 9, 3000001, 3, 8, 4, coeff_type::f16},
+  expect_cuda_equals_cpu<std::uint8_t>({dtype::u8, layout::nhwc, 1, 9, 3000001, 3, 16, 4, coeff_type::f16},
                                        *gpu, *cpu, 94, 0, 256);
 }
 
@@ -326,6 +361,49 @@ TEST(CudaDevice, LineAndBlockKernelsGiveIdenticalBytes) {
                                   coeff_type::f32, -50, 50, seed++);
       expect_layouts_agree<std::uint16_t>(dtype::u16, {layout::nchw, 2, 2, ub + 3, ub + 7}, b, k,
                                           coeff_type::f32, 30000, 36000, seed++);
+    }
+  }
+}
+
+/** decode_device into `d_out` + `shift` bytes of device memory: the CPU's values. */
+template <typename T>
+void expect_shifted_output_decodes(dtype type, const geometry& g, int b, int k, double lo,
+                                   double hi, std::size_t shift, unsigned seed) {
+  codec_params p;
+  p.block = b;
+  p.chop = k;
+  p.coeff = coeff_type::f16;
+  p.offset = default_offset(type);
+  const u64 vals = g.samples * g.values_per_sample();
+  const auto in = random_values<T>(vals, seed, lo, hi);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  std::vector<std::byte> c(g.samples * coeff_bytes_per_sample(p, g));
+  cpu->encode(p, make_view(g, type, static_cast<const void*>(in.data()), g.samples), c);
+  std::vector<T> want(vals), got(vals);
+  cpu->decode(p, c, make_view(g, type, static_cast<void*>(want.data()), g.samples));
+  device_bytes d_c(c.size()), d_out(vals * sizeof(T) + 16);
+  ASSERT_EQ(cudaMemcpy(d_c.p, c.data(), c.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  auto* out = static_cast<std::byte*>(d_out.p) + shift;
+  cuda::decode_device(p, g, type, g.samples, d_c.p, out, nullptr);
+  ASSERT_EQ(cudaMemcpy(got.data(), out, vals * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), vals * sizeof(T)), 0)
+      << "dtype " << static_cast<int>(type) << " K=" << k << ", output shifted by " << shift;
+}
+
+TEST(CudaDevice, AnOutputAddressNotAlignedForTheWordStoresDecodesTheCpusValues) {
+  REQUIRE_DEVICE();
+  // A caller's device pointer into a batch: where it is no multiple of a word's alignment (16
+  // bytes for 4 f32, 4 for u8 words, of 4 or of 12 bytes), the decode stores element by
+  // element. Rows of 32 values, which store whole words where the address allows.
+  unsigned seed = 700;
+  for (int k : {1, 4, 6}) {
+    for (std::size_t shift : {0, 4, 8, 12}) {
+      expect_shifted_output_decodes<float>(dtype::f32, {layout::nhw, 3, 1, 17, 32}, 8, k, -50,
+                                           50, shift, seed++);
+    }
+    for (std::size_t shift : {0, 1, 2, 3}) {
+      expect_shifted_output_decodes<std::uint8_t>(dtype::u8, {layout::nhwc, 3, 3, 17, 32}, 8, k,
+                                                  0, 256, shift, seed++);
     }
   }
 }
