@@ -706,7 +706,13 @@ void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 
   const u64 rows = std::min<u64>(B, g.h - strip * B);
   const u64 m = (g.ci - 1) * wp + std::min<u64>(wp, (g.w + 7) / 8 * 8);
   for (u64 r = 0; r < rows; ++r) {
-    vertical_inverse(t, B, r, k, y, n, m, row);
+    // At chop 1 row r is 0 + T[0][r] y[0][x], and row 0 of T is one value, sqrt(1/B) in
+    // every column bit for bit (dct_matrix multiplies by cos 0.0 = 1): every row of the strip
+    // is the first, the same bits, computed once (one thread: u8 RGB decoded 1.2 times as
+    // fast, u8 planar 1.4; scripts/results/bench-cpu-decode-chop1-2026-12-04.txt). At larger
+    // chops the sums' first terms are the same in every row too, but keeping them in a row
+    // of their own measured slower at chop 2 (0.9 times, u8 RGB).
+    if (r == 0 || k > 1) vertical_inverse(t, B, r, k, y, n, m, row);
     Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
     switch (g.ci) {
       case 1: store_wide_row(row, g, offset, dst); break;
