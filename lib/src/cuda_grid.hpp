@@ -477,9 +477,12 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
       return acc;
     };
     // Not interleaved, the S elements are columns of one block (S divides B, and e0 is a
-    // multiple of S), so they share its coefficients: loaded once. Interleaved, each
+    // multiple of S), so they share its coefficients: loaded once (G = 1). With P interleaved
+    // planes known at compile time, the S / P columns of each plane lie in one block: each
+    // plane's loaded once (G = P), element s taking plane s % P's. Otherwise (G = 0) each
     // element loads its own plane's.
-    const auto sums = [&](auto shared) {
+    const auto sums = [&](auto groups) {
+      constexpr int G = decltype(groups)::value;
       DCTCHOP_UNROLL
       for (int i = 0; i < R; ++i) {
         const std::uint64_t bi = bi0 + static_cast<std::uint64_t>(i);
@@ -488,10 +491,15 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         for (int u = 0; u < kmax; ++u) {
           if (u >= k) break;
           Real c[kmax];  // C[u][v]
-          if constexpr (decltype(shared)::value) {
-            coeff_row(cplane, bi, u, x[0] / static_cast<std::uint32_t>(b), c);
+          if constexpr (G > 0) {
+            const std::uint64_t j = x[0] / static_cast<std::uint32_t>(b);
             DCTCHOP_UNROLL
-            for (int s = 0; s < S; ++s) y[i][s][u] = sum(c, tc[s]);
+            for (int q = 0; q < G; ++q) {
+              coeff_row(cplane + static_cast<std::uint64_t>(q) * g.plane_coeff_bytes, bi, u, j,
+                        c);
+              DCTCHOP_UNROLL
+              for (int s = q; s < S; s += G) y[i][s][u] = sum(c, tc[s]);
+            }
           } else {
             DCTCHOP_UNROLL
             for (int s = 0; s < S; ++s) {
@@ -527,35 +535,14 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         }
       }
     };
-    // P interleaved planes known at compile time: each plane's coefficients loaded once for
-    // the S / P columns (of one block) that the thread takes of it.
-    const auto plane_sums = [&](auto) {  // (generic: compiled only where called)
-      const std::uint64_t j = x[0] / static_cast<std::uint32_t>(b);
-      DCTCHOP_UNROLL
-      for (int i = 0; i < R; ++i) {
-        const std::uint64_t bi = bi0 + static_cast<std::uint64_t>(i);
-        if (bi >= g.bh) break;
-        DCTCHOP_UNROLL
-        for (int u = 0; u < kmax; ++u) {
-          if (u >= k) break;
-          DCTCHOP_UNROLL
-          for (int q = 0; q < (P > 0 ? P : 1); ++q) {
-            Real c[kmax];  // C[u][v] of plane q
-            coeff_row(cplane + static_cast<std::uint64_t>(q) * g.plane_coeff_bytes, bi, u, j, c);
-            DCTCHOP_UNROLL
-            for (int s = q; s < S; s += (P > 0 ? P : 1)) y[i][s][u] = sum(c, tc[s]);
-          }
-        }
-      }
-    };
     if constexpr (P > 0) {
-      plane_sums(0);
+      sums(std::integral_constant<int, P>{});
     } else if constexpr (S == 1) {
-      sums(std::false_type{});
+      sums(std::integral_constant<int, 0>{});
     } else if (inter) {
-      sums(std::false_type{});
+      sums(std::integral_constant<int, 0>{});
     } else {
-      sums(std::true_type{});
+      sums(std::integral_constant<int, 1>{});
     }
   });
   // inverse_block sums a value from 0 (0 + p0 + p1 ...), this from its first product
