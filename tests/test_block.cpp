@@ -78,9 +78,13 @@ long long encode_on_host(cuda::kernel_layout kl, const codec_params& p, const ge
                                                                      in, bg, offset, code, out.data()));
     });
   } else {
-    for_each_thread(detail::block_threads(bg), [&](u64 i) {
-      first_bad = std::min(first_bad, detail::encode_thread<BT>(i, tab.t, p.block, p.chop, in, bg,
-                                                                offset, code, out.data()));
+    detail::with_encode_stride<BT, In>(bg, [&](auto sc) {
+      constexpr int SC = decltype(sc)::value;
+      for_each_thread(detail::block_threads(bg), [&](u64 i) {
+        first_bad = std::min(first_bad, detail::encode_thread<BT, SC>(i, tab.t, p.block, p.chop,
+                                                                      in, bg, offset, code,
+                                                                      out.data()));
+      });
     });
   }
   return first_bad == detail::all_fit ? -1 : static_cast<long long>(first_bad);

@@ -251,12 +251,12 @@ inline std::optional<device_guard> guard_for_release(int device) noexcept {
 
 // ---- kernels: each thread runs its function of cuda_grid.hpp ------------------------------
 
-template <int BT, typename In, typename Real>
+template <int BT, typename In, typename Real, int SC>
 __global__ void encode_kernel(dct_table<Real> tab, int b, int k, const In* in, batch_geometry g,
                               Real offset, coeff_code code, std::byte* coeffs,
                               unsigned long long* first_bad, u64 sample_base) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const u64 bad = encode_thread<BT>(i, tab.t, b, k, in, g, offset, code, coeffs);
+  const u64 bad = encode_thread<BT, SC>(i, tab.t, b, k, in, g, offset, code, coeffs);
   if (bad != all_fit) atomicMin(first_bad, static_cast<unsigned long long>(sample_base + bad));
 }
 
@@ -331,8 +331,11 @@ void launch_encode(const codec_params& p, const batch_geometry& g, dtype t, cons
         encode_rows_kernel<BT, In, Real><<<grid, threads_per_cta, 0, s>>>(
             tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
       } else {
-        encode_kernel<BT, In, Real><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
-            tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
+        with_encode_stride<BT, In>(g, [&](auto sc) {
+          constexpr int SC = decltype(sc)::value;
+          encode_kernel<BT, In, Real, SC><<<ctas_for(block_threads(g)), threads_per_cta, 0, s>>>(
+              tab, p.block, p.chop, src, g, offset, code, dst, d_first_bad, sample_base);
+        });
       }
     });
   });

@@ -111,7 +111,7 @@ DCTCHOP_HD block_place block_place_of(std::uint64_t i, const batch_geometry& g) 
 
 /** Encode thread `i` of the block grid: one block. An index past the last block does
  *  nothing. Returns all_fit, or the sample of a coefficient that does not fit `code`. */
-template <int BT, typename In, typename Real>
+template <int BT, int SC = 0, typename In, typename Real>
 DCTCHOP_HD std::uint64_t encode_thread(std::uint64_t i, const Real* t, int b, int k, const In* in,
                                        const batch_geometry& g, Real offset, coeff_code code,
                                        std::byte* coeffs) {
@@ -120,10 +120,25 @@ DCTCHOP_HD std::uint64_t encode_thread(std::uint64_t i, const Real* t, int b, in
   const In* src = in + static_cast<std::int64_t>(at.n) * g.stride_sample +
                   static_cast<std::int64_t>(at.c) * g.stride_plane;
   const plane_geometry pg{g.h, g.w, g.stride_row, g.stride_col};
-  return encode_block<In, Real, BT>(t, b, k, src, pg, at.bi, at.bj, offset, code,
+  return encode_block<In, Real, BT, SC>(t, b, k, src, pg, at.bi, at.bj, offset, code,
                                     coeffs + at.plane * g.plane_coeff_bytes)
              ? all_fit
              : at.n;
+}
+
+/** Calls fn with the column stride that the encode block kernel at block size BT for input
+ *  In is compiled for (std::integral_constant<int, SC>): 3 for u8 RGB images (NHWC, 3
+ *  planes) and 1 for planar u8 and f32, at B = 8 (encode_block reads a block inside the plane
+ *  at constant offsets); otherwise 0, any stride. Only these, for compile time. */
+template <int BT, typename In, typename Fn>
+void with_encode_stride(const batch_geometry& g, Fn&& fn) {
+  if constexpr (BT == 8 && std::is_same_v<In, std::uint8_t>) {
+    if (g.stride_col == 3) return fn(std::integral_constant<int, 3>{});
+  }
+  if constexpr (BT == 8 && (std::is_same_v<In, std::uint8_t> || std::is_same_v<In, float>)) {
+    if (g.stride_col == 1) return fn(std::integral_constant<int, 1>{});
+  }
+  fn(std::integral_constant<int, 0>{});
 }
 
 /** Decode thread `i`, the inverse of encode_thread. */
