@@ -227,17 +227,17 @@ DCTCHOP_HD bool encode_block(const Real* t, int b, int k, const In* plane, const
       p += g.stride_row;
     }
   } else {
-  for (int r = 0; r < b; ++r) {
-    std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
-    row = row < g.height ? row : g.height - 1;
-    for (int col = 0; col < b; ++col) {
-      std::uint64_t cc = bj * b + static_cast<std::uint64_t>(col);
-      cc = cc < g.width ? cc : g.width - 1;
-      x[r * b + col] = static_cast<Real>(plane[static_cast<std::int64_t>(row) * g.stride_row +
-                                               static_cast<std::int64_t>(cc) * g.stride_col]) -
-                       offset;
+    for (int r = 0; r < b; ++r) {
+      std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
+      row = row < g.height ? row : g.height - 1;
+      for (int col = 0; col < b; ++col) {
+        std::uint64_t cc = bj * b + static_cast<std::uint64_t>(col);
+        cc = cc < g.width ? cc : g.width - 1;
+        x[r * b + col] = static_cast<Real>(plane[static_cast<std::int64_t>(row) * g.stride_row +
+                                                 static_cast<std::int64_t>(cc) * g.stride_col]) -
+                         offset;
+      }
     }
-  }
   }
   forward_block<BT>(t, b, k, x, c);
   const std::uint64_t ccols = (g.width + b - 1) / b * k;
