@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -888,13 +887,11 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   // Made when asked for: the CUDA backend's line counts the devices, which starts the CUDA
   // driver (a tenth of a second and more on a GPU machine), not for every command.
-  app.set_version_flag("--version", std::function<std::string()>([] {
-    std::string backends;
-    for (const auto& b : compiled_backends()) backends += (backends.empty() ? "" : ", ") + b;
-    return std::string("dctchop ") + DCTCHOP_VERSION_STRING + "\nbackends: " + backends +
-           "\narchive format: " + std::to_string(formats::archive_major) + "." +
-           std::to_string(formats::archive_minor) + "\nnpz inflate: " + formats::npz_inflater();
-  }));
+  app.set_version_flag("--version", [] {
+    return fmt::format("dctchop {}\nbackends: {}\narchive format: {}.{}\nnpz inflate: {}",
+                       DCTCHOP_VERSION_STRING, fmt::join(compiled_backends(), ", "),
+                       formats::archive_major, formats::archive_minor, formats::npz_inflater());
+  });
 
   // ---- compress
   std::string c_in, c_out, c_coeff, c_layout = "auto", c_labels, c_backend = "auto";

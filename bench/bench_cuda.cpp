@@ -43,26 +43,17 @@ struct workload {
   codec_params p;
 };
 
-workload images_u8(u64 n, int chop) {
+/** RGB images at block size 8; the same at 16, whose chops 2, 4, 8 keep what 1, 2, 4 keep at
+ *  B = 8 (where kernel_layout::automatic's choice, blocks to encode at B = 8 only, is to be
+ *  checked), and at 32, whose chops 4, 8, 16 keep as much (the decode's compact kernel,
+ *  compact_decode in lib/src/cuda_grid.hpp, which was made to cut compile time and had not
+ *  been measured). */
+workload images_u8(u64 n, int chop, int block = 8) {
   codec_params p;
+  p.block = block;
   p.chop = chop;
   p.offset = 128;
   return {{layout::nhwc, n, 3, 256, 256}, dtype::u8, p};
-}
-/** The same images at block size 16, whose chops 2, 4, 8 keep what 1, 2, 4 keep at B = 8:
- *  where kernel_layout::automatic's choice (blocks to encode at B = 8 only) is to be checked. */
-workload images_u8_b16(u64 n, int chop) {
-  auto w = images_u8(n, chop);
-  w.p.block = 16;
-  return w;
-}
-/** And at block size 32, whose chops 4, 8, 16 keep what 1, 2, 4 keep at B = 8: the decode's
- *  compact kernel (compact_decode in lib/src/cuda_grid.hpp: rolled loops, T in shared memory),
- *  which was made to cut compile time and had not been measured. */
-workload images_u8_b32(u64 n, int chop) {
-  auto w = images_u8(n, chop);
-  w.p.block = 32;
-  return w;
 }
 workload fields_f32(u64 n, int chop) {
   codec_params p;
@@ -244,12 +235,12 @@ void BM_device_decode_f32_512x512(benchmark::State& s) { device_run(s, fields_f3
 void BM_device_encode_blocks_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(1024, chop(s)), op::encode_blocks); }
 void BM_device_decode_blocks_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(1024, chop(s)), op::decode_blocks); }
 void BM_device_decode_gemm_f32_512x512(benchmark::State& s) { device_run(s, fields_f32(1024, chop(s)), op::decode_gemm); }
-void BM_device_encode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::encode); }
-void BM_device_decode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode); }
-void BM_device_encode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::encode_blocks); }
-void BM_device_decode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8_b16(4096, chop(s)), op::decode_blocks); }
-void BM_device_encode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8_b32(4096, chop(s)), op::encode); }
-void BM_device_decode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8_b32(4096, chop(s)), op::decode); }
+void BM_device_encode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 16), op::encode); }
+void BM_device_decode_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 16), op::decode); }
+void BM_device_encode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 16), op::encode_blocks); }
+void BM_device_decode_blocks_u8_256x256x3_b16(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 16), op::decode_blocks); }
+void BM_device_encode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 32), op::encode); }
+void BM_device_decode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 32), op::decode); }
 void BM_device_copy_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::copy); }
 void BM_device_memset_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::memset); }
 void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, false); }
@@ -262,9 +253,10 @@ void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, image
 // count would call it four or five times. 20 iterations of k_launches kernel runs of about
 // 1 GB are timed by CUDA events; 5 host round trips are about 4 GB over PCIe.
 #define DCTCHOP_CHOPS Arg(1)->Arg(2)->Arg(4)->ArgName("chop")
-#define DCTCHOP_DEVICE DCTCHOP_CHOPS->UseManualTime()->Iterations(20)
-#define DCTCHOP_DEVICE_B16 Arg(2)->Arg(4)->Arg(8)->ArgName("chop")->UseManualTime()->Iterations(20)
-#define DCTCHOP_DEVICE_B32 Arg(4)->Arg(8)->Arg(16)->ArgName("chop")->UseManualTime()->Iterations(20)
+#define DCTCHOP_TIMED UseManualTime()->Iterations(20)
+#define DCTCHOP_DEVICE DCTCHOP_CHOPS->DCTCHOP_TIMED
+#define DCTCHOP_DEVICE_B16 Arg(2)->Arg(4)->Arg(8)->ArgName("chop")->DCTCHOP_TIMED
+#define DCTCHOP_DEVICE_B32 Arg(4)->Arg(8)->Arg(16)->ArgName("chop")->DCTCHOP_TIMED
 #define DCTCHOP_HOST DCTCHOP_CHOPS->UseRealTime()->Iterations(5)
 BENCHMARK(BM_device_encode_u8_256x256x3)->DCTCHOP_DEVICE;
 BENCHMARK(BM_device_decode_u8_256x256x3)->DCTCHOP_DEVICE;

@@ -69,8 +69,8 @@ python3 "$here/scripts/sass_count.py" "$work/probe.cubin" | sed -E 's/\(dctchop:
 # The f32 fields of the GPU benchmark are planar (NHW): their threads share a block's
 # coefficient loads (the shared path, which the probe above takes out). The same probe of it.
 if grep -qF "} else if (true) {" "$work/src/cuda_grid.hpp"; then
-sed -i 's/} else if (true) {/} else if (false) {/' "$work/src/cuda_grid.hpp"
-cat > "$work/planar.cu" <<'CU'
+  take "} else if (true) {" "} else if (false) {"
+  cat > "$work/planar.cu" <<'CU'
 #include "cuda_grid.hpp"
 using namespace dctchop::detail;
 template <int K>
@@ -85,9 +85,9 @@ __global__ void decode_planar_probe(dct_table<float> tab, const std::byte* coeff
 template __global__ void decode_planar_probe<1>(dct_table<float>, const std::byte*, float*, batch_geometry, float);
 template __global__ void decode_planar_probe<4>(dct_table<float>, const std::byte*, float*, batch_geometry, float);
 CU
-"$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin $two \
-  -I "$work/src" -I "$tree/lib/include" "$work/planar.cu" -o "$work/planar.cubin"
-python3 "$here/scripts/sass_count.py" "$work/planar.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/<1>/<1, float>/; s/<4>/<4, float>/'
+  "$nvcc" -std=c++20 -O3 -fmad=false --expt-relaxed-constexpr -arch=sm_90 -cubin $two \
+    -I "$work/src" -I "$tree/lib/include" "$work/planar.cu" -o "$work/planar.cubin"
+  python3 "$here/scripts/sass_count.py" "$work/planar.cubin" | sed -E 's/\(dctchop::detail::dct_table.*//; s/<1>/<1, float>/; s/<4>/<4, float>/'
 fi
 # u8 RGB images at B = 8 and chops 1 to 4 take their own kernel (with_decode_planes: 4 columns
 # of the 3 planes a thread, 96 values): the benchmark's images, where the tree has it.

@@ -437,8 +437,9 @@ TEST(BlockFunctions, ForwardBlockMatchesADirectDctAndInverseUndoesIt) {
 
 TEST(BlockFunctions, RowZeroOfTheDctTableIsOneValueBitForBitInEveryColumn) {
   // decode_elements (lib/src/cuda_grid.hpp) takes T[0][x] as t[0], and the first term of a
-  // value's sum, T[0][r] * y[0], as one product for every row r: the same bits only while
-  // row 0 of the table is one value exactly, not merely to rounding.
+  // value's sum, T[0][r] * y[0], as one product for every row r; the CPU's decode_strip
+  // (lib/src/cpu_kernels.cpp) computes a strip's one row at chop 1: the same bits only
+  // while row 0 of the table is one value exactly, not merely to rounding.
   for (int b = 1; b <= 32; ++b) {
     const auto tf = detail::make_table<float>(b);
     const auto td = detail::make_table<double>(b);

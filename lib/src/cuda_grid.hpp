@@ -443,15 +443,14 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
     return (bi * k + static_cast<std::uint64_t>(u)) * ccols + j * k;
   };
   constexpr bool compact = compact_decode<BT, KT>();
-  // Compact reads T through tcol only: no shared coefficient rows (S = 1), one block row.
+  // Compact reads T's column from t as it goes: no shared coefficient rows (S = 1), one block
+  // row.
   static_assert(!compact || (S == 1 && R == 1));
   [[maybe_unused]] Real tc[S][compact ? 1 : kmax];  // T[v][x[s] % b]; compact: read from t
-  const Real* tcol[S];                              // column x[s] % b of T: T[v] at [v * b]
-  DCTCHOP_UNROLL
-  for (int s = 0; s < S; ++s) {
-    const auto cb = static_cast<int>(x[s] % static_cast<std::uint32_t>(b));
-    tcol[s] = t + cb;
-    if constexpr (!compact) {
+  if constexpr (!compact) {
+    DCTCHOP_UNROLL
+    for (int s = 0; s < S; ++s) {
+      const auto cb = static_cast<int>(x[s] % static_cast<std::uint32_t>(b));
       DCTCHOP_UNROLL
       for (int v = 0; v < kmax; ++v) {
         if (v >= k) break;
@@ -526,7 +525,7 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
               } else if constexpr (compact) {
                 // The same sum, a term at a time, the table's column read as it goes.
                 const std::uint64_t first = first_of(bi, u, j);
-                const Real* tv = tcol[s];
+                const Real* tv = t + x[s] % static_cast<std::uint32_t>(b);  // column x of T
                 Real acc = C::template get<Real>(cp, first) * t[0];  // T[0][x] is t[0]
                 DCTCHOP_ROLLED
                 for (int v = 1; v < k; ++v) {
@@ -612,15 +611,14 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
       }
       if (whole_words) {
 #if defined(__CUDA_ARCH__)
-        // One aligned store, of an integer: a struct of bytes is stored as st.v4.u8 of its
-        // bytes, taken apart (3 shifts and 4 conversions a word of u8) and put back together
-        // by ptxas (6 instructions a word more than an integer's store, sm_90).
-        // Words of 12 bytes (4-byte aligned) as three integers.
-        constexpr bool ints = alignof(word) == 4 && sizeof(word) > 4;
+        // Aligned stores of integers of the word's alignment (one, or three for 12 bytes): a
+        // struct of bytes is stored as st.v4.u8 of its bytes, taken apart (3 shifts and 4
+        // conversions a word of u8) and put back together by ptxas (6 instructions a word
+        // more than an integer's store, sm_90).
         using bits = std::conditional_t<
-            sizeof(word) == 4 || ints, std::uint32_t,
-            std::conditional_t<sizeof(word) == 2, std::uint16_t, word>>;
-        bits wb[ints ? sizeof(word) / 4 : 1];
+            alignof(word) == 4, std::uint32_t,
+            std::conditional_t<alignof(word) == 2, std::uint16_t, word>>;
+        bits wb[sizeof(word) / sizeof(bits)];
         std::memcpy(wb, &w, sizeof wb);
         DCTCHOP_UNROLL
         for (int q = 0; q < static_cast<int>(sizeof wb / sizeof(bits)); ++q) {
