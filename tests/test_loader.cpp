@@ -278,6 +278,40 @@ TEST(Loader, MoreRanksThanSamplesWithoutDropLastGiveEveryRankOneBatch) {
   EXPECT_EQ(whole.next().samples.size(), 3u);
 }
 
+TEST(Loader, BatchCapacityIsTheLargestBatchThatTheRankIsHanded) {
+  // The device loader sizes its buffers by it: a batch size past a rank's share is one batch
+  // of that share (not of the archive, on every rank).
+  temp_dir dir;
+  const auto a = make_archive(dir, 10);
+  struct setting {
+    std::size_t batch;
+    int world;
+    bool drop_last;
+    u64 want;
+  };
+  const std::size_t all = std::numeric_limits<std::size_t>::max();
+  for (const setting& c : {setting{4, 1, true, 4}, setting{4, 1, false, 4}, setting{3, 2, true, 3},
+                           setting{all, 1, false, 10}, setting{all, 4, false, 3},
+                           setting{7, 2, false, 5}, setting{20, 3, false, 4}}) {
+    for (int rank = 0; rank < c.world; ++rank) {
+      loaders::loader_options o;
+      o.batch_size = c.batch;
+      o.world = c.world;
+      o.rank = rank;
+      o.drop_last = c.drop_last;
+      o.seed = 5;
+      loaders::archive_loader l(a, o);
+      u64 largest = 0;
+      for (u64 i = 0; i < l.batches_per_epoch(); ++i) {
+        largest = std::max<u64>(largest, l.next().samples.size());
+      }
+      EXPECT_EQ(l.batch_capacity(), c.want)
+          << "batch " << c.batch << ", world " << c.world << ", rank " << rank;
+      EXPECT_EQ(largest, c.want) << "batch " << c.batch << ", world " << c.world;
+    }
+  }
+}
+
 TEST(Loader, TryNextDoesNotWaitForABatchThePrefetchThreadIsStillMaking) {
   temp_dir dir;
   const auto a = make_archive(dir, 40);

@@ -118,10 +118,11 @@ struct device_loader::impl {
     pool->held.assign(static_cast<std::size_t>(buffers + (dev >= 0 ? 1 : 0)), false);
     handed = batches.state();
     if (device >= 0) {
-      // Slots for the largest batch there is: a batch size past the archive (SIZE_MAX, "one
-      // batch of everything") is one batch of at most its samples, and must not size (or, the
-      // product wrapping, undersize) the device buffers.
-      const u64 most = std::min<u64>(opt.batch_size, batches.samples());
+      // Slots for the largest batch this rank gets: a batch size past the rank's share (SIZE_MAX,
+      // "one batch of everything") is one batch of that share, and must not size (or, the
+      // product wrapping, undersize) the device buffers, nor, sharded, size them for the
+      // whole archive on every rank.
+      const u64 most = batches.batch_capacity();
       const u64 out_bytes =
           most * batches.sample_geometry().values_per_sample() * size_of(batches.sample_type());
       pool->ring = std::make_unique<cuda::device_ring>(device, pool->held.size(),

@@ -462,6 +462,9 @@ void archive_loader::renew_if_forked() {
 
 std::uint64_t archive_loader::samples() const noexcept { return impl_->h.geom.samples; }
 std::uint64_t archive_loader::batches_per_epoch() const noexcept { return impl_->batches_per_epoch(); }
+std::uint64_t archive_loader::batch_capacity() const noexcept {
+  return std::min<std::uint64_t>(impl_->o.batch_size, impl_->samples_per_rank());
+}
 std::uint64_t archive_loader::sample_bytes() const noexcept { return impl_->sample_bytes; }
 std::uint64_t archive_loader::label_bytes() const noexcept { return impl_->label_row; }
 const std::string& archive_loader::label_descr() const noexcept { return impl_->label_descr; }

@@ -102,6 +102,9 @@ class archive_loader {
   std::uint64_t samples() const noexcept;
   /** Batches per epoch for this rank. */
   std::uint64_t batches_per_epoch() const noexcept;
+  /** The most samples a batch of this rank holds: the batch size, or this rank's samples of
+   *  an epoch where they are fewer (drop_last off). For sizing buffers. */
+  std::uint64_t batch_capacity() const noexcept;
   /** Bytes of one sample in batch::data (decoded values or coefficients). */
   std::uint64_t sample_bytes() const noexcept;
   /** Bytes of one sample's labels (0: the archive has none). */
