@@ -310,14 +310,18 @@ TEST(CudaGridOnHost, TheLineDecodeStoresOneByOneWhereTheOutputIsNotWordAligned) 
   }
 }
 
-TEST(CudaGridOnHost, TheLineDecodeGivesTheCpusZeroWhereEveryProductIsMinusZeroAndTheOffsetToo) {
-  // The line decode sums a value from its first product, inverse_block from 0: they differ
-  // for a sum of -0 products (-0 against +0), and after the offset only where that is -0,
-  // which the line decode takes plus 0. Coefficients of -0 at chop 1 (T's first row is
-  // positive, so every product is -0), an offset of -0, f32 out: +0 from both, bit for bit.
-  for (coeff_type ct : {coeff_type::f32, coeff_type::f16}) {
+TEST(CudaGridOnHost, EveryDecodeGivesPlusZeroWhereEveryProductIsMinusZeroAndTheOffsetToo) {
+  // Every decode sums a value from its first product, not from 0, and a sum of -0 products
+  // is -0 (at chop 1, where T's first row is positive, every value's; at larger chops, where
+  // signs mix, e - o of the vertical stage may be too); x + offset is then -0 where the
+  // offset is -0 too, unless the offset is taken plus 0, as every decode does. Coefficients
+  // of -0, an offset of -0, f32 out: +0 from the CPU, the line and the block kernels.
+  for (const auto& [ct, chop] : {std::pair{coeff_type::f32, 1}, {coeff_type::f32, 2},
+                                 {coeff_type::f32, 4}, {coeff_type::f32, 8},
+                                 {coeff_type::f16, 1}, {coeff_type::f16, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "chop " << chop << " " << to_string(ct));
     codec_params p;
-    p.chop = 1;
+    p.chop = chop;
     p.coeff = ct;
     p.offset = -0.0;
     const geometry g = test::shape_of(layout::nhw, 1, 16, 16, 1);
@@ -332,9 +336,13 @@ TEST(CudaGridOnHost, TheLineDecodeGivesTheCpusZeroWhereEveryProductIsMinusZeroAn
     auto cpu = make_backend(backend_kind::cpu, {1});
     std::vector<float> want(256, 1.0f), got(256, 1.0f);
     cpu->decode(p, c, make_view(g, dtype::f32, static_cast<void*>(want.data()), 1));
-    ASSERT_EQ(detail::float_bits(want[0]), 0u) << "the CPU backend gives +0";
-    decode_on_host<float, float, 8>(cuda::kernel_layout::lines, p, g, c.data(), got.data());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    for (float v : want) ASSERT_EQ(detail::float_bits(v), 0u) << "the CPU backend gives +0";
+    for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+      std::fill(got.begin(), got.end(), 1.0f);
+      decode_on_host<float, float, 8>(kl, p, g, c.data(), got.data());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << (kl == cuda::kernel_layout::lines ? "lines" : "blocks");
+    }
   }
 }
 

@@ -135,8 +135,10 @@ TEST(Golden, CommittedU32ArchiveDecodesToTheRecordedQualityWithoutWrapping) {
   EXPECT_NEAR(20 * std::log10(4294967295.0) - 10 * std::log10(mse), q.at("psnr_db").get<double>(), 1e-9);
 }
 
-/** Decode a committed fields archive; it must come close to `input` (its dtype too). */
-void expect_fields_decode(const std::string& archive, const std::string& input) {
+/** Decode a committed fields archive; it must come close to `input` (its dtype too), and give
+ *  the PSNR its footer recorded to within `psnr_tolerance` dB. */
+void expect_fields_decode(const std::string& archive, const std::string& input,
+                          double psnr_tolerance = 1e-9) {
   auto out = scratch("fields") / "fields.npy";
   auto be = make_backend(backend_kind::cpu);
   formats::decompress_options o;
@@ -159,16 +161,27 @@ void expect_fields_decode(const std::string& archive, const std::string& input) 
   // And exactly what compress measured when it wrote the archive: a change in the float
   // decode path shows here (the images test does the same for u8).
   const auto q = formats::archive_reader::open(archive).footer().at("quality");
-  EXPECT_NEAR(psnr, q.at("psnr_db").get<double>(), 1e-9);
-  EXPECT_NEAR(mse, q.at("mse").get<double>(), 1e-9 * mse);
+  EXPECT_NEAR(psnr, q.at("psnr_db").get<double>(), psnr_tolerance);
+  if (psnr_tolerance <= 1e-9) {
+    EXPECT_NEAR(mse, q.at("mse").get<double>(), 1e-9 * mse);
+  }
 }
 
 TEST(Golden, CommittedFloatArchiveDecodesCloseToTheInput) {
   // fields_b8_k6_f32_offset0.dcz was written before float data got its mean as the offset:
   // archives of both kinds must decode. fields_b8_k6_f16.dcz: the same fields in f16.
-  for (const char* name : {"fields_b8_k6_f32.dcz", "fields_b8_k6_f32_offset0.dcz"}) {
-    SCOPED_TRACE(name);
-    expect_fields_decode(k_dir + "/archives/" + name, k_dir + "/fields_f32.npy");
+  // The f32 and f16 archives were written again on 2026-12-05, when the decode's vertical sums
+  // took their even and odd terms apart (detail/block.hpp's inverse_block): the figures in
+  // their footers are this decode's. offset0's are the decode's before, which differ from
+  // today's by ulps of the values, 2e-6 dB; it cannot be written again (see above).
+  {
+    SCOPED_TRACE("fields_b8_k6_f32.dcz");
+    expect_fields_decode(k_dir + "/archives/fields_b8_k6_f32.dcz", k_dir + "/fields_f32.npy");
+  }
+  {
+    SCOPED_TRACE("fields_b8_k6_f32_offset0.dcz");
+    expect_fields_decode(k_dir + "/archives/fields_b8_k6_f32_offset0.dcz",
+                         k_dir + "/fields_f32.npy", 1e-4);
   }
   SCOPED_TRACE("fields_b8_k6_f16.dcz");
   expect_fields_decode(k_dir + "/archives/fields_b8_k6_f16.dcz", k_dir + "/fields_f16.npy");

@@ -7,7 +7,9 @@
 //   stage 1 (vertical, vectorised along the row): Y[u][x] = sum_r T[u][r] * X[r][x], u < K
 //   stage 2 (horizontal, per block j):            C[u][jK+v] = sum_c Y[u][jB+c] * T[v][c]
 // which is K + K*K/B multiply-adds per value (6 at B=8, K=4). Decoding runs the same stages
-// backwards. Edge replication: rows past H repeat row H-1, columns past W repeat column W-1.
+// backwards, its vertical one for rows r and B-1-r at once (their sums share the products:
+// vertical_inverse_k). Edge replication: rows past H repeat row H-1, columns past W repeat
+// column W-1.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -40,7 +42,7 @@ using i64 = std::int64_t;
 
 template <typename Real>
 struct scratch {
-  std::vector<Real> row;   // B wide rows (encode) or one (decode)
+  std::vector<Real> row;   // B wide rows (encode) or two (decode: rows r and B-1-r)
   std::vector<Real> y;     // K wide rows
   std::vector<Real> crow;  // coefficient rows, wb*K each
 };
@@ -505,38 +507,61 @@ bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, c
   return ok;
 }
 
-/** row[x] = sum_{u<K} T[u][r] y[u][x] for x < m. A compile-time K keeps the sum in registers
- *  (one store per value); larger K falls back to K passes over the row. */
+/** Rows r and B-1-r of a strip (B is even), x < m, from the even and odd halves of the
+ *  vertical sum (detail/block.hpp's inverse_block, whose order this keeps): e = sum over even
+ *  u < K of T[u][r] y[u][x], o = sum over odd u, both in ascending u; row = e + o, mirror =
+ *  e - o, since T[u][B-1-r] = (-1)^u T[u][r]. A compile-time K keeps the sums in registers. */
 template <int K, typename Real>
 void vertical_inverse_k(const Real* __restrict t, int b, u64 r, const Real* __restrict y, u64 n,
-                        u64 m, Real* __restrict row) {
+                        u64 m, Real* __restrict row, Real* __restrict mirror) {
   Real tc[K];
   for (int u = 0; u < K; ++u) tc[u] = t[u * b + static_cast<int>(r)];
   for (u64 x = 0; x < m; ++x) {
-    Real acc = 0;
-    for (int u = 0; u < K; ++u) acc += tc[u] * y[static_cast<u64>(u) * n + x];
-    row[x] = acc;
+    Real e = tc[0] * y[x];
+    for (int u = 2; u < K; u += 2) e += tc[u] * y[static_cast<u64>(u) * n + x];
+    if constexpr (K == 1) {
+      row[x] = e;
+      if (mirror) mirror[x] = e;  // (nullptr: only row r is wanted)
+    } else {
+      Real o = tc[1] * y[n + x];
+      for (int u = 3; u < K; u += 2) o += tc[u] * y[static_cast<u64>(u) * n + x];
+      row[x] = e + o;
+      mirror[x] = e - o;
+    }
   }
 }
 
 template <typename Real>
-void vertical_inverse(const Real* t, int b, u64 r, int k, const Real* y, u64 n, u64 m, Real* row) {
+void vertical_inverse(const Real* t, int b, u64 r, int k, const Real* y, u64 n, u64 m, Real* row,
+                      Real* mirror) {
   switch (k) {
-    case 1: return vertical_inverse_k<1>(t, b, r, y, n, m, row);
-    case 2: return vertical_inverse_k<2>(t, b, r, y, n, m, row);
-    case 3: return vertical_inverse_k<3>(t, b, r, y, n, m, row);
-    case 4: return vertical_inverse_k<4>(t, b, r, y, n, m, row);
-    case 5: return vertical_inverse_k<5>(t, b, r, y, n, m, row);
-    case 6: return vertical_inverse_k<6>(t, b, r, y, n, m, row);
-    case 7: return vertical_inverse_k<7>(t, b, r, y, n, m, row);
-    case 8: return vertical_inverse_k<8>(t, b, r, y, n, m, row);
+    case 1: return vertical_inverse_k<1>(t, b, r, y, n, m, row, mirror);
+    case 2: return vertical_inverse_k<2>(t, b, r, y, n, m, row, mirror);
+    case 3: return vertical_inverse_k<3>(t, b, r, y, n, m, row, mirror);
+    case 4: return vertical_inverse_k<4>(t, b, r, y, n, m, row, mirror);
+    case 5: return vertical_inverse_k<5>(t, b, r, y, n, m, row, mirror);
+    case 6: return vertical_inverse_k<6>(t, b, r, y, n, m, row, mirror);
+    case 7: return vertical_inverse_k<7>(t, b, r, y, n, m, row, mirror);
+    case 8: return vertical_inverse_k<8>(t, b, r, y, n, m, row, mirror);
     default: break;
   }
-  vertical_inverse_k<8>(t, b, r, y, n, m, row);
-  for (int u = 8; u < k; ++u) {
-    const Real tu = t[u * b + static_cast<int>(r)];
-    const Real* yu = y + static_cast<u64>(u) * n;
-    for (u64 x = 0; x < m; ++x) row[x] += tu * yu[x];
+  // Larger K: the even sums into row and the odd ones into mirror, a term per pass, then
+  // combined.
+  const auto pass = [&](Real* sum, int u0) {
+    const Real* tu = t + u0 * b + static_cast<int>(r);
+    for (u64 x = 0; x < m; ++x) sum[x] = tu[0] * y[static_cast<u64>(u0) * n + x];
+    for (int u = u0 + 2; u < k; u += 2) {
+      const Real tv = t[u * b + static_cast<int>(r)];
+      const Real* yu = y + static_cast<u64>(u) * n;
+      for (u64 x = 0; x < m; ++x) sum[x] += tv * yu[x];
+    }
+  };
+  pass(row, 0);
+  pass(mirror, 1);
+  for (u64 x = 0; x < m; ++x) {
+    const Real e = row[x], o = mirror[x];
+    row[x] = e + o;
+    mirror[x] = e - o;
   }
 }
 
@@ -683,6 +708,9 @@ template <int B, typename Out, typename Real>
 void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 strip, int k,
                   const Real* t, Real offset, const strip_geometry& g, Out* plane0,
                   scratch<Real>& s) {
+  // A sum is -0 where its products all are (they start from the first, not from 0): the
+  // offset plus 0 turns such a value into +0 (an offset of -0 is +0) and leaves the rest.
+  offset += Real(0);
   Real* y = s.y.data();
   Real* row = s.row.data();
   const std::size_t csize = size_of(ct);
@@ -705,23 +733,35 @@ void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 
   // columns per plane.
   const u64 rows = std::min<u64>(B, g.h - strip * B);
   const u64 m = (g.ci - 1) * wp + std::min<u64>(wp, (g.w + 7) / 8 * 8);
-  for (u64 r = 0; r < rows; ++r) {
-    // At chop 1 row r is 0 + T[0][r] y[0][x], and row 0 of T is one value, sqrt(1/B) in
-    // every column bit for bit (dct_matrix multiplies by cos 0.0 = 1): every row of the strip
-    // is the first, the same bits, computed once (one thread: u8 RGB decoded 1.2 times as
-    // fast, u8 planar 1.4; scripts/results/bench-cpu-decode-chop1-2026-12-04.txt). At larger
-    // chops the sums' first terms are the same in every row too, but keeping them in a row
-    // of their own measured slower at chop 2 (0.9 times, u8 RGB).
-    if (r == 0 || k > 1) vertical_inverse(t, B, r, k, y, n, m, row);
+  const auto store = [&](u64 r, const Real* values) {
     Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
     switch (g.ci) {
-      case 1: store_wide_row(row, g, offset, dst); break;
-      case 2: store_interleaved<2>(row, g, offset, dst); break;
-      case 3: store_interleaved<3>(row, g, offset, dst); break;
-      case 4: store_interleaved<4>(row, g, offset, dst); break;
-      default: store_interleaved<0>(row, g, offset, dst); break;
+      case 1: store_wide_row(values, g, offset, dst); break;
+      case 2: store_interleaved<2>(values, g, offset, dst); break;
+      case 3: store_interleaved<3>(values, g, offset, dst); break;
+      case 4: store_interleaved<4>(values, g, offset, dst); break;
+      default: store_interleaved<0>(values, g, offset, dst); break;
     }
+  };
+  // At chop 1 row r is T[0][r] y[0][x], and row 0 of T is one value, sqrt(1/B) in every
+  // column bit for bit (dct_matrix multiplies by cos 0.0 = 1): every row of the strip is the
+  // first, the same bits, computed once (one thread: u8 RGB decoded 1.2 times as fast, u8
+  // planar 1.4; scripts/results/bench-cpu-decode-chop1-2026-12-04.txt).
+  if (k == 1) {
+    vertical_inverse_k<1>(t, B, 0, y, n, m, row, static_cast<Real*>(nullptr));
+    for (u64 r = 0; r < rows; ++r) store(r, row);
+    return;
   }
+  // Rows r and B-1-r are computed together: row r is stored at once, in order, and row
+  // B-1-r kept (past the first row of s.row) until the first half is out, then they go in
+  // order too (in the last strip, rows past the plane are computed and not stored).
+  static_assert(B % 2 == 0, "rows pair up");
+  const auto later = [&](u64 r) { return row + (B - r) * n; };  // rows B/2..B-1 of the strip
+  for (u64 r = 0; r < B / 2 && r < rows; ++r) {
+    vertical_inverse(t, B, r, k, y, n, m, row, later(B - 1 - r));
+    store(r, row);
+  }
+  for (u64 r = B / 2; r < rows; ++r) store(r, later(r));
 }
 
 template <typename Real>

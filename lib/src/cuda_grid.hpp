@@ -559,10 +559,10 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
       sums(std::integral_constant<int, 1>{});
     }
   });
-  // inverse_block sums a value from 0 (0 + p0 + p1 ...), this from its first product
-  // (p0 + p1 ...): one addition fewer a value. The two differ only where every product is -0
-  // (0 + -0 is +0), and x + offset then differs only where the offset is -0: so the offset
-  // is taken plus 0, which turns -0 into +0 and leaves every other value as it is.
+  // A value's sum starts from its first product (p0 + p1 ..., not 0 + p0 ...), and is -0
+  // where every product is -0; x + offset then gives -0 only where the offset is -0 too: so
+  // the offset is taken plus 0, which turns -0 into +0 and leaves every other value as it
+  // is (as inverse_block's callers and the CPU do).
   const Real off = offset + Real(0);
   Out* base = out + static_cast<std::int64_t>(n) * g.stride_sample +
               static_cast<std::int64_t>(p0) * g.stride_plane + at[0];
@@ -589,18 +589,36 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
     Real first[S];
     DCTCHOP_UNROLL
     for (int s = 0; s < S; ++s) first[s] = t[0] * y[i][s][0];
-    // Row r of the block row's values (inverse_block's second stage), stored at p.
-    const auto row_out = [&](int r, Out* p) {
-      Real acc[S];
+    // Rows r and b-1-r of the block row (inverse_block's second stage): the sum of the even
+    // terms e, from the first, and of the odd ones o; row r is e + o, row b-1-r e - o, since
+    // T[u][b-1-r] = (-1)^u T[u][r] (half the products and sums of the two rows' own).
+    const auto pair = [&](int r, Real* lo, Real* hi) {
       DCTCHOP_UNROLL
       for (int s = 0; s < S; ++s) {
-        acc[s] = first[s];
+        Real e = first[s];
         DCTCHOP_UNROLL
-        for (int u = 1; u < kmax; ++u) {
+        for (int u = 2; u < kmax; u += 2) {
           if (u >= k) break;
-          acc[s] += t[u * b + r] * y[i][s][u];
+          e += t[u * b + r] * y[i][s][u];
+        }
+        lo[s] = e;
+        hi[s] = e;
+        if constexpr (kmax > 1) {
+          if (k > 1) {
+            Real o = t[b + r] * y[i][s][1];
+            DCTCHOP_UNROLL
+            for (int u = 3; u < kmax; u += 2) {
+              if (u >= k) break;
+              o += t[u * b + r] * y[i][s][u];
+            }
+            lo[s] = e + o;
+            hi[s] = e - o;
+          }
         }
       }
+    };
+    // The S values `acc` of a row, converted and stored at p.
+    const auto put = [&](const Real* acc, Out* p) {
       word w;
       if constexpr (S % 4 == 0 && sizeof(Out) == 1) {
         DCTCHOP_UNROLL
@@ -634,22 +652,43 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         }
       }
     };
+    // Row r at p, row b-1-r at q.
     Out* p = base + static_cast<std::int64_t>(top) * g.stride_row;
+    Out* q = p + static_cast<std::int64_t>(b - 1) * g.stride_row;
     if constexpr (compact) {
       DCTCHOP_ROLLED
-      for (int r = 0; r < rows; ++r) {
-        row_out(r, p);
+      for (int r = 0; r < b / 2 && r < rows; ++r) {  // (b is 4, 8, 16 or 32: no middle row)
+        Real lo[S], hi[S];
+        pair(r, lo, hi);
+        put(lo, p);
+        if (b - 1 - r < rows) put(hi, q);
         p += g.stride_row;
+        q -= g.stride_row;
       }
     } else {
       // A whole block row (all but the bottom one) stores without a bound check a row, and
-      // through a pointer stepped a row at a time, not a 64-bit product a value.
+      // through pointers stepped a row at a time, not a 64-bit product a value.
+      static_assert(bmax % 2 == 0);
       const auto store = [&](auto whole) {
-        DCTCHOP_UNROLL
-        for (int r = 0; r < bmax; ++r) {
-          if (r >= (decltype(whole)::value ? b : rows)) break;
-          row_out(r, p);
-          p += g.stride_row;
+        constexpr bool all = decltype(whole)::value;
+        if constexpr (kmax == 1) {  // every row is `first`: stored in order, one pointer
+          DCTCHOP_UNROLL
+          for (int r = 0; r < bmax; ++r) {
+            if (!all && r >= rows) break;
+            put(first, p);
+            p += g.stride_row;
+          }
+        } else {
+          DCTCHOP_UNROLL
+          for (int r = 0; r < bmax / 2; ++r) {
+            if (!all && r >= rows) break;
+            Real lo[S], hi[S];
+            pair(r, lo, hi);
+            put(lo, p);
+            if (all || b - 1 - r < rows) put(hi, q);
+            p += g.stride_row;
+            q -= g.stride_row;
+          }
         }
       };
       if (rows == b) {

@@ -43,7 +43,12 @@ DCTCHOP_HD void forward_block(const Real* t, int b, int k, const Real* x, Real* 
 }
 
 /** X' = T^t C T with C zero beyond k x k: `c` is k x k (row-major), `x` the b x b result. The
- *  horizontal sums come first, then the vertical ones, in the CPU kernels' order. */
+ *  horizontal sums come first, then the vertical ones, in the CPU kernels' order. The vertical
+ *  sums of rows r and b-1-r share their products, since T[u][b-1-r] = (-1)^u T[u][r]: with
+ *  e = sum over even u of T[u][r] y[u][col] and o = sum over odd u (each in ascending u, from
+ *  its first product), row r is e + o and row b-1-r is e - o, half the multiplications and
+ *  additions of two sums. (A middle row, odd b, is e + o.) A value may be -0 where its
+ *  products all are; decode_block adds the offset plus 0, which makes it +0. */
 template <int BT = 0, typename Real>
 DCTCHOP_HD void inverse_block(const Real* t, int b, int k, const Real* c, Real* x) {
   if constexpr (BT > 0) b = BT;
@@ -55,11 +60,18 @@ DCTCHOP_HD void inverse_block(const Real* t, int b, int k, const Real* c, Real* 
       y[u * b + col] = acc;
     }
   }
-  for (int r = 0; r < b; ++r) {
+  for (int r = 0; r < (b + 1) / 2; ++r) {
+    const int r2 = b - 1 - r;
     for (int col = 0; col < b; ++col) {
-      Real acc = 0;
-      for (int u = 0; u < k; ++u) acc += t[u * b + r] * y[u * b + col];
-      x[r * b + col] = acc;
+      Real e = t[r] * y[col];
+      for (int u = 2; u < k; u += 2) e += t[u * b + r] * y[u * b + col];
+      Real o = 0;
+      if (k > 1) {
+        o = t[b + r] * y[b + col];
+        for (int u = 3; u < k; u += 2) o += t[u * b + r] * y[u * b + col];
+      }
+      x[r * b + col] = k > 1 ? e + o : e;
+      if (r2 != r) x[r2 * b + col] = k > 1 ? e - o : e;
     }
   }
 }
@@ -267,6 +279,7 @@ DCTCHOP_HD void decode_block(const Real* t, int b, int k, const void* cplane, co
     }
   }
   inverse_block<BT>(t, b, k, c, x);
+  const Real off = offset + Real(0);  // -0 becomes +0 (inverse_block): values as the CPU's
   for (int r = 0; r < b; ++r) {
     const std::uint64_t row = bi * b + static_cast<std::uint64_t>(r);
     if (row >= g.height) break;
@@ -275,7 +288,7 @@ DCTCHOP_HD void decode_block(const Real* t, int b, int k, const void* cplane, co
       if (cc >= g.width) break;
       plane[static_cast<std::int64_t>(row) * g.stride_row +
             static_cast<std::int64_t>(cc) * g.stride_col] =
-          convert_out<Out>(x[r * b + col], offset);
+          convert_out<Out>(x[r * b + col], off);
     }
   }
 }
