@@ -81,7 +81,9 @@ def main():
                         os.path.join(HERE, "labels.npy"), "-f", "-q"], check=True)
         # fields_b8_k6_f32_offset0.dcz beside it is not made here: it was written by the
         # version before float data got its mean as the offset (2026-11-29), and is kept to
-        # prove that such archives still decode.
+        # prove that such archives still decode. Nor is images_b8_k4_f16_no_sample_psnr.dcz,
+        # the golden archive as written before the footer recorded per-sample PSNR (and before
+        # the encode paired its sums, 2026-12-05): info must say "not recorded" for it.
         subprocess.run([tool, "compress", os.path.join(HERE, "fields_f32.npy"), "-o",
                         os.path.join(arch, "fields_b8_k6_f32.dcz"), "--chop", "6", "-f", "-q"],
                        check=True)

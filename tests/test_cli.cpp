@@ -791,7 +791,8 @@ TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
 TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   temp_dir dir;
   // Written before the archive recorded per-sample PSNR: a finite PSNR, no worst sample.
-  auto old = cli(dir, "info " + sh_quote(std::string(DCTCHOP_SAMPLE_DIR) + "/archives/images_b8_k4_f16.dcz"));
+  auto old = cli(dir, "info " + sh_quote(std::string(DCTCHOP_SAMPLE_DIR) +
+                                         "/archives/images_b8_k4_f16_no_sample_psnr.dcz"));
   ASSERT_EQ(old.status, 0) << describe(old);
   EXPECT_NE(old.out.find("per-sample PSNR min n/a (not recorded) mean n/a (not recorded)"),
             std::string::npos) << old.out;

@@ -571,17 +571,27 @@ TEST(CoeffTypes, ValueTooLargeForBf16ButNotForF32NamesF32) {
   // bf16 says the same, not "use --coeff f32" (which would fail).
   test::expect_error([&] { be->encode({4, 1, coeff_type::bf16, 0}, big, c); }, errc::out_of_range,
                      {"does not fit bf16; no coefficient type can hold coefficients this large"});
-  // Values whose bound (B x max |x|: 4 x 9e37) passes f32's largest while the coefficients do
-  // not: columns alternating +-9e37, whose largest coefficient is 2 x 1.848 x 9e37 = 3.33e38
-  // (C[0][3]). f32 holds them, which only encoding tells: f16 names f32 (it said "beyond
-  // f32's 3.4e+38 too").
-  std::vector<float> z(16);
-  for (int i = 0; i < 16; ++i) z[static_cast<std::size_t>(i)] = (i % 2 == 0 ? 1.0f : -1.0f) * 9e37f;
-  const auto alt = make_view(g, dtype::f32, static_cast<const void*>(z.data()), 1);
+  // Values whose bound (B x max |x|: 4 x 1e38) passes f32's largest while the coefficients do
+  // not: one value of 1e38 in a block of zeros, whose largest coefficient is 0.25 x 1e38
+  // (each sum on the way at most 0.5 x 1e38). f32 holds them, which only encoding tells: f16
+  // names f32 (it said "beyond f32's 3.4e+38 too").
+  std::vector<float> z(16, 0.0f);
+  z[0] = 1e38f;
+  const auto corner = make_view(g, dtype::f32, static_cast<const void*>(z.data()), 1);
   std::vector<std::byte> c16(4 * 16 * 4);
-  be->encode({4, 4, coeff_type::f32, 0}, alt, c16);  // fits f32
-  test::expect_error([&] { be->encode({4, 4, coeff_type::f16, 0}, alt, c16); }, errc::out_of_range,
-                     {"does not fit f16; use --coeff f32"});
+  be->encode({4, 4, coeff_type::f32, 0}, corner, c16);  // fits f32
+  test::expect_error([&] { be->encode({4, 4, coeff_type::f16, 0}, corner, c16); },
+                     errc::out_of_range, {"does not fit f16; use --coeff f32"});
+  // Beyond that bound the encode may refuse what the coefficients alone would fit: its sums
+  // pair values r and B-1-r (forward_block), and those pairs may pass f32's largest first.
+  // Columns alternating +-9e37: the largest coefficient is 2 x 1.848 x 9e37 = 3.33e38
+  // (C[0][3]), but the difference of columns 0 and 3 after the vertical sums is 3.6e38.
+  // Within the bound (B x max |x| below f32's largest) no sum on the way passes it.
+  std::vector<float> a(16);
+  for (int i = 0; i < 16; ++i) a[static_cast<std::size_t>(i)] = (i % 2 == 0 ? 1.0f : -1.0f) * 9e37f;
+  const auto alt = make_view(g, dtype::f32, static_cast<const void*>(a.data()), 1);
+  test::expect_error([&] { be->encode({4, 4, coeff_type::f32, 0}, alt, c16); },
+                     errc::out_of_range, {"does not fit f32; no coefficient type can hold"});
 }
 
 TEST(CoeffTypes, NanInFloatInputIsABadInputErrorNamingTheSample) {

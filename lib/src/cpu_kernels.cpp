@@ -314,18 +314,26 @@ inline void store_u8_row(const float* row, u64 n, float offset, std::uint8_t* ds
   for (; x < n; ++x) dst[x] = static_cast<std::uint8_t>(round_clamp(row[x] + offset, 0.f, 255.f));
 }
 
-/** y[u][x] = sum_{r<B} T[u][r] rows[r][x] for u < K, x < n. With K known at compile time each
- *  x loads its B row values once and writes K outputs, all in registers; K > 8 runs in passes
- *  of at most 8 rows of T. */
+/** y[u][x] = sum_{r<B} T[u][r] rows[r][x] for u < K, x < n, as forward_block sums it (rows r
+ *  and B-1-r paired: their sum for even u, their difference for odd u). With K known at
+ *  compile time each x loads its B row values once and writes K outputs, all in registers;
+ *  K > 8 runs in passes of at most 8 rows of T (of the same parity as their index here). */
 template <int B, int K, typename Real>
 void vertical_forward_k(const Real* __restrict t, const Real* __restrict rows, u64 n,
                         Real* __restrict y) {
+  static_assert(B % 2 == 0);
+  constexpr int H = B / 2;
   for (u64 x = 0; x < n; ++x) {
-    Real v[B];
-    for (int r = 0; r < B; ++r) v[r] = rows[r * n + x];
+    Real sum[H], dif[H];
+    for (int r = 0; r < H; ++r) {
+      const Real p = rows[r * n + x], q = rows[(B - 1 - r) * n + x];
+      sum[r] = p + q;
+      dif[r] = p - q;
+    }
     for (int u = 0; u < K; ++u) {
+      const Real* w = u % 2 == 0 ? sum : dif;
       Real acc = 0;
-      for (int r = 0; r < B; ++r) acc += t[u * B + r] * v[r];
+      for (int r = 0; r < H; ++r) acc += t[u * B + r] * w[r];
       y[static_cast<u64>(u) * n + x] = acc;
     }
   }
@@ -380,12 +388,19 @@ void horizontal_forward8(const float* base, const std::int32_t* at, int k, const
     const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
     for (int cc = 0; cc < B; ++cc) blk[cc] = _mm256_i32gather_ps(base + cc, offsets, 4);
   }
+  constexpr int H = B / 2;  // columns cc and B-1-cc paired, as forward_block does
+  __m256 sum[H], dif[H];
+  for (int cc = 0; cc < H; ++cc) sum[cc] = _mm256_add_ps(blk[cc], blk[B - 1 - cc]);
+  if (k > 1) {  // (chop 1 takes sums only)
+    for (int cc = 0; cc < H; ++cc) dif[cc] = _mm256_sub_ps(blk[cc], blk[B - 1 - cc]);
+  }
   alignas(32) float lanes[8];
   for (int v = 0; v < k; ++v) {
     const float* tv = t + v * B;
+    const __m256* w = v % 2 == 0 ? sum : dif;
     __m256 acc = _mm256_setzero_ps();
-    for (int cc = 0; cc < B; ++cc)
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(blk[cc], _mm256_set1_ps(tv[cc])));
+    for (int cc = 0; cc < H; ++cc)
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(w[cc], _mm256_set1_ps(tv[cc])));
     _mm256_store_ps(lanes, acc);
     for (int l = 0; l < 8; ++l) out[l * k + v] = lanes[l];
   }
@@ -463,12 +478,17 @@ void horizontal_forward(const Real* y, u64 n, const strip_geometry& g, int k, co
 #endif
   for (; i < total; ++i, step()) {
     const Real* yb = y + u * n + j * B;
-    Real blk[B];
-    for (int cc = 0; cc < B; ++cc) blk[cc] = yb[cc];
+    constexpr int H = B / 2;  // columns cc and B-1-cc paired, as forward_block does
+    Real sum[H], dif[H];
+    for (int cc = 0; cc < H; ++cc) {
+      sum[cc] = yb[cc] + yb[B - 1 - cc];
+      dif[cc] = yb[cc] - yb[B - 1 - cc];
+    }
     for (int vv = 0; vv < k; ++vv) {
       const Real* tv = t + vv * B;
+      const Real* w = vv % 2 == 0 ? sum : dif;
       Real acc = 0;
-      for (int cc = 0; cc < B; ++cc) acc += blk[cc] * tv[cc];
+      for (int cc = 0; cc < H; ++cc) acc += w[cc] * tv[cc];
       out[i * k + vv] = acc;
     }
   }

@@ -721,40 +721,66 @@ DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, co
   if constexpr (BT > 0) b = BT;
   const In* src = in + static_cast<std::int64_t>(at.n) * g.stride_sample +
                   static_cast<std::int64_t>(at.p) * g.stride_plane;
-  Real tu[bmax] = {};  // T[u][r]
-  Real y[bmax];        // y[col] = sum_r T[u][r] X[r][col], summed over r in order
+  // forward_block's sums: rows r and b-1-r paired (their sum for even u, their difference
+  // for odd u), over r < b/2 in order from 0; then columns likewise for each v. (b is 4, 8,
+  // 16 or 32: no middle row or column.)
+  const int h = b / 2;
+  Real tu[bmax / 2] = {};  // T[u][r], r < h
+  Real y[bmax];            // y[col] = row u of T X
   DCTCHOP_UNROLL
   for (int i = 0; i < bmax; ++i) {
     if (i >= b) break;
-    tu[i] = t[at.u * b + i];
+    if (i < h) tu[i] = t[at.u * b + i];
     y[i] = 0;
   }
-  DCTCHOP_UNROLL
-  for (int r = 0; r < bmax; ++r) {
-    if (r >= b) break;
-    std::uint64_t row = at.bi * b + static_cast<std::uint64_t>(r);
-    row = row < g.h ? row : g.h - 1;
-    const In* line = src + static_cast<std::int64_t>(row) * g.stride_row;
+  const auto accumulate = [&](auto odd) {
     DCTCHOP_UNROLL
-    for (int col = 0; col < bmax; ++col) {
-      if (col >= b) break;
-      std::uint64_t cc = at.x * b + static_cast<std::uint64_t>(col);
-      cc = cc < g.w ? cc : g.w - 1;
-      y[col] +=
-          tu[r] * (static_cast<Real>(line[static_cast<std::int64_t>(cc) * g.stride_col]) - offset);
+    for (int r = 0; r < bmax / 2; ++r) {
+      if (r >= h) break;
+      std::uint64_t top = at.bi * b + static_cast<std::uint64_t>(r);
+      std::uint64_t bottom = at.bi * b + static_cast<std::uint64_t>(b - 1 - r);
+      top = top < g.h ? top : g.h - 1;
+      bottom = bottom < g.h ? bottom : g.h - 1;
+      const In* l1 = src + static_cast<std::int64_t>(top) * g.stride_row;
+      const In* l2 = src + static_cast<std::int64_t>(bottom) * g.stride_row;
+      DCTCHOP_UNROLL
+      for (int col = 0; col < bmax; ++col) {
+        if (col >= b) break;
+        std::uint64_t cc = at.x * b + static_cast<std::uint64_t>(col);
+        cc = cc < g.w ? cc : g.w - 1;
+        const auto e = static_cast<std::int64_t>(cc) * g.stride_col;
+        const Real p = static_cast<Real>(l1[e]) - offset, q = static_cast<Real>(l2[e]) - offset;
+        y[col] += tu[r] * (decltype(odd)::value ? p - q : p + q);
+      }
     }
+  };
+  if (at.u % 2 != 0) {
+    accumulate(std::true_type{});
+  } else {
+    accumulate(std::false_type{});
+  }
+  Real ys[bmax / 2], yd[bmax / 2];  // y's columns col and b-1-col, summed and differenced
+  DCTCHOP_UNROLL
+  for (int col = 0; col < bmax / 2; ++col) {
+    if (col >= h) break;
+    ys[col] = y[col] + y[b - 1 - col];
+    yd[col] = y[col] - y[b - 1 - col];
   }
   void* cplane = coeffs + (at.n * g.planes + at.p) * g.plane_coeff_bytes;
   const std::uint64_t first = (at.bi * k + at.u) * (g.bw * k) + at.x * k;
   bool ok = true;
-  for (int v = 0; v < k; ++v) {
+  const auto coeff = [&](int v, const Real* z) {
     Real acc = 0;
     DCTCHOP_UNROLL
-    for (int col = 0; col < bmax; ++col) {
-      if (col >= b) break;
-      acc += y[col] * t[v * b + col];  // a broadcast, as in decode_column
+    for (int col = 0; col < bmax / 2; ++col) {
+      if (col >= h) break;
+      acc += t[v * b + col] * z[col];  // a broadcast, as in decode_column
     }
     ok &= store_coeff(acc, code, cplane, first + v);
+  };
+  for (int v = 0; v < k; v += 2) {
+    coeff(v, ys);
+    if (v + 1 < k) coeff(v + 1, yd);
   }
   return ok;
 }

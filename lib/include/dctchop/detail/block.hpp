@@ -23,22 +23,52 @@ enum class coeff_code : int { f16 = 0, bf16 = 1, f32 = 2, i16 = 3 };
 
 /** C = (T X T^t) restricted to u, v < k. `t` is the B x B DCT matrix (row u, column x), `x`
  *  the block (row-major, offset already subtracted, edges already replicated), `c` the k x k
- *  result (row-major). The sums run over ascending indices from 0, like the CPU kernels. */
+ *  result (row-major). Each sum pairs the values at r and b-1-r, since T[u][b-1-r] =
+ *  (-1)^u T[u][r]: T[u][r] times their sum for even u, times their difference for odd u,
+ *  over r < b/2 in ascending order from 0 (a middle value, odd b, last); half the
+ *  multiplications and additions of the sum over every r. The CPU kernels and the line
+ *  kernel sum in the same order. Rows and columns of even and odd index go in pairs, so
+ *  that which of the two a sum takes is known at compile time where b is. */
 template <int BT = 0, typename Real>
 DCTCHOP_HD void forward_block(const Real* t, int b, int k, const Real* x, Real* c) {
-  if constexpr (BT > 0) b = BT;  // a compile-time block size: unrolled loops, registers
-  Real y[BT > 0 ? BT : 32];      // one row of T X at a time (b <= 32)
-  for (int u = 0; u < k; ++u) {
+  if constexpr (BT > 0) b = BT;
+  constexpr int bmax = BT > 0 ? BT : 32;
+  const int h = b / 2;
+  Real sum[bmax / 2 * bmax], dif[bmax / 2 * bmax];  // x[r] + x[b-1-r], x[r] - x[b-1-r]
+  for (int r = 0; r < h; ++r) {
+    for (int col = 0; col < b; ++col) {
+      const Real p = x[r * b + col], q = x[(b - 1 - r) * b + col];
+      sum[r * b + col] = p + q;
+      dif[r * b + col] = p - q;
+    }
+  }
+  Real y[bmax];                     // row u of T X (b <= 32)
+  Real ys[bmax / 2], yd[bmax / 2];  // its pairs, summed and differenced
+  const auto row = [&](int u, const Real* w) {
     for (int col = 0; col < b; ++col) {
       Real acc = 0;
-      for (int r = 0; r < b; ++r) acc += t[u * b + r] * x[r * b + col];
+      for (int r = 0; r < h; ++r) acc += t[u * b + r] * w[r * b + col];
+      if (b % 2 != 0) acc += t[u * b + h] * x[h * b + col];
       y[col] = acc;
     }
-    for (int v = 0; v < k; ++v) {
-      Real acc = 0;
-      for (int col = 0; col < b; ++col) acc += y[col] * t[v * b + col];
-      c[u * k + v] = acc;
+    for (int col = 0; col < h; ++col) {
+      ys[col] = y[col] + y[b - 1 - col];
+      yd[col] = y[col] - y[b - 1 - col];
     }
+    const auto coeff = [&](int v, const Real* z) {
+      Real acc = 0;
+      for (int col = 0; col < h; ++col) acc += t[v * b + col] * z[col];
+      if (b % 2 != 0) acc += t[v * b + h] * y[h];
+      c[u * k + v] = acc;
+    };
+    for (int v = 0; v < k; v += 2) {
+      coeff(v, ys);
+      if (v + 1 < k) coeff(v + 1, yd);
+    }
+  };
+  for (int u = 0; u < k; u += 2) {
+    row(u, sum);
+    if (u + 1 < k) row(u + 1, dif);
   }
 }
 
