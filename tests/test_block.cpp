@@ -224,6 +224,50 @@ TEST(BlockFunctions, EncodeAndDecodeEqualTheCpuBackendBytesForEverySetting) {
   }
 }
 
+TEST(BlockFunctions, OddChopsPastEightAndTallLastStripsEqualTheCpuBackendBytes) {
+  // Chops past 8 take the CPU's vertical sums in passes (vertical_inverse's fallback) and the
+  // GPU's kernels of a run-time chop (compact at B = 32); an odd chop ends on an even term,
+  // which the chops of the test above (b/2 and b) never do. Heights of 2b - 3: a last strip
+  // and block row of b - 3 rows, more than b/2, so that rows past its middle are stored from
+  // the paired sums of rows before it.
+  unsigned seed = 900;
+  for (int b : {16, 32}) {
+    for (int k : {b / 2 + 1, b - 1}) {
+      for (coeff_type ct : {coeff_type::f16, coeff_type::f32}) {
+        expect_same_as_cpu<std::uint8_t, float>(dtype::u8, layout::nhwc, 1, 2 * b - 3, b + 5, 3,
+                                                b, k, ct, 0, 256, seed++);
+        expect_same_as_cpu<float, float>(dtype::f32, layout::nhw, 1, 2 * b - 3, 2 * b - 1, 1, b,
+                                         k, ct, -100, 100, seed++);
+      }
+    }
+  }
+}
+
+TEST(CudaGridOnHost, EveryEncodeGivesPlusZeroCoefficientsForAPlaneOfMinusZero) {
+  // The encode's sums start from 0 on every path (forward_block, the CPU's stages, the line
+  // kernel): 0 + -0 is +0, so a block of -0 gives +0 coefficients, bit for bit the same
+  // everywhere. (Were one path to start from its first product, it would store -0.)
+  const geometry g = test::shape_of(layout::nhw, 1, 16, 24, 1);
+  const std::vector<float> in(16 * 24, -0.0f);
+  for (int chop : {1, 4, 8}) {
+    codec_params p;
+    p.chop = chop;
+    p.coeff = coeff_type::f32;
+    p.offset = 0;
+    std::vector<std::byte> want(coeff_bytes_per_sample(p, g)), got;
+    make_backend(backend_kind::cpu, {1})
+        ->encode(p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 1), want);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(want[i], std::byte{0}) << "chop " << chop << ": the CPU stores +0";
+    }
+    for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+      EXPECT_EQ((encode_on_host<float, float, 8>(kl, p, g, in.data(), got)), -1);
+      EXPECT_EQ(got, want) << "chop " << chop
+                           << (kl == cuda::kernel_layout::lines ? ", lines" : ", blocks");
+    }
+  }
+}
+
 TEST(BlockFunctions, EveryChopAtBlockEightDecodesTheCpuBackendsBytesWithTheChopAtCompileTime) {
   // At B = 8 the line decode is compiled for each chop (with_decode_chop): every one of them,
   // in every coefficient type that has them (f16, bf16, f32; i16 and the dtypes computed in

@@ -570,7 +570,7 @@ TEST(CoeffTypes, ValueTooLargeForBf16ButNotForF32NamesF32) {
                      {"does not fit f32; no coefficient type can hold"});
   // bf16 says the same, not "use --coeff f32" (which would fail).
   test::expect_error([&] { be->encode({4, 1, coeff_type::bf16, 0}, big, c); }, errc::out_of_range,
-                     {"does not fit bf16; no coefficient type can hold coefficients this large"});
+                     {"does not fit bf16; no coefficient type can hold the transform of values this large"});
   // Values whose bound (B x max |x|: 4 x 1e38) passes f32's largest while the coefficients do
   // not: one value of 1e38 in a block of zeros, whose largest coefficient is 0.25 x 1e38
   // (each sum on the way at most 0.5 x 1e38). f32 holds them, which only encoding tells: f16

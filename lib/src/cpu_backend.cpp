@@ -199,8 +199,9 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
   } else {
     char b[200];
     std::snprintf(b, sizeof b,
-                  "no coefficient type can hold coefficients this large (|x - offset| up to "
-                  "%.3g, f32's largest is 3.4e+38); ", max_dev);
+                  "no coefficient type can hold the transform of values this large "
+                  "(|x - offset| up to %.3g, f32's largest is 3.4e+38); ",
+                  max_dev);
     suggestion = b;
     // The offset far outside values that would fit (--offset 1e39, say) is the thing to change.
     if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < f32_max) {

@@ -6,10 +6,12 @@
 // A plane is processed one strip of B rows at a time. Encoding a strip:
 //   stage 1 (vertical, vectorised along the row): Y[u][x] = sum_r T[u][r] * X[r][x], u < K
 //   stage 2 (horizontal, per block j):            C[u][jK+v] = sum_c Y[u][jB+c] * T[v][c]
-// which is K + K*K/B multiply-adds per value (6 at B=8, K=4). Decoding runs the same stages
-// backwards, its vertical one for rows r and B-1-r at once (their sums share the products:
-// vertical_inverse_k). Edge replication: rows past H repeat row H-1, columns past W repeat
-// column W-1.
+// Each sum pairs the values at r and B-1-r (columns c and B-1-c), since T[u][B-1-r] =
+// (-1)^u T[u][r]: T[u][r] times their sum for even u, their difference for odd u, over r <
+// B/2 (detail/block.hpp's forward_block): B/2 additions and (K + K*K/B)/2 multiply-adds per
+// value (3 at B=8, K=4). Decoding runs the same stages backwards, its vertical one for rows r
+// and B-1-r at once (the even terms' sum plus and minus the odd terms': vertical_inverse_k).
+// Edge replication: rows past H repeat row H-1, columns past W repeat column W-1.
 #include <algorithm>
 #include <atomic>
 #include <bit>

@@ -652,23 +652,25 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
         }
       }
     };
-    // Row r at p, row b-1-r at q.
+    // Row r at p, row b-1-r at p + (b-1-2r) rows (a pointer formed only where that row is
+    // in the plane).
     Out* p = base + static_cast<std::int64_t>(top) * g.stride_row;
-    Out* q = p + static_cast<std::int64_t>(b - 1) * g.stride_row;
+    const auto mirror = [&](int r) {
+      return p + static_cast<std::int64_t>(b - 1 - 2 * r) * g.stride_row;
+    };
     if constexpr (compact) {
       DCTCHOP_ROLLED
       for (int r = 0; r < b / 2 && r < rows; ++r) {  // (b is 4, 8, 16 or 32: no middle row)
         Real lo[S], hi[S];
         pair(r, lo, hi);
         put(lo, p);
-        if (b - 1 - r < rows) put(hi, q);
+        if (b - 1 - r < rows) put(hi, mirror(r));
         p += g.stride_row;
-        q -= g.stride_row;
       }
     } else {
       // A whole block row (all but the bottom one) stores without a bound check a row, and
       // through pointers stepped a row at a time, not a 64-bit product a value.
-      static_assert(bmax % 2 == 0);
+      static_assert(BT > 0 && BT % 2 == 0);  // (a run-time b takes the compact kernel)
       const auto store = [&](auto whole) {
         constexpr bool all = decltype(whole)::value;
         if constexpr (kmax == 1) {  // every row is `first`: stored in order, one pointer
@@ -679,15 +681,20 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
             p += g.stride_row;
           }
         } else {
+          Out* q = all ? mirror(0) : nullptr;  // row b-1-r of a whole block row
           DCTCHOP_UNROLL
           for (int r = 0; r < bmax / 2; ++r) {
             if (!all && r >= rows) break;
             Real lo[S], hi[S];
             pair(r, lo, hi);
             put(lo, p);
-            if (all || b - 1 - r < rows) put(hi, q);
+            if (all) {
+              put(hi, q);
+              q -= g.stride_row;
+            } else if (b - 1 - r < rows) {
+              put(hi, mirror(r));
+            }
             p += g.stride_row;
-            q -= g.stride_row;
           }
         }
       };
@@ -710,9 +717,9 @@ DCTCHOP_HD line_place row_place(std::uint64_t row, std::uint32_t pos, const batc
 }
 
 /** Encode kept row u of one block: row u of T X (forward_block's first stage, the block's
- *  rows read in turn, the last row and column replicated into the padding), then its K
- *  coefficients. Row u of T is read once into registers (see decode_elements). False when a
- *  coefficient does not fit `code`. */
+ *  rows r and b-1-r read in pairs, the last row and column replicated into the padding),
+ *  then its K coefficients. Row u of T is read once into registers (see decode_elements).
+ *  False when a coefficient does not fit `code`. */
 template <int BT, typename In, typename Real>
 DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, const In* in,
                            const batch_geometry& g, Real offset, coeff_code code,
@@ -774,7 +781,7 @@ DCTCHOP_HD bool encode_row(const line_place& at, const Real* t, int b, int k, co
     DCTCHOP_UNROLL
     for (int col = 0; col < bmax / 2; ++col) {
       if (col >= h) break;
-      acc += t[v * b + col] * z[col];  // a broadcast, as in decode_column
+      acc += t[v * b + col] * z[col];  // (T's row v: the same address in every thread)
     }
     ok &= store_coeff(acc, code, cplane, first + v);
   };
