@@ -44,7 +44,7 @@ using i64 = std::int64_t;
 
 template <typename Real>
 struct scratch {
-  std::vector<Real> row;   // B wide rows (encode) or two (decode: rows r and B-1-r)
+  std::vector<Real> row;   // B wide rows (encode; decode: row r, and rows B/2..B-1 kept)
   std::vector<Real> y;     // K wide rows
   std::vector<Real> crow;  // coefficient rows, wb*K each
 };
