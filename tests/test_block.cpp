@@ -390,6 +390,16 @@ TEST(CudaGridOnHost, EveryDecodeGivesPlusZeroWhereEveryProductIsMinusZeroAndTheO
   }
 }
 
+TEST(CudaGridOnHost, TheGemmDecodesStoreGivesPlusZeroForMinusZeroPlusAnOffsetOfMinusZero) {
+  // As every other decode (the test above): a -0 product of the GEMMs plus an offset of -0
+  // is stored as +0, in float and in double outputs.
+  EXPECT_EQ(detail::float_bits(detail::store_value<float>(-0.0f, -0.0)), 0u);
+  const double d = detail::store_value<double>(-0.0f, -0.0);
+  EXPECT_FALSE(std::signbit(d));
+  EXPECT_EQ(detail::float_bits(detail::store_value<float>(-1.5f, -0.0)),
+            detail::float_bits(-1.5f)) << "other values as they are";
+}
+
 TEST(BlockFunctions, WideCoefficientLoadsReadWhatElementLoadsRead) {
   // load_run<N> (16-, 8- or 4-byte loads where N elements fill whole words) against get, for
   // every type and run length up to 8, on every bit pattern of a random array (NaN excepted:

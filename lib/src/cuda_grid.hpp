@@ -876,9 +876,11 @@ DCTCHOP_HD std::uint64_t store_threads(std::uint64_t n, const batch_geometry& g)
 /** A GEMM result plus the offset, as `Out`: in double for f64 outputs, whose offset (the
  *  mean of data far from zero, say 1e15) a float would round by 1e8, and for i32 and u32,
  *  whose range a float does not span (u32's offset 2^31 plus a value, rounded and clamped to
- *  2^32 - 1, which is 2^32 as a float); in float for the rest. */
+ *  2^32 - 1, which is 2^32 as a float); in float for the rest. The offset is taken plus 0, as
+ *  the other decodes take it: a -0 value plus an offset of -0 gives +0. */
 template <typename Out>
 DCTCHOP_HD Out store_value(float v, double offset) {
+  offset += 0.0;
   if constexpr (std::is_same_v<Out, double> ||
                 (std::numeric_limits<Out>::is_integer && sizeof(Out) == 4)) {
     return convert_out<Out>(static_cast<double>(v), offset);
