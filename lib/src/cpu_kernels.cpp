@@ -542,8 +542,7 @@ void vertical_inverse_k(const Real* __restrict t, int b, u64 r, const Real* __re
     Real e = tc[0] * y[x];
     for (int u = 2; u < K; u += 2) e += tc[u] * y[static_cast<u64>(u) * n + x];
     if constexpr (K == 1) {
-      row[x] = e;
-      if (mirror) mirror[x] = e;  // (nullptr: only row r is wanted)
+      row[x] = e;  // (chop 1: every row of the strip is this one; decode_strip stores it)
     } else {
       Real o = tc[1] * y[n + x];
       for (int u = 3; u < K; u += 2) o += tc[u] * y[static_cast<u64>(u) * n + x];
@@ -556,8 +555,7 @@ void vertical_inverse_k(const Real* __restrict t, int b, u64 r, const Real* __re
 template <typename Real>
 void vertical_inverse(const Real* t, int b, u64 r, int k, const Real* y, u64 n, u64 m, Real* row,
                       Real* mirror) {
-  switch (k) {
-    case 1: return vertical_inverse_k<1>(t, b, r, y, n, m, row, mirror);
+  switch (k) {  // (k > 1: chop 1 takes vertical_inverse_k<1> for its one row)
     case 2: return vertical_inverse_k<2>(t, b, r, y, n, m, row, mirror);
     case 3: return vertical_inverse_k<3>(t, b, r, y, n, m, row, mirror);
     case 4: return vertical_inverse_k<4>(t, b, r, y, n, m, row, mirror);
@@ -755,8 +753,11 @@ void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 
   // columns per plane.
   const u64 rows = std::min<u64>(B, g.h - strip * B);
   const u64 m = (g.ci - 1) * wp + std::min<u64>(wp, (g.w + 7) / 8 * 8);
+  const auto out_row = [&](u64 r) {
+    return plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
+  };
   const auto store = [&](u64 r, const Real* values) {
-    Out* dst = plane0 + static_cast<i64>(strip * B + r) * g.stride_row;
+    Out* dst = out_row(r);
     switch (g.ci) {
       case 1: store_wide_row(values, g, offset, dst); break;
       case 2: store_interleaved<2>(values, g, offset, dst); break;
@@ -774,15 +775,14 @@ void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 
     store(0, row);
     // The same values in every row: where a row's elements lie side by side and storing
     // them costs more than a copy (a conversion to a narrower type, or an interleave), the
-    // first row's output is copied to the others. One thread: u8 RGB 256x256 1.7 times as
-    // fast, u8 planar 1.45; f32 planar, whose store is an addition, ran 0.76 times as fast
-    // copied, and is stored row by row.
-    const Out* first = plane0 + static_cast<i64>(strip * B) * g.stride_row;
+    // first row's output is copied to the others. One thread: u8 RGB 256x256 1.85 times as
+    // fast, u8 planar 1.56; f32 planar, whose store is an addition, ran 0.76 times as fast
+    // copied, and is stored row by row
+    // (scripts/results/bench-cpu-decode-chop1-copy-2026-12-05.txt).
     const bool copy = g.ci > 1 || (g.stride_col == 1 && sizeof(Out) < sizeof(Real));
     for (u64 r = 1; r < rows; ++r) {
       if (copy) {
-        std::memcpy(plane0 + static_cast<i64>(strip * B + r) * g.stride_row, first,
-                    g.w * g.ci * sizeof(Out));
+        std::memcpy(out_row(r), out_row(0), g.w * g.ci * sizeof(Out));
       } else {
         store(r, row);
       }
