@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -875,6 +876,156 @@ TEST(CudaGridOnHost, HostCallsSplitACommandLineChunkIntoFourPartsAndCapAPartAt32
 }  // namespace
 
 namespace {
+
+/** Coefficients that no encode makes but a caller's device memory may hold (a network's
+ *  output, a damaged archive read without its checksums): every 16-bit pattern for f16, bf16
+ *  and i16 (NaN, infinities, bf16 values near 3e38 whose sums overflow to inf and then give
+ *  inf - inf), and for f32 finite values mixed with NaN, infinities and values past every
+ *  integer type's range. The CPU and GPU decodes must agree where nothing is finite too. */
+std::vector<std::byte> extreme_coefficients(std::size_t bytes, coeff_type ct, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> c(bytes);
+  if (ct != coeff_type::f32) {
+    for (auto& x : c) x = static_cast<std::byte>(rng() & 0xff);
+    return c;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  const float special[] = {nan, -nan, inf, -inf, 3e9f, -3e9f, 1e10f, -1e10f, 1e30f, -1e30f,
+                           0.0f, -0.0f};
+  std::uniform_real_distribution<float> finite(-3000.0f, 3000.0f);
+  for (std::size_t i = 0; i + 4 <= bytes; i += 4) {
+    const float f = rng() % 5 == 0 ? special[rng() % std::size(special)] : finite(rng);
+    std::memcpy(c.data() + i, &f, 4);
+  }
+  return c;
+}
+
+/** Bit for bit, except that any NaN equals any NaN (the GPU's arithmetic makes the canonical
+ *  NaN where the CPU's keeps an operand's payload). Returns the first index that differs, or
+ *  the count. */
+template <typename T>
+u64 first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  for (u64 i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
+    if constexpr (!std::numeric_limits<T>::is_integer) {
+      if (std::isnan(static_cast<double>(a[i])) && std::isnan(static_cast<double>(b[i]))) continue;
+    }
+    return i;
+  }
+  return a.size();
+}
+
+template <typename T, typename Real>
+void expect_extreme_coefficients_decode_as_cpu(dtype dt, layout lay, u64 h, u64 w, u64 c, int b,
+                                               int k, coeff_type ct, unsigned seed) {
+  const geometry g = test::shape_of(lay, 2, h, w, c);
+  codec_params p;
+  p.block = b;
+  p.chop = k;
+  p.coeff = ct;
+  p.offset = default_offset(dt);
+  const auto coeffs = extreme_coefficients(g.samples * coeff_bytes_per_sample(p, g), ct, seed);
+  const u64 vals = g.samples * g.values_per_sample();
+  std::vector<T> want(vals), got(vals);
+  make_backend(backend_kind::cpu, {1})
+      ->decode(p, coeffs, make_view(g, dt, static_cast<void*>(want.data()), g.samples));
+  // Aligned (the decode with the chop at compile time, at B = 8) and not (at run time).
+  std::vector<std::byte> shifted(coeffs.size() + 16);
+  std::byte* mis = shifted.data() + size_of(ct);
+  std::memcpy(mis, coeffs.data(), coeffs.size());
+  for (auto kl : {cuda::kernel_layout::lines, cuda::kernel_layout::blocks}) {
+    for (const std::byte* from : {static_cast<const std::byte*>(coeffs.data()),
+                                  static_cast<const std::byte*>(mis)}) {
+      std::fill(got.begin(), got.end(), T{});
+      detail::with_block(b, [&](auto bt) {
+        decode_on_host<T, Real, decltype(bt)::value>(kl, p, g, from, got.data());
+      });
+      const u64 at = first_difference(want, got);
+      EXPECT_EQ(at, vals) << "dtype " << static_cast<int>(dt) << " B=" << b << " K=" << k
+                          << " coeff " << static_cast<int>(ct)
+                          << (kl == cuda::kernel_layout::lines ? " lines" : " blocks")
+                          << (from == mis ? ", coefficients not 16-byte aligned" : "")
+                          << ": first difference at value " << at;
+    }
+  }
+}
+
+TEST(CudaGridOnHost, NanInfiniteAndHugeCoefficientsDecodeAsTheCpuBackendDoesInEveryDtype) {
+  unsigned seed = 4000;
+  for (int b : {8, 16}) {
+    for (int k : {1, b / 2, b}) {
+      for (coeff_type ct : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16}) {
+        const u64 ub = static_cast<u64>(b);
+        // u8 interleaved RGB (its own kernel), and planar rows of whole words (32 values)
+        expect_extreme_coefficients_decode_as_cpu<std::uint8_t, float>(
+            dtype::u8, layout::nhwc, ub + 3, 2 * ub + 5, 3, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<std::uint8_t, float>(
+            dtype::u8, layout::nhw, ub + 1, 32, 1, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<std::int8_t, float>(
+            dtype::i8, layout::nchw, ub + 2, 24, 2, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<std::uint16_t, float>(
+            dtype::u16, layout::nhw, ub + 5, 18, 1, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<std::int16_t, float>(
+            dtype::i16, layout::nhwc, ub, ub + 2, 2, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<detail::half_value, float>(
+            dtype::f16, layout::nhw, ub + 3, 18, 1, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<float, float>(
+            dtype::f32, layout::nhw, ub + 1, ub + 4, 1, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<double, double>(
+            dtype::f64, layout::nhw, ub + 2, ub + 1, 1, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<std::int32_t, double>(
+            dtype::i32, layout::nhw, ub + 1, ub + 3, 1, b, k, ct, seed++);
+        expect_extreme_coefficients_decode_as_cpu<std::uint32_t, double>(
+            dtype::u32, layout::nhwc, ub + 2, ub + 1, 2, b, k, ct, seed++);
+      }
+    }
+  }
+}
+
+TEST(CudaEntryPoints, NullOrMisalignedDevicePointersAreRefusedBeforeAnythingIsQueued) {
+  if (!cuda::built()) GTEST_SKIP() << "the CUDA backend is not built";
+  // Addresses that are never dereferenced: each call must throw before it queues anything,
+  // with a device or without one (so this runs on the GPU machine too, faulting nothing).
+  auto at = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  void* const even = at(0x10000);
+  auto* const flag = static_cast<unsigned long long*>(even);  // aligned: 8 | 0x10000
+  const geometry g{layout::nhw, 1, 1, 8, 8};
+  codec_params half, single;
+  single.coeff = coeff_type::f32;
+  auto expect_refused = [](auto&& f, const std::string& what, const std::string& says) {
+    try {
+      f();
+      ADD_FAILURE() << what << " did not throw";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_refused([&] { cuda::decode_device_async(half, g, dtype::u16, 1, even, at(0x10001), nullptr); },
+                 "u16 output at an odd address", "output pointer is not aligned to its u16");
+  expect_refused([&] { cuda::decode_device(single, g, dtype::u8, 1, at(0x10002), even); },
+                 "f32 coefficients at 2 mod 4", "coefficient pointer is not aligned to its f32");
+  expect_refused([&] { cuda::decode_device(half, g, dtype::u8, 1, nullptr, even); },
+                 "null coefficients", "coefficient pointer is null");
+  expect_refused([&] { cuda::decode_device(half, g, dtype::u8, 1, even, nullptr); },
+                 "null output", "output pointer is null");
+  expect_refused([&] { cuda::encode_device_async(single, g, dtype::f32, 1, at(0x10002), even, flag, nullptr); },
+                 "f32 input at 2 mod 4", "input pointer is not aligned to its f32");
+  expect_refused([&] { cuda::encode_device(half, g, dtype::f32, 1, even, at(0x10001)); },
+                 "f16 coefficients at an odd address", "coefficient pointer is not aligned to its f16");
+  expect_refused([&] { cuda::encode_device_async(half, g, dtype::u8, 0, even, even,
+                                                 static_cast<unsigned long long*>(at(0x10004)), nullptr); },
+                 "a first-bad-sample word at 4 mod 8 (no samples)",
+                 "first-bad-sample word pointer is not aligned");
+  expect_refused([&] { cuda::encode_device_async(half, g, dtype::u8, 1, even, even, nullptr, nullptr); },
+                 "a null first-bad-sample word", "first-bad-sample word pointer is null");
+  if (cuda::available()) {
+    cuda::gemm_decoder gemm;
+    expect_refused([&] { gemm.decode_async(half, g, dtype::f32, 1, even, at(0x10002), nullptr); },
+                   "the GEMM decode's f32 output at 2 mod 4", "output pointer is not aligned to its f32");
+  }
+}
 
 TEST(CudaWithoutDevice, EveryEntryPointIsAClearErrorNotASilentFallback) {
   using namespace dctchop;

@@ -20,6 +20,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "backends.hpp"
@@ -611,6 +612,39 @@ void check_geometry(const geometry& g) {
   }
 }
 
+/** A caller's device pointer must be set and aligned to its elements: a kernel that meets
+ *  a misaligned or null address faults, and the fault is sticky (the context is lost to
+ *  every later call of the process). Said before anything is queued. */
+void check_device_pointer(const void* ptr, std::size_t align, const char* call, const char* what,
+                          std::string_view type) {
+  if (ptr == nullptr) {
+    throw error(errc::invalid_argument, std::string(call) + ": the " + what + " pointer is null");
+  }
+  if (reinterpret_cast<std::uintptr_t>(ptr) % align != 0) {
+    throw error(errc::invalid_argument,
+                std::string(call) + ": the " + what + " pointer is not aligned to its " +
+                    std::string(type) + " elements (a multiple of " + std::to_string(align) +
+                    " bytes)");
+  }
+}
+
+/** The pointers of a decode from device memory, when there is something to decode. */
+void check_decode_pointers(const codec_params& p, dtype type, u64 samples, const void* coeffs,
+                           const void* out, const char* call) {
+  if (samples == 0) return;
+  check_device_pointer(coeffs, size_of(p.coeff), call, "coefficient", to_string(p.coeff));
+  check_device_pointer(out, size_of(type), call, "output", to_string(type));
+}
+
+/** Likewise for an encode. */
+void check_encode_pointers(const codec_params& p, dtype type, u64 samples, const void* in,
+                           const void* coeffs) {
+  if (samples == 0) return;
+  check_device_pointer(in, size_of(type), "encode_device", "input", to_string(type));
+  check_device_pointer(coeffs, size_of(p.coeff), "encode_device", "coefficient",
+                       to_string(p.coeff));
+}
+
 /** cudaGetDeviceCount into `n` (0 on failure), its error cleared (not for the next check). */
 cudaError_t count_devices(int& n) noexcept {
   n = 0;
@@ -645,6 +679,7 @@ void decode_device_async(const codec_params& p, const geometry& g, dtype type, u
                          kernel_layout layout) {
   validate(p);
   check_geometry(g);
+  check_decode_pointers(p, type, samples, device_coeffs, device_out, "decode_device");
   detail::launch_decode(p, detail::batch_of(p, g, samples), type, device_coeffs, device_out,
                         static_cast<cudaStream_t>(stream), layout);
 }
@@ -662,6 +697,9 @@ void encode_device_async(const codec_params& p, const geometry& g, dtype type, u
                          kernel_layout layout) {
   validate(p);
   check_geometry(g);
+  check_encode_pointers(p, type, samples, device_in, device_coeffs);
+  check_device_pointer(device_first_bad, alignof(unsigned long long), "encode_device",
+                       "first-bad-sample word", "unsigned long long");
   const auto s = static_cast<cudaStream_t>(stream);
   DCTCHOP_CUDA_CHECK(cudaMemsetAsync(device_first_bad, 0xff, sizeof(unsigned long long), s));
   detail::launch_encode(p, detail::batch_of(p, g, samples), type, device_in, device_coeffs,
@@ -671,6 +709,10 @@ void encode_device_async(const codec_params& p, const geometry& g, dtype type, u
 void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
                    const void* device_in, void* device_coeffs, void* stream,
                    kernel_layout layout) {
+  // The arguments first (as the call below checks them again): a bad one needs no device.
+  validate(p);
+  check_geometry(g);
+  check_encode_pointers(p, type, samples, device_in, device_coeffs);
   const auto s = static_cast<cudaStream_t>(stream);
   const detail::stream_flag d_bad(s);
   encode_device_async(p, g, type, samples, device_in, device_coeffs, d_bad.get(), stream, layout);
@@ -754,6 +796,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
                                 void* stream) {
   validate(p);
   check_geometry(g);
+  check_decode_pointers(p, type, samples, device_coeffs, device_out, "gemm_decoder::decode");
   impl& d = *impl_;
   const auto s = static_cast<cudaStream_t>(stream);
   if (samples == 0) return;

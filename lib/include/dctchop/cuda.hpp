@@ -40,7 +40,9 @@ enum class kernel_layout { lines, blocks, automatic };
 /** Decode `samples` samples of geometry `g` (layout, planes, height, width; g.samples is
  *  ignored) from coefficients in device memory to values of type `type` in device memory,
  *  densely laid out per g.lay. Queued on `stream`; returns before the work is done. Both
- *  pointers must stay valid until the stream has run it. */
+ *  pointers must stay valid until the stream has run it, and be aligned to their elements
+ *  (2 or 4 bytes for the coefficients, the dtype's size for the output): a null or
+ *  misaligned one is error(invalid_argument), before anything is queued. */
 void decode_device_async(const codec_params& params, const geometry& g, dtype type,
                          std::uint64_t samples, const void* device_coeffs, void* device_out,
                          void* stream, kernel_layout layout = kernel_layout::automatic);
@@ -51,7 +53,8 @@ void decode_device(const codec_params& params, const geometry& g, dtype type,
 /** Queue an encode from device memory to device memory on `stream`. `device_first_bad`, a
  *  device word the caller allocates, receives the first sample (within the batch) with a value
  *  the coefficient type cannot hold, NaN or Inf, or ~0 (all ones) when every sample fits:
- *  read it once the stream has run. For callers that check later (a pipeline, a benchmark);
+ *  read it once the stream has run. Pointers as decode_device_async()'s (the word aligned to
+ *  8 bytes). For callers that check later (a pipeline, a benchmark);
  *  encode_device() checks at once and says what is wrong with the sample. */
 void encode_device_async(const codec_params& params, const geometry& g, dtype type,
                          std::uint64_t samples, const void* device_in, void* device_coeffs,
