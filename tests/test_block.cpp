@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -877,45 +876,6 @@ TEST(CudaGridOnHost, HostCallsSplitACommandLineChunkIntoFourPartsAndCapAPartAt32
 
 namespace {
 
-/** Coefficients that no encode makes but a caller's device memory may hold (a network's
- *  output, a damaged archive read without its checksums): every 16-bit pattern for f16, bf16
- *  and i16 (NaN, infinities, bf16 values near 3e38 whose sums overflow to inf and then give
- *  inf - inf), and for f32 finite values mixed with NaN, infinities and values past every
- *  integer type's range. The CPU and GPU decodes must agree where nothing is finite too. */
-std::vector<std::byte> extreme_coefficients(std::size_t bytes, coeff_type ct, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> c(bytes);
-  if (ct != coeff_type::f32) {
-    for (auto& x : c) x = static_cast<std::byte>(rng() & 0xff);
-    return c;
-  }
-  const float nan = std::numeric_limits<float>::quiet_NaN(),
-              inf = std::numeric_limits<float>::infinity();
-  const float special[] = {nan, -nan, inf, -inf, 3e9f, -3e9f, 1e10f, -1e10f, 1e30f, -1e30f,
-                           0.0f, -0.0f};
-  std::uniform_real_distribution<float> finite(-3000.0f, 3000.0f);
-  for (std::size_t i = 0; i + 4 <= bytes; i += 4) {
-    const float f = rng() % 5 == 0 ? special[rng() % std::size(special)] : finite(rng);
-    std::memcpy(c.data() + i, &f, 4);
-  }
-  return c;
-}
-
-/** Bit for bit, except that any NaN equals any NaN (the GPU's arithmetic makes the canonical
- *  NaN where the CPU's keeps an operand's payload). Returns the first index that differs, or
- *  the count. */
-template <typename T>
-u64 first_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  for (u64 i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
-    if constexpr (!std::numeric_limits<T>::is_integer) {
-      if (std::isnan(static_cast<double>(a[i])) && std::isnan(static_cast<double>(b[i]))) continue;
-    }
-    return i;
-  }
-  return a.size();
-}
-
 template <typename T, typename Real>
 void expect_extreme_coefficients_decode_as_cpu(dtype dt, layout lay, u64 h, u64 w, u64 c, int b,
                                                int k, coeff_type ct, unsigned seed) {
@@ -925,7 +885,8 @@ void expect_extreme_coefficients_decode_as_cpu(dtype dt, layout lay, u64 h, u64 
   p.chop = k;
   p.coeff = ct;
   p.offset = default_offset(dt);
-  const auto coeffs = extreme_coefficients(g.samples * coeff_bytes_per_sample(p, g), ct, seed);
+  const auto coeffs =
+      test::extreme_coefficients(g.samples * coeff_bytes_per_sample(p, g), ct, seed);
   const u64 vals = g.samples * g.values_per_sample();
   std::vector<T> want(vals), got(vals);
   make_backend(backend_kind::cpu, {1})
@@ -941,7 +902,7 @@ void expect_extreme_coefficients_decode_as_cpu(dtype dt, layout lay, u64 h, u64 
       detail::with_block(b, [&](auto bt) {
         decode_on_host<T, Real, decltype(bt)::value>(kl, p, g, from, got.data());
       });
-      const u64 at = first_difference(want, got);
+      const u64 at = test::first_difference(want, got);
       EXPECT_EQ(at, vals) << "dtype " << static_cast<int>(dt) << " B=" << b << " K=" << k
                           << " coeff " << static_cast<int>(ct)
                           << (kl == cuda::kernel_layout::lines ? " lines" : " blocks")

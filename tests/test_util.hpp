@@ -27,6 +27,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -340,6 +342,46 @@ void save_npy(const std::string& path, dtype type, const std::vector<std::uint64
 inline geometry shape_of(layout lay, std::uint64_t n, std::uint64_t h, std::uint64_t w,
                          std::uint64_t c = 1) {
   return {lay, n, c, h, w};
+}
+
+/** Coefficients that no encode makes but a caller's memory may hold (a network's output, a
+ *  damaged buffer read without its checksums): every 16-bit pattern for f16, bf16 and i16 (NaN,
+ *  infinities, bf16 values near 3e38 whose sums overflow to inf and then give inf - inf), and
+ *  for f32 finite values mixed with NaN, infinities and values past every integer type's
+ *  range. For tests that the GPU and CPU decodes agree where nothing is finite too. */
+inline std::vector<std::byte> extreme_coefficients(std::size_t bytes, coeff_type ct,
+                                                   unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> c(bytes);
+  if (ct != coeff_type::f32) {
+    for (auto& x : c) x = static_cast<std::byte>(rng() & 0xff);
+    return c;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  const float special[] = {nan, -nan, inf, -inf, 3e9f, -3e9f, 1e10f, -1e10f, 1e30f, -1e30f,
+                           0.0f, -0.0f};
+  std::uniform_real_distribution<float> finite(-3000.0f, 3000.0f);
+  for (std::size_t i = 0; i + 4 <= bytes; i += 4) {
+    const float f = rng() % 5 == 0 ? special[rng() % std::size(special)] : finite(rng);
+    std::memcpy(c.data() + i, &f, 4);
+  }
+  return c;
+}
+
+/** The first index where a and b differ bit for bit, except that any NaN equals any NaN (the
+ *  GPU's arithmetic makes the canonical NaN where the CPU's keeps an operand's payload); the
+ *  size where none does. */
+template <typename T>
+std::uint64_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  for (std::uint64_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
+    if constexpr (!std::numeric_limits<T>::is_integer) {
+      if (std::isnan(static_cast<double>(a[i])) && std::isnan(static_cast<double>(b[i]))) continue;
+    }
+    return i;
+  }
+  return a.size();
 }
 
 /** An archive (dir/a.dcz) of `n` u8 samples of 16x16 whose every value is the sample's index
