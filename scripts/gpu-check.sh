@@ -418,7 +418,7 @@ echo "input bytes: $((N * 196608))" | tee -a "$OUT/gpu-e2e.txt"
 # Each timed step that ran with both backends, side by side (the label without its backend
 # word is the pair's key; the times include the process's start).
 if [ "$E2E" = 1 ]; then
-  awk 'substr($0, 40, 8) ~ /^ *[0-9.]+ s$/ {
+  pairs=$(awk 'substr($0, 40, 8) ~ /^ *[0-9.]+ s$/ {
          label = substr($0, 1, 38); sub(/ +$/, "", label); t = substr($0, 40, 6) + 0
          key = label; be = ""
          if (sub(/cuda/, "BACKEND", key)) be = "cuda"; else if (sub(/cpu/, "BACKEND", key)) be = "cpu"
@@ -434,8 +434,8 @@ if [ "$E2E" = 1 ]; then
            name = k; sub(/BACKEND/, "*", name)
            printf "  %-38s %6.2f s  %6.2f s  %5.2fx\n", name, time[k, "cuda"], time[k, "cpu"], time[k, "cpu"] / time[k, "cuda"]
          }
-       }' "$OUT/gpu-e2e.txt" | tee -a "$OUT/gpu-e2e.txt.pairs"
-  cat "$OUT/gpu-e2e.txt.pairs" >> "$OUT/gpu-e2e.txt" && rm -f "$OUT/gpu-e2e.txt.pairs"
+       }' "$OUT/gpu-e2e.txt")
+  [ -z "$pairs" ] || printf '%s\n' "$pairs" | tee -a "$OUT/gpu-e2e.txt"
 fi
 if [ "$E2E" != 1 ]; then
   echo "end-to-end comparison: skipped" | tee -a "$OUT/gpu-e2e.txt"

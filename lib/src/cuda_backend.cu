@@ -636,13 +636,24 @@ void check_decode_pointers(const codec_params& p, dtype type, u64 samples, const
   check_device_pointer(out, size_of(type), call, "output", to_string(type));
 }
 
-/** Likewise for an encode. */
-void check_encode_pointers(const codec_params& p, dtype type, u64 samples, const void* in,
-                           const void* coeffs) {
+/** The arguments of an encode from device memory but its first-bad-sample word. */
+void check_encode_arguments(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                            const void* in, const void* coeffs) {
+  validate(p);
+  check_geometry(g);
   if (samples == 0) return;
   check_device_pointer(in, size_of(type), "encode_device", "input", to_string(type));
   check_device_pointer(coeffs, size_of(p.coeff), "encode_device", "coefficient",
                        to_string(p.coeff));
+}
+
+/** Queue an encode whose arguments are checked: the word set to all ones, then the kernel. */
+void queue_encode(const codec_params& p, const geometry& g, dtype type, u64 samples,
+                  const void* in, void* coeffs, unsigned long long* first_bad, cudaStream_t s,
+                  kernel_layout layout) {
+  DCTCHOP_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), s));
+  detail::launch_encode(p, detail::batch_of(p, g, samples), type, in, coeffs, first_bad, s, 0,
+                        layout);
 }
 
 /** cudaGetDeviceCount into `n` (0 on failure), its error cleared (not for the next check). */
@@ -695,27 +706,21 @@ void encode_device_async(const codec_params& p, const geometry& g, dtype type, u
                          const void* device_in, void* device_coeffs,
                          unsigned long long* device_first_bad, void* stream,
                          kernel_layout layout) {
-  validate(p);
-  check_geometry(g);
-  check_encode_pointers(p, type, samples, device_in, device_coeffs);
+  check_encode_arguments(p, g, type, samples, device_in, device_coeffs);
   check_device_pointer(device_first_bad, alignof(unsigned long long), "encode_device",
                        "first-bad-sample word", "unsigned long long");
-  const auto s = static_cast<cudaStream_t>(stream);
-  DCTCHOP_CUDA_CHECK(cudaMemsetAsync(device_first_bad, 0xff, sizeof(unsigned long long), s));
-  detail::launch_encode(p, detail::batch_of(p, g, samples), type, device_in, device_coeffs,
-                        device_first_bad, s, 0, layout);
+  queue_encode(p, g, type, samples, device_in, device_coeffs, device_first_bad,
+               static_cast<cudaStream_t>(stream), layout);
 }
 
 void encode_device(const codec_params& p, const geometry& g, dtype type, u64 samples,
                    const void* device_in, void* device_coeffs, void* stream,
                    kernel_layout layout) {
-  // The arguments first (as the call below checks them again): a bad one needs no device.
-  validate(p);
-  check_geometry(g);
-  check_encode_pointers(p, type, samples, device_in, device_coeffs);
+  // The arguments before the flag's allocation: a bad one needs no device.
+  check_encode_arguments(p, g, type, samples, device_in, device_coeffs);
   const auto s = static_cast<cudaStream_t>(stream);
   const detail::stream_flag d_bad(s);
-  encode_device_async(p, g, type, samples, device_in, device_coeffs, d_bad.get(), stream, layout);
+  queue_encode(p, g, type, samples, device_in, device_coeffs, d_bad.get(), s, layout);
   unsigned long long bad = 0;
   DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(&bad, d_bad.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   DCTCHOP_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -258,6 +260,17 @@ TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) 
   EXPECT_TRUE(dp == dc) << "pinned in, pageable out";
 }
 
+/** The error `be.encode` throws for `v`, or none when every sample fits. */
+std::optional<error> encode_error(backend& be, const codec_params& p, const const_sample_view& v,
+                                  std::span<std::byte> out) {
+  try {
+    be.encode(p, v, out);
+    return std::nullopt;
+  } catch (const error& e) {
+    return e;
+  }
+}
+
 TEST(CudaBackend, TheFirstBadSampleIsNamedAsOnTheCpu) {
   REQUIRE_DEVICE();
   auto gpu = make_backend(backend_kind::cuda);
@@ -268,13 +281,11 @@ TEST(CudaBackend, TheFirstBadSampleIsNamedAsOnTheCpu) {
   codec_params p;
   p.coeff = coeff_type::f32;
   std::vector<std::byte> out(12 * coeff_bytes_per_sample(p, g));
-  try {
-    gpu->encode(p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 12), out);
-    FAIL() << "NaN accepted";
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::bad_input) << e.what();
-    EXPECT_EQ(e.sample(), 7) << e.what();
-  }
+  const auto e =
+      encode_error(*gpu, p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 12), out);
+  ASSERT_TRUE(e) << "NaN accepted";
+  EXPECT_EQ(e->code(), errc::bad_input) << e->what();
+  EXPECT_EQ(e->sample(), 7) << e->what();
 }
 
 /** Device buffers for the device-memory entry points. */
@@ -708,17 +719,10 @@ TEST(CudaEdges, CoefficientsPastWhatTheTypeHoldsNameTheSameSampleAsTheCpuOrGiveI
                              std::to_string(e.value);
     const auto view = make_view(g, dtype::f32, static_cast<const void*>(in.data()), 2);
     std::vector<std::byte> want(2 * coeff_bytes_per_sample(p, g), std::byte{0}), got(want.size());
-    long long cpu_bad = -1, gpu_bad = -1;
-    try {
-      cpu->encode(p, view, want);
-    } catch (const error& x) {
-      cpu_bad = static_cast<long long>(x.sample());
-    }
-    try {
-      gpu->encode(p, view, got);
-    } catch (const error& x) {
-      gpu_bad = static_cast<long long>(x.sample());
-    }
+    const auto cpu_error = encode_error(*cpu, p, view, want),
+               gpu_error = encode_error(*gpu, p, view, got);
+    const long long cpu_bad = cpu_error ? cpu_error->sample() : -1,
+                    gpu_bad = gpu_error ? gpu_error->sample() : -1;
     EXPECT_EQ(gpu_bad, cpu_bad) << what << ": the first sample that does not fit (-1: none)";
     if (cpu_bad < 0 && gpu_bad < 0) {
       EXPECT_TRUE(got == want) << what << ": coefficients";
@@ -744,8 +748,8 @@ TEST(CudaEdges, CoefficientsPastWhatTheTypeHoldsNameTheSameSampleAsTheCpuOrGiveI
   // At least one edge must fall on each side, or the test says nothing.
   codec_params p;
   std::vector<float> fits(256, 8187.9f), overflows(256, 8190.1f);
-  std::vector<std::byte> out(coeff_bytes_per_sample(p, {layout::nhw, 1, 1, 16, 16}));
   const geometry one{layout::nhw, 1, 1, 16, 16};
+  std::vector<std::byte> out(coeff_bytes_per_sample(p, one));
   EXPECT_NO_THROW(cpu->encode(p, make_view(one, dtype::f32, static_cast<const void*>(fits.data()), 1), out));
   EXPECT_THROW(cpu->encode(p, make_view(one, dtype::f32, static_cast<const void*>(overflows.data()), 1), out),
                error);
@@ -763,13 +767,11 @@ TEST(CudaEdges, TheFirstBadSampleInALaterStreamedPartIsNamed) {
   codec_params p;
   p.coeff = coeff_type::f32;
   std::vector<std::byte> out(40 * coeff_bytes_per_sample(p, g));
-  try {
-    gpu->encode(p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 40), out);
-    FAIL() << "Inf accepted";
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::bad_input) << e.what();
-    EXPECT_EQ(e.sample(), 27) << e.what();
-  }
+  const auto e =
+      encode_error(*gpu, p, make_view(g, dtype::f32, static_cast<const void*>(in.data()), 40), out);
+  ASSERT_TRUE(e) << "Inf accepted";
+  EXPECT_EQ(e->code(), errc::bad_input) << e->what();
+  EXPECT_EQ(e->sample(), 27) << e->what();
 }
 
 TEST(CudaEdges, MinusZeroEverywhereDecodesToPlusZeroAsOnTheCpu) {
