@@ -679,6 +679,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     if (progress) progress(0, n);  // a chance to cancel between reads
   }
   std::vector<chop_trial> trials;
+  quality_batch figures;  // a piece's, before they are added
   for (int k = 1; k <= p.block; ++k) {
     p.chop = k;
     quality_accumulator acc(src.type, range, ssim);
@@ -688,8 +689,10 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
                                   static_cast<const void*>(in.data() + first * ibps), c);
       const std::span<std::byte> kept(coeffs.data(), c * coeff_bytes_per_sample(p, src.geom));
       encode_batch(be, p, view, kept, src.name(), first);
-      be.decode(p, kept, make_view(src.geom, src.type, static_cast<void*>(out.data()), c));
-      acc.add(view, make_view(src.geom, src.type, static_cast<const void*>(out.data()), c), threads);
+      decode_and_measure(be, p, kept, view,
+                         make_view(src.geom, src.type, static_cast<void*>(out.data()), c), acc,
+                         threads, figures);
+      acc.add(figures);
       if (progress && first + c < m) progress(0, n);  // (a chance to cancel)
     }
     chop_trial tr{k, measured(acc, src.name()), m < n, false};
@@ -859,11 +862,10 @@ compress_result write_archive(input_source& src, const std::string& output, back
     backend& wb = *crew.be[worker];
     const auto view = make_view(g, src.type, static_cast<const void*>(b.in.data()), b.n);
     encode_batch(wb, p, view, std::span(b.coeffs.data(), b.n * cbps), src.name(), b.first);
-    if (measure) {
-      wb.decode(p, std::span<const std::byte>(b.coeffs.data(), b.n * cbps),
-                make_view(g, src.type, b.decoded.data(), b.n));
-      acc.measure(view, make_view(g, src.type, static_cast<const void*>(b.decoded.data()), b.n),
-                  workers > 1 ? 1 : o.threads, b.measured);
+    if (measure) {  // (on the device where the backend measures there)
+      decode_and_measure(wb, p, std::span<const std::byte>(b.coeffs.data(), b.n * cbps), view,
+                         make_view(g, src.type, b.decoded.data(), b.n), acc,
+                         workers > 1 ? 1 : o.threads, b.measured);
     }
   };
   stages.write = [&](u64, std::size_t i) {

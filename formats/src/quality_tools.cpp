@@ -391,11 +391,10 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     slot_buffers& b = slot[i];
     const u64 n = b.info.count;
     b.out.resize(n * ibps);
-    crew.be[worker]->decode(h.codec, b.coeffs,
-                            make_view(h.geom, h.type, static_cast<void*>(b.out.data()), n));
-    acc.measure(make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
-                make_view(h.geom, h.type, static_cast<const void*>(b.out.data()), n),
-                crew.count() > 1 ? 1 : o.threads, b.measured);
+    decode_and_measure(*crew.be[worker], h.codec, b.coeffs,
+                       make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
+                       make_view(h.geom, h.type, static_cast<void*>(b.out.data()), n), acc,
+                       crew.count() > 1 ? 1 : o.threads, b.measured);
     // A NaN or Inf in the original makes its squared error non-finite (the decoded values
     // are finite). Compress refuses such data unless it replaces them, and then so does the
     // reader here; so this original is not what the archive was made from.

@@ -22,15 +22,18 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "backends.hpp"
 #include "cuda_grid.hpp"
+#include "cuda_measure.hpp"
 #include "dispatch.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/matrix_form.hpp"
+#include "dctchop/metrics.hpp"
 
 /** Every CUDA runtime call goes through this: a failure throws error(backend_unavailable)
  *  with the call, the place and CUDA's name for the error. */
@@ -415,7 +418,7 @@ class cuda_backend final : public backend {
     // backend that never ran (made, then an error before any work) holds none, and must not
     // start a context on a thread that had none.
     bool held = static_cast<bool>(d_bad_);
-    for (const auto& l : lanes_) held |= l.s || l.d_in || l.d_out;
+    for (const auto& l : lanes_) held |= l.s || l.d_in || l.d_out || l.d_in2 || l.d_decoded;
     if (!held) return;
     const auto on = guard_for_release(device_);
     for (auto& l : lanes_) l = lane{};
@@ -450,7 +453,7 @@ class cuda_backend final : public backend {
     DCTCHOP_CUDA_CHECK(cudaMemset(d_bad.get(), 0xff, sizeof(unsigned long long)));
     stream_parts(v.samples, in_per_sample, out_per_sample,
                  static_cast<const std::byte*>(v.data), coeffs.data(),
-                 [&](u64 first, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
+                 [&](u64 first, u64 n, const void* d_in, void* d_out, cudaStream_t s, lane&) {
                    launch_encode(p, batch_of(p, g, n), v.type, d_in, d_out,
                                  static_cast<unsigned long long*>(d_bad.get()), s, first,
                                  kernel_layout::automatic);
@@ -477,10 +480,51 @@ class cuda_backend final : public backend {
     const device_guard on(device_);
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
                  static_cast<std::byte*>(v.data),
-                 [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s) {
+                 [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s, lane&) {
                    launch_decode(p, batch_of(p, g, n), v.type, d_in, d_out, s,
                                  kernel_layout::automatic);
                  });
+  }
+
+  /** On the device for 8- and 16-bit integers (quality_grid.hpp: the CPU's figures, bit for
+   *  bit): the coefficients and the original go up, the figures come back, and the decoded
+   *  values stay on the device. */
+  bool decode_measured(const codec_params& p, std::span<const std::byte> coeffs,
+                       const const_sample_view& original, const quality_accumulator& acc,
+                       quality_batch& into) override {
+    if (!device_measures(original.type) || acc.type() != original.type) return false;
+    validate(p);
+    check_view(original);
+    const layout lay = dense_layout(original);
+    const geometry g = geometry_of_view(original, lay);
+    const u64 in_per_sample = coeff_bytes_per_sample(p, g);
+    const u64 values_bytes = g.values_per_sample() * size_of(original.type);
+    if (coeffs.size() < original.samples * in_per_sample) {
+      throw error(errc::invalid_argument, "coefficient buffer too small");
+    }
+    constexpr u64 out_per_sample = measure_outputs * sizeof(double);
+    std::vector<double> figures(original.samples * measure_outputs);
+    const double range = *integer_range(original.type);
+    if (original.samples > 0) {
+      const std::lock_guard<std::mutex> one_at_a_time(calls_);
+      const device_guard on(device_);
+      stream_parts(
+          original.samples, in_per_sample, out_per_sample, coeffs.data(),
+          reinterpret_cast<std::byte*>(figures.data()),
+          [&](u64, u64 n, const void* d_in, void* d_out, cudaStream_t s, lane& l) {
+            const sample_view part_view = make_view(g, original.type, static_cast<void*>(nullptr), n);
+            const measure_plan m = measure_plan_of(part_view, acc.computes_ssim(), range);
+            grow(l.d_decoded, l.d_decoded_cap, n * values_bytes);
+            grow(l.d_scratch, l.d_scratch_cap, measure_scratch_bytes(m));
+            launch_decode(p, batch_of(p, g, n), original.type, d_in, l.d_decoded.get(), s,
+                          kernel_layout::automatic);
+            DCTCHOP_CUDA_CHECK(launch_measure(m, original.type, l.d_in2.get(), l.d_decoded.get(),
+                                              l.d_scratch.get(), static_cast<double*>(d_out), s));
+          },
+          static_cast<const std::byte*>(original.data), values_bytes);
+    }
+    batch_of_outputs(measure_plan_of(original, acc.computes_ssim(), range), figures.data(), into);
+    return true;
   }
 
  private:
@@ -489,9 +533,11 @@ class cuda_backend final : public backend {
    *  the staging and device memory is allocated once, not for every chunk. */
   struct lane {
     std::unique_ptr<stream> s;
-    byte_buffer h_in, h_out;  // staging in host_memory(), for callers' buffers that are not pinned
-    device_ptr d_in, d_out;
-    u64 d_in_cap = 0, d_out_cap = 0;
+    byte_buffer h_in, h_out, h_in2;  // staging in host_memory(), for callers' buffers that are not pinned
+    device_ptr d_in, d_out, d_in2;
+    u64 d_in_cap = 0, d_out_cap = 0, d_in2_cap = 0;
+    device_ptr d_decoded, d_scratch;  // decode_measured's: the decoded part, the measure's sums
+    u64 d_decoded_cap = 0, d_scratch_cap = 0;
     u64 first = 0, n = 0;
     bool busy = false;
   };
@@ -509,25 +555,31 @@ class cuda_backend final : public backend {
     if (b.size() < bytes) b = host_buffer(*this, bytes);
   }
 
-  /** Runs `run(first, n, d_in, d_out, stream)` over parts of the batch: copy a part to the
-   *  device, run, copy it back; two streams and two sets of device buffers, so one part's
-   *  copies overlap the other's kernel. Pinned input or output (host_memory()) is copied
-   *  directly; pageable memory goes through the lanes' pinned staging buffers. */
+  /** Runs `run(first, n, d_in, d_out, stream, lane)` over parts of the batch: copy a part to
+   *  the device, run, copy it back; two streams and two sets of device buffers, so one
+   *  part's copies overlap the other's kernel. Pinned input or output (host_memory()) is
+   *  copied directly; pageable memory goes through the lanes' pinned staging buffers. A
+   *  second input, `in2` (in2_per_sample bytes a sample), goes up too, into the lane's d_in2. */
   template <typename Run>
   void stream_parts(u64 samples, u64 in_per_sample, u64 out_per_sample, const std::byte* in,
-                    std::byte* out, Run&& run) {
-    const u64 per_part = samples_per_part(samples, std::max(in_per_sample, out_per_sample));
+                    std::byte* out, Run&& run, const std::byte* in2 = nullptr,
+                    u64 in2_per_sample = 0) {
+    const u64 per_part =
+        samples_per_part(samples, std::max({in_per_sample, out_per_sample, in2_per_sample}));
     const u64 n_parts = (samples + per_part - 1) / per_part;
     const u64 part = std::min(per_part, samples);
     const bool direct_in = cuda::is_pinned(in, samples * in_per_sample);
     const bool direct_out = cuda::is_pinned(out, samples * out_per_sample);
+    const bool direct_in2 = in2 == nullptr || cuda::is_pinned(in2, samples * in2_per_sample);
     for (u64 i = 0; i < std::min<u64>(n_parts, 2); ++i) {
       lane& l = lanes_[i];
       if (!l.s) l.s = std::make_unique<stream>();
       grow(l.d_in, l.d_in_cap, part * in_per_sample);
       grow(l.d_out, l.d_out_cap, part * out_per_sample);
+      if (in2 != nullptr) grow(l.d_in2, l.d_in2_cap, part * in2_per_sample);
       if (!direct_in) grow(l.h_in, part * in_per_sample);
       if (!direct_out) grow(l.h_out, part * out_per_sample);
+      if (!direct_in2) grow(l.h_in2, part * in2_per_sample);
     }
     auto finish = [&](lane& l) {
       if (!l.busy) return;
@@ -551,7 +603,16 @@ class cuda_backend final : public backend {
         DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), src, l.n * in_per_sample,
                                            cudaMemcpyHostToDevice, l.s->get()));
         l.busy = true;
-        run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get());
+        if (in2 != nullptr) {
+          const void* src2 = in2 + l.first * in2_per_sample;
+          if (!direct_in2) {
+            std::memcpy(l.h_in2.data(), src2, l.n * in2_per_sample);
+            src2 = l.h_in2.data();
+          }
+          DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in2.get(), src2, l.n * in2_per_sample,
+                                             cudaMemcpyHostToDevice, l.s->get()));
+        }
+        run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get(), l);
         void* dst = direct_out ? static_cast<void*>(out + l.first * out_per_sample) : l.h_out.data();
         DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(dst, l.d_out.get(), l.n * out_per_sample,
                                            cudaMemcpyDeviceToHost, l.s->get()));

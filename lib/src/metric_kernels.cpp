@@ -14,6 +14,7 @@
 
 #include "dctchop/detail/scalar.hpp"
 #include "metric_kernels.hpp"
+#include "ssim_window.hpp"
 
 namespace dctchop::detail::DCTCHOP_KERNEL_NS {
 namespace {
@@ -22,8 +23,6 @@ using u64 = std::uint64_t;
 using i64 = std::int64_t;
 
 constexpr int k_win = ssim_window;
-constexpr double k_np = k_win * k_win;              // values per window
-constexpr double k_cov_norm = k_np / (k_np - 1.0);  // use_sample_covariance=True
 
 /** One row of a plane as T values, minus `shift`. */
 template <typename T>
@@ -314,31 +313,6 @@ class ssim_rows {
   u64 windows_ = 0;
 };
 
-/** scikit-image's formula on sums of doubles: means, then variances and covariance with the
- *  sample normalisation 49/48. The sums are of values minus `shift` (one value of the plane,
- *  so every shifted value lies within the data range R of zero): variances and covariance do
- *  not change under a shift, and their E[x^2] - E[x]^2 form then loses nothing to
- *  cancellation when the data sit far from zero (values near 1e5 that vary by 0.5 lost four
- *  digits of the SSIM to it, and scikit-image loses them too). The means get the shift back
- *  for the luminance term. */
-struct float_window {
-  double c1, c2, shift;
-  float_window(double range, double shift_by)
-      : c1((0.01 * range) * (0.01 * range)), c2((0.03 * range) * (0.03 * range)),
-        shift(shift_by) {}
-  double window(double sx, double sy, double sq, double sxy) const {
-    // Multiplying by 1/49 instead of dividing: five divisions per window were the
-    // bottleneck; the results differ from division in the last bit only.
-    constexpr double inv = 1.0 / k_np;
-    const double dx = sx * inv, dy = sy * inv;  // shifted means
-    const double vq = k_cov_norm * (sq * inv - (dx * dx + dy * dy));  // vx + vy
-    const double vxy = k_cov_norm * (sxy * inv - dx * dy);
-    const double ux = dx + shift, uy = dy + shift;
-    const double uxy = ux * uy, uq = ux * ux + uy * uy;
-    return ((2 * uxy + c1) * (2 * vxy + c2)) / ((uq + c1) * (vq + c2));
-  }
-};
-
 /** The first value of plane c of sample n, as a double. */
 double row_value(const const_sample_view& v, u64 n, u64 c) {
   double x = 0;
@@ -356,30 +330,6 @@ double shift_of(double v) { return std::isfinite(v) ? v : 0.0; }
 void copy_shifted(const double* __restrict src, u64 n, double shift, double* __restrict dst) {
   for (u64 x = 0; x < n; ++x) dst[x] = src[x] - shift;
 }
-
-/** The same formula for u8 planes, in exact integer arithmetic. Over a 7x7 window the sums
- *  Sx, Sy stay below 2^14 (16 bits hold them: twice as many per vector) and Sxx + Syy, Sxy
- *  below 2^23, and the statistics the formula needs, scaled by 49^2 or 49*48, are integers
- *  below 2^29:
- *    2 Sx Sy,  Sx^2 + Sy^2,  2 (49 Sxy - Sx Sy),  49 (Sxx + Syy) - Sx^2 - Sy^2.
- *  So the means, variances and covariance are exact, and the one formula per window takes
- *  four roundings in double (scikit-image's float64 arithmetic takes about twenty):
- *    SSIM = (2 Sx Sy + 49^2 C1) (2 (49 Sxy - Sx Sy) + 49*48 C2)
- *         / ((Sx^2 + Sy^2 + 49^2 C1) (49 (Sxx + Syy) - Sx^2 - Sy^2 + 49*48 C2)). */
-struct u8_window {
-  double c1, c2;  // C1 * 49^2, C2 * 49 * 48
-  explicit u8_window(double range)
-      : c1((0.01 * range) * (0.01 * range) * (k_np * k_np)),
-        c2((0.03 * range) * (0.03 * range) * (k_np * (k_np - 1))) {}
-  double window(std::int16_t bx, std::int16_t by, std::int32_t bq, std::int32_t bxy) const {
-    constexpr std::int32_t np = k_win * k_win;
-    const std::int32_t sx = bx, sy = by;
-    const std::int32_t sxy = sx * sy, sq = sx * sx + sy * sy;
-    const std::int32_t cov = np * bxy - sxy, var = np * bq - sq;
-    return ((double(2 * sxy) + c1) * (double(2 * cov) + c2)) /
-           ((double(sq) + c1) * (double(var) + c2));
-  }
-};
 
 using ssim_rows_f64 = ssim_rows<double, double, double, float_window>;
 using ssim_rows_u8 = ssim_rows<std::uint8_t, std::int16_t, std::int32_t, u8_window>;

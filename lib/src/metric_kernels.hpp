@@ -6,11 +6,10 @@
 #include <cstdint>
 
 #include "dctchop/codec.hpp"
+#include "ssim_window.hpp"
 
 namespace dctchop::detail {
 
-/** scikit-image's default SSIM window: 7 x 7. */
-constexpr int ssim_window = 7;
 
 /** The memory for the running sums of the u8 planes whose SSIM is measured together (the
  *  planes of an interleaved row are split once for all of them). */

@@ -240,6 +240,14 @@ void quality_accumulator::measure(const const_sample_view& a, const const_sample
   failure.rethrow();
 }
 
+void decode_and_measure(backend& be, const codec_params& params, std::span<const std::byte> coeffs,
+                        const const_sample_view& original, const sample_view& decoded,
+                        const quality_accumulator& acc, int threads, quality_batch& into) {
+  if (be.decode_measured(params, coeffs, original, acc, into)) return;
+  be.decode(params, coeffs, decoded);
+  acc.measure(original, decoded, threads, into);
+}
+
 void quality_accumulator::add(const quality_batch& batch) {
   const u64 n = batch.samples();
   if (n == 0) return;

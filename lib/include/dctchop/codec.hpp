@@ -73,6 +73,9 @@ sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samp
  *  coeff_shape(), little-endian values of params.coeff. Calls may come from several threads
  *  (loaders may share one backend): the CPU backend runs them side by side, the CUDA backend
  *  one at a time. A buffer or view too small for its call is error(invalid_argument). */
+class quality_accumulator;  // metrics.hpp
+struct quality_batch;
+
 class backend {
  public:
   virtual ~backend() = default;
@@ -99,6 +102,18 @@ class backend {
    *  without a staging copy. Any buffer works with any backend; this is only the fast one.
    *  Thread-safe; the resource recycles freed blocks, so asking again is cheap. */
   virtual std::shared_ptr<std::pmr::memory_resource> host_memory() const { return nullptr; }
+  /** Decode `coeffs` and measure the result against `original` into `into`, with the figures
+   *  that `acc.measure(original, decoded, threads, into)` gives, bit for bit, on the backend's
+   *  device: the decoded values need not come back to the host, nor the host's cores measure
+   *  them. Returns false, having done nothing, where the backend does not (the CPU backend;
+   *  CUDA for types other than 8- and 16-bit integers): dctchop::decode_and_measure
+   *  (metrics.hpp) then decodes and measures on the host. */
+  virtual bool decode_measured(const codec_params& params, std::span<const std::byte> coeffs,
+                               const const_sample_view& original, const quality_accumulator& acc,
+                               quality_batch& into) {
+    (void)params, (void)coeffs, (void)original, (void)acc, (void)into;
+    return false;
+  }
 };
 
 /** `bytes` (unset) in the memory that `be` reads and writes fastest (backend::host_memory():

@@ -114,6 +114,9 @@ class quality_accumulator {
     return values_ ? std::optional<double>(max_ - min_) : std::nullopt;
   }
 
+  /** The element type of the data it measures. */
+  dtype type() const noexcept { return type_; }
+
   /** SSIM was asked for and R is known in advance (always for integer types). */
   bool computes_ssim() const noexcept { return ssim_asked_ && known_range_.has_value(); }
 
@@ -129,6 +132,14 @@ class quality_accumulator {
   double ssim_sum_ = 0;
   std::uint64_t ssim_planes_ = 0;
 };
+
+/** Decode `coeffs` with `be` and measure the result against `original` into `into`
+ *  (acc.measure): on the backend's device where it measures there (backend::decode_measured),
+ *  leaving `decoded` unwritten; else decoded into `decoded` and measured on `threads` host
+ *  threads. The same figures either way. */
+void decode_and_measure(backend& be, const codec_params& params, std::span<const std::byte> coeffs,
+                        const const_sample_view& original, const sample_view& decoded,
+                        const quality_accumulator& acc, int threads, quality_batch& into);
 
 /** The dtype's range R for integer types; nullopt for float types. */
 std::optional<double> integer_range(dtype t) noexcept;

@@ -1,0 +1,19 @@
+// Internal: the CUDA backend's quality measure on the device (cuda_measure.cu), whose threads
+// are the functions of quality_grid.hpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "dctchop/types.hpp"
+#include "quality_grid.hpp"
+
+namespace dctchop::detail {
+
+/** Queue on stream s the measure of `a` (original) against `b` (decoded), both device
+ *  memory laid out as `m` says, of type t (device_measures(t)), with measure_scratch_bytes(m)
+ *  bytes of device scratch: measure_outputs doubles a sample into `out` (device memory).
+ *  Returns the launches' error (cudaGetLastError), for the caller's check. */
+cudaError_t launch_measure(const measure_plan& m, dtype t, const void* a, const void* b,
+                           void* scratch, double* out, cudaStream_t s);
+
+}  // namespace dctchop::detail

@@ -1,0 +1,178 @@
+// The CUDA backend's quality measure (lib/src/quality_grid.hpp), every thread of its grids run
+// on the CPU: the same figures as quality_accumulator::measure, bit for bit, for every type it
+// measures, in every layout, for planes with and without SSIM, rows of one and several tiles,
+// samples of one and several runs. The kernels' launches are tested on a GPU
+// (tests/gpu/test_cuda.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dctchop/codec.hpp"
+#include "dctchop/metrics.hpp"
+#include "quality_grid.hpp"
+
+namespace {
+
+using namespace dctchop;
+using u64 = std::uint64_t;
+
+/** Random originals (uniform, or smooth with noise, so that SSIM is far from both 0 and 1)
+ *  and copies off by a few units, with the type's extremes in places. */
+template <typename T>
+void make_pair(u64 count, int seed, std::vector<T>& a, std::vector<T>& b) {
+  std::mt19937 rng(seed);
+  constexpr double lo = double(std::numeric_limits<T>::min()), hi = double(std::numeric_limits<T>::max());
+  std::uniform_real_distribution<double> any(lo, hi);
+  std::uniform_int_distribution<int> noise(-6, 6);
+  a.resize(count);
+  b.resize(count);
+  const double base = any(rng);
+  for (u64 i = 0; i < count; ++i) {
+    const double smooth = base + (hi - lo) * 0.1 * std::sin(double(i) * 0.01);
+    double v = seed % 2 == 0 ? any(rng) : smooth + noise(rng);
+    if (i % 97 == 5) v = lo;
+    if (i % 89 == 7) v = hi;
+    a[i] = static_cast<T>(std::clamp(std::round(v), lo, hi));
+    const double d = i % 13 == 0 ? (hi - lo) : double(noise(rng));  // and a worst case
+    b[i] = static_cast<T>(std::clamp(double(a[i]) + (i % 2 ? d : -d), lo, hi));
+  }
+}
+
+template <typename T>
+constexpr dtype type_of() {
+  if constexpr (std::is_same_v<T, std::uint8_t>) return dtype::u8;
+  if constexpr (std::is_same_v<T, std::int8_t>) return dtype::i8;
+  if constexpr (std::is_same_v<T, std::uint16_t>) return dtype::u16;
+  return dtype::i16;
+}
+
+/** The grid's batch and the accumulator's for the same samples, field by field, bits. */
+template <typename T>
+void expect_same_batch(const geometry& g, u64 samples, const std::vector<T>& a,
+                       const std::vector<T>& b, bool ssim) {
+  const dtype t = type_of<T>();
+  const auto va = make_view(g, t, static_cast<const void*>(a.data()), samples);
+  const auto vb = make_view(g, t, static_cast<const void*>(b.data()), samples);
+  const quality_accumulator acc(t, std::nullopt, ssim);
+  const quality_batch want = acc.measure(va, vb, 1);
+
+  const detail::measure_plan m = detail::measure_plan_of(va, acc.computes_ssim(), *integer_range(t));
+  std::vector<double> out(samples * detail::measure_outputs);
+  detail::measure_on_host(m, a.data(), b.data(), out.data());
+  quality_batch got;
+  detail::batch_of_outputs(m, out.data(), got);
+
+  const std::string what = std::string(to_string(t)) + " " + std::string(to_string(g.lay)) + " " +
+                           std::to_string(g.height) + "x" + std::to_string(g.width) + "x" +
+                           std::to_string(g.planes) + ", " + std::to_string(samples) + " samples";
+  ASSERT_EQ(got.samples(), want.samples()) << what;
+  ASSERT_EQ(got.ssim_sum.size(), want.ssim_sum.size()) << what;
+  EXPECT_EQ(got.values_per_sample, want.values_per_sample) << what;
+  EXPECT_EQ(got.ssim_planes, want.ssim_planes) << what;
+  for (u64 s = 0; s < samples; ++s) {
+    EXPECT_EQ(std::bit_cast<u64>(got.sse[s]), std::bit_cast<u64>(want.sse[s]))
+        << what << ": sample " << s << " sse " << got.sse[s] << " against " << want.sse[s];
+    if (!want.ssim_sum.empty()) {
+      EXPECT_EQ(std::bit_cast<u64>(got.ssim_sum[s]), std::bit_cast<u64>(want.ssim_sum[s]))
+          << what << ": sample " << s << " ssim " << got.ssim_sum[s] << " against " << want.ssim_sum[s];
+    }
+  }
+  EXPECT_EQ(got.max_abs, want.max_abs) << what;
+  EXPECT_EQ(got.mn, want.mn) << what;
+  EXPECT_EQ(got.mx, want.mx) << what;
+  if (!want.ssim_sum.empty()) {  // a test of something: SSIM neither 0 nor 1
+    EXPECT_GT(want.ssim_sum[0], 0.01 * double(g.planes)) << what;
+    EXPECT_LT(want.ssim_sum[0], 0.999 * double(g.planes)) << what;
+  }
+}
+
+template <typename T>
+void expect_same_batch(const geometry& g, u64 samples, int seed, bool ssim) {
+  std::vector<T> a, b;
+  make_pair(samples * g.values_per_sample(), seed, a, b);
+  expect_same_batch(g, samples, a, b, ssim);
+}
+
+template <typename T>
+void every_shape(int seed) {
+  struct shape {
+    layout lay;
+    u64 planes, h, w, samples;
+  };
+  const shape shapes[] = {
+      {layout::nhwc, 3, 20, 17, 3},    // RGB, one tile
+      {layout::nchw, 3, 20, 17, 2},    // planar
+      {layout::nhw, 1, 7, 7, 2},       // one window
+      {layout::nhw, 1, 6, 30, 2},      // too short for SSIM
+      {layout::nhwc, 2, 30, 6, 2},     // too narrow
+      {layout::nhw, 1, 9, 300, 2},     // two tiles, 294 windows a row: 6 past the lanes' 288
+      {layout::nhwc, 4, 8, 263, 1},    // a tile of one window
+      {layout::nchw, 3, 120, 100, 1},  // 36000 values: two runs of an 8-bit type
+      {layout::nhw, 1, 1, 1, 3},       // one value
+  };
+  for (const shape& s : shapes) {
+    const geometry g{s.lay, s.samples, s.planes, s.h, s.w};
+    expect_same_batch<T>(g, s.samples, seed, true);
+    expect_same_batch<T>(g, s.samples, seed + 1, false);
+  }
+}
+
+TEST(QualityGrid, U8FiguresAreTheAccumulatorsBitForBit) { every_shape<std::uint8_t>(1); }
+TEST(QualityGrid, I8FiguresAreTheAccumulatorsBitForBit) { every_shape<std::int8_t>(3); }
+TEST(QualityGrid, U16FiguresAreTheAccumulatorsBitForBit) { every_shape<std::uint16_t>(5); }
+TEST(QualityGrid, I16FiguresAreTheAccumulatorsBitForBit) { every_shape<std::int16_t>(7); }
+
+TEST(QualityGrid, SixteenBitSamplesOfSeveralRunsSumAsTheCpuDoes) {
+  // 5 runs of 2^20 u16 values whose copies are far off: the runs' squared errors, each exact,
+  // pass 2^53 together, so that their sum in double rounds, and rounding the exact total once
+  // gives another figure. The grid must sum them as the CPU does, run after run.
+  const geometry g{layout::nhw, 1, 1, 2560, 2048};
+  std::vector<std::uint16_t> a(g.values_per_sample()), b(a.size());
+  std::mt19937 rng(13);  // (a seed whose sum shows the order: about one in three does)
+  std::uniform_int_distribution<int> any(0, 7999);
+  u64 exact = 0;
+  // Values within 8000 of either end, copies at the other; errors of either parity, so that
+  // the runs' sums are not all multiples of 4.
+  for (u64 i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<std::uint16_t>(i % 2 ? any(rng) : 65535 - any(rng));
+    b[i] = static_cast<std::uint16_t>(65535 - a[i] - (a[i] > 30000 ? 0 : int(rng() % 2)));
+    const u64 d = a[i] > b[i] ? a[i] - b[i] : b[i] - a[i];
+    exact += d * d;
+  }
+  expect_same_batch(g, 1, a, b, false);
+  const quality_accumulator acc(dtype::u16, std::nullopt, false);
+  const quality_batch cpu = acc.measure(make_view(g, dtype::u16, static_cast<const void*>(a.data()), 1),
+                                        make_view(g, dtype::u16, static_cast<const void*>(b.data()), 1), 1);
+  EXPECT_NE(cpu.sse[0], static_cast<double>(exact)) << "the data no longer shows the order";
+}
+
+TEST(QualityGrid, DecodedImagesMeasureAsOnTheHost) {
+  // Real errors: u8 RGB images through the codec at chop 2.
+  const geometry g{layout::nhwc, 4, 3, 33, 45};
+  std::vector<std::uint8_t> a, b;
+  make_pair(4 * 33 * 45 * 3, 11, a, b);  // smooth originals; b is decoded below
+  const auto be = make_backend(backend_kind::cpu);
+  codec_params p;
+  p.chop = 2;
+  std::vector<std::byte> coeffs(4 * coeff_bytes_per_sample(p, g));
+  const auto va = make_view(g, dtype::u8, static_cast<const void*>(a.data()), 4);
+  be->encode(p, va, coeffs);
+  be->decode(p, coeffs, make_view(g, dtype::u8, static_cast<void*>(b.data()), 4));
+  expect_same_batch(g, 4, a, b, true);
+  EXPECT_NE(a, b);
+}
+
+TEST(QualityGrid, OnlyIntegerTypesOfAtMostSixteenBitsAreMeasuredOnTheDevice) {
+  EXPECT_TRUE(detail::device_measures(dtype::u8));
+  EXPECT_TRUE(detail::device_measures(dtype::i16));
+  EXPECT_FALSE(detail::device_measures(dtype::f32));
+  EXPECT_FALSE(detail::device_measures(dtype::f16));
+  EXPECT_FALSE(detail::device_measures(dtype::u32));
+}
+
+}  // namespace
