@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -28,6 +29,7 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
+#include "dctchop/metrics.hpp"
 
 namespace {
 
@@ -179,7 +181,9 @@ void device_run(benchmark::State& state, const workload& w, op what) {
 /** Host memory to device and back through the backend: from pageable buffers (staged through
  *  the backend's pinned buffers) or from buffers in its host memory (copied directly), as the
  *  CLI's pipelines give it. */
-void host_run(benchmark::State& state, const workload& w, bool encode, bool pinned) {
+enum class host_op { encode, decode, measure };
+
+void host_run(benchmark::State& state, const workload& w, host_op what, bool pinned) {
   if (!cuda::available()) {
     state.SkipWithError("no CUDA device");
     return;
@@ -199,15 +203,28 @@ void host_run(benchmark::State& state, const workload& w, bool encode, bool pinn
     const auto view = make_view(w.g, w.type, static_cast<const void*>(in.data()), w.g.samples);
     // Untimed: the coefficients to decode, and the backend's buffers (device memory, pinned
     // staging) grown by the operation that is timed, not in its first timed run.
+    // measure: the decode measured against the input on the device (PSNR's and SSIM's sums,
+    // backend::decode_measured), as compress runs it by default; the input stays as it is.
+    const quality_accumulator acc(w.type, std::nullopt, true);
+    quality_batch figures;
+    const auto run = [&] {
+      switch (what) {
+        case host_op::encode: be->encode(w.p, view, coeffs); break;
+        case host_op::decode:
+          be->decode(w.p, coeffs, make_view(w.g, w.type, static_cast<void*>(in.data()), w.g.samples));
+          break;
+        case host_op::measure:
+          if (!be->decode_measured(w.p, coeffs, view, acc, figures)) {
+            throw std::runtime_error("the backend does not measure this type on the device");
+          }
+          break;
+      }
+    };
     be->encode(w.p, view, coeffs);
-    if (!encode) be->decode(w.p, coeffs, make_view(w.g, w.type, static_cast<void*>(in.data()), w.g.samples));
+    if (what != host_op::encode) run();
     for (auto _ : state) {
       try {
-        if (encode) {
-          be->encode(w.p, view, coeffs);
-        } else {
-          be->decode(w.p, coeffs, make_view(w.g, w.type, static_cast<void*>(in.data()), w.g.samples));
-        }
+        run();
       } catch (const std::exception& e) {
         state.SkipWithError(e.what());
         break;
@@ -243,10 +260,11 @@ void BM_device_encode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, imag
 void BM_device_decode_u8_256x256x3_b32(benchmark::State& s) { device_run(s, images_u8(4096, chop(s), 32), op::decode); }
 void BM_device_copy_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::copy); }
 void BM_device_memset_u8_256x256x3(benchmark::State& s) { device_run(s, images_u8(4096, 4), op::memset); }
-void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, false); }
-void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), false, false); }
-void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), true, true); }
-void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), false, true); }
+void BM_host_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::encode, false); }
+void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::decode, false); }
+void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::encode, true); }
+void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::decode, true); }
+void BM_host_pinned_measure_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::measure, true); }
 
 // A fixed number of iterations: each call of a benchmark function sets up its buffers again
 // (device memory, an upload, pinned memory), and Google Benchmark's search for an iteration
@@ -280,6 +298,7 @@ BENCHMARK(BM_host_encode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_encode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_decode_u8_256x256x3)->DCTCHOP_HOST;
+BENCHMARK(BM_host_pinned_measure_u8_256x256x3)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
 
 }  // namespace
 

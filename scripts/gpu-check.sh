@@ -390,15 +390,31 @@ for be in cuda cpu; do
     --raw -f -q --backend "$be"
   rm -f "$WORK/big-$be.dcz"
 done
-# compress's default measures PSNR and SSIM on every value (the decode on the backend, the
-# measures on the host's cores, as many as it has, beside the codec's own work on the CPU
-# backend): the command users run, where the host's arithmetic and not the files may bound it.
+# compress's default measures PSNR and SSIM on every value: the command users run, where the
+# host's arithmetic and not the files may bound it. The CUDA backend decodes and measures u8
+# on the device (backend::decode_measured), the CPU backend on the host's cores beside the
+# codec's own work. Both must report the same figures, to the last digit of the JSON.
 for be in cuda cpu; do
   [ "$E2E" = 1 ] || break
-  timed "compress, quality, $be" "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 \
-    --shape "$N,256,256,3" -o "$WORK/big-q-$be.dcz" -f -q --backend "$be"
+  timed "compress, quality, $be" sh -c 'o=$1; shift; exec "$@" > "$o"' sh "$OUT/quality-$be.json" \
+    "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 \
+    --shape "$N,256,256,3" -o "$WORK/big-q-$be.dcz" -f -q --json --backend "$be"
   rm -f "$WORK/big-q-$be.dcz"
 done
+if [ "$E2E" = 1 ] && [ -s "$OUT/quality-cuda.json" ] && [ -s "$OUT/quality-cpu.json" ]; then
+  python3 - "$OUT/quality-cuda.json" "$OUT/quality-cpu.json" <<'PY' 2>&1 | tee -a "$OUT/gpu-e2e.txt" || FAILED=1
+import json, sys
+a, b = (json.load(open(f))["quality"] for f in sys.argv[1:3])
+if a == b:
+    print("quality figures of compress: cuda == cpu (psnr %.6f dB, ssim %.6f)" % (a["psnr_db"], a["ssim"]))
+else:
+    print("MISMATCH: quality figures of compress, cuda against cpu:")
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            print("  %s: %r against %r" % (k, a.get(k), b.get(k)))
+    sys.exit(1)
+PY
+fi
 # A host with few cores a GPU (8 GPUs sharing 32 cores, say): the same compress runs held to
 # 4 cores (taskset, and --threads 4 for the codec's and the measures' threads).
 if [ "$E2E" = 1 ] && [ "$(nproc)" -gt 4 ] && command -v taskset >/dev/null 2>&1; then

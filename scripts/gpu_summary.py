@@ -28,7 +28,7 @@ import sys
 
 TARGET = {"encode": 0.25, "decode": 0.50}
 PLAUSIBLE = 0.95  # no kernel streams at the memory's peak: a fraction above is a timing error
-NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
+NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode|measure)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
 CEILING = re.compile(r"BM_device_(copy|memset)_([^/]+)/")
 
 

@@ -355,7 +355,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   struct slot_buffers {
     chunk_info info;
     byte_buffer coeffs, out;  // in the backend's host memory: it decodes from one into the other
-    byte_buffer in;           // the original, for the measurement
+    byte_buffer in;           // the original, for the measurement; likewise
     quality_batch measured;
   };
   const u64 slot_bytes =
@@ -368,7 +368,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                  for (auto& b : slot) {  // a chunk holds at most samples_per_chunk samples
                    b.coeffs = host_buffer(be, h.samples_per_chunk * h.coeff_bytes_per_sample());
                    b.out = host_buffer(be, h.samples_per_chunk * ibps);
-                   b.in.reserve(h.samples_per_chunk * ibps);
+                   // (where a backend measures on its device, the original goes there too)
+                   b.in = host_buffer(be, h.samples_per_chunk * ibps);
                    b.measured.sse.reserve(h.samples_per_chunk);
                    if (acc.computes_ssim()) b.measured.ssim_sum.reserve(h.samples_per_chunk);
                  }

@@ -22,6 +22,7 @@
 #include "dctchop/cuda.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
+#include "dctchop/metrics.hpp"
 #include "../test_util.hpp"
 
 namespace {
@@ -258,6 +259,149 @@ TEST(CudaBackend, PinnedBuffersFromItsHostMemoryGiveTheSameBytesAsPageableOnes) 
   std::vector<std::uint8_t> dp(values.size());
   gpu->decode(p, got, make_view(g, dtype::u8, static_cast<void*>(dp.data()), g.samples));
   EXPECT_TRUE(dp == dc) << "pinned in, pageable out";
+}
+
+// ---- the quality measure on the device (backend::decode_measured) ----------------------------
+
+/** The figures of `original` against its decode: with `gpu` measuring on the device (it must,
+ *  for the types it measures), and with the CPU decoding and measuring on the host. */
+struct both_figures {
+  quality_batch device, host;
+  bool on_device = false;
+};
+both_figures measure_both(backend& gpu, backend& cpu, const codec_params& p, const geometry& g,
+                          const const_sample_view& original, std::span<const std::byte> coeffs,
+                          bool ssim) {
+  const quality_accumulator acc(original.type, std::nullopt, ssim);
+  both_figures f;
+  f.on_device = gpu.decode_measured(p, coeffs, original, acc, f.device);
+  std::vector<std::byte> decoded(original.samples * g.values_per_sample() * size_of(original.type));
+  decode_and_measure(cpu, p, coeffs, original,
+                     make_view(g, original.type, static_cast<void*>(decoded.data()), original.samples),
+                     acc, 1, f.host);
+  return f;
+}
+
+/** The device's figures are the host's, bit for bit (doubles compared as bits). */
+void expect_same_figures(const both_figures& f, const std::string& what) {
+  EXPECT_TRUE(f.on_device) << what;
+  ASSERT_EQ(f.device.samples(), f.host.samples()) << what;
+  ASSERT_EQ(f.device.ssim_sum.size(), f.host.ssim_sum.size()) << what;
+  u64 sse_differ = 0, ssim_differ = 0;
+  for (u64 i = 0; i < f.host.samples(); ++i) {
+    sse_differ += std::memcmp(&f.device.sse[i], &f.host.sse[i], sizeof(double)) != 0;
+    if (!f.host.ssim_sum.empty())
+      ssim_differ += std::memcmp(&f.device.ssim_sum[i], &f.host.ssim_sum[i], sizeof(double)) != 0;
+  }
+  EXPECT_EQ(sse_differ, 0u) << what << ": samples whose squared error differs";
+  EXPECT_EQ(ssim_differ, 0u) << what << ": samples whose SSIM differs";
+  EXPECT_EQ(f.device.max_abs, f.host.max_abs) << what;
+  EXPECT_EQ(f.device.mn, f.host.mn) << what;
+  EXPECT_EQ(f.device.mx, f.host.mx) << what;
+  EXPECT_EQ(f.device.ssim_planes, f.host.ssim_planes) << what;
+  EXPECT_EQ(f.device.values_per_sample, f.host.values_per_sample) << what;
+}
+
+template <typename T>
+void expect_device_measures_as_host(const setting& s, backend& gpu, backend& cpu, unsigned seed,
+                                    double lo, double hi) {
+  const geometry g = dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c);
+  codec_params p;
+  p.block = s.b;
+  p.chop = s.k;
+  p.coeff = s.ct;
+  p.offset = default_offset(s.type);
+  const auto in = random_values<T>(s.n * s.h * s.w * s.c, seed, lo, hi);
+  const auto view = make_view(g, s.type, static_cast<const void*>(in.data()), s.n);
+  std::vector<std::byte> coeffs(s.n * coeff_bytes_per_sample(p, g));
+  cpu.encode(p, view, coeffs);
+  for (bool ssim : {true, false}) {
+    expect_same_figures(measure_both(gpu, cpu, p, g, view, coeffs, ssim),
+                        describe(s) + (ssim ? " with SSIM" : " without SSIM"));
+  }
+}
+
+TEST(CudaMeasure, DecodeMeasuredGivesTheHostsFiguresBitForBitInEveryTypeItMeasures) {
+  REQUIRE_DEVICE();
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  unsigned seed = 300;
+  for (int k : {1, 4}) {
+    // RGB and planar u8; planes below 7x7 (no SSIM); exactly one window; rows of two tiles
+    // (300 wide: 294 windows, 6 past the lanes' whole 288) and of a tile of one window.
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nhwc, 5, 37, 45, 3, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nchw, 3, 29, 31, 2, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nhw, 4, 6, 40, 1, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nhw, 4, 7, 7, 1, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nhw, 2, 9, 300, 1, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nhwc, 1, 8, 263, 4, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::int8_t>({dtype::i8, layout::nhwc, 3, 20, 17, 3, 8, k, coeff_type::f16},
+                                                *gpu, *cpu, seed++, -128, 128);
+    expect_device_measures_as_host<std::uint16_t>({dtype::u16, layout::nhw, 3, 40, 33, 1, 8, k, coeff_type::f32},
+                                                  *gpu, *cpu, seed++, 0, 65536);
+    expect_device_measures_as_host<std::int16_t>({dtype::i16, layout::nchw, 2, 19, 23, 3, 16, k, coeff_type::f32},
+                                                  *gpu, *cpu, seed++, -32768, 32768);
+    // Samples of several runs of exact sums (2^15 values for 8-bit types, 2^20 for 16-bit).
+    expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nchw, 2, 120, 100, 3, 8, k, coeff_type::f16},
+                                                 *gpu, *cpu, seed++, 0, 256);
+    expect_device_measures_as_host<std::uint16_t>({dtype::u16, layout::nhw, 1, 1100, 1000, 1, 8, k, coeff_type::f32},
+                                                  *gpu, *cpu, seed++, 0, 65536);
+  }
+}
+
+TEST(CudaMeasure, ABatchOfSeveralStreamedPartsPinnedOrNotMeasuresAsTheHost) {
+  REQUIRE_DEVICE();
+  // 400 images of 96x96x3: parts of 100 on two streams; the original pageable (staged), then
+  // in the backend's pinned memory (copied directly).
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  const setting s{dtype::u8, layout::nhwc, 400, 96, 96, 3, 8, 2, coeff_type::f16};
+  expect_device_measures_as_host<std::uint8_t>(s, *gpu, *cpu, 320, 0, 256);
+  const geometry g = dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c);
+  codec_params p;
+  p.chop = s.k;
+  const auto values = random_values<std::uint8_t>(s.n * s.h * s.w * s.c, 321, 0, 256);
+  byte_buffer pinned(values.size(), resource_allocator<std::byte>(gpu->host_memory()));
+  ASSERT_TRUE(cuda::is_pinned(pinned.data(), pinned.size()));
+  std::memcpy(pinned.data(), values.data(), values.size());
+  const auto view = make_view(g, dtype::u8, static_cast<const void*>(pinned.data()), s.n);
+  std::vector<std::byte> coeffs(s.n * coeff_bytes_per_sample(p, g));
+  cpu->encode(p, view, coeffs);
+  expect_same_figures(measure_both(*gpu, *cpu, p, g, view, coeffs, true), "pinned original");
+}
+
+TEST(CudaMeasure, FloatsAndThirtyTwoBitIntegersAreMeasuredOnTheHost) {
+  REQUIRE_DEVICE();
+  // Their sums round, in an order the device would not keep: decode_measured declines, and
+  // decode_and_measure decodes them on the device and measures on the host.
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  const geometry g = dctchop::test::shape_of(layout::nhw, 3, 20, 20, 1);
+  codec_params p;
+  p.coeff = coeff_type::f32;
+  const auto in = random_values<float>(3 * 400, 330, -5, 5);
+  const auto view = make_view(g, dtype::f32, static_cast<const void*>(in.data()), 3);
+  std::vector<std::byte> coeffs(3 * coeff_bytes_per_sample(p, g));
+  cpu->encode(p, view, coeffs);
+  const quality_accumulator acc(dtype::f32, 10.0, true);
+  quality_batch b;
+  EXPECT_FALSE(gpu->decode_measured(p, coeffs, view, acc, b));
+  EXPECT_EQ(b.samples(), 0u) << "declined, having done nothing";
+  std::vector<float> dg(in.size()), dc(in.size());
+  quality_batch on_gpu, on_cpu;
+  decode_and_measure(*gpu, p, coeffs, view, make_view(g, dtype::f32, static_cast<void*>(dg.data()), 3),
+                     acc, 1, on_gpu);
+  decode_and_measure(*cpu, p, coeffs, view, make_view(g, dtype::f32, static_cast<void*>(dc.data()), 3),
+                     acc, 1, on_cpu);
+  EXPECT_EQ(dg, dc);
+  EXPECT_EQ(on_gpu.sse, on_cpu.sse);
+  EXPECT_EQ(on_gpu.ssim_sum, on_cpu.ssim_sum);
 }
 
 /** The error `be.encode` throws for `v`, or none when every sample fits. */
@@ -1191,13 +1335,19 @@ TEST(CudaPipelines, CompressAndDecompressOnTheDeviceEqualTheCpu) {
   const auto rg = formats::compress_npy(dir.file("x.npy"), dir.file("g.dcz"), *gpu, co);
   const auto rc = formats::compress_npy(dir.file("x.npy"), dir.file("c.dcz"), *cpu, co);
   ASSERT_GT(rg.chunks, 2u);
+  // The figures measured on the device (u8) are the host's, to the bit.
   EXPECT_EQ(rg.q->psnr_db, rc.q->psnr_db);
+  EXPECT_EQ(rg.q->ssim, rc.q->ssim);
+  EXPECT_EQ(rg.q->max_abs_error, rc.q->max_abs_error);
+  EXPECT_EQ(rg.q->sample_psnr_min, rc.q->sample_psnr_min);
+  EXPECT_EQ(rg.q->sample_psnr_mean, rc.q->sample_psnr_mean);
   formats::decompress_to_npy(dir.file("g.dcz"), dir.file("g.npy"), *gpu, {});
   formats::decompress_to_npy(dir.file("c.dcz"), dir.file("c.npy"), *cpu, {});
   EXPECT_EQ(dctchop::test::read_bytes(dir.file("g.npy")), dctchop::test::read_bytes(dir.file("c.npy")));
   const auto v = formats::verify_archive(dir.file("g.dcz"), dir.file("x.npy"), *gpu, {});
   EXPECT_TRUE(v.passed());
   EXPECT_EQ(v.q->psnr_db, rc.q->psnr_db);
+  EXPECT_EQ(v.q->ssim, rc.q->ssim);
 }
 
 }  // namespace

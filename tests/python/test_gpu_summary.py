@@ -38,6 +38,7 @@ def main():
         bench("BM_host_encode_u8_256x256x3/chop:4/real_time", 14.0, None),
         bench("BM_host_pinned_encode_u8_256x256x3/chop:1/real_time", 30.0, None),
         bench("BM_host_pinned_encode_u8_256x256x3/chop:4/real_time", 36.0, None),
+        bench("BM_host_pinned_measure_u8_256x256x3/chop:4/real_time", 25.0, None),
     ]}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "bench.json")
@@ -66,6 +67,9 @@ def main():
           "the faster encode layout")
     pinned = row("host encode pinned u8_256x256x3", 4).split()
     check(len(pinned) > 5 and pinned[5] == "36.0", "a pinned host row")
+    measure = row("host measure pinned u8_256x256x3", 4)
+    check(measure.split()[5:6] == ["25.0"] and "met" not in measure and "MISSED" not in measure,
+          "the device measure's row, which has no target")
     check("host encode u8_256x256x3: pageable 12.0 GB/s, pinned 33.0 GB/s (2.75x)" in out,
           "pinned against pageable host buffers")
     check(row("device decode lines u8_256x256x3", 4).count("MISSED") == 1 and
