@@ -63,9 +63,9 @@ void expect_same_batch(const geometry& g, u64 samples, const std::vector<T>& a,
 
   const detail::measure_plan m = detail::measure_plan_of(va, acc.computes_ssim(), *integer_range(t));
   std::vector<double> out(samples * detail::measure_outputs);
-  detail::measure_on_host(m, a.data(), b.data(), out.data());
+  const detail::run_stats extremes = detail::measure_on_host(m, a.data(), b.data(), out.data());
   quality_batch got;
-  detail::batch_of_outputs(m, out.data(), got);
+  detail::batch_of_outputs(m, out.data(), extremes, got);
 
   const std::string what = std::string(to_string(t)) + " " + std::string(to_string(g.lay)) + " " +
                            std::to_string(g.height) + "x" + std::to_string(g.width) + "x" +
@@ -120,6 +120,7 @@ void every_shape(int seed) {
     expect_same_batch<T>(g, s.samples, seed, true);
     expect_same_batch<T>(g, s.samples, seed + 1, false);
   }
+  expect_same_batch<T>(geometry{layout::nhwc, 0, 3, 20, 17}, 0, seed, true);  // no samples
 }
 
 TEST(QualityGrid, U8FiguresAreTheAccumulatorsBitForBit) { every_shape<std::uint8_t>(1); }

@@ -1,7 +1,7 @@
 // CPU kernels of the DCT+Chop codec, compiled once per instruction set (see lib/CMakeLists.txt):
 // DCTCHOP_KERNEL_NS names the copy (generic: the compiler's baseline; avx2: AVX2 and F16C).
-// cpu_backend.cpp picks one at run time. No FP contraction (ISO mode): every copy computes
-// bit-identical results.
+// cpu_backend.cpp picks one at run time. No FP contraction (-ffp-contract=off, the top
+// CMakeLists.txt): every copy computes bit-identical results.
 //
 // A plane is processed one strip of B rows at a time. Encoding a strip:
 //   stage 1 (vertical, vectorised along the row): Y[u][x] = sum_r T[u][r] * X[r][x], u < K

@@ -389,9 +389,9 @@ geometry geometry_of_view(const const_sample_view& v, layout lay) {
   return g;
 }
 
-/** The layout of a dense view (as make_view builds them); throws for other strides. */
+/** The layout of a dense view (as make_view builds them); nullopt for other strides. */
 template <typename View>
-layout dense_layout(const View& v) {
+std::optional<layout> dense_layout_of(const View& v) {
   const i64 h = static_cast<i64>(v.height), w = static_cast<i64>(v.width),
             c = static_cast<i64>(v.planes);
   if (v.stride_sample == h * w * c) {
@@ -400,6 +400,13 @@ layout dense_layout(const View& v) {
     }
     if (v.stride_col == c && v.stride_row == w * c && v.stride_plane == 1) return layout::nhwc;
   }
+  return std::nullopt;
+}
+
+/** The same; throws for other strides. */
+template <typename View>
+layout dense_layout(const View& v) {
+  if (const auto lay = dense_layout_of(v)) return *lay;
   throw error(errc::invalid_argument, "the CUDA backend takes dense sample views only");
 }
 
@@ -492,11 +499,12 @@ class cuda_backend final : public backend {
   bool decode_measured(const codec_params& p, std::span<const std::byte> coeffs,
                        const const_sample_view& original, const quality_accumulator& acc,
                        quality_batch& into) override {
-    if (!device_measures(original.type) || acc.type() != original.type) return false;
+    // (a strided original, which the host measures: the decode then stages it densely)
+    const std::optional<layout> lay = dense_layout_of(original);
+    if (!device_measures(original.type) || acc.type() != original.type || !lay) return false;
     validate(p);
     check_view(original);
-    const layout lay = dense_layout(original);
-    const geometry g = geometry_of_view(original, lay);
+    const geometry g = geometry_of_view(original, *lay);
     const u64 in_per_sample = coeff_bytes_per_sample(p, g);
     const u64 values_bytes = g.values_per_sample() * size_of(original.type);
     if (coeffs.size() < original.samples * in_per_sample) {
@@ -504,10 +512,15 @@ class cuda_backend final : public backend {
     }
     constexpr u64 out_per_sample = measure_outputs * sizeof(double);
     std::vector<double> figures(original.samples * measure_outputs);
+    run_stats extremes = no_stats();
     const double range = *integer_range(original.type);
     if (original.samples > 0) {
       const std::lock_guard<std::mutex> one_at_a_time(calls_);
       const device_guard on(device_);
+      // Each lane merges its parts' extremes into its own run_stats on the device, set on its
+      // first part of this call; both are read back (and merged) once the parts are done.
+      bool used[2] = {false, false};
+      static const run_stats none = no_stats();
       stream_parts(
           original.samples, in_per_sample, out_per_sample, coeffs.data(),
           reinterpret_cast<std::byte*>(figures.data()),
@@ -516,14 +529,29 @@ class cuda_backend final : public backend {
             const measure_plan m = measure_plan_of(part_view, acc.computes_ssim(), range);
             grow(l.d_decoded, l.d_decoded_cap, n * values_bytes);
             grow(l.d_scratch, l.d_scratch_cap, measure_scratch_bytes(m));
+            if (!l.d_extremes) l.d_extremes = device_alloc(sizeof(run_stats));
+            bool& first_part = used[&l - lanes_];
+            if (!first_part) {
+              DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_extremes.get(), &none, sizeof none,
+                                                 cudaMemcpyHostToDevice, s));
+              first_part = true;
+            }
             launch_decode(p, batch_of(p, g, n), original.type, d_in, l.d_decoded.get(), s,
                           kernel_layout::automatic);
             DCTCHOP_CUDA_CHECK(launch_measure(m, original.type, l.d_in2.get(), l.d_decoded.get(),
-                                              l.d_scratch.get(), static_cast<double*>(d_out), s));
+                                              l.d_scratch.get(), static_cast<double*>(d_out),
+                                              static_cast<run_stats*>(l.d_extremes.get()), s));
           },
           static_cast<const std::byte*>(original.data), values_bytes);
+      for (int i = 0; i < 2; ++i) {  // (stream_parts has waited for both lanes)
+        if (!used[i]) continue;
+        run_stats e;
+        DCTCHOP_CUDA_CHECK(cudaMemcpy(&e, lanes_[i].d_extremes.get(), sizeof e, cudaMemcpyDeviceToHost));
+        extremes = merge_stats(extremes, e);
+      }
     }
-    batch_of_outputs(measure_plan_of(original, acc.computes_ssim(), range), figures.data(), into);
+    batch_of_outputs(measure_plan_of(original, acc.computes_ssim(), range), figures.data(),
+                     extremes, into);
     return true;
   }
 
@@ -536,8 +564,10 @@ class cuda_backend final : public backend {
     byte_buffer h_in, h_out, h_in2;  // staging in host_memory(), for callers' buffers that are not pinned
     device_ptr d_in, d_out, d_in2;
     u64 d_in_cap = 0, d_out_cap = 0, d_in2_cap = 0;
-    device_ptr d_decoded, d_scratch;  // decode_measured's: the decoded part, the measure's sums
+    device_ptr d_decoded, d_scratch;  // decode_measured's: the decoded part, the measure's sums,
     u64 d_decoded_cap = 0, d_scratch_cap = 0;
+    device_ptr d_extremes;            // and the extremes of the parts it took
+
     u64 first = 0, n = 0;
     bool busy = false;
   };

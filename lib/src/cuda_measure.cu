@@ -61,18 +61,22 @@ __global__ void __launch_bounds__(measure_threads)
   }
 }
 
-/** A thread a sample. */
+/** A thread a sample; its extremes merged into the batch's (integers: in any order). */
 __global__ void finish_kernel(measure_plan m, const run_stats* runs, const double* rows,
-                              double* out) {
+                              double* out, run_stats* extremes) {
   const u64 s = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= m.samples) return;
-  finish_sample(m, runs + s * m.runs, m.ssim ? rows + s * m.planes * m.rows : nullptr,
-                out + s * measure_outputs);
+  const run_stats e = finish_sample(m, runs + s * m.runs,
+                                    m.ssim ? rows + s * m.planes * m.rows : nullptr,
+                                    out + s * measure_outputs);
+  atomicMax(&extremes->max_abs, e.max_abs);
+  atomicMin(&extremes->lo, e.lo);
+  atomicMax(&extremes->hi, e.hi);
 }
 
 template <typename T>
 cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* scratch, double* out,
-                   cudaStream_t s) {
+                   run_stats* extremes, cudaStream_t s) {
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
   auto* runs = static_cast<run_stats*>(scratch);
@@ -83,20 +87,21 @@ cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* sc
         m, pa, pb, rows);
   }
   const u64 ctas = (m.samples + measure_threads - 1) / measure_threads;
-  finish_kernel<<<static_cast<unsigned>(ctas), measure_threads, 0, s>>>(m, runs, rows, out);
+  finish_kernel<<<static_cast<unsigned>(ctas), measure_threads, 0, s>>>(m, runs, rows, out,
+                                                                       extremes);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launch_measure(const measure_plan& m, dtype t, const void* a, const void* b,
-                           void* scratch, double* out, cudaStream_t s) {
+                           void* scratch, double* out, run_stats* extremes, cudaStream_t s) {
   if (m.samples == 0) return cudaSuccess;
   switch (t) {
-    case dtype::u8: return launch<std::uint8_t>(m, a, b, scratch, out, s);
-    case dtype::i8: return launch<std::int8_t>(m, a, b, scratch, out, s);
-    case dtype::u16: return launch<std::uint16_t>(m, a, b, scratch, out, s);
-    case dtype::i16: return launch<std::int16_t>(m, a, b, scratch, out, s);
+    case dtype::u8: return launch<std::uint8_t>(m, a, b, scratch, out, extremes, s);
+    case dtype::i8: return launch<std::int8_t>(m, a, b, scratch, out, extremes, s);
+    case dtype::u16: return launch<std::uint16_t>(m, a, b, scratch, out, extremes, s);
+    case dtype::i16: return launch<std::int16_t>(m, a, b, scratch, out, extremes, s);
     default: return cudaErrorInvalidValue;  // (device_measures is false: the caller's mistake)
   }
 }

@@ -74,8 +74,9 @@ constexpr unsigned measure_threads = 256;
 constexpr unsigned ssim_tile = 256;
 
 /** The doubles a sample's figures take on the way back: squared error, SSIM sum (of the
- *  planes' means), max abs error, the original's least and greatest value. */
-constexpr unsigned measure_outputs = 5;
+ *  planes' means). Its extremes (max abs error, the original's least and greatest value)
+ *  are merged into one run_stats for the batch. */
+constexpr unsigned measure_outputs = 2;
 
 /** A run's (or a thread's part of a run's) exact statistics. */
 struct run_stats {
@@ -221,9 +222,9 @@ DCTCHOP_HD double lane_total(const double* lanes) {
 }
 
 /** Sample s's figures (measure_outputs doubles) from its runs' statistics and, with SSIM,
- *  its planes' row sums (plane after plane): sums in the CPU's order. */
-DCTCHOP_HD void finish_sample(const measure_plan& m, const run_stats* runs, const double* rows,
-                              double* out) {
+ *  its planes' row sums (plane after plane): sums in the CPU's order. Returns its extremes. */
+DCTCHOP_HD run_stats finish_sample(const measure_plan& m, const run_stats* runs,
+                                   const double* rows, double* out) {
   double sse = 0;
   run_stats all = no_stats();
   for (std::uint64_t r = 0; r < m.runs; ++r) {
@@ -240,9 +241,7 @@ DCTCHOP_HD void finish_sample(const measure_plan& m, const run_stats* runs, cons
   }
   out[0] = sse;
   out[1] = ssim;
-  out[2] = static_cast<double>(all.max_abs);
-  out[3] = static_cast<double>(all.lo);
-  out[4] = static_cast<double>(all.hi);
+  return all;
 }
 
 /** The scratch a batch's measure takes on the device: each run's statistics, then each
@@ -255,29 +254,28 @@ inline std::uint64_t measure_scratch_bytes(const measure_plan& m) {
 }
 
 /** The batch that quality_accumulator::measure gives, from the figures of the plan's samples
- *  (measure_outputs doubles each): its extremes in any order, which they do not depend on. */
-inline void batch_of_outputs(const measure_plan& m, const double* out, quality_batch& b) {
+ *  (measure_outputs doubles each) and their extremes merged (in any order: integers). */
+inline void batch_of_outputs(const measure_plan& m, const double* out, const run_stats& extremes,
+                             quality_batch& b) {
   b.values_per_sample = m.values;
   b.sse.resize(m.samples);
   b.ssim_sum.resize(m.ssim ? m.samples : 0);
-  b.max_abs = 0;
-  b.mn = std::numeric_limits<double>::infinity();
-  b.mx = -std::numeric_limits<double>::infinity();
   b.ssim_planes = m.ssim ? m.samples * m.planes : 0;
   for (std::uint64_t s = 0; s < m.samples; ++s) {
-    const double* o = out + s * measure_outputs;
-    b.sse[s] = o[0];
-    if (m.ssim) b.ssim_sum[s] = o[1];
-    b.max_abs = std::max(b.max_abs, o[2]);
-    b.mn = std::min(b.mn, o[3]);
-    b.mx = std::max(b.mx, o[4]);
+    b.sse[s] = out[s * measure_outputs];
+    if (m.ssim) b.ssim_sum[s] = out[s * measure_outputs + 1];
   }
+  const bool any = m.samples > 0 && m.values > 0;
+  b.max_abs = any ? static_cast<double>(extremes.max_abs) : 0.0;
+  b.mn = any ? static_cast<double>(extremes.lo) : std::numeric_limits<double>::infinity();
+  b.mx = any ? static_cast<double>(extremes.hi) : -std::numeric_limits<double>::infinity();
 }
 
 /** Every thread of the measure's grids on the CPU, phase by phase (the barriers between
- *  them as loops end), for the tests: `out` gets measure_outputs doubles a sample. */
+ *  them as loops end), for the tests: `out` gets measure_outputs doubles a sample, and the
+ *  result is the batch's extremes. */
 template <typename T>
-void measure_on_host(const measure_plan& m, const T* a, const T* b, double* out) {
+run_stats measure_on_host(const measure_plan& m, const T* a, const T* b, double* out) {
   std::vector<run_stats> runs(m.samples * m.runs);
   for (std::uint64_t i = 0; i < runs.size(); ++i) {
     run_stats r = no_stats();
@@ -301,9 +299,12 @@ void measure_on_host(const measure_plan& m, const T* a, const T* b, double* out)
     }
     rows[cta] = lane_total(lanes);
   }
+  run_stats extremes = no_stats();
   for (std::uint64_t s = 0; s < m.samples; ++s)
-    finish_sample(m, runs.data() + s * m.runs, rows.data() + s * m.planes * m.rows,
-                  out + s * measure_outputs);
+    extremes = merge_stats(extremes, finish_sample(m, runs.data() + s * m.runs,
+                                                   rows.data() + s * m.planes * m.rows,
+                                                   out + s * measure_outputs));
+  return extremes;
 }
 
 }  // namespace dctchop::detail

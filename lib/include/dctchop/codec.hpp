@@ -69,13 +69,13 @@ using const_sample_view = basic_sample_view<const void*>;
 const_sample_view make_view(const geometry& g, dtype t, const void* data, std::uint64_t samples);
 sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samples);
 
+class quality_accumulator;  // metrics.hpp
+struct quality_batch;
+
 /** An execution backend. Coefficients are laid out [sample][plane][row][col], each plane of
  *  coeff_shape(), little-endian values of params.coeff. Calls may come from several threads
  *  (loaders may share one backend): the CPU backend runs them side by side, the CUDA backend
  *  one at a time. A buffer or view too small for its call is error(invalid_argument). */
-class quality_accumulator;  // metrics.hpp
-struct quality_batch;
-
 class backend {
  public:
   virtual ~backend() = default;
