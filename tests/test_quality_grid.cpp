@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -21,12 +24,40 @@ namespace {
 using namespace dctchop;
 using u64 = std::uint64_t;
 
+using detail::half_value;
+
+/** The range that test data of type T spans: the integer types' own, +-1000 for floats. */
+template <typename T>
+constexpr double low_of() {
+  if constexpr (std::is_integral_v<T>) return double(std::numeric_limits<T>::min());
+  return -1000.0;
+}
+template <typename T>
+constexpr double high_of() {
+  if constexpr (std::is_integral_v<T>) return double(std::numeric_limits<T>::max());
+  return 1000.0;
+}
+
+template <typename T>
+T value_of(double v) {
+  if constexpr (std::is_same_v<T, half_value>) return half_value(static_cast<float>(v));
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(std::round(v));
+  else return static_cast<T>(v);
+}
+template <typename T>
+double double_of(T v) {
+  if constexpr (std::is_same_v<T, half_value>) return static_cast<float>(v);
+  else return static_cast<double>(v);
+}
+
 /** Random originals (uniform, or smooth with noise, so that SSIM is far from both 0 and 1)
- *  and copies off by a few units, with the type's extremes in places. */
+ *  and copies off by a little (a few units for 8- and 16-bit integers, 1e-4 of the range
+ *  otherwise), with the range's ends in places and a copy at the other end now and then. */
 template <typename T>
 void make_pair(u64 count, int seed, std::vector<T>& a, std::vector<T>& b) {
   std::mt19937 rng(seed);
-  constexpr double lo = double(std::numeric_limits<T>::min()), hi = double(std::numeric_limits<T>::max());
+  constexpr double lo = low_of<T>(), hi = high_of<T>();
+  const double step = std::is_integral_v<T> && sizeof(T) <= 2 ? 1.0 : (hi - lo) * 1e-4;
   std::uniform_real_distribution<double> any(lo, hi);
   std::uniform_int_distribution<int> noise(-6, 6);
   a.resize(count);
@@ -34,12 +65,12 @@ void make_pair(u64 count, int seed, std::vector<T>& a, std::vector<T>& b) {
   const double base = any(rng);
   for (u64 i = 0; i < count; ++i) {
     const double smooth = base + (hi - lo) * 0.1 * std::sin(double(i) * 0.01);
-    double v = seed % 2 == 0 ? any(rng) : smooth + noise(rng);
+    double v = seed % 2 == 0 ? any(rng) : smooth + step * noise(rng);
     if (i % 97 == 5) v = lo;
     if (i % 89 == 7) v = hi;
-    a[i] = static_cast<T>(std::clamp(std::round(v), lo, hi));
-    const double d = i % 13 == 0 ? (hi - lo) : double(noise(rng));  // and a worst case
-    b[i] = static_cast<T>(std::clamp(double(a[i]) + (i % 2 ? d : -d), lo, hi));
+    a[i] = value_of<T>(std::clamp(v, lo, hi));
+    const double d = i % 13 == 0 ? (hi - lo) : step * noise(rng);  // and a worst case
+    b[i] = value_of<T>(std::clamp(double_of(a[i]) + (i % 2 ? d : -d), lo, hi));
   }
 }
 
@@ -48,22 +79,34 @@ constexpr dtype type_of() {
   if constexpr (std::is_same_v<T, std::uint8_t>) return dtype::u8;
   if constexpr (std::is_same_v<T, std::int8_t>) return dtype::i8;
   if constexpr (std::is_same_v<T, std::uint16_t>) return dtype::u16;
-  return dtype::i16;
+  if constexpr (std::is_same_v<T, std::int16_t>) return dtype::i16;
+  if constexpr (std::is_same_v<T, half_value>) return dtype::f16;
+  if constexpr (std::is_same_v<T, float>) return dtype::f32;
+  if constexpr (std::is_same_v<T, double>) return dtype::f64;
+  if constexpr (std::is_same_v<T, std::int32_t>) return dtype::i32;
+  return dtype::u32;
+}
+
+/** Two doubles with the same bits, or both NaN (whose payloads the figures need not keep). */
+bool same_double(double x, double y) {
+  return std::bit_cast<u64>(x) == std::bit_cast<u64>(y) || (std::isnan(x) && std::isnan(y));
 }
 
 /** The grid's batch and the accumulator's for the same samples, field by field, bits. */
 template <typename T>
 void expect_same_batch(const geometry& g, u64 samples, const std::vector<T>& a,
-                       const std::vector<T>& b, bool ssim) {
+                       const std::vector<T>& b, bool ssim,
+                       std::optional<double> range = high_of<T>() - low_of<T>()) {
   const dtype t = type_of<T>();
   const auto va = make_view(g, t, static_cast<const void*>(a.data()), samples);
   const auto vb = make_view(g, t, static_cast<const void*>(b.data()), samples);
-  const quality_accumulator acc(t, std::nullopt, ssim);
+  const quality_accumulator acc(t, range, ssim);
   const quality_batch want = acc.measure(va, vb, 1);
 
-  const detail::measure_plan m = detail::measure_plan_of(va, acc.computes_ssim(), *integer_range(t));
+  const detail::measure_plan m =
+      detail::measure_plan_of(va, acc.computes_ssim(), acc.known_range().value_or(0.0));
   std::vector<double> out(samples * detail::measure_outputs);
-  const detail::run_stats extremes = detail::measure_on_host(m, a.data(), b.data(), out.data());
+  const detail::extremes extremes = detail::measure_on_host(m, a.data(), b.data(), out.data());
   quality_batch got;
   detail::batch_of_outputs(m, out.data(), extremes, got);
 
@@ -75,17 +118,17 @@ void expect_same_batch(const geometry& g, u64 samples, const std::vector<T>& a,
   EXPECT_EQ(got.values_per_sample, want.values_per_sample) << what;
   EXPECT_EQ(got.ssim_planes, want.ssim_planes) << what;
   for (u64 s = 0; s < samples; ++s) {
-    EXPECT_EQ(std::bit_cast<u64>(got.sse[s]), std::bit_cast<u64>(want.sse[s]))
+    EXPECT_TRUE(same_double(got.sse[s], want.sse[s]))
         << what << ": sample " << s << " sse " << got.sse[s] << " against " << want.sse[s];
     if (!want.ssim_sum.empty()) {
-      EXPECT_EQ(std::bit_cast<u64>(got.ssim_sum[s]), std::bit_cast<u64>(want.ssim_sum[s]))
+      EXPECT_TRUE(same_double(got.ssim_sum[s], want.ssim_sum[s]))
           << what << ": sample " << s << " ssim " << got.ssim_sum[s] << " against " << want.ssim_sum[s];
     }
   }
-  EXPECT_EQ(got.max_abs, want.max_abs) << what;
-  EXPECT_EQ(got.mn, want.mn) << what;
-  EXPECT_EQ(got.mx, want.mx) << what;
-  if (!want.ssim_sum.empty()) {  // a test of something: SSIM neither 0 nor 1
+  EXPECT_TRUE(same_double(got.max_abs, want.max_abs)) << what;
+  EXPECT_TRUE(same_double(got.mn, want.mn)) << what;
+  EXPECT_TRUE(same_double(got.mx, want.mx)) << what;
+  if (!want.ssim_sum.empty() && std::isfinite(want.ssim_sum[0])) {  // SSIM neither 0 nor 1
     EXPECT_GT(want.ssim_sum[0], 0.01 * double(g.planes)) << what;
     EXPECT_LT(want.ssim_sum[0], 0.999 * double(g.planes)) << what;
   }
@@ -127,6 +170,31 @@ TEST(QualityGrid, U8FiguresAreTheAccumulatorsBitForBit) { every_shape<std::uint8
 TEST(QualityGrid, I8FiguresAreTheAccumulatorsBitForBit) { every_shape<std::int8_t>(3); }
 TEST(QualityGrid, U16FiguresAreTheAccumulatorsBitForBit) { every_shape<std::uint16_t>(5); }
 TEST(QualityGrid, I16FiguresAreTheAccumulatorsBitForBit) { every_shape<std::int16_t>(7); }
+TEST(QualityGrid, F32FiguresAreTheAccumulatorsBitForBit) { every_shape<float>(13); }
+TEST(QualityGrid, F64FiguresAreTheAccumulatorsBitForBit) { every_shape<double>(15); }
+TEST(QualityGrid, F16FiguresAreTheAccumulatorsBitForBit) { every_shape<half_value>(17); }
+TEST(QualityGrid, I32FiguresAreTheAccumulatorsBitForBit) { every_shape<std::int32_t>(19); }
+TEST(QualityGrid, U32FiguresAreTheAccumulatorsBitForBit) { every_shape<std::uint32_t>(21); }
+
+TEST(QualityGrid, FloatsWithoutAKnownRangeOrOfRangeZeroOrWithNanAndInfinityMeasureAsTheCpu) {
+  const geometry g{layout::nhwc, 3, 3, 12, 10};
+  std::vector<float> a, b;
+  make_pair(3 * 360, 23, a, b);
+  expect_same_batch(g, 3, a, b, true, std::nullopt);  // no SSIM: the range is not known
+  expect_same_batch(g, 3, a, b, true, 0.0);           // planes counted, SSIM not measured
+  a[5] = std::numeric_limits<float>::quiet_NaN();     // sample 0: NaN within
+  a[360] = std::numeric_limits<float>::quiet_NaN();   // sample 1: NaN first (its shift 0)
+  b[800] = std::numeric_limits<float>::infinity();    // sample 2: an infinite decoded value
+  expect_same_batch(g, 3, a, b, true);
+  // The largest error first in its lane, then a NaN in the original: the NaN is passed over,
+  // not taken for the largest (the CPU keeps the first operand of std::max unless the second
+  // is greater).
+  const geometry small{layout::nhw, 1, 1, 4, 4};
+  std::vector<float> x(16, 1.0f), y(16, 1.0f);
+  y[0] = 101.0f;
+  x[8] = std::numeric_limits<float>::quiet_NaN();
+  expect_same_batch(small, 1, x, y, false);
+}
 
 TEST(QualityGrid, SixteenBitSamplesOfSeveralRunsSumAsTheCpuDoes) {
   // 5 runs of 2^20 u16 values whose copies are far off: the runs' squared errors, each exact,
@@ -168,12 +236,10 @@ TEST(QualityGrid, DecodedImagesMeasureAsOnTheHost) {
   EXPECT_NE(a, b);
 }
 
-TEST(QualityGrid, OnlyIntegerTypesOfAtMostSixteenBitsAreMeasuredOnTheDevice) {
-  EXPECT_TRUE(detail::device_measures(dtype::u8));
-  EXPECT_TRUE(detail::device_measures(dtype::i16));
-  EXPECT_FALSE(detail::device_measures(dtype::f32));
-  EXPECT_FALSE(detail::device_measures(dtype::f16));
-  EXPECT_FALSE(detail::device_measures(dtype::u32));
+TEST(QualityGrid, EightAndSixteenBitIntegersTakeTheExactSums) {
+  for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16}) EXPECT_TRUE(detail::exact_sums(t));
+  for (dtype t : {dtype::f16, dtype::f32, dtype::f64, dtype::i32, dtype::u32})
+    EXPECT_FALSE(detail::exact_sums(t));
 }
 
 }  // namespace

@@ -493,15 +493,15 @@ class cuda_backend final : public backend {
                  });
   }
 
-  /** On the device for 8- and 16-bit integers (quality_grid.hpp: the CPU's figures, bit for
-   *  bit): the coefficients and the original go up, the figures come back, and the decoded
-   *  values stay on the device. */
+  /** On the device (quality_grid.hpp: the CPU's figures, bit for bit): the coefficients and
+   *  the original go up, two doubles a sample come back, and the decoded values stay on the
+   *  device. */
   bool decode_measured(const codec_params& p, std::span<const std::byte> coeffs,
                        const const_sample_view& original, const quality_accumulator& acc,
                        quality_batch& into) override {
     // (a strided original, which the host measures: the decode then stages it densely)
     const std::optional<layout> lay = dense_layout_of(original);
-    if (!device_measures(original.type) || acc.type() != original.type || !lay) return false;
+    if (acc.type() != original.type || !lay) return false;
     validate(p);
     check_view(original);
     const geometry g = geometry_of_view(original, *lay);
@@ -512,15 +512,15 @@ class cuda_backend final : public backend {
     }
     constexpr u64 out_per_sample = measure_outputs * sizeof(double);
     std::vector<double> figures(original.samples * measure_outputs);
-    run_stats extremes = no_stats();
-    const double range = *integer_range(original.type);
+    extremes batch_extremes = no_extremes();
+    const double range = acc.known_range().value_or(0.0);
     if (original.samples > 0) {
       const std::lock_guard<std::mutex> one_at_a_time(calls_);
       const device_guard on(device_);
-      // Each lane merges its parts' extremes into its own run_stats on the device, set on its
-      // first part of this call; both are read back (and merged) once the parts are done.
+      // Each lane merges its parts' extremes into its own on the device, set on its first part
+      // of this call; both are read back (and merged) once the parts are done.
       bool used[2] = {false, false};
-      static const run_stats none = no_stats();
+      static const extremes none = no_extremes();
       stream_parts(
           original.samples, in_per_sample, out_per_sample, coeffs.data(),
           reinterpret_cast<std::byte*>(figures.data()),
@@ -528,8 +528,8 @@ class cuda_backend final : public backend {
             const sample_view part_view = make_view(g, original.type, static_cast<void*>(nullptr), n);
             const measure_plan m = measure_plan_of(part_view, acc.computes_ssim(), range);
             grow(l.d_decoded, l.d_decoded_cap, n * values_bytes);
-            grow(l.d_scratch, l.d_scratch_cap, measure_scratch_bytes(m));
-            if (!l.d_extremes) l.d_extremes = device_alloc(sizeof(run_stats));
+            grow(l.d_scratch, l.d_scratch_cap, measure_scratch_of(m).bytes);
+            if (!l.d_extremes) l.d_extremes = device_alloc(sizeof(extremes));
             bool& first_part = used[&l - lanes_];
             if (!first_part) {
               DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_extremes.get(), &none, sizeof none,
@@ -540,18 +540,18 @@ class cuda_backend final : public backend {
                           kernel_layout::automatic);
             DCTCHOP_CUDA_CHECK(launch_measure(m, original.type, l.d_in2.get(), l.d_decoded.get(),
                                               l.d_scratch.get(), static_cast<double*>(d_out),
-                                              static_cast<run_stats*>(l.d_extremes.get()), s));
+                                              static_cast<extremes*>(l.d_extremes.get()), s));
           },
           static_cast<const std::byte*>(original.data), values_bytes);
       for (int i = 0; i < 2; ++i) {  // (stream_parts has waited for both lanes)
         if (!used[i]) continue;
-        run_stats e;
+        extremes e;
         DCTCHOP_CUDA_CHECK(cudaMemcpy(&e, lanes_[i].d_extremes.get(), sizeof e, cudaMemcpyDeviceToHost));
-        extremes = merge_stats(extremes, e);
+        batch_extremes = merge_extremes(batch_extremes, e);
       }
     }
     batch_of_outputs(measure_plan_of(original, acc.computes_ssim(), range), figures.data(),
-                     extremes, into);
+                     batch_extremes, into);
     return true;
   }
 

@@ -1,6 +1,8 @@
-// The quality measure on the device: three kernels whose threads run the functions of
+// The quality measure on the device: kernels whose threads run the functions of
 // quality_grid.hpp (which tests/test_quality_grid.cpp runs on the CPU, thread by thread):
-// each run's exact error statistics, each window row's SSIM sum, then each sample's figures.
+// each sample's statistics (exact: a CTA a run; floats: a thread a lane), each column slid
+// down its plane (floats), each window row's SSIM sum, each sample's figures, and the batch's
+// extremes.
 #include "cuda_measure.hpp"
 
 #include <algorithm>
@@ -15,7 +17,8 @@ using u64 = std::uint64_t;
  *  well within CUDA's grid (the loop takes the rest). */
 unsigned ctas_over(u64 work) { return static_cast<unsigned>(std::clamp<u64>(work, 1, u64(1) << 20)); }
 
-/** A CTA a run of a sample: its threads' parts merged in a tree (integers: in any order). */
+/** (exact) A CTA a run of a sample: its threads' parts merged in a tree (integers: in any
+ *  order). */
 template <typename T>
 __global__ void __launch_bounds__(measure_threads)
     run_stats_kernel(measure_plan m, const T* a, const T* b, run_stats* runs) {
@@ -33,77 +36,132 @@ __global__ void __launch_bounds__(measure_threads)
   }
 }
 
+/** (floats) A thread a lane of a sample. */
+template <typename T>
+__global__ void lane_kernel(measure_plan m, const T* a, const T* b, lane_stats* lanes) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m.samples * sum_lanes) return;
+  lanes[i] = lane_thread(m, a, b, i / sum_lanes, static_cast<unsigned>(i % sum_lanes));
+}
+
+/** (floats, SSIM) A thread a column of a plane, down the whole plane. */
+template <typename T>
+__global__ void slide_kernel(measure_plan m, const T* a, const T* b, column_sums<double>* slid) {
+  const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m.samples * m.planes * m.w) return;
+  const u64 s = i / (m.planes * m.w), c = i / m.w % m.planes, x = i % m.w;
+  slide_column(m, a, b, s, c, x, plane_shift(m, a, s, c), slid + slid_at(m, s, c, 0, x), m.w);
+}
+
 /** A CTA a window row (ssim_cta_of), a tile at a time, in the phases of quality_grid.hpp. */
 template <typename T>
 __global__ void __launch_bounds__(measure_threads)
-    ssim_rows_kernel(measure_plan m, const T* a, const T* b, double* rows) {
-  __shared__ column_sums cs[ssim_tile + ssim_window - 1];
+    ssim_rows_kernel(measure_plan m, const T* a, const T* b, const column_sums<double>* slid,
+                     double* rows) {
+  __shared__ column_sums<sums_of<T>> cs[ssim_tile + ssim_window - 1];
   __shared__ double win[ssim_tile];
-  __shared__ double lanes[8];
+  __shared__ double lanes[sum_lanes];
   const u64 total = m.samples * m.planes * m.rows;
   for (u64 cta = blockIdx.x; cta < total; cta += gridDim.x) {
     const ssim_cta at = ssim_cta_of(m, cta);
-    const std::int32_t shift = plane_shift(m, a, at.sample, at.plane);
+    const sums_of<T> shift = plane_shift(m, a, at.sample, at.plane);
     double lane = 0;
     for (u64 x0 = 0; x0 < m.windows; x0 += ssim_tile) {
       const u64 n = std::min<u64>(ssim_tile, m.windows - x0);
-      tile_columns(m, a, b, at, shift, x0, n, threadIdx.x, measure_threads, cs);
+      tile_columns(m, a, b, slid, at, shift, x0, n, threadIdx.x, measure_threads, cs);
       __syncthreads();
       tile_windows<T>(m, cs, shift, n, threadIdx.x, measure_threads, win);
       __syncthreads();
-      if (threadIdx.x < 8) add_tile_to_lane(win, x0, n, m.windows, threadIdx.x, lane);
+      if (threadIdx.x < sum_lanes) add_tile_to_lane(win, x0, n, m.windows, threadIdx.x, lane);
       __syncthreads();  // (cs and win are written again for the next tile)
     }
-    if (threadIdx.x < 8) lanes[threadIdx.x] = lane;
+    if (threadIdx.x < sum_lanes) lanes[threadIdx.x] = lane;
     __syncthreads();
     if (threadIdx.x == 0) rows[cta] = lane_total(lanes);
     __syncthreads();
   }
 }
 
-/** A thread a sample; its extremes merged into the batch's (integers: in any order). */
-__global__ void finish_kernel(measure_plan m, const run_stats* runs, const double* rows,
-                              double* out, run_stats* extremes) {
+/** A thread a sample: its figures, and its extremes for reduce_kernel. */
+__global__ void finish_kernel(measure_plan m, const unsigned char* stats, const double* rows,
+                              double* out, extremes* sample_extremes) {
   const u64 s = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= m.samples) return;
-  const run_stats e = finish_sample(m, runs + s * m.runs,
-                                    m.ssim ? rows + s * m.planes * m.rows : nullptr,
-                                    out + s * measure_outputs);
-  atomicMax(&extremes->max_abs, e.max_abs);
-  atomicMin(&extremes->lo, e.lo);
-  atomicMax(&extremes->hi, e.hi);
+  const u64 per_sample = m.exact ? m.runs * sizeof(run_stats) : sum_lanes * sizeof(lane_stats);
+  sample_extremes[s] = finish_sample(m, stats + s * per_sample,
+                                     m.ssim ? rows + s * m.planes * m.rows : nullptr,
+                                     out + s * measure_outputs);
+}
+
+/** One CTA: the samples' extremes merged (thread t: samples t, t + 256, ...; then a tree),
+ *  and into *batch. The same order every run; it differs from the CPU's sample order only
+ *  for a least or greatest value of 0, whose sign may then differ. */
+__global__ void __launch_bounds__(measure_threads)
+    reduce_kernel(u64 samples, const extremes* sample_extremes, extremes* batch) {
+  __shared__ extremes part[measure_threads];
+  extremes e = no_extremes();
+  for (u64 s = threadIdx.x; s < samples; s += measure_threads) e = merge_extremes(e, sample_extremes[s]);
+  part[threadIdx.x] = e;
+  __syncthreads();
+  for (unsigned half = measure_threads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] = merge_extremes(part[threadIdx.x], part[threadIdx.x + half]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *batch = merge_extremes(*batch, part[0]);
+}
+
+unsigned ctas_for_threads(u64 threads) {
+  return static_cast<unsigned>((threads + measure_threads - 1) / measure_threads);
 }
 
 template <typename T>
 cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* scratch, double* out,
-                   run_stats* extremes, cudaStream_t s) {
+                   extremes* batch, cudaStream_t s) {
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
-  auto* runs = static_cast<run_stats*>(scratch);
-  auto* rows = reinterpret_cast<double*>(static_cast<unsigned char*>(scratch) + measure_runs_bytes(m));
-  run_stats_kernel<T><<<ctas_over(m.samples * m.runs), measure_threads, 0, s>>>(m, pa, pb, runs);
+  const measure_scratch at = measure_scratch_of(m);
+  auto* base = static_cast<unsigned char*>(scratch);
+  auto* sample_extremes = reinterpret_cast<extremes*>(base + at.sample_extremes);
+  auto* rows = reinterpret_cast<double*>(base + at.rows);
+  auto* slid = reinterpret_cast<column_sums<double>*>(base + at.slid);
+  if constexpr (exact_sums_of<T>) {
+    run_stats_kernel<T><<<ctas_over(m.samples * m.runs), measure_threads, 0, s>>>(
+        m, pa, pb, reinterpret_cast<run_stats*>(base + at.stats));
+  } else {
+    lane_kernel<T><<<ctas_for_threads(m.samples * sum_lanes), measure_threads, 0, s>>>(
+        m, pa, pb, reinterpret_cast<lane_stats*>(base + at.stats));
+    if (m.ssim) {
+      slide_kernel<T><<<ctas_for_threads(m.samples * m.planes * m.w), measure_threads, 0, s>>>(
+          m, pa, pb, slid);
+    }
+  }
   if (m.ssim) {
     ssim_rows_kernel<T><<<ctas_over(m.samples * m.planes * m.rows), measure_threads, 0, s>>>(
-        m, pa, pb, rows);
+        m, pa, pb, slid, rows);
   }
-  const u64 ctas = (m.samples + measure_threads - 1) / measure_threads;
-  finish_kernel<<<static_cast<unsigned>(ctas), measure_threads, 0, s>>>(m, runs, rows, out,
-                                                                       extremes);
+  finish_kernel<<<ctas_for_threads(m.samples), measure_threads, 0, s>>>(m, base + at.stats, rows,
+                                                                         out, sample_extremes);
+  reduce_kernel<<<1, measure_threads, 0, s>>>(m.samples, sample_extremes, batch);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t launch_measure(const measure_plan& m, dtype t, const void* a, const void* b,
-                           void* scratch, double* out, run_stats* extremes, cudaStream_t s) {
+                           void* scratch, double* out, extremes* batch, cudaStream_t s) {
   if (m.samples == 0) return cudaSuccess;
   switch (t) {
-    case dtype::u8: return launch<std::uint8_t>(m, a, b, scratch, out, extremes, s);
-    case dtype::i8: return launch<std::int8_t>(m, a, b, scratch, out, extremes, s);
-    case dtype::u16: return launch<std::uint16_t>(m, a, b, scratch, out, extremes, s);
-    case dtype::i16: return launch<std::int16_t>(m, a, b, scratch, out, extremes, s);
-    default: return cudaErrorInvalidValue;  // (device_measures is false: the caller's mistake)
+    case dtype::u8: return launch<std::uint8_t>(m, a, b, scratch, out, batch, s);
+    case dtype::i8: return launch<std::int8_t>(m, a, b, scratch, out, batch, s);
+    case dtype::u16: return launch<std::uint16_t>(m, a, b, scratch, out, batch, s);
+    case dtype::i16: return launch<std::int16_t>(m, a, b, scratch, out, batch, s);
+    case dtype::f16: return launch<half_value>(m, a, b, scratch, out, batch, s);
+    case dtype::f32: return launch<float>(m, a, b, scratch, out, batch, s);
+    case dtype::f64: return launch<double>(m, a, b, scratch, out, batch, s);
+    case dtype::i32: return launch<std::int32_t>(m, a, b, scratch, out, batch, s);
+    case dtype::u32: return launch<std::uint32_t>(m, a, b, scratch, out, batch, s);
   }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace dctchop::detail

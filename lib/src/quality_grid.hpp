@@ -3,16 +3,25 @@
 // CPU, phase after phase, so that the tests compare it with quality_accumulator::measure
 // without a GPU.
 //
-// The device measures 8- and 16-bit integer data only (device_measures). There every sum
-// the CPU takes is exact whatever its order: a sample's squared errors in runs of 2^15 (8-bit)
-// or 2^20 (16-bit) values, each an integer below 2^52, and an SSIM window's sums over its 7x7
-// values. What is rounded, the CPU's sum of the runs in double, each window's formula
-// (ssim_window.hpp) and the sums of a plane's window values (eight lanes along a row, then
-// the rows), is done here in the CPU's order. So the figures are the CPU's bit for bit.
-// Floats and 32-bit integers, whose sums round, are measured on the host.
+// The figures are the CPU's (metric_kernels.cpp) bit for bit: whatever the CPU rounds, this
+// rounds in the CPU's order, with the same operations (the window formula is one function
+// for both, ssim_window.hpp; no multiply-add contraction on either side).
+// - 8- and 16-bit integers (exact_sums): every sum of integers the CPU takes is exact in any
+//   order, so the device sums them as it likes: a sample's squared errors in runs of 2^15
+//   (8-bit) or 2^20 (16-bit) values, a CTA a run; an SSIM window's sums over its 7x7 values.
+//   What rounds, the runs' sum in double and each window's formula, goes in the CPU's order.
+// - The rest (f16, f32, f64, i32, u32): the CPU sums in double, so the order is everything.
+//   A sample's squared errors: eight lanes, lane j taking values j, j + 8, ... in order (the
+//   last count % 8 on lane 0, after its own), then the lanes in order: a thread a lane. SSIM:
+//   the CPU slides each column's sums down the plane, adding the new row and taking away the
+//   row 7 above: a thread a column does the same, down the whole plane, and leaves each
+//   window row's column sums in device memory for the window kernel.
+// - Both: a window row's SSIM values summed in eight lanes in the CPU's order, then the rows,
+//   then the planes.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -27,10 +36,12 @@
 
 namespace dctchop::detail {
 
-/** Whether the CUDA backend measures data of type t on the device. */
-constexpr bool device_measures(dtype t) {
+/** Whether the CPU's sums over data of type t are exact (8- and 16-bit integers). */
+constexpr bool exact_sums(dtype t) {
   return t == dtype::u8 || t == dtype::i8 || t == dtype::u16 || t == dtype::i16;
 }
+template <typename T>
+constexpr bool exact_sums_of = std::is_integral_v<T> && sizeof(T) <= 2;
 
 /** A batch to measure: its shape, where a value lies (in elements), and what to compute.
  *  Every sample's values are one contiguous run (planar or interleaved). */
@@ -38,16 +49,18 @@ struct measure_plan {
   std::uint64_t samples, planes, h, w;
   std::int64_t stride_sample, stride_plane, stride_row, stride_col;
   std::uint64_t values;   // a sample's: planes * h * w
-  std::uint64_t run;      // values a partial sum of squared errors takes (the CPU's runs)
-  std::uint64_t runs;     // runs a sample
-  bool ssim;              // SSIM measured (planes of at least 7x7)
+  bool exact;             // exact_sums of the type
+  std::uint64_t run;      // (exact) values a partial sum of squared errors takes: the CPU's runs
+  std::uint64_t runs;     // (exact) runs a sample
+  bool ssim_counted;      // planes of at least 7x7 whose SSIM was asked for (batch.ssim_planes)
+  bool ssim;              // ... and measured: the range R is above 0
   std::uint64_t rows;     // window rows a plane, h - 6 (when ssim)
   std::uint64_t windows;  // windows a row, w - 6 (when ssim)
   double range;           // R of the SSIM formula
 };
 
-/** The plan of a batch `v` (dense samples; a type that device_measures): SSIM where `ssim`
- *  asks for it and the planes are at least 7x7, at data range `range`. */
+/** The plan of a batch `v` (dense samples) for an accumulator that computes SSIM (`ssim`:
+ *  quality_accumulator::computes_ssim) at range `range` (its known range). */
 inline measure_plan measure_plan_of(const const_sample_view& v, bool ssim, double range) {
   measure_plan m{};
   m.samples = v.samples;
@@ -59,9 +72,11 @@ inline measure_plan measure_plan_of(const const_sample_view& v, bool ssim, doubl
   m.stride_row = v.stride_row;
   m.stride_col = v.stride_col;
   m.values = v.planes * v.height * v.width;
+  m.exact = exact_sums(v.type);
   m.run = size_of(v.type) == 1 ? std::uint64_t(1) << 15 : std::uint64_t(1) << 20;
-  m.runs = (m.values + m.run - 1) / m.run;
-  m.ssim = ssim && v.height >= ssim_window && v.width >= ssim_window;
+  m.runs = m.exact ? (m.values + m.run - 1) / m.run : 0;
+  m.ssim_counted = ssim && v.height >= ssim_window && v.width >= ssim_window;
+  m.ssim = m.ssim_counted && range > 0;
   m.rows = m.ssim ? v.height - (ssim_window - 1) : 0;
   m.windows = m.ssim ? v.width - (ssim_window - 1) : 0;
   m.range = range;
@@ -72,13 +87,42 @@ inline measure_plan measure_plan_of(const const_sample_view& v, bool ssim, doubl
  *  that a tile's windows start on lane 0). */
 constexpr unsigned measure_threads = 256;
 constexpr unsigned ssim_tile = 256;
+/** The CPU's lanes: of a sample's squared errors (floats), of a window row's SSIM values. */
+constexpr unsigned sum_lanes = 8;
 
 /** The doubles a sample's figures take on the way back: squared error, SSIM sum (of the
- *  planes' means). Its extremes (max abs error, the original's least and greatest value)
- *  are merged into one run_stats for the batch. */
+ *  planes' means). Its extremes are merged into one for the batch. */
 constexpr unsigned measure_outputs = 2;
 
-/** A run's (or a thread's part of a run's) exact statistics. */
+/** std::max and std::min as the CPU takes them (the first operand kept unless the second is
+ *  greater, or less: a NaN second operand never replaces it). */
+DCTCHOP_HD double keep_max(double a, double b) { return a < b ? b : a; }
+DCTCHOP_HD double keep_min(double a, double b) { return b < a ? b : a; }
+
+/** Max abs error and the original's least and greatest value. */
+struct extremes {
+  double max_abs, mn, mx;
+};
+DCTCHOP_HD extremes no_extremes() {
+  return {0.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+}
+DCTCHOP_HD extremes merge_extremes(const extremes& a, const extremes& b) {
+  return {keep_max(a.max_abs, b.max_abs), keep_min(a.mn, b.mn), keep_max(a.mx, b.mx)};
+}
+
+/** A value as the CPU reads it (f16 through float). */
+template <typename T>
+DCTCHOP_HD double as_double(T v) {
+  if constexpr (std::is_same_v<T, half_value>) {
+    return static_cast<double>(static_cast<float>(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// ---- a sample's squared error and extremes ---------------------------------------------------
+
+/** (exact) A run's, or a thread's part of a run's, statistics. */
 struct run_stats {
   std::int64_t sse;
   std::int32_t max_abs, lo, hi;
@@ -91,8 +135,8 @@ DCTCHOP_HD run_stats merge_stats(const run_stats& a, const run_stats& b) {
           a.hi > b.hi ? a.hi : b.hi};
 }
 
-/** Thread t of nt's part of run `run` of sample `s`: values run * m.run + t, + nt, ... of the
- *  run, in memory order. Integers, so the parts merge to the same run in any order. */
+/** (exact) Thread t of nt's part of run `run` of sample `s`: values run * m.run + t, + nt, ...
+ *  of the run, in memory order. Integers, so the parts merge to the same run in any order. */
 template <typename T>
 DCTCHOP_HD run_stats stats_thread(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
                                   std::uint64_t run, unsigned t, unsigned nt) {
@@ -112,6 +156,52 @@ DCTCHOP_HD run_stats stats_thread(const measure_plan& m, const T* a, const T* b,
   return r;
 }
 
+/** (floats) Lane j of a sample's sums, as the CPU's contiguous_stats keeps it. */
+struct lane_stats {
+  double sse, max_abs, mn, mx;
+};
+
+/** (floats) Lane j (< 8) of sample s: values j, j + 8, ... below the last multiple of 8, in
+ *  order, and for lane 0 the rest after them; every lane's least and greatest start from
+ *  the sample's first value. */
+template <typename T>
+DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
+                                  unsigned j) {
+  const T* pa = a + static_cast<std::int64_t>(s) * m.stride_sample;
+  const T* pb = b + static_cast<std::int64_t>(s) * m.stride_sample;
+  const double first = as_double(pa[0]);
+  lane_stats l{0.0, 0.0, first, first};
+  const auto take = [&](std::uint64_t i) {
+    const double o = as_double(pa[i]);
+    const double d = o - as_double(pb[i]);
+    l.sse += d * d;
+    l.max_abs = keep_max(l.max_abs, std::fabs(d));
+    l.mn = keep_min(l.mn, o);
+    l.mx = keep_max(l.mx, o);
+  };
+  const std::uint64_t whole = m.values / sum_lanes * sum_lanes;
+  for (std::uint64_t i = j; i < whole; i += sum_lanes) take(i);
+  if (j == 0) {
+    for (std::uint64_t i = whole; i < m.values; ++i) take(i);
+  }
+  return l;
+}
+
+/** (floats) The sample's squared error and extremes from its 8 lanes, in the CPU's order. */
+DCTCHOP_HD extremes merge_lanes(const lane_stats* l, double& sse) {
+  extremes e{0.0, l[0].mn, l[0].mx};
+  sse = 0;
+  for (unsigned j = 0; j < sum_lanes; ++j) {
+    sse += l[j].sse;
+    e.max_abs = keep_max(e.max_abs, l[j].max_abs);
+    e.mn = keep_min(e.mn, l[j].mn);
+    e.mx = keep_max(e.mx, l[j].mx);
+  }
+  return e;
+}
+
+// ---- SSIM --------------------------------------------------------------------------------
+
 /** Where value (sample s, plane c, row r, column x) lies. */
 DCTCHOP_HD std::int64_t value_at(const measure_plan& m, std::uint64_t s, std::uint64_t c,
                                  std::uint64_t r, std::uint64_t x) {
@@ -120,33 +210,41 @@ DCTCHOP_HD std::int64_t value_at(const measure_plan& m, std::uint64_t s, std::ui
          static_cast<std::int64_t>(x) * m.stride_col;
 }
 
-/** The CPU's shift of a plane's values before its window sums: none for u8 (its formula is
- *  in integers), the plane's first value for the rest (metric_kernels.cpp, shift_of). */
+/** A column's sums over the 7 rows of a window row: of x, y, x^2 + y^2, xy (values minus the
+ *  plane's shift). Integers (exact: below 2^39 in magnitude) or doubles. */
+template <typename S>
+struct column_sums {
+  S x, y, q, xy;
+};
 template <typename T>
-DCTCHOP_HD std::int32_t plane_shift(const measure_plan& m, const T* a, std::uint64_t s,
-                                    std::uint64_t c) {
+using sums_of = std::conditional_t<exact_sums_of<T>, std::int64_t, double>;
+
+/** The CPU's shift of a plane's values before its window sums: none for u8 (its formula is
+ *  in integers); the plane's first value for the rest, or 0 where that is not finite
+ *  (metric_kernels.cpp, shift_of). */
+template <typename T>
+DCTCHOP_HD sums_of<T> plane_shift(const measure_plan& m, const T* a, std::uint64_t s,
+                                  std::uint64_t c) {
   if constexpr (std::is_same_v<T, std::uint8_t>) {
     return 0;
-  } else {
+  } else if constexpr (exact_sums_of<T>) {
     return a[value_at(m, s, c, 0, 0)];
+  } else {
+    const double v = as_double(a[value_at(m, s, c, 0, 0)]);
+    return std::isfinite(v) ? v : 0.0;
   }
 }
 
-/** A column's sums over the 7 rows of a window row: of x, y, x^2 + y^2, xy (values minus the
- *  shift). Below 2^39 in magnitude, exact. */
-struct column_sums {
-  std::int64_t x, y, q, xy;
-};
-
-/** Column `col` of window row `row` of plane c of sample s. */
+/** (exact) Column `col` of window row `row` of plane c of sample s, summed directly. */
 template <typename T>
-DCTCHOP_HD column_sums column_sum(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
-                                  std::uint64_t c, std::uint64_t row, std::uint64_t col,
-                                  std::int32_t shift) {
-  column_sums r{0, 0, 0, 0};
+DCTCHOP_HD column_sums<std::int64_t> column_sum(const measure_plan& m, const T* a, const T* b,
+                                                std::uint64_t s, std::uint64_t c,
+                                                std::uint64_t row, std::uint64_t col,
+                                                std::int64_t shift) {
+  column_sums<std::int64_t> r{0, 0, 0, 0};
   for (int i = 0; i < ssim_window; ++i) {
     const std::int64_t at = value_at(m, s, c, row + static_cast<std::uint64_t>(i), col);
-    const std::int64_t x = std::int32_t(a[at]) - shift, y = std::int32_t(b[at]) - shift;
+    const std::int64_t x = std::int64_t(a[at]) - shift, y = std::int64_t(b[at]) - shift;
     r.x += x;
     r.y += y;
     r.q += x * x + y * y;
@@ -155,15 +253,42 @@ DCTCHOP_HD column_sums column_sum(const measure_plan& m, const T* a, const T* b,
   return r;
 }
 
-/** The SSIM of the window whose 7 columns' sums start at cs: the CPU's formula for the type. */
+/** (floats) The column sums of every window row of one column, slid down the plane as the
+ *  CPU's ssim_rows does (the new row added, the row 7 above taken away, nothing taken away
+ *  while the first 7 come in): into out[(r - 6) * stride] for rows r >= 6. */
 template <typename T>
-DCTCHOP_HD double window_value(const column_sums* cs, double range, std::int32_t shift) {
-  column_sums w{0, 0, 0, 0};
-  for (int i = 0; i < ssim_window; ++i) {
-    w.x += cs[i].x;
-    w.y += cs[i].y;
-    w.q += cs[i].q;
-    w.xy += cs[i].xy;
+DCTCHOP_HD void slide_column(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
+                             std::uint64_t c, std::uint64_t col, double shift,
+                             column_sums<double>* out, std::uint64_t stride) {
+  column_sums<double> r{0.0, 0.0, 0.0, 0.0};
+  for (std::uint64_t row = 0; row < m.h; ++row) {
+    const std::int64_t at = value_at(m, s, c, row, col);
+    const double va = as_double(a[at]) - shift, vb = as_double(b[at]) - shift;
+    double wa = 0.0, wb = 0.0;
+    if (row >= static_cast<std::uint64_t>(ssim_window)) {
+      const std::int64_t old = value_at(m, s, c, row - ssim_window, col);
+      wa = as_double(a[old]) - shift;
+      wb = as_double(b[old]) - shift;
+    }
+    r.x = r.x + (va - wa);
+    r.y = r.y + (vb - wb);
+    r.q += (va * va + vb * vb) - (wa * wa + wb * wb);
+    r.xy += va * vb - wa * wb;
+    if (row + 1 >= static_cast<std::uint64_t>(ssim_window)) out[(row + 1 - ssim_window) * stride] = r;
+  }
+}
+
+/** The SSIM of the window whose 7 columns' sums start at cs: the CPU's formula for the type,
+ *  on the sum of the 7 (left to right, from the first, as box7 adds them). */
+template <typename T>
+DCTCHOP_HD double window_value(const column_sums<sums_of<T>>* cs, double range,
+                               sums_of<T> shift) {
+  column_sums<sums_of<T>> w = cs[0];
+  for (int i = 1; i < ssim_window; ++i) {
+    w.x = w.x + cs[i].x;
+    w.y = w.y + cs[i].y;
+    w.q = w.q + cs[i].q;
+    w.xy = w.xy + cs[i].xy;
   }
   if constexpr (std::is_same_v<T, std::uint8_t>) {
     return u8_window(range).window(static_cast<std::int16_t>(w.x), static_cast<std::int16_t>(w.y),
@@ -177,7 +302,8 @@ DCTCHOP_HD double window_value(const column_sums* cs, double range, std::int32_t
 
 /** A CTA of the SSIM kernel takes one window row (`cta` numbers them: row, then plane, then
  *  sample) a tile of ssim_tile windows at a time, in three phases with a barrier after each:
- *   1. tile_columns: the tile's n + 6 columns' sums into cs (thread t: columns t, t + nt, ...);
+ *   1. tile_columns: the tile's n + 6 columns' sums into cs (thread t: columns t, t + nt, ...),
+ *      summed (exact) or read from what slide_column left (floats, `slid`);
  *   2. tile_windows: the tile's n windows' SSIM into win;
  *   3. add_tile_to_lane: threads 0..7 add them to their lanes as the CPU's lane_sum does. */
 struct ssim_cta {
@@ -188,18 +314,30 @@ DCTCHOP_HD ssim_cta ssim_cta_of(const measure_plan& m, std::uint64_t cta) {
   return {sp / m.planes, sp % m.planes, cta % m.rows};
 }
 
+/** Where slide_column leaves column `col` of window row `row` of plane c of sample s. */
+DCTCHOP_HD std::uint64_t slid_at(const measure_plan& m, std::uint64_t s, std::uint64_t c,
+                                 std::uint64_t row, std::uint64_t col) {
+  return ((s * m.planes + c) * m.rows + row) * m.w + col;
+}
+
 template <typename T>
-DCTCHOP_HD void tile_columns(const measure_plan& m, const T* a, const T* b, const ssim_cta& at,
-                             std::int32_t shift, std::uint64_t x0, std::uint64_t n, unsigned t,
-                             unsigned nt, column_sums* cs) {
+DCTCHOP_HD void tile_columns(const measure_plan& m, const T* a, const T* b,
+                             const column_sums<double>* slid, const ssim_cta& at,
+                             sums_of<T> shift, std::uint64_t x0, std::uint64_t n, unsigned t,
+                             unsigned nt, column_sums<sums_of<T>>* cs) {
   for (std::uint64_t c = t; c < n + ssim_window - 1; c += nt) {
-    cs[c] = column_sum(m, a, b, at.sample, at.plane, at.row, x0 + c, shift);
+    if constexpr (exact_sums_of<T>) {
+      cs[c] = column_sum(m, a, b, at.sample, at.plane, at.row, x0 + c, shift);
+    } else {
+      cs[c] = slid[slid_at(m, at.sample, at.plane, at.row, x0 + c)];
+    }
   }
 }
 
 template <typename T>
-DCTCHOP_HD void tile_windows(const measure_plan& m, const column_sums* cs, std::int32_t shift,
-                             std::uint64_t n, unsigned t, unsigned nt, double* win) {
+DCTCHOP_HD void tile_windows(const measure_plan& m, const column_sums<sums_of<T>>* cs,
+                             sums_of<T> shift, std::uint64_t n, unsigned t, unsigned nt,
+                             double* win) {
   for (std::uint64_t i = t; i < n; i += nt) win[i] = window_value<T>(cs + i, m.range, shift);
 }
 
@@ -207,8 +345,8 @@ DCTCHOP_HD void tile_windows(const measure_plan& m, const column_sums* cs, std::
  *  last multiple of 8, in order, and the windows past it to lane 0 after its own. */
 DCTCHOP_HD void add_tile_to_lane(const double* win, std::uint64_t x0, std::uint64_t n,
                                  std::uint64_t windows, unsigned j, double& lane) {
-  const std::uint64_t whole = windows / 8 * 8;
-  for (std::uint64_t x = x0 + j; x < x0 + n && x < whole; x += 8) lane += win[x - x0];
+  const std::uint64_t whole = windows / sum_lanes * sum_lanes;
+  for (std::uint64_t x = x0 + j; x < x0 + n && x < whole; x += sum_lanes) lane += win[x - x0];
   if (j == 0) {
     for (std::uint64_t x = x0 > whole ? x0 : whole; x < x0 + n; ++x) lane += win[x - x0];
   }
@@ -217,20 +355,15 @@ DCTCHOP_HD void add_tile_to_lane(const double* win, std::uint64_t x0, std::uint6
 /** The row's sum from its 8 lanes, in order (the CPU's lane_sum). */
 DCTCHOP_HD double lane_total(const double* lanes) {
   double s = 0;
-  for (int j = 0; j < 8; ++j) s += lanes[j];
+  for (unsigned j = 0; j < sum_lanes; ++j) s += lanes[j];
   return s;
 }
 
-/** Sample s's figures (measure_outputs doubles) from its runs' statistics and, with SSIM,
- *  its planes' row sums (plane after plane): sums in the CPU's order. Returns its extremes. */
-DCTCHOP_HD run_stats finish_sample(const measure_plan& m, const run_stats* runs,
-                                   const double* rows, double* out) {
-  double sse = 0;
-  run_stats all = no_stats();
-  for (std::uint64_t r = 0; r < m.runs; ++r) {
-    sse += static_cast<double>(runs[r].sse);
-    all = merge_stats(all, runs[r]);
-  }
+// ---- a sample's figures ------------------------------------------------------------------
+
+/** The sum of sample s's SSIM means from its planes' row sums (plane after plane), in the
+ *  CPU's order; 0 without SSIM. */
+DCTCHOP_HD double sample_ssim_sum(const measure_plan& m, const double* rows) {
   double ssim = 0;
   if (m.ssim) {
     for (std::uint64_t c = 0; c < m.planes; ++c) {
@@ -239,72 +372,121 @@ DCTCHOP_HD run_stats finish_sample(const measure_plan& m, const run_stats* runs,
       ssim += plane / static_cast<double>(m.rows * m.windows);
     }
   }
-  out[0] = sse;
-  out[1] = ssim;
-  return all;
+  return ssim;
 }
 
-/** The scratch a batch's measure takes on the device: each run's statistics, then each
- *  window row's sum. */
-inline std::uint64_t measure_runs_bytes(const measure_plan& m) {
-  return (m.samples * m.runs * sizeof(run_stats) + 15) / 16 * 16;
+/** Sample s's figures (measure_outputs doubles) from its statistics: `stats` holds its runs'
+ *  (exact) or lanes' (floats); `rows` its planes' row sums (with SSIM). Returns its
+ *  extremes. */
+DCTCHOP_HD extremes finish_sample(const measure_plan& m, const void* stats, const double* rows,
+                                  double* out) {
+  extremes e;
+  if (m.exact) {
+    const auto* runs = static_cast<const run_stats*>(stats);
+    double sse = 0;
+    run_stats all = no_stats();
+    for (std::uint64_t r = 0; r < m.runs; ++r) {
+      sse += static_cast<double>(runs[r].sse);
+      all = merge_stats(all, runs[r]);
+    }
+    out[0] = sse;
+    e = {static_cast<double>(all.max_abs), static_cast<double>(all.lo), static_cast<double>(all.hi)};
+  } else {
+    e = merge_lanes(static_cast<const lane_stats*>(stats), out[0]);
+  }
+  out[1] = sample_ssim_sum(m, rows);
+  return e;
 }
-inline std::uint64_t measure_scratch_bytes(const measure_plan& m) {
-  return measure_runs_bytes(m) + (m.ssim ? m.samples * m.planes * m.rows * sizeof(double) : 0);
+
+// ---- device scratch ----------------------------------------------------------------------
+
+/** The device scratch of a batch's measure, in this order: each sample's statistics (runs or
+ *  lanes), each sample's extremes, each window row's SSIM sum, and (floats) the column sums
+ *  of every window row. */
+struct measure_scratch {
+  std::uint64_t stats, sample_extremes, rows, slid, bytes;
+};
+inline std::uint64_t round16(std::uint64_t n) { return (n + 15) / 16 * 16; }
+inline measure_scratch measure_scratch_of(const measure_plan& m) {
+  measure_scratch s{};
+  s.stats = 0;
+  const std::uint64_t per_sample =
+      m.exact ? m.runs * sizeof(run_stats) : sum_lanes * sizeof(lane_stats);
+  s.sample_extremes = round16(m.samples * per_sample);
+  s.rows = s.sample_extremes + round16(m.samples * sizeof(extremes));
+  const std::uint64_t row_sums = m.ssim ? m.samples * m.planes * m.rows : 0;
+  s.slid = s.rows + round16(row_sums * sizeof(double));
+  s.bytes = s.slid + (m.ssim && !m.exact ? row_sums * m.w * sizeof(column_sums<double>) : 0);
+  return s;
 }
 
 /** The batch that quality_accumulator::measure gives, from the figures of the plan's samples
- *  (measure_outputs doubles each) and their extremes merged (in any order: integers). */
-inline void batch_of_outputs(const measure_plan& m, const double* out, const run_stats& extremes,
+ *  (measure_outputs doubles each) and their extremes merged. */
+inline void batch_of_outputs(const measure_plan& m, const double* out, const extremes& e,
                              quality_batch& b) {
   b.values_per_sample = m.values;
   b.sse.resize(m.samples);
   b.ssim_sum.resize(m.ssim ? m.samples : 0);
-  b.ssim_planes = m.ssim ? m.samples * m.planes : 0;
+  b.ssim_planes = m.ssim_counted ? m.samples * m.planes : 0;
   for (std::uint64_t s = 0; s < m.samples; ++s) {
     b.sse[s] = out[s * measure_outputs];
     if (m.ssim) b.ssim_sum[s] = out[s * measure_outputs + 1];
   }
-  const bool any = m.samples > 0 && m.values > 0;
-  b.max_abs = any ? static_cast<double>(extremes.max_abs) : 0.0;
-  b.mn = any ? static_cast<double>(extremes.lo) : std::numeric_limits<double>::infinity();
-  b.mx = any ? static_cast<double>(extremes.hi) : -std::numeric_limits<double>::infinity();
+  b.max_abs = e.max_abs;
+  b.mn = e.mn;
+  b.mx = e.mx;
 }
 
 /** Every thread of the measure's grids on the CPU, phase by phase (the barriers between
  *  them as loops end), for the tests: `out` gets measure_outputs doubles a sample, and the
- *  result is the batch's extremes. */
+ *  result is the batch's extremes (merged in sample order). */
 template <typename T>
-run_stats measure_on_host(const measure_plan& m, const T* a, const T* b, double* out) {
-  std::vector<run_stats> runs(m.samples * m.runs);
-  for (std::uint64_t i = 0; i < runs.size(); ++i) {
-    run_stats r = no_stats();
-    for (unsigned t = 0; t < measure_threads; ++t)
-      r = merge_stats(r, stats_thread(m, a, b, i / m.runs, i % m.runs, t, measure_threads));
-    runs[i] = r;
+extremes measure_on_host(const measure_plan& m, const T* a, const T* b, double* out) {
+  std::vector<run_stats> runs(m.exact ? m.samples * m.runs : 0);
+  std::vector<lane_stats> lanes(m.exact ? 0 : m.samples * sum_lanes);
+  if constexpr (exact_sums_of<T>) {
+    for (std::uint64_t i = 0; i < runs.size(); ++i) {
+      run_stats r = no_stats();
+      for (unsigned t = 0; t < measure_threads; ++t)
+        r = merge_stats(r, stats_thread(m, a, b, i / m.runs, i % m.runs, t, measure_threads));
+      runs[i] = r;
+    }
+  } else {
+    for (std::uint64_t i = 0; i < lanes.size(); ++i)
+      lanes[i] = lane_thread(m, a, b, i / sum_lanes, static_cast<unsigned>(i % sum_lanes));
   }
   std::vector<double> rows(m.ssim ? m.samples * m.planes * m.rows : 0);
+  std::vector<column_sums<double>> slid(!m.exact ? rows.size() * m.w : 0);
+  if constexpr (!exact_sums_of<T>) {
+    for (std::uint64_t i = 0; i < m.samples * m.planes * m.w && m.ssim; ++i) {
+      const std::uint64_t s = i / (m.planes * m.w), c = i / m.w % m.planes, x = i % m.w;
+      slide_column(m, a, b, s, c, x, plane_shift(m, a, s, c), slid.data() + slid_at(m, s, c, 0, x),
+                   m.w);
+    }
+  }
   for (std::uint64_t cta = 0; cta < rows.size(); ++cta) {
     const ssim_cta at = ssim_cta_of(m, cta);
-    const std::int32_t shift = plane_shift(m, a, at.sample, at.plane);
-    column_sums cs[ssim_tile + ssim_window - 1];
-    double win[ssim_tile], lanes[8] = {};
+    const sums_of<T> shift = plane_shift(m, a, at.sample, at.plane);
+    column_sums<sums_of<T>> cs[ssim_tile + ssim_window - 1];
+    double win[ssim_tile], lane[sum_lanes] = {};
     for (std::uint64_t x0 = 0; x0 < m.windows; x0 += ssim_tile) {
       const std::uint64_t n = std::min<std::uint64_t>(ssim_tile, m.windows - x0);
       for (unsigned t = 0; t < measure_threads; ++t)
-        tile_columns(m, a, b, at, shift, x0, n, t, measure_threads, cs);
+        tile_columns(m, a, b, slid.data(), at, shift, x0, n, t, measure_threads, cs);
       for (unsigned t = 0; t < measure_threads; ++t)
         tile_windows<T>(m, cs, shift, n, t, measure_threads, win);
-      for (unsigned j = 0; j < 8; ++j) add_tile_to_lane(win, x0, n, m.windows, j, lanes[j]);
+      for (unsigned j = 0; j < sum_lanes; ++j) add_tile_to_lane(win, x0, n, m.windows, j, lane[j]);
     }
-    rows[cta] = lane_total(lanes);
+    rows[cta] = lane_total(lane);
   }
-  run_stats extremes = no_stats();
-  for (std::uint64_t s = 0; s < m.samples; ++s)
-    extremes = merge_stats(extremes, finish_sample(m, runs.data() + s * m.runs,
-                                                   rows.data() + s * m.planes * m.rows,
-                                                   out + s * measure_outputs));
-  return extremes;
+  extremes e = no_extremes();
+  for (std::uint64_t s = 0; s < m.samples; ++s) {
+    const void* stats = m.exact ? static_cast<const void*>(runs.data() + s * m.runs)
+                                : static_cast<const void*>(lanes.data() + s * sum_lanes);
+    e = merge_extremes(e, finish_sample(m, stats, rows.data() + s * m.planes * m.rows,
+                                        out + s * measure_outputs));
+  }
+  return e;
 }
 
 }  // namespace dctchop::detail

@@ -271,8 +271,8 @@ struct both_figures {
 };
 both_figures measure_both(backend& gpu, backend& cpu, const codec_params& p, const geometry& g,
                           const const_sample_view& original, std::span<const std::byte> coeffs,
-                          bool ssim) {
-  const quality_accumulator acc(original.type, std::nullopt, ssim);
+                          bool ssim, std::optional<double> range = std::nullopt) {
+  const quality_accumulator acc(original.type, range, ssim);
   both_figures f;
   f.on_device = gpu.decode_measured(p, coeffs, original, acc, f.device);
   std::vector<std::byte> decoded(original.samples * g.values_per_sample() * size_of(original.type));
@@ -305,6 +305,7 @@ void expect_same_figures(const both_figures& f, const std::string& what) {
 template <typename T>
 void expect_device_measures_as_host(const setting& s, backend& gpu, backend& cpu, unsigned seed,
                                     double lo, double hi) {
+  // (floats: SSIM at the range the values span, as compress's first pass would find it)
   const geometry g = dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c);
   codec_params p;
   p.block = s.b;
@@ -316,12 +317,12 @@ void expect_device_measures_as_host(const setting& s, backend& gpu, backend& cpu
   std::vector<std::byte> coeffs(s.n * coeff_bytes_per_sample(p, g));
   cpu.encode(p, view, coeffs);
   for (bool ssim : {true, false}) {
-    expect_same_figures(measure_both(gpu, cpu, p, g, view, coeffs, ssim),
+    expect_same_figures(measure_both(gpu, cpu, p, g, view, coeffs, ssim, hi - lo),
                         describe(s) + (ssim ? " with SSIM" : " without SSIM"));
   }
 }
 
-TEST(CudaMeasure, DecodeMeasuredGivesTheHostsFiguresBitForBitInEveryTypeItMeasures) {
+TEST(CudaMeasure, DecodeMeasuredGivesTheHostsFiguresBitForBitInEveryType) {
   REQUIRE_DEVICE();
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu, {1});
@@ -352,6 +353,22 @@ TEST(CudaMeasure, DecodeMeasuredGivesTheHostsFiguresBitForBitInEveryTypeItMeasur
                                                  *gpu, *cpu, seed++, 0, 256);
     expect_device_measures_as_host<std::uint16_t>({dtype::u16, layout::nhw, 1, 1100, 1000, 1, 8, k, coeff_type::f32},
                                                   *gpu, *cpu, seed++, 0, 65536);
+    // The types the CPU sums in double, in its order: lanes of squared errors, columns slid
+    // down the plane.
+    expect_device_measures_as_host<float>({dtype::f32, layout::nhw, 3, 40, 300, 1, 8, k, coeff_type::f32},
+                                          *gpu, *cpu, seed++, -100, 100);
+    expect_device_measures_as_host<float>({dtype::f32, layout::nhwc, 2, 21, 19, 3, 8, k, coeff_type::f32},
+                                          *gpu, *cpu, seed++, -1, 1);
+    expect_device_measures_as_host<double>({dtype::f64, layout::nchw, 2, 17, 23, 2, 8, k, coeff_type::f32},
+                                           *gpu, *cpu, seed++, -1e3, 1e3);
+    expect_device_measures_as_host<detail::half_value>({dtype::f16, layout::nhw, 2, 15, 33, 1, 8, k, coeff_type::f32},
+                                                       *gpu, *cpu, seed++, -500, 500);
+    expect_device_measures_as_host<std::int32_t>({dtype::i32, layout::nhw, 2, 13, 29, 1, 8, k, coeff_type::f32},
+                                                 *gpu, *cpu, seed++, -1e6, 1e6);
+    expect_device_measures_as_host<std::uint32_t>({dtype::u32, layout::nhwc, 2, 11, 12, 2, 8, k, coeff_type::f32},
+                                                  *gpu, *cpu, seed++, 0, 1e6);
+    expect_device_measures_as_host<float>({dtype::f32, layout::nhw, 1, 300, 500, 1, 8, k, coeff_type::f32},
+                                          *gpu, *cpu, seed++, -5, 5);
   }
 }
 
@@ -376,32 +393,35 @@ TEST(CudaMeasure, ABatchOfSeveralStreamedPartsPinnedOrNotMeasuresAsTheHost) {
   expect_same_figures(measure_both(*gpu, *cpu, p, g, view, coeffs, true), "pinned original");
 }
 
-TEST(CudaMeasure, FloatsAndThirtyTwoBitIntegersAreMeasuredOnTheHost) {
+TEST(CudaMeasure, AStridedOriginalIsMeasuredOnTheHost) {
   REQUIRE_DEVICE();
-  // Their sums round, in an order the device would not keep: decode_measured declines, and
-  // decode_and_measure decodes them on the device and measures on the host.
+  // Samples 16 values apart beyond their own: decode_measured declines, having done nothing,
+  // and decode_and_measure decodes on the device and measures on the host.
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu);
   const geometry g = dctchop::test::shape_of(layout::nhw, 3, 20, 20, 1);
   codec_params p;
-  p.coeff = coeff_type::f32;
-  const auto in = random_values<float>(3 * 400, 330, -5, 5);
-  const auto view = make_view(g, dtype::f32, static_cast<const void*>(in.data()), 3);
+  p.chop = 2;
+  const auto values = random_values<std::uint8_t>(3 * 416, 330, 0, 256);
+  auto strided = make_view(g, dtype::u8, static_cast<const void*>(values.data()), 3);
+  strided.stride_sample = 416;
+  std::vector<std::uint8_t> dense(3 * 400);
+  for (u64 s = 0; s < 3; ++s) std::memcpy(dense.data() + s * 400, values.data() + s * 416, 400);
+  const auto view = make_view(g, dtype::u8, static_cast<const void*>(dense.data()), 3);
   std::vector<std::byte> coeffs(3 * coeff_bytes_per_sample(p, g));
   cpu->encode(p, view, coeffs);
-  const quality_accumulator acc(dtype::f32, 10.0, true);
+  const quality_accumulator acc(dtype::u8, std::nullopt, true);
   quality_batch b;
-  EXPECT_FALSE(gpu->decode_measured(p, coeffs, view, acc, b));
+  EXPECT_FALSE(gpu->decode_measured(p, coeffs, strided, acc, b));
   EXPECT_EQ(b.samples(), 0u) << "declined, having done nothing";
-  std::vector<float> dg(in.size()), dc(in.size());
+  std::vector<std::uint8_t> decoded(dense.size());
   quality_batch on_gpu, on_cpu;
-  decode_and_measure(*gpu, p, coeffs, view, make_view(g, dtype::f32, static_cast<void*>(dg.data()), 3),
-                     acc, 1, on_gpu);
-  decode_and_measure(*cpu, p, coeffs, view, make_view(g, dtype::f32, static_cast<void*>(dc.data()), 3),
-                     acc, 1, on_cpu);
-  EXPECT_EQ(dg, dc);
+  decode_and_measure(*gpu, p, coeffs, strided,
+                     make_view(g, dtype::u8, static_cast<void*>(decoded.data()), 3), acc, 1, on_gpu);
+  on_cpu = acc.measure(strided, make_view(g, dtype::u8, static_cast<const void*>(decoded.data()), 3), 1);
   EXPECT_EQ(on_gpu.sse, on_cpu.sse);
   EXPECT_EQ(on_gpu.ssim_sum, on_cpu.ssim_sum);
+  EXPECT_GT(on_gpu.sse[0], 0);
 }
 
 /** The error `be.encode` throws for `v`, or none when every sample fits. */

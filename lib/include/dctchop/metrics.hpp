@@ -116,6 +116,9 @@ class quality_accumulator {
 
   /** The element type of the data it measures. */
   dtype type() const noexcept { return type_; }
+  /** R where it is known in advance: the dtype's range for integer types, the one given to the
+   *  constructor for floats. */
+  std::optional<double> known_range() const noexcept { return known_range_; }
 
   /** SSIM was asked for and R is known in advance (always for integer types). */
   bool computes_ssim() const noexcept { return ssim_asked_ && known_range_.has_value(); }
