@@ -625,23 +625,20 @@ class cuda_backend final : public backend {
         finish(l);  // its previous part is done (and copied out of staging)
         l.first = i * per_part;
         l.n = std::min(per_part, samples - l.first);
-        const void* src = in + l.first * in_per_sample;
-        if (!direct_in) {
-          std::memcpy(l.h_in.data(), src, l.n * in_per_sample);
-          src = l.h_in.data();
-        }
-        DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in.get(), src, l.n * in_per_sample,
-                                           cudaMemcpyHostToDevice, l.s->get()));
-        l.busy = true;
-        if (in2 != nullptr) {
-          const void* src2 = in2 + l.first * in2_per_sample;
-          if (!direct_in2) {
-            std::memcpy(l.h_in2.data(), src2, l.n * in2_per_sample);
-            src2 = l.h_in2.data();
+        // The part's input up: from where it lies if pinned, else through staging.
+        const auto upload = [&](const std::byte* from, u64 per_sample, bool direct,
+                                byte_buffer& staging, device_ptr& to) {
+          const void* src = from + l.first * per_sample;
+          if (!direct) {
+            std::memcpy(staging.data(), src, l.n * per_sample);
+            src = staging.data();
           }
-          DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_in2.get(), src2, l.n * in2_per_sample,
+          DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(to.get(), src, l.n * per_sample,
                                              cudaMemcpyHostToDevice, l.s->get()));
-        }
+          l.busy = true;
+        };
+        upload(in, in_per_sample, direct_in, l.h_in, l.d_in);
+        if (in2 != nullptr) upload(in2, in2_per_sample, direct_in2, l.h_in2, l.d_in2);
         run(l.first, l.n, l.d_in.get(), l.d_out.get(), l.s->get(), l);
         void* dst = direct_out ? static_cast<void*>(out + l.first * out_per_sample) : l.h_out.data();
         DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(dst, l.d_out.get(), l.n * out_per_sample,

@@ -95,20 +95,42 @@ std::string describe(const setting& s) {
          std::to_string(static_cast<int>(s.ct));
 }
 
+codec_params params(int b, int k, coeff_type ct, dtype type) {
+  codec_params p;
+  p.block = b;
+  p.chop = k;
+  p.coeff = ct;
+  p.offset = default_offset(type);
+  return p;
+}
+
+/** A setting's codec parameters and random input (values in [lo, hi)) with its view. */
+template <typename T>
+struct setting_input {
+  geometry g;
+  codec_params p;
+  std::vector<T> values;
+  const_sample_view view;
+};
+template <typename T>
+setting_input<T> input_of(const setting& s, unsigned seed, double lo, double hi) {
+  setting_input<T> in{dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c), params(s.b, s.k, s.ct, s.type),
+                      random_values<T>(s.n * s.h * s.w * s.c, seed, lo, hi), {}};
+  in.view = make_view(in.g, s.type, static_cast<const void*>(in.values.data()), s.n);
+  return in;
+}
+
 /** CUDA and CPU encode the same random input to the same bytes, and decode them to the same
  *  values (the device runs detail/block.hpp with -fmad=false: bit-identical, stricter than
  *  the one-ulp rule of DESIGN.md). */
 template <typename T>
 void expect_cuda_equals_cpu(const setting& s, backend& gpu, backend& cpu, unsigned seed,
                             double lo, double hi) {
-  const geometry g = dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c);
-  codec_params p;
-  p.block = s.b;
-  p.chop = s.k;
-  p.coeff = s.ct;
-  p.offset = default_offset(s.type);
-  const auto in = random_values<T>(s.n * s.h * s.w * s.c, seed, lo, hi);
-  const auto view = make_view(g, s.type, static_cast<const void*>(in.data()), s.n);
+  const auto input = input_of<T>(s, seed, lo, hi);
+  const geometry& g = input.g;
+  const codec_params& p = input.p;
+  const std::vector<T>& in = input.values;
+  const auto& view = input.view;
   std::vector<std::byte> want(s.n * coeff_bytes_per_sample(p, g)), got(want.size());
   cpu.encode(p, view, want);
   gpu.encode(p, view, got);
@@ -306,18 +328,11 @@ template <typename T>
 void expect_device_measures_as_host(const setting& s, backend& gpu, backend& cpu, unsigned seed,
                                     double lo, double hi) {
   // (floats: SSIM at the range the values span, as compress's first pass would find it)
-  const geometry g = dctchop::test::shape_of(s.lay, s.n, s.h, s.w, s.c);
-  codec_params p;
-  p.block = s.b;
-  p.chop = s.k;
-  p.coeff = s.ct;
-  p.offset = default_offset(s.type);
-  const auto in = random_values<T>(s.n * s.h * s.w * s.c, seed, lo, hi);
-  const auto view = make_view(g, s.type, static_cast<const void*>(in.data()), s.n);
-  std::vector<std::byte> coeffs(s.n * coeff_bytes_per_sample(p, g));
-  cpu.encode(p, view, coeffs);
+  const auto in = input_of<T>(s, seed, lo, hi);
+  std::vector<std::byte> coeffs(s.n * coeff_bytes_per_sample(in.p, in.g));
+  cpu.encode(in.p, in.view, coeffs);
   for (bool ssim : {true, false}) {
-    expect_same_figures(measure_both(gpu, cpu, p, g, view, coeffs, ssim, hi - lo),
+    expect_same_figures(measure_both(gpu, cpu, in.p, in.g, in.view, coeffs, ssim, hi - lo),
                         describe(s) + (ssim ? " with SSIM" : " without SSIM"));
   }
 }
@@ -678,15 +693,6 @@ std::vector<std::byte> encoded(const codec_params& p, const geometry& g, dtype t
   make_backend(backend_kind::cpu, {1})
       ->encode(p, make_view(g, type, static_cast<const void*>(in.data()), g.samples), c);
   return c;
-}
-
-codec_params params(int b, int k, coeff_type ct, dtype type) {
-  codec_params p;
-  p.block = b;
-  p.chop = k;
-  p.coeff = ct;
-  p.offset = default_offset(type);
-  return p;
 }
 
 TEST(CudaEdges, CoefficientsNotSixteenByteAlignedTakeTheRunTimeChopKernelsWithTheCpusValues) {
