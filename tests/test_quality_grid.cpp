@@ -44,11 +44,6 @@ T value_of(double v) {
   else if constexpr (std::is_integral_v<T>) return static_cast<T>(std::round(v));
   else return static_cast<T>(v);
 }
-template <typename T>
-double double_of(T v) {
-  if constexpr (std::is_same_v<T, half_value>) return static_cast<float>(v);
-  else return static_cast<double>(v);
-}
 
 /** Random originals (uniform, or smooth with noise, so that SSIM is far from both 0 and 1)
  *  and copies off by a little (a few units for 8- and 16-bit integers, 1e-4 of the range
@@ -70,7 +65,7 @@ void make_pair(u64 count, int seed, std::vector<T>& a, std::vector<T>& b) {
     if (i % 89 == 7) v = hi;
     a[i] = value_of<T>(std::clamp(v, lo, hi));
     const double d = i % 13 == 0 ? (hi - lo) : step * noise(rng);  // and a worst case
-    b[i] = value_of<T>(std::clamp(double_of(a[i]) + (i % 2 ? d : -d), lo, hi));
+    b[i] = value_of<T>(std::clamp(detail::as_double(a[i]) + (i % 2 ? d : -d), lo, hi));
   }
 }
 

@@ -425,11 +425,13 @@ class cuda_backend final : public backend {
     // backend that never ran (made, then an error before any work) holds none, and must not
     // start a context on a thread that had none.
     bool held = static_cast<bool>(d_bad_);
-    for (const auto& l : lanes_) held |= l.s || l.d_in || l.d_out || l.d_in2 || l.d_decoded;
+    held |= static_cast<bool>(d_extremes_);
+    for (const auto& l : lanes_) held |= l.s || l.d_in || l.d_out;
     if (!held) return;
     const auto on = guard_for_release(device_);
     for (auto& l : lanes_) l = lane{};
     d_bad_.reset();
+    d_extremes_.reset();
   }
   cuda_backend(const cuda_backend&) = delete;
   cuda_backend& operator=(const cuda_backend&) = delete;
@@ -517,10 +519,12 @@ class cuda_backend final : public backend {
     if (original.samples > 0) {
       const std::lock_guard<std::mutex> one_at_a_time(calls_);
       const device_guard on(device_);
-      // Each lane merges its parts' extremes into its own on the device, set on its first part
-      // of this call; both are read back (and merged) once the parts are done.
-      bool used[2] = {false, false};
-      static const extremes none = no_extremes();
+      // Each lane merges its parts' extremes into its own on the device; both start empty (the
+      // legacy stream: the lanes' blocking streams run after it) and are merged at the end.
+      if (!d_extremes_) d_extremes_ = device_alloc(2 * sizeof(extremes));
+      auto* lane_extremes = static_cast<extremes*>(d_extremes_.get());
+      const extremes none[2] = {no_extremes(), no_extremes()};
+      DCTCHOP_CUDA_CHECK(cudaMemcpy(lane_extremes, none, sizeof none, cudaMemcpyHostToDevice));
       stream_parts(
           original.samples, in_per_sample, out_per_sample, coeffs.data(),
           reinterpret_cast<std::byte*>(figures.data()),
@@ -529,26 +533,16 @@ class cuda_backend final : public backend {
             const measure_plan m = measure_plan_of(part_view, acc.computes_ssim(), range);
             grow(l.d_decoded, l.d_decoded_cap, n * values_bytes);
             grow(l.d_scratch, l.d_scratch_cap, measure_scratch_of(m).bytes);
-            if (!l.d_extremes) l.d_extremes = device_alloc(sizeof(extremes));
-            bool& first_part = used[&l - lanes_];
-            if (!first_part) {
-              DCTCHOP_CUDA_CHECK(cudaMemcpyAsync(l.d_extremes.get(), &none, sizeof none,
-                                                 cudaMemcpyHostToDevice, s));
-              first_part = true;
-            }
             launch_decode(p, batch_of(p, g, n), original.type, d_in, l.d_decoded.get(), s,
                           kernel_layout::automatic);
             DCTCHOP_CUDA_CHECK(launch_measure(m, original.type, l.d_in2.get(), l.d_decoded.get(),
                                               l.d_scratch.get(), static_cast<double*>(d_out),
-                                              static_cast<extremes*>(l.d_extremes.get()), s));
+                                              lane_extremes + (&l - lanes_), s));
           },
           static_cast<const std::byte*>(original.data), values_bytes);
-      for (int i = 0; i < 2; ++i) {  // (stream_parts has waited for both lanes)
-        if (!used[i]) continue;
-        extremes e;
-        DCTCHOP_CUDA_CHECK(cudaMemcpy(&e, lanes_[i].d_extremes.get(), sizeof e, cudaMemcpyDeviceToHost));
-        batch_extremes = merge_extremes(batch_extremes, e);
-      }
+      extremes merged[2];  // (stream_parts has waited for both lanes)
+      DCTCHOP_CUDA_CHECK(cudaMemcpy(merged, lane_extremes, sizeof merged, cudaMemcpyDeviceToHost));
+      batch_extremes = merge_extremes(merged[0], merged[1]);
     }
     batch_of_outputs(measure_plan_of(original, acc.computes_ssim(), range), figures.data(),
                      batch_extremes, into);
@@ -564,10 +558,8 @@ class cuda_backend final : public backend {
     byte_buffer h_in, h_out, h_in2;  // staging in host_memory(), for callers' buffers that are not pinned
     device_ptr d_in, d_out, d_in2;
     u64 d_in_cap = 0, d_out_cap = 0, d_in2_cap = 0;
-    device_ptr d_decoded, d_scratch;  // decode_measured's: the decoded part, the measure's sums,
+    device_ptr d_decoded, d_scratch;  // decode_measured's: the decoded part, the measure's sums
     u64 d_decoded_cap = 0, d_scratch_cap = 0;
-    device_ptr d_extremes;            // and the extremes of the parts it took
-
     u64 first = 0, n = 0;
     bool busy = false;
   };
@@ -659,6 +651,7 @@ class cuda_backend final : public backend {
 
   lane lanes_[2];
   device_ptr d_bad_;  // the first bad sample of an encode
+  device_ptr d_extremes_;  // decode_measured's: each lane's extremes
   int device_;
   std::shared_ptr<std::pmr::memory_resource> host_memory_;
   std::mutex calls_;  // encode and decode, one at a time

@@ -10,7 +10,6 @@
 
 namespace dctchop::detail {
 
-
 /** The memory for the running sums of the u8 planes whose SSIM is measured together (the
  *  planes of an interleaved row are split once for all of them). */
 constexpr std::uint64_t u8_ssim_group_bytes = std::uint64_t(256) << 10;

@@ -94,11 +94,6 @@ constexpr unsigned sum_lanes = 8;
  *  planes' means). Its extremes are merged into one for the batch. */
 constexpr unsigned measure_outputs = 2;
 
-/** std::max and std::min as the CPU takes them (the first operand kept unless the second is
- *  greater, or less: a NaN second operand never replaces it). */
-DCTCHOP_HD double keep_max(double a, double b) { return a < b ? b : a; }
-DCTCHOP_HD double keep_min(double a, double b) { return b < a ? b : a; }
-
 /** Max abs error and the original's least and greatest value. */
 struct extremes {
   double max_abs, mn, mx;
@@ -106,8 +101,10 @@ struct extremes {
 DCTCHOP_HD extremes no_extremes() {
   return {0.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
 }
+/** Merged with std::max and std::min, as the CPU merges them (the first operand kept unless
+ *  the second is greater, or less: a NaN second operand never replaces it). */
 DCTCHOP_HD extremes merge_extremes(const extremes& a, const extremes& b) {
-  return {keep_max(a.max_abs, b.max_abs), keep_min(a.mn, b.mn), keep_max(a.mx, b.mx)};
+  return {std::max(a.max_abs, b.max_abs), std::min(a.mn, b.mn), std::max(a.mx, b.mx)};
 }
 
 /** A value as the CPU reads it (f16 through float). */
@@ -175,9 +172,9 @@ DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b,
     const double o = as_double(pa[i]);
     const double d = o - as_double(pb[i]);
     l.sse += d * d;
-    l.max_abs = keep_max(l.max_abs, std::fabs(d));
-    l.mn = keep_min(l.mn, o);
-    l.mx = keep_max(l.mx, o);
+    l.max_abs = std::max(l.max_abs, std::fabs(d));
+    l.mn = std::min(l.mn, o);
+    l.mx = std::max(l.mx, o);
   };
   const std::uint64_t whole = m.values / sum_lanes * sum_lanes;
   // (unrolled on the device, so that a thread has several loads in flight: few threads take
@@ -198,9 +195,9 @@ DCTCHOP_HD extremes merge_lanes(const lane_stats* l, double& sse) {
   sse = 0;
   for (unsigned j = 0; j < sum_lanes; ++j) {
     sse += l[j].sse;
-    e.max_abs = keep_max(e.max_abs, l[j].max_abs);
-    e.mn = keep_min(e.mn, l[j].mn);
-    e.mx = keep_max(e.mx, l[j].mx);
+    e.max_abs = std::max(e.max_abs, l[j].max_abs);
+    e.mn = std::min(e.mn, l[j].mn);
+    e.mx = std::max(e.mx, l[j].mx);
   }
   return e;
 }
