@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <random>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -832,6 +834,122 @@ TEST(QualityCli, EvalWritesNothingToDisk) {
     if (writes) ADD_FAILURE() << "eval wrote: " << c.name << c.rest;
   }
   EXPECT_GT(opens, 0u) << "strace saw no open at all";  // (the input, at least)
+}
+
+// ============================================================ figures measured by a backend
+
+/** Bytes of a view's values: the pipelines' views are dense (the test refuses others). */
+std::size_t dense_bytes(const const_sample_view& v) {
+  const auto per_sample = v.planes * v.height * v.width;
+  if (v.samples > 1 && v.stride_sample != static_cast<std::int64_t>(per_sample)) {
+    throw std::logic_error("measuring_backend: a view whose samples are not dense");
+  }
+  return v.samples * per_sample * size_of(v.type);
+}
+
+/** The CPU backend, but one that measures on its "device" (backend::decode_measured: it decodes
+ *  into memory of its own and measures there, counting its calls) and whose decode() writes
+ *  zeros. A pipeline that measured what decode() gave, instead of or beside the figures of
+ *  decode_measured, would report other figures than the CPU backend's. */
+class measuring_backend final : public backend {
+ public:
+  int calls = 0;
+  std::string name() const override { return "measuring"; }
+  void encode(const codec_params& p, const const_sample_view& in,
+              std::span<std::byte> coeffs) override {
+    inner_->encode(p, in, coeffs);
+  }
+  void decode(const codec_params& p, std::span<const std::byte> coeffs,
+              const sample_view& out) override {
+    inner_->decode(p, coeffs, out);
+    std::memset(out.data, 0, dense_bytes(out));
+  }
+  bool decode_measured(const codec_params& p, std::span<const std::byte> coeffs,
+                       const const_sample_view& original, const quality_accumulator& acc,
+                       quality_batch& into) override {
+    ++calls;
+    std::vector<std::byte> mine(dense_bytes(original));
+    sample_view decoded{mine.data(), original.type, original.samples, original.planes,
+                        original.height, original.width, original.stride_sample,
+                        original.stride_plane, original.stride_row, original.stride_col};
+    inner_->decode(p, coeffs, decoded);
+    acc.measure(original, decoded, 1, into);
+    return true;
+  }
+
+ private:
+  std::unique_ptr<backend> inner_ = cpu();
+};
+
+void expect_same_figures(const quality& a, const quality& b) {
+  EXPECT_EQ(a.psnr_db, b.psnr_db);
+  EXPECT_EQ(a.ssim, b.ssim);
+  EXPECT_EQ(a.ssim_planes, b.ssim_planes);
+  EXPECT_EQ(a.max_abs_error, b.max_abs_error);
+  EXPECT_EQ(a.sample_psnr_min, b.sample_psnr_min);
+  EXPECT_EQ(a.sample_psnr_mean, b.sample_psnr_mean);
+  EXPECT_EQ(a.range, b.range);
+}
+
+TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeasures) {
+  temp_dir dir;
+  const std::string u8in = save_textured(dir, "tex.npy", 6);
+  const analytic_f32 d;
+  const std::string f32in = d.save(dir, "f.npy");
+  for (const std::string& in : {u8in, f32in}) {
+    SCOPED_TRACE(in);
+    auto plain = cpu();
+    measuring_backend be;
+    // compress, in several chunks: decode_measured once a chunk, and never decode().
+    formats::compress_options co;
+    co.threads = 1;
+    co.chunk_mb = 0.002;
+    co.overwrite = true;
+    const auto rc = formats::compress_npy(in, dir.file("c.dcz"), *plain, co);
+    const auto rm = formats::compress_npy(in, dir.file("m.dcz"), be, co);
+    ASSERT_GT(rm.chunks, 1u);
+    EXPECT_EQ(be.calls, static_cast<int>(rm.chunks));
+    ASSERT_TRUE(rc.q && rm.q);
+    expect_same_figures(*rm.q, *rc.q);
+    EXPECT_EQ(read_bytes(dir.file("m.dcz")).size(), read_bytes(dir.file("c.dcz")).size());
+    // verify: likewise.
+    be.calls = 0;
+    const auto vc = formats::verify_archive(dir.file("c.dcz"), in, *plain, one_thread());
+    const auto vm = formats::verify_archive(dir.file("c.dcz"), in, be, one_thread());
+    EXPECT_EQ(be.calls, static_cast<int>(rm.chunks));
+    ASSERT_TRUE(vc.q && vm.q);
+    expect_same_figures(*vm.q, *vc.q);
+    // eval: decode() is timed (its zeros are not measured), then decode_measured measures.
+    be.calls = 0;
+    formats::eval_options eo;
+    eo.threads = 1;
+    eo.chops = {1, 3, 6};
+    const auto ec = formats::eval_npy(in, *plain, eo);
+    const auto em = formats::eval_npy(in, be, eo);
+    ASSERT_EQ(em.rows.size(), 3u);
+    ASSERT_EQ(ec.rows.size(), 3u);
+    EXPECT_EQ(be.calls, 3);  // (one chunk: 64 MiB of input)
+    for (std::size_t i = 0; i < em.rows.size(); ++i) {
+      SCOPED_TRACE(em.rows[i].chop);
+      ASSERT_TRUE(em.rows[i].error.empty()) << em.rows[i].error;
+      ASSERT_TRUE(em.rows[i].q.psnr_db.has_value());
+      expect_same_figures(em.rows[i].q, ec.rows[i].q);
+    }
+    // The chop search: the same trials and the same chop.
+    be.calls = 0;
+    co.target.psnr_db = *ec.rows[1].q.psnr_db - 0.01;  // chop 3 meets it, chop 2 does not
+    const auto sc = formats::compress_npy(in, dir.file("c.dcz"), *plain, co);
+    const auto sm = formats::compress_npy(in, dir.file("m.dcz"), be, co);
+    EXPECT_GT(be.calls, 0);
+    EXPECT_EQ(sm.codec.chop, sc.codec.chop);
+    ASSERT_EQ(sm.trials.size(), sc.trials.size());
+    for (std::size_t i = 0; i < sm.trials.size(); ++i) {
+      EXPECT_EQ(sm.trials[i].chop, sc.trials[i].chop);
+      expect_same_figures(sm.trials[i].q, sc.trials[i].q);
+    }
+    ASSERT_TRUE(sc.q && sm.q);
+    expect_same_figures(*sm.q, *sc.q);
+  }
 }
 
 TEST(QualityCli, EvalAndTheTargetSearchOfTinyPlanesSizeTheirChunksByTheCoefficients) {

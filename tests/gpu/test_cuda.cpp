@@ -1376,4 +1376,35 @@ TEST(CudaPipelines, CompressAndDecompressOnTheDeviceEqualTheCpu) {
   EXPECT_EQ(v.q->ssim, rc.q->ssim);
 }
 
+TEST(CudaPipelines, EvalMeasuresOnTheDeviceAsTheCpu) {
+  REQUIRE_DEVICE();
+  // eval times the decode to the host, then measures on the device: every row's figures are
+  // the CPU's, to the bit, for u8 images and for f32 fields (their range from a first pass).
+  dctchop::test::temp_dir dir;
+  save_random_images(dir, 23, 40, 36, 12);
+  const auto f = random_values<float>(9 * 45 * 50, 13, -3.0, 7.0);
+  dctchop::test::save_npy(dir.file("f.npy"), dtype::f32, {9, 45, 50}, f);
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu);
+  formats::eval_options eo;
+  eo.chops = {1, 4, 8};
+  for (const char* name : {"x.npy", "f.npy"}) {
+    SCOPED_TRACE(name);
+    const auto rg = formats::eval_npy(dir.file(name), *gpu, eo);
+    const auto rc = formats::eval_npy(dir.file(name), *cpu, eo);
+    ASSERT_EQ(rg.rows.size(), 3u);
+    ASSERT_EQ(rc.rows.size(), 3u);
+    for (std::size_t i = 0; i < rg.rows.size(); ++i) {
+      SCOPED_TRACE(rg.rows[i].chop);
+      ASSERT_TRUE(rg.rows[i].error.empty()) << rg.rows[i].error;
+      ASSERT_TRUE(rg.rows[i].q.ssim.has_value());
+      EXPECT_EQ(rg.rows[i].q.psnr_db, rc.rows[i].q.psnr_db);
+      EXPECT_EQ(rg.rows[i].q.ssim, rc.rows[i].q.ssim);
+      EXPECT_EQ(rg.rows[i].q.max_abs_error, rc.rows[i].q.max_abs_error);
+      EXPECT_EQ(rg.rows[i].q.sample_psnr_min, rc.rows[i].q.sample_psnr_min);
+      EXPECT_EQ(rg.rows[i].q.range, rc.rows[i].q.range);
+    }
+  }
+}
+
 }  // namespace
