@@ -43,6 +43,7 @@ using dctchop::test::describe;
 using dctchop::test::parse_json;
 using dctchop::test::sh;
 using dctchop::test::expect_error;
+using dctchop::test::expect_same_figures;
 using dctchop::test::flip_byte;
 using dctchop::test::load_npy;
 using dctchop::test::read_bytes;
@@ -881,16 +882,6 @@ class measuring_backend final : public backend {
   std::unique_ptr<backend> inner_ = cpu();
 };
 
-void expect_same_figures(const quality& a, const quality& b) {
-  EXPECT_EQ(a.psnr_db, b.psnr_db);
-  EXPECT_EQ(a.ssim, b.ssim);
-  EXPECT_EQ(a.ssim_planes, b.ssim_planes);
-  EXPECT_EQ(a.max_abs_error, b.max_abs_error);
-  EXPECT_EQ(a.sample_psnr_min, b.sample_psnr_min);
-  EXPECT_EQ(a.sample_psnr_mean, b.sample_psnr_mean);
-  EXPECT_EQ(a.range, b.range);
-}
-
 TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeasures) {
   temp_dir dir;
   const std::string u8in = save_textured(dir, "tex.npy", 6);
@@ -919,6 +910,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     EXPECT_EQ(be.calls, static_cast<int>(rm.chunks));
     ASSERT_TRUE(vc.q && vm.q);
     expect_same_figures(*vm.q, *vc.q);
+    expect_same_figures(*vc.q, *rc.q);  // (verify measures what compress measured)
     // eval: decode() is timed (its zeros are not measured), then decode_measured measures.
     be.calls = 0;
     formats::eval_options eo;

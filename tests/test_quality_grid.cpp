@@ -150,7 +150,8 @@ void every_shape(int seed) {
       {layout::nhwc, 2, 30, 6, 2},     // too narrow
       {layout::nhw, 1, 9, 300, 2},     // two tiles, 294 windows a row: 6 past the lanes' 288
       {layout::nhwc, 4, 8, 263, 1},    // a tile of one window
-      {layout::nchw, 3, 120, 100, 1},  // 36000 values: two runs of an 8-bit type
+      {layout::nchw, 3, 120, 100, 1},  // 36000 values: two runs of an 8-bit type, 9 of floats
+      {layout::nhw, 1, 65, 127, 2},    // 8255 values: 3 runs of floats, the last of 63 (7 past the lanes)
       {layout::nhw, 1, 1, 1, 3},       // one value
   };
   for (const shape& s : shapes) {
@@ -213,6 +214,44 @@ TEST(QualityGrid, SixteenBitSamplesOfSeveralRunsSumAsTheCpuDoes) {
   const quality_batch cpu = acc.measure(make_view(g, dtype::u16, static_cast<const void*>(a.data()), 1),
                                         make_view(g, dtype::u16, static_cast<const void*>(b.data()), 1), 1);
   EXPECT_NE(cpu.sse[0], static_cast<double>(exact)) << "the data no longer shows the order";
+}
+
+TEST(QualityGrid, FloatSamplesOfSeveralRunsSumAsTheCpuDoes) {
+  // 20300 f32 values: 4 runs of float_sum_run and one of 3756, 4 of them past the lanes.
+  // Errors of very different sizes, so that the order of the sums shows in the figure: the
+  // eight lanes summed over the whole sample give another one. The grid must sum a run's
+  // lanes, then the runs, as the CPU does.
+  static_assert(detail::float_sum_run == 4096);
+  const geometry g{layout::nhw, 1, 1, 100, 203};
+  const u64 n = g.values_per_sample();
+  std::vector<float> a(n), b(n);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> any(-1.0f, 1.0f);
+  for (u64 i = 0; i < n; ++i) {
+    a[i] = 100.0f * any(rng);
+    b[i] = a[i] + (i % 3 == 0 ? 7.0f : 1e-3f) * any(rng);
+  }
+  expect_same_batch(g, 1, a, b, false);
+  double lane[8] = {}, whole_lanes = 0;
+  for (u64 i = 0; i < n; ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    lane[i < n / 8 * 8 ? i % 8 : 0] += d * d;
+  }
+  for (double l : lane) whole_lanes += l;
+  const quality_accumulator acc(dtype::f32, std::nullopt, false);
+  const quality_batch cpu = acc.measure(make_view(g, dtype::f32, static_cast<const void*>(a.data()), 1),
+                                        make_view(g, dtype::f32, static_cast<const void*>(b.data()), 1), 1);
+  EXPECT_NE(cpu.sse[0], whole_lanes) << "the data no longer shows the order";
+  // The extremes of lanes carried across the runs, none in the last: the largest error in
+  // run 1, a NaN in run 2 passed over, the range's ends in runs 2 and 3, a -0 in run 3 after
+  // a +0 first value.
+  a[0] = 0.0f;
+  b[5001] = a[5001] + 250.0f;
+  a[9000] = std::numeric_limits<float>::quiet_NaN();
+  a[10000] = 300.0f;
+  a[13000] = -300.0f;
+  a[15001] = -0.0f;
+  expect_same_batch(g, 1, a, b, false);
 }
 
 TEST(QualityGrid, DecodedImagesMeasureAsOnTheHost) {

@@ -38,6 +38,7 @@
 #include "dctchop/codec.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/formats/npy.hpp"
+#include "dctchop/metrics.hpp"
 #include "dctchop/formats/pipeline.hpp"
 
 // Whether the tests run under AddressSanitizer or ThreadSanitizer: GCC says so with
@@ -65,6 +66,22 @@
 namespace dctchop::test {
 
 namespace fs = std::filesystem;
+
+/** Every figure of two quality reports equal, to the bit: the same data measured two ways
+ *  (in batches or whole, on the host or on a device). */
+inline void expect_same_figures(const quality& a, const quality& b) {
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.values, b.values);
+  EXPECT_EQ(a.mse, b.mse);
+  EXPECT_EQ(a.max_abs_error, b.max_abs_error);
+  EXPECT_EQ(a.range, b.range);
+  EXPECT_EQ(a.psnr_db, b.psnr_db);
+  EXPECT_EQ(a.sample_psnr_min, b.sample_psnr_min);
+  EXPECT_EQ(a.sample_psnr_mean, b.sample_psnr_mean);
+  EXPECT_EQ(a.lossless_samples, b.lossless_samples);
+  EXPECT_EQ(a.ssim, b.ssim);
+  EXPECT_EQ(a.ssim_planes, b.ssim_planes);
+}
 
 inline std::string sample_npy(const std::string& name) {
   return std::string(DCTCHOP_SAMPLE_DIR) + "/npy/" + name;

@@ -36,12 +36,13 @@ __global__ void __launch_bounds__(measure_threads)
   }
 }
 
-/** (floats) A thread a lane of a sample. */
+/** (floats) A thread a lane of a run of a sample. */
 template <typename T>
 __global__ void lane_kernel(measure_plan m, const T* a, const T* b, lane_stats* lanes) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= m.samples * sum_lanes) return;
-  lanes[i] = lane_thread(m, a, b, i / sum_lanes, static_cast<unsigned>(i % sum_lanes));
+  if (i >= m.samples * m.runs * sum_lanes) return;
+  lanes[i] = lane_thread(m, a, b, i / sum_lanes / m.runs, i / sum_lanes % m.runs,
+                         static_cast<unsigned>(i % sum_lanes));
 }
 
 /** (floats, SSIM) A thread a column of a plane, down the whole plane. */
@@ -87,7 +88,7 @@ __global__ void finish_kernel(measure_plan m, const unsigned char* stats, const 
                               double* out, extremes* sample_extremes) {
   const u64 s = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= m.samples) return;
-  const u64 per_sample = m.exact ? m.runs * sizeof(run_stats) : sum_lanes * sizeof(lane_stats);
+  const u64 per_sample = m.runs * (m.exact ? sizeof(run_stats) : sum_lanes * sizeof(lane_stats));
   sample_extremes[s] = finish_sample(m, stats + s * per_sample,
                                      m.ssim ? rows + s * m.planes * m.rows : nullptr,
                                      out + s * measure_outputs);
@@ -128,7 +129,7 @@ cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* sc
     run_stats_kernel<T><<<ctas_over(m.samples * m.runs), measure_threads, 0, s>>>(
         m, pa, pb, reinterpret_cast<run_stats*>(base + at.stats));
   } else {
-    lane_kernel<T><<<ctas_for_threads(m.samples * sum_lanes), measure_threads, 0, s>>>(
+    lane_kernel<T><<<ctas_for_threads(m.samples * m.runs * sum_lanes), measure_threads, 0, s>>>(
         m, pa, pb, reinterpret_cast<lane_stats*>(base + at.stats));
     if (m.ssim) {
       slide_kernel<T><<<ctas_for_threads(m.samples * m.planes * m.w), measure_threads, 0, s>>>(

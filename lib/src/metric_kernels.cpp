@@ -110,78 +110,88 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
     st.mn = static_cast<double>(lo);
     st.mx = static_cast<double>(hi);
   } else {
-    double l_sse[8] = {}, l_max[8] = {}, l_mn[8], l_mx[8];
+    // Eight double lanes, lane j taking values j, j + 8, ... in runs of float_sum_run values:
+    // a run's squared errors from 0 in each lane, the lanes added in order, then the runs in
+    // order (the last count % 8 values on lane 0 of the last run, after its own). The
+    // extremes' lanes go on across the runs.
+    double l_max[8] = {}, l_mn[8], l_mx[8];
     for (int j = 0; j < 8; ++j) l_mn[j] = l_mx[j] = static_cast<double>(a[0]);
-    u64 i = 0;
+    for (u64 start = 0; start < count; start += float_sum_run) {
+      const u64 end = std::min<u64>(count, start + float_sum_run);
+      double l_sse[8] = {};
+      u64 i = start;
 #if defined(__AVX2__)
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                  std::is_same_v<T, half_value> || std::is_same_v<T, std::int32_t> ||
-                  std::is_same_v<T, std::uint32_t>) {
-      // The loop below in intrinsics (GCC does not vectorise it): the same eight lanes and the
-      // same operations in the same order, so the same figures as the baseline copy. max and
-      // min take their operands swapped: maxpd(x, l) returns l when either is NaN or both are
-      // equal, as std::max(l, x) does.
-      __m256d sse[2], mx_abs[2], mn[2], mx[2];
-      for (int h = 0; h < 2; ++h) {
-        sse[h] = _mm256_loadu_pd(l_sse + 4 * h);
-        mx_abs[h] = _mm256_loadu_pd(l_max + 4 * h);
-        mn[h] = _mm256_loadu_pd(l_mn + 4 * h);
-        mx[h] = _mm256_loadu_pd(l_mx + 4 * h);
-      }
-      const __m256d sign = _mm256_set1_pd(-0.0);
-      auto load4 = [](const T* p) {
-        if constexpr (std::is_same_v<T, float>) return _mm256_cvtps_pd(_mm_loadu_ps(p));
-        else if constexpr (std::is_same_v<T, half_value>)
-          return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-        else if constexpr (std::is_same_v<T, std::int32_t>)
-          return _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        else if constexpr (std::is_same_v<T, std::uint32_t>) {
-          // As int32, then 2^32 added back where the top bit made it negative: exact.
-          const __m256d s = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-          const __m256d neg = _mm256_cmp_pd(s, _mm256_setzero_pd(), _CMP_LT_OQ);
-          return _mm256_add_pd(s, _mm256_and_pd(neg, _mm256_set1_pd(4294967296.0)));
-        }
-        else return _mm256_loadu_pd(p);
-      };
-      for (; i + 8 <= count; i += 8) {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                    std::is_same_v<T, half_value> || std::is_same_v<T, std::int32_t> ||
+                    std::is_same_v<T, std::uint32_t>) {
+        // The loop below in intrinsics (GCC does not vectorise it): the same eight lanes and
+        // the same operations in the same order, so the same figures as the baseline copy.
+        // max and min take their operands swapped: maxpd(x, l) returns l when either is NaN
+        // or both are equal, as std::max(l, x) does.
+        __m256d sse[2], mx_abs[2], mn[2], mx[2];
         for (int h = 0; h < 2; ++h) {
-          const __m256d o = load4(a + i + 4 * h);
-          const __m256d d = _mm256_sub_pd(o, load4(b + i + 4 * h));
-          sse[h] = _mm256_add_pd(sse[h], _mm256_mul_pd(d, d));
-          mx_abs[h] = _mm256_max_pd(_mm256_andnot_pd(sign, d), mx_abs[h]);
-          mn[h] = _mm256_min_pd(o, mn[h]);
-          mx[h] = _mm256_max_pd(o, mx[h]);
+          sse[h] = _mm256_setzero_pd();
+          mx_abs[h] = _mm256_loadu_pd(l_max + 4 * h);
+          mn[h] = _mm256_loadu_pd(l_mn + 4 * h);
+          mx[h] = _mm256_loadu_pd(l_mx + 4 * h);
+        }
+        const __m256d sign = _mm256_set1_pd(-0.0);
+        auto load4 = [](const T* p) {
+          if constexpr (std::is_same_v<T, float>) return _mm256_cvtps_pd(_mm_loadu_ps(p));
+          else if constexpr (std::is_same_v<T, half_value>)
+            return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+          else if constexpr (std::is_same_v<T, std::int32_t>)
+            return _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+          else if constexpr (std::is_same_v<T, std::uint32_t>) {
+            // As int32, then 2^32 added back where the top bit made it negative: exact.
+            const __m256d s = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+            const __m256d neg = _mm256_cmp_pd(s, _mm256_setzero_pd(), _CMP_LT_OQ);
+            return _mm256_add_pd(s, _mm256_and_pd(neg, _mm256_set1_pd(4294967296.0)));
+          }
+          else return _mm256_loadu_pd(p);
+        };
+        for (; i + 8 <= end; i += 8) {
+          for (int h = 0; h < 2; ++h) {
+            const __m256d o = load4(a + i + 4 * h);
+            const __m256d d = _mm256_sub_pd(o, load4(b + i + 4 * h));
+            sse[h] = _mm256_add_pd(sse[h], _mm256_mul_pd(d, d));
+            mx_abs[h] = _mm256_max_pd(_mm256_andnot_pd(sign, d), mx_abs[h]);
+            mn[h] = _mm256_min_pd(o, mn[h]);
+            mx[h] = _mm256_max_pd(o, mx[h]);
+          }
+        }
+        for (int h = 0; h < 2; ++h) {
+          _mm256_storeu_pd(l_sse + 4 * h, sse[h]);
+          _mm256_storeu_pd(l_max + 4 * h, mx_abs[h]);
+          _mm256_storeu_pd(l_mn + 4 * h, mn[h]);
+          _mm256_storeu_pd(l_mx + 4 * h, mx[h]);
         }
       }
-      for (int h = 0; h < 2; ++h) {
-        _mm256_storeu_pd(l_sse + 4 * h, sse[h]);
-        _mm256_storeu_pd(l_max + 4 * h, mx_abs[h]);
-        _mm256_storeu_pd(l_mn + 4 * h, mn[h]);
-        _mm256_storeu_pd(l_mx + 4 * h, mx[h]);
-      }
-    }
 #endif
-    for (; i + 8 <= count; i += 8) {
-      for (int j = 0; j < 8; ++j) {
-        const double o = static_cast<double>(a[i + j]);
-        const double d = o - static_cast<double>(b[i + j]);
-        l_sse[j] += d * d;
-        l_max[j] = std::max(l_max[j], std::fabs(d));
-        l_mn[j] = std::min(l_mn[j], o);
-        l_mx[j] = std::max(l_mx[j], o);
+      for (; i + 8 <= end; i += 8) {
+        for (int j = 0; j < 8; ++j) {
+          const double o = static_cast<double>(a[i + j]);
+          const double d = o - static_cast<double>(b[i + j]);
+          l_sse[j] += d * d;
+          l_max[j] = std::max(l_max[j], std::fabs(d));
+          l_mn[j] = std::min(l_mn[j], o);
+          l_mx[j] = std::max(l_mx[j], o);
+        }
       }
-    }
-    for (; i < count; ++i) {
-      const double o = static_cast<double>(a[i]), d = o - static_cast<double>(b[i]);
-      l_sse[0] += d * d;
-      l_max[0] = std::max(l_max[0], std::fabs(d));
-      l_mn[0] = std::min(l_mn[0], o);
-      l_mx[0] = std::max(l_mx[0], o);
+      for (; i < end; ++i) {
+        const double o = static_cast<double>(a[i]), d = o - static_cast<double>(b[i]);
+        l_sse[0] += d * d;
+        l_max[0] = std::max(l_max[0], std::fabs(d));
+        l_mn[0] = std::min(l_mn[0], o);
+        l_mx[0] = std::max(l_mx[0], o);
+      }
+      double run = 0;
+      for (int j = 0; j < 8; ++j) run += l_sse[j];
+      st.sse += run;
     }
     st.mn = l_mn[0];
     st.mx = l_mx[0];
     for (int j = 0; j < 8; ++j) {
-      st.sse += l_sse[j];
       st.max_abs = std::max(st.max_abs, l_max[j]);
       st.mn = std::min(st.mn, l_mn[j]);
       st.mx = std::max(st.mx, l_mx[j]);

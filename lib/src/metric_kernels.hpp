@@ -28,6 +28,14 @@ constexpr std::uint64_t u8_ssim_plane_bytes(std::uint64_t w) {
          ssim_padded_width(w) * 8;
 }
 
+/** Values a partial sum of a sample's squared errors takes where the sums round (floats,
+ *  32-bit integers): the sample's sum is its runs' sums in order, each run's its eight
+ *  lanes' in order, so that a GPU sums the runs side by side and still in this order
+ *  (quality_grid.hpp); over a whole sample, eight lanes left eight threads to sum a million
+ *  values each. A multiple of the lanes, so that only the last run has values past them. */
+constexpr std::uint64_t float_sum_run = 4096;
+static_assert(float_sum_run % 8 == 0);
+
 /** Squared error and max abs error between two samples, and the original's range. */
 struct error_stats {
   double sse = 0, max_abs = 0, mn = 0, mx = 0;

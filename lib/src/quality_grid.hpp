@@ -11,8 +11,10 @@
 //   (8-bit) or 2^20 (16-bit) values, a CTA a run; an SSIM window's sums over its 7x7 values.
 //   What rounds, the runs' sum in double and each window's formula, goes in the CPU's order.
 // - The rest (f16, f32, f64, i32, u32): the CPU sums in double, so the order is everything.
-//   A sample's squared errors: eight lanes, lane j taking values j, j + 8, ... in order (the
-//   last count % 8 on lane 0, after its own), then the lanes in order: a thread a lane. SSIM:
+//   A sample's squared errors: in runs of float_sum_run values, each in eight lanes, lane j
+//   taking values j, j + 8, ... of the run in order (the last count % 8 of the sample on
+//   lane 0 of the last run, after its own); the lanes in order, then the runs in order: a
+//   thread a lane of a run. SSIM:
 //   the CPU slides each column's sums down the plane, adding the new row and taking away the
 //   row 7 above: a thread a column does the same, down the whole plane, and leaves each
 //   window row's column sums in device memory for the window kernel.
@@ -32,6 +34,7 @@
 #include "dctchop/detail/scalar.hpp"  // DCTCHOP_HD
 #include "dctchop/metrics.hpp"
 #include "dctchop/types.hpp"
+#include "metric_kernels.hpp"  // float_sum_run
 #include "ssim_window.hpp"
 
 namespace dctchop::detail {
@@ -50,8 +53,8 @@ struct measure_plan {
   std::int64_t stride_sample, stride_plane, stride_row, stride_col;
   std::uint64_t values;   // a sample's: planes * h * w
   bool exact;             // exact_sums of the type
-  std::uint64_t run;      // (exact) values a partial sum of squared errors takes: the CPU's runs
-  std::uint64_t runs;     // (exact) runs a sample
+  std::uint64_t run;      // values a partial sum of squared errors takes: the CPU's runs
+  std::uint64_t runs;     // runs a sample
   bool ssim_counted;      // planes of at least 7x7 whose SSIM was asked for (batch.ssim_planes)
   bool ssim;              // ... and measured: the range R is above 0
   std::uint64_t rows;     // window rows a plane, h - 6 (when ssim)
@@ -73,8 +76,9 @@ inline measure_plan measure_plan_of(const const_sample_view& v, bool ssim, doubl
   m.stride_col = v.stride_col;
   m.values = v.planes * v.height * v.width;
   m.exact = exact_sums(v.type);
-  m.run = size_of(v.type) == 1 ? std::uint64_t(1) << 15 : std::uint64_t(1) << 20;
-  m.runs = m.exact ? (m.values + m.run - 1) / m.run : 0;
+  m.run = !m.exact ? float_sum_run
+                    : size_of(v.type) == 1 ? std::uint64_t(1) << 15 : std::uint64_t(1) << 20;
+  m.runs = (m.values + m.run - 1) / m.run;
   m.ssim_counted = ssim && v.height >= ssim_window && v.width >= ssim_window;
   m.ssim = m.ssim_counted && range > 0;
   m.rows = m.ssim ? v.height - (ssim_window - 1) : 0;
@@ -153,17 +157,19 @@ DCTCHOP_HD run_stats stats_thread(const measure_plan& m, const T* a, const T* b,
   return r;
 }
 
-/** (floats) Lane j of a sample's sums, as the CPU's contiguous_stats keeps it. */
+/** (floats) Lane j of a run of a sample's sums, as the CPU's contiguous_stats keeps it. */
 struct lane_stats {
   double sse, max_abs, mn, mx;
 };
 
-/** (floats) Lane j (< 8) of sample s: values j, j + 8, ... below the last multiple of 8, in
- *  order, and for lane 0 the rest after them; every lane's least and greatest start from
- *  the sample's first value. */
+/** (floats) Lane j (< 8) of run `run` of sample s: the run's values j, j + 8, ... below the
+ *  sample's last multiple of 8, in order, and for lane 0 of the last run the rest after them
+ *  (the runs are multiples of 8 long); the squared errors from 0, and every lane's least and
+ *  greatest from the sample's first value (merge_lanes takes each lane's over the runs in
+ *  order, which gives what the CPU's lane, carried across the runs, gives). */
 template <typename T>
 DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
-                                  unsigned j) {
+                                  std::uint64_t run, unsigned j) {
   const T* pa = a + static_cast<std::int64_t>(s) * m.stride_sample;
   const T* pb = b + static_cast<std::int64_t>(s) * m.stride_sample;
   const double first = as_double(pa[0]);
@@ -177,27 +183,46 @@ DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b,
     l.mx = std::max(l.mx, o);
   };
   const std::uint64_t whole = m.values / sum_lanes * sum_lanes;
-  // (unrolled on the device, so that a thread has several loads in flight: few threads take
-  // this, 8 a sample; the additions stay in order)
+  const std::uint64_t begin = run * m.run;
+  const std::uint64_t end = begin + m.run < whole ? begin + m.run : whole;
+  // (unrolled on the device, so that a thread has several loads in flight; the additions
+  // stay in order)
 #if defined(__CUDA_ARCH__)
 #pragma unroll 4
 #endif
-  for (std::uint64_t i = j; i < whole; i += sum_lanes) take(i);
-  if (j == 0) {
+  for (std::uint64_t i = begin + j; i < end; i += sum_lanes) take(i);
+  if (j == 0 && run + 1 == m.runs) {
     for (std::uint64_t i = whole; i < m.values; ++i) take(i);
   }
   return l;
 }
 
-/** (floats) The sample's squared error and extremes from its 8 lanes, in the CPU's order. */
-DCTCHOP_HD extremes merge_lanes(const lane_stats* l, double& sse) {
-  extremes e{0.0, l[0].mn, l[0].mx};
+/** (floats) The sample's squared error and extremes from the 8 lanes of each of its `runs`
+ *  runs (l[run * 8 + j]), in the CPU's order: each run's lanes in order, then the runs in
+ *  order; each lane's extremes over the runs in order, then the lanes in order. */
+DCTCHOP_HD extremes merge_lanes(const lane_stats* l, std::uint64_t runs, double& sse) {
+  lane_stats lane[sum_lanes];
   sse = 0;
+  for (std::uint64_t r = 0; r < runs; ++r) {
+    const lane_stats* lr = l + r * sum_lanes;
+    double run = 0;
+    for (unsigned j = 0; j < sum_lanes; ++j) {
+      run += lr[j].sse;
+      if (r == 0) {
+        lane[j] = lr[j];
+      } else {
+        lane[j].max_abs = std::max(lane[j].max_abs, lr[j].max_abs);
+        lane[j].mn = std::min(lane[j].mn, lr[j].mn);
+        lane[j].mx = std::max(lane[j].mx, lr[j].mx);
+      }
+    }
+    sse += run;
+  }
+  extremes e{0.0, lane[0].mn, lane[0].mx};
   for (unsigned j = 0; j < sum_lanes; ++j) {
-    sse += l[j].sse;
-    e.max_abs = std::max(e.max_abs, l[j].max_abs);
-    e.mn = std::min(e.mn, l[j].mn);
-    e.mx = std::max(e.mx, l[j].mx);
+    e.max_abs = std::max(e.max_abs, lane[j].max_abs);
+    e.mn = std::min(e.mn, lane[j].mn);
+    e.mx = std::max(e.mx, lane[j].mx);
   }
   return e;
 }
@@ -394,7 +419,7 @@ DCTCHOP_HD extremes finish_sample(const measure_plan& m, const void* stats, cons
     out[0] = sse;
     e = {static_cast<double>(all.max_abs), static_cast<double>(all.lo), static_cast<double>(all.hi)};
   } else {
-    e = merge_lanes(static_cast<const lane_stats*>(stats), out[0]);
+    e = merge_lanes(static_cast<const lane_stats*>(stats), m.runs, out[0]);
   }
   out[1] = sample_ssim_sum(m, rows);
   return e;
@@ -413,7 +438,7 @@ inline measure_scratch measure_scratch_of(const measure_plan& m) {
   measure_scratch s{};
   s.stats = 0;
   const std::uint64_t per_sample =
-      m.exact ? m.runs * sizeof(run_stats) : sum_lanes * sizeof(lane_stats);
+      m.runs * (m.exact ? sizeof(run_stats) : sum_lanes * sizeof(lane_stats));
   s.sample_extremes = round16(m.samples * per_sample);
   s.rows = s.sample_extremes + round16(m.samples * sizeof(extremes));
   const std::uint64_t row_sums = m.ssim ? m.samples * m.planes * m.rows : 0;
@@ -445,7 +470,7 @@ inline void batch_of_outputs(const measure_plan& m, const double* out, const ext
 template <typename T>
 extremes measure_on_host(const measure_plan& m, const T* a, const T* b, double* out) {
   std::vector<run_stats> runs(m.exact ? m.samples * m.runs : 0);
-  std::vector<lane_stats> lanes(m.exact ? 0 : m.samples * sum_lanes);
+  std::vector<lane_stats> lanes(m.exact ? 0 : m.samples * m.runs * sum_lanes);
   if constexpr (exact_sums_of<T>) {
     for (std::uint64_t i = 0; i < runs.size(); ++i) {
       run_stats r = no_stats();
@@ -455,7 +480,8 @@ extremes measure_on_host(const measure_plan& m, const T* a, const T* b, double* 
     }
   } else {
     for (std::uint64_t i = 0; i < lanes.size(); ++i)
-      lanes[i] = lane_thread(m, a, b, i / sum_lanes, static_cast<unsigned>(i % sum_lanes));
+      lanes[i] = lane_thread(m, a, b, i / sum_lanes / m.runs, i / sum_lanes % m.runs,
+                             static_cast<unsigned>(i % sum_lanes));
   }
   std::vector<double> rows(m.ssim ? m.samples * m.planes * m.rows : 0);
   std::vector<column_sums<double>> slid(!m.exact ? rows.size() * m.w : 0);
@@ -484,7 +510,7 @@ extremes measure_on_host(const measure_plan& m, const T* a, const T* b, double* 
   extremes e = no_extremes();
   for (std::uint64_t s = 0; s < m.samples; ++s) {
     const void* stats = m.exact ? static_cast<const void*>(runs.data() + s * m.runs)
-                                : static_cast<const void*>(lanes.data() + s * sum_lanes);
+                                : static_cast<const void*>(lanes.data() + s * m.runs * sum_lanes);
     e = merge_extremes(e, finish_sample(m, stats, rows.data() + s * m.planes * m.rows,
                                         out + s * measure_outputs));
   }
