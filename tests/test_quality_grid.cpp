@@ -270,6 +270,21 @@ TEST(QualityGrid, DecodedImagesMeasureAsOnTheHost) {
   EXPECT_NE(a, b);
 }
 
+TEST(QualityGrid, ASampleWhoseWindowSumsPassAGibIsLeftToTheHost) {
+  // Float planes keep 32 bytes of window sums a value on the device while SSIM is measured:
+  // up to 1 GiB a sample there; beyond it, the host measures (decode_measured declines).
+  const auto plan = [](dtype t, u64 h, u64 w, bool ssim, double range = 1.0) {
+    const geometry g{layout::nhw, 1, 1, h, w};
+    return detail::measure_plan_of(make_view(g, t, static_cast<const void*>(nullptr), 1), ssim, range);
+  };
+  EXPECT_TRUE(detail::measures_on_device(plan(dtype::f32, 4096, 4096, true)));  // 512 MiB
+  EXPECT_FALSE(detail::measures_on_device(plan(dtype::f32, 5800, 5800, true)));
+  EXPECT_FALSE(detail::measures_on_device(plan(dtype::f16, 5800, 5800, true)));
+  EXPECT_TRUE(detail::measures_on_device(plan(dtype::f32, 5800, 5800, false)));  // no SSIM
+  EXPECT_TRUE(detail::measures_on_device(plan(dtype::f32, 5800, 5800, true, 0.0)));  // not measured
+  EXPECT_TRUE(detail::measures_on_device(plan(dtype::u8, 5800, 5800, true)));  // exact: no sums kept
+}
+
 TEST(QualityGrid, EightAndSixteenBitIntegersTakeTheExactSums) {
   for (dtype t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16}) EXPECT_TRUE(detail::exact_sums(t));
   for (dtype t : {dtype::f16, dtype::f32, dtype::f64, dtype::i32, dtype::u32})

@@ -512,10 +512,12 @@ class cuda_backend final : public backend {
     if (coeffs.size() < original.samples * in_per_sample) {
       throw error(errc::invalid_argument, "coefficient buffer too small");
     }
+    const double range = acc.known_range().value_or(0.0);
+    const sample_view one = make_view(g, original.type, static_cast<void*>(nullptr), 1);
+    if (!measures_on_device(measure_plan_of(one, acc.computes_ssim(), range))) return false;
     constexpr u64 out_per_sample = measure_outputs * sizeof(double);
     std::vector<double> figures(original.samples * measure_outputs);
     extremes batch_extremes = no_extremes();
-    const double range = acc.known_range().value_or(0.0);
     if (original.samples > 0) {
       const std::lock_guard<std::mutex> one_at_a_time(calls_);
       const device_guard on(device_);

@@ -447,6 +447,17 @@ inline measure_scratch measure_scratch_of(const measure_plan& m) {
   return s;
 }
 
+/** The most device memory one sample's measure may keep (float planes' window sums: 32 bytes
+ *  a value with SSIM): a sample that needs more (f32 planes of more than 32 Mi values; f16,
+ *  f32 and the rest alike) is measured on the host, as much as the CPU takes, where the
+ *  device could run out. */
+constexpr std::uint64_t most_sample_scratch = std::uint64_t(1) << 30;
+
+/** Whether the device measures samples of `one` (the plan of one of them). */
+inline bool measures_on_device(const measure_plan& one) {
+  return measure_scratch_of(one).bytes <= most_sample_scratch;
+}
+
 /** The batch that quality_accumulator::measure gives, from the figures of the plan's samples
  *  (measure_outputs doubles each) and their extremes merged. */
 inline void batch_of_outputs(const measure_plan& m, const double* out, const extremes& e,

@@ -390,7 +390,7 @@ TEST(CudaMeasure, DecodeMeasuredGivesTheHostsFiguresBitForBitInEveryType) {
 TEST(CudaMeasure, ABatchOfSeveralStreamedPartsPinnedOrNotMeasuresAsTheHost) {
   REQUIRE_DEVICE();
   // 400 images of 96x96x3: parts of 100 on two streams; the original pageable (staged), then
-  // in the backend's pinned memory (copied directly).
+  // in the backend's pinned memory (copied directly); then parts of other sizes.
   auto gpu = make_backend(backend_kind::cuda);
   auto cpu = make_backend(backend_kind::cpu);
   const setting s{dtype::u8, layout::nhwc, 400, 96, 96, 3, 8, 2, coeff_type::f16};
@@ -406,6 +406,12 @@ TEST(CudaMeasure, ABatchOfSeveralStreamedPartsPinnedOrNotMeasuresAsTheHost) {
   std::vector<std::byte> coeffs(s.n * coeff_bytes_per_sample(p, g));
   cpu->encode(p, view, coeffs);
   expect_same_figures(measure_both(*gpu, *cpu, p, g, view, coeffs, true), "pinned original");
+  // 2000 samples of 8x8 in one part (the batch's extremes merged by a CTA over more samples
+  // than its threads), and 1003 f32 samples of 64x64 in parts of 250 and a last of 3.
+  expect_device_measures_as_host<std::uint8_t>({dtype::u8, layout::nhw, 2000, 8, 8, 1, 8, 2, coeff_type::f16},
+                                               *gpu, *cpu, 322, 0, 256);
+  expect_device_measures_as_host<float>({dtype::f32, layout::nhw, 1003, 64, 64, 1, 8, 4, coeff_type::f32},
+                                        *gpu, *cpu, 323, -10, 10);
 }
 
 TEST(CudaMeasure, AStridedOriginalIsMeasuredOnTheHost) {

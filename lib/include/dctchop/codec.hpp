@@ -106,8 +106,9 @@ class backend {
    *  that `acc.measure(original, decoded, threads, into)` gives, bit for bit, on the backend's
    *  device: the decoded values need not come back to the host, nor the host's cores measure
    *  them. Returns false, having done nothing, where the backend does not (the CPU backend;
-   *  CUDA for views whose samples are not dense): dctchop::decode_and_measure (metrics.hpp)
-   *  then decodes and measures on the host. */
+   *  CUDA for views whose samples are not dense, and for samples whose measure would keep
+   *  more than 1 GiB of device memory): dctchop::decode_and_measure (metrics.hpp) then
+   *  decodes and measures on the host. */
   virtual bool decode_measured(const codec_params& params, std::span<const std::byte> coeffs,
                                const const_sample_view& original, const quality_accumulator& acc,
                                quality_batch& into) {
