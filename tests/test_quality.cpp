@@ -849,12 +849,12 @@ std::size_t dense_bytes(const const_sample_view& v) {
 }
 
 /** The CPU backend, but one that measures on its "device" (backend::decode_measured: it decodes
- *  into memory of its own and measures there, counting its calls) and whose decode() writes
- *  zeros. A pipeline that measured what decode() gave, instead of or beside the figures of
+ *  into memory of its own and measures there) and whose decode() writes zeros, each counting
+ *  its calls. A pipeline that measured what decode() gave, instead of or beside the figures of
  *  decode_measured, would report other figures than the CPU backend's. */
 class measuring_backend final : public backend {
  public:
-  int calls = 0;
+  int calls = 0, decodes = 0;  // of decode_measured, of decode
   std::string name() const override { return "measuring"; }
   void encode(const codec_params& p, const const_sample_view& in,
               std::span<std::byte> coeffs) override {
@@ -862,6 +862,7 @@ class measuring_backend final : public backend {
   }
   void decode(const codec_params& p, std::span<const std::byte> coeffs,
               const sample_view& out) override {
+    ++decodes;
     inner_->decode(p, coeffs, out);
     std::memset(out.data, 0, dense_bytes(out));
   }
@@ -900,6 +901,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     const auto rm = formats::compress_npy(in, dir.file("m.dcz"), be, co);
     ASSERT_GT(rm.chunks, 1u);
     EXPECT_EQ(be.calls, static_cast<int>(rm.chunks));
+    EXPECT_EQ(be.decodes, 0);
     ASSERT_TRUE(rc.q && rm.q);
     expect_same_figures(*rm.q, *rc.q);
     EXPECT_EQ(read_bytes(dir.file("m.dcz")).size(), read_bytes(dir.file("c.dcz")).size());
@@ -908,6 +910,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     const auto vc = formats::verify_archive(dir.file("c.dcz"), in, *plain, one_thread());
     const auto vm = formats::verify_archive(dir.file("c.dcz"), in, be, one_thread());
     EXPECT_EQ(be.calls, static_cast<int>(rm.chunks));
+    EXPECT_EQ(be.decodes, 0);
     ASSERT_TRUE(vc.q && vm.q);
     expect_same_figures(*vm.q, *vc.q);
     expect_same_figures(*vc.q, *rc.q);  // (verify measures what compress measured)
@@ -921,6 +924,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     ASSERT_EQ(em.rows.size(), 3u);
     ASSERT_EQ(ec.rows.size(), 3u);
     EXPECT_EQ(be.calls, 3);  // (one chunk: 64 MiB of input)
+    EXPECT_EQ(be.decodes, 3 + 1);  // timed, and the first chunk's untimed warm-up
     for (std::size_t i = 0; i < em.rows.size(); ++i) {
       SCOPED_TRACE(em.rows[i].chop);
       ASSERT_TRUE(em.rows[i].error.empty()) << em.rows[i].error;
@@ -933,6 +937,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     const auto sc = formats::compress_npy(in, dir.file("c.dcz"), *plain, co);
     const auto sm = formats::compress_npy(in, dir.file("m.dcz"), be, co);
     EXPECT_GT(be.calls, 0);
+    EXPECT_EQ(be.decodes, 3 + 1);  // (eval's, above: the search and compress call none)
     EXPECT_EQ(sm.codec.chop, sc.codec.chop);
     ASSERT_EQ(sm.trials.size(), sc.trials.size());
     for (std::size_t i = 0; i < sm.trials.size(); ++i) {

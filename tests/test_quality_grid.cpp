@@ -152,6 +152,8 @@ void every_shape(int seed) {
       {layout::nhwc, 4, 8, 263, 1},    // a tile of one window
       {layout::nchw, 3, 120, 100, 1},  // 36000 values: two runs of an 8-bit type, 9 of floats
       {layout::nhw, 1, 65, 127, 2},    // 8255 values: 3 runs of floats, the last of 63 (7 past the lanes)
+      {layout::nhw, 1, 41, 100, 2},    // 4100 values: a last run of 4, all past the lanes
+      {layout::nhw, 1, 64, 64, 2},     // 4096 values: one whole run
       {layout::nhw, 1, 1, 1, 3},       // one value
   };
   for (const shape& s : shapes) {
@@ -217,7 +219,7 @@ TEST(QualityGrid, SixteenBitSamplesOfSeveralRunsSumAsTheCpuDoes) {
 }
 
 TEST(QualityGrid, FloatSamplesOfSeveralRunsSumAsTheCpuDoes) {
-  // 20300 f32 values: 4 runs of float_sum_run and one of 3756, 4 of them past the lanes.
+  // 20300 f32 values: 4 runs of float_sum_run and one of 3916, 4 of them past the lanes.
   // Errors of very different sizes, so that the order of the sums shows in the figure: the
   // eight lanes summed over the whole sample give another one. The grid must sum a run's
   // lanes, then the runs, as the CPU does.
@@ -242,16 +244,30 @@ TEST(QualityGrid, FloatSamplesOfSeveralRunsSumAsTheCpuDoes) {
   const quality_batch cpu = acc.measure(make_view(g, dtype::f32, static_cast<const void*>(a.data()), 1),
                                         make_view(g, dtype::f32, static_cast<const void*>(b.data()), 1), 1);
   EXPECT_NE(cpu.sse[0], whole_lanes) << "the data no longer shows the order";
-  // The extremes of lanes carried across the runs, none in the last: the largest error in
-  // run 1, a NaN in run 2 passed over, the range's ends in runs 2 and 3, a -0 in run 3 after
-  // a +0 first value.
-  a[0] = 0.0f;
-  b[5001] = a[5001] + 250.0f;
-  a[9000] = std::numeric_limits<float>::quiet_NaN();
-  a[10000] = 300.0f;
-  a[13000] = -300.0f;
-  a[15001] = -0.0f;
-  expect_same_batch(g, 1, a, b, false);
+  // The extremes of lanes carried across the runs, where the order shows: values above 0
+  // after a first value of 1, then a +0 on lane 5 of run 0 and a -0 on lane 3 of run 1. The
+  // CPU's lanes end at +0 (lane 5) and -0 (lane 3), and the lanes merged in order give -0;
+  // the runs merged first (+0, then -0 not less) would give +0.
+  std::vector<float> p(n), q(n);
+  for (u64 i = 0; i < n; ++i) {
+    p[i] = 1.0f + std::fabs(a[i]);
+    q[i] = p[i] + 1e-3f * any(rng);
+  }
+  p[0] = 1.0f;
+  p[5] = 0.0f;
+  p[4099] = -0.0f;
+  expect_same_batch(g, 1, p, q, false);
+  {
+    const quality_batch on_cpu = acc.measure(make_view(g, dtype::f32, static_cast<const void*>(p.data()), 1),
+                                             make_view(g, dtype::f32, static_cast<const void*>(q.data()), 1), 1);
+    EXPECT_TRUE(on_cpu.mn == 0.0 && std::signbit(on_cpu.mn)) << "the data no longer shows the order";
+  }
+  // A NaN in a later run passed over by the extremes (the squared error is NaN); a NaN
+  // first value stays in them.
+  p[9000] = std::numeric_limits<float>::quiet_NaN();
+  expect_same_batch(g, 1, p, q, false);
+  p[0] = std::numeric_limits<float>::quiet_NaN();
+  expect_same_batch(g, 1, p, q, false);
 }
 
 TEST(QualityGrid, DecodedImagesMeasureAsOnTheHost) {

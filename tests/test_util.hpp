@@ -67,8 +67,9 @@ namespace dctchop::test {
 
 namespace fs = std::filesystem;
 
-/** Every figure of two quality reports equal, to the bit: the same data measured two ways
- *  (in batches or whole, on the host or on a device). */
+/** Every figure of two quality reports equal (as doubles: +0 equals -0, and a NaN equals
+ *  nothing): the same data measured two ways (in batches or whole, on the host or on a
+ *  device). */
 inline void expect_same_figures(const quality& a, const quality& b) {
   EXPECT_EQ(a.samples, b.samples);
   EXPECT_EQ(a.values, b.values);

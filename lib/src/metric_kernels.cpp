@@ -81,7 +81,8 @@ void split_row(const const_sample_view& v, u64 n, u64 r, u64 c0, u64 c1,
 
 /** Squared error, max abs error and the original's range over `count` contiguous values.
  *  8- and 16-bit integer types sum exactly in integers; floats and 32-bit integers (whose
- *  squared differences reach 2^64) in eight double lanes (a fixed summation order). */
+ *  squared differences reach 2^64) in eight double lanes in runs of float_sum_run values (a
+ *  fixed summation order, which the CUDA backend's measure keeps: quality_grid.hpp). */
 template <typename T>
 error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 count) {
   error_stats st;

@@ -201,7 +201,7 @@ DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b,
  *  runs (l[run * 8 + j]), in the CPU's order: each run's lanes in order, then the runs in
  *  order; each lane's extremes over the runs in order, then the lanes in order. */
 DCTCHOP_HD extremes merge_lanes(const lane_stats* l, std::uint64_t runs, double& sse) {
-  lane_stats lane[sum_lanes];
+  lane_stats lane[sum_lanes] = {};  // (a sample has a value at least: runs >= 1)
   sse = 0;
   for (std::uint64_t r = 0; r < runs; ++r) {
     const lane_stats* lr = l + r * sum_lanes;
