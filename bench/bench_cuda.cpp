@@ -205,7 +205,9 @@ void host_run(benchmark::State& state, const workload& w, host_op what, bool pin
     // staging) grown by the operation that is timed, not in its first timed run.
     // measure: the decode measured against the input on the device (PSNR's and SSIM's sums,
     // backend::decode_measured), as compress runs it by default; the input stays as it is.
-    const quality_accumulator acc(w.type, std::nullopt, true);
+    // (floats: SSIM at a range given, as compress's first pass would find one)
+    const quality_accumulator acc(w.type, is_float(w.type) ? std::optional<double>(1.0) : std::nullopt,
+                                  true);
     quality_batch figures;
     const auto run = [&] {
       switch (what) {
@@ -265,6 +267,7 @@ void BM_host_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(40
 void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::encode, true); }
 void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::decode, true); }
 void BM_host_pinned_measure_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::measure, true); }
+void BM_host_pinned_measure_f32_512x512(benchmark::State& s) { host_run(s, fields_f32(1024, chop(s)), host_op::measure, true); }
 
 // A fixed number of iterations: each call of a benchmark function sets up its buffers again
 // (device memory, an upload, pinned memory), and Google Benchmark's search for an iteration
@@ -299,6 +302,7 @@ BENCHMARK(BM_host_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_encode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_measure_u8_256x256x3)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
+BENCHMARK(BM_host_pinned_measure_f32_512x512)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
 
 }  // namespace
 
