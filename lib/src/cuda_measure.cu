@@ -1,8 +1,8 @@
 // The quality measure on the device: kernels whose threads run the functions of
 // quality_grid.hpp (which tests/test_quality_grid.cpp runs on the CPU, thread by thread):
-// each sample's statistics (exact: a CTA a run; floats: a thread a lane), each column slid
-// down its plane (floats), each window row's SSIM sum, each sample's figures, and the batch's
-// extremes.
+// each sample's statistics (exact: a CTA a run; floats: a thread a lane of a run), each
+// column slid down its plane (floats), each window row's SSIM sum, each sample's figures, and
+// the batch's extremes.
 #include "cuda_measure.hpp"
 
 #include <algorithm>
@@ -111,8 +111,11 @@ __global__ void __launch_bounds__(measure_threads)
   if (threadIdx.x == 0) *batch = merge_extremes(*batch, part[0]);
 }
 
+/** CTAs of a grid of a thread an item (`threads` of them), or 0 past CUDA's grid (2^31 - 1
+ *  CTAs), which launch() refuses: the stream's parts keep far fewer (32 MiB of input). */
 unsigned ctas_for_threads(u64 threads) {
-  return static_cast<unsigned>((threads + measure_threads - 1) / measure_threads);
+  const u64 ctas = (threads + measure_threads - 1) / measure_threads;
+  return ctas <= 0x7fffffffu ? static_cast<unsigned>(ctas) : 0u;
 }
 
 template <typename T>
@@ -120,6 +123,9 @@ cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* sc
                    extremes* batch, cudaStream_t s) {
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
+  if (ctas_for_threads(m.samples * std::max<u64>(m.runs * sum_lanes, m.planes * m.w)) == 0) {
+    return cudaErrorInvalidValue;  // (nothing queued)
+  }
   const measure_scratch at = measure_scratch_of(m);
   auto* base = static_cast<unsigned char*>(scratch);
   auto* sample_extremes = reinterpret_cast<extremes*>(base + at.sample_extremes);
