@@ -40,18 +40,14 @@ __global__ void __launch_bounds__(measure_threads)
 template <typename T>
 __global__ void lane_kernel(measure_plan m, const T* a, const T* b, lane_stats* lanes) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= m.samples * m.runs * sum_lanes) return;
-  lanes[i] = lane_thread(m, a, b, i / sum_lanes / m.runs, i / sum_lanes % m.runs,
-                         static_cast<unsigned>(i % sum_lanes));
+  if (i < lane_threads(m)) lanes[i] = lane_thread(m, a, b, i);
 }
 
 /** (floats, SSIM) A thread a column of a plane, down the whole plane. */
 template <typename T>
 __global__ void slide_kernel(measure_plan m, const T* a, const T* b, column_sums<double>* slid) {
   const u64 i = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= m.samples * m.planes * m.w) return;
-  const u64 s = i / (m.planes * m.w), c = i / m.w % m.planes, x = i % m.w;
-  slide_column(m, a, b, s, c, x, plane_shift(m, a, s, c), slid + slid_at(m, s, c, 0, x), m.w);
+  if (i < slide_threads(m)) slide_column(m, a, b, i, slid);
 }
 
 /** A CTA a window row (ssim_cta_of), a tile at a time, in the phases of quality_grid.hpp. */
@@ -88,8 +84,7 @@ __global__ void finish_kernel(measure_plan m, const unsigned char* stats, const 
                               double* out, extremes* sample_extremes) {
   const u64 s = static_cast<u64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= m.samples) return;
-  const u64 per_sample = m.runs * (m.exact ? sizeof(run_stats) : sum_lanes * sizeof(lane_stats));
-  sample_extremes[s] = finish_sample(m, stats + s * per_sample,
+  sample_extremes[s] = finish_sample(m, stats + s * stats_bytes(m),
                                      m.ssim ? rows + s * m.planes * m.rows : nullptr,
                                      out + s * measure_outputs);
 }
@@ -123,7 +118,7 @@ cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* sc
                    extremes* batch, cudaStream_t s) {
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
-  if (ctas_for_threads(m.samples * std::max<u64>(m.runs * sum_lanes, m.planes * m.w)) == 0) {
+  if (ctas_for_threads(std::max(lane_threads(m), slide_threads(m))) == 0) {
     return cudaErrorInvalidValue;  // (nothing queued)
   }
   const measure_scratch at = measure_scratch_of(m);
@@ -135,10 +130,10 @@ cudaError_t launch(const measure_plan& m, const void* a, const void* b, void* sc
     run_stats_kernel<T><<<ctas_over(m.samples * m.runs), measure_threads, 0, s>>>(
         m, pa, pb, reinterpret_cast<run_stats*>(base + at.stats));
   } else {
-    lane_kernel<T><<<ctas_for_threads(m.samples * m.runs * sum_lanes), measure_threads, 0, s>>>(
+    lane_kernel<T><<<ctas_for_threads(lane_threads(m)), measure_threads, 0, s>>>(
         m, pa, pb, reinterpret_cast<lane_stats*>(base + at.stats));
     if (m.ssim) {
-      slide_kernel<T><<<ctas_for_threads(m.samples * m.planes * m.w), measure_threads, 0, s>>>(
+      slide_kernel<T><<<ctas_for_threads(slide_threads(m)), measure_threads, 0, s>>>(
           m, pa, pb, slid);
     }
   }

@@ -162,14 +162,21 @@ struct lane_stats {
   double sse, max_abs, mn, mx;
 };
 
-/** (floats) Lane j (< 8) of run `run` of sample s: the run's values j, j + 8, ... below the
- *  sample's last multiple of 8, in order, and for lane 0 of the last run the rest after them
- *  (the runs are multiples of 8 long); the squared errors from 0, and every lane's least and
- *  greatest from the sample's first value (merge_lanes takes each lane's over the runs in
- *  order, which gives what the CPU's lane, carried across the runs, gives). */
+/** (floats) Threads of the lane grid: a lane of a run of each sample. */
+DCTCHOP_HD std::uint64_t lane_threads(const measure_plan& m) {
+  return m.samples * m.runs * sum_lanes;
+}
+
+/** (floats) Thread i of the lane grid: lane j = i % 8 of run `run` = i / 8 % runs of sample
+ *  s = i / 8 / runs. The run's values j, j + 8, ... below the sample's last multiple of 8,
+ *  in order, and for lane 0 of the last run the rest after them (the runs are multiples of 8
+ *  long); the squared errors from 0, and every lane's least and greatest from the sample's
+ *  first value (merge_lanes takes each lane's over the runs in order, which gives what the
+ *  CPU's lane, carried across the runs, gives). */
 template <typename T>
-DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
-                                  std::uint64_t run, unsigned j) {
+DCTCHOP_HD lane_stats lane_thread(const measure_plan& m, const T* a, const T* b, std::uint64_t i) {
+  const auto j = static_cast<unsigned>(i % sum_lanes);
+  const std::uint64_t run = i / sum_lanes % m.runs, s = i / sum_lanes / m.runs;
   const T* pa = a + static_cast<std::int64_t>(s) * m.stride_sample;
   const T* pb = b + static_cast<std::int64_t>(s) * m.stride_sample;
   const double first = as_double(pa[0]);
@@ -280,13 +287,27 @@ DCTCHOP_HD column_sums<std::int64_t> column_sum(const measure_plan& m, const T* 
   return r;
 }
 
-/** (floats) The column sums of every window row of one column, slid down the plane as the
- *  CPU's ssim_rows does (the new row added, the row 7 above taken away, nothing taken away
- *  while the first 7 come in): into out[(r - 6) * stride] for rows r >= 6. */
+/** Where slide_column leaves column `col` of window row `row` of plane c of sample s. */
+DCTCHOP_HD std::uint64_t slid_at(const measure_plan& m, std::uint64_t s, std::uint64_t c,
+                                 std::uint64_t row, std::uint64_t col) {
+  return ((s * m.planes + c) * m.rows + row) * m.w + col;
+}
+
+/** (floats, SSIM) Threads of the slide grid: a column of each plane of each sample. */
+DCTCHOP_HD std::uint64_t slide_threads(const measure_plan& m) { return m.samples * m.planes * m.w; }
+
+/** (floats) Thread i of the slide grid: column col = i % w of plane c = i / w % planes of
+ *  sample s = i / (planes * w). The column sums of its every window row, slid down the
+ *  plane as the CPU's ssim_rows does (the new row added, the row 7 above taken away,
+ *  nothing taken away while the first 7 come in): into slid_at(m, s, c, r - 6, col) for
+ *  rows r >= 6. */
 template <typename T>
-DCTCHOP_HD void slide_column(const measure_plan& m, const T* a, const T* b, std::uint64_t s,
-                             std::uint64_t c, std::uint64_t col, double shift,
-                             column_sums<double>* out, std::uint64_t stride) {
+DCTCHOP_HD void slide_column(const measure_plan& m, const T* a, const T* b, std::uint64_t i,
+                             column_sums<double>* slid) {
+  const std::uint64_t s = i / (m.planes * m.w), c = i / m.w % m.planes, col = i % m.w;
+  const double shift = plane_shift(m, a, s, c);
+  column_sums<double>* out = slid + slid_at(m, s, c, 0, col);
+  const std::uint64_t stride = m.w;  // (from one window row to the next)
   column_sums<double> r{0.0, 0.0, 0.0, 0.0};
   for (std::uint64_t row = 0; row < m.h; ++row) {
     const std::int64_t at = value_at(m, s, c, row, col);
@@ -339,12 +360,6 @@ struct ssim_cta {
 DCTCHOP_HD ssim_cta ssim_cta_of(const measure_plan& m, std::uint64_t cta) {
   const std::uint64_t sp = cta / m.rows;
   return {sp / m.planes, sp % m.planes, cta % m.rows};
-}
-
-/** Where slide_column leaves column `col` of window row `row` of plane c of sample s. */
-DCTCHOP_HD std::uint64_t slid_at(const measure_plan& m, std::uint64_t s, std::uint64_t c,
-                                 std::uint64_t row, std::uint64_t col) {
-  return ((s * m.planes + c) * m.rows + row) * m.w + col;
 }
 
 template <typename T>
@@ -433,13 +448,15 @@ DCTCHOP_HD extremes finish_sample(const measure_plan& m, const void* stats, cons
 struct measure_scratch {
   std::uint64_t stats, sample_extremes, rows, slid, bytes;
 };
+/** Bytes of a sample's statistics: its runs' (exact) or its runs' lanes' (floats). */
+DCTCHOP_HD std::uint64_t stats_bytes(const measure_plan& m) {
+  return m.runs * (m.exact ? sizeof(run_stats) : sum_lanes * sizeof(lane_stats));
+}
 inline std::uint64_t round16(std::uint64_t n) { return (n + 15) / 16 * 16; }
 inline measure_scratch measure_scratch_of(const measure_plan& m) {
   measure_scratch s{};
   s.stats = 0;
-  const std::uint64_t per_sample =
-      m.runs * (m.exact ? sizeof(run_stats) : sum_lanes * sizeof(lane_stats));
-  s.sample_extremes = round16(m.samples * per_sample);
+  s.sample_extremes = round16(m.samples * stats_bytes(m));
   s.rows = s.sample_extremes + round16(m.samples * sizeof(extremes));
   const std::uint64_t row_sums = m.ssim ? m.samples * m.planes * m.rows : 0;
   s.slid = s.rows + round16(row_sums * sizeof(double));
@@ -481,7 +498,7 @@ inline void batch_of_outputs(const measure_plan& m, const double* out, const ext
 template <typename T>
 extremes measure_on_host(const measure_plan& m, const T* a, const T* b, double* out) {
   std::vector<run_stats> runs(m.exact ? m.samples * m.runs : 0);
-  std::vector<lane_stats> lanes(m.exact ? 0 : m.samples * m.runs * sum_lanes);
+  std::vector<lane_stats> lanes(m.exact ? 0 : lane_threads(m));
   if constexpr (exact_sums_of<T>) {
     for (std::uint64_t i = 0; i < runs.size(); ++i) {
       run_stats r = no_stats();
@@ -490,17 +507,13 @@ extremes measure_on_host(const measure_plan& m, const T* a, const T* b, double* 
       runs[i] = r;
     }
   } else {
-    for (std::uint64_t i = 0; i < lanes.size(); ++i)
-      lanes[i] = lane_thread(m, a, b, i / sum_lanes / m.runs, i / sum_lanes % m.runs,
-                             static_cast<unsigned>(i % sum_lanes));
+    for (std::uint64_t i = 0; i < lanes.size(); ++i) lanes[i] = lane_thread(m, a, b, i);
   }
   std::vector<double> rows(m.ssim ? m.samples * m.planes * m.rows : 0);
   std::vector<column_sums<double>> slid(!m.exact ? rows.size() * m.w : 0);
   if constexpr (!exact_sums_of<T>) {
-    for (std::uint64_t i = 0; i < m.samples * m.planes * m.w && m.ssim; ++i) {
-      const std::uint64_t s = i / (m.planes * m.w), c = i / m.w % m.planes, x = i % m.w;
-      slide_column(m, a, b, s, c, x, plane_shift(m, a, s, c), slid.data() + slid_at(m, s, c, 0, x),
-                   m.w);
+    for (std::uint64_t i = 0; i < slide_threads(m) && m.ssim; ++i) {
+      slide_column(m, a, b, i, slid.data());
     }
   }
   for (std::uint64_t cta = 0; cta < rows.size(); ++cta) {
