@@ -305,6 +305,17 @@ DCTCHOP_HD line_place line_place_of(std::uint64_t row, std::uint32_t pos, const 
   return at;
 }
 
+#if !defined(__CUDA_ARCH__)
+/** A host run of a device path met an address that the device's wide load or store of
+ *  `bytes` would take misaligned (on a GPU, a fault that loses the context): the path's own
+ *  defect, which the host tests are there to find. */
+[[noreturn]] inline void throw_misaligned(const char* access, std::size_t bytes) {
+  throw error(errc::internal, std::string("CUDA grid on the host: a ") + access + " of " +
+                                  std::to_string(bytes) +
+                                  " bytes at an address that is no multiple of them");
+}
+#endif
+
 /** Coefficients `first` to first + N - 1 of a coefficient array of tag C (block.hpp), as
  *  Real (exact), the values get reads. Where their bytes split into 32-bit words (N * size a
  *  multiple of 4), in loads of 16, 8 or 4 bytes: at chop 4, one 8-byte load of f16 where four
@@ -328,7 +339,10 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
       // one load of `chunk` bytes (the alignment is known from the type; memcpy's would not be)
       const words ws = reinterpret_cast<const words*>(src)[c];
 #else
-      words ws;  // the host reads the bytes as they are (no aliasing through another type)
+      // The host reads the bytes as they are (no aliasing through another type), and checks
+      // the alignment that the device's load takes: there a misaligned one faults.
+      if (reinterpret_cast<std::uintptr_t>(src) % chunk != 0) throw_misaligned("load", chunk);
+      words ws;
       std::memcpy(&ws, src + c * chunk, sizeof ws);
 #endif
       DCTCHOP_UNROLL
@@ -339,32 +353,38 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
   }
 }
 
+/** convert_out4 as the device computes it (the Ops of scalar.hpp: device_conversions on a
+ *  GPU, an emulation of the same instructions in the host tests). Each value is rounded to
+ *  an int (cvt.rni, which saturates, and gives 0 for a NaN: hence the max with the low end
+ *  first for i8) and two cvt.pack.sat instructions clamp pairs of them to bytes and pack
+ *  them, the first value in the lowest byte; the two clamps a value and three byte inserts
+ *  took 11 instructions more. The same bytes as convert_out: rounding and then clamping to a
+ *  range of integers gives what clamping and then rounding gives. */
+template <typename Ops, typename Out>
+DCTCHOP_HD void convert_out4_on_device(const float* v, float offset, Out* dst) {
+  static_assert(sizeof(Out) == 1, "four bytes");
+  std::int32_t i[4];
+  DCTCHOP_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    const float x = v[j] + offset;
+    i[j] = Ops::rni_s32(std::is_signed_v<Out> ? Ops::max(x, -128.0f) : x);
+  }
+  std::uint32_t d = 0;
+  if constexpr (std::is_signed_v<Out>) {
+    d = Ops::pack_sat_s8(i[1], i[0], Ops::pack_sat_s8(i[3], i[2], 0));
+  } else {
+    d = Ops::pack_sat_u8(i[1], i[0], Ops::pack_sat_u8(i[3], i[2], 0));
+  }
+  std::memcpy(dst, &d, 4);
+}
+
 /** convert_out of four u8 or i8 values (v + offset, rounded to nearest even, clamped to Out's
- *  range; a NaN gives the range's low end). On a GPU each is rounded to an int (cvt.rni, which
- *  saturates, and gives 0 for a NaN: hence the max with the low end first for i8) and two
- *  cvt.pack.sat instructions clamp pairs of them to bytes and pack them, the first value in
- *  the lowest byte; the two clamps a value and three byte inserts took 11 instructions more.
- *  The same bytes: rounding and then clamping to a range of integers gives what clamping and
- *  then rounding gives. */
+ *  range; a NaN gives the range's low end): on a GPU by convert_out4_on_device. */
 template <typename Out, typename Real>
 DCTCHOP_HD void convert_out4(const Real* v, Real offset, Out* dst) {
   static_assert(sizeof(Out) == 1 && std::is_same_v<Real, float>, "u8 and i8 sum in float");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 720
-  int i[4];
-  DCTCHOP_UNROLL
-  for (int j = 0; j < 4; ++j) {
-    const float x = v[j] + offset;
-    i[j] = __float2int_rn(std::is_signed_v<Out> ? fmaxf(x, -128.0f) : x);
-  }
-  unsigned hi = 0, d = 0;
-  if constexpr (std::is_signed_v<Out>) {
-    asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(i[3]), "r"(i[2]), "r"(0));
-    asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(i[1]), "r"(i[0]), "r"(hi));
-  } else {
-    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(i[3]), "r"(i[2]), "r"(0));
-    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(i[1]), "r"(i[0]), "r"(hi));
-  }
-  std::memcpy(dst, &d, 4);
+  convert_out4_on_device<device_conversions>(v, offset, dst);
 #else
   for (int j = 0; j < 4; ++j) dst[j] = convert_out<Out>(v[j], offset);
 #endif
@@ -643,6 +663,10 @@ DCTCHOP_HD void decode_elements(std::uint64_t row, std::uint32_t pos, const Real
           reinterpret_cast<bits*>(p)[q] = wb[q];
         }
 #else
+        // (the alignment that the device's stores take, checked: there a misaligned one faults)
+        if (reinterpret_cast<std::uintptr_t>(p) % alignof(word) != 0) {
+          throw_misaligned("store", alignof(word));
+        }
         std::memcpy(p, &w, sizeof w);
 #endif
       } else {

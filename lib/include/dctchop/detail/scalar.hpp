@@ -29,21 +29,53 @@ DCTCHOP_HD float bits_float(std::uint32_t u) {
   return f;
 }
 
-/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN (quiet,
- *  the payload's top bits kept: what F16C's vcvtps2ph gives, so the AVX2 kernels store the
- *  same bits). Branch-free (every path computed, one selected) so that loops over it
- *  vectorise. On the device, the hardware's conversion (round to nearest even, overflow to
- *  inf, subnormal results kept: one instruction where the bit arithmetic takes about
- *  fifteen, as many as the rest of an encode's work on a coefficient), except for NaN, whose
- *  payload it does not keep. */
-DCTCHOP_HD std::uint16_t float_to_half(float f) {
+/** The device's own instructions that its paths below take (float_to_half, round_clamp_to,
+ *  cuda_grid.hpp's convert_out4), as the PTX ISA defines them: on a GPU each is one
+ *  instruction (device_conversions). Those paths are templates of an Ops type, so that the
+ *  host tests run them too, with an emulation written from the ISA
+ *  (tests/ptx_emulation.hpp): the logic around the instructions (NaN, saturation, the order
+ *  of packed bytes) is then covered where no GPU is. An Ops type has, static:
+ *  - rni_s32(x), rni_u32(x), x float or double: cvt.rni.{s32,u32}, round to nearest even,
+ *    clamped to the integer's range, NaN to 0;
+ *  - max(a, b), min(a, b), float or double: the number where one operand is NaN;
+ *  - rn_f16(float): cvt.rn.f16.f32, round to nearest even, overflow to inf, subnormals kept;
+ *  - pack_sat_u8(a, b, c), pack_sat_s8(a, b, c): cvt.pack.sat.{u8,s8}.s32.b32, a and b
+ *    clamped to a byte's range, c's low half above them: c << 16 | a << 8 | b. */
 #if defined(__CUDA_ARCH__)
-  if (f == f) {
+struct device_conversions {
+  static __device__ __forceinline__ int rni_s32(float x) { return __float2int_rn(x); }
+  static __device__ __forceinline__ unsigned rni_u32(float x) { return __float2uint_rn(x); }
+  static __device__ __forceinline__ int rni_s32(double x) { return __double2int_rn(x); }
+  static __device__ __forceinline__ unsigned rni_u32(double x) { return __double2uint_rn(x); }
+  static __device__ __forceinline__ float max(float a, float b) { return fmaxf(a, b); }
+  static __device__ __forceinline__ float min(float a, float b) { return fminf(a, b); }
+  static __device__ __forceinline__ double max(double a, double b) { return fmax(a, b); }
+  static __device__ __forceinline__ double min(double a, double b) { return fmin(a, b); }
+  static __device__ __forceinline__ std::uint16_t rn_f16(float f) {
     std::uint16_t h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
   }
+#if __CUDA_ARCH__ >= 720
+  static __device__ __forceinline__ unsigned pack_sat_u8(int a, int b, unsigned c) {
+    unsigned d;
+    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+  }
+  static __device__ __forceinline__ unsigned pack_sat_s8(int a, int b, unsigned c) {
+    unsigned d;
+    asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+  }
 #endif
+};
+#endif
+
+/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN (quiet,
+ *  the payload's top bits kept: what F16C's vcvtps2ph gives, so the AVX2 kernels store the
+ *  same bits). Branch-free (every path computed, one selected) so that loops over it
+ *  vectorise. The host's conversion, and the device's for NaN. */
+DCTCHOP_HD std::uint16_t float_to_half_bits(float f) {
   std::uint32_t x = float_bits(f);
   const std::uint32_t sign = x & 0x80000000u;
   x ^= sign;
@@ -58,6 +90,27 @@ DCTCHOP_HD std::uint16_t float_to_half(float f) {
       (x + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((x >> 13) & 1u)) >> 13;
   const std::uint32_t o = x >= 0x47800000u ? o_big : (x < 0x38800000u ? o_sub : o_norm);
   return static_cast<std::uint16_t>(o | (sign >> 16));
+}
+
+/** float_to_half as the device computes it: the hardware's conversion (round to nearest
+ *  even, overflow to inf, subnormal results kept: one instruction where the bit arithmetic
+ *  takes about fifteen, as many as the rest of an encode's work on a coefficient), except
+ *  for NaN, whose payload it does not keep. */
+template <typename Ops>
+DCTCHOP_HD std::uint16_t float_to_half_on_device(float f) {
+  if (f == f) return Ops::rn_f16(f);
+  return float_to_half_bits(f);
+}
+
+/** float -> IEEE binary16, round to nearest even; overflow gives +-inf, NaN stays NaN with
+ *  its payload's top bits (float_to_half_bits; on the device float_to_half_on_device, the
+ *  same bits). */
+DCTCHOP_HD std::uint16_t float_to_half(float f) {
+#if defined(__CUDA_ARCH__)
+  return float_to_half_on_device<device_conversions>(f);
+#else
+  return float_to_half_bits(f);
+#endif
 }
 
 /** IEEE binary16 -> float (exact). Branch-free. On the device, the hardware's conversion
@@ -143,31 +196,28 @@ DCTCHOP_HD Real round_clamp(Real v, Real lo, Real hi) {
   return r == r ? r : lo;
 }
 
+/** round_clamp_to as the device computes it: the value clamped with min/max (two
+ *  instructions where the compares and selects take five) and converted with the hardware's
+ *  round-to-nearest-even conversion (one instruction where the 1.5 * 2^mantissa addition and
+ *  the truncating conversion take three). The same integer, since the clamped value lies
+ *  within Out's range; a NaN gives lo (max takes the number). */
+template <typename Ops, typename Out, typename Real>
+DCTCHOP_HD Out round_clamp_to_on_device(Real v, Real lo, Real hi) {
+  static_assert(sizeof(Out) <= 4, "the device conversions give 32-bit integers");
+  const Real r = Ops::min(Ops::max(v, lo), hi);
+  if constexpr (std::numeric_limits<Out>::is_signed) {
+    return static_cast<Out>(Ops::rni_s32(r));
+  } else {
+    return static_cast<Out>(Ops::rni_u32(r));
+  }
+}
+
 /** round_clamp(v, lo, hi) as an integer type Out whose range is [lo, hi] (what the device
- *  decodes with; no device code calls round_clamp itself). On the device the value is
- *  clamped with min/max (two instructions where the compares and selects take five) and
- *  converted with the hardware's round-to-nearest-even conversion (one instruction where the
- *  1.5 * 2^mantissa addition and the truncating conversion take three): the same integer,
- *  since the clamped value lies within Out's range. */
+ *  decodes with, through round_clamp_to_on_device; no device code calls round_clamp). */
 template <typename Out, typename Real>
 DCTCHOP_HD Out round_clamp_to(Real v, Real lo, Real hi) {
 #if defined(__CUDA_ARCH__)
-  static_assert(sizeof(Out) <= 4, "the device conversions give 32-bit integers");
-  if constexpr (sizeof(Real) == 4) {
-    const float r = fminf(fmaxf(v, lo), hi);  // fmaxf gives lo for a NaN, as round_clamp
-    if constexpr (std::numeric_limits<Out>::is_signed) {
-      return static_cast<Out>(__float2int_rn(r));
-    } else {
-      return static_cast<Out>(__float2uint_rn(r));
-    }
-  } else {
-    const double r = fmin(fmax(v, lo), hi);
-    if constexpr (std::numeric_limits<Out>::is_signed) {
-      return static_cast<Out>(__double2int_rn(r));
-    } else {
-      return static_cast<Out>(__double2uint_rn(r));
-    }
-  }
+  return round_clamp_to_on_device<device_conversions, Out>(v, lo, hi);
 #else
   return static_cast<Out>(round_clamp(v, lo, hi));
 #endif
