@@ -25,79 +25,9 @@
 namespace {
 
 using namespace dctchop;
+using test::bits_text;
+using test::edge_values;
 using test::emulated_ptx;
-
-template <typename Real>
-std::string bits_text(Real v) {
-  std::ostringstream s;
-  if constexpr (sizeof(Real) == 4) {
-    s << v << " (0x" << std::hex << detail::float_bits(v) << ")";
-  } else {
-    std::uint64_t u;
-    std::memcpy(&u, &v, 8);
-    s << v << " (0x" << std::hex << u << ")";
-  }
-  return s.str();
-}
-
-/** Real values where a conversion to an integer range [lo, hi] could go wrong: every integer
- *  from lo - 3 to hi + 3 where the range is 16 bits or less (else the ends' neighbourhoods
- *  and random integers between), and about each the halves (ties to even), the Reals next
- *  to them and to the integer; the type's ends, infinities, NaNs of both signs and several
- *  payloads, +-0, subnormals; and a sweep of `sweep` of the type's bit patterns. */
-template <typename Real>
-std::vector<Real> edge_values(double lo, double hi, std::size_t sweep = std::size_t(1) << 20) {
-  using bits_t = std::conditional_t<sizeof(Real) == 4, std::uint32_t, std::uint64_t>;
-  const auto from_bits = [](bits_t u) {
-    Real v;
-    std::memcpy(&v, &u, sizeof v);
-    return v;
-  };
-  std::vector<double> centres;
-  if (hi - lo <= 65536) {
-    for (double n = lo - 3; n <= hi + 3; n += 1) centres.push_back(n);
-  } else {
-    std::mt19937_64 rng(41);
-    for (double d = -3; d <= 3; d += 1) {
-      centres.push_back(lo + d);
-      centres.push_back(hi + d);
-      centres.push_back(d);
-    }
-    for (int i = 0; i < 20000; ++i) {
-      centres.push_back(std::floor(lo + (hi - lo) * std::uniform_real_distribution<double>()(rng)));
-    }
-  }
-  std::vector<Real> v;
-  const Real inf = std::numeric_limits<Real>::infinity();
-  for (const double c : centres) {
-    for (const double d : {-0.5, -0.25, 0.0, 0.25, 0.5}) {
-      const Real x = static_cast<Real>(c + d);
-      v.push_back(x);
-      v.push_back(std::nextafter(x, inf));
-      v.push_back(std::nextafter(x, -inf));
-    }
-  }
-  for (const Real x : {Real(0), -Real(0), inf, -inf, std::numeric_limits<Real>::max(),
-                       std::numeric_limits<Real>::lowest(), std::numeric_limits<Real>::min(),
-                       -std::numeric_limits<Real>::min(),
-                       std::numeric_limits<Real>::denorm_min(),
-                       -std::numeric_limits<Real>::denorm_min(), Real(1e30), Real(-1e30)}) {
-    v.push_back(x);
-  }
-  constexpr bits_t sign = bits_t(1) << (8 * sizeof(Real) - 1);
-  const bits_t exp_all = sizeof(Real) == 4 ? bits_t(0x7f800000u) : bits_t(0x7ff0000000000000ull);
-  const bits_t quiet = (exp_all >> 1) & ~exp_all;  // the mantissa's top bit
-  for (const bits_t payload : {bits_t(0), bits_t(1), bits_t(0x12345)}) {
-    v.push_back(from_bits(exp_all | quiet | payload));
-    v.push_back(from_bits(sign | exp_all | quiet | payload));
-    if (payload != 0) v.push_back(from_bits(exp_all | payload));  // signalling
-  }
-  // a sweep of the bit patterns, in odd steps across all of them: both signs, and at 2^20
-  // patterns every exponent of float and many mantissas
-  const bits_t step = static_cast<bits_t>((static_cast<bits_t>(0) - 1) / sweep) | 1;
-  for (bits_t u = 0, k = 0; k < sweep; ++k, u += step) v.push_back(from_bits(u));
-  return v;
-}
 
 /** round_clamp_to_on_device with the emulated instructions gives round_clamp_to's integer
  *  (the host's, the CPU backend's) for every edge value, Out's range as [lo, hi]. */

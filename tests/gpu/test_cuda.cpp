@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <random>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,7 +25,9 @@
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/metrics.hpp"
+#include "../ptx_emulation.hpp"
 #include "../test_util.hpp"
+#include "device_conversions.hpp"
 
 namespace {
 
@@ -1404,6 +1408,99 @@ TEST(CudaPipelines, EvalMeasuresOnTheDeviceAsTheCpu) {
       dctchop::test::expect_same_figures(rg.rows[i].q, rc.rows[i].q);
     }
   }
+}
+
+// ---- the device's conversion instructions, against the host's emulation of them ------------
+
+TEST(CudaConversions, EachInstructionGivesWhatTheHostsEmulationOfItGives) {
+  REQUIRE_DEVICE();
+  // The host tests (DevicePaths) run the device paths with these instructions emulated
+  // (ptx_emulation.hpp): here the GPU's own, on the same kinds of input: every integer of the
+  // 8- and 16-bit ranges and past them with ties and neighbours, NaNs, infinities, -0, bit
+  // sweeps; the ends of i32 and u32 in double; bytes' edges and random integers to pack.
+  test::conversion_inputs in;
+  in.f = test::edge_values<float>(-32768.0, 65535.0);
+  const std::vector<double> d = test::edge_values<double>(-2147483648.0, 4294967295.0);
+  const std::size_t n = in.f.size();
+  in.f2.resize(n);
+  in.d.resize(n);
+  in.d2.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    in.d[i] = d[i % d.size()];
+    in.f2[i] = in.f[(i * 7919 + 13) % n];  // (NaN beside numbers, numbers beside NaN)
+    in.d2[i] = d[(i * 7919 + 13) % d.size()];
+  }
+  std::mt19937 rng(3);
+  const std::int32_t edges[] = {std::numeric_limits<std::int32_t>::min(), -129, -128, -127, -1, 0,
+                                1, 126, 127, 128, 254, 255, 256, 1 << 20,
+                                std::numeric_limits<std::int32_t>::max()};
+  const auto some_int = [&](std::size_t i) {
+    return i % 2 ? edges[rng() % std::size(edges)] : static_cast<std::int32_t>(rng());
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    in.a.push_back(some_int(i));
+    in.b.push_back(some_int(i / 2));
+    in.c.push_back(static_cast<std::uint32_t>(rng()));
+  }
+  const test::conversion_outputs got = test::convert_on_device(in);
+
+  // Per instruction, how many elements differ and the first of them (not an assertion each).
+  struct tally {
+    u64 count = 0;
+    std::string first;
+  };
+  std::map<std::string, tally> differ;
+  // (inputs: a function that says them, called for the first difference only)
+  const auto note = [&](const char* what, bool same, std::size_t i, const auto& got_value,
+                        const auto& want_value, const auto& inputs) {
+    if (same) return;
+    tally& t = differ[what];
+    if (t.count++ == 0) {
+      std::ostringstream s;
+      s << "element " << i << " (" << inputs() << "): GPU " << +got_value << ", emulation "
+        << +want_value;
+      t.first = s.str();
+    }
+  };
+  const auto same_real = [](auto x, auto y) { return x == y || (x != x && y != y); };
+  using emu = test::emulated_ptx;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = in.f[i], f2 = in.f2[i];
+    const double x = in.d[i], x2 = in.d2[i];
+    const auto fs = [&] { return test::bits_text(f); };
+    const auto xs = [&] { return test::bits_text(x); };
+    note("cvt.rni.s32.f32", got.rni_s32_f[i] == emu::rni_s32(f), i, got.rni_s32_f[i],
+         emu::rni_s32(f), fs);
+    note("cvt.rni.u32.f32", got.rni_u32_f[i] == emu::rni_u32(f), i, got.rni_u32_f[i],
+         emu::rni_u32(f), fs);
+    note("cvt.rni.s32.f64", got.rni_s32_d[i] == emu::rni_s32(x), i, got.rni_s32_d[i],
+         emu::rni_s32(x), xs);
+    note("cvt.rni.u32.f64", got.rni_u32_d[i] == emu::rni_u32(x), i, got.rni_u32_d[i],
+         emu::rni_u32(x), xs);
+    const auto fs2 = [&] { return test::bits_text(f) + ", " + test::bits_text(f2); };
+    const auto xs2 = [&] { return test::bits_text(x) + ", " + test::bits_text(x2); };
+    note("max.f32", same_real(got.max_f[i], emu::max(f, f2)), i, got.max_f[i], emu::max(f, f2), fs2);
+    note("min.f32", same_real(got.min_f[i], emu::min(f, f2)), i, got.min_f[i], emu::min(f, f2), fs2);
+    note("max.f64", same_real(got.max_d[i], emu::max(x, x2)), i, got.max_d[i], emu::max(x, x2), xs2);
+    note("min.f64", same_real(got.min_d[i], emu::min(x, x2)), i, got.min_d[i], emu::min(x, x2), xs2);
+    // A NaN: any NaN (the device path converts none; the ISA does not say which NaN it gives)
+    const std::uint16_t h = got.rn_f16[i], want_h = emu::rn_f16(f);
+    const bool h_nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+    note("cvt.rn.f16.f32", f != f ? h_nan : h == want_h, i, h, want_h, fs);
+    const auto abc = [&] {
+      return std::to_string(in.a[i]) + ", " + std::to_string(in.b[i]) + ", " +
+             std::to_string(in.c[i]);
+    };
+    note("cvt.pack.sat.u8.s32.b32", got.pack_u8[i] == emu::pack_sat_u8(in.a[i], in.b[i], in.c[i]),
+         i, got.pack_u8[i], emu::pack_sat_u8(in.a[i], in.b[i], in.c[i]), abc);
+    note("cvt.pack.sat.s8.s32.b32", got.pack_s8[i] == emu::pack_sat_s8(in.a[i], in.b[i], in.c[i]),
+         i, got.pack_s8[i], emu::pack_sat_s8(in.a[i], in.b[i], in.c[i]), abc);
+  }
+  for (const auto& [what, t] : differ) {
+    ADD_FAILURE() << what << ": " << t.count << " of " << n << " elements differ; first "
+                  << t.first;
+  }
+  EXPECT_GT(n, 1000000u);
 }
 
 }  // namespace
