@@ -42,8 +42,13 @@ __global__ void conversions_kernel(views v, std::size_t n) {
     v.max_d[i] = ops::max(v.d[i], v.d2[i]);
     v.min_d[i] = ops::min(v.d[i], v.d2[i]);
     v.rn_f16[i] = ops::rn_f16(v.f[i]);
+#if __CUDA_ARCH__ >= 720  // (the instruction's first architecture; the test skips it before)
     v.pack_u8[i] = ops::pack_sat_u8(v.a[i], v.b[i], v.c[i]);
     v.pack_s8[i] = ops::pack_sat_s8(v.a[i], v.b[i], v.c[i]);
+#else
+    v.pack_u8[i] = 0;
+    v.pack_s8[i] = 0;
+#endif
   }
 #endif
 }
