@@ -333,16 +333,17 @@ DCTCHOP_HD void load_run(const std::byte* array, std::uint64_t first, Real* dst)
       std::uint32_t w[chunk / 4];
     };
     const std::byte* src = array + first * C::size;
+#if !defined(__CUDA_ARCH__)
+    // (the alignment that the device's loads take, checked: there a misaligned one faults)
+    if (reinterpret_cast<std::uintptr_t>(src) % chunk != 0) throw_misaligned("load", chunk);
+#endif
     DCTCHOP_UNROLL
     for (int c = 0; c < bytes / chunk; ++c) {
 #if defined(__CUDA_ARCH__)
       // one load of `chunk` bytes (the alignment is known from the type; memcpy's would not be)
       const words ws = reinterpret_cast<const words*>(src)[c];
 #else
-      // The host reads the bytes as they are (no aliasing through another type), and checks
-      // the alignment that the device's load takes: there a misaligned one faults.
-      if (reinterpret_cast<std::uintptr_t>(src) % chunk != 0) throw_misaligned("load", chunk);
-      words ws;
+      words ws;  // the host reads the bytes as they are (no aliasing through another type)
       std::memcpy(&ws, src + c * chunk, sizeof ws);
 #endif
       DCTCHOP_UNROLL

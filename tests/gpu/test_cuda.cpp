@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "dctchop/codec.hpp"
@@ -1419,7 +1421,12 @@ TEST(CudaConversions, EachInstructionGivesWhatTheHostsEmulationOfItGives) {
   // (ptx_emulation.hpp): here the GPU's own, on the same kinds of input: every integer of the
   // 8- and 16-bit ranges and past them with ties and neighbours, NaNs, infinities, -0, bit
   // sweeps; the ends of i32 and u32 in double; bytes' edges and random integers to pack.
-  test::conversion_inputs in;
+  struct {
+    std::vector<float> f, f2;
+    std::vector<double> d, d2;
+    std::vector<std::int32_t> a, b;
+    std::vector<std::uint32_t> c;
+  } in;
   for (const auto& [lo, hi, sweep] : {std::tuple{-128.0, 127.0, 1u << 14}, {0.0, 255.0, 1u << 14},
                                       {-32768.0, 32767.0, 1u << 14}, {0.0, 65535.0, 1u << 20}}) {
     const std::vector<float> part = test::edge_values<float>(lo, hi, sweep);
@@ -1447,7 +1454,62 @@ TEST(CudaConversions, EachInstructionGivesWhatTheHostsEmulationOfItGives) {
     in.b.push_back(some_int(i / 2));
     in.c.push_back(static_cast<std::uint32_t>(rng()));
   }
-  const test::conversion_outputs got = test::convert_on_device(in);
+  // The inputs copied to the device, room there for the outputs, and the outputs back, in
+  // device_bytes (as the device-memory tests above).
+  std::deque<device_bytes> held;  // (a deque: its elements never move)
+  const auto up = [&](const auto& host) {
+    using T = typename std::decay_t<decltype(host)>::value_type;
+    void* p = held.emplace_back(host.size() * sizeof(T) + 1).p;
+    EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    return static_cast<const T*>(p);
+  };
+  const auto room = [&](auto*& dev) {
+    dev = static_cast<std::remove_reference_t<decltype(dev)>>(held.emplace_back(n * sizeof(*dev) + 1).p);
+  };
+  struct {
+    std::vector<std::int32_t> rni_s32_f, rni_s32_d;
+    std::vector<std::uint32_t> rni_u32_f, rni_u32_d;
+    std::vector<float> max_f, min_f;
+    std::vector<double> max_d, min_d;
+    std::vector<std::uint16_t> rn_f16;
+    std::vector<std::uint32_t> pack_u8, pack_s8;
+  } got;
+  const auto down = [&](auto& host, const auto* dev) {
+    host.resize(n);
+    EXPECT_EQ(cudaMemcpy(host.data(), dev, n * sizeof(*dev), cudaMemcpyDeviceToHost), cudaSuccess);
+  };
+  test::conversion_views v{};
+  v.f = up(in.f);
+  v.f2 = up(in.f2);
+  v.d = up(in.d);
+  v.d2 = up(in.d2);
+  v.a = up(in.a);
+  v.b = up(in.b);
+  v.c = up(in.c);
+  room(v.rni_s32_f);
+  room(v.rni_s32_d);
+  room(v.rni_u32_f);
+  room(v.rni_u32_d);
+  room(v.max_f);
+  room(v.min_f);
+  room(v.max_d);
+  room(v.min_d);
+  room(v.rn_f16);
+  room(v.pack_u8);
+  room(v.pack_s8);
+  ASSERT_EQ(test::run_conversions(v, n), cudaSuccess);
+  down(got.rni_s32_f, v.rni_s32_f);
+  down(got.rni_s32_d, v.rni_s32_d);
+  down(got.rni_u32_f, v.rni_u32_f);
+  down(got.rni_u32_d, v.rni_u32_d);
+  down(got.max_f, v.max_f);
+  down(got.min_f, v.min_f);
+  down(got.max_d, v.max_d);
+  down(got.min_d, v.min_d);
+  down(got.rn_f16, v.rn_f16);
+  down(got.pack_u8, v.pack_u8);
+  down(got.pack_s8, v.pack_s8);
+  ASSERT_FALSE(HasFailure()) << "the copies to and from the device";
   // cvt.pack.sat is sm_72's and later (device_conversions.cu stores 0 before it)
   int major = 0, minor = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
