@@ -445,6 +445,16 @@ backend_kind parse_backend(const std::string& s) {
   return backend_kind::automatic;
 }
 
+/** The backend that --backend names, with --threads. Where `auto` finds a GPU it cannot use
+ *  (one that none of the kernels' architectures runs on), a note on stderr says so and why,
+ *  unless `quiet` (-q, or a --json report that goes to stderr, which the note would break). */
+std::unique_ptr<backend> open_backend(const std::string& name, int threads, bool quiet,
+                                      spdlog::logger& log) {
+  return make_backend(parse_backend(name), {threads}, [&log, quiet](const std::string& why) {
+    if (!quiet) log.warn("note: --backend auto takes the CPU: {}", why);
+  });
+}
+
 formats::progress_fn progress_to(app::progress_bar& bar) {
   return [&bar](std::uint64_t d, std::uint64_t t) {
     check_signal();
@@ -1231,7 +1241,8 @@ int run(int argc, char** argv) {
         log->info("  chop {}: PSNR {}, SSIM {} on {}{}", t.chop, psnr_text(t.q), ssim_text(t.q),
                   t.on_sample ? "a sample" : "all the data", t.meets ? " - meets the target" : "");
       };
-      auto be = make_backend(parse_backend(c_backend), {c_threads});
+      auto be =
+          open_backend(c_backend, c_threads, c_quiet || (c_json && stdout_carries_data()), *log);
       auto r = [&] {
         try {
           return formats::compress(input_spec(c_in, c_io), c_out, *be, o);
@@ -1284,7 +1295,8 @@ int run(int argc, char** argv) {
       o.overwrite = d_force;
       app::progress_bar bar("decompressing", !d_quiet);
       o.progress = progress_to(bar);
-      auto be = make_backend(parse_backend(d_backend), {d_threads});
+      auto be =
+          open_backend(d_backend, d_threads, d_quiet || (d_json && stdout_carries_data()), *log);
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
       auto r = formats::decompress(d_in, spec, *be, o);
@@ -1404,7 +1416,7 @@ int run(int argc, char** argv) {
       o.threads = e_threads;
       app::progress_bar bar("evaluating", !e_quiet);
       o.progress = progress_to(bar);
-      auto be = make_backend(parse_backend(e_backend), {e_threads});
+      auto be = open_backend(e_backend, e_threads, e_quiet, *log);
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
       if (!e_quiet && !e_json) {
@@ -1449,7 +1461,7 @@ int run(int argc, char** argv) {
         }
         // No codec runs here, but a backend asked for by name must exist (never a silent
         // fallback): `verify x.dcz --backend cuda` on a machine without a GPU is exit 7.
-        if (ver->count("--backend") > 0) make_backend(parse_backend(v_backend), {v_threads});
+        if (ver->count("--backend") > 0) open_backend(v_backend, v_threads, v_quiet, *log);
         auto report = [&](const nlohmann::json& j) {
           if (v_quiet || v_json) return;
           const auto chunks = j["chunks"].get<std::uint64_t>();
@@ -1479,7 +1491,7 @@ int run(int argc, char** argv) {
       o.threads = v_threads;
       app::progress_bar bar("verifying", !v_quiet);
       o.progress = progress_to(bar);
-      auto be = make_backend(parse_backend(v_backend), {v_threads});
+      auto be = open_backend(v_backend, v_threads, v_quiet, *log);
       auto r = formats::verify_archive(v_in, input_spec(v_against, v_io), *be, o);
       bar.clear();
       if (!v_quiet && !v_json) {

@@ -14,12 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "cuda_arch.hpp"
+#include "cuda_grid.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/matrix_form.hpp"
-#include "cuda_grid.hpp"
 #include "dispatch.hpp"
 #include "test_util.hpp"
 
@@ -1004,6 +1005,53 @@ TEST(CudaWithoutDevice, EveryEntryPointIsAClearErrorNotASilentFallback) {
   expect_unavailable([&] { cuda::encode_device(p, g, dtype::u8, 1, host.data(), host.data()); },
                      "encode_device");
   EXPECT_EQ(make_backend(backend_kind::automatic)->name(), "cpu");
+}
+
+TEST(CudaWithoutDevice, AutoTakesTheCpuWithoutANoteWhereNoDeviceIsPresent) {
+  using namespace dctchop;
+  if (cuda::available())
+    GTEST_SKIP() << "a CUDA device is present: the gpu-labelled tests cover it";
+  // The note is for a GPU that is there but cannot be used; no GPU at all is no news.
+  std::vector<std::string> notes;
+  const auto note = [&](const std::string& why) { notes.push_back(why); };
+  EXPECT_EQ(make_backend(backend_kind::automatic, {1}, note)->name(), "cpu");
+  EXPECT_TRUE(notes.empty()) << notes.front();
+}
+
+TEST(CudaArch, AGpuTheKernelsWereNotBuiltForIsNamedWithTheSettingThatBuildsForIt) {
+  using dctchop::detail::unrunnable_device_text;
+  // A T4 (sm_75) under the default build (sm_80, sm_90): its architecture is added to the
+  // list, written as CMake takes it.
+  const std::string t4 =
+      unrunnable_device_text(0, "Tesla T4", 7, 5, "80,90", "cudaErrorNoKernelImageForDevice");
+  EXPECT_NE(t4.find("CUDA device 0 (Tesla T4, compute capability 7.5)"), std::string::npos) << t4;
+  EXPECT_NE(t4.find("built for the CUDA architectures 80,90 (cudaErrorNoKernelImageForDevice)"),
+            std::string::npos)
+      << t4;
+  EXPECT_NE(t4.find("-DCMAKE_CUDA_ARCHITECTURES=\"80;90;75\""), std::string::npos) << t4;
+  // Suffixed items are kept; a word such as "native" is replaced by the number.
+  const std::string real = unrunnable_device_text(1, "", 8, 6, "90-real;100-virtual", "e");
+  EXPECT_NE(real.find("CUDA device 1 (compute capability 8.6)"), std::string::npos) << real;
+  EXPECT_NE(real.find("=\"90-real;100-virtual;86\""), std::string::npos) << real;
+  const std::string native = unrunnable_device_text(0, "GPU", 12, 0, "native", "e");
+  EXPECT_NE(native.find("-DCMAKE_CUDA_ARCHITECTURES=120"), std::string::npos) << native;
+  EXPECT_EQ(native.find('"'), std::string::npos) << native;
+  // Built for it already (its PTX, which the driver could not compile): the driver, not the
+  // build, is what to change.
+  const std::string built = unrunnable_device_text(0, "GPU", 9, 0, "80,90-virtual", "e");
+  EXPECT_NE(built.find("update the NVIDIA driver"), std::string::npos) << built;
+  EXPECT_EQ(built.find("-DCMAKE_CUDA_ARCHITECTURES"), std::string::npos) << built;
+  // PTX newer than the driver: the driver first, and a build for the GPU where it lacks one.
+  const std::string ptx =
+      unrunnable_device_text(0, "GPU", 10, 0, "80,90", "cudaErrorUnsupportedPtxVersion");
+  EXPECT_NE(ptx.find("update the driver, or build dctchop for this GPU with "
+                     "-DCMAKE_CUDA_ARCHITECTURES=\"80;90;100\""),
+            std::string::npos)
+      << ptx;
+  // The device not known: no capability, and a build for the machine's own GPU.
+  const std::string unknown = unrunnable_device_text(2, "", 0, 0, "80,90", "e");
+  EXPECT_NE(unknown.find("CUDA device 2 cannot run"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("-DCMAKE_CUDA_ARCHITECTURES=native"), std::string::npos) << unknown;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
@@ -26,8 +27,12 @@ std::string cpu_backend_description();
 [[noreturn]] void throw_bad_sample(const codec_params& p, const const_sample_view& v,
                                    std::uint64_t n);
 
+/** Ends the CUDA backend's message for a GPU that it cannot run on: what `--backend cuda`
+ *  can do instead (`automatic`, which does so, drops it). */
+inline constexpr std::string_view use_cpu_hint = "; or use --backend cpu";
+
 /** The CUDA backend (cuda_backend.cu, when built): error(backend_unavailable) without a
- *  device. */
+ *  device, or with one that none of the kernels' architectures runs on. */
 std::unique_ptr<backend> make_cuda_backend(const backend_options& options);
 std::string cuda_backend_description();
 

@@ -137,6 +137,12 @@ sample_view make_view(const geometry& g, dtype t, void* data, std::uint64_t samp
 }
 
 std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options) {
+  return make_backend(kind, options, nullptr);
+}
+
+std::unique_ptr<backend> make_backend(
+    backend_kind kind, const backend_options& options,
+    [[maybe_unused]] const std::function<void(const std::string& why)>& on_cpu_fallback) {
   if (options.threads < 0 || options.threads > max_threads) {
     throw error(errc::invalid_argument, "threads " + std::to_string(options.threads) +
                                             ": expected 0 (every core) to " +
@@ -154,7 +160,17 @@ std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& 
 #endif
     case backend_kind::automatic:
 #if defined(DCTCHOP_HAVE_CUDA)
-      if (cuda::available()) return detail::make_cuda_backend(options);
+      if (cuda::available()) {
+        try {
+          return detail::make_cuda_backend(options);
+        } catch (const error& e) {  // a device that cannot be used (no code for it, no context)
+          if (e.code() != errc::backend_unavailable) throw;
+          std::string why = e.what();
+          if (why.ends_with(detail::use_cpu_hint))
+            why.resize(why.size() - detail::use_cpu_hint.size());
+          if (on_cpu_fallback) on_cpu_fallback(why);
+        }
+      }
 #endif
       return detail::make_cpu_backend(options);
   }

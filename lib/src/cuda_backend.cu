@@ -25,15 +25,17 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "cuda_arch.hpp"
+#include "cuda_errors.hpp"
 #include "cuda_grid.hpp"
 #include "cuda_measure.hpp"
-#include "dispatch.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/detail/block.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/matrix_form.hpp"
 #include "dctchop/metrics.hpp"
+#include "dispatch.hpp"
 
 /** Every CUDA runtime call goes through this: a failure throws error(backend_unavailable)
  *  with the call, the place and CUDA's name for the error. */
@@ -57,14 +59,46 @@
 
 namespace dctchop::detail {
 
+namespace {
+
+/** Whether `e` says that the device has no code for a kernel that it can run: none of the
+ *  architectures it was built for runs there (the launch's error, or cudaFuncGetAttributes's),
+ *  or the driver cannot compile its PTX for it (older than the toolkit that made the PTX, or
+ *  without its PTX compiler). */
+bool no_code_for_device(cudaError_t e) {
+  return e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction ||
+         e == cudaErrorUnsupportedPtxVersion || e == cudaErrorJitCompilerNotFound;
+}
+
+/** unrunnable_device_text for `device`, as the runtime describes it, and error `e`. */
+std::string unrunnable_text(int device, cudaError_t e, std::string_view built_for) {
+  cudaDeviceProp prop{};
+  const bool known = cudaGetDeviceProperties(&prop, device) == cudaSuccess;
+  if (!known) (void)cudaGetLastError();
+  return unrunnable_device_text(device, known ? prop.name : "", known ? prop.major : 0,
+                                known ? prop.minor : 0, built_for, cudaGetErrorName(e));
+}
+
+}  // namespace
+
 [[noreturn]] void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
   // The runtime keeps a failure as the thread's last error until it is read: left there, the
   // next launch check (cudaGetLastError) would report this one, after a caller that caught
   // it (an out-of-memory, say) went on. A sticky error keeps coming back whatever is done.
   (void)cudaGetLastError();
-  throw error(errc::backend_unavailable, std::string("CUDA: ") + call + " failed (" +
-                                             cudaGetErrorName(e) + ": " + cudaGetErrorString(e) +
-                                             ") at " + file + ":" + std::to_string(line));
+  std::string text = std::string("CUDA: ") + call + " failed (" + cudaGetErrorName(e) + ": " +
+                     cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line);
+  // A GPU that none of the kernels' architectures runs on (a T4 for a build for sm_80 and
+  // sm_90, say): which one it is and what to build.
+  int device = 0;
+  if (no_code_for_device(e)) {
+    if (cudaGetDevice(&device) == cudaSuccess) {
+      text += "; " + unrunnable_text(device, e, DCTCHOP_CUDA_ARCHITECTURES);
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+  throw error(errc::backend_unavailable, text);
 }
 
 /** cuBLAS, loaded when the first gemm_decoder is made: linking it would make every start of
@@ -412,6 +446,10 @@ layout dense_layout(const View& v) {
 
 // ---- the backend ---------------------------------------------------------------------------
 
+/** Does nothing: built with the kernels, for the architectures they are, so that
+ *  make_cuda_backend can ask whether the device runs them. */
+__global__ void arch_probe() {}
+
 /** One call at a time (its staging buffers are kept between calls): calls from several
  *  threads (loaders sharing one backend) wait for each other. The chunk pipeline runs one
  *  worker on it (single_threaded() is nullptr). */
@@ -661,6 +699,17 @@ class cuda_backend final : public backend {
 
 }  // namespace
 
+std::string why_kernel_cannot_run(const void* kernel, int device, std::string_view built_for) {
+  const device_guard on(device);
+  cudaFuncAttributes attributes{};
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
+  if (e == cudaSuccess) return {};
+  if (!no_code_for_device(e))
+    throw_cuda(e, "cudaFuncGetAttributes(&attributes, kernel)", __FILE__, __LINE__);
+  (void)cudaGetLastError();
+  return unrunnable_text(device, e, built_for);
+}
+
 std::unique_ptr<backend> make_cuda_backend(const backend_options&) {
   const int n = cuda::device_count();
   if (n <= 0) {
@@ -670,6 +719,12 @@ std::unique_ptr<backend> make_cuda_backend(const backend_options&) {
   }
   int device = 0;
   DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
+  // Said now, not at the first launch: `auto` then takes the CPU instead.
+  if (const std::string why = why_kernel_cannot_run(reinterpret_cast<const void*>(&arch_probe),
+                                                    device, DCTCHOP_CUDA_ARCHITECTURES);
+      !why.empty()) {
+    throw error(errc::backend_unavailable, why + std::string(use_cpu_hint));
+  }
   return std::make_unique<cuda_backend>(device);
 }
 

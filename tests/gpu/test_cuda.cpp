@@ -23,14 +23,16 @@
 #include <type_traits>
 #include <vector>
 
+#include "../ptx_emulation.hpp"
+#include "../test_util.hpp"
+#include "cuda_errors.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/host_memory.hpp"
 #include "dctchop/metrics.hpp"
-#include "../ptx_emulation.hpp"
-#include "../test_util.hpp"
 #include "device_conversions.hpp"
+#include "foreign_arch.hpp"
 
 namespace {
 
@@ -493,7 +495,58 @@ struct device_bytes {
     }
   }
   ~device_bytes() { cudaFree(p); }
+  // One owner: a copy would free p twice (a std::vector of them, say, when it grows).
+  device_bytes(const device_bytes&) = delete;
+  device_bytes& operator=(const device_bytes&) = delete;
 };
+
+TEST(CudaDevice, AutoTakesAGpuWhoseArchitectureTheKernelsWereBuiltForWithoutANote) {
+  REQUIRE_DEVICE();
+  std::vector<std::string> notes;
+  const auto note = [&](const std::string& why) { notes.push_back(why); };
+  EXPECT_EQ(make_backend(backend_kind::automatic, {}, note)->name(), "cuda");
+  EXPECT_TRUE(notes.empty()) << notes.front();
+}
+
+TEST(CudaDevice, AGpuWithoutCodeForAKernelIsNamedBeforeItsLaunchAndAtItAndStaysUsable) {
+  REQUIRE_DEVICE();
+  int device = 0;
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, device), cudaSuccess);
+  if (prop.major == 8) GTEST_SKIP() << "this GPU (sm_8x) runs the test kernel's sm_80 code";
+  const std::string capability =
+      "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  // Before the launch, as make_backend asks of the backend's kernels: which GPU, built for
+  // what, and the setting that builds for it.
+  const std::string why =
+      detail::why_kernel_cannot_run(test::sm80_only_kernel(), device, "80-real");
+  EXPECT_NE(why.find("CUDA device " + std::to_string(device) + " (" + prop.name + ", " +
+                     capability + ")"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("built for the CUDA architectures 80-real"), std::string::npos) << why;
+  EXPECT_NE(why.find("-DCMAKE_CUDA_ARCHITECTURES=\"80-real;" + std::to_string(prop.major) +
+                     std::to_string(prop.minor) + "\""),
+            std::string::npos)
+      << why;
+  // At the launch: the error the backend throws for it names the GPU too (against the
+  // backend's own architectures, which include this GPU's: so no setting to add).
+  const cudaError_t e = test::launch_sm80_only();
+  ASSERT_TRUE(e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+      << cudaGetErrorName(e);
+  dctchop::test::expect_error(
+      [&] { detail::throw_cuda(e, "sm80_only<<<1, 1>>>", __FILE__, __LINE__); },
+      errc::backend_unavailable,
+      {"sm80_only<<<1, 1>>>", cudaGetErrorName(e), capability,
+       "cannot run this dctchop's CUDA kernels"});
+  // Not a sticky error: the backend runs on the device after it, and gives the CPU's bytes.
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  auto gpu = make_backend(backend_kind::cuda);
+  auto cpu = make_backend(backend_kind::cpu, {1});
+  expect_cuda_equals_cpu<std::uint8_t>(
+      {dtype::u8, layout::nhwc, 2, 19, 21, 3, 8, 4, coeff_type::f16}, *gpu, *cpu, 7, 0, 256);
+}
 
 TEST(CudaDevice, EncodeDeviceNamesTheFirstBadSample) {
   REQUIRE_DEVICE();

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <memory_resource>
 #include <span>
@@ -135,9 +136,17 @@ struct backend_options {
   int threads = 0;  ///< CPU threads, 0..max_threads; 0 means every core (OpenMP)
 };
 
-/** Construct a backend; error(backend_unavailable) when it was not built or has no device,
- *  error(invalid_argument) for threads outside 0..max_threads. */
+/** Construct a backend; error(backend_unavailable) when it was not built or has no device it
+ *  can run on (CUDA: a GPU that none of the architectures the kernels were built for runs
+ *  on), error(invalid_argument) for threads outside 0..max_threads. `automatic` takes CUDA
+ *  when that works, else the CPU. */
 std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options = {});
+/** As above; where `automatic` takes the CPU although a CUDA device is present (one that the
+ *  kernels were not built for, or whose context cannot be made), `on_cpu_fallback` is told
+ *  why, for a note to the user. */
+std::unique_ptr<backend> make_backend(
+    backend_kind kind, const backend_options& options,
+    const std::function<void(const std::string& why)>& on_cpu_fallback);
 
 /** Names of the backends compiled in, e.g. {"cpu (OpenMP)"}. */
 std::vector<std::string> compiled_backends();
