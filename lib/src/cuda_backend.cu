@@ -90,8 +90,7 @@ std::string unrunnable_text(int device, cudaError_t e, std::string_view built_fo
                      cudaGetErrorString(e) + ") at " + file + ":" + std::to_string(line);
   // A GPU that none of the kernels' architectures runs on (a T4 for a build for sm_80 and
   // sm_90, say): which one it is and what to build.
-  int device = 0;
-  if (no_code_for_device(e)) {
+  if (int device = 0; no_code_for_device(e)) {
     if (cudaGetDevice(&device) == cudaSuccess) {
       text += "; " + unrunnable_text(device, e, DCTCHOP_CUDA_ARCHITECTURES);
     } else {
