@@ -13,14 +13,22 @@
 //    kernels (cuda::kernel_layout), to compare the two (the default, automatic, takes the
 //    faster measured: blocks to encode at B = 8, lines to decode).
 //  - decode_gemm: the matrix-form decode (cuda::gemm_decoder: two batched f32 GEMMs).
+//  - loader: training ingest, what loaders::device_loader hands a training loop that takes
+//    no time itself: batches of 256 images read from an archive in memory (/dev/shm), shuffled,
+//    their coefficients copied over PCIe and decoded on the device (or, "host", decoded by
+//    the loader's prefetch thread on one core, and not copied). GB/s counts the decoded bytes
+//    handed out, "pcie_GB/s" the coefficients' bytes copied to the device.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -29,6 +37,9 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
+#include "dctchop/device_loader.hpp"
+#include "dctchop/formats/npy.hpp"
+#include "dctchop/formats/pipeline.hpp"
 #include "dctchop/metrics.hpp"
 
 namespace {
@@ -241,6 +252,90 @@ void host_run(benchmark::State& state, const workload& w, host_op what, bool pin
                                               benchmark::Counter::kIsRate);
 }
 
+/** The loader benchmark's archives, in memory where the system has a tmpfs at /dev/shm (the
+ *  figures are then the loader's, not a disk's), removed when the run ends. */
+struct scratch_dir {
+  std::filesystem::path path;
+  scratch_dir() {
+    std::error_code ec;
+    const std::filesystem::path shm = "/dev/shm";
+    const auto base = std::filesystem::is_directory(shm, ec) && ::access("/dev/shm", W_OK) == 0
+                          ? shm
+                          : std::filesystem::temp_directory_path();
+    path = base / ("dctchop-gpu-bench-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+/** An archive of the workload's input (u8 images), made once per process and chop. */
+std::string archive_of(const workload& w) {
+  static scratch_dir dir;
+  static std::map<int, std::string> made;
+  if (auto it = made.find(w.p.chop); it != made.end()) return it->second;
+  const auto& values = input_of(w);
+  std::vector<u64> shape{w.g.samples, w.g.height, w.g.width, w.g.planes};
+  formats::dataset_spec in;
+  in.path = "<images>";
+  in.memory =
+      formats::dataset_spec::memory_array{*formats::parse_npy_descr("|u1"), shape, values.data()};
+  formats::compress_options o;
+  o.chop = w.p.chop;
+  o.measure_quality = false;
+  o.overwrite = true;
+  const std::string path =
+      (dir.path / ("images-chop" + std::to_string(w.p.chop) + ".dcz")).string();
+  formats::compress(in, path, *make_backend(backend_kind::automatic), o);
+  return made[w.p.chop] = path;
+}
+
+/** Batches handed out by a device_loader on device 0 (or -1: decoded on the host), one a
+ *  timed iteration, each released at once (a training step that takes no time). */
+void loader_run(benchmark::State& state, const workload& w, int device) {
+  if (device >= 0 && !cuda::available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  constexpr std::size_t batch = 256;
+  u64 coeff_bytes = 0, images = 0;
+  try {
+    loaders::loader_options o;
+    o.batch_size = batch;
+    o.seed = 1;
+    loaders::device_loader loader(archive_of(w), o, device, 2);
+    coeff_bytes = loader.source().sample_bytes();
+    const auto next = [&] {
+      DLManagedTensor* t = loader.next();
+      const auto n = static_cast<u64>(t->dl_tensor.shape[0]);
+      t->deleter(t);
+      return n;
+    };
+    for (int i = 0; i < 2; ++i) next();  // untimed: the prefetch under way, the kernels loaded
+    for (auto _ : state) {
+      try {
+        images += next();
+      } catch (const std::exception& e) {
+        state.SkipWithError(e.what());
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const double values = static_cast<double>(images * w.g.values_per_sample());
+  state.counters["GB/s"] = benchmark::Counter(values / 1e9, benchmark::Counter::kIsRate);
+  state.counters["images/s"] =
+      benchmark::Counter(static_cast<double>(images), benchmark::Counter::kIsRate);
+  if (device >= 0) {
+    state.counters["pcie_GB/s"] = benchmark::Counter(
+        static_cast<double>(images * coeff_bytes) / 1e9, benchmark::Counter::kIsRate);
+  }
+}
+
 // 4096 images of 256x256x3 (805 MB) and 1024 fields of 512x512 f32 (1.07 GB): many times the
 // H200's 50 MB of L2 (so that the figures are HBM's), small enough for any recent GPU.
 int chop(const benchmark::State& s) { return static_cast<int>(s.range(0)); }
@@ -268,6 +363,12 @@ void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, image
 void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::decode, true); }
 void BM_host_pinned_measure_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::measure, true); }
 void BM_host_pinned_measure_f32_512x512(benchmark::State& s) { host_run(s, fields_f32(1024, chop(s)), host_op::measure, true); }
+void BM_loader_device_u8_256x256x3(benchmark::State& s) {
+  loader_run(s, images_u8(4096, chop(s)), 0);
+}
+void BM_loader_host_u8_256x256x3(benchmark::State& s) {
+  loader_run(s, images_u8(4096, chop(s)), -1);
+}
 
 // A fixed number of iterations: each call of a benchmark function sets up its buffers again
 // (device memory, an upload, pinned memory), and Google Benchmark's search for an iteration
@@ -303,6 +404,9 @@ BENCHMARK(BM_host_pinned_encode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_measure_u8_256x256x3)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
 BENCHMARK(BM_host_pinned_measure_f32_512x512)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
+// 48 batches of 256: three epochs of the 4096 images (their archives written once, untimed).
+BENCHMARK(BM_loader_device_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime()->Iterations(48);
+BENCHMARK(BM_loader_host_u8_256x256x3)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(48);
 
 }  // namespace
 

@@ -10,7 +10,8 @@ faster kernel layout (lines or blocks) over the chops, which should be the defau
 dctchop::cuda::kernel_layout, and what pinned host buffers gain over pageable ones through
 the backend (the CLI's pipelines give it pinned ones), and the ceilings that the memory gives
 (a device-to-device copy and a memset of the same data: what a kernel's fraction of the peak
-is to be read against). Standard library only: it runs on the
+is to be read against), and the training ingest of the GPU loader (GB/s of decoded batches
+that loaders::device_loader hands out, and of coefficients over PCIe). Standard library only: it runs on the
 GPU machine's python3. Exits 1 when the report has no rows, any benchmark failed (Google
 Benchmark itself exits 0 after a benchmark's SkipWithError) or a figure is implausible (above
 95% of the peak: a timing error), saying why on stderr when there are no rows or the file
@@ -30,6 +31,7 @@ TARGET = {"encode": 0.25, "decode": 0.50}
 PLAUSIBLE = 0.95  # no kernel streams at the memory's peak: a fraction above is a timing error
 NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode|measure)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
 CEILING = re.compile(r"BM_device_(copy|memset)_([^/]+)/")
+LOADER = re.compile(r"BM_loader_(device|host)_([^/]+)/chop:(\d+)")
 
 
 def ceilings(report):
@@ -40,6 +42,16 @@ def ceilings(report):
         if m and b.get("run_type", "iteration") == "iteration":
             yield (m.group(1), m.group(2), b.get("GB/s"), b.get("bw_frac"),
                    b.get("error_message") if b.get("error_occurred") else None)
+
+
+def loaders(report):
+    """Training ingest (loaders::device_loader): (where, workload, chop, GB/s decoded,
+    images/s, GB/s of coefficients over PCIe or None, error)."""
+    for b in report.get("benchmarks", []):
+        m = LOADER.match(b.get("name", ""))
+        if m and b.get("run_type", "iteration") == "iteration":
+            yield (m.group(1), m.group(2), int(m.group(3)), b.get("GB/s"), b.get("images/s"),
+                   b.get("pcie_GB/s"), b.get("error_message") if b.get("error_occurred") else None)
 
 
 def rows(report):
@@ -154,7 +166,23 @@ def main(path, baseline=None):
             print(f"device {what} {workload}: error: {err}")
         elif gbs is not None and frac is not None:
             print(f"device {what} {workload}: {gbs:.1f} GB/s of data, {frac:.1%} of the peak moved")
-    errors = sum(1 for r in all_rows if r["error"]) + sum(1 for t in tops if t[4])
+    # Training ingest: batches of an archive in memory decoded on the device (or the host's
+    # cores) and handed to a training step that takes no time.
+    ingest = list(loaders(report))
+    if ingest:
+        print()
+        print("training ingest (device_loader, batches of 256 from an archive in memory; GB/s of"
+              " decoded data;\nhost: decoded on one core, the loader's thread, and not copied):")
+    for where, workload, chop, gbs, images, pcie, err in ingest:
+        label = f"loader {where} {workload} chop {chop}"
+        if err:
+            print(f"{label}: error: {err}")
+        elif gbs is not None:
+            over = f", {pcie:.1f} GB/s of coefficients over PCIe" if pcie is not None else ""
+            rate = f" ({images:,.0f} images/s)" if images is not None else ""
+            print(f"{label}: {gbs:.1f} GB/s{rate}{over}")
+    errors = (sum(1 for r in all_rows if r["error"]) + sum(1 for t in tops if t[4]) +
+              sum(1 for i in ingest if i[6]))
     if errors:
         print(f"\n{errors} benchmark(s) FAILED (see 'error:' above)")
     if implausible:

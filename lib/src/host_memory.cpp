@@ -150,6 +150,13 @@ std::shared_ptr<std::pmr::memory_resource> large_pages() {
 
 }  // namespace
 
+std::shared_ptr<std::pmr::memory_resource> large_page_memory() {
+  if (auto r = large_pages()) return r;
+  // (AddressSanitizer: the heap, not owned)
+  return std::shared_ptr<std::pmr::memory_resource>(std::shared_ptr<void>(),
+                                                    std::pmr::new_delete_resource());
+}
+
 byte_buffer host_buffer(const backend& be, std::uint64_t bytes) {
   if (auto mem = be.host_memory()) {
     try {

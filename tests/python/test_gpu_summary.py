@@ -39,6 +39,10 @@ def main():
         bench("BM_host_pinned_encode_u8_256x256x3/chop:1/real_time", 30.0, None),
         bench("BM_host_pinned_encode_u8_256x256x3/chop:4/real_time", 36.0, None),
         bench("BM_host_pinned_measure_u8_256x256x3/chop:4/real_time", 25.0, None),
+        {"name": "BM_loader_device_u8_256x256x3/chop:4/iterations:48/real_time", "GB/s": 40.5,
+         "images/s": 206000.0, "pcie_GB/s": 10.125},
+        {"name": "BM_loader_host_u8_256x256x3/chop:4/iterations:48/real_time", "GB/s": 12.0,
+         "images/s": 61000.0},
     ]}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "bench.json")
@@ -80,6 +84,10 @@ def main():
           "device memset u8_256x256x3: 3700.0 GB/s of data, 77.0% of the peak moved" in out,
           "the ceilings")
     check(not any(l.startswith("device copy") and "MISSED" in l for l in lines), "a ceiling has no target")
+    check("loader device u8_256x256x3 chop 4: 40.5 GB/s (206,000 images/s), 10.1 GB/s of "
+          "coefficients over PCIe" in lines and
+          "loader host u8_256x256x3 chop 4: 12.0 GB/s (61,000 images/s)" in lines,
+          "the training ingest of the loader, on the device and on the host")
     # Without the failed benchmark: exit 0, missed targets and all.
     clean = {"benchmarks": [b for b in report["benchmarks"] if not b.get("error_occurred")]}
     with tempfile.TemporaryDirectory() as d:
@@ -88,6 +96,18 @@ def main():
             json.dump(clean, f)
         r2 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
     check(r2.returncode == 0 and "FAILED" not in r2.stdout, f"a clean report: exit code {r2.returncode}")
+    # A loader benchmark that failed is a failed benchmark too.
+    stalled = {"benchmarks": clean["benchmarks"] + [
+        {"name": "BM_loader_device_u8_256x256x3/chop:1/iterations:48/real_time",
+         "error_occurred": True, "error_message": "no CUDA device"}]}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.json")
+        with open(path, "w") as f:
+            json.dump(stalled, f)
+        r7 = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
+    check(r7.returncode == 1 and "loader device u8_256x256x3 chop 1: error: no CUDA device" in r7.stdout
+          and "1 benchmark(s) FAILED" in r7.stdout,
+          f"a failed loader benchmark: exit code {r7.returncode}, {r7.stdout[-300:]!r}")
     # A report cut short (the benchmark stopped at its time limit): said, exit 1, no traceback.
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "bench.json")

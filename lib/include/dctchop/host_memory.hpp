@@ -84,6 +84,13 @@ class resource_allocator {
 /** Bytes in memory of a chosen resource; see resource_allocator. */
 using byte_buffer = std::vector<std::byte, resource_allocator<std::byte>>;
 
+/** Memory for large host buffers: blocks of 2 MiB or more mapped from the kernel, 2 MiB
+ *  aligned and marked for transparent huge pages (one page fault per 2 MiB when first
+ *  touched, not one per 4 KiB), and unmapped when freed; smaller blocks from the heap. Under
+ *  AddressSanitizer the heap alone, whose blocks it guards. One for the process, stateless
+ *  and thread-safe; it is never destroyed, so a buffer freed during exit still finds it. */
+std::shared_ptr<std::pmr::memory_resource> large_page_memory();
+
 /** A thread-safe resource that keeps the blocks given back to it and hands them out again for
  *  requests of the same size and alignment: a loader that makes one batch after another gets
  *  memory from its upstream (pinned memory is slow to get: the pages are locked and mapped for

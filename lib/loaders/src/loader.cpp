@@ -6,6 +6,7 @@
 #include <exception>
 #include <limits>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/json_number.hpp"
+#include "dctchop/host_memory.hpp"
 #include "quiet_thread.hpp"
 
 namespace dctchop::loaders {
@@ -195,6 +197,7 @@ struct archive_loader::impl {
     seed = o.seed;
     if (o.shuffle_window == 0) o.shuffle_window = 1;
     if (!be) be = make_backend(backend_kind::cpu, {1});
+    if (!o.batch_memory) o.batch_memory = std::make_shared<recycling_resource>(large_page_memory());
     coeff_bytes = h.coeff_bytes_per_sample();
     sample_bytes = o.decode ? h.geom.values_per_sample() * size_of(h.type) : coeff_bytes;
     if (const auto* info = reader.find_side_array("labels")) {

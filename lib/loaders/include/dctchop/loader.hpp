@@ -40,7 +40,10 @@ struct loader_options {
   std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
   static constexpr std::size_t max_prefetch = 1024;  ///< the most prefetch takes
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
-  /** Where batch::data is allocated (nullptr: the heap). The device loader, unless given one,
+  /** Where batch::data is allocated. nullptr: memory of the loader's own, recycled from one
+   *  batch to the next, in huge pages (large_page_memory() under a recycling_resource): a
+   *  batch of tens of megabytes taken from the heap each time came as fresh pages, and its
+   *  gathering spent most of its time in page faults. The device loader, unless given one,
    *  takes pinned memory (cuda::pinned_memory() under a recycling_resource), so a batch is
    *  gathered straight into memory the GPU copies from. Allocated on the prefetch thread,
    *  freed wherever the batch goes: it must be thread-safe. */
