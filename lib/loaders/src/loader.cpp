@@ -139,6 +139,10 @@ loader_state loader_state::from_json(const std::string& text) {
 struct archive_loader::impl {
   loader_options o;
   std::shared_ptr<backend> be;
+  // The chunks' buffers where the backend has no memory of its own (the CPU): recycled, in
+  // huge pages. A chunk read or decoded into fresh pages paid for their faults and for the
+  // kernel's clearing of them, each time the chunk came back into the cache.
+  std::shared_ptr<std::pmr::memory_resource> chunk_memory;
   formats::archive_reader reader;
   formats::archive_header h;
   u64 label_row = 0;  // bytes of one sample's labels (0: none); read with their chunk
@@ -198,6 +202,8 @@ struct archive_loader::impl {
     if (o.shuffle_window == 0) o.shuffle_window = 1;
     if (!be) be = make_backend(backend_kind::cpu, {1});
     if (!o.batch_memory) o.batch_memory = std::make_shared<recycling_resource>(large_page_memory());
+    chunk_memory = be->host_memory();
+    if (!chunk_memory) chunk_memory = std::make_shared<recycling_resource>(large_page_memory());
     coeff_bytes = h.coeff_bytes_per_sample();
     sample_bytes = o.decode ? h.geom.values_per_sample() * size_of(h.type) : coeff_bytes;
     if (const auto* info = reader.find_side_array("labels")) {
@@ -298,6 +304,16 @@ struct archive_loader::impl {
     return n / o.batch_size + (n % o.batch_size != 0 ? 1 : 0);
   }
 
+  /** A chunk's buffer: in chunk_memory, or on the heap where that has no room (pinned
+   *  memory is scarce), as host_buffer does. */
+  byte_buffer chunk_buffer(u64 bytes) {
+    try {
+      return byte_buffer(bytes, resource_allocator<std::byte>(chunk_memory));
+    } catch (const std::bad_alloc&) {
+      return byte_buffer(bytes, resource_allocator<std::byte>(large_page_memory()));
+    }
+  }
+
   /** Chunk `ci`, decoded (or as stored), with its labels, through a cache of
    *  shuffle_window + 1 chunks. */
   const cached_chunk& chunk(std::size_t ci) {
@@ -313,10 +329,10 @@ struct archive_loader::impl {
       c.labels.resize(count * label_row);
       reader.read_side_array_rows("labels", reader.chunks()[ci].first, count, c.labels);
     }
-    byte_buffer coeffs = host_buffer(*be, count * coeff_bytes);
+    byte_buffer coeffs = chunk_buffer(count * coeff_bytes);
     reader.read_chunk(ci, coeffs);  // checks the checksum
     if (o.decode) {
-      c.data = host_buffer(*be, count * sample_bytes);
+      c.data = chunk_buffer(count * sample_bytes);
       be->decode(h.codec, coeffs, make_view(h.geom, h.type, static_cast<void*>(c.data.data()), count));
     } else {
       c.data = std::move(coeffs);
