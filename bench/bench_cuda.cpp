@@ -117,6 +117,19 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+/** `run` once a timed iteration; one that throws ends the benchmark with its message. */
+template <typename F>
+void each_iteration(benchmark::State& state, F&& run) {
+  for (auto _ : state) {
+    try {
+      run();
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      break;
+    }
+  }
+}
+
 void device_run(benchmark::State& state, const workload& w, op what) {
   if (!cuda::available()) {
     state.SkipWithError("no CUDA device");
@@ -160,20 +173,15 @@ void device_run(benchmark::State& state, const workload& w, op what) {
     };
     for (int i = 0; i < k_warmup; ++i) launch();
     check(cudaDeviceSynchronize(), "the untimed runs");
-    for (auto _ : state) {
-      try {
-        check(cudaEventRecord(start), "cudaEventRecord");
-        for (int i = 0; i < k_launches; ++i) launch();
-        check(cudaEventRecord(stop), "cudaEventRecord");
-        check(cudaEventSynchronize(stop), "the benchmark's work");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        state.SetIterationTime(ms / 1e3);
-      } catch (const std::exception& e) {
-        state.SkipWithError(e.what());
-        break;
-      }
-    }
+    each_iteration(state, [&] {
+      check(cudaEventRecord(start), "cudaEventRecord");
+      for (int i = 0; i < k_launches; ++i) launch();
+      check(cudaEventRecord(stop), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "the benchmark's work");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      state.SetIterationTime(ms / 1e3);
+    });
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
   } catch (const std::exception& e) {
@@ -235,14 +243,7 @@ void host_run(benchmark::State& state, const workload& w, host_op what, bool pin
     };
     be->encode(w.p, view, coeffs);
     if (what != host_op::encode) run();
-    for (auto _ : state) {
-      try {
-        run();
-      } catch (const std::exception& e) {
-        state.SkipWithError(e.what());
-        break;
-      }
-    }
+    each_iteration(state, run);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -314,14 +315,7 @@ void loader_run(benchmark::State& state, const workload& w, int device) {
       return n;
     };
     for (int i = 0; i < 2; ++i) next();  // untimed: the prefetch under way, the kernels loaded
-    for (auto _ : state) {
-      try {
-        images += next();
-      } catch (const std::exception& e) {
-        state.SkipWithError(e.what());
-        break;
-      }
-    }
+    each_iteration(state, [&] { images += next(); });
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
