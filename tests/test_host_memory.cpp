@@ -355,8 +355,12 @@ TEST(LoaderBatchMemory, WithoutOneGivenBatchesAreRecycledInLargePagesOfTheLoader
     // The prefetch queue's batches, the one being made, the one held (and one being freed):
     // the rest reused.
     const auto n = pool->statistics();
+#if defined(__SANITIZE_ADDRESS__)
+    EXPECT_EQ(n.reused, 0u);  // none kept, so that AddressSanitizer sees each batch freed
+#else
     EXPECT_LE(n.from_upstream, o.prefetch + 3);
     EXPECT_GE(n.reused, 12u - (o.prefetch + 3));
+#endif
   }
   // The loader is gone; its memory stays with the batch still held.
   EXPECT_GT(used.use_count(), 1);

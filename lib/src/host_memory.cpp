@@ -76,13 +76,15 @@ void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t a
   up_->deallocate(p, bytes, align);
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)  // (Clang's spelling; GCC defines __SANITIZE_ADDRESS__)
-#define DCTCHOP_HAS_ASAN 1
+#if defined(__SANITIZE_ADDRESS__)  // (GCC's spelling)
+#define DCTCHOP_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // (Clang's)
+#define DCTCHOP_UNDER_ASAN 1
 #endif
 #endif
-#ifndef DCTCHOP_HAS_ASAN
-#define DCTCHOP_HAS_ASAN 0
+#ifndef DCTCHOP_UNDER_ASAN
+#define DCTCHOP_UNDER_ASAN 0
 #endif
 
 namespace {
@@ -138,7 +140,7 @@ class large_page_resource final : public std::pmr::memory_resource {
 /** Where a backend without memory of its own keeps large buffers. Under AddressSanitizer the
  *  heap, whose blocks it guards (it does not see inside mappings). */
 std::shared_ptr<std::pmr::memory_resource> large_pages() {
-#if defined(__SANITIZE_ADDRESS__) || DCTCHOP_HAS_ASAN
+#if DCTCHOP_UNDER_ASAN
   return nullptr;
 #else
   // One for the process, never destroyed: a buffer freed during exit (a Python object, a
@@ -155,6 +157,10 @@ std::shared_ptr<std::pmr::memory_resource> large_page_memory() {
   // (AddressSanitizer: the heap, not owned)
   return std::shared_ptr<std::pmr::memory_resource>(std::shared_ptr<void>(),
                                                     std::pmr::new_delete_resource());
+}
+
+std::shared_ptr<recycling_resource> recycled_large_pages() {
+  return std::make_shared<recycling_resource>(large_page_memory(), DCTCHOP_UNDER_ASAN ? 0 : 16);
 }
 
 byte_buffer host_buffer(const backend& be, std::uint64_t bytes) {

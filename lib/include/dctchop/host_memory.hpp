@@ -130,4 +130,10 @@ class recycling_resource final : public std::pmr::memory_resource {
   counts n_;
 };
 
+/** A recycling_resource over large_page_memory(), for buffers that a component makes and frees
+ *  again and again at a few sizes (a loader's batches and chunks): after the first of each,
+ *  neither page faults nor the kernel's clearing of fresh pages. Under AddressSanitizer it
+ *  keeps no block, so that a buffer used after it was freed is still found. */
+std::shared_ptr<recycling_resource> recycled_large_pages();
+
 }  // namespace dctchop

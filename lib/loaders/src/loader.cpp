@@ -201,9 +201,9 @@ struct archive_loader::impl {
     seed = o.seed;
     if (o.shuffle_window == 0) o.shuffle_window = 1;
     if (!be) be = make_backend(backend_kind::cpu, {1});
-    if (!o.batch_memory) o.batch_memory = std::make_shared<recycling_resource>(large_page_memory());
+    if (!o.batch_memory) o.batch_memory = recycled_large_pages();
     chunk_memory = be->host_memory();
-    if (!chunk_memory) chunk_memory = std::make_shared<recycling_resource>(large_page_memory());
+    if (!chunk_memory) chunk_memory = recycled_large_pages();
     coeff_bytes = h.coeff_bytes_per_sample();
     sample_bytes = o.decode ? h.geom.values_per_sample() * size_of(h.type) : coeff_bytes;
     if (const auto* info = reader.find_side_array("labels")) {
