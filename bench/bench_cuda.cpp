@@ -253,16 +253,18 @@ void host_run(benchmark::State& state, const workload& w, host_op what, bool pin
                                               benchmark::Counter::kIsRate);
 }
 
-/** The loader benchmark's archives, in memory where the system has a tmpfs at /dev/shm (the
- *  figures are then the loader's, not a disk's), removed when the run ends. */
+/** The loader benchmark's archives (about 530 MB), in memory where the system has a tmpfs at
+ *  /dev/shm with room for them (the figures are then the loader's, not a disk's; a
+ *  container's /dev/shm may hold 64 MiB), removed when the run ends (gpu-check.sh removes
+ *  what a run stopped by its time limit leaves). */
 struct scratch_dir {
   std::filesystem::path path;
   scratch_dir() {
     std::error_code ec;
     const std::filesystem::path shm = "/dev/shm";
-    const auto base = std::filesystem::is_directory(shm, ec) && ::access("/dev/shm", W_OK) == 0
-                          ? shm
-                          : std::filesystem::temp_directory_path();
+    const bool roomy = std::filesystem::is_directory(shm, ec) && ::access("/dev/shm", W_OK) == 0 &&
+                       std::filesystem::space(shm, ec).available > (u64(2) << 30) && !ec;
+    const auto base = roomy ? shm : std::filesystem::temp_directory_path();
     path = base / ("dctchop-gpu-bench-" + std::to_string(::getpid()));
     std::filesystem::create_directories(path);
   }

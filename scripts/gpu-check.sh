@@ -272,12 +272,15 @@ fi
 
 echo "== GPU benchmark" | tee "$OUT/gpu-bench.txt"
 # Fixed iteration counts (bench/bench_cuda.cpp): 64 kernel and copy benchmarks in about a
-# minute, and 4 of the loader's training ingest (3 archives of 4096 images written first, in
-# /dev/shm). At most 150 s, and 120 s of the deadline kept for the end-to-end run after it.
+# minute, then 4 of the loader's training ingest (each chop's archive of 4096 images written
+# when its first benchmark starts, in /dev/shm where it has room). At most 150 s, and 120 s
+# of the deadline kept for the end-to-end run after it.
 bench_left=$(( $(limit 150) < DEADLINE - SECONDS - 120 ? $(limit 150) : DEADLINE - SECONDS - 120 ))
 timeout -k 5 "$((bench_left < 30 ? 30 : bench_left))" "${BENCH[@]}" --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/gpu-bench.json" --benchmark_out_format=json 2>&1 |
   tee -a "$OUT/gpu-bench.txt" || FAILED=1
+# (archives that a benchmark stopped by the time limit left behind)
+rm -rf /dev/shm/dctchop-gpu-bench-* "${TMPDIR:-/tmp}"/dctchop-gpu-bench-* 2>/dev/null || true
 
 # Against issue 5's targets, and which kernel layout is faster (the default should be). It
 # exits 1 when a benchmark failed: Google Benchmark exits 0 after a SkipWithError.

@@ -3,18 +3,20 @@
 // their memory when moved, and a loader whose batches are gathered into a given resource.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <cctype>
+#include <cstdint>
 #include <cstring>
-#include <sstream>
-#include <string>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <memory_resource>
+#include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -108,6 +110,50 @@ TEST(RecyclingResource, KeepsAtMostItsLimitAndGivesEverythingBackWhenDestroyed) 
   }
   EXPECT_EQ(up->live_bytes, 0);
   EXPECT_EQ(up->allocations, up->deallocations);
+}
+
+TEST(RecyclingResource, ReleasingWhatItKeepsGivesItBackAndKeepsNoneAfter) {
+  auto up = std::make_shared<test_heap>();
+  recycling_resource pool(up, 4);
+  void* a = pool.allocate(256, 16);
+  void* b = pool.allocate(256, 16);
+  pool.deallocate(a, 256, 16);
+  EXPECT_EQ(pool.statistics().retained, 1u);
+  pool.release_kept();
+  EXPECT_EQ(pool.statistics().retained, 0u);
+  EXPECT_EQ(up->deallocations, 1u);
+  pool.deallocate(b, 256, 16);  // freed after: straight back upstream
+  EXPECT_EQ(pool.statistics().retained, 0u);
+  EXPECT_EQ(up->live_bytes, 0);
+}
+
+TEST(RecyclingResource, InAForkedChildBlocksComeFromAndGoStraightToUpstream) {
+  // A DataLoader worker forked while a loader ran frees batches made before the fork: the
+  // parent's lock may have been held at the fork (by its prefetch thread), so a child must
+  // not take it, nor keep blocks in the parent's list.
+  auto up = std::make_shared<test_heap>();
+  recycling_resource pool(up, 4);
+  void* kept = pool.allocate(4096, 64);
+  void* out = pool.allocate(4096, 64);
+  pool.deallocate(kept, 4096, 64);
+  ASSERT_EQ(pool.statistics().retained, 1u);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // No gtest assertions in the child: its exit code says what it found.
+    const u64 freed = up->deallocations, made = up->allocations;
+    pool.deallocate(out, 4096, 64);         // upstream, not kept
+    void* again = pool.allocate(4096, 64);  // upstream, not the block kept before
+    const bool ok = up->deallocations == freed + 1 && up->allocations == made + 1 && again != kept;
+    pool.deallocate(again, 4096, 64);
+    ::_exit(ok && up->deallocations == freed + 2 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child kept or took blocks of the parent's list";
+  pool.deallocate(out, 4096, 64);  // the parent's own: kept as before
+  EXPECT_EQ(pool.statistics().retained, 2u);
 }
 
 TEST(RecyclingResource, AllocatingOnOneThreadAndFreeingOnAnotherIsSafe) {
@@ -205,7 +251,7 @@ TEST(HostBuffer, LargeCpuBuffersLieOnTwoMiBBoundariesInMemoryMarkedForHugePages)
   big[n - 1] = std::byte{9};
   for (std::size_t i = 0; i < n; i += 4096) ASSERT_EQ(big[i], std::byte(i >> 12)) << i;
   EXPECT_EQ(big[n - 1], std::byte{9});
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(DCTCHOP_TEST_ASAN)
   EXPECT_EQ(big.get_allocator().resource(), nullptr);
 #else
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big.data()) % (std::uintptr_t(2) << 20), 0u);
@@ -344,7 +390,7 @@ TEST(LoaderBatchMemory, WithoutOneGivenBatchesAreRecycledInLargePagesOfTheLoader
       EXPECT_TRUE(b.data == want.data) << "batch " << i;
       if (i == 0) used = b.data.get_allocator().resource();
       EXPECT_EQ(b.data.get_allocator().resource(), used) << "batch " << i;
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(DCTCHOP_TEST_ASAN)
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data.data()) % (std::uintptr_t(2) << 20), 0u)
           << "batch " << i;
 #endif
@@ -355,15 +401,17 @@ TEST(LoaderBatchMemory, WithoutOneGivenBatchesAreRecycledInLargePagesOfTheLoader
     // The prefetch queue's batches, the one being made, the one held (and one being freed):
     // the rest reused.
     const auto n = pool->statistics();
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(DCTCHOP_TEST_ASAN)
     EXPECT_EQ(n.reused, 0u);  // none kept, so that AddressSanitizer sees each batch freed
 #else
     EXPECT_LE(n.from_upstream, o.prefetch + 3);
     EXPECT_GE(n.reused, 12u - (o.prefetch + 3));
 #endif
   }
-  // The loader is gone; its memory stays with the batch still held.
+  // The loader is gone; its memory stays with the batch still held, but keeps no freed block
+  // for reuse (the batches of the prefetch queue went back as the loader stopped).
   EXPECT_GT(used.use_count(), 1);
+  EXPECT_EQ(std::static_pointer_cast<recycling_resource>(used)->statistics().retained, 0u);
   for (u64 k = 0; k < kept.samples.size(); k += 1000) {
     EXPECT_EQ(static_cast<u64>(kept.data[k * 256 + 7]), kept.samples[k] % 256) << k;
   }

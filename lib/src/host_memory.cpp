@@ -15,13 +15,29 @@ namespace dctchop {
 
 recycling_resource::recycling_resource(std::shared_ptr<std::pmr::memory_resource> upstream,
                                        std::size_t keep)
-    : up_(std::move(upstream)), keep_(keep) {
+    : up_(std::move(upstream)), keep_(keep), pid_(static_cast<long>(::getpid())) {
   if (!up_) throw error(errc::internal, "recycling_resource needs an upstream resource");
   free_.reserve(keep_);
 }
 
 recycling_resource::~recycling_resource() {
+  if (forked()) return;  // (the kept blocks are the parent's, copied: left as they are)
   for (const block& b : free_) up_->deallocate(b.p, b.bytes, b.align);
+}
+
+bool recycling_resource::forked() const noexcept {
+  return static_cast<long>(::getpid()) != pid_;
+}
+
+void recycling_resource::release_kept() {
+  if (forked()) return;
+  std::vector<block> kept;
+  {
+    std::lock_guard lock(m_);
+    kept.swap(free_);
+    keep_ = 0;
+  }
+  for (const block& b : kept) up_->deallocate(b.p, b.bytes, b.align);
 }
 
 recycling_resource::counts recycling_resource::statistics() const {
@@ -32,6 +48,7 @@ recycling_resource::counts recycling_resource::statistics() const {
 }
 
 void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
+  if (forked()) return up_->allocate(bytes, align);
   {
     std::lock_guard lock(m_);
     const auto it = std::find_if(free_.begin(), free_.end(), [&](const block& b) {
@@ -66,6 +83,7 @@ void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
 }
 
 void recycling_resource::do_deallocate(void* p, std::size_t bytes, std::size_t align) {
+  if (forked()) return up_->deallocate(p, bytes, align);
   {
     std::lock_guard lock(m_);
     if (free_.size() < keep_) {
@@ -159,8 +177,8 @@ std::shared_ptr<std::pmr::memory_resource> large_page_memory() {
                                                     std::pmr::new_delete_resource());
 }
 
-std::shared_ptr<recycling_resource> recycled_large_pages() {
-  return std::make_shared<recycling_resource>(large_page_memory(), DCTCHOP_UNDER_ASAN ? 0 : 16);
+std::shared_ptr<recycling_resource> recycled_large_pages(std::size_t keep) {
+  return std::make_shared<recycling_resource>(large_page_memory(), DCTCHOP_UNDER_ASAN ? 0 : keep);
 }
 
 byte_buffer host_buffer(const backend& be, std::uint64_t bytes) {

@@ -96,7 +96,10 @@ std::shared_ptr<std::pmr::memory_resource> large_page_memory();
  *  memory from its upstream (pinned memory is slow to get: the pages are locked and mapped for
  *  the device) only until its pipeline is full. At most `keep` free blocks are retained; the
  *  rest go back upstream at once, and all of them when the resource is destroyed, or when
- *  upstream has no room for a request (std::bad_alloc), which is then tried once more. */
+ *  upstream has no room for a request (std::bad_alloc), which is then tried once more. In a
+ *  process forked from the one that made it (a DataLoader worker freeing a batch made before
+ *  the fork), blocks come from and go straight to upstream, past the lock, which a thread of
+ *  the parent may have held at the fork. */
 class recycling_resource final : public std::pmr::memory_resource {
  public:
   explicit recycling_resource(std::shared_ptr<std::pmr::memory_resource> upstream,
@@ -104,6 +107,11 @@ class recycling_resource final : public std::pmr::memory_resource {
   ~recycling_resource() override;
   recycling_resource(const recycling_resource&) = delete;
   recycling_resource& operator=(const recycling_resource&) = delete;
+
+  /** Give the retained blocks back upstream and keep none from now on: for an owner that is
+   *  done making buffers while some are still out (a loader destroyed while its caller holds
+   *  a batch), so that the blocks freed meanwhile do not wait for the last one. */
+  void release_kept();
 
   struct counts {
     std::uint64_t from_upstream = 0;  ///< blocks obtained from upstream
@@ -123,8 +131,12 @@ class recycling_resource final : public std::pmr::memory_resource {
     void* p;
     std::size_t bytes, align;
   };
+  /** Whether this is a process forked from the one that made the resource. */
+  bool forked() const noexcept;
+
   std::shared_ptr<std::pmr::memory_resource> up_;
   std::size_t keep_;
+  long pid_;  // the process that made it
   mutable std::mutex m_;
   std::vector<block> free_;
   counts n_;
@@ -134,6 +146,6 @@ class recycling_resource final : public std::pmr::memory_resource {
  *  again and again at a few sizes (a loader's batches and chunks): after the first of each,
  *  neither page faults nor the kernel's clearing of fresh pages. Under AddressSanitizer it
  *  keeps no block, so that a buffer used after it was freed is still found. */
-std::shared_ptr<recycling_resource> recycled_large_pages();
+std::shared_ptr<recycling_resource> recycled_large_pages(std::size_t keep = 16);
 
 }  // namespace dctchop

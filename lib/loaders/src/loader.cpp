@@ -143,6 +143,8 @@ struct archive_loader::impl {
   // huge pages. A chunk read or decoded into fresh pages paid for their faults and for the
   // kernel's clearing of them, each time the chunk came back into the cache.
   std::shared_ptr<std::pmr::memory_resource> chunk_memory;
+  // The batches' memory where the caller gave none: its kept blocks go when the loader does.
+  std::shared_ptr<recycling_resource> own_batch_memory;
   formats::archive_reader reader;
   formats::archive_header h;
   u64 label_row = 0;  // bytes of one sample's labels (0: none); read with their chunk
@@ -201,9 +203,14 @@ struct archive_loader::impl {
     seed = o.seed;
     if (o.shuffle_window == 0) o.shuffle_window = 1;
     if (!be) be = make_backend(backend_kind::cpu, {1});
-    if (!o.batch_memory) o.batch_memory = recycled_large_pages();
+    if (!o.batch_memory) {
+      // As many blocks kept as the pipeline uses: the queue, the batch being made, the one
+      // held and one being freed.
+      own_batch_memory = recycled_large_pages(std::min<std::size_t>(16, o.prefetch + 3));
+      o.batch_memory = own_batch_memory;
+    }
     chunk_memory = be->host_memory();
-    if (!chunk_memory) chunk_memory = recycled_large_pages();
+    if (!chunk_memory) chunk_memory = recycled_large_pages(4);
     coeff_bytes = h.coeff_bytes_per_sample();
     sample_bytes = o.decode ? h.geom.values_per_sample() * size_of(h.type) : coeff_bytes;
     if (const auto* info = reader.find_side_array("labels")) {
@@ -304,8 +311,8 @@ struct archive_loader::impl {
     return n / o.batch_size + (n % o.batch_size != 0 ? 1 : 0);
   }
 
-  /** A chunk's buffer: in chunk_memory, or on the heap where that has no room (pinned
-   *  memory is scarce), as host_buffer does. */
+  /** A chunk's buffer: in chunk_memory, or where that is the backend's and has no room
+   *  (pinned memory is scarce), in large pages, as host_buffer does. */
   byte_buffer chunk_buffer(u64 bytes) {
     try {
       return byte_buffer(bytes, resource_allocator<std::byte>(chunk_memory));
@@ -440,6 +447,12 @@ struct archive_loader::impl {
     ready.clear();
     err = nullptr;
   }
+
+  /** halt(), for good: the batches the caller still holds free their memory as they go. */
+  void close() {
+    halt();
+    if (own_batch_memory) own_batch_memory->release_kept();
+  }
 };
 
 archive_loader::archive_loader(const std::string& archive, const loader_options& options,
@@ -454,7 +467,7 @@ archive_loader::~archive_loader() {
     (void)impl_.release();  // (its memory is the parent's pages, copied: left as it is)
     return;
   }
-  impl_->halt();
+  impl_->close();
 }
 
 void archive_loader::renew_if_forked() {

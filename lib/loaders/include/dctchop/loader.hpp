@@ -41,9 +41,11 @@ struct loader_options {
   static constexpr std::size_t max_prefetch = 1024;  ///< the most prefetch takes
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
   /** Where batch::data is allocated. nullptr: memory of the loader's own, recycled from one
-   *  batch to the next, in huge pages (recycled_large_pages(), host_memory.hpp): a
-   *  batch of tens of megabytes taken from the heap each time came as fresh pages, and its
-   *  gathering spent most of its time in page faults. The device loader, unless given one,
+   *  batch to the next, in huge pages (recycled_large_pages(), host_memory.hpp), keeping
+   *  as many freed batches as the pipeline uses (prefetch + 3, at most 16) and none once
+   *  the loader is gone: a batch of tens of megabytes taken from the heap each time came
+   *  as fresh pages, and its gathering spent most of its time in page faults. The device
+   *  loader, unless given one,
    *  takes pinned memory (cuda::pinned_memory() under a recycling_resource), so a batch is
    *  gathered straight into memory the GPU copies from. Allocated on the prefetch thread,
    *  freed wherever the batch goes: it must be thread-safe. */
