@@ -68,9 +68,9 @@ void* recycling_resource::do_allocate(std::size_t bytes, std::size_t align) {
     // Upstream has no room (page-locked memory is limited): give it the blocks kept for
     // other sizes, and ask once more.
     std::vector<block> kept;
-    kept.reserve(keep_);  // becomes the free list: do_deallocate's push_back cannot throw
     {
-      std::lock_guard lock(m_);
+      std::lock_guard lock(m_);  // (keep_ too: release_kept may change it)
+      kept.reserve(keep_);       // becomes the free list: do_deallocate's push_back cannot throw
       kept.swap(free_);
     }
     if (kept.empty()) throw;

@@ -45,10 +45,10 @@ struct loader_options {
    *  as many freed batches as the pipeline uses (prefetch + 3, at most 16) and none once
    *  the loader is gone: a batch of tens of megabytes taken from the heap each time came
    *  as fresh pages, and its gathering spent most of its time in page faults. The device
-   *  loader, unless given one,
-   *  takes pinned memory (cuda::pinned_memory() under a recycling_resource), so a batch is
-   *  gathered straight into memory the GPU copies from. Allocated on the prefetch thread,
-   *  freed wherever the batch goes: it must be thread-safe. */
+   *  loader, unless given one, takes pinned memory (cuda::pinned_memory() under a
+   *  recycling_resource), so a batch is gathered straight into memory the GPU copies from.
+   *  Allocated on the prefetch thread, freed wherever the batch goes: it must be
+   *  thread-safe. */
   std::shared_ptr<std::pmr::memory_resource> batch_memory;
 };
 
