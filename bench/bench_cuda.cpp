@@ -21,11 +21,9 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,11 +33,10 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/device_loader.hpp"
-#include "dctchop/formats/npy.hpp"
-#include "dctchop/formats/pipeline.hpp"
 #include "dctchop/metrics.hpp"
 
 namespace {
@@ -253,45 +250,17 @@ void host_run(benchmark::State& state, const workload& w, host_op what, bool pin
                                               benchmark::Counter::kIsRate);
 }
 
-/** The loader benchmark's archives (about 530 MB), in memory where the system has a tmpfs at
- *  /dev/shm with room for them (the figures are then the loader's, not a disk's; a
- *  container's /dev/shm may hold 64 MiB), removed when the run ends (gpu-check.sh removes
- *  what a run stopped by its time limit leaves). */
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    std::error_code ec;
-    const std::filesystem::path shm = "/dev/shm";
-    const bool roomy = std::filesystem::is_directory(shm, ec) && ::access("/dev/shm", W_OK) == 0 &&
-                       std::filesystem::space(shm, ec).available > (u64(2) << 30) && !ec;
-    const auto base = roomy ? shm : std::filesystem::temp_directory_path();
-    path = base / ("dctchop-gpu-bench-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-/** An archive of the workload's input (u8 images), made once per process and chop. */
+/** An archive of the workload's input (u8 images), made once per process and chop. The
+ *  archives (about 530 MB) go to /dev/shm where it has 2 GiB free; gpu-check.sh removes what
+ *  a run stopped by its time limit leaves. */
 std::string archive_of(const workload& w) {
-  static scratch_dir dir;
+  static bench::scratch_dir dir("dctchop-gpu-bench", u64(2) << 30);
   static std::map<int, std::string> made;
   if (auto it = made.find(w.p.chop); it != made.end()) return it->second;
-  const auto& values = input_of(w);
-  std::vector<u64> shape{w.g.samples, w.g.height, w.g.width, w.g.planes};
-  formats::dataset_spec in;
-  in.path = "<images>";
-  in.memory =
-      formats::dataset_spec::memory_array{*formats::parse_npy_descr("|u1"), shape, values.data()};
-  formats::compress_options o;
-  o.chop = w.p.chop;
-  o.measure_quality = false;
-  o.overwrite = true;
   const std::string path =
       (dir.path / ("images-chop" + std::to_string(w.p.chop) + ".dcz")).string();
-  formats::compress(in, path, *make_backend(backend_kind::automatic), o);
+  bench::compress_u8(path, {w.g.samples, w.g.height, w.g.width, w.g.planes}, input_of(w).data(),
+                     w.p.chop, *make_backend(backend_kind::automatic));
   return made[w.p.chop] = path;
 }
 

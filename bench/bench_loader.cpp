@@ -3,8 +3,8 @@
 // two batches on a background thread. Archives are made once per run in a temporary folder:
 // 60,000 MNIST-sized u8 images (28x28, batches of 128) and 256 u8 images of 256x256x3
 // (batches of 16, and of 256: one batch of 50 MB an epoch, a training batch's size), block 8,
-// chop 4, f16. Decode on 1 or 2 CPU threads, or off (batches of
-// stored coefficients, as the device loaders take them: reading and gathering only).
+// chop 4, f16. Decode on 1 or 2 CPU threads, or off (batches of stored coefficients, as the
+// device loaders take them: reading and gathering only).
 // Run: ./build/bench/dctchop_loader_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
@@ -18,11 +18,8 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
+#include "bench_util.hpp"
 #include "dctchop/codec.hpp"
-#include "dctchop/formats/npy.hpp"
-#include "dctchop/formats/pipeline.hpp"
 #include "dctchop/loader.hpp"
 
 namespace {
@@ -32,17 +29,8 @@ namespace fs = std::filesystem;
 using u64 = std::uint64_t;
 
 /** The temporary folder, removed when the run ends. */
-struct scratch_dir {
-  fs::path path = fs::temp_directory_path() / ("dctchop-loader-bench-" + std::to_string(::getpid()));
-  scratch_dir() { fs::create_directories(path); }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 const fs::path& scratch() {
-  static scratch_dir d;
+  static bench::scratch_dir d("dctchop-loader-bench");
   return d.path;
 }
 
@@ -63,15 +51,7 @@ std::string archive_of(const std::string& name, u64 n, u64 h, u64 w, u64 c) {
       data[s * per + i] = static_cast<std::uint8_t>(std::clamp(base + noise(rng), 0.f, 255.f));
     }
   }
-  formats::dataset_spec in;
-  in.path = "<" + name + ">";
-  in.memory = formats::dataset_spec::memory_array{*formats::parse_npy_descr("|u1"), shape, data.data()};
-  formats::compress_options o;
-  o.chop = 4;
-  o.measure_quality = false;
-  o.overwrite = true;
-  auto be = make_backend(backend_kind::cpu);
-  formats::compress(in, dcz.string(), *be, o);
+  bench::compress_u8(dcz.string(), shape, data.data(), 4, *make_backend(backend_kind::cpu));
   return made[name] = dcz.string();
 }
 
