@@ -447,12 +447,31 @@ backend_kind parse_backend(const std::string& s) {
 
 /** The backend that --backend names, with --threads. Where `auto` finds a GPU it cannot use
  *  (one that none of the kernels' architectures runs on), a note on stderr says so and why,
- *  unless `quiet` (-q, or a --json report that goes to stderr, which the note would break). */
+ *  unless `quiet` (-q, or a --json report that goes to stderr, which the note would break).
+ *  CUDA starts in the background: the first chunks are read, and coded on the CPU (the same
+ *  bytes), while the driver starts; the pipelines call wait_started() before they name an
+ *  output, so that `--backend cuda` without a usable GPU is still exit 7. */
 std::unique_ptr<backend> open_backend(const std::string& name, int threads, bool quiet,
                                       spdlog::logger& log) {
-  return make_backend(parse_backend(name), {threads}, [&log, quiet](const std::string& why) {
+  backend_options o;
+  o.threads = threads;
+  o.start_in_background = true;
+  return make_backend(parse_backend(name), o, [&log, quiet](const std::string& why) {
     if (!quiet) log.warn("note: --backend auto takes the CPU: {}", why);
   });
+}
+
+/** `work()` with `be`; where it throws, what kept a CUDA backend asked for by name from
+ *  starting comes first (exit 7): the work ran on the CPU meanwhile, and its own error (a
+ *  quality gate missed on a trial, say) may be a consequence. */
+template <typename Work>
+auto with_backend(backend& be, Work&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (...) {
+    be.wait_started();  // throws the start's error, if any; else the work's goes on
+    throw;
+  }
 }
 
 formats::progress_fn progress_to(app::progress_bar& bar) {
@@ -1243,7 +1262,7 @@ int run(int argc, char** argv) {
       };
       auto be =
           open_backend(c_backend, c_threads, c_quiet || (c_json && stdout_carries_data()), *log);
-      auto r = [&] {
+      auto r = with_backend(*be, [&] {
         try {
           return formats::compress(input_spec(c_in, c_io), c_out, *be, o);
         } catch (const error& e) {
@@ -1253,7 +1272,7 @@ int run(int argc, char** argv) {
                                             "from {}: name the output with -o",
                                             e.what(), named_array));
         }
-      }();
+      });
       bar.clear();
       if (c_json) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
@@ -1299,7 +1318,7 @@ int run(int argc, char** argv) {
           open_backend(d_backend, d_threads, d_quiet || (d_json && stdout_carries_data()), *log);
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
-      auto r = formats::decompress(d_in, spec, *be, o);
+      auto r = with_backend(*be, [&] { return formats::decompress(d_in, spec, *be, o); });
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word; so are
       // labels under such a name, which are NPY whatever --raw says of the data.
@@ -1417,6 +1436,7 @@ int run(int argc, char** argv) {
       app::progress_bar bar("evaluating", !e_quiet);
       o.progress = progress_to(bar);
       auto be = open_backend(e_backend, e_threads, e_quiet, *log);
+      be->wait_started();  // eval times each setting: on the backend asked for, not the stopgap
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
       if (!e_quiet && !e_json) {
@@ -1461,7 +1481,8 @@ int run(int argc, char** argv) {
         }
         // No codec runs here, but a backend asked for by name must exist (never a silent
         // fallback): `verify x.dcz --backend cuda` on a machine without a GPU is exit 7.
-        if (ver->count("--backend") > 0) open_backend(v_backend, v_threads, v_quiet, *log);
+        if (ver->count("--backend") > 0)
+          open_backend(v_backend, v_threads, v_quiet, *log)->wait_started();
         auto report = [&](const nlohmann::json& j) {
           if (v_quiet || v_json) return;
           const auto chunks = j["chunks"].get<std::uint64_t>();
@@ -1492,7 +1513,9 @@ int run(int argc, char** argv) {
       app::progress_bar bar("verifying", !v_quiet);
       o.progress = progress_to(bar);
       auto be = open_backend(v_backend, v_threads, v_quiet, *log);
-      auto r = formats::verify_archive(v_in, input_spec(v_against, v_io), *be, o);
+      auto r = with_backend(
+          *be, [&] { return formats::verify_archive(v_in, input_spec(v_against, v_io), *be, o); });
+      be->wait_started();
       bar.clear();
       if (!v_quiet && !v_json) {
         for (const auto& n : r.notes) log->info("{}", n);

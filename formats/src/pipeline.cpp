@@ -902,6 +902,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   }
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written
+  be.wait_started();  // a CUDA backend that could not start, asked for by name: no archive
   w.finish();
   r.archive_bytes = w.bytes_written();
   return r;
@@ -1289,6 +1290,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     throw error(errc::bad_input, r.display_name() + ": the archive holds no labels");
   }
   if (!random) w->add_attributes(footer_attributes());
+  be.wait_started();  // a CUDA backend that could not start, asked for by name: no output
   // Both written out before either is named: a failure (a full disk) then leaves neither,
   // never the new data beside the old labels.
   w->prepare();

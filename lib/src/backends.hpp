@@ -1,6 +1,7 @@
 // Internal: constructors of the compiled-in backends.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,5 +36,16 @@ inline constexpr std::string_view use_cpu_hint = "; or use --backend cpu";
  *  device, or with one that none of the kernels' architectures runs on. */
 std::unique_ptr<backend> make_cuda_backend(const backend_options& options);
 std::string cuda_backend_description();
+
+/** backend_options::start_in_background: a starting_backend (starting_backend.hpp) that makes
+ *  the CUDA backend, on device 0 (of CUDA_VISIBLE_DEVICES), and meanwhile runs the calls on
+ *  the CPU backend; `on_fallback` empty for `cuda`, set for `automatic` (its note). nullptr
+ *  where no GPU's device file is seen (or CUDA_VISIBLE_DEVICES hides them all): the runtime
+ *  says so at once, so the caller makes the backend as without the option. `before_pin`
+ *  (tests) runs on the start's thread once the device is up, before the buffers handed out
+ *  so far are page-locked; given, the device files are not looked for. */
+std::unique_ptr<backend> start_cuda_backend(
+    const backend_options& options, const std::function<void(const std::string&)>& on_fallback,
+    const std::function<void()>& before_pin = {});
 
 }  // namespace dctchop::detail

@@ -153,6 +153,9 @@ std::unique_ptr<backend> make_backend(
       return detail::make_cpu_backend(options);
     case backend_kind::cuda:
 #if defined(DCTCHOP_HAVE_CUDA)
+      if (options.start_in_background) {
+        if (auto b = detail::start_cuda_backend(options, nullptr)) return b;
+      }
       return detail::make_cuda_backend(options);
 #else
       throw error(errc::backend_unavailable,
@@ -160,6 +163,16 @@ std::unique_ptr<backend> make_backend(
 #endif
     case backend_kind::automatic:
 #if defined(DCTCHOP_HAVE_CUDA)
+      if (options.start_in_background) {
+        // Told on the thread of the call that finds the device unusable, or not at all.
+        auto tell = [on_cpu_fallback](const std::string& what) {
+          std::string why = what;
+          if (why.ends_with(detail::use_cpu_hint))
+            why.resize(why.size() - detail::use_cpu_hint.size());
+          if (on_cpu_fallback) on_cpu_fallback(why);
+        };
+        if (auto b = detail::start_cuda_backend(options, tell)) return b;
+      }
       if (cuda::available()) {
         try {
           return detail::make_cuda_backend(options);

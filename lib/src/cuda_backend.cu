@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <memory_resource>
@@ -21,6 +24,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -36,6 +41,7 @@
 #include "dctchop/matrix_form.hpp"
 #include "dctchop/metrics.hpp"
 #include "dispatch.hpp"
+#include "starting_backend.hpp"
 
 /** Every CUDA runtime call goes through this: a failure throws error(backend_unavailable)
  *  with the call, the place and CUDA's name for the error. */
@@ -728,6 +734,136 @@ std::unique_ptr<backend> make_cuda_backend(const backend_options&) {
 }
 
 std::string cuda_backend_description() { return "cuda"; }
+
+namespace {
+
+/** Large pages (large_page_memory()), page-locked for the device from pin() on, the blocks
+ *  handed out before then included: a starting backend's host memory, whose buffers are made,
+ *  and its first chunks read into them, while the driver starts. Blocks under 2 MiB (the
+ *  heap's, whose pages other blocks share) and any the driver will not lock stay pageable:
+ *  the backend stages those. */
+class registering_resource final : public std::pmr::memory_resource {
+ public:
+  explicit registering_resource(std::shared_ptr<std::pmr::memory_resource> upstream)
+      : up_(std::move(upstream)) {}
+  ~registering_resource() override = default;  // every block was given back (each holds it)
+  registering_resource(const registering_resource&) = delete;
+  registering_resource& operator=(const registering_resource&) = delete;
+
+  /** Lock the blocks held and every block made from now on, for `device`, which is current on
+   *  the calling thread. */
+  void pin(int device) {
+    const std::lock_guard lock(m_);
+    device_ = device;
+    for (auto& [p, b] : blocks_) b.locked = lock_pages(p, b.bytes);
+  }
+
+ private:
+  static constexpr std::size_t smallest = std::size_t(2) << 20;
+  struct block {
+    std::size_t bytes;
+    bool locked;
+  };
+
+  /** With m_ held. */
+  bool lock_pages(void* p, std::size_t bytes) const {
+    if (device_ < 0 || bytes < smallest) return false;
+    const device_guard on(device_, true);
+    if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) return true;
+    (void)cudaGetLastError();  // not sticky: clear it (the block is staged instead)
+    return false;
+  }
+
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    void* p = up_->allocate(bytes, align);
+    try {
+      const std::lock_guard lock(m_);
+      auto& b = blocks_[p];
+      b = block{bytes, false};
+      b.locked = lock_pages(p, bytes);
+    } catch (...) {
+      {
+        const std::lock_guard lock(m_);
+        blocks_.erase(p);
+      }
+      up_->deallocate(p, bytes, align);
+      throw;
+    }
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    {
+      const std::lock_guard lock(m_);
+      if (const auto it = blocks_.find(p); it != blocks_.end()) {
+        if (it->second.locked) {
+          // Before the pages are unmapped: a registration left behind could make a later
+          // mapping at the same address look page-locked. (Registered portable, any context
+          // unregisters it: where the device cannot be made current, the thread's own.)
+          try {
+            const device_guard on(device_, true);
+            cuda_ignore(cudaHostUnregister(p));
+          } catch (...) {
+            cuda_ignore(cudaHostUnregister(p));
+          }
+        }
+        blocks_.erase(it);
+      }
+    }
+    up_->deallocate(p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+
+  std::shared_ptr<std::pmr::memory_resource> up_;
+  std::mutex m_;
+  std::unordered_map<void*, block> blocks_;
+  int device_ = -1;  // set by pin()
+};
+
+/** Whether this process may see an NVIDIA GPU, without starting the driver: a GPU's device
+ *  file (/dev/nvidia0..., which a container holds only for the GPUs given to it; WSL's
+ *  /dev/dxg), and CUDA_VISIBLE_DEVICES not set to hide them all. Where none is seen the
+ *  backend is made as without start_in_background: the runtime then says at once that there
+ *  is no device, and `automatic` keeps the CPU's worker per core. */
+bool gpu_may_be_visible() {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr) {
+    const std::string_view s(v);
+    if (s.empty() || s.front() == '-' || s == "NoDevFiles") return false;
+  }
+  std::error_code ec;
+  if (std::filesystem::exists("/dev/dxg", ec)) return true;
+  for (std::filesystem::directory_iterator it("/dev", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<backend> start_cuda_backend(
+    const backend_options& options, const std::function<void(const std::string&)>& on_fallback,
+    const std::function<void()>& before_pin) {
+  if (!before_pin && !gpu_may_be_visible()) return nullptr;
+  auto memory = std::make_shared<registering_resource>(large_page_memory());
+  const bool by_name = !on_fallback;
+  auto start = [options, memory, by_name, before_pin]() -> std::unique_ptr<backend> {
+    if (!by_name && !cuda::available()) return nullptr;        // no device: the CPU, told nothing
+    std::unique_ptr<backend> be = make_cuda_backend(options);  // this thread's device: 0
+    int device = 0;
+    DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
+    if (before_pin) before_pin();
+    memory->pin(device);
+    return be;
+  };
+  return std::make_unique<starting_backend>(
+      "cuda", 1, std::move(start), make_cpu_backend({options.threads}), memory, on_fallback);
+}
 
 }  // namespace dctchop::detail
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <limits>
 #include <map>
 #include <optional>
@@ -25,6 +26,7 @@
 
 #include "../ptx_emulation.hpp"
 #include "../test_util.hpp"
+#include "backends.hpp"
 #include "cuda_errors.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
@@ -33,6 +35,7 @@
 #include "dctchop/metrics.hpp"
 #include "device_conversions.hpp"
 #include "foreign_arch.hpp"
+#include "starting_backend.hpp"
 
 namespace {
 
@@ -1242,6 +1245,80 @@ TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
   const auto note = [&](const std::string& why) { notes.push_back(why); };
   EXPECT_EQ(make_backend(backend_kind::automatic, {}, note)->name(), "cuda");
   EXPECT_TRUE(notes.empty()) << notes.front();
+}
+
+TEST(CudaSelection, StartedInTheBackgroundItCodesAsTheCpuThenPinsTheBuffersItGaveBefore) {
+  REQUIRE_DEVICE();
+  // The command-line tool's backend: buffers made and coded while the driver starts, on the
+  // CPU; once up, the device codes the same bytes from the same buffers, now page-locked. The
+  // start is held (before it pins) until the buffers exist and the first call has run: in this
+  // process the runtime is up already, and the start would otherwise beat them.
+  const geometry g = dctchop::test::shape_of(layout::nhwc, 64, 256, 256, 3);  // 12.6 MB
+  codec_params p;
+  p.chop = 4;
+  p.coeff = coeff_type::f16;
+  p.offset = 128;
+  const auto values = random_values<std::uint8_t>(g.samples * g.values_per_sample(), 5, 0, 256);
+  const u64 cb = g.samples * coeff_bytes_per_sample(p, g);
+  std::vector<std::byte> want(cb);
+  std::vector<std::uint8_t> cpu_decoded(values.size());
+  {
+    auto cpu = make_backend(backend_kind::cpu);
+    cpu->encode(p, make_view(g, dtype::u8, static_cast<const void*>(values.data()), g.samples),
+                want);
+    cpu->decode(p, want,
+                make_view(g, dtype::u8, static_cast<void*>(cpu_decoded.data()), g.samples));
+  }
+  for (const bool held : {true, false}) {
+    std::promise<void> go;
+    std::shared_future<void> gate = go.get_future().share();
+    backend_options o;
+    o.start_in_background = true;
+    std::vector<std::string> notes;
+    const auto note = [&](const std::string& why) { notes.push_back(why); };
+    std::unique_ptr<backend> be =
+        held ? detail::start_cuda_backend(o, nullptr, [gate] { gate.get(); })
+             : make_backend(backend_kind::automatic, o, note);
+    ASSERT_NE(be, nullptr);
+    struct opener {  // before the backend goes (its destructor waits for the start): no hang
+      std::promise<void>& go;
+      bool opened = false;
+      void open() {
+        if (!opened) go.set_value();
+        opened = true;
+      }
+      ~opener() { open(); }
+    } gate_opener{go};
+    byte_buffer in = host_buffer(*be, values.size());
+    byte_buffer coeffs = host_buffer(*be, cb);
+    std::memcpy(in.data(), values.data(), values.size());
+    const auto view = make_view(g, dtype::u8, static_cast<const void*>(in.data()), g.samples);
+    if (held) {
+      EXPECT_FALSE(cuda::is_pinned(in.data(), in.size())) << "before the start";
+    }
+    be->encode(p, view, coeffs);  // held: on the CPU
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), coeffs.begin())) << "first call";
+    if (held) {
+      EXPECT_EQ(dynamic_cast<detail::starting_backend&>(*be).stopgap_calls(), 1u);
+      gate_opener.open();
+    }
+    be->wait_started();
+    EXPECT_EQ(be->name(), "cuda");
+    EXPECT_TRUE(notes.empty()) << notes.front();
+    EXPECT_TRUE(cuda::is_pinned(in.data(), in.size())) << "a buffer made before the start";
+    EXPECT_TRUE(cuda::is_pinned(coeffs.data(), coeffs.size()));
+    byte_buffer later = host_buffer(*be, values.size());
+    EXPECT_TRUE(cuda::is_pinned(later.data(), later.size())) << "a buffer made after it";
+    std::fill(coeffs.begin(), coeffs.end(), std::byte{0});
+    be->encode(p, view, coeffs);  // on the device
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), coeffs.begin())) << "on the device";
+    byte_buffer decoded = host_buffer(*be, values.size());
+    be->decode(p, coeffs, make_view(g, dtype::u8, static_cast<void*>(decoded.data()), g.samples));
+    EXPECT_EQ(std::memcmp(decoded.data(), cpu_decoded.data(), values.size()), 0);
+    if (held) {
+      EXPECT_EQ(dynamic_cast<detail::starting_backend&>(*be).stopgap_calls(), 1u);
+    }
+  }
 }
 
 }  // namespace

@@ -116,6 +116,12 @@ class backend {
     (void)params, (void)coeffs, (void)original, (void)acc, (void)into;
     return false;
   }
+  /** Waits until a backend started in the background (backend_options::start_in_background)
+   *  is up, and throws what kept it from starting: error(backend_unavailable) for a CUDA
+   *  backend asked for by name on a machine where it cannot run, even where every call so far
+   *  ran on the CPU while it started. Call it before trusting a job's output. Other backends
+   *  return at once. */
+  virtual void wait_started() {}
 };
 
 /** `bytes` (unset) in the memory that `be` reads and writes fastest (backend::host_memory():
@@ -134,6 +140,18 @@ inline constexpr int max_threads = 4096;
 
 struct backend_options {
   int threads = 0;  ///< CPU threads, 0..max_threads; 0 means every core (OpenMP)
+  /** CUDA (`cuda`, or `automatic`, where a GPU's device file is seen): start device 0 (of
+   *  CUDA_VISIBLE_DEVICES; not the calling thread's current device) on a thread of its own,
+   *  and meanwhile run the calls on the CPU backend, which gives the same bytes, rather than
+   *  wait the quarter of a second or more that the driver takes to start. Calls that come
+   *  before the start run on the CPU, those after it on the device; a pipeline makes one at
+   *  a time (threads() is 1, as for CUDA). host_memory() is pageable until the start, then
+   *  page-locked, the blocks of 2 MiB and more handed out before it included. Where the
+   *  device cannot start, `cuda` throws its error from the next call and from
+   *  backend::wait_started(), and `automatic` goes on with the CPU (one call at a time). The
+   *  command-line tool sets it; a library caller that sets it calls wait_started() before
+   *  trusting the output, and after an error, which may come of a start that failed. */
+  bool start_in_background = false;
 };
 
 /** Construct a backend; error(backend_unavailable) when it was not built or has no device it
