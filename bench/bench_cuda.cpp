@@ -265,8 +265,9 @@ std::string archive_of(const workload& w) {
 }
 
 /** Batches handed out by a device_loader on device 0 (or -1: decoded on the host), one a
- *  timed iteration, each released at once (a training step that takes no time). */
-void loader_run(benchmark::State& state, const workload& w, int device) {
+ *  timed iteration, each released at once (a training step that takes no time); each batch
+ *  made (its chunks read, its coefficients gathered) on `threads` host threads. */
+void loader_run(benchmark::State& state, const workload& w, int device, std::size_t threads) {
   if (device >= 0 && !cuda::available()) {
     state.SkipWithError("no CUDA device");
     return;
@@ -277,6 +278,7 @@ void loader_run(benchmark::State& state, const workload& w, int device) {
     loaders::loader_options o;
     o.batch_size = batch;
     o.seed = 1;
+    o.threads = threads;
     loaders::device_loader loader(archive_of(w), o, device, 2);
     coeff_bytes = loader.source().sample_bytes();
     const auto next = [&] {
@@ -328,11 +330,14 @@ void BM_host_pinned_encode_u8_256x256x3(benchmark::State& s) { host_run(s, image
 void BM_host_pinned_decode_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::decode, true); }
 void BM_host_pinned_measure_u8_256x256x3(benchmark::State& s) { host_run(s, images_u8(4096, chop(s)), host_op::measure, true); }
 void BM_host_pinned_measure_f32_512x512(benchmark::State& s) { host_run(s, fields_f32(1024, chop(s)), host_op::measure, true); }
+std::size_t gather_threads(const benchmark::State& s) {
+  return static_cast<std::size_t>(s.range(1));
+}
 void BM_loader_device_u8_256x256x3(benchmark::State& s) {
-  loader_run(s, images_u8(4096, chop(s)), 0);
+  loader_run(s, images_u8(4096, chop(s)), 0, gather_threads(s));
 }
 void BM_loader_host_u8_256x256x3(benchmark::State& s) {
-  loader_run(s, images_u8(4096, chop(s)), -1);
+  loader_run(s, images_u8(4096, chop(s)), -1, gather_threads(s));
 }
 
 // A fixed number of iterations: each call of a benchmark function sets up its buffers again
@@ -370,8 +375,21 @@ BENCHMARK(BM_host_pinned_decode_u8_256x256x3)->DCTCHOP_HOST;
 BENCHMARK(BM_host_pinned_measure_u8_256x256x3)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
 BENCHMARK(BM_host_pinned_measure_f32_512x512)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(5);
 // 48 batches of 256: three epochs of the 4096 images (their archives written once, untimed).
-BENCHMARK(BM_loader_device_u8_256x256x3)->DCTCHOP_CHOPS->UseRealTime()->Iterations(48);
-BENCHMARK(BM_loader_host_u8_256x256x3)->Arg(4)->ArgName("chop")->UseRealTime()->Iterations(48);
+// Chops 1, 2 and 4 with one thread making each batch; chop 4 with 4 and 8 too.
+BENCHMARK(BM_loader_device_u8_256x256x3)
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({4, 1})
+    ->Args({4, 4})
+    ->Args({4, 8})
+    ->ArgNames({"chop", "threads"})
+    ->UseRealTime()
+    ->Iterations(48);
+BENCHMARK(BM_loader_host_u8_256x256x3)
+    ->Args({4, 1})
+    ->ArgNames({"chop", "threads"})
+    ->UseRealTime()
+    ->Iterations(48);
 
 }  // namespace
 

@@ -4,7 +4,7 @@
 // 60,000 MNIST-sized u8 images (28x28, batches of 128) and 256 u8 images of 256x256x3
 // (batches of 16, and of 256: one batch of 50 MB an epoch, a training batch's size), block 8,
 // chop 4, f16. Decode on 1 or 2 CPU threads, or off (batches of stored coefficients, as the
-// device loaders take them: reading and gathering only).
+// device loaders take them: reading and gathering only); each batch made on 1 or 2 threads.
 // Run: ./build/bench/dctchop_loader_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
@@ -56,7 +56,7 @@ std::string archive_of(const std::string& name, u64 n, u64 h, u64 w, u64 c) {
 }
 
 /** Args: {data (0: 28x28, 1: 256x256x3 in batches of 16, 2: of 256), decode threads (0: no
- *  decode)}. */
+ *  decode), threads that make a batch (loader_options::threads)}. */
 void BM_loader(benchmark::State& state) {
   const bool small = state.range(0) == 0;
   const int threads = static_cast<int>(state.range(1));
@@ -66,6 +66,7 @@ void BM_loader(benchmark::State& state) {
   o.batch_size = small ? 128 : state.range(0) == 1 ? 16 : 256;
   o.seed = 1;
   o.decode = threads > 0;
+  o.threads = static_cast<std::size_t>(state.range(2));
   std::shared_ptr<backend> be;
   if (threads > 0) be = make_backend(backend_kind::cpu, {threads});
   loaders::archive_loader loader(path, o, be);
@@ -81,8 +82,8 @@ void BM_loader(benchmark::State& state) {
 }
 
 BENCHMARK(BM_loader)
-    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}})
-    ->ArgNames({"big", "decode_threads"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {1, 2}})
+    ->ArgNames({"big", "decode_threads", "threads"})
     ->UseRealTime()
     ->MinTime(1.0);
 

@@ -31,7 +31,7 @@ TARGET = {"encode": 0.25, "decode": 0.50}
 PLAUSIBLE = 0.95  # no kernel streams at the memory's peak: a fraction above is a timing error
 NAME = re.compile(r"BM_(device|host)_(?:(pinned)_)?(encode|decode|measure)(?:_(blocks|gemm))?_([^/]+)/chop:(\d+)")
 CEILING = re.compile(r"BM_device_(copy|memset)_([^/]+)/")
-LOADER = re.compile(r"BM_loader_(device|host)_([^/]+)/chop:(\d+)")
+LOADER = re.compile(r"BM_loader_(device|host)_([^/]+)/chop:(\d+)(?:/threads:(\d+))?")
 
 
 def ceilings(report):
@@ -46,12 +46,13 @@ def ceilings(report):
 
 def loaders(report):
     """Training ingest (loaders::device_loader): (where, workload, chop, GB/s decoded,
-    images/s, GB/s of coefficients over PCIe or None, error)."""
+    images/s, GB/s of coefficients over PCIe or None, error, threads making a batch)."""
     for b in report.get("benchmarks", []):
         m = LOADER.match(b.get("name", ""))
         if m and b.get("run_type", "iteration") == "iteration":
             yield (m.group(1), m.group(2), int(m.group(3)), b.get("GB/s"), b.get("images/s"),
-                   b.get("pcie_GB/s"), b.get("error_message") if b.get("error_occurred") else None)
+                   b.get("pcie_GB/s"), b.get("error_message") if b.get("error_occurred") else None,
+                   int(m.group(4) or 1))
 
 
 def rows(report):
@@ -173,8 +174,10 @@ def main(path, baseline=None):
         print()
         print("training ingest (device_loader, batches of 256 from an archive in memory; GB/s of"
               " decoded data;\nhost: decoded on one core, the loader's thread, and not copied):")
-    for where, workload, chop, gbs, images, pcie, err in ingest:
+    for where, workload, chop, gbs, images, pcie, err, threads in ingest:
         label = f"loader {where} {workload} chop {chop}"
+        if threads > 1:
+            label += f", {threads} threads a batch"
         if err:
             print(f"{label}: error: {err}")
         elif gbs is not None:

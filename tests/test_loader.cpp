@@ -13,15 +13,15 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
@@ -787,26 +787,84 @@ TEST(Loader, ABatchThatFailsIsTriedAgainNotSkippedWithOrWithoutPrefetch) {
     auto r = formats::archive_reader::open(a);
     off = r.chunks()[0].offset + 64 + 10;  // inside chunk 0's coefficients
   }
-  for (std::size_t prefetch : {0u, 2u}) {
-    SCOPED_TRACE("prefetch " + std::to_string(prefetch));
+  // With threads, a batch of two chunks: chunk 0 read beside chunk 1, on either thread.
+  for (const auto& [prefetch, threads] :
+       {std::pair<std::size_t, std::size_t>{0, 1}, {2, 1}, {0, 4}, {2, 3}}) {
+    SCOPED_TRACE("prefetch " + std::to_string(prefetch) + ", threads " + std::to_string(threads));
     dctchop::test::flip_byte(a, off);
     loaders::loader_options o;
-    o.batch_size = 5;
+    o.batch_size = threads > 1 ? 10 : 5;
     o.shuffle = false;
     o.prefetch = prefetch;
+    o.threads = threads;
     loaders::archive_loader l(a, o);
     test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});
     test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});  // the same batch again
     EXPECT_EQ(l.state().position, 0u);
     // Past it (restored to batch 1), the rest reads fine; back at it, it fails again.
     l.restore({0, 1, 0, std::nullopt});
-    EXPECT_EQ(l.next().samples.front(), 5u);
+    EXPECT_EQ(l.next().samples.front(), o.batch_size);
     l.restore({0, 0, 0, std::nullopt});
     test::expect_error([&] { l.next(); }, errc::corrupt, {"corrupt"});
     dctchop::test::flip_byte(a, off);  // sound again
     EXPECT_EQ(l.next().samples.front(), 0u) << "the failed batch, tried again";
-    EXPECT_EQ(l.next().samples.front(), 5u);
+    EXPECT_EQ(l.next().samples.front(), o.batch_size);
     EXPECT_EQ(l.state().position, 2u);
+  }
+}
+
+TEST(Loader, BatchesMadeOnSeveralThreadsAreThoseOfOneInEveryOrderWindowAndShard) {
+  // 103 samples in 21 chunks of 5; batches within one chunk, across a window, past a
+  // cacheful (a window of 1 keeps 2 chunks: a batch of 40 needs 8), of the whole archive.
+  temp_dir dir;
+  const auto a = make_archive(dir, 103);
+  struct setting {
+    std::size_t batch, window;
+    bool shuffle, decode, drop_last;
+    int rank, world;
+  };
+  const std::size_t all = std::numeric_limits<std::size_t>::max();
+  for (const setting& c : std::vector<setting>{{7, 4, true, true, true, 0, 1},
+                                               {40, 1, true, true, false, 0, 1},
+                                               {40, 1, true, false, true, 1, 2},
+                                               {23, 3, false, true, false, 0, 1},
+                                               {200, all, true, false, false, 0, 1},
+                                               {12, all, true, true, true, 2, 3}}) {
+    loaders::loader_options o;
+    o.batch_size = c.batch;
+    o.shuffle_window = c.window;
+    o.shuffle = c.shuffle;
+    o.decode = c.decode;
+    o.drop_last = c.drop_last;
+    o.rank = c.rank;
+    o.world = c.world;
+    o.seed = 3;
+    loaders::archive_loader one(a, o);
+    for (const std::size_t threads : {2u, 5u}) {
+      SCOPED_TRACE("batch " + std::to_string(c.batch) + ", window " + std::to_string(c.window) +
+                   ", threads " + std::to_string(threads));
+      auto ot = o;
+      ot.threads = threads;
+      ot.prefetch = threads == 2 ? 0 : 3;
+      loaders::archive_loader many(a, ot);
+      for (u64 i = 0; i < 2 * one.batches_per_epoch() + 1; ++i) {
+        const auto want = one.next();
+        const auto got = many.next();
+        ASSERT_EQ(got.samples, want.samples) << "batch " << i;
+        EXPECT_TRUE(got.data == want.data) << "batch " << i;
+        EXPECT_EQ(got.labels, want.labels) << "batch " << i;
+        EXPECT_EQ(got.epoch, want.epoch);
+        EXPECT_EQ(got.index, want.index);
+      }
+      one.restore({0, 0, 3, std::nullopt});
+    }
+  }
+  // Out of range: a clear error, as the other options.
+  for (const std::size_t bad : {std::size_t{0}, loaders::loader_options::max_threads + 1}) {
+    loaders::loader_options o;
+    o.threads = bad;
+    test::expect_error([&] { loaders::archive_loader l(a, o); }, errc::invalid_argument,
+                       {"threads " + std::to_string(bad) + ": expected 1 to 256"});
   }
 }
 

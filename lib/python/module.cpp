@@ -825,16 +825,16 @@ PYBIND11_MODULE(_dctchop, m) {
   py::class_<device_loader>(m, "_DeviceLoader")
       .def(py::init([](const std::string& path, std::size_t batch_size, bool shuffle, u64 seed,
                        std::size_t shuffle_window, int rank, int world, bool drop_last,
-                       std::size_t prefetch, int device, int buffers) {
-             return std::make_unique<device_loader>(
-                 path, options_of(batch_size, shuffle, seed, shuffle_window, rank, world, drop_last,
-                                  prefetch),
-                 device, buffers);
+                       std::size_t prefetch, int device, int buffers, std::size_t threads) {
+             auto o = options_of(batch_size, shuffle, seed, shuffle_window, rank, world, drop_last,
+                                 prefetch);
+             o.threads = threads;  // host threads that make each batch
+             return std::make_unique<device_loader>(path, o, device, buffers);
            }),
            py::arg("path"), py::arg("batch_size") = 32, py::arg("shuffle") = true,
            py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
-           py::arg("device") = -1, py::arg("buffers") = 2)
+           py::arg("device") = -1, py::arg("buffers") = 2, py::arg("threads") = 1)
       .def("next", &device_loader::next, py::arg("consumer_stream") = 0)
       .def("epoch_order", &device_loader::epoch_order, py::arg("epoch"))
       .def_property_readonly("batches_per_epoch", &device_loader::batches_per_epoch,

@@ -43,6 +43,10 @@ def main():
          "images/s": 206000.0, "pcie_GB/s": 10.125},
         {"name": "BM_loader_host_u8_256x256x3/chop:4/iterations:48/real_time", "GB/s": 12.0,
          "images/s": 61000.0},
+        {"name": "BM_loader_device_u8_256x256x3/chop:4/threads:8/iterations:48/real_time",
+         "GB/s": 90.0, "images/s": 457000.0, "pcie_GB/s": 22.5},
+        {"name": "BM_loader_device_u8_256x256x3/chop:2/threads:1/iterations:48/real_time",
+         "GB/s": 30.0, "images/s": 152000.0, "pcie_GB/s": 1.875},
     ]}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "bench.json")
@@ -88,6 +92,11 @@ def main():
           "coefficients over PCIe" in lines and
           "loader host u8_256x256x3 chop 4: 12.0 GB/s (61,000 images/s)" in lines,
           "the training ingest of the loader, on the device and on the host")
+    check("loader device u8_256x256x3 chop 4, 8 threads a batch: 90.0 GB/s (457,000 images/s), "
+          "22.5 GB/s of coefficients over PCIe" in lines and
+          "loader device u8_256x256x3 chop 2: 30.0 GB/s (152,000 images/s), 1.9 GB/s of "
+          "coefficients over PCIe" in lines,
+          "the loader's threads a batch, named where more than one")
     # Without the failed benchmark: exit 0, missed targets and all.
     clean = {"benchmarks": [b for b in report["benchmarks"] if not b.get("error_occurred")]}
     with tempfile.TemporaryDirectory() as d:

@@ -199,11 +199,16 @@ def main():
         from dctchop.torch import DeviceLoader
         dcz = f"{d}/x_f16.dcz"
         dev = DeviceLoader(dcz, batch_size=5, seed=4, device=-1)
+        gathered = DeviceLoader(dcz, batch_size=5, seed=4, device=-1, threads=3)
         a_x = dctchop.Archive(dcz)[:]
         plain = dctchop.Loader(dcz, batch_size=5, seed=4)
         for _ in range(5):  # more batches than its three buffers
             xt, yt = next(dev)
             xp, yp = next(plain)
+            xg, yg = next(gathered)
+            check(torch.equal(xg, xt) and torch.equal(yg, yt),
+                  "a batch made on three threads equals the one made on one")
+            del xg
             check(xt.dtype == torch.uint8 and tuple(xt.shape) == (5, 27, 21, 3),
                   f"device loader tensor {xt.dtype} {tuple(xt.shape)}")
             check(np.array_equal(xt.numpy(), xp) and np.array_equal(yt.numpy(), yp),

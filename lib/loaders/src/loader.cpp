@@ -1,6 +1,10 @@
 #include "dctchop/loader.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -8,15 +12,14 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
-
-#include <pthread.h>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
@@ -28,6 +31,44 @@ namespace dctchop::loaders {
 namespace {
 
 using u64 = std::uint64_t;
+
+/** part(i) for every i < parts, on up to `threads` threads: the caller's and threads - 1
+ *  started for the call (quiet: the program's signals stay with its own threads; none kept
+ *  between calls, so nothing to lose in a fork). One the system will not start leaves its
+ *  share to the others. The first error is thrown once every thread is done. */
+template <typename Part>
+void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
+  const std::size_t n = std::min(parts, threads);
+  if (n <= 1) {
+    for (std::size_t i = 0; i < parts; ++i) part(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::mutex m;
+  std::exception_ptr first;
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < parts;) {
+      try {
+        part(i);
+      } catch (...) {
+        const std::lock_guard lock(m);
+        if (!first) first = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  helpers.reserve(n - 1);  // (no allocation between a start and its keeping)
+  for (std::size_t k = 1; k < n; ++k) {
+    try {
+      helpers.push_back(formats::detail::start_quiet_thread(work));
+    } catch (const error&) {
+      break;  // the system's limit: fewer threads
+    }
+  }
+  work();
+  for (auto& t : helpers) t.join();
+  if (first) std::rethrow_exception(first);
+}
 
 /** splitmix64: a well-mixed 64-bit value from any input (Steele, Lea, Flood 2014). */
 u64 mix(u64 x) {
@@ -182,6 +223,11 @@ struct archive_loader::impl {
   impl(formats::archive_reader r, const loader_options& opt, std::shared_ptr<backend> b)
       : o(opt), be(std::move(b)), reader(std::move(r)) {
     if (o.batch_size == 0) throw error(errc::invalid_argument, "batch size must be at least 1");
+    if (o.threads < 1 || o.threads > loader_options::max_threads) {
+      throw error(errc::invalid_argument, "threads " + std::to_string(o.threads) +
+                                              ": expected 1 to " +
+                                              std::to_string(loader_options::max_threads));
+    }
     if (o.prefetch > loader_options::max_prefetch) {  // (each a whole batch in memory)
       throw error(errc::invalid_argument, "prefetch " + std::to_string(o.prefetch) + ": at most " +
                                               std::to_string(loader_options::max_prefetch) +
@@ -321,15 +367,9 @@ struct archive_loader::impl {
     }
   }
 
-  /** Chunk `ci`, decoded (or as stored), with its labels, through a cache of
-   *  shuffle_window + 1 chunks. */
-  const cached_chunk& chunk(std::size_t ci) {
-    for (auto it = cache.begin(); it != cache.end(); ++it) {
-      if (it->index == ci) {
-        cache.splice(cache.begin(), cache, it);
-        return cache.front();
-      }
-    }
+  /** Chunk `ci` read and checked, decoded (or as stored), with its labels. Thread-safe: the
+   *  reader's positioned reads, the chunk memory and the backend take calls side by side. */
+  cached_chunk load(std::size_t ci) {
     cached_chunk c{ci, {}, {}};
     const u64 count = reader.chunks()[ci].count;
     if (label_row > 0) {
@@ -344,9 +384,93 @@ struct archive_loader::impl {
     } else {
       c.data = std::move(coeffs);
     }
-    cache.push_front(std::move(c));
-    while (cache.size() - 1 > o.shuffle_window) cache.pop_back();  // (a window may be SIZE_MAX)
+    return c;
+  }
+
+  /** The cached chunk `ci`, moved to the front (most recently used); nullptr if not cached. */
+  const cached_chunk* touch(std::size_t ci) {
+    for (auto it = cache.begin(); it != cache.end(); ++it) {
+      if (it->index == ci) {
+        cache.splice(cache.begin(), cache, it);
+        return &cache.front();
+      }
+    }
+    return nullptr;
+  }
+
+  /** The chunks the cache keeps: shuffle_window + 1 (a window may be SIZE_MAX: all). */
+  std::size_t cache_chunks() const {
+    return o.shuffle_window == std::numeric_limits<std::size_t>::max() ? o.shuffle_window
+                                                                       : o.shuffle_window + 1;
+  }
+
+  void trim_cache() {
+    while (cache.size() > cache_chunks()) cache.pop_back();
+  }
+
+  /** Chunk `ci`, decoded (or as stored), with its labels, through a cache of
+   *  shuffle_window + 1 chunks. */
+  const cached_chunk& chunk(std::size_t ci) {
+    if (const cached_chunk* c = touch(ci)) return *c;
+    cache.push_front(load(ci));
+    trim_cache();
     return cache.front();
+  }
+
+  /** Copy sample `s` (at `at` in chunk `c`) to place `i` of `b`. */
+  void copy_sample(const cached_chunk& c, u64 at, batch& b, u64 i) const {
+    std::copy_n(c.data.begin() + static_cast<std::ptrdiff_t>(at * sample_bytes), sample_bytes,
+                b.data.begin() + static_cast<std::ptrdiff_t>(i * sample_bytes));
+    if (label_row > 0) {
+      std::copy_n(c.labels.begin() + static_cast<std::ptrdiff_t>(at * label_row), label_row,
+                  b.labels.begin() + static_cast<std::ptrdiff_t>(i * label_row));
+    }
+  }
+
+  /** make()'s samples on o.threads threads: the batch's chunks a cacheful at a time, in the
+   *  order the batch first needs them; the missing ones of each read side by side, then the
+   *  samples they hold copied in parts. The cache ends as the serial path may leave it. */
+  void gather_in_parallel(batch& b) {
+    const u64 count = b.samples.size();
+    std::vector<std::size_t> of(count);  // each sample's chunk
+    std::vector<std::size_t> needed;     // in the order first needed
+    {
+      std::unordered_set<std::size_t> seen;
+      for (u64 i = 0; i < count; ++i) {
+        of[i] = reader.chunk_of(b.samples[i]);
+        if (seen.insert(of[i]).second) needed.push_back(of[i]);
+      }
+    }
+    const std::size_t per_group = cache_chunks();
+    for (std::size_t g0 = 0; g0 < needed.size(); g0 += std::min(per_group, needed.size() - g0)) {
+      const std::size_t g1 = g0 + std::min(per_group, needed.size() - g0);
+      std::vector<std::size_t> missing;
+      for (std::size_t k = g0; k < g1; ++k) {
+        if (!touch(needed[k])) missing.push_back(needed[k]);
+      }
+      // Room first, as the serial path makes it: the group's cached chunks are at the front.
+      while (cache.size() > cache_chunks() - missing.size()) cache.pop_back();
+      std::vector<cached_chunk> loaded(missing.size());
+      run_parts(missing.size(), o.threads, [&](std::size_t k) { loaded[k] = load(missing[k]); });
+      for (auto& c : loaded) cache.push_front(std::move(c));
+      // The group's chunks first (at most a cacheful), so that the trim keeps every one.
+      std::unordered_map<std::size_t, const cached_chunk*> group;
+      for (std::size_t k = g0; k < g1; ++k) group.emplace(needed[k], touch(needed[k]));
+      trim_cache();
+      std::vector<u64> mine;  // the batch's places whose samples these chunks hold
+      for (u64 i = 0; i < count; ++i) {
+        if (group.count(of[i]) != 0) mine.push_back(i);
+      }
+      const std::size_t parts = std::min<std::size_t>(mine.size(), 4 * o.threads);
+      run_parts(parts, o.threads, [&](std::size_t p) {
+        const std::size_t from = mine.size() * p / parts, to = mine.size() * (p + 1) / parts;
+        for (std::size_t k = from; k < to; ++k) {
+          const u64 i = mine[k];
+          const cached_chunk& c = *group.at(of[i]);
+          copy_sample(c, b.samples[i] - reader.chunks()[of[i]].first, b, i);
+        }
+      });
+    }
   }
 
   /** Batch `pos` of `epoch`. */
@@ -364,17 +488,14 @@ struct archive_loader::impl {
                      order.begin() + static_cast<std::ptrdiff_t>(first + count));
     b.data = byte_buffer(count * sample_bytes, resource_allocator<std::byte>(o.batch_memory));
     if (label_row > 0) b.labels.resize(count * label_row);
+    if (o.threads > 1 && count > 1) {
+      gather_in_parallel(b);
+      return b;
+    }
     for (u64 i = 0; i < count; ++i) {
       const u64 s = b.samples[i];
       const std::size_t ci = reader.chunk_of(s);
-      const cached_chunk& c = chunk(ci);
-      const u64 at = s - reader.chunks()[ci].first;
-      std::copy_n(c.data.begin() + static_cast<std::ptrdiff_t>(at * sample_bytes), sample_bytes,
-                  b.data.begin() + static_cast<std::ptrdiff_t>(i * sample_bytes));
-      if (label_row > 0) {
-        std::copy_n(c.labels.begin() + static_cast<std::ptrdiff_t>(at * label_row), label_row,
-                    b.labels.begin() + static_cast<std::ptrdiff_t>(i * label_row));
-      }
+      copy_sample(chunk(ci), s - reader.chunks()[ci].first, b, i);
     }
     return b;
   }

@@ -125,8 +125,10 @@ class byte_spool;
 }
 
 /** Reads an archive: random access for regular files; chunk by chunk in order for stdin.
- *  One thread at a time (it remembers which chunks it has checked): threads that read side by
- *  side open a reader each, as the loaders do. */
+ *  One thread at a time (it remembers which chunks it has checked), but for read_chunk() and
+ *  read_side_array_rows() of a random-access reader, which several threads may call at once
+ *  (positioned reads; a loader's threads reading the chunks of one batch). Otherwise threads
+ *  that read side by side open a reader each. */
 class archive_reader {
  public:
   /** Open and validate preamble, header and (for files) the footer and index. */
@@ -225,7 +227,9 @@ class archive_reader {
   std::uint64_t stream_offset_ = 0;     // archive offset of the next unread byte of a stream;
                                         // once done, of the first byte in stream_tail_
   bool stream_done_ = false;
-  std::vector<bool> checked_;  // chunks read whole and verified since open (random access)
+  // Chunks read whole and verified since open (random access). Bytes, not bits: chunks read
+  // on several threads at once (a loader's) set their own.
+  std::vector<unsigned char> checked_;
 };
 
 }  // namespace dctchop::formats

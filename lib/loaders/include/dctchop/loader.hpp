@@ -40,6 +40,13 @@ struct loader_options {
   std::size_t prefetch = 2;       ///< batches prepared ahead on a background thread (0: none)
   static constexpr std::size_t max_prefetch = 1024;  ///< the most prefetch takes
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
+  /** Threads that make one batch together: the thread that makes it (the prefetch thread, or
+   *  next() without prefetch) and threads - 1 more, started for the batch, read and check
+   *  the chunks it needs side by side and copy its samples in parts. One thread copies at a
+   *  few GB/s, which a GPU that decodes at hundreds outruns (the device loader, whose
+   *  batches are gathered on the host). The batches are the same for any number. */
+  std::size_t threads = 1;
+  static constexpr std::size_t max_threads = 256;  ///< the most threads takes
   /** Where batch::data is allocated. nullptr: memory of the loader's own, recycled from one
    *  batch to the next, in huge pages (recycled_large_pages(), host_memory.hpp), keeping
    *  as many freed batches as the pipeline uses (prefetch + 3, at most 16) and none once
