@@ -1358,21 +1358,26 @@ TEST(CudaDeviceLoader, DlpackBatchesOnTheDeviceEqualTheHostLoader) {
   REQUIRE_DEVICE();
   dctchop::test::temp_dir dir;
   const auto o = make_small_archive(dir, 8, 6);
-  loaders::archive_loader host(dir.file("a.dcz"), o);
-  loaders::device_loader dev(dir.file("a.dcz"), o, 0, 2);
-  EXPECT_EQ(dev.device(), 0);
-  for (int i = 0; i < 9; ++i) {  // more batches than buffers, across an epoch boundary
-    std::vector<u64> samples;
-    DLManagedTensor* t = dev.next(&samples);
-    const auto want = host.next();
-    ASSERT_EQ(t->dl_tensor.device.device_type, kDLCUDA);
-    ASSERT_EQ(t->dl_tensor.ndim, 4);
-    EXPECT_EQ(samples, want.samples);
-    byte_buffer got(want.data.size());
-    ASSERT_EQ(cudaMemcpy(got.data(), t->dl_tensor.data, got.size(), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    EXPECT_TRUE(got == want.data) << "batch " << i;
-    t->deleter(t);
+  for (const std::size_t threads : {1u, 3u}) {  // each batch's coefficients gathered on 3 too
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    auto od = o;
+    od.threads = threads;
+    loaders::archive_loader host(dir.file("a.dcz"), o);
+    loaders::device_loader dev(dir.file("a.dcz"), od, 0, 2);
+    EXPECT_EQ(dev.device(), 0);
+    for (int i = 0; i < 9; ++i) {  // more batches than buffers, across an epoch boundary
+      std::vector<u64> samples;
+      DLManagedTensor* t = dev.next(&samples);
+      const auto want = host.next();
+      ASSERT_EQ(t->dl_tensor.device.device_type, kDLCUDA);
+      ASSERT_EQ(t->dl_tensor.ndim, 4);
+      EXPECT_EQ(samples, want.samples);
+      byte_buffer got(want.data.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), t->dl_tensor.data, got.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_TRUE(got == want.data) << "batch " << i;
+      t->deleter(t);
+    }
   }
 }
 
