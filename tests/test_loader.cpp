@@ -829,7 +829,8 @@ TEST(Loader, BatchesMadeOnSeveralThreadsAreThoseOfOneInEveryOrderWindowAndShard)
                                                {40, 1, true, false, true, 1, 2},
                                                {23, 3, false, true, false, 0, 1},
                                                {200, all, true, false, false, 0, 1},
-                                               {12, all, true, true, true, 2, 3}}) {
+                                               {12, all, true, true, true, 2, 3},
+                                               {9, 2, true, false, false, 1, 2}}) {
     loaders::loader_options o;
     o.batch_size = c.batch;
     o.shuffle_window = c.window;
@@ -857,6 +858,52 @@ TEST(Loader, BatchesMadeOnSeveralThreadsAreThoseOfOneInEveryOrderWindowAndShard)
         EXPECT_EQ(got.index, want.index);
       }
       one.restore({0, 0, 3, std::nullopt});
+    }
+  }
+  {
+    // Batches of megabytes, whose copy is shared out in parts (a part is a MiB or more): 48
+    // images of 256x256x3, three to a chunk, batches of 24 (4.5 MiB decoded, 2.25 MiB of f16
+    // coefficients: four parts and two).
+    temp_dir big;
+    const auto px = dctchop::test::smooth_u8_nhwc(48, 256, 256, 3);
+    dctchop::test::save_npy(big.file("x.npy"), dtype::u8, {48, 256, 256, 3}, px);
+    formats::compress_options co;
+    co.measure_quality = false;
+    co.chunk_mb = 0.3;
+    formats::compress_npy(big.file("x.npy"), big.file("b.dcz"), *make_backend(backend_kind::cpu),
+                          co);
+    for (const bool decode : {true, false}) {
+      loaders::loader_options o;
+      o.batch_size = 24;
+      o.seed = 2;
+      o.decode = decode;
+      loaders::archive_loader one(big.file("b.dcz"), o);
+      o.threads = 4;
+      loaders::archive_loader many(big.file("b.dcz"), o);
+      for (int i = 0; i < 5; ++i) {
+        const auto want = one.next();
+        const auto got = many.next();
+        ASSERT_EQ(got.samples, want.samples) << "batch " << i;
+        EXPECT_TRUE(got.data == want.data) << "batch " << i << (decode ? " decoded" : "");
+      }
+    }
+  }
+  {
+    // A decoding backend of two threads (which decodes the chunks one after another).
+    loaders::loader_options o;
+    o.batch_size = 40;
+    o.shuffle_window = 1;
+    o.seed = 5;
+    const std::shared_ptr<backend> be = make_backend(backend_kind::cpu, {2});
+    loaders::archive_loader one(a, o, be);
+    o.threads = 3;
+    loaders::archive_loader many(a, o, be);
+    for (int i = 0; i < 7; ++i) {
+      const auto want = one.next();
+      const auto got = many.next();
+      ASSERT_EQ(got.samples, want.samples) << "batch " << i;
+      EXPECT_TRUE(got.data == want.data) << "batch " << i;
+      EXPECT_EQ(got.labels, want.labels) << "batch " << i;
     }
   }
   // Out of range: a clear error, as the other options.

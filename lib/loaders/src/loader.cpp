@@ -35,7 +35,8 @@ using u64 = std::uint64_t;
 /** part(i) for every i < parts, on up to `threads` threads: the caller's and threads - 1
  *  started for the call (quiet: the program's signals stay with its own threads; none kept
  *  between calls, so nothing to lose in a fork). One the system will not start leaves its
- *  share to the others. The first error is thrown once every thread is done. */
+ *  share to the others. Once every thread is done, the error of the lowest i that failed
+ *  is thrown: the one a serial loop would have met first, whichever thread met it. */
 template <typename Part>
 void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
   const std::size_t n = std::min(parts, threads);
@@ -46,13 +47,17 @@ void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
   std::atomic<std::size_t> next{0};
   std::mutex m;
   std::exception_ptr first;
+  std::size_t first_at = parts;
   auto work = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < parts;) {
       try {
         part(i);
       } catch (...) {
         const std::lock_guard lock(m);
-        if (!first) first = std::current_exception();
+        if (i < first_at) {
+          first = std::current_exception();
+          first_at = i;
+        }
       }
     }
   };
@@ -61,8 +66,8 @@ void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
   for (std::size_t k = 1; k < n; ++k) {
     try {
       helpers.push_back(formats::detail::start_quiet_thread(work));
-    } catch (const error&) {
-      break;  // the system's limit: fewer threads
+    } catch (...) {
+      break;  // the system's limit on threads, or no memory for one: fewer threads
     }
   }
   work();
@@ -451,7 +456,11 @@ struct archive_loader::impl {
       // Room first, as the serial path makes it: the group's cached chunks are at the front.
       while (cache.size() > cache_chunks() - missing.size()) cache.pop_back();
       std::vector<cached_chunk> loaded(missing.size());
-      run_parts(missing.size(), o.threads, [&](std::size_t k) { loaded[k] = load(missing[k]); });
+      // A backend that decodes on several threads has the cores already: its chunks one at a
+      // time (each helper's decode would start a team of its own, threads times over).
+      const bool side_by_side = !o.decode || be->threads() <= 1;
+      run_parts(missing.size(), side_by_side ? o.threads : 1,
+                [&](std::size_t k) { loaded[k] = load(missing[k]); });
       for (auto& c : loaded) cache.push_front(std::move(c));
       // The group's chunks first (at most a cacheful), so that the trim keeps every one.
       std::unordered_map<std::size_t, const cached_chunk*> group;
@@ -461,7 +470,11 @@ struct archive_loader::impl {
       for (u64 i = 0; i < count; ++i) {
         if (group.count(of[i]) != 0) mine.push_back(i);
       }
-      const std::size_t parts = std::min<std::size_t>(mine.size(), 4 * o.threads);
+      // Parts of a MiB or more: a thread is not started to copy a few samples.
+      constexpr u64 part_bytes = u64(1) << 20;
+      const std::size_t parts = static_cast<std::size_t>(
+          std::min<u64>({mine.size(), u64(4) * o.threads,
+                         std::max<u64>(1, mine.size() * sample_bytes / part_bytes)}));
       run_parts(parts, o.threads, [&](std::size_t p) {
         const std::size_t from = mine.size() * p / parts, to = mine.size() * (p + 1) / parts;
         for (std::size_t k = from; k < to; ++k) {

@@ -125,10 +125,11 @@ class byte_spool;
 }
 
 /** Reads an archive: random access for regular files; chunk by chunk in order for stdin.
- *  One thread at a time (it remembers which chunks it has checked), but for read_chunk() and
- *  read_side_array_rows() of a random-access reader, which several threads may call at once
- *  (positioned reads; a loader's threads reading the chunks of one batch). Otherwise threads
- *  that read side by side open a reader each. */
+ *  One thread at a time (it remembers which chunks it has checked), but for read_chunk() of
+ *  different chunks and read_side_array_rows() of a random-access reader, which several
+ *  threads may call at once (positioned reads; a loader's threads reading the chunks of one
+ *  batch) while no other call runs. Otherwise threads that read side by side open a reader
+ *  each. */
 class archive_reader {
  public:
   /** Open and validate preamble, header and (for files) the footer and index. */

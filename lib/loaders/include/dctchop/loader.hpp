@@ -41,10 +41,12 @@ struct loader_options {
   static constexpr std::size_t max_prefetch = 1024;  ///< the most prefetch takes
   bool decode = true;             ///< true: batches hold decoded values; false: coefficients
   /** Threads that make one batch together: the thread that makes it (the prefetch thread, or
-   *  next() without prefetch) and threads - 1 more, started for the batch, read and check
-   *  the chunks it needs side by side and copy its samples in parts. One thread copies at a
-   *  few GB/s, which a GPU that decodes at hundreds outruns (the device loader, whose
-   *  batches are gathered on the host). The batches are the same for any number. */
+   *  next() without prefetch) and up to threads - 1 more, started for each step, read,
+   *  check and decode the chunks it needs side by side (where the decoding backend has
+   *  several threads, it takes the chunks one after another) and copy its samples in parts
+   *  of a MiB or more. One thread copies at a few GB/s, which a
+   *  GPU that decodes at hundreds outruns (the device loader, whose batches are gathered on
+   *  the host). The batches are the same for any number. */
   std::size_t threads = 1;
   static constexpr std::size_t max_threads = 256;  ///< the most threads takes
   /** Where batch::data is allocated. nullptr: memory of the loader's own, recycled from one
