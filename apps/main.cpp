@@ -2,11 +2,15 @@
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -19,12 +23,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
@@ -455,7 +455,10 @@ std::unique_ptr<backend> open_backend(const std::string& name, int threads, bool
                                       spdlog::logger& log) {
   backend_options o;
   o.threads = threads;
-  o.start_in_background = true;
+  // DCTCHOP_CUDA_BACKGROUND_START=0 waits for the start before the first chunk, as before:
+  // for timing what starting beside it gains (scripts/gpu-check.sh runs both).
+  const char* background = std::getenv("DCTCHOP_CUDA_BACKGROUND_START");
+  o.start_in_background = background == nullptr || std::string_view(background) != "0";
   return make_backend(parse_backend(name), o, [&log, quiet](const std::string& why) {
     if (!quiet) log.warn("note: --backend auto takes the CPU: {}", why);
   });

@@ -365,7 +365,7 @@ timed() {  # label, command...: wall seconds (no GNU time needed)
 if [ "$E2E" = 1 ]; then
   for what in --help --version; do
     case $what in
-      --version) note="CUDA initialised, within each --backend cuda time below" ;;
+      --version) note="CUDA initialised; the --backend cuda runs start it beside their first chunks" ;;
       *) note="no CUDA, within each time below" ;;
     esac
     t0=$(date +%s.%N)
@@ -398,6 +398,14 @@ for be in cuda cpu; do
     "${DCT[@]}" decompress "$WORK/big-$be.dcz" -o - --raw -q --backend "$be"
   rm -f "$WORK/big-$be.dcz"
 done
+# The same compress with the driver's start waited for before the first chunk is read (as
+# before 2026-12-05; DCTCHOP_CUDA_BACKGROUND_START=0): what starting it beside them gains.
+if [ "$E2E" = 1 ]; then
+  timed "compress --backend cuda, start waited" env DCTCHOP_CUDA_BACKGROUND_START=0 \
+    "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 --shape "$N,256,256,3" \
+    -o "$WORK/big-w.dcz" -f --no-quality -q --backend cuda
+  rm -f "$WORK/big-w.dcz"
+fi
 # compress's default measures PSNR and SSIM on every value: the command users run, where the
 # host's arithmetic and not the files may bound it. The CUDA backend decodes and measures u8
 # on the device (backend::decode_measured), the CPU backend on the host's cores beside the
