@@ -2,12 +2,8 @@
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
 #include <fcntl.h>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -25,6 +21,11 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"

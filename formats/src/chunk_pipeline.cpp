@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
-#include "quiet_thread.hpp"
 
 namespace dctchop::formats::detail {
 namespace {
@@ -130,13 +130,14 @@ u64 run_chunks(std::size_t slots, unsigned workers, const chunk_stages& stages) 
   u64 c = 0;
   try {
     threads.reserve(workers + 1);
-    threads.push_back(start_quiet_thread([&] {
+    threads.push_back(dctchop::detail::start_quiet_thread([&] {
       writer_loop();
       const std::lock_guard lock(s.m);
       s.writer_done = true;
       s.cv.notify_all();
     }));
-    for (unsigned w = 0; w < workers; ++w) threads.push_back(start_quiet_thread([&, w] { worker_loop(w); }));
+    for (unsigned w = 0; w < workers; ++w)
+      threads.push_back(dctchop::detail::start_quiet_thread([&, w] { worker_loop(w); }));
 
     // A cancel (before_read threw): ahead of every other failure, with the writes told to
     // give up, and nothing more worked or written.

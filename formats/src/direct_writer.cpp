@@ -9,9 +9,9 @@
 #include <cstring>
 #include <utility>
 
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/file_io.hpp"
-#include "quiet_thread.hpp"
 
 namespace dctchop::formats::detail {
 
@@ -29,7 +29,7 @@ std::unique_ptr<direct_writer> direct_writer::start(int fd, std::string name, st
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return nullptr;
   try {
-    w->thread_ = start_quiet_thread([p = w.get()] { p->run(); });
+    w->thread_ = dctchop::detail::start_quiet_thread([p = w.get()] { p->run(); });
   } catch (...) {  // no thread to be had: buffered writes, as where O_DIRECT is refused
     ::fcntl(fd, F_SETFL, flags);
     return nullptr;

@@ -140,6 +140,14 @@ std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& 
   return make_backend(kind, options, nullptr);
 }
 
+namespace {
+/** A CUDA error's text for `automatic`'s note: without the hint to use the CPU, which it does. */
+[[maybe_unused]] std::string without_cpu_hint(std::string why) {
+  if (why.ends_with(detail::use_cpu_hint)) why.resize(why.size() - detail::use_cpu_hint.size());
+  return why;
+}
+}  // namespace
+
 std::unique_ptr<backend> make_backend(
     backend_kind kind, const backend_options& options,
     [[maybe_unused]] const std::function<void(const std::string& why)>& on_cpu_fallback) {
@@ -166,10 +174,7 @@ std::unique_ptr<backend> make_backend(
       if (options.start_in_background) {
         // Told on the thread of the call that finds the device unusable, or not at all.
         auto tell = [on_cpu_fallback](const std::string& what) {
-          std::string why = what;
-          if (why.ends_with(detail::use_cpu_hint))
-            why.resize(why.size() - detail::use_cpu_hint.size());
-          if (on_cpu_fallback) on_cpu_fallback(why);
+          if (on_cpu_fallback) on_cpu_fallback(without_cpu_hint(what));
         };
         if (auto b = detail::start_cuda_backend(options, tell)) return b;
       }
@@ -178,10 +183,7 @@ std::unique_ptr<backend> make_backend(
           return detail::make_cuda_backend(options);
         } catch (const error& e) {  // a device that cannot be used (no code for it, no context)
           if (e.code() != errc::backend_unavailable) throw;
-          std::string why = e.what();
-          if (why.ends_with(detail::use_cpu_hint))
-            why.resize(why.size() - detail::use_cpu_hint.size());
-          if (on_cpu_fallback) on_cpu_fallback(why);
+          if (on_cpu_fallback) on_cpu_fallback(without_cpu_hint(e.what()));
         }
       }
 #endif

@@ -1,11 +1,8 @@
 #include "starting_backend.hpp"
 
-#include <pthread.h>
-#include <signal.h>
-
-#include <system_error>
 #include <utility>
 
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
 
 namespace dctchop::detail {
@@ -21,19 +18,9 @@ starting_backend::starting_backend(std::string name, int threads, start_fn start
       memory_(std::move(memory)),
       on_fallback_(std::move(on_fallback)) {
   if (!start_ || !stopgap_) throw error(errc::internal, "starting_backend: nothing to start");
-  // The thread (and the driver's threads it starts) takes none of the program's signals: the
-  // command-line tool's handlers interrupt the blocking reads and writes of its own threads.
-  sigset_t block, old;
-  sigemptyset(&block);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) sigaddset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  try {
-    thread_ = std::thread([this] { run(); });
-  } catch (const std::system_error& e) {
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    throw error(errc::io, std::string("cannot start a thread: ") + e.code().message());
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  // A quiet thread (the driver's threads it starts inherit its mask): the command-line
+  // tool's handlers interrupt the blocking reads and writes of its own threads.
+  thread_ = start_quiet_thread([this] { run(); });
 }
 
 starting_backend::~starting_backend() {

@@ -1,8 +1,5 @@
 #include "dctchop/loader.hpp"
 
-#include <pthread.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -12,7 +9,6 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -21,11 +17,16 @@
 #include <utility>
 #include <vector>
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/json_number.hpp"
 #include "dctchop/host_memory.hpp"
-#include "quiet_thread.hpp"
 
 namespace dctchop::loaders {
 namespace {
@@ -65,7 +66,7 @@ void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
   helpers.reserve(n - 1);  // (no allocation between a start and its keeping)
   for (std::size_t k = 1; k < n; ++k) {
     try {
-      helpers.push_back(formats::detail::start_quiet_thread(work));
+      helpers.push_back(dctchop::detail::start_quiet_thread(work));
     } catch (...) {
       break;  // the system's limit on threads, or no memory for one: fewer threads
     }
@@ -447,6 +448,9 @@ struct archive_loader::impl {
       }
     }
     const std::size_t per_group = cache_chunks();
+    // A backend that decodes on several threads has the cores already: its chunks one at a
+    // time (each helper's decode would start a team of its own, threads times over).
+    const std::size_t load_threads = !o.decode || be->threads() <= 1 ? o.threads : 1;
     for (std::size_t g0 = 0; g0 < needed.size(); g0 += std::min(per_group, needed.size() - g0)) {
       const std::size_t g1 = g0 + std::min(per_group, needed.size() - g0);
       std::vector<std::size_t> missing;
@@ -456,11 +460,7 @@ struct archive_loader::impl {
       // Room first, as the serial path makes it: the group's cached chunks are at the front.
       while (cache.size() > cache_chunks() - missing.size()) cache.pop_back();
       std::vector<cached_chunk> loaded(missing.size());
-      // A backend that decodes on several threads has the cores already: its chunks one at a
-      // time (each helper's decode would start a team of its own, threads times over).
-      const bool side_by_side = !o.decode || be->threads() <= 1;
-      run_parts(missing.size(), side_by_side ? o.threads : 1,
-                [&](std::size_t k) { loaded[k] = load(missing[k]); });
+      run_parts(missing.size(), load_threads, [&](std::size_t k) { loaded[k] = load(missing[k]); });
       for (auto& c : loaded) cache.push_front(std::move(c));
       // The group's chunks first (at most a cacheful), so that the trim keeps every one.
       std::unordered_map<std::size_t, const cached_chunk*> group;
@@ -536,7 +536,7 @@ struct archive_loader::impl {
     owner = ::getpid();
     // A library thread: the program's signals go to its own threads (as the command's
     // threads leave them to its main thread), and `top -H` names it.
-    thread = formats::detail::start_quiet_thread([this] {
+    thread = dctchop::detail::start_quiet_thread([this] {
       pthread_setname_np(pthread_self(), "dctchop-loader");
       std::unique_lock lock(m);
       for (;;) {

@@ -1,4 +1,6 @@
-// Internal: threads that leave the command-line tool's signals to the thread that started them.
+// Internal (detail): threads that leave the command-line tool's signals to the thread that
+// started them. Shared by the library (a CUDA backend's start), the formats (the chunk
+// pipeline, the direct writer) and the loaders.
 #pragma once
 
 #include <pthread.h>
@@ -11,7 +13,7 @@
 
 #include "dctchop/error.hpp"
 
-namespace dctchop::formats::detail {
+namespace dctchop::detail {
 
 /** Starts a thread that never takes SIGINT, SIGTERM, SIGHUP or SIGQUIT, so that they reach
  *  the calling thread and interrupt its blocking reads and writes (the tool installs its
@@ -37,4 +39,4 @@ std::thread start_quiet_thread(F&& f) {
   return t;
 }
 
-}  // namespace dctchop::formats::detail
+}  // namespace dctchop::detail
