@@ -1111,9 +1111,23 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"", 2, "", false},
   };
   cases.push_back({"compress in.npy -o out.dcz --backend gpu", 2, "--backend: gpu not in {cpu,cuda,auto}"});
-  if (!cuda_usable()) {
+  // --device names a GPU: not for the CPU, a whole number, and one that is there.
+  cases.push_back({"compress in.npy -o out.dcz --backend cpu --device 0", 2,
+                   "--device 0: --backend cpu runs on no GPU (--device is for cuda and auto)"});
+  cases.push_back({"decompress a.dcz -o out.npy --backend cpu --device 1", 2, "--device 1: --backend cpu"});
+  cases.push_back({"eval in.npy --backend cpu --device 0", 2, "--device 0: --backend cpu"});
+  cases.push_back({"verify a.dcz --backend cpu --device 0", 2, "--device 0: --backend cpu"});
+  cases.push_back({"compress in.npy -o out.dcz --device -1", 2, "--device"});
+  cases.push_back({"compress in.npy -o out.dcz --device 0x1", 2, "--device"});
+  cases.push_back({"compress in.npy -o out.dcz --device 70000", 2, "--device: expected 0 to 65535, got 70000"});
+  if (cuda_usable()) {
+    cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 4096", 2,
+                     "CUDA device 4096 is not there: "});
+    cases.push_back({"compress in.npy -o out.dcz --device 4096", 2, "CUDA device 4096 is not there: "});
+  } else {
     cases.push_back({"compress in.npy -o out.dcz --backend cuda", 7, "CUDA"});
     cases.push_back({"decompress a.dcz -o out.npy --backend CUDA", 7, "CUDA"});
+    cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 1", 7, "CUDA"});
   }
   check_bad_cases(dir, cases);
   // A file whose name starts with '-' reads as an option: the message says how to name it.
@@ -1129,6 +1143,15 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
   // Names in any case, as --coeff and --layout take them.
   auto upper = cli(dir, "compress in.npy -o up.dcz -q --backend CPU --coeff F32 --layout nhwc");
   EXPECT_EQ(upper.status, 0) << describe(upper);
+  if (!cuda_usable()) {
+    // auto with a --device runs on the CPU where there is no GPU to name (a job script's
+    // `--device $i` on a machine without one).
+    auto r = cli(dir, "compress in.npy -o dev.dcz -q --json --device 1");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "\"backend\": \"cpu")) << r.out;
+    auto v = cli(dir, "verify dev.dcz -q --device 0");
+    EXPECT_EQ(v.status, 0) << describe(v);
+  }
 }
 
 TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {

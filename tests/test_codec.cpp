@@ -647,6 +647,41 @@ TEST(Backends, CudaIsAnExplicitErrorWithoutTheBackendBuiltOrADevice) {
                       "use --backend cpu"});
 }
 
+TEST(Backends, ADeviceIndexIsForCudaAndMustBeThere) {
+  backend_options o;
+  o.device = -2;
+  for (const auto kind : {backend_kind::cpu, backend_kind::cuda, backend_kind::automatic}) {
+    test::expect_error([&] { make_backend(kind, o); }, errc::invalid_argument,
+                       {"device -2: expected a CUDA device's index"});
+  }
+  // The CPU runs on no GPU: an index given to it is a mistake, not ignored.
+  for (const int d : {0, 3}) {
+    o.device = d;
+    test::expect_error([&] { make_backend(backend_kind::cpu, o); }, errc::invalid_argument,
+                       {"device " + std::to_string(d) + ": the CPU backend runs on no CUDA device"});
+  }
+  o.device = -1;
+  EXPECT_EQ(make_backend(backend_kind::cpu, o)->name().rfind("cpu", 0), 0u);
+  bool built = false;
+  for (const auto& b : compiled_backends()) built |= b.rfind("cuda", 0) == 0;
+  const int n = built ? cuda::device_count() : 0;
+  // One past the last device: there is none of that index, also where there is no GPU.
+  o.device = n;
+  if (n == 0) {
+    // Without a GPU, cuda says that there is none (whatever the index) and auto takes the CPU.
+    test::expect_error([&] { make_backend(backend_kind::cuda, o); }, errc::backend_unavailable,
+                       {built ? "no CUDA device is available" : "built without a CUDA backend"});
+    EXPECT_EQ(make_backend(backend_kind::automatic, o)->name().rfind("cpu", 0), 0u);
+    return;
+  }
+  const std::string there = "CUDA device " + std::to_string(n) + " is not there: ";
+  for (const auto kind : {backend_kind::cuda, backend_kind::automatic}) {
+    test::expect_error([&] { make_backend(kind, o); }, errc::invalid_argument, {there});
+  }
+  o.device = n - 1;
+  EXPECT_EQ(make_backend(backend_kind::cuda, o)->name(), "cuda");
+}
+
 // ---- scalar conversions against the compiler's own types ---------------------------------
 
 TEST(Scalar, HalfConversionMatchesFloat16OnEveryPatternAndRandomFloats) {

@@ -156,8 +156,19 @@ std::unique_ptr<backend> make_backend(
                                             ": expected 0 (every core) to " +
                                             std::to_string(max_threads));
   }
+  if (options.device < -1) {
+    throw error(errc::invalid_argument, "device " + std::to_string(options.device) +
+                                            ": expected a CUDA device's index (0 or more), or "
+                                            "-1 for the current one");
+  }
   switch (kind) {
     case backend_kind::cpu:
+      if (options.device != -1) {
+        throw error(errc::invalid_argument,
+                    "device " + std::to_string(options.device) +
+                        ": the CPU backend runs on no CUDA device (a device is for the cuda "
+                        "and auto backends)");
+      }
       return detail::make_cpu_backend(options);
     case backend_kind::cuda:
 #if defined(DCTCHOP_HAVE_CUDA)

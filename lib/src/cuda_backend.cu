@@ -255,17 +255,17 @@ bool thread_has_context() {
 }
 
 /** Makes `device` current for a scope and gives the caller's back (a framework's current
- *  device must not change under it). With `stay_if_unbound`, a thread that had no context
- *  stays on `device` instead: setting device 0 back would start a context there (cudaSetDevice
- *  does, since CUDA 12), on a GPU that another process may own. Only for code that runs on
- *  dctchop's own threads (a loader's prefetch thread) or that must not touch another GPU
- *  (freeing pinned memory, a DLPack tensor's deleter on whatever thread drops it): the
- *  runtime's current device of such a thread is then `device`. */
+ *  device must not change under it). A thread that had no context stays on `device` instead:
+ *  setting device 0 back would start a context there (cudaSetDevice does, since CUDA 12), on
+ *  a GPU that another process may own, or that every rank of a job (each on its own GPU) would
+ *  then hold memory on. Such threads are mostly dctchop's own (a pipeline's workers, a
+ *  loader's prefetch thread, the background start) or a deleter's on whatever thread drops a
+ *  tensor; a caller's thread that chose no device is left with the backend's current. */
 class device_guard {
  public:
-  explicit device_guard(int device, bool stay_if_unbound = false) {
-    const bool unbound = stay_if_unbound && !thread_has_context();
-    DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));
+  explicit device_guard(int device) {
+    DCTCHOP_CUDA_CHECK(cudaGetDevice(&old_));  // (first: the driver is loaded by now)
+    const bool unbound = !thread_has_context();
     if (unbound) old_ = device;  // nothing to give back
     restore_ = old_ != device;
     if (unbound || restore_) DCTCHOP_CUDA_CHECK(cudaSetDevice(device));
@@ -286,7 +286,7 @@ class device_guard {
  *  nothing when that fails (the device is gone: what can still be freed is). */
 inline std::optional<device_guard> guard_for_release(int device) noexcept {
   try {
-    return std::optional<device_guard>(std::in_place, device, true);
+    return std::optional<device_guard>(std::in_place, device);
   } catch (...) {
     return std::nullopt;
   }
@@ -715,15 +715,31 @@ std::string why_kernel_cannot_run(const void* kernel, int device, std::string_vi
   return unrunnable_text(device, e, built_for);
 }
 
-std::unique_ptr<backend> make_cuda_backend(const backend_options&) {
+namespace {
+/** ", of CUDA_VISIBLE_DEVICES=..." where that variable chooses what the indices count. */
+std::string cuda_visible_devices_text() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v == nullptr ? std::string() : std::string(", of CUDA_VISIBLE_DEVICES=") + v;
+}
+}  // namespace
+
+std::unique_ptr<backend> make_cuda_backend(const backend_options& options) {
   const int n = cuda::device_count();
   if (n <= 0) {
     throw error(errc::backend_unavailable,
                 "no CUDA device is available (the CUDA backend is built, but the runtime says: " +
                     cuda::device_status() + "); use --backend cpu");
   }
-  int device = 0;
-  DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
+  int device = options.device;
+  if (device >= n) {
+    throw error(errc::invalid_argument,
+                "CUDA device " + std::to_string(device) + " is not there: " +
+                    (n == 1 ? std::string("1 device is visible (0)")
+                            : std::to_string(n) + " devices are visible (0 to " +
+                                  std::to_string(n - 1) + ")") +
+                    cuda_visible_devices_text());
+  }
+  if (device < 0) DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
   // Said now, not at the first launch: `auto` then takes the CPU instead.
   if (const std::string why = why_kernel_cannot_run(reinterpret_cast<const void*>(&arch_probe),
                                                     device, DCTCHOP_CUDA_ARCHITECTURES);
@@ -765,12 +781,16 @@ class registering_resource final : public std::pmr::memory_resource {
     bool locked;
   };
 
-  /** With m_ held. */
-  bool lock_pages(void* p, std::size_t bytes) const {
+  /** With m_ held. Whatever fails leaves the block pageable (staged), never fails its
+   *  allocation. */
+  bool lock_pages(void* p, std::size_t bytes) const noexcept {
     if (device_ < 0 || bytes < smallest) return false;
-    const device_guard on(device_, true);
-    if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) return true;
-    (void)cudaGetLastError();  // not sticky: clear it (the block is staged instead)
+    try {
+      const device_guard on(device_);
+      if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) return true;
+      (void)cudaGetLastError();  // not sticky: clear it
+    } catch (...) {  // the device cannot be made current
+    }
     return false;
   }
 
@@ -800,7 +820,7 @@ class registering_resource final : public std::pmr::memory_resource {
           // mapping at the same address look page-locked. (Registered portable, any context
           // unregisters it: where the device cannot be made current, the thread's own.)
           try {
-            const device_guard on(device_, true);
+            const device_guard on(device_);
             cuda_ignore(cudaHostUnregister(p));
           } catch (...) {
             cuda_ignore(cudaHostUnregister(p));
@@ -854,9 +874,10 @@ std::unique_ptr<backend> start_cuda_backend(
   const bool by_name = !on_fallback;
   auto start = [options, memory, by_name, before_pin]() -> std::unique_ptr<backend> {
     if (!by_name && !cuda::available()) return nullptr;        // no device: the CPU, told nothing
-    std::unique_ptr<backend> be = make_cuda_backend(options);  // this thread's device: 0
-    int device = 0;
-    DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
+    // options.device, or this new thread's current device: 0
+    std::unique_ptr<backend> be = make_cuda_backend(options);
+    int device = options.device;
+    if (device < 0) DCTCHOP_CUDA_CHECK(cudaGetDevice(&device));
     if (before_pin) before_pin();
     memory->pin(device);
     return be;
@@ -1080,7 +1101,7 @@ void gemm_decoder::decode_async(const codec_params& p, const geometry& g, dtype 
   if (samples == 0) return;
   // The caller's current device may be another (given back after); a thread with none stays
   // on the decoder's, rather than start a context on device 0 when it is given back.
-  const detail::device_guard on(d.device, true);
+  const detail::device_guard on(d.device);
   // The blocks of Lt and R (T_K^t and T_K) in f32 on the device, uploaded when the block or
   // the chop changes; the previous call's stream is drained first, as it may still read them.
   if (!d.d_tk || d.block != p.block || d.chop != p.chop) {
@@ -1198,7 +1219,7 @@ class pinned_resource final : public std::pmr::memory_resource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override {
     if (align > 4096) throw std::bad_alloc();
-    const detail::device_guard on(device_, true);  // on a loader's prefetch thread, say
+    const detail::device_guard on(device_);  // on a loader's prefetch thread, say
     void* p = nullptr;
     if (cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocPortable) != cudaSuccess) {
       (void)cudaGetLastError();  // not sticky: clear it
@@ -1210,7 +1231,7 @@ class pinned_resource final : public std::pmr::memory_resource {
     // Whatever thread lets a buffer go: on one without a context, this binds ours rather than
     // starting one on device 0.
     try {
-      const detail::device_guard on(device_, true);
+      const detail::device_guard on(device_);
       detail::cuda_ignore(cudaFreeHost(p));  // not for the next check
     } catch (...) {
       // The device is gone (a deallocation cannot fail): the memory goes with the process.
@@ -1332,7 +1353,7 @@ void device_ring::wait(std::size_t slot) {
 void device_ring::released(std::size_t slot, void* stream) {
   // A tensor's deleter calls this, on whatever thread drops the last reference: one with no
   // context stays on the ring's device rather than start one on device 0.
-  const detail::device_guard on(impl_->device, true);
+  const detail::device_guard on(impl_->device);
   const auto s = static_cast<cudaStream_t>(stream);
   const cudaError_t e = cudaEventRecord(impl_->slots.at(slot).free, s);
   if (e == cudaSuccess) return;

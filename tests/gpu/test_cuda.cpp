@@ -1321,6 +1321,51 @@ TEST(CudaSelection, StartedInTheBackgroundItCodesAsTheCpuThenPinsTheBuffersItGav
   }
 }
 
+TEST(CudaSelection, ADeviceByIndexCodesAsTheCpuAndOneThatIsNotThereIsAnError) {
+  REQUIRE_DEVICE();
+  const int n = cuda::device_count();
+  const geometry g = dctchop::test::shape_of(layout::nhwc, 4, 40, 56, 3);
+  codec_params p;
+  p.chop = 4;
+  p.coeff = coeff_type::f16;
+  p.offset = 128;
+  const auto values = random_values<std::uint8_t>(g.samples * g.values_per_sample(), 9, 0, 256);
+  const auto view = make_view(g, dtype::u8, static_cast<const void*>(values.data()), g.samples);
+  std::vector<std::byte> want(g.samples * coeff_bytes_per_sample(p, g)), got(want.size());
+  make_backend(backend_kind::cpu)->encode(p, view, want);
+  int before = -1;
+  ASSERT_EQ(cudaGetDevice(&before), cudaSuccess);
+  for (const bool background : {false, true}) {
+    backend_options o;
+    o.start_in_background = background;
+    o.device = n - 1;  // the last one (the only one on a machine of one GPU)
+    for (const auto kind : {backend_kind::cuda, backend_kind::automatic}) {
+      auto be = make_backend(kind, o);
+      be->wait_started();
+      EXPECT_EQ(be->name(), "cuda");
+      std::fill(got.begin(), got.end(), std::byte{0});
+      be->encode(p, view, got);
+      EXPECT_EQ(got, want) << "device " << o.device << (background ? ", started beside" : "");
+      int now = -1;
+      ASSERT_EQ(cudaGetDevice(&now), cudaSuccess);
+      EXPECT_EQ(now, before) << "the caller's current device is its own";
+    }
+    o.device = n;  // one past the last
+    for (const auto kind : {backend_kind::cuda, backend_kind::automatic}) {
+      try {
+        auto be = make_backend(kind, o);
+        be->wait_started();  // (started beside: the start's error comes here)
+        ADD_FAILURE() << "a backend on device " << n << " of " << n;
+      } catch (const error& e) {
+        EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("CUDA device " + std::to_string(n) + " is not there"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // ---- the device loader on a GPU -----------------------------------------------------------

@@ -152,12 +152,19 @@ struct backend_options {
    *  command-line tool sets it; a library caller that sets it calls wait_started() before
    *  trusting the output, and after an error, which may come of a start that failed. */
   bool start_in_background = false;
+  /** The CUDA device (`cuda`, or `automatic` where it takes CUDA): an index among the devices
+   *  that CUDA_VISIBLE_DEVICES shows, or -1 for the calling thread's current device (device 0
+   *  where it chose none, and with start_in_background). A device that does not exist
+   *  is error(invalid_argument), with `automatic` too where any GPU is present; the CPU backend
+   *  refuses any index but -1. */
+  int device = -1;
 };
 
 /** Construct a backend; error(backend_unavailable) when it was not built or has no device it
  *  can run on (CUDA: a GPU that none of the architectures the kernels were built for runs
- *  on), error(invalid_argument) for threads outside 0..max_threads. `automatic` takes CUDA
- *  when that works, else the CPU. */
+ *  on), error(invalid_argument) for threads outside 0..max_threads or a device index that is
+ *  not there (see backend_options::device). `automatic` takes CUDA when that works, else the
+ *  CPU. */
 std::unique_ptr<backend> make_backend(backend_kind kind, const backend_options& options = {});
 /** As above; where `automatic` takes the CPU although a CUDA device is present (one that the
  *  kernels were not built for, or whose context cannot be made), `on_cpu_fallback` is told
