@@ -377,6 +377,31 @@ if [ "$E2E" = 1 ]; then
     fi
   done
 fi
+# --device: the GPU named runs (device 0), and one that is not there is exit 2 saying how many
+# there are (the host's CLI tests have no GPU to check this with).
+if [ "$E2E" = 1 ]; then
+  dev_out=$(timeout -k 5 "$(limit 30)" "${DCT[@]}" compress sample_data/images_u8_nhwc.npy \
+    -o "$WORK/dev0.dcz" -f -q --json --backend cuda --device 0 2>&1) && dev_rc=0 || dev_rc=$?
+  if [ "$dev_rc" = 0 ] && printf '%s' "$dev_out" | grep -q '"backend": "cuda"'; then
+    echo "--device 0: ran on the GPU" | tee -a "$OUT/gpu-e2e.txt"
+  else
+    { echo "FAILED: --device 0 --backend cuda (exit $dev_rc):"; printf '%s\n' "$dev_out" | tail -3; } |
+      tee -a "$OUT/gpu-e2e.txt"
+    FAILED=1
+  fi
+  dev_out=$(timeout -k 5 "$(limit 30)" "${DCT[@]}" compress sample_data/images_u8_nhwc.npy \
+    -o "$WORK/dev1.dcz" -f -q --device 4096 2>&1) && dev_rc=0 || dev_rc=$?
+  if [ "$dev_rc" = 2 ] && printf '%s' "$dev_out" | grep -q 'CUDA device 4096 is not there' &&
+     [ ! -e "$WORK/dev1.dcz" ]; then
+    echo "--device 4096: exit 2, $(printf '%s' "$dev_out" | sed -n 's/.*is not there: //p' | head -1)" |
+      tee -a "$OUT/gpu-e2e.txt"
+  else
+    { echo "FAILED: --device 4096 gave exit $dev_rc (2 expected, no output):"
+      printf '%s\n' "$dev_out" | tail -3; } | tee -a "$OUT/gpu-e2e.txt"
+    FAILED=1
+  fi
+  rm -f "$WORK/dev0.dcz" "$WORK/dev1.dcz"
+fi
 # The floor that the files set, whatever the backend: reading the input, and copying it
 # (reading and writing as much; compress writes half of that at chop 4, decompress all).
 if [ "$E2E" = 1 ]; then

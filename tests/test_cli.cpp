@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cuda.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/file_io.hpp"
@@ -1120,14 +1121,18 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
   cases.push_back({"compress in.npy -o out.dcz --device -1", 2, "--device"});
   cases.push_back({"compress in.npy -o out.dcz --device 0x1", 2, "--device"});
   cases.push_back({"compress in.npy -o out.dcz --device 70000", 2, "--device: expected 0 to 65535, got 70000"});
-  if (cuda_usable()) {
+  // (A GPU that is present but cannot run the kernels: its index is checked first.)
+  const int gpus = cuda::device_count();  // 0 without the CUDA backend
+  if (gpus > 0) {
     cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 4096", 2,
                      "CUDA device 4096 is not there: "});
     cases.push_back({"compress in.npy -o out.dcz --device 4096", 2, "CUDA device 4096 is not there: "});
   } else {
+    cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 1", 7, "CUDA"});
+  }
+  if (!cuda_usable()) {
     cases.push_back({"compress in.npy -o out.dcz --backend cuda", 7, "CUDA"});
     cases.push_back({"decompress a.dcz -o out.npy --backend CUDA", 7, "CUDA"});
-    cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 1", 7, "CUDA"});
   }
   check_bad_cases(dir, cases);
   // A file whose name starts with '-' reads as an option: the message says how to name it.
@@ -1143,7 +1148,7 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
   // Names in any case, as --coeff and --layout take them.
   auto upper = cli(dir, "compress in.npy -o up.dcz -q --backend CPU --coeff F32 --layout nhwc");
   EXPECT_EQ(upper.status, 0) << describe(upper);
-  if (!cuda_usable()) {
+  if (cuda::device_count() == 0) {
     // auto with a --device runs on the CPU where there is no GPU to name (a job script's
     // `--device $i` on a machine without one).
     auto r = cli(dir, "compress in.npy -o dev.dcz -q --json --device 1");

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -1349,6 +1350,22 @@ TEST(CudaSelection, ADeviceByIndexCodesAsTheCpuAndOneThatIsNotThereIsAnError) {
       int now = -1;
       ASSERT_EQ(cudaGetDevice(&now), cudaSuccess);
       EXPECT_EQ(now, before) << "the caller's current device is its own";
+    }
+    if (n >= 2) {
+      // Device 1 from a thread of its own, which chose no device (its runtime says 0): it
+      // codes there and is left there (set back to 0, it would start a context on device 0).
+      int on_thread = -1;
+      std::thread([&] {
+        backend_options one = o;
+        one.device = 1;
+        auto be = make_backend(backend_kind::cuda, one);
+        be->wait_started();
+        std::vector<std::byte> mine(want.size());
+        be->encode(p, view, mine);
+        EXPECT_EQ(mine, want) << "device 1";
+        (void)cudaGetDevice(&on_thread);
+      }).join();
+      EXPECT_EQ(on_thread, 1);
     }
     o.device = n;  // one past the last
     for (const auto kind : {backend_kind::cuda, backend_kind::automatic}) {

@@ -140,8 +140,8 @@ inline constexpr int max_threads = 4096;
 
 struct backend_options {
   int threads = 0;  ///< CPU threads, 0..max_threads; 0 means every core (OpenMP)
-  /** CUDA (`cuda`, or `automatic`, where a GPU's device file is seen): start device 0 (of
-   *  CUDA_VISIBLE_DEVICES; not the calling thread's current device) on a thread of its own,
+  /** CUDA (`cuda`, or `automatic`, where a GPU's device file is seen): start `device` (0
+   *  where it is -1, not the calling thread's current device) on a thread of its own,
    *  and meanwhile run the calls on the CPU backend, which gives the same bytes, rather than
    *  wait the quarter of a second or more that the driver takes to start. Calls that come
    *  before the start run on the CPU, those after it on the device; a pipeline makes one at
@@ -156,7 +156,10 @@ struct backend_options {
    *  that CUDA_VISIBLE_DEVICES shows, or -1 for the calling thread's current device (device 0
    *  where it chose none, and with start_in_background). A device that does not exist
    *  is error(invalid_argument), with `automatic` too where any GPU is present; the CPU backend
-   *  refuses any index but -1. */
+   *  refuses any index but -1. Each call of a CUDA backend makes its device current and gives
+   *  the calling thread's back, but a thread that had no CUDA context (that chose no device)
+   *  is left with the backend's device current: setting device 0 back would start a context
+   *  on GPU 0 for it. */
   int device = -1;
 };
 

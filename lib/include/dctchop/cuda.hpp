@@ -76,7 +76,9 @@ void encode_device(const codec_params& params, const geometry& g, dtype type,
  *  thread-safe: calls from several host threads at once need a decoder each (or a lock). A
  *  stream may be destroyed as soon as its calls are queued. It belongs to the device current
  *  when it is made: its calls and its destruction run there whatever device is current then
- *  (and give the caller's back), so pass it streams and buffers of that device.
+ *  (and give the caller's back; a thread without a CUDA context is left on the decoder's
+ *  device, rather than have a context started on device 0), so pass it streams and buffers
+ *  of that device.
  *  Its sums run in another order than the direct kernel's, so float outputs agree to float
  *  rounding and integer outputs can differ by one where a value lies within rounding of a
  *  half; i32 and u32, which the direct kernel computes in double, agree to the float
