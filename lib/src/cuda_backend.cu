@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -976,7 +977,26 @@ std::string device_status() {
   if (e != cudaSuccess) {
     return std::string("no device: ") + cudaGetErrorName(e) + ", " + cudaGetErrorString(e);
   }
-  return n > 0 ? std::to_string(n) + " device(s)" : std::string("no device");
+  if (n <= 0) return "no device";
+  // Each by the index that --device takes, with what tells it apart in nvidia-smi (whose
+  // order may differ). The properties start no context on the devices.
+  std::string s = std::to_string(n) + (n == 1 ? " device: " : " devices: ");
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) s += "; ";
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      (void)cudaGetLastError();  // not for the next check
+      s += std::to_string(i) + " (its properties could not be read)";
+      continue;
+    }
+    char text[sizeof prop.name + 96];
+    std::snprintf(text, sizeof text, "%d %s (sm_%d%d, %.0f GiB, PCI %04x:%02x:%02x)", i,
+                  prop.name, prop.major, prop.minor,
+                  static_cast<double>(prop.totalGlobalMem) / double(1ull << 30), prop.pciDomainID,
+                  prop.pciBusID, prop.pciDeviceID);
+    s += text;
+  }
+  return s;
 }
 
 void decode_device_async(const codec_params& p, const geometry& g, dtype type, u64 samples,

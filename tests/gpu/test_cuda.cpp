@@ -1246,6 +1246,17 @@ TEST(CudaSelection, AutoTakesTheDeviceAndCudaAsksForIt) {
   const auto note = [&](const std::string& why) { notes.push_back(why); };
   EXPECT_EQ(make_backend(backend_kind::automatic, {}, note)->name(), "cuda");
   EXPECT_TRUE(notes.empty()) << notes.front();
+  // --version names each device by the index that --device takes.
+  const int n = cuda::device_count();
+  const std::string status = cuda::device_status();
+  EXPECT_EQ(status.rfind(std::to_string(n) + (n == 1 ? " device: 0 " : " devices: 0 "), 0), 0u)
+      << status;
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, n - 1), cudaSuccess);
+  EXPECT_NE(status.find(std::to_string(n - 1) + " " + prop.name + " (sm_" +
+                        std::to_string(prop.major) + std::to_string(prop.minor) + ", "),
+            std::string::npos)
+      << status;
 }
 
 TEST(CudaSelection, StartedInTheBackgroundItCodesAsTheCpuThenPinsTheBuffersItGaveBefore) {

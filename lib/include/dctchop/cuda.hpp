@@ -21,8 +21,10 @@ namespace dctchop::cuda {
 bool built() noexcept;
 /** CUDA devices present (0 without the backend, a driver or a device). */
 int device_count() noexcept;
-/** What the runtime says of the devices, for messages: "2 device(s)", "no device" with the
- *  runtime's reason ("no device: cudaErrorInsufficientDriver, ..."), or "not built". */
+/** What the runtime says of the devices, for messages: "1 device: 0 NVIDIA H200 (sm_90, 140
+ *  GiB, PCI 0000:1b:00)" (each by its index, as backend_options::device takes it; several
+ *  separated by "; "), "no device" with the runtime's reason ("no device:
+ *  cudaErrorInsufficientDriver, ..."), or "not built". Starts no context on the devices. */
 std::string device_status();
 /** built() and a device present: what `--backend auto` checks. */
 inline bool available() noexcept { return device_count() > 0; }
