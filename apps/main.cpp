@@ -447,24 +447,31 @@ backend_kind parse_backend(const std::string& s) {
   return backend_kind::automatic;
 }
 
-/** The backend that --backend names, with --threads and --device (-1: none given). Where `auto` finds a GPU it cannot use
- *  (one that none of the kernels' architectures runs on), a note on stderr says so and why,
+/** What --backend, --threads and --device give (add_backend_options). */
+struct backend_args {
+  std::string name = "auto";
+  int threads = 0;
+  int device = -1;  ///< none given
+};
+
+/** The backend that `args` name. Where `auto` finds a GPU it cannot use (one that none of
+ *  the kernels' architectures runs on), a note on stderr says so and why,
  *  unless `quiet` (-q, or a --json report that goes to stderr, which the note would break).
  *  CUDA starts in the background: the first chunks are read, and coded on the CPU (the same
  *  bytes), while the driver starts; the pipelines call wait_started() before they name an
  *  output, so that `--backend cuda` without a usable GPU is still exit 7. */
-std::unique_ptr<backend> open_backend(const std::string& name, int threads, int device,
-                                      bool quiet, spdlog::logger& log) {
-  const backend_kind kind = parse_backend(name);
-  if (kind == backend_kind::cpu && device >= 0) {
+std::unique_ptr<backend> open_backend(const backend_args& args, bool quiet, spdlog::logger& log) {
+  const backend_kind kind = parse_backend(args.name);
+  // (The library refuses it too; this says it in the options' words.)
+  if (kind == backend_kind::cpu && args.device >= 0) {
     throw error(errc::invalid_argument,
                 fmt::format("--device {}: --backend cpu runs on no GPU (--device is for cuda "
                             "and auto)",
-                            device));
+                            args.device));
   }
   backend_options o;
-  o.threads = threads;
-  o.device = device;
+  o.threads = args.threads;
+  o.device = args.device;
   // DCTCHOP_CUDA_BACKGROUND_START=0 waits for the start before the first chunk, as before:
   // for timing what starting beside it gains (scripts/gpu-check.sh runs both).
   const char* background = std::getenv("DCTCHOP_CUDA_BACKGROUND_START");
@@ -555,16 +562,15 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
   return spec;
 }
 
-void add_backend_options(CLI::App* cmd, std::string& backend, int& threads, int& device,
-                         const char* threads_help) {
-  cmd->add_option("--backend", backend, "cpu, cuda or auto")
+void add_backend_options(CLI::App* cmd, backend_args& args, const char* threads_help) {
+  cmd->add_option("--backend", args.name, "cpu, cuda or auto")
       ->transform(CLI::IsMember({"cpu", "cuda", "auto"}, CLI::ignore_case))
       ->capture_default_str();
-  cmd->add_option("--threads", threads, threads_help)
+  cmd->add_option("--threads", args.threads, threads_help)
       ->transform(decimal_count)
       ->check(between(0, max_threads))
       ->capture_default_str();
-  cmd->add_option("--device", device,
+  cmd->add_option("--device", args.device,
                   "the GPU for cuda and auto: an index among those CUDA_VISIBLE_DEVICES shows "
                   "(default 0)")
       ->transform(decimal_count)
@@ -941,9 +947,10 @@ int run(int argc, char** argv) {
   });
 
   // ---- compress
-  std::string c_in, c_out, c_coeff, c_layout = "auto", c_labels, c_backend = "auto";
+  std::string c_in, c_out, c_coeff, c_layout = "auto", c_labels;
+  backend_args c_be;
   std::string c_nonfinite = "error";
-  int c_block = 8, c_chop = 4, c_threads = 0, c_device = -1;
+  int c_block = 8, c_chop = 4;
   double c_chunk_mb = 4.0;
   std::optional<double> c_psnr, c_ssim;
   bool c_force = false, c_quiet = false, c_json = false, c_no_quality = false, c_no_ssim = false;
@@ -990,7 +997,7 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   std::string c_offset = "auto";
   cmp->add_option("--offset", c_offset, k_offset_help)->capture_default_str();
-  add_backend_options(cmp, c_backend, c_threads, c_device, "CPU threads (0: every core), one chunk each");
+  add_backend_options(cmp, c_be, "CPU threads (0: every core), one chunk each");
   cmp->add_flag("-f,--force", c_force, "overwrite an existing output");
   cmp->add_flag("-q,--quiet", c_quiet, "print nothing but errors");
   cmp->add_flag("--json", c_json, "print the report as JSON (stdout, or stderr with -o -)");
@@ -1000,8 +1007,8 @@ int run(int argc, char** argv) {
   cmp->add_flag("--no-ssim", c_no_ssim, "measure PSNR but not SSIM")->excludes(ssim_opt);
 
   // ---- decompress
-  std::string d_in, d_out, d_samples, d_labels_out, d_backend = "auto";
-  int d_threads = 0, d_device = -1;
+  std::string d_in, d_out, d_samples, d_labels_out;
+  backend_args d_be;
   bool d_force = false, d_quiet = false, d_json = false;
   auto* dec = app.add_subcommand("decompress", "decode a .dcz archive into NPY, NPZ, HDF5 or raw");
   dec->add_option("input", d_in, "input archive, or - for stdin")
@@ -1019,7 +1026,7 @@ int run(int argc, char** argv) {
                   "sample range A:B (half-open; A:, :B, or A for one sample)");
   dec->add_option("--labels-out", d_labels_out, "write the stored labels to FILE.npy, FILE.h5[:/dataset] or FILE.npz[:array] (there only, not beside HDF5/.npz data)")
       ->check(non_empty_path);
-  add_backend_options(dec, d_backend, d_threads, d_device, "CPU threads (0: every core), one chunk each");
+  add_backend_options(dec, d_be, "CPU threads (0: every core), one chunk each");
   dec->add_flag("-f,--force", d_force, "overwrite an existing output");
   dec->add_flag("-q,--quiet", d_quiet, "print nothing but errors");
   dec->add_flag("--json", d_json, "print the report as JSON");
@@ -1033,9 +1040,9 @@ int run(int argc, char** argv) {
   inf->add_flag("--json", i_json, "print JSON (an array of reports for several archives)");
 
   // ---- eval
-  std::string e_in, e_chops = "1,2,4,6", e_coeffs, e_layout = "auto", e_backend = "auto";
+  std::string e_in, e_chops = "1,2,4,6", e_coeffs, e_layout = "auto";
+  backend_args e_be;
   std::string e_blocks = "8";
-  int e_threads = 0, e_device = -1;
   double e_chunk_mb = 4.0;
   bool e_json = false, e_csv = false, e_no_ssim = false, e_quiet = false;
   auto* evl = app.add_subcommand(
@@ -1055,7 +1062,7 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case));
   evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size")
       ->check(finite_number);
-  add_backend_options(evl, e_backend, e_threads, e_device,
+  add_backend_options(evl, e_be,
                       "CPU threads (0: every core) that each setting's codec and measurement "
                       "run on, one chunk at a time");
   auto* e_json_opt = evl->add_flag("--json", e_json, "print JSON");
@@ -1070,8 +1077,8 @@ int run(int argc, char** argv) {
 
   // ---- verify
   std::vector<std::string> v_ins;
-  std::string v_against, v_backend = "auto";
-  int v_threads = 0, v_device = -1;
+  std::string v_against;
+  backend_args v_be;
   std::optional<double> v_min_psnr, v_min_ssim, v_max_error;
   bool v_json = false, v_quiet = false;
   auto* ver = app.add_subcommand(
@@ -1094,7 +1101,7 @@ int run(int argc, char** argv) {
   ver->add_option("--max-error", v_max_error, "fail (exit 8) when an absolute error exceeds Z")
       ->check(finite_number)
       ->check(non_negative);
-  add_backend_options(ver, v_backend, v_threads, v_device, "CPU threads (0: every core), one chunk each");
+  add_backend_options(ver, v_be, "CPU threads (0: every core), one chunk each");
   ver->add_flag("--json", v_json, "print JSON");
   ver->add_flag("-q,--quiet", v_quiet, "print nothing but errors and failed gates");
 
@@ -1264,7 +1271,7 @@ int run(int argc, char** argv) {
       o.ssim = !c_no_ssim;
       o.target.psnr_db = c_psnr;
       o.target.ssim = c_ssim;
-      o.threads = c_threads;
+      o.threads = c_be.threads;
       o.tool_version = DCTCHOP_VERSION_STRING;
       o.created = formats::parse_source_date_epoch(std::getenv("SOURCE_DATE_EPOCH"));
       app::progress_bar bar("compressing", !c_quiet);
@@ -1279,7 +1286,7 @@ int run(int argc, char** argv) {
                   t.on_sample ? "a sample" : "all the data", t.meets ? " - meets the target" : "");
       };
       auto be =
-          open_backend(c_backend, c_threads, c_device, c_quiet || (c_json && stdout_carries_data()), *log);
+          open_backend(c_be, c_quiet || (c_json && stdout_carries_data()), *log);
       auto r = with_backend(*be, [&] {
         try {
           return formats::compress(input_spec(c_in, c_io), c_out, *be, o);
@@ -1333,7 +1340,7 @@ int run(int argc, char** argv) {
       app::progress_bar bar("decompressing", !d_quiet);
       o.progress = progress_to(bar);
       auto be =
-          open_backend(d_backend, d_threads, d_device, d_quiet || (d_json && stdout_carries_data()), *log);
+          open_backend(d_be, d_quiet || (d_json && stdout_carries_data()), *log);
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
       auto r = with_backend(*be, [&] { return formats::decompress(d_in, spec, *be, o); });
@@ -1450,10 +1457,10 @@ int run(int argc, char** argv) {
       o.chunk_mb = e_chunk_mb;
       o.tool_version = DCTCHOP_VERSION_STRING;
       o.ssim = !e_no_ssim;
-      o.threads = e_threads;
+      o.threads = e_be.threads;
       app::progress_bar bar("evaluating", !e_quiet);
       o.progress = progress_to(bar);
-      auto be = open_backend(e_backend, e_threads, e_device, e_quiet, *log);
+      auto be = open_backend(e_be, e_quiet, *log);
       be->wait_started();  // eval times each setting: on the backend asked for, not the stopgap
       auto r = formats::eval(input_spec(e_in, e_io), *be, o);
       bar.clear();
@@ -1500,7 +1507,7 @@ int run(int argc, char** argv) {
         // No codec runs here, but a backend asked for by name must exist (never a silent
         // fallback): `verify x.dcz --backend cuda` on a machine without a GPU is exit 7.
         if (ver->count("--backend") > 0 || ver->count("--device") > 0)
-          open_backend(v_backend, v_threads, v_device, v_quiet, *log)->wait_started();
+          open_backend(v_be, v_quiet, *log)->wait_started();
         auto report = [&](const nlohmann::json& j) {
           if (v_quiet || v_json) return;
           const auto chunks = j["chunks"].get<std::uint64_t>();
@@ -1527,10 +1534,10 @@ int run(int argc, char** argv) {
       o.min_psnr = v_min_psnr;
       o.min_ssim = v_min_ssim;
       o.max_error = v_max_error;
-      o.threads = v_threads;
+      o.threads = v_be.threads;
       app::progress_bar bar("verifying", !v_quiet);
       o.progress = progress_to(bar);
-      auto be = open_backend(v_backend, v_threads, v_device, v_quiet, *log);
+      auto be = open_backend(v_be, v_quiet, *log);
       auto r = with_backend(
           *be, [&] { return formats::verify_archive(v_in, input_spec(v_against, v_io), *be, o); });
       be->wait_started();

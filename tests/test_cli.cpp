@@ -1115,18 +1115,21 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
   // --device names a GPU: not for the CPU, a whole number, and one that is there.
   cases.push_back({"compress in.npy -o out.dcz --backend cpu --device 0", 2,
                    "--device 0: --backend cpu runs on no GPU (--device is for cuda and auto)"});
-  cases.push_back({"decompress a.dcz -o out.npy --backend cpu --device 1", 2, "--device 1: --backend cpu"});
+  cases.push_back(
+      {"decompress a.dcz -o out.npy --backend cpu --device 1", 2, "--device 1: --backend cpu"});
   cases.push_back({"eval in.npy --backend cpu --device 0", 2, "--device 0: --backend cpu"});
   cases.push_back({"verify a.dcz --backend cpu --device 0", 2, "--device 0: --backend cpu"});
   cases.push_back({"compress in.npy -o out.dcz --device -1", 2, "--device"});
   cases.push_back({"compress in.npy -o out.dcz --device 0x1", 2, "--device"});
-  cases.push_back({"compress in.npy -o out.dcz --device 70000", 2, "--device: expected 0 to 65535, got 70000"});
+  cases.push_back({"compress in.npy -o out.dcz --device 70000", 2,
+                   "--device: expected 0 to 65535, got 70000"});
   // (A GPU that is present but cannot run the kernels: its index is checked first.)
   const int gpus = cuda::device_count();  // 0 without the CUDA backend
   if (gpus > 0) {
     cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 4096", 2,
                      "CUDA device 4096 is not there: "});
-    cases.push_back({"compress in.npy -o out.dcz --device 4096", 2, "CUDA device 4096 is not there: "});
+    cases.push_back(
+        {"compress in.npy -o out.dcz --device 4096", 2, "CUDA device 4096 is not there: "});
   } else {
     cases.push_back({"compress in.npy -o out.dcz --backend cuda --device 1", 7, "CUDA"});
   }

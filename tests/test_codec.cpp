@@ -657,8 +657,9 @@ TEST(Backends, ADeviceIndexIsForCudaAndMustBeThere) {
   // The CPU runs on no GPU: an index given to it is a mistake, not ignored.
   for (const int d : {0, 3}) {
     o.device = d;
-    test::expect_error([&] { make_backend(backend_kind::cpu, o); }, errc::invalid_argument,
-                       {"device " + std::to_string(d) + ": the CPU backend runs on no CUDA device"});
+    test::expect_error(
+        [&] { make_backend(backend_kind::cpu, o); }, errc::invalid_argument,
+        {"device " + std::to_string(d) + ": the CPU backend runs on no CUDA device"});
   }
   o.device = -1;
   EXPECT_EQ(make_backend(backend_kind::cpu, o)->name().rfind("cpu", 0), 0u);

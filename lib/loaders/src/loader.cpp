@@ -13,7 +13,6 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -438,20 +437,32 @@ struct archive_loader::impl {
    *  samples they hold copied in parts. The cache ends as the serial path may leave it. */
   void gather_in_parallel(batch& b) {
     const u64 count = b.samples.size();
-    std::vector<std::size_t> of(count);  // each sample's chunk
-    std::vector<std::size_t> needed;     // in the order first needed
+    std::vector<std::size_t> of(count);     // each sample's chunk
+    std::vector<std::size_t> place(count);  // its chunk's place in `needed`
+    std::vector<std::size_t> needed;        // the chunks, in the order first needed
     {
-      std::unordered_set<std::size_t> seen;
+      std::unordered_map<std::size_t, std::size_t> first_need;
       for (u64 i = 0; i < count; ++i) {
         of[i] = reader.chunk_of(b.samples[i]);
-        if (seen.insert(of[i]).second) needed.push_back(of[i]);
+        const auto [at, fresh] = first_need.try_emplace(of[i], needed.size());
+        if (fresh) needed.push_back(of[i]);
+        place[i] = at->second;
       }
     }
     const std::size_t per_group = cache_chunks();
+    // The batch's places by the group (a cacheful of `needed`) whose chunks hold them.
+    std::vector<std::vector<u64>> places_of_group;
+    for (u64 i = 0; i < count; ++i) {
+      const std::size_t g = place[i] / per_group;
+      if (g >= places_of_group.size()) places_of_group.resize(g + 1);
+      places_of_group[g].push_back(i);
+    }
     // A backend that decodes on several threads has the cores already: its chunks one at a
     // time (each helper's decode would start a team of its own, threads times over).
     const std::size_t load_threads = !o.decode || be->threads() <= 1 ? o.threads : 1;
-    for (std::size_t g0 = 0; g0 < needed.size(); g0 += std::min(per_group, needed.size() - g0)) {
+    std::vector<const cached_chunk*> cached(needed.size());  // by place, once in the cache
+    for (std::size_t g0 = 0, g = 0; g0 < needed.size();
+         g0 += std::min(per_group, needed.size() - g0), ++g) {
       const std::size_t g1 = g0 + std::min(per_group, needed.size() - g0);
       std::vector<std::size_t> missing;
       for (std::size_t k = g0; k < g1; ++k) {
@@ -463,13 +474,9 @@ struct archive_loader::impl {
       run_parts(missing.size(), load_threads, [&](std::size_t k) { loaded[k] = load(missing[k]); });
       for (auto& c : loaded) cache.push_front(std::move(c));
       // The group's chunks first (at most a cacheful), so that the trim keeps every one.
-      std::unordered_map<std::size_t, const cached_chunk*> group;
-      for (std::size_t k = g0; k < g1; ++k) group.emplace(needed[k], touch(needed[k]));
+      for (std::size_t k = g0; k < g1; ++k) cached[k] = touch(needed[k]);
       trim_cache();
-      std::vector<u64> mine;  // the batch's places whose samples these chunks hold
-      for (u64 i = 0; i < count; ++i) {
-        if (group.count(of[i]) != 0) mine.push_back(i);
-      }
+      const std::vector<u64>& mine = places_of_group[g];
       // Parts of a MiB or more: a thread is not started to copy a few samples.
       constexpr u64 part_bytes = u64(1) << 20;
       const std::size_t parts = static_cast<std::size_t>(
@@ -479,8 +486,7 @@ struct archive_loader::impl {
         const std::size_t from = mine.size() * p / parts, to = mine.size() * (p + 1) / parts;
         for (std::size_t k = from; k < to; ++k) {
           const u64 i = mine[k];
-          const cached_chunk& c = *group.at(of[i]);
-          copy_sample(c, b.samples[i] - reader.chunks()[of[i]].first, b, i);
+          copy_sample(*cached[place[i]], b.samples[i] - reader.chunks()[of[i]].first, b, i);
         }
       });
     }
