@@ -3,14 +3,22 @@
 // is named by DCTCHOP_BENCH_NPZ (scripts/bench.sh makes one); its first deflated member is read.
 // And the parse of an archive footer of N chunk entries, which every reader does at open: it
 // must stay linear in N (a parser callback made it quadratic: 18 s for 320k chunks).
+// And reads of a .npy file's rows as compress reads its chunks, one read at a time split over
+// 1 to 8 threads (dataset_spec::read_threads): GB/s from the page cache.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "dctchop/error.hpp"
+#include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/json_number.hpp"
+#include "dctchop/formats/npy.hpp"
 #include "zip_reader.hpp"
 
 namespace {
@@ -89,6 +97,69 @@ BENCHMARK(BM_footer_parse)
     ->Range(10000, 640000)
     ->Unit(benchmark::kMillisecond)
     ->Complexity(benchmark::oN);
+
+/** A .npy of `images` u8 images of 256x256x3 in DCTCHOP_BENCH_DIR (default /dev/shm, else the
+ *  temporary folder), written once a run and removed at exit: in the page cache, as a file
+ *  just written or read before is. */
+class npy_file {
+ public:
+  static constexpr std::uint64_t images = 2048;  // 384 MiB
+  static constexpr std::uint64_t image_bytes = 256 * 256 * 3;
+  static const std::string& path() {
+    static npy_file f;
+    return f.path_;
+  }
+  ~npy_file() { std::filesystem::remove(path_); }
+
+ private:
+  npy_file() {
+    const char* dir = std::getenv("DCTCHOP_BENCH_DIR");
+    std::string d = dir != nullptr ? dir : (std::filesystem::is_directory("/dev/shm")
+                                                ? "/dev/shm"
+                                                : std::filesystem::temp_directory_path().string());
+    path_ = d + "/dctchop_bench_read_" + std::to_string(::getpid()) + ".npy";
+    auto w = dctchop::formats::npy_writer::create(path_, dctchop::formats::npy_dtype{},
+                                                  {images, 256, 256, 3}, true);
+    std::vector<unsigned char> row(image_bytes * 64);
+    for (std::size_t i = 0; i < row.size(); ++i) row[i] = static_cast<unsigned char>(i * 7);
+    for (std::uint64_t i = 0; i < images; i += 64) w.write_rows(row.data(), 64);
+    w.finish();
+  }
+  std::string path_;
+};
+
+/** Args: MiB a read (compress's chunk: 8 MiB of u8 at chop 4 and the default --chunk-mb, 64
+ *  at most), threads. Reads go round 4 buffers, as the pipeline's slots do. */
+void BM_npy_read_rows(benchmark::State& state) {
+  const std::uint64_t rows = static_cast<std::uint64_t>(state.range(0)) * (1 << 20) /
+                             npy_file::image_bytes;
+  try {
+    dctchop::formats::dataset_spec spec = dctchop::formats::parse_dataset_spec(npy_file::path());
+    spec.read_threads = static_cast<unsigned>(state.range(1));
+    const auto src = dctchop::formats::open_dataset(spec);
+    std::vector<std::vector<unsigned char>> slot(4, std::vector<unsigned char>(rows * npy_file::image_bytes, 1));
+    std::uint64_t read = 0, next = 0;
+    std::size_t s = 0;
+    for (auto _ : state) {
+      const std::uint64_t n = std::min(rows, npy_file::images - next);
+      src->read_rows(next, n, slot[s].data());
+      read += n * npy_file::image_bytes;
+      next = next + n == npy_file::images ? 0 : next + n;
+      s = (s + 1) % slot.size();
+    }
+    state.counters["GB/s"] = benchmark::Counter(double(read) / 1e9, benchmark::Counter::kIsRate);
+  } catch (const dctchop::error& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+BENCHMARK(BM_npy_read_rows)
+    ->ArgNames({"MiB", "threads"})
+    ->ArgsProduct({{8, 64}, {1, 2, 4, 8}})
+    ->MinWarmUpTime(0.5)  // the buffers' and the file's first touches, untimed
+    ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

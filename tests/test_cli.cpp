@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1561,6 +1562,58 @@ TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
     ASSERT_TRUE(asked);
     EXPECT_LE(*many, *asked + 1) << c << "4096 against " << cores;
     EXPECT_LE(*many, thread_bound()) << c << "4096";
+  }
+}
+
+/** The positioned reads of `command` of 1 MiB or more, as strace -f shows them: the thread
+ *  that made each and the bytes it got; std::nullopt where strace cannot trace. */
+std::optional<std::vector<std::pair<std::string, long long>>> large_preads(
+    const temp_dir& dir, const std::string& command) {
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) return std::nullopt;
+  temp_dir traces;
+  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -o " +
+                             sh_quote(traces.file("t.txt")) + " -e trace=pread64 " + command);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  std::vector<std::pair<std::string, long long>> reads;
+  std::ifstream in(traces.file("t.txt"));
+  for (std::string line; std::getline(in, line);) {
+    // "PID pread64(3, "..."..., N, OFFSET) = GOT", or its "<... pread64 resumed>" end
+    const auto eq = line.rfind(") = ");
+    if (line.find("pread64") == std::string::npos || eq == std::string::npos) continue;
+    const long long got = std::atoll(line.c_str() + eq + 4);
+    if (got >= (1 << 20)) reads.emplace_back(line.substr(0, line.find(' ')), got);
+  }
+  return reads;
+}
+
+TEST(Cli, CompressReadsALargeChunkOfANpyFileOnSeveralThreadsAndOnOneWithThreads1) {
+  // u8 at chop 4 with the default --chunk-mb: chunks of 42 images (7.9 MiB), read as 3 pieces
+  // of 2 MiB or more on 3 of the 4 threads (input_file's split read_at), and whole on one
+  // thread with --threads 1.
+  temp_dir dir;
+  const u64 n = 84;  // two chunks of 42 images
+  save_npy(dir.file("in.npy"), dtype::u8, {n, 256, 256, 3},
+           dctchop::test::smooth_u8_nhwc(int(n), 256, 256, 3));
+  const u64 data = n * 256 * 256 * 3;
+  for (int threads : {4, 1}) {
+    const auto reads = large_preads(dir, "DCTCHOP compress in.npy -o a.dcz -f -q --no-quality "
+                                         "--backend cpu --threads " + std::to_string(threads));
+    if (!reads) GTEST_SKIP() << "needs strace, allowed to trace its child";
+    std::set<std::string> readers;
+    long long total = 0, largest = 0;
+    for (const auto& [tid, got] : *reads) {
+      readers.insert(tid);
+      total += got;
+      largest = std::max(largest, got);
+    }
+    EXPECT_EQ(total, static_cast<long long>(data)) << threads;  // every byte once
+    if (threads == 1) {
+      EXPECT_EQ(readers.size(), 1U);
+      EXPECT_GT(largest, 7 << 20);  // whole chunks
+    } else {
+      EXPECT_GE(readers.size(), 2U);  // (which threads started decides how many more)
+      EXPECT_LE(largest, (8257536 / 3 + 4095) / 4096 * 4096);
+    }
   }
 }
 

@@ -687,7 +687,9 @@ TEST(Backends, ADeviceIndexIsForCudaAndMustBeThere) {
     runs = false;
   }
   o.device = n - 1;
-  if (runs) EXPECT_EQ(make_backend(backend_kind::cuda, o)->name(), "cuda");
+  if (runs) {
+    EXPECT_EQ(make_backend(backend_kind::cuda, o)->name(), "cuda");
+  }
 }
 
 // ---- scalar conversions against the compiler's own types ---------------------------------

@@ -21,9 +21,11 @@
 
 #include "chunk_pipeline.hpp"
 #include "pipeline_util.hpp"
+#include "zip_writer.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
+#include "dctchop/formats/dataset_io.hpp"
 #include "dctchop/formats/file_io.hpp"
 #include "dctchop/formats/pipeline.hpp"
 #include "dctchop/metrics.hpp"
@@ -34,9 +36,12 @@ namespace {
 using namespace dctchop;
 using dctchop::formats::detail::chunk_stages;
 using dctchop::formats::detail::run_chunks;
+using dctchop::test::expect_error;
+using dctchop::test::flip_byte;
 using dctchop::test::read_bytes;
 using dctchop::test::save_npy;
 using dctchop::test::temp_dir;
+using dctchop::test::write_bytes;
 using u64 = std::uint64_t;
 namespace fs = std::filesystem;
 
@@ -394,6 +399,126 @@ TEST(OutputFile, AnUncommittedDirectOutputLeavesNothingBehind) {
     f.write(bytes.data(), bytes.size());
   }  // destroyed without commit()
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// ---- reads split over several threads (input_file::read_at with threads)
+
+TEST(InputFile, ASplitReadTakesPiecesOfWholePagesAndAtLeast2MiBOnAtMostItsThreads) {
+  using plan = formats::input_file;
+  const std::size_t mib = std::size_t(1) << 20;
+  for (unsigned t : {0U, 1U, 2U, 3U, 4U, 8U, 100U, 4096U}) {
+    for (std::size_t n : {std::size_t(0), std::size_t(1), 2 * mib - 1, 2 * mib, 4 * mib - 1,
+                          4 * mib, 8 * mib, 8 * mib + 1, 64 * mib - 7, 1024 * mib}) {
+      const auto p = plan::plan_split(n, t);
+      const std::string at = std::to_string(n) + " bytes on " + std::to_string(t) + " threads";
+      ASSERT_GE(p.count, 1U) << at;
+      EXPECT_LE(p.count, std::max(t, 1U)) << at;
+      EXPECT_LE(p.count, 64U) << at;
+      if (p.count == 1) {
+        // Unsplit: no second thread for less than two pieces' worth.
+        EXPECT_TRUE(t <= 1 || n < 2 * plan::split_piece) << at;
+        continue;
+      }
+      EXPECT_EQ(p.step % 4096, 0U) << at;
+      EXPECT_GE(p.step, plan::split_piece) << at;
+      const std::size_t last = n - (p.count - 1) * p.step;  // every piece holds bytes
+      EXPECT_GT(last, 0U) << at;
+      EXPECT_LE(last, p.step) << at;
+      // As many pieces as the threads, or as 2 MiB pieces fit.
+      EXPECT_EQ(p.count, std::min<std::size_t>({t, n / plan::split_piece, 64})) << at;
+    }
+  }
+  EXPECT_EQ(plan::plan_split(8 * mib, 4).step, 2 * mib);
+  EXPECT_EQ(plan::plan_split(8 * mib, 8).count, 4U);
+}
+
+TEST(InputFile, ASplitReadGivesTheBytesOfOneReadAtAnyOffsetSizeAndThreadCount) {
+  temp_dir dir;
+  const std::string bytes = pattern((std::size_t(13) << 20) + 4321, 11);
+  write_bytes(dir.file("in.bin"), bytes);
+  const auto f = formats::input_file::open(dir.file("in.bin"));
+  const std::size_t mib = std::size_t(1) << 20;
+  for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(4095), 3 * mib + 17}) {
+    for (std::size_t n : {std::size_t(0), std::size_t(100), 4 * mib, 4 * mib + 3, 9 * mib + 1,
+                          bytes.size() - offset}) {
+      for (unsigned t : {1U, 2U, 3U, 4U, 8U}) {
+        std::string got(n, '\0');
+        f.read_at(offset, got.data(), n, "rows", t);
+        EXPECT_TRUE(got == bytes.substr(offset, n))
+            << n << " bytes at " << offset << " on " << t << " threads";
+      }
+    }
+  }
+}
+
+TEST(InputFile, ASplitReadPastTheEndOrOfAFileThatShrankIsTruncatedAsOneReadIs) {
+  temp_dir dir;
+  const std::size_t n = std::size_t(12) << 20;
+  write_bytes(dir.file("in.bin"), pattern(n, 5));
+  auto f = formats::input_file::open(dir.file("in.bin"));
+  f.set_truncation_code(errc::bad_input);
+  std::string got(n, '\0');
+  expect_error([&] { f.read_at(100, got.data(), n, "rows", 4); }, errc::bad_input,
+               {"in.bin", "truncated: rows lies past the end"});
+  // The file loses its second half after the open: the pieces there find its end.
+  fs::resize_file(dir.file("in.bin"), n / 2 + 12345);
+  expect_error([&] { f.read_at(0, got.data(), n, "rows", 4); }, errc::bad_input,
+               {"in.bin", "truncated: end of file inside rows"});
+  expect_error([&] { f.read_at(0, got.data(), n, "rows", 1); }, errc::bad_input,
+               {"in.bin", "truncated: end of file inside rows"});
+  // Where the pieces that remain lie, the split read still reads them.
+  f.read_at(0, got.data(), n / 2, "rows", 4);
+  EXPECT_TRUE(got.substr(0, n / 2) == pattern(n, 5).substr(0, n / 2));
+}
+
+TEST(SplitReads, RowsOfNpyNpzAndRawFilesReadOnSeveralThreadsAreTheRowsReadOnOne) {
+  temp_dir dir;
+  const std::vector<u64> shape = {60, 256, 256, 3};  // 11.8 MB: 5 pieces of 2 MiB or more
+  const u64 image = 256 * 256 * 3;
+  const std::string values = pattern(60 * image, 3);
+  save_npy(dir.file("x.npy"), dtype::u8, shape,
+           std::vector<std::uint8_t>(values.begin(), values.end()));
+  write_bytes(dir.file("x.raw"), values);
+  auto make_npz = [&](const std::string& name) {
+    auto out = formats::output_file::create(dir.file(name), true);
+    formats::detail::zip_writer z(out);
+    z.begin_member("x.npy");
+    const std::string npy = read_bytes(dir.file("x.npy"));
+    z.write(npy.data(), npy.size());
+    z.end_member();
+    z.finish();
+    out.commit();
+  };
+  make_npz("x.npz");
+  for (const char* name : {"x.npy", "x.npz", "x.raw"}) {
+    formats::dataset_spec spec =
+        formats::parse_dataset_spec(dir.file(name), {}, std::string(name) == "x.raw");
+    if (spec.kind == formats::file_kind::raw) {
+      spec.raw_type = formats::npy_dtype_of(dtype::u8);
+      spec.raw_shape = shape;
+    }
+    for (unsigned t : {1U, 2U, 4U, 8U}) {
+      spec.read_threads = t;
+      const auto src = formats::open_dataset(spec);
+      std::string got(50 * image, '\0');
+      src->read_rows(7, 50, got.data());  // 9.8 MB from an offset that is no page's
+      EXPECT_TRUE(got == values.substr(7 * image, 50 * image)) << name << " on " << t;
+      got.resize(60 * image);
+      src->read_rows(0, 60, got.data());  // to the end: a .npz member checks its CRC-32 now
+      EXPECT_TRUE(got == values) << name << " on " << t;
+    }
+  }
+  // A stored member whose bytes changed fails its CRC-32 however its rows were read.
+  make_npz("bad.npz");
+  flip_byte(dir.file("bad.npz"), 5 << 20);
+  for (unsigned t : {1U, 4U}) {
+    formats::dataset_spec spec = formats::parse_dataset_spec(dir.file("bad.npz"));
+    spec.read_threads = t;
+    const auto src = formats::open_dataset(spec);
+    std::string got(60 * image, '\0');
+    expect_error([&] { src->read_rows(0, 60, got.data()); }, errc::bad_input,
+                 {"bad.npz", "CRC"});
+  }
 }
 
 // ---- the results do not depend on the number of threads

@@ -22,6 +22,13 @@ class byte_source {
   virtual std::size_t read(void* dst, std::size_t n) = 0;
   /** Exactly n bytes at `offset` (seekable sources); a short read throws. */
   virtual void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) = 0;
+  /** read_at on up to `threads` threads (input_file's split read) where the bytes lie in a
+   *  file as they are; else read_at. */
+  virtual void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
+                       unsigned threads) {
+    (void)threads;
+    read_at(offset, dst, n, what);
+  }
   /** The bytes mapped read-only (seekable sources), or nullptr where mapping fails. */
   virtual const std::byte* map() = 0;
   /** Whether a source that is not seekable can start again from its first byte (a deflated

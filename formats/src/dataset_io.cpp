@@ -69,8 +69,10 @@ std::string npz_key(std::string n) {
 
 class npy_source final : public sample_source {
  public:
-  explicit npy_source(const std::string& path)
-      : stream_(reads_as_stream(path)), r_(npy_reader::open(path)) {}
+  explicit npy_source(const dataset_spec& spec)
+      : stream_(reads_as_stream(spec.path)), r_(npy_reader::open(spec.path)) {
+    r_.set_read_threads(spec.read_threads);
+  }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
   const std::vector<u64>& shape() const override { return r_.header().shape; }
@@ -106,7 +108,9 @@ class npy_sink final : public sample_sink {
 
 class npz_source final : public sample_source {
  public:
-  explicit npz_source(const dataset_spec& spec) : r_(open_member(spec)) {}
+  explicit npz_source(const dataset_spec& spec) : r_(open_member(spec)) {
+    r_.set_read_threads(spec.read_threads);
+  }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
   const std::vector<u64>& shape() const override { return r_.header().shape; }
@@ -317,7 +321,8 @@ class memory_source final : public sample_source {
 
 class raw_source final : public sample_source {
  public:
-  explicit raw_source(const dataset_spec& s) : f_(input_file::open(s.path)) {
+  explicit raw_source(const dataset_spec& s)
+      : f_(input_file::open(s.path)), read_threads_(s.read_threads) {
     f_.set_truncation_code(errc::bad_input);
     if (!s.raw_type || s.raw_shape.empty()) {
       throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
@@ -340,7 +345,7 @@ class raw_source final : public sample_source {
     const u64 rb = row_bytes();
     if (first + count > rows()) throw error(errc::invalid_argument, name() + ": rows out of range");
     if (f_.seekable()) {
-      f_.read_at(first * rb, dst, count * rb, "raw data");
+      f_.read_at(first * rb, dst, count * rb, "raw data", read_threads_);
       return;
     }
     if (first != next_) throw error(errc::invalid_argument, name() + ": stdin is read in order");
@@ -367,6 +372,7 @@ class raw_source final : public sample_source {
 
  private:
   input_file f_;
+  unsigned read_threads_;
   u64 bytes_ = 0;  // what --shape and --dtype describe
   npy_dtype type_;
   std::vector<u64> shape_;
@@ -646,7 +652,7 @@ std::unique_ptr<sample_source> open_any(const dataset_spec& given) {
   if (given.memory) return std::make_unique<memory_source>(given.path, *given.memory);
   const dataset_spec spec = resolve_by_content(given);
   switch (spec.kind) {
-    case file_kind::npy: return std::make_unique<npy_source>(spec.path);
+    case file_kind::npy: return std::make_unique<npy_source>(spec);
     case file_kind::npz: return std::make_unique<npz_source>(spec);
     case file_kind::raw: return std::make_unique<raw_source>(spec);
     case file_kind::hdf5: return detail::open_hdf5(spec);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
 #include "direct_writer.hpp"
 
@@ -186,6 +188,55 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
       throw error(truncated_, display_name() + ": truncated: end of file inside " + what);
     }
     done += static_cast<std::size_t>(r);
+  }
+}
+
+input_file::split_plan input_file::plan_split(std::size_t n, unsigned threads) noexcept {
+  split_plan plan;
+  plan.count = std::min<std::size_t>({std::max(threads, 1U), n / split_piece, 64});
+  plan.count = std::max<std::size_t>(plan.count, 1);
+  // Pieces of whole pages (the page cache copies them whole), the last one the rest: at least
+  // 2 MiB each, so that rounding up by less than a page a piece leaves the last one bytes.
+  constexpr std::size_t page = 4096;
+  const std::size_t share = (n + plan.count - 1) / plan.count;  // rounded up
+  plan.step = plan.count == 1 ? n : (share + page - 1) / page * page;
+  return plan;
+}
+
+void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
+                         unsigned threads) const {
+  const split_plan plan = plan_split(n, threads);
+  const std::size_t pieces = plan.count, step = plan.step;
+  if (pieces <= 1) return read_at(offset, dst, n, what);
+  if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
+  auto* p = static_cast<char*>(dst);
+  std::vector<std::exception_ptr> failed(pieces);
+  auto read_piece = [&](std::size_t i) {
+    const std::size_t at = i * step;
+    try {
+      read_at(offset + at, p + at, i + 1 == pieces ? n - at : step, what);
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> crew;
+  crew.reserve(pieces - 1);
+  std::size_t started = 1;
+  try {
+    for (; started < pieces; ++started) {
+      crew.push_back(dctchop::detail::start_quiet_thread([&read_piece, started] {
+        read_piece(started);
+      }));
+    }
+  } catch (...) {
+    // No more threads to be had (error(io), or no memory for one): this thread reads the
+    // pieces that have none.
+  }
+  read_piece(0);
+  for (std::size_t i = started; i < pieces; ++i) read_piece(i);
+  for (auto& t : crew) t.join();
+  for (const auto& f : failed) {
+    if (f) std::rethrow_exception(f);
   }
 }
 

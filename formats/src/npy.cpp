@@ -307,6 +307,10 @@ class file_bytes final : public detail::byte_source {
   void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) override {
     f_.read_at(offset, dst, n, what);
   }
+  void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
+               unsigned threads) override {
+    f_.read_at(offset, dst, n, what, threads);
+  }
   const std::byte* map() override { return f_.map(); }
   void watch(std::function<void()> check) override { f_.watch(std::move(check)); }
 
@@ -661,7 +665,7 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     // pread rather than a copy from the map: pages read through a map count in the process's
     // resident set until unmapped, so a long C-order read would grow it to the file's size.
     const std::uint64_t offset = first * row_bytes;
-    src_->read_at(header_.data_offset + offset, out, bytes, "npy rows");
+    src_->read_at(header_.data_offset + offset, out, bytes, "npy rows", read_threads_);
   } else {
     // Fortran order: axis 0 varies fastest in the file, so element (i0, rest) sits at
     // i0 + shape[0] * F(rest). For each index `rest` of the trailing axes (in C order), the

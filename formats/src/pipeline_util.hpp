@@ -1,6 +1,8 @@
 // Internal helpers shared by the whole-file operations (pipeline.cpp, quality_tools.cpp).
 #pragma once
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -8,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dctchop/codec.hpp"
@@ -177,9 +180,20 @@ class watch_reads {
   Watched& w_;
 };
 
-/** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks. */
-inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec) {
+/** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks, and
+ *  with up to 8 threads splitting each large read of a file's rows (`threads`, the command's
+ *  --threads; 0: as many as the cores this process may run on). More than 8 copy no faster
+ *  from the page cache (one thread's copies run at about 6 GB/s, the memory at tens). */
+inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec, int threads) {
   spec.decode_threads = static_cast<unsigned>(std::max(be.threads(), 1));
+  unsigned cores = std::max(std::thread::hardware_concurrency(), 1U);
+#if defined(__linux__)
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    cores = static_cast<unsigned>(std::max(CPU_COUNT(&allowed), 1));
+  }
+#endif
+  spec.read_threads = std::min(threads > 0 ? static_cast<unsigned>(threads) : cores, 8U);
   return spec;
 }
 

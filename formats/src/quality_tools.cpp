@@ -118,7 +118,7 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 }
 
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
-  input_source src = open_input(read_with_threads_of(be, input), o.lay, o.nonfinite_replacement);
+  input_source src = open_input(read_with_threads_of(be, input, o.threads), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
@@ -325,7 +325,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                             std::string(to_string(h.type));
   // Errors in opening the input (a file to name a dataset of, say) are errors; a shape that
   // cannot have the archive's layout is a mismatch.
-  input_source src = open_input_source(read_with_threads_of(be, input), std::nullopt);
+  input_source src = open_input_source(read_with_threads_of(be, input, o.threads), std::nullopt);
   if (!src.src->note().empty()) res.notes.push_back(src.src->note());
   try {
     apply_layout(src, h.geom.lay);

@@ -92,10 +92,14 @@ class stored_member final : public byte_source {
     return got;
   }
   void read_at(u64 offset, void* dst, std::size_t n, const char* what) override {
+    read_at(offset, dst, n, what, 1);
+  }
+  void read_at(u64 offset, void* dst, std::size_t n, const char* what,
+               unsigned threads) override {
     if (offset > size_ || n > size_ - offset) {
       throw error(errc::internal, name_ + ": a read past the member's end");
     }
-    f_->read_at(start_ + offset, dst, n, what);
+    f_->read_at(start_ + offset, dst, n, what, threads);
     crc_.seen(offset, dst, n);
   }
   void finish() override {

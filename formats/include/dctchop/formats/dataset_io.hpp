@@ -62,6 +62,9 @@ struct dataset_spec {
    *  zstd-compressed chunks, checking each chunk's size (HDF5 1.10's deflate filter does not).
    *  0 leaves them to HDF5, which undoes them on the reading thread, one chunk at a time. */
   unsigned decode_threads = 1;
+  /** NPY, stored .npz members and raw files: threads that a large read of rows is split over
+   *  (input_file's split read_at; pieces of 2 MiB or more). 1: one. */
+  unsigned read_threads = 1;
   /** "path" or "path:/dataset", for messages. */
   std::string display() const;
 };

@@ -50,6 +50,21 @@ class input_file {
   /** Positioned read of exactly n bytes (seekable only); a read past the end throws
    *  error(truncation_code()). */
   void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const;
+  /** read_at split into pieces of at least `split_piece` bytes that up to `threads` threads
+   *  read side by side, the calling thread one of them: a single reader copies from the page
+   *  cache, or keeps an SSD's queue, at one core's pace (about half of what two give). A
+   *  thread the system will not start leaves its piece to the calling thread. The same
+   *  errors as read_at, the piece nearest the start first. */
+  void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
+               unsigned threads) const;
+  /** The smallest piece of a split read_at: a thread is not started for less. */
+  static constexpr std::size_t split_piece = std::size_t(2) << 20;
+  /** How a split read_at of `n` bytes on `threads` threads goes: `count` pieces (at most 64),
+   *  each `step` bytes (whole pages) but the last, which holds the rest (1 piece: unsplit). */
+  struct split_plan {
+    std::size_t count = 1, step = 0;
+  };
+  static split_plan plan_split(std::size_t n, unsigned threads) noexcept;
   /** What a file that ends too soon is: a corrupt archive (the default), or bad input for
    *  the dataset readers (NPY, NPZ, raw), also when it shrinks while it is read. */
   void set_truncation_code(errc code) noexcept { truncated_ = code; }

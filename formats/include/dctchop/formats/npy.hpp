@@ -81,6 +81,9 @@ class npy_reader {
   void read_rows(std::uint64_t first, std::uint64_t count, void* dst);
   /** input_file::watch for a file or standard input read as a stream. */
   void watch(std::function<void()> check);
+  /** Threads that read_rows splits a large read of C-order rows over, where the bytes lie in
+   *  a file as they are (a .npy file, a stored .npz member); 1 (the default): one. */
+  void set_read_threads(unsigned threads) noexcept { read_threads_ = threads; }
 
  private:
   explicit npy_reader(std::unique_ptr<detail::byte_source> src);
@@ -92,6 +95,7 @@ class npy_reader {
   std::vector<std::byte> held_;      // a small Fortran-order array of a deflated member, whole
   bool hold_ = false;                // such an array: held_ is read at the first read_rows
   std::uint64_t next_row_ = 0;       // next row for sequential (stdin) reads
+  unsigned read_threads_ = 1;
 };
 
 /** Writes a .npy file (version 1.0, or 2.0 when the header needs it) row by row, in C order,

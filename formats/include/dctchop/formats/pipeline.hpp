@@ -88,7 +88,9 @@ struct compress_options {
   /** With a target: at most this many input bytes measured per chop before the whole
    *  dataset is written (all of it when smaller; else evenly spaced runs of samples). */
   std::uint64_t search_bytes = std::uint64_t(32) << 20;
-  int threads = 0;                      ///< for the quality measurement (0: every core)
+  /** For the quality measurement, and the threads (at most 8) that split a large read of the
+   *  input's rows (0: every core). */
+  int threads = 0;
   /** NaN and Inf in a float input: an error naming the first sample (nullopt, the default),
    *  or replaced by this finite value and counted in the archive (--nonfinite replace=V). */
   std::optional<double> nonfinite_replacement;
@@ -202,7 +204,7 @@ struct eval_options {
   bool ssim = true;
   std::optional<double> nonfinite_replacement;  ///< as compress_options
   offset_choice offset;                         ///< as compress_options
-  int threads = 0;
+  int threads = 0;                              ///< as compress_options
   progress_fn progress;
 };
 
@@ -242,7 +244,7 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 
 struct verify_options {
   std::optional<double> min_psnr, min_ssim, max_error;
-  int threads = 0;
+  int threads = 0;  ///< as compress_options
   progress_fn progress;
 };
 
