@@ -558,6 +558,70 @@ TEST(Hdf5Source, BigEndianDatasetsAreReadAsNativeValues) {
   EXPECT_EQ(read_all(*g), as_bytes(f32v));
 }
 
+TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroughHdf5) {
+  // 40 images of 256x256x3 (7.9 MB: a read of them all splits into 3 pieces on 4 threads).
+  temp_dir dir;
+  const std::vector<u64> shape = {40, 256, 256, 3};
+  const auto images = dctchop::test::smooth_u8_nhwc(40, 256, 256, 3);
+  std::vector<std::uint16_t> wide(images.begin(), images.end());
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = std::uint16_t(wide[i] * 251 + i % 7);
+  {
+    auto f = h5_create(dir.file("d.h5"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, shape, images);
+    h5_write(f.get(), "/chunked", H5T_STD_U8LE, shape, images, storage{{4, 256, 256, 3}});
+    h5_write(f.get(), "/u16be", H5T_STD_U16BE, shape, wide);  // contiguous, swapped on read
+    h5_write(f.get(), "/u16le", H5T_STD_U16LE, shape, wide);
+    // Contiguous and never written: no place in the file yet (HDF5 gives the fill value).
+    std::vector<hsize_t> dims(shape.begin(), shape.end());
+    h5 space(H5Screate_simple(4, dims.data(), nullptr), H5Sclose, "dataspace");
+    h5 d(H5Dcreate2(f.get(), "/unwritten", H5T_STD_U8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                    H5P_DEFAULT),
+         H5Dclose, "create /unwritten");
+    // The same dataset after a user block of 512 bytes (HDF5's addresses start after it).
+    h5 fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "fcpl");
+    h5_check(H5Pset_userblock(fcpl.get(), 512), "user block");
+    h5 m(H5Fcreate(dir.file("ub.h5").c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose,
+         "create ub.h5");
+    h5_write(m.get(), "/images", H5T_STD_U8LE, shape, images);
+  }
+  const std::string direct = "HDF5, contiguous: read directly on ";
+  struct dataset {
+    std::string name, reader;
+    std::vector<std::byte> values;
+  };
+  const std::vector<dataset> cases = {
+      {"d.h5:/images", direct, as_bytes(images)},
+      {"ub.h5:/images", direct, as_bytes(images)},
+      {"d.h5:/u16le", direct, as_bytes(wide)},
+      {"d.h5:/chunked", "HDF5", as_bytes(images)},
+      {"d.h5:/u16be", "HDF5", as_bytes(wide)},
+      {"d.h5:/unwritten", "HDF5", std::vector<std::byte>(images.size())}};
+  for (const auto& c : cases) {
+    for (unsigned t : {1U, 4U}) {
+      dataset_spec spec = parse_dataset_spec(dir.file(c.name));
+      spec.read_threads = t;
+      const auto src = formats::open_dataset(spec);
+      const std::string threads = std::to_string(t) + (t == 1 ? " thread" : " threads");
+      EXPECT_EQ(src->reader(), c.reader == direct ? direct + threads : c.reader) << c.name;
+      EXPECT_EQ(read_all(*src), c.values) << c.name << " on " << threads;
+      const u64 rb = src->row_bytes();
+      std::vector<std::byte> part(31 * rb);
+      src->read_rows(9, 31, part.data());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), c.values.begin() + 9 * rb))
+          << c.name << " on " << threads;
+    }
+  }
+  // A file cut short after it was opened: the direct read finds its end, as bad input.
+  std::filesystem::copy_file(dir.file("d.h5"), dir.file("cut.h5"));
+  dataset_spec spec = parse_dataset_spec(dir.file("cut.h5") + ":/images");
+  spec.read_threads = 4;
+  const auto src = formats::open_dataset(spec);
+  std::filesystem::resize_file(dir.file("cut.h5"), 4 << 20);
+  std::vector<std::byte> all(images.size());
+  expect_error([&] { src->read_rows(0, 40, all.data()); }, errc::bad_input,
+               {"cut.h5", "truncated: end of file inside the rows"});
+}
+
 TEST(Hdf5Source, ChosenDatasetIsNamedInTheNote) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));

@@ -595,6 +595,7 @@ class hdf5_source final : public sample_source {
                                           "without closing it; once none has it open, "
                                           "h5clear -s clears the mark)");
       }
+      swmr_ = true;
       note_ = spec.path + ": marked open for writing (by a writer at work, or one that stopped "
                           "without closing it): read as a SWMR reader, as the file stands now";
     }
@@ -695,7 +696,11 @@ class hdf5_source final : public sample_source {
                                    shape_, spec.decode_threads);
     }
     const std::string filters = filter_names(pipeline_of(dcpl.get()));
-    if (chunks_) {
+    if (!chunks_) find_contiguous(dcpl.get(), spec.read_threads);
+    if (direct_) {
+      reader_ = "HDF5, contiguous: read directly on " + std::to_string(read_threads_) +
+                (read_threads_ == 1 ? " thread" : " threads");
+    } else if (chunks_) {
       const unsigned t = chunks_->threads();
       reader_ = "HDF5 chunks (" + filters + ") decoded by dctchop on " + std::to_string(t) +
                 (t == 1 ? " thread" : " threads");
@@ -723,6 +728,11 @@ class hdf5_source final : public sample_source {
       return;
     }
     if (first + count > shape_[0]) throw error(errc::invalid_argument, name() + ": rows out of range");
+    if (direct_) {
+      direct_->read_at(direct_at_ + first * row_bytes(), dst, count * row_bytes(), "the rows",
+                       read_threads_);
+      return;
+    }
     if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
@@ -751,6 +761,34 @@ class hdf5_source final : public sample_source {
   }
 
  private:
+  /** A contiguous dataset whose bytes are what a read gives (the memory type equals the
+   *  file's: no conversion, no byte swap), stored in this file (not in external files), its
+   *  place allocated and inside the file: its rows are read with pread, split over `threads`
+   *  (input_file's split read_at), where H5Dread copies them on one thread. Not for a file
+   *  opened as a SWMR reader (a writer at work). Anything else is left to HDF5. */
+  void find_contiguous(hid_t dcpl, unsigned threads) {
+    if (swmr_ || shape_.empty() || H5Pget_layout(dcpl) != H5D_CONTIGUOUS ||
+        H5Pget_external_count(dcpl) != 0) {
+      return;
+    }
+    const h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
+    if (!file_type.valid() || H5Tequal(file_type.get(), read_type()) <= 0) return;
+    const haddr_t at = H5Dget_offset(dset_.get());  // from the file's first byte (user block too)
+    const u64 bytes = rows() * row_bytes();
+    if (at == HADDR_UNDEF || H5Dget_storage_size(dset_.get()) != bytes) return;
+    try {
+      input_file f = input_file::open(path_);
+      if (!f.seekable() || at > f.size() || bytes > f.size() - at) return;
+      f.set_truncation_code(errc::bad_input);  // a file cut short while read is bad input
+      direct_ = std::move(f);
+      direct_at_ = at;
+      read_threads_ = std::max(threads, 1U);
+    } catch (const error&) {
+      // Not to be opened a second time (permissions changed since HDF5 opened it): HDF5
+      // reads it.
+    }
+  }
+
   /** No dataset named: see choose_array. */
   std::string choose(const dataset_spec& spec) {
     std::vector<std::string> broken;
@@ -953,6 +991,10 @@ class hdf5_source final : public sample_source {
   npy_dtype type_;
   std::vector<u64> shape_;
   u64 preferred_ = 1;
+  bool swmr_ = false;                 // opened as a SWMR reader
+  std::optional<input_file> direct_;  // a contiguous dataset, read with pread (find_contiguous)
+  u64 direct_at_ = 0;                 // its first byte in the file
+  unsigned read_threads_ = 1;
 };
 
 // ---- sink ---------------------------------------------------------------------------------
