@@ -1337,6 +1337,7 @@ int run(int argc, char** argv) {
       if (dec->count("--samples") > 0) parse_range(d_samples, o.first, o.end);  // ("" refused)
       o.labels_out = d_labels_out;
       o.overwrite = d_force;
+      o.threads = d_be.threads;
       app::progress_bar bar("decompressing", !d_quiet);
       o.progress = progress_to(bar);
       auto be =

@@ -1586,33 +1586,46 @@ std::optional<std::vector<std::pair<std::string, long long>>> large_preads(
   return reads;
 }
 
-TEST(Cli, CompressReadsALargeChunkOfANpyFileOnSeveralThreadsAndOnOneWithThreads1) {
-  // u8 at chop 4 with the default --chunk-mb: chunks of 42 images (7.9 MiB), read as 3 pieces
-  // of 2 MiB or more on 3 of the 4 threads (input_file's split read_at), and whole on one
-  // thread with --threads 1.
+TEST(Cli, LargeReadsOfTheInputAndTheArchiveRunOnSeveralThreadsAndOnOneWithThreads1) {
+  // compress: u8 at chop 4 with the default --chunk-mb, chunks of 42 images (7.9 MiB), read as
+  // 3 pieces of 2 MiB or more on 3 of the 4 threads (input_file's split read_at). decompress
+  // and verify: an archive of one chunk of 7.9 MiB of coefficients (--chunk-mb 8), the same.
+  // With --threads 1, whole reads on one thread.
   temp_dir dir;
   const u64 n = 84;  // two chunks of 42 images
   save_npy(dir.file("in.npy"), dtype::u8, {n, 256, 256, 3},
            dctchop::test::smooth_u8_nhwc(int(n), 256, 256, 3));
-  const u64 data = n * 256 * 256 * 3;
-  for (int threads : {4, 1}) {
-    const auto reads = large_preads(dir, "DCTCHOP compress in.npy -o a.dcz -f -q --no-quality "
-                                         "--backend cpu --threads " + std::to_string(threads));
-    if (!reads) GTEST_SKIP() << "needs strace, allowed to trace its child";
-    std::set<std::string> readers;
-    long long total = 0, largest = 0;
-    for (const auto& [tid, got] : *reads) {
-      readers.insert(tid);
-      total += got;
-      largest = std::max(largest, got);
-    }
-    EXPECT_EQ(total, static_cast<long long>(data)) << threads;  // every byte once
-    if (threads == 1) {
-      EXPECT_EQ(readers.size(), 1U);
-      EXPECT_GT(largest, 7 << 20);  // whole chunks
-    } else {
-      EXPECT_GE(readers.size(), 2U);  // (which threads started decides how many more)
-      EXPECT_LE(largest, (8257536 / 3 + 4095) / 4096 * 4096);
+  const long long data = n * 256 * 256 * 3;  // 2 x 8257536 bytes
+  ASSERT_EQ(cli(dir, "compress in.npy -o one.dcz -q --chunk-mb 8 --backend cpu").status, 0);
+  const long long piece = (8257536 / 3 + 4095) / 4096 * 4096;
+  struct command {
+    std::string line;
+    long long bytes;  // read in reads of 1 MiB or more
+  };
+  for (const auto& c : std::vector<command>{
+           {"compress in.npy -o a.dcz -f -q --no-quality", data},
+           {"decompress one.dcz -o back.npy -f -q", data / 2},  // f16 at chop 4: half
+           {"verify one.dcz --against in.npy -q", data / 2 + data}}) {
+    for (int threads : {4, 1}) {
+      const auto reads = large_preads(dir, "DCTCHOP " + c.line + " --backend cpu --threads " +
+                                               std::to_string(threads));
+      if (!reads) GTEST_SKIP() << "needs strace, allowed to trace its child";
+      std::set<std::string> readers;
+      long long total = 0, largest = 0;
+      for (const auto& [tid, got] : *reads) {
+        readers.insert(tid);
+        total += got;
+        largest = std::max(largest, got);
+      }
+      const std::string what = c.line + " --threads " + std::to_string(threads);
+      EXPECT_EQ(total, c.bytes) << what;  // every byte once
+      if (threads == 1) {
+        EXPECT_EQ(readers.size(), 1U) << what;
+        EXPECT_GT(largest, 7 << 20) << what;  // whole chunks
+      } else {
+        EXPECT_GE(readers.size(), 2U) << what;  // (which threads started decides how many more)
+        EXPECT_LE(largest, 2 * piece) << what;
+      }
     }
   }
 }

@@ -881,7 +881,7 @@ void archive_reader::read_chunk(std::size_t i, std::vector<std::byte, Alloc>& co
   unsigned char rec[k_record];
   file_.read_at(c.offset, rec, k_record, "chunk");
   coeffs.resize(c.stored_bytes);
-  file_.read_at(c.offset + k_record, coeffs.data(), coeffs.size(), "chunk");
+  file_.read_at(c.offset + k_record, coeffs.data(), coeffs.size(), "chunk", read_threads_);
   verify_chunk(c, rec, std::span<const std::byte>(coeffs.data(), coeffs.size()));
   checked_[i] = true;
 }

@@ -1096,6 +1096,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     }
   }
   archive_reader r = archive_reader::open(input);
+  r.set_read_threads(read_threads_for(o.threads));
   const auto& h = r.header();
   const u64 total = h.geom.samples;
   const u64 first = o.first, end = o.end.value_or(total);

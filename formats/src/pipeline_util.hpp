@@ -180,12 +180,11 @@ class watch_reads {
   Watched& w_;
 };
 
-/** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks, and
- *  with up to 8 threads splitting each large read of a file's rows (`threads`, the command's
- *  --threads; 0: as many as the cores this process may run on). More than 8 copy no faster
- *  from the page cache (one thread's copies run at about 6 GB/s, the memory at tens). */
-inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec, int threads) {
-  spec.decode_threads = static_cast<unsigned>(std::max(be.threads(), 1));
+/** Threads that split each large read of a file (input_file's split read_at): `threads`, the
+ *  command's --threads (0: as many as the cores this process may run on), at most 8. More
+ *  copy no faster from the page cache (one thread's copies run at about 6 GB/s, the memory
+ *  at tens). */
+inline unsigned read_threads_for(int threads) {
   unsigned cores = std::max(std::thread::hardware_concurrency(), 1U);
 #if defined(__linux__)
   cpu_set_t allowed;
@@ -193,7 +192,14 @@ inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec, i
     cores = static_cast<unsigned>(std::max(CPU_COUNT(&allowed), 1));
   }
 #endif
-  spec.read_threads = std::min(threads > 0 ? static_cast<unsigned>(threads) : cores, 8U);
+  return std::min(threads > 0 ? static_cast<unsigned>(threads) : cores, 8U);
+}
+
+/** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks, and
+ *  read_threads_for(threads) splitting each large read of a file's rows. */
+inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec, int threads) {
+  spec.decode_threads = static_cast<unsigned>(std::max(be.threads(), 1));
+  spec.read_threads = read_threads_for(threads);
   return spec;
 }
 

@@ -197,6 +197,9 @@ class archive_reader {
   std::optional<std::uint64_t> nonfinite_replaced() const;
   /** input_file::watch for an archive read as a stream. */
   void watch(std::function<void()> check) { file_.watch(std::move(check)); }
+  /** Threads that read_chunk() and next_chunk() split a large chunk's read over (input_file's
+   *  split read_at, random access only); 1, the default: one. */
+  void set_read_threads(unsigned threads) noexcept { read_threads_ = threads; }
 
  private:
   explicit archive_reader(input_file f) : file_(std::move(f)) {}
@@ -228,6 +231,7 @@ class archive_reader {
   std::uint64_t stream_offset_ = 0;     // archive offset of the next unread byte of a stream;
                                         // once done, of the first byte in stream_tail_
   bool stream_done_ = false;
+  unsigned read_threads_ = 1;
   // Chunks read whole and verified since open (random access). Bytes, not bits: chunks read
   // on several threads at once (a loader's) set their own.
   std::vector<unsigned char> checked_;
