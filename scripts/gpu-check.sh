@@ -90,14 +90,17 @@ if [ "$1" = "--bundle" ]; then
   stamp=$(printf '%s\n' "$files" | sha256sum | cut -c1-16)
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDCTCHOP_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >/dev/null
-  cmake --build "$BUILD" -j2 --target dctchop_cli dctchop_gpu_tests dctchop_gpu_bench
+  cmake --build "$BUILD" -j2 --target dctchop_cli dctchop_gpu_tests dctchop_gpu_bench \
+    dctchop_formats_bench
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib" "$BUNDLE/libc"
-  cp "$BUILD/apps/dctchop" "$BUILD/tests/dctchop_gpu_tests" "$BUILD/bench/dctchop_gpu_bench" "$BUNDLE/"
+  cp "$BUILD/apps/dctchop" "$BUILD/tests/dctchop_gpu_tests" "$BUILD/bench/dctchop_gpu_bench" \
+    "$BUILD/bench/dctchop_formats_bench" "$BUNDLE/"
   # Shared libraries from Debian packages (HDF5, spdlog, fmt, xxHash, Google Benchmark...) and
   # the CUDA runtime go to lib/. The C library and the C++ runtime go to libc/, used only where
   # the GPU machine's own are too old (see below). The driver (libcuda) is the machine's, and
   # cuBLAS (hundreds of MB, loaded at run time) too.
-  for b in "$BUNDLE"/dctchop "$BUNDLE"/dctchop_gpu_tests "$BUNDLE"/dctchop_gpu_bench; do
+  for b in "$BUNDLE"/dctchop "$BUNDLE"/dctchop_gpu_tests "$BUNDLE"/dctchop_gpu_bench \
+           "$BUNDLE"/dctchop_formats_bench; do
     ldd "$b" | awk '/=> \// {print $3}' | grep -vE 'libcuda\.so|libcublas' | while read -r lib; do
       if echo "$lib" | grep -qE '/(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+)\.so'; then
         cp -Lu "$lib" "$BUNDLE/libc/"
@@ -179,6 +182,9 @@ if [ -x "$BUNDLE/dctchop_gpu_tests" ]; then
   TESTS=("${RUN[@]}" "$BUNDLE/dctchop_gpu_tests")
   BENCH=("${RUN[@]}" "$BUNDLE/dctchop_gpu_bench")
   DCT=("${RUN[@]}" "$BUNDLE/dctchop")
+  # (absent from a bundle made before 2026-12-06)
+  READS=("${RUN[@]}" "$BUNDLE/dctchop_formats_bench")
+  [ -x "$BUNDLE/dctchop_formats_bench" ] || READS=()
 else
   # A machine with the build dependencies. One without them (the device tool's, say) fails
   # here with the reason in gpu.txt, not silently: carry gpu-bundle.tar.xz to it instead.
@@ -193,6 +199,7 @@ else
   TESTS=(ctest --test-dir "$BUILD" -L gpu --output-on-failure)
   BENCH=("$BUILD/bench/dctchop_gpu_bench")
   DCT=("$BUILD/apps/dctchop")
+  READS=("$BUILD/bench/dctchop_formats_bench")
 fi
 
 if [ "$PROFILE" = 1 ]; then
@@ -430,6 +437,12 @@ if [ "$E2E" = 1 ]; then
     "${DCT[@]}" compress "$WORK/big.raw" --raw --dtype u8 --shape "$N,256,256,3" \
     -o "$WORK/big-w.dcz" -f --no-quality -q --backend cuda
   rm -f "$WORK/big-w.dcz"
+  # And with the input read on one thread (--threads 1, which for CUDA without the measures
+  # sets only that), as every compress read it before 2026-12-06: what the split reads gain.
+  timed "compress --backend cuda, 1 read thread" "${DCT[@]}" compress "$WORK/big.raw" --raw \
+    --dtype u8 --shape "$N,256,256,3" -o "$WORK/big-r.dcz" -f --no-quality -q --backend cuda \
+    --threads 1
+  rm -f "$WORK/big-r.dcz"
 fi
 # compress's default measures PSNR and SSIM on every value: the command users run, where the
 # host's arithmetic and not the files may bound it. The CUDA backend decodes and measures u8
@@ -530,5 +543,14 @@ else
   fi
 fi
 timeout -k 5 "$(limit 60)" rm -rf "$WORK" || true
+# The host's reads, which bound compress end to end where the codec keeps up: a .npy's rows
+# read from /dev/shm as compress reads its chunks, on 1 to 8 threads (how far the split reads
+# scale with this host's cores; 8 is the most a command takes). About 15 s.
+if [ "${#READS[@]}" -gt 0 ] && [ "$(limit 40)" -gt 20 ]; then
+  echo "== host reads of a .npy's rows, split over threads (GB/s)" | tee "$OUT/host-reads.txt"
+  timeout -k 5 "$(limit 40)" "${READS[@]}" --benchmark_filter=npy_read \
+    --benchmark_counters_tabular=true 2>&1 | grep -E "^(BM_|Benchmark|---)" |
+    tee -a "$OUT/host-reads.txt" || true
+fi
 echo "results in $OUT; $([ "$FAILED" = 0 ] && echo "all checks passed" || echo "SOME CHECKS FAILED")"
 exit "$FAILED"
