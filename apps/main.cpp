@@ -1303,6 +1303,8 @@ int run(int argc, char** argv) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();
         j["backend"] = be->name();
+        // The GPU by --device's index (a fresh process's current device, 0, by default).
+        if (be->name() == "cuda") j["device"] = std::max(c_be.device, 0);
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);

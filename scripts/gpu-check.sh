@@ -389,8 +389,9 @@ fi
 if [ "$E2E" = 1 ]; then
   dev_out=$(timeout -k 5 "$(limit 30)" "${DCT[@]}" compress sample_data/images_u8_nhwc.npy \
     -o "$WORK/dev0.dcz" -f -q --json --backend cuda --device 0 2>&1) && dev_rc=0 || dev_rc=$?
-  if [ "$dev_rc" = 0 ] && printf '%s' "$dev_out" | grep -q '"backend": "cuda"'; then
-    echo "--device 0: ran on the GPU" | tee -a "$OUT/gpu-e2e.txt"
+  if [ "$dev_rc" = 0 ] && printf '%s' "$dev_out" | grep -q '"backend": "cuda"' &&
+     printf '%s' "$dev_out" | grep -q '"device": 0'; then
+    echo "--device 0: ran on the GPU, which --json names" | tee -a "$OUT/gpu-e2e.txt"
   else
     { echo "FAILED: --device 0 --backend cuda (exit $dev_rc):"; printf '%s\n' "$dev_out" | tail -3; } |
       tee -a "$OUT/gpu-e2e.txt"

@@ -1158,6 +1158,7 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
     auto r = cli(dir, "compress in.npy -o dev.dcz -q --json --device 1");
     EXPECT_EQ(r.status, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "\"backend\": \"cpu")) << r.out;
+    EXPECT_FALSE(parse_json(r.out).contains("device")) << "a GPU is named only where one ran";
     auto v = cli(dir, "verify dev.dcz -q --device 0");
     EXPECT_EQ(v.status, 0) << describe(v);
   }
