@@ -4,7 +4,7 @@
 // And the parse of an archive footer of N chunk entries, which every reader does at open: it
 // must stay linear in N (a parser callback made it quadratic: 18 s for 320k chunks).
 // And reads of a .npy file's rows as compress reads its chunks, one read at a time split over
-// 1 to 8 threads (dataset_spec::read_threads): GB/s from the page cache.
+// 1 to 8 threads (dataset_spec::io_threads): GB/s from the page cache.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -135,7 +135,7 @@ void BM_npy_read_rows(benchmark::State& state) {
                              npy_file::image_bytes;
   try {
     dctchop::formats::dataset_spec spec = dctchop::formats::parse_dataset_spec(npy_file::path());
-    spec.read_threads = static_cast<unsigned>(state.range(1));
+    spec.io_threads = static_cast<unsigned>(state.range(1));
     const auto src = dctchop::formats::open_dataset(spec);
     std::vector<std::vector<unsigned char>> slot(4, std::vector<unsigned char>(rows * npy_file::image_bytes, 1));
     std::uint64_t read = 0, next = 0;

@@ -583,6 +583,17 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
     h5 m(H5Fcreate(dir.file("ub.h5").c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose,
          "create ub.h5");
     h5_write(m.get(), "/images", H5T_STD_U8LE, shape, images);
+    h5 u(H5Dcreate2(m.get(), "/unwritten", H5T_STD_U8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                    H5P_DEFAULT),
+         H5Dclose, "create ub.h5:/unwritten");
+    // An external link to d.h5's images from a file whose own dataset lies where theirs do in
+    // d.h5: read from that file, the bytes would be its own.
+    auto l = h5_create(dir.file("link.h5"));
+    h5_write(l.get(), "/other", H5T_STD_U8LE, shape,
+             std::vector<std::uint8_t>(images.size(), 77));
+    ASSERT_GE(H5Lcreate_external(dir.file("d.h5").c_str(), "/images", l.get(), "/ext",
+                                 H5P_DEFAULT, H5P_DEFAULT),
+              0);
   }
   const std::string direct = "HDF5, contiguous: read directly on ";
   struct dataset {
@@ -595,11 +606,14 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
       {"d.h5:/u16le", direct, as_bytes(wide)},
       {"d.h5:/chunked", "HDF5", as_bytes(images)},
       {"d.h5:/u16be", "HDF5", as_bytes(wide)},
-      {"d.h5:/unwritten", "HDF5", std::vector<std::byte>(images.size())}};
+      {"d.h5:/unwritten", "HDF5", std::vector<std::byte>(images.size())},
+      {"ub.h5:/unwritten", "HDF5", std::vector<std::byte>(images.size())},
+      {"link.h5:/ext", direct, as_bytes(images)},
+      {"link.h5:/other", direct, std::vector<std::byte>(images.size(), std::byte{77})}};
   for (const auto& c : cases) {
     for (unsigned t : {1U, 4U}) {
       dataset_spec spec = parse_dataset_spec(dir.file(c.name));
-      spec.read_threads = t;
+      spec.io_threads = t;
       const auto src = formats::open_dataset(spec);
       const std::string threads = std::to_string(t) + (t == 1 ? " thread" : " threads");
       EXPECT_EQ(src->reader(), c.reader == direct ? direct + threads : c.reader) << c.name;
@@ -614,7 +628,7 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
   // A file cut short after it was opened: the direct read finds its end, as bad input.
   std::filesystem::copy_file(dir.file("d.h5"), dir.file("cut.h5"));
   dataset_spec spec = parse_dataset_spec(dir.file("cut.h5") + ":/images");
-  spec.read_threads = 4;
+  spec.io_threads = 4;
   const auto src = formats::open_dataset(spec);
   std::filesystem::resize_file(dir.file("cut.h5"), 4 << 20);
   std::vector<std::byte> all(images.size());

@@ -401,6 +401,30 @@ TEST(OutputFile, AnUncommittedDirectOutputLeavesNothingBehind) {
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
+TEST(OutputFile, BufferedWritesSplitOverThreadsGiveTheBytesOfOneThreadsWrites) {
+  // Pieces written at their offsets (pwrite) on up to 8 threads, between writes too small to
+  // split, which must go on after them: the file is the bytes in order whatever the split.
+  temp_dir dir;
+  const std::size_t mib = std::size_t(1) << 20;
+  const std::vector<std::size_t> sizes = {100, 9 * mib + 3, 1, 4 * mib, 4 * mib - 1, 17 * mib + 4097, 7};
+  std::size_t total = 0;
+  for (std::size_t k : sizes) total += k;
+  const std::string bytes = pattern(total, 23);
+  for (unsigned t : {1U, 2U, 3U, 8U}) {
+    const std::string path = dir.file("split_" + std::to_string(t));
+    auto f = formats::output_file::create(path, false, false);
+    f.set_write_threads(t);
+    std::size_t at = 0;
+    for (std::size_t k : sizes) {
+      f.write(bytes.data() + at, k);
+      at += k;
+      EXPECT_EQ(f.position(), at);
+    }
+    f.commit();
+    EXPECT_TRUE(read_bytes(path) == bytes) << t << " threads";
+  }
+}
+
 // ---- reads split over several threads (input_file::read_at with threads)
 
 TEST(InputFile, ASplitReadTakesPiecesOfWholePagesAndAtLeast2MiBOnAtMostItsThreads) {
@@ -498,7 +522,7 @@ TEST(SplitReads, RowsOfNpyNpzAndRawFilesReadOnSeveralThreadsAreTheRowsReadOnOne)
       spec.raw_shape = shape;
     }
     for (unsigned t : {1U, 2U, 4U, 8U}) {
-      spec.read_threads = t;
+      spec.io_threads = t;
       const auto src = formats::open_dataset(spec);
       std::string got(50 * image, '\0');
       src->read_rows(7, 50, got.data());  // 9.8 MB from an offset that is no page's
@@ -513,7 +537,7 @@ TEST(SplitReads, RowsOfNpyNpzAndRawFilesReadOnSeveralThreadsAreTheRowsReadOnOne)
   flip_byte(dir.file("bad.npz"), 5 << 20);
   for (unsigned t : {1U, 4U}) {
     formats::dataset_spec spec = formats::parse_dataset_spec(dir.file("bad.npz"));
-    spec.read_threads = t;
+    spec.io_threads = t;
     const auto src = formats::open_dataset(spec);
     std::string got(60 * image, '\0');
     expect_error([&] { src->read_rows(0, 60, got.data()); }, errc::bad_input,

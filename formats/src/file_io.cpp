@@ -191,6 +191,31 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
   }
 }
 
+namespace {
+
+/** `piece(i)` for i in [0, count): 0 on this thread, the others on threads of their own,
+ *  started with the tool's signals blocked (or here, where the system will start no more).
+ *  `piece` must not throw. */
+template <typename Piece>
+void run_pieces(std::size_t count, Piece&& piece) {
+  std::vector<std::thread> crew;
+  crew.reserve(count - 1);
+  std::size_t started = 1;
+  try {
+    for (; started < count; ++started) {
+      crew.push_back(dctchop::detail::start_quiet_thread([&piece, started] { piece(started); }));
+    }
+  } catch (...) {
+    // No more threads to be had (error(io), or no memory for one): this thread does the
+    // pieces that have none.
+  }
+  piece(0);
+  for (std::size_t i = started; i < count; ++i) piece(i);
+  for (auto& t : crew) t.join();
+}
+
+}  // namespace
+
 input_file::split_plan input_file::plan_split(std::size_t n, unsigned threads) noexcept {
   split_plan plan;
   plan.count = std::min<std::size_t>({std::max(threads, 1U), n / split_piece, 64});
@@ -211,33 +236,23 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
   if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
   auto* p = static_cast<char*>(dst);
   std::vector<std::exception_ptr> failed(pieces);
-  auto read_piece = [&](std::size_t i) {
+  run_pieces(pieces, [&](std::size_t i) {
     const std::size_t at = i * step;
     try {
       read_at(offset + at, p + at, i + 1 == pieces ? n - at : step, what);
     } catch (...) {
       failed[i] = std::current_exception();
     }
-  };
-  std::vector<std::thread> crew;
-  crew.reserve(pieces - 1);
-  std::size_t started = 1;
-  try {
-    for (; started < pieces; ++started) {
-      crew.push_back(dctchop::detail::start_quiet_thread([&read_piece, started] {
-        read_piece(started);
-      }));
-    }
-  } catch (...) {
-    // No more threads to be had (error(io), or no memory for one): this thread reads the
-    // pieces that have none.
-  }
-  read_piece(0);
-  for (std::size_t i = started; i < pieces; ++i) read_piece(i);
-  for (auto& t : crew) t.join();
+  });
   for (const auto& f : failed) {
     if (f) std::rethrow_exception(f);
   }
+}
+
+bool input_file::same_file_as(int fd) const noexcept {
+  struct stat a {}, b {};
+  return fd_ >= 0 && ::fstat(fd_, &a) == 0 && ::fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
 }
 
 const std::byte* input_file::map() {
@@ -505,6 +520,7 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     committed_ = std::exchange(o.committed_, true);
     flushed_ = o.flushed_;
     position_ = o.position_;
+    write_threads_ = o.write_threads_;
     behind_ = o.behind_;
     direct_ = std::move(o.direct_);
     check_ = std::move(o.check_);
@@ -600,12 +616,48 @@ void output_file::write_fd(const void* src, std::size_t n) {
   }
 }
 
+void output_file::write_split(const void* src, std::size_t n) {
+  const auto plan = input_file::plan_split(n, write_threads_);
+  const auto* p = static_cast<const char*>(src);
+  std::vector<std::exception_ptr> failed(plan.count);
+  run_pieces(plan.count, [&](std::size_t i) {
+    const std::size_t at = i * plan.step;
+    const std::size_t size = i + 1 == plan.count ? n - at : plan.step;
+    try {
+      for (std::size_t done = 0; done < size;) {
+        const ssize_t w = ::pwrite(fd_, p + at + done, size - done,
+                                   static_cast<off_t>(position_ + at + done));
+        if (w < 0) {
+          if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
+          throw os_error(display_name(), "write");
+        }
+        done += static_cast<std::size_t>(w);
+      }
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  });
+  for (const auto& f : failed) {
+    if (f) std::rethrow_exception(f);
+  }
+  // pwrite leaves the file's offset where it was: the next write() goes on after these bytes.
+  if (::lseek(fd_, static_cast<off_t>(position_ + n), SEEK_SET) < 0) {
+    throw os_error(display_name(), "seek in");
+  }
+}
+
 void output_file::write(const void* src, std::size_t n) {
   if (fd_ < 0) throw error(errc::invalid_argument, display_name() + ": write after close");
   if (direct_) {
     direct_->append(src, n);
   } else {
-    write_fd(src, n);
+    // A file of our own (not stdout, a FIFO or a device, whose offsets are not ours to set).
+    const bool own_file = !is_stdout_ && !target_.in_place && watched_ == watched::no;
+    if (own_file && input_file::plan_split(n, write_threads_).count > 1) {
+      write_split(src, n);
+    } else {
+      write_fd(src, n);
+    }
     behind_.advance(position_ + n);
   }
   position_ += n;

@@ -696,7 +696,7 @@ class hdf5_source final : public sample_source {
                                    shape_, spec.decode_threads);
     }
     const std::string filters = filter_names(pipeline_of(dcpl.get()));
-    if (!chunks_) find_contiguous(dcpl.get(), spec.read_threads);
+    if (!chunks_) find_contiguous(dcpl.get(), spec.io_threads);
     if (direct_) {
       reader_ = "HDF5, contiguous: read directly on " + std::to_string(read_threads_) +
                 (read_threads_ == 1 ? " thread" : " threads");
@@ -762,10 +762,13 @@ class hdf5_source final : public sample_source {
 
  private:
   /** A contiguous dataset whose bytes are what a read gives (the memory type equals the
-   *  file's: no conversion, no byte swap), stored in this file (not in external files), its
-   *  place allocated and inside the file: its rows are read with pread, split over `threads`
-   *  (input_file's split read_at), where H5Dread copies them on one thread. Not for a file
-   *  opened as a SWMR reader (a writer at work). Anything else is left to HDF5. */
+   *  file's: no conversion, no byte swap), stored in its HDF5 file (not in external files),
+   *  its place allocated and inside the file: its rows are read with pread, split over
+   *  `threads` (input_file's split read_at), where H5Dread copies them on one thread. The
+   *  file is the one HDF5 reads the dataset from (an external link's target, not the file
+   *  named), through HDF5's plain POSIX driver (sec2: file addresses are offsets in it),
+   *  opened again and checked to be the same file. Not for a file opened as a SWMR reader (a
+   *  writer at work). Anything else is left to HDF5. */
   void find_contiguous(hid_t dcpl, unsigned threads) {
     if (swmr_ || shape_.empty() || H5Pget_layout(dcpl) != H5D_CONTIGUOUS ||
         H5Pget_external_count(dcpl) != 0) {
@@ -773,12 +776,35 @@ class hdf5_source final : public sample_source {
     }
     const h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
     if (!file_type.valid() || H5Tequal(file_type.get(), read_type()) <= 0) return;
-    const haddr_t at = H5Dget_offset(dset_.get());  // from the file's first byte (user block too)
     const u64 bytes = rows() * row_bytes();
-    if (at == HADDR_UNDEF || H5Dget_storage_size(dset_.get()) != bytes) return;
+    H5D_space_status_t status{};
+    // (Unallocated, H5Dget_offset's HADDR_UNDEF plus a user block's size would pass for an
+    // address.)
+    if (bytes == 0 || H5Dget_space_status(dset_.get(), &status) < 0 ||
+        status != H5D_SPACE_STATUS_ALLOCATED || H5Dget_storage_size(dset_.get()) != bytes) {
+      return;
+    }
+    const haddr_t at = H5Dget_offset(dset_.get());  // from the file's first byte (user block too)
+    if (at == HADDR_UNDEF) return;
+    const h5_id file(H5Iget_file_id(dset_.get()), H5Fclose);  // the dataset's own file
+    if (!file.valid()) return;
+    const h5_id fapl(H5Fget_access_plist(file.get()), H5Pclose);
+    void* handle = nullptr;
+    if (!fapl.valid() || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||
+        H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
+      return;
+    }
+    const int hdf5_fd = *static_cast<int*>(handle);
+    const ssize_t name_len = H5Fget_name(file.get(), nullptr, 0);
+    if (name_len <= 0) return;
+    std::string name(static_cast<std::size_t>(name_len) + 1, '\0');
+    if (H5Fget_name(file.get(), name.data(), name.size()) != name_len) return;
+    name.resize(static_cast<std::size_t>(name_len));
     try {
-      input_file f = input_file::open(path_);
-      if (!f.seekable() || at > f.size() || bytes > f.size() - at) return;
+      input_file f = input_file::open(name);
+      if (!f.seekable() || !f.same_file_as(hdf5_fd) || at > f.size() || bytes > f.size() - at) {
+        return;
+      }
       f.set_truncation_code(errc::bad_input);  // a file cut short while read is bad input
       direct_ = std::move(f);
       direct_at_ = at;

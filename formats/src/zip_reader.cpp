@@ -241,6 +241,7 @@ class deflated_member final : public byte_source {
     if (produced_ == size_ && !ended_) expect_end();
     return done;
   }
+  using byte_source::read_at;  // (the split one reads through this one)
   void read_at(u64, void*, std::size_t, const char*) override {
     throw error(errc::internal, name_ + ": a deflated member is read in order");
   }
