@@ -345,8 +345,9 @@ std::string pattern(std::size_t n, unsigned seed) {
 /** Writes `bytes` through output_file in pieces of random sizes (some larger than the 8 MiB
  *  staging buffer) and commits. Returns whether direct I/O was in use. */
 bool write_in_pieces(const std::string& path, const std::string& bytes, bool direct_io,
-                     unsigned seed) {
+                     unsigned seed, unsigned threads = 1) {
   auto f = formats::output_file::create(path, true, direct_io);
+  f.set_write_threads(threads);
   const bool direct = f.direct();
   std::mt19937 rng(seed);
   std::size_t at = 0;
@@ -399,6 +400,45 @@ TEST(OutputFile, AnUncommittedDirectOutputLeavesNothingBehind) {
     f.write(bytes.data(), bytes.size());
   }  // destroyed without commit()
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+/** Threads of this process (/proc/self/task). */
+std::size_t threads_now() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(OutputFile, WriteThreadsStartThatManyFlushersOfTheDirectWriterAtMost4) {
+  temp_dir dir;
+  auto f = formats::output_file::create(dir.file("flush.bin"), false, true);
+  if (!f.direct()) GTEST_SKIP() << "no direct I/O on this file system (DCTCHOP_TMP)";
+  const std::size_t one = threads_now();  // with the first flusher
+  f.set_write_threads(3);
+  EXPECT_EQ(threads_now(), one + 2);
+  f.set_write_threads(2);  // never fewer
+  EXPECT_EQ(threads_now(), one + 2);
+  f.set_write_threads(64);
+  EXPECT_EQ(threads_now(), one + 3);
+  const std::string bytes = pattern(std::size_t(40) << 20, 9);
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+  EXPECT_TRUE(read_bytes(dir.file("flush.bin")) == bytes);
+}
+
+TEST(OutputFile, DirectWritesOnSeveralFlushersGiveTheBytesOfOne) {
+  // 4 flushers, 6 buffers of 8 MiB: writes of every size around the buffers, in any order of
+  // completion, and the partial last block through the page cache after them all.
+  temp_dir dir;
+  const std::size_t mib8 = std::size_t(8) << 20;
+  bool any_direct = false;
+  for (std::size_t n : {mib8 - 1, 5 * mib8 + 4097, 9 * mib8}) {
+    const std::string bytes = pattern(n, static_cast<unsigned>(n) + 3);
+    const std::string path = dir.file("four_" + std::to_string(n));
+    any_direct = write_in_pieces(path, bytes, true, 5, 4) || any_direct;
+    EXPECT_TRUE(read_bytes(path) == bytes) << n << " bytes";
+  }
+  if (!any_direct) GTEST_SKIP() << "no direct I/O on this file system (DCTCHOP_TMP)";
 }
 
 TEST(OutputFile, BufferedWritesSplitOverThreadsGiveTheBytesOfOneThreadsWrites) {

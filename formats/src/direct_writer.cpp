@@ -29,7 +29,8 @@ std::unique_ptr<direct_writer> direct_writer::start(int fd, std::string name, st
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) return nullptr;
   try {
-    w->thread_ = dctchop::detail::start_quiet_thread([p = w.get()] { p->run(); });
+    w->threads_.reserve(1);  // (a push_back that threw would drop a running thread)
+    w->threads_.push_back(dctchop::detail::start_quiet_thread([p = w.get()] { p->run(); }));
   } catch (...) {  // no thread to be had: buffered writes, as where O_DIRECT is refused
     ::fcntl(fd, F_SETFL, flags);
     return nullptr;
@@ -51,8 +52,30 @@ direct_writer::~direct_writer() {
     queue_.clear();
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (auto& t : threads_) t.join();
   for (auto* b : owned_) std::free(b);
+}
+
+void direct_writer::set_flushers(unsigned n) noexcept {
+  n = std::min(n, 8U);
+  try {  // (push_backs that cannot throw below: one that threw would drop a running thread)
+    threads_.reserve(n);
+    owned_.reserve(owned_.size() + n);
+  } catch (...) {
+    return;
+  }
+  while (threads_.size() < n) {
+    // A buffer more than flushers, and one for the caller to fill: as start() had for one.
+    auto* b = static_cast<std::byte*>(std::aligned_alloc(align, buffer_bytes));
+    if (b == nullptr) return;
+    owned_.push_back(b);
+    release(b);
+    try {
+      threads_.push_back(dctchop::detail::start_quiet_thread([this] { run(); }));
+    } catch (...) {
+      return;  // (the buffer stays: more to fill from, no harm)
+    }
+  }
 }
 
 void direct_writer::append(const void* data, std::size_t n) {
@@ -117,7 +140,7 @@ void direct_writer::release(std::byte* buffer) {
 
 void direct_writer::drain() {
   std::unique_lock lock(m_);
-  cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || err_; });
+  cv_.wait(lock, [&] { return (queue_.empty() && busy_ == 0) || err_; });
   rethrow_locked();
 }
 
@@ -161,7 +184,7 @@ void direct_writer::run() {
     if (stop_) return;
     const job j = queue_.front();
     queue_.pop_front();
-    busy_ = true;
+    ++busy_;
     lock.unlock();
     std::exception_ptr err;
     try {
@@ -170,7 +193,7 @@ void direct_writer::run() {
       err = std::current_exception();
     }
     lock.lock();
-    busy_ = false;
+    --busy_;
     free_.push_back(j.data);
     if (err && !err_) err_ = err;
     cv_.notify_all();

@@ -1,6 +1,7 @@
 // Internal: direct I/O (O_DIRECT) writes through a pool of aligned buffers and a flusher thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,12 @@ class direct_writer {
    *  and wait until every write is on the disk's side of the kernel. Appending may go on
    *  after, from the next offset. */
   void finish();
+  /** Up to `n` flusher threads (at most 8), each with a buffer of its own to write, so that
+   *  several writes are in flight: an NVMe disk's queue, or the page cache's copies where a
+   *  file system takes O_DIRECT as buffered writes (tmpfs since Linux 6.6), are more than
+   *  one write at a time can use. Never fewer than there are; where no more buffers or
+   *  threads are to be had, those there are go on. Call from the appending thread. */
+  void set_flushers(unsigned n) noexcept;
 
  private:
   /** A free buffer of buffer_bytes, aligned; waits while all are queued. */
@@ -79,16 +86,16 @@ class direct_writer {
   std::uint64_t next_;
   std::byte* buf_ = nullptr;
   std::size_t fill_ = 0;
-  bool direct_ = true;  // flusher thread, or the caller after drain()
+  std::atomic<bool> direct_{true};  // set by the flushers, or the caller after drain()
   std::vector<std::byte*> owned_;
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<std::byte*> free_;
   std::deque<job> queue_;
-  bool busy_ = false;
+  unsigned busy_ = 0;  // flushers writing
   bool stop_ = false;
   std::exception_ptr err_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace dctchop::formats::detail

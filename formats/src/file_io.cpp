@@ -616,6 +616,11 @@ void output_file::write_fd(const void* src, std::size_t n) {
   }
 }
 
+void output_file::set_write_threads(unsigned threads) noexcept {
+  write_threads_ = threads;
+  if (direct_) direct_->set_flushers(std::min(threads, 4U));
+}
+
 void output_file::write_split(const void* src, std::size_t n) {
   const auto plan = input_file::plan_split(n, write_threads_);
   const auto* p = static_cast<const char*>(src);

@@ -1030,7 +1030,7 @@ class hdf5_sink final : public sample_sink {
   hdf5_sink(const dataset_spec& spec, const npy_dtype& type, const std::vector<u64>& shape,
             bool overwrite, const nlohmann::json& attributes)
       : path_(spec.path), dataset_(spec.dataset.empty() ? hdf5_default_dataset : spec.dataset), type_(type),
-        shape_(shape), overwrite_(overwrite) {
+        shape_(shape), overwrite_(overwrite), io_threads_(spec.io_threads) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
     quiet_hdf5 quiet;
@@ -1163,6 +1163,7 @@ class hdf5_sink final : public sample_sink {
   void find_data_address() {
     const haddr_t a = H5Dget_offset(dset_.get());
     if (a != HADDR_UNDEF) direct_ = direct_writer::start(own_fd_, path_, a);
+    if (direct_) direct_->set_flushers(std::min(io_threads_, 4U));
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
@@ -1323,6 +1324,7 @@ class hdf5_sink final : public sample_sink {
   npy_dtype type_;
   std::vector<u64> shape_;
   bool overwrite_;  // -f: the finished file may replace one that appeared since
+  unsigned io_threads_;  // flushers of the direct path (dataset_spec::io_threads, at most 4)
   h5_id file_, dset_;
   u64 rows_ = 0;
   bool prepared_ = false, finished_ = false;

@@ -181,9 +181,9 @@ class watch_reads {
 };
 
 /** Threads that split each large read or write of a file (input_file's split read_at,
- *  output_file::set_write_threads): `threads`, the command's --threads (0: as many as the cores this process may run on), at most 8. More
- *  copy no faster from the page cache (one thread's copies run at about 6 GB/s, the memory
- *  at tens). */
+ *  output_file::set_write_threads): `threads`, the command's --threads (0: all), but no more
+ *  than the cores this process may run on, and at most 8: more copy no faster from the page
+ *  cache (one thread's copies run at about 6 GB/s, the memory at tens). */
 inline unsigned io_threads_for(int threads) {
   unsigned cores = std::max(std::thread::hardware_concurrency(), 1U);
 #if defined(__linux__)
@@ -192,7 +192,7 @@ inline unsigned io_threads_for(int threads) {
     cores = static_cast<unsigned>(std::max(CPU_COUNT(&allowed), 1));
   }
 #endif
-  return std::min(threads > 0 ? static_cast<unsigned>(threads) : cores, 8U);
+  return std::min({threads > 0 ? static_cast<unsigned>(threads) : cores, cores, 8U});
 }
 
 /** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks, and

@@ -194,9 +194,10 @@ class output_file {
   bool direct() const noexcept { return direct_ != nullptr; }
   /** Threads that a buffered write of 4 MiB or more to a file of its own (not standard
    *  output, a FIFO or a device) is split over: pieces at their offsets (pwrite), as
-   *  input_file's split read_at; the page cache's copies run at one core's pace. 1 (the
-   *  default): one. Direct I/O writes are the flusher's. */
-  void set_write_threads(unsigned threads) noexcept { write_threads_ = threads; }
+   *  input_file's split read_at; the page cache's copies run at one core's pace. With direct
+   *  I/O, that many flushers, at most 4, each writing a buffer of its own. 1 (the default):
+   *  one. */
+  void set_write_threads(unsigned threads) noexcept;
   /** For a pipe, FIFO or socket: a write that waits for room (its reader has stalled) calls
    *  `check` every tenth of a second, and when a signal interrupts the wait; `check` may
    *  throw to give up (the work was cancelled, or failed elsewhere), else the write goes on.
