@@ -613,7 +613,7 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
   for (const auto& c : cases) {
     for (unsigned t : {1U, 4U}) {
       dataset_spec spec = parse_dataset_spec(dir.file(c.name));
-      spec.io_threads = t;
+      spec.read_threads = t;
       const auto src = formats::open_dataset(spec);
       const std::string threads = std::to_string(t) + (t == 1 ? " thread" : " threads");
       EXPECT_EQ(src->reader(), c.reader == direct ? direct + threads : c.reader) << c.name;
@@ -628,7 +628,7 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
   // A file cut short after it was opened: the direct read finds its end, as bad input.
   std::filesystem::copy_file(dir.file("d.h5"), dir.file("cut.h5"));
   dataset_spec spec = parse_dataset_spec(dir.file("cut.h5") + ":/images");
-  spec.io_threads = 4;
+  spec.read_threads = 4;
   const auto src = formats::open_dataset(spec);
   std::filesystem::resize_file(dir.file("cut.h5"), 4 << 20);
   std::vector<std::byte> all(images.size());

@@ -65,19 +65,13 @@ std::string npz_key(std::string n) {
   return n;
 }
 
-/** `f` that splits a large write over spec.io_threads threads. */
-output_file with_write_threads(output_file f, const dataset_spec& spec) {
-  f.set_write_threads(spec.io_threads);
-  return f;
-}
-
 // ---- NPY ----------------------------------------------------------------------------------
 
 class npy_source final : public sample_source {
  public:
   explicit npy_source(const dataset_spec& spec)
       : stream_(reads_as_stream(spec.path)), r_(npy_reader::open(spec.path)) {
-    r_.set_read_threads(spec.io_threads);
+    r_.set_read_threads(spec.read_threads);
   }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
@@ -93,10 +87,8 @@ class npy_source final : public sample_source {
 
 class npy_sink final : public sample_sink {
  public:
-  npy_sink(const dataset_spec& spec, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
-      : w_(npy_writer::create(spec.path, t, shape, ow)) {
-    w_.set_write_threads(spec.io_threads);
-  }
+  npy_sink(const std::string& path, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
+      : w_(npy_writer::create(path, t, shape, ow)) {}
   std::string name() const override { return w_.display_name(); }
   void write_rows(const void* src, u64 count) override { w_.write_rows(src, count); }
   bool add_side_dataset(const std::string&, const npy_dtype&, const std::vector<u64>&,
@@ -117,7 +109,7 @@ class npy_sink final : public sample_sink {
 class npz_source final : public sample_source {
  public:
   explicit npz_source(const dataset_spec& spec) : r_(open_member(spec)) {
-    r_.set_read_threads(spec.io_threads);
+    r_.set_read_threads(spec.read_threads);
   }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
@@ -234,7 +226,7 @@ class npz_source final : public sample_source {
 class npz_sink final : public sample_sink {
  public:
   npz_sink(const dataset_spec& spec, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
-      : out_(with_write_threads(output_file::create(spec.path, ow), spec)), zip_(out_),
+      : out_(output_file::create(spec.path, ow)), zip_(out_),
         array_(spec.dataset.empty() ? std::string(npz_default_array) : npz_key(spec.dataset)),
         rows_wanted_(shape.empty() ? 1 : shape[0]), row_bytes_(checked_count(shape, spec.path, t.itemsize)) {
     if (rows_wanted_ > 0) row_bytes_ /= rows_wanted_;
@@ -330,7 +322,7 @@ class memory_source final : public sample_source {
 class raw_source final : public sample_source {
  public:
   explicit raw_source(const dataset_spec& s)
-      : f_(input_file::open(s.path)), read_threads_(s.io_threads) {
+      : f_(input_file::open(s.path)), read_threads_(s.read_threads) {
     f_.set_truncation_code(errc::bad_input);
     if (!s.raw_type || s.raw_shape.empty()) {
       throw error(errc::invalid_argument, "--raw needs --dtype and --shape");
@@ -389,9 +381,8 @@ class raw_source final : public sample_source {
 
 class raw_sink final : public sample_sink {
  public:
-  raw_sink(const dataset_spec& spec, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
-      : out_(with_write_threads(output_file::create(spec.path, ow), spec)), type_(t),
-        shape_(shape) {}
+  raw_sink(const std::string& path, const npy_dtype& t, const std::vector<u64>& shape, bool ow)
+      : out_(output_file::create(path, ow)), type_(t), shape_(shape) {}
   std::string name() const override { return out_.display_name(); }
   void watch(std::function<void()> check) override { out_.watch(std::move(check)); }
   void write_rows(const void* src, u64 count) override {
@@ -722,11 +713,11 @@ std::unique_ptr<sample_sink> create_dataset(const dataset_spec& spec, const npy_
   if (spec.memory) throw error(errc::invalid_argument, spec.path + ": an array in memory is an input only");
   try {
     switch (spec.kind) {
-      case file_kind::npy: return std::make_unique<npy_sink>(spec, type, shape, overwrite);
+      case file_kind::npy: return std::make_unique<npy_sink>(spec.path, type, shape, overwrite);
       case file_kind::npz:
         if (!spec.dataset.empty()) detail::check_member_key(npz_key(spec.dataset), spec.path);
         return std::make_unique<npz_sink>(spec, type, shape, overwrite);
-      case file_kind::raw: return std::make_unique<raw_sink>(spec, type, shape, overwrite);
+      case file_kind::raw: return std::make_unique<raw_sink>(spec.path, type, shape, overwrite);
       case file_kind::hdf5: return detail::create_hdf5(spec, type, shape, overwrite, attributes);
     }
   } catch (const error& e) {

@@ -1,7 +1,6 @@
 // Internal: direct I/O (O_DIRECT) writes through a pool of aligned buffers and a flusher thread.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +31,7 @@ class direct_writer {
   /** Switch `fd` (not owned; it must outlive this object) to O_DIRECT and start the flusher;
    *  appended bytes go to the file from `offset` (a multiple of align) on. nullptr when
    *  direct I/O cannot be had (no O_DIRECT here, the file system refuses it, or no memory
-   *  for the buffers). */
+   *  for the buffers) or gains nothing (tmpfs, whose files are memory). */
   static std::unique_ptr<direct_writer> start(int fd, std::string name, std::uint64_t offset = 0,
                                               int buffers = 3);
   /** Stops the flusher once it has finished the write in progress; queued writes are
@@ -48,12 +47,6 @@ class direct_writer {
    *  and wait until every write is on the disk's side of the kernel. Appending may go on
    *  after, from the next offset. */
   void finish();
-  /** Up to `n` flusher threads (at most 8), each with a buffer of its own to write, so that
-   *  several writes are in flight: an NVMe disk's queue, or the page cache's copies where a
-   *  file system takes O_DIRECT as buffered writes (tmpfs since Linux 6.6), are more than
-   *  one write at a time can use. Never fewer than there are; where no more buffers or
-   *  threads are to be had, those there are go on. Call from the appending thread. */
-  void set_flushers(unsigned n) noexcept;
 
  private:
   /** A free buffer of buffer_bytes, aligned; waits while all are queued. */
@@ -86,16 +79,16 @@ class direct_writer {
   std::uint64_t next_;
   std::byte* buf_ = nullptr;
   std::size_t fill_ = 0;
-  std::atomic<bool> direct_{true};  // set by the flushers, or the caller after drain()
+  bool direct_ = true;  // flusher thread, or the caller after drain()
   std::vector<std::byte*> owned_;
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<std::byte*> free_;
   std::deque<job> queue_;
-  unsigned busy_ = 0;  // flushers writing
+  bool busy_ = false;
   bool stop_ = false;
   std::exception_ptr err_;
-  std::vector<std::thread> threads_;
+  std::thread thread_;
 };
 
 }  // namespace dctchop::formats::detail

@@ -520,7 +520,6 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     committed_ = std::exchange(o.committed_, true);
     flushed_ = o.flushed_;
     position_ = o.position_;
-    write_threads_ = o.write_threads_;
     behind_ = o.behind_;
     direct_ = std::move(o.direct_);
     check_ = std::move(o.check_);
@@ -616,53 +615,12 @@ void output_file::write_fd(const void* src, std::size_t n) {
   }
 }
 
-void output_file::set_write_threads(unsigned threads) noexcept {
-  write_threads_ = threads;
-  if (direct_) direct_->set_flushers(std::min(threads, 4U));
-}
-
-void output_file::write_split(const void* src, std::size_t n) {
-  const auto plan = input_file::plan_split(n, write_threads_);
-  const auto* p = static_cast<const char*>(src);
-  std::vector<std::exception_ptr> failed(plan.count);
-  run_pieces(plan.count, [&](std::size_t i) {
-    const std::size_t at = i * plan.step;
-    const std::size_t size = i + 1 == plan.count ? n - at : plan.step;
-    try {
-      for (std::size_t done = 0; done < size;) {
-        const ssize_t w = ::pwrite(fd_, p + at + done, size - done,
-                                   static_cast<off_t>(position_ + at + done));
-        if (w < 0) {
-          if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
-          throw os_error(display_name(), "write");
-        }
-        done += static_cast<std::size_t>(w);
-      }
-    } catch (...) {
-      failed[i] = std::current_exception();
-    }
-  });
-  for (const auto& f : failed) {
-    if (f) std::rethrow_exception(f);
-  }
-  // pwrite leaves the file's offset where it was: the next write() goes on after these bytes.
-  if (::lseek(fd_, static_cast<off_t>(position_ + n), SEEK_SET) < 0) {
-    throw os_error(display_name(), "seek in");
-  }
-}
-
 void output_file::write(const void* src, std::size_t n) {
   if (fd_ < 0) throw error(errc::invalid_argument, display_name() + ": write after close");
   if (direct_) {
     direct_->append(src, n);
   } else {
-    // A file of our own (not stdout, a FIFO or a device, whose offsets are not ours to set).
-    const bool own_file = !is_stdout_ && !target_.in_place && watched_ == watched::no;
-    if (own_file && input_file::plan_split(n, write_threads_).count > 1) {
-      write_split(src, n);
-    } else {
-      write_fd(src, n);
-    }
+    write_fd(src, n);
     behind_.advance(position_ + n);
   }
   position_ += n;

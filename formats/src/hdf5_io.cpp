@@ -696,7 +696,7 @@ class hdf5_source final : public sample_source {
                                    shape_, spec.decode_threads);
     }
     const std::string filters = filter_names(pipeline_of(dcpl.get()));
-    if (!chunks_) find_contiguous(dcpl.get(), spec.io_threads);
+    if (!chunks_) find_contiguous(dcpl.get(), spec.read_threads);
     if (direct_) {
       reader_ = "HDF5, contiguous: read directly on " + std::to_string(read_threads_) +
                 (read_threads_ == 1 ? " thread" : " threads");
@@ -800,6 +800,9 @@ class hdf5_source final : public sample_source {
     std::string name(static_cast<std::size_t>(name_len) + 1, '\0');
     if (H5Fget_name(file.get(), name.data(), name.size()) != name_len) return;
     name.resize(static_cast<std::size_t>(name_len));
+    // (A name that leads elsewhere now, a FIFO say, whose open would wait: HDF5 reads it.)
+    struct stat st {};
+    if (::stat(name.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
     try {
       input_file f = input_file::open(name);
       if (!f.seekable() || !f.same_file_as(hdf5_fd) || at > f.size() || bytes > f.size() - at) {
@@ -1030,7 +1033,7 @@ class hdf5_sink final : public sample_sink {
   hdf5_sink(const dataset_spec& spec, const npy_dtype& type, const std::vector<u64>& shape,
             bool overwrite, const nlohmann::json& attributes)
       : path_(spec.path), dataset_(spec.dataset.empty() ? hdf5_default_dataset : spec.dataset), type_(type),
-        shape_(shape), overwrite_(overwrite), io_threads_(spec.io_threads) {
+        shape_(shape), overwrite_(overwrite) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
     quiet_hdf5 quiet;
@@ -1163,7 +1166,6 @@ class hdf5_sink final : public sample_sink {
   void find_data_address() {
     const haddr_t a = H5Dget_offset(dset_.get());
     if (a != HADDR_UNDEF) direct_ = direct_writer::start(own_fd_, path_, a);
-    if (direct_) direct_->set_flushers(std::min(io_threads_, 4U));
   }
 
   bool add_side_dataset(const std::string& name, const npy_dtype& type,
@@ -1324,7 +1326,6 @@ class hdf5_sink final : public sample_sink {
   npy_dtype type_;
   std::vector<u64> shape_;
   bool overwrite_;  // -f: the finished file may replace one that appeared since
-  unsigned io_threads_;  // flushers of the direct path (dataset_spec::io_threads, at most 4)
   h5_id file_, dset_;
   u64 rows_ = 0;
   bool prepared_ = false, finished_ = false;

@@ -1096,7 +1096,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     }
   }
   archive_reader r = archive_reader::open(input);
-  r.set_read_threads(io_threads_for(o.threads));
+  r.set_read_threads(read_threads_for(o.threads));
   const auto& h = r.header();
   const u64 total = h.geom.samples;
   const u64 first = o.first, end = o.end.value_or(total);
@@ -1162,9 +1162,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     }
   }
   std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
-  dataset_spec split_out = out;  // its large writes split over threads (a buffered output's)
-  split_out.io_threads = io_threads_for(o.threads);
-  auto w = create_dataset(split_out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
+  auto w = create_dataset(out, npy_dtype_of(h.type), g.shape(), o.overwrite, attrs);
   w->watch(write_check(stop_writes, o.progress, w->name()));
 
   const u64 cbps = h.coeff_bytes_per_sample();

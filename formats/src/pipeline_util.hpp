@@ -180,11 +180,10 @@ class watch_reads {
   Watched& w_;
 };
 
-/** Threads that split each large read or write of a file (input_file's split read_at,
- *  output_file::set_write_threads): `threads`, the command's --threads (0: all), but no more
+/** Threads that split each large read of a file (input_file's split read_at): `threads`, the command's --threads (0: all), but no more
  *  than the cores this process may run on, and at most 8: more copy no faster from the page
  *  cache (one thread's copies run at about 6 GB/s, the memory at tens). */
-inline unsigned io_threads_for(int threads) {
+inline unsigned read_threads_for(int threads) {
   unsigned cores = std::max(std::thread::hardware_concurrency(), 1U);
 #if defined(__linux__)
   cpu_set_t allowed;
@@ -196,10 +195,10 @@ inline unsigned io_threads_for(int threads) {
 }
 
 /** `spec` read with the backend's threads undoing the filters of compressed HDF5 chunks, and
- *  io_threads_for(threads) splitting each large read of a file's rows. */
+ *  read_threads_for(threads) splitting each large read of a file's rows. */
 inline dataset_spec read_with_threads_of(const backend& be, dataset_spec spec, int threads) {
   spec.decode_threads = static_cast<unsigned>(std::max(be.threads(), 1));
-  spec.io_threads = io_threads_for(threads);
+  spec.read_threads = read_threads_for(threads);
   return spec;
 }
 

@@ -319,7 +319,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
   }
   archive_reader r = archive_reader::open(archive);
-  r.set_read_threads(io_threads_for(o.threads));
+  r.set_read_threads(read_threads_for(o.threads));
   const auto& h = r.header();
   verify_result res;
   const std::string holds = r.display_name() + " holds " + shape_text(h.geom.shape()) + " " +

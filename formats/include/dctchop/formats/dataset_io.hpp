@@ -62,11 +62,9 @@ struct dataset_spec {
    *  zstd-compressed chunks, checking each chunk's size (HDF5 1.10's deflate filter does not).
    *  0 leaves them to HDF5, which undoes them on the reading thread, one chunk at a time. */
   unsigned decode_threads = 1;
-  /** Threads that a large read or write of a file's rows is split over (pieces of 2 MiB or
-   *  more; 1: one): reads of NPY files, stored .npz members, raw files and contiguous HDF5
-   *  datasets (input_file's split read_at); buffered writes of NPY, .npz and raw outputs
-   *  (output_file::set_write_threads). */
-  unsigned io_threads = 1;
+  /** NPY, stored .npz members and raw files: threads that a large read of rows is split over
+   *  (input_file's split read_at; pieces of 2 MiB or more). 1: one. */
+  unsigned read_threads = 1;
   /** "path" or "path:/dataset", for messages. */
   std::string display() const;
 };

@@ -192,12 +192,6 @@ class output_file {
   void withdraw() noexcept;
   /** Whether writes currently go to the disk with direct I/O. */
   bool direct() const noexcept { return direct_ != nullptr; }
-  /** Threads that a buffered write of 4 MiB or more to a file of its own (not standard
-   *  output, a FIFO or a device) is split over: pieces at their offsets (pwrite), as
-   *  input_file's split read_at; the page cache's copies run at one core's pace. With direct
-   *  I/O, that many flushers, at most 4, each writing a buffer of its own. 1 (the default):
-   *  one. */
-  void set_write_threads(unsigned threads) noexcept;
   /** For a pipe, FIFO or socket: a write that waits for room (its reader has stalled) calls
    *  `check` every tenth of a second, and when a signal interrupts the wait; `check` may
    *  throw to give up (the work was cancelled, or failed elsewhere), else the write goes on.
@@ -210,8 +204,6 @@ class output_file {
   output_file() = default;
   void abandon() noexcept;
   void write_fd(const void* src, std::size_t n);
-  /** write() of a file of its own, split over write_threads_ threads. */
-  void write_split(const void* src, std::size_t n);
   /** write_fd for a watched stream: waits for room in steps, calling check_. */
   void write_watched(const char* p, std::size_t n);
   /** Writes go to fd_ as they come again; our own description of the pipe is closed. */
@@ -226,7 +218,6 @@ class output_file {
   bool committed_ = false;
   bool flushed_ = false;  // flush_to_disk() done
   std::uint64_t position_ = 0;
-  unsigned write_threads_ = 1;
   write_behind behind_;
   std::unique_ptr<detail::direct_writer> direct_;  // the direct I/O path, while in use
   // watch(): the check, and how a watched stream is written without blocking: through a

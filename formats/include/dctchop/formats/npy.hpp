@@ -117,8 +117,6 @@ class npy_writer {
   std::string display_name() const { return out_.display_name(); }
   /** output_file::watch for the file written. */
   void watch(std::function<void()> check) { out_.watch(std::move(check)); }
-  /** output_file::set_write_threads for the file written. */
-  void set_write_threads(unsigned threads) noexcept { out_.set_write_threads(threads); }
 
  private:
   npy_writer(output_file out) : out_(std::move(out)) {}

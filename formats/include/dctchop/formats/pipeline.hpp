@@ -153,8 +153,7 @@ struct decompress_options {
   std::optional<std::uint64_t> end;       ///< one past the last sample; default: all
   std::string labels_out;  ///< write the labels here only (.npy, FILE.h5[:/dataset], FILE.npz[:array])
   bool overwrite = false;
-  /** Threads (at most 8) that split a large read of the archive's chunks, and a large
-   *  buffered write of the output's rows (0: every core). */
+  /** Threads (at most 8) that split a large read of the archive's chunks (0: every core). */
   int threads = 0;
   progress_fn progress;
 };
