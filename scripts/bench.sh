@@ -52,6 +52,11 @@ DCT="$BUILD/apps/dctchop"
   DCTCHOP_BENCH_NPZ="$DATA/images_deflated.npz" "$BUILD/bench/dctchop_formats_bench" \
     --benchmark_filter=npz --benchmark_counters_tabular=true 2>&1 | grep -E "^(BM_|Benchmark|---)" || true
   echo
+  echo "## Reads of a .npy's rows from /dev/shm split over 1-8 threads, and writes through"
+  echo "## output_file (direct I/O asked for or not): GB/s"
+  "$BUILD/bench/dctchop_formats_bench" --benchmark_filter='npy_read|output_write' \
+    --benchmark_counters_tabular=true 2>&1 | grep -E "^(BM_|Benchmark|---)" || true
+  echo
   echo "## Parsing an archive footer of N chunk entries (every reader, at open): linear in N"
   "$BUILD/bench/dctchop_formats_bench" --benchmark_filter=footer 2>&1 |
     grep -E "^(BM_|Benchmark|---)" || true
