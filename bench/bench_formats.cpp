@@ -139,7 +139,8 @@ void BM_npy_read_rows(benchmark::State& state) {
     dctchop::formats::dataset_spec spec = dctchop::formats::parse_dataset_spec(npy_file::path());
     spec.read_threads = static_cast<unsigned>(state.range(1));
     const auto src = dctchop::formats::open_dataset(spec);
-    std::vector<std::vector<unsigned char>> slot(4, std::vector<unsigned char>(rows * npy_file::image_bytes, 1));
+    std::vector<std::vector<unsigned char>> slot(
+        4, std::vector<unsigned char>(rows * npy_file::image_bytes, 1));
     std::uint64_t read = 0, next = 0;
     std::size_t s = 0;
     for (auto _ : state) {
@@ -170,8 +171,8 @@ BENCHMARK(BM_npy_read_rows)
 void BM_output_write(benchmark::State& state) {
   const bool direct_io = state.range(0) != 0;
   const char* dir = std::getenv("DCTCHOP_BENCH_DIR");
-  const std::string path = std::string(dir != nullptr ? dir : "/dev/shm") + "/dctchop_bench_write_" +
-                           std::to_string(::getpid()) + ".bin";
+  const std::string path = std::string(dir != nullptr ? dir : "/dev/shm") +
+                           "/dctchop_bench_write_" + std::to_string(::getpid()) + ".bin";
   const std::size_t total = std::size_t(256) << 20, step = std::size_t(8) << 20;
   std::vector<unsigned char> rows(step);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<unsigned char>(i * 13);

@@ -1574,8 +1574,9 @@ std::optional<std::vector<std::pair<std::string, long long>>> large_calls(
     const temp_dir& dir, const std::string& command, const std::string& syscall) {
   if (sh(dir, "strace -o /dev/null -f true").status != 0) return std::nullopt;
   temp_dir traces;
-  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -o " +
-                             sh_quote(traces.file("t.txt")) + " -e trace=" + syscall + " " + command);
+  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
+                         "strace -f -o " + sh_quote(traces.file("t.txt")) + " -e trace=" +
+                         syscall + " " + command);
   EXPECT_EQ(r.status, 0) << describe(r);
   std::vector<std::pair<std::string, long long>> calls;
   std::ifstream in(traces.file("t.txt"));
@@ -1604,6 +1605,11 @@ TEST(Cli, LargeReadsRunOnSeveralThreadsAndOnOneWithThreads1) {
   for (const char* out : {"in.h5", "in.npz", "in.raw --raw"}) {
     ASSERT_EQ(cli(dir, std::string("decompress one.dcz -q -o ") + out).status, 0) << out;
   }
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+  // 12 traced runs of 16 MB took 19 s under AddressSanitizer; the split reads themselves run
+  // under both sanitizers in the InputFile and SplitReads tests.
+  GTEST_SKIP() << "which threads read is the release build's to show";
+#endif
   // (The threads of a split: --threads, but no more than the cores this process may run on.)
   cpu_set_t allowed;
   if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < 2) {

@@ -931,7 +931,8 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
                            : "an HDF5 dataset (decompress writes HDF5)"));
     }
   }
-  input_source src = open_input(read_with_threads_of(be, in, o.threads), o.lay, o.nonfinite_replacement);
+  input_source src =
+      open_input(read_with_threads_of(be, in, o.threads), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));

@@ -180,9 +180,10 @@ class watch_reads {
   Watched& w_;
 };
 
-/** Threads that split each large read of a file (input_file's split read_at): `threads`, the command's --threads (0: all), but no more
- *  than the cores this process may run on, and at most 8: more copy no faster from the page
- *  cache (one thread's copies run at about 6 GB/s, the memory at tens). */
+/** Threads that split each large read of a file (input_file's split read_at): `threads`, the
+ *  command's --threads (0: all), but no more than the cores this process may run on, and at
+ *  most 8: more copy no faster from the page cache (one thread's copies run at about 6 GB/s,
+ *  the memory at tens). */
 inline unsigned read_threads_for(int threads) {
   unsigned cores = std::max(std::thread::hardware_concurrency(), 1U);
 #if defined(__linux__)

@@ -118,7 +118,8 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 }
 
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
-  input_source src = open_input(read_with_threads_of(be, input, o.threads), o.lay, o.nonfinite_replacement);
+  input_source src =
+      open_input(read_with_threads_of(be, input, o.threads), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
