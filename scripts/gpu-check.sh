@@ -555,6 +555,8 @@ if [ "${#READS[@]}" -gt 0 ] && [ "$(limit 40)" -gt 20 ]; then
   timeout -k 5 "$(limit 40)" "${READS[@]}" --benchmark_filter='npy_read_rows/MiB:8/' \
     --benchmark_counters_tabular=true 2>&1 | grep -E "^(BM_|Benchmark|---)" |
     tee -a "$OUT/host-reads.txt" || true
+  # (the file it reads, left behind where the time limit stopped it)
+  rm -f /dev/shm/dctchop_bench_read_*.npy "${TMPDIR:-/tmp}"/dctchop_bench_read_*.npy 2>/dev/null || true
 fi
 echo "results in $OUT; $([ "$FAILED" = 0 ] && echo "all checks passed" || echo "SOME CHECKS FAILED")"
 exit "$FAILED"
