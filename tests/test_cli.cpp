@@ -1518,15 +1518,25 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
 /** Threads that `command` (a dctchop command line, DCTCHOP for the binary) starts, as strace
  *  counts its clone calls that made one (a clone3 refused by a seccomp filter, after which
  *  glibc calls clone, is not a thread); std::nullopt where strace cannot trace. */
-std::optional<std::size_t> threads_started(const temp_dir& dir, const std::string& command) {
+/** `command` (a dctchop command line, DCTCHOP for the binary) run under `strace -f -e trace=`
+ *  `calls`, its calls in order; std::nullopt where strace cannot trace. */
+std::optional<std::vector<test::traced_call>> traced(const temp_dir& dir,
+                                                     const std::string& command,
+                                                     const std::string& calls) {
   if (sh(dir, "strace -o /dev/null -f true").status != 0) return std::nullopt;
   temp_dir traces;
   const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -o " +
-                             sh_quote(traces.file("t.txt")) +
-                             " -e 'trace=clone,?clone3' " + command + " > /dev/null");
+                             sh_quote(traces.file("t.txt")) + " -e " + sh_quote("trace=" + calls) +
+                             " " + command + " > /dev/null");
   EXPECT_EQ(r.status, 0) << describe(r);
+  return test::read_strace(traces.file("t.txt"));
+}
+
+std::optional<std::size_t> threads_started(const temp_dir& dir, const std::string& command) {
+  const auto calls = traced(dir, command, "clone,?clone3");
+  if (!calls) return std::nullopt;
   std::size_t n = 0;
-  for (const auto& c : test::read_strace(traces.file("t.txt"))) {
+  for (const auto& c : *calls) {
     n += (c.name == "clone" || c.name == "clone3") && c.result().value_or(0) > 0;
   }
   return n;
@@ -1567,27 +1577,18 @@ TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
   }
 }
 
-/** The calls `syscall` (pread64, pwrite64) of `command` that moved 1 MiB or more, as strace -f
- *  shows them: the thread that made each and its bytes; std::nullopt where strace cannot
- *  trace. */
-std::optional<std::vector<std::pair<std::string, long long>>> large_calls(
-    const temp_dir& dir, const std::string& command, const std::string& syscall) {
-  if (sh(dir, "strace -o /dev/null -f true").status != 0) return std::nullopt;
-  temp_dir traces;
-  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
-                         "strace -f -o " + sh_quote(traces.file("t.txt")) + " -e trace=" +
-                         syscall + " " + command);
-  EXPECT_EQ(r.status, 0) << describe(r);
-  std::vector<std::pair<std::string, long long>> calls;
-  std::ifstream in(traces.file("t.txt"));
-  for (std::string line; std::getline(in, line);) {
-    // "PID pread64(3, "..."..., N, OFFSET) = GOT", or its "<... pread64 resumed>" end
-    const auto eq = line.rfind(") = ");
-    if (line.find(syscall) == std::string::npos || eq == std::string::npos) continue;
-    const long long got = std::atoll(line.c_str() + eq + 4);
-    if (got >= (1 << 20)) calls.emplace_back(line.substr(0, line.find(' ')), got);
+/** The positioned reads of `command` that read 1 MiB or more: the thread that made each and
+ *  its bytes; std::nullopt where strace cannot trace. */
+std::optional<std::vector<std::pair<std::string, long long>>> large_preads(
+    const temp_dir& dir, const std::string& command) {
+  const auto calls = traced(dir, command, "pread64");
+  if (!calls) return std::nullopt;
+  std::vector<std::pair<std::string, long long>> reads;
+  for (const auto& c : *calls) {
+    const long long got = c.result().value_or(0);  // (an unfinished call's first line: none)
+    if (c.name == "pread64" && got >= (1 << 20)) reads.emplace_back(c.tid, got);
   }
-  return calls;
+  return reads;
 }
 
 TEST(Cli, LargeReadsRunOnSeveralThreadsAndOnOneWithThreads1) {
@@ -1616,22 +1617,22 @@ TEST(Cli, LargeReadsRunOnSeveralThreadsAndOnOneWithThreads1) {
     GTEST_SKIP() << "one core: nothing to split over";
   }
   struct command {
-    std::string line, syscall;
-    long long bytes;    // moved in calls of 1 MiB or more
+    std::string line;
+    long long bytes;    // read in reads of 1 MiB or more
     long long longest;  // the longest of them, unsplit
   };
   for (const auto& c : std::vector<command>{
-           {"compress in.npy -o a.dcz -f -q --no-quality", "pread64", data, data / 2},
-           {"compress in.npz -o a.dcz -f -q --no-quality", "pread64", data, data / 2},
-           {"compress in.h5 -o a.dcz -f -q --no-quality", "pread64", data, data / 2},
+           {"compress in.npy -o a.dcz -f -q --no-quality", data, data / 2},
+           {"compress in.npz -o a.dcz -f -q --no-quality", data, data / 2},
+           {"compress in.h5 -o a.dcz -f -q --no-quality", data, data / 2},
            {"compress in.raw --raw --dtype u8 --shape 84,256,256,3 -o a.dcz -f -q --no-quality",
-            "pread64", data, data / 2},
+            data, data / 2},
            // (f16 at chop 4: the archive is half the data; verify reads the input by its chunk)
-           {"decompress one.dcz -o back.npy -f -q", "pread64", data / 2, data / 2},
-           {"verify one.dcz --against in.npy -q", "pread64", data / 2 + data, data}}) {
+           {"decompress one.dcz -o back.npy -f -q", data / 2, data / 2},
+           {"verify one.dcz --against in.npy -q", data / 2 + data, data}}) {
     for (int threads : {4, 1}) {
-      const auto calls = large_calls(dir, "DCTCHOP " + c.line + " --backend cpu --threads " +
-                                              std::to_string(threads), c.syscall);
+      const auto calls = large_preads(dir, "DCTCHOP " + c.line + " --backend cpu --threads " +
+                                               std::to_string(threads));
       if (!calls) GTEST_SKIP() << "needs strace, allowed to trace its child";
       std::set<std::string> threads_seen;
       long long total = 0, largest = 0;

@@ -538,6 +538,7 @@ inline command_result sh(const temp_dir& dir, std::string cmd) {
  *  whose arguments were on an earlier "<unfinished ...>" line (another thread's call came
  *  between). Lines that are no call ("+++ exited", "--- SIGCHLD") are left out. */
 struct traced_call {
+  std::string tid;  ///< the thread that made it (strace -f's first column)
   std::string name, rest;
   bool resumed = false;
   /** The call's result (the number after the last " = "); std::nullopt for an unfinished
@@ -579,6 +580,7 @@ inline std::vector<traced_call> read_strace(const std::string& path) {
     std::string body = line.substr(sp + 1);
     while (!body.empty() && body[0] == ' ') body.erase(0, 1);
     traced_call c;
+    c.tid = line.substr(0, sp);
     if (body.rfind("<... ", 0) == 0) {
       const auto name_end = body.find(' ', 5);
       if (name_end == std::string::npos) continue;
