@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -20,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "dctchop/detail/run_parts.hpp"
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
 #include "direct_writer.hpp"
 
@@ -190,6 +191,31 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
   }
 }
 
+namespace {
+
+/** `piece(i)` for i in [0, count): 0 on this thread, the others on threads of their own,
+ *  started with the tool's signals blocked (or here, where the system will start no more).
+ *  `piece` must not throw. */
+template <typename Piece>
+void run_pieces(std::size_t count, Piece&& piece) {
+  std::vector<std::thread> crew;
+  crew.reserve(count - 1);
+  std::size_t started = 1;
+  try {
+    for (; started < count; ++started) {
+      crew.push_back(dctchop::detail::start_quiet_thread([&piece, started] { piece(started); }));
+    }
+  } catch (...) {
+    // No more threads to be had (error(io), or no memory for one): this thread does the
+    // pieces that have none.
+  }
+  piece(0);
+  for (std::size_t i = started; i < count; ++i) piece(i);
+  for (auto& t : crew) t.join();
+}
+
+}  // namespace
+
 input_file::split_plan input_file::plan_split(std::size_t n, unsigned threads) noexcept {
   split_plan plan;
   plan.count = std::min<std::size_t>({std::max(threads, 1U), n / split_piece, 64});
@@ -209,11 +235,18 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
   if (pieces <= 1) return read_at(offset, dst, n, what);
   if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
   auto* p = static_cast<char*>(dst);
-  // (the first piece's error first, whichever thread met it)
-  dctchop::detail::run_parts(pieces, pieces, [&](std::size_t i) {
+  std::vector<std::exception_ptr> failed(pieces);
+  run_pieces(pieces, [&](std::size_t i) {
     const std::size_t at = i * step;
-    read_at(offset + at, p + at, i + 1 == pieces ? n - at : step, what);
+    try {
+      read_at(offset + at, p + at, i + 1 == pieces ? n - at : step, what);
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
   });
+  for (const auto& f : failed) {
+    if (f) std::rethrow_exception(f);
+  }
 }
 
 bool input_file::same_file_as(int fd) const noexcept {

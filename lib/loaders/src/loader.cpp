@@ -22,7 +22,6 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/detail/quiet_thread.hpp"
-#include "dctchop/detail/run_parts.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/json_number.hpp"
@@ -32,7 +31,49 @@ namespace dctchop::loaders {
 namespace {
 
 using u64 = std::uint64_t;
-using dctchop::detail::run_parts;
+
+/** part(i) for every i < parts, on up to `threads` threads: the caller's and threads - 1
+ *  started for the call (quiet: the program's signals stay with its own threads; none kept
+ *  between calls, so nothing to lose in a fork). One the system will not start leaves its
+ *  share to the others. Once every thread is done, the error of the lowest i that failed
+ *  is thrown: the one a serial loop would have met first, whichever thread met it. */
+template <typename Part>
+void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
+  const std::size_t n = std::min(parts, threads);
+  if (n <= 1) {
+    for (std::size_t i = 0; i < parts; ++i) part(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::mutex m;
+  std::exception_ptr first;
+  std::size_t first_at = parts;
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < parts;) {
+      try {
+        part(i);
+      } catch (...) {
+        const std::lock_guard lock(m);
+        if (i < first_at) {
+          first = std::current_exception();
+          first_at = i;
+        }
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  helpers.reserve(n - 1);  // (no allocation between a start and its keeping)
+  for (std::size_t k = 1; k < n; ++k) {
+    try {
+      helpers.push_back(dctchop::detail::start_quiet_thread(work));
+    } catch (...) {
+      break;  // the system's limit on threads, or no memory for one: fewer threads
+    }
+  }
+  work();
+  for (auto& t : helpers) t.join();
+  if (first) std::rethrow_exception(first);
+}
 
 /** splitmix64: a well-mixed 64-bit value from any input (Steele, Lea, Flood 2014). */
 u64 mix(u64 x) {
