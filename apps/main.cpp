@@ -28,6 +28,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cores.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/file_io.hpp"
@@ -253,6 +254,16 @@ const CLI::Validator non_negative(
     "NUMBER >= 0");
 
 /** Global PSNR: a number, infinite (lossless), or undefined (an error on constant data). */
+/** --version's line on the threads that "--threads 0" takes, and what limits them. */
+std::string cores_text(const core_limits& c) {
+  std::string s = fmt::format("{} usable ({} online, {} in the affinity mask", c.usable, c.online,
+                              c.affinity);
+  if (c.quota) {
+    s += fmt::format(", a cgroup CPU quota of {:.4g} in {}", *c.quota, app::printable(c.quota_from));
+  }
+  return s + ")";
+}
+
 std::string psnr_text(const quality& q) {
   if (q.psnr_undefined) return "n/a (constant data)";
   return db_text(q.psnr_db);
@@ -941,9 +952,10 @@ int run(int argc, char** argv) {
   // Made when asked for: the CUDA backend's line counts the devices, which starts the CUDA
   // driver (a tenth of a second and more on a GPU machine), not for every command.
   app.set_version_flag("--version", [] {
-    return fmt::format("dctchop {}\nbackends: {}\narchive format: {}.{}\nnpz inflate: {}",
-                       DCTCHOP_VERSION_STRING, fmt::join(compiled_backends(), ", "),
-                       formats::archive_major, formats::archive_minor, formats::npz_inflater());
+    return fmt::format(
+        "dctchop {}\nbackends: {}\narchive format: {}.{}\nnpz inflate: {}\ncores: {}",
+        DCTCHOP_VERSION_STRING, fmt::join(compiled_backends(), ", "), formats::archive_major,
+        formats::archive_minor, formats::npz_inflater(), cores_text(usable_cores()));
   });
 
   // ---- compress

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cores.hpp"
 #include "dctchop/cuda.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
@@ -1919,6 +1920,32 @@ TEST(Cli, ControlCharactersInNamesArePrintedEscapedAndUtf8AsItIs) {
   EXPECT_NE(bd.err.find("a\\u202eb\\u2069c\xe2\x80\x8e" "d.dcz"), std::string::npos) << bd.err;
 }
 
+// A real cgroup with a CPU quota of half a CPU (v1's cpu controller, or v2's where the root
+// hands it to its children), the command started inside it: its threads for "--threads 0"
+// are 1 on a machine of any size. Needs root and a writable cgroup file system: skipped
+// where the cgroup cannot be made.
+TEST(Cli, ACgroupCpuQuotaLimitsTheThreadsOfEveryCore) {
+  temp_dir dir;
+  const std::string made = "dctchop_test_" + std::to_string(::getpid());
+  const auto r = sh(dir, R"(
+    v1=/sys/fs/cgroup/cpu; v2=/sys/fs/cgroup; d=
+    if [ -f $v1/cpu.cfs_quota_us ] && mkdir $v1/)" + made + R"( 2>/dev/null; then
+      d=$v1/)" + made + R"(; echo 50000 > $d/cpu.cfs_quota_us || d=
+    elif grep -qw cpu $v2/cgroup.subtree_control 2>/dev/null &&
+         mkdir $v2/)" + made + R"( 2>/dev/null; then
+      d=$v2/)" + made + R"(; echo "50000 100000" > $d/cpu.max || d=
+    fi
+    [ -n "$d" ] || { echo "no cgroup"; rmdir $v1/)" + made + " $v2/" + made + R"( 2>/dev/null; exit 0; }
+    sh -c "echo \$\$ > $d/cgroup.procs && exec DCTCHOP --version"; rc=$?
+    rmdir $d; exit $rc)");
+  if (r.out.find("no cgroup") != std::string::npos) GTEST_SKIP() << "no cgroup could be made";
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out.find("cores: 1 usable ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", a cgroup CPU quota of 0.5 in /sys/fs/cgroup/"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(made), std::string::npos) << r.out;
+}
+
 TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   temp_dir dir;
   auto v = cli(dir, "--version");
@@ -1926,6 +1953,9 @@ TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   EXPECT_NE(v.out.find("cpu"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("dctchop"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find(std::string("npz inflate: ") + formats::npz_inflater()), std::string::npos)
+      << v.out;
+  EXPECT_NE(v.out.find("cores: " + std::to_string(usable_cores().usable) + " usable ("),
+            std::string::npos)
       << v.out;
   auto h = cli(dir, "--help");
   EXPECT_EQ(h.status, 0) << describe(h);

@@ -1,8 +1,6 @@
 // Internal helpers shared by the whole-file operations (pipeline.cpp, quality_tools.cpp).
 #pragma once
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cores.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
@@ -181,17 +180,11 @@ class watch_reads {
 };
 
 /** Threads that split each large read of a file (input_file's split read_at): `threads`, the
- *  command's --threads (0: all), but no more than the cores this process may run on, and at
- *  most 8: more copy no faster from the page cache (one thread's copies run at about 6 GB/s,
- *  the memory at tens). */
+ *  command's --threads (0: all), but no more than the cores this process may use (its
+ *  affinity and a cgroup's CPU quota), and at most 8: more copy no faster from the page cache
+ *  (one thread's copies run at about 6 GB/s, the memory at tens). */
 inline unsigned read_threads_for(int threads) {
-  unsigned cores = std::max(std::thread::hardware_concurrency(), 1U);
-#if defined(__linux__)
-  cpu_set_t allowed;
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-    cores = static_cast<unsigned>(std::max(CPU_COUNT(&allowed), 1));
-  }
-#endif
+  const unsigned cores = usable_cores().usable;
   return std::min({threads > 0 ? static_cast<unsigned>(threads) : cores, cores, 8U});
 }
 

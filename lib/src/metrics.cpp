@@ -164,7 +164,9 @@ void quality_accumulator::measure(const const_sample_view& a, const const_sample
     throw error(errc::invalid_argument, "quality_accumulator: views differ in shape or dtype");
   }
   const i64 samples = static_cast<i64>(a.samples);
-  [[maybe_unused]] const int nt = detail::region_threads(resolve_threads(threads), a.samples);
+  // (One sample takes one thread: no need to read the cgroup files for "every core".)
+  [[maybe_unused]] const int nt =
+      a.samples <= 1 ? 1 : detail::region_threads(resolve_threads(threads), a.samples);
   const metric_kernels& k = kernels();
   const u64 per_sample = a.planes * a.height * a.width;
   const double range = known_range_.value_or(0.0);

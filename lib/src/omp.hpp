@@ -13,6 +13,8 @@
 #include <exception>
 #include <utility>
 
+#include "dctchop/cores.hpp"
+
 namespace dctchop::detail {
 
 /** The first exception thrown in any thread of a parallel region, carried out of it: an
@@ -48,10 +50,11 @@ class region_failure {
   std::atomic<bool> failed_{false};
 };
 
-/** Thread count for a request: 0 means every core; 1 without OpenMP. */
+/** Thread count for a request: 0 means every core this process may use (its affinity, and no
+ *  more than a cgroup's CPU quota: usable_cores); 1 without OpenMP. */
 inline int resolve_threads(int requested) {
 #if defined(_OPENMP)
-  return requested > 0 ? requested : omp_get_num_procs();
+  return requested > 0 ? requested : static_cast<int>(usable_cores().usable);
 #else
   (void)requested;
   return 1;

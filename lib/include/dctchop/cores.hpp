@@ -1,0 +1,44 @@
+/** @file cores.hpp
+ *  The CPUs this process may use, for the default thread counts ("--threads 0: every core").
+ *  A container or a batch job limits a process in two ways: the CPUs it may run on (its
+ *  affinity: taskset, a cpuset cgroup, Slurm's binding), which OpenMP sees, and a share of
+ *  CPU time (a cgroup CPU quota: `docker --cpus`, a Kubernetes CPU limit), which it does not.
+ *  A process given 4 CPUs' time on a 128-core node that starts 128 threads spends each
+ *  period's quota in a fraction of the period and then waits, all its threads stopped, for
+ *  the next: slower than 4 threads, and worse for a pipeline whose reader waits too.
+ */
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace dctchop {
+
+/** What limits the CPUs of a process, and the threads its work should take. */
+struct core_limits {
+  unsigned online = 1;    ///< CPUs of the machine (std::thread::hardware_concurrency)
+  unsigned affinity = 1;  ///< CPUs the process may run on (sched_getaffinity)
+  /** CPUs' worth of time that the tightest cgroup CPU quota on the process's cgroup path
+   *  grants (quota / period: 2.5 for 250 ms each 100 ms), where one is set and readable. */
+  std::optional<double> quota;
+  /** The file that sets that quota, such as /sys/fs/cgroup/cpu.max (v2) or
+   *  /sys/fs/cgroup/cpu/cpu.cfs_quota_us (v1); empty where there is none. */
+  std::string quota_from;
+  /** Threads for "every core": the affinity's CPUs, no more than the quota rounded up, at
+   *  least 1. */
+  unsigned usable = 1;
+};
+
+/** This process's limits, read from the system now (sched_getaffinity, /proc/self/cgroup,
+ *  /proc/self/mountinfo and the cgroup files: cgroup v2's cpu.max, v1's cpu.cfs_quota_us and
+ *  cpu.cfs_period_us, on the process's cgroup and each cgroup above it that is mounted).
+ *  Anything unreadable or malformed is taken as no quota: this never throws. About 60 us
+ *  here: callers read it once per backend or command, not per sample. */
+core_limits usable_cores() noexcept;
+
+/** usable_cores() with /proc and the cgroup mounts read below `root` (a folder that stands
+ *  for "/", as a test builds one) and the affinity given: the quota part alone. */
+core_limits usable_cores_under(const std::string& root, unsigned online,
+                               unsigned affinity) noexcept;
+
+}  // namespace dctchop
