@@ -253,17 +253,19 @@ const CLI::Validator non_negative(
     },
     "NUMBER >= 0");
 
-/** Global PSNR: a number, infinite (lossless), or undefined (an error on constant data). */
 /** --version's line on the threads that "--threads 0" takes, and what limits them. */
 std::string cores_text(const core_limits& c) {
   std::string s = fmt::format("{} usable ({} online, {} in the affinity mask", c.usable, c.online,
                               c.affinity);
   if (c.quota) {
-    s += fmt::format(", a cgroup CPU quota of {:.4g} in {}", *c.quota, app::printable(c.quota_from));
+    s += fmt::format(", a cgroup CPU quota of {:.6g} in {}", *c.quota,
+                     app::printable(c.quota_from));
   }
+  if (c.omp_num_threads) s += fmt::format(", OMP_NUM_THREADS {}", *c.omp_num_threads);
   return s + ")";
 }
 
+/** Global PSNR: a number, infinite (lossless), or undefined (an error on constant data). */
 std::string psnr_text(const quality& q) {
   if (q.psnr_undefined) return "n/a (constant data)";
   return db_text(q.psnr_db);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cores.hpp"
@@ -146,6 +148,22 @@ TEST(Cores, ACgroupOutsideTheMountedFolderHasNoQuotaHere) {
   EXPECT_EQ(c.usable, 9U);
 }
 
+TEST(Cores, ACgroupOutsideItsNamespacesRootHasNoQuotaHere) {
+  for (const char* path : {"/../sibling", "/..", "/a/../b", "/./a"}) {
+    SCOPED_TRACE(path);
+    temp_dir root;  // "/.." would lead the walk out of the mount, up to /sys/fs
+    put(root, "/proc/self/cgroup", std::string("0::") + path + "\n");
+    put(root, "/proc/self/mountinfo", v2_mount);
+    put(root, "/sys/fs/cgroup/cpu.max", "100000 100000\n");  // the namespace's root: no ancestor
+    put(root, "/sys/fs/cpu.max", "100000 100000\n");
+    put(root, "/sys/fs/sibling/cpu.max", "100000 100000\n");
+    put(root, "/sys/fs/cgroup/b/cpu.max", "100000 100000\n");
+    const core_limits c = read(root, 6);
+    EXPECT_FALSE(c.quota.has_value()) << c.quota_from;
+    EXPECT_EQ(c.usable, 6U);
+  }
+}
+
 TEST(Cores, EscapedMountPointsAreUnescaped) {
   temp_dir root;  // a space in the mount point, written \040 in mountinfo
   put(root, "/proc/self/cgroup", "0::/a\n");
@@ -176,11 +194,41 @@ TEST(Cores, MalformedFilesAreNoQuotaAndNoError) {
   EXPECT_EQ(read(root).usable, 1U);
 }
 
+TEST(Cores, OmpNumThreadsFirstNumberCapsTheThreadsAndAnInvalidOneIsIgnored) {
+  temp_dir root;
+  put(root, "/proc/self/cgroup", "0::/\n");
+  put(root, "/proc/self/mountinfo", v2_mount);
+  const std::string at = root.path().string();
+  for (const auto& [text, want] : std::vector<std::pair<const char*, unsigned>>{
+           {"4", 4}, {"4,2", 4}, {" 3 ", 3}, {"1", 1}, {"64", 16}}) {
+    SCOPED_TRACE(text);
+    const core_limits c = usable_cores_under(at, 32, 16, text);
+    EXPECT_EQ(c.usable, want);
+    ASSERT_TRUE(c.omp_num_threads.has_value());
+  }
+  for (const char* text : {"", "0", "-2", "x", "4x", ",4", "2.5"}) {
+    SCOPED_TRACE(text);
+    const core_limits c = usable_cores_under(at, 32, 16, text);
+    EXPECT_FALSE(c.omp_num_threads.has_value());
+    EXPECT_EQ(c.usable, 16U);
+  }
+  EXPECT_EQ(usable_cores_under(at, 32, 16, nullptr).usable, 16U);
+  put(root, "/sys/fs/cgroup/cpu.max", "250000 100000\n");  // the tighter of the two holds
+  EXPECT_EQ(usable_cores_under(at, 32, 16, "2").usable, 2U);
+  EXPECT_EQ(usable_cores_under(at, 32, 16, "8").usable, 3U);
+}
+
 TEST(Cores, ThisProcessCountsItsAffinityMaskAndTakesItWhereNoQuotaIsSet) {
-  cpu_set_t allowed;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const std::size_t cpus = 1 << 16;  // (more than cpu_set_t's 1024, for the largest machines)
+  cpu_set_t* allowed = CPU_ALLOC(cpus);
+  ASSERT_NE(allowed, nullptr);
+  const std::size_t size = CPU_ALLOC_SIZE(cpus);
+  CPU_ZERO_S(size, allowed);
+  ASSERT_EQ(::sched_getaffinity(0, size, allowed), 0);
+  const int count = CPU_COUNT_S(size, allowed);
+  CPU_FREE(allowed);
   const core_limits c = usable_cores();
-  EXPECT_EQ(c.affinity, static_cast<unsigned>(CPU_COUNT(&allowed)));
+  EXPECT_EQ(c.affinity, static_cast<unsigned>(count));
   EXPECT_GE(c.usable, 1U);
   EXPECT_LE(c.usable, c.affinity);
   if (!c.quota) {

@@ -625,6 +625,21 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
           << c.name << " on " << threads;
     }
   }
+  {
+    // A file this process has open for writing is read through HDF5, which shares the open
+    // file and its buffers: what was written is read, on disk or not yet.
+    h5 w(H5Fopen(dir.file("d.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, "open d.h5");
+    h5 d(H5Dopen2(w.get(), "/images", H5P_DEFAULT), H5Dclose, "open /images");
+    std::vector<std::uint8_t> now(images.size());
+    for (std::size_t i = 0; i < now.size(); ++i) now[i] = std::uint8_t(images[i] ^ 0x5a);
+    h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, now.data()),
+             "write /images");
+    dataset_spec spec = parse_dataset_spec(dir.file("d.h5") + ":/images");
+    spec.read_threads = 4;
+    const auto src = formats::open_dataset(spec);
+    EXPECT_EQ(src->reader(), "HDF5");
+    EXPECT_EQ(read_all(*src), as_bytes(now));
+  }
   // A file cut short after it was opened: the direct read finds its end, as bad input.
   std::filesystem::copy_file(dir.file("d.h5"), dir.file("cut.h5"));
   dataset_spec spec = parse_dataset_spec(dir.file("cut.h5") + ":/images");

@@ -170,6 +170,11 @@ void input_file::read_exact(void* dst, std::size_t n, const char* what) {
 }
 
 void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const {
+  read_range(offset, dst, n, what, false);
+}
+
+void input_file::read_range(std::uint64_t offset, void* dst, std::size_t n, const char* what,
+                            bool quiet) const {
   if (!seekable_) throw error(errc::invalid_argument, display_name() + ": positioned read on a stream");
   if (offset > size_ || n > size_ - offset) {
     throw error(truncated_, display_name() + ": truncated: " + what + " lies past the end");
@@ -180,7 +185,9 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
     ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0) {
       // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
-      // callers' destructors remove any unfinished output.
+      // callers' destructors remove any unfinished output. (Not on a quiet thread, which the
+      // tool's signals never reach: there another handler's signal came, and the read goes on.)
+      if (errno == EINTR && quiet) continue;
       if (errno == EINTR) throw error(errc::interrupted, display_name() + ": interrupted");
       throw os_error(display_name(), "read");
     }
@@ -193,9 +200,9 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
 
 namespace {
 
-/** `piece(i)` for i in [0, count): 0 on this thread, the others on threads of their own,
- *  started with the tool's signals blocked (or here, where the system will start no more).
- *  `piece` must not throw. */
+/** `piece(i, quiet)` for i in [0, count): 0 on this thread, the others on threads of their
+ *  own, started with the tool's signals blocked (quiet: true), or here, where the system will
+ *  start no more. `piece` must not throw. */
 template <typename Piece>
 void run_pieces(std::size_t count, Piece&& piece) {
   std::vector<std::thread> crew;
@@ -203,43 +210,45 @@ void run_pieces(std::size_t count, Piece&& piece) {
   std::size_t started = 1;
   try {
     for (; started < count; ++started) {
-      crew.push_back(dctchop::detail::start_quiet_thread([&piece, started] { piece(started); }));
+      crew.push_back(
+          dctchop::detail::start_quiet_thread([&piece, started] { piece(started, true); }));
     }
   } catch (...) {
     // No more threads to be had (error(io), or no memory for one): this thread does the
     // pieces that have none.
   }
-  piece(0);
-  for (std::size_t i = started; i < count; ++i) piece(i);
+  piece(0, false);
+  for (std::size_t i = started; i < count; ++i) piece(i, false);
   for (auto& t : crew) t.join();
 }
 
 }  // namespace
 
-input_file::split_plan input_file::plan_split(std::size_t n, unsigned threads) noexcept {
+input_file::split_plan input_file::plan_split(std::uint64_t offset, std::size_t n,
+                                              unsigned threads) noexcept {
   split_plan plan;
   plan.count = std::min<std::size_t>({std::max(threads, 1U), n / split_piece, 64});
   plan.count = std::max<std::size_t>(plan.count, 1);
-  // Pieces of whole pages (the page cache copies them whole), the last one the rest: at least
-  // 2 MiB each, so that rounding up by less than a page a piece leaves the last one bytes.
-  constexpr std::size_t page = 4096;
-  const std::size_t share = (n + plan.count - 1) / plan.count;  // rounded up
-  plan.step = plan.count == 1 ? n : (share + page - 1) / page * page;
+  plan.bytes = n;
+  plan.share = (n + plan.count - 1) / plan.count;
+  plan.phase = static_cast<std::size_t>(offset % 4096);
+  // (Boundaries rounded up to a page each: with shares of 2 MiB or more and at most 64 of
+  // them, the last piece still holds nearly a share.)
   return plan;
 }
 
 void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
                          unsigned threads) const {
-  const split_plan plan = plan_split(n, threads);
-  const std::size_t pieces = plan.count, step = plan.step;
-  if (pieces <= 1) return read_at(offset, dst, n, what);
+  const split_plan plan = plan_split(offset, n, threads);
+  const std::size_t pieces = plan.count;
+  if (pieces <= 1 || !seekable_) return read_at(offset, dst, n, what);  // (a stream: its error)
   if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
   auto* p = static_cast<char*>(dst);
   std::vector<std::exception_ptr> failed(pieces);
-  run_pieces(pieces, [&](std::size_t i) {
-    const std::size_t at = i * step;
+  run_pieces(pieces, [&](std::size_t i, bool quiet) {
+    const std::size_t at = plan.start(i);
     try {
-      read_at(offset + at, p + at, i + 1 == pieces ? n - at : step, what);
+      read_range(offset + at, p + at, plan.start(i + 1) - at, what, quiet);
     } catch (...) {
       failed[i] = std::current_exception();
     }

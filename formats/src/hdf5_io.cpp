@@ -768,7 +768,7 @@ class hdf5_source final : public sample_source {
    *  file is the one HDF5 reads the dataset from (an external link's target, not the file
    *  named), through HDF5's plain POSIX driver (sec2: file addresses are offsets in it),
    *  opened again and checked to be the same file. Not for a file opened as a SWMR reader (a
-   *  writer at work). Anything else is left to HDF5. */
+   *  writer at work), or open for writing in this process. Anything else is left to HDF5. */
   void find_contiguous(hid_t dcpl, unsigned threads) {
     if (swmr_ || shape_.empty() || H5Pget_layout(dcpl) != H5D_CONTIGUOUS ||
         H5Pget_external_count(dcpl) != 0) {
@@ -788,6 +788,11 @@ class hdf5_source final : public sample_source {
     if (at == HADDR_UNDEF) return;
     const h5_id file(H5Iget_file_id(dset_.get()), H5Fclose);  // the dataset's own file
     if (!file.valid()) return;
+    // Not a file this process also has open for writing (h5py beside dctchop's Python
+    // module, on the same HDF5): HDF5 shares the open file, whose raw data may still be in
+    // its buffers, unwritten.
+    unsigned intent = 0;
+    if (H5Fget_intent(file.get(), &intent) < 0 || (intent & H5F_ACC_RDWR) != 0) return;
     const h5_id fapl(H5Fget_access_plist(file.get()), H5Pclose);
     void* handle = nullptr;
     if (!fapl.valid() || H5Pget_driver(fapl.get()) != H5FD_SEC2 ||

@@ -1,5 +1,7 @@
 #include "dctchop/cores.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #if defined(__linux__)
 #include <sched.h>
 #endif
@@ -9,7 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -21,15 +23,22 @@ namespace dctchop {
 
 namespace {
 
-// Files of a few kilobytes from /proc and /sys (which report no size: read to the end).
+// Files of a few kilobytes from /proc and /sys (which report no size: read to the end). A
+// read error is no text (a part of a file might parse as another quota).
 bool read_small(const std::string& path, std::string& out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (f.bad()) return false;
-  out = std::move(s).str();
-  return true;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out.clear();
+  char buf[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      ::close(fd);
+      return got == 0;
+    }
+    out.append(buf, static_cast<std::size_t>(got));
+  }
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -100,8 +109,7 @@ std::optional<cgroup_mount> find_mount(const std::string& mountinfo, bool v2,
     const std::string_view super = dash + 3 < f.size() ? f[dash + 3] : std::string_view{};
     if (v2 ? type != "cgroup2" : (type != "cgroup" || !has(super, "cpu"))) continue;
     cgroup_mount m{unescape(f[3]), unescape(f[4])};
-    // A cgroup outside the mounted folder (in another cgroup namespace: "/../x") has no
-    // files here.
+    // A cgroup outside the mounted folder has no files here.
     const bool under = m.root == "/" || path == m.root ||
                        (path.size() > m.root.size() &&
                         path.compare(0, m.root.size(), m.root) == 0 && path[m.root.size()] == '/');
@@ -135,6 +143,11 @@ std::optional<double> quota_of(const std::string& dir, bool v2, std::string& fil
 // the mounted folder (the cgroups above that are not visible here).
 void tightest_quota(const std::string& root, const std::string& mountinfo, bool v2,
                     const std::string& path, core_limits& out) {
+  // A cgroup outside the root of this process's cgroup namespace shows as "/../x"
+  // (cgroup_namespaces(7)): not below any folder mounted in the namespace, and the folders that
+  // the path names from the mount point are not its ancestors. No quota is read for it.
+  const std::string p = path + "/";
+  if (p.find("/../") != std::string::npos || p.find("/./") != std::string::npos) return;
   const std::optional<cgroup_mount> m = find_mount(mountinfo, v2, path);
   if (!m) return;
   std::string rel = m->root == "/" ? path : path.substr(m->root.size());
@@ -165,23 +178,37 @@ unsigned affinity_count(unsigned online) {
     const std::size_t size = CPU_ALLOC_SIZE(cpus);
     CPU_ZERO_S(size, set);
     const int got = ::sched_getaffinity(0, size, set);
+    const int why = errno;  // (before free, which may set it)
     const int count = got == 0 ? CPU_COUNT_S(size, set) : 0;
     CPU_FREE(set);
     if (got == 0) return static_cast<unsigned>(std::max(count, 1));
-    if (errno != EINVAL) return online;
+    if (why != EINVAL) return online;
   }
 #endif
   return online;
 }
 
+// OMP_NUM_THREADS's first number ("8", or "8,2" for nested teams), where it is one of 1 or more;
+// anything else is no limit, as OpenMP runtimes ignore it.
+std::optional<unsigned> first_count(const char* text) {
+  if (!text) return std::nullopt;
+  std::string_view s = trim(text);
+  s = s.substr(0, s.find(','));
+  std::int64_t n = 0;
+  if (!parse_int(s, n) || n < 1) return std::nullopt;
+  return static_cast<unsigned>(std::min<std::int64_t>(n, 1 << 20));
+}
+
 }  // namespace
 
-core_limits usable_cores_under(const std::string& root, unsigned online,
-                               unsigned affinity) noexcept {
+core_limits usable_cores_under(const std::string& root, unsigned online, unsigned affinity,
+                               const char* omp_num_threads) noexcept {
   core_limits out;
   out.online = std::max(online, 1U);
   out.affinity = std::max(affinity, 1U);
   out.usable = out.affinity;
+  out.omp_num_threads = first_count(omp_num_threads);
+  if (out.omp_num_threads) out.usable = std::min(out.usable, *out.omp_num_threads);
   try {
     std::string cgroups;
     std::string mountinfo;
@@ -220,15 +247,15 @@ core_limits usable_cores_under(const std::string& root, unsigned online,
     out.quota_from.clear();
   }
   if (out.quota) {
-    const double cap = std::ceil(std::min(*out.quota, static_cast<double>(out.affinity)));
-    out.usable = std::clamp(static_cast<unsigned>(cap), 1U, out.affinity);
+    const double cap = std::ceil(std::min(*out.quota, static_cast<double>(out.usable)));
+    out.usable = std::clamp(static_cast<unsigned>(cap), 1U, out.usable);
   }
   return out;
 }
 
 core_limits usable_cores() noexcept {
   const unsigned online = std::max(std::thread::hardware_concurrency(), 1U);
-  return usable_cores_under("", online, affinity_count(online));
+  return usable_cores_under("", online, affinity_count(online), std::getenv("OMP_NUM_THREADS"));
 }
 
 }  // namespace dctchop

@@ -24,12 +24,16 @@ struct core_limits {
   /** The file that sets that quota, such as /sys/fs/cgroup/cpu.max (v2) or
    *  /sys/fs/cgroup/cpu/cpu.cfs_quota_us (v1); empty where there is none. */
   std::string quota_from;
-  /** Threads for "every core": the affinity's CPUs, no more than the quota rounded up, at
-   *  least 1. */
+  /** The first number of OMP_NUM_THREADS, where that is set to one: the threads the user
+   *  gives every OpenMP program (a batch job's share of its node, say). */
+  std::optional<unsigned> omp_num_threads;
+  /** Threads for "every core": the affinity's CPUs, no more than the quota rounded up and
+   *  than OMP_NUM_THREADS, at least 1. */
   unsigned usable = 1;
 };
 
-/** This process's limits, read from the system now (sched_getaffinity, /proc/self/cgroup,
+/** This process's limits, read from the system now (sched_getaffinity, OMP_NUM_THREADS,
+ *  /proc/self/cgroup,
  *  /proc/self/mountinfo and the cgroup files: cgroup v2's cpu.max, v1's cpu.cfs_quota_us and
  *  cpu.cfs_period_us, on the process's cgroup and each cgroup above it that is mounted).
  *  Anything unreadable or malformed is taken as no quota: this never throws. About 60 us
@@ -37,8 +41,9 @@ struct core_limits {
 core_limits usable_cores() noexcept;
 
 /** usable_cores() with /proc and the cgroup mounts read below `root` (a folder that stands
- *  for "/", as a test builds one) and the affinity given: the quota part alone. */
-core_limits usable_cores_under(const std::string& root, unsigned online,
-                               unsigned affinity) noexcept;
+ *  for "/", as a test builds one), the affinity given, and `omp_num_threads` as the value of
+ *  OMP_NUM_THREADS (null: not set). */
+core_limits usable_cores_under(const std::string& root, unsigned online, unsigned affinity,
+                               const char* omp_num_threads = nullptr) noexcept;
 
 }  // namespace dctchop

@@ -50,7 +50,8 @@ class input_file {
   /** Positioned read of exactly n bytes (seekable only); a read past the end throws
    *  error(truncation_code()). */
   void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what) const;
-  /** read_at split into pieces of at least `split_piece` bytes that up to `threads` threads
+  /** read_at split into pieces of about `split_piece` bytes or more (plan_split) that up to
+   *  `threads` threads
    *  read side by side, the calling thread one of them: a single reader copies from the page
    *  cache, or keeps an SSD's queue, at one core's pace (about half of what two give). A
    *  thread the system will not start leaves its piece to the calling thread. The same
@@ -59,12 +60,24 @@ class input_file {
                unsigned threads) const;
   /** The smallest piece of a split read_at: a thread is not started for less. */
   static constexpr std::size_t split_piece = std::size_t(2) << 20;
-  /** How a split read_at of `n` bytes on `threads` threads goes: `count` pieces (at most 64),
-   *  each `step` bytes (whole pages) but the last, which holds the rest (1 piece: unsplit). */
+  /** How a split read_at of `n` bytes at `offset` on `threads` threads goes: `count` pieces
+   *  (at most 64; 1: unsplit), each about n / count bytes, the boundaries between them on
+   *  page boundaries of the file (the page cache copies whole pages: no page is copied by two
+   *  threads, or waited for by both when it is read from the disk). */
   struct split_plan {
-    std::size_t count = 1, step = 0;
+    std::size_t count = 1;
+    std::size_t bytes = 0;  ///< n
+    std::size_t share = 0;  ///< n / count, rounded up
+    std::size_t phase = 0;  ///< offset % page
+    /** Where piece i begins, from the read's start (i = count: its end, n). */
+    std::size_t start(std::size_t i) const noexcept {
+      constexpr std::size_t page = 4096;
+      if (i == 0) return 0;
+      if (i >= count) return bytes;
+      return (phase + i * share + page - 1) / page * page - phase;
+    }
   };
-  static split_plan plan_split(std::size_t n, unsigned threads) noexcept;
+  static split_plan plan_split(std::uint64_t offset, std::size_t n, unsigned threads) noexcept;
   /** What a file that ends too soon is: a corrupt archive (the default), or bad input for
    *  the dataset readers (NPY, NPZ, raw), also when it shrinks while it is read. */
   void set_truncation_code(errc code) noexcept { truncated_ = code; }
@@ -86,6 +99,11 @@ class input_file {
   void close() noexcept;
   /** Waits until the stream has data (or its end), calling check_ every tenth of a second. */
   void wait_readable();
+  /** read_at; `quiet`: on a thread that blocks the tool's signals, where an interrupted read
+   *  (EINTR: another signal's handler, installed without SA_RESTART) is no request to stop
+   *  and is read again. */
+  void read_range(std::uint64_t offset, void* dst, std::size_t n, const char* what,
+                  bool quiet) const;
   std::string path_;
   int fd_ = -1;
   bool owns_fd_ = false;
