@@ -6,6 +6,8 @@
 #include <linux/magic.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <hdf5.h>
 
 #include <algorithm>
@@ -484,6 +486,109 @@ TEST(InputFile, ASplitReadGivesTheBytesOfOneReadAtAnyOffsetSizeAndThreadCount) {
       }
     }
   }
+}
+
+// The threads of this process (/proc/self/task).
+std::size_t process_threads() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(InputFile, ASplitReadsThreadsAreTheFilesOwnKeptFromReadToReadUntilItCloses) {
+  temp_dir dir;
+  const std::string bytes = pattern(std::size_t(13) << 20, 8);  // 6 pieces of 2 MiB or more
+  write_bytes(dir.file("in.bin"), bytes);
+  const std::size_t before = process_threads();
+  {
+    const auto f = formats::input_file::open(dir.file("in.bin"));
+    EXPECT_EQ(process_threads(), before);  // none until a read needs them
+    std::string got(bytes.size(), '\0');
+    f.read_at(0, got.data(), got.size(), "rows", 1);
+    EXPECT_EQ(process_threads(), before);
+    f.read_at(0, got.data(), got.size(), "rows", 4);
+    EXPECT_TRUE(got == bytes);
+    EXPECT_EQ(process_threads(), before + 3);  // the caller reads one piece
+    for (unsigned t : {4U, 2U, 3U, 4U, 2U, 4U}) {  // the same three, read after read
+      std::string again(bytes.size(), '\0');
+      f.read_at(4096, again.data(), again.size() - 4096, "rows", t);
+      EXPECT_TRUE(again.substr(0, again.size() - 4096) == bytes.substr(4096)) << t;
+      EXPECT_EQ(process_threads(), before + 3) << t;
+    }
+    f.read_at(0, got.data(), got.size(), "rows", 6);  // more pieces, more threads
+    EXPECT_TRUE(got == bytes);
+    EXPECT_EQ(process_threads(), before + 5);
+    // A file moved to another keeps them, and they read for it.
+    formats::input_file moved = formats::input_file::open(dir.file("in.bin"));
+    moved = formats::input_file::open(dir.file("in.bin"));
+    EXPECT_EQ(process_threads(), before + 5);
+    moved.read_at(0, got.data(), got.size(), "rows", 2);
+    EXPECT_TRUE(got == bytes);
+    EXPECT_EQ(process_threads(), before + 6);
+  }
+  EXPECT_EQ(process_threads(), before);  // joined when the files closed
+}
+
+TEST(InputFile, SplitReadsOfOneFileFromSeveralThreadsAtOnceEachGetTheirBytes) {
+  temp_dir dir;
+  const std::size_t mib = std::size_t(1) << 20;
+  const std::string bytes = pattern(24 * mib + 400, 9);
+  write_bytes(dir.file("in.bin"), bytes);
+  const auto f = formats::input_file::open(dir.file("in.bin"));
+  std::vector<std::string> got(4);
+  std::vector<std::thread> readers;
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    readers.emplace_back([&, r] {
+      for (int k = 0; k < 5; ++k) {  // 4 readers of 6 MiB at different places, 5 times each
+        std::string part(6 * mib, '\0');
+        const std::size_t at = r * 6 * mib + 77 * static_cast<std::size_t>(k);
+        try {
+          f.read_at(at, part.data(), part.size(), "rows", 3 + static_cast<unsigned>(r % 2));
+        } catch (const std::exception& e) {
+          got[r] = e.what();
+          return;
+        }
+        if (part != bytes.substr(at, part.size())) return;
+      }
+      got[r] = "ok";
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(got, std::vector<std::string>(4, "ok"));
+}
+
+TEST(InputFile, AProcessForkedAfterSplitReadsReadsOnItsOwnThread) {
+  temp_dir dir;
+  const std::string bytes = pattern(std::size_t(10) << 20, 6);
+  write_bytes(dir.file("in.bin"), bytes);
+  const auto f = formats::input_file::open(dir.file("in.bin"));
+  std::string got(bytes.size(), '\0');
+  f.read_at(0, got.data(), got.size(), "rows", 4);  // the crew is started in this process
+  ASSERT_TRUE(got == bytes);
+  // The child inherits the file and its crew's state but none of its threads (a PyTorch
+  // DataLoader worker forked after the main process read): its split reads must not wait for
+  // them, and its exit must not join them.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string mine(bytes.size(), '\0');
+    f.read_at(0, mine.data(), mine.size(), "rows", 4);
+    const bool same = mine == bytes;
+    mine.assign(mine.size(), '\0');
+    f.read_at(0, mine.data(), mine.size(), "rows", 8);
+    ::_exit(same && mine == bytes ? 0 : 1);
+  }
+  int status = 0;
+  for (int waited = 0; waited < 300; ++waited) {  // 30 s at most: a hang is the failure
+    if (::waitpid(child, &status, WNOHANG) == child) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (waited == 299) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      FAIL() << "the forked child's split read hung";
+    }
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(InputFile, ASplitReadPastTheEndOrOfAFileThatShrankIsTruncatedAsOneReadIs) {

@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
@@ -99,6 +102,7 @@ input_file input_file::open(const std::string& path) {
     f.position_ = pos > 0 ? static_cast<std::uint64_t>(pos) : 0;
     if (path == "-") f.seekable_ = false;  // treat stdin as a stream either way
   }
+  if (f.seekable_) f.crew_ = std::make_unique<read_crew>();
   return f;
 }
 
@@ -116,6 +120,7 @@ input_file& input_file::operator=(input_file&& o) noexcept {
     map_ = std::exchange(o.map_, nullptr);
     check_ = std::move(o.check_);
     truncated_ = o.truncated_;
+    crew_ = std::move(o.crew_);
   }
   return *this;
 }
@@ -123,6 +128,7 @@ input_file& input_file::operator=(input_file&& o) noexcept {
 input_file::~input_file() { close(); }
 
 void input_file::close() noexcept {
+  crew_.reset();  // (no read is at work: the file is being closed)
   if (map_ != nullptr) ::munmap(map_, size_);
   map_ = nullptr;
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
@@ -198,31 +204,96 @@ void input_file::read_range(std::uint64_t offset, void* dst, std::size_t n, cons
   }
 }
 
-namespace {
-
-/** `piece(i, quiet)` for i in [0, count): 0 on this thread, the others on threads of their
- *  own, started with the tool's signals blocked (quiet: true), or here, where the system will
- *  start no more. `piece` must not throw. */
-template <typename Piece>
-void run_pieces(std::size_t count, Piece&& piece) {
-  std::vector<std::thread> crew;
-  crew.reserve(count - 1);
-  std::size_t started = 1;
-  try {
-    for (; started < count; ++started) {
-      crew.push_back(
-          dctchop::detail::start_quiet_thread([&piece, started] { piece(started, true); }));
+/** The threads of a file's split reads: started as reads need them, each waiting for pieces
+ *  to read, with the tool's signals blocked (start_quiet_thread), until the file is closed.
+ *  Pieces must not throw. */
+class input_file::read_crew {
+ public:
+  using piece_fn = std::function<void(std::size_t, bool)>;
+  read_crew() : pid_(::getpid()) {}
+  ~read_crew() {
+    if (forked()) {
+      for (auto& t : threads_) t.detach();  // (the parent's threads, which this process has not)
+      return;
     }
-  } catch (...) {
-    // No more threads to be had (error(io), or no memory for one): this thread does the
-    // pieces that have none.
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    for (auto& t : threads_) t.join();
   }
-  piece(0, false);
-  for (std::size_t i = started; i < count; ++i) piece(i, false);
-  for (auto& t : crew) t.join();
-}
+  read_crew(const read_crew&) = delete;
+  read_crew& operator=(const read_crew&) = delete;
 
-}  // namespace
+  /** piece(i, quiet) for i in [0, count): 0 on this thread (quiet: false), the others on the
+   *  crew's threads (quiet: true), of which count - 1 are started where fewer are running;
+   *  all here where none can be, or in a forked process. Returns when every piece is done. */
+  void run(std::size_t count, const piece_fn& piece) {
+    if (count <= 1 || forked()) {  // (a forked process has none of the threads it inherited)
+      for (std::size_t i = 0; i < count; ++i) piece(i, false);
+      return;
+    }
+    job j{&piece, count - 1};
+    bool crewed = false;
+    {
+      std::lock_guard lock(m_);
+      try {
+        while (threads_.size() < count - 1) {
+          threads_.push_back(dctchop::detail::start_quiet_thread([this] { serve(); }));
+        }
+      } catch (...) {
+        // No more threads to be had (error(io), or no memory for one): those running read
+        // the pieces.
+      }
+      crewed = !threads_.empty();
+      try {
+        for (std::size_t i = 1; crewed && i < count; ++i) queue_.push_back({&j, i});
+      } catch (...) {  // (no memory for the queue: none of j's pieces left in it)
+        std::erase_if(queue_, [&](const task& t) { return t.j == &j; });
+        crewed = false;
+      }
+    }
+    if (!crewed) {  // no thread at all: every piece here
+      for (std::size_t i = 0; i < count; ++i) piece(i, false);
+      return;
+    }
+    work_.notify_all();
+    piece(0, false);
+    std::unique_lock lock(m_);
+    done_.wait(lock, [&] { return j.left == 0; });
+  }
+
+ private:
+  struct job {
+    const piece_fn* piece;
+    std::size_t left;  // pieces not yet read by the crew
+  };
+  struct task {
+    job* j;
+    std::size_t i;
+  };
+  bool forked() const noexcept { return ::getpid() != pid_; }
+  void serve() {
+    std::unique_lock lock(m_);
+    for (;;) {
+      work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped
+      const task t = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      (*t.j->piece)(t.i, true);
+      lock.lock();
+      if (--t.j->left == 0) done_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable work_, done_;
+  std::deque<task> queue_;
+  std::vector<std::thread> threads_;
+  bool stop_ = false;
+  const pid_t pid_;
+};
 
 input_file::split_plan input_file::plan_split(std::uint64_t offset, std::size_t n,
                                               unsigned threads) noexcept {
@@ -245,7 +316,7 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
   if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
   auto* p = static_cast<char*>(dst);
   std::vector<std::exception_ptr> failed(pieces);
-  run_pieces(pieces, [&](std::size_t i, bool quiet) {
+  crew_->run(pieces, [&](std::size_t i, bool quiet) {
     const std::size_t at = plan.start(i);
     try {
       read_range(offset + at, p + at, plan.start(i + 1) - at, what, quiet);

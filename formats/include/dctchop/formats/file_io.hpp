@@ -53,9 +53,13 @@ class input_file {
   /** read_at split into pieces of about `split_piece` bytes or more (plan_split) that up to
    *  `threads` threads
    *  read side by side, the calling thread one of them: a single reader copies from the page
-   *  cache, or keeps an SSD's queue, at one core's pace (about half of what two give). A
-   *  thread the system will not start leaves its piece to the calling thread. The same
-   *  errors as read_at, the piece nearest the start first. */
+   *  cache, or keeps an SSD's queue, at one core's pace (about half of what two give). The
+   *  other threads are the file's own, started at its first split read and kept until it is
+   *  closed (a thread's start costs about a tenth of what a piece takes to read). A thread
+   *  the system will not start leaves its piece to the others; with none, or in a process
+   *  forked from the one that started them, the calling thread reads every piece. Several
+   *  threads may read one file at once. The same errors as read_at, the piece nearest the
+   *  start first. */
   void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
                unsigned threads) const;
   /** The smallest piece of a split read_at: a thread is not started for less. */
@@ -95,6 +99,7 @@ class input_file {
   void watch(std::function<void()> check) { check_ = std::move(check); }
 
  private:
+  class read_crew;  // the threads of split reads (file_io.cpp)
   input_file() = default;
   void close() noexcept;
   /** Waits until the stream has data (or its end), calling check_ every tenth of a second. */
@@ -113,6 +118,7 @@ class input_file {
   void* map_ = nullptr;
   std::function<void()> check_;
   errc truncated_ = errc::corrupt;
+  std::unique_ptr<read_crew> crew_;  // regular files only
 };
 
 /** Write-behind for a regular file written front to back (Linux; elsewhere it does nothing).
