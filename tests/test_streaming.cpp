@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -475,23 +476,40 @@ TEST(InputFile, ASplitReadGivesTheBytesOfOneReadAtAnyOffsetSizeAndThreadCount) {
   write_bytes(dir.file("in.bin"), bytes);
   const auto f = formats::input_file::open(dir.file("in.bin"));
   const std::size_t mib = std::size_t(1) << 20;
+  std::string got;
+  got.reserve(bytes.size());
   for (std::size_t offset : {std::size_t(0), std::size_t(1), std::size_t(4095), 3 * mib + 17}) {
     for (std::size_t n : {std::size_t(0), std::size_t(100), 4 * mib, 4 * mib + 3, 9 * mib + 1,
                           bytes.size() - offset}) {
       for (unsigned t : {1U, 2U, 3U, 4U, 8U}) {
-        std::string got(n, '\0');
+        got.assign(n, '\0');  // (one buffer: fresh pages for each read took most of the time)
         f.read_at(offset, got.data(), n, "rows", t);
-        EXPECT_TRUE(got == bytes.substr(offset, n))
+        EXPECT_TRUE(std::memcmp(got.data(), bytes.data() + offset, n) == 0)
             << n << " bytes at " << offset << " on " << t << " threads";
       }
     }
   }
 }
 
-// The threads of this process (/proc/self/task).
-std::size_t process_threads() {
+// The split reads' threads in this process (named dctchop-read in /proc/self/task).
+std::size_t read_threads() {
   std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+  for (const auto& e : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "dctchop-read") ++n;
+  }
+  return n;
+}
+
+// read_threads() once it is `want`: a joined thread leaves /proc/self/task a moment after
+// pthread_join returns. At most 10 s.
+std::size_t read_threads_settled(std::size_t want) {
+  std::size_t n = read_threads();
+  for (int i = 0; i < 1000 && n != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    n = read_threads();
+  }
   return n;
 }
 
@@ -499,34 +517,42 @@ TEST(InputFile, ASplitReadsThreadsAreTheFilesOwnKeptFromReadToReadUntilItCloses)
   temp_dir dir;
   const std::string bytes = pattern(std::size_t(13) << 20, 8);  // 6 pieces of 2 MiB or more
   write_bytes(dir.file("in.bin"), bytes);
-  const std::size_t before = process_threads();
+  ASSERT_EQ(read_threads_settled(0), 0U);
   {
-    const auto f = formats::input_file::open(dir.file("in.bin"));
-    EXPECT_EQ(process_threads(), before);  // none until a read needs them
+    auto f = formats::input_file::open(dir.file("in.bin"));
+    EXPECT_EQ(read_threads(), 0U);  // none until a read needs them
     std::string got(bytes.size(), '\0');
     f.read_at(0, got.data(), got.size(), "rows", 1);
-    EXPECT_EQ(process_threads(), before);
+    EXPECT_EQ(read_threads(), 0U);
     f.read_at(0, got.data(), got.size(), "rows", 4);
     EXPECT_TRUE(got == bytes);
-    EXPECT_EQ(process_threads(), before + 3);  // the caller reads one piece
+    EXPECT_EQ(read_threads(), 3U);  // the caller reads one piece
     for (unsigned t : {4U, 2U, 3U, 4U, 2U, 4U}) {  // the same three, read after read
       std::string again(bytes.size(), '\0');
       f.read_at(4096, again.data(), again.size() - 4096, "rows", t);
       EXPECT_TRUE(again.substr(0, again.size() - 4096) == bytes.substr(4096)) << t;
-      EXPECT_EQ(process_threads(), before + 3) << t;
+      EXPECT_EQ(read_threads(), 3U) << t;
     }
     f.read_at(0, got.data(), got.size(), "rows", 6);  // more pieces, more threads
     EXPECT_TRUE(got == bytes);
-    EXPECT_EQ(process_threads(), before + 5);
-    // A file moved to another keeps them, and they read for it.
-    formats::input_file moved = formats::input_file::open(dir.file("in.bin"));
+    EXPECT_EQ(read_threads(), 5U);
+    // A file moved to another takes them along, and they read for it; the file moved from
+    // reads nothing, and says so.
+    formats::input_file moved = std::move(f);
+    got.assign(got.size(), '\0');
+    moved.read_at(0, got.data(), got.size(), "rows", 6);
+    EXPECT_TRUE(got == bytes);
+    EXPECT_EQ(read_threads(), 5U);
+    expect_error([&] { f.read_at(0, got.data(), got.size(), "rows", 6); },
+                 errc::io, {"cannot read"});
+    // Another file put in its place: the old one's threads end with it.
     moved = formats::input_file::open(dir.file("in.bin"));
-    EXPECT_EQ(process_threads(), before + 5);
+    EXPECT_EQ(read_threads_settled(0), 0U);
     moved.read_at(0, got.data(), got.size(), "rows", 2);
     EXPECT_TRUE(got == bytes);
-    EXPECT_EQ(process_threads(), before + 6);
+    EXPECT_EQ(read_threads(), 1U);
   }
-  EXPECT_EQ(process_threads(), before);  // joined when the files closed
+  EXPECT_EQ(read_threads_settled(0), 0U);  // joined when the files closed
 }
 
 TEST(InputFile, SplitReadsOfOneFileFromSeveralThreadsAtOnceEachGetTheirBytes) {
@@ -561,13 +587,13 @@ TEST(InputFile, AProcessForkedAfterSplitReadsReadsOnItsOwnThread) {
   temp_dir dir;
   const std::string bytes = pattern(std::size_t(10) << 20, 6);
   write_bytes(dir.file("in.bin"), bytes);
-  const auto f = formats::input_file::open(dir.file("in.bin"));
+  auto f = formats::input_file::open(dir.file("in.bin"));
   std::string got(bytes.size(), '\0');
   f.read_at(0, got.data(), got.size(), "rows", 4);  // the crew is started in this process
   ASSERT_TRUE(got == bytes);
   // The child inherits the file and its crew's state but none of its threads (a PyTorch
   // DataLoader worker forked after the main process read): its split reads must not wait for
-  // them, and its exit must not join them.
+  // them, nor its closing of the file.
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -576,6 +602,7 @@ TEST(InputFile, AProcessForkedAfterSplitReadsReadsOnItsOwnThread) {
     const bool same = mine == bytes;
     mine.assign(mine.size(), '\0');
     f.read_at(0, mine.data(), mine.size(), "rows", 8);
+    { const formats::input_file closed = std::move(f); }  // (its crew's waiters are the parent's)
     ::_exit(same && mine == bytes ? 0 : 1);
   }
   int status = 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -77,6 +78,100 @@ error os_error(const std::string& name, const char* action) {
 
 // ---------------------------------------------------------------- input_file
 
+/** The threads of a file's split reads: started as reads need them, each waiting for pieces
+ *  to read, with the tool's signals blocked (start_quiet_thread), until the file is closed.
+ *  Pieces must not throw. */
+class input_file::read_crew {
+ public:
+  using piece_fn = std::function<void(std::size_t, bool)>;
+  read_crew() : pid_(::getpid()) {}
+  ~read_crew() {  // (never in a forked process: see input_file::close)
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  read_crew(const read_crew&) = delete;
+  read_crew& operator=(const read_crew&) = delete;
+  /** In a process forked from the one that made the crew (which has none of its threads). */
+  bool forked() const noexcept { return ::getpid() != pid_; }
+
+  /** piece(i, quiet) for i in [0, count): 0 on this thread (quiet: false), the others on the
+   *  crew's threads (quiet: true), of which count - 1 are started where fewer are running;
+   *  all here where none can be, or in a forked process. Returns when every piece is done. */
+  void run(std::size_t count, const piece_fn& piece) {
+    if (count <= 1 || forked()) {  // (a forked process has none of the threads it inherited)
+      for (std::size_t i = 0; i < count; ++i) piece(i, false);
+      return;
+    }
+    job j{&piece, count - 1};
+    bool crewed = false;
+    {
+      std::lock_guard lock(m_);
+      try {
+        threads_.reserve(count - 1);  // (a running thread must not meet a failed push_back)
+        while (threads_.size() < count - 1) {
+          threads_.push_back(dctchop::detail::start_quiet_thread([this] { serve(); }));
+#if defined(__linux__)
+          // (For top and gdb, and the tests count them: named here, not by the thread itself,
+          // which may not have run yet when a read it was started for is done.)
+          pthread_setname_np(threads_.back().native_handle(), "dctchop-read");
+#endif
+        }
+      } catch (...) {
+        // No more threads to be had (error(io), or no memory for one): those running read
+        // the pieces.
+      }
+      crewed = !threads_.empty();
+      try {
+        for (std::size_t i = 1; crewed && i < count; ++i) queue_.push_back({&j, i});
+      } catch (...) {  // (no memory for the queue: none of j's pieces left in it)
+        std::erase_if(queue_, [&](const task& t) { return t.j == &j; });
+        crewed = false;
+      }
+    }
+    if (!crewed) {  // no thread at all: every piece here
+      for (std::size_t i = 0; i < count; ++i) piece(i, false);
+      return;
+    }
+    work_.notify_all();
+    piece(0, false);
+    std::unique_lock lock(m_);
+    done_.wait(lock, [&] { return j.left == 0; });
+  }
+
+ private:
+  struct job {
+    const piece_fn* piece;
+    std::size_t left;  // pieces not yet read by the crew
+  };
+  struct task {
+    job* j;
+    std::size_t i;
+  };
+  void serve() {
+    std::unique_lock lock(m_);
+    for (;;) {
+      work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped
+      const task t = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      (*t.j->piece)(t.i, true);
+      lock.lock();
+      if (--t.j->left == 0) done_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable work_, done_;
+  std::deque<task> queue_;
+  std::vector<std::thread> threads_;
+  bool stop_ = false;
+  const pid_t pid_;
+};
+
 input_file input_file::open(const std::string& path) {
   input_file f;
   f.path_ = path;
@@ -128,7 +223,13 @@ input_file& input_file::operator=(input_file&& o) noexcept {
 input_file::~input_file() { close(); }
 
 void input_file::close() noexcept {
-  crew_.reset();  // (no read is at work: the file is being closed)
+  // (No read is at work: the file is being closed.) In a process forked from the one that
+  // made the crew, its threads are not there to be joined, and its condition variables count
+  // them as waiters still: destroying those would wait for them forever. It is left as it is.
+  if (crew_ && crew_->forked()) {
+    (void)crew_.release();
+  }
+  crew_.reset();
   if (map_ != nullptr) ::munmap(map_, size_);
   map_ = nullptr;
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
@@ -204,97 +305,6 @@ void input_file::read_range(std::uint64_t offset, void* dst, std::size_t n, cons
   }
 }
 
-/** The threads of a file's split reads: started as reads need them, each waiting for pieces
- *  to read, with the tool's signals blocked (start_quiet_thread), until the file is closed.
- *  Pieces must not throw. */
-class input_file::read_crew {
- public:
-  using piece_fn = std::function<void(std::size_t, bool)>;
-  read_crew() : pid_(::getpid()) {}
-  ~read_crew() {
-    if (forked()) {
-      for (auto& t : threads_) t.detach();  // (the parent's threads, which this process has not)
-      return;
-    }
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    work_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  read_crew(const read_crew&) = delete;
-  read_crew& operator=(const read_crew&) = delete;
-
-  /** piece(i, quiet) for i in [0, count): 0 on this thread (quiet: false), the others on the
-   *  crew's threads (quiet: true), of which count - 1 are started where fewer are running;
-   *  all here where none can be, or in a forked process. Returns when every piece is done. */
-  void run(std::size_t count, const piece_fn& piece) {
-    if (count <= 1 || forked()) {  // (a forked process has none of the threads it inherited)
-      for (std::size_t i = 0; i < count; ++i) piece(i, false);
-      return;
-    }
-    job j{&piece, count - 1};
-    bool crewed = false;
-    {
-      std::lock_guard lock(m_);
-      try {
-        while (threads_.size() < count - 1) {
-          threads_.push_back(dctchop::detail::start_quiet_thread([this] { serve(); }));
-        }
-      } catch (...) {
-        // No more threads to be had (error(io), or no memory for one): those running read
-        // the pieces.
-      }
-      crewed = !threads_.empty();
-      try {
-        for (std::size_t i = 1; crewed && i < count; ++i) queue_.push_back({&j, i});
-      } catch (...) {  // (no memory for the queue: none of j's pieces left in it)
-        std::erase_if(queue_, [&](const task& t) { return t.j == &j; });
-        crewed = false;
-      }
-    }
-    if (!crewed) {  // no thread at all: every piece here
-      for (std::size_t i = 0; i < count; ++i) piece(i, false);
-      return;
-    }
-    work_.notify_all();
-    piece(0, false);
-    std::unique_lock lock(m_);
-    done_.wait(lock, [&] { return j.left == 0; });
-  }
-
- private:
-  struct job {
-    const piece_fn* piece;
-    std::size_t left;  // pieces not yet read by the crew
-  };
-  struct task {
-    job* j;
-    std::size_t i;
-  };
-  bool forked() const noexcept { return ::getpid() != pid_; }
-  void serve() {
-    std::unique_lock lock(m_);
-    for (;;) {
-      work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopped
-      const task t = queue_.front();
-      queue_.pop_front();
-      lock.unlock();
-      (*t.j->piece)(t.i, true);
-      lock.lock();
-      if (--t.j->left == 0) done_.notify_all();
-    }
-  }
-  std::mutex m_;
-  std::condition_variable work_, done_;
-  std::deque<task> queue_;
-  std::vector<std::thread> threads_;
-  bool stop_ = false;
-  const pid_t pid_;
-};
-
 input_file::split_plan input_file::plan_split(std::uint64_t offset, std::size_t n,
                                               unsigned threads) noexcept {
   split_plan plan;
@@ -312,7 +322,9 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
                          unsigned threads) const {
   const split_plan plan = plan_split(offset, n, threads);
   const std::size_t pieces = plan.count;
-  if (pieces <= 1 || !seekable_) return read_at(offset, dst, n, what);  // (a stream: its error)
+  if (pieces <= 1 || !seekable_ || !crew_) {  // (a stream or a moved-from file: their errors)
+    return read_at(offset, dst, n, what);
+  }
   if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
   auto* p = static_cast<char*>(dst);
   std::vector<std::exception_ptr> failed(pieces);

@@ -57,9 +57,9 @@ class input_file {
    *  other threads are the file's own, started at its first split read and kept until it is
    *  closed (a thread's start costs about a tenth of what a piece takes to read). A thread
    *  the system will not start leaves its piece to the others; with none, or in a process
-   *  forked from the one that started them, the calling thread reads every piece. Several
-   *  threads may read one file at once. The same errors as read_at, the piece nearest the
-   *  start first. */
+   *  forked after the file was opened, the calling thread reads every piece. Several threads
+   *  may read one file at once. The same errors as read_at, the piece nearest the start
+   *  first. */
   void read_at(std::uint64_t offset, void* dst, std::size_t n, const char* what,
                unsigned threads) const;
   /** The smallest piece of a split read_at: a thread is not started for less. */
