@@ -1789,6 +1789,20 @@ TEST(Cli, AnOffsetFarEnoughToCostF32PrecisionIsNotedWithTheErrorItCosts) {
   EXPECT_LT(bf_err, 3900.0);
   auto fe = cli(dir, "eval f.npy --offset 0 --coeff f32,bf16");
   EXPECT_TRUE(contains(fe.err, "bf16 coefficients keep 8 significant bits")) << describe(fe);
+  // A first sample of one value (a blank field) has no spread to hold the error to: its size
+  // does. 1e5 in bf16: about 390 again, 0.39% of it.
+  std::fill(f.begin(), f.begin() + 16 * 16, 1e5f);
+  save_npy(dir.file("g.npy"), dtype::f32, {4, 16, 16}, f);
+  auto flat = cli(dir, "compress g.npy -o d.dcz --offset 0 --coeff bf16 --json");
+  ASSERT_EQ(flat.status, 0) << describe(flat);
+  EXPECT_TRUE(contains(parse_json(flat.out).at("notes").dump(),
+                       "decode errors of about 3.9e+02 (0.39% of their size)"))
+      << flat.out;
+  auto fg = cli(dir, "eval g.npy --offset 0 --coeff bf16");
+  EXPECT_TRUE(contains(fg.err, "lies far from the values")) << describe(fg);
+  auto fine = cli(dir, "compress g.npy -o e.dcz --offset 0 --coeff f32 --json");  // f32: 2^-24
+  ASSERT_EQ(fine.status, 0) << describe(fine);
+  EXPECT_FALSE(contains(fine.out, "lies far")) << fine.out;
 }
 
 TEST(Cli, U32CountsTakeTheirMeanAsOffsetAndAFarOffsetIsNotedWhereItCostsMoreThanTheMean) {

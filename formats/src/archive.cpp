@@ -584,7 +584,8 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
   const u64 per_sample =
       std::max<u64>({p ? coeff_bytes_per_sample(*p, g) : 0, g.values_per_sample() * 8, 1});
   if (g.samples > (u64(1) << 62) / per_sample) {
-    return "more data than any file holds (samples times bytes a sample above 2^62)";
+    return "more data than any file holds (the samples times 8 bytes a value, or times the "
+           "coefficient bytes of a sample where more, above 2^62)";
   }
   return {};
 }

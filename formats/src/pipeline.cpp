@@ -190,13 +190,16 @@ std::string far_offset_note(input_source& src, const offset_choice& choice, doub
   // Only an offset that costs more than the mean would: one amid values spread over all of
   // u32 does no worse than any (f32 coefficients cost full-range data that much anyway).
   const bool far = from_offset > 2 * from_mean;
-  const bool matters = far && (is_float(src.type) ? hi > lo && err > 1e-3 * (hi - lo)
+  // Float values are held to their spread, or where the first sample is one value (a blank
+  // image, a constant field) to its size: any error shows on data that does not vary.
+  const double scale = hi > lo ? hi - lo : std::fabs(lo);
+  const bool matters = far && (is_float(src.type) ? scale > 0 && err > 1e-3 * scale
                                                   : err > 0.25);
   if (!matters) return {};
   char cost[96];
   if (is_float(src.type)) {
-    std::snprintf(cost, sizeof cost, "about %.2g (%.2g%% of their spread)", err,
-                  100 * err / (hi - lo));
+    std::snprintf(cost, sizeof cost, "about %.2g (%.2g%% of their %s)", err, 100 * err / scale,
+                  hi > lo ? "spread" : "size");
   } else {
     std::snprintf(cost, sizeof cost, "about %.2g", err);
   }
