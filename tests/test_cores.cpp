@@ -37,6 +37,12 @@ const std::string v1_mounts =
     "33 30 0:30 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
     "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
 
+// A v1 cgroup folder's quota files (quota -1: none), the period 100 ms.
+void put_v1(const temp_dir& root, const std::string& dir, const std::string& quota) {
+  put(root, dir + "/cpu.cfs_quota_us", quota + "\n");
+  put(root, dir + "/cpu.cfs_period_us", "100000\n");
+}
+
 core_limits read(const temp_dir& root, unsigned affinity = 16) {
   return usable_cores_under(root.path().string(), 32, affinity);
 }
@@ -110,12 +116,9 @@ TEST(Cores, V1QuotasAreReadWhereTheCpuControllerIsMountedEvenBesideV2) {
       "12:cpuset:/job7\n4:cpu,cpuacct:/job7/step0\n1:name=systemd:/job7\n0::/job7\n");
   put(root, "/proc/self/mountinfo", v1_mounts);
   put(root, "/sys/fs/cgroup/unified/job7/cpu.max", "100000 100000\n");  // not the controller's
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/job7/cpu.cfs_quota_us", "600000\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/job7/cpu.cfs_period_us", "100000\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/job7/step0/cpu.cfs_quota_us", "-1\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/job7/step0/cpu.cfs_period_us", "100000\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  put_v1(root, "/sys/fs/cgroup/cpu,cpuacct/job7", "600000");
+  put_v1(root, "/sys/fs/cgroup/cpu,cpuacct/job7/step0", "-1");
+  put_v1(root, "/sys/fs/cgroup/cpu,cpuacct", "-1");
   const core_limits c = read(root);
   EXPECT_DOUBLE_EQ(c.quota.value_or(0), 6.0);
   EXPECT_EQ(c.quota_from, "/sys/fs/cgroup/cpu,cpuacct/job7/cpu.cfs_quota_us");
@@ -128,8 +131,7 @@ TEST(Cores, AContainerWithoutACgroupNamespaceReadsItsCgroupAtTheMountPoint) {
   put(root, "/proc/self/mountinfo",
       "31 30 0:28 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup "
       "rw,cpu,cpuacct\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "300000\n");
-  put(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  put_v1(root, "/sys/fs/cgroup/cpu,cpuacct", "300000");
   const core_limits c = read(root);
   EXPECT_DOUBLE_EQ(c.quota.value_or(0), 3.0);
   EXPECT_EQ(c.quota_from, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us");
@@ -141,8 +143,7 @@ TEST(Cores, ACgroupOutsideTheMountedFolderHasNoQuotaHere) {
   put(root, "/proc/self/cgroup", "5:cpu:/docker/abcd\n");
   put(root, "/proc/self/mountinfo",
       "31 30 0:28 /docker/abc /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n");
-  put(root, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "100000\n");
-  put(root, "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  put_v1(root, "/sys/fs/cgroup/cpu", "100000");
   const core_limits c = read(root, 9);
   EXPECT_FALSE(c.quota.has_value());
   EXPECT_EQ(c.usable, 9U);
