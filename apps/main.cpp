@@ -1319,6 +1319,9 @@ int run(int argc, char** argv) {
         j["backend"] = be->name();
         // The GPU by --device's index (a fresh process's current device, 0, by default).
         if (be->name() == "cuda") j["device"] = std::max(c_be.device, 0);
+        // The CPU codec's threads: --threads, or for 0 what a CPU quota or OMP_NUM_THREADS
+        // leaves of the cores (a batch job's log shows what it got).
+        if (be->name().rfind("cpu", 0) == 0) j["threads"] = be->threads();
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);

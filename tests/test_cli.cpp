@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -1986,6 +1987,26 @@ TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   EXPECT_EQ(h.status, 0) << describe(h);
   EXPECT_NE(h.out.find("Examples"), std::string::npos) << h.out;
   EXPECT_NE(h.out.find("Exit codes"), std::string::npos) << h.out;
+}
+
+TEST(Cli, CompressReportNamesItsBackendAndTheCpuThreadsTheLimitsLeave) {
+  temp_dir dir;
+  // What --threads asks, or for 0 what the limits leave (OMP_NUM_THREADS here).
+  make_u8(dir, "in.npy");
+  for (const auto& [env, threads, want] : std::vector<std::tuple<std::string, int, int>>{
+           {"", 3, 3}, {"OMP_NUM_THREADS=1 ", 0, 1}, {"OMP_NUM_THREADS=2 ", 3, 3}}) {
+    const auto c = sh(dir, env + "DCTCHOP compress in.npy -o - --backend cpu --json --threads " +
+                               std::to_string(threads) + " > /dev/null 2> report.json");
+    ASSERT_EQ(c.status, 0) << describe(c);
+    const auto j = parse_json(read_bytes(dir.file("report.json")));
+    EXPECT_EQ(j.at("backend").get<std::string>().rfind("cpu", 0), 0U) << j.dump();
+#if defined(_OPENMP)
+    EXPECT_EQ(j.at("threads").get<int>(), want) << env << threads;
+#else
+    (void)want;
+    EXPECT_EQ(j.at("threads").get<int>(), 1) << env << threads;
+#endif
+  }
 }
 
 TEST(Cli, DecompressSamples1To3GivesTwoSamplesEqualToThatSliceOfTheFullDecode) {
