@@ -43,14 +43,19 @@ void put_v1(const temp_dir& root, const std::string& dir, const std::string& quo
   put(root, dir + "/cpu.cfs_period_us", "100000\n");
 }
 
+// The /proc files of a process in cgroup `path` of the v2 hierarchy mounted as systemd does.
+void put_v2_process(const temp_dir& root, const std::string& path) {
+  put(root, "/proc/self/cgroup", "0::" + path + "\n");
+  put(root, "/proc/self/mountinfo", v2_mount);
+}
+
 core_limits read(const temp_dir& root, unsigned affinity = 16) {
   return usable_cores_under(root.path().string(), 32, affinity);
 }
 
 TEST(Cores, AV2QuotaInTheContainersOwnCgroupCapsTheThreadsRoundedUp) {
   temp_dir root;  // a container with its own cgroup namespace: its cgroup is "/"
-  put(root, "/proc/self/cgroup", "0::/\n");
-  put(root, "/proc/self/mountinfo", v2_mount);
+  put_v2_process(root, "/");
   put(root, "/sys/fs/cgroup/cpu.max", "250000 100000\n");
   const core_limits c = read(root);
   ASSERT_TRUE(c.quota.has_value());
@@ -63,8 +68,7 @@ TEST(Cores, AV2QuotaInTheContainersOwnCgroupCapsTheThreadsRoundedUp) {
 
 TEST(Cores, NoQuotaMaxOrNoFilesLeaveTheAffinity) {
   temp_dir root;
-  put(root, "/proc/self/cgroup", "0::/user.slice/session-1.scope\n");
-  put(root, "/proc/self/mountinfo", v2_mount);
+  put_v2_process(root, "/user.slice/session-1.scope");
   put(root, "/sys/fs/cgroup/user.slice/session-1.scope/cpu.max", "max 100000\n");
   core_limits c = read(root, 7);
   EXPECT_FALSE(c.quota.has_value());
@@ -80,8 +84,7 @@ TEST(Cores, NoQuotaMaxOrNoFilesLeaveTheAffinity) {
 TEST(Cores, TheTightestQuotaOnTheWayUpHoldsAsKubernetesNestsThem) {
   temp_dir root;  // a host's view of a pod's container: a limit on the pod, none on the container
   const std::string pod = "/sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice";
-  put(root, "/proc/self/cgroup", "0::/kubepods.slice/kubepods-pod1.slice/cri-abc.scope\n");
-  put(root, "/proc/self/mountinfo", v2_mount);
+  put_v2_process(root, "/kubepods.slice/kubepods-pod1.slice/cri-abc.scope");
   put(root, "/sys/fs/cgroup/kubepods.slice/cpu.max", "max 100000\n");
   put(root, pod + "/cpu.max", "400000 100000\n");
   put(root, pod + "/cri-abc.scope/cpu.max", "max 100000\n");
@@ -100,8 +103,7 @@ TEST(Cores, TheTightestQuotaOnTheWayUpHoldsAsKubernetesNestsThem) {
 
 TEST(Cores, AnAffinityNarrowerThanTheQuotaHoldsAndAQuotaUnderOneCpuLeavesOneThread) {
   temp_dir root;
-  put(root, "/proc/self/cgroup", "0::/\n");
-  put(root, "/proc/self/mountinfo", v2_mount);
+  put_v2_process(root, "/");
   put(root, "/sys/fs/cgroup/cpu.max", "800000 100000\n");
   EXPECT_EQ(read(root, 3).usable, 3U);  // taskset -c 0-2 in a container of 8 CPUs' time
   put(root, "/sys/fs/cgroup/cpu.max", "20000 100000\n");
@@ -153,8 +155,7 @@ TEST(Cores, ACgroupOutsideItsNamespacesRootHasNoQuotaHere) {
   for (const char* path : {"/../sibling", "/..", "/a/../b", "/./a"}) {
     SCOPED_TRACE(path);
     temp_dir root;  // "/.." would lead the walk out of the mount, up to /sys/fs
-    put(root, "/proc/self/cgroup", std::string("0::") + path + "\n");
-    put(root, "/proc/self/mountinfo", v2_mount);
+    put_v2_process(root, path);
     put(root, "/sys/fs/cgroup/cpu.max", "100000 100000\n");  // the namespace's root: no ancestor
     put(root, "/sys/fs/cpu.max", "100000 100000\n");
     put(root, "/sys/fs/sibling/cpu.max", "100000 100000\n");
@@ -181,8 +182,7 @@ TEST(Cores, MalformedFilesAreNoQuotaAndNoError) {
                            "-5 100000", "100000 100000 7", "1e5 100000"}) {
     SCOPED_TRACE(text);
     temp_dir root;
-    put(root, "/proc/self/cgroup", "0::/\n");
-    put(root, "/proc/self/mountinfo", v2_mount);
+    put_v2_process(root, "/");
     put(root, "/sys/fs/cgroup/cpu.max", text);
     const core_limits c = read(root, 4);
     EXPECT_FALSE(c.quota.has_value());
@@ -197,8 +197,7 @@ TEST(Cores, MalformedFilesAreNoQuotaAndNoError) {
 
 TEST(Cores, OmpNumThreadsFirstNumberCapsTheThreadsAndAnInvalidOneIsIgnored) {
   temp_dir root;
-  put(root, "/proc/self/cgroup", "0::/\n");
-  put(root, "/proc/self/mountinfo", v2_mount);
+  put_v2_process(root, "/");
   const std::string at = root.path().string();
   for (const auto& [text, want] : std::vector<std::pair<const char*, unsigned>>{
            {"4", 4}, {"4,2", 4}, {" 3 ", 3}, {"1", 1}, {"64", 16}}) {

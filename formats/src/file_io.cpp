@@ -102,13 +102,10 @@ class input_file::read_crew {
    *  crew's threads (quiet: true), of which count - 1 are started where fewer are running;
    *  all here where none can be, or in a forked process. Returns when every piece is done. */
   void run(std::size_t count, const piece_fn& piece) {
-    if (count <= 1 || forked()) {  // (a forked process has none of the threads it inherited)
-      for (std::size_t i = 0; i < count; ++i) piece(i, false);
-      return;
-    }
-    job j{&piece, count - 1};
+    job j{&piece, count > 0 ? count - 1 : 0};
     bool crewed = false;
-    {
+    // (A forked process has none of the threads it inherited.)
+    if (count > 1 && !forked()) {
       std::lock_guard lock(m_);
       try {
         threads_.reserve(count - 1);  // (a running thread must not meet a failed push_back)
@@ -132,7 +129,7 @@ class input_file::read_crew {
         crewed = false;
       }
     }
-    if (!crewed) {  // no thread at all: every piece here
+    if (!crewed) {  // no thread: every piece here
       for (std::size_t i = 0; i < count; ++i) piece(i, false);
       return;
     }
@@ -322,10 +319,10 @@ void input_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const c
                          unsigned threads) const {
   const split_plan plan = plan_split(offset, n, threads);
   const std::size_t pieces = plan.count;
-  if (pieces <= 1 || !seekable_ || !crew_) {  // (a stream or a moved-from file: their errors)
+  // Unsplit, and the plain read's errors for a stream, a moved-from file, or bytes past the end.
+  if (pieces <= 1 || !seekable_ || !crew_ || offset > size_ || n > size_ - offset) {
     return read_at(offset, dst, n, what);
   }
-  if (offset > size_ || n > size_ - offset) return read_at(offset, dst, n, what);  // (its error)
   auto* p = static_cast<char*>(dst);
   std::vector<std::exception_ptr> failed(pieces);
   crew_->run(pieces, [&](std::size_t i, bool quiet) {
