@@ -1989,6 +1989,18 @@ TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   EXPECT_NE(h.out.find("Exit codes"), std::string::npos) << h.out;
 }
 
+TEST(Cli, VersionSaysWhereTheCudaKernelsWereCompiledForBuildSpeedNotRunSpeed) {
+  temp_dir dir;
+  auto v = cli(dir, "--version");
+  ASSERT_EQ(v.status, 0) << describe(v);
+  const bool cuda_listed = v.out.find(", cuda") != std::string::npos;
+  EXPECT_EQ(cuda_listed, DCTCHOP_TEST_HAVE_CUDA != 0) << v.out;
+  // DCTCHOP_CUDA_FAST_COMPILE (scripts/test.sh without a GPU): nvcc -Ofc=max.
+  const std::string note = "cuda [kernels compiled for build speed (-Ofc=max), slow to run] (";
+  const bool noted = v.out.find(note) != std::string::npos;
+  EXPECT_EQ(noted, DCTCHOP_TEST_CUDA_FAST_COMPILE != 0) << v.out;
+}
+
 TEST(Cli, CompressReportNamesItsBackendAndTheCpuThreadsTheLimitsLeave) {
   temp_dir dir;
   // What --threads asks, or for 0 what the limits leave (OMP_NUM_THREADS here).

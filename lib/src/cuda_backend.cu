@@ -750,7 +750,14 @@ std::unique_ptr<backend> make_cuda_backend(const backend_options& options) {
   return std::make_unique<cuda_backend>(device);
 }
 
-std::string cuda_backend_description() { return "cuda"; }
+std::string cuda_backend_description() {
+#if defined(DCTCHOP_CUDA_FAST_COMPILE)
+  // DCTCHOP_CUDA_FAST_COMPILE (CMakeLists.txt): a build made to check that the code compiles.
+  return "cuda [kernels compiled for build speed (-Ofc=max), slow to run]";
+#else
+  return "cuda";
+#endif
+}
 
 namespace {
 
