@@ -615,7 +615,7 @@ TEST(Hdf5Source, AContiguousDatasetIsReadDirectlyOnSeveralThreadsAndOthersThroug
       dataset_spec spec = parse_dataset_spec(dir.file(c.name));
       spec.read_threads = t;
       const auto src = formats::open_dataset(spec);
-      const std::string threads = std::to_string(t) + (t == 1 ? " thread" : " threads");
+      const std::string threads = t == 1 ? "1 thread" : "up to " + std::to_string(t) + " threads";
       EXPECT_EQ(src->reader(), c.reader == direct ? direct + threads : c.reader) << c.name;
       EXPECT_EQ(read_all(*src), c.values) << c.name << " on " << threads;
       const u64 rb = src->row_bytes();

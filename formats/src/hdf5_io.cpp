@@ -698,8 +698,10 @@ class hdf5_source final : public sample_source {
     const std::string filters = filter_names(pipeline_of(dcpl.get()));
     if (!chunks_) find_contiguous(dcpl.get(), spec.read_threads);
     if (direct_) {
-      reader_ = "HDF5, contiguous: read directly on " + std::to_string(read_threads_) +
-                (read_threads_ == 1 ? " thread" : " threads");
+      // (A read splits where it has two pieces or more: input_file::plan_split.)
+      reader_ = "HDF5, contiguous: read directly on " +
+                (read_threads_ == 1 ? std::string("1 thread")
+                                    : "up to " + std::to_string(read_threads_) + " threads");
     } else if (chunks_) {
       const unsigned t = chunks_->threads();
       reader_ = "HDF5 chunks (" + filters + ") decoded by dctchop on " + std::to_string(t) +
