@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sched.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include "pipeline_util.hpp"
 #include "zip_writer.hpp"
 #include "dctchop/codec.hpp"
+#include "dctchop/cores.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
@@ -143,15 +145,32 @@ TEST(ChunkPipeline, ChunksTooLargeForThreeInTheBudgetTravelFewerAtATime) {
   EXPECT_EQ(one.slots(), 1u);
 }
 
-TEST(ChunkPipeline, NoMoreWorkersThanChunks) {
+TEST(ChunkPipeline, NoMoreWorkersThanChunksOrTheCpusOfTheAffinityMask) {
   // 64 threads asked for, one chunk of work: one worker (each worker is a thread and a
   // backend of its own; --threads 1000 on a small file started a thousand threads, and
-  // failed where the system allowed fewer). Eight chunks: at most eight.
+  // failed where the system allowed fewer). Eight chunks: at most eight. And no more than
+  // the CPUs the process may run on: --threads 4096 on 2 of them started 600 workers, each
+  // with a chunk's buffers, where 2 do the same work.
   auto be = make_backend(backend_kind::cpu, {64});
   if (be->threads() == 1) GTEST_SKIP() << "a build without OpenMP has one thread";
+  const unsigned cpus = usable_cores().affinity;
   EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 1).count(), 1u);
-  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 8).count(), 8u);
-  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 1000).count(), 64u);
+  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 8).count(), std::min(8u, cpus));
+  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 1000).count(), std::min(64u, cpus));
+  // The mask, not the machine: one CPU of it, one worker.
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const unsigned pinned = formats::detail::make_workers(*be, u64(1) << 10, 1000).count();
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(pinned, 1u);
 }
 
 TEST(ChunkPipeline, NoChunksMeansNoWorkAndNoWrites) {

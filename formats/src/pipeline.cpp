@@ -15,6 +15,7 @@
 #include <future>
 #include <vector>
 
+#include "dctchop/cores.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
@@ -284,7 +285,12 @@ pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks) {
   const u64 fit = budget / std::max<u64>(slot_bytes, 1);
   const u64 most = std::min<u64>(fit > 3 ? fit - 2 : 1, std::max<u64>(chunks, 1));
   pipeline_workers crew;
-  const u64 want = std::min<u64>(static_cast<u64>(std::max(be.threads(), 1)), most);
+  // No more workers than the CPUs this process may run on (its affinity mask), as for the
+  // codec's parallel steps (region_threads): a worker only computes, so more would take turns
+  // on them, each with a chunk's buffers (--threads 4096 on 2 CPUs started 600 workers, in
+  // 334 MB where 2 took 35).
+  const u64 cpus = std::max(usable_cores().affinity, 1U);
+  const u64 want = std::min<u64>({static_cast<u64>(std::max(be.threads(), 1)), most, cpus});
   if (want > 1) {
     for (u64 i = 0; i < want; ++i) {
       auto one = be.single_threaded();
