@@ -90,7 +90,12 @@ def check_python_habits(d, back, y):
     raises(ValueError, lambda: dctchop.Loader(path, seed=-1), "seed")
     raises(ValueError, lambda: dctchop.Archive(path, threads=-1), "threads")
     raises(TypeError, lambda: dctchop.Loader(path, batch_size="8"), "batch_size must be an integer")
-    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28), "0 x 28")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28), "height must be at least 1, not 0")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 28, 0), "width must be at least 1, not 0")
+    # Matrices of integers would be 0 (every value decoded to the offset), without a word.
+    for bad in (np.int32, np.uint8, np.complex64, "i8", object):
+        raises(TypeError, lambda: dctchop.decode_matrices(8, 4, 28, 28, dtype=bad),
+               "dtype must be a float type")
     # Sizes whose matrices cannot be made: a clear ValueError (2**33 wrapped to an empty
     # matrix and crashed; 2**31 was pybind's "larger than max_size()", 100000 a MemoryError).
     for h, w in ((2**33, 8), (2**31, 8), (100000, 100000), (8, 2**62)):
@@ -99,7 +104,7 @@ def check_python_habits(d, back, y):
     raises(TypeError, lambda: dctchop.Loader(path, shuffle="no"), "shuffle must be True or False")
     raises(TypeError, lambda: dctchop.Loader(path, drop_last=2), "drop_last must be True or False")
     raises(ValueError, lambda: dctchop.Loader(path, world=2**31), "world must be at most")
-    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, -1, 28), "height must be at least 0")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, -1, 28), "height must be at least 1")
     with dctchop.Archive(path) as arch:
         raises(TypeError, lambda: arch.read(1.5), "first must be an integer, not float")
         # A NumPy uint64 just past a bound is compared exactly (through float64 it passed,

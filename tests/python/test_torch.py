@@ -195,6 +195,24 @@ def main():
         fresh = DecodeLayer.for_archive(f"{d}/f.dcz")
         fresh.load_state_dict(old_state)
         check(torch.equal(fresh(planes), layer(planes)), "a state without an offset loads")
+        # Integer and complex matrices are refused (integers truncated every entry to 0, and
+        # every value decoded to the offset); planes of another size are named as such.
+        for bad in (torch.int32, torch.uint8, torch.int64, torch.complex64, np.float32):
+            try:
+                DecodeLayer.for_archive(f"{d}/f.dcz", dtype=bad)
+                check(False, f"DecodeLayer(dtype={bad}) raised nothing")
+            except TypeError as e:
+                check("dtype must be a float type" in str(e), f"DecodeLayer(dtype={bad}): {e}")
+        try:
+            layer(planes[..., :-1])
+            check(False, "DecodeLayer of planes one column short raised nothing")
+        except ValueError as e:
+            check(f"(..., {planes.shape[-2]}, {planes.shape[-1]})" in str(e) and
+                  "40x33" in str(e), f"DecodeLayer of the wrong planes: {e}")
+        # coefficient_planes takes the archive's path as DecodeLayer.for_archive does.
+        raw = dctchop.Archive(f"{d}/f.dcz").read_coefficients(0, 5)
+        check(torch.equal(coefficient_planes(raw, f"{d}/f.dcz"), planes),
+              "coefficient_planes of an archive's path")
         # The device loader on the host: DLPack tensors equal the plain loader's batches.
         from dctchop.torch import DeviceLoader
         dcz = f"{d}/x_f16.dcz"

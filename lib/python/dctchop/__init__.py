@@ -260,9 +260,17 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     """Lt (Hp x Kh) and R (Kw x Wp) of the matrix-form decode of an H x W plane: the plane is
     (Lt @ C @ R)[:H, :W] + offset, C its coefficient plane (Kh x Kw). Computed in float64 and
     rounded to `dtype` (np.float32 or np.float16 for a device that multiplies in them; f16
-    matrices can put u8 values one step off). Archive.offset is the offset."""
+    matrices can put u8 values one step off). Archive.offset is the offset. Another dtype
+    than a real float one raises TypeError (an integer one truncates every entry to 0)."""
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:
+        kind = None
+    if kind != "f":
+        raise TypeError(f"dtype must be a float type (np.float32, np.float16, np.float64), "
+                        f"not {dtype!r}")
     lt, r = _decode_matrices(_count("block", block, 1, 32), _count("chop", chop, 1, 32),
-                             _count("height", height, 0), _count("width", width, 0))
+                             _count("height", height, 1), _count("width", width, 1))
     return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
 
@@ -466,8 +474,10 @@ class _Batches:
         return self.batches_per_epoch
 
     def epoch(self):
-        """The rest of the current epoch's batches (a whole epoch from a fresh start). Ends
-        at the epoch's end also when restore() moved the loader meanwhile."""
+        """The rest of the current epoch's batches (a whole epoch from a fresh start). The
+        generator belongs to that epoch: where restore() moves the loader to another epoch
+        meanwhile, it ends there, without a batch of the other one (a new epoch() or loop
+        then gives the rest of the restored epoch)."""
         epoch = self.state()["epoch"]
         while True:
             state = self.state()

@@ -59,7 +59,11 @@ def _tensor(a):
 
 def coefficient_planes(raw, archive):
     """Raw coefficient bytes of a batch (N, bytes per sample; uint8, as the loader hands them
-    out with decode=False) as a float32 tensor (N, P, Kh, Kw)."""
+    out with decode=False) as a float32 tensor (N, P, Kh, Kw); `archive` is the Archive they
+    came from, or its path."""
+    if not isinstance(archive, Archive):
+        with Archive(archive) as a:
+            return coefficient_planes(raw, a)
     raw = np.ascontiguousarray(raw)
     kh = -(-archive.height // archive.block) * archive.chop
     kw = -(-archive.width // archive.block) * archive.chop
@@ -93,10 +97,14 @@ class DecodeLayer(torch.nn.Module):
     rounding. float16 and bfloat16 are for devices that multiply in them (PyTorch's CPU has
     no float16 matmul), and cost precision: with float16 matrices u8 values can come out one
     step off after rounding, and with bfloat16 (8 bits of mantissa) the output of float data
-    far from zero, offset included, is only good to about 1/256 of its magnitude."""
+    far from zero, offset included, is only good to about 1/256 of its magnitude. Another
+    dtype than a real float one raises TypeError."""
 
     def __init__(self, block, chop, height, width, offset=0.0, dtype=torch.float32):
         super().__init__()
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a float type (torch.float32, torch.float16, "
+                            f"torch.bfloat16, torch.float64), not {dtype!r}")
         lt, r = decode_matrices(block, chop, height, width)
         self.register_buffer("lt", torch.from_numpy(lt).to(dtype))
         self.register_buffer("r", torch.from_numpy(r).to(dtype))
@@ -125,6 +133,11 @@ class DecodeLayer(torch.nn.Module):
 
     def forward(self, c):
         """Coefficient planes (..., Kh, Kw) to values (..., H, W): Lt @ c @ R + offset."""
+        want = (self.lt.shape[1], self.r.shape[0])
+        if c.dim() < 2 or tuple(c.shape[-2:]) != want:
+            raise _bad_argument(f"DecodeLayer takes coefficient planes (..., {want[0]}, {want[1]}) "
+                                f"for its {self.height}x{self.width} planes, not of shape "
+                                f"{tuple(c.shape)}")
         x = torch.matmul(torch.matmul(self.lt, c.to(self.lt.dtype)), self.r)
         return x[..., : self.height, : self.width] + self.offset
 
