@@ -90,8 +90,10 @@ def check_python_habits(d, back, y):
     raises(ValueError, lambda: dctchop.Loader(path, seed=-1), "seed")
     raises(ValueError, lambda: dctchop.Archive(path, threads=-1), "threads")
     raises(TypeError, lambda: dctchop.Loader(path, batch_size="8"), "batch_size must be an integer")
-    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28), "height must be at least 1, not 0")
-    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 28, 0), "width must be at least 1, not 0")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 0, 28),
+           "height must be at least 1, not 0")
+    raises(ValueError, lambda: dctchop.decode_matrices(8, 4, 28, 0),
+           "width must be at least 1, not 0")
     # Matrices of integers would be 0 (every value decoded to the offset), without a word.
     for bad in (np.int32, np.uint8, np.complex64, "i8", object):
         raises(TypeError, lambda: dctchop.decode_matrices(8, 4, 28, 28, dtype=bad),
