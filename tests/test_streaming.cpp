@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <hdf5.h>
@@ -32,6 +33,7 @@
 #include "zip_writer.hpp"
 #include "dctchop/codec.hpp"
 #include "dctchop/cores.hpp"
+#include "dctchop/detail/run_parts.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/dataset_io.hpp"
@@ -171,6 +173,53 @@ TEST(ChunkPipeline, NoMoreWorkersThanChunksOrTheCpusOfTheAffinityMask) {
   const unsigned pinned = formats::detail::make_workers(*be, u64(1) << 10, 1000).count();
   ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
   EXPECT_EQ(pinned, 1u);
+}
+
+TEST(RunParts, EveryPartRunsOnceOnQuietThreadsAndTheLowestFailingPartsErrorIsThrown) {
+  // The HDF5 chunk decoder's and the loaders' threads: every part once, thread numbers below
+  // min(parts, threads) (each thread's scratch), the started threads deaf to the signals the
+  // tool handles, and the error a serial loop would have met first, whichever thread met it.
+  constexpr std::size_t parts = 1000;
+  std::vector<std::atomic<int>> runs(parts);
+  std::atomic<std::size_t> top_thread{0};
+  std::atomic<int> hearing{0};
+  auto record = [&](std::size_t i, std::size_t t) {
+    runs[i].fetch_add(1);
+    std::size_t seen = top_thread.load();
+    while (t > seen && !top_thread.compare_exchange_weak(seen, t)) {
+    }
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    if (t > 0 && sigismember(&now, SIGINT) != 1) hearing.fetch_add(1);
+  };
+  dctchop::detail::run_parts(parts, 4, record);
+  for (std::size_t i = 0; i < parts; ++i) ASSERT_EQ(runs[i].load(), 1) << "part " << i;
+  EXPECT_LT(top_thread.load(), 4u);
+  EXPECT_EQ(hearing.load(), 0) << "parts on started threads that take SIGINT";
+  // More threads than parts: one a part at the most.
+  top_thread = 0;
+  dctchop::detail::run_parts(3, 64, [&](std::size_t, std::size_t t) {
+    std::size_t seen = top_thread.load();
+    while (t > seen && !top_thread.compare_exchange_weak(seen, t)) {
+    }
+  });
+  EXPECT_LT(top_thread.load(), 3u);
+  // Parts 300 and 700 fail: 300's error, on any number of threads; one thread stops there.
+  for (std::size_t threads : {1u, 2u, 8u}) {
+    std::vector<std::atomic<int>> ran(parts);
+    try {
+      dctchop::detail::run_parts(parts, threads, [&](std::size_t i, std::size_t) {
+        ran[i].fetch_add(1);
+        if (i == 300 || i == 700) throw std::runtime_error("part " + std::to_string(i));
+      });
+      ADD_FAILURE() << "no error on " << threads << " threads";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "part 300") << threads << " threads";
+    }
+    if (threads == 1) {
+      EXPECT_EQ(ran[301].load(), 0) << "the serial loop went on after a failure";
+    }
+  }
 }
 
 TEST(ChunkPipeline, NoChunksMeansNoWorkAndNoWrites) {

@@ -2,13 +2,9 @@
 #include "hdf5_chunks.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <exception>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
+#include "dctchop/detail/run_parts.hpp"
 #include "dctchop/error.hpp"
 #include "hdf5_filters.hpp"
 
@@ -209,49 +205,22 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     if (!more) break;
   }
   // Decode and place them on up to threads_ threads, one chunk at a time each.
-  std::atomic<std::size_t> next{0};
-  std::mutex m;
-  std::exception_ptr failure;
-  std::size_t failed_at = used;
   const std::size_t crew_size = std::min<std::size_t>(threads_, used);
   if (scratch_.size() < crew_size) scratch_.resize(crew_size);
-  auto work = [&](std::size_t t) {
+  dctchop::detail::run_parts(used, crew_size, [&](std::size_t i, std::size_t t) {
     auto& [a, b] = scratch_[t];
-    for (std::size_t i; (i = next.fetch_add(1)) < used;) {
-      try {
-        a.resize(chunk_bytes_);
-        if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
-        const unsigned char* c = decode(chunks[i], a.data(), b.data());
-        if (c == nullptr) {
-          const std::lock_guard<std::mutex> lock(m);
-          failed_at = std::min(failed_at, i);
-          continue;
-        }
-        scatter(chunks[i].offset, c, first, count, static_cast<unsigned char*>(dst));
-      } catch (...) {  // std::bad_alloc
-        const std::lock_guard<std::mutex> lock(m);
-        if (!failure) failure = std::current_exception();
-      }
+    a.resize(chunk_bytes_);
+    if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
+    const unsigned char* c = decode(chunks[i], a.data(), b.data());
+    if (c == nullptr) {
+      throw error(errc::bad_input,
+                  name + ": read of rows " + std::to_string(first) + ".." +
+                      std::to_string(first + count - 1) + " failed: a compressed chunk does " +
+                      "not decode (the chunk at row " + std::to_string(chunks[i].offset[0]) +
+                      "); the file is damaged");
     }
-  };
-  std::vector<std::thread> crew;
-  crew.reserve(crew_size - 1);
-  try {
-    for (std::size_t t = 1; t < crew_size; ++t) crew.emplace_back(work, t);
-  } catch (...) {
-    // No more threads to be had (std::system_error, or std::bad_alloc for a thread's state):
-    // those started and this one share the chunks.
-  }
-  work(0);
-  for (auto& t : crew) t.join();
-  if (failure) std::rethrow_exception(failure);
-  if (failed_at < used) {
-    const u64 row = chunks[failed_at].offset[0];
-    throw error(errc::bad_input,
-                name + ": read of rows " + std::to_string(first) + ".." +
-                    std::to_string(first + count - 1) + " failed: a compressed chunk does not " +
-                    "decode (the chunk at row " + std::to_string(row) + "); the file is damaged");
-  }
+    scatter(chunks[i].offset, c, first, count, static_cast<unsigned char*>(dst));
+  });
   return true;
 }
 

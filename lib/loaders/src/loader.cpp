@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dctchop/detail/quiet_thread.hpp"
+#include "dctchop/detail/run_parts.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/json_number.hpp"
@@ -31,49 +32,6 @@ namespace dctchop::loaders {
 namespace {
 
 using u64 = std::uint64_t;
-
-/** part(i) for every i < parts, on up to `threads` threads: the caller's and threads - 1
- *  started for the call (quiet: the program's signals stay with its own threads; none kept
- *  between calls, so nothing to lose in a fork). One the system will not start leaves its
- *  share to the others. Once every thread is done, the error of the lowest i that failed
- *  is thrown: the one a serial loop would have met first, whichever thread met it. */
-template <typename Part>
-void run_parts(std::size_t parts, std::size_t threads, Part&& part) {
-  const std::size_t n = std::min(parts, threads);
-  if (n <= 1) {
-    for (std::size_t i = 0; i < parts; ++i) part(i);
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  std::mutex m;
-  std::exception_ptr first;
-  std::size_t first_at = parts;
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < parts;) {
-      try {
-        part(i);
-      } catch (...) {
-        const std::lock_guard lock(m);
-        if (i < first_at) {
-          first = std::current_exception();
-          first_at = i;
-        }
-      }
-    }
-  };
-  std::vector<std::thread> helpers;
-  helpers.reserve(n - 1);  // (no allocation between a start and its keeping)
-  for (std::size_t k = 1; k < n; ++k) {
-    try {
-      helpers.push_back(dctchop::detail::start_quiet_thread(work));
-    } catch (...) {
-      break;  // the system's limit on threads, or no memory for one: fewer threads
-    }
-  }
-  work();
-  for (auto& t : helpers) t.join();
-  if (first) std::rethrow_exception(first);
-}
 
 /** splitmix64: a well-mixed 64-bit value from any input (Steele, Lea, Flood 2014). */
 u64 mix(u64 x) {
@@ -471,7 +429,8 @@ struct archive_loader::impl {
       // Room first, as the serial path makes it: the group's cached chunks are at the front.
       while (cache.size() > cache_chunks() - missing.size()) cache.pop_back();
       std::vector<cached_chunk> loaded(missing.size());
-      run_parts(missing.size(), load_threads, [&](std::size_t k) { loaded[k] = load(missing[k]); });
+      dctchop::detail::run_parts(missing.size(), load_threads,
+                                 [&](std::size_t k, std::size_t) { loaded[k] = load(missing[k]); });
       for (auto& c : loaded) cache.push_front(std::move(c));
       // The group's chunks first (at most a cacheful), so that the trim keeps every one.
       for (std::size_t k = g0; k < g1; ++k) cached[k] = touch(needed[k]);
@@ -482,7 +441,7 @@ struct archive_loader::impl {
       const std::size_t parts = static_cast<std::size_t>(
           std::min<u64>({mine.size(), u64(4) * o.threads,
                          std::max<u64>(1, mine.size() * sample_bytes / part_bytes)}));
-      run_parts(parts, o.threads, [&](std::size_t p) {
+      dctchop::detail::run_parts(parts, o.threads, [&](std::size_t p, std::size_t) {
         const std::size_t from = mine.size() * p / parts, to = mine.size() * (p + 1) / parts;
         for (std::size_t k = from; k < to; ++k) {
           const u64 i = mine[k];
