@@ -65,10 +65,11 @@ sanitized() {
 # compiled for build speed too (DCTCHOP_CUDA_FAST_COMPILE, nvcc -Ofc=max: 188 s to 23 s here),
 # as no GPU runs it. The machine code is built at full optimisation and run by
 # scripts/gpu-check.sh (sm_90, ptxas included) on a GPU machine. A folder configured before
-# keeps its settings; DCTCHOP_CUDA_ARCH=LIST sets the architectures (compiled as usual).
+# keeps its settings; DCTCHOP_CUDA_ARCH=LIST sets the architectures, compiled as usual (in a
+# folder configured before too).
 cuda_arch=()
 if [ -n "${DCTCHOP_CUDA_ARCH:-}" ]; then
-  cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES="$DCTCHOP_CUDA_ARCH")
+  cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES="$DCTCHOP_CUDA_ARCH" -DDCTCHOP_CUDA_FAST_COMPILE=OFF)
 elif [ ! -f "$BUILD/CMakeCache.txt" ] && ! nvidia-smi -L >/dev/null 2>&1; then
   cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual -DDCTCHOP_CUDA_FAST_COMPILE=ON)
 fi

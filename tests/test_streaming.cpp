@@ -170,34 +170,53 @@ TEST(ChunkPipeline, NoMoreWorkersThanChunksOrTheCpusOfTheAffinityMask) {
     }
   }
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-  const unsigned pinned = formats::detail::make_workers(*be, u64(1) << 10, 1000).count();
-  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
-  EXPECT_EQ(pinned, 1u);
+  struct restore_mask {  // (whatever happens: this test's later checks run on every CPU)
+    cpu_set_t mask;
+    ~restore_mask() { sched_setaffinity(0, sizeof mask, &mask); }
+  } restore{all};
+  EXPECT_EQ(formats::detail::make_workers(*be, u64(1) << 10, 1000).count(), 1u);
 }
 
 TEST(RunParts, EveryPartRunsOnceOnQuietThreadsAndTheLowestFailingPartsErrorIsThrown) {
   // The HDF5 chunk decoder's and the loaders' threads: every part once, thread numbers below
   // min(parts, threads) (each thread's scratch), the started threads deaf to the signals the
   // tool handles, and the error a serial loop would have met first, whichever thread met it.
-  constexpr std::size_t parts = 1000;
+  constexpr std::size_t parts = 1000, threads = 4;
   std::vector<std::atomic<int>> runs(parts);
-  std::atomic<std::size_t> top_thread{0};
-  std::atomic<int> hearing{0};
-  auto record = [&](std::size_t i, std::size_t t) {
+  std::mutex m;
+  std::vector<std::thread::id> owner(threads);  // t's thread: one, for t's own scratch
+  bool shared_t = false, t_out_of_range = false, hearing = false;
+  std::atomic<bool> helped{false};
+  const auto caller = std::this_thread::get_id();
+  dctchop::detail::run_parts(parts, threads, [&](std::size_t i, std::size_t t) {
     runs[i].fetch_add(1);
-    std::size_t seen = top_thread.load();
-    while (t > seen && !top_thread.compare_exchange_weak(seen, t)) {
-    }
     sigset_t now;
     pthread_sigmask(SIG_BLOCK, nullptr, &now);
-    if (t > 0 && sigismember(&now, SIGINT) != 1) hearing.fetch_add(1);
-  };
-  dctchop::detail::run_parts(parts, 4, record);
+    {
+      const std::lock_guard lock(m);
+      if (t >= threads) {
+        t_out_of_range = true;
+        return;
+      }
+      if (owner[t] == std::thread::id()) owner[t] = std::this_thread::get_id();
+      shared_t |= owner[t] != std::this_thread::get_id();
+      hearing |= t > 0 && sigismember(&now, SIGINT) != 1;
+    }
+    if (t > 0) helped = true;
+    // The caller waits (5 s at the most) for a started thread to take a part, so that some
+    // part surely runs on one, however fast the caller would run them all.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (t == 0 && !helped && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
   for (std::size_t i = 0; i < parts; ++i) ASSERT_EQ(runs[i].load(), 1) << "part " << i;
-  EXPECT_LT(top_thread.load(), 4u);
-  EXPECT_EQ(hearing.load(), 0) << "parts on started threads that take SIGINT";
+  EXPECT_FALSE(t_out_of_range);
+  EXPECT_FALSE(shared_t) << "a thread number given to two threads: their scratch would be shared";
+  // (The started threads may take every part before the caller takes one.)
+  EXPECT_TRUE(owner[0] == std::thread::id() || owner[0] == caller) << "thread 0 is the caller's";
+  EXPECT_TRUE(helped) << "no part ran on a started thread";
+  EXPECT_FALSE(hearing) << "parts on started threads that take SIGINT";
+  std::atomic<std::size_t> top_thread{0};
   // More threads than parts: one a part at the most.
-  top_thread = 0;
   dctchop::detail::run_parts(3, 64, [&](std::size_t, std::size_t t) {
     std::size_t seen = top_thread.load();
     while (t > seen && !top_thread.compare_exchange_weak(seen, t)) {

@@ -264,7 +264,7 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     than a real float one raises TypeError (an integer one truncates every entry to 0)."""
     try:
         kind = np.dtype(dtype).kind
-    except TypeError:
+    except (TypeError, ValueError):
         kind = None
     if kind != "f":
         raise TypeError(f"dtype must be a float type (np.float32, np.float16, np.float64), "

@@ -60,7 +60,7 @@ def _tensor(a):
 def coefficient_planes(raw, archive):
     """Raw coefficient bytes of a batch (N, bytes per sample; uint8, as the loader hands them
     out with decode=False) as a float32 tensor (N, P, Kh, Kw); `archive` is the Archive they
-    came from, or its path."""
+    came from, or its path (opened for each call: in a training loop, pass an Archive)."""
     if not isinstance(archive, Archive):
         with Archive(archive) as a:
             return coefficient_planes(raw, a)
@@ -98,11 +98,11 @@ class DecodeLayer(torch.nn.Module):
     no float16 matmul), and cost precision: with float16 matrices u8 values can come out one
     step off after rounding, and with bfloat16 (8 bits of mantissa) the output of float data
     far from zero, offset included, is only good to about 1/256 of its magnitude. Another
-    dtype than a real float one raises TypeError."""
+    dtype (an integer one, float8, complex) raises TypeError."""
 
     def __init__(self, block, chop, height, width, offset=0.0, dtype=torch.float32):
         super().__init__()
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             raise TypeError(f"dtype must be a float type (torch.float32, torch.float16, "
                             f"torch.bfloat16, torch.float64), not {dtype!r}")
         lt, r = decode_matrices(block, chop, height, width)
