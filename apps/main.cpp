@@ -814,7 +814,7 @@ int for_each_archive(const std::vector<std::string>& ins, spdlog::logger& log, E
     try {
       each(in);
     } catch (const error& e) {
-      if (e.code() == errc::interrupted) throw;
+      if (e.code() == errc::interrupted || g_signal.load() != 0) throw;  // (see run's catch)
       fail(in, std::string("error: ") + e.what(), e.what(), exit_for(e.code()));
     } catch (const std::bad_alloc&) {
       fail(in, "error: out of memory", "out of memory", exit_internal);
@@ -1239,6 +1239,11 @@ int run(int argc, char** argv) {
     }
     std::cout << formats::json_text(j, 2) << "\n";
   };
+  auto stopped_by_signal = [&] {
+    log->error("{}", interrupted_text());
+    json_failure(interrupted_text(), exit_interrupted);
+    return exit_interrupted;
+  };
 
   try {
     // A report for a closed stdout would be lost after the work (and the output) was done.
@@ -1598,13 +1603,14 @@ int run(int argc, char** argv) {
       if (rc != 0) return rc;
     }
   } catch (const interrupted&) {
-    log->error("{}", interrupted_text());
-    json_failure(interrupted_text(), exit_interrupted);
-    return exit_interrupted;
+    return stopped_by_signal();
   } catch (const error& e) {
-    const std::string what = e.code() == errc::interrupted ? interrupted_text() : e.what();
-    log->error("{}{}", e.code() == errc::interrupted ? "" : "error: ", what);
-    json_failure(what, exit_for(e.code()));
+    // A failure after a signal came is the signal's doing, or beside the point: Ctrl-C on
+    // `dctchop ... -o - | dctchop ...` stops the reader first, and the writer's next write
+    // fails (EPIPE) before it looks for its own signal.
+    if (e.code() == errc::interrupted || g_signal.load() != 0) return stopped_by_signal();
+    log->error("error: {}", e.what());
+    json_failure(e.what(), exit_for(e.code()));
     return exit_for(e.code());
   } catch (const std::bad_alloc&) {
     log->error("error: out of memory");
