@@ -900,6 +900,40 @@ TEST(Cli, APipeNamedAsAPathIsReadOnceLikeStdin) {
   EXPECT_NE(t.err.find("not stdin or a pipe"), std::string::npos) << t.err;
 }
 
+TEST(Cli, AStdinPipeLeftNonBlockingByItsParentIsReadAsABlockingOne) {
+  // A parent that sets O_NONBLOCK on the pipe it hands over (Node.js and other event loops
+  // do) shares that flag with dctchop: a read before data came was "cannot read: Resource
+  // temporarily unavailable", exit 5. The data comes late and in pieces.
+  temp_dir dir;
+  make_u8(dir, "in.npy", 40);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o file.dcz -q --no-quality && "
+                    "DCTCHOP decompress file.dcz -o file.npy -q").status, 0);
+  write_bytes(dir.file("feed.py"),
+              "import os, subprocess, sys, time\n"
+              "data = open(sys.argv[2], 'rb').read()\n"
+              "r, w = os.pipe()\n"
+              "os.set_blocking(r, False)\n"
+              "p = subprocess.Popen([sys.argv[1]] + sys.argv[3:], stdin=r)\n"
+              "os.close(r)\n"
+              "time.sleep(0.3)\n"
+              "for i in range(0, len(data), 4000):\n"
+              "    os.write(w, data[i:i + 4000])\n"
+              "    time.sleep(0.01)\n"
+              "os.close(w)\n"
+              "sys.exit(p.wait())\n");
+  const std::string feed = "/usr/bin/python3 feed.py " + sh_quote(DCTCHOP_BINARY) + " ";
+  auto c = sh(dir, feed + "in.npy compress - -o piped.dcz -q --no-quality");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  auto d = sh(dir, feed + "file.dcz decompress - -o piped.npy -q");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_EQ(read_bytes(dir.file("piped.npy")), read_bytes(dir.file("file.npy")));
+  ASSERT_EQ(sh(dir, "DCTCHOP decompress piped.dcz -o back.npy -q").status, 0);
+  EXPECT_EQ(read_bytes(dir.file("back.npy")), read_bytes(dir.file("file.npy")));
+  auto v = sh(dir, feed + "file.dcz verify -");
+  EXPECT_EQ(v.status, 0) << describe(v);
+  EXPECT_TRUE(contains(v.err, "every checksum ok")) << describe(v);
+}
+
 TEST(Cli, EvalWhereNoSettingHoldsTheDataIsBadInputNotASuccess) {
   temp_dir dir;
   std::vector<std::uint16_t> v(4 * 32 * 32);

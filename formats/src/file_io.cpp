@@ -247,12 +247,29 @@ void input_file::wait_readable() {
   }
 }
 
+void input_file::wait_for_data() {
+  if (check_) {
+    wait_readable();
+    return;
+  }
+  pollfd pfd{fd_, POLLIN, 0};
+  if (::poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+    throw error(errc::interrupted, display_name() + ": interrupted");
+  }
+}
+
 std::size_t input_file::read(void* dst, std::size_t n) {
   auto* p = static_cast<char*>(dst);
   std::size_t done = 0;
   while (done < n) {
     if (check_ && !seekable_) wait_readable();
     ssize_t r = ::read(fd_, p + done, n - done);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // A descriptor that the parent left non-blocking (O_NONBLOCK belongs to the pipe's
+      // open file, which the parent shares): wait for data, as a blocking read would.
+      wait_for_data();
+      continue;
+    }
     if (r < 0) {
       // A signal handler installed without SA_RESTART asks us to stop: leave, so that the
       // callers' destructors remove any unfinished output.

@@ -104,6 +104,10 @@ class input_file {
   void close() noexcept;
   /** Waits until the stream has data (or its end), calling check_ every tenth of a second. */
   void wait_readable();
+  /** After a read found no data on a non-blocking descriptor: waits for some, with
+   *  wait_readable where watched, else in poll(); a signal is error(interrupted), as in a
+   *  blocking read. */
+  void wait_for_data();
   /** read_at; `quiet`: on a thread that blocks the tool's signals, where an interrupted read
    *  (EINTR: another signal's handler, installed without SA_RESTART) is no request to stop
    *  and is read again. */
