@@ -1226,8 +1226,9 @@ int run(int argc, char** argv) {
             (*ver && v_json)) &&
            !stdout_carries_data();
   };
+  bool stdout_is_an_input = false;  // (the failure's report goes nowhere either)
   auto json_failure = [&](const std::string& what, int code) {
-    if (!json_on_stdout() || g_stdout_closed) return;
+    if (!json_on_stdout() || g_stdout_closed || stdout_is_an_input) return;
     nlohmann::json j{{"error", what}, {"exit_code", code}};
     if (*cmp && !c_trials.empty()) {  // a search that failed: what it measured
       auto& t = j["chop_search"] = nlohmann::json::array();
@@ -1250,6 +1251,34 @@ int run(int argc, char** argv) {
     if (g_stdout_closed && (json_on_stdout() || *evl || *inf)) {
       throw error(errc::io, "cannot write to standard output: it is closed, and the report goes "
                             "there");
+    }
+    // A report appended to an input (`dctchop info a.dcz >> a.dcz`): inputs are only read.
+    if (json_on_stdout() || *evl || *inf) {
+      std::vector<std::string> ins;
+      if (*cmp) ins = {c_in, c_labels};
+      if (*dec) ins = {d_in};
+      if (*evl) ins = {e_in};
+      if (*inf) ins = i_in;
+      if (*ver) {
+        ins = v_ins;
+        ins.push_back(v_against);
+      }
+      for (const auto& in : ins) {
+        if (in.empty()) continue;
+        std::string path = in;  // the file of FILE.h5:/x or FILE.npz:x
+        try {
+          path = formats::parse_dataset_spec(in).path;
+        } catch (const error&) {
+          // (a malformed name: refused where it is opened)
+        }
+        if (formats::is_standard_output(path) ||
+            (path != in && formats::is_standard_output(in))) {
+          stdout_is_an_input = true;
+          throw error(errc::invalid_argument,
+                      "standard output is the input file " + (in == "-" ? "(standard input's)" : in) +
+                          ": the report would be written into it");
+        }
+      }
     }
     if (*cmp) {
       if (cmp->get_option("--output")->count() > 0 && c_out.empty()) {

@@ -980,6 +980,50 @@ TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
                               "would replace it")) << l.err;
 }
 
+TEST(Cli, AReportWhoseStdoutIsAnInputFileIsRefusedAndTheInputStaysAsItWas) {
+  // `dctchop info a.dcz >> a.dcz`: the report (and a --json failure's) was appended to the
+  // archive it describes, which then failed its checks; likewise eval's table, and
+  // compress's and verify's --json, into their inputs and labels, and of HDF5 files.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o in.h5:/x -q").status, 0);
+  const std::vector<std::string> files{"in.npy", "y.npy", "a.dcz", "in.h5"};
+  std::vector<std::string> before;
+  for (const auto& f : files) before.push_back(read_bytes(dir.file(f)));
+  struct refused {
+    std::string args, names;
+  };
+  for (const refused& r : std::vector<refused>{
+           {"info a.dcz >> a.dcz", "a.dcz"},
+           {"info in.npy a.dcz >> a.dcz", "a.dcz"},
+           {"info - < a.dcz >> a.dcz", "(standard input's)"},
+           {"eval in.npy --chop 4 --csv >> in.npy", "in.npy"},
+           {"eval in.h5:/x --chop 4 >> in.h5", "in.h5:/x"},
+           {"compress in.npy -o b.dcz --json >> in.npy", "in.npy"},
+           {"compress in.npy --labels y.npy -o b.dcz --json 1<> y.npy", "y.npy"},
+           {"decompress a.dcz -o b.npy --json >> a.dcz", "a.dcz"},
+           {"verify a.dcz --json >> a.dcz", "a.dcz"},
+           {"verify a.dcz --against in.npy --json >> in.npy", "in.npy"}}) {
+    auto c = cli(dir, r.args);
+    EXPECT_EQ(c.status, 2) << r.args << "\n" << describe(c);
+    EXPECT_TRUE(contains(c.err, "standard output is the input file " + r.names +
+                                    ": the report would be written into it")) << r.args << "\n" << c.err;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      EXPECT_EQ(read_bytes(dir.file(files[i])), before[i]) << r.args << " changed " << files[i];
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.npy")));
+  // A report into another file, and data outputs beside it, as before.
+  auto ok = cli(dir, "info a.dcz >> report.txt");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+  EXPECT_TRUE(contains(read_bytes(dir.file("report.txt")), "ratio")) << describe(ok);
+  EXPECT_EQ(cli(dir, "compress in.npy -o b.dcz -q >> in.npy").status, 0) << "no report on stdout";
+  EXPECT_EQ(read_bytes(dir.file("in.npy")), before[0]);
+}
+
 // ---------------------------------------------------------------- bad input
 
 struct bad_case {
