@@ -779,8 +779,14 @@ std::string once_message(const std::string& what, int argc, char** argv) {
 
 /** refuse_tty_stdin for each of several inputs, of which one at most may be stdin. */
 void refuse_tty_stdins(const std::vector<std::string>& ins) {
-  if (std::count(ins.begin(), ins.end(), std::string("-")) > 1) {
-    throw error(errc::invalid_argument, "- (stdin) can be given once");
+  // (/dev/stdin and kin, opened, share a pipe's bytes with -: the second found it drained)
+  const auto is_stdin = [](const std::string& in) {
+    return in == "-" || in == "/dev/stdin" || in == "/dev/fd/0" || in == "/proc/self/fd/0";
+  };
+  if (std::count_if(ins.begin(), ins.end(), is_stdin) > 1) {
+    throw error(errc::invalid_argument,
+                "- (stdin) can be given once (/dev/stdin, /dev/fd/0 and /proc/self/fd/0 are "
+                "stdin too)");
   }
   for (const auto& in : ins) refuse_tty_stdin(in);
 }

@@ -1438,7 +1438,9 @@ TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {
 
   check_bad_cases(dir, {{"verify a.dcz b.dcz --against in.npy", 2,
                          "verify --against takes one archive, not 2"},
-                        {"info - -", 2, "- (stdin) can be given once", false}});
+                        {"info - -", 2, "- (stdin) can be given once", false},
+                        {"info - /dev/stdin < a.dcz", 2, "/dev/stdin, /dev/fd/0 and"},
+                        {"verify /dev/fd/0 - < a.dcz", 2, "- (stdin) can be given once"}});
 }
 
 TEST(Cli, AFileNameThatIsNotUtf8IsCompressedAndReportedWithReplacementCharacters) {
