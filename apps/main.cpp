@@ -384,15 +384,16 @@ void keep_stdout_for_dctchop() {
 
 /** Opens descriptors 0, 1 and 2 where they are closed (`dctchop info x.dcz >&-`): the next
  *  file opened would take a closed one, and a report meant for stdout would be written into
- *  it. A closed stdout gets /dev/full, so that a report written there fails and is reported;
- *  stdin and stderr get /dev/null. Returns whether stdout was closed. */
+ *  it. A closed stdout or stderr gets /dev/full, so that a report written there fails and is
+ *  reported (in the exit code: messages on a closed stderr are dropped); stdin gets
+ *  /dev/null. Returns whether stdout was closed. */
 bool open_standard_descriptors() {
   bool stdout_closed = false;
   for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    int got = ::open(fd == STDOUT_FILENO ? "/dev/full" : "/dev/null",
+    int got = ::open(fd == STDIN_FILENO ? "/dev/null" : "/dev/full",
                      fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
-    if (got < 0 && fd == STDOUT_FILENO) got = ::open("/dev/null", O_WRONLY);  // (no /dev/full)
+    if (got < 0 && fd != STDIN_FILENO) got = ::open("/dev/null", O_WRONLY);  // (no /dev/full)
     if (got >= 0 && got != fd) {  // (open takes the lowest free descriptor: fd, normally)
       ::dup2(got, fd);
       ::close(got);
@@ -595,7 +596,17 @@ void print_json_report(nlohmann::json j, const std::string& in, const std::strin
                        bool stdout_has_data) {
   j["input"] = in;
   j["output"] = out;
-  (stdout_has_data ? std::cerr : std::cout) << formats::json_text(j, 2) << "\n";
+  if (!stdout_has_data) {
+    std::cout << formats::json_text(j, 2) << "\n";  // (a failure is found when it is flushed)
+    return;
+  }
+  errno = 0;
+  std::cerr << formats::json_text(j, 2) << "\n" << std::flush;
+  if (!std::cerr) {  // (2>/dev/full: what was asked for is lost, and only the exit code says so)
+    std::cerr.clear();
+    throw error::from_os(errc::io, "cannot write the --json report to standard error",
+                         errno != 0 ? errno : EIO);
+  }
 }
 
 void print_info_text(const nlohmann::json& j) {

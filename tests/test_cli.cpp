@@ -790,6 +790,21 @@ TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
   // Nothing to print, nothing wrong.
   auto quiet = cli(dir, "compress in.npy -o q.dcz -q >&-");
   EXPECT_EQ(quiet.status, 0) << describe(quiet);
+  // With -o -, --json's report goes to stderr: lost there, it was exit 0 all the same. The
+  // exit code is then all that can say so. Messages alone on a failing stderr are no failure.
+  for (const std::string args : {"compress in.npy -o - --json", "decompress a.dcz -o - --json"}) {
+    for (const std::string err : {" 2>/dev/full", " 2>&-"}) {
+      auto lost = cli(dir, args + " > out" + err);
+      EXPECT_EQ(lost.status, 5) << args << err << "\n" << describe(lost);
+    }
+    auto kept = cli(dir, args + " > out");
+    EXPECT_EQ(kept.status, 0) << args << "\n" << describe(kept);
+    EXPECT_NO_THROW(parse_json(kept.err)) << kept.err;
+  }
+  for (const std::string err : {" 2>/dev/full", " 2>&-"}) {
+    auto msgs = cli(dir, "compress in.npy -o - > out" + err);
+    EXPECT_EQ(msgs.status, 0) << err << "\n" << describe(msgs);
+  }
 }
 
 TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
