@@ -1205,6 +1205,11 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"compress in.npy -o out.dcz --offset ' 3'", 2, "--offset"},
       {"decompress a.dcz -o out.npy --samples ''", 2, "--samples"},
       {"compress in.npy --raw --dtype u8 --shape 5,16,16, -o out.dcz", 2, "--shape 5,16,16,"},
+      // (not "describe 0 bytes": the axis, as of an NPY's; from a pipe too)
+      {"compress in.npy --raw --dtype u8 --shape 5,0,16 -o out.dcz", 3,
+       "in.npy: --shape 5,0,16 has an empty axis"},
+      {"compress - --raw --dtype u8 --shape 0,4,4 -o out.dcz < /dev/null", 3,
+       "<stdin>: --shape 0,4,4 has an empty axis"},
       {"", 2, "", false},
   };
   cases.push_back({"compress in.npy -o out.dcz --backend gpu", 2, "--backend: gpu not in {cpu,cuda,auto}"});

@@ -329,6 +329,12 @@ class raw_source final : public sample_source {
     }
     type_ = *s.raw_type;
     shape_ = s.raw_shape;
+    // Said before the size check, which would only say "describe 0 bytes"; as of an NPY's.
+    if (std::find(shape_.begin(), shape_.end(), u64(0)) != shape_.end()) {
+      std::string text;
+      for (u64 d : shape_) text += (text.empty() ? "" : ",") + std::to_string(d);
+      throw error(errc::bad_input, name() + ": --shape " + text + " has an empty axis");
+    }
     bytes_ = checked_count(shape_, name(), type_.itemsize);
     if (f_.seekable() && f_.size() != bytes_) {
       throw error(errc::bad_input,
