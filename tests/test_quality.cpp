@@ -336,6 +336,176 @@ TEST(QualityPipeline, ASampleKinderThanTheWholeDatasetMovesTheChopUpUntilTheWhol
   EXPECT_EQ(formats::archive_info(dir.file("a.dcz")).at("codec").at("chop"), r.codec.chop);
 }
 
+/** 16 u8 samples of 16x16 of which the search's sample (search_bytes of 4 samples: one per
+ *  run at 0, 4, 8 and 12) holds the hard ones: a stripe pattern of one frequency plus noise,
+ *  while the others are flat, exact at any chop. So the whole dataset is 6.02 dB better
+ *  than the sample at every chop (a quarter of its MSE, the same R). */
+std::string save_hard_sample(const temp_dir& dir) {
+  const u64 n = 16, side = 16;
+  std::vector<std::uint8_t> x(n * side * side);
+  std::mt19937 rng(11);
+  for (u64 s = 0; s < n; ++s)
+    for (u64 i = 0; i < side * side; ++i) {
+      const double stripes = 60.0 * std::cos(3.0 * 3.14159265358979 * double(i % side) / 8.0);
+      x[s * side * side + i] =
+          s % 4 == 0 ? std::uint8_t(std::clamp(128.0 + stripes + double(rng() % 41) - 20.0, 0.0, 255.0))
+                     : std::uint8_t(100 + s);
+    }
+  save_npy(dir.file("in.npy"), dtype::u8, {n, side, side}, x);
+  return dir.file("in.npy");
+}
+
+TEST(QualityPipeline, ASampleHarderThanTheWholeDatasetTriesTheChopsBelowOnTheWholeAndKeepsTheSmallest) {
+  // The sample picks chop k; the whole dataset beats the sample at k by 6 dB, more than the
+  // sample missed the target by at k - 1: the whole is tried at k - 1, and so on down while
+  // it meets the target. The result is what eval of the whole dataset says is the smallest
+  // chop that meets it: the largest ratio. It used to stay at the sample's k.
+  temp_dir dir;
+  const std::string in = save_hard_sample(dir);
+  auto be = cpu();
+  formats::eval_options eo;
+  eo.threads = 1;
+  eo.ssim = false;
+  eo.chops = {1, 2, 3, 4, 5, 6, 7, 8};
+  const auto whole = formats::eval_npy(in, *be, eo);
+  ASSERT_EQ(whole.rows.size(), 8u);
+  formats::compress_options o;
+  o.threads = 1;
+  o.ssim = false;
+  o.search_bytes = 4 * 16 * 16;
+  std::vector<double> sample_psnr;  // eval of the sample alone
+  {
+    // The sample alone as a file: samples 0, 4, 8, 12.
+    const auto all = test::load_npy(in);
+    std::vector<std::uint8_t> s;
+    for (u64 k = 0; k < 16; k += 4)
+      for (u64 i = 0; i < 256; ++i) s.push_back(std::uint8_t(all.values[k * 256 + i]));
+    save_npy(dir.file("sample.npy"), dtype::u8, {4, 16, 16}, s);
+  }
+  const auto sample = formats::eval_npy(dir.file("sample.npy"), *be, eo);
+  for (const auto& row : sample.rows) sample_psnr.push_back(row.q.psnr_db.value_or(1e9));
+  // A target between the sample's chops 5 and 6: the sample picks 6.
+  ASSERT_LT(sample_psnr[4], sample_psnr[5]);
+  const double target = (sample_psnr[4] + sample_psnr[5]) / 2;
+  int smallest = 0;
+  for (const auto& row : whole.rows) {
+    if (smallest == 0 && row.q.psnr_db.value_or(1e9) >= target) smallest = row.chop;
+  }
+  ASSERT_GT(smallest, 0);
+  ASSERT_LT(smallest, 5) << "the data do not set the case up: the whole must meet it lower down";
+  ASSERT_GT(smallest, 1) << "the descent should stop above chop 1";
+  o.target.psnr_db = target;
+  const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(r.codec.chop, smallest);
+  // Trials: the sample's 1..6, then the whole at 6, 5, ... down to the smallest. (The chop
+  // below it is not tried: on the sample it fell short by more than the whole gained, about
+  // 13 dB against 6 here, stripes that it drops.)
+  std::vector<std::pair<int, bool>> got, want;
+  for (const auto& t : r.trials) got.emplace_back(t.chop, t.on_sample);
+  for (int k = 1; k <= 6; ++k) want.emplace_back(k, true);
+  for (int k = 6; k >= smallest; --k) want.emplace_back(k, false);
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(r.trials.back().meets);
+  EXPECT_EQ(formats::archive_info(dir.file("a.dcz")).at("codec").at("chop"), smallest);
+  ASSERT_TRUE(r.q && r.q->psnr_db);
+  EXPECT_NEAR(*r.q->psnr_db, *whole.rows[std::size_t(smallest - 1)].q.psnr_db, 1e-9);
+  // Nothing else is left in the folder: the archives written for the chops not kept are gone.
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "sample.npy"}));
+}
+
+TEST(QualityPipeline, AChopBelowThatFallsShortOnTheWholeDatasetLeavesTheArchiveAboveIt) {
+  // f32: the sample (samples 0, 4, 8, 12) is noise; the other samples hold one DCT basis
+  // pattern of frequency 5, kept exactly from chop 6 up and lost below. At chop 6 the whole
+  // beats the sample by 6 dB, so chop 5 looks worth a try, but there the others' pattern is
+  // gone: it falls short, and the archive of chop 6, written before, is the one kept.
+  temp_dir dir;
+  const u64 n = 16, side = 16;
+  std::vector<float> x(n * side * side);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> noise(-1.0f, 1.0f);
+  for (u64 s = 0; s < n; ++s)
+    for (u64 i = 0; i < side * side; ++i) {
+      const double c = double(i % side % 8);
+      x[s * side * side + i] =
+          s % 4 == 0 ? noise(rng)
+                     : float(1.5 * std::cos((2.0 * c + 1.0) * 5.0 * std::numbers::pi / 16.0));
+    }
+  save_npy(dir.file("in.npy"), dtype::f32, {n, side, side}, x);
+  auto be = cpu();
+  formats::compress_options o;
+  o.threads = 1;
+  o.ssim = false;
+  o.search_bytes = 4 * side * side * sizeof(float);
+  std::vector<formats::chop_trial> seen;
+  o.on_trial = [&](const formats::chop_trial& t) { seen.push_back(t); };
+  // The sample's chops 5 and 6 (the search's own trials, with a target nothing lossy meets).
+  o.target.psnr_db = 1000.0;
+  EXPECT_THROW(formats::compress_npy(dir.file("in.npy"), dir.file("x.dcz"), *be, o), error);
+  ASSERT_GE(seen.size(), 6u);
+  ASSERT_TRUE(seen[4].on_sample && seen[5].on_sample);
+  const double s5 = *seen[4].q.psnr_db, s6 = *seen[5].q.psnr_db;
+  ASSERT_GT(s6 - s5, 0.5);
+  o.target.psnr_db = (s5 + s6) / 2;
+  seen.clear();
+  const auto r = formats::compress_npy(dir.file("in.npy"), dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(r.codec.chop, 6);
+  ASSERT_EQ(r.trials.size(), 8u);
+  EXPECT_EQ(r.trials[6].chop, 6);
+  EXPECT_FALSE(r.trials[6].on_sample);
+  EXPECT_TRUE(r.trials[6].meets);
+  ASSERT_TRUE(r.trials[6].q.psnr_db);
+  EXPECT_NEAR(*r.trials[6].q.psnr_db - s6, 10 * std::log10(4.0), 0.01) << "a quarter of the MSE";
+  EXPECT_EQ(r.trials[7].chop, 5);
+  EXPECT_FALSE(r.trials[7].on_sample);
+  EXPECT_FALSE(r.trials[7].meets);
+  EXPECT_EQ(seen.size(), r.trials.size()) << "every trial is reported as it is made";
+  ASSERT_TRUE(r.q && r.q->psnr_db);
+  EXPECT_DOUBLE_EQ(*r.q->psnr_db, *r.trials[6].q.psnr_db);
+  EXPECT_EQ(formats::archive_info(dir.file("a.dcz")).at("codec").at("chop"), 6);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
+}
+
+TEST(QualityPipeline, ASampleShortOfTheTargetEvenAtChopBStillLetsTheWholeDatasetMeetIt) {
+  // The search gave up when the sample fell short at chop B ("cannot be reached", exit 8),
+  // though the whole dataset meets the target there: now the whole is compressed at chop B
+  // and kept where it meets the target, and only its shortfall is exit 8.
+  temp_dir dir;
+  const std::string in = save_hard_sample(dir);
+  auto be = cpu();
+  formats::compress_options o;
+  o.threads = 1;
+  o.ssim = false;
+  o.search_bytes = 4 * 16 * 16;
+  o.coeff = coeff_type::i16;  // u8 at chop 8 in i16: close to lossless, not quite
+  formats::eval_options eo;
+  eo.threads = 1;
+  eo.ssim = false;
+  eo.chops = {8};
+  eo.coeffs = {coeff_type::i16};
+  const auto whole = formats::eval_npy(in, *be, eo);
+  ASSERT_TRUE(whole.rows.at(0).q.psnr_db);
+  const double at_b = *whole.rows[0].q.psnr_db;  // the sample's is 6.02 dB lower
+  o.target.psnr_db = at_b - 3.0;
+  const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
+  EXPECT_EQ(r.codec.chop, 8);
+  ASSERT_GE(r.trials.size(), 9u);
+  EXPECT_TRUE(r.trials[7].on_sample);
+  EXPECT_FALSE(r.trials[7].meets) << "the sample falls short at chop 8";
+  EXPECT_FALSE(r.trials[8].on_sample);
+  EXPECT_TRUE(r.trials[8].meets);
+  EXPECT_EQ(r.trials.size(), 9u) << "chop 7 falls far short on the sample: not tried";
+  // Above what the whole gives: exit 8's error, naming the whole dataset, and no archive.
+  o.target.psnr_db = at_b + 0.5;
+  try {
+    formats::compress_npy(in, dir.file("b.dcz"), *be, o);
+    ADD_FAILURE() << "a target above chop 8 on the whole data was met";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::quality_not_met);
+    EXPECT_NE(std::string(e.what()).find("on the whole dataset"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+}
+
 TEST(QualityPipeline, PsnrTargetJustBelowChop2PicksChop2AndJustAbovePicksChop3) {
   temp_dir dir;
   const analytic_f32 d;

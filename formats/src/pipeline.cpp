@@ -640,7 +640,16 @@ std::string unreachable_text(const std::string& name, const codec_params& p, con
     figures = b;
   }
   if (t.ssim) {
-    if (q.ssim) std::snprintf(b, sizeof b, "SSIM %.10g (target %.10g)", *q.ssim, *t.ssim);
+    if (q.ssim) {
+      std::snprintf(b, sizeof b, "SSIM %.10g (target %.10g)", *q.ssim, *t.ssim);
+      // (0.9999999999999358 against 1 read "SSIM 1 (target 1)": then every digit)
+      char v[32], w[32];
+      std::snprintf(v, sizeof v, "%.10g", *q.ssim);
+      std::snprintf(w, sizeof w, "%.10g", *t.ssim);
+      if (std::strcmp(v, w) == 0) {
+        std::snprintf(b, sizeof b, "SSIM %.17g (target %.17g)", *q.ssim, *t.ssim);
+      }
+    }
     figures += (figures.empty() ? "" : ", ") + (q.ssim ? std::string(b) : std::string("no SSIM"));
   }
   return name + ": even chop " + std::to_string(p.block) + " (every coefficient) gives " +
@@ -648,6 +657,42 @@ std::string unreachable_text(const std::string& name, const codec_params& p, con
          (p.coeff != coeff_type::f32 ? std::string("; try --coeff f32")
                                      : std::string("; f32 coefficients are the most precise "
                                                    "dctchop stores"));
+}
+
+/** Whether the whole dataset at `chop` - 1 may meet the target `t`, where it met it at
+ *  `chop` (the last of `trials`): the sample fell short at chop - 1 by less than the whole
+ *  dataset beat the sample at chop, in each figure targeted. Only from the sample's trials
+ *  (chop - 1 not measured on the whole yet). */
+bool worth_trying_below(const std::vector<chop_trial>& trials, int chop, const quality_target& t) {
+  const chop_trial* sample_at = nullptr;
+  const chop_trial* sample_below = nullptr;
+  for (const auto& tr : trials) {
+    if (tr.chop == chop - 1 && !tr.on_sample) return false;  // measured already
+    if (tr.on_sample && tr.chop == chop) sample_at = &tr;
+    if (tr.on_sample && tr.chop == chop - 1) sample_below = &tr;
+  }
+  const chop_trial& whole = trials.back();
+  if (sample_at == nullptr || sample_below == nullptr || whole.on_sample || whole.chop != chop) {
+    return false;
+  }
+  // (A figure that is not there, PSNR of lossless data, is infinitely good; an undefined one
+  // fails the target: meets() said so.)
+  const auto better_by = [](const std::optional<double>& a, const std::optional<double>& b) {
+    if (!a) return std::numeric_limits<double>::infinity();
+    if (!b) return -std::numeric_limits<double>::infinity();
+    return *a - *b;
+  };
+  if (t.psnr_db) {
+    const double gain = better_by(whole.q.psnr_db, sample_at->q.psnr_db);
+    const auto below = sample_below->q.psnr_db;
+    if (sample_below->q.psnr_undefined || !below || !(*below + gain >= *t.psnr_db)) return false;
+  }
+  if (t.ssim) {
+    const double gain = better_by(whole.q.ssim, sample_at->q.ssim);
+    const auto below = sample_below->q.ssim;
+    if (!below || !(*below + gain >= *t.ssim)) return false;
+  }
+  return true;
 }
 
 /** Runs of consecutive samples that a target search reads (all the data: one). */
@@ -711,6 +756,9 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
     if (tr.meets) return trials;
     if (progress) progress(0, n);  // (a chance to cancel)
   }
+  // Short of the target at chop B on a sample: the whole dataset may not be (the caller
+  // compresses it at chop B and says whether it is).
+  if (m < n) return trials;
   throw error(errc::quality_not_met,
               unreachable_text(src.name(), p, trials.back().q, t,
                                m < n ? " on a sample of " + std::to_string(m) + " of " +
@@ -804,11 +852,13 @@ nlohmann::json decompress_result::to_json() const {
 
 namespace {
 
-/** One full compression with fixed codec parameters. */
+/** One full compression with fixed codec parameters. With a target that the result misses,
+ *  nothing is written. With `keep`, an archive that would be finished is left unfinished in
+ *  it instead (no name yet, archive_bytes 0): the caller finishes it or drops it. */
 compress_result write_archive(input_source& src, const std::string& output, backend& be,
                               const codec_params& p, const compress_options& o,
                               std::unique_ptr<sample_source>& labels, std::optional<double> range,
-                              bool measure) {
+                              bool measure, std::optional<archive_writer>* keep = nullptr) {
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
@@ -912,6 +962,11 @@ compress_result write_archive(input_source& src, const std::string& output, back
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written
   be.wait_started();  // a CUDA backend that could not start, asked for by name: no archive
+  if (keep != nullptr) {
+    w.watch({});  // (its check refers to this call's stop_writes; the output is a file)
+    keep->emplace(std::move(w));
+    return r;
+  }
   w.finish();
   r.archive_bytes = w.bytes_written();
   return r;
@@ -1034,17 +1089,22 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
                               o.search_bytes, o.progress, o.on_trial);
     p.chop = trials.back().chop;
   }
-  for (;;) {
-    compress_result r = write_archive(src, output, be, p, o, labels, range, measure);
+  const auto reported = [&](compress_result r) {
     r.notes = notes;
     r.source = src.name();
     r.reader = src.src->reader();
     if (labels) r.labels_source = labels->name();
     r.warnings = compress_warnings(r, output, o.nonfinite_replacement);
-    if (!o.target.any()) {
-      r.seconds = seconds_since(t0);
-      return r;
-    }
+    r.seconds = seconds_since(t0);
+    return r;
+  };
+  if (!o.target.any()) return reported(write_archive(src, output, be, p, o, labels, range, measure));
+
+  // The whole dataset at the sample's chop, unfinished until the search ends.
+  std::optional<archive_writer> best_w;
+  compress_result best;
+  for (;;) {
+    compress_result r = write_archive(src, output, be, p, o, labels, range, measure, &best_w);
     chop_trial full{p.chop, *r.q, false, meets(*r.q, o.target, src.name())};
     // When the sample was the whole dataset the measurement is already in the list.
     if (trials.back().on_sample || trials.back().chop != p.chop) {
@@ -1052,9 +1112,8 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
       if (o.on_trial) o.on_trial(full);
     }
     if (full.meets) {
-      r.trials = trials;
-      r.seconds = seconds_since(t0);
-      return r;
+      best = std::move(r);
+      break;
     }
     // The sample was kinder than the whole dataset: one more coefficient per axis.
     if (p.chop == p.block) {
@@ -1063,6 +1122,26 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     }
     ++p.chop;
   }
+  // The sample was harder than the whole dataset, by enough that the chop below, which fell
+  // short on the sample, may meet the target on the whole: tried on the whole, and kept if it
+  // does (the larger ratio), as long as that holds.
+  while (p.chop > 1 && worth_trying_below(trials, p.chop, o.target)) {
+    codec_params q = p;
+    --q.chop;
+    std::optional<archive_writer> w;
+    compress_result r = write_archive(src, output, be, q, o, labels, range, measure, &w);
+    chop_trial full{q.chop, *r.q, false, meets(*r.q, o.target, src.name())};
+    trials.push_back(full);
+    if (o.on_trial) o.on_trial(full);
+    if (!full.meets) break;
+    best = std::move(r);
+    best_w = std::move(w);  // (the former, unfinished, leaves nothing behind)
+    p = q;
+  }
+  best_w->finish();
+  best.archive_bytes = best_w->bytes_written();
+  best.trials = std::move(trials);
+  return reported(std::move(best));
 }
 
 decompress_result decompress_to_npy(const std::string& input, const std::string& output,
