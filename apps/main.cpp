@@ -1292,7 +1292,8 @@ int run(int argc, char** argv) {
             (path != in && formats::is_standard_output(in))) {
           stdout_is_an_input = true;
           throw error(errc::invalid_argument,
-                      "standard output is the input file " + (in == "-" ? "(standard input's)" : in) +
+                      "standard output is the input file " +
+                          (in == "-" ? std::string("(standard input's)") : in) +
                           ": the report would be written into it");
         }
       }

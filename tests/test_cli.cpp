@@ -1024,7 +1024,8 @@ TEST(Cli, AReportWhoseStdoutIsAnInputFileIsRefusedAndTheInputStaysAsItWas) {
     auto c = cli(dir, r.args);
     EXPECT_EQ(c.status, 2) << r.args << "\n" << describe(c);
     EXPECT_TRUE(contains(c.err, "standard output is the input file " + r.names +
-                                    ": the report would be written into it")) << r.args << "\n" << c.err;
+                                    ": the report would be written into it"))
+        << r.args << "\n" << c.err;
     for (std::size_t i = 0; i < files.size(); ++i) {
       EXPECT_EQ(read_bytes(dir.file(files[i])), before[i]) << r.args << " changed " << files[i];
     }

@@ -347,15 +347,14 @@ std::string save_hard_sample(const temp_dir& dir) {
   for (u64 s = 0; s < n; ++s)
     for (u64 i = 0; i < side * side; ++i) {
       const double stripes = 60.0 * std::cos(3.0 * 3.14159265358979 * double(i % side) / 8.0);
-      x[s * side * side + i] =
-          s % 4 == 0 ? std::uint8_t(std::clamp(128.0 + stripes + double(rng() % 41) - 20.0, 0.0, 255.0))
-                     : std::uint8_t(100 + s);
+      const double hard = std::clamp(128.0 + stripes + double(rng() % 41) - 20.0, 0.0, 255.0);
+      x[s * side * side + i] = std::uint8_t(s % 4 == 0 ? hard : double(100 + s));
     }
   save_npy(dir.file("in.npy"), dtype::u8, {n, side, side}, x);
   return dir.file("in.npy");
 }
 
-TEST(QualityPipeline, ASampleHarderThanTheWholeDatasetTriesTheChopsBelowOnTheWholeAndKeepsTheSmallest) {
+TEST(QualityPipeline, ASampleHarderThanTheWholeTriesTheChopsBelowOnTheWholeAndKeepsTheSmallest) {
   // The sample picks chop k; the whole dataset beats the sample at k by 6 dB, more than the
   // sample missed the target by at k - 1: the whole is tried at k - 1, and so on down while
   // it meets the target. The result is what eval of the whole dataset says is the smallest

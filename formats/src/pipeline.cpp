@@ -1098,7 +1098,9 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     r.seconds = seconds_since(t0);
     return r;
   };
-  if (!o.target.any()) return reported(write_archive(src, output, be, p, o, labels, range, measure));
+  if (!o.target.any()) {
+    return reported(write_archive(src, output, be, p, o, labels, range, measure));
+  }
 
   // The whole dataset at the sample's chop, unfinished until the search ends.
   std::optional<archive_writer> best_w;
