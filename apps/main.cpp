@@ -834,7 +834,7 @@ int for_each_archive(const std::vector<std::string>& ins, spdlog::logger& log, E
       if (e.code() == errc::interrupted || g_signal.load() != 0) throw;  // (see run's catch)
       fail(in, std::string("error: ") + e.what(), e.what(), exit_for(e.code()));
     } catch (const std::bad_alloc&) {
-      fail(in, "error: out of memory", "out of memory", exit_internal);
+      fail(in, "error: out of memory", "out of memory", exit_io);  // (a resource, as threads)
     } catch (const interrupted&) {
       throw;
     } catch (const std::exception& e) {
@@ -1660,9 +1660,11 @@ int run(int argc, char** argv) {
     json_failure(e.what(), exit_for(e.code()));
     return exit_for(e.code());
   } catch (const std::bad_alloc&) {
+    // Memory the system will not give (ulimit -v, overcommit off): a resource, as a thread
+    // it will not start is (exit 5), not a bug.
     log->error("error: out of memory");
-    json_failure("out of memory", exit_internal);
-    return exit_internal;
+    json_failure("out of memory", exit_io);
+    return exit_io;
   } catch (const std::exception& e) {
     log->error("internal error: {}", e.what());
     json_failure(std::string("internal error: ") + e.what(), exit_internal);

@@ -995,6 +995,29 @@ TEST(Cli, CompressOntoItsOwnInputExits2AndLeavesTheInputUntouched) {
                               "would replace it")) << l.err;
 }
 
+TEST(Cli, AnHdf5InputPastTheDescriptorLimitCannotBeOpenedItIsNotDamaged) {
+  // Out of descriptors (ulimit -n), HDF5's signature check failed to open the file and the
+  // message was "not an HDF5 file", exit 3: a valid file called damaged.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
+  ASSERT_EQ(cli(dir, "compress in.npy --labels y.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o x.h5:/images -q").status, 0);  // and /labels
+  std::filesystem::copy_file(dir.file("x.h5"), dir.file("l.h5"));
+  // One free descriptor below the limit, beside those the shell holds (the harness's pipes
+  // among them): the data's HDF5 file, which stays open, takes it; the labels' finds none.
+  // (The limit is the second free number: the first is the one left.)
+  auto r = sh(dir, "ls /proc/$$/fd > fds; open=\" $(tr '\\n' ' ' < fds)\"; f=0; n=0; "
+                   "while :; do case \"$open\" in *\" $f \"*) ;; *) n=$((n + 1)); "
+                   "[ $n -eq 2 ] && break;; esac; f=$((f + 1)); done; rm fds; ulimit -n $f; "
+                   "DCTCHOP compress x.h5:/images --labels l.h5:/labels -o b.dcz");
+  EXPECT_EQ(r.status, 5) << describe(r);
+  EXPECT_EQ(r.err, "dctchop: error: l.h5: cannot open: Too many open files\n") << describe(r);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  auto ok = cli(dir, "compress x.h5:/images --labels l.h5:/labels -o b.dcz -q");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+}
+
 TEST(Cli, AReportWhoseStdoutIsAnInputFileIsRefusedAndTheInputStaysAsItWas) {
   // `dctchop info a.dcz >> a.dcz`: the report (and a --json failure's) was appended to the
   // archive it describes, which then failed its checks; likewise eval's table, and
@@ -1604,11 +1627,11 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
   auto r = cli(dir, "compress - -o h.dcz < huge.npy");
   EXPECT_EQ(r.status, 3) << describe(r);
   EXPECT_EQ(r.err, "dctchop: error: <stdin>: 1 chunk of 1 sample needs 160.0 GiB of memory, more "
-                   "than this machine gives\n");
+                   "than this machine gives (or the process's limits: ulimit -v)\n");
   auto f = cli(dir, "eval - < huge_f64.npy");
   EXPECT_EQ(f.status, 3) << describe(f);
   EXPECT_EQ(f.err, "dctchop: error: <stdin>: 1 chunk of 1 sample needs 512.0 GiB of memory, more "
-                   "than this machine gives\n");
+                   "than this machine gives (or the process's limits: ulimit -v)\n");
   // An image wider than 2^24 is refused before any memory is asked for.
   auto w = cli(dir, "compress - -o w.dcz < wide.npy");
   EXPECT_EQ(w.status, 3) << describe(w);

@@ -3,7 +3,11 @@
 // containers with and without a cgroup namespace, Kubernetes' nesting, hybrid mounts).
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +16,7 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cores.hpp"
+#include "omp.hpp"
 #include "test_util.hpp"
 
 namespace dctchop {
@@ -244,3 +249,55 @@ TEST(Cores, ThisProcessCountsItsAffinityMaskAndTakesItWhereNoQuotaIsSet) {
 
 }  // namespace
 }  // namespace dctchop
+
+namespace {
+
+/** In a forked child with an address-space limit of `headroom` bytes above what it maps now:
+ *  threads_that_start(want), or -1 where the child did not report. */
+int threads_started_with_headroom(int want, std::uint64_t headroom) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    long pages = 0;
+    std::ifstream statm("/proc/self/statm");
+    statm >> pages;
+    const rlim_t now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
+    const rlimit lim{now + headroom, now + headroom};
+    int got = -1;
+    if (::setrlimit(RLIMIT_AS, &lim) == 0) got = dctchop::detail::threads_that_start(want);
+    (void)!::write(fds[1], &got, sizeof got);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  int got = -1;
+  if (pid < 0 || ::read(fds[0], &got, sizeof got) != sizeof got) got = -1;
+  ::close(fds[0]);
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  return got;
+}
+
+}  // namespace
+
+TEST(Cores, AnOpenMpTeamIsNoLargerThanTheThreadsTheSystemStartsNow) {
+  // libgomp ends the process (exit 1, "Thread creation failed", no cleanup: an HDF5 output's
+  // temporary file left behind) when a team's thread does not start: under ulimit -v, a pids
+  // cgroup, RLIMIT_NPROC. region_threads starts the threads a larger team needs first
+  // (threads_that_start) and asks for no more than started. A thread's stack is 8 MiB by
+  // default (RLIMIT_STACK): with room for a few, 8 do not all start; with room, they do.
+#if defined(DCTCHOP_TEST_ASAN)
+  GTEST_SKIP() << "AddressSanitizer maps terabytes of shadow memory: no address-space limit";
+#endif
+  EXPECT_EQ(dctchop::detail::threads_that_start(8), 8);
+  EXPECT_EQ(dctchop::detail::threads_that_start(0), 0);
+  rlimit stack{};
+  ASSERT_EQ(::getrlimit(RLIMIT_STACK, &stack), 0);
+  if (stack.rlim_cur == RLIM_INFINITY || stack.rlim_cur < (std::uint64_t(4) << 20)) {
+    GTEST_SKIP() << "thread stacks are not of RLIMIT_STACK's size here";
+  }
+  const int tight = threads_started_with_headroom(8, 3 * stack.rlim_cur);
+  EXPECT_GE(tight, 0) << "the child did not report";
+  EXPECT_LT(tight, 8) << "8 thread stacks fit in the room of 3";
+  EXPECT_EQ(threads_started_with_headroom(8, 16 * stack.rlim_cur + (std::uint64_t(64) << 20)), 8);
+}

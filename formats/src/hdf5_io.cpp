@@ -444,6 +444,11 @@ struct named_hdf5 {
 named_hdf5 open_named_hdf5(const std::string& file) {
   quiet_hdf5 quiet;
   if (::access(file.c_str(), R_OK) != 0) return {{}, file + " cannot be read (" + std::strerror(errno) + ")"};
+  if (const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::close(fd);
+  } else {  // (out of descriptors: not "is not an HDF5 file")
+    return {{}, file + " cannot be opened (" + std::strerror(errno) + ")"};
+  }
   if (H5Fis_hdf5(file.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     const std::string what = not_hdf5_what(file);
@@ -548,6 +553,12 @@ class hdf5_source final : public sample_source {
     }
     if (S_ISDIR(st.st_mode)) {  // as every other input says it
       throw error::from_os(errc::io, spec.path + ": is a directory", EISDIR);
+    }
+    if (const int fd = ::open(spec.path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      ::close(fd);
+    } else {  // (out of descriptors, ulimit -n: H5Fis_hdf5 said "not an HDF5 file")
+      const int e = errno;
+      throw error::from_os(errc::io, spec.path + ": cannot open: " + std::strerror(e), e);
     }
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {
       throw error(errc::bad_input, spec.path + ": " + not_hdf5_what(spec.path));

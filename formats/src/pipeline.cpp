@@ -69,9 +69,9 @@ u64 input_source::read(u64 first, u64 n, void* dst) {
 }
 
 void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes) {
-  double amount = bytes / double(1 << 30);
-  const char* unit = "GiB";
-  for (const char* bigger : {"TiB", "PiB", "EiB"}) {
+  double amount = bytes / double(1 << 20);
+  const char* unit = "MiB";  // (a limit such as ulimit -v refuses tens of MiB: not "0.0 GiB")
+  for (const char* bigger : {"GiB", "TiB", "PiB", "EiB"}) {
     if (amount < 1024) break;
     amount /= 1024;
     unit = bigger;
@@ -81,7 +81,8 @@ void refuse_memory(const std::string& name, u64 chunks, u64 samples, double byte
   throw error(errc::bad_input, name + ": " + std::to_string(chunks) +
                                    (chunks == 1 ? " chunk of " : " chunks of ") + std::to_string(samples) +
                                    (samples == 1 ? " sample needs " : " samples need ") + need +
-                                   " of memory, more than this machine gives");
+                                   " of memory, more than this machine gives (or the "
+                                   "process's limits: ulimit -v)");
 }
 
 const std::vector<std::byte>& input_source::first_sample() {

@@ -8,7 +8,13 @@
 #include <new>
 #include <string>
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <vector>
 
 #include "backends.hpp"
 #include "cpu_kernels.hpp"
@@ -91,13 +97,61 @@ const pid_t loaded_in = ::getpid();
 }  // namespace
 #endif
 
+int threads_that_start(int want) {
+  struct gate {
+    std::mutex m;
+    std::condition_variable cv;
+    bool open = false;
+  } g;
+  const auto wait = [](void* p) -> void* {
+    auto* gp = static_cast<gate*>(p);
+    std::unique_lock<std::mutex> lock(gp->m);
+    gp->cv.wait(lock, [gp] { return gp->open; });
+    return nullptr;
+  };
+  // Deaf to the tool's signals, as every thread of dctchop's but the caller (quiet_thread.hpp).
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  std::vector<pthread_t> started;
+  try {
+    started.reserve(static_cast<std::size_t>(std::max(want, 0)));
+  } catch (const std::bad_alloc&) {
+    want = 0;
+  }
+  for (int i = 0; i < want; ++i) {
+    pthread_t t{};
+    if (::pthread_create(&t, nullptr, wait, &g) != 0) break;  // (default attributes: libgomp's)
+    started.push_back(t);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  {
+    std::lock_guard<std::mutex> lock(g.m);
+    g.open = true;
+  }
+  g.cv.notify_all();
+  for (pthread_t t : started) ::pthread_join(t, nullptr);
+  return static_cast<int>(started.size());
+}
+
 int region_threads(int threads, std::uint64_t work) {
 #if defined(_OPENMP)
   if (threads <= 1 || work <= 1 || ::getpid() != loaded_in) return 1;
   // No more than the processors either: more would only take turns on them, and --threads
   // 1000 on a large input asked libgomp for a thousand threads, whose refusal ends the process.
   const auto procs = static_cast<std::uint64_t>(std::max(omp_get_num_procs(), 1));
-  return static_cast<int>(std::min({static_cast<std::uint64_t>(threads), work, procs}));
+  int n = static_cast<int>(std::min({static_cast<std::uint64_t>(threads), work, procs}));
+  // libgomp ends the process ("Thread creation failed", exit 1, no cleanup) when the system
+  // will not start a team's thread (ulimit -v, a pids cgroup, RLIMIT_NPROC). Each thread that
+  // starts regions keeps a pool of the largest team it has had: before a larger one, the
+  // threads it needs are started (and ended) here, and a team of those that start runs.
+  thread_local int pool = 1;
+  if (n > pool) {
+    n = std::min(n, threads_that_start(n - 1) + 1);
+    pool = std::max(pool, n);
+  }
+  return n;
 #else
   (void)threads;
   (void)work;

@@ -71,4 +71,8 @@ inline int resolve_threads(int requested) {
  *  region asked for one thread does not touch the pool. (cpu_backend.cpp) */
 int region_threads(int threads, std::uint64_t work);
 
+/** How many of `want` threads the system starts at once now (all held, then ended): pthreads
+ *  with default attributes, as libgomp starts its team's. (cpu_backend.cpp) */
+int threads_that_start(int want);
+
 }  // namespace dctchop::detail
