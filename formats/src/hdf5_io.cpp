@@ -441,13 +441,20 @@ struct named_hdf5 {
   h5_id f;
   std::string why;
 };
+/** 0 where `file` opens for reading now, else why not (errno): checked before HDF5 opens
+ *  it, since H5Fis_hdf5 calls a file it cannot open (out of descriptors: ulimit -n) "not an
+ *  HDF5 file". */
+int open_errno(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // (a FIFO: no wait)
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
 named_hdf5 open_named_hdf5(const std::string& file) {
   quiet_hdf5 quiet;
-  if (::access(file.c_str(), R_OK) != 0) return {{}, file + " cannot be read (" + std::strerror(errno) + ")"};
-  if (const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-    ::close(fd);
-  } else {  // (out of descriptors: not "is not an HDF5 file")
-    return {{}, file + " cannot be opened (" + std::strerror(errno) + ")"};
+  if (const int e = open_errno(file); e != 0) {
+    return {{}, file + " cannot be read (" + std::strerror(e) + ")"};
   }
   if (H5Fis_hdf5(file.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -554,10 +561,7 @@ class hdf5_source final : public sample_source {
     if (S_ISDIR(st.st_mode)) {  // as every other input says it
       throw error::from_os(errc::io, spec.path + ": is a directory", EISDIR);
     }
-    if (const int fd = ::open(spec.path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-      ::close(fd);
-    } else {  // (out of descriptors, ulimit -n: H5Fis_hdf5 said "not an HDF5 file")
-      const int e = errno;
+    if (const int e = open_errno(spec.path); e != 0) {
       throw error::from_os(errc::io, spec.path + ": cannot open: " + std::strerror(e), e);
     }
     if (H5Fis_hdf5(spec.path.c_str()) <= 0) {

@@ -642,14 +642,14 @@ std::string unreachable_text(const std::string& name, const codec_params& p, con
   }
   if (t.ssim) {
     if (q.ssim) {
-      std::snprintf(b, sizeof b, "SSIM %.10g (target %.10g)", *q.ssim, *t.ssim);
-      // (0.9999999999999358 against 1 read "SSIM 1 (target 1)": then every digit)
       char v[32], w[32];
       std::snprintf(v, sizeof v, "%.10g", *q.ssim);
       std::snprintf(w, sizeof w, "%.10g", *t.ssim);
-      if (std::strcmp(v, w) == 0) {
-        std::snprintf(b, sizeof b, "SSIM %.17g (target %.17g)", *q.ssim, *t.ssim);
+      if (std::strcmp(v, w) == 0) {  // (0.9999999999999358 against 1 read "SSIM 1 (target 1)")
+        std::snprintf(v, sizeof v, "%.17g", *q.ssim);
+        std::snprintf(w, sizeof w, "%.17g", *t.ssim);
       }
+      std::snprintf(b, sizeof b, "SSIM %s (target %s)", v, w);
     }
     figures += (figures.empty() ? "" : ", ") + (q.ssim ? std::string(b) : std::string("no SSIM"));
   }

@@ -8,16 +8,16 @@
 #include <new>
 #include <string>
 
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "backends.hpp"
 #include "cpu_kernels.hpp"
+#include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "isa.hpp"
@@ -98,40 +98,28 @@ const pid_t loaded_in = ::getpid();
 #endif
 
 int threads_that_start(int want) {
-  struct gate {
-    std::mutex m;
-    std::condition_variable cv;
-    bool open = false;
-  } g;
-  const auto wait = [](void* p) -> void* {
-    auto* gp = static_cast<gate*>(p);
-    std::unique_lock<std::mutex> lock(gp->m);
-    gp->cv.wait(lock, [gp] { return gp->open; });
-    return nullptr;
-  };
-  // Deaf to the tool's signals, as every thread of dctchop's but the caller (quiet_thread.hpp).
-  sigset_t block, old;
-  sigemptyset(&block);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  std::vector<pthread_t> started;
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  std::vector<std::thread> started;
   try {
     started.reserve(static_cast<std::size_t>(std::max(want, 0)));
-  } catch (const std::bad_alloc&) {
-    want = 0;
+    // (std::thread: pthreads of default attributes, as libgomp starts its team's)
+    for (int i = 0; i < want; ++i) {
+      started.push_back(start_quiet_thread([&] {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return open; });
+      }));
+    }
+  } catch (...) {
+    // the system's limit on threads or memory: the count is of those that started
   }
-  for (int i = 0; i < want; ++i) {
-    pthread_t t{};
-    if (::pthread_create(&t, nullptr, wait, &g) != 0) break;  // (default attributes: libgomp's)
-    started.push_back(t);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   {
-    std::lock_guard<std::mutex> lock(g.m);
-    g.open = true;
+    std::lock_guard<std::mutex> lock(m);
+    open = true;
   }
-  g.cv.notify_all();
-  for (pthread_t t : started) ::pthread_join(t, nullptr);
+  cv.notify_all();
+  for (auto& t : started) t.join();
   return static_cast<int>(started.size());
 }
 
