@@ -86,6 +86,35 @@ TEST(CrashSafety, SigkillMidwayThroughADecompressLeavesNoFile) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
 }
 
+TEST(CrashSafety, AnHdf5OutputsTemporaryFileCannotBeRedirectedByWhoeverMayWriteItsFolder) {
+  // HDF5 opens its file by name. The temporary file is in a folder of its own (0700) that
+  // dctchop reaches through its descriptor: the folder's name, swapped midway for a symlink
+  // to a folder holding the victim's file of the output's name, changes nothing. (A temporary
+  // file reopened by its name, as before, swapped for a symlink, had HDF5 truncate and write
+  // the victim's file, and the link renamed into the output's place.)
+  temp_dir dir;
+  make_input(dir, 1024);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q --no-quality --chunk-mb 1 && "
+                    "DCTCHOP decompress a.dcz -o want.npy -q && mkdir victim && "
+                    "echo precious > victim/out.h5").status, 0);
+  const auto size = std::filesystem::file_size(dir.file("a.dcz"));
+  const auto r = sh(dir, "mkfifo f; DCTCHOP decompress - -o out.h5 -q < f & P=$!; exec 3>f; "
+                         "head -c " + std::to_string(size / 2) + " a.dcz >&3; " +
+                         test::wait_for_output("out.h5") +
+                         "T=$(ls -d .out.h5.tmp*); stat -c '%F %a' \"$T\"; mv \"$T\" moved; "
+                         "ln -s victim \"$T\"; tail -c +" + std::to_string(size / 2 + 1) +
+                         " a.dcz >&3; exec 3>&-; wait $P; echo \"rc=$?\"; rm \"$T\" f");
+  EXPECT_NE(r.out.find("directory 700"), std::string::npos) << describe(r);
+  EXPECT_NE(r.out.find("rc=0"), std::string::npos) << describe(r);
+  EXPECT_EQ(read_bytes(dir.file("victim/out.h5")), "precious\n");
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("moved")));  // the file left it for its place
+  ASSERT_FALSE(std::filesystem::is_symlink(dir.file("out.h5")));
+  // Its data is the archive's: read back through chop 8 (lossless for u8 in f32).
+  const auto same = sh(dir, "DCTCHOP compress out.h5:/data -o back.dcz --chop 8 --coeff f32 -q && "
+                            "DCTCHOP decompress back.dcz -o back.npy -q && cmp back.npy want.npy");
+  EXPECT_EQ(same.status, 0) << describe(same);
+}
+
 TEST(CrashSafety, PastTheFileSizeLimitEveryOutputKindFailsWithAnIoErrorAndLeavesNothing) {
   temp_dir dir;
   make_input(dir, 256);  // 1 MiB in, about 0.5 MiB of archive

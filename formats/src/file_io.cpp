@@ -399,9 +399,15 @@ void refuse_missing_folder(const std::string& name, const std::string& path) {
   if (!why.empty()) throw error::from_os(errc::io, name + ": cannot be written: " + why, err);
 }
 
+}  // namespace
+
+std::string descriptor_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+namespace {
+
 /** Give the unnamed (O_TMPFILE) file `fd` the name `name`; false with errno set. */
 bool link_unnamed(int fd, const std::string& name) {
-  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  const std::string self = descriptor_path(fd);
   return ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
 }
 
@@ -665,7 +671,7 @@ void output_file::watch(std::function<void()> check) {
   } else if (S_ISFIFO(st.st_mode)) {
     watched_ = watched::pipe;
     // Linux opens a pipe's /proc/self/fd entry as a new description of the same pipe.
-    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    const std::string self = descriptor_path(fd_);
     nb_fd_ = ::open(self.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   }
 }

@@ -1059,42 +1059,52 @@ class hdf5_sink final : public sample_sink {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
     quiet_hdf5 quiet;
-    // A temporary file beside the output, renamed by finish(): the output appears complete
-    // or not at all.
-    // Large objects (the data) start on 4 KiB boundaries, for direct I/O.
+    // The output appears complete or not at all: written unnamed (or under a temporary name)
+    // and named by finish(). Large objects (the data) start on 4 KiB boundaries, for direct I/O.
     h5_id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     H5Pset_alignment(fapl.get(), direct_min_bytes, direct_writer::align);
-    hid_t f = H5I_INVALID_HID;
+    // HDF5 opens its file by name (an unnamed O_TMPFILE cannot be opened with O_CREAT through
+    // /proc), so the file is made in a folder of its own beside the output, ".NAME.tmpXXXX/",
+    // that only this user may enter, and HDF5 and we reach it through our descriptor of that
+    // folder (/proc/self/fd/N/NAME): names that someone else could change are never used. A
+    // temporary file beside the output, reopened by its name, could be swapped for a symlink
+    // in a shared folder: HDF5 truncated and wrote the file the link named.
     temp_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
-      // The name is taken (EEXIST) only by our own exclusive create: HDF5 cannot say why it
-      // failed, and a failure after it made the file (no room for the superblock, `ulimit -f`)
-      // is no taken name to try another for (100 empty files were left). HDF5 then writes
-      // into the empty file made here, which is ours to remove.
-      const int fd = ::open(candidate.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
-      if (fd < 0) {
-        if (errno == EEXIST) return false;  // taken: another name
-        refuse_temp_file(path_, target_.path);
-      }
-      ::close(fd);
-      errno = 0;
-      f = H5Fcreate(candidate.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-      if (f >= 0) return true;
-      const int e = errno;
-      ::unlink(candidate.c_str());
-      errno = e;  // (unlink's own is not the reason)
-      write_failed(path_ + ": cannot create a temporary HDF5 file beside it");
+      if (::mkdir(candidate.c_str(), 0700) == 0) return true;
+      if (errno != EEXIST) refuse_temp_file(path_, target_.path);
+      return false;  // taken: another name
     });
-    file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file beside it");
-    // Our own descriptor of the same file: HDF5 writes its metadata through its own, and this
-    // one writes the data (direct I/O) or starts the write-out behind HDF5's writes;
-    // either way it makes the finished file durable (fsync) before the rename.
-    own_fd_ = ::open(temp_.c_str(), O_WRONLY | O_CLOEXEC);
+    struct stat made {};
+    dir_fd_ = ::open(temp_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // (Ours, and for no one else: not another's folder put in its place. 0700 whatever the
+    // umask.)
+    if (dir_fd_ < 0 || ::fstat(dir_fd_, &made) != 0 || made.st_uid != ::geteuid() ||
+        (made.st_mode & 0077) != 0 || ::fchmod(dir_fd_, 0700) != 0) {
+      const int e = errno;
+      abandon();
+      throw error::from_os(errc::io, path_ + ": its temporary folder " + temp_ +
+                                         " changed while it was being made; try again", e);
+    }
+    leaf_ = std::filesystem::path(target_.path).filename().string();
+    own_fd_ = ::openat(dir_fd_, leaf_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
     if (own_fd_ < 0) {
-      const error e = os_error(path_, "open the temporary HDF5 file");  // before unlink()
-      ::unlink(temp_.c_str());
+      const error e = os_error(path_, "create a temporary file beside");
+      abandon();
       throw e;
     }
-    keep_mode_and_owner(own_fd_, target_);  // from the start: the temporary file is named
+    // (Without /proc: by the folder's name, as before 2026-12-06.)
+    const bool by_descriptor = ::access("/proc/self/fd", X_OK) == 0;
+    errno = 0;
+    const hid_t f = H5Fcreate(((by_descriptor ? descriptor_path(dir_fd_) : temp_) + "/" + leaf_).c_str(),
+                              H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+    if (f < 0) {
+      const int e = errno;
+      abandon();
+      errno = e;  // (the clean-up's own is not the reason)
+      write_failed(path_ + ": cannot create a temporary HDF5 file beside it");
+    }
+    file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file");
+    keep_mode_and_owner(own_fd_, target_);  // from the start: a temporary file is named
     try {
       behind_ = write_behind(own_fd_);
       dset_ = make_dataset(dataset_, type_, shape_, true);
@@ -1132,7 +1142,19 @@ class hdf5_sink final : public sample_sink {
     divert_abandoned_file();
     dset_.reset();
     file_.reset();
-    if (!temp_.empty()) ::unlink(temp_.c_str());
+    if (dir_fd_ >= 0 && !leaf_.empty()) ::unlinkat(dir_fd_, leaf_.c_str(), 0);
+    remove_temp_folder();
+  }
+
+  /** Removes the (empty) temporary folder, when its name is still ours: another's folder
+   *  put in its place is left alone. */
+  void remove_temp_folder() noexcept {
+    struct stat ours {}, named {};
+    if (dir_fd_ >= 0 && ::fstat(dir_fd_, &ours) == 0 && ::lstat(temp_.c_str(), &named) == 0 &&
+        ours.st_dev == named.st_dev && ours.st_ino == named.st_ino) {
+      ::rmdir(temp_.c_str());
+    }
+    if (dir_fd_ >= 0) ::close(std::exchange(dir_fd_, -1));
     temp_.clear();
   }
 
@@ -1256,7 +1278,6 @@ class hdf5_sink final : public sample_sink {
       }
       const hid_t f = file_.release();
       if (H5Fclose(f) < 0) {
-        ::unlink(temp_.c_str());
         throw error(errc::io, path_ + ": closing the HDF5 file failed");
       }
     }
@@ -1267,8 +1288,12 @@ class hdf5_sink final : public sample_sink {
 
   void finish() override {
     prepare();
-    publish_temp(-1, temp_, target_.path, path_, overwrite_, own_fd_);
+    // (publish_temp removes the file when it fails; the destructor then the folder.)
+    const bool by_descriptor = ::access("/proc/self/fd", X_OK) == 0;
+    publish_temp(-1, (by_descriptor ? descriptor_path(dir_fd_) : temp_) + "/" + leaf_,
+                 target_.path, path_, overwrite_, own_fd_);
     finished_ = true;
+    remove_temp_folder();
   }
   void withdraw() noexcept override {
     if (finished_ && !target_.replaces) {
@@ -1343,7 +1368,10 @@ class hdf5_sink final : public sample_sink {
     }
   }
 
-  std::string path_, dataset_, temp_;
+  std::string path_, dataset_;
+  std::string temp_;  // the temporary folder beside the output (its name)
+  std::string leaf_;  // the file in it: the output's own name
+  int dir_fd_ = -1;   // that folder, through which the file is reached
   output_target target_;  // where the finished file goes: path_, or the file its symlink names
   npy_dtype type_;
   std::vector<u64> shape_;

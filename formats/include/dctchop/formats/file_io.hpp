@@ -286,6 +286,10 @@ std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create,
                                const char* kind = "tmp");
 
+/** "/proc/self/fd/FD": a name that opens the very file (or folder) `fd` is open on, on Linux,
+ *  whatever happens meanwhile to the names in its folder. */
+std::string descriptor_path(int fd);
+
 /** fsync the folder that holds `path` once a name is made or removed there, so that after a
  *  crash or a power cut the name is there (or gone) as surely as the data it names (synced
  *  before it was named). Best effort: the output is already complete and in place. False
