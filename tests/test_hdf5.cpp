@@ -1492,6 +1492,58 @@ TEST(Hdf5Cli, AChunkedDatasetWithChunksNeverWrittenIsNotedSinceTheirRowsReadAsFi
   EXPECT_EQ(back.values[5 * 64], 0.0);
 }
 
+TEST(Hdf5Cli, ValuesNeverWrittenOfADatasetWithoutFillReadAsZeroNotAsWhatTheBufferHeld) {
+  // Fill time never (netCDF-4's NC_NOFILL): HDF5 leaves what it does not store alone in the
+  // reader's buffer. dctchop's buffers are reused, and an archive held a previous read's
+  // rows, or the process's memory (a black-box tester found text from /proc in it).
+  temp_dir dir;
+  const hsize_t dims[3] = {64, 16, 16}, one[3] = {1, 16, 16};
+  {
+    auto f = h5_create(dir.file("n.h5"));
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    for (const bool chunked : {true, false}) {
+      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+      if (chunked) h5_check(H5Pset_chunk(dcpl.get(), 3, one), "chunk");
+      h5_check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "fill time");
+      const std::uint8_t five = 5;  // a fill value HDF5 does not give either
+      if (chunked) h5_check(H5Pset_fill_value(dcpl.get(), H5T_NATIVE_UINT8, &five), "fill");
+      h5 d(H5Dcreate2(f.get(), chunked ? "/sparse" : "/empty", H5T_STD_U8LE, space.get(),
+                      H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+           H5Dclose, "create");
+      if (!chunked) continue;
+      h5 mem(H5Screate_simple(3, one, nullptr), H5Sclose, "memory space");
+      const std::vector<std::uint8_t> row(256, 7);
+      for (hsize_t r = 0; r < 64; r += 2) {  // the even rows only
+        const hsize_t start[3] = {r, 0, 0};
+        h5_check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, one, nullptr),
+                 "select");
+        h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), space.get(), H5P_DEFAULT,
+                          row.data()),
+                 "write");
+      }
+    }
+  }
+  // Small chunks of samples: each read's buffer held the one before.
+  auto sparse = must(dir, "compress n.h5:/sparse -o s.dcz --chop 8 --coeff f32 --chunk-mb 0.002");
+  EXPECT_TRUE(contains(sparse.err, "n.h5:/sparse: 32 of its 64 chunks were never written (a "
+                                   "writer that stopped early?): their values read as 0"))
+      << sparse.err;
+  auto empty = must(dir, "compress n.h5:/empty -o e.dcz --chop 8 --coeff f32 --chunk-mb 0.002");
+  EXPECT_TRUE(contains(empty.err, "n.h5:/empty: its values were never written, and it has no "
+                                  "fill value to give (fill time never): they read as 0"))
+      << empty.err;
+  must(dir, "decompress s.dcz -o s.npy");
+  must(dir, "decompress e.dcz -o e.npy");
+  const auto s = load_npy(dir.file("s.npy"));
+  const auto e = load_npy(dir.file("e.npy"));
+  ASSERT_EQ(s.values.size(), 64u * 256);
+  ASSERT_EQ(e.values.size(), 64u * 256);
+  for (std::size_t i = 0; i < s.values.size(); ++i) {
+    ASSERT_EQ(s.values[i], (i / 256) % 2 == 0 ? 7.0 : 0.0) << "value " << i;
+    ASSERT_EQ(e.values[i], 0.0) << "value " << i;
+  }
+}
+
 TEST(Hdf5Cli, FilesNamedForNoFormatAreReadAsTheirBytesSayHdf5AfterAUserBlockAndZipToo) {
   // netCDF-4 (.nc) is HDF5; MATLAB v7.3 (.mat) is HDF5 after a 512-byte user block; an .npz
   // renamed .zip is a ZIP of .npy members.

@@ -669,6 +669,18 @@ class hdf5_source final : public sample_source {
         external_beside = external_files_beside(dcpl.get(), nm, data_bytes, short_note);
         if (!short_note.empty()) note_ += (note_.empty() ? "" : "; ") + short_note;
       }
+      zero_first_ = gives_no_fill_value(dcpl.get());
+      if (zero_first_ && H5Pget_layout(dcpl.get()) != H5D_CHUNKED &&
+          H5Pget_external_count(dcpl.get()) == 0) {
+        H5D_space_status_t status{};
+        if (H5Dget_space_status(probe.get(), &status) >= 0 &&
+            status == H5D_SPACE_STATUS_NOT_ALLOCATED && !shape_.empty()) {
+          note_ += (note_.empty() ? "" : "; ") + nm +
+                   ": its values were never written, and it has no fill value to give (fill "
+                   "time never): they read as 0, as in h5py";
+        }
+        H5Eclear2(H5E_DEFAULT);
+      }
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
         if (auto v = missing_virtual_sources(dcpl.get(), nm); !v.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + v;
@@ -689,7 +701,8 @@ class hdf5_source final : public sample_source {
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes),
                           u64(64) << 20));
         outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
-        if (auto u = unwritten_chunks(probe.get(), space.get(), dims, chunk); !u.empty()) {
+        if (auto u = unwritten_chunks(probe.get(), space.get(), dims, chunk, zero_first_);
+            !u.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + u;
         }
         // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
@@ -740,6 +753,7 @@ class hdf5_source final : public sample_source {
     quiet_hdf5 quiet;
     const std::size_t nd = shape_.size();
     if (nd == 0) {
+      if (zero_first_) std::memset(dst, 0, type_.itemsize);
       check(H5Dread(dset_.get(), read_type(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dst),
             errc::io, name() + ": read failed");
       return;
@@ -753,6 +767,7 @@ class hdf5_source final : public sample_source {
     if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
+    if (zero_first_) std::memset(dst, 0, count * row_bytes());
     if (H5Dread(dset_.get(), read_type(), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
       const auto [why, in_filter, system] = last_hdf5_failure();
@@ -936,7 +951,7 @@ class hdf5_source final : public sample_source {
    *  dataset and stopped early), as a note: HDF5 reads their values as the fill value without
    *  a word, and h5py too. "" when every chunk is stored (or HDF5 cannot say). */
   static std::string unwritten_chunks(hid_t dset, hid_t space, const std::vector<hsize_t>& dims,
-                                      const std::vector<hsize_t>& chunk) {
+                                      const std::vector<hsize_t>& chunk, bool no_fill) {
     u64 total = 1;
     for (std::size_t i = 0; i < dims.size(); ++i) {
       if (chunk[i] == 0) return {};
@@ -949,8 +964,25 @@ class hdf5_source final : public sample_source {
     }
     if (stored >= total) return {};
     return std::to_string(total - stored) + " of its " + std::to_string(total) +
-           " chunks were never written (a writer that stopped early?): their values read as "
-           "the dataset's fill value";
+           " chunks were never written (a writer that stopped early?): their values read as " +
+           (no_fill ? "0 (it has no fill value to give: fill time never, or no fill value), as "
+                      "in h5py"
+                    : "the dataset's fill value");
+  }
+
+  /** Whether HDF5 leaves the values it does not store (unwritten chunks, unallocated data)
+   *  as they were in the reader's buffer: fill time never (netCDF-4's NC_NOFILL), or no fill
+   *  value defined. dctchop's buffers are reused: they are zeroed before such a read, as h5py
+   *  reads those values (into numpy.zeros), where they were a previous read's data, or
+   *  memory of the process, written into the archive. */
+  static bool gives_no_fill_value(hid_t dcpl) {
+    H5D_fill_time_t when{};
+    H5D_fill_value_t value{};
+    if (H5Pget_fill_time(dcpl, &when) < 0 || H5Pfill_value_defined(dcpl, &value) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return true;  // (zeroing first is right whatever HDF5 does)
+    }
+    return when == H5D_FILL_TIME_NEVER || value == H5D_FILL_VALUE_UNDEFINED;
   }
 
   /** A dataset stored in external raw files (H5Pset_external): HDF5 looks for relative names
@@ -1043,6 +1075,7 @@ class hdf5_source final : public sample_source {
   std::vector<u64> shape_;
   u64 preferred_ = 1;
   bool swmr_ = false;                 // opened as a SWMR reader
+  bool zero_first_ = false;           // HDF5 leaves unstored values alone: gives_no_fill_value
   std::optional<input_file> direct_;  // a contiguous dataset, read with pread (find_contiguous)
   u64 direct_at_ = 0;                 // its first byte in the file
   unsigned read_threads_ = 1;
