@@ -582,4 +582,32 @@ TEST(QualityAccumulator, FloatSsimNeedsAKnownRange) {
   EXPECT_LT(*known.result().ssim, 1.0);
 }
 
+TEST(QualityAccumulator, ViewsOfOtherSampleCountsOrOfAnotherDtypeAreRefusedNotReadPast) {
+  // add() split its views into batches by the original's sample count alone: a decoded view
+  // of fewer samples was read past its end (ASan: heap-buffer-overflow in the SSIM kernel).
+  std::vector<std::uint8_t> two(2 * 256, 1), one(256, 2);
+  const geometry g{layout::nhw, 2, 1, 16, 16};
+  quality_accumulator q(dtype::u8, std::nullopt, true);
+  const auto v2 = make_view(g, dtype::u8, static_cast<const void*>(two.data()), 2);
+  const auto v1 = make_view(g, dtype::u8, static_cast<const void*>(one.data()), 1);
+  for (const bool add : {true, false}) {
+    try {
+      if (add) q.add(v2, v1);
+      else (void)q.measure(v2, v1);
+      ADD_FAILURE() << (add ? "add" : "measure") << " took 2 samples against 1";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+      EXPECT_STREQ(e.what(), "quality_accumulator: views differ in shape or dtype");
+    }
+  }
+  EXPECT_EQ(q.result().samples, 0u);
+  quality_accumulator f(dtype::f32, 1.0, true);
+  try {
+    f.add(v1, v1);
+    ADD_FAILURE() << "an f32 accumulator took u8 views";
+  } catch (const error& e) {
+    EXPECT_STREQ(e.what(), "quality_accumulator: the views are u8, the accumulator measures f32");
+  }
+}
+
 }  // namespace

@@ -159,10 +159,7 @@ quality_batch quality_accumulator::measure(const const_sample_view& a,
 
 void quality_accumulator::measure(const const_sample_view& a, const const_sample_view& b,
                                   int threads, quality_batch& batch) const {
-  if (a.type != b.type || a.type != type_ || a.samples != b.samples || a.planes != b.planes ||
-      a.height != b.height || a.width != b.width) {
-    throw error(errc::invalid_argument, "quality_accumulator: views differ in shape or dtype");
-  }
+  check_views(a, b);
   const i64 samples = static_cast<i64>(a.samples);
   // (One sample takes one thread: no need to read the cgroup files for "every core".)
   [[maybe_unused]] const int nt =
@@ -277,8 +274,23 @@ void quality_accumulator::add(const quality_batch& batch) {
   samples_ += n;
 }
 
+void quality_accumulator::check_views(const const_sample_view& a,
+                                      const const_sample_view& b) const {
+  if (a.type != b.type || a.samples != b.samples || a.planes != b.planes ||
+      a.height != b.height || a.width != b.width) {
+    throw error(errc::invalid_argument, "quality_accumulator: views differ in shape or dtype");
+  }
+  if (a.type != type_) {
+    throw error(errc::invalid_argument, "quality_accumulator: the views are " +
+                                            std::string(to_string(a.type)) +
+                                            ", the accumulator measures " +
+                                            std::string(to_string(type_)));
+  }
+}
+
 void quality_accumulator::add(const const_sample_view& a, const const_sample_view& b,
                               int threads) {
+  check_views(a, b);  // (the batches below take a's sample count for both)
   // A batch at a time: the same sums in the same order as one measure() of the whole.
   quality_batch batch;
   const u64 step = add_batch_samples;

@@ -83,7 +83,8 @@ class quality_accumulator {
    *  @param ssim     whether to compute SSIM (costs about as much as a decode) */
   quality_accumulator(dtype type, std::optional<double> range, bool ssim);
 
-  /** Add whole samples: `original` and `decoded` must have the same geometry and dtype.
+  /** Add whole samples: `original` and `decoded` must have the same geometry and dtype
+   *  (error(invalid_argument) otherwise), the accumulator's.
    *  Runs on `threads` OpenMP threads (0: every core). Measures at most add_batch_samples
    *  samples at a time, so its memory does not grow with the batch (16 bytes a sample). */
   void add(const const_sample_view& original, const const_sample_view& decoded, int threads = 1);
@@ -125,6 +126,8 @@ class quality_accumulator {
 
  private:
   quality figures(double range, bool ssim_valid) const;
+  /** error(invalid_argument) unless the views match each other and this accumulator's dtype. */
+  void check_views(const const_sample_view& a, const const_sample_view& b) const;
   dtype type_;
   std::optional<double> known_range_;
   bool ssim_asked_;
