@@ -951,7 +951,14 @@ int run(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+  // A signal ignored when dctchop starts stays ignored, as the parent asked: `nohup` ignores
+  // SIGHUP (a run that outlives its terminal), a shell without job control SIGINT and SIGQUIT
+  // for the commands it starts with `&`.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction was {};
+    if (sigaction(sig, nullptr, &was) == 0 && was.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &sa, nullptr);
+  }
 
   // "dctchop: " and the message, its control characters escaped (terminal_text.hpp).
   auto log = app::make_stderr_logger();

@@ -16,7 +16,9 @@ using dctchop::test::run_sh;
 using dctchop::test::sh_quote;
 using dctchop::test::temp_dir;
 
-const std::string k_bin = sh_quote(DCTCHOP_BINARY);
+/** The command, with SIGINT and SIGQUIT at their defaults: the shell ignores them for the
+ *  commands it starts with `&`, and dctchop keeps a signal ignored as it found it. */
+const std::string k_bin = "env --default-signal=INT,QUIT " + sh_quote(DCTCHOP_BINARY);
 
 /** Shell code that runs `code` in Python with NumPy as np (to make the inputs). */
 std::string numpy_sh(const std::string& code) {
@@ -179,6 +181,29 @@ std::string signal_midway(const std::string& args, const std::string& feed, std:
   return dctchop::test::signal_midway(k_bin + " " + args, feed, bytes, output, signal);
 }
 
+TEST(Signals, ASignalIgnoredWhenDctchopStartsStaysIgnoredAsUnderNohup) {
+  // `nohup dctchop ...` ignores SIGHUP: a hangup (the ssh session gone) stopped the run
+  // (exit 130, no output), as dctchop caught every signal it stops on, ignored or not. So
+  // for SIGINT and SIGQUIT, which a shell without job control ignores for `cmd &`; SIGTERM
+  // still stops it.
+  temp_dir dir;
+  ASSERT_EQ(run_sh(numpy_sh("np.save('in.npy', np.zeros((400,64,64), np.uint8))"), dir.path())
+                .status, 0);
+  const std::string bin = sh_quote(DCTCHOP_BINARY);
+  const auto r = run_sh(
+      "mkfifo f; nohup " + bin + " compress - -o out.dcz --chunk-mb 0.1 < f > log 2>&1 & P=$!; "
+      "exec 3>f; head -c 900000 in.npy >&3; " + dctchop::test::wait_for_output("out.dcz") +
+      "kill -HUP $P; kill -INT $P; kill -QUIT $P; sleep 0.3; tail -c +900001 in.npy >&3; "
+      "exec 3>&-; wait $P; echo \"rc=$?\"; rm f",
+      dir.path());
+  EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "out.dcz")) << r.out << r.err;
+  auto t = run_sh(signal_midway("compress - -o t.dcz --chunk-mb 0.1", "in.npy", 900000, "t.dcz",
+                                "TERM"),
+                  dir.path());
+  EXPECT_NE(t.out.find("rc=130"), std::string::npos) << t.out << t.err;
+}
+
 TEST(Signals, InterruptMidwayThroughACompressionToAFileExits130AndLeavesNothing) {
   temp_dir dir;
   const std::string make =
@@ -289,7 +314,7 @@ TEST(Signals, AStdoutSocketGetsTheWholeStreamAndATermWhileItIsStalledExits130) {
       "    p.kill(); rc = p.wait(); print('stuck')\n"
       "print('stalled rc=%d' % rc)\n";
   dctchop::test::write_bytes((fs::path(dir.path()) / "sock.py").string(), py);
-  auto r = run_sh("/usr/bin/python3 sock.py " + k_bin, dir.path());
+  auto r = run_sh("/usr/bin/python3 sock.py " + sh_quote(DCTCHOP_BINARY), dir.path());
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("sock.npy rc=0"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("sock.dcz rc=0"), std::string::npos) << r.out << r.err;
