@@ -1277,7 +1277,8 @@ int run(int argc, char** argv) {
                             "there");
     }
     // A report appended to an input (`dctchop info a.dcz >> a.dcz`): inputs are only read.
-    if (json_on_stdout() || *evl || *inf) {
+    // So are messages (`verify a.dcz 2>> a.dcz`: its report, and any error, go to stderr).
+    {
       std::vector<std::string> ins;
       if (*cmp) ins = {c_in, c_labels};
       if (*dec) ins = {d_in};
@@ -1287,6 +1288,7 @@ int run(int argc, char** argv) {
         ins = v_ins;
         ins.push_back(v_against);
       }
+      const bool report_on_stdout = json_on_stdout() || *evl || *inf;
       for (const auto& in : ins) {
         if (in.empty()) continue;
         std::string path = in;  // the file of FILE.h5:/x or FILE.npz:x
@@ -1295,13 +1297,23 @@ int run(int argc, char** argv) {
         } catch (const error&) {
           // (a malformed name: refused where it is opened)
         }
-        if (formats::is_standard_output(path) ||
-            (path != in && formats::is_standard_output(in))) {
+        const auto is_stream = [&](int fd) {
+          return formats::is_standard_output(path, fd) ||
+                 (path != in && formats::is_standard_output(in, fd));
+        };
+        const std::string named = in == "-" ? std::string("(standard input's)") : in;
+        if (is_stream(STDERR_FILENO)) {
+          // Refused without a word: the word would go into the input. (exit 2)
+          const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+          if (null >= 0) ::dup2(null, STDERR_FILENO);
+          if (null > STDERR_FILENO) ::close(null);
+          throw error(errc::invalid_argument, "standard error is the input file " + named +
+                                                  ": messages would be written into it");
+        }
+        if (report_on_stdout && is_stream(STDOUT_FILENO)) {
           stdout_is_an_input = true;
-          throw error(errc::invalid_argument,
-                      "standard output is the input file " +
-                          (in == "-" ? std::string("(standard input's)") : in) +
-                          ": the report would be written into it");
+          throw error(errc::invalid_argument, "standard output is the input file " + named +
+                                                  ": the report would be written into it");
         }
       }
     }

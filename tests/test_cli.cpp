@@ -1067,6 +1067,41 @@ TEST(Cli, AReportWhoseStdoutIsAnInputFileIsRefusedAndTheInputStaysAsItWas) {
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before[0]);
 }
 
+TEST(Cli, AnInputThatIsStandardErrorIsRefusedWithoutAWordAndStaysAsItWas) {
+  // `dctchop verify a.dcz 2>> a.dcz`: verify's report goes to stderr, and was appended to the
+  // archive (exit 0), which then failed its checks; so were compress's --json with `-o -`,
+  // and any message, into an input or its labels. The refusal's own message would go there
+  // too: exit 2 says it, and a --json report on stdout.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  const std::vector<std::string> files{"in.npy", "y.npy", "a.dcz"};
+  std::vector<std::string> before;
+  for (const auto& f : files) before.push_back(read_bytes(dir.file(f)));
+  for (const std::string args :
+       {"verify a.dcz 2>> a.dcz", "verify a.dcz --against in.npy -q 2>> in.npy",
+        "compress in.npy --labels y.npy -o - --json 2>> y.npy > b.dcz",
+        "decompress a.dcz -o b.npy 2>> a.dcz", "info - < a.dcz 2>> a.dcz",
+        "eval in.npy --chop 4 2<> in.npy"}) {
+    auto c = cli(dir, args);
+    EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      EXPECT_EQ(read_bytes(dir.file(files[i])), before[i]) << args << " changed " << files[i];
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.npy")));
+  auto j = cli(dir, "verify a.dcz --json 2>> a.dcz");
+  EXPECT_EQ(j.status, 2);
+  EXPECT_TRUE(contains(j.out, "standard error is the input file a.dcz: messages would be "
+                              "written into it")) << describe(j);
+  EXPECT_EQ(read_bytes(dir.file("a.dcz")), before[2]);
+  // Messages into another file, as before.
+  auto ok = cli(dir, "verify a.dcz 2>> log.txt");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+  EXPECT_TRUE(contains(read_bytes(dir.file("log.txt")), "a.dcz")) << describe(ok);
+}
+
 // ---------------------------------------------------------------- bad input
 
 struct bad_case {

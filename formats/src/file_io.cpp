@@ -959,9 +959,9 @@ bool same_file(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-bool is_standard_output(const std::string& input) {
+bool is_standard_output(const std::string& input, int fd) {
   struct stat out {}, in {};
-  if (::fstat(STDOUT_FILENO, &out) != 0 || !S_ISREG(out.st_mode)) return false;
+  if (::fstat(fd, &out) != 0 || !S_ISREG(out.st_mode)) return false;
   const bool ok = input == "-" ? ::fstat(STDIN_FILENO, &in) == 0 : ::stat(input.c_str(), &in) == 0;
   return ok && S_ISREG(in.st_mode) && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
 }

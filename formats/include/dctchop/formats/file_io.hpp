@@ -343,9 +343,10 @@ bool refused_fifo(const std::string& path);
  *  standard input, when it is redirected from a regular file; `b` "-" is never the same. */
 bool same_file(const std::string& a, const std::string& b);
 
-/** True when standard output is a regular file that is the file `input` (or, for "-", the
- *  file standard input is redirected from): `-o - 1<>in.npy` would write over what it reads. */
-bool is_standard_output(const std::string& input);
+/** True when standard output (or the descriptor `fd`: standard error) is a regular file that
+ *  is the file `input` (or, for "-", the file standard input is redirected from):
+ *  `-o - 1<>in.npy` would write over what it reads. */
+bool is_standard_output(const std::string& input, int fd = 1);
 
 /** True when two outputs are or will be one file: same_file, or, where either does not exist
  *  yet, the same absolute path (out.h5 and ./out.h5). "-" is the same as "-" and as a name of
