@@ -497,6 +497,70 @@ TEST(SmallImages, ABatchEncodesAndDecodesExactlyAsEachImageAloneInEveryLayout) {
   }
 }
 
+// The inverse of naive_plane, per element: X'[iB+r][jB+q] = sum_{u,v<K} T[u][r] T[v][q] C, cropped.
+std::vector<double> naive_decode(const std::vector<double>& c, u64 h, u64 w, int b, int k) {
+  auto t = naive_t(b);
+  const u64 wb = (w + b - 1) / b;
+  std::vector<double> x(h * w);
+  for (u64 y = 0; y < h; ++y)
+    for (u64 z = 0; z < w; ++z) {
+      const u64 i = y / b, j = z / b, r = y % b, q = z % b;
+      double s = 0;
+      for (int u = 0; u < k; ++u)
+        for (int v = 0; v < k; ++v)
+          s += t[u * b + r] * t[v * b + q] * c[(i * k + u) * (wb * k) + j * k + v];
+      x[y * w + z] = s;
+    }
+  return x;
+}
+
+TEST(WidePlanes, PlanesWiderThanAThreadsTileEncodeAndDecodeAsPerElementMath) {
+  // Planes are cut into tiles of columns (64 Ki values of a wide row, all planes of an NHWC
+  // pixel together), so that a thread's scratch rows stay small: a 1 x 2^24 float32 plane
+  // took B rows of 2^24 values a thread, 512 MiB, where its data was 64 MiB. Each tile
+  // reads, pads (the last) and stores its own columns of the planes and of the coefficient
+  // rows: the result is the per-element math of the whole plane.
+  struct case_t { layout lay; u64 c, h, w; int b, k; };
+  for (const auto& cs : {case_t{layout::hw, 1, 3, 70001, 8, 3}, case_t{layout::nhwc, 3, 9, 30001, 8, 2},
+                         case_t{layout::nchw, 2, 5, 140003, 4, 1}, case_t{layout::hw, 1, 1, 65601, 16, 16}}) {
+    std::mt19937_64 rng(cs.w);
+    const geometry g{cs.lay, 1, cs.c, cs.h, cs.w};
+    const u64 vals = cs.c * cs.h * cs.w;
+    std::vector<float> x(vals);
+    std::uniform_real_distribution<float> d(-100.f, 100.f);
+    for (auto& v : x) v = d(rng);
+    const codec_params p{cs.b, cs.k, coeff_type::f32, 0.0};
+    for (int threads : {1, 2}) {
+      auto be = make_backend(backend_kind::cpu, {threads});
+      std::vector<std::byte> out(coeff_bytes_per_sample(p, g));
+      be->encode(p, make_view(g, dtype::f32, static_cast<const void*>(x.data()), 1), out);
+      const auto got = as_floats(out);
+      std::vector<float> back(vals);
+      be->decode(p, out, make_view(g, dtype::f32, static_cast<void*>(back.data()), 1));
+      const u64 per_plane = got.size() / cs.c;
+      for (u64 c = 0; c < cs.c; ++c) {
+        std::vector<double> plane(cs.h * cs.w);
+        for (u64 i = 0; i < cs.h * cs.w; ++i) {
+          plane[i] = cs.lay == layout::nhwc ? x[i * cs.c + c] : x[c * cs.h * cs.w + i];
+        }
+        const auto want = naive_plane(plane, cs.h, cs.w, cs.b, cs.k);
+        ASSERT_EQ(want.size(), per_plane);
+        const std::string what = "W=" + std::to_string(cs.w) + " plane " + std::to_string(c) +
+                                 " threads " + std::to_string(threads);
+        for (u64 i = 0; i < per_plane; ++i) {
+          ASSERT_NEAR(got[c * per_plane + i], want[i], 2e-3 + 1e-5 * std::fabs(want[i]))
+              << what << " coefficient " << i;
+        }
+        const auto decoded = naive_decode(want, cs.h, cs.w, cs.b, cs.k);
+        for (u64 i = 0; i < cs.h * cs.w; ++i) {
+          const float v = cs.lay == layout::nhwc ? back[i * cs.c + c] : back[c * cs.h * cs.w + i];
+          ASSERT_NEAR(v, decoded[i], 2e-3 + 1e-5 * std::fabs(decoded[i])) << what << " value " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(SmallImages, TheFirstBadSampleIsNamedAmongMany) {
   // 40 samples of 8x8 u16; samples 15 and 29 overflow f16. On two threads each finds one
   // (the static schedule gives each half of the samples to one), and the lower must win.

@@ -13,6 +13,8 @@
 // and B-1-r at once (the even terms' sum plus and minus the odd terms': vertical_inverse_k).
 // Edge replication: rows past H repeat row H-1, columns past W repeat column W-1.
 #include <algorithm>
+#include <tuple>
+#include <utility>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -172,17 +174,45 @@ void load_coeffs(const std::byte* src, std::size_t n, coeff_type ct, Real* dst) 
 // to, so it runs once over the whole interleaved row, contiguous and vectorised. Column X of a
 // wide row holds plane X % ci at pixel X / ci.
 
+/** A strip job's columns: the whole plane's width, or one tile of it (column_tiles). */
 struct strip_geometry {
-  u64 h, w, wb, wp;  // plane height, width, blocks per row, padded width
+  u64 h, w, wb, wp;  // plane height, width, blocks per row, padded width (of the tile)
   u64 ci;            // interleaved planes in this job
   i64 stride_row, stride_col, stride_plane;
+  u64 plane_wb = 0;  // blocks per row of the whole plane: a coefficient row has plane_wb*K
+  u64 j0 = 0;        // the tile's first block in its row
 };
 
 template <int B>
 strip_geometry make_strip_geometry(u64 h, u64 w, u64 ci, i64 stride_row, i64 stride_col,
                                    i64 stride_plane) {
   const u64 wb = (w + B - 1) / B;
-  return {h, w, wb, wb * B, ci, stride_row, stride_col, stride_plane};
+  return {h, w, wb, wb * B, ci, stride_row, stride_col, stride_plane, wb, 0};
+}
+
+/** Columns of a wide row that a strip job takes at most (all planes of an interleaved
+ *  group): wider planes are cut into tiles of whole blocks, so that a thread's scratch, B
+ *  such rows in Real, stays near 2 MiB, where a plane of 1 x 2^24 float32 values took 512
+ *  MiB a thread (B rows of its padded width) and ran out of memory. */
+constexpr u64 k_tile_values = u64(1) << 16;
+
+/** Tiles per row of a plane of wb blocks of B columns of ci values, and blocks per tile. */
+template <int B>
+std::pair<u64, u64> column_tiles(u64 wb, u64 ci) {
+  const u64 per = std::max<u64>(1, k_tile_values / (static_cast<u64>(B) * ci));
+  if (wb <= per) return {1, wb};
+  return {(wb + per - 1) / per, per};
+}
+
+/** The geometry of tile `tile` (of `per` blocks) of a plane's strip geometry g. */
+template <int B>
+strip_geometry tile_of(const strip_geometry& g, u64 tile, u64 per) {
+  strip_geometry t = g;
+  t.j0 = tile * per;
+  t.wb = std::min(per, g.wb - t.j0);
+  t.wp = t.wb * B;
+  t.w = std::min(t.wp, g.w - t.j0 * B);  // the last tile's real columns: the rest is padding
+  return t;
 }
 
 #if defined(__AVX2__)
@@ -514,17 +544,24 @@ bool encode_strip(const In* plane0, const strip_geometry& g, u64 strip, int k, c
   // Horizontal stage, per plane and block: C[u][jK+v] = sum_c y[u][(jB+c)*ci + plane] T[v][c].
   bool ok = true;
   const std::size_t csize = size_of(ct);
-  const u64 ccols = g.wb * k;
+  const u64 ccols = g.wb * k, plane_ccols = g.plane_wb * k;
   const Real* planar = y;  // plane c of row u at planar[u*n + c*wp]
   if (g.ci > 1) {
     split_planes(y, k, g, rows);  // (the input rows are no longer needed)
     planar = rows;
   }
   for (u64 c = 0; c < g.ci; ++c) {
-    // The strip's K coefficient rows of plane c are contiguous: stored at once.
     horizontal_forward<B>(planar + c * g.wp, n, g, k, t, s.crow.data());
-    ok &= store_coeffs(s.crow.data(), k * ccols, ct,
-                       cplanes + c * plane_bytes + strip * k * ccols * csize);
+    std::byte* first = cplanes + c * plane_bytes + (strip * k * plane_ccols + g.j0 * k) * csize;
+    if (ccols == plane_ccols) {
+      // The strip's K coefficient rows of plane c are contiguous: stored at once.
+      ok &= store_coeffs(s.crow.data(), k * ccols, ct, first);
+    } else {  // a tile's part of each
+      for (int u = 0; u < k; ++u) {
+        ok &= store_coeffs(s.crow.data() + static_cast<u64>(u) * ccols, ccols, ct,
+                           first + static_cast<u64>(u) * plane_ccols * csize);
+      }
+    }
   }
   return ok;
 }
@@ -734,13 +771,14 @@ void decode_strip(const std::byte* cplanes, u64 plane_bytes, coeff_type ct, u64 
   Real* y = s.y.data();
   Real* row = s.row.data();
   const std::size_t csize = size_of(ct);
-  const u64 ccols = g.wb * k;
+  const u64 ccols = g.wb * k, plane_ccols = g.plane_wb * k;
   const u64 wp = g.wp, n = g.ci * wp;
   // Horizontal stage, planar: y[u*n + plane*wp + jB+c] = sum_v C[u][jK+v] T[v][c].
   for (u64 c = 0; c < g.ci; ++c) {
     for (int u = 0; u < k; ++u) {
       Real* cr = s.crow.data();
-      load_coeffs(cplanes + c * plane_bytes + (strip * k + u) * ccols * csize, ccols, ct, cr);
+      load_coeffs(cplanes + c * plane_bytes + ((strip * k + u) * plane_ccols + g.j0 * k) * csize,
+                  ccols, ct, cr);
       horizontal_inverse<B>(cr, g.wb, k, t, y + static_cast<u64>(u) * n + c * wp);
     }
   }
@@ -826,10 +864,11 @@ u64 interleave_of(const View& v) {
   return interleaved ? v.planes : 1;
 }
 
-/** How a batch splits into strip jobs: (sample, group of interleaved planes, block row). */
+/** How a batch splits into strip jobs: (sample, group of interleaved planes, block row,
+ *  column tile). */
 struct batch_plan {
-  u64 plane_bytes, hb, ci, groups, items;
-  strip_geometry g;
+  u64 plane_bytes, hb, ci, groups, tiles, per_tile, items;
+  strip_geometry g;  // of the whole plane
 };
 
 template <int B, typename View>
@@ -840,14 +879,16 @@ batch_plan plan_batch(const codec_params& p, const View& v) {
   bp.hb = (v.height + B - 1) / B;
   bp.ci = interleave_of(v);
   bp.groups = v.planes / bp.ci;
-  bp.items = v.samples * bp.groups * bp.hb;
   bp.g = make_strip_geometry<B>(v.height, v.width, bp.ci, v.stride_row, v.stride_col,
                                 v.stride_plane);
+  std::tie(bp.tiles, bp.per_tile) = column_tiles<B>(bp.g.wb, bp.ci);
+  bp.items = v.samples * bp.groups * bp.hb * bp.tiles;
   return bp;
 }
 
-/** Run fn(strip, sample, element offset of the group's first plane, byte offset of its first
- *  coefficient plane, scratch) for every strip job, on `threads` OpenMP threads. */
+/** Run fn(strip, sample, element offset of the group's first plane (of the tile's first
+ *  column), byte offset of its first coefficient plane, the tile's geometry, scratch) for
+ *  every strip job, on `threads` OpenMP threads. */
 template <int B, typename Real, typename View, typename Fn>
 void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, int threads,
                     Fn&& fn) {
@@ -861,17 +902,21 @@ void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, 
     // (encoding reads a const view)
     std::optional<decltype(make_scratch<Real>(B, p.chop, bp.g, true))> s;
     failure.run([&] {
-      s.emplace(make_scratch<Real>(B, p.chop, bp.g, std::is_same_v<View, const_sample_view>));
+      s.emplace(make_scratch<Real>(B, p.chop, tile_of<B>(bp.g, 0, bp.per_tile),
+                                   std::is_same_v<View, const_sample_view>));
     });
     DCTCHOP_OMP(omp for schedule(static))
     for (i64 it = 0; it < static_cast<i64>(bp.items); ++it) {
       if (!s || failure.failed()) continue;
       const u64 item = static_cast<u64>(it);
-      const u64 strip = item % bp.hb;
-      const u64 group = item / bp.hb;  // sample * groups + group within the sample
+      const u64 tile = item % bp.tiles;
+      const u64 strip = item / bp.tiles % bp.hb;
+      const u64 group = item / bp.tiles / bp.hb;  // sample * groups + group within the sample
       const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
-      const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane;
-      failure.run([&] { fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, *s); });
+      const strip_geometry g = bp.tiles == 1 ? bp.g : tile_of<B>(bp.g, tile, bp.per_tile);
+      const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane +
+                       static_cast<i64>(g.j0 * B) * v.stride_col;
+      failure.run([&] { fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, g, *s); });
     }
   }
   failure.rethrow();
@@ -885,8 +930,9 @@ void encode_all(const codec_params& p, const const_sample_view& v, std::byte* co
   const auto* base = static_cast<const In*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
   for_each_strip<B, Real>(p, v, bp, threads,
-                          [&](u64 strip, u64 n, i64 elem, u64 cbyte, scratch<Real>& s) {
-    const bool ok = encode_strip<B, In, Real>(base + elem, bp.g, strip, p.chop, t.data(), offset,
+                          [&](u64 strip, u64 n, i64 elem, u64 cbyte, const strip_geometry& g,
+                              scratch<Real>& s) {
+    const bool ok = encode_strip<B, In, Real>(base + elem, g, strip, p.chop, t.data(), offset,
                                               p.coeff, coeffs + cbyte, bp.plane_bytes, s);
     if (!ok) {
       u64 cur = first_bad.load();
@@ -904,9 +950,10 @@ void decode_all(const codec_params& p, const std::byte* coeffs, const sample_vie
   auto* base = static_cast<Out*>(v.data);
   const Real offset = static_cast<Real>(p.offset);
   for_each_strip<B, Real>(p, v, bp, threads,
-                          [&](u64 strip, u64, i64 elem, u64 cbyte, scratch<Real>& s) {
+                          [&](u64 strip, u64, i64 elem, u64 cbyte, const strip_geometry& g,
+                              scratch<Real>& s) {
     decode_strip<B, Out, Real>(coeffs + cbyte, bp.plane_bytes, p.coeff, strip, p.chop, t.data(),
-                               offset, bp.g, base + elem, s);
+                               offset, g, base + elem, s);
   });
 }
 
