@@ -221,6 +221,32 @@ TEST(NpyReader, GathersFortranOrderIntoCOrder3d) {
   EXPECT_EQ(row[11], 123.0f);
 }
 
+TEST(NpyReader, AFortranOrderFileIsGatheredWithReadsNotThroughAMapOfTheFile) {
+  // Through a map, every page that a gather touched (and the kernel's fault-around about
+  // them) stayed in the process's resident set: 381 MB to compress a 300 MB array, where
+  // a C-order one is read with pread in about 120. Nothing of the file is mapped now.
+  temp_dir dir;
+  const std::vector<std::uint64_t> shape{300, 7, 5};
+  std::vector<std::uint16_t> fortran(300 * 7 * 5);
+  for (std::size_t i = 0; i < fortran.size(); ++i) fortran[i] = static_cast<std::uint16_t>(i);
+  const auto header = make_npy_header(npy_dtype{'u', 2, false}, shape, true);
+  std::string bytes(header.begin(), header.end());
+  bytes.append(reinterpret_cast<const char*>(fortran.data()), fortran.size() * 2);
+  write_file_bytes(dir.file("f.npy"), bytes);
+  auto r = npy_reader::open(dir.file("f.npy"));
+  std::vector<std::uint16_t> rows(100 * 35);
+  r.read_rows(150, 100, rows.data());
+  for (std::uint64_t i = 0; i < 100; ++i)
+    for (std::uint64_t j = 0; j < 35; ++j) {  // element (150 + i, a, b) at i0 + 300 (a + 7 b)
+      const std::uint64_t a = j / 5, b = j % 5;
+      ASSERT_EQ(rows[i * 35 + j], static_cast<std::uint16_t>(150 + i + 300 * (a + 7 * b)))
+          << i << "," << j;
+    }
+  const std::string maps = read_file_bytes("/proc/self/maps");
+  const std::string canonical = std::filesystem::canonical(dir.file("f.npy")).string();
+  EXPECT_EQ(maps.find(canonical), std::string::npos) << maps;
+}
+
 TEST(NpyReader, GathersBigEndianFortranOrderAndSwaps) {
   // (3, 2, 4) '>i4' in Fortran order, built by hand: value = i*100 + j*10 + k - 50.
   temp_dir dir;
