@@ -478,6 +478,17 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
                      j["chunks"] = o;
                    }),
        errc::corrupt, "index chunks are not a list"},
+      // The entries are taken as the index is parsed (not kept as JSON): what is not one is
+      // still refused.
+      {"a chunk entry that is a number",
+       with_footer(bytes_, [](nlohmann::json& j) { j["chunks"].push_back(5); }),
+       errc::corrupt, "index chunks hold an entry that is not an object"},
+      {"a chunk entry without its checksum",
+       with_footer(bytes_, [](nlohmann::json& j) { j["chunks"][1].erase("xxh64"); }),
+       errc::corrupt, "index: key 'xxh64' not found"},
+      {"a chunk entry whose count is text",
+       with_footer(bytes_, [](nlohmann::json& j) { j["chunks"][0]["count"] = "2"; }),
+       errc::corrupt, "index: expected an integer in range"},
       // Where the stream reader finds the side array: at an aligned offset after the chunks.
       {"a side array off its alignment",
        with_footer(bytes_,

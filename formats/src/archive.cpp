@@ -345,7 +345,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    corrupt(file, std::string("header: ") + e.what());
+    corrupt(file, "header: " + json_error_text(e));
   } catch (const std::out_of_range& e) {
     corrupt(file, std::string("header: ") + e.what());
   } catch (const error& e) {
@@ -751,12 +751,41 @@ void archive_reader::check_placement(u64 footer_offset) const {
 void archive_reader::parse_footer(const std::string& text) {
   const std::string name = display_name();
   std::string twice;
-  nlohmann::json f = parse_json_naming_once(text, twice);
+  // The chunks' entries are taken as they are parsed, and left out of the tree: an entry
+  // held as JSON took about 1 KB (200,000 chunks: 215 MB for `info`), a chunk_info 64 bytes.
+  std::vector<chunk_info> chunks;
+  std::string bad_entry;  // what was wrong with the first entry that was
+  bool in_chunks = false;
+  using event = nlohmann::json::parse_event_t;
+  nlohmann::json f = parse_json_naming_once(text, twice, [&](int depth, event e, nlohmann::json& v) {
+    if (depth == 1 && e == event::key) in_chunks = v == "chunks";
+    if (!in_chunks || depth != 2 || e != event::object_end) return true;
+    if (!bad_entry.empty()) return false;
+    try {
+      chunk_info c;
+      c.index = chunks.size();
+      c.offset = json_integer<u64>(v.at("offset"));
+      c.first = json_integer<u64>(v.at("first"));
+      c.count = json_integer<u64>(v.at("count"));
+      c.stored_bytes = json_integer<u64>(v.at("stored_bytes"));
+      c.raw_bytes = json_integer<u64>(v.at("raw_bytes"));
+      c.stages = json_integer<std::uint32_t>(v.at("stages"));
+      c.xxh64 = parse_hex64(v.at("xxh64").get<std::string>());
+      chunks.push_back(c);
+    } catch (const nlohmann::json::exception& x) {
+      bad_entry = json_error_text(x);
+    } catch (const std::invalid_argument& x) {
+      bad_entry = x.what();
+    } catch (const std::out_of_range& x) {
+      bad_entry = x.what();
+    }
+    return false;
+  });
   if (f.is_discarded() || !f.is_object() || !plain_json_text(text)) {
     corrupt(name, "index is not valid JSON");
   }
   if (!twice.empty()) corrupt(name, "index names member '" + twice + "' twice");
-  std::vector<chunk_info> chunks;
+  if (!bad_entry.empty()) corrupt(name, "index: " + bad_entry);
   std::vector<side_array_info> sides;
   try {
     if (json_integer<u64>(f.at("samples")) != header_.geom.samples) {
@@ -768,16 +797,11 @@ void archive_reader::parse_footer(const std::string& text) {
     if (f.contains("side_arrays") && !f.at("side_arrays").is_array()) {
       corrupt(name, "index side_arrays are not a list");
     }
-    for (const auto& cj : f.at("chunks")) {
-      chunk_info c;
-      c.index = chunks.size();
-      c.offset = json_integer<u64>(cj.at("offset"));
-      c.first = json_integer<u64>(cj.at("first"));
-      c.count = json_integer<u64>(cj.at("count"));
-      c.stored_bytes = json_integer<u64>(cj.at("stored_bytes"));
-      c.raw_bytes = json_integer<u64>(cj.at("raw_bytes"));
-      c.stages = json_integer<std::uint32_t>(cj.at("stages"));
-      c.xxh64 = parse_hex64(cj.at("xxh64").get<std::string>());
+    // (The entries that were objects were taken; anything left is not an entry.)
+    if (!f.at("chunks").empty()) {
+      corrupt(name, "index chunks hold an entry that is not an object");
+    }
+    for (const chunk_info& c : chunks) {
       if (c.first != next || c.count == 0 || c.count > header_.geom.samples - next ||
           c.raw_bytes != c.count * cbps) {
         corrupt(name, "index entry " + std::to_string(c.index) + " is inconsistent");
@@ -792,7 +816,6 @@ void archive_reader::parse_footer(const std::string& text) {
         corrupt(name, "index entry " + std::to_string(c.index) + " has a wrong stored size");
       }
       next += c.count;
-      chunks.push_back(c);
     }
     if (next != header_.geom.samples) corrupt(name, "index does not cover every sample");
     if (f.contains("side_arrays")) {
@@ -845,7 +868,7 @@ void archive_reader::parse_footer(const std::string& text) {
       if (!ok) corrupt(name, "index quality figures are malformed");
     }
   } catch (const nlohmann::json::exception& e) {
-    corrupt(name, std::string("index: ") + e.what());
+    corrupt(name, "index: " + json_error_text(e));
   } catch (const std::invalid_argument& e) {
     corrupt(name, std::string("index: ") + e.what());
   } catch (const std::out_of_range& e) {

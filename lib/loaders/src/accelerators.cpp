@@ -300,7 +300,7 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
+    throw error(errc::invalid_argument, "not a CS-2 feed state: " + formats::json_error_text(e));
   } catch (const std::out_of_range& e) {
     throw error(errc::invalid_argument, std::string("not a CS-2 feed state: ") + e.what());
   }

@@ -83,13 +83,24 @@ struct member_names_once : nlohmann::json_sax<nlohmann::json> {
 };
 }  // namespace detail
 
+/** nlohmann's message without its tag: "key 'x' not found", not
+ *  "[json.exception.out_of_range.403] key 'x' not found". */
+inline std::string json_error_text(const nlohmann::json::exception& e) {
+  const std::string_view w = e.what();
+  const auto tag_end = w.find("] ");
+  const bool tagged = !w.empty() && w.front() == '[' && tag_end != std::string_view::npos;
+  return std::string(tagged ? w.substr(tag_end + 2) : w);
+}
+
 /** Parse `text` (a discarded value when it is not JSON), noting in `duplicate` the first
- *  member an object names twice ("" when none). The grammar allows that, and readers
+ *  member an object names twice ("" when none); `keep` is nlohmann's parser callback, which
+ *  may take values as they are parsed and leave them out of the result. The grammar allows that, and readers
  *  disagree on which one counts (nlohmann and Python's json take the last, others the
  *  first), so such a text has no one meaning: callers refuse it. Two linear passes. */
-inline nlohmann::json parse_json_naming_once(std::string_view text, std::string& duplicate) {
+inline nlohmann::json parse_json_naming_once(std::string_view text, std::string& duplicate,
+                                             nlohmann::json::parser_callback_t keep = nullptr) {
   duplicate.clear();
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), std::move(keep), false);
   if (j.is_discarded()) return j;
   detail::member_names_once names;
   nlohmann::json::sax_parse(text.begin(), text.end(), &names);
