@@ -1,6 +1,8 @@
 #include "dctchop/formats/pipeline.hpp"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -68,21 +70,46 @@ u64 input_source::read(u64 first, u64 n, void* dst) {
   }
 }
 
-void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes) {
+namespace {
+
+/** "160.0 GiB", "27.0 MiB" (a limit such as ulimit -v refuses tens of MiB: not "0.0 GiB"). */
+std::string memory_text(double bytes) {
   double amount = bytes / double(1 << 20);
-  const char* unit = "MiB";  // (a limit such as ulimit -v refuses tens of MiB: not "0.0 GiB")
+  const char* unit = "MiB";
   for (const char* bigger : {"GiB", "TiB", "PiB", "EiB"}) {
     if (amount < 1024) break;
     amount /= 1024;
     unit = bigger;
   }
-  char need[64];
-  std::snprintf(need, sizeof need, "%.1f %s", amount, unit);
-  throw error(errc::bad_input, name + ": " + std::to_string(chunks) +
-                                   (chunks == 1 ? " chunk of " : " chunks of ") + std::to_string(samples) +
-                                   (samples == 1 ? " sample needs " : " samples need ") + need +
-                                   " of memory, more than this machine gives (or the "
-                                   "process's limits: ulimit -v)");
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f %s", amount, unit);
+  return text;
+}
+
+}  // namespace
+
+void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes) {
+  const std::string what = name + ": " + std::to_string(chunks) +
+                           (chunks == 1 ? " chunk of " : " chunks of ") + std::to_string(samples) +
+                           (samples == 1 ? " sample needs " : " samples need ") +
+                           memory_text(bytes) + " of memory";
+  // One sample past the machine's memory is the data's size: nothing else helps (exit 3).
+  // Otherwise the memory was there to be had, and the system or the process's limits
+  // refused it: a resource, as a thread that does not start (exit 5).
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double physical = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+  const double per_sample = bytes / (double(chunks) * double(std::max<u64>(samples, 1)));
+  if (physical > 0 && per_sample > physical) {
+    throw error(errc::bad_input, what + ", more than this machine has (" + memory_text(physical) +
+                                     ")");
+  }
+  struct rlimit as {};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    throw error(errc::io, what + ", which the system refused: the process may have " +
+                              memory_text(double(as.rlim_cur)) +
+                              " of address space (ulimit -v), used in part already");
+  }
+  throw error(errc::io, what + ", which the system refused (out of memory)");
 }
 
 const std::vector<std::byte>& input_source::first_sample() {

@@ -40,10 +40,11 @@ inline quality measured(const quality_accumulator& acc, const std::string& name,
   }
 }
 
-/** error(bad_input) for the buffers of `chunks` chunks of `samples` samples, `bytes` in all,
- *  that could not be had: "NAME: 1 chunk of 1 sample needs 10.0 PiB of memory, more than
- *  this machine gives". One sample is the unit of work: a sample larger than memory cannot
- *  be processed yet. */
+/** The error for the buffers of `chunks` chunks of `samples` samples, `bytes` in all, that
+ *  could not be had: bad_input where one sample needs more than the machine's memory ("NAME:
+ *  1 chunk of 1 sample needs 10.0 PiB of memory, more than this machine has (23.4 GiB)"):
+ *  one sample is the unit of work, and a sample larger than memory cannot be processed yet;
+ *  else io, naming the process's address-space limit where it has one (ulimit -v). */
 [[noreturn]] void refuse_memory(const std::string& name, u64 chunks, u64 samples, double bytes);
 
 /** fn(), which allocates what refuse_memory describes; a std::bad_alloc from it is that error. */
