@@ -648,13 +648,20 @@ void print_info_text(const nlohmann::json& j) {
       return db_text(opt_number(q, key));
     };
     const auto lossless = opt_number(q, "lossless_samples").value_or(0);
-    std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}{}\n",
-                             undefined ? std::string("n/a (constant data)")
-                                       : db_text(opt_number(q, "psnr_db")),
-                             per_sample("sample_psnr_min_db"), per_sample("sample_psnr_mean_db"),
-                             lossless > 0 ? fmt::format(" ({:.0f} lossless sample{})", lossless,
+    const std::string psnr =
+        undefined ? std::string("n/a (constant data)") : db_text(opt_number(q, "psnr_db"));
+    if (!undefined && recorded && lossless > 0 && lossless == opt_number(q, "samples")) {
+      // (The mean is over the lossy samples: there is none to give one.)
+      std::cout << fmt::format("quality:     PSNR {}, every sample lossless ({:.0f})\n", psnr,
+                               lossless);
+    } else {
+      std::cout << fmt::format("quality:     PSNR {}, per-sample PSNR min {} mean {}{}\n", psnr,
+                               per_sample("sample_psnr_min_db"),
+                               per_sample("sample_psnr_mean_db"),
+                               lossless > 0 ? fmt::format(" ({:.0f} lossless sample{})", lossless,
                                                           lossless == 1 ? "" : "s")
-                                          : std::string());
+                                            : std::string());
+    }
     std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {}, max error {:g}\n",
                              ssim_text(opt_number(q, "ssim"), formats::recorded_ssim_status(j)),
                              opt_number(q, "rmse").value_or(0),
@@ -1192,7 +1199,12 @@ int run(int argc, char** argv) {
   // (after any unknown option, which may be the cause).
   if (const auto x = extra_words_of(*dec); *dec && dec->count("--output") == 0 && x.options.empty()) {
     const auto& extras = x.inputs;
-    if (extras.size() == 1) {
+    if (extras.size() == 1 && formats::name_ends_with(extras[0], ".dcz")) {
+      // (-o y.dcz would write decoded values under an archive's name, over it with -f.)
+      log->error("error: decompress takes one archive and writes to -o OUTPUT (FILE.npy, "
+                 "FILE.h5, FILE.npz, - for stdout): {} is a second archive (see dctchop "
+                 "decompress --help)", extras[0]);
+    } else if (extras.size() == 1) {
       log->error("error: decompress writes to -o OUTPUT: did you mean -o {}? (see dctchop "
                  "decompress --help)", extras[0]);
     } else {
@@ -1391,8 +1403,12 @@ int run(int argc, char** argv) {
         // The GPU by --device's index (a fresh process's current device, 0, by default).
         if (be->name() == "cuda") j["device"] = std::max(c_be.device, 0);
         // The CPU codec's threads: --threads, or for 0 what a CPU quota or OMP_NUM_THREADS
-        // leaves of the cores (a batch job's log shows what it got).
-        if (be->name().rfind("cpu", 0) == 0) j["threads"] = be->threads();
+        // leaves of the cores (a batch job's log shows what it got); never more than the
+        // CPUs it may run on, which no more threads than that ever use (it said 4096).
+        if (be->name().rfind("cpu", 0) == 0) {
+          j["threads"] = std::min<unsigned>(static_cast<unsigned>(std::max(be->threads(), 1)),
+                                            std::max(dctchop::usable_cores().affinity, 1U));
+        }
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);

@@ -1373,6 +1373,13 @@ TEST(QualityCli, AnArchiveLargerThanItsInputIsExplainedByItsCause) {
   EXPECT_TRUE(contains(note_of("small.npy", 3, 3, ""),
                        "planes of 3x3 are padded to whole 8x8 blocks (8x8), each of which keeps "
                        "4x4 coefficients; use a smaller block or chop"));
+  // Only what can be smaller is named: block 4 and chop 1 are the least.
+  EXPECT_TRUE(contains(note_of("one.npy", 1, 1, "--block 4 --chop 1 -f"),
+                       "planes of 1x1 are padded to whole 4x4 blocks (4x4), each of which keeps "
+                       "1x1 coefficients (block 4, chop 1: the least there is); planes this "
+                       "small do not shrink"));
+  EXPECT_TRUE(contains(note_of("four.npy", 1, 1, "--block 4 --chop 2 -f"),
+                       "keeps 2x2 coefficients; use a smaller chop"));
   // More coefficient bytes than value bytes per block.
   EXPECT_TRUE(contains(note_of("big.npy", 16, 16, "--chop 7"),
                        "f16 coefficients at chop 7 take more bytes than the u8 values"));

@@ -308,6 +308,15 @@ u64 samples_per_chunk(u64 cbps, u64 ibps, double chunk_mb, u64 samples, u64 pref
   return std::min<u64>(spc, samples);
 }
 
+/** "; use a smaller block or chop", naming only what can be smaller (block 4 and chop 1
+ *  are the least), or what is left to do at the least. */
+std::string smaller_setting(const codec_params& c) {
+  if (c.block > 4 && c.chop > 1) return "; use a smaller block or chop";
+  if (c.block > 4) return "; use a smaller block";
+  if (c.chop > 1) return "; use a smaller chop";
+  return " (block 4, chop 1: the least there is); planes this small do not shrink";
+}
+
 pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks) {
   constexpr u64 budget = u64(384) << 20;
   const u64 fit = budget / std::max<u64>(slot_bytes, 1);
@@ -605,7 +614,7 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
                     " are padded to whole " + std::to_string(b) + "x" + std::to_string(b) +
                     " blocks (" + std::to_string(ph) + "x" + std::to_string(pw) +
                     "), each of which keeps " + std::to_string(r.codec.chop) + "x" +
-                    std::to_string(r.codec.chop) + " coefficients; use a smaller block or chop");
+                    std::to_string(r.codec.chop) + " coefficients" + smaller_setting(r.codec));
     } else {
       out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
                     "header and chunks dominate");
