@@ -382,6 +382,33 @@ TEST(Hdf5Spec, ColonSlashSeparatesTheDataset) {
   EXPECT_EQ(t.dataset, "/train/images");
 }
 
+TEST(Hdf5Spec, ADatasetNameWithAColonAndNoLeadingSlashSplitsAtTheHdf5FilesName) {
+  // "f.h5:x:y": the file f.h5, dataset x:y (HDF5 allows ':' in names); the last ':' alone
+  // took "f.h5:x" for the file, which was "cannot open: No such file" (exit 5).
+  const auto s = parse_dataset_spec("f.h5:x:y");
+  EXPECT_EQ(s.path, "f.h5");
+  EXPECT_EQ(s.dataset, "/x:y");
+  const auto g = parse_dataset_spec("f.h5:g/t:1");
+  EXPECT_EQ(g.path, "f.h5");
+  EXPECT_EQ(g.dataset, "/g/t:1");
+  // Of two HDF5 names, the last whose file exists.
+  temp_dir dir;
+  const std::string a = dir.file("a.h5"), ab = a + ":b.h5";
+  EXPECT_EQ(parse_dataset_spec(ab + ":x").path, ab);  // neither exists: the last
+  write_bytes(a, "x");
+  EXPECT_EQ(parse_dataset_spec(ab + ":x").path, a);
+  EXPECT_EQ(parse_dataset_spec(ab + ":x").dataset, "/b.h5:x");
+  write_bytes(ab, "x");
+  EXPECT_EQ(parse_dataset_spec(ab + ":x").path, ab);
+  // A .npy name that holds HDF5: said at once, as when it is named alone.
+  {
+    auto f = h5_create(dir.file("h.npy"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 1));
+  }
+  expect_error([&] { parse_dataset_spec(dir.file("h.npy") + ":images"); }, errc::invalid_argument,
+               {"h.npy is an HDF5 file, not a .npy file (name it .h5)"});
+}
+
 TEST(Hdf5Spec, NpyAndStdinAreNpy) {
   for (const std::string name : {"a.npy", "-", "dir/b.NPY", "noext"}) {
     const auto s = parse_dataset_spec(name);

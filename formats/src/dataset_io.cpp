@@ -446,6 +446,17 @@ std::string checked_dataset(const std::string& file, const std::string& d) {
 }
 
 /** The spec as written, before its dataset path is checked. */
+/** Whether the file at `path` starts with HDF5's signature. */
+bool holds_hdf5(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  unsigned char head[8];
+  const bool hdf5 = ::pread(fd, head, 8, 0) == 8 &&
+                    detail::magic_of(head, 8) == detail::file_magic::hdf5;
+  ::close(fd);
+  return hdf5;
+}
+
 dataset_spec split_spec(const std::string& text, const std::string& dataset, bool raw) {
   dataset_spec s;
   s.path = text;
@@ -517,18 +528,35 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     struct stat st {};
     if (::stat(text.c_str(), &st) != 0 && ::stat(text.substr(0, c).c_str(), &st) == 0 &&
         !S_ISDIR(st.st_mode)) {
+      // (One that is HDF5 inside: named alone, it is refused for that; say so at once.)
+      if (holds_hdf5(text.substr(0, c))) {
+        throw error(errc::invalid_argument, text + ": " + text.substr(0, c) +
+                                                " is an HDF5 file, not a .npy file (name it .h5)");
+      }
       throw error(errc::invalid_argument,
                   text + ": " + text.substr(0, c) + " is a .npy file, which holds one array: "
                   "name it alone (a name after ':' picks an array of a .npz or a dataset of an "
                   "HDF5 file)");
     }
   }
-  if (split == std::string::npos && c != std::string::npos && c > 0 &&
-      hdf5_name(text.substr(0, c))) {
-    if (c + 1 == text.size()) {
+  if (split == std::string::npos && c != std::string::npos && c > 0) {
+    // The last ':' after an HDF5 name, or an earlier one ("f.h5:x:y", a dataset "x:y"); of
+    // several, the last whose file is there.
+    std::size_t last_named = std::string::npos;
+    for (std::size_t at = c; at != std::string::npos && at > 0; at = text.rfind(':', at - 1)) {
+      const std::string file = text.substr(0, at);
+      if (!hdf5_name(file)) continue;
+      if (last_named == std::string::npos) last_named = at;
+      struct stat st {};
+      if (::stat(file.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+        last_named = at;
+        break;
+      }
+    }
+    if (last_named == c && c + 1 == text.size()) {
       throw error(errc::invalid_argument, text + ": no dataset after ':' (write FILE.h5:/images)");
     }
-    split = c;
+    split = last_named;
   }
   if (split != std::string::npos) {
     s.path = text.substr(0, split);
