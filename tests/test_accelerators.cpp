@@ -46,6 +46,24 @@ std::unique_ptr<loaders::archive_loader> fed_batches(const std::string& a, const
   return std::make_unique<loaders::archive_loader>(a, lo);
 }
 
+TEST(IpuFeed, AStepOfMoreBytesThanASizeHoldsIsRefused) {
+  // 2^62 device iterations of 16 accumulated micro-batches made step_bytes() 0.
+  temp_dir dir;
+  const auto a = make_archive(dir, 16);
+  accel::ipu_options o;
+  o.micro_batch = 4;
+  o.device_iterations = std::size_t(1) << 62;
+  o.gradient_accumulation = 16;
+  try {
+    accel::ipu_feed feed(a, o);
+    ADD_FAILURE() << "step_bytes " << feed.step_bytes();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more bytes than a size holds"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(IpuFeed, ASimulatedEngineWithSpeculativePrefetchAndInvalidationGetsEveryBatchInOrder) {
   temp_dir dir;
   const auto a = make_archive(dir, 96);

@@ -516,14 +516,48 @@ TEST(Archive, FlippedLabelsByteIsCorruptWhenRead) {
                {"side array 'labels': checksum mismatch", path});
 }
 
-TEST(Archive, ALoaderRefusesLabelsThatAreNotOneRowPerSample) {
+TEST(Archive, TheWriterRefusesWhatItsReaderWouldCallCorruptAndLeavesNoFile) {
+  // Side arrays that are not one row per sample, of a type the reader does not take, of
+  // more or fewer bytes than their shape, or twice of one name; a header of no samples. The
+  // writer finished all of them into archives that its reader then called corrupt (a
+  // black-box tester of the C++ API); the reader's refusals are in test_corruption.cpp.
   temp_dir dir;
   const std::string path = dir.file("a.dcz");
-  write_test_archive(path, true, 20);  // 20 labels for 10 samples
-  loaders::loader_options o;
-  o.batch_size = 2;
-  // The reader refuses them (so the loader's label rows always match its samples).
-  expect_error([&] { loaders::archive_loader l(path, o); }, errc::corrupt, {path, "'labels'"});
+  expect_error([&] { write_test_archive(path, true, 20); }, errc::invalid_argument,
+               {"side array 'labels' (<i8, shape 20, 8 bytes a row): expected 10 rows"});
+  struct bad {
+    std::string name, descr;
+    std::vector<u64> shape;
+    u64 bytes;
+    std::string says;
+  };
+  for (const bad& b : std::vector<bad>{{"labels", "<c16", {10}, 160, "'labels' (<c16"},
+                                       {"labels", "<i8", {10}, 21, "not whole rows"},
+                                       {"labels", "<i8", {10}, 20, "2 bytes a row"},
+                                       {"labels", "<i8", {10, 2}, 80, "the bytes its shape says"},
+                                       {"labels", "int64", {10}, 80, "(int64, shape 10"},
+                                       {"again", "|u1", {10}, 10, "two side arrays named 'again'"}}) {
+    SCOPED_TRACE(b.descr);
+    {
+      const archive_header h = test_header();
+      const u64 cbps = h.coeff_bytes_per_sample();
+      const auto coeffs = pattern_bytes(10, cbps);
+      archive_writer w(output_file::create(path, false), h);
+      for (u64 first = 0; first < 10; first += 3) {
+        const u64 n = std::min<u64>(3, 10 - first);
+        w.write_chunk(first, n, std::span(coeffs).subspan(first * cbps, n * cbps));
+      }
+      if (b.name == "again") w.write_side_array("again", "|u1", {10}, std::vector<std::byte>(10));
+      expect_error([&] { w.write_side_array(b.name, b.descr, b.shape, std::vector<std::byte>(b.bytes)); },
+                   errc::invalid_argument, {b.says});
+    }
+    EXPECT_TRUE(dir.entries().empty());
+  }
+  archive_header none = test_header();
+  none.geom.samples = 0;
+  expect_error([&] { archive_writer w(output_file::create(path, false), none); },
+               errc::invalid_argument, {"an archive of 0 samples", "every axis holds"});
+  EXPECT_TRUE(dir.entries().empty());
 }
 
 TEST(Archive, WriterDestroyedBeforeFinishLeavesNoFileBehind) {

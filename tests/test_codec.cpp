@@ -680,6 +680,29 @@ TEST(Params, OutOfRangeBlockAndChopAreRefused) {
   EXPECT_NO_THROW(validate({32, 32, coeff_type::f32, 0}));
 }
 
+TEST(Params, TheShapeHelpersCheckTheirParametersAndSizes) {
+  // A C++ API tester's finds: coeff_shape at block 0 divided by zero (SIGFPE), dct_matrix(-3)
+  // gave 9 values, and a sample's coefficient bytes wrapped past 2^64 to a small count.
+  const auto refused = [](auto&& call, const std::string& says) {
+    try {
+      call();
+      ADD_FAILURE() << "no error: " << says;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused([] { (void)coeff_shape({0, 1, coeff_type::f16, 0}, 16, 16); }, "block size 0");
+  refused([] { (void)dct_matrix(0); }, "the block is 1 or more");
+  refused([] { (void)dct_matrix(-3); }, "the block is 1 or more");
+  const u64 big = u64(1) << 40;
+  refused([&] { (void)coeff_bytes_per_sample({8, 8, coeff_type::f32, 0}, {layout::nchw, 1, 4, big, big}); },
+          "more coefficient bytes than 2^64");
+  refused([] { (void)coeff_shape({4, 4, coeff_type::f32, 0}, ~u64(0), 1); }, "than 2^64");
+  EXPECT_EQ(coeff_bytes_per_sample({8, 4, coeff_type::f16, 0}, {layout::nchw, 1, 3, 17, 9}),
+            3u * 12 * 8 * 2);
+}
+
 TEST(Backends, AMutableViewEncodesAsItsConstViewAndAShortBufferIsTheCallersMistake) {
   // A view of a non-const buffer (make_view(..., void*)) is taken where a const view is;
   // a coefficient buffer too small for the call is invalid_argument, not a library bug.

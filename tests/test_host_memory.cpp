@@ -77,6 +77,15 @@ class test_heap final : public std::pmr::memory_resource {
   std::map<std::uintptr_t, std::size_t> blocks_;
 };
 
+TEST(RecyclingResource, NoUpstreamIsTheCallersMistakeNotABug) {
+  try {
+    recycling_resource pool(nullptr);
+    ADD_FAILURE() << "no upstream taken";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();  // (was internal: "a bug")
+  }
+}
+
 TEST(RecyclingResource, AFreedBlockIsHandedOutAgainForTheSameSizeAndAlignmentOnly) {
   auto up = std::make_shared<test_heap>();
   recycling_resource pool(up);

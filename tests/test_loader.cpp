@@ -756,6 +756,22 @@ TEST(DeviceLoader, F16ArchivesGiveFloat16TensorsOfTheDecodedValues) {
   }
 }
 
+TEST(DeviceLoader, ADeviceBelowMinusOneIsRefusedNotTakenForTheHost) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 10);
+  loaders::loader_options o;
+  o.batch_size = 2;
+  for (int device : {-2, -100}) {
+    try {
+      loaders::device_loader dl(a, o, device);
+      ADD_FAILURE() << "device " << device << " decoded on the host";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("-1 for the host"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(DeviceLoader, ACudaDeviceWithoutCudaIsAClearError) {
   if (dctchop::cuda::available()) GTEST_SKIP() << "a CUDA device is present";
   temp_dir dir;

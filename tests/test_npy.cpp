@@ -247,6 +247,20 @@ TEST(NpyReader, AFortranOrderFileIsGatheredWithReadsNotThroughAMapOfTheFile) {
   EXPECT_EQ(maps.find(canonical), std::string::npos) << maps;
 }
 
+TEST(NpyReader, AMovedFromReaderThrowsOnUseNotANullDereference) {
+  auto r = npy_reader::open(sample("f32_fortran.npy"));
+  npy_reader moved = std::move(r);
+  std::vector<float> row(5);
+  try {
+    r.read_rows(0, 1, row.data());  // NOLINT(bugprone-use-after-move): what is tested
+    ADD_FAILURE() << "a moved-from reader read";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+  moved.read_rows(0, 1, row.data());
+  EXPECT_EQ(row[0], 0.5f);
+}
+
 TEST(NpyReader, GathersBigEndianFortranOrderAndSwaps) {
   // (3, 2, 4) '>i4' in Fortran order, built by hand: value = i*100 + j*10 + k - 50.
   temp_dir dir;

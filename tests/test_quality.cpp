@@ -255,6 +255,33 @@ TEST(QualityPipeline, AnalyticInputHasTheExpectedPsnrsAtEveryChop) {
   }
 }
 
+TEST(QualityPipeline, ANanTargetOrGateIsRefusedByTheLibraryAsByTheCommand) {
+  // A NaN passes every comparison: a PSNR target of NaN searched up to chop 8, and a verify
+  // gate of NaN passed whatever was measured (the command's FINITE checks kept it out).
+  temp_dir dir;
+  const analytic_f32 d;
+  const std::string in = d.save(dir);
+  auto be = cpu();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const bool ssim : {false, true}) {
+    formats::compress_options o;
+    o.threads = 1;
+    (ssim ? o.target.ssim : o.target.psnr_db) = nan;
+    expect_error([&] { formats::compress_npy(in, dir.file("n.dcz"), *be, o); },
+                 errc::invalid_argument, {"a quality target must be a finite number"});
+  }
+  EXPECT_FALSE(fs::exists(dir.file("n.dcz")));
+  formats::compress_options plain;
+  plain.threads = 1;
+  formats::compress_npy(in, dir.file("a.dcz"), *be, plain);
+  for (int gate = 0; gate < 3; ++gate) {
+    formats::verify_options v;
+    (gate == 0 ? v.min_psnr : gate == 1 ? v.min_ssim : v.max_error) = nan;
+    expect_error([&] { formats::verify_archive(dir.file("a.dcz"), in, *be, v); },
+                 errc::invalid_argument, {"a verify gate must be a finite number"});
+  }
+}
+
 TEST(QualityPipeline, PsnrTargetHalfwayBetweenChop3And4PicksChop4) {
   temp_dir dir;
   const analytic_f32 d;

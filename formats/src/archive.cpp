@@ -447,9 +447,38 @@ nlohmann::json archive_header::to_json() const {
 
 // ------------------------------------------------------------------------------ writer
 
+namespace {
+
+/** One entry per sample along axis 0, numeric, and as many bytes as its shape says: what
+ *  the reader checks once (so that readers of a side array can trust its description), and
+ *  the writer before it writes one. Little-endian (or single-byte) only: the bytes are read
+ *  as they lie. Spelled as ARCHIVE.md writes them, "|" for one byte and "<" for more: not
+ *  numpy's other names ("<u1", "uint8"). */
+bool side_array_well_formed(const side_array_info& s, u64 samples) {
+  const auto type = parse_npy_descr(s.descr);
+  u64 bytes = type ? type->itemsize : 0;
+  bool overflow = false;
+  for (u64 d : s.shape) {
+    overflow |= d != 0 && bytes > UINT64_MAX / d;
+    bytes *= d;
+  }
+  return type && s.descr.size() == 3 && s.descr[0] == (type->itemsize == 1 ? '|' : '<') &&
+         !overflow && !s.shape.empty() && s.shape[0] == samples && bytes == s.bytes;
+}
+
+}  // namespace
+
 archive_writer::archive_writer(output_file out, archive_header header)
     : out_(std::move(out)), header_(std::move(header)) {
   validate(header_.codec);
+  // (What the reader refuses, refused before anything is written.)
+  const geometry& g = header_.geom;
+  if (g.samples == 0 || g.planes == 0 || g.height == 0 || g.width == 0) {
+    throw error(errc::invalid_argument,
+                out_.display_name() + ": an archive of " + std::to_string(g.samples) +
+                    " samples of " + std::to_string(g.planes) + " x " + std::to_string(g.height) +
+                    " x " + std::to_string(g.width) + ": every axis holds at least one value");
+  }
   if (header_.samples_per_chunk == 0) throw error(errc::invalid_argument, "samples per chunk is 0");
   header_.major = archive_major;
   header_.minor = archive_minor;
@@ -532,6 +561,22 @@ void archive_writer::write_side_array(const std::string& name, const std::string
   s.shape = shape;
   s.offset = out_.position();
   s.bytes = shape[0] * row_bytes;
+  // What the reader would call corrupt: one name once, a row per sample, a numeric
+  // little-endian descr spelled as ARCHIVE.md does, and the bytes its shape says.
+  for (const auto& other : sides_) {
+    if (other.name == name) {
+      throw error(errc::invalid_argument, "two side arrays named '" + name + "'");
+    }
+  }
+  if ((row_bytes != 0 && shape[0] > UINT64_MAX / row_bytes) ||
+      !side_array_well_formed(s, header_.geom.samples)) {
+    throw error(errc::invalid_argument,
+                "side array '" + name + "' (" + descr + ", shape " + shape_text(shape) + ", " +
+                    std::to_string(row_bytes) + " bytes a row): expected " +
+                    std::to_string(header_.geom.samples) +
+                    " rows, one a sample, of a numeric little-endian type ('|u1', '<i8', ...) "
+                    "and the bytes its shape says");
+  }
   xxh64_stream h;
   for_each_row_piece(shape[0], row_bytes, rows, [&](const void* p, u64, u64 n) {
     h.update(p, n * row_bytes);
@@ -830,21 +875,7 @@ void archive_reader::parse_footer(const std::string& text) {
         s.offset = json_integer<u64>(sj.at("offset"));
         s.bytes = json_integer<u64>(sj.at("bytes"));
         s.xxh64 = parse_hex64(sj.at("xxh64").get<std::string>());
-        // One entry per sample along axis 0, numeric, and as many bytes as its shape says:
-        // checked here once, so readers of a side array can trust its description.
-        const auto type = parse_npy_descr(s.descr);
-        u64 bytes = type ? type->itemsize : 0;
-        bool overflow = false;
-        for (u64 d : s.shape) {
-          overflow |= d != 0 && bytes > UINT64_MAX / d;
-          bytes *= d;
-        }
-        // Little-endian (or single-byte) only: the bytes are read as they lie. Spelled as
-        // ARCHIVE.md writes them, "|" for one byte and "<" for more: not numpy's other names
-        // ("<u1", "uint8").
-        if (!type || s.descr.size() != 3 || s.descr[0] != (type->itemsize == 1 ? '|' : '<') ||
-            overflow || s.shape.empty() || s.shape[0] != header_.geom.samples ||
-            bytes != s.bytes) {
+        if (!side_array_well_formed(s, header_.geom.samples)) {
           corrupt(name, "side array '" + s.name + "' is malformed");
         }
         sides.push_back(std::move(s));

@@ -728,7 +728,11 @@ void output_file::write_fd(const void* src, std::size_t n) {
 }
 
 void output_file::write(const void* src, std::size_t n) {
-  if (fd_ < 0) throw error(errc::invalid_argument, display_name() + ": write after close");
+  if (fd_ < 0) {
+    throw error(errc::invalid_argument,
+                (path_.empty() ? std::string("an output moved from, or never made")
+                               : display_name()) + ": write after close");
+  }
   if (direct_) {
     direct_->append(src, n);
   } else {

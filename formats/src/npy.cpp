@@ -586,15 +586,22 @@ void npy_reader::skip(std::uint64_t bytes) {
   }
 }
 
-std::string npy_reader::display_name() const { return src_->display_name(); }
+std::string npy_reader::display_name() const {
+  return src_ ? src_->display_name() : std::string("<a moved-from npy_reader>");
+}
 
 std::uint64_t npy_reader::rows() const {
   return header_.shape.empty() ? 1 : header_.shape[0];
 }
 
-void npy_reader::watch(std::function<void()> check) { src_->watch(std::move(check)); }
+void npy_reader::watch(std::function<void()> check) {
+  if (src_) src_->watch(std::move(check));
+}
 
 void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) {
+  if (!src_) {  // (as the other readers and writers: an error, not a null dereference)
+    throw error(errc::invalid_argument, "npy_reader: read after it was moved from");
+  }
   const std::uint64_t n_rows = rows();
   if (first > n_rows || count > n_rows - first) {
     throw error(errc::invalid_argument, display_name() + ": rows [" + std::to_string(first) + ", " +

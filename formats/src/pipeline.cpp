@@ -1018,6 +1018,11 @@ compress_result compress_npy(const std::string& input, const std::string& output
 
 compress_result compress(const dataset_spec& given, const std::string& output, backend& be,
                          const compress_options& o) {
+  // (A NaN passes every comparison: a PSNR target of NaN searched to chop 8.)
+  if ((o.target.psnr_db && !std::isfinite(*o.target.psnr_db)) ||
+      (o.target.ssim && !std::isfinite(*o.target.ssim))) {
+    throw error(errc::invalid_argument, "a quality target must be a finite number");
+  }
   const auto t0 = clock_type::now();
   const dataset_spec in = resolve_by_content(given);  // ("sst.nc:images" is sst.nc's)
   const std::string input = in.path;

@@ -316,6 +316,11 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
 
 verify_result verify_archive(const std::string& archive, const dataset_spec& input, backend& be,
                              const verify_options& o) {
+  for (const auto& gate : {o.min_psnr, o.min_ssim, o.max_error}) {
+    if (gate && !std::isfinite(*gate)) {  // (a NaN gate passed whatever was measured)
+      throw error(errc::invalid_argument, "a verify gate must be a finite number");
+    }
+  }
   if (archive == "-" && input.path == "-") {
     throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
   }

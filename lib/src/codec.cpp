@@ -25,6 +25,10 @@ void validate(const codec_params& p) {
 }
 
 std::vector<double> dct_matrix(int block) {
+  if (block < 1) {  // (-3 gave 9 values, 0 none)
+    throw error(errc::invalid_argument, "DCT matrix of block " + std::to_string(block) +
+                                            ": the block is 1 or more");
+  }
   const int b = block;
   std::vector<double> t(static_cast<std::size_t>(b) * b);
   for (int u = 0; u < b; ++u) {
@@ -91,14 +95,32 @@ decode_matrices make_decode_matrices(const codec_params& p, std::uint64_t height
 }
 
 coeff_plane_shape coeff_shape(const codec_params& p, std::uint64_t height, std::uint64_t width) {
+  validate(p);  // (block 0 divided by zero: SIGFPE)
   const std::uint64_t b = static_cast<std::uint64_t>(p.block);
   const std::uint64_t k = static_cast<std::uint64_t>(p.chop);
-  return {(height + b - 1) / b * k, (width + b - 1) / b * k};
+  // (ceil(n / b) without n + b - 1, which wraps for n near 2^64)
+  coeff_plane_shape s;
+  if (__builtin_mul_overflow(height / b + (height % b != 0), k, &s.rows) ||
+      __builtin_mul_overflow(width / b + (width % b != 0), k, &s.cols)) {
+    throw error(errc::invalid_argument, "a plane of " + std::to_string(height) + " x " +
+                                            std::to_string(width) +
+                                            " has more coefficient rows or columns than 2^64");
+  }
+  return s;
 }
 
 std::uint64_t coeff_bytes_per_sample(const codec_params& p, const geometry& g) {
   auto s = coeff_shape(p, g.height, g.width);
-  return g.planes * s.rows * s.cols * size_of(p.coeff);
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(s.rows, s.cols, &bytes) ||
+      __builtin_mul_overflow(bytes, g.planes, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(size_of(p.coeff)), &bytes)) {
+    throw error(errc::invalid_argument, "a sample of " + std::to_string(g.planes) + " planes of " +
+                                            std::to_string(g.height) + " x " +
+                                            std::to_string(g.width) +
+                                            " has more coefficient bytes than 2^64");
+  }
+  return bytes;
 }
 
 namespace {

@@ -16,7 +16,7 @@ namespace dctchop {
 recycling_resource::recycling_resource(std::shared_ptr<std::pmr::memory_resource> upstream,
                                        std::size_t keep)
     : up_(std::move(upstream)), keep_(keep), pid_(static_cast<long>(::getpid())) {
-  if (!up_) throw error(errc::internal, "recycling_resource needs an upstream resource");
+  if (!up_) throw error(errc::invalid_argument, "recycling_resource needs an upstream resource");
   free_.reserve(keep_);
 }
 

@@ -34,7 +34,8 @@ constexpr bool is_block_size(long long b) { return b == 4 || b == 8 || b == 16 |
 /** Throws error(invalid_argument) when B or K is out of range. */
 void validate(const codec_params& p);
 
-/** The orthonormal DCT-II matrix T (B x B, row-major): T[u][x] = c(u) cos((2x+1)u pi / 2B). */
+/** The orthonormal DCT-II matrix T (B x B, row-major): T[u][x] = c(u) cos((2x+1)u pi / 2B).
+ *  error(invalid_argument) for a block below 1. */
 std::vector<double> dct_matrix(int block);
 
 /** Size of the coefficient plane of an H x W plane: (ceil(H/B)*K, ceil(W/B)*K). */
@@ -43,7 +44,8 @@ struct coeff_plane_shape {
 };
 coeff_plane_shape coeff_shape(const codec_params& p, std::uint64_t height, std::uint64_t width);
 
-/** Bytes of coefficients for one sample of `g`. */
+/** Bytes of coefficients for one sample of `g`. Both check `p` (validate) first;
+ *  error(invalid_argument) for a count past 2^64. */
 std::uint64_t coeff_bytes_per_sample(const codec_params& p, const geometry& g);
 
 /** A strided view of `samples` samples, each of `planes` planes of height x width values.

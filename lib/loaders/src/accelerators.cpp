@@ -129,6 +129,19 @@ ipu_feed::ipu_feed(const std::string& archive, const ipu_options& options)
   d.sample_bytes = d.l->sample_bytes();
   d.label_bytes = d.l->label_bytes();
   d.done_state = d.l->state();
+  // A step's bytes must be a count (2^62 device iterations made step_bytes() 0).
+  std::size_t step = 0;
+  if (__builtin_mul_overflow(d.o.micro_batch, d.sample_bytes + d.label_bytes, &step) ||
+      __builtin_mul_overflow(step, d.o.device_iterations, &step) ||
+      __builtin_mul_overflow(step, d.o.replicas, &step) ||
+      __builtin_mul_overflow(step, d.o.gradient_accumulation, &step)) {
+    throw error(errc::invalid_argument,
+                "IPU feed: a step of " + std::to_string(d.o.micro_batch) + " samples x " +
+                    std::to_string(d.o.device_iterations) + " device iterations x " +
+                    std::to_string(d.o.replicas) + " replicas x " +
+                    std::to_string(d.o.gradient_accumulation) +
+                    " accumulated is more bytes than a size holds");
+  }
 }
 
 ipu_feed::~ipu_feed() = default;

@@ -98,6 +98,11 @@ struct device_loader::impl {
   std::exception_ptr ahead_error;  // a read-ahead that failed: raised by the next next()
 
   static loader_options inner(const loader_options& opt, int dev) {
+    if (dev < -1) {  // (-2 decoded on the host without a word)
+      throw error(errc::invalid_argument, "device " + std::to_string(dev) +
+                                              ": expected a CUDA device's index (0 or more), or "
+                                              "-1 for the host");
+    }
     auto c = opt;
     c.decode = dev < 0;  // the host decodes on the loader's prefetch thread
     if (dev >= 0 && !c.batch_memory) {
