@@ -2138,12 +2138,12 @@ TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
                                          " compress - -o out.dcz", dir.path());
   EXPECT_EQ(piped.status, 2) << describe(piped);
   EXPECT_TRUE(contains(piped.err, "is an HDF5 file, which is read by seeking: pass the file's "
-                                  "name (FILE.h5), not a pipe")) << piped.err;
+                                  "name (FILE.h5), not a pipe or standard input")) << piped.err;
   auto zip = dctchop::test::run_sh("cat " + std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz | " +
                                        dctchop::test::dctchop_bin() + " eval -", dir.path());
   EXPECT_EQ(zip.status, 2) << describe(zip);
   EXPECT_TRUE(contains(zip.err, "is a ZIP file (numpy's .npz?), which is read from its end: pass "
-                                "the file's name (FILE.npz), not a pipe")) << zip.err;
+                                "the file's name (FILE.npz), not a pipe or standard input")) << zip.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz")));
 }
 

@@ -477,12 +477,12 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
       fail(piped, name,
            f.seekable() ? "is an HDF5 file, not a .npy file (name it .h5)"
                         : "is an HDF5 file, which is read by seeking: pass the file's name "
-                          "(FILE.h5), not a pipe");
+                          "(FILE.h5), not a pipe or standard input");
     if (magic == detail::file_magic::zip)
       fail(piped, name,
            f.seekable() ? "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"
                         : "is a ZIP file (numpy's .npz?), which is read from its end: pass the "
-                          "file's name (FILE.npz), not a pipe");
+                          "file's name (FILE.npz), not a pipe or standard input");
     fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");
   }
   if (got < pre.size()) fail(errc::bad_input, name, "truncated .npy file (no version)");
