@@ -560,6 +560,42 @@ TEST(Archive, TheWriterRefusesWhatItsReaderWouldCallCorruptAndLeavesNoFile) {
   EXPECT_TRUE(dir.entries().empty());
 }
 
+TEST(Archive, TheIndexIsWrittenEntryByEntryAsNlohmannWouldWriteItWhole) {
+  // The index's chunk entries are written one by one (as JSON values they took about 1 KB
+  // each at the end of a compress): the text is the canonical one all the same (members
+  // sorted, no spaces), and says what the reader reads.
+  temp_dir dir;
+  const std::string path = dir.file("a.dcz");
+  write_test_archive(path, true);
+  const std::string bytes = dctchop::test::read_bytes(path);
+  ASSERT_GT(bytes.size(), 64u);
+  const auto u64_at = [&](std::size_t at) {
+    u64 v = 0;
+    for (int b = 7; b >= 0; --b) v = v << 8 | static_cast<unsigned char>(bytes[at + b]);
+    return v;
+  };
+  const std::size_t tail = bytes.size() - 64;
+  const std::string text = bytes.substr(u64_at(tail + 8), u64_at(tail + 16));
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(json_text(j), text);
+  archive_reader r = archive_reader::open(path);
+  ASSERT_EQ(j.at("chunks").size(), r.chunks().size());
+  for (std::size_t i = 0; i < r.chunks().size(); ++i) {
+    EXPECT_EQ(j["chunks"][i]["offset"].get<u64>(), r.chunks()[i].offset);
+    EXPECT_EQ(j["chunks"][i]["count"].get<u64>(), r.chunks()[i].count);
+  }
+  EXPECT_EQ(j.at("input_bytes").get<u64>(), 10u * 8 * 12 * 2 * 2);
+  EXPECT_EQ(j.at("side_arrays").size(), 1u);
+  // And the size predicted without writing is the file's.
+  const archive_header h = test_header();
+  side_array_info labels;
+  labels.name = "labels";
+  labels.descr = "<i8";
+  labels.shape = {10};
+  labels.bytes = 80;
+  EXPECT_EQ(predict_archive_bytes(h, {labels}, {{"input_bytes", 10u * 8 * 12 * 2 * 2}}), bytes.size());
+}
+
 TEST(Archive, WriterDestroyedBeforeFinishLeavesNoFileBehind) {
   temp_dir dir;
   const std::string path = dir.file("a.dcz");
