@@ -596,6 +596,37 @@ TEST(Archive, TheIndexIsWrittenEntryByEntryAsNlohmannWouldWriteItWhole) {
   EXPECT_EQ(predict_archive_bytes(h, {labels}, {{"input_bytes", 10u * 8 * 12 * 2 * 2}}), bytes.size());
 }
 
+TEST(Archive, TheHeaderSaysWhatTheSideArraysTakeAndTheWriterKeepsToIt) {
+  // chunking.side_bytes: what follows the last chunk before the index, which a stream reader
+  // takes on top of its bound for a stream that goes on (labels of 275 MiB beside small
+  // images were refused from a pipe, read from the file). Read back as written; a writer
+  // told it refuses side arrays past it.
+  temp_dir dir;
+  const std::string path = dir.file("a.dcz");
+  archive_header h = test_header();
+  h.side_bytes = 4096;
+  const u64 cbps = h.coeff_bytes_per_sample();
+  const auto coeffs = pattern_bytes(10, cbps);
+  {
+    archive_writer w(output_file::create(path, false), h);
+    for (u64 first = 0; first < 10; first += 3) {
+      const u64 n = std::min<u64>(3, 10 - first);
+      w.write_chunk(first, n, std::span(coeffs).subspan(first * cbps, n * cbps));
+    }
+    w.write_side_array("labels", "<i8", {10}, labels_bytes(10));  // 80 bytes: one 4 KiB block
+    expect_error([&] { w.write_side_array("more", "|u1", {10}, std::vector<std::byte>(10)); },
+                 errc::invalid_argument, {"more side array bytes than the header's side_bytes (4096)"});
+    w.finish();
+  }
+  EXPECT_EQ(archive_reader::open(path).header().side_bytes, 4096u);
+  EXPECT_EQ(side_bytes_of({side_array_info{"a", "<i8", {10}, 0, 80, 0},
+                           side_array_info{"b", "|u1", {10}, 0, 4097, 0}}, 4096),
+            4096u + 8192u);
+  // What compress writes: its labels' bytes, padded (10 x 8 bytes here).
+  const archive_header none = test_header();
+  EXPECT_EQ(none.to_json().at("chunking").contains("side_bytes"), false);
+}
+
 TEST(Archive, WriterDestroyedBeforeFinishLeavesNoFileBehind) {
   temp_dir dir;
   const std::string path = dir.file("a.dcz");

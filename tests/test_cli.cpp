@@ -1068,6 +1068,22 @@ TEST(Cli, AReportWhoseStdoutIsAnInputFileIsRefusedAndTheInputStaysAsItWas) {
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before[0]);
 }
 
+TEST(Cli, CompressSaysInTheHeaderWhatItsLabelsTakeForStreamReaders) {
+  // A stream reader takes chunking.side_bytes more after the last chunk than its bound for a
+  // stream that goes on: 5 labels of 8 bytes, padded to 4 KiB; none without labels.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i32, {5, 2}, std::vector<std::int32_t>(10, 3));
+  ASSERT_EQ(cli(dir, "compress in.npy --labels y.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "compress in.npy -o b.dcz -q").status, 0);
+  auto a = cli(dir, "info a.dcz --json");
+  auto b = cli(dir, "info b.dcz --json");
+  EXPECT_EQ(parse_json(a.out).at("chunking").at("side_bytes").get<std::uint64_t>(), 4096u) << a.out;
+  EXPECT_FALSE(parse_json(b.out).at("chunking").contains("side_bytes")) << b.out;
+  auto s = sh(dir, "cat a.dcz | DCTCHOP decompress - -o back.npy --labels-out lab.npy -q");
+  EXPECT_EQ(s.status, 0) << describe(s);
+}
+
 TEST(Cli, AnInputThatIsStandardErrorIsRefusedWithoutAWordAndStaysAsItWas) {
   // `dctchop verify a.dcz 2>> a.dcz`: verify's report goes to stderr, and was appended to the
   // archive (exit 0), which then failed its checks; so were compress's --json with `-o -`,

@@ -324,6 +324,9 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     }
     // Checked against the preamble's by the reader.
     h.alignment = json_integer<std::uint32_t>(j.at("chunking").at("alignment"));
+    if (j.at("chunking").contains("side_bytes")) {
+      h.side_bytes = json_integer<u64>(j.at("chunking").at("side_bytes"));
+    }
     if (j.contains("provenance")) h.provenance = j.at("provenance");
     if (j.contains("nonfinite")) {
       const auto& nf = j.at("nonfinite");
@@ -422,6 +425,12 @@ bool plain_json_text(std::string_view text) {
 
 }  // namespace
 
+std::uint64_t side_bytes_of(const std::vector<side_array_info>& sides, std::uint64_t alignment) {
+  std::uint64_t total = 0;
+  for (const auto& s : sides) total += align_up(s.bytes, alignment);
+  return total;
+}
+
 std::uint64_t predict_archive_bytes(const archive_header& header,
                                     const std::vector<side_array_info>& sides,
                                     const nlohmann::json& footer_extra) {
@@ -432,6 +441,7 @@ std::uint64_t predict_archive_bytes(const archive_header& header,
   h.minor = archive_minor;
   h.alignment = archive_alignment;
   const u64 a = h.alignment;
+  h.side_bytes = side_bytes_of(sides, a);  // as the compress that writes them says
   u64 pos = align_up(k_preamble + json_text(h.to_json()).size(), a);
   const u64 cbps = h.coeff_bytes_per_sample();
   std::vector<chunk_info> chunks;
@@ -476,6 +486,7 @@ nlohmann::json archive_header::to_json() const {
                 {"coeff_plane", {cs.rows, cs.cols}},
                 {"coeff_bytes_per_sample", coeff_bytes_per_sample()}};
   j["chunking"] = {{"samples_per_chunk", samples_per_chunk}, {"alignment", alignment}};
+  if (side_bytes > 0) j["chunking"]["side_bytes"] = side_bytes;
   if (nonfinite_replacement) j["nonfinite"] = {{"replace", *nonfinite_replacement}};
   j["provenance"] = provenance;
   return j;
@@ -612,6 +623,14 @@ void archive_writer::write_side_array(const std::string& name, const std::string
                     std::to_string(header_.geom.samples) +
                     " rows, one a sample, of a numeric little-endian type ('|u1', '<i8', ...) "
                     "and the bytes its shape says");
+  }
+  // No more than the header said, where it said: a stream reader takes that much.
+  if (header_.side_bytes != 0 &&
+      side_bytes_of(sides_, header_.alignment) + align_up(s.bytes, header_.alignment) >
+          header_.side_bytes) {
+    throw error(errc::invalid_argument,
+                "side array '" + name + "': more side array bytes than the header's side_bytes (" +
+                    std::to_string(header_.side_bytes) + ")");
   }
   xxh64_stream h;
   for_each_row_piece(shape[0], row_bytes, rows, [&](const void* p, u64, u64 n) {
@@ -1063,8 +1082,12 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     // Bounded, so that a stream that goes on (archives concatenated, a mistaken pipe) does
     // not fill the temporary folder: side arrays larger than the decoded data itself (as f64),
     // plus 256 MiB, are no labels a writer stores.
+    // The header's side_bytes (what the writer said its side arrays take) comes on top, and
+    // the padding of the first two (labels of 275 MiB beside small images, or an alignment of
+    // 2^29, passed the bound of an archive that the file reader reads).
     const u64 values = header_.geom.samples * header_.geom.values_per_sample();  // < 2^59
-    const u64 most = values * 8 + (u64(256) << 20);
+    const u64 most = values * 8 + (u64(256) << 20) + std::min<u64>(header_.side_bytes, u64(1) << 62) +
+                     2 * u64(header_.alignment);
     // 64 KiB at a time (a pipe's default capacity): a buffer of 1 MiB, zero-filled and paged
     // in anew for every archive read as a stream, cost more than a small archive's whole tail.
     std::vector<std::byte> buf(std::size_t(64) << 10);

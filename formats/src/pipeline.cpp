@@ -899,9 +899,12 @@ compress_result write_archive(input_source& src, const std::string& output, back
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
   const u64 ibps = src.bytes_per_sample;
-  const archive_header ah =
-      make_archive_header(src, p, o.chunk_mb, o.tool_version,
-                          utc_text(o.created));
+  archive_header ah = make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_text(o.created));
+  if (labels) {  // said in the header, so that a stream reader takes labels of any size
+    side_array_info l;
+    l.bytes = labels->rows() * labels->row_bytes();
+    ah.side_bytes = side_bytes_of({l}, ah.alignment);
+  }
   const u64 spc = ah.samples_per_chunk;
   std::atomic<bool> stop_writes{false};  // a cancel: a write into a stalled pipe gives up
   // (0, 0): a chance to cancel while an output FIFO waits for its reader. (Without a progress

@@ -43,6 +43,10 @@ struct archive_header {
   codec_params codec;
   std::uint64_t samples_per_chunk = 1;
   std::uint32_t alignment = archive_alignment;
+  /** The bytes the side arrays take after the last chunk, with their padding (header member
+   *  chunking.side_bytes; 0: not said). A stream reader takes that much more after the last
+   *  chunk than its bound for a stream that goes on past its archive. */
+  std::uint64_t side_bytes = 0;
   nlohmann::json provenance = nlohmann::json::object();
   /** The value that replaced NaN and Inf in a float input (--nonfinite replace=V); how many
    *  were replaced is in the footer ("nonfinite_replaced"), known only at the end. */
@@ -65,6 +69,10 @@ struct side_array_info {
   std::vector<std::uint64_t> shape;
   std::uint64_t offset = 0, bytes = 0, xxh64 = 0;
 };
+
+/** The bytes `sides` take after an archive's last chunk, each padded to `alignment`: what a
+ *  writer that knows its side arrays in advance says in the header (archive_header::side_bytes). */
+std::uint64_t side_bytes_of(const std::vector<side_array_info>& sides, std::uint64_t alignment);
 
 /** The exact size in bytes of the archive that archive_writer would write for `header`, these
  *  side arrays (name, descr, shape and bytes used) and this footer_extra, with chunks of
