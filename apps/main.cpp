@@ -1464,6 +1464,13 @@ int run(int argc, char** argv) {
         notes.push_back(fmt::format("{} holds NPY data, whatever its name says", d_out));
         hints.push_back("--raw writes raw binary; FILE.h5 HDF5");
       }
+      // ... and HDF5 under another name, which --dataset makes (out.bin --dataset x).
+      if (spec.kind == formats::file_kind::hdf5 && d_out != "-" &&
+          !formats::format_named(spec.path)) {
+        notes.push_back(fmt::format("{} holds HDF5 data (--dataset names an HDF5 dataset), "
+                                    "whatever its name says", spec.path));
+        hints.push_back("FILE.npz:NAME writes an array of a .npz");
+      }
       // ... and raw bytes under the name of a format that has a header (--raw given by habit).
       if (spec.kind == formats::file_kind::raw && d_out != "-" && !formats::reads_as_stream(d_out) &&
           formats::format_named(d_out)) {

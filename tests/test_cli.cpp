@@ -2322,6 +2322,12 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   auto odd = cli(dir, "decompress a.dcz -o out.h5:/x --raw -q");
   ASSERT_EQ(odd.status, 0) << describe(odd);
   EXPECT_EQ(std::filesystem::file_size(dir.file("out.h5:/x")), std::filesystem::file_size(dir.file("out.raw")));
+  // --dataset makes any name HDF5: said, as NPY under another name is.
+  auto h5 = cli(dir, "decompress a.dcz -o out.bin --dataset x");
+  ASSERT_EQ(h5.status, 0) << describe(h5);
+  EXPECT_NE(h5.err.find("note: out.bin holds HDF5 data (--dataset names an HDF5 dataset), "
+                        "whatever its name says"), std::string::npos) << h5.err;
+  EXPECT_EQ(read_bytes(dir.file("out.bin")).substr(0, 4), "\x89HDF");
   auto fine = cli(dir, "decompress a.dcz -o out.raw --raw --labels-out l.npy -f");
   ASSERT_EQ(fine.status, 0) << describe(fine);
   EXPECT_EQ(fine.err.find("note"), std::string::npos) << fine.err;

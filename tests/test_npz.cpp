@@ -356,7 +356,8 @@ TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
   // array, which never fits
   auto s = open_npz(sample_npz("misc.npz"));
   EXPECT_EQ(s->dataset_path(), "images");
-  EXPECT_EQ(s->note(), "using array images of " + sample_npz("misc.npz"));
+  EXPECT_EQ(s->note(), "using array images of " + sample_npz("misc.npz") +
+                          " (not readable as arrays here: names)");
   // the labels are never the images themselves
   temp_dir dir;
   write_bytes(dir.file("one.npz"), make_zip({{"y.npy", npy_u16({6})}, {"x.npy", npy_u16({6, 8, 8})}}));
@@ -387,6 +388,18 @@ TEST(Npz, AMissingOrNonNumericArrayIsRefusedNamingTheArraysThere) {
   e = error_of([] { open_npz(sample_npz("misc.npz") + ":names"); });
   EXPECT_EQ(e.code(), errc::bad_input);
   EXPECT_NE(std::string(e.what()).find("misc.npz:names: dtype '<U5'"), std::string::npos) << e.what();
+  // Every member is listed, one without .npy too, as np.load(file).files lists them; and
+  // when one is chosen, one that cannot be read is said.
+  temp_dir dir;
+  write_bytes(dir.file("two.npz"), make_zip({{"a.npy", npy_u16({6, 8, 8})}, {"b", npy_u16({6, 8, 8})}}));
+  e = error_of([&] { open_npz(dir.file("two.npz") + ":c"); });
+  EXPECT_NE(std::string(e.what()).find("no array named c (arrays: a, b)"), std::string::npos)
+      << e.what();
+  write_bytes(dir.file("bad.npz"),
+              make_zip({{"x.npy", std::string("garbage")}, {"a.npy", npy_u16({6, 8, 8})}}));
+  auto s = open_npz(dir.file("bad.npz"));
+  EXPECT_EQ(s->dataset_path(), "a");
+  EXPECT_NE(s->note().find("(not readable as arrays here: x)"), std::string::npos) << s->note();
 }
 
 TEST(Npz, DamagedMembersAreRefusedOnceReadToTheEnd) {
@@ -733,7 +746,8 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
   EXPECT_EQ(c.status, 0) << describe(c);
   c = cli(dir, "eval " + sh_quote(sample_npz("misc.npz")) + " --chop 4 --json");
   ASSERT_EQ(c.status, 0) << describe(c);
-  EXPECT_EQ(nlohmann::json::parse(c.out)["notes"][0], "using array images of " + sample_npz("misc.npz"));
+  EXPECT_EQ(nlohmann::json::parse(c.out)["notes"][0],
+            "using array images of " + sample_npz("misc.npz") + " (not readable as arrays here: names)");
   c = cli(dir, "compress " + sh_quote(sample_npz("misc.npz")) + " -o m.dcz -q && " + test::dctchop_bin() +
                    " verify m.dcz --against " + sh_quote(sample_npz("misc.npz")));
   EXPECT_EQ(c.status, 0) << describe(c);

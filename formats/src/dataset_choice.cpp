@@ -109,6 +109,12 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
                     "); candidates: " + listing(pool));  // the ones that could be meant
   }
   note = "using " + std::string(labels ? "labels " : words.what + " ") + chosen + " of " + file;
+  // Those that could not be read, named: the file holds more than what it offered (naming
+  // one says why).
+  std::string unread;
+  for (const auto& c : all)
+    if (!c.refused.empty()) unread += (unread.empty() ? "" : ", ") + c.path;
+  if (!unread.empty()) note += " (not readable as " + words.what + "s here: " + unread + ")";
   return chosen;
 }
 

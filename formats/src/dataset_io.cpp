@@ -199,12 +199,12 @@ class npz_source final : public sample_source {
       }
       if (found == nullptr) found = with_npy;
       if (found == nullptr) {
+        // Every member, as np.load(file).files lists them (a member without .npy too).
         std::string names;
-        for (const auto* m : arrays)
-          if (name_ends_with(m->name, ".npy")) names += (names.empty() ? "" : ", ") + array_name(*m);
+        for (const auto* m : arrays) names += (names.empty() ? "" : ", ") + array_name(*m);
         throw error(errc::bad_input,
                     file + ": holds no array named " + spec.dataset +
-                        (names.empty() ? std::string(" (it holds no .npy member at all)")
+                        (names.empty() ? std::string(" (it holds no member at all)")
                                        : " (arrays: " + names + ")"));
       }
       array_ = array_name(*found);

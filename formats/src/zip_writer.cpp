@@ -47,6 +47,13 @@ void check_member_key(const std::string& key, const std::string& file) {
                                             "file: name the array in UTF-8");
   }
   if (key.empty()) return;  // (the default name)
+  // A ZIP name is at most 65,535 bytes, ".npy" added (the member is KEY.npy).
+  if (key.size() + 4 > 0xffff) {
+    throw error(errc::invalid_argument,
+                file + ": the array name '" + key.substr(0, 40) + "...' is " +
+                    std::to_string(key.size()) + " bytes long: a ZIP member's name, '.npy' "
+                    "added, holds at most 65,535");
+  }
   bool escapes = !key.empty() && (key.front() == '/' || key.front() == '\\');
   bool empty_part = false;  // "a/" (a member "a/.npy", hidden in a folder), "a//b"
   std::size_t start = 0;
