@@ -111,6 +111,16 @@ decltype(auto) calling_python(Fn&& fn, const std::function<void()>& before_parki
 #endif
 }
 
+/** Raises dctchop.SampleIndexError (an IndexError and a dctchop.Error of kind
+ *  'out_of_range') with `message`. */
+[[noreturn]] void raise_sample_index_error(const std::string& message) {
+  py::object cls = py::module_::import("dctchop._dctchop").attr("SampleIndexError");
+  py::object e = cls(message);
+  e.attr("kind") = "out_of_range";
+  PyErr_SetObject(cls.ptr(), e.ptr());
+  throw py::error_already_set();
+}
+
 /** The GIL released for a scope, as py::gil_scoped_release, but safe at interpreter exit: a
  *  daemon thread that takes the GIL back as Python shuts down (or waits for it when the
  *  shutdown begins) was ended by pthread_exit out of gil_scoped_release's destructor, which
@@ -422,8 +432,9 @@ class archive {
           count <= 1 ? "sample " + std::to_string(first)
                      : "samples " + std::to_string(first) + " to " +
                            std::to_string(static_cast<u64>(first) + static_cast<u64>(count) - 1);
-      throw py::index_error(which + ": out of range; " + path_ + " has " + std::to_string(n) +
-                            " samples" + (n > 0 ? ", 0 to " + std::to_string(n - 1) : std::string()));
+      raise_sample_index_error(which + ": out of range; " + path_ + " has " + std::to_string(n) +
+                               " samples" +
+                               (n > 0 ? ", 0 to " + std::to_string(n - 1) : std::string()));
     }
   }
 
@@ -454,12 +465,14 @@ class closable_loader {
   explicit closable_loader(Args&&... args) : l_(std::in_place, std::forward<Args>(args)...) {}
 
   std::string state() {
+    if (before_pending_) return before_pending_->to_json();  // (not handed out yet)
     gil_released release;
     std::lock_guard lock(m_);
     return open().state().to_json();
   }
   void restore(const std::string& json) {
     const auto s = loaders::loader_state::from_json(json);
+    drop_pending();
     gil_released release;
     std::lock_guard lock(m_);
     open().restore(s);
@@ -468,6 +481,7 @@ class closable_loader {
    *  batch owns its memory; a tensor keeps its buffer, not the loader). Using the loader
    *  afterwards raises ValueError. */
   void close() {
+    drop_pending();
     gil_released release;  // the prefetch thread may be finishing a batch
     std::lock_guard lock(m_);
     closed_.store(true);
@@ -481,9 +495,35 @@ class closable_loader {
     if (!l_) throw error(errc::invalid_argument, "the loader is closed");
     return *l_;
   }
+  /** The batch `t`, made with the GIL released, handed to Python, or, when a signal came
+   *  meanwhile (Ctrl-C), kept for the next call while the signal's exception is raised here:
+   *  Python raised it as the call returned, and the batch, which the loader had counted
+   *  (its state past it), was lost, and a state saved in the handler resumed after it.
+   *  `before` is the state before the batch, which state() says while it is kept. */
+  py::tuple hand_over(py::tuple t, loaders::loader_state before) {
+    if (PyErr_CheckSignals() != 0) {
+      pending_ = std::move(t);
+      before_pending_ = std::move(before);
+      throw py::error_already_set();
+    }
+    return t;
+  }
+  /** The batch kept by hand_over, handed out now (and no longer kept), or nullopt. */
+  std::optional<py::tuple> take_pending() {
+    std::optional<py::tuple> t = std::move(pending_);
+    pending_.reset();
+    before_pending_.reset();
+    return t;
+  }
+  void drop_pending() {
+    pending_.reset();
+    before_pending_.reset();
+  }
   fork_safe_mutex m_;  // (the C++ loaders renew their own state in a forked child)
   std::atomic<bool> closed_{false};
   std::optional<Loader> l_;
+  std::optional<py::tuple> pending_;  // with the GIL held, as every Python object
+  std::optional<loaders::loader_state> before_pending_;
 };
 
 /** The loader as a Python iterator of (data, labels or None, sample indices). */
@@ -502,10 +542,13 @@ class loader : public closable_loader<loaders::archive_loader> {
   // What a batch needs to become arrays is kept here, for use after the lock.
 
   py::tuple next() {
+    if (auto kept = take_pending()) return std::move(*kept);
     loaders::batch b;
+    loaders::loader_state before;
     {
       gil_released release;  // the prefetch thread keeps working meanwhile
       std::lock_guard lock(m_);
+      before = open().state();
       b = open().next();
     }
     const u64 n = b.samples.size();
@@ -517,7 +560,7 @@ class loader : public closable_loader<loaders::archive_loader> {
     py::object labels = labels_of(std::move(b.labels), label_descr_, label_shape_, n);
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
     std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
-    return py::make_tuple(data, labels, idx, b.epoch, b.index);
+    return hand_over(py::make_tuple(data, labels, idx, b.epoch, b.index), std::move(before));
   }
 
   u64 batches_per_epoch() const { return batches_; }
@@ -549,15 +592,18 @@ class device_loader : public closable_loader<loaders::device_loader> {
         label_shape_(l_->source().label_shape()) {}
 
   py::tuple next(std::uintptr_t consumer_stream) {
+    if (auto kept = take_pending()) return std::move(*kept);
     std::vector<u64> samples;
     std::vector<std::byte> labels;
     DLManagedTensor* t = nullptr;
     u64 epoch = 0;
+    loaders::loader_state before;
     {
       gil_released release;
       std::lock_guard lock(m_);
       auto& l = open();
-      epoch = l.state().epoch;  // the epoch of the batch that comes next: this one
+      before = l.state();
+      epoch = before.epoch;  // the epoch of the batch that comes next: this one
       t = l.next(&samples, &labels, reinterpret_cast<void*>(consumer_stream));
     }
     // A capsule that nobody consumed still owns the tensor: its destructor calls the deleter.
@@ -575,7 +621,7 @@ class device_loader : public closable_loader<loaders::device_loader> {
     py::array_t<u64> idx(static_cast<py::ssize_t>(samples.size()));
     std::memcpy(idx.mutable_data(), samples.data(), samples.size() * sizeof(u64));
     py::object lab = labels_of(std::move(labels), label_descr_, label_shape_, samples.size());
-    return py::make_tuple(capsule, lab, idx, epoch);
+    return hand_over(py::make_tuple(capsule, lab, idx, epoch), std::move(before));
   }
   u64 batches_per_epoch() const { return batches_; }
   int device() const { return device_; }
@@ -652,6 +698,10 @@ PYBIND11_MODULE(_dctchop, m) {
   };
   static py::object value_error = subclass("ArgumentError", "dctchop.ArgumentError", exc, PyExc_ValueError);
   static py::object os_error = subclass("FileError", "dctchop.FileError", exc, PyExc_OSError);
+  // A sample out of range: IndexError, as a sequence raises, and a dctchop.Error (kind
+  // 'out_of_range'), as the docs say every error is (it was a plain IndexError).
+  static py::object index_error =
+      subclass("SampleIndexError", "dctchop.SampleIndexError", exc, PyExc_IndexError);
   // The OSError subclasses that Python's own open() raises for these errno values, each also
   // a dctchop.FileError: `except FileExistsError` works as with any Python file call. They stay
   // in dctchop._dctchop: as dctchop.FileExistsError, a star import would hide the built-in.

@@ -538,6 +538,81 @@ except KeyboardInterrupt:
 """
 
 
+def check_signal_during_next_keeps_the_batch(d):
+    """A signal (Ctrl-C) that comes while next() waits for its batch, without the GIL: raised
+    as the call returned, it dropped the batch, which the loader had counted, and a state()
+    saved in the handler resumed after it. Now the batch is kept for the next call, and
+    state() says it was not handed out. A thread sends the signal when it gets the GIL,
+    which next() lets go (and which a long switch interval keeps from it until then), and
+    only while next() runs: a try where it came too late is tried again."""
+    from dctchop.torch import DeviceLoader
+
+    x = np.random.default_rng(9).integers(0, 256, size=(24, 512, 512), dtype=np.uint8)
+    dctchop.compress(x, f"{d}/sig.dcz", chop=8, quality=False)
+    back = dctchop.Archive(f"{d}/sig.dcz").read(0, 24)
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_):
+        raise Stop()
+
+    old = signal.signal(signal.SIGUSR1, stop)
+    interval = sys.getswitchinterval()
+    try:
+        for name, make in (("Loader", lambda: dctchop.Loader(f"{d}/sig.dcz", batch_size=8,
+                                                             shuffle=False, prefetch=0)),
+                           ("DeviceLoader", lambda: DeviceLoader(f"{d}/sig.dcz", batch_size=8,
+                                                                 shuffle=False, prefetch=0))):
+            for attempt in range(5):
+                loader = make()
+                next(loader)  # samples 0..7
+                gate = threading.Lock()
+                gate.acquire()
+                inside = [False]
+                sent = [False]
+
+                def send():
+                    with gate:
+                        if inside[0]:  # (next() has the GIL released: it is running)
+                            sent[0] = True
+                            os.kill(os.getpid(), signal.SIGUSR1)
+
+                t = threading.Thread(target=send)
+                t.start()
+                raised = False
+                sys.setswitchinterval(100.0)
+                try:
+                    gate.release()
+                    inside[0] = True
+                    next(loader)
+                    inside[0] = False
+                except Stop:
+                    inside[0] = False
+                    raised = True
+                finally:
+                    sys.setswitchinterval(interval)
+                t.join()
+                if not sent[0]:
+                    loader.close()
+                    continue  # the thread ran after next(): try again
+                check(raised, f"{name}: the signal was raised in next()")
+                state = loader.state()
+                check(state["position"] == 1, f"{name}: state() after the signal counts the "
+                                              f"kept batch as not handed out: {state}")
+                xb, _ = next(loader)
+                check(list(loader.last_samples) == list(range(8, 16)),
+                      f"{name}: the kept batch comes next: {list(loader.last_samples)}")
+                check(np.array_equal(np.asarray(xb), back[8:16]), f"{name}: its data")
+                check(loader.state()["position"] == 2, f"{name}: then the state moves on")
+                loader.close()
+                break
+            else:
+                check(False, f"{name}: the signal never came while next() ran (5 tries)")
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
+
 def check_fifo_output_without_reader(d):
     """compress into a FIFO waits for its reader, as the command does, and Ctrl-C ends the
     wait: the work's thread sat in open() and the call joined it for good. Archive and
@@ -730,8 +805,17 @@ def main():
         try:
             a.read(30, 10)
             check(False, "reading past the end raises")
-        except IndexError:
-            pass
+        except IndexError as e:
+            # ... and is a dctchop.Error, as every error of the module is (it was not).
+            check(isinstance(e, dctchop.Error) and e.kind == "out_of_range",
+                  f"an out-of-range read is a dctchop.Error of kind out_of_range: {type(e)}")
+            check(pickle.loads(pickle.dumps(e)).kind == "out_of_range", "and pickles so")
+        for bad in (lambda: a[37], lambda: a.read(2**70)):
+            try:
+                bad()
+                check(False, "out of range")
+            except dctchop.SampleIndexError as e:
+                check(isinstance(e, IndexError) and e.kind == "out_of_range", f"{e!r}")
         try:
             dctchop.Archive(f"{d}/x.npy")
             check(False, "a non-archive raises")
@@ -744,6 +828,7 @@ def main():
         check_reads_from_threads(d, back, y)
         check_fork_beside_a_reading_thread(d, back)
         check_fifo_output_without_reader(d)
+        check_signal_during_next_keeps_the_batch(d)
         check_compress_from_python(binary, d, x, y)
         check_compress_progress_and_interrupt(d)
         check_daemon_threads_at_exit(d)

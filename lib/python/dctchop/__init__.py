@@ -18,7 +18,7 @@ bad arguments and values are also ValueError (dctchop.ArgumentError), I/O failur
 (dctchop.FileError) with `errno` set where the system gave one, and then also the built-in
 FileExistsError (an output that is there without overwrite=True), FileNotFoundError,
 PermissionError, IsADirectoryError or NotADirectoryError, as open() raises them; a sample out of range is
-IndexError.
+IndexError (dctchop.SampleIndexError, kind "out_of_range").
 """
 import json
 import re
@@ -26,8 +26,15 @@ import os
 
 import numpy as np
 
-from ._dctchop import (_MAX_THREADS, ArgumentError, Error, FileError, _Archive, __version__,
-                       _compress, _Loader, decode_matrices as _decode_matrices)
+from ._dctchop import (_MAX_THREADS, ArgumentError, Error, FileError, SampleIndexError, _Archive,
+                       __version__, _compress, _Loader, decode_matrices as _decode_matrices)
+
+
+def _out_of_range(message):
+    """SampleIndexError(message), of kind 'out_of_range' (an IndexError and a dctchop.Error)."""
+    e = SampleIndexError(message)
+    e.kind = "out_of_range"
+    return e
 
 
 def _reduce_error(self):
@@ -50,8 +57,8 @@ Error.kind = None  # an error made from a message alone (a DataLoader worker's, 
 # first base (Error, a RuntimeError) would otherwise take the arguments as a message alone.
 FileError.__init__ = OSError.__init__
 
-__all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "compress",
-           "decode_matrices", "__version__"]
+__all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "SampleIndexError",
+           "compress", "decode_matrices", "__version__"]
 
 
 def _is_path(x):
@@ -318,7 +325,8 @@ class Archive(_Archive):
         if isinstance(first, bool) or not isinstance(first, (int, np.integer)):
             raise TypeError(f"first must be an integer, not {type(first).__name__}")
         if not -2**63 <= int(first) < 2**63:
-            raise IndexError(f"sample {first}: out of range; {self.path} has {self.samples} samples")
+            raise _out_of_range(f"sample {first}: out of range; {self.path} has {self.samples} "
+                                "samples")
         return int(first)
 
     def read(self, first, count=1):
@@ -361,7 +369,8 @@ class Archive(_Archive):
             raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
         i = int(index) + (self.samples if index < 0 else 0)
         if not 0 <= i < self.samples:
-            raise IndexError(f"sample {index}: out of range; {self.path} has {self.samples} samples")
+            raise _out_of_range(f"sample {index}: out of range; {self.path} has {self.samples} "
+                                "samples")
         return self.read(i, 1)[0]
 
     def __enter__(self):

@@ -15,7 +15,8 @@ import os
 import numpy as np
 import torch
 
-from . import Archive, _Batches, _bad_argument, _count, _flag, _path, decode_matrices
+from . import (Archive, _Batches, _bad_argument, _count, _flag, _out_of_range, _path,
+               decode_matrices)
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -177,8 +178,8 @@ class ArchiveDataset(torch.utils.data.Dataset):
             raise TypeError(f"dataset indices are integers, not {type(i).__name__}") from None
         k = given + (len(self) if given < 0 else 0)  # from the end, as for a sequence
         if not 0 <= k < len(self):
-            raise IndexError(f"sample {given}: out of range; {self.archive.path} has "
-                             f"{len(self)} samples")
+            raise _out_of_range(f"sample {given}: out of range; {self.archive.path} has "
+                                f"{len(self)} samples")
         return k
 
     def __getitem__(self, i):
