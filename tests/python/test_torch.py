@@ -209,6 +209,20 @@ def main():
         except ValueError as e:
             check(f"(..., {planes.shape[-2]}, {planes.shape[-1]})" in str(e) and
                   "40x33" in str(e), f"DecodeLayer of the wrong planes: {e}")
+        # A NaN offset (every output NaN) and a NumPy array ("no attribute 'dim'") are refused
+        # with what is wrong.
+        for offset, kind in ((float("nan"), ValueError), (float("inf"), ValueError),
+                             (None, TypeError), ([1.0], TypeError)):
+            try:
+                DecodeLayer(8, 4, 13, 11, offset=offset)
+                check(False, f"DecodeLayer(offset={offset!r}) raised nothing")
+            except kind as e:
+                check("offset must be" in str(e), f"DecodeLayer(offset={offset!r}): {e}")
+        try:
+            layer(planes.numpy())
+            check(False, "DecodeLayer of a NumPy array raised nothing")
+        except TypeError as e:
+            check("takes a torch.Tensor" in str(e), f"DecodeLayer of a NumPy array: {e}")
         # coefficient_planes takes the archive's path as DecodeLayer.for_archive does.
         raw = dctchop.Archive(f"{d}/f.dcz").read_coefficients(0, 5)
         check(torch.equal(coefficient_planes(raw, f"{d}/f.dcz"), planes),

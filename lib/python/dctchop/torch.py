@@ -9,6 +9,7 @@ float16 and bfloat16).
     x = dec(coeffs)                                     # inside the model, on the device
 """
 import json
+import math
 import operator
 import os
 
@@ -106,6 +107,12 @@ class DecodeLayer(torch.nn.Module):
         if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
             raise TypeError(f"dtype must be a float type (torch.float32, torch.float16, "
                             f"torch.bfloat16, torch.float64), not {dtype!r}")
+        try:
+            finite = math.isfinite(float(offset))
+        except (TypeError, ValueError):
+            raise TypeError(f"offset must be a number, not {type(offset).__name__}") from None
+        if not finite:  # (NaN made every output NaN)
+            raise _bad_argument(f"offset must be a finite number, not {offset}")
         lt, r = decode_matrices(block, chop, height, width)
         self.register_buffer("lt", torch.from_numpy(lt).to(dtype))
         self.register_buffer("r", torch.from_numpy(r).to(dtype))
@@ -135,6 +142,9 @@ class DecodeLayer(torch.nn.Module):
     def forward(self, c):
         """Coefficient planes (..., Kh, Kw) to values (..., H, W): Lt @ c @ R + offset."""
         want = (self.lt.shape[1], self.r.shape[0])
+        if not isinstance(c, torch.Tensor):  # (a NumPy array: "has no attribute 'dim'")
+            raise TypeError(f"DecodeLayer takes a torch.Tensor of coefficient planes, not "
+                            f"{type(c).__name__} (torch.from_numpy makes one of an array)")
         if c.dim() < 2 or tuple(c.shape[-2:]) != want:
             raise _bad_argument(f"DecodeLayer takes coefficient planes (..., {want[0]}, {want[1]}) "
                                 f"for its {self.height}x{self.width} planes, not of shape "
