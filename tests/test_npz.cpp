@@ -303,6 +303,12 @@ TEST(Npz, AFortranOrderArrayOfADeflatedMemberIsHeldWholeUpTo64MiBAndRefusedAbove
   std::string other = npy;
   other.back() = '\2';
   damaged.stream = raw_deflate(other);
+  // A name not flagged UTF-8 is code page 437, as np.load reads it ("\x82" is 'é').
+  write_bytes(dir.file("cp.npz"), make_zip({{"\x82\xe1.npy", npy_u16({6, 8, 8})}}));
+  EXPECT_EQ(open_npz(dir.file("cp.npz") + ":\u00e9\u00df")->dataset_path(), "\u00e9\u00df");
+  write_bytes(dir.file("utf.npz"),
+              make_zip({{"\xc3\xa9.npy", npy_u16({6, 8, 8}), 0, 0x0800}}));  // flagged: as it is
+  EXPECT_EQ(open_npz(dir.file("utf.npz") + ":\u00e9")->dataset_path(), "\u00e9");
   write_bytes(dir.file("bad.npz"), make_zip({damaged}));
   const auto crc = error_of([&] { read_all<std::uint16_t>(*open_npz(dir.file("bad.npz") + ":y")); });
   EXPECT_EQ(crc.code(), errc::bad_input);

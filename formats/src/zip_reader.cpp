@@ -31,6 +31,43 @@ constexpr std::size_t k_local_size = 30, k_central_size = 46, k_end_size = 22,
                       k_end64_size = 56, k_locator64_size = 20;
 constexpr std::uint16_t k_zip64_extra = 0x0001;
 constexpr std::uint16_t k_flag_encrypted = 0x0001, k_flag_strong_encryption = 0x0040;
+constexpr std::uint16_t k_flag_utf8 = 0x0800;  // the name is UTF-8 (else code page 437)
+
+/** A ZIP name not flagged UTF-8 (bit 11) is code page 437, as Python's zipfile (and so
+ *  np.load) reads it: "\x82.npy" is the array 'é', which dctchop looked up by its bytes. */
+std::string cp437_to_utf8(const std::string& name) {
+  static constexpr std::uint16_t high[128] = {
+      0xc7,   0xfc,   0xe9,   0xe2,   0xe4,   0xe0,   0xe5,   0xe7,   0xea,   0xeb,   0xe8,
+      0xef,   0xee,   0xec,   0xc4,   0xc5,   0xc9,   0xe6,   0xc6,   0xf4,   0xf6,   0xf2,
+      0xfb,   0xf9,   0xff,   0xd6,   0xdc,   0xa2,   0xa3,   0xa5,   0x20a7, 0x192,  0xe1,
+      0xed,   0xf3,   0xfa,   0xf1,   0xd1,   0xaa,   0xba,   0xbf,   0x2310, 0xac,   0xbd,
+      0xbc,   0xa1,   0xab,   0xbb,   0x2591, 0x2592, 0x2593, 0x2502, 0x2524, 0x2561, 0x2562,
+      0x2556, 0x2555, 0x2563, 0x2551, 0x2557, 0x255d, 0x255c, 0x255b, 0x2510, 0x2514, 0x2534,
+      0x252c, 0x251c, 0x2500, 0x253c, 0x255e, 0x255f, 0x255a, 0x2554, 0x2569, 0x2566, 0x2560,
+      0x2550, 0x256c, 0x2567, 0x2568, 0x2564, 0x2565, 0x2559, 0x2558, 0x2552, 0x2553, 0x256b,
+      0x256a, 0x2518, 0x250c, 0x2588, 0x2584, 0x258c, 0x2590, 0x2580, 0x3b1,  0xdf,   0x393,
+      0x3c0,  0x3a3,  0x3c3,  0xb5,   0x3c4,  0x3a6,  0x398,  0x3a9,  0x3b4,  0x221e, 0x3c6,
+      0x3b5,  0x2229, 0x2261, 0xb1,   0x2265, 0x2264, 0x2320, 0x2321, 0xf7,   0x2248, 0xb0,
+      0x2219, 0xb7,   0x221a, 0x207f, 0xb2,   0x25a0, 0xa0};
+  std::string out;
+  out.reserve(name.size());
+  for (const char ch : name) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b < 0x80) {
+      out += ch;
+      continue;
+    }
+    const std::uint16_t cp = high[b - 0x80];
+    if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+    } else {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    }
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return out;
+}
 
 [[noreturn]] void damaged(const std::string& name, const std::string& what) {
   throw error(errc::bad_input, name + ": " + what);
@@ -447,6 +484,7 @@ zip_reader zip_reader::open(const std::string& path) {
     m.size = get_u32(c + 24);
     m.header_offset = get_u32(c + 42);
     m.name.assign(reinterpret_cast<const char*>(c + k_central_size), n_name);
+    if ((m.flags & k_flag_utf8) == 0) m.name = cp437_to_utf8(m.name);  // as numpy reads it
     apply_zip64(c + k_central_size + n_name, n_extra, m, name);
     z.members_.push_back(std::move(m));
     at += k_central_size + n_name + n_extra + n_comment;
