@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <thread>
@@ -1066,6 +1067,28 @@ TEST(Cli, AReportWhoseStdoutIsAnInputFileIsRefusedAndTheInputStaysAsItWas) {
   EXPECT_TRUE(contains(read_bytes(dir.file("report.txt")), "ratio")) << describe(ok);
   EXPECT_EQ(cli(dir, "compress in.npy -o b.dcz -q >> in.npy").status, 0) << "no report on stdout";
   EXPECT_EQ(read_bytes(dir.file("in.npy")), before[0]);
+}
+
+TEST(Cli, TheBinaryLoadsNoLibraryFromTheWorkingFolder) {
+  // Its run path ended with an empty entry, the working folder to the loader: a library
+  // planted there ran when dctchop started, as whoever ran it. Here every library it needs
+  // is planted as a file that is none: one loaded from here fails the start (exit 127).
+  temp_dir dir;
+  auto needed = sh(dir, "ldd DCTCHOP | awk '$1 ~ /^lib/ {print $1}'");
+  ASSERT_EQ(needed.status, 0) << describe(needed);
+  std::istringstream names(needed.out);
+  int planted = 0;
+  for (std::string name; std::getline(names, name);) {
+    write_bytes(dir.file(name), "not a library\n");
+    ++planted;
+  }
+  ASSERT_GT(planted, 3) << needed.out;
+  auto r = sh(dir, "DCTCHOP --version");
+  EXPECT_EQ(r.status, 0) << describe(r);
+  auto rpath = sh(dir, "readelf -d DCTCHOP | grep -E 'RUNPATH|RPATH' || true");
+  EXPECT_EQ(rpath.out.find(":]"), std::string::npos) << rpath.out;
+  EXPECT_EQ(rpath.out.find("[:"), std::string::npos) << rpath.out;
+  EXPECT_EQ(rpath.out.find("::"), std::string::npos) << rpath.out;
 }
 
 TEST(Cli, CompressSaysInTheHeaderWhatItsLabelsTakeForStreamReaders) {
