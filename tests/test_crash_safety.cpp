@@ -115,6 +115,26 @@ TEST(CrashSafety, AnHdf5OutputsTemporaryFileCannotBeRedirectedByWhoeverMayWriteI
   EXPECT_EQ(same.status, 0) << describe(same);
 }
 
+TEST(CrashSafety, WithoutProcAnHdf5OutputIsRefusedNotOpenedThroughANameOthersMayChange) {
+  // HDF5 opens its temporary file through /proc/self/fd/N/NAME; without /proc that was the
+  // folder's name, which a tester swapped for a folder holding a symlink to root's file.
+  if (!can_mount()) GTEST_SKIP() << "needs root and unshare, to hide /proc from dctchop alone";
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+  GTEST_SKIP() << "the sanitizers' runtimes read /proc themselves";
+#endif
+  temp_dir dir;
+  make_input(dir, 16);
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
+  const auto r = sh(dir, "unshare -m sh -c 'mount -t tmpfs none /proc && "
+                         "DCTCHOP decompress a.dcz -o out.h5'");
+  EXPECT_EQ(r.status, 5) << describe(r);
+  EXPECT_NE(r.err.find("out.h5: an HDF5 output needs /proc"), std::string::npos) << describe(r);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
+  EXPECT_EQ(sh(dir, "unshare -m sh -c 'mount -t tmpfs none /proc && "
+                    "DCTCHOP decompress a.dcz -o out.npy -q'").status, 0)
+      << "other outputs need no /proc";
+}
+
 TEST(CrashSafety, PastTheFileSizeLimitEveryOutputKindFailsWithAnIoErrorAndLeavesNothing) {
   temp_dir dir;
   make_input(dir, 256);  // 1 MiB in, about 0.5 MiB of archive

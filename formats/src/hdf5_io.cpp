@@ -1114,22 +1114,34 @@ class hdf5_sink final : public sample_sink {
     if (dir_fd_ < 0 || ::fstat(dir_fd_, &made) != 0 || made.st_uid != ::geteuid() ||
         (made.st_mode & 0077) != 0 || ::fchmod(dir_fd_, 0700) != 0) {
       const int e = errno;
+      const std::string folder = temp_;  // (abandon() clears it)
+      // Another's folder in its place is left alone (abandon() would remove it, empty).
+      if (dir_fd_ >= 0) ::close(std::exchange(dir_fd_, -1));
       abandon();
-      throw error::from_os(errc::io, path_ + ": its temporary folder " + temp_ +
+      throw error::from_os(errc::io, path_ + ": its temporary folder " + folder +
                                          " changed while it was being made; try again", e);
     }
     leaf_ = std::filesystem::path(target_.path).filename().string();
     own_fd_ = ::openat(dir_fd_, leaf_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
     if (own_fd_ < 0) {
-      const error e = os_error(path_, "create a temporary file beside");
+      const std::string action = "create its temporary file in " + temp_;
+      const error e = os_error(path_, action.c_str());
       abandon();
       throw e;
     }
-    // (Without /proc: by the folder's name, as before 2026-12-06.)
-    const bool by_descriptor = ::access("/proc/self/fd", X_OK) == 0;
+    // Without /proc there is no name for the folder that only its descriptor reaches: the
+    // file would be opened through a name others may change, which is refused.
+    if (::access("/proc/self/fd", X_OK) != 0) {
+      const int e = errno;
+      abandon();
+      throw error::from_os(errc::io, path_ + ": an HDF5 output needs /proc (HDF5 opens its "
+                                             "file by name, here through /proc/self/fd), which "
+                                             "is not mounted",
+                           e);
+    }
     errno = 0;
-    const hid_t f = H5Fcreate(((by_descriptor ? descriptor_path(dir_fd_) : temp_) + "/" + leaf_).c_str(),
-                              H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+    const hid_t f = H5Fcreate((descriptor_path(dir_fd_) + "/" + leaf_).c_str(), H5F_ACC_TRUNC,
+                              H5P_DEFAULT, fapl.get());
     if (f < 0) {
       const int e = errno;
       abandon();
@@ -1322,9 +1334,8 @@ class hdf5_sink final : public sample_sink {
   void finish() override {
     prepare();
     // (publish_temp removes the file when it fails; the destructor then the folder.)
-    const bool by_descriptor = ::access("/proc/self/fd", X_OK) == 0;
-    publish_temp(-1, (by_descriptor ? descriptor_path(dir_fd_) : temp_) + "/" + leaf_,
-                 target_.path, path_, overwrite_, own_fd_);
+    publish_temp(-1, descriptor_path(dir_fd_) + "/" + leaf_, target_.path, path_, overwrite_,
+                 own_fd_);
     finished_ = true;
     remove_temp_folder();
   }
