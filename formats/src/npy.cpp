@@ -679,7 +679,8 @@ void npy_reader::read_rows(std::uint64_t first, std::uint64_t count, void* dst) 
     // a read per run of a few bytes ran 10 to 30 times slower than either).
     const auto& shape = header_.shape;
     const std::uint64_t per_row = row_bytes / itemsize;  // elements in one row
-    const std::uint64_t run_bytes = count * itemsize, stride = shape[0] * itemsize;
+    const std::uint64_t rows0 = shape.empty() ? 1 : shape[0];  // (a 0-d array: one value)
+    const std::uint64_t run_bytes = count * itemsize, stride = rows0 * itemsize;
     std::vector<std::uint64_t> idx(shape.size(), 0);      // (i1, ..., in), i1 fastest
     std::vector<std::uint64_t> cstride(shape.size(), 1);  // of each axis in a C-order row
     for (std::size_t a = shape.size(); a-- > 2;) cstride[a - 1] = cstride[a] * shape[a];
