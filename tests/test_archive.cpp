@@ -531,12 +531,13 @@ TEST(Archive, TheWriterRefusesWhatItsReaderWouldCallCorruptAndLeavesNoFile) {
     u64 bytes;
     std::string says;
   };
-  for (const bad& b : std::vector<bad>{{"labels", "<c16", {10}, 160, "'labels' (<c16"},
-                                       {"labels", "<i8", {10}, 21, "not whole rows"},
-                                       {"labels", "<i8", {10}, 20, "2 bytes a row"},
-                                       {"labels", "<i8", {10, 2}, 80, "the bytes its shape says"},
-                                       {"labels", "int64", {10}, 80, "(int64, shape 10"},
-                                       {"again", "|u1", {10}, 10, "two side arrays named 'again'"}}) {
+  for (const bad& b :
+       std::vector<bad>{{"labels", "<c16", {10}, 160, "'labels' (<c16"},
+                        {"labels", "<i8", {10}, 21, "not whole rows"},
+                        {"labels", "<i8", {10}, 20, "2 bytes a row"},
+                        {"labels", "<i8", {10, 2}, 80, "the bytes its shape says"},
+                        {"labels", "int64", {10}, 80, "(int64, shape 10"},
+                        {"again", "|u1", {10}, 10, "two side arrays named 'again'"}}) {
     SCOPED_TRACE(b.descr);
     {
       const archive_header h = test_header();
@@ -548,8 +549,9 @@ TEST(Archive, TheWriterRefusesWhatItsReaderWouldCallCorruptAndLeavesNoFile) {
         w.write_chunk(first, n, std::span(coeffs).subspan(first * cbps, n * cbps));
       }
       if (b.name == "again") w.write_side_array("again", "|u1", {10}, std::vector<std::byte>(10));
-      expect_error([&] { w.write_side_array(b.name, b.descr, b.shape, std::vector<std::byte>(b.bytes)); },
-                   errc::invalid_argument, {b.says});
+      expect_error(
+          [&] { w.write_side_array(b.name, b.descr, b.shape, std::vector<std::byte>(b.bytes)); },
+          errc::invalid_argument, {b.says});
     }
     EXPECT_TRUE(dir.entries().empty());
   }
@@ -593,7 +595,8 @@ TEST(Archive, TheIndexIsWrittenEntryByEntryAsNlohmannWouldWriteItWhole) {
   labels.descr = "<i8";
   labels.shape = {10};
   labels.bytes = 80;
-  EXPECT_EQ(predict_archive_bytes(h, {labels}, {{"input_bytes", 10u * 8 * 12 * 2 * 2}}), bytes.size());
+  EXPECT_EQ(predict_archive_bytes(h, {labels}, {{"input_bytes", 10u * 8 * 12 * 2 * 2}}),
+            bytes.size());
 }
 
 TEST(Archive, TheHeaderSaysWhatTheSideArraysTakeAndTheWriterKeepsToIt) {
@@ -615,7 +618,8 @@ TEST(Archive, TheHeaderSaysWhatTheSideArraysTakeAndTheWriterKeepsToIt) {
     }
     w.write_side_array("labels", "<i8", {10}, labels_bytes(10));  // 80 bytes: one 4 KiB block
     expect_error([&] { w.write_side_array("more", "|u1", {10}, std::vector<std::byte>(10)); },
-                 errc::invalid_argument, {"more side array bytes than the header's side_bytes (4096)"});
+                 errc::invalid_argument,
+                 {"more side array bytes than the header's side_bytes (4096)"});
     w.finish();
   }
   EXPECT_EQ(archive_reader::open(path).header().side_bytes, 4096u);

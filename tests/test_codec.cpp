@@ -521,8 +521,9 @@ TEST(WidePlanes, PlanesWiderThanAThreadsTileEncodeAndDecodeAsPerElementMath) {
   // reads, pads (the last) and stores its own columns of the planes and of the coefficient
   // rows: the result is the per-element math of the whole plane.
   struct case_t { layout lay; u64 c, h, w; int b, k; };
-  for (const auto& cs : {case_t{layout::hw, 1, 3, 70001, 8, 3}, case_t{layout::nhwc, 3, 9, 30001, 8, 2},
-                         case_t{layout::nchw, 2, 5, 140003, 4, 1}, case_t{layout::hw, 1, 1, 65601, 16, 16}}) {
+  for (const auto& cs :
+       {case_t{layout::hw, 1, 3, 70001, 8, 3}, case_t{layout::nhwc, 3, 9, 30001, 8, 2},
+        case_t{layout::nchw, 2, 5, 140003, 4, 1}, case_t{layout::hw, 1, 1, 65601, 16, 16}}) {
     std::mt19937_64 rng(cs.w);
     const geometry g{cs.lay, 1, cs.c, cs.h, cs.w};
     const u64 vals = cs.c * cs.h * cs.w;
@@ -696,8 +697,11 @@ TEST(Params, TheShapeHelpersCheckTheirParametersAndSizes) {
   refused([] { (void)dct_matrix(0); }, "the block is 1 or more");
   refused([] { (void)dct_matrix(-3); }, "the block is 1 or more");
   const u64 big = u64(1) << 40;
-  refused([&] { (void)coeff_bytes_per_sample({8, 8, coeff_type::f32, 0}, {layout::nchw, 1, 4, big, big}); },
-          "more coefficient bytes than 2^64");
+  refused(
+      [&] {
+        (void)coeff_bytes_per_sample({8, 8, coeff_type::f32, 0}, {layout::nchw, 1, 4, big, big});
+      },
+      "more coefficient bytes than 2^64");
   refused([] { (void)coeff_shape({4, 4, coeff_type::f32, 0}, ~u64(0), 1); }, "than 2^64");
   EXPECT_EQ(coeff_bytes_per_sample({8, 4, coeff_type::f16, 0}, {layout::nchw, 1, 3, 17, 9}),
             3u * 12 * 8 * 2);

@@ -2142,8 +2142,10 @@ TEST(Hdf5BadInput, EachBadHdf5InputExitsWithItsCodeAndOneClearLine) {
   auto zip = dctchop::test::run_sh("cat " + std::string(DCTCHOP_SAMPLE_DIR) + "/npz/mnist_like.npz | " +
                                        dctchop::test::dctchop_bin() + " eval -", dir.path());
   EXPECT_EQ(zip.status, 2) << describe(zip);
-  EXPECT_TRUE(contains(zip.err, "is a ZIP file (numpy's .npz?), which is read from its end: pass "
-                                "the file's name (FILE.npz), not a pipe or standard input")) << zip.err;
+  EXPECT_TRUE(contains(zip.err,
+                       "is a ZIP file (numpy's .npz?), which is read from its end: pass "
+                       "the file's name (FILE.npz), not a pipe or standard input"))
+      << zip.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz")));
 }
 

@@ -397,7 +397,8 @@ TEST(Npz, AMissingOrNonNumericArrayIsRefusedNamingTheArraysThere) {
   // Every member is listed, one without .npy too, as np.load(file).files lists them; and
   // when one is chosen, one that cannot be read is said.
   temp_dir dir;
-  write_bytes(dir.file("two.npz"), make_zip({{"a.npy", npy_u16({6, 8, 8})}, {"b", npy_u16({6, 8, 8})}}));
+  write_bytes(dir.file("two.npz"),
+              make_zip({{"a.npy", npy_u16({6, 8, 8})}, {"b", npy_u16({6, 8, 8})}}));
   e = error_of([&] { open_npz(dir.file("two.npz") + ":c"); });
   EXPECT_NE(std::string(e.what()).find("no array named c (arrays: a, b)"), std::string::npos)
       << e.what();
@@ -752,8 +753,9 @@ TEST(Npz, CommandCompressesImagesAndLabelsOfANpzAndTheyComeBackExactAtChop8) {
   EXPECT_EQ(c.status, 0) << describe(c);
   c = cli(dir, "eval " + sh_quote(sample_npz("misc.npz")) + " --chop 4 --json");
   ASSERT_EQ(c.status, 0) << describe(c);
-  EXPECT_EQ(nlohmann::json::parse(c.out)["notes"][0],
-            "using array images of " + sample_npz("misc.npz") + " (not readable as arrays here: names)");
+  EXPECT_EQ(
+      nlohmann::json::parse(c.out)["notes"][0],
+      "using array images of " + sample_npz("misc.npz") + " (not readable as arrays here: names)");
   c = cli(dir, "compress " + sh_quote(sample_npz("misc.npz")) + " -o m.dcz -q && " + test::dctchop_bin() +
                    " verify m.dcz --against " + sh_quote(sample_npz("misc.npz")));
   EXPECT_EQ(c.status, 0) << describe(c);

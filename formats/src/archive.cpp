@@ -868,30 +868,31 @@ void archive_reader::parse_footer(const std::string& text) {
   std::string bad_entry;  // what was wrong with the first entry that was
   bool in_chunks = false;
   using event = nlohmann::json::parse_event_t;
-  nlohmann::json f = parse_json_naming_once(text, twice, [&](int depth, event e, nlohmann::json& v) {
-    if (depth == 1 && e == event::key) in_chunks = v == "chunks";
-    if (!in_chunks || depth != 2 || e != event::object_end) return true;
-    if (!bad_entry.empty()) return false;
-    try {
-      chunk_info c;
-      c.index = chunks.size();
-      c.offset = json_integer<u64>(v.at("offset"));
-      c.first = json_integer<u64>(v.at("first"));
-      c.count = json_integer<u64>(v.at("count"));
-      c.stored_bytes = json_integer<u64>(v.at("stored_bytes"));
-      c.raw_bytes = json_integer<u64>(v.at("raw_bytes"));
-      c.stages = json_integer<std::uint32_t>(v.at("stages"));
-      c.xxh64 = parse_hex64(v.at("xxh64").get<std::string>());
-      chunks.push_back(c);
-    } catch (const nlohmann::json::exception& x) {
-      bad_entry = json_error_text(x);
-    } catch (const std::invalid_argument& x) {
-      bad_entry = x.what();
-    } catch (const std::out_of_range& x) {
-      bad_entry = x.what();
-    }
-    return false;
-  });
+  nlohmann::json f =
+      parse_json_naming_once(text, twice, [&](int depth, event e, nlohmann::json& v) {
+        if (depth == 1 && e == event::key) in_chunks = v == "chunks";
+        if (!in_chunks || depth != 2 || e != event::object_end) return true;
+        if (!bad_entry.empty()) return false;
+        try {
+          chunk_info c;
+          c.index = chunks.size();
+          c.offset = json_integer<u64>(v.at("offset"));
+          c.first = json_integer<u64>(v.at("first"));
+          c.count = json_integer<u64>(v.at("count"));
+          c.stored_bytes = json_integer<u64>(v.at("stored_bytes"));
+          c.raw_bytes = json_integer<u64>(v.at("raw_bytes"));
+          c.stages = json_integer<std::uint32_t>(v.at("stages"));
+          c.xxh64 = parse_hex64(v.at("xxh64").get<std::string>());
+          chunks.push_back(c);
+        } catch (const nlohmann::json::exception& x) {
+          bad_entry = json_error_text(x);
+        } catch (const std::invalid_argument& x) {
+          bad_entry = x.what();
+        } catch (const std::out_of_range& x) {
+          bad_entry = x.what();
+        }
+        return false;
+      });
   if (f.is_discarded() || !f.is_object() || !plain_json_text(text)) {
     corrupt(name, "index is not valid JSON");
   }
@@ -1086,8 +1087,8 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     // the padding of the first two (labels of 275 MiB beside small images, or an alignment of
     // 2^29, passed the bound of an archive that the file reader reads).
     const u64 values = header_.geom.samples * header_.geom.values_per_sample();  // < 2^59
-    const u64 most = values * 8 + (u64(256) << 20) + std::min<u64>(header_.side_bytes, u64(1) << 62) +
-                     2 * u64(header_.alignment);
+    const u64 most = values * 8 + (u64(256) << 20) +
+                     std::min<u64>(header_.side_bytes, u64(1) << 62) + 2 * u64(header_.alignment);
     // 64 KiB at a time (a pipe's default capacity): a buffer of 1 MiB, zero-filled and paged
     // in anew for every archive read as a stream, cost more than a small archive's whole tail.
     std::vector<std::byte> buf(std::size_t(64) << 10);

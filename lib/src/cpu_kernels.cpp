@@ -914,7 +914,8 @@ void for_each_strip(const codec_params& p, const View& v, const batch_plan& bp, 
       const u64 group = item / bp.tiles / bp.hb;  // sample * groups + group within the sample
       const u64 n = group / bp.groups, c0 = (group % bp.groups) * bp.ci;
       const strip_geometry g = bp.tiles == 1 ? bp.g : tile_of<B>(bp.g, tile, bp.per_tile);
-      const i64 elem = static_cast<i64>(n) * v.stride_sample + static_cast<i64>(c0) * v.stride_plane +
+      const i64 elem = static_cast<i64>(n) * v.stride_sample +
+                       static_cast<i64>(c0) * v.stride_plane +
                        static_cast<i64>(g.j0 * B) * v.stride_col;
       failure.run([&] { fn(strip, n, elem, (n * v.planes + c0) * bp.plane_bytes, g, *s); });
     }

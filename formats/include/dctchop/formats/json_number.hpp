@@ -93,10 +93,11 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
 }
 
 /** Parse `text` (a discarded value when it is not JSON), noting in `duplicate` the first
- *  member an object names twice ("" when none); `keep` is nlohmann's parser callback, which
- *  may take values as they are parsed and leave them out of the result. The grammar allows that, and readers
+ *  member an object names twice ("" when none). The grammar allows that, and readers
  *  disagree on which one counts (nlohmann and Python's json take the last, others the
- *  first), so such a text has no one meaning: callers refuse it. Two linear passes. */
+ *  first), so such a text has no one meaning: callers refuse it. Two linear passes. `keep`
+ *  is nlohmann's parser callback, which may take values as they are parsed and leave them
+ *  out of the result. */
 inline nlohmann::json parse_json_naming_once(std::string_view text, std::string& duplicate,
                                              nlohmann::json::parser_callback_t keep = nullptr) {
   duplicate.clear();
