@@ -92,6 +92,16 @@ std::vector<std::byte> write_test_archive(const std::string& path, bool with_lab
   return coeffs;
 }
 
+/** The chunks of every sample of `h` (pattern_bytes), in chunks of its samples_per_chunk. */
+void write_every_chunk(archive_writer& w, const archive_header& h) {
+  const u64 cbps = h.coeff_bytes_per_sample(), n = h.geom.samples;
+  const auto coeffs = pattern_bytes(n, cbps);
+  for (u64 first = 0; first < n; first += h.samples_per_chunk) {
+    const u64 count = std::min(h.samples_per_chunk, n - first);
+    w.write_chunk(first, count, std::span(coeffs).subspan(first * cbps, count * cbps));
+  }
+}
+
 std::vector<std::byte> slice(const std::vector<std::byte>& v, u64 from, u64 n) {
   return std::vector<std::byte>(v.begin() + static_cast<long>(from),
                                 v.begin() + static_cast<long>(from + n));
@@ -540,14 +550,8 @@ TEST(Archive, TheWriterRefusesWhatItsReaderWouldCallCorruptAndLeavesNoFile) {
                         {"again", "|u1", {10}, 10, "two side arrays named 'again'"}}) {
     SCOPED_TRACE(b.descr);
     {
-      const archive_header h = test_header();
-      const u64 cbps = h.coeff_bytes_per_sample();
-      const auto coeffs = pattern_bytes(10, cbps);
-      archive_writer w(output_file::create(path, false), h);
-      for (u64 first = 0; first < 10; first += 3) {
-        const u64 n = std::min<u64>(3, 10 - first);
-        w.write_chunk(first, n, std::span(coeffs).subspan(first * cbps, n * cbps));
-      }
+      archive_writer w(output_file::create(path, false), test_header());
+      write_every_chunk(w, test_header());
       if (b.name == "again") w.write_side_array("again", "|u1", {10}, std::vector<std::byte>(10));
       expect_error(
           [&] { w.write_side_array(b.name, b.descr, b.shape, std::vector<std::byte>(b.bytes)); },
@@ -608,14 +612,9 @@ TEST(Archive, TheHeaderSaysWhatTheSideArraysTakeAndTheWriterKeepsToIt) {
   const std::string path = dir.file("a.dcz");
   archive_header h = test_header();
   h.side_bytes = 4096;
-  const u64 cbps = h.coeff_bytes_per_sample();
-  const auto coeffs = pattern_bytes(10, cbps);
   {
     archive_writer w(output_file::create(path, false), h);
-    for (u64 first = 0; first < 10; first += 3) {
-      const u64 n = std::min<u64>(3, 10 - first);
-      w.write_chunk(first, n, std::span(coeffs).subspan(first * cbps, n * cbps));
-    }
+    write_every_chunk(w, h);
     w.write_side_array("labels", "<i8", {10}, labels_bytes(10));  // 80 bytes: one 4 KiB block
     expect_error([&] { w.write_side_array("more", "|u1", {10}, std::vector<std::byte>(10)); },
                  errc::invalid_argument,
