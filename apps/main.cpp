@@ -1309,9 +1309,21 @@ int run(int argc, char** argv) {
         } catch (const error&) {
           // (a malformed name: refused where it is opened)
         }
+        // And the files an HDF5 dataset reads besides its own (an external link's, external
+        // raw files, a virtual dataset's sources): --psnr's lines went into the data.
+        std::vector<std::string> also;
+        try {
+          also = formats::files_read_by(formats::resolve_by_content(formats::parse_dataset_spec(in)));
+        } catch (const error&) {
+        }
         const auto is_stream = [&](int fd) {
-          return formats::is_standard_output(path, fd) ||
-                 (path != in && formats::is_standard_output(in, fd));
+          if (formats::is_standard_output(path, fd) ||
+              (path != in && formats::is_standard_output(in, fd))) {
+            return true;
+          }
+          return std::any_of(also.begin(), also.end(), [fd](const std::string& f) {
+            return formats::is_standard_output(f, fd);
+          });
         };
         const std::string named = in == "-" ? std::string("(standard input's)") : in;
         if (is_stream(STDERR_FILENO)) {

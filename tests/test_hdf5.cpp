@@ -1653,6 +1653,41 @@ TEST(Hdf5Cli, AFileAWriterHasOpenIsReadAsASwmrReaderOrRefusedSayingSoNotSuggesti
   }
 }
 
+TEST(Hdf5Cli, StandardErrorOnAFileThatTheDatasetReadsIsRefusedAsOnTheInputItself) {
+  // The named input was checked, not the files its dataset reads: an external raw file, an
+  // external link's target, a virtual dataset's source. Messages (and --psnr's lines, between
+  // passes) went into the data (exit 0, wrong data).
+  temp_dir dir;
+  const std::vector<std::uint8_t> v(6 * 64, 7);
+  {
+    auto f = h5_create(dir.file("e.h5"));
+    const hsize_t dims[3] = {6, 8, 8};
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    h5_check(H5Pset_external(dcpl.get(), "e.raw", 0, 6 * 64), "external");
+    h5 d(H5Dcreate2(f.get(), "/images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                    H5P_DEFAULT),
+         H5Dclose, "create");
+    auto s = h5_create(dir.file("s.h5"));
+    h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
+    auto l = h5_create(dir.file("l.h5"));
+    ASSERT_GE(H5Lcreate_external("s.h5", "/src", l.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
+  }
+  write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+  const std::string raw = read_bytes(dir.file("e.raw")), src = read_bytes(dir.file("s.h5"));
+  for (const std::string args : {"compress e.h5:/images -o a.dcz 2<> e.raw",
+                                 "compress e.h5:/images -o a.dcz --psnr 30 2>> e.raw",
+                                 "compress l.h5:/ext -o a.dcz 2<> s.h5"}) {
+    auto c = cli(dir, args);
+    EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
+    EXPECT_EQ(read_bytes(dir.file("e.raw")), raw) << args;
+    EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
+  }
+  auto json = cli(dir, "compress l.h5:/ext -o a.dcz --json 2<> s.h5");
+  EXPECT_TRUE(contains(json.out, "standard error is the input file l.h5:/ext")) << json.out;
+  must(dir, "compress e.h5:/images -o a.dcz -q 2> log.txt");  // elsewhere, as before
+}
+
 TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOnesNamed) {
   // Values stored outside the HDF5 file (h5py's external=[...]): HDF5 looks for a relative
   // name in the working directory; dctchop looks beside the file too.

@@ -1450,4 +1450,54 @@ namespace dctchop::formats {
 
 void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
 
+std::vector<std::string> files_read_by(const dataset_spec& spec) {
+  using detail::h5_id;
+  using detail::quiet_hdf5;
+  std::vector<std::string> out;
+  if (spec.kind != file_kind::hdf5 || spec.dataset.empty() || spec.path == "-" || spec.memory) {
+    return out;
+  }
+  quiet_hdf5 quiet;
+  h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  h5_id d(file.valid() ? H5Dopen2(file.get(), spec.dataset.c_str(), H5P_DEFAULT)
+                       : H5I_INVALID_HID,
+          H5Dclose);
+  if (!d.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return out;
+  }
+  const std::filesystem::path folder = std::filesystem::path(spec.path).parent_path();
+  const auto add = [&](const std::string& name) {
+    if (name.empty() || name == ".") return;  // (a virtual dataset's "this file")
+    out.push_back(name);
+    if (name.front() != '/' && !folder.empty()) out.push_back((folder / name).string());
+  };
+  std::vector<char> text(4096);
+  h5_id in(H5Iget_file_id(d.get()), H5Fclose);  // (an external link's target file)
+  if (in.valid()) {
+    const ssize_t n = H5Fget_name(in.get(), text.data(), text.size());
+    if (n > 0) out.emplace_back(text.data(), std::min<std::size_t>(n, text.size() - 1));
+  }
+  h5_id dcpl(H5Dget_create_plist(d.get()), H5Pclose);
+  const int external = dcpl.valid() ? H5Pget_external_count(dcpl.get()) : 0;
+  for (int i = 0; i < external; ++i) {
+    off_t offset = 0;
+    hsize_t size = 0;
+    if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
+                        &size) >= 0) {
+      add(std::string(text.data(), strnlen(text.data(), text.size())));
+    }
+  }
+  std::size_t sources = 0;
+  if (dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_VIRTUAL &&
+      H5Pget_virtual_count(dcpl.get(), &sources) >= 0) {
+    for (std::size_t i = 0; i < sources; ++i) {
+      const ssize_t n = H5Pget_virtual_filename(dcpl.get(), i, text.data(), text.size());
+      if (n > 0) add(std::string(text.data(), std::min<std::size_t>(n, text.size() - 1)));
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+  return out;
+}
+
 }  // namespace dctchop::formats

@@ -121,6 +121,13 @@ class sample_source {
  *  open_dataset() does it too. */
 dataset_spec resolve_by_content(const dataset_spec& spec);
 
+/** The files besides `spec.path` that reading its HDF5 dataset reads: the file an external
+ *  link leads to, the dataset's external raw files, a virtual dataset's source files (a
+ *  relative name both beside the file and from here, as HDF5 may look in either). For the
+ *  command's check that no message or report is written into one. Best effort and quiet:
+ *  none for other formats, a dataset not named, or a file that does not open. */
+std::vector<std::string> files_read_by(const dataset_spec& spec);
+
 /** Open a dataset for reading. Errors name the file and dataset: missing file (io), missing
  *  dataset, compound or string data, raw size mismatch (bad_input). */
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);
