@@ -1313,7 +1313,8 @@ int run(int argc, char** argv) {
         // raw files, a virtual dataset's sources): --psnr's lines went into the data.
         std::vector<std::string> also;
         try {
-          also = formats::files_read_by(formats::resolve_by_content(formats::parse_dataset_spec(in)));
+          also = formats::files_read_by(
+              formats::resolve_by_content(formats::parse_dataset_spec(in)));
         } catch (const error&) {
         }
         const auto is_stream = [&](int fd) {
