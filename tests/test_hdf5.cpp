@@ -1653,6 +1653,19 @@ TEST(Hdf5Cli, AFileAWriterHasOpenIsReadAsASwmrReaderOrRefusedSayingSoNotSuggesti
   }
 }
 
+/** `path`:/images, 6x8x8 u8 stored in the external raw file `raw` (h5py's external=[...]),
+ *  which is not written here (HDF5 would write it in the working directory). */
+void make_external_h5(const std::string& path, const std::string& raw) {
+  auto f = h5_create(path);
+  const hsize_t dims[3] = {6, 8, 8};
+  h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  h5_check(H5Pset_external(dcpl.get(), raw.c_str(), 0, 6 * 64), "external");
+  h5 d(H5Dcreate2(f.get(), "/images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                  H5P_DEFAULT),
+       H5Dclose, "create");
+}
+
 TEST(Hdf5Cli, StandardErrorOnAFileThatTheDatasetReadsIsRefusedAsOnTheInputItself) {
   // The named input was checked, not the files its dataset reads: an external raw file, an
   // external link's target, a virtual dataset's source. Messages (and --psnr's lines, between
@@ -1660,14 +1673,7 @@ TEST(Hdf5Cli, StandardErrorOnAFileThatTheDatasetReadsIsRefusedAsOnTheInputItself
   temp_dir dir;
   const std::vector<std::uint8_t> v(6 * 64, 7);
   {
-    auto f = h5_create(dir.file("e.h5"));
-    const hsize_t dims[3] = {6, 8, 8};
-    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
-    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
-    h5_check(H5Pset_external(dcpl.get(), "e.raw", 0, 6 * 64), "external");
-    h5 d(H5Dcreate2(f.get(), "/images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
-                    H5P_DEFAULT),
-         H5Dclose, "create");
+    make_external_h5(dir.file("e.h5"), "e.raw");
     auto s = h5_create(dir.file("s.h5"));
     h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
     auto l = h5_create(dir.file("l.h5"));
@@ -1694,14 +1700,7 @@ TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOne
   temp_dir dir;
   const std::vector<std::uint8_t> v(6 * 64, 7);
   {
-    auto f = h5_create(dir.file("e.h5"));
-    const hsize_t dims[3] = {6, 8, 8};
-    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
-    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
-    h5_check(H5Pset_external(dcpl.get(), "e.raw", 0, 6 * 64), "external");
-    h5 d(H5Dcreate2(f.get(), "/images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
-                    H5P_DEFAULT),
-         H5Dclose, "create");
+    make_external_h5(dir.file("e.h5"), "e.raw");
   }
   // (written here: HDF5 would write it in the test's working directory)
   dctchop::test::write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
