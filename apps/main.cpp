@@ -2,6 +2,7 @@
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1311,10 +1312,18 @@ int run(int argc, char** argv) {
         }
         // And the files an HDF5 dataset reads besides its own (an external link's, external
         // raw files, a virtual dataset's sources): --psnr's lines went into the data.
+        // (Looked into only where stdout or stderr is a regular file, which only then can be
+        // one: HDF5 opens the file once more for it.)
         std::vector<std::string> also;
+        const auto regular = [](int fd) {
+          struct stat st {};
+          return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+        };
         try {
-          also = formats::files_read_by(
-              formats::resolve_by_content(formats::parse_dataset_spec(in)));
+          if (regular(STDOUT_FILENO) || regular(STDERR_FILENO)) {
+            also = formats::files_read_by(
+                formats::resolve_by_content(formats::parse_dataset_spec(in)));
+          }
         } catch (const error&) {
         }
         const auto is_stream = [&](int fd) {

@@ -14,7 +14,7 @@ class byte_source {
   virtual ~byte_source() = default;
   /** For messages: "train.npy", "<stdin>", "mnist.npz:x_train". */
   virtual std::string display_name() const = 0;
-  /** True when size(), read_at() and map() work (a regular file, a stored .npz member). */
+  /** True when size() and read_at() work (a regular file, a stored .npz member). */
   virtual bool seekable() const = 0;
   /** Bytes in all (seekable sources). */
   virtual std::uint64_t size() const = 0;
@@ -29,8 +29,6 @@ class byte_source {
     (void)threads;
     read_at(offset, dst, n, what);
   }
-  /** The bytes mapped read-only (seekable sources), or nullptr where mapping fails. */
-  virtual const std::byte* map() = 0;
   /** Whether a source that is not seekable can start again from its first byte (a deflated
    *  .npz member: decoded again from the start; stdin cannot). */
   virtual bool restartable() const { return false; }

@@ -1092,8 +1092,8 @@ class hdf5_sink final : public sample_sink {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
     quiet_hdf5 quiet;
-    // The output appears complete or not at all: written unnamed (or under a temporary name)
-    // and named by finish(). Large objects (the data) start on 4 KiB boundaries, for direct I/O.
+    // The output appears complete or not at all: written under a temporary name and named by
+    // finish(). Large objects (the data) start on 4 KiB boundaries, for direct I/O.
     h5_id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     H5Pset_alignment(fapl.get(), direct_min_bytes, direct_writer::align);
     // HDF5 opens its file by name (an unnamed O_TMPFILE cannot be opened with O_CREAT through
@@ -1102,6 +1102,15 @@ class hdf5_sink final : public sample_sink {
     // folder (/proc/self/fd/N/NAME): names that someone else could change are never used. A
     // temporary file beside the output, reopened by its name, could be swapped for a symlink
     // in a shared folder: HDF5 truncated and wrote the file the link named.
+    // Without /proc there is no name for the folder that only its descriptor reaches: the
+    // file would be opened through a name others may change, which is refused (before
+    // anything is made).
+    if (::access("/proc/self/fd", X_OK) != 0) {
+      throw error::from_os(errc::io, path_ + ": an HDF5 output needs /proc (HDF5 opens its "
+                                             "file by name, here through /proc/self/fd), which "
+                                             "is not mounted",
+                           errno);
+    }
     temp_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
       if (::mkdir(candidate.c_str(), 0700) == 0) return true;
       if (errno != EEXIST) refuse_temp_file(path_, target_.path);
@@ -1129,26 +1138,15 @@ class hdf5_sink final : public sample_sink {
       abandon();
       throw e;
     }
-    // Without /proc there is no name for the folder that only its descriptor reaches: the
-    // file would be opened through a name others may change, which is refused.
-    if (::access("/proc/self/fd", X_OK) != 0) {
-      const int e = errno;
-      abandon();
-      throw error::from_os(errc::io, path_ + ": an HDF5 output needs /proc (HDF5 opens its "
-                                             "file by name, here through /proc/self/fd), which "
-                                             "is not mounted",
-                           e);
-    }
     errno = 0;
-    const hid_t f = H5Fcreate((descriptor_path(dir_fd_) + "/" + leaf_).c_str(), H5F_ACC_TRUNC,
-                              H5P_DEFAULT, fapl.get());
+    const hid_t f = H5Fcreate(temp_file().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
     if (f < 0) {
       const int e = errno;
       abandon();
       errno = e;  // (the clean-up's own is not the reason)
       write_failed(path_ + ": cannot create a temporary HDF5 file beside it");
     }
-    file_ = check(f, H5Fclose, errc::io, path_ + ": cannot create a temporary HDF5 file");
+    file_ = h5_id(f, H5Fclose);
     keep_mode_and_owner(own_fd_, target_);  // from the start: a temporary file is named
     try {
       behind_ = write_behind(own_fd_);
@@ -1190,6 +1188,9 @@ class hdf5_sink final : public sample_sink {
     if (dir_fd_ >= 0 && !leaf_.empty()) ::unlinkat(dir_fd_, leaf_.c_str(), 0);
     remove_temp_folder();
   }
+
+  /** The temporary file, by a name that reaches it through our descriptor of its folder. */
+  std::string temp_file() const { return descriptor_path(dir_fd_) + "/" + leaf_; }
 
   /** Removes the (empty) temporary folder, when its name is still ours: another's folder
    *  put in its place is left alone. */
@@ -1334,8 +1335,7 @@ class hdf5_sink final : public sample_sink {
   void finish() override {
     prepare();
     // (publish_temp removes the file when it fails; the destructor then the folder.)
-    publish_temp(-1, descriptor_path(dir_fd_) + "/" + leaf_, target_.path, path_, overwrite_,
-                 own_fd_);
+    publish_temp(-1, temp_file(), target_.path, path_, overwrite_, own_fd_);
     finished_ = true;
     remove_temp_folder();
   }

@@ -311,7 +311,6 @@ class file_bytes final : public detail::byte_source {
                unsigned threads) override {
     f_.read_at(offset, dst, n, what, threads);
   }
-  const std::byte* map() override { return f_.map(); }
   void watch(std::function<void()> check) override { f_.watch(std::move(check)); }
 
  private:

@@ -147,10 +147,6 @@ class stored_member final : public byte_source {
       read_at(at, buf.data(), buf.size(), "npz member");  // crc_ takes them
     }
   }
-  const std::byte* map() override {
-    const std::byte* base = f_->map();
-    return base == nullptr ? nullptr : base + start_;
-  }
 
  private:
   std::shared_ptr<input_file> f_;
@@ -282,7 +278,6 @@ class deflated_member final : public byte_source {
   void read_at(u64, void*, std::size_t, const char*) override {
     throw error(errc::internal, name_ + ": a deflated member is read in order");
   }
-  const std::byte* map() override { return nullptr; }
   bool restartable() const override { return true; }
   void finish() override {
     unsigned char rest[16384];

@@ -91,7 +91,7 @@ class npy_reader {
   void skip(std::uint64_t bytes);
   std::unique_ptr<detail::byte_source> src_;
   npy_header header_;
-  const std::byte* data_ = nullptr;  // mapped data (regular files), or held_'s
+  const std::byte* data_ = nullptr;  // held_'s data, once read
   std::vector<std::byte> held_;      // a small Fortran-order array of a deflated member, whole
   bool hold_ = false;                // such an array: held_ is read at the first read_rows
   std::uint64_t next_row_ = 0;       // next row for sequential (stdin) reads
