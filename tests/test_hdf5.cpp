@@ -2061,6 +2061,42 @@ TEST(Hdf5Cli, DecompressOntoAnExistingHdf5FileExits6UnlessForced) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "out.h5", "t.h5"}));
 }
 
+TEST(Hdf5Cli, AnHdf5OutputIsWrittenUnderAUmaskThatLeavesItsOwnerOnlyReadingAndKeepsThatMode) {
+  // umask 0277 makes new files 0400. HDF5 opens its temporary file by name to read and write
+  // it, which such a mode refused to anyone but root ("Permission denied", exit 5), where an
+  // NPY output of the same command was written. Root passes every permission check, so as
+  // root the command runs as nobody.
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  std::string as_owner;
+  if (::geteuid() == 0) {
+    if (sh(dir, "setpriv --reuid=65534 --regid=65534 --clear-groups true").status != 0) {
+      GTEST_SKIP() << "needs setpriv, to run dctchop as another user than root";
+    }
+    std::filesystem::permissions(dir.path(), std::filesystem::perms(0777));
+    std::filesystem::permissions(dir.file("a.dcz"), std::filesystem::perms(0644));
+    as_owner = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  for (const std::string out : {"out.h5:/x", "out.npy"}) {
+    const auto r = sh(dir, "umask 0277 && ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+                           "detect_leaks=0\" " + as_owner + "DCTCHOP decompress a.dcz -o " +
+                               out + " -q");
+    ASSERT_EQ(r.status, 0) << out << "\n" << describe(r);
+  }
+  for (const char* name : {"out.h5", "out.npy"}) {
+    const auto mode = std::filesystem::status(dir.file(name)).permissions();
+    EXPECT_EQ(mode, std::filesystem::perms::owner_read) << name << " keeps the umask's mode";
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "out.h5", "out.npy", "t.h5"}));
+  must(dir, "compress out.h5:/x -o b.dcz -q");
+  must(dir, "compress out.npy -o c.dcz -q");
+  must(dir, "decompress b.dcz -o b.npy -q");
+  must(dir, "decompress c.dcz -o c.npy -q");
+  EXPECT_EQ(read_bytes(dir.file("b.npy")), read_bytes(dir.file("c.npy")))
+      << "the HDF5 output holds the data the NPY output holds";
+}
+
 // ---------------------------------------------------------------- bad inputs
 
 struct bad_case {

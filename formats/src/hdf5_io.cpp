@@ -1138,6 +1138,13 @@ class hdf5_sink final : public sample_sink {
       abandon();
       throw e;
     }
+    // HDF5 opens the file by name for reading and writing: a umask that leaves the owner no
+    // write or read bit (0277 gives 0400) refused that to anyone but root. The file is ours to
+    // write meanwhile, and gets the umask's mode back once HDF5 holds it open.
+    struct stat created {};
+    const bool lend_access = ::fstat(own_fd_, &created) == 0 &&
+                             (created.st_mode & 0600) != 0600 &&
+                             ::fchmod(own_fd_, (created.st_mode & 07777) | 0600) == 0;
     errno = 0;
     const hid_t f = H5Fcreate(temp_file().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
     if (f < 0) {
@@ -1147,6 +1154,7 @@ class hdf5_sink final : public sample_sink {
       write_failed(path_ + ": cannot create a temporary HDF5 file beside it");
     }
     file_ = h5_id(f, H5Fclose);
+    if (lend_access) (void)::fchmod(own_fd_, created.st_mode & 07777);
     keep_mode_and_owner(own_fd_, target_);  // from the start: a temporary file is named
     try {
       behind_ = write_behind(own_fd_);
