@@ -404,9 +404,26 @@ bool open_standard_descriptors() {
   return stdout_closed;
 }
 
+/** Whether `path` is standard input's own pipe (or socket) by another name: a FIFO's name, or
+ *  /dev/stdin read while stdin is that pipe. Reading both took each other's bytes; writing
+ *  to it put an output into the input. */
+bool is_stdins_pipe(const std::string& path) {
+  struct stat in {}, st {};
+  return !path.empty() && path != "-" && ::fstat(STDIN_FILENO, &in) == 0 &&
+         (S_ISFIFO(in.st_mode) || S_ISSOCK(in.st_mode)) && ::stat(path.c_str(), &st) == 0 &&
+         st.st_dev == in.st_dev && st.st_ino == in.st_ino;
+}
+
+/** "-", its other names (/dev/stdin, /dev/fd/0 and /proc/self/fd/0 share a pipe's bytes with
+ *  -: the second reader found it drained), and standard input's pipe by its own name. */
+bool names_stdin(const std::string& in) {
+  return in == "-" || in == "/dev/stdin" || in == "/dev/fd/0" || in == "/proc/self/fd/0" ||
+         is_stdins_pipe(in);
+}
+
 /** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake. */
 void refuse_tty_stdin(const std::string& path) {
-  if (path == "-" && ::isatty(STDIN_FILENO) == 1) {
+  if (names_stdin(path) && ::isatty(STDIN_FILENO) == 1) {
     throw error(errc::invalid_argument,
                 "standard input is a terminal; pipe data in or name a file instead of -");
   }
@@ -798,11 +815,7 @@ std::string once_message(const std::string& what, int argc, char** argv) {
 
 /** refuse_tty_stdin for each of several inputs, of which one at most may be stdin. */
 void refuse_tty_stdins(const std::vector<std::string>& ins) {
-  // (/dev/stdin and kin, opened, share a pipe's bytes with -: the second found it drained)
-  const auto is_stdin = [](const std::string& in) {
-    return in == "-" || in == "/dev/stdin" || in == "/dev/fd/0" || in == "/proc/self/fd/0";
-  };
-  if (std::count_if(ins.begin(), ins.end(), is_stdin) > 1) {
+  if (std::count_if(ins.begin(), ins.end(), names_stdin) > 1) {
     throw error(errc::invalid_argument,
                 "- (stdin) can be given once (/dev/stdin, /dev/fd/0 and /proc/self/fd/0 are "
                 "stdin too)");
@@ -1254,9 +1267,20 @@ int run(int argc, char** argv) {
   // says it all), as info and verify of several archives do for each one that fails.
   // Whether stdout carries the command's data (before compress's default output is set too:
   // stdin, or a descriptor's name, compresses to stdout).
+  // An output named by stdout's own file (`-o /dev/stdout`, or the file stdout is redirected
+  // to) carries data there as `-o -` does: the report goes to stderr, not into the data.
+  // (Looked at once, before the work: a file output replaced by its new file is no longer
+  // stdout's when the report is written.)
+  const auto to_stdout = [](const std::string& out) {
+    return out == "-" || formats::same_output("-", out);
+  };
+  const bool outputs_to_stdout = (*cmp && to_stdout(c_out)) ||
+                                 (*dec && (to_stdout(d_out) || to_stdout(d_labels_out)));
   auto stdout_carries_data = [&] {
-    if (*cmp) return c_out == "-" || (c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)));
-    return *dec && (d_out == "-" || d_labels_out == "-");
+    if (*cmp) {
+      return outputs_to_stdout || (c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)));
+    }
+    return outputs_to_stdout;
   };
   auto json_on_stdout = [&] {
     return ((*cmp && c_json) || (*dec && d_json) || (*evl && e_json) || (*inf && i_json) ||
@@ -1370,12 +1394,13 @@ int run(int argc, char** argv) {
           c_out = stem + ".dcz";
         }
       }
-      refuse_tty_stdin(c_in);
-      refuse_tty_stdout(c_out);
-      note_stream_output(c_out);
-      if (c_in == "-" && c_labels == "-") {
+      if (names_stdin(c_in) && names_stdin(c_labels)) {
         throw error(errc::invalid_argument, "the input and --labels cannot both be stdin");
       }
+      refuse_tty_stdin(c_in);
+      refuse_tty_stdin(c_labels);
+      refuse_tty_stdout(c_out);
+      note_stream_output(c_out);
       formats::compress_options o;
       o.block = c_block;
       o.chop = c_chop;
@@ -1457,6 +1482,14 @@ int run(int argc, char** argv) {
       }
     } else if (*dec) {
       refuse_tty_stdin(d_in);
+      // An output into the pipe the archive comes from (`--labels-out /dev/stdin`): lost, or
+      // read back as the archive. (A file on stdin is an input that no output replaces.)
+      for (const auto* out : {&d_out, &d_labels_out}) {
+        if (names_stdin(d_in) && is_stdins_pipe(*out)) {
+          throw error(errc::invalid_argument, *out + " is standard input, which the archive is "
+                                                     "read from: it cannot take an output");
+        }
+      }
       refuse_tty_stdout(d_out);
       note_stream_output(d_out);
       note_stream_output(d_labels_out);
@@ -1624,7 +1657,11 @@ int run(int argc, char** argv) {
                   replaced_text(*r.nonfinite_replaced, *o.nonfinite_replacement));
       }
     } else if (*ver) {
+      if (names_stdin(v_against) && std::any_of(v_ins.begin(), v_ins.end(), names_stdin)) {
+        throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
+      }
       refuse_tty_stdins(v_ins);
+      refuse_tty_stdin(v_against);
       if (v_ins.size() > 1 && !v_against.empty()) {
         throw error(errc::invalid_argument,
                     fmt::format("verify --against takes one archive, not {}", v_ins.size()));
@@ -1665,7 +1702,6 @@ int run(int argc, char** argv) {
         print_json_documents(v_json, v_ins.size(), docs);
         return rc;
       }
-      refuse_tty_stdin(v_against);
       formats::verify_options o;
       o.min_psnr = v_min_psnr;
       o.min_ssim = v_min_ssim;

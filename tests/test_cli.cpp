@@ -1570,6 +1570,74 @@ TEST(Cli, InfoAndVerifyOfSeveralArchivesReportEachAndExitWithTheFirstFailure) {
                         {"verify /dev/fd/0 - < a.dcz", 2, "- (stdin) can be given once"}});
 }
 
+TEST(Cli, StandardInputsOtherNamesCountAsStdinForLabelsAgainstAndOutputs) {
+  // /dev/stdin beside "-" read the same pipe twice ("bad magic": the first reader took the
+  // bytes), and --labels-out /dev/stdin wrote the labels into the pipe the archive came from
+  // (exit 0, the labels lost). A FIFO's own name while stdin is that FIFO is the same.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("l.npy"), dtype::i32, {5}, std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  ASSERT_EQ(cli(dir, "compress in.npy --labels l.npy -o a.dcz -q").status, 0);
+  struct piped {
+    std::string cmd, says;
+  };
+  for (const piped& c :
+       {piped{"cat in.npy | DCTCHOP compress - --labels /dev/stdin -o x.dcz",
+              "the input and --labels cannot both be stdin"},
+        piped{"cat a.dcz | DCTCHOP verify - --against /dev/fd/0",
+              "the archive and the input cannot both be stdin"},
+        piped{"cat a.dcz | DCTCHOP decompress - -o x.npy --labels-out /dev/stdin",
+              "/dev/stdin is standard input, which the archive is read from"},
+        piped{"mkfifo f && (cat a.dcz > f &) && timeout 60 DCTCHOP decompress - -o f < f",
+              "f is standard input, which the archive is read from"}}) {
+    const auto r = sh(dir, c.cmd);
+    EXPECT_EQ(r.status, 2) << c.cmd << "\n" << describe(r);
+    EXPECT_TRUE(r.err.find(c.says) != std::string::npos) << c.cmd << "\n" << r.err;
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "f", "in.npy", "l.npy"}));
+}
+
+TEST(Cli, StdinOnATerminalIsRefusedForLabelsAndEveryNameOfStdinNotWaitedOn) {
+  // `compress x.npy --labels -` at a terminal waited for typed bytes where `compress -`
+  // said the terminal was no input. (script(1) gives the command a terminal.)
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  if (sh(dir, "script -qec true /dev/null < /dev/null").status != 0) {
+    GTEST_SKIP() << "needs script(1), to run dctchop at a terminal";
+  }
+  for (const std::string args : {"compress in.npy --labels - -o x.dcz",
+                                  "compress - -o x.dcz", "verify a.dcz --against /dev/stdin",
+                                  "info /dev/stdin", "decompress /dev/fd/0 -o x.npy"}) {
+    const auto r = sh(dir, "timeout 60 script -qec 'DCTCHOP " + args + "' /dev/null < /dev/null");
+    EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
+    EXPECT_TRUE(r.out.find("standard input is a terminal") != std::string::npos)
+        << args << "\n" << describe(r);  // (script puts the terminal's text on its stdout)
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
+}
+
+TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {
+  // `-o /dev/stdout --json` put the report into the pipe after the archive (exit 0, the
+  // archive damaged); `-o a.dcz -f --json > a.dcz` wrote it into the file that -f replaced.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  auto c = sh(dir, "DCTCHOP compress in.npy -o /dev/stdout --json | cat > p.dcz");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_EQ(parse_json(c.err).at("archive_bytes"), std::filesystem::file_size(dir.file("p.dcz")));
+  EXPECT_EQ(cli(dir, "verify p.dcz -q").status, 0);
+  auto d = sh(dir, "DCTCHOP decompress p.dcz -o /dev/fd/1 --json | cat > p.npy");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_EQ(parse_json(d.err).at("input"), "p.dcz");
+  ASSERT_EQ(cli(dir, "decompress p.dcz -o q.npy -q").status, 0);
+  EXPECT_EQ(read_bytes(dir.file("p.npy")), read_bytes(dir.file("q.npy")));
+  auto f = sh(dir, "DCTCHOP compress in.npy -o f.dcz --json -f > f.dcz");
+  ASSERT_EQ(f.status, 0) << describe(f);
+  EXPECT_EQ(parse_json(f.err).at("archive_bytes"), std::filesystem::file_size(dir.file("f.dcz")));
+  ASSERT_EQ(cli(dir, "decompress f.dcz -o f.npy -q").status, 0);
+  EXPECT_EQ(read_bytes(dir.file("f.npy")), read_bytes(dir.file("q.npy")));
+}
+
 TEST(Cli, AFileNameThatIsNotUtf8IsCompressedAndReportedWithReplacementCharacters) {
   temp_dir dir;
   make_u8(dir, "in.npy");
