@@ -1976,6 +1976,41 @@ TEST(Hdf5Cli, ATruncatedHdf5InputIsBadInputThatSaysSo) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
 }
 
+TEST(Hdf5Cli, UnfilteredChunksNarrowerThanTheRowsAreReadAChunkAReadNotAValueARead) {
+  // h5py's automatic chunks of NHWC images hold one channel ((125, 16, 16, 1) for 64x64x3):
+  // read straight into interleaved rows, HDF5 made a read of every value (12 MB in 10 s, a
+  // hundred times what h5py takes). Chunks spanning whole rows are still read straight.
+  temp_dir dir;
+  if (sh(dir, "strace -o /dev/null -f true").status != 0) {
+    GTEST_SKIP() << "needs strace, allowed to trace its child";
+  }
+  const std::vector<u64> shape{40, 32, 32, 3};
+  std::vector<std::uint8_t> v(40 * 32 * 32 * 3);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>((i * 37) ^ (i >> 7));
+  {
+    auto f = h5_create(dir.file("c.h5"));
+    h5_write(f.get(), "/narrow", H5T_STD_U8LE, shape, v, storage{{10, 16, 16, 1}});
+    h5_write(f.get(), "/whole", H5T_STD_U8LE, shape, v, storage{{10, 32, 32, 3}});
+  }
+  const auto reads = [&](const std::string& dataset) {
+    auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
+                     "strace -o trace.txt -f -e trace=pread64,read "
+                     "DCTCHOP compress c.h5:" + dataset + " -o " + dataset.substr(1) +
+                     ".dcz --chop 8 -q");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    const std::string trace = read_bytes(dir.file("trace.txt"));
+    return static_cast<std::size_t>(std::count(trace.begin(), trace.end(), '\n'));
+  };
+  const std::size_t narrow = reads("/narrow"), whole = reads("/whole");
+  // 122,880 values; 96 chunks. (The rest of the calls: the libraries, the file's structure.)
+  EXPECT_LT(narrow, whole + 400) << "reads of /narrow against /whole";
+  ASSERT_EQ(cli(dir, "decompress narrow.dcz -o n.npy -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress whole.dcz -o w.npy -q").status, 0);
+  const auto n = load_npy(dir.file("n.npy"));
+  EXPECT_EQ(n.values, as_doubles(v)) << "chop 8 of 8 is exact for u8";
+  EXPECT_EQ(read_bytes(dir.file("n.npy")), read_bytes(dir.file("w.npy")));
+}
+
 /** Where the little-endian u32 values `v` first lie in `bytes` (npos: nowhere). */
 std::size_t find_u32s(const std::string& bytes, const std::vector<std::uint32_t>& v) {
   std::string pattern;
