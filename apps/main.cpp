@@ -1641,8 +1641,13 @@ int run(int argc, char** argv) {
       std::optional<std::string> failed;
       if (!r.rows.empty() && std::all_of(r.rows.begin(), r.rows.end(),
                                          [](const auto& row) { return !row.error.empty(); })) {
-        failed = fmt::format("{}: no setting tried can hold the data ({})",
-                             e_in == "-" ? "<stdin>" : e_in, r.rows.front().error);
+        // (Or data too small for its figures to be measured, whatever the setting.)
+        const std::string& why = r.rows.front().error;
+        failed = fmt::format("{}: {} ({})", e_in == "-" ? "<stdin>" : e_in,
+                             why.find("be measured") != std::string::npos
+                                 ? "the figures of no setting tried can be measured"
+                                 : "no setting tried can hold the data",
+                             why);
       }
       print_eval(r, e_json, e_csv, failed);
       if (failed) {

@@ -568,6 +568,42 @@ TEST(Ssim, FloatDataFarFromZeroKeepsItsPrecision) {
   }
 }
 
+TEST(Ssim, TinyFloatDataHasTheSsimOfTheSameDataScaledUp) {
+  // SSIM does not change when the data and R scale together. Of f64 data of range below
+  // about 1e-77 the formula's products (R^4) fell below the smallest double: 0/0, a NaN
+  // SSIM, which a --min-ssim gate let pass. Scaling by powers of two is exact, so the figures
+  // agree to the last bits where both are computed in full precision.
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<double> value(0.0, 1.0), noise(-0.1, 0.1);
+  const u64 h = 19, w = 23;
+  std::vector<double> a(2 * h * w), b(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = value(rng);
+    b[i] = a[i] + noise(rng);
+  }
+  const auto ssim_at = [&](double scale) {
+    std::vector<double> sa(a), sb(b);
+    for (auto& x : sa) x *= scale;
+    for (auto& x : sb) x *= scale;
+    geometry g{layout::nhw, 2, 1, h, w};
+    quality_accumulator q(dtype::f64, 1.0 * scale, true);
+    q.add(make_view(g, dtype::f64, static_cast<const void*>(sa.data()), 2),
+          make_view(g, dtype::f64, static_cast<const void*>(sb.data()), 2));
+    return q.result();
+  };
+  const quality one = ssim_at(1.0);
+  ASSERT_TRUE(one.ssim.has_value());
+  EXPECT_GT(*one.ssim, 0.3);
+  EXPECT_LT(*one.ssim, 0.99);
+  for (const double scale : {0x1p-200, 0x1p-300, 0x1p-400, 0x1p-480}) {  // to 3e-145
+    const quality tiny = ssim_at(scale);
+    ASSERT_TRUE(tiny.ssim.has_value()) << scale;
+    EXPECT_NEAR(*tiny.ssim, *one.ssim, 1e-13) << scale;
+    EXPECT_EQ(tiny.ssim_state, ssim_status::measured);
+    EXPECT_NEAR(*tiny.psnr_db, *one.psnr_db, 1e-10) << scale;
+  }
+}
+
 TEST(QualityAccumulator, FloatSsimNeedsAKnownRange) {
   std::vector<float> a(64, 1.0f), b(64, 1.0f);
   a[3] = 2.0f;

@@ -1381,6 +1381,11 @@ TEST(QualityCli, DataTooSmallToSquareIsRefusedNotReportedLossless) {
       EXPECT_FALSE(q.at("lossless").get<bool>()) << c.out;
       EXPECT_GT(q.at("mse").get<double>(), 0.0);
       EXPECT_EQ(e.status, 0) << describe(e);
+      // Its SSIM was NaN (the formula's R^4 underflowed), and --min-ssim passed on it.
+      ASSERT_TRUE(q.at("ssim").is_number()) << c.out;
+      EXPECT_LT(q.at("ssim").get<double>(), 0.99);
+      auto v = cli(dir, "verify t.dcz --against t.npy --min-ssim 0.99");
+      EXPECT_EQ(v.status, 8) << describe(v);
     }
   }
 }

@@ -467,7 +467,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     if (q.psnr_undefined) {
       res.failures.push_back("PSNR is undefined: the data is constant (range 0), so "
                              "--min-psnr cannot hold");
-    } else if (q.psnr_db && *q.psnr_db < *o.min_psnr) {
+    } else if (q.psnr_db && !(*q.psnr_db >= *o.min_psnr)) {  // (a NaN fails)
       const auto [v, gate] = apart(*q.psnr_db, *o.min_psnr, 5);
       res.failures.push_back("PSNR " + v + " dB is below --min-psnr " + gate);
     }
@@ -476,7 +476,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     if (!q.ssim) {
       res.failures.push_back(std::string("SSIM is undefined: ") +
                              ssim_missing_reason(q.ssim_state) + "; --min-ssim cannot hold");
-    } else if (*q.ssim < *o.min_ssim) {
+    } else if (!(*q.ssim >= *o.min_ssim)) {  // (a NaN fails)
       const auto [v, gate] = apart(*q.ssim, *o.min_ssim, 5);
       res.failures.push_back("SSIM " + v + " is below --min-ssim " + gate);
     }

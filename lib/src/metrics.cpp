@@ -347,9 +347,9 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
     std::snprintf(b, sizeof b, "values this small (range %.3g, errors up to %.3g) ", range,
                   max_abs_);
     throw error(errc::out_of_range,
-                std::string(b) + "have squares below what double precision holds, so their "
-                                 "PSNR and SSIM cannot be measured: rescale the data (times "
-                                 "1e150, say)");
+                std::string(b) + "have squares too near the smallest double for their PSNR "
+                                 "and SSIM to be measured: rescale the data (times 1e150, "
+                                 "say)");
   }
   quality q;
   q.samples = samples_;

@@ -44,7 +44,13 @@ struct float_window {
     const double vxy = ssim_cov_norm * (sxy * inv - dx * dy);
     const double ux = dx + shift, uy = dy + shift;
     const double uxy = ux * uy, uq = ux * ux + uy * uy;
-    return ((2 * uxy + c1) * (2 * vxy + c2)) / ((uq + c1) * (vq + c2));
+    const double n1 = 2 * uxy + c1, n2 = 2 * vxy + c2, d1 = uq + c1, d2 = vq + c2;
+    // Data of a range below about 1e-77 (f64) has terms whose products (R^4) fall below the
+    // smallest double: 0/0 gave a NaN SSIM. There the two ratios, each of terms near R^2;
+    // elsewhere the products, as scikit-image computes them (the two forms differ in the
+    // last bit).
+    if (d1 * d2 < 0x1p-960) return (n1 / d1) * (n2 / d2);
+    return (n1 * n2) / (d1 * d2);
   }
 };
 
