@@ -819,6 +819,7 @@ void archive_reader::read_footer_random() {
   parse_footer(text);
   check_tail_counts(tail);
   check_placement(foff);
+  footer_digest_ = fhash;
 }
 
 void archive_reader::check_placement(u64 footer_offset) const {
@@ -1122,6 +1123,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   std::vector<chunk_info> seen = std::move(chunks_);
   parse_footer(text);
   check_tail_counts(t);
+  footer_digest_ = fhash;
   if (seen.size() != chunks_.size()) corrupt(name, "index disagrees with the chunks read");
   for (std::size_t i = 0; i < seen.size(); ++i) {
     const auto &a = seen[i], &b = chunks_[i];

@@ -328,6 +328,14 @@ class archive {
     closed_.store(true);
   }
   std::string header_json() const { return formats::json_text(h_.to_json()); }
+  /** What tells this archive from another file put in its place since (its header and the
+   *  digest of its index, which holds every chunk's checksum): a pickled Archive compares it
+   *  where it is opened again by its name. Empty for a closed archive's copy. */
+  std::string identity() const {
+    if (!r_) return {};
+    std::string id = header_json();  // (appended: GCC 12 warns falsely on s + "\n" + ...)
+    return id.append("\n").append(std::to_string(r_->footer_digest()));
+  }
   const std::string& path() const { return path_; }
   u64 samples() const { return h_.geom.samples; }
   py::tuple shape() const { return py::cast(h_.geom.shape()); }
@@ -758,6 +766,7 @@ PYBIND11_MODULE(_dctchop, m) {
       .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads") = 0)
       .def(py::init<const std::string&, const std::string&>(), py::arg("path"), py::arg("header"))
       .def("_header_json", &archive::header_json)
+      .def("_identity", &archive::identity)
       .def_property_readonly("path", &archive::path)
       .def_property_readonly("closed", &archive::closed, "Whether close() was called.")
       .def("close", &archive::close, "release the file (the header's properties stay readable)")

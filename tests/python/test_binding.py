@@ -189,6 +189,21 @@ def check_python_habits(d, back, y):
                   twin.chop == gone.chop and twin.coeff == gone.coeff and
                   twin.offset == gone.offset, f"a closed archive's copy without its file: {twin!r}")
             raises(dctchop.ArgumentError, lambda: twin.read(0), "closed")
+        # Another archive renamed over it since (compress with overwrite=True): the copy
+        # refused it, where it read the new file's samples (with an ArchiveDataset's old
+        # labels and length, in a spawned DataLoader worker). Same shape, sample count and
+        # dtype: only the index's checksums tell the two apart.
+        x = np.arange(4 * 8 * 8, dtype=np.uint8).reshape(4, 8, 8)
+        dctchop.compress(x, f"{d}/swap.dcz", labels=np.arange(4))
+        swapped = dctchop.Archive(f"{d}/swap.dcz")
+        same = pickle.dumps(swapped)
+        check(np.array_equal(pickle.loads(same)[3], swapped[3]), "unchanged: the same archive")
+        dctchop.compress(255 - x, f"{d}/new.dcz", labels=np.arange(4) + 10)
+        os.replace(f"{d}/new.dcz", f"{d}/swap.dcz")
+        e = raises(dctchop.Error, lambda: pickle.loads(same), "swap.dcz: another archive has its "
+                   "name since this Archive was pickled")
+        check(e is not None and e.kind == "bad_input", f"kind: {e and e.kind}")
+        swapped.close()
     finally:
         os.chdir(here)
     # Thread counts beyond any machine are an error, not a crash.

@@ -281,9 +281,12 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
 
-def _reopened(absolute, threads, name, closed, header=None):
+def _reopened(absolute, threads, name, closed, header=None, identity=None):
     """An unpickled Archive (Archive.__reduce__). A closed one comes back closed from its
-    header alone, without its file (which may be gone since)."""
+    header alone, without its file (which may be gone since). An open one is opened again by
+    its path, and must be the same archive: another file renamed over it since (compress
+    with overwrite=True) would pair the pickled object's labels and length (an
+    ArchiveDataset's, in a DataLoader worker) with the new file's samples."""
     if closed and header is not None:
         a = Archive.__new__(Archive)
         _Archive.__init__(a, absolute, header)
@@ -291,6 +294,12 @@ def _reopened(absolute, threads, name, closed, header=None):
         return a
     a = Archive(absolute, threads)
     a._name = name
+    if identity is not None and a._identity() != identity:
+        a.close()
+        e = Error(f"{name}: another archive has its name since this Archive was pickled (the "
+                  "file was replaced): open the new one anew")
+        e.kind = "bad_input"
+        raise e
     if closed:
         a.close()
     return a
@@ -385,7 +394,8 @@ class Archive(_Archive):
         # path as given, and closed again if it was (then from its header, without the file).
         if self.closed:
             return (_reopened, (self._absolute, self._threads, self._name, True, self._header_json()))
-        return (_reopened, (self._absolute, self._threads, self._name, False))
+        return (_reopened, (self._absolute, self._threads, self._name, False, None,
+                            self._identity()))
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self.samples} samples"

@@ -159,6 +159,10 @@ class archive_reader {
   const std::vector<chunk_info>& chunks() const noexcept { return chunks_; }
   const std::vector<side_array_info>& side_arrays() const noexcept { return sides_; }
   const nlohmann::json& footer() const noexcept { return footer_; }
+  /** The XXH64 of the footer JSON, as the tail records it (0 until the footer is read). The
+   *  footer lists every chunk's and side array's checksum: with the header, it tells whether
+   *  a file opened again by its name is still the same archive. */
+  std::uint64_t footer_digest() const noexcept { return footer_digest_; }
 
   /** Read and verify chunk `i` (random access only); returns its raw coefficient bytes.
    *  `coeffs` is a std::vector<std::byte> or a byte_buffer (dctchop/host_memory.hpp: memory
@@ -227,6 +231,7 @@ class archive_reader {
   std::vector<chunk_info> chunks_;
   std::vector<side_array_info> sides_;
   nlohmann::json footer_ = nlohmann::json::object();
+  std::uint64_t footer_digest_ = 0;
   // sequential state
   std::size_t next_index_ = 0;
   std::uint64_t next_sample_ = 0;
