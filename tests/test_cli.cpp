@@ -2568,6 +2568,19 @@ TEST(Cli, SourceDateEpochMakesTheSameArchiveBytesRunAfterRun) {
   auto bad = sh(dir, "SOURCE_DATE_EPOCH=yesterday DCTCHOP compress in.npy -o c.dcz");
   EXPECT_EQ(bad.status, 2) << describe(bad);
   EXPECT_NE(bad.err.find("SOURCE_DATE_EPOCH=yesterday"), std::string::npos) << bad.err;
+  // The last second of the year 9999 is the last RFC 3339 time; 999999999999 was written as
+  // the year 33658, and 9999999999999 was called no whole number.
+  for (const std::string late : {"253402300800", "999999999999", "9999999999999",
+                                 "99999999999999999999999"}) {
+    auto r = sh(dir, "SOURCE_DATE_EPOCH=" + late + " DCTCHOP compress in.npy -o c.dcz");
+    EXPECT_EQ(r.status, 2) << describe(r);
+    EXPECT_NE(r.err.find("SOURCE_DATE_EPOCH=" + late + ": after the year 9999"),
+              std::string::npos) << r.err;
+  }
   EXPECT_FALSE(std::filesystem::exists(dir.file("c.dcz")));
+  auto last = sh(dir, "SOURCE_DATE_EPOCH=000253402300799 DCTCHOP compress in.npy -o c.dcz -q && "
+                      "DCTCHOP info c.dcz --json");
+  ASSERT_EQ(last.status, 0) << describe(last);
+  EXPECT_NE(last.out.find("\"9999-12-31T23:59:59Z\""), std::string::npos) << last.out;
 }
 }  // namespace

@@ -628,11 +628,19 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
 std::optional<std::int64_t> parse_source_date_epoch(const char* value) {
   if (value == nullptr || *value == '\0') return std::nullopt;
   const std::string s = value;
-  if (s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) {
+  if (s.find_first_not_of("0123456789") != std::string::npos) {
     throw error(errc::invalid_argument,
                 "SOURCE_DATE_EPOCH=" + s + ": expected a whole number of seconds since 1970");
   }
-  return std::stoll(s);
+  // The header's `created` is an RFC 3339 time, whose year has four digits: 999999999999
+  // was written as the year 33658.
+  constexpr std::int64_t last = 253402300799;  // 9999-12-31T23:59:59Z
+  const auto digits = s.find_first_not_of('0');
+  if (digits != std::string::npos && (s.size() - digits > 12 || std::stoll(s.substr(digits)) > last)) {
+    throw error(errc::invalid_argument, "SOURCE_DATE_EPOCH=" + s + ": after the year 9999 (at "
+                                        "most 253402300799 seconds since 1970)");
+  }
+  return digits == std::string::npos ? 0 : std::stoll(s.substr(digits));
 }
 
 using namespace detail;
