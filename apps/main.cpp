@@ -175,7 +175,15 @@ std::optional<std::uint64_t> parse_count(const std::string& s) {
 const CLI::Validator decimal_count(
     [](std::string& s) -> std::string {
       const auto n = parse_count(s);
-      if (!n) return "expected a whole number, got " + s;
+      // (Every option it reads is an int: CLI11 said "Could not convert" of a larger one.)
+      const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+      if (!n && s.size() > 1 && s[0] == '-' && s.find_first_not_of("0123456789", 1) == s.npos) {
+        return s + " is negative: expected a whole number of 0 or more";
+      }
+      if (!n && !digits) return "expected a whole number, got " + s;
+      if (!n || *n > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+        return s + " is too large";
+      }
       s = std::to_string(*n);
       return {};
     },
@@ -1180,6 +1188,31 @@ int run(int argc, char** argv) {
     if (!known && argv[1][0] != '-') {
       log->error("error: '{}' is not a command; the commands are {} (see --help)", argv[1], names);
       return exit_usage;
+    }
+    // `dctchop --versio`, `dctchop --json`: an option of no command and no command after it
+    // (CLI11 said only that a subcommand is required).
+    if (!known) {
+      const std::string first = argv[1];
+      bool command = false, ours = false, a_commands = false;
+      for (int i = 2; i < argc; ++i) {
+        for (const auto* sub : app.get_subcommands({})) command |= sub->get_name() == argv[i];
+      }
+      const std::string flag = first.substr(0, first.find('='));
+      for (const CLI::Option* opt : app.get_options()) ours |= opt->check_name(flag);
+      for (const auto* sub : app.get_subcommands({})) {
+        for (const CLI::Option* opt : sub->get_options()) a_commands |= opt->check_name(flag);
+      }
+      if (!command && !ours) {
+        if (a_commands) {
+          log->error("error: {} is an option of a command, which comes first: dctchop COMMAND "
+                     "{} ... ({}; see --help)", flag, flag, names);
+        } else {
+          const std::string near = option_suggestion(app, flag);  // ("; did you mean ...?")
+          log->error("error: dctchop has no option {}{} (see --help)", flag,
+                     near.empty() ? "; name a command: " + names : near);
+        }
+        return exit_usage;
+      }
     }
   }
   // Words a command does not take are ours to word: CLI11 lists them last first and does not

@@ -1294,6 +1294,15 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"decompress a.dcz -o out.npy --samples -3:", 2, "a negative index (from the end) is not taken"},
       {"frobnicate in.npy", 2, "'frobnicate' is not a command; the commands are compress,"},
       {"compres in.npy", 2, "decompress, info, eval, verify"},
+      // An option of no command and no command after it: CLI11 said "A subcommand is
+      // required"; a number beyond an int, "Could not convert".
+      {"--versio", 2, "dctchop has no option --versio; did you mean --version?"},
+      {"--frob", 2, "dctchop has no option --frob; name a command: compress, decompress,"},
+      {"--json", 2, "--json is an option of a command, which comes first: dctchop COMMAND"},
+      {"compress in.npy -o out.dcz --chop 2147483648", 2, "--chop: 2147483648 is too large"},
+      {"compress in.npy -o out.dcz --chop 99999999999999999999", 2, "99999999999999999999 is too"},
+      {"compress in.npy -o out.dcz --chop -1", 2, "--chop: -1 is negative: expected a whole"},
+      {"compress in.npy -o out.dcz --threads -2", 2, "--threads: -2 is negative"},
       {"compress ''", 2, "input: an empty file name"},
       {"info a.dcz ''", 2, "input: an empty file name"},
       {"decompress a.dcz -o ''", 2, "--output: an empty file name"},
