@@ -2341,6 +2341,29 @@ TEST(Cli, DecompressSamples1To3GivesTwoSamplesEqualToThatSliceOfTheFullDecode) {
             std::vector<std::byte>(all.raw.begin() + 4 * per, all.raw.end()));
 }
 
+TEST(Cli, BitsPerValueLeavesOutTheLabelsWithThePaddingThatAlignsThem) {
+  // 400 bytes of labels take 4 KiB of the archive: with only their 400 bytes left out, the
+  // data's bits per value rose by 3.7 KiB's worth (5.07 -> 5.52 here), and compress --labels
+  // disagreed with eval of the same data and setting.
+  temp_dir dir;
+  make_u8(dir, "in.npy", 8);
+  save_npy(dir.file("l.npy"), dtype::f64, {8, 5}, std::vector<double>(40, 2.5));  // 320 bytes
+  auto c = cli(dir, "compress in.npy --labels l.npy -o a.dcz --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  auto e = cli(dir, "eval in.npy --chop 4 --json");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  const double values = 8.0 * 16 * 16 * 3;
+  const double with = parse_json(c.out).at("bits_per_value").get<double>();
+  const double alone = parse_json(e.out).at("rows").at(0).at("bits_per_value").get<double>();
+  const u64 file_bytes = std::filesystem::file_size(dir.file("a.dcz"));
+  EXPECT_NEAR(with, 8.0 * double(file_bytes - 4096) / values, 1e-9);
+  EXPECT_GT(with, alone);
+  EXPECT_LT(with - alone, 8.0 * 200 / values) << "no more than the labels' index entry";
+  auto i = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  EXPECT_NEAR(parse_json(i.out).at("bits_per_value").get<double>(), with, 1e-12);
+}
+
 TEST(Cli, LabelsCountInTheRatioOnBothSidesAsTheyAreStoredAsTheyAre) {
   // Per-pixel masks (40 x 64x64 u8, 160 KiB) beside 30 KiB of images: the archive holds
   // both, so the input does too. The data's bytes alone against the archive said 0.17x and

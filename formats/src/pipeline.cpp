@@ -996,6 +996,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.samples_per_chunk = spc;
   r.chunks = chunks;
   r.labels_bytes = labels ? labels->rows() * labels->row_bytes() : 0;
+  r.labels_stored_bytes = labels ? ah.side_bytes : 0;
   r.input_bytes = g.samples * ibps + r.labels_bytes;  // < 2^64: each is below 2^62 (open_dataset)
   r.values = g.samples * g.values_per_sample();
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
@@ -1528,7 +1529,9 @@ nlohmann::json archive_info(const archive_reader& r) {
     if (input_bytes > 0 && values > 0) {
       j["input_bytes"] = input_bytes;
       j["ratio"] = double(input_bytes) / double(bytes);
-      j["bits_per_value"] = bits_per_value(bytes, side_bytes, values);
+      // (Less the side arrays with their padding, as compress reports it.)
+      j["bits_per_value"] = bits_per_value(bytes, side_bytes_of(r.side_arrays(), h.alignment),
+                                           values);
     }
   }
   return j;

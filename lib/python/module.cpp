@@ -691,7 +691,9 @@ PYBIND11_MODULE(_dctchop, m) {
       "An error of dctchop (a RuntimeError). `kind` names it: 'invalid_argument', 'bad_input',\n"
       "'corrupt', 'unsupported_version', 'out_of_range', 'io', 'output_exists',\n"
       "'backend_unavailable', 'quality_not_met', 'interrupted' or 'internal'. Bad arguments\n"
-      "and bad input are also ValueError (ArgumentError), I/O failures OSError (FileError).";
+      "and bad input are also ValueError (ArgumentError), I/O failures OSError (FileError).\n"
+      "'out_of_range' is a sample index out of range (SampleIndexError, an IndexError) or a\n"
+      "value that the coefficient type cannot hold (an ArgumentError): tell them by class.";
   // NAME, set on this module: a kind of `parent` (a dctchop class) that is also the built-in
   // `builtin`. `qualified` is where pickle finds it (a DataLoader worker sends its errors to
   // the parent process pickled).

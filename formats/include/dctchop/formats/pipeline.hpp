@@ -28,7 +28,8 @@ inline double gb_per_s(std::uint64_t bytes, double seconds) {
 }
 
 /** Bits per value of the data: 8 x the archive's bytes, less the side arrays' (labels, stored
- *  as they are: no values of the data), per value; 0 without values. */
+ *  as they are: no values of the data; with the padding that aligns them), per value; 0
+ *  without values. */
 inline double bits_per_value(std::uint64_t archive_bytes, std::uint64_t side_bytes,
                              std::uint64_t values) {
   return values ? 8.0 * double(archive_bytes - side_bytes) / double(values) : 0.0;
@@ -120,6 +121,7 @@ struct compress_result {
    *  the data alone to an archive that holds both would say the archive grew). */
   std::uint64_t input_bytes = 0, archive_bytes = 0, values = 0;
   std::uint64_t labels_bytes = 0;       ///< the labels' part of input_bytes
+  std::uint64_t labels_stored_bytes = 0;  ///< what they take in the archive, padding included
   std::optional<quality> q;             ///< when measured
   std::vector<chop_trial> trials;       ///< the target-quality search, in the order tried
   std::vector<std::string> notes;       ///< things to tell the user (e.g. the dataset chosen)
@@ -132,8 +134,11 @@ struct compress_result {
   std::optional<std::uint64_t> nonfinite_replaced;  ///< with nonfinite_replacement on float data
   double seconds = 0.0;                 ///< wall time of the whole operation
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
-  /** Of the data alone: the labels' bytes are no values of it. */
-  double bits_per_value() const { return formats::bits_per_value(archive_bytes, labels_bytes, values); }
+  /** Of the data alone: the labels' bytes are no values of it (nor the padding that aligns
+   *  them: the figure is eval's, which stores no labels, but for their index entry). */
+  double bits_per_value() const {
+    return formats::bits_per_value(archive_bytes, labels_stored_bytes, values);
+  }
   /** The data's bytes, which the codec read (throughput is of these; labels are copied). */
   std::uint64_t data_bytes() const { return input_bytes - labels_bytes; }
   nlohmann::json to_json() const;
