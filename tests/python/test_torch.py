@@ -181,6 +181,21 @@ def main():
         planes = torch.stack([ArchiveDataset(f"{d}/f.dcz", decode=False)[i] for i in range(5)])
         got = DecodeLayer.for_archive(f"{d}/f.dcz", dtype=torch.float64)(planes)[:, 0].numpy()
         check(np.allclose(got, want, atol=1e-4), f"f32 fields: max {np.abs(got - want).max()}")
+        # u32 counts near 3e9, lossless at chop 8 of 8: the C++ decoder works in double, and so
+        # does the layer for_archive makes of a u32, i32 or f64 archive (float32 was its
+        # default: values up to 170 off).
+        u = (3_000_000_000 + rng.integers(0, 100_000, size=(3, 16, 16))).astype(np.uint32)
+        np.save(f"{d}/u.npy", u)
+        compress(binary, f"{d}/u.npy", f"{d}/u.dcz", "--chop", "8")
+        upl = torch.stack([ArchiveDataset(f"{d}/u.dcz", decode=False)[i] for i in range(3)])
+        wide = DecodeLayer.for_archive(f"{d}/u.dcz")
+        check(wide.lt.dtype == torch.float64, f"a u32 archive's layer: {wide.lt.dtype}")
+        back = torch.round(wide(upl))[:, 0].numpy().astype(np.int64)
+        check(np.array_equal(back, u.astype(np.int64)),
+              f"u32 through the layer: max {np.abs(back - u.astype(np.int64)).max()} off")
+        check(DecodeLayer.for_archive(f"{d}/f.dcz").lt.dtype == torch.float32, "f32: float32")
+        check(DecodeLayer.for_archive(f"{d}/u.dcz", dtype=torch.float32).lt.dtype ==
+              torch.float32, "a dtype given is the layer's")
         # The offset (here the first sample's mean) travels in the state_dict: a layer made
         # with another offset and given this layer's state decodes as this one does.
         layer = DecodeLayer.for_archive(f"{d}/f.dcz")

@@ -131,13 +131,20 @@ class DecodeLayer(torch.nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @classmethod
-    def for_archive(cls, archive, dtype=torch.float32):
-        """The layer that decodes `archive`'s coefficient planes: an Archive, or its path."""
+    def for_archive(cls, archive, dtype=None):
+        """The layer that decodes `archive`'s coefficient planes: an Archive, or its path.
+        dtype None (the default) is float64 for int32, uint32 and float64 archives, which
+        the C++ decoder computes in double (float32, 24 bits, put u32 values near 3e9 up to
+        170 off and f64 data near 1e9 lost its fraction), and float32 for the others."""
+        def made(a):
+            wide = np.dtype(a.dtype) in (np.dtype(np.int32), np.dtype(np.uint32),
+                                         np.dtype(np.float64))
+            chosen = dtype if dtype is not None else torch.float64 if wide else torch.float32
+            return cls(a.block, a.chop, a.height, a.width, a.offset, chosen)
         if isinstance(archive, Archive):
-            a = archive
-            return cls(a.block, a.chop, a.height, a.width, a.offset, dtype)
+            return made(archive)
         with Archive(archive) as a:
-            return cls(a.block, a.chop, a.height, a.width, a.offset, dtype)
+            return made(a)
 
     def forward(self, c):
         """Coefficient planes (..., Kh, Kw) to values (..., H, W): Lt @ c @ R + offset."""
