@@ -2170,6 +2170,34 @@ void h5_declare(hid_t file, const std::string& name, const std::vector<u64>& sha
        H5Dclose, "create dataset " + name);
 }
 
+TEST(Hdf5Cli, AGroupThatCannotBeReadIsADamagedFileNotOneWithoutTheDataset) {
+  // The root group's symbol table node damaged: "holds no image-like dataset ... the file
+  // holds no dataset at all", and for t.h5:/images "no such dataset", where h5py says "bad
+  // symbol table node signature". A group that is not there, or a name past a dataset, is
+  // still no such dataset.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("t.h5"));
+    h5_write(f.get(), "/g/images", H5T_STD_U8LE, {4, 16, 16}, std::vector<std::uint8_t>(1024, 9));
+  }
+  std::string bytes = read_bytes(dir.file("t.h5"));
+  const auto at = bytes.find("SNOD");  // the root group's node: the first
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 4, "XXXX");
+  write_bytes(dir.file("bad.h5"), bytes);
+  check_bad_cases(dir, {{"compress bad.h5 -o a.dcz", 3,
+                         {"bad.h5: the file is damaged: its groups cannot be read (bad symbol "
+                          "table node signature)"}},
+                        {"compress bad.h5:/g/images -o a.dcz", 3,
+                         {"bad.h5:/g/images: the file is damaged: the groups on the way to the "
+                          "dataset cannot be read (bad symbol table node signature)"}},
+                        {"compress t.h5:/h/images -o a.dcz", 3,
+                         {"t.h5:/h/images: no such dataset in the file (datasets: /g/images"}},
+                        {"compress t.h5:/g/images/x -o a.dcz", 3,
+                         {"t.h5:/g/images/x: no such dataset in the file"}}});
+  EXPECT_EQ(cli(dir, "compress t.h5:/g/images -o a.dcz -q").status, 0);
+}
+
 TEST(Hdf5BadInput, ShapesWhoseSizesWrapOrPassTheArchiveLimitsAreRefusedUpFront) {
   // An HDF5 extent costs nothing to declare: sizes computed from it wrapped round 2^64 (a
   // division by zero, SIGFPE; buffers of 64 bytes for 2^64 values), and shapes past the

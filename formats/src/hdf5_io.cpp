@@ -318,8 +318,10 @@ std::string object_identity(hid_t obj) {
 }
 
 /** Every dataset in the file, with its shape and whether it is numeric: each once, however
- *  many links lead to it (by its first hard link's name, else its first link's). */
-std::vector<candidate> list_datasets(hid_t file, std::vector<std::string>* broken_external = nullptr) {
+ *  many links lead to it (by its first hard link's name, else its first link's). A group that
+ *  cannot be read is a damaged file (`name`'s), not one without datasets. */
+std::vector<candidate> list_datasets(hid_t file, const std::string& name,
+                                     std::vector<std::string>* broken_external = nullptr) {
   struct listing {
     std::vector<candidate> out;
     std::map<std::string, std::pair<std::size_t, bool>> seen;  // identity: index, by a hard link
@@ -366,7 +368,11 @@ std::vector<candidate> list_datasets(hid_t file, std::vector<std::string>* broke
     list->push_back(std::move(c));
     return 0;
   };
-  H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &all);
+  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &all) < 0) {  // (visit never fails)
+    const std::string why = last_hdf5_failure().text;
+    throw error(errc::bad_input, name + ": the file is damaged: its groups cannot be read" +
+                                     (why.empty() ? std::string() : " (" + why + ")"));
+  }
   if (broken_external != nullptr) *broken_external = std::move(all.broken);
   return all.out;
 }
@@ -633,7 +639,30 @@ class hdf5_source final : public sample_source {
     dataset_ = spec.dataset.empty() ? choose(spec) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     const std::string nm = name();
-    if (H5Lexists(file_.get(), dataset_.c_str(), H5P_DEFAULT) <= 0) {
+    // Each group on the way in turn: HDF5 fails alike on a missing group ("component not
+    // found") and on one that cannot be read (damaged).
+    htri_t there = 1;
+    std::string on_the_way = "/", why;  // the last part found; why the next one failed
+    for (std::size_t at = 1; there > 0 && at <= dataset_.size(); ++at) {
+      at = std::min(dataset_.find('/', at), dataset_.size());
+      const std::string part = dataset_.substr(0, at);
+      there = H5Lexists(file_.get(), part.c_str(), H5P_DEFAULT);
+      if (there > 0) on_the_way = part;
+      if (there < 0) why = last_hdf5_failure().text;
+    }
+    if (there < 0) {  // (past a dataset, /images/x: no group to look in, so not there)
+      H5O_info_t oi{};
+      if (H5Oget_info_by_name(file_.get(), on_the_way.c_str(), &oi, H5P_DEFAULT) >= 0 &&
+          oi.type != H5O_TYPE_GROUP) {
+        there = 0;
+      }
+    }
+    if (there <= 0) {
+      if (there < 0) {  // (a group on the way that cannot be read)
+        throw error(errc::bad_input, nm + ": the file is damaged: the groups on the way to the "
+                                          "dataset cannot be read" +
+                                          (why.empty() ? std::string() : " (" + why + ")"));
+      }
       throw error(errc::bad_input, nm + ": no such dataset in the file" + list_hint());
     }
     h5_id probe(H5Dopen2(file_.get(), dataset_.c_str(), H5P_DEFAULT), H5Dclose);
@@ -880,7 +909,7 @@ class hdf5_source final : public sample_source {
   /** No dataset named: see choose_array. */
   std::string choose(const dataset_spec& spec) {
     std::vector<std::string> broken;
-    auto all = list_datasets(file_.get(), &broken);
+    auto all = list_datasets(file_.get(), path_, &broken);
     try {
       return choose_array(path_, std::move(all), spec,
                           {"dataset", "FILE.h5:/path or --dataset", "--labels FILE.h5:/path"}, note_);
@@ -1078,7 +1107,7 @@ class hdf5_source final : public sample_source {
   }
 
   std::string list_hint() const {
-    const auto all = list_datasets(file_.get());
+    const auto all = list_datasets(file_.get(), path_);
     return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + listing(all) + ")";
   }
 
