@@ -236,6 +236,10 @@ const CLI::Validator non_empty_path(
     [](std::string& s) { return s.empty() ? std::string("an empty file name") : std::string(); },
     "");
 
+/** A CLI11 check that a value is not empty ("" read as the option left out). */
+const CLI::Validator non_empty_value(
+    [](std::string& s) { return s.empty() ? std::string("an empty value") : std::string(); }, "");
+
 /** A CLI11 check that a number is finite: a NaN passes every range check. */
 const CLI::Validator finite_number(
     [](std::string& s) {
@@ -552,13 +556,16 @@ struct input_options {
 
 void add_input_options(CLI::App* cmd, input_options& in) {
   cmd->add_option("--dataset", in.dataset,
-                  "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)");
+                  "HDF5 dataset path or .npz array name (or write FILE.h5:/path, FILE.npz:name)")
+      ->check(non_empty_value);
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
   cmd->add_option("--dtype", in.dtype,
                   std::string("raw input element type: ") + k_dtype_names)
       ->check(dtype_name)
       ->needs(raw);
-  cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")->needs(raw);
+  cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")
+      ->check(non_empty_value)
+      ->needs(raw);
 }
 
 formats::dataset_spec input_spec(const std::string& path, const input_options& in) {
@@ -806,8 +813,14 @@ void print_eval(const formats::eval_result& r, bool json, bool csv,
 }
 
 /** CLI11's words for an option given twice ("--chop: At Most 1 required but received 2")
- *  as ours; eval's lists are one comma-separated value. Other messages as they are. */
+ *  as ours; eval's lists are one comma-separated value. And for a value given to a flag
+ *  ("raw was given a disallowed flag override"). Other messages as they are. */
 std::string once_message(const std::string& what, int argc, char** argv) {
+  const std::string flag_mark = " was given a disallowed flag override";
+  if (const auto f = what.find(flag_mark); f != std::string::npos && f + flag_mark.size() == what.size()) {
+    const std::string name = what.substr(0, f);
+    return (name.size() == 1 ? "-" : "--") + name + " takes no value (a flag: give it, or leave it out)";
+  }
   const std::string mark = ": At Most 1 required but received ";
   const auto at = what.find(mark);
   if (at == std::string::npos) return what;
@@ -993,6 +1006,9 @@ int run(int argc, char** argv) {
   auto log = app::make_stderr_logger();
 
   CLI::App app{"dctchop: compress image and tensor datasets with blockwise DCT+Chop"};
+  // A flag takes no value: `--raw=false` counted as given (its --dtype and --shape taken,
+  // then ignored), and `--no-quality=false` still excluded --psnr.
+  app.option_defaults()->disable_flag_override();
   // Usage errors as one line, like every other error.
   app.failure_message([argc, argv](const CLI::App*, const CLI::Error& e) {
     std::string hint;  // `compress -x.npy`: the input taken for an option, so "input is required"
@@ -1124,7 +1140,8 @@ int run(int argc, char** argv) {
   auto* e_chop_opt = evl->add_option("--chop", e_chops,
                                      "comma-separated chops to try (default: those of 1,2,4,6 "
                                      "that fit the block)");
-  evl->add_option("--coeff", e_coeffs, "comma-separated coefficient types (default: the dtype's)");
+  evl->add_option("--coeff", e_coeffs, "comma-separated coefficient types (default: the dtype's)")
+      ->check(non_empty_value);
   evl->add_option("--layout", e_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case));
   evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size")

@@ -1303,6 +1303,14 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"compress in.npy -o out.dcz --chop 99999999999999999999", 2, "99999999999999999999 is too"},
       {"compress in.npy -o out.dcz --chop -1", 2, "--chop: -1 is negative: expected a whole"},
       {"compress in.npy -o out.dcz --threads -2", 2, "--threads: -2 is negative"},
+      // A value given to a flag counted as the flag given (--raw=false took --dtype and
+      // --shape, then ignored them); an empty value as the option left out.
+      {"compress in.npy -o out.dcz --raw=false --dtype f32 --shape 1,2", 2,
+       "--raw takes no value (a flag: give it, or leave it out)"},
+      {"compress in.npy -o out.dcz --no-quality=false --psnr 30", 2, "--no-quality takes no value"},
+      {"compress in.npy -o out.dcz --dataset ''", 2, "--dataset: an empty value"},
+      {"compress in.npy -o out.dcz --raw --dtype u8 --shape ''", 2, "--shape: an empty value"},
+      {"eval in.npy --coeff ''", 2, "--coeff: an empty value"},
       {"compress ''", 2, "input: an empty file name"},
       {"info a.dcz ''", 2, "input: an empty file name"},
       {"decompress a.dcz -o ''", 2, "--output: an empty file name"},
