@@ -141,6 +141,17 @@ def check_python_habits(d, back, y):
         if i == 1:
             l5.restore(dict(l5.state(), position=5))
     check(count == 4 and l5.state()["epoch"] == 1, f"{count} batches, then {l5.state()}")
+    # set_epoch(k): the start of epoch k, in epoch k's order (a loader made anew each epoch,
+    # in a DataLoader worker, began at epoch 0 every time).
+    fresh = dctchop.Loader(path, batch_size=5, seed=1)
+    fresh.set_epoch(2)
+    got = [int(s) for _, _ in fresh for s in fresh.last_samples]
+    want = [int(s) for s in l5.epoch_order(2)][:len(got)]
+    check(got == want and len(got) == 5 * len(fresh) and fresh.state()["epoch"] == 3,
+          f"set_epoch(2): {got} against {want}, then {fresh.state()}")
+    check(list(l5.epoch_order(2)) != list(l5.epoch_order(0)), "epochs differ in order")
+    raises(ValueError, lambda: fresh.set_epoch(-1), "epoch")
+    fresh.close()
     order = l5.epoch_order(0)
     check(len(order) == 35 and len(set(order.tolist())) == 35 and order.max() < 37,
           f"epoch_order: 7 batches of 5 distinct samples: {order}")

@@ -521,6 +521,15 @@ class _Batches:
                                     np.ndim(v) == 0 else v for k, v in state.items()}))
         self._resumed = True
 
+    def set_epoch(self, epoch):
+        """Go to the start of epoch `epoch` (from 0): its first batch is next, and a loop
+        gives that whole epoch, in its own order. As DistributedSampler.set_epoch: a loader
+        made anew for each epoch (in an IterableDataset's __iter__, in DataLoader workers)
+        otherwise starts at epoch 0, in the same order, every time."""
+        state = self.state()
+        state.update(epoch=_count("epoch", epoch, 0), position=0)
+        self.restore(state)
+
     def state_dict(self):
         """state(), under the name PyTorch's checkpointing (the Stateful protocol) calls."""
         return self.state()
