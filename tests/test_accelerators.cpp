@@ -543,6 +543,31 @@ TEST(Cs2Feed, UnevenSizesGiveEveryWorkerTheSameWholeBatchesOfDistinctSamplesEach
   EXPECT_NE(left_out[1], left_out[2]);
 }
 
+TEST(Cs2Feed, BadWorkerOptionsAndTooFewSamplesAreRefusedInTheFeedsOwnTerms) {
+  // The loader's words were "world (the number of shards) must be at least 1" and "rank 2
+  // is outside 0..1", of options the caller never set, and "a smaller batch size, or
+  // drop_last off, gives a batch" where the feed keeps drop_last on and no batch size helps.
+  temp_dir dir;
+  const auto a = make_archive(dir, 6);
+  accel::cs2_options o;
+  o.batch_size = 1;
+  o.num_workers = 0;
+  dctchop::test::expect_error([&] { accel::cs2_worker_feed f(a, o); }, errc::invalid_argument,
+                              {"CS-2 feed: num_workers must be at least 1, not 0"});
+  o.num_workers = 2;
+  o.worker_id = 2;
+  dctchop::test::expect_error([&] { accel::cs2_worker_feed f(a, o); }, errc::invalid_argument,
+                              {"CS-2 feed: worker_id 2 is outside 0..1"});
+  o.num_workers = 7;
+  o.worker_id = 0;
+  dctchop::test::expect_error([&] { accel::cs2_worker_feed f(a, o); }, errc::invalid_argument,
+                              {"6 samples over 7 ranks", "(fewer ranks give a batch"});
+  o.num_workers = 2;
+  o.batch_size = 4;
+  dctchop::test::expect_error([&] { accel::cs2_worker_feed f(a, o); }, errc::invalid_argument,
+                              {"batch size 4 and drop_last (a smaller batch size gives a batch"});
+}
+
 TEST(Cs2Feed, AStateDictRestartsTheWorkerAndIsRefusedByAnother) {
   temp_dir dir;
   const auto a = make_archive(dir, 60);

@@ -606,6 +606,11 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
     ASSERT_EQ(j.at("sharding"), "slices");
     j.erase("sharding");
     EXPECT_TRUE(loaders::loader_state::from_json(j.dump()).batches->sliced);  // one rank
+    // A rank beyond an int is refused as a world is (it was taken as 2^31 - 1).
+    auto big = j;
+    big["rank"] = 10000000000ULL;
+    dctchop::test::expect_error([&] { loaders::loader_state::from_json(big.dump()); },
+                                errc::invalid_argument, {"rank is too large"});
     j["world"] = 2;
     const auto strided = loaders::loader_state::from_json(j.dump());
     EXPECT_FALSE(strided.batches->sliced);

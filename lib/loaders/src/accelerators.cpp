@@ -250,6 +250,15 @@ void ipu_feed::rethrow_error() {
 
 namespace {
 loader_options cs2_loader(const cs2_options& o) {
+  // In the feed's own names (the loader's said world and rank, which the caller never set).
+  if (o.num_workers < 1) {
+    throw error(errc::invalid_argument,
+                "CS-2 feed: num_workers must be at least 1, not " + std::to_string(o.num_workers));
+  }
+  if (o.worker_id < 0 || o.worker_id >= o.num_workers) {
+    throw error(errc::invalid_argument, "CS-2 feed: worker_id " + std::to_string(o.worker_id) +
+                                            " is outside 0.." + std::to_string(o.num_workers - 1));
+  }
   loader_options lo = o.loader;
   lo.batch_size = o.batch_size;
   lo.rank = o.worker_id;

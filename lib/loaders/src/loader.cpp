@@ -128,7 +128,10 @@ loader_state loader_state::from_json(const std::string& text) {
     if (world > u64(std::numeric_limits<int>::max())) {
       throw error(errc::invalid_argument, std::string(expected) + "; world is too large)");
     }
-    b.rank = static_cast<int>(std::min<u64>(rank, u64(std::numeric_limits<int>::max())));
+    if (rank > u64(std::numeric_limits<int>::max())) {  // (was taken as 2^31 - 1)
+      throw error(errc::invalid_argument, std::string(expected) + "; rank is too large)");
+    }
+    b.rank = static_cast<int>(rank);
     b.world = static_cast<int>(world);
     b.shuffle = flag("shuffle");
     b.drop_last = flag("drop_last");
@@ -237,9 +240,14 @@ struct archive_loader::impl {
                       (h.geom.samples == 1 ? " sample" : " samples") +
                       (o.world > 1 ? " over " + std::to_string(o.world) + " ranks" : "") +
                       ", batch size " + std::to_string(o.batch_size) +
-                      (o.drop_last ? " and drop_last (a smaller batch size, or drop_last off, "
-                                     "gives a batch)"
-                                   : ""));
+                      (o.drop_last ? " and drop_last" : "") +
+                      // (Fewer samples than ranks: no batch size helps; a feed for an
+                      // accelerator keeps drop_last on, for static shapes.)
+                      (!o.drop_last ? ""
+                       : h.geom.samples < static_cast<u64>(o.world)
+                           ? " (fewer ranks give a batch, or drop_last off where it may be)"
+                           : " (a smaller batch size gives a batch, or drop_last off where it "
+                             "may be)"));
     }
   }
 

@@ -67,7 +67,9 @@ struct ipu_options {
   std::size_t replicas = 1;
   std::size_t gradient_accumulation = 1;
   std::size_t max_prefetched = 8;  ///< prefetch answers not_available beyond this
-  loader_options loader;           ///< shuffle, seed...; batch_size and decode are set here
+  /** shuffle, seed...; batch_size, decode and drop_last (on: every micro-batch has the
+   *  static shape) are set here. */
+  loader_options loader;
 };
 
 /** Compressed micro-batches for an IPU input stream. Each callback buffer receives one

@@ -53,8 +53,9 @@ class device_loader {
   void restore(const loader_state& s);
   /** -1 for the host, else the CUDA device. */
   int device() const noexcept;
-  /** The batches' compressed source: its label_descr() and label_shape() interpret the
-   *  label bytes. */
+  /** The batches' source: its label_descr() and label_shape() interpret the label bytes.
+   *  Compressed (decode=false) for a device; with device -1 the host decodes there, and
+   *  its sample_bytes() are decoded ones. */
   const archive_loader& source() const noexcept;
 
   struct impl;  // opaque; shared with the tensors still out, which return their buffers to it
