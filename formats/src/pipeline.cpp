@@ -131,13 +131,19 @@ void for_each_first_value(input_source& src, Fn&& fn) {
   const auto& s = src.first_sample();
   if (s.empty()) return;
   const std::optional<double> replacement = src.nonfinite_replacement;
+  // Plane by plane, whatever the layout: the same images as NHWC and as NCHW are then summed
+  // in one order, and their mean (an f64 offset, kept to the last bit) is the same.
+  const u64 planes = src.geom.planes, plane = src.geom.height * src.geom.width;
+  const bool interleaved = src.geom.lay == layout::nhwc && planes > 1;
   auto each = [&](auto* v) {
-    for (u64 i = 0; i < src.geom.values_per_sample(); ++i) {
-      const double x = static_cast<double>(v[i]);
-      if (std::isfinite(x)) {
-        fn(x);
-      } else if (replacement) {
-        fn(*replacement);
+    for (u64 c = 0; c < planes; ++c) {
+      for (u64 i = 0; i < plane; ++i) {
+        const double x = static_cast<double>(v[interleaved ? i * planes + c : c * plane + i]);
+        if (std::isfinite(x)) {
+          fn(x);
+        } else if (replacement) {
+          fn(*replacement);
+        }
       }
     }
   };
