@@ -748,6 +748,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv,
     }
     j["shape"] = r.geom.shape();
     j["dtype"] = std::string(to_string(r.type));
+    j["layout"] = std::string(to_string(r.geom.lay));  // (auto's choice, as compress says it)
     j["offset"] = r.offset;
     j["rows"] = nlohmann::json::array();
     for (const auto& row : r.rows) j["rows"].push_back(row.to_json());

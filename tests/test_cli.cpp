@@ -344,6 +344,7 @@ TEST(Cli, OffsetMeanFitsTwelveBitU16DataInF16AndKeepsBf16Precision) {
   ASSERT_EQ(e.status, 0) << describe(e);
   const json ej = parse_json(e.out);
   EXPECT_EQ(ej.at("offset").get<double>(), mean);
+  EXPECT_EQ(ej.at("layout"), fj.at("layout")) << "auto's choice, as compress reports it";
   EXPECT_EQ(ej.at("rows").at(0).at("quality").at("psnr_db").get<double>(),
             fj.at("quality").at("psnr_db").get<double>());
   auto e_mid = cli(dir, "eval x.npy --chop 4 --coeff f16 --json -q");
