@@ -818,9 +818,11 @@ void print_eval(const formats::eval_result& r, bool json, bool csv,
  *  ("raw was given a disallowed flag override"). Other messages as they are. */
 std::string once_message(const std::string& what, int argc, char** argv) {
   const std::string flag_mark = " was given a disallowed flag override";
-  if (const auto f = what.find(flag_mark); f != std::string::npos && f + flag_mark.size() == what.size()) {
+  const auto f = what.find(flag_mark);
+  if (f != std::string::npos && f + flag_mark.size() == what.size()) {
     const std::string name = what.substr(0, f);
-    return (name.size() == 1 ? "-" : "--") + name + " takes no value (a flag: give it, or leave it out)";
+    return (name.size() == 1 ? "-" : "--") + name +
+           " takes no value (a flag: give it, or leave it out)";
   }
   const std::string mark = ": At Most 1 required but received ";
   const auto at = what.find(mark);

@@ -642,7 +642,8 @@ std::optional<std::int64_t> parse_source_date_epoch(const char* value) {
   // was written as the year 33658.
   constexpr std::int64_t last = 253402300799;  // 9999-12-31T23:59:59Z
   const auto digits = s.find_first_not_of('0');
-  if (digits != std::string::npos && (s.size() - digits > 12 || std::stoll(s.substr(digits)) > last)) {
+  if (digits != std::string::npos &&
+      (s.size() - digits > 12 || std::stoll(s.substr(digits)) > last)) {
     throw error(errc::invalid_argument, "SOURCE_DATE_EPOCH=" + s + ": after the year 9999 (at "
                                         "most 253402300799 seconds since 1970)");
   }
