@@ -115,7 +115,12 @@ decltype(auto) calling_python(Fn&& fn, const std::function<void()>& before_parki
  *  'out_of_range') with `message`. */
 [[noreturn]] void raise_sample_index_error(const std::string& message) {
   py::object cls = py::module_::import("dctchop._dctchop").attr("SampleIndexError");
-  py::object e = cls(message);
+  // (A file name that is not UTF-8 reads as \xe9: decoding it strictly raised
+  // UnicodeDecodeError in place of this error.)
+  py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+      message.data(), static_cast<py::ssize_t>(message.size()), "backslashreplace"));
+  if (!text) throw py::error_already_set();
+  py::object e = cls(text);
   e.attr("kind") = "out_of_range";
   PyErr_SetObject(cls.ptr(), e.ptr());
   throw py::error_already_set();
@@ -692,8 +697,9 @@ PYBIND11_MODULE(_dctchop, m) {
       "'corrupt', 'unsupported_version', 'out_of_range', 'io', 'output_exists',\n"
       "'backend_unavailable', 'quality_not_met', 'interrupted' or 'internal'. Bad arguments\n"
       "and bad input are also ValueError (ArgumentError), I/O failures OSError (FileError).\n"
-      "'out_of_range' is a sample index out of range (SampleIndexError, an IndexError) or a\n"
-      "value that the coefficient type cannot hold (an ArgumentError): tell them by class.";
+      "'out_of_range' is a sample index out of range (SampleIndexError, an IndexError), or a\n"
+      "value that the coefficient type cannot hold or data too small to measure (an\n"
+      "ArgumentError): tell them by class.";
   // NAME, set on this module: a kind of `parent` (a dctchop class) that is also the built-in
   // `builtin`. `qualified` is where pickle finds it (a DataLoader worker sends its errors to
   // the parent process pickled).
@@ -707,11 +713,16 @@ PYBIND11_MODULE(_dctchop, m) {
     return o;
   };
   static py::object value_error = subclass("ArgumentError", "dctchop.ArgumentError", exc, PyExc_ValueError);
+  value_error.attr("__doc__") = "A bad argument or bad input (a dctchop.Error and a ValueError).";
   static py::object os_error = subclass("FileError", "dctchop.FileError", exc, PyExc_OSError);
+  os_error.attr("__doc__") = "An I/O failure (a dctchop.Error and an OSError, errno set where "
+                             "the system gave one).";
   // A sample out of range: IndexError, as a sequence raises, and a dctchop.Error (kind
   // 'out_of_range'), as the docs say every error is (it was a plain IndexError).
   static py::object index_error =
       subclass("SampleIndexError", "dctchop.SampleIndexError", exc, PyExc_IndexError);
+  index_error.attr("__doc__") =
+      "A sample index out of range (a dctchop.Error of kind 'out_of_range' and an IndexError).";
   // The OSError subclasses that Python's own open() raises for these errno values, each also
   // a dctchop.FileError: `except FileExistsError` works as with any Python file call. They stay
   // in dctchop._dctchop: as dctchop.FileExistsError, a star import would hide the built-in.

@@ -79,6 +79,12 @@ def _path(path):
     raise TypeError(f"expected a path (str, bytes or os.PathLike), not {type(path).__name__}")
 
 
+def _shown(name):
+    """A path as messages show it: a byte that is not UTF-8 as \\xe9, as the library's own
+    messages have it (os.fsdecode's lone surrogate, \\udce9, cannot even be printed)."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def _bad_argument(message):
     """The ArgumentError (a dctchop.Error and a ValueError) that the C++ side raises too."""
     e = ArgumentError(message)
@@ -295,11 +301,12 @@ def _reopened(absolute, threads, name, closed, header=None, identity=None):
     a = Archive(absolute, threads)
     a._name = name
     if identity is not None and a._identity() != identity:
+        # Raised when it is read, not here: a DataLoader worker that fails while it unpickles
+        # its dataset dies before PyTorch can send the error on ("worker exited unexpectedly").
         a.close()
-        e = Error(f"{name}: another archive has its name since this Archive was pickled (the "
-                  "file was replaced): open the new one anew")
-        e.kind = "bad_input"
-        raise e
+        a._replaced = (f"{_shown(name)}: another archive has its name since this Archive was "
+                       "pickled (the file was replaced): open the new one anew")
+        return a
     if closed:
         a.close()
     return a
@@ -334,19 +341,35 @@ class Archive(_Archive):
         if isinstance(first, bool) or not isinstance(first, (int, np.integer)):
             raise TypeError(f"first must be an integer, not {type(first).__name__}")
         if not -2**63 <= int(first) < 2**63:
-            raise _out_of_range(f"sample {first}: out of range; {self.path} has {self.samples} "
+            raise _out_of_range(f"sample {first}: out of range; {_shown(self.path)} has "
+                                f"{self.samples} "
                                 "samples")
         return int(first)
+
+    _replaced = None  # why a copy refuses to read: another file has its name (_reopened)
+
+    def _check_same(self):
+        if self._replaced is not None:
+            e = Error(self._replaced)
+            e.kind = "bad_input"
+            raise e
+
+    def labels(self):
+        """The labels side array, or None."""
+        self._check_same()
+        return super().labels()
 
     def read(self, first, count=1):
         """Decoded samples [first, first + count) as an array of shape (count, *sample_shape)
         (first from 0; archive[i] counts from the end for a negative i). IndexError outside
         the archive."""
+        self._check_same()
         return super().read(self._first(first), _count("count", count, 0))
 
     def read_coefficients(self, first, count=1):
         """Samples [first, first + count) as stored: coefficient bytes, uint8 of shape (count,
         bytes per sample) (dctchop.torch.coefficient_planes makes planes of them)."""
+        self._check_same()
         return super().read_coefficients(self._first(first), _count("count", count, 0))
 
     @property
@@ -378,7 +401,8 @@ class Archive(_Archive):
             raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
         i = int(index) + (self.samples if index < 0 else 0)
         if not 0 <= i < self.samples:
-            raise _out_of_range(f"sample {index}: out of range; {self.path} has {self.samples} "
+            raise _out_of_range(f"sample {index}: out of range; {_shown(self.path)} has "
+                                f"{self.samples} "
                                 "samples")
         return self.read(i, 1)[0]
 
@@ -527,7 +551,7 @@ class _Batches:
         made anew for each epoch (in an IterableDataset's __iter__, in DataLoader workers)
         otherwise starts at epoch 0, in the same order, every time."""
         state = self.state()
-        state.update(epoch=_count("epoch", epoch, 0), position=0)
+        state.update(epoch=_count("epoch", epoch, 0, 2**64 - 1), position=0)  # (as restore takes)
         self.restore(state)
 
     def state_dict(self):
