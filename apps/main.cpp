@@ -433,6 +433,21 @@ bool names_stdin(const std::string& in) {
          is_stdins_pipe(in);
 }
 
+/** An output into the pipe that an input comes from (`decompress - --labels-out /dev/stdin`,
+ *  `compress - -o /dev/stdin`): lost, or read back as the input. (A file on stdin is an
+ *  input that no output replaces: that check is the pipeline's.) */
+void refuse_output_into_stdin(const std::vector<std::string>& ins,
+                              const std::vector<std::string>& outs) {
+  if (std::none_of(ins.begin(), ins.end(), names_stdin)) return;
+  for (const auto& out : outs) {
+    if (is_stdins_pipe(out)) {
+      throw error(errc::invalid_argument,
+                  out + " is standard input, which the input is read from: it cannot take an "
+                        "output");
+    }
+  }
+}
+
 /** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake. */
 void refuse_tty_stdin(const std::string& path) {
   if (names_stdin(path) && ::isatty(STDIN_FILENO) == 1) {
@@ -1452,6 +1467,7 @@ int run(int argc, char** argv) {
       }
       refuse_tty_stdin(c_in);
       refuse_tty_stdin(c_labels);
+      refuse_output_into_stdin({c_in, c_labels}, {c_out});
       refuse_tty_stdout(c_out);
       note_stream_output(c_out);
       formats::compress_options o;
@@ -1535,14 +1551,7 @@ int run(int argc, char** argv) {
       }
     } else if (*dec) {
       refuse_tty_stdin(d_in);
-      // An output into the pipe the archive comes from (`--labels-out /dev/stdin`): lost, or
-      // read back as the archive. (A file on stdin is an input that no output replaces.)
-      for (const auto* out : {&d_out, &d_labels_out}) {
-        if (names_stdin(d_in) && is_stdins_pipe(*out)) {
-          throw error(errc::invalid_argument, *out + " is standard input, which the archive is "
-                                                     "read from: it cannot take an output");
-        }
-      }
+      refuse_output_into_stdin({d_in}, {d_out, d_labels_out});
       refuse_tty_stdout(d_out);
       note_stream_output(d_out);
       note_stream_output(d_labels_out);

@@ -1641,9 +1641,13 @@ TEST(Cli, StandardInputsOtherNamesCountAsStdinForLabelsAgainstAndOutputs) {
         piped{"cat a.dcz | DCTCHOP verify - --against /dev/fd/0",
               "the archive and the input cannot both be stdin"},
         piped{"cat a.dcz | DCTCHOP decompress - -o x.npy --labels-out /dev/stdin",
-              "/dev/stdin is standard input, which the archive is read from"},
+              "/dev/stdin is standard input, which the input is read from"},
         piped{"mkfifo f && (cat a.dcz > f &) && timeout 60 DCTCHOP decompress - -o f < f",
-              "f is standard input, which the archive is read from"}}) {
+              "f is standard input, which the input is read from"},
+        piped{"cat in.npy | timeout 60 DCTCHOP compress - -o /dev/fd/0",
+              "/dev/fd/0 is standard input, which the input is read from"},
+        piped{"rm -f f && mkfifo f && (cat in.npy > f &) && timeout 60 DCTCHOP compress - -o f < f",
+              "f is standard input, which the input is read from"}}) {
     const auto r = sh(dir, c.cmd);
     EXPECT_EQ(r.status, 2) << c.cmd << "\n" << describe(r);
     EXPECT_TRUE(r.err.find(c.says) != std::string::npos) << c.cmd << "\n" << r.err;
