@@ -2130,6 +2130,22 @@ TEST(Hdf5Cli, AnHdf5OutputIsWrittenUnderAUmaskThatLeavesItsOwnerOnlyReadingAndKe
   must(dir, "decompress c.dcz -o c.npy -q");
   EXPECT_EQ(read_bytes(dir.file("b.npy")), read_bytes(dir.file("c.npy")))
       << "the HDF5 output holds the data the NPY output holds";
+  // A umask that takes the owner's bits from folders too (0477, 0700, 0777) made the private
+  // temporary folder d-wx------ or d---------: refused as "changed while it was being made",
+  // and the folder left behind.
+  for (const int mask : {0477, 0700, 0777}) {
+    std::filesystem::remove(dir.file("out.h5"));
+    char m[8];
+    std::snprintf(m, sizeof m, "%04o", mask);
+    const auto r = sh(dir, std::string("umask ") + m + " && ASAN_OPTIONS=\"${ASAN_OPTIONS:+" +
+                               "$ASAN_OPTIONS:}detect_leaks=0\" " + as_owner +
+                               "DCTCHOP decompress a.dcz -o out.h5:/x -q");
+    ASSERT_EQ(r.status, 0) << m << "\n" << describe(r);
+    EXPECT_EQ(std::filesystem::status(dir.file("out.h5")).permissions(),
+              std::filesystem::perms(0666 & ~mask)) << m;
+    EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "b.dcz", "b.npy", "c.dcz", "c.npy",
+                                                        "out.h5", "out.npy", "t.h5"})) << m;
+  }
 }
 
 // ---------------------------------------------------------------- bad inputs

@@ -1168,19 +1168,28 @@ class hdf5_sink final : public sample_sink {
       return false;  // taken: another name
     });
     struct stat made {};
-    dir_fd_ = ::open(temp_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // An O_PATH descriptor first, which needs no permission on the folder: a umask that
+    // takes the owner's bits (0477, 0700) made it d-wx------ or d---------, which could not
+    // be opened to be given them (refused as "changed", and the folder left behind).
+    dir_fd_ = ::open(temp_.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     // (Ours, and for no one else: not another's folder put in its place. 0700 whatever the
     // umask.)
-    if (dir_fd_ < 0 || ::fstat(dir_fd_, &made) != 0 || made.st_uid != ::geteuid() ||
-        (made.st_mode & 0077) != 0 || ::fchmod(dir_fd_, 0700) != 0) {
+    const bool ours = dir_fd_ >= 0 && ::fstat(dir_fd_, &made) == 0 &&
+                      made.st_uid == ::geteuid() && (made.st_mode & 0077) == 0;
+    int opened = -1;
+    if (ours && ::chmod(descriptor_path(dir_fd_).c_str(), 0700) == 0) {
+      opened = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (opened < 0) {
       const int e = errno;
       const std::string folder = temp_;  // (abandon() clears it)
       // Another's folder in its place is left alone (abandon() would remove it, empty).
-      if (dir_fd_ >= 0) ::close(std::exchange(dir_fd_, -1));
+      if (!ours && dir_fd_ >= 0) ::close(std::exchange(dir_fd_, -1));
       abandon();
       throw error::from_os(errc::io, path_ + ": its temporary folder " + folder +
                                          " changed while it was being made; try again", e);
     }
+    ::close(std::exchange(dir_fd_, opened));
     leaf_ = std::filesystem::path(target_.path).filename().string();
     own_fd_ = ::openat(dir_fd_, leaf_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
     if (own_fd_ < 0) {
