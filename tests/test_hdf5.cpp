@@ -2212,6 +2212,16 @@ TEST(Hdf5Cli, AGroupThatCannotBeReadIsADamagedFileNotOneWithoutTheDataset) {
                         {"compress t.h5:/g/images/x -o a.dcz", 3,
                          {"t.h5:/g/images/x: no such dataset in the file"}}});
   EXPECT_EQ(cli(dir, "compress t.h5:/g/images -o a.dcz -q").status, 0);
+  // Only /g's node damaged: a name not there (/h) is no such dataset, with a word on the rest
+  // (it was "the file is damaged", the name left out).
+  std::string inner = read_bytes(dir.file("t.h5"));
+  const auto last = inner.rfind("SNOD");
+  ASSERT_NE(last, inner.find("SNOD")) << "a node for the root and one for /g";
+  inner.replace(last, 4, "XXXX");
+  write_bytes(dir.file("inner.h5"), inner);
+  check_bad_cases(dir, {{"compress inner.h5:/h/images -o a2.dcz", 3,
+                         {"inner.h5:/h/images: no such dataset in the file (and some of its "
+                          "groups cannot be read: the file is damaged)"}}});
 }
 
 TEST(Hdf5BadInput, ShapesWhoseSizesWrapOrPassTheArchiveLimitsAreRefusedUpFront) {

@@ -1107,8 +1107,13 @@ class hdf5_source final : public sample_source {
   }
 
   std::string list_hint() const {
-    const auto all = list_datasets(file_.get(), path_);
-    return all.empty() ? std::string(" (the file holds no dataset)") : " (datasets: " + listing(all) + ")";
+    try {
+      const auto all = list_datasets(file_.get(), path_);
+      return all.empty() ? std::string(" (the file holds no dataset)")
+                         : " (datasets: " + listing(all) + ")";
+    } catch (const error&) {  // (a damaged group elsewhere: the name is still not there)
+      return " (and some of its groups cannot be read: the file is damaged)";
+    }
   }
 
   /** The type values are read as: the native numeric type, or an enum's own. */
