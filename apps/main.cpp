@@ -1443,6 +1443,31 @@ int run(int argc, char** argv) {
         }
       }
     }
+    // Messages into the data: an output that is stderr's file (`-o /dev/stderr`), or stdout
+    // carrying data into the file or pipe stderr goes to (`-o - 2>&1`). The archive ended
+    // with the report's lines, exit 0. (With -q and no --json only an error goes there, and
+    // the exit status says the data is not whole.)
+    if ((*cmp && (!c_quiet || c_json)) || (*dec && (!d_quiet || d_json))) {
+      const auto same_open_file = [](int a, int b) {
+        struct stat sa {}, sb {};
+        return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && !S_ISCHR(sa.st_mode) &&
+               sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+      };
+      const auto is_stderr = [](const std::string& out) {
+        struct stat so {}, se {};
+        return !out.empty() && out != "-" && ::fstat(STDERR_FILENO, &se) == 0 &&
+               !S_ISCHR(se.st_mode) && ::stat(out.c_str(), &so) == 0 &&
+               so.st_dev == se.st_dev && so.st_ino == se.st_ino;
+      };
+      const bool into = (*cmp && is_stderr(c_out)) ||
+                        (*dec && (is_stderr(d_out) || is_stderr(d_labels_out))) ||
+                        (stdout_carries_data() && same_open_file(STDOUT_FILENO, STDERR_FILENO));
+      if (into) {
+        throw error(errc::invalid_argument,
+                    "standard error goes where the data goes (2>&1, or -o /dev/stderr): "
+                    "messages would be written into it; send it elsewhere, or -q");
+      }
+    }
     if (*cmp) {
       if (cmp->get_option("--output")->count() > 0 && c_out.empty()) {
         throw error(errc::invalid_argument, "-o: empty output path");

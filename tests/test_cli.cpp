@@ -1694,6 +1694,20 @@ TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {
   EXPECT_EQ(parse_json(f.err).at("archive_bytes"), std::filesystem::file_size(dir.file("f.dcz")));
   ASSERT_EQ(cli(dir, "decompress f.dcz -o f.npy -q").status, 0);
   EXPECT_EQ(read_bytes(dir.file("f.npy")), read_bytes(dir.file("q.npy")));
+  // Messages where the data goes (stderr's own file as the output, or 2>&1 with -o -): the
+  // archive ended with the report's lines, exit 0. Refused unless nothing but an error
+  // would go there (-q without --json).
+  for (const std::string cmd : {"DCTCHOP compress in.npy -o /dev/stderr 2>&1 >/dev/null | cat > e.dcz",
+                                "DCTCHOP compress in.npy -o - --json > e.dcz 2>&1",
+                                "DCTCHOP decompress p.dcz -o - > e.npy 2>&1"}) {
+    const auto r = sh(dir, cmd);
+    const std::string out = read_bytes(dir.file(cmd.find("e.npy") != std::string::npos ? "e.npy"
+                                                                                          : "e.dcz"));
+    EXPECT_NE(out.find("standard error goes where the data goes (2>&1, or -o /dev/stderr)"),
+              std::string::npos) << cmd << "\n" << describe(r) << out;
+  }
+  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o - -q > q.dcz 2>&1").status, 0);
+  EXPECT_EQ(cli(dir, "verify q.dcz -q").status, 0);
 }
 
 TEST(Cli, AFileNameThatIsNotUtf8IsCompressedAndReportedWithReplacementCharacters) {
