@@ -1330,6 +1330,12 @@ int run(int argc, char** argv) {
     }
   }
 
+  // Standard output by its names is "-": the data streams there as with `-o -` (a file
+  // stdout is redirected to needs no -f, its report says no file size of 0, and no note
+  // says that /dev/stdout holds NPY data whatever its name says).
+  for (std::string* out : {&c_out, &d_out, &d_labels_out}) {
+    if (*out == "/dev/stdout" || *out == "/dev/fd/1" || *out == "/proc/self/fd/1") *out = "-";
+  }
   // With --json, a command that fails prints {"error", "exit_code"} where its report would
   // have gone, when that is stdout (with `-o -` stdout carries the data: the line on stderr
   // says it all), as info and verify of several archives do for each one that fails.

@@ -1706,6 +1706,13 @@ TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {
     EXPECT_NE(out.find("standard error goes where the data goes (2>&1, or -o /dev/stderr)"),
               std::string::npos) << cmd << "\n" << describe(r) << out;
   }
+  // Stdout by its names is "-": a file stdout is redirected to needs no -f (it was "already
+  // exists"), and the report gave it 0 bytes, with a note on /dev/stdout's name.
+  auto named = sh(dir, "DCTCHOP decompress p.dcz -o /dev/stdout --json > n.npy");
+  ASSERT_EQ(named.status, 0) << describe(named);
+  EXPECT_EQ(read_bytes(dir.file("n.npy")), read_bytes(dir.file("q.npy")));
+  EXPECT_EQ(parse_json(named.err).at("output"), "-") << named.err;
+  EXPECT_EQ(parse_json(named.err).at("notes"), json::array()) << named.err;
   ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o - -q > q.dcz 2>&1").status, 0);
   EXPECT_EQ(cli(dir, "verify q.dcz -q").status, 0);
 }
