@@ -174,11 +174,12 @@ std::optional<std::uint64_t> parse_count(const std::string& s) {
  *  octal 8. */
 const CLI::Validator decimal_count(
     [](std::string& s) -> std::string {
+      if (s.empty()) return std::string("an empty value");
       const auto n = parse_count(s);
       // (Every option it reads is an int: CLI11 said "Could not convert" of a larger one.)
       const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
       if (!n && s.size() > 1 && s[0] == '-' && s.find_first_not_of("0123456789", 1) == s.npos) {
-        return s + " is negative: expected a whole number of 0 or more";
+        return s + " is negative: expected a whole number";
       }
       if (!n && !digits) return "expected a whole number, got " + s;
       if (!n || *n > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
@@ -199,6 +200,7 @@ std::optional<int> parse_block_size(const std::string& s) {
 /** compress's --block: one of the four sizes; a list is eval's. */
 const CLI::Validator block_size(
     [](std::string& s) -> std::string {
+      if (s.empty()) return "an empty value";
       if (const auto b = parse_block_size(s)) {
         s = std::to_string(*b);  // (016 would be read as octal)
         return {};
@@ -213,6 +215,7 @@ const CLI::Validator block_size(
 /** --dtype: dctchop's names or numpy's (uint8 ... float64), any case, as parse_dtype reads them. */
 const CLI::Validator dtype_name(
     [](std::string& s) {
+      if (s.empty()) return std::string("an empty value");
       return parse_dtype(s) ? std::string()
                             : fmt::format("{}: expected one of {} (numpy's {} too)", s,
                                           k_dtype_names, k_dtype_numpy_names);
@@ -223,6 +226,7 @@ const CLI::Validator dtype_name(
  *  reads them; a list is eval's. */
 const CLI::Validator coeff_name(
     [](std::string& s) {
+      if (s.empty()) return std::string("an empty value");
       if (parse_coeff_type(s)) return std::string();
       if (s.find(',') != std::string::npos) {
         return s + ": compress uses one coefficient type (eval --coeff " + s + " compares them)";
@@ -243,6 +247,7 @@ const CLI::Validator non_empty_value(
 /** A CLI11 check that a number is finite: a NaN passes every range check. */
 const CLI::Validator finite_number(
     [](std::string& s) {
+      if (s.empty()) return std::string("an empty value");
       return finite_double(s) ? std::string() : "expected a finite number, got " + s;
     },
     "FINITE");
@@ -1248,6 +1253,20 @@ int run(int argc, char** argv) {
         }
         return exit_usage;
       }
+    }
+  }
+  // `--dataset=` took the next word as its value (`--dataset= /top -o t.dcz` read /top),
+  // and `-f=no` read as an option "-": refused, before CLI11 reads them.
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    const std::string_view a = argv[i];
+    if (a.size() > 3 && a.starts_with("--") && a.ends_with("=") && a.find('=') == a.size() - 1) {
+      log->error("error: {}: an empty value (see --help)", a.substr(0, a.size() - 1));
+      return exit_usage;
+    }
+    if (a.size() > 2 && a[0] == '-' && a[1] != '-' && a[1] != '=' && a[2] == '=') {
+      log->error("error: {}: a short option takes no '=' (-{} VALUE, or -{} alone for a flag) "
+                 "(see --help)", a, a[1], a[1]);
+      return exit_usage;
     }
   }
   // Words a command does not take are ours to word: CLI11 lists them last first and does not

@@ -1302,7 +1302,7 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"--json", 2, "--json is an option of a command, which comes first: dctchop COMMAND"},
       {"compress in.npy -o out.dcz --chop 2147483648", 2, "--chop: 2147483648 is too large"},
       {"compress in.npy -o out.dcz --chop 99999999999999999999", 2, "99999999999999999999 is too"},
-      {"compress in.npy -o out.dcz --chop -1", 2, "--chop: -1 is negative: expected a whole"},
+      {"compress in.npy -o out.dcz --chop -1", 2, "--chop: -1 is negative: expected a whole number"},
       {"compress in.npy -o out.dcz --threads -2", 2, "--threads: -2 is negative"},
       // A value given to a flag counted as the flag given (--raw=false took --dtype and
       // --shape, then ignored them); an empty value as the option left out.
@@ -1312,6 +1312,11 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"compress in.npy -o out.dcz --dataset ''", 2, "--dataset: an empty value"},
       {"compress in.npy -o out.dcz --raw --dtype u8 --shape ''", 2, "--shape: an empty value"},
       {"eval in.npy --coeff ''", 2, "--coeff: an empty value"},
+      // `--dataset=` took the next word as its value; `-f=no` read as an option "-".
+      {"compress in.npy --dataset= a -o out.dcz", 2, "--dataset: an empty value"},
+      {"compress in.npy -f=no -o out.dcz", 2, "-f=no: a short option takes no '='"},
+      {"compress in.npy -o out.dcz --threads ''", 2, "--threads: an empty value"},
+      {"compress in.npy -o out.dcz --coeff ''", 2, "--coeff: an empty value"},
       {"compress ''", 2, "input: an empty file name"},
       {"info a.dcz ''", 2, "input: an empty file name"},
       {"decompress a.dcz -o ''", 2, "--output: an empty file name"},
