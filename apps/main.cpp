@@ -453,11 +453,22 @@ void refuse_output_into_stdin(const std::vector<std::string>& ins,
   }
 }
 
-/** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake. */
+/** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake,
+ *  and so is a terminal by its own name (/dev/tty, $(tty)), which waited for the keyboard. */
 void refuse_tty_stdin(const std::string& path) {
   if (names_stdin(path) && ::isatty(STDIN_FILENO) == 1) {
     throw error(errc::invalid_argument,
                 "standard input is a terminal; pipe data in or name a file instead of -");
+  }
+  struct stat st {};
+  if (path.empty() || names_stdin(path) || ::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) {
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  const bool terminal = fd >= 0 && ::isatty(fd) == 1;
+  if (fd >= 0) ::close(fd);
+  if (terminal) {
+    throw error(errc::invalid_argument, path + " is a terminal; pipe data in or name a file");
   }
 }
 

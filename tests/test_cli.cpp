@@ -1671,10 +1671,13 @@ TEST(Cli, StdinOnATerminalIsRefusedForLabelsAndEveryNameOfStdinNotWaitedOn) {
   }
   for (const std::string args : {"compress in.npy --labels - -o x.dcz",
                                   "compress - -o x.dcz", "verify a.dcz --against /dev/stdin",
-                                  "info /dev/stdin", "decompress /dev/fd/0 -o x.npy"}) {
+                                  "info /dev/stdin", "decompress /dev/fd/0 -o x.npy",
+                                  // (a terminal by its own name waited for the keyboard)
+                                  "compress /dev/tty -o x.dcz", "info /dev/tty",
+                                  "compress in.npy --labels /dev/tty -o x.dcz"}) {
     const auto r = sh(dir, "timeout 60 script -qec 'DCTCHOP " + args + "' /dev/null < /dev/null");
     EXPECT_EQ(r.status, 2) << args << "\n" << describe(r);
-    EXPECT_TRUE(r.out.find("standard input is a terminal") != std::string::npos)
+    EXPECT_TRUE(r.out.find(" is a terminal; pipe data in") != std::string::npos)
         << args << "\n" << describe(r);  // (script puts the terminal's text on its stdout)
   }
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
