@@ -1365,7 +1365,7 @@ TEST(QualityCli, DataTooSmallToSquareIsRefusedNotReportedLossless) {
     if (scale < 1e-150) {
       EXPECT_EQ(c.status, 3) << describe(c);
       EXPECT_TRUE(contains(c.err, "t.npy: values this small")) << c.err;
-      EXPECT_TRUE(contains(c.err, "rescale the data (times 1e150, say), or compress it "
+      EXPECT_TRUE(contains(c.err, "rescale the data (times 1e170, say), or compress it "
                                   "unmeasured (--no-quality)")) << c.err;
       EXPECT_FALSE(fs::exists(dir.file("t.dcz")));
       EXPECT_EQ(e.status, 3) << describe(e);

@@ -346,10 +346,15 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
     char b[160];
     std::snprintf(b, sizeof b, "values this small (range %.3g, errors up to %.3g) ", range,
                   max_abs_);
+    // (A factor that brings the range near 1: 1e150 left data of range 1e-300 still
+    // too small.)
+    const double size = range > 0 ? range : max_abs_;
+    char by[32];
+    std::snprintf(by, sizeof by, "1e%d", static_cast<int>(-std::floor(std::log10(size))));
     throw error(errc::out_of_range,
                 std::string(b) + "have squares too near the smallest double for their PSNR "
-                                 "and SSIM to be measured: rescale the data (times 1e150, "
-                                 "say)");
+                                 "and SSIM to be measured: rescale the data (times " + by +
+                                 ", say)");
   }
   quality q;
   q.samples = samples_;
