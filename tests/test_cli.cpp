@@ -1302,7 +1302,7 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"--json", 2, "--json is an option of a command, which comes first: dctchop COMMAND"},
       {"compress in.npy -o out.dcz --chop 2147483648", 2, "--chop: 2147483648 is too large"},
       {"compress in.npy -o out.dcz --chop 99999999999999999999", 2, "99999999999999999999 is too"},
-      {"compress in.npy -o out.dcz --chop -1", 2, "--chop: -1 is negative: expected a whole number"},
+      {"compress in.npy -o out.dcz --chop -1", 2, "--chop: -1 is negative: expected a whole"},
       {"compress in.npy -o out.dcz --threads -2", 2, "--threads: -2 is negative"},
       // A value given to a flag counted as the flag given (--raw=false took --dtype and
       // --shape, then ignored them); an empty value as the option left out.
@@ -1705,12 +1705,13 @@ TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {
   // Messages where the data goes (stderr's own file as the output, or 2>&1 with -o -): the
   // archive ended with the report's lines, exit 0. Refused unless nothing but an error
   // would go there (-q without --json).
-  for (const std::string cmd : {"DCTCHOP compress in.npy -o /dev/stderr 2>&1 >/dev/null | cat > e.dcz",
-                                "DCTCHOP compress in.npy -o - --json > e.dcz 2>&1",
-                                "DCTCHOP decompress p.dcz -o - > e.npy 2>&1"}) {
+  for (const std::string cmd :
+       {"DCTCHOP compress in.npy -o /dev/stderr 2>&1 >/dev/null | cat > e.dcz",
+        "DCTCHOP compress in.npy -o - --json > e.dcz 2>&1",
+        "DCTCHOP decompress p.dcz -o - > e.npy 2>&1"}) {
     const auto r = sh(dir, cmd);
-    const std::string out = read_bytes(dir.file(cmd.find("e.npy") != std::string::npos ? "e.npy"
-                                                                                          : "e.dcz"));
+    const bool npy = cmd.find("e.npy") != std::string::npos;
+    const std::string out = read_bytes(dir.file(npy ? "e.npy" : "e.dcz"));
     EXPECT_NE(out.find("standard error goes where the data goes (2>&1, or -o /dev/stderr)"),
               std::string::npos) << cmd << "\n" << describe(r) << out;
   }
