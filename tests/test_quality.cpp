@@ -1370,6 +1370,10 @@ TEST(QualityCli, DataTooSmallToSquareIsRefusedNotReportedLossless) {
       EXPECT_FALSE(fs::exists(dir.file("t.dcz")));
       EXPECT_EQ(e.status, 3) << describe(e);
       EXPECT_FALSE(contains(e.err, "--no-quality")) << e.err;  // (eval has no such option)
+      // A target on such data cannot be measured: exit 8, as the README's table has it (3).
+      auto target = cli(dir, "compress t.npy -o t.dcz -f --psnr 5");
+      EXPECT_EQ(target.status, 8) << describe(target);
+      EXPECT_TRUE(contains(target.err, "so --psnr and --ssim cannot")) << target.err;
       auto u = cli(dir, "compress t.npy -o t.dcz -f --no-quality -q");  // stored, unmeasured
       EXPECT_EQ(u.status, 0) << describe(u);
       fs::remove(dir.file("t.dcz"));

@@ -801,7 +801,15 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
       acc.add(figures);
       if (progress && first + c < m) progress(0, n);  // (a chance to cancel)
     }
-    chop_trial tr{k, measured(acc, src.name()), m < n, false};
+    chop_trial tr{k, {}, m < n, false};
+    try {
+      tr.q = measured(acc, src.name());
+    } catch (const error& e) {  // data too small to measure: the target cannot be (exit 8)
+      if (e.code() != errc::out_of_range) throw;
+      throw error(errc::quality_not_met,
+                  std::string(e.what()) + "; so --psnr and --ssim cannot choose a chop: give "
+                                          "--chop");
+    }
     tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
     if (on_trial) on_trial(tr);
@@ -1012,6 +1020,10 @@ compress_result write_archive(input_source& src, const std::string& output, back
       r.q = measured(acc, src.name());
     } catch (const error& e) {
       if (e.code() != errc::out_of_range) throw;
+      if (o.target.any()) {  // (a target that cannot be measured is exit 8, as in the search)
+        throw error(errc::quality_not_met,
+                    std::string(e.what()) + "; so --psnr and --ssim cannot be met: give --chop");
+      }
       throw error(e.code(), std::string(e.what()) + ", or compress it unmeasured (--no-quality)");
     }
   }
