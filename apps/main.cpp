@@ -425,10 +425,9 @@ bool open_standard_descriptors() {
  *  /dev/stdin read while stdin is that pipe. Reading both took each other's bytes; writing
  *  to it put an output into the input. */
 bool is_stdins_pipe(const std::string& path) {
-  struct stat in {}, st {};
-  return !path.empty() && path != "-" && ::fstat(STDIN_FILENO, &in) == 0 &&
-         (S_ISFIFO(in.st_mode) || S_ISSOCK(in.st_mode)) && ::stat(path.c_str(), &st) == 0 &&
-         st.st_dev == in.st_dev && st.st_ino == in.st_ino;
+  struct stat in {};
+  return ::fstat(STDIN_FILENO, &in) == 0 && (S_ISFIFO(in.st_mode) || S_ISSOCK(in.st_mode)) &&
+         formats::names_descriptors_file(path, STDIN_FILENO);
 }
 
 /** "-", its other names (/dev/stdin, /dev/fd/0 and /proc/self/fd/0 share a pipe's bytes with
@@ -1375,9 +1374,7 @@ int run(int argc, char** argv) {
   // to) carries data there as `-o -` does: the report goes to stderr, not into the data.
   // (Looked at once, before the work: a file output replaced by its new file is no longer
   // stdout's when the report is written.)
-  const auto to_stdout = [](const std::string& out) {
-    return out == "-" || formats::same_output("-", out);
-  };
+  const auto to_stdout = [](const std::string& out) { return formats::same_output("-", out); };
   const bool outputs_to_stdout = (*cmp && to_stdout(c_out)) ||
                                  (*dec && (to_stdout(d_out) || to_stdout(d_labels_out)));
   auto stdout_carries_data = [&] {
@@ -1484,20 +1481,17 @@ int run(int argc, char** argv) {
     // with the report's lines, exit 0. (With -q and no --json only an error goes there, and
     // the exit status says the data is not whole.)
     if ((*cmp && (!c_quiet || c_json)) || (*dec && (!d_quiet || d_json))) {
-      const auto same_open_file = [](int a, int b) {
-        struct stat sa {}, sb {};
-        return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && !S_ISCHR(sa.st_mode) &&
-               sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-      };
       const auto is_stderr = [](const std::string& out) {
-        struct stat so {}, se {};
-        return !out.empty() && out != "-" && ::fstat(STDERR_FILENO, &se) == 0 &&
-               !S_ISCHR(se.st_mode) && ::stat(out.c_str(), &so) == 0 &&
-               so.st_dev == se.st_dev && so.st_ino == se.st_ino;
+        return formats::names_descriptors_file(out, STDERR_FILENO);
+      };
+      const auto stdout_is_stderr = [] {
+        struct stat out {}, err {};
+        return ::fstat(STDOUT_FILENO, &out) == 0 && ::fstat(STDERR_FILENO, &err) == 0 &&
+               !S_ISCHR(out.st_mode) && out.st_dev == err.st_dev && out.st_ino == err.st_ino;
       };
       const bool into = (*cmp && is_stderr(c_out)) ||
                         (*dec && (is_stderr(d_out) || is_stderr(d_labels_out))) ||
-                        (stdout_carries_data() && same_open_file(STDOUT_FILENO, STDERR_FILENO));
+                        (stdout_carries_data() && stdout_is_stderr());
       if (into) {
         throw error(errc::invalid_argument,
                     "standard error goes where the data goes (2>&1, or -o /dev/stderr): "

@@ -970,16 +970,19 @@ bool is_standard_output(const std::string& input, int fd) {
   return ok && S_ISREG(in.st_mode) && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
 }
 
+bool names_descriptors_file(const std::string& path, int fd) {
+  struct stat open {}, named {};
+  return !path.empty() && path != "-" && ::fstat(fd, &open) == 0 &&
+         ::stat(path.c_str(), &named) == 0 && !S_ISCHR(named.st_mode) &&
+         open.st_dev == named.st_dev && open.st_ino == named.st_ino;
+}
+
 bool same_output(const std::string& a, const std::string& b) {
   if (a == "-" || b == "-") {
     if (a == b) return true;
     // "-" and a name of standard output's own file: /dev/stdout, /dev/fd/1, or the file that
     // stdout is redirected to (two outputs into one, the second replacing the first).
-    const std::string& other = a == "-" ? b : a;
-    struct stat out {}, st {};
-    // (A character device, /dev/null, takes both in place.)
-    return ::fstat(STDOUT_FILENO, &out) == 0 && ::stat(other.c_str(), &st) == 0 &&
-           !S_ISCHR(st.st_mode) && out.st_dev == st.st_dev && out.st_ino == st.st_ino;
+    return names_descriptors_file(a == "-" ? b : a, STDOUT_FILENO);
   }
   if (same_file(a, b)) return true;
   const auto absolute = [](const std::string& p) {

@@ -111,16 +111,21 @@ decltype(auto) calling_python(Fn&& fn, const std::function<void()>& before_parki
 #endif
 }
 
+/** A message as a Python str: a file name in it need not be UTF-8 (a Latin-1 name on Linux),
+ *  and its stray bytes read as \xe9, not as a UnicodeDecodeError raised in place of the
+ *  error that carries the message. */
+py::object message_text(const std::string& message) {
+  py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+      message.data(), static_cast<py::ssize_t>(message.size()), "backslashreplace"));
+  if (!text) throw py::error_already_set();
+  return text;
+}
+
 /** Raises dctchop.SampleIndexError (an IndexError and a dctchop.Error of kind
  *  'out_of_range') with `message`. */
 [[noreturn]] void raise_sample_index_error(const std::string& message) {
   py::object cls = py::module_::import("dctchop._dctchop").attr("SampleIndexError");
-  // (A file name that is not UTF-8 reads as \xe9: decoding it strictly raised
-  // UnicodeDecodeError in place of this error.)
-  py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
-      message.data(), static_cast<py::ssize_t>(message.size()), "backslashreplace"));
-  if (!text) throw py::error_already_set();
-  py::object e = cls(text);
+  py::object e = cls(message_text(message));
   e.attr("kind") = "out_of_range";
   PyErr_SetObject(cls.ptr(), e.ptr());
   throw py::error_already_set();
@@ -760,13 +765,7 @@ PYBIND11_MODULE(_dctchop, m) {
         for (const auto& k : *os_kinds)
           if (k.code == (code == EPERM ? EACCES : code)) cls = k.cls;
       }
-      // A file name in the message need not be UTF-8 (a Latin-1 name on Linux): its stray
-      // bytes read as \xe9, not as an error raised in place of this one.
-      const std::string what = e.what();
-      py::object message = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
-          what.data(), static_cast<py::ssize_t>(what.size()), "backslashreplace"));
-      if (!message) throw py::error_already_set();
-      py::object instance = cls(message);
+      py::object instance = cls(message_text(e.what()));
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
       // errno as OSError(errno, strerror) would set it; strerror stays None, so that str() is
       // the message (os.strerror(e.errno) gives the text). dctchop/__init__.py pickles it.

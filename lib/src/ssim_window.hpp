@@ -49,8 +49,9 @@ struct float_window {
     // smallest double: 0/0 gave a NaN SSIM. There the two ratios, each of terms near R^2;
     // elsewhere the products, as scikit-image computes them (the two forms differ in the
     // last bit).
-    if (d1 * d2 < 0x1p-960) return (n1 / d1) * (n2 / d2);
-    return (n1 * n2) / (d1 * d2);
+    const double d = d1 * d2;
+    if (d < 0x1p-960) return (n1 / d1) * (n2 / d2);
+    return (n1 * n2) / d;
   }
 };
 

@@ -348,6 +348,12 @@ bool same_file(const std::string& a, const std::string& b);
  *  `-o - 1<>in.npy` would write over what it reads. */
 bool is_standard_output(const std::string& input, int fd = 1);
 
+/** True when `path` names the file that descriptor `fd` is open on (the same device and
+ *  inode: /dev/stdout for fd 1, a FIFO's name for the pipe that stdin is), unless that is a
+ *  character device (/dev/null, a terminal: written to by both without harm, or refused
+ *  elsewhere). "" and "-" name no file. */
+bool names_descriptors_file(const std::string& path, int fd);
+
 /** True when two outputs are or will be one file: same_file, or, where either does not exist
  *  yet, the same absolute path (out.h5 and ./out.h5). "-" is the same as "-" and as a name of
  *  standard output's file (/dev/stdout, /dev/fd/1, the file it is redirected to), unless that
