@@ -386,6 +386,21 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       {"an index with a NUL after it, within its length",
        with_footer_text(bytes_, [](std::string& t) { t.push_back('\0'); }),
        errc::corrupt, "index is not valid JSON"},
+      // Informative members nested past any use: copied and printed recursively, 120,000
+      // levels (a header of 263 KB) overflowed the stack of every reader, a crash.
+      {"a provenance nested 300 deep",
+       with_header_text(bytes_,
+                        [](std::string& t) {
+                          t.insert(1, R"("provenance":{"source":)" + std::string(300, '[') +
+                                          std::string(300, ']') + "},");
+                        }),
+       errc::corrupt, "header nests arrays and objects more than 256 deep"},
+      {"an unknown index member nested 257 deep",
+       with_footer_text(bytes_,
+                        [](std::string& t) {
+                          t.insert(1, R"("x":)" + std::string(256, '[') + std::string(256, ']') + ",");
+                        }),
+       errc::corrupt, "index nests arrays and objects more than 256 deep"},
       {"an index member named twice",
        with_footer_text(bytes_, [](std::string& t) { t.insert(1, R"("samples":3,)"); }),
        errc::corrupt, "index names member 'samples' twice"},
@@ -503,6 +518,16 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::write_bytes(path, c.bytes);
     test::expect_error([&] { read_random(path); }, c.code, {"rule.dcz", c.text});
     test::expect_error([&] { read_stream(c.bytes); }, c.code, {c.text});
+  }
+  // At the limit, 256 deep in all, an unknown member is taken and ignored, by both readers.
+  {
+    const auto nested = [](std::string& t) {
+      t.insert(1, R"("x":)" + std::string(255, '[') + std::string(255, ']') + ",");
+    };
+    const std::string deep = with_footer_text(with_header_text(bytes_, nested), nested);
+    test::write_bytes(path, deep);
+    EXPECT_NO_THROW(read_random(path));
+    EXPECT_NO_THROW(read_stream(deep));
   }
   // A later stage's chunk that is larger than dense coefficients (its record says 3x): the
   // stream reader hashes it in pieces to tell it from damage, as it does one of any size, and

@@ -1636,6 +1636,14 @@ TEST(Hdf5Cli, AFileAWriterHasOpenIsReadAsASwmrReaderOrRefusedSayingSoNotSuggesti
                                 "stopped without closing it): read as a SWMR reader"))
         << c.err;
     EXPECT_FALSE(contains(c.err, "h5clear")) << c.err;
+    // The dataset not named, but chosen: the note still said (it was replaced by "using
+    // dataset /images of s.h5"), on stderr and in --json's notes.
+    auto chosen = must(dir, "compress s.h5 -o chosen.dcz --no-quality --json");
+    EXPECT_TRUE(contains(chosen.out, "read as a SWMR reader, as the file stands now; using "
+                                     "dataset /images of s.h5"))
+        << chosen.out;
+    auto said = must(dir, "eval s.h5 --chop 4");
+    EXPECT_TRUE(contains(said.err, "read as a SWMR reader")) << said.err;
   }
   must(dir, "decompress s.dcz -o s.npy -q");
   EXPECT_EQ(load_npy(dir.file("s.npy")).raw, as_bytes(images));

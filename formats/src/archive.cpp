@@ -701,9 +701,19 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
   return {};
 }
 
+namespace {
+/** Why a header or index nested deeper than max_json_depth is refused. */
+std::string too_deep_text() {
+  return "nests arrays and objects more than " + std::to_string(max_json_depth) +
+         " deep (deeper than any archive needs; ARCHIVE.md)";
+}
+}  // namespace
+
 archive_header parse_archive_header(std::string_view text, const std::string& file) {
   std::string twice;
-  nlohmann::json j = parse_json_naming_once(text, twice);
+  bool deep = false;
+  nlohmann::json j = parse_json_naming_once(text, twice, nullptr, &deep);
+  if (deep) corrupt(file, "header " + too_deep_text());
   if (j.is_discarded() || !j.is_object() || !plain_json_text(text)) {
     corrupt(file, "header is not valid JSON");
   }
@@ -867,7 +877,7 @@ void archive_reader::parse_footer(const std::string& text) {
   // held as JSON took about 1 KB (200,000 chunks: 215 MB for `info`), a chunk_info 64 bytes.
   std::vector<chunk_info> chunks;
   std::string bad_entry;  // what was wrong with the first entry that was
-  bool in_chunks = false;
+  bool in_chunks = false, deep = false;
   using event = nlohmann::json::parse_event_t;
   nlohmann::json f =
       parse_json_naming_once(text, twice, [&](int depth, event e, nlohmann::json& v) {
@@ -893,7 +903,9 @@ void archive_reader::parse_footer(const std::string& text) {
           bad_entry = x.what();
         }
         return false;
-      });
+      },
+      &deep);
+  if (deep) corrupt(name, "index " + too_deep_text());
   if (f.is_discarded() || !f.is_object() || !plain_json_text(text)) {
     corrupt(name, "index is not valid JSON");
   }

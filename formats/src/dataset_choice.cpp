@@ -108,13 +108,16 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
                                                : words.what + " (" + words.name_data) +
                     "); candidates: " + listing(pool));  // the ones that could be meant
   }
-  note = "using " + std::string(labels ? "labels " : words.what + " ") + chosen + " of " + file;
+  // (After what `note` holds already: the file's own note, a SWMR reader's, say.)
+  std::string used =
+      "using " + std::string(labels ? "labels " : words.what + " ") + chosen + " of " + file;
   // Those that could not be read, named: the file holds more than what it offered (naming
   // one says why).
   std::string unread;
   for (const auto& c : all)
     if (!c.refused.empty()) unread += (unread.empty() ? "" : ", ") + c.path;
-  if (!unread.empty()) note += " (not readable as " + words.what + "s here: " + unread + ")";
+  if (!unread.empty()) used += " (not readable as " + words.what + "s here: " + unread + ")";
+  note += (note.empty() ? "" : "; ") + used;
   return chosen;
 }
 

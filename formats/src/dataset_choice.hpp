@@ -37,7 +37,7 @@ struct choice_words {
  *  conventional name (data: images, data, x; labels: labels, label, y, targets; the last path
  *  component counts), else (labels) the one fitting array of 1 or 2 axes. No fitting array is
  *  error(bad_input); several and no way to choose, error(invalid_argument) listing them.
- *  `note` gets "using dataset /images of train.h5". */
+ *  `note` gets "using dataset /images of train.h5" (after "; " where it holds a note already). */
 std::string choose_array(const std::string& file, const std::vector<candidate>& all,
                          const dataset_spec& spec, const choice_words& words, std::string& note);
 

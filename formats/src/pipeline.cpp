@@ -1511,11 +1511,13 @@ ssim_status recorded_ssim_status(const nlohmann::json& info) {
 nlohmann::json archive_info(const std::string& input) {
   archive_reader r = archive_reader::open(input);
   if (!r.random_access()) {
-    // A stream: read it through, which also checks every chunk and counts its bytes.
+    // A stream: read it through, which also checks every chunk and counts its bytes, and
+    // the side arrays after them (the stream's end keeps them unchecked).
     chunk_info c;
     std::vector<std::byte> buf;
     while (r.next_chunk(c, buf)) {
     }
+    for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);
   }
   return archive_info(r);
 }

@@ -170,7 +170,8 @@ class archive_reader {
   template <typename Alloc>
   void read_chunk(std::size_t i, std::vector<std::byte, Alloc>& coeffs);
   /** Sequential access (files and streams): the next chunk in order; false after the last.
-   *  For a stream, the footer and side arrays are read and checked when this returns false. */
+   *  For a stream, the footer is read and checked when this returns false, and the side
+   *  arrays are kept (verify_side_array checks them). */
   template <typename Alloc>
   bool next_chunk(chunk_info& info, std::vector<std::byte, Alloc>& coeffs);
   /** Read and verify the coefficients of samples [first, first+count) (random access only).

@@ -46,13 +46,26 @@ std::vector<T> json_integers(const nlohmann::json& v) {
   return out;
 }
 
+/** The deepest nesting of arrays and objects that parse_json_naming_once takes (ARCHIVE.md:
+ *  the header and the index nest no deeper). nlohmann parses any depth, but copies, compares
+ *  and prints a value recursively: 120,000 levels in an archive's provenance, a header of
+ *  263 KB, overflowed the stack of `dctchop info`. */
+inline constexpr std::size_t max_json_depth = 256;
+
 namespace detail {
-/** SAX events of a parse that note the first member an object names twice. (A parse with a
- *  callback does the same in one pass, but nlohmann 3.11's callback parser scans the whole
- *  enclosing array at the end of each object in it: a footer of 320k chunks took 18 s.) */
+/** SAX events of a parse that note the first member an object names twice, and stop at a
+ *  nesting deeper than max_json_depth. (A parse with a callback does the same in one pass, but
+ *  nlohmann 3.11's callback parser scans the whole enclosing array at the end of each object
+ *  in it: a footer of 320k chunks took 18 s.) */
 struct member_names_once : nlohmann::json_sax<nlohmann::json> {
   std::vector<std::set<std::string>> open;  // members of each object being read, outermost first
   std::string twice;
+  std::size_t depth = 0;
+  bool too_deep = false;
+  bool enter() {
+    too_deep = ++depth > max_json_depth;
+    return !too_deep;
+  }
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t) override { return true; }
@@ -62,7 +75,7 @@ struct member_names_once : nlohmann::json_sax<nlohmann::json> {
   bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
     open.emplace_back();
-    return true;
+    return enter();
   }
   bool key(string_t& name) override {  // (always within an object: start_object came first)
     if (!open.back().insert(name).second) {
@@ -73,10 +86,14 @@ struct member_names_once : nlohmann::json_sax<nlohmann::json> {
   }
   bool end_object() override {
     open.pop_back();
+    --depth;
     return true;
   }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
     return false;
   }
@@ -95,16 +112,23 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
 /** Parse `text` (a discarded value when it is not JSON), noting in `duplicate` the first
  *  member an object names twice ("" when none). The grammar allows that, and readers
  *  disagree on which one counts (nlohmann and Python's json take the last, others the
- *  first), so such a text has no one meaning: callers refuse it. Two linear passes. `keep`
- *  is nlohmann's parser callback, which may take values as they are parsed and leave them
- *  out of the result. */
+ *  first), so such a text has no one meaning: callers refuse it. A text that nests arrays
+ *  and objects deeper than max_json_depth is a discarded value too, and `too_deep` (where
+ *  given) says so. Two linear passes. `keep` is nlohmann's parser callback, which may take
+ *  values as they are parsed and leave them out of the result. */
 inline nlohmann::json parse_json_naming_once(std::string_view text, std::string& duplicate,
-                                             nlohmann::json::parser_callback_t keep = nullptr) {
+                                             nlohmann::json::parser_callback_t keep = nullptr,
+                                             bool* too_deep = nullptr) {
   duplicate.clear();
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), std::move(keep), false);
-  if (j.is_discarded()) return j;
+  if (too_deep) *too_deep = false;
   detail::member_names_once names;
   nlohmann::json::sax_parse(text.begin(), text.end(), &names);
+  if (names.too_deep) {
+    if (too_deep) *too_deep = true;
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), std::move(keep), false);
+  if (j.is_discarded()) return j;
   duplicate = std::move(names.twice);
   return j;
 }
