@@ -702,17 +702,23 @@ void print_info_text(const nlohmann::json& j) {
   if (j.contains("quality") && j["quality"].is_object()) {
     const auto& q = j["quality"];
     const bool undefined = opt_flag(q, "psnr_undefined");
-    // No worst sample beside a finite PSNR: an archive written before the per-sample figures
-    // were recorded (a missing figure is otherwise a lossless one).
-    const bool recorded = q.contains("sample_psnr_min_db") || !q.contains("psnr_db");
+    // A figure the footer leaves out is not recorded (ARCHIVE.md's list is open and requires
+    // none: an archive written before the per-sample figures were, or by another writer);
+    // null is one recorded as infinite (lossless) or undefined.
+    const std::string unrecorded = "not recorded";
+    const bool recorded = q.contains("sample_psnr_min_db");
     auto per_sample = [&](const char* key) {
       if (undefined) return std::string("n/a");
-      if (!recorded) return std::string("n/a (not recorded)");
+      if (!q.contains(key)) return "n/a (" + unrecorded + ")";
       return db_text(opt_number(q, key));
     };
+    auto figure = [&](const char* key, auto text) {
+      return q.contains(key) ? text(opt_number(q, key)) : unrecorded;
+    };
     const auto lossless = opt_number(q, "lossless_samples").value_or(0);
-    const std::string psnr =
-        undefined ? std::string("n/a (constant data)") : db_text(opt_number(q, "psnr_db"));
+    const std::string psnr = !q.contains("psnr_db") ? unrecorded
+                             : undefined ? std::string("n/a (constant data)")
+                                         : db_text(opt_number(q, "psnr_db"));
     if (!undefined && recorded && lossless > 0 && lossless == opt_number(q, "samples")) {
       // (The mean is over the lossy samples: there is none to give one.)
       std::cout << fmt::format("quality:     PSNR {}, every sample lossless ({:.0f})\n", psnr,
@@ -725,11 +731,14 @@ void print_info_text(const nlohmann::json& j) {
                                                           lossless == 1 ? "" : "s")
                                             : std::string());
     }
-    std::cout << fmt::format("             SSIM {}, RMSE {:g}, NRMSE {}, max error {:g}\n",
-                             ssim_text(opt_number(q, "ssim"), formats::recorded_ssim_status(j)),
-                             opt_number(q, "rmse").value_or(0),
-                             nrmse_text(opt_number(q, "nrmse")),
-                             opt_number(q, "max_abs_error").value_or(0));
+    const auto number_text = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:g}", *v) : std::string("n/a");
+    };
+    std::cout << fmt::format(
+        "             SSIM {}, RMSE {}, NRMSE {}, max error {}\n",
+        figure("ssim", [&](auto v) { return ssim_text(v, formats::recorded_ssim_status(j)); }),
+        figure("rmse", number_text), figure("nrmse", nrmse_text),
+        figure("max_abs_error", number_text));
   } else {
     std::cout << "quality:     not recorded in the archive (compress --no-quality leaves it out)\n";
   }

@@ -870,6 +870,25 @@ TEST(Cli, InfoOfAnotherWritersArchiveWithoutItsInformativeFieldsDescribesItFromT
   EXPECT_EQ(report.at("input_bytes"), 256u);
   EXPECT_NEAR(report.at("ratio").get<double>(),
               256.0 / double(std::filesystem::file_size(dir.file("o.dcz"))), 1e-12);
+  // Quality with some figures or none (the list is open, no member required): those left out
+  // are not recorded; they read as lossless, an RMSE and a max error of 0.
+  for (const nlohmann::json& q : {nlohmann::json::object(), nlohmann::json{{"mse", 4.0}},
+                                  nlohmann::json{{"psnr_db", 35.0}}}) {
+    {
+      formats::archive_writer w(formats::output_file::create(dir.file("q.dcz"), true), h);
+      w.write_chunk(0, 4, std::vector<std::byte>(4 * h.coeff_bytes_per_sample()));
+      w.set_footer_extra({{"quality", q}});
+      w.finish();
+    }
+    auto t = cli(dir, "info q.dcz");
+    ASSERT_EQ(t.status, 0) << describe(t);
+    EXPECT_EQ(t.out.find("lossless"), std::string::npos) << q << "\n" << t.out;
+    EXPECT_NE(t.out.find(q.contains("psnr_db") ? "PSNR 35.00 dB, " : "PSNR not recorded, "),
+              std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("SSIM not recorded, RMSE not recorded, NRMSE not recorded, max error "
+                         "not recorded\n"),
+              std::string::npos) << t.out;
+  }
 }
 
 TEST(Cli, LabelsOfFlattenedImagesSayHowToReshapeTheImages) {

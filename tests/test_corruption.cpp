@@ -454,7 +454,7 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       // allocate gigabytes (and fail as "out of memory", naming no file).
       {"samples_per_chunk above the samples",
        with_header(bytes_, [](nlohmann::json& j) { j["chunking"]["samples_per_chunk"] = 1 << 20; }),
-       errc::corrupt, "samples_per_chunk 1048576 is out of range (1..3 samples"},
+       errc::corrupt, "samples_per_chunk 1048576 is out of range (1..3 samples, the archive's)"},
       {"no version in the header",
        with_header(bytes_, [](nlohmann::json& j) { j.erase("version"); }), errc::corrupt,
        "key 'version' not found"},
@@ -464,7 +464,7 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       // The command line takes "uint8" and "nhwc"; the spec's header spells "u8" and "NHW"
       {"a dtype in another spelling",
        with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "uint8"; }), errc::corrupt,
-       "header names an unknown type"},
+       "header names an unknown type, \"uint8\" (ARCHIVE.md spells i8, u8, "},
       // A type no spelling of ours names is a newer writer's: upgrade, not corrupt.
       {"a dtype of a newer writer",
        with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "f8e4m3"; }),
@@ -477,7 +477,22 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
        errc::unsupported_version, "header's coefficient type \"u4\" is not one this dctchop knows"},
       {"a layout in lower case",
        with_header(bytes_, [](nlohmann::json& j) { j["layout"] = "nhw"; }), errc::corrupt,
-       "header names an unknown type"},
+       "header names an unknown layout, \"nhw\" (ARCHIVE.md spells HW, NHW, NHWC, NCHW)"},
+      {"a coefficient type in another spelling",
+       with_header(bytes_, [](nlohmann::json& j) { j["codec"]["coeff"] = "float16"; }),
+       errc::corrupt,
+       "header names an unknown coefficient type, \"float16\" (ARCHIVE.md spells f16, bf16, "},
+      // Cut after 40 bytes, at a character's start: it showed as another name.
+      {"a long name of a newer writer's dtype",
+       with_header(bytes_,
+                   [](nlohmann::json& j) {
+                     std::string euros;
+                     for (int i = 0; i < 15; ++i) euros += "\u20ac";
+                     j["dtype"] = "xx" + euros;
+                   }),
+       errc::unsupported_version,
+       "header's dtype \"xx\u20ac\u20ac\u20ac\u20ac\u20ac\u20ac\u20ac\u20ac\u20ac\u20ac"
+       "\u20ac\u20ac...\" is not one"},
       {"a four-byte descr marked as single-byte",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = "|i4"; }),
        errc::corrupt, "side array 'labels' is malformed"},
@@ -617,6 +632,40 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::expect_error([&] { read_stream(before); }, errc::corrupt,
                        {"side array 'labels' is at offset " + std::to_string(side + 4096)});
   }
+  // Preamble fields out of range say which (the same line for each, before): header_bytes
+  // at +16, data_offset at +32, alignment at +40.
+  {
+    struct field_case {
+      std::size_t at;
+      std::uint64_t value;
+      std::string text;
+    };
+    const std::uint64_t header_end = 64 + u64_at(bytes_, 16);
+    for (const auto& f : std::vector<field_case>{
+             {16, 0, "header_bytes 0 is not 1.."},
+             {40, 3, "alignment 3 is not a power of two"},
+             {32, 64, "data_offset 64 is inside the header, which ends at " + std::to_string(header_end)},
+             {32, 4095, "data_offset 4095 is not a multiple of the alignment (4096)"}}) {
+      std::string b = bytes_;
+      if (f.at == 40) {
+        for (int i = 0; i < 4; ++i) b[40 + i] = static_cast<char>((f.value >> (8 * i)) & 0xff);
+      } else {
+        put_u64_at(b, f.at, f.value);
+      }
+      test::write_bytes(path, b);
+      const std::string text = "preamble fields out of range: " + f.text;
+      test::expect_error([&] { read_random(path); }, errc::corrupt, {"rule.dcz", text});
+      test::expect_error([&] { read_stream(b); }, errc::corrupt, {text});
+    }
+    // A data_offset past the end of a whole file (one flipped bit): the preamble is damaged,
+    // where it said "truncated (no index at the end)" of a file whose index is there.
+    std::string b = bytes_;
+    put_u64_at(b, 32, std::uint64_t(1) << 20);
+    test::write_bytes(path, b);
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz", "the preamble's data_offset (1048576) lies past the index at "
+                                    "the end of the file", "the preamble is damaged"});
+  }
   // Cut inside the magic: truncated (exit 4), not "not an archive" (exit 3).
   for (std::size_t n = 1; n < 8; ++n) {
     test::write_bytes(path, bytes_.substr(0, n));
@@ -687,7 +736,10 @@ TEST_F(CorruptionSweep, AChunkOfSeveralSamplesAboveAGibibyteDecodedIsRefused) {
   j["samples"] = n;
   j["chunking"]["samples_per_chunk"] = n;
   test::expect_error([&] { formats::parse_archive_header(j.dump(), "big.dcz"); }, errc::corrupt,
-                     {"big.dcz", "samples_per_chunk 8388608 is out of range", "1 GiB decoded"});
+                     {"big.dcz",
+                      "samples_per_chunk 8388608 is too many: a chunk of that many samples would "
+                      "hold 1 GiB of coefficients and 2 GiB decoded, and a chunk of several "
+                      "samples holds at most 16 GiB of coefficients and 1 GiB decoded"});
   j["chunking"]["samples_per_chunk"] = n / 2;
   EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").samples_per_chunk, n / 2);
 }

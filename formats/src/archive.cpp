@@ -239,6 +239,18 @@ void check_sum(const void* data, std::size_t n, u64 expected, const std::string&
   if (k_check_sums) check_digest(XXH64(data, n, 0), expected, file, what);
 }
 
+/** A header's string value for a message: quoted as JSON, cut after 40 bytes where it is
+ *  longer (at a character's start, so that a name in UTF-8 is not shown as another). */
+std::string shown_value(const nlohmann::json& v) {
+  std::string t = v.get<std::string>();
+  if (t.size() > 40) {
+    std::size_t cut = 40;
+    while (cut > 0 && (static_cast<unsigned char>(t[cut]) & 0xc0) == 0x80) --cut;
+    t = t.substr(0, cut) + "...";
+  }
+  return json_text(t);
+}
+
 /** `parse` of the text, only as the spec spells it ("u8", not "UINT8" or "uint8", which
  *  the command line takes). */
 template <typename Parse>
@@ -269,16 +281,24 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     // 2026-12-03); one of ours spelled otherwise ("uint8") breaks the spec.
     auto newer = [&](const nlohmann::json& v, const char* what, bool known, const char* ours) {
       if (known) return;
-      throw error(errc::unsupported_version,
-                  file + ": header's " + what + " " + json_text(v.get<std::string>().substr(0, 20)) +
-                      " is not one this dctchop knows (" + ours + "); upgrade dctchop");
+      throw error(errc::unsupported_version, file + ": header's " + what + " " + shown_value(v) +
+                                                 " is not one this dctchop knows (" + ours +
+                                                 "); upgrade dctchop");
     };
     if (!t) newer(j.at("dtype"), "dtype", parse_dtype(j.at("dtype").get<std::string>()).has_value(),
                   k_dtype_names);
     if (!ct) newer(c.at("coeff"), "coefficient type",
                    parse_coeff_type(c.at("coeff").get<std::string>()).has_value(),
                    "f16, bf16, f32, i16");
-    if (!t || !l || *l == layout::automatic || !ct) corrupt(file, "header names an unknown type");
+    // One of ours in another spelling ("uint8", "nhw"), or a layout that is none (a new
+    // layout would need a new geometry, and a new version).
+    auto unknown = [&](const nlohmann::json& v, const char* what, const char* spelled) {
+      corrupt(file, "header names an unknown " + std::string(what) + ", " + shown_value(v) +
+                        " (ARCHIVE.md spells " + spelled + ")");
+    };
+    if (!t) unknown(j.at("dtype"), "type", k_dtype_names);
+    if (!ct) unknown(c.at("coeff"), "coefficient type", "f16, bf16, f32, i16");
+    if (!l || *l == layout::automatic) unknown(j.at("layout"), "layout", "HW, NHW, NHWC, NCHW");
     h.type = *t;
     auto shape = json_integers<u64>(j.at("shape"));
     for (u64 d : shape) {
@@ -313,14 +333,20 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     // of coefficients or 1 GiB decoded (a writer's chunks are at most 4 GiB and 64 MiB, or
     // one sample).
     const u64 decoded = h.geom.values_per_sample() * size_of(h.type);
-    if (h.samples_per_chunk == 0 || h.samples_per_chunk > h.geom.samples ||
-        (h.samples_per_chunk > 1 &&
-         (h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample() ||
-          h.samples_per_chunk > k_max_chunk_decoded / decoded))) {
-      corrupt(file, "samples_per_chunk " + std::to_string(h.samples_per_chunk) +
-                        " is out of range (1.." + std::to_string(h.geom.samples) +
-                        " samples; a chunk of several at most 16 GiB of coefficients and 1 GiB "
-                        "decoded)");
+    const std::string spc = "samples_per_chunk " + std::to_string(h.samples_per_chunk);
+    if (h.samples_per_chunk == 0 || h.samples_per_chunk > h.geom.samples) {
+      corrupt(file, spc + " is out of range (1.." + std::to_string(h.geom.samples) +
+                        " samples, the archive's)");
+    }
+    if (h.samples_per_chunk > 1 && (h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample() ||
+                                    h.samples_per_chunk > k_max_chunk_decoded / decoded)) {
+      char gib[64];
+      std::snprintf(gib, sizeof gib, "%.3g GiB of coefficients and %.3g GiB decoded",
+                    double(h.samples_per_chunk) * double(h.coeff_bytes_per_sample()) / 0x1p30,
+                    double(h.samples_per_chunk) * double(decoded) / 0x1p30);
+      corrupt(file, spc + " is too many: a chunk of that many samples would hold " + gib +
+                        ", and a chunk of several samples holds at most 16 GiB of coefficients "
+                        "and 1 GiB decoded");
     }
     // Checked against the preamble's by the reader.
     h.alignment = json_integer<std::uint32_t>(j.at("chunking").at("alignment"));
@@ -773,10 +799,21 @@ archive_reader archive_reader::open(const std::string& path) {
   const u64 header_bytes = get_u64(pre + 16), header_hash = get_u64(pre + 24);
   const u64 data_offset = get_u64(pre + 32);
   const std::uint32_t alignment = get_u32(pre + 40);
-  if (header_bytes == 0 || header_bytes > k_max_json || alignment == 0 ||
-      (alignment & (alignment - 1)) != 0 || data_offset < k_preamble + header_bytes ||
-      data_offset % alignment != 0) {
-    corrupt(name, "preamble fields out of range");
+  {
+    std::string bad;  // which field, and why
+    const auto n = [](u64 v) { return std::to_string(v); };
+    if (header_bytes == 0 || header_bytes > k_max_json) {
+      bad = "header_bytes " + n(header_bytes) + " is not 1.." + n(k_max_json);
+    } else if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+      bad = "alignment " + n(alignment) + " is not a power of two";
+    } else if (data_offset < k_preamble + header_bytes) {
+      bad = "data_offset " + n(data_offset) + " is inside the header, which ends at " +
+            n(k_preamble + header_bytes);
+    } else if (data_offset % alignment != 0) {
+      bad = "data_offset " + n(data_offset) + " is not a multiple of the alignment (" +
+            n(alignment) + ")";
+    }
+    if (!bad.empty()) corrupt(name, "preamble fields out of range: " + bad);
   }
   std::string text(header_bytes, '\0');
   if (r.file_.seekable()) {
@@ -812,12 +849,19 @@ void archive_reader::check_tail_counts(const unsigned char* tail) const {
 void archive_reader::read_footer_random() {
   const std::string name = display_name();
   const u64 size = file_.size();
-  if (size < k_tail || size - k_tail < data_offset_) corrupt(name, "truncated (no index at the end)");
+  if (size < k_tail) corrupt(name, "truncated (no index at the end)");
   unsigned char tail[k_tail];
   file_.read_at(size - k_tail, tail, k_tail, "tail");
-  if (std::memcmp(tail, k_tail_magic, 8) != 0 || std::memcmp(tail + 56, k_end_magic, 8) != 0) {
-    corrupt(name, "truncated or damaged: no index at the end of the file");
+  const bool tail_there =
+      std::memcmp(tail, k_tail_magic, 8) == 0 && std::memcmp(tail + 56, k_end_magic, 8) == 0;
+  if (size - k_tail < data_offset_) {
+    // With an index at the end, the file is whole and its preamble damaged.
+    if (!tail_there) corrupt(name, "truncated (no index at the end)");
+    corrupt(name, "the preamble's data_offset (" + std::to_string(data_offset_) +
+                      ") lies past the index at the end of the file (" +
+                      std::to_string(size - k_tail) + "): the preamble is damaged");
   }
+  if (!tail_there) corrupt(name, "truncated or damaged: no index at the end of the file");
   const u64 foff = get_u64(tail + 8), fbytes = get_u64(tail + 16), fhash = get_u64(tail + 24);
   if (fbytes == 0 || fbytes > k_max_json || foff < data_offset_ || foff > size - k_tail ||
       fbytes != size - k_tail - foff) {
