@@ -644,7 +644,8 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     for (const auto& f : std::vector<field_case>{
              {16, 0, "header_bytes 0 is not 1.."},
              {40, 3, "alignment 3 is not a power of two"},
-             {32, 64, "data_offset 64 is inside the header, which ends at " + std::to_string(header_end)},
+             {32, 64,
+              "data_offset 64 is inside the header, which ends at " + std::to_string(header_end)},
              {32, 4095, "data_offset 4095 is not a multiple of the alignment (4096)"}}) {
       std::string b = bytes_;
       if (f.at == 40) {

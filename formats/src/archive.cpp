@@ -338,8 +338,9 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
       corrupt(file, spc + " is out of range (1.." + std::to_string(h.geom.samples) +
                         " samples, the archive's)");
     }
-    if (h.samples_per_chunk > 1 && (h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample() ||
-                                    h.samples_per_chunk > k_max_chunk_decoded / decoded)) {
+    if (h.samples_per_chunk > 1 &&
+        (h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample() ||
+         h.samples_per_chunk > k_max_chunk_decoded / decoded)) {
       char gib[64];
       std::snprintf(gib, sizeof gib, "%.3g GiB of coefficients and %.3g GiB decoded",
                     double(h.samples_per_chunk) * double(h.coeff_bytes_per_sample()) / 0x1p30,
