@@ -1110,7 +1110,7 @@ int run(int argc, char** argv) {
   cmp->add_option("--layout", c_layout, "HW, NHW, NHWC, NCHW or auto")
       ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
       ->capture_default_str();
-  cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk")
+  cmp->add_option("--chunk-mb", c_chunk_mb, "coefficient MiB per chunk (more than 0, at most 4096)")
       ->check(finite_number)
       ->capture_default_str();
   cmp->add_option("--labels", c_labels,
@@ -1185,9 +1185,13 @@ int run(int argc, char** argv) {
   evl->add_option("--coeff", e_coeffs, "comma-separated coefficient types (default: the dtype's)")
       ->check(non_empty_value);
   evl->add_option("--layout", e_layout, "HW, NHW, NHWC, NCHW or auto")
-      ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case));
-  evl->add_option("--chunk-mb", e_chunk_mb, "chunking assumed for the archive size")
-      ->check(finite_number);
+      ->check(CLI::IsMember({"auto", "HW", "NHW", "NHWC", "NCHW"}, CLI::ignore_case))
+      ->capture_default_str();
+  evl->add_option("--chunk-mb", e_chunk_mb,
+                  "coefficient MiB per chunk that the archive size assumes (more than 0, at most "
+                  "4096)")
+      ->check(finite_number)
+      ->capture_default_str();
   add_backend_options(evl, e_be,
                       "CPU threads (0: every core) that each setting's codec and measurement "
                       "run on, one chunk at a time");
@@ -1745,7 +1749,11 @@ int run(int argc, char** argv) {
       }
       for (const auto& s : split_list(e_coeffs, "--coeff")) {
         auto ct = parse_coeff_type(s);
-        if (!ct) throw error(errc::invalid_argument, "--coeff " + s + ": not f16, bf16, f32 or i16");
+        if (!ct) {  // (in compress's words: coeff_name)
+          throw error(errc::invalid_argument,
+                      "--coeff " + s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, "
+                                       "float32, int16 too)");
+        }
         add_once(o.coeffs, *ct);
       }
       o.lay = parse_layout(e_layout).value_or(layout::automatic);

@@ -669,6 +669,21 @@ TEST(Archive, WriterRefusesAnExistingOutputAndLeavesItUntouched) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"a.dcz"});
 }
 
+TEST(Archive, AnOutputWhoseFolderIsRemovedMeanwhileSaysSoAndNamesTheFolder) {
+  // The folder removed while the output was written (an unnamed temporary file, which rmdir
+  // does not see): "cannot link the finished output into: No such file...", its object cut.
+  temp_dir dir;
+  std::filesystem::create_directory(dir.file("sub"));
+  const std::string path = dir.file("sub/a.dcz");
+  auto out = output_file::create(path, false);
+  out.write("data", 4);
+  if (!std::filesystem::is_empty(dir.file("sub"))) GTEST_SKIP() << "no unnamed temporary files here";
+  std::filesystem::remove(dir.file("sub"));
+  expect_error([&] { out.commit(); }, errc::io,
+               {path, "cannot link the finished output into its folder: No such file or directory"});
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{});
+}
+
 // ================================================================ pipeline
 
 constexpr int k_n = 7, k_h = 16, k_w = 16, k_c = 3;

@@ -2689,6 +2689,27 @@ TEST(Cli, LabelsOutOnTheSamePathAsTheOutputIsRefused) {
   EXPECT_TRUE(contains(d.err, "out.npy: the labels and the decoded data cannot share one output"))
       << d.err;
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy", "labels.npy"}));
+  // A hard link of an .npz or HDF5 output: the labels went into the output's new file, and
+  // the link's name kept the old one, without them (exit 0, "labels 5 -> o.npz:y").
+  for (const std::string ext : {".npz", ".h5"}) {
+    write_bytes(dir.file("o" + ext), "OLD");
+    std::filesystem::create_hard_link(dir.file("o" + ext), dir.file("h" + ext));
+    const std::string in_it = ext == ".npz" ? ":y" : ":/y";
+    auto linked = cli(dir, "decompress a.dcz -o o" + ext + " --labels-out h" + ext + in_it + " -f");
+    EXPECT_EQ(linked.status, 2) << ext << "\n" << describe(linked);
+    EXPECT_TRUE(contains(linked.err, "h" + ext + " is another name (a hard link) of the output o" +
+                                         ext + ", which is written anew under its own name: give "
+                                         "the labels' output by the same name, o" + ext))
+        << linked.err;
+    EXPECT_EQ(read_bytes(dir.file("o" + ext)), "OLD");
+    // A symbolic link names the output's file: the labels are there, read through either.
+    std::filesystem::remove(dir.file("h" + ext));
+    std::filesystem::create_symlink("o" + ext, dir.file("s" + ext));
+    auto via = cli(dir, "decompress a.dcz -o o" + ext + " --labels-out s" + ext + in_it + " -f -q");
+    EXPECT_EQ(via.status, 0) << ext << "\n" << describe(via);
+    std::filesystem::remove(dir.file("o" + ext));
+    std::filesystem::remove(dir.file("s" + ext));
+  }
 }
 
 

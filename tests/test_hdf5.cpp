@@ -1702,6 +1702,40 @@ TEST(Hdf5Cli, StandardErrorOnAFileThatTheDatasetReadsIsRefusedAsOnTheInputItself
   must(dir, "compress e.h5:/images -o a.dcz -q 2> log.txt");  // elsewhere, as before
 }
 
+TEST(Hdf5Cli, AnOutputOntoAFileThatTheDatasetReadsIsRefusedAsOneOntoTheInput) {
+  // The README counts an HDF5 input's other files as inputs: standard error and --json's
+  // report were refused there, but -o target.h5 -f replaced an external link's target (the
+  // original data, gone) with the archive, exit 0.
+  temp_dir dir;
+  const std::vector<std::uint8_t> v(6 * 64, 7);
+  {
+    make_external_h5(dir.file("e.h5"), "e.raw");
+    auto s = h5_create(dir.file("s.h5"));
+    h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
+    auto l = h5_create(dir.file("l.h5"));
+    ASSERT_GE(H5Lcreate_external("s.h5", "/src", l.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
+  }
+  write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+  std::filesystem::create_symlink("s.h5", dir.file("via.dcz"));
+  save_npy(dir.file("x.npy"), dctchop::dtype::u8, {6, 8, 8}, v);
+  const std::string raw = read_bytes(dir.file("e.raw")), src = read_bytes(dir.file("s.h5"));
+  for (const std::string args :
+       {"compress e.h5:/images -o e.raw -f", "compress l.h5:/ext -o s.h5 -f",
+        "compress l.h5 -o s.h5 -f",  // the dataset chosen, not named
+        "compress l.h5:/ext -o via.dcz -f", "compress l.h5:/ext -o - 1<> s.h5",
+        "compress x.npy --labels l.h5:/ext -o s.h5 -f"}) {
+    auto c = cli(dir, args);
+    EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
+    EXPECT_TRUE(contains(c.err, "which the input l.h5:/ext reads") ||
+                contains(c.err, "which the input e.h5:/images reads"))
+        << args << "\n" << c.err;
+    EXPECT_TRUE(contains(c.err, "the output would replace it")) << c.err;
+    EXPECT_EQ(read_bytes(dir.file("e.raw")), raw) << args;
+    EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
+  }
+  must(dir, "compress l.h5:/ext -o a.dcz -q");  // elsewhere, as before
+}
+
 TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOnesNamed) {
   // Values stored outside the HDF5 file (h5py's external=[...]): HDF5 looks for a relative
   // name in the working directory; dctchop looks beside the file too.

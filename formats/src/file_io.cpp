@@ -885,7 +885,7 @@ void output_file::name_anonymous() {
   // one that appeared since create() is refused rather than overwritten.
   if (link_unnamed(fd_, target_.path)) return;
   if (errno != EEXIST) {
-    throw os_error(display_name(), "link the finished output into");
+    throw os_error(display_name(), "link the finished output into its folder");
   }
   if (!overwrite_) {
     throw error(errc::output_exists, path_ + ": already exists (use -f to overwrite)");
@@ -894,7 +894,7 @@ void output_file::name_anonymous() {
   temp_path_ = create_temp_beside(target_.path, [&](const std::string& candidate) {
     if (link_unnamed(fd_, candidate)) return true;
     if (errno != EEXIST) {
-      throw os_error(display_name(), "link the finished output beside");
+      throw os_error(display_name(), "link the finished output beside the file it replaces");
     }
     return false;
   });
@@ -984,7 +984,10 @@ bool same_output(const std::string& a, const std::string& b) {
     // stdout is redirected to (two outputs into one, the second replacing the first).
     return names_descriptors_file(a == "-" ? b : a, STDOUT_FILENO);
   }
-  if (same_file(a, b)) return true;
+  return same_file(a, b) || same_path(a, b);
+}
+
+bool same_path(const std::string& a, const std::string& b) {
   const auto absolute = [](const std::string& p) {
     std::error_code ec;
     const auto full = std::filesystem::absolute(p, ec);

@@ -674,6 +674,25 @@ void check_not_same(const std::string& input, const std::string& output) {
   }
 }
 
+/** An output that is a file that reading `spec`'s HDF5 dataset `dataset` (as opened: the
+ *  one chosen where none was named) reads besides `spec.path`, which counts as an input too:
+ *  compress -o target.h5 -f of ext.h5:/images, an external link to it, replaced the data. */
+void check_not_read_by(const dataset_spec& spec, const std::string& dataset,
+                       const std::string& name, const std::string& output) {
+  if (spec.kind != file_kind::hdf5 || spec.memory || dataset.empty()) return;
+  dataset_spec d = spec;
+  d.dataset = dataset;
+  for (const auto& f : files_read_by(d)) {
+    if (same_file(f, output) || (output == "-" && is_standard_output(f))) {
+      const std::string why = f + ", which the input " + name +
+                              " reads (an external link's target, external raw data or a "
+                              "virtual dataset's source): the output would replace it";
+      throw error(errc::invalid_argument,
+                  output == "-" ? "standard output is " + why : output + ": is " + why);
+    }
+  }
+}
+
 std::string fmt_db(const std::optional<double>& v) {
   if (!v) return "inf";
   char b[32];
@@ -1070,6 +1089,7 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
   }
   input_source src =
       open_input(read_with_threads_of(be, in, o.threads), o.lay, o.nonfinite_replacement);
+  check_not_read_by(in, src.src->dataset_path(), src.name(), output);
   std::vector<std::string> notes;
   if (!src.src->note().empty()) notes.push_back(src.src->note());
   if (auto n = one_image_note(src, o.lay); !n.empty()) notes.push_back(std::move(n));
@@ -1125,6 +1145,7 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
                                       labels_spec.path);
     }
     labels = open_dataset(labels_spec);
+    check_not_read_by(labels_spec, labels->dataset_path(), labels->name(), output);
     if (!labels_spec.memory && same_file(labels_spec.path, input) &&
         labels->dataset_path() == src.src->dataset_path()) {
       throw error(errc::invalid_argument,
@@ -1246,6 +1267,15 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       if (out.kind != ls.kind || (out.kind != file_kind::hdf5 && !npz_out)) {
         throw error(errc::invalid_argument,
                     o.labels_out + ": the labels and the decoded data cannot share one output");
+      }
+      if (output != "-" && !same_path(output, ls.path)) {
+        // Written into the output's new file, which replaces the output's name alone: the
+        // other name kept the old file, without the labels (exit 0, "labels -> o.npz:y").
+        throw error(errc::invalid_argument,
+                    o.labels_out + ": " + ls.path + " is another name (a hard link) of the " +
+                        "output " + output + ", which is written anew under its own name: " +
+                        "give the labels' output by the same name, " + output + ":" +
+                        (npz_out ? "NAME" : "/DATASET"));
       }
       if (!ls.dataset.empty()) labels_beside = ls.dataset;  // (parse_dataset_spec gave it its '/')
     } else {

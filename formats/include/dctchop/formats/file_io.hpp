@@ -360,4 +360,9 @@ bool names_descriptors_file(const std::string& path, int fd);
  *  is a character device (/dev/null takes both). */
 bool same_output(const std::string& a, const std::string& b);
 
+/** True when `a` and `b` are one name once made absolute, with `.`, `..` and symbolic links
+ *  resolved as far as they exist: out.h5, ./out.h5 and a link to it, but not a hard link,
+ *  whose name stays the old file's when an output is written anew and renamed over the other. */
+bool same_path(const std::string& a, const std::string& b);
+
 }  // namespace dctchop::formats
