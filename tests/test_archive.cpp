@@ -677,10 +677,13 @@ TEST(Archive, AnOutputWhoseFolderIsRemovedMeanwhileSaysSoAndNamesTheFolder) {
   const std::string path = dir.file("sub/a.dcz");
   auto out = output_file::create(path, false);
   out.write("data", 4);
-  if (!std::filesystem::is_empty(dir.file("sub"))) GTEST_SKIP() << "no unnamed temporary files here";
+  if (!std::filesystem::is_empty(dir.file("sub"))) {
+    GTEST_SKIP() << "no unnamed temporary files here";
+  }
   std::filesystem::remove(dir.file("sub"));
   expect_error([&] { out.commit(); }, errc::io,
-               {path, "cannot link the finished output into its folder: No such file or directory"});
+               {path, "cannot link the finished output into its folder: No such file or "
+                      "directory"});
   EXPECT_EQ(dir.entries(), std::vector<std::string>{});
 }
 
