@@ -1674,20 +1674,27 @@ void make_external_h5(const std::string& path, const std::string& raw) {
        H5Dclose, "create");
 }
 
+/** Inputs that read other files: e.h5:/images stores `v` (6x8x8 u8) in the external raw
+ *  file e.raw, and l.h5:/ext is an external link to s.h5:/src, which holds `v`. */
+void make_linked_inputs(const temp_dir& dir, const std::vector<std::uint8_t>& v) {
+  make_external_h5(dir.file("e.h5"), "e.raw");
+  {
+    auto s = h5_create(dir.file("s.h5"));
+    h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
+    auto l = h5_create(dir.file("l.h5"));
+    h5_check(H5Lcreate_external("s.h5", "/src", l.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT),
+             "external link");
+  }
+  write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+}
+
 TEST(Hdf5Cli, StandardErrorOnAFileThatTheDatasetReadsIsRefusedAsOnTheInputItself) {
   // The named input was checked, not the files its dataset reads: an external raw file, an
   // external link's target, a virtual dataset's source. Messages (and --psnr's lines, between
   // passes) went into the data (exit 0, wrong data).
   temp_dir dir;
   const std::vector<std::uint8_t> v(6 * 64, 7);
-  {
-    make_external_h5(dir.file("e.h5"), "e.raw");
-    auto s = h5_create(dir.file("s.h5"));
-    h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
-    auto l = h5_create(dir.file("l.h5"));
-    ASSERT_GE(H5Lcreate_external("s.h5", "/src", l.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
-  }
-  write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+  make_linked_inputs(dir, v);
   const std::string raw = read_bytes(dir.file("e.raw")), src = read_bytes(dir.file("s.h5"));
   for (const std::string args : {"compress e.h5:/images -o a.dcz 2<> e.raw",
                                  "compress e.h5:/images -o a.dcz --psnr 30 2>> e.raw",
@@ -1708,14 +1715,7 @@ TEST(Hdf5Cli, AnOutputOntoAFileThatTheDatasetReadsIsRefusedAsOneOntoTheInput) {
   // original data, gone) with the archive, exit 0.
   temp_dir dir;
   const std::vector<std::uint8_t> v(6 * 64, 7);
-  {
-    make_external_h5(dir.file("e.h5"), "e.raw");
-    auto s = h5_create(dir.file("s.h5"));
-    h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
-    auto l = h5_create(dir.file("l.h5"));
-    ASSERT_GE(H5Lcreate_external("s.h5", "/src", l.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
-  }
-  write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+  make_linked_inputs(dir, v);
   std::filesystem::create_symlink("s.h5", dir.file("via.dcz"));
   save_npy(dir.file("x.npy"), dctchop::dtype::u8, {6, 8, 8}, v);
   const std::string raw = read_bytes(dir.file("e.raw")), src = read_bytes(dir.file("s.h5"));
