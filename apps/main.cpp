@@ -1459,8 +1459,12 @@ int run(int argc, char** argv) {
         };
         try {
           if (regular(STDOUT_FILENO) || regular(STDERR_FILENO)) {
-            also = formats::files_read_by(
-                formats::resolve_by_content(formats::parse_dataset_spec(in)));
+            auto spec = formats::resolve_by_content(formats::parse_dataset_spec(in));
+            // (Where none is named, the one chosen: compress's labels choose by their names.)
+            if (*cmp && &in == &ins.back() && in == c_labels) {
+              spec.purpose = formats::dataset_spec::role::labels;
+            }
+            also = formats::files_read_by(spec);
           }
         } catch (const error&) {
         }

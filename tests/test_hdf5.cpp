@@ -1736,6 +1736,53 @@ TEST(Hdf5Cli, AnOutputOntoAFileThatTheDatasetReadsIsRefusedAsOneOntoTheInput) {
   must(dir, "compress l.h5:/ext -o a.dcz -q");  // elsewhere, as before
 }
 
+/** `path`:/v, a virtual dataset of 6x8x8 u8 whose one source is `file`:`object`. */
+void make_vds(const std::string& path, const char* file, const char* object) {
+  const hsize_t dims[3] = {6, 8, 8}, top[3] = {0, 0, 0};
+  auto f = h5_create(path);
+  h5 vspace(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+  h5 sspace(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+  h5_check(H5Sselect_hyperslab(sspace.get(), H5S_SELECT_SET, top, nullptr, dims, nullptr), "select");
+  h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+  h5_check(H5Pset_virtual(dcpl.get(), vspace.get(), file, object, sspace.get()), "virtual");
+  h5 d(H5Dcreate2(f.get(), "/v", H5T_STD_U8LE, vspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+       H5Dclose, "create");
+}
+
+TEST(Hdf5Cli, FilesReadFurtherOnAreInputsTooChainsOfLinksAndSourcesOfSources) {
+  // Only the first step was looked into: the middle of a chain of external links, a source
+  // of a virtual dataset's source, and a file behind a source that is an external link were
+  // replaced by -o ... -f; and where the dataset was chosen, not named, no file it reads was
+  // looked into for reports and messages (eval ext.h5 1<> target.h5 wrote into it).
+  temp_dir dir;
+  const std::vector<std::uint8_t> v(6 * 64, 7);
+  make_linked_inputs(dir, v);  // l.h5:/ext -> s.h5:/src
+  {
+    auto c = h5_create(dir.file("chain.h5"));
+    h5_check(H5Lcreate_external("l.h5", "/ext", c.get(), "/x", H5P_DEFAULT, H5P_DEFAULT), "link");
+  }
+  make_vds(dir.file("inner.h5"), "s.h5", "/src");
+  make_vds(dir.file("outer.h5"), "inner.h5", "/v");  // outer -> inner -> s.h5
+  make_vds(dir.file("vl.h5"), "l.h5", "/ext");       // vl -> l.h5 (a link) -> s.h5
+  const std::string src = read_bytes(dir.file("s.h5")), link = read_bytes(dir.file("l.h5"));
+  for (const std::string args :
+       {"compress chain.h5:/x -o l.h5 -f", "compress chain.h5 -o s.h5 -f",
+        "compress outer.h5:/v -o s.h5 -f", "compress vl.h5 -o s.h5 -f",
+        "eval chain.h5 --chop 4 1<> l.h5", "eval outer.h5 --chop 4 1<> s.h5",
+        "compress l.h5 -o a.dcz --json >> s.h5", "eval vl.h5 --chop 4 2>> s.h5",
+        "compress chain.h5 -o a.dcz 2>> l.h5"}) {
+    auto c = cli(dir, args);
+    EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
+    EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
+    EXPECT_EQ(read_bytes(dir.file("l.h5")), link) << args;
+  }
+  for (const char* in : {"chain.h5", "outer.h5", "vl.h5"}) {  // elsewhere, as before
+    must(dir, std::string("compress ") + in + " -o a.dcz -f --chop 8 --coeff f32 -q");
+    must(dir, "decompress a.dcz -o a.npy -f -q");
+    EXPECT_EQ(load_npy(dir.file("a.npy")).raw, as_bytes(v)) << in;
+  }
+}
+
 TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOnesNamed) {
   // Values stored outside the HDF5 file (h5py's external=[...]): HDF5 looks for a relative
   // name in the working directory; dctchop looks beside the file too.

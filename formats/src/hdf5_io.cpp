@@ -1523,50 +1523,133 @@ namespace dctchop::formats {
 
 void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
 
-std::vector<std::string> files_read_by(const dataset_spec& spec) {
+namespace {
+
+/** The names by which HDF5 may find `name`, a file named from within `from` (an external
+ *  link's target, a raw file, a virtual dataset's source): as it is (from the working
+ *  folder), and a relative one also beside `from`. */
+std::vector<std::string> names_from(const std::string& name, const std::string& from) {
+  std::vector<std::string> names;
+  if (name.empty() || name == ".") return names;  // (a virtual dataset's "this file")
+  names.push_back(name);
+  const std::filesystem::path folder = std::filesystem::path(from).parent_path();
+  if (name.front() != '/' && !folder.empty()) names.push_back((folder / name).string());
+  return names;
+}
+
+/** files_read_by's walk: the files that reading `object` of `path` reads besides `path`,
+ *  each link of its way followed (external links into the files they name, soft links within
+ *  the file), then the dataset's raw files and virtual sources, each source walked in turn.
+ *  `steps` bounds it, as HDF5 bounds a chain of links (a cycle ends there). */
+void walk_reads(const std::string& path, const std::string& object, std::vector<std::string>& out,
+                int& steps) {
   using detail::h5_id;
-  using detail::quiet_hdf5;
-  std::vector<std::string> out;
-  if (spec.kind != file_kind::hdf5 || spec.dataset.empty() || spec.path == "-" || spec.memory) {
-    return out;
-  }
-  quiet_hdf5 quiet;
-  h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  h5_id d(file.valid() ? H5Dopen2(file.get(), spec.dataset.c_str(), H5P_DEFAULT)
-                       : H5I_INVALID_HID,
-          H5Dclose);
-  if (!d.valid()) {
-    H5Eclear2(H5E_DEFAULT);
-    return out;
-  }
-  const std::filesystem::path folder = std::filesystem::path(spec.path).parent_path();
-  const auto add = [&](const std::string& name) {
-    if (name.empty() || name == ".") return;  // (a virtual dataset's "this file")
-    out.push_back(name);
-    if (name.front() != '/' && !folder.empty()) out.push_back((folder / name).string());
-  };
+  if (--steps < 0) return;
+  h5_id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) return;
   std::vector<char> text(4096);
-  h5_id in(H5Iget_file_id(d.get()), H5Fclose);  // (an external link's target file)
-  if (in.valid()) {
-    const ssize_t n = H5Fget_name(in.get(), text.data(), text.size());
-    if (n > 0) out.emplace_back(text.data(), std::min<std::size_t>(n, text.size() - 1));
+  // The way to the object, a component at a time: where one is a link to elsewhere, the
+  // rest of the way goes on from where it leads.
+  for (std::size_t at = 1; at <= object.size(); ++at) {
+    at = std::min(object.find('/', at), object.size());
+    const std::string part = object.substr(0, at), rest = object.substr(at);
+    H5L_info_t li{};
+    if (H5Lget_info(file.get(), part.c_str(), &li, H5P_DEFAULT) < 0) return;
+    if (li.type == H5L_TYPE_HARD) continue;
+    if (li.u.val_size == 0 || li.u.val_size > text.size() ||
+        H5Lget_val(file.get(), part.c_str(), text.data(), text.size(), H5P_DEFAULT) < 0) {
+      return;
+    }
+    if (li.type == H5L_TYPE_SOFT) {  // a path within this file, from the link's group
+      std::string to(text.data(), strnlen(text.data(), li.u.val_size));
+      if (to.empty()) return;
+      if (to.front() != '/') to = part.substr(0, part.rfind('/') + 1) + to;
+      walk_reads(path, to + rest, out, steps);
+      return;
+    }
+    const char* target_file = nullptr;
+    const char* target_object = nullptr;
+    if (li.type != H5L_TYPE_EXTERNAL ||
+        H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &target_file, &target_object) < 0 ||
+        target_file == nullptr || target_object == nullptr) {
+      return;
+    }
+    const std::string obj = std::string(target_object) + rest;
+    for (const auto& f : names_from(target_file, path)) {
+      out.push_back(f);
+      walk_reads(f, obj, out, steps);
+    }
+    return;
   }
+  h5_id d(H5Dopen2(file.get(), object.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) return;
   h5_id dcpl(H5Dget_create_plist(d.get()), H5Pclose);
-  const int external = dcpl.valid() ? H5Pget_external_count(dcpl.get()) : 0;
+  if (!dcpl.valid()) return;
+  const int external = H5Pget_external_count(dcpl.get());
   for (int i = 0; i < external; ++i) {
     off_t offset = 0;
     hsize_t size = 0;
     if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
                         &size) >= 0) {
-      add(std::string(text.data(), strnlen(text.data(), text.size())));
+      for (const auto& f : names_from(std::string(text.data(), strnlen(text.data(), text.size())), path)) {
+        out.push_back(f);
+      }
     }
   }
   std::size_t sources = 0;
-  if (dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_VIRTUAL &&
-      H5Pget_virtual_count(dcpl.get(), &sources) >= 0) {
-    for (std::size_t i = 0; i < sources; ++i) {
+  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL && H5Pget_virtual_count(dcpl.get(), &sources) >= 0) {
+    std::set<std::pair<std::string, std::string>> walked;  // (a VDS maps many parts of one file)
+    for (std::size_t i = 0; i < sources && steps > 0; ++i) {
       const ssize_t n = H5Pget_virtual_filename(dcpl.get(), i, text.data(), text.size());
-      if (n > 0) add(std::string(text.data(), std::min<std::size_t>(n, text.size() - 1)));
+      if (n <= 0) continue;
+      const std::string name(text.data(), std::min<std::size_t>(n, text.size() - 1));
+      const ssize_t m = H5Pget_virtual_dsetname(dcpl.get(), i, text.data(), text.size());
+      const std::string dset = m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1))
+                                     : std::string();
+      if (!walked.insert({name, dset}).second) continue;
+      if (name == "." && !dset.empty()) {  // a dataset of this same file
+        walk_reads(path, dset, out, steps);
+        continue;
+      }
+      for (const auto& f : names_from(name, path)) {
+        out.push_back(f);
+        // (A pattern's source, %b, names no one file: it has no further reads to find.)
+        if (!dset.empty() && name.find('%') == std::string::npos) walk_reads(f, dset, out, steps);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> files_read_by(const dataset_spec& spec) {
+  using detail::quiet_hdf5;
+  std::vector<std::string> out;
+  if (spec.kind != file_kind::hdf5 || spec.path == "-" || spec.memory) return out;
+  std::string object = spec.dataset;
+  if (object.empty()) {  // the one the reader chooses (for spec.purpose)
+    try {
+      object = open_dataset(spec)->dataset_path();
+    } catch (const error&) {
+      return out;
+    }
+  }
+  if (object.empty()) return out;
+  if (object.front() != '/') object = "/" + object;
+  quiet_hdf5 quiet;
+  int steps = 64;  // files and links visited at most (HDF5 follows 16 links a way by default)
+  walk_reads(spec.path, object, out, steps);
+  {
+    // And the file the dataset is in, as HDF5 found it (HDF5_EXT_PREFIX may lead elsewhere).
+    using detail::h5_id;
+    h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    h5_id d(file.valid() ? H5Dopen2(file.get(), object.c_str(), H5P_DEFAULT) : H5I_INVALID_HID,
+            H5Dclose);
+    h5_id in(d.valid() ? H5Iget_file_id(d.get()) : H5I_INVALID_HID, H5Fclose);
+    std::vector<char> text(4096);
+    if (in.valid()) {
+      const ssize_t n = H5Fget_name(in.get(), text.data(), text.size());
+      if (n > 0) out.emplace_back(text.data(), std::min<std::size_t>(n, text.size() - 1));
     }
   }
   H5Eclear2(H5E_DEFAULT);

@@ -121,11 +121,13 @@ class sample_source {
  *  open_dataset() does it too. */
 dataset_spec resolve_by_content(const dataset_spec& spec);
 
-/** The files besides `spec.path` that reading its HDF5 dataset reads: the file an external
- *  link leads to, the dataset's external raw files, a virtual dataset's source files (a
- *  relative name both beside the file and from here, as HDF5 may look in either). For the
- *  command's check that no message or report is written into one. Best effort and quiet:
- *  none for other formats, a dataset not named, or a file that does not open. */
+/** The files besides `spec.path` that reading its HDF5 dataset (the one named, else the one
+ *  open_dataset chooses for spec.purpose) reads: each file an external link on the way leads
+ *  to (a chain of them too), the dataset's external raw files, a virtual dataset's source
+ *  files and in turn the files each source reads (a relative name both beside the file that
+ *  names it and from here, as HDF5 may look in either). For the commands' check that no
+ *  output, report or message is written into one. Best effort and quiet: none for other
+ *  formats, or a file or dataset that does not open. */
 std::vector<std::string> files_read_by(const dataset_spec& spec);
 
 /** Open a dataset for reading. Errors name the file and dataset: missing file (io), missing
