@@ -1755,8 +1755,8 @@ int run(int argc, char** argv) {
         auto ct = parse_coeff_type(s);
         if (!ct) {  // (in compress's words: coeff_name)
           throw error(errc::invalid_argument,
-                      "--coeff " + s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, "
-                                       "float32, int16 too)");
+                      "--coeff: " + s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, "
+                                        "float32, int16 too)");
         }
         add_once(o.coeffs, *ct);
       }

@@ -888,6 +888,9 @@ TEST(Cli, InfoOfAnotherWritersArchiveWithoutItsInformativeFieldsDescribesItFromT
     EXPECT_NE(t.out.find("SSIM not recorded, RMSE not recorded, NRMSE not recorded, max error "
                          "not recorded\n"),
               std::string::npos) << t.out;
+    // And --json's reason for no SSIM: not recorded, not "off" (--no-ssim).
+    const json j = parse_json(cli(dir, "info q.dcz --json").out);
+    EXPECT_EQ(j.at("quality").at("ssim_status"), "not_recorded") << j.dump();
   }
 }
 

@@ -464,7 +464,17 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       // The command line takes "uint8" and "nhwc"; the spec's header spells "u8" and "NHW"
       {"a dtype in another spelling",
        with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "uint8"; }), errc::corrupt,
-       "header names an unknown type, \"uint8\" (ARCHIVE.md spells i8, u8, "},
+       "header names an unknown dtype, \"uint8\" (ARCHIVE.md spells i8, u8, "},
+      // A member of another JSON type: named ("header: type must be string, but is number").
+      {"a layout that is a number",
+       with_header(bytes_, [](nlohmann::json& j) { j["layout"] = 5; }), errc::corrupt,
+       "header member layout: type must be string, but is number"},
+      {"a block that is text",
+       with_header(bytes_, [](nlohmann::json& j) { j["codec"]["block"] = "8"; }), errc::corrupt,
+       "header member codec.block: expected an integer in range"},
+      {"a codec that is a list",
+       with_header(bytes_, [](nlohmann::json& j) { j["codec"] = nlohmann::json::array(); }),
+       errc::corrupt, "header member codec: not an object"},
       // A type no spelling of ours names is a newer writer's: upgrade, not corrupt.
       {"a dtype of a newer writer",
        with_header(bytes_, [](nlohmann::json& j) { j["dtype"] = "f8e4m3"; }),

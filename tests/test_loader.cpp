@@ -652,6 +652,12 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
     dctchop::test::expect_error([&] { loaders::loader_state::from_json(bad); },
                                 errc::invalid_argument, {"not a loader state"});
   }
+  // JSON, but nested deeper than any state (or archive) is: said so, not "not JSON".
+  const std::string deep = R"({"x":)" + std::string(256, '[') + std::string(256, ']') + "}";
+  dctchop::test::expect_error([&] { loaders::loader_state::from_json(deep); },
+                              errc::invalid_argument,
+                              {"not a loader state",
+                               "nests arrays and objects more than 256 deep"});
 }
 
 }  // namespace

@@ -263,20 +263,35 @@ auto parse_exact(const nlohmann::json& v, Parse parse) {
 
 archive_header header_from_json(const nlohmann::json& j, const std::string& file) {
   archive_header h;
+  std::string where;  // the member read last: a message about its value or type names it
+  const auto m = [&](const nlohmann::json& o, const char* key,
+                     const char* within = "") -> const nlohmann::json& {
+    if (!o.is_object()) {  // ("cannot use at() with array", nlohmann said)
+      where.assign(within, std::strlen(within) - 1);
+      throw std::out_of_range("not an object");
+    }
+    where = std::string(within) + key;
+    return o.at(key);
+  };
   try {
-    if (j.at("format").get<std::string>() != "dctchop-archive") corrupt(file, "header format");
+    if (m(j, "format").get<std::string>() != "dctchop-archive") {
+      corrupt(file, "header member format is " + shown_value(j.at("format")) +
+                        ", not \"dctchop-archive\"");
+    }
     // Required, though readers go by the preamble's version.
-    if (json_integers<u64>(j.at("version")).size() != 2) corrupt(file, "header version is not [major, minor]");
-    auto t = parse_exact(j.at("dtype"), parse_dtype);
-    auto l = parse_exact(j.at("layout"), parse_layout);
-    const auto& c = j.at("codec");
-    if (const auto tr = c.at("transform").get<std::string>(); tr != k_transform) {
+    if (json_integers<u64>(m(j, "version")).size() != 2) {
+      corrupt(file, "header version is not [major, minor]");
+    }
+    auto t = parse_exact(m(j, "dtype"), parse_dtype);
+    auto l = parse_exact(m(j, "layout"), parse_layout);
+    const auto& c = m(j, "codec");
+    if (const auto tr = m(c, "transform", "codec.").get<std::string>(); tr != k_transform) {
       // A later writer's transform: decoding it as this one would give wrong data silently.
       throw error(errc::unsupported_version,
                   file + ": codec transform " + json_text(tr.substr(0, 60)) +
                       " is not one this dctchop decodes (" + k_transform + "); upgrade dctchop");
     }
-    auto ct = parse_exact(c.at("coeff"), parse_coeff_type);
+    auto ct = parse_exact(m(c, "coeff", "codec."), parse_coeff_type);
     // A name that no spelling of ours matches is a later writer's type (f16 data was new on
     // 2026-12-03); one of ours spelled otherwise ("uint8") breaks the spec.
     auto newer = [&](const nlohmann::json& v, const char* what, bool known, const char* ours) {
@@ -285,10 +300,10 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
                                                  " is not one this dctchop knows (" + ours +
                                                  "); upgrade dctchop");
     };
-    if (!t) newer(j.at("dtype"), "dtype", parse_dtype(j.at("dtype").get<std::string>()).has_value(),
+    if (!t) newer(m(j, "dtype"), "dtype", parse_dtype(m(j, "dtype").get<std::string>()).has_value(),
                   k_dtype_names);
-    if (!ct) newer(c.at("coeff"), "coefficient type",
-                   parse_coeff_type(c.at("coeff").get<std::string>()).has_value(),
+    if (!ct) newer(m(c, "coeff", "codec."), "coefficient type",
+                   parse_coeff_type(m(c, "coeff", "codec.").get<std::string>()).has_value(),
                    "f16, bf16, f32, i16");
     // One of ours in another spelling ("uint8", "nhw"), or a layout that is none (a new
     // layout would need a new geometry, and a new version).
@@ -296,38 +311,39 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
       corrupt(file, "header names an unknown " + std::string(what) + ", " + shown_value(v) +
                         " (ARCHIVE.md spells " + spelled + ")");
     };
-    if (!t) unknown(j.at("dtype"), "type", k_dtype_names);
-    if (!ct) unknown(c.at("coeff"), "coefficient type", "f16, bf16, f32, i16");
-    if (!l || *l == layout::automatic) unknown(j.at("layout"), "layout", "HW, NHW, NHWC, NCHW");
+    if (!t) unknown(m(j, "dtype"), "dtype", k_dtype_names);
+    if (!ct) unknown(m(c, "coeff", "codec."), "coefficient type", "f16, bf16, f32, i16");
+    if (!l || *l == layout::automatic) unknown(m(j, "layout"), "layout", "HW, NHW, NHWC, NCHW");
     h.type = *t;
-    auto shape = json_integers<u64>(j.at("shape"));
+    auto shape = json_integers<u64>(m(j, "shape"));
     for (u64 d : shape) {
       if (d > (u64(1) << 40)) corrupt(file, "header shape has an absurd axis");
     }
     h.geom = resolve_layout(shape, *l);
-    if (json_integer<u64>(j.at("samples")) != h.geom.samples ||
-        json_integer<u64>(j.at("planes")) != h.geom.planes ||
-        json_integer<u64>(j.at("height")) != h.geom.height ||
-        json_integer<u64>(j.at("width")) != h.geom.width) {
+    if (json_integer<u64>(m(j, "samples")) != h.geom.samples ||
+        json_integer<u64>(m(j, "planes")) != h.geom.planes ||
+        json_integer<u64>(m(j, "height")) != h.geom.height ||
+        json_integer<u64>(m(j, "width")) != h.geom.width) {
       corrupt(file, "header geometry disagrees with its shape");
     }
-    h.codec.block = json_integer<int>(c.at("block"));
-    h.codec.chop = json_integer<int>(c.at("chop"));
+    h.codec.block = json_integer<int>(m(c, "block", "codec."));
+    h.codec.chop = json_integer<int>(m(c, "chop", "codec."));
     h.codec.coeff = *ct;
-    h.codec.offset = c.at("offset").get<double>();
+    h.codec.offset = m(c, "offset", "codec.").get<double>();
     validate(h.codec);
     // Bounded so that no product of samples and bytes per sample can overflow: every check
     // of a chunk's or a range's size relies on it.
     if (const std::string why = archive_limit_passed(h.geom, &h.codec); !why.empty()) {
       corrupt(file, "header describes " + why);
     }
-    auto cp = json_integers<u64>(c.at("coeff_plane"));
+    auto cp = json_integers<u64>(m(c, "coeff_plane", "codec."));
     auto expect = coeff_shape(h.codec, h.geom.height, h.geom.width);
     if (cp.size() != 2 || cp[0] != expect.rows || cp[1] != expect.cols ||
-        json_integer<u64>(c.at("coeff_bytes_per_sample")) != h.coeff_bytes_per_sample()) {
+        json_integer<u64>(m(c, "coeff_bytes_per_sample", "codec.")) !=
+            h.coeff_bytes_per_sample()) {
       corrupt(file, "header coefficient plane disagrees with block, chop and shape");
     }
-    h.samples_per_chunk = json_integer<u64>(j.at("chunking").at("samples_per_chunk"));
+    h.samples_per_chunk = json_integer<u64>(m(m(j, "chunking"), "samples_per_chunk", "chunking."));
     // Readers size their chunk buffers by it, for the coefficients and for the decoded
     // samples: no more samples than there are, and no chunk of several samples above 16 GiB
     // of coefficients or 1 GiB decoded (a writer's chunks are at most 4 GiB and 64 MiB, or
@@ -350,9 +366,9 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
                         "and 1 GiB decoded");
     }
     // Checked against the preamble's by the reader.
-    h.alignment = json_integer<std::uint32_t>(j.at("chunking").at("alignment"));
+    h.alignment = json_integer<std::uint32_t>(m(m(j, "chunking"), "alignment", "chunking."));
     if (j.at("chunking").contains("side_bytes")) {
-      h.side_bytes = json_integer<u64>(j.at("chunking").at("side_bytes"));
+      h.side_bytes = json_integer<u64>(m(m(j, "chunking"), "side_bytes", "chunking."));
     }
     if (j.contains("provenance")) h.provenance = j.at("provenance");
     if (j.contains("nonfinite")) {
@@ -375,9 +391,9 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    corrupt(file, "header: " + json_error_text(e));
+    corrupt(file, "header" + (where.empty() ? "" : " member " + where) + ": " + json_error_text(e));
   } catch (const std::out_of_range& e) {
-    corrupt(file, std::string("header: ") + e.what());
+    corrupt(file, "header" + (where.empty() ? "" : " member " + where) + ": " + e.what());
   } catch (const error& e) {
     if (e.code() == errc::corrupt || e.code() == errc::unsupported_version) throw;
     corrupt(file, std::string("header: ") + e.what());

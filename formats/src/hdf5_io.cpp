@@ -1570,7 +1570,8 @@ void walk_reads(const std::string& path, const std::string& object, std::vector<
     const char* target_file = nullptr;
     const char* target_object = nullptr;
     if (li.type != H5L_TYPE_EXTERNAL ||
-        H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &target_file, &target_object) < 0 ||
+        H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &target_file,
+                            &target_object) < 0 ||
         target_file == nullptr || target_object == nullptr) {
       return;
     }
@@ -1591,9 +1592,8 @@ void walk_reads(const std::string& path, const std::string& object, std::vector<
     hsize_t size = 0;
     if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
                         &size) >= 0) {
-      for (const auto& f : names_from(std::string(text.data(), strnlen(text.data(), text.size())), path)) {
-        out.push_back(f);
-      }
+      const std::string name(text.data(), strnlen(text.data(), text.size()));
+      for (const auto& f : names_from(name, path)) out.push_back(f);
     }
   }
   std::size_t sources = 0;
@@ -1604,8 +1604,8 @@ void walk_reads(const std::string& path, const std::string& object, std::vector<
       if (n <= 0) continue;
       const std::string name(text.data(), std::min<std::size_t>(n, text.size() - 1));
       const ssize_t m = H5Pget_virtual_dsetname(dcpl.get(), i, text.data(), text.size());
-      const std::string dset = m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1))
-                                     : std::string();
+      const std::string dset =
+          m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1)) : "";
       if (!walked.insert({name, dset}).second) continue;
       if (name == "." && !dset.empty()) {  // a dataset of this same file
         walk_reads(path, dset, out, steps);

@@ -1528,6 +1528,8 @@ ssim_status recorded_ssim_status(const nlohmann::json& info) {
     return j[key].get<double>();
   };
   if (number(q, "ssim")) return ssim_status::measured;
+  // (dctchop writes "ssim": null where there is none; left out, it is not known why.)
+  if (!q.contains("ssim")) return ssim_status::not_recorded;
   if (number(q, "range").value_or(1) == 0) return ssim_status::constant;
   if (number(info, "height").value_or(0) < 7 || number(info, "width").value_or(0) < 7)
     return ssim_status::small_planes;

@@ -131,8 +131,9 @@ constexpr ssim_status_texts k_ssim_status[] = {
     {"other_range",
      "the original's range is not the one recorded with the archive, which SSIM was measured with",
      "original's range is not the recorded one"},
+    {"not_recorded", "the archive's quality figures do not record SSIM", "not recorded"},
 };
-static_assert(std::size(k_ssim_status) == static_cast<std::size_t>(ssim_status::other_range) + 1);
+static_assert(std::size(k_ssim_status) == static_cast<std::size_t>(ssim_status::not_recorded) + 1);
 
 const ssim_status_texts& texts_of(ssim_status s) noexcept {
   return k_ssim_status[static_cast<int>(s)];

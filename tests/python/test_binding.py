@@ -126,6 +126,15 @@ def check_python_habits(d, back, y):
     raises(ValueError, lambda: l8.restore(st), "batch_size 4", "batch_size 8")
     raises(TypeError, lambda: l8.restore("garbage"), "the dict that state() returned")
     raises(ValueError, lambda: l8.restore({"epoch": 0}), "not a loader state", "position")
+    # Nested past any state: said so (not "this is not JSON"), deeper than Python's json
+    # goes too (a bare RecursionError).
+    nested = []
+    for _ in range(255):
+        nested = [nested]
+    raises(ValueError, lambda: l8.restore(dict(st, x=nested)), "more than 256 deep")
+    for _ in range(5000):
+        nested = [nested]
+    raises(ValueError, lambda: l8.restore(dict(st, x=nested)), "more than 256 deep")
     raises(ValueError, lambda: l4.restore(dict(st, position=99)), "batch 99")
     # PyTorch's checkpoint names: state_dict() and load_state_dict() are state() and restore().
     again = dctchop.Loader(path, batch_size=4, seed=3)

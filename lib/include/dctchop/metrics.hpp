@@ -22,10 +22,11 @@ enum class ssim_status {
   small_planes,  ///< no plane of at least 7x7
   constant,      ///< float data of range 0 not decoded exactly: SSIM is 0/0
   other_range,   ///< figures at the data's own range, which is not the R that SSIM was given
+  not_recorded,  ///< an archive's quality figures leave it out (another writer's, say)
 };
 
-/** "measured", "off", "no_range", "small_planes", "constant", "other_range" (the JSON
- *  reports' words). */
+/** "measured", "off", "no_range", "small_planes", "constant", "other_range", "not_recorded"
+ *  (the JSON reports' words). */
 const char* to_string(ssim_status s) noexcept;
 
 /** Why there is no SSIM, as a phrase for messages ("the planes are smaller than 7x7"). */

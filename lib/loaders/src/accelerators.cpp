@@ -291,7 +291,13 @@ void cs2_worker_feed::load_state_dict(const std::string& text) {
   loader_state s;
   try {
     std::string twice;
-    j = formats::parse_json_naming_once(text, twice);
+    bool deep = false;
+    j = formats::parse_json_naming_once(text, twice, nullptr, &deep);
+    if (deep) {
+      throw error(errc::invalid_argument,
+                  "not a CS-2 feed state: it nests arrays and objects more than " +
+                      std::to_string(formats::max_json_depth) + " deep");
+    }
     if (j.is_discarded()) throw error(errc::invalid_argument, "not a CS-2 feed state: not JSON");
     if (!twice.empty()) {
       throw error(errc::invalid_argument, "not a CS-2 feed state: it names " + twice + " twice");

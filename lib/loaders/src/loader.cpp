@@ -90,7 +90,13 @@ loader_state loader_state::from_json(const std::string& text) {
   const char* expected =
       "not a loader state (expected the JSON object that state() gives: epoch, position, seed";
   std::string twice;
-  const nlohmann::json j = formats::parse_json_naming_once(text, twice);
+  bool deep = false;
+  const nlohmann::json j = formats::parse_json_naming_once(text, twice, nullptr, &deep);
+  if (deep) {
+    throw error(errc::invalid_argument,
+                std::string(expected) + "; this nests arrays and objects more than " +
+                    std::to_string(formats::max_json_depth) + " deep)");
+  }
   if (j.is_discarded()) {
     throw error(errc::invalid_argument, std::string(expected) + "; this is not JSON)");
   }

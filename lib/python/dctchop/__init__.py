@@ -541,8 +541,13 @@ class _Batches:
         if not isinstance(state, dict):
             raise TypeError(f"restore takes the dict that state() returned, not {type(state).__name__}")
         # Values that went through NumPy (np.savez and np.load) are NumPy scalars or 0-d arrays.
-        self._l.restore(json.dumps({k: v.item() if isinstance(v, (np.generic, np.ndarray)) and
-                                    np.ndim(v) == 0 else v for k, v in state.items()}))
+        try:
+            text = json.dumps({k: v.item() if isinstance(v, (np.generic, np.ndarray)) and
+                               np.ndim(v) == 0 else v for k, v in state.items()})
+        except RecursionError:  # (lists in lists, deeper than Python's json goes)
+            raise _bad_argument("not a loader state: it nests lists and dicts more than 256 "
+                                "deep") from None
+        self._l.restore(text)
         self._resumed = True
 
     def set_epoch(self, epoch):
