@@ -660,6 +660,44 @@ TEST(Archive, AFinishWithSamplesMissingThrowsAndLeavesNoFileBehind) {
   EXPECT_TRUE(dir.entries().empty()) << "left: " << (dir.entries().empty() ? "" : dir.entries()[0]);
 }
 
+TEST(Archive, WriterRefusesAHeaderOrAnIndexThatReadersWouldRefuseAndWritesNothing) {
+  // It finished archives that its reader then called corrupt (or "upgrade dctchop").
+  temp_dir dir;
+  const std::string path = dir.file("a.dcz");
+  struct bad_header {
+    void (*edit)(archive_header&);
+    const char* text;
+  };
+  for (const auto& c : std::vector<bad_header>{
+           {[](archive_header& h) { h.samples_per_chunk = 11; },
+            "samples_per_chunk 11 is out of range (1..10 samples"},
+           {[](archive_header& h) { h.geom.lay = layout::automatic; }, "unknown layout"},
+           {[](archive_header& h) { h.type = static_cast<dtype>(42); }, "dtype"},
+           {[](archive_header& h) { h.codec.coeff = static_cast<coeff_type>(9); },
+            "coefficient type 9"}}) {
+    archive_header h = test_header();
+    c.edit(h);
+    expect_error([&] { archive_writer w(output_file::create(path, false), h); },
+                 errc::invalid_argument, {path, c.text});
+    EXPECT_EQ(dir.entries(), std::vector<std::string>{});
+  }
+  const archive_header h = test_header();
+  const auto coeffs = pattern_bytes(10, h.coeff_bytes_per_sample());
+  for (const nlohmann::json& extra :
+       {nlohmann::json{{"quality", {{"psnr_db", "high"}}}}, nlohmann::json{{"input_bytes", -1}},
+        nlohmann::json{{"quality", 5}}, nlohmann::json::array()}) {
+    archive_writer w(output_file::create(path, false), h);
+    const u64 cb = h.coeff_bytes_per_sample();
+    for (u64 first = 0; first < 10; first += 3) {
+      const u64 n = std::min<u64>(3, 10 - first);
+      w.write_chunk(first, n, std::span<const std::byte>(coeffs.data() + first * cb, n * cb));
+    }
+    w.set_footer_extra(extra);
+    expect_error([&] { w.finish(); }, errc::invalid_argument, {path});
+  }
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{});
+}
+
 TEST(Archive, WriterRefusesAnExistingOutputAndLeavesItUntouched) {
   temp_dir dir;
   const std::string path = dir.file("a.dcz");

@@ -724,6 +724,20 @@ TEST(Backends, AMutableViewEncodesAsItsConstViewAndAShortBufferIsTheCallersMista
                      errc::invalid_argument, {"coefficient buffer too small"});
   test::expect_error([&] { be->decode(p, short_span, make_view(g, dtype::u8, x.data(), 2)); },
                      errc::invalid_argument, {"coefficient buffer too small"});
+  // A span of a null pointer and the right size crashed the encode; enums out of range (a
+  // cast) were stored as f16 (a coefficient type) or called a library bug (a dtype).
+  const std::span<std::byte> null_span(static_cast<std::byte*>(nullptr), a.size());
+  test::expect_error([&] { be->encode(p, make_view(g, dtype::u8, x.data(), 2), null_span); },
+                     errc::invalid_argument, {"null coefficient buffer"});
+  codec_params bad = p;
+  bad.coeff = static_cast<coeff_type>(9);
+  test::expect_error([&] { validate(bad); }, errc::invalid_argument,
+                     {"coefficient type 9 is not one of f16, bf16, f32, i16"});
+  test::expect_error([&] { be->encode(bad, make_view(g, dtype::u8, x.data(), 2), a); },
+                     errc::invalid_argument, {"coefficient type 9"});
+  test::expect_error(
+      [&] { be->encode(p, make_view(g, static_cast<dtype>(42), x.data(), 2), a); },
+      errc::invalid_argument, {"dtype 42 is not one dctchop knows"});
 }
 
 TEST(Backends, CudaIsAnExplicitErrorWithoutTheBackendBuiltOrADevice) {

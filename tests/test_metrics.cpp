@@ -19,6 +19,7 @@
 #include "dctchop/metrics.hpp"
 #include "isa.hpp"
 #include "metric_kernels.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -644,6 +645,33 @@ TEST(QualityAccumulator, ViewsOfOtherSampleCountsOrOfAnotherDtypeAreRefusedNotRe
   } catch (const error& e) {
     EXPECT_STREQ(e.what(), "quality_accumulator: the views are u8, the accumulator measures f32");
   }
+}
+
+TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
+  // A NaN in the decoded copy (an archive's NaN coefficient decodes to NaN) counted the
+  // sample as lossless; a null view crashed; a merge of two ranges mixed SSIM constants.
+  std::vector<float> a(64, 0.5f), b(64, 0.5f);
+  b[3] = std::numeric_limits<float>::quiet_NaN();
+  b[9] = 1.5f;
+  const geometry g{layout::hw, 1, 1, 8, 8};
+  const auto va = make_view(g, dtype::f32, static_cast<const void*>(a.data()), 1);
+  const auto vb = make_view(g, dtype::f32, static_cast<const void*>(b.data()), 1);
+  quality_accumulator q(dtype::f32, 1.0, true);
+  test::expect_error([&] { q.add(va, vb); }, errc::bad_input,
+                     {"sample 0 of the measured data has a NaN error"});
+  EXPECT_EQ(q.result().samples, 0u);
+  EXPECT_EQ(q.result().lossless_samples, 0u);
+  // An Inf is a figure all the same: an infinite error, no lossless sample.
+  b[3] = std::numeric_limits<float>::infinity();
+  q.add(va, vb);
+  EXPECT_EQ(q.result().lossless_samples, 0u);
+  const auto null = make_view(g, dtype::f32, static_cast<const void*>(nullptr), 1);
+  test::expect_error([&] { q.add(null, null); }, errc::invalid_argument,
+                     {"empty or null sample view"});
+  quality_accumulator other(dtype::f32, 1000.0, true);
+  other.add(va, va);
+  test::expect_error([&] { q.merge(other); }, errc::invalid_argument,
+                     {"merging different settings"});
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "dctchop/codec.hpp"
+#include "dctchop/formats/archive.hpp"
 #include "test_util.hpp"
 
 namespace dctchop {
@@ -200,6 +203,45 @@ TEST(NonFinite, AFirstSampleAllNanTakesItsReplacementAsTheAutomaticOffset) {
   EXPECT_NEAR(auto_psnr, given_psnr, 1e-9);
   // The mean offset likewise (it averages the same values).
   EXPECT_EQ(psnr_and_offset("--offset mean").second, 300.0);
+}
+
+TEST(NonFinite, VerifyNamesTheSideThatHoldsTheNanTheOriginalOrTheArchive) {
+  // An original with a NaN against an archive of clean data: the original is not what it
+  // was made from (exit 3). An archive whose coefficient is NaN (no dctchop writer stores
+  // one) against a clean original: the archive, corrupt (exit 4); it blamed the original.
+  temp_dir dir;
+  const std::vector<float> clean = test::smooth_f32_nhw(1, 8, 8);
+  test::save_npy(dir.file("clean.npy"), dtype::f32, {1, 8, 8}, clean);
+  std::vector<float> dirty = clean;
+  dirty[9] = std::numeric_limits<float>::quiet_NaN();
+  test::save_npy(dir.file("dirty.npy"), dtype::f32, {1, 8, 8}, dirty);
+  ASSERT_EQ(cli(dir, "compress clean.npy -o a.dcz -q --chop 8 --coeff f32").status, 0);
+  auto orig = cli(dir, "verify a.dcz --against dirty.npy");
+  EXPECT_EQ(orig.status, 3) << describe(orig);
+  EXPECT_NE(orig.err.find("dirty.npy: sample 0 holds a NaN or Inf, which a.dcz cannot have been "
+                          "made from"),
+            std::string::npos) << orig.err;
+  {
+    formats::archive_header h;
+    h.type = dtype::f32;
+    const std::vector<std::uint64_t> shape{1, 8, 8};
+    h.geom = resolve_layout(shape, layout::nhw);
+    h.codec = {8, 8, coeff_type::f32, 0.0};
+    h.samples_per_chunk = 1;
+    std::vector<float> c(64);
+    make_backend(backend_kind::cpu, {1})
+        ->encode(h.codec, make_view(h.geom, dtype::f32, static_cast<const void*>(clean.data()), 1),
+                 std::as_writable_bytes(std::span<float>(c)));
+    c[5] = std::numeric_limits<float>::quiet_NaN();
+    formats::archive_writer w(formats::output_file::create(dir.file("nan.dcz"), false), h);
+    w.write_chunk(0, 1, std::as_bytes(std::span<const float>(c)));
+    w.finish();
+  }
+  auto arch = cli(dir, "verify nan.dcz --against clean.npy");
+  EXPECT_EQ(arch.status, 4) << describe(arch);
+  EXPECT_NE(arch.err.find("nan.dcz: corrupt archive: sample 0 decodes to NaN or Inf values"),
+            std::string::npos) << arch.err;
+  EXPECT_EQ(arch.err.find("clean.npy"), std::string::npos) << arch.err;
 }
 
 TEST(NonFinite, ReplaceWorksFromStdinAndInEval) {

@@ -558,9 +558,48 @@ bool side_array_well_formed(const side_array_info& s, u64 samples) {
 
 }  // namespace
 
+namespace {
+
+/** What is wrong with a footer's informative members (ARCHIVE.md), as the end of a message
+ *  that begins "index" ("" when nothing): nonfinite_replaced a count (and there where the
+ *  header has a replacement), input_bytes a count, quality figures numbers, flags or null.
+ *  The reader's rules, which the writer checks before it writes them. */
+std::string footer_extra_problem(const nlohmann::json& f, bool replacement) {
+  try {
+    if (f.contains("nonfinite_replaced") || replacement) {
+      (void)json_integer<u64>(f.at("nonfinite_replaced"));  // required with header "nonfinite"
+    }
+    if (f.contains("input_bytes")) {  // optional, informative: a count all the same
+      (void)json_integer<u64>(f.at("input_bytes"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return ": " + json_error_text(e);
+  } catch (const std::invalid_argument& e) {
+    return std::string(": ") + e.what();
+  } catch (const std::out_of_range& e) {
+    return std::string(": ") + e.what();
+  }
+  // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR).
+  if (f.contains("quality")) {
+    const auto& q = f.at("quality");
+    bool ok = q.is_object();
+    if (ok) {
+      for (const auto& [key, v] : q.items()) ok &= v.is_number() || v.is_boolean() || v.is_null();
+    }
+    if (!ok) return " quality figures are malformed";
+  }
+  return {};
+}
+
+}  // namespace
+
 archive_writer::archive_writer(output_file out, archive_header header)
     : out_(std::move(out)), header_(std::move(header)) {
-  validate(header_.codec);
+  try {
+    validate(header_.codec);
+  } catch (const error& e) {
+    throw error(e.code(), out_.display_name() + ": " + e.what());
+  }
   // (What the reader refuses, refused before anything is written.)
   const geometry& g = header_.geom;
   if (g.samples == 0 || g.planes == 0 || g.height == 0 || g.width == 0) {
@@ -574,6 +613,20 @@ archive_writer::archive_writer(output_file out, archive_header header)
   header_.minor = archive_minor;
   header_.alignment = archive_alignment;
   const std::string text = json_text(header_.to_json());
+  try {
+    (void)parse_archive_header(text, "");  // every rule a reader keeps (one writer, one reader)
+  } catch (const error& e) {
+    // ": corrupt archive: samples_per_chunk 5 is out of range (1..2 samples, ...)"
+    std::string why = e.what();
+    for (const std::string tag : {": corrupt archive: ", ": "}) {
+      if (why.rfind(tag, 0) == 0) {
+        why.erase(0, tag.size());
+        break;
+      }
+    }
+    throw error(errc::invalid_argument,
+                out_.display_name() + ": not written, as readers would refuse its header: " + why);
+  }
   unsigned char pre[k_preamble] = {};
   std::memcpy(pre, k_magic.data(), 8);
   put_u16(pre + 8, archive_major);
@@ -690,6 +743,17 @@ void archive_writer::finish() {
     throw error(errc::invalid_argument, out_.display_name() + ": finished with " +
                                     std::to_string(next_sample_) + " of " +
                                     std::to_string(header_.geom.samples) + " samples written");
+  }
+  if (!footer_extra_.is_null() && !footer_extra_.is_object()) {
+    throw error(errc::invalid_argument, out_.display_name() + ": the footer's extra members " +
+                                            "are not a JSON object");
+  }
+  if (const std::string p = footer_extra_problem(
+          footer_extra_.is_object() ? footer_extra_ : nlohmann::json::object(),
+          header_.nonfinite_replacement.has_value() && is_float(header_.type));
+      !p.empty()) {
+    throw error(errc::invalid_argument,
+                out_.display_name() + ": not finished, as readers would refuse its index" + p);
   }
   const u64 footer_offset = out_.position();
   u64 footer_bytes = 0;
@@ -1022,22 +1086,9 @@ void archive_reader::parse_footer(const std::string& text) {
         sides.push_back(std::move(s));
       }
     }
-    if (f.contains("nonfinite_replaced") || header_.nonfinite_replacement) {
-      (void)json_integer<u64>(f.at("nonfinite_replaced"));  // required with header "nonfinite"
-    }
-    if (f.contains("input_bytes")) {  // optional, informative: a count all the same
-      (void)json_integer<u64>(f.at("input_bytes"));
-    }
-    // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR).
-    if (f.contains("quality")) {
-      const auto& q = f.at("quality");
-      bool ok = q.is_object();
-      if (ok) {
-        for (const auto& [key, v] : q.items()) {
-          ok &= v.is_number() || v.is_boolean() || v.is_null();
-        }
-      }
-      if (!ok) corrupt(name, "index quality figures are malformed");
+    if (const std::string p = footer_extra_problem(f, header_.nonfinite_replacement.has_value());
+        !p.empty()) {
+      corrupt(name, "index" + p);
     }
   } catch (const nlohmann::json::exception& e) {
     corrupt(name, "index: " + json_error_text(e));

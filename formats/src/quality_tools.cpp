@@ -24,6 +24,27 @@ using namespace detail;
 
 namespace {
 
+/** Whether the `bytes` bytes at `p`, values of `type` in native order, are all finite
+ *  (integers always are). */
+bool all_finite(const std::byte* p, u64 bytes, dtype type) {
+  const auto each = [&](auto zero, auto finite) {
+    using T = decltype(zero);
+    for (u64 at = 0; at + sizeof(T) <= bytes; at += sizeof(T)) {
+      T v;
+      std::memcpy(&v, p + at, sizeof v);
+      if (!finite(v)) return false;
+    }
+    return true;
+  };
+  switch (type) {
+    case dtype::f16:  // all exponent bits set: Inf or NaN
+      return each(std::uint16_t{}, [](std::uint16_t v) { return (v & 0x7c00u) != 0x7c00u; });
+    case dtype::f32: return each(0.0f, [](float v) { return std::isfinite(v); });
+    case dtype::f64: return each(0.0, [](double v) { return std::isfinite(v); });
+    default: return true;
+  }
+}
+
 /** A measured figure and the gate it failed, as text: the gate as the shortest number that
  *  reads back as it, the figure with at least `digits` significant digits and more where
  *  fewer would put it on the gate or past it ("max abs error 193.0001 exceeds 193", not
@@ -411,17 +432,24 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                        make_view(h.geom, h.type, static_cast<const void*>(b.in.data()), n),
                        make_view(h.geom, h.type, static_cast<void*>(b.out.data()), n), acc,
                        crew.count() > 1 ? 1 : o.threads, b.measured);
-    // A NaN or Inf in the original makes its squared error non-finite (the decoded values
-    // are finite). Compress refuses such data unless it replaces them, and then so does the
-    // reader here; so this original is not what the archive was made from.
+    // A NaN or Inf in the original makes its squared error non-finite. Compress refuses such
+    // data unless it replaces them, and then so does the reader here; so this original is
+    // not what the archive was made from. Or the decoded values are not finite: coefficients
+    // that no dctchop writer stores (NaN or Inf; ARCHIVE.md), and no figure to give.
     for (u64 k = 0; k < n; ++k) {
-      if (!std::isfinite(b.measured.sse[k])) {
+      if (std::isfinite(b.measured.sse[k])) continue;
+      const u64 at = b.info.first + k;
+      if (!all_finite(b.in.data() + k * ibps, ibps, h.type)) {
         throw error(errc::bad_input,
-                    src.name() + ": sample " + std::to_string(b.info.first + k) +
-                        " holds a NaN or Inf, which " + r.display_name() +
+                    src.name() + ": sample " + std::to_string(at) + " holds a NaN or Inf, which " +
+                        r.display_name() +
                         " cannot have been made from (it was compressed without --nonfinite "
                         "replace=V)");
       }
+      throw error(errc::corrupt,
+                  r.display_name() + ": corrupt archive: sample " + std::to_string(at) +
+                      " decodes to NaN or Inf values (its coefficients hold some, which no "
+                      "dctchop writer stores)");
     }
   };
   u64 done = 0;

@@ -1,6 +1,7 @@
 // Internal: constructors of the compiled-in backends.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,16 @@ template <typename View>
 void check_view(const View& v) {
   if (v.samples > 0 && (v.data == nullptr || v.height == 0 || v.width == 0 || v.planes == 0)) {
     throw error(errc::invalid_argument, "empty or null sample view");
+  }
+}
+
+/** Every backend's check of the coefficient buffer it is given: at least `need` bytes, and
+ *  memory where it has any (a span of a null pointer and a size crashed the encode). */
+template <typename Span>
+void check_coeffs(const Span& coeffs, std::uint64_t need) {
+  if (coeffs.size() < need) throw error(errc::invalid_argument, "coefficient buffer too small");
+  if (need > 0 && coeffs.data() == nullptr) {
+    throw error(errc::invalid_argument, "null coefficient buffer");
   }
 }
 

@@ -22,6 +22,15 @@ void validate(const codec_params& p) {
                                             std::to_string(p.block));
   }
   if (!std::isfinite(p.offset)) throw error(errc::invalid_argument, "offset is not finite");
+  switch (p.coeff) {  // (one out of the enum, a cast, was stored as f16's bytes and read so)
+    case coeff_type::f16:
+    case coeff_type::bf16:
+    case coeff_type::f32:
+    case coeff_type::i16: return;
+  }
+  throw error(errc::invalid_argument, "coefficient type " +
+                                          std::to_string(static_cast<int>(p.coeff)) +
+                                          " is not one of f16, bf16, f32, i16");
 }
 
 std::vector<double> dct_matrix(int block) {

@@ -495,9 +495,7 @@ class cuda_backend final : public backend {
     const geometry g = geometry_of_view(v, lay);
     const u64 in_per_sample = g.values_per_sample() * size_of(v.type);
     const u64 out_per_sample = coeff_bytes_per_sample(p, g);
-    if (coeffs.size() < v.samples * out_per_sample) {
-      throw error(errc::invalid_argument, "coefficient buffer too small");
-    }
+    check_coeffs(coeffs, v.samples * out_per_sample);
     const std::lock_guard<std::mutex> one_at_a_time(calls_);
     const device_guard on(device_);
     if (!d_bad_) d_bad_ = device_alloc(sizeof(unsigned long long));
@@ -526,9 +524,7 @@ class cuda_backend final : public backend {
     const geometry g = geometry_of_view(cv, lay);
     const u64 in_per_sample = coeff_bytes_per_sample(p, g);
     const u64 out_per_sample = g.values_per_sample() * size_of(v.type);
-    if (coeffs.size() < v.samples * in_per_sample) {
-      throw error(errc::invalid_argument, "coefficient buffer too small");
-    }
+    check_coeffs(coeffs, v.samples * in_per_sample);
     const std::lock_guard<std::mutex> one_at_a_time(calls_);
     const device_guard on(device_);
     stream_parts(v.samples, in_per_sample, out_per_sample, coeffs.data(),
@@ -553,9 +549,7 @@ class cuda_backend final : public backend {
     const geometry g = geometry_of_view(original, *lay);
     const u64 in_per_sample = coeff_bytes_per_sample(p, g);
     const u64 values_bytes = g.values_per_sample() * size_of(original.type);
-    if (coeffs.size() < original.samples * in_per_sample) {
-      throw error(errc::invalid_argument, "coefficient buffer too small");
-    }
+    check_coeffs(coeffs, original.samples * in_per_sample);
     const double range = acc.known_range().value_or(0.0);
     const sample_view one = make_view(g, original.type, static_cast<void*>(nullptr), 1);
     if (!measures_on_device(measure_plan_of(one, acc.computes_ssim(), range))) return false;

@@ -40,7 +40,9 @@ void with_dtype(dtype t, Fn&& fn) {
     case dtype::i32: fn(std::int32_t{}, double{}); return;
     case dtype::u32: fn(std::uint32_t{}, double{}); return;
   }
-  throw error(errc::internal, "unknown dtype");
+  // A caller's view whose dtype is out of the enum (a cast): its data cannot be read.
+  throw error(errc::invalid_argument,
+              "dtype " + std::to_string(static_cast<int>(t)) + " is not one dctchop knows");
 }
 
 }  // namespace dctchop::detail

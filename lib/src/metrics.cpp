@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends.hpp"
 #include "dctchop/error.hpp"
 #include "isa.hpp"
 #include "metric_kernels.hpp"
@@ -148,6 +149,8 @@ const char* ssim_missing_note(ssim_status s) noexcept { return texts_of(s).note;
 quality_accumulator::quality_accumulator(dtype type, std::optional<double> range, bool ssim)
     : type_(type), ssim_asked_(ssim) {
   known_range_ = integer_range(type);
+  // (A range of NaN or Inf, data's with NaN or Inf in it, is taken: the encode that follows
+  // names the sample that holds one, which says more than a refusal here could.)
   if (!known_range_ && range) known_range_ = range;
 }
 
@@ -251,6 +254,14 @@ void decode_and_measure(backend& be, const codec_params& params, std::span<const
 void quality_accumulator::add(const quality_batch& batch) {
   const u64 n = batch.samples();
   if (n == 0) return;
+  for (u64 i = 0; i < n; ++i) {
+    if (std::isnan(batch.sse[i])) {
+      throw error(errc::bad_input,
+                  "quality: sample " + std::to_string(samples_ + i) +
+                      " of the measured data has a NaN error (a NaN in the original or in the "
+                      "decoded copy, not in the other): it has no PSNR or SSIM");
+    }
+  }
   const u64 per_sample = batch.values_per_sample;
   if (per_sample > 0) {
     min_ = values_ == 0 ? batch.mn : std::min(min_, batch.mn);
@@ -281,6 +292,8 @@ void quality_accumulator::check_views(const const_sample_view& a,
       a.height != b.height || a.width != b.width) {
     throw error(errc::invalid_argument, "quality_accumulator: views differ in shape or dtype");
   }
+  detail::check_view(a);  // (a null view of samples crashed the measurement)
+  detail::check_view(b);
   if (a.type != type_) {
     throw error(errc::invalid_argument, "quality_accumulator: the views are " +
                                             std::string(to_string(a.type)) +
@@ -309,7 +322,8 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
 }
 
 void quality_accumulator::merge(const quality_accumulator& o) {
-  if (o.type_ != type_ || o.computes_ssim() != computes_ssim()) {
+  // (The range too: SSIM sums made with two R mix two sets of constants.)
+  if (o.type_ != type_ || o.computes_ssim() != computes_ssim() || o.known_range_ != known_range_) {
     throw error(errc::invalid_argument, "quality_accumulator: merging different settings");
   }
   if (o.values_ == 0) return;

@@ -99,9 +99,13 @@ class quality_accumulator {
   /** measure() into `into`, reusing its memory (a pipeline slot's batch, chunk after chunk). */
   void measure(const const_sample_view& original, const const_sample_view& decoded, int threads,
                quality_batch& into) const;
-  /** The second half of add(): sum a measured batch into the totals, sample by sample. */
+  /** The second half of add(): sum a measured batch into the totals, sample by sample. A
+   *  sample whose squared error is NaN (a NaN in the original or the decoded copy, where the
+   *  other has none) has no figures: error(bad_input), and nothing of the batch is added
+   *  (it counted as a lossless sample). */
   void add(const quality_batch& batch);
-  /** Combine another accumulator's totals (same dtype and settings). */
+  /** Combine another accumulator's totals (same dtype, range R and SSIM setting: else
+   *  error(invalid_argument)). */
   void merge(const quality_accumulator& other);
   /** The figures so far; error(out_of_range) for data whose errors or range are too small
    *  to square in double precision (below about 1e-150), which would read as lossless. */
@@ -157,7 +161,9 @@ std::optional<double> psnr(double range, double mse);
 
 /** SSIM of one plane pair (scikit-image defaults: 7x7 uniform window, K1 = 0.01, K2 = 0.03,
  *  sample covariance, mean over the windows that lie inside the plane); nullopt when the plane
- *  is smaller than 7x7. `a` and `b` are row-major h x w. */
+ *  is smaller than 7x7. `a` and `b` are row-major h x w. A `range` of 0 makes the index 0/0
+ *  in flat windows (NaN; quality_accumulator reports such data as constant, and as 1 where
+ *  it came back exactly). */
 std::optional<double> ssim_plane(const double* a, const double* b, std::uint64_t h,
                                  std::uint64_t w, double range);
 

@@ -93,6 +93,10 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p);
  *  finish(); destroyed before, nothing is left behind. */
 class archive_writer {
  public:
+  /** Writes the preamble and `header` (its version and alignment set here). A header that a
+   *  reader would refuse (parse_archive_header's rules: samples_per_chunk above the samples,
+   *  an automatic layout, a dtype or coefficient type out of the enums, ...) is
+   *  error(invalid_argument), and nothing is written. */
   archive_writer(output_file out, archive_header header);
   /** Append the coefficients of samples [first, first+count): count*coeff_bytes_per_sample. */
   void write_chunk(std::uint64_t first, std::uint64_t count, std::span<const std::byte> coeffs);
@@ -105,7 +109,10 @@ class archive_writer {
   void write_side_array(const std::string& name, const std::string& descr,
                         const std::vector<std::uint64_t>& shape, std::uint64_t row_bytes,
                         const row_source& rows);
-  /** Extra footer members, e.g. {"quality": {...}, "input_bytes": N}. */
+  /** Extra footer members, e.g. {"quality": {...}, "input_bytes": N}: a JSON object whose
+   *  members ARCHIVE.md names keep its rules (quality figures numbers, flags or null; counts
+   *  non-negative integers; `nonfinite_replaced` present where the header of float data has
+   *  a replacement), which finish() checks (error(invalid_argument), nothing written). */
   void set_footer_extra(nlohmann::json extra) { footer_extra_ = std::move(extra); }
   /** Write footer and tail, check that every sample was written, move into place. */
   void finish();
