@@ -98,7 +98,9 @@ class archive_writer {
    *  an automatic layout, a dtype or coefficient type out of the enums, ...) is
    *  error(invalid_argument), and nothing is written. */
   archive_writer(output_file out, archive_header header);
-  /** Append the coefficients of samples [first, first+count): count*coeff_bytes_per_sample. */
+  /** Append the coefficients of samples [first, first+count): count*coeff_bytes_per_sample,
+   *  stored as given (ARCHIVE.md's "a writer never stores a NaN or an Inf coefficient" is the
+   *  encoder's to keep: backend::encode refuses data that would make one). */
   void write_chunk(std::uint64_t first, std::uint64_t count, std::span<const std::byte> coeffs);
   /** Append a side array after the last chunk (raw C-order little-endian bytes). */
   void write_side_array(const std::string& name, const std::string& descr,
