@@ -1468,28 +1468,32 @@ int run(int argc, char** argv) {
           }
         } catch (const error&) {
         }
-        const auto is_stream = [&](int fd) {
+        // The file that `fd` is, in words ("" when it is none of the input's): the input
+        // file itself, or one of those its dataset reads.
+        const std::string named = in == "-" ? std::string("(standard input's)") : in;
+        const auto is_stream = [&](int fd) -> std::string {
           if (formats::is_standard_output(path, fd) ||
               (path != in && formats::is_standard_output(in, fd))) {
-            return true;
+            return "the input file " + named;
           }
-          return std::any_of(also.begin(), also.end(), [fd](const std::string& f) {
-            return formats::is_standard_output(f, fd);
-          });
+          for (const auto& f : also) {
+            if (formats::is_standard_output(f, fd)) return f + ", which the input " + in + " reads";
+          }
+          return {};
         };
-        const std::string named = in == "-" ? std::string("(standard input's)") : in;
-        if (is_stream(STDERR_FILENO)) {
+        if (const std::string which = is_stream(STDERR_FILENO); !which.empty()) {
           // Refused without a word: the word would go into the input. (exit 2)
           const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
           if (null >= 0) ::dup2(null, STDERR_FILENO);
           if (null > STDERR_FILENO) ::close(null);
-          throw error(errc::invalid_argument, "standard error is the input file " + named +
-                                                  ": messages would be written into it");
+          throw error(errc::invalid_argument,
+                      "standard error is " + which + ": messages would be written into it");
         }
-        if (report_on_stdout && is_stream(STDOUT_FILENO)) {
+        if (const std::string which = report_on_stdout ? is_stream(STDOUT_FILENO) : "";
+            !which.empty()) {
           stdout_is_an_input = true;
-          throw error(errc::invalid_argument, "standard output is the input file " + named +
-                                                  ": the report would be written into it");
+          throw error(errc::invalid_argument,
+                      "standard output is " + which + ": the report would be written into it");
         }
       }
     }

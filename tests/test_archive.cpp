@@ -685,7 +685,13 @@ TEST(Archive, WriterRefusesAHeaderOrAnIndexThatReadersWouldRefuseAndWritesNothin
   const auto coeffs = pattern_bytes(10, h.coeff_bytes_per_sample());
   for (const nlohmann::json& extra :
        {nlohmann::json{{"quality", {{"psnr_db", "high"}}}}, nlohmann::json{{"input_bytes", -1}},
-        nlohmann::json{{"quality", 5}}, nlohmann::json::array()}) {
+        nlohmann::json{{"quality", 5}}, nlohmann::json::array(),
+        // NaN and Inf were written as null (read back as a lossless PSNR); a member of the
+        // index's own was dropped; one nested past readers' limit was written.
+        nlohmann::json{{"quality", {{"psnr_db", std::numeric_limits<double>::quiet_NaN()}}}},
+        nlohmann::json{{"quality", {{"mse", std::numeric_limits<double>::infinity()}}}},
+        nlohmann::json{{"samples", 3}}, nlohmann::json::parse(R"({"x":)" + std::string(300, '[') +
+                                                               std::string(300, ']') + "}")}) {
     archive_writer w(output_file::create(path, false), h);
     const u64 cb = h.coeff_bytes_per_sample();
     for (u64 first = 0; first < 10; first += 3) {
@@ -693,7 +699,8 @@ TEST(Archive, WriterRefusesAHeaderOrAnIndexThatReadersWouldRefuseAndWritesNothin
       w.write_chunk(first, n, std::span<const std::byte>(coeffs.data() + first * cb, n * cb));
     }
     w.set_footer_extra(extra);
-    expect_error([&] { w.finish(); }, errc::invalid_argument, {path});
+    expect_error([&] { w.finish(); }, errc::invalid_argument,
+                 {path, ": not finished, as readers would refuse its index: "});
   }
   EXPECT_EQ(dir.entries(), std::vector<std::string>{});
 }

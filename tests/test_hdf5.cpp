@@ -1705,7 +1705,8 @@ TEST(Hdf5Cli, StandardErrorOnAFileThatTheDatasetReadsIsRefusedAsOnTheInputItself
     EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
   }
   auto json = cli(dir, "compress l.h5:/ext -o a.dcz --json 2<> s.h5");
-  EXPECT_TRUE(contains(json.out, "standard error is the input file l.h5:/ext")) << json.out;
+  EXPECT_TRUE(contains(json.out, "standard error is s.h5, which the input l.h5:/ext reads"))
+      << json.out;
   must(dir, "compress e.h5:/images -o a.dcz -q 2> log.txt");  // elsewhere, as before
 }
 
@@ -1775,6 +1776,44 @@ TEST(Hdf5Cli, FilesReadFurtherOnAreInputsTooChainsOfLinksAndSourcesOfSources) {
     EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
     EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
     EXPECT_EQ(read_bytes(dir.file("l.h5")), link) << args;
+  }
+  // A virtual dataset of 70 sources: each is an input (those past the 63rd were not).
+  {
+    const hsize_t dims[3] = {70, 8, 8}, one[3] = {1, 8, 8};
+    auto f = h5_create(dir.file("many.h5"));
+    h5 vspace(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    h5 sspace(H5Screate_simple(3, one, nullptr), H5Sclose, "space");
+    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    for (hsize_t i = 0; i < 70; ++i) {
+      const std::string name = "r" + std::to_string(i) + ".h5";
+      auto r = h5_create(dir.file(name));
+      h5_write(r.get(), "/d", H5T_STD_U8LE, {1, 8, 8}, std::vector<std::uint8_t>(64, 3));
+      const hsize_t at[3] = {i, 0, 0};
+      h5_check(H5Sselect_hyperslab(vspace.get(), H5S_SELECT_SET, at, nullptr, one, nullptr),
+               "select");
+      h5_check(H5Pset_virtual(dcpl.get(), vspace.get(), name.c_str(), "/d", sspace.get()),
+               "virtual");
+    }
+    h5 d(H5Dcreate2(f.get(), "/v", H5T_STD_U8LE, vspace.get(), H5P_DEFAULT, dcpl.get(),
+                    H5P_DEFAULT),
+         H5Dclose, "create");
+  }
+  const std::string last = read_bytes(dir.file("r69.h5"));
+  for (const std::string args : {"compress many.h5 -o r69.h5 -f", "eval many.h5 1<> r69.h5"}) {
+    auto c = cli(dir, args);
+    EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
+    EXPECT_EQ(read_bytes(dir.file("r69.h5")), last) << args;
+  }
+  // A virtual dataset whose source is itself, or two that are each other's: HDF5 reads them
+  // by recursing until the stack ends (a crash); refused as bad input, naming the cycle.
+  make_vds(dir.file("self.h5"), "self.h5", "/v");
+  make_vds(dir.file("va.h5"), "vb.h5", "/v");
+  make_vds(dir.file("vb.h5"), "va.h5", "/v");
+  for (const std::string in : {"self.h5", "va.h5:/v"}) {
+    auto c = cli(dir, "compress " + in + " -o cyc.dcz");
+    EXPECT_EQ(c.status, 3) << in << "\n" << describe(c);
+    EXPECT_TRUE(contains(c.err, "a virtual dataset whose sources lead back to it (")) << c.err;
+    EXPECT_TRUE(contains(c.err, "HDF5 would read it without end")) << c.err;
   }
   for (const char* in : {"chain.h5", "outer.h5", "vl.h5"}) {  // elsewhere, as before
     must(dir, std::string("compress ") + in + " -o a.dcz -f --chop 8 --coeff f32 -q");

@@ -658,7 +658,7 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
   const auto vb = make_view(g, dtype::f32, static_cast<const void*>(b.data()), 1);
   quality_accumulator q(dtype::f32, 1.0, true);
   test::expect_error([&] { q.add(va, vb); }, errc::bad_input,
-                     {"sample 0 of the measured data has a NaN error"});
+                     {"sample 0 of the measured data has an error that is not a number"});
   EXPECT_EQ(q.result().samples, 0u);
   EXPECT_EQ(q.result().lossless_samples, 0u);
   // An Inf is a figure all the same: an infinite error, no lossless sample.
@@ -668,6 +668,8 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
   const auto null = make_view(g, dtype::f32, static_cast<const void*>(nullptr), 1);
   test::expect_error([&] { q.add(null, null); }, errc::invalid_argument,
                      {"empty or null sample view"});
+  test::expect_error([] { quality_accumulator(static_cast<dtype>(99), 1.0, true); },
+                     errc::invalid_argument, {"dtype 99 is not one dctchop knows"});
   quality_accumulator other(dtype::f32, 1000.0, true);
   other.add(va, va);
   test::expect_error([&] { q.merge(other); }, errc::invalid_argument,

@@ -215,6 +215,12 @@ std::pair<u64, u64> rows_of(const side_array_info& s) {
   return {rows, rows == 0 ? 0 : s.bytes / rows};
 }
 
+/** Why a header or index nested deeper than max_json_depth is refused. */
+std::string too_deep_text() {
+  return "nests arrays and objects more than " + std::to_string(max_json_depth) +
+         " deep (deeper than any archive needs; ARCHIVE.md)";
+}
+
 [[noreturn]] void corrupt(const std::string& file, const std::string& what) {
   throw error(errc::corrupt, file + ": corrupt archive: " + what);
 }
@@ -579,14 +585,19 @@ std::string footer_extra_problem(const nlohmann::json& f, bool replacement) {
   } catch (const std::out_of_range& e) {
     return std::string(": ") + e.what();
   }
-  // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR).
+  // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR). (A NaN
+  // or Inf is no JSON number: nlohmann writes it as null, which reads as lossless.)
   if (f.contains("quality")) {
     const auto& q = f.at("quality");
-    bool ok = q.is_object();
-    if (ok) {
-      for (const auto& [key, v] : q.items()) ok &= v.is_number() || v.is_boolean() || v.is_null();
+    if (!q.is_object()) return ": quality is not an object";
+    for (const auto& [key, v] : q.items()) {
+      if (!v.is_number() && !v.is_boolean() && !v.is_null()) {
+        return ": quality figure " + key + " is not a number, a flag or null";
+      }
+      if (v.is_number_float() && !std::isfinite(v.get<double>())) {
+        return ": quality figure " + key + " is not finite";
+      }
     }
-    if (!ok) return " quality figures are malformed";
   }
   return {};
 }
@@ -608,7 +619,14 @@ archive_writer::archive_writer(output_file out, archive_header header)
                     " samples of " + std::to_string(g.planes) + " x " + std::to_string(g.height) +
                     " x " + std::to_string(g.width) + ": every axis holds at least one value");
   }
-  if (header_.samples_per_chunk == 0) throw error(errc::invalid_argument, "samples per chunk is 0");
+  if (header_.samples_per_chunk == 0) {
+    throw error(errc::invalid_argument, out_.display_name() + ": samples per chunk is 0");
+  }
+  if (size_of(header_.type) == 0) {  // (to_json would write "?", which readers call newer)
+    throw error(errc::invalid_argument,
+                out_.display_name() + ": dtype " + std::to_string(static_cast<int>(header_.type)) +
+                    " is not one dctchop knows");
+  }
   header_.major = archive_major;
   header_.minor = archive_minor;
   header_.alignment = archive_alignment;
@@ -744,16 +762,29 @@ void archive_writer::finish() {
                                     std::to_string(next_sample_) + " of " +
                                     std::to_string(header_.geom.samples) + " samples written");
   }
+  const auto refused = [&](const std::string& why) {
+    throw error(errc::invalid_argument,
+                out_.display_name() + ": not finished, as readers would refuse its index: " + why);
+  };
   if (!footer_extra_.is_null() && !footer_extra_.is_object()) {
-    throw error(errc::invalid_argument, out_.display_name() + ": the footer's extra members " +
-                                            "are not a JSON object");
+    refused("the extra members are not a JSON object");
+  }
+  const nlohmann::json extra = footer_extra_.is_object() ? footer_extra_ : nlohmann::json::object();
+  for (const char* own : {"samples", "chunks", "side_arrays"}) {  // (replaced by the writer's)
+    if (extra.contains(own)) {
+      refused(std::string("the extra member ") + own + " is the index's own");
+    }
   }
   if (const std::string p = footer_extra_problem(
-          footer_extra_.is_object() ? footer_extra_ : nlohmann::json::object(),
-          header_.nonfinite_replacement.has_value() && is_float(header_.type));
+          extra, header_.nonfinite_replacement.has_value() && is_float(header_.type));
       !p.empty()) {
-    throw error(errc::invalid_argument,
-                out_.display_name() + ": not finished, as readers would refuse its index" + p);
+    refused(p.substr(2));  // (": " off)
+  }
+  {
+    std::string twice;
+    bool deep = false;
+    (void)parse_json_naming_once(json_text(extra), twice, nullptr, &deep);
+    if (deep) refused("the extra members " + too_deep_text());
   }
   const u64 footer_offset = out_.position();
   u64 footer_bytes = 0;
@@ -808,13 +839,6 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
   return {};
 }
 
-namespace {
-/** Why a header or index nested deeper than max_json_depth is refused. */
-std::string too_deep_text() {
-  return "nests arrays and objects more than " + std::to_string(max_json_depth) +
-         " deep (deeper than any archive needs; ARCHIVE.md)";
-}
-}  // namespace
 
 archive_header parse_archive_header(std::string_view text, const std::string& file) {
   std::string twice;

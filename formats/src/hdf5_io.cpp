@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -727,6 +728,10 @@ class hdf5_source final : public sample_source {
         H5Eclear2(H5E_DEFAULT);
       }
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
+        if (auto c = virtual_source_cycle(spec.path, dataset_); !c.empty()) {
+          throw error(errc::bad_input, nm + ": a virtual dataset whose sources lead back to it (" +
+                                           c + "): HDF5 would read it without end");
+        }
         if (auto v = missing_virtual_sources(dcpl.get(), nm); !v.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + v;
         }
@@ -1537,14 +1542,28 @@ std::vector<std::string> names_from(const std::string& name, const std::string& 
   return names;
 }
 
+/** What files_read_by's walk found: the files, and the first cycle of virtual datasets. */
+struct read_walk {
+  std::vector<std::string> files;
+  /** Files opened at most: a virtual dataset of thousands of sources gives all their names,
+   *  and the files that its first sources read in turn. */
+  int opens = 256;
+  /** The virtual datasets on the way, (device, inode, dataset), with their names: a source
+   *  that leads back to one is a cycle, which HDF5 reads by recursing without end. */
+  std::vector<std::pair<std::tuple<dev_t, ino_t, std::string>, std::string>> way;
+  std::string cycle;  // "a.h5:/v -> b.h5:/v -> a.h5:/v"; "" when none
+};
+
 /** files_read_by's walk: the files that reading `object` of `path` reads besides `path`,
  *  each link of its way followed (external links into the files they name, soft links within
  *  the file), then the dataset's raw files and virtual sources, each source walked in turn.
- *  `steps` bounds it, as HDF5 bounds a chain of links (a cycle ends there). */
-void walk_reads(const std::string& path, const std::string& object, std::vector<std::string>& out,
-                int& steps) {
+ *  `depth` bounds a way, as HDF5 bounds a chain of links to 16. */
+void walk_reads(const std::string& path, std::string object, read_walk& w, int depth) {
   using detail::h5_id;
-  if (--steps < 0) return;
+  if (depth > 16 || w.opens <= 0) return;
+  if (object.empty()) return;
+  if (object.front() != '/') object = "/" + object;
+  --w.opens;
   h5_id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) return;
   std::vector<char> text(4096);
@@ -1564,7 +1583,7 @@ void walk_reads(const std::string& path, const std::string& object, std::vector<
       std::string to(text.data(), strnlen(text.data(), li.u.val_size));
       if (to.empty()) return;
       if (to.front() != '/') to = part.substr(0, part.rfind('/') + 1) + to;
-      walk_reads(path, to + rest, out, steps);
+      walk_reads(path, to + rest, w, depth + 1);
       return;
     }
     const char* target_file = nullptr;
@@ -1577,8 +1596,8 @@ void walk_reads(const std::string& path, const std::string& object, std::vector<
     }
     const std::string obj = std::string(target_object) + rest;
     for (const auto& f : names_from(target_file, path)) {
-      out.push_back(f);
-      walk_reads(f, obj, out, steps);
+      w.files.push_back(f);
+      walk_reads(f, obj, w, depth + 1);
     }
     return;
   }
@@ -1593,34 +1612,59 @@ void walk_reads(const std::string& path, const std::string& object, std::vector<
     if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
                         &size) >= 0) {
       const std::string name(text.data(), strnlen(text.data(), text.size()));
-      for (const auto& f : names_from(name, path)) out.push_back(f);
+      for (const auto& f : names_from(name, path)) w.files.push_back(f);
     }
   }
   std::size_t sources = 0;
-  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL && H5Pget_virtual_count(dcpl.get(), &sources) >= 0) {
-    std::set<std::pair<std::string, std::string>> walked;  // (a VDS maps many parts of one file)
-    for (std::size_t i = 0; i < sources && steps > 0; ++i) {
-      const ssize_t n = H5Pget_virtual_filename(dcpl.get(), i, text.data(), text.size());
-      if (n <= 0) continue;
-      const std::string name(text.data(), std::min<std::size_t>(n, text.size() - 1));
-      const ssize_t m = H5Pget_virtual_dsetname(dcpl.get(), i, text.data(), text.size());
-      const std::string dset =
-          m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1)) : "";
-      if (!walked.insert({name, dset}).second) continue;
-      if (name == "." && !dset.empty()) {  // a dataset of this same file
-        walk_reads(path, dset, out, steps);
-        continue;
-      }
-      for (const auto& f : names_from(name, path)) {
-        out.push_back(f);
-        // (A pattern's source, %b, names no one file: it has no further reads to find.)
-        if (!dset.empty() && name.find('%') == std::string::npos) walk_reads(f, dset, out, steps);
-      }
+  if (H5Pget_layout(dcpl.get()) != H5D_VIRTUAL || H5Pget_virtual_count(dcpl.get(), &sources) < 0) {
+    return;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  const std::string here = path + ":" + object;
+  auto key = std::make_tuple(st.st_dev, st.st_ino, object);
+  for (std::size_t k = 0; k < w.way.size(); ++k) {
+    if (w.way[k].first != key) continue;
+    if (w.cycle.empty()) {
+      for (std::size_t j = k; j < w.way.size(); ++j) w.cycle += w.way[j].second + " -> ";
+      w.cycle += here;
+    }
+    return;
+  }
+  w.way.emplace_back(std::move(key), here);
+  std::set<std::pair<std::string, std::string>> walked;  // (a VDS maps many parts of one file)
+  for (std::size_t i = 0; i < sources; ++i) {
+    const ssize_t n = H5Pget_virtual_filename(dcpl.get(), i, text.data(), text.size());
+    if (n <= 0) continue;
+    const std::string name(text.data(), std::min<std::size_t>(n, text.size() - 1));
+    const ssize_t m = H5Pget_virtual_dsetname(dcpl.get(), i, text.data(), text.size());
+    const std::string dset =
+        m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1)) : "";
+    if (!walked.insert({name, dset}).second) continue;
+    // (A pattern's source, %b, names no one file: nothing further to find.)
+    const bool one = !dset.empty() && name.find('%') == std::string::npos &&
+                     dset.find('%') == std::string::npos;
+    if (name == ".") {  // a dataset of this same file
+      if (one) walk_reads(path, dset, w, depth + 1);
+      continue;
+    }
+    for (const auto& f : names_from(name, path)) {
+      w.files.push_back(f);  // every source named, whatever the budget
+      if (one) walk_reads(f, dset, w, depth + 1);
     }
   }
+  w.way.pop_back();
 }
 
 }  // namespace
+
+std::string detail::virtual_source_cycle(const std::string& path, const std::string& object) {
+  detail::quiet_hdf5 quiet;
+  read_walk w;
+  walk_reads(path, object, w, 0);
+  H5Eclear2(H5E_DEFAULT);
+  return w.cycle;
+}
 
 std::vector<std::string> files_read_by(const dataset_spec& spec) {
   using detail::quiet_hdf5;
@@ -1637,8 +1681,9 @@ std::vector<std::string> files_read_by(const dataset_spec& spec) {
   if (object.empty()) return out;
   if (object.front() != '/') object = "/" + object;
   quiet_hdf5 quiet;
-  int steps = 64;  // files and links visited at most (HDF5 follows 16 links a way by default)
-  walk_reads(spec.path, object, out, steps);
+  read_walk w;
+  walk_reads(spec.path, object, w, 0);
+  out = std::move(w.files);
   {
     // And the file the dataset is in, as HDF5 found it (HDF5_EXT_PREFIX may lead elsewhere).
     using detail::h5_id;

@@ -448,8 +448,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
       }
       throw error(errc::corrupt,
                   r.display_name() + ": corrupt archive: sample " + std::to_string(at) +
-                      " decodes to NaN or Inf values (its coefficients hold some, which no "
-                      "dctchop writer stores)");
+                      " decodes to NaN or Inf values (its coefficients hold some, which "
+                      "compress never writes)");
     }
   };
   u64 done = 0;

@@ -148,6 +148,11 @@ const char* ssim_missing_note(ssim_status s) noexcept { return texts_of(s).note;
 
 quality_accumulator::quality_accumulator(dtype type, std::optional<double> range, bool ssim)
     : type_(type), ssim_asked_(ssim) {
+  if (size_of(type) == 0) {  // (a cast out of the enum: its views cannot be read)
+    throw error(errc::invalid_argument, "quality_accumulator: dtype " +
+                                            std::to_string(static_cast<int>(type)) +
+                                            " is not one dctchop knows");
+  }
   known_range_ = integer_range(type);
   // (A range of NaN or Inf, data's with NaN or Inf in it, is taken: the encode that follows
   // names the sample that holds one, which says more than a refusal here could.)
@@ -258,8 +263,9 @@ void quality_accumulator::add(const quality_batch& batch) {
     if (std::isnan(batch.sse[i])) {
       throw error(errc::bad_input,
                   "quality: sample " + std::to_string(samples_ + i) +
-                      " of the measured data has a NaN error (a NaN in the original or in the "
-                      "decoded copy, not in the other): it has no PSNR or SSIM");
+                      " of the measured data has an error that is not a number (a NaN in the "
+                      "original or in the decoded copy, or an infinity in both): it has no PSNR "
+                      "or SSIM");
     }
   }
   const u64 per_sample = batch.values_per_sample;

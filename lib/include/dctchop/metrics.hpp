@@ -100,8 +100,8 @@ class quality_accumulator {
   void measure(const const_sample_view& original, const const_sample_view& decoded, int threads,
                quality_batch& into) const;
   /** The second half of add(): sum a measured batch into the totals, sample by sample. A
-   *  sample whose squared error is NaN (a NaN in the original or the decoded copy, where the
-   *  other has none) has no figures: error(bad_input), and nothing of the batch is added
+   *  sample whose squared error is NaN (a NaN in the original or the decoded copy, or an
+   *  infinity in both) has no figures: error(bad_input), and nothing of the batch is added
    *  (it counted as a lossless sample). */
   void add(const quality_batch& batch);
   /** Combine another accumulator's totals (same dtype, range R and SSIM setting: else
