@@ -1025,7 +1025,45 @@ std::string extra_arguments_message(const CLI::App& sub) {
 }  // namespace
 
 /** The command; main() adds what surrounds it. */
+/** Whether standard error is a regular file that an argument names (an input, or a file an
+ *  option takes: `verify a.dcz --bogus 2>> a.dcz`). */
+bool stderr_is_an_argument(int argc, char** argv) {
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::vector<std::string> names{a};
+    if (const auto eq = a.find('='); a.rfind("-", 0) == 0 && eq != std::string::npos) {
+      names.push_back(a.substr(eq + 1));  // --against=x.npy
+    }
+    for (const auto& n : names) {
+      if (n.empty() || n == "-") continue;
+      std::string file = n;
+      try {
+        file = formats::parse_dataset_spec(n).path;  // the file of FILE.h5:/x
+      } catch (const error&) {
+      }
+      if (formats::names_descriptors_file(file, STDERR_FILENO) ||
+          formats::names_descriptors_file(n, STDERR_FILENO)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 int run(int argc, char** argv) {
+  // Standard error on a file that an argument names: a usage error's line would be written
+  // into it (`verify a.dcz --bogus 2>> a.dcz` cut the archive's index off its end). Until the
+  // command line is taken, stderr goes nowhere; afterwards the checks below refuse an input
+  // there without a word (exit 2) and say when an output is one.
+  int saved_stderr = -1;
+  if (stderr_is_an_argument(argc, argv)) {
+    saved_stderr = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved_stderr >= 0 && null >= 0) ::dup2(null, STDERR_FILENO);
+    if (null >= 0) ::close(null);
+  }
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe becomes an I/O error, not a silent death
   std::signal(SIGXFSZ, SIG_IGN);  // past `ulimit -f`, write() fails with EFBIG: an I/O error
   dctchop::formats::skip_hdf5_exit_handler();  // every HDF5 file is closed by its owner
@@ -1421,6 +1459,10 @@ int run(int argc, char** argv) {
     return exit_interrupted;
   };
 
+  if (saved_stderr >= 0) {  // (the command line taken: stderr back, for the checks below)
+    ::dup2(saved_stderr, STDERR_FILENO);
+    ::close(saved_stderr);
+  }
   try {
     // A report for a closed stdout would be lost after the work (and the output) was done.
     if (g_stdout_closed && (json_on_stdout() || *evl || *inf)) {

@@ -1146,7 +1146,12 @@ TEST(Cli, AnInputThatIsStandardErrorIsRefusedWithoutAWordAndStaysAsItWas) {
        {"verify a.dcz 2>> a.dcz", "verify a.dcz --against in.npy -q 2>> in.npy",
         "compress in.npy --labels y.npy -o - --json 2>> y.npy > b.dcz",
         "decompress a.dcz -o b.npy 2>> a.dcz", "info - < a.dcz 2>> a.dcz",
-        "eval in.npy --chop 4 2<> in.npy"}) {
+        "eval in.npy --chop 4 2<> in.npy",
+        // A usage error, found before any check of the inputs: its line went into the input
+        // (an archive's index cut off its end by one typo).
+        "verify a.dcz --bogus 2>> a.dcz", "info a.dcz --min-psnr 2>> a.dcz",
+        "eval in.npy --bogus 2>> in.npy", "verify a.dcz --against=in.npy --frob 2>> in.npy",
+        "compress in.npy --labels y.npy --chop 99 -o b.dcz 2>> y.npy"}) {
     auto c = cli(dir, args);
     EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
     for (std::size_t i = 0; i < files.size(); ++i) {
@@ -1159,10 +1164,13 @@ TEST(Cli, AnInputThatIsStandardErrorIsRefusedWithoutAWordAndStaysAsItWas) {
   EXPECT_TRUE(contains(j.out, "standard error is the input file a.dcz: messages would be "
                               "written into it")) << describe(j);
   EXPECT_EQ(read_bytes(dir.file("a.dcz")), before[2]);
-  // Messages into another file, as before.
+  // Messages into another file, as before, and a usage error's line too.
   auto ok = cli(dir, "verify a.dcz 2>> log.txt");
   EXPECT_EQ(ok.status, 0) << describe(ok);
   EXPECT_TRUE(contains(read_bytes(dir.file("log.txt")), "a.dcz")) << describe(ok);
+  auto typo = cli(dir, "verify a.dcz --bogus 2>> typo.txt");
+  EXPECT_EQ(typo.status, 2) << describe(typo);
+  EXPECT_TRUE(contains(read_bytes(dir.file("typo.txt")), "--bogus")) << describe(typo);
 }
 
 // ---------------------------------------------------------------- bad input

@@ -1777,6 +1777,20 @@ TEST(Hdf5Cli, FilesReadFurtherOnAreInputsTooChainsOfLinksAndSourcesOfSources) {
     EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
     EXPECT_EQ(read_bytes(dir.file("l.h5")), link) << args;
   }
+  // No dataset named and no one to choose: the message ("name the dataset; candidates")
+  // went into a file that one of the candidates reads.
+  {
+    auto amb = h5_create(dir.file("amb.h5"));
+    h5_check(H5Lcreate_external("s.h5", "/src", amb.get(), "/img", H5P_DEFAULT, H5P_DEFAULT),
+             "link");
+    h5_write(amb.get(), "/b", H5T_STD_U8LE, {6, 8, 8}, v);
+  }
+  for (const std::string args :
+       {"eval amb.h5 --chop 2 2>> s.h5", "compress amb.h5 -o x.dcz 2>> s.h5"}) {
+    auto c = cli(dir, args);
+    EXPECT_EQ(c.status, 2) << args << "\n" << describe(c);
+    EXPECT_EQ(read_bytes(dir.file("s.h5")), src) << args;
+  }
   // A virtual dataset of 70 sources: each is an input (those past the 63rd were not).
   {
     const hsize_t dims[3] = {70, 8, 8}, one[3] = {1, 8, 8};

@@ -1670,21 +1670,35 @@ std::vector<std::string> files_read_by(const dataset_spec& spec) {
   using detail::quiet_hdf5;
   std::vector<std::string> out;
   if (spec.kind != file_kind::hdf5 || spec.path == "-" || spec.memory) return out;
-  std::string object = spec.dataset;
-  if (object.empty()) {  // the one the reader chooses (for spec.purpose)
+  std::vector<std::string> objects;
+  if (!spec.dataset.empty()) {
+    objects.push_back(spec.dataset);
+  } else {  // the one the reader chooses (for spec.purpose); where it cannot, every one
     try {
-      object = open_dataset(spec)->dataset_path();
+      objects.push_back(open_dataset(spec)->dataset_path());
     } catch (const error&) {
-      return out;
+      // (Its message, "name the dataset; candidates: ...", goes to stderr, which may be a
+      // file that one of them reads.)
+      quiet_hdf5 quiet;
+      detail::h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+      try {
+        if (file.valid()) {
+          for (const auto& c : detail::list_datasets(file.get(), spec.path)) {
+            objects.push_back(c.path);
+          }
+        }
+      } catch (const error&) {  // (a damaged group: its datasets are not read either)
+      }
+      H5Eclear2(H5E_DEFAULT);
     }
   }
-  if (object.empty()) return out;
-  if (object.front() != '/') object = "/" + object;
   quiet_hdf5 quiet;
   read_walk w;
-  walk_reads(spec.path, object, w, 0);
+  for (const auto& object : objects) walk_reads(spec.path, object, w, 0);
   out = std::move(w.files);
-  {
+  std::string object = objects.size() == 1 ? objects.front() : std::string();
+  if (!object.empty() && object.front() != '/') object = "/" + object;
+  if (!object.empty()) {
     // And the file the dataset is in, as HDF5 found it (HDF5_EXT_PREFIX may lead elsewhere).
     using detail::h5_id;
     h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
