@@ -1668,8 +1668,7 @@ std::string detail::virtual_source_cycle(const std::string& path, const std::str
 
 std::vector<std::string> files_read_by(const dataset_spec& spec) {
   using detail::quiet_hdf5;
-  std::vector<std::string> out;
-  if (spec.kind != file_kind::hdf5 || spec.path == "-" || spec.memory) return out;
+  if (spec.kind != file_kind::hdf5 || spec.path == "-" || spec.memory) return {};
   std::vector<std::string> objects;
   if (!spec.dataset.empty()) {
     objects.push_back(spec.dataset);
@@ -1692,27 +1691,22 @@ std::vector<std::string> files_read_by(const dataset_spec& spec) {
       H5Eclear2(H5E_DEFAULT);
     }
   }
+  using detail::h5_id;
   quiet_hdf5 quiet;
   read_walk w;
-  for (const auto& object : objects) walk_reads(spec.path, object, w, 0);
-  out = std::move(w.files);
-  std::string object = objects.size() == 1 ? objects.front() : std::string();
-  if (!object.empty() && object.front() != '/') object = "/" + object;
-  if (!object.empty()) {
+  h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  std::vector<char> text(4096);
+  for (const auto& object : objects) {
+    walk_reads(spec.path, object, w, 0);
     // And the file the dataset is in, as HDF5 found it (HDF5_EXT_PREFIX may lead elsewhere).
-    using detail::h5_id;
-    h5_id file(H5Fopen(spec.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     h5_id d(file.valid() ? H5Dopen2(file.get(), object.c_str(), H5P_DEFAULT) : H5I_INVALID_HID,
             H5Dclose);
     h5_id in(d.valid() ? H5Iget_file_id(d.get()) : H5I_INVALID_HID, H5Fclose);
-    std::vector<char> text(4096);
-    if (in.valid()) {
-      const ssize_t n = H5Fget_name(in.get(), text.data(), text.size());
-      if (n > 0) out.emplace_back(text.data(), std::min<std::size_t>(n, text.size() - 1));
-    }
+    const ssize_t n = in.valid() ? H5Fget_name(in.get(), text.data(), text.size()) : 0;
+    if (n > 0) w.files.emplace_back(text.data(), std::min<std::size_t>(n, text.size() - 1));
   }
   H5Eclear2(H5E_DEFAULT);
-  return out;
+  return std::move(w.files);
 }
 
 }  // namespace dctchop::formats

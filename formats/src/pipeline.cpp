@@ -45,7 +45,25 @@ u64 replace_nonfinite(T* v, u64 n, double with) {
   return replaced;
 }
 
+template <typename T>
+bool finite_values(const T* v, u64 n) {
+  for (u64 i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool all_finite(const void* p, u64 values, dtype type) {
+  switch (type) {  // (as input_source::read replaces them: f16 through half_value)
+    case dtype::f16:
+      return finite_values(static_cast<const dctchop::detail::half_value*>(p), values);
+    case dtype::f32: return finite_values(static_cast<const float*>(p), values);
+    case dtype::f64: return finite_values(static_cast<const double*>(p), values);
+    default: return true;
+  }
+}
 
 u64 input_source::read(u64 first, u64 n, void* dst) {
   const u64 rps = rows_per_sample(geom);

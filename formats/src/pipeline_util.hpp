@@ -80,6 +80,10 @@ std::string narrow_planes_note(const input_source& src, layout asked);
  *  than 0.6 R from the offset), where they inflate R and so the PSNR; else "". */
 std::string replaced_values_note(u64 replaced, double value, double offset, double range);
 
+/** Whether the `values` values of `type` at `p` (native order) are all finite; integers
+ *  always are. */
+bool all_finite(const void* p, u64 values, dtype type);
+
 /** --nonfinite asked of integer data, which it leaves alone. */
 std::string nonfinite_on_integers_note(dtype type);
 

@@ -24,27 +24,6 @@ using namespace detail;
 
 namespace {
 
-/** Whether the `bytes` bytes at `p`, values of `type` in native order, are all finite
- *  (integers always are). */
-bool all_finite(const std::byte* p, u64 bytes, dtype type) {
-  const auto each = [&](auto zero, auto finite) {
-    using T = decltype(zero);
-    for (u64 at = 0; at + sizeof(T) <= bytes; at += sizeof(T)) {
-      T v;
-      std::memcpy(&v, p + at, sizeof v);
-      if (!finite(v)) return false;
-    }
-    return true;
-  };
-  switch (type) {
-    case dtype::f16:  // all exponent bits set: Inf or NaN
-      return each(std::uint16_t{}, [](std::uint16_t v) { return (v & 0x7c00u) != 0x7c00u; });
-    case dtype::f32: return each(0.0f, [](float v) { return std::isfinite(v); });
-    case dtype::f64: return each(0.0, [](double v) { return std::isfinite(v); });
-    default: return true;
-  }
-}
-
 /** A measured figure and the gate it failed, as text: the gate as the shortest number that
  *  reads back as it, the figure with at least `digits` significant digits and more where
  *  fewer would put it on the gate or past it ("max abs error 193.0001 exceeds 193", not
@@ -439,7 +418,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     for (u64 k = 0; k < n; ++k) {
       if (std::isfinite(b.measured.sse[k])) continue;
       const u64 at = b.info.first + k;
-      if (!all_finite(b.in.data() + k * ibps, ibps, h.type)) {
+      if (!all_finite(b.in.data() + k * ibps, h.geom.values_per_sample(), h.type)) {
         throw error(errc::bad_input,
                     src.name() + ": sample " + std::to_string(at) + " holds a NaN or Inf, which " +
                         r.display_name() +
