@@ -224,14 +224,19 @@ const CLI::Validator dtype_name(
 
 /** compress's --coeff: one coefficient type, dctchop's name or numpy's, as parse_coeff_type
  *  reads them; a list is eval's. */
+/** Why `s` names no coefficient type ("" when it names one), as --coeff's message says it. */
+std::string coeff_name_problem(const std::string& s) {
+  if (parse_coeff_type(s)) return {};
+  return s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, float32, int16 too)";
+}
+
 const CLI::Validator coeff_name(
     [](std::string& s) {
       if (s.empty()) return std::string("an empty value");
-      if (parse_coeff_type(s)) return std::string();
       if (s.find(',') != std::string::npos) {
         return s + ": compress uses one coefficient type (eval --coeff " + s + " compares them)";
       }
-      return s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, float32, int16 too)";
+      return coeff_name_problem(s);
     },
     "f16|bf16|f32|i16");
 
@@ -1799,11 +1804,7 @@ int run(int argc, char** argv) {
       }
       for (const auto& s : split_list(e_coeffs, "--coeff")) {
         auto ct = parse_coeff_type(s);
-        if (!ct) {  // (in compress's words: coeff_name)
-          throw error(errc::invalid_argument,
-                      "--coeff: " + s + ": expected f16, bf16, f32 or i16 (float16, bfloat16, "
-                                        "float32, int16 too)");
-        }
+        if (!ct) throw error(errc::invalid_argument, "--coeff: " + coeff_name_problem(s));
         add_once(o.coeffs, *ct);
       }
       o.lay = parse_layout(e_layout).value_or(layout::automatic);

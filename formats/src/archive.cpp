@@ -566,8 +566,8 @@ bool side_array_well_formed(const side_array_info& s, u64 samples) {
 
 namespace {
 
-/** What is wrong with a footer's informative members (ARCHIVE.md), as the end of a message
- *  that begins "index" ("" when nothing): nonfinite_replaced a count (and there where the
+/** What is wrong with a footer's informative members (ARCHIVE.md), as a message to follow
+ *  "index: " ("" when nothing): nonfinite_replaced a count (and there where the
  *  header has a replacement), input_bytes a count, quality figures numbers, flags or null.
  *  The reader's rules, which the writer checks before it writes them. */
 std::string footer_extra_problem(const nlohmann::json& f, bool replacement) {
@@ -579,23 +579,23 @@ std::string footer_extra_problem(const nlohmann::json& f, bool replacement) {
       (void)json_integer<u64>(f.at("input_bytes"));
     }
   } catch (const nlohmann::json::exception& e) {
-    return ": " + json_error_text(e);
+    return json_error_text(e);
   } catch (const std::invalid_argument& e) {
-    return std::string(": ") + e.what();
+    return e.what();
   } catch (const std::out_of_range& e) {
-    return std::string(": ") + e.what();
+    return e.what();
   }
   // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR). (A NaN
   // or Inf is no JSON number: nlohmann writes it as null, which reads as lossless.)
   if (f.contains("quality")) {
     const auto& q = f.at("quality");
-    if (!q.is_object()) return ": quality is not an object";
+    if (!q.is_object()) return "quality is not an object";
     for (const auto& [key, v] : q.items()) {
       if (!v.is_number() && !v.is_boolean() && !v.is_null()) {
-        return ": quality figure " + key + " is not a number, a flag or null";
+        return "quality figure " + key + " is not a number, a flag or null";
       }
       if (v.is_number_float() && !std::isfinite(v.get<double>())) {
-        return ": quality figure " + key + " is not finite";
+        return "quality figure " + key + " is not finite";
       }
     }
   }
@@ -778,7 +778,7 @@ void archive_writer::finish() {
   if (const std::string p = footer_extra_problem(
           extra, header_.nonfinite_replacement.has_value() && is_float(header_.type));
       !p.empty()) {
-    refused(p.substr(2));  // (": " off)
+    refused(p);
   }
   {
     std::string twice;
@@ -1112,7 +1112,7 @@ void archive_reader::parse_footer(const std::string& text) {
     }
     if (const std::string p = footer_extra_problem(f, header_.nonfinite_replacement.has_value());
         !p.empty()) {
-      corrupt(name, "index" + p);
+      corrupt(name, "index: " + p);
     }
   } catch (const nlohmann::json::exception& e) {
     corrupt(name, "index: " + json_error_text(e));

@@ -711,6 +711,23 @@ void check_not_read_by(const dataset_spec& spec, const std::string& dataset,
   }
 }
 
+/** measured(), for compress: data too small to measure (out_of_range) cannot meet a --psnr
+ *  or --ssim target, exit 8 ("...; so --psnr and --ssim " + `cannot`), and without one
+ *  (`cannot` null) may be compressed unmeasured, as the message adds. */
+quality measured_for_target(const quality_accumulator& acc, const std::string& name,
+                            const char* cannot) {
+  try {
+    return measured(acc, name);
+  } catch (const error& e) {
+    if (e.code() != errc::out_of_range) throw;
+    if (cannot != nullptr) {
+      throw error(errc::quality_not_met,
+                  std::string(e.what()) + "; so --psnr and --ssim " + cannot);
+    }
+    throw error(e.code(), std::string(e.what()) + ", or compress it unmeasured (--no-quality)");
+  }
+}
+
 std::string fmt_db(const std::optional<double>& v) {
   if (!v) return "inf";
   char b[32];
@@ -838,15 +855,8 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
       acc.add(figures);
       if (progress && first + c < m) progress(0, n);  // (a chance to cancel)
     }
-    chop_trial tr{k, {}, m < n, false};
-    try {
-      tr.q = measured(acc, src.name());
-    } catch (const error& e) {  // data too small to measure: the target cannot be (exit 8)
-      if (e.code() != errc::out_of_range) throw;
-      throw error(errc::quality_not_met,
-                  std::string(e.what()) + "; so --psnr and --ssim cannot choose a chop: give "
-                                          "--chop");
-    }
+    chop_trial tr{k, measured_for_target(acc, src.name(), "cannot choose a chop: give --chop"),
+                  m < n, false};
     tr.meets = meets(tr.q, t, src.name());
     trials.push_back(tr);
     if (on_trial) on_trial(tr);
@@ -1053,16 +1063,8 @@ compress_result write_archive(input_source& src, const std::string& output, back
   r.values = g.samples * g.values_per_sample();
   if (src.nonfinite_replacement) r.nonfinite_replaced = replaced;
   if (measure) {
-    try {
-      r.q = measured(acc, src.name());
-    } catch (const error& e) {
-      if (e.code() != errc::out_of_range) throw;
-      if (o.target.any()) {  // (a target that cannot be measured is exit 8, as in the search)
-        throw error(errc::quality_not_met,
-                    std::string(e.what()) + "; so --psnr and --ssim cannot be met: give --chop");
-      }
-      throw error(e.code(), std::string(e.what()) + ", or compress it unmeasured (--no-quality)");
-    }
+    r.q = measured_for_target(acc, src.name(),
+                              o.target.any() ? "cannot be met: give --chop" : nullptr);
   }
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written

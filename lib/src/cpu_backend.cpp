@@ -59,7 +59,7 @@ class cpu_backend final : public backend {
     validate(p);
     check_view(v);
     const u64 need = v.samples * v.planes * plane_bytes(p, v.height, v.width);
-    check_coeffs(coeffs, v.samples > 0 ? need : 0);
+    check_coeffs(coeffs, need);
     if (v.samples == 0) return;
     std::atomic<u64> first_bad{std::numeric_limits<u64>::max()};
     kernels_.encode(p, v, coeffs.data(), threads_, first_bad);
@@ -71,7 +71,7 @@ class cpu_backend final : public backend {
     validate(p);
     check_view(v);
     const u64 need = v.samples * v.planes * plane_bytes(p, v.height, v.width);
-    check_coeffs(coeffs, v.samples > 0 ? need : 0);
+    check_coeffs(coeffs, need);
     if (v.samples == 0) return;
     kernels_.decode(p, coeffs.data(), v, threads_);
   }
