@@ -727,8 +727,8 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/grp/rel")); },
                errc::bad_input, {"bad.h5:/grp/rel: is a soft link to vec, which does not exist"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/a")); }, errc::bad_input,
-               {"bad.h5:/a: is a soft link to /b, a link that leads to nothing (or back round "
-                "to this one)"});
+               {"bad.h5:/a: is a link that HDF5 cannot follow to its end: links lead round in a "
+                "circle: " + b + ":/a -> " + b + ":/b -> " + b + ":/a"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/empty")); }, errc::bad_input,
                {"bad.h5:/empty: is an empty dataset (a null dataspace, h5py.Empty)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/z")); }, errc::bad_input,
@@ -747,6 +747,42 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
   write_bytes(dir.file("text.h5"), "not an HDF5 file at all\n");
   expect_error([&] { formats::open_dataset(parse_dataset_spec(dir.file("text.h5"))); },
                errc::bad_input, {"text.h5", "not an HDF5 file"});
+}
+
+TEST(Hdf5Source, ExternalLinksInACircleOrPastHdf5sSixteenAreBadInputNamingTheWay) {
+  // HDF5 follows 16 links on a way, then says only that the object is not there: a.h5 and
+  // a2.h5 link to each other, c.h5 to itself, and a chain of 18 files ends in data that a
+  // way of 17 links does not reach (but one of 16 does).
+  temp_dir dir;
+  const auto link = [&](const std::string& file, const std::string& to) {
+    auto f = h5_create(dir.file(file));
+    h5_check(H5Lcreate_external(dir.file(to).c_str(), "/img", f.get(), "/img", H5P_DEFAULT,
+                                H5P_DEFAULT),
+             "link");
+  };
+  link("a.h5", "a2.h5");
+  link("a2.h5", "a.h5");
+  link("c.h5", "c.h5");
+  const auto ch = [](int i) { return "ch" + std::to_string(i) + ".h5"; };
+  for (int i = 0; i < 17; ++i) link(ch(i), ch(i + 1));
+  {
+    auto f = h5_create(dir.file(ch(17)));
+    h5_write(f.get(), "/img", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 7));
+  }
+  const auto open = [&](const std::string& file) {
+    return formats::open_dataset(parse_dataset_spec(dir.file(file) + ":/img"));
+  };
+  const std::string a = dir.file("a.h5"), a2 = dir.file("a2.h5"), c = dir.file("c.h5");
+  expect_error([&] { open("a.h5"); }, errc::bad_input,
+               {a + ":/img: is a link that HDF5 cannot follow to its end: external links lead "
+                    "round in a circle: " + a + ":/img -> " + a2 + ":/img -> " + a + ":/img"});
+  expect_error([&] { open("c.h5"); }, errc::bad_input,
+               {"external links lead round in a circle: " + c + ":/img -> " + c + ":/img"});
+  expect_error([&] { open(ch(0)); }, errc::bad_input,
+               {"ch0.h5:/img: is a link that HDF5 cannot follow to its end: a way of more than "
+                "the 16 links HDF5 follows: " + dir.file(ch(0)) + ":/img -> " + dir.file(ch(1)),
+                dir.file(ch(16)) + ":/img -> " + dir.file(ch(17)) + ":/img"});
+  EXPECT_EQ(open(ch(1))->shape(), (std::vector<std::uint64_t>{2, 8, 8}));
 }
 
 TEST(Hdf5Source, ADatasetReachedByMoreThanOneLinkIsOneCandidateNamedByAHardLink) {

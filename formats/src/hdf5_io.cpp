@@ -517,6 +517,67 @@ std::string missing_in(const named_source& src, const std::string& object, const
                               : src.opened.why;
 }
 
+/** The most links (soft and external) that HDF5 follows on one way: H5Pset_nlinks's default. */
+constexpr int hdf5_link_limit = 16;
+
+/** Where the soft and external links from `object` of the open file `f` (named `file`) lead,
+ *  followed as HDF5 follows them: why HDF5 finds nothing at the end of them when they go round
+ *  in a circle or past hdf5_link_limit ("external links lead round in a circle: a.h5:/x ->
+ *  b.h5:/x -> a.h5:/x"), else "" (the way ends at something, or at nothing, which the caller
+ *  says). Only a whole name that is a link is followed, not links among its groups. */
+std::string link_way_problem(hid_t f, const std::string& file, const std::string& object) {
+  quiet_hdf5 quiet;
+  std::string here_file = file, here = object;
+  h5_id opened;  // the file `f` is for the first step, then the one the last link led to
+  std::vector<std::tuple<dev_t, ino_t, std::string>> seen;
+  std::string way;
+  bool external = false;
+  std::vector<char> text(4096);
+  for (int links = 0;; ++links) {
+    const hid_t at = opened.valid() ? opened.get() : f;
+    struct stat st {};
+    if (::stat(here_file.c_str(), &st) != 0) return {};
+    const auto key = std::make_tuple(st.st_dev, st.st_ino, here);
+    const bool again = std::find(seen.begin(), seen.end(), key) != seen.end();
+    way += (way.empty() ? "" : " -> ") + here_file + ":" + here;
+    const std::string kind = external ? "external links" : "links";
+    if (again) return kind + " lead round in a circle: " + way;
+    if (links > hdf5_link_limit) {
+      return "a way of more than the " + std::to_string(hdf5_link_limit) +
+             " links HDF5 follows: " + way;
+    }
+    seen.push_back(key);
+    H5L_info_t li{};
+    if (H5Lget_info(at, here.c_str(), &li, H5P_DEFAULT) < 0 || li.type == H5L_TYPE_HARD ||
+        li.u.val_size == 0 || li.u.val_size > text.size() ||
+        H5Lget_val(at, here.c_str(), text.data(), text.size(), H5P_DEFAULT) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return {};
+    }
+    if (li.type == H5L_TYPE_SOFT) {  // within this file, from the link's group
+      std::string to(text.data(), strnlen(text.data(), li.u.val_size));
+      if (to.empty()) return {};
+      if (to.front() != '/') to = here.substr(0, here.rfind('/') + 1) + to;
+      here = to;
+      continue;
+    }
+    const char *target_file = nullptr, *target_object = nullptr;
+    if (li.type != H5L_TYPE_EXTERNAL ||
+        H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &target_file,
+                            &target_object) < 0 ||
+        target_file == nullptr || target_object == nullptr) {
+      return {};
+    }
+    named_source next = open_named_source(target_file, here_file);
+    if (!next.opened.f.valid()) return {};  // missing or not HDF5: the caller says so
+    external = true;
+    opened = std::move(next.opened.f);
+    here_file = next.file;
+    here = target_object;
+    if (here.empty() || here.front() != '/') here = "/" + here;
+  }
+}
+
 class hdf5_source final : public sample_source {
   /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
    *  there, so "no such dataset" would puzzle). */
@@ -539,6 +600,9 @@ class hdf5_source final : public sample_source {
     std::vector<char> val(li.u.val_size + 1, '\0');
     if (H5Lget_val(file_.get(), at, val.data(), val.size(), H5P_DEFAULT) < 0) {
       return "is a link to nothing this file or its links hold";
+    }
+    if (const std::string way = link_way_problem(file_.get(), path_, path); !way.empty()) {
+      return "is a link that HDF5 cannot follow to its end: " + way;
     }
     if (li.type == H5L_TYPE_SOFT) {
       // The target's own name is there (a link itself) but leads nowhere: a chain of soft
