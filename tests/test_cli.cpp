@@ -1483,6 +1483,30 @@ TEST(Cli, WordsACommandDoesNotTakeAreNamedInTheOrderGivenWithTheFix) {
                         {"--frob info a.dcz", 2, "dctchop has no option --frob"}});
 }
 
+TEST(Cli, ConstantF64DataFarFromZeroIsItsOwnOffsetAndCloseValuesAreToldTheirMiddle) {
+  // Ten values of 1e100 summed to a mean 2e84 from each: a default offset outside the values,
+  // farther from them than any coefficient type holds ("rescale the data").
+  temp_dir dir;
+  save_npy(dir.file("c.npy"), dtype::f64, {1, 1, 10}, std::vector<double>(10, 1e100));
+  auto r = cli(dir, "compress c.npy -o c.dcz --json");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j.at("offset").get<double>(), 1e100) << r.out;
+  EXPECT_EQ(j.at("quality").at("max_abs_error").get<double>(), 0.0) << r.out;
+  // Values 1e30 apart near 1e40, with an offset of 0: no type holds their coefficients,
+  // but f32 does about any offset among them, which the message names.
+  std::vector<double> close(64);
+  for (std::size_t i = 0; i < close.size(); ++i) close[i] = 1e40 + static_cast<double>(i) * 1e30;
+  save_npy(dir.file("n.npy"), dtype::f64, {1, 8, 8}, close);
+  r = cli(dir, "compress n.npy -o n.dcz --offset 0");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  const std::string says = "choose one among them (--offset ";
+  const auto at = r.err.find(says);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string middle = r.err.substr(at + says.size(), r.err.find(',', at) - at - says.size());
+  EXPECT_EQ(cli(dir, "compress n.npy -o n.dcz -q --offset " + middle).status, 0) << middle;
+}
+
 TEST(Cli, TheSameF64ImagesAsNhwcAndAsNchwGetTheSameOffsetToTheLastBit) {
   // The offset of f64 data is the first sample's mean in double, kept to the last bit: it
   // was summed in memory order, so NHWC and NCHW copies of one image differed in its last

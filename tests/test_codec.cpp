@@ -17,6 +17,7 @@
 
 #include "dctchop/codec.hpp"
 #include "dctchop/cuda.hpp"
+#include "dctchop/detail/block.hpp"
 #include "dctchop/detail/scalar.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/metrics.hpp"
@@ -838,6 +839,102 @@ TEST(Scalar, Bf16RoundsToNearestEven) {
     ASSERT_LE(std::fabs(back - f), std::fabs(f) * std::ldexp(1.0f, -8)) << f;
   }
   EXPECT_TRUE(detail::bf16_is_nonfinite(detail::float_to_bf16(std::numeric_limits<float>::infinity())));
+}
+
+/** The binary16 (or bfloat16: `to` and `back` its conversions) nearest to `d`, ties to even,
+ *  found by comparing `d` with the neighbours of its conversion through float (exact: the
+ *  values and their differences from `d` fit a long double). */
+template <typename To, typename Back>
+std::uint16_t nearest_narrow(double d, To to, Back back) {
+  const std::uint16_t h = to(static_cast<float>(d));
+  std::uint16_t best = h;
+  long double best_error = std::fabs(static_cast<long double>(back(h)) - d);
+  for (const int step : {-1, 1}) {
+    const auto c = static_cast<std::uint16_t>(h + step);
+    const float v = back(c);
+    if (!std::isfinite(v) || std::signbit(v) != std::signbit(back(h))) continue;
+    const long double e = std::fabs(static_cast<long double>(v) - d);
+    if (e < best_error || (e == best_error && (c & 1u) == 0)) {
+      best = c;
+      best_error = e;
+    }
+  }
+  return best;
+}
+
+TEST(Scalar, DoublesRoundOnceToHalfAndBf16NotTwiceThroughFloat) {
+  // f64, i32 and u32 data are transformed in double. Rounded to the nearest float first, a
+  // value just past a half-way point of f16 or bf16 can land on it and then go to even: one
+  // unit below the nearest (and 65519.998, whose nearest f16 is 65504, became 65520: Inf).
+  const auto half = [](float f) { return detail::float_to_half(f); };
+  const auto bf16 = [](float f) { return detail::float_to_bf16(f); };
+  const auto half_back = [](std::uint16_t h) { return detail::half_to_float(h); };
+  const auto bf16_back = [](std::uint16_t h) { return detail::bf16_to_float(h); };
+  const auto to_half = [](double d) { return detail::float_to_half(detail::narrow_for_rounding(d)); };
+  const auto to_bf16 = [](double d) { return detail::float_to_bf16(detail::narrow_for_rounding(d)); };
+  const double eps = std::ldexp(1.0, -30);
+  EXPECT_EQ(to_half(1 + std::ldexp(1.0, -11) + eps), 0x3c01);   // was 0x3c00
+  EXPECT_EQ(to_half(-1 - std::ldexp(1.0, -11) - eps), 0xbc01);
+  EXPECT_EQ(to_half(1 + std::ldexp(1.0, -11)), 0x3c00);         // a tie: to even
+  EXPECT_EQ(to_half(65519.998), 0x7bff);                        // was Inf
+  EXPECT_EQ(to_half(65520.0), 0x7c00);                          // a tie past the largest: Inf
+  EXPECT_EQ(to_bf16(1 + std::ldexp(1.0, -8) + eps), 0x3f81);    // was 0x3f80
+  EXPECT_EQ(to_bf16(1 + std::ldexp(1.0, -8)), 0x3f80);
+  EXPECT_EQ(to_bf16(67371012.0), detail::float_to_bf16(67633152.0f));  // 2^24 + 2^16 + 4
+  EXPECT_EQ(to_bf16(1e300), 0x7f80);                            // too large: Inf, refused
+  EXPECT_EQ(to_half(-1e-300), 0x8000);
+  EXPECT_EQ(to_half(0.0), 0x0000);
+  // Half-way points of every kind (normal, subnormal, either sign), a hair either side, and
+  // random doubles across the range.
+  std::mt19937_64 rng(23);
+  std::uniform_int_distribution<std::uint32_t> pattern(0, 0xfffe);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  for (int i = 0; i < 400000; ++i) {
+    const bool is_bf16 = i % 2 == 1;
+    const auto& back = is_bf16 ? +bf16_back : +half_back;
+    const auto h = static_cast<std::uint16_t>(pattern(rng));
+    const float lo = back(h), hi = back(static_cast<std::uint16_t>(h + 1));
+    if (!std::isfinite(lo) || !std::isfinite(hi) || std::signbit(lo) != std::signbit(hi)) continue;
+    const double mid = (static_cast<double>(lo) + hi) / 2;
+    const double d = i % 3 == 0 ? mid + mid * unit(rng) * std::ldexp(1.0, -26)
+                   : i % 3 == 1 ? mid * (1 + unit(rng) * std::ldexp(1.0, -40))
+                                : lo + (hi - static_cast<double>(lo)) * (unit(rng) + 1) / 2;
+    if (is_bf16) {
+      ASSERT_EQ(to_bf16(d), nearest_narrow(d, bf16, bf16_back)) << std::hexfloat << d;
+    } else {
+      ASSERT_EQ(to_half(d), nearest_narrow(d, half, half_back)) << std::hexfloat << d;
+    }
+  }
+  // A float is taken as it is.
+  EXPECT_EQ(detail::narrow_for_rounding(1.5f), 1.5f);
+  EXPECT_TRUE(std::isnan(detail::narrow_for_rounding(std::nan(""))));
+}
+
+TEST(CoeffTypes, F64AndI32DataStoreTheNearestF16AndBf16Coefficient) {
+  // Through the encoders: a constant 4x4 block of value v has DC coefficient 4v exactly.
+  const auto be = make_backend(backend_kind::cpu, {1});
+  geometry g{layout::hw, 1, 1, 4, 4};
+  const auto dc = [&](auto v, dtype type, coeff_type coeff) {
+    std::vector<decltype(v)> x(16, v);
+    std::vector<std::byte> c(2);
+    be->encode({4, 1, coeff, 0}, make_view(g, type, static_cast<const void*>(x.data()), 1), c);
+    std::uint16_t bits;
+    std::memcpy(&bits, c.data(), 2);
+    return bits;
+  };
+  const double eps = std::ldexp(1.0, -30);
+  EXPECT_EQ(dc((1 + std::ldexp(1.0, -8) + eps) / 4, dtype::f64, coeff_type::bf16), 0x3f81);
+  EXPECT_EQ(dc((1 + std::ldexp(1.0, -11) + eps) / 4, dtype::f64, coeff_type::f16), 0x3c01);
+  EXPECT_EQ(dc(65519.998 / 4, dtype::f64, coeff_type::f16), 0x7bff);  // was refused
+  EXPECT_EQ(dc(std::int32_t((1 << 24) + (1 << 16) + 1), dtype::i32, coeff_type::bf16),
+            detail::float_to_bf16(67633152.0f));
+  // And the per-block store the CUDA kernels share.
+  std::uint16_t out = 0;
+  EXPECT_TRUE(detail::store_coeff(1 + std::ldexp(1.0, -8) + eps, detail::coeff_code::bf16, &out, 0));
+  EXPECT_EQ(out, 0x3f81);
+  EXPECT_TRUE(detail::store_coeff(65519.998, detail::coeff_code::f16, &out, 0));
+  EXPECT_EQ(out, 0x7bff);
+  EXPECT_FALSE(detail::store_coeff(65520.0, detail::coeff_code::f16, &out, 0));
 }
 
 TEST(Scalar, RoundClampSaturatesAndRoundsHalfToEven) {

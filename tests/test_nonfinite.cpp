@@ -295,6 +295,19 @@ TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
   EXPECT_EQ(cli(dir, "compress x.npy -o e.dcz --nonfinite Error -q").status, 3);
 }
 
+TEST(NonFinite, AReplacementBeyondF32IsRefusedNamingItsLargestExactly) {
+  // "+-3.40282e+38" was below 3.4028234e38, which fits.
+  temp_dir dir;
+  make_input(dir, dtype::f32);
+  auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=3.4028235e38");
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_NE(r.err.find("does not fit f32 (whose finite values lie within "
+                       "+-3.4028234663852886e+38)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(cli(dir, "compress x.npy -o a.dcz --nonfinite replace=3.4028234e38 -q").status, 0);
+}
+
 TEST(NonFinite, F16InputReplacesWithAnF16ValueAndRefusesOneBeyondIt) {
   temp_dir dir;
   const auto at = make_input(dir, dtype::f16);

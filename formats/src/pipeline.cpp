@@ -189,10 +189,12 @@ double codec_offset(input_source& src, const offset_choice& choice) {
   // where u16 was exact).
   if (choice.how == rule::automatic && !is_float(src.type) && !computes_in_double(src.type))
     return default_offset(src.type);
-  double sum = 0;
+  double sum = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
   u64 count = 0;
   for_each_first_value(src, [&](double x) {
     sum += x;
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
     ++count;
   });
   if (count == 0) return 0.0;
@@ -200,7 +202,9 @@ double codec_offset(input_source& src, const offset_choice& choice) {
   // subtracted: double for f64, i32 and u32 data, float for the rest. (f64 data got the f32
   // rounding too, which is 1.3e7 away from a mean of 1e15: an error that every value carried,
   // 22.5 dB at chop 8 where the exact mean decodes losslessly.)
-  const double mean = sum / static_cast<double>(count);
+  // Among the values, as a mean is: a sum's rounding can put it outside them (ten values of
+  // 1e100 summed to a mean 2e84 from each, farther than any coefficient type holds).
+  const double mean = std::clamp(sum / static_cast<double>(count), lo, hi);
   if (computes_in_double(src.type)) return std::isfinite(mean) ? mean : 0.0;
   const float m = static_cast<float>(mean);
   return std::isfinite(m) ? static_cast<double>(m) : 0.0;
@@ -292,8 +296,9 @@ input_source open_input_source(const dataset_spec& spec, std::optional<double> r
   in.type = *dt;
   if (replace && is_float(in.type) && std::fabs(*replace) > max_finite(in.type)) {
     char bound[32], value[32];
-    std::snprintf(bound, sizeof bound, "%g", max_finite(in.type));
-    // The shortest text that reads back as the value (%g made 65504.01 "65504", which fits).
+    // The shortest texts that read back as the values (%g made 65504.01 "65504", which fits,
+    // and f32's largest 3.40282e+38, below values that fit).
+    *std::to_chars(bound, bound + sizeof bound - 1, max_finite(in.type)).ptr = '\0';
     *std::to_chars(value, value + sizeof value - 1, *replace).ptr = '\0';
     throw error(errc::invalid_argument, in.name() + ": --nonfinite replace=" + value +
                                             " does not fit " +

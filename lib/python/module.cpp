@@ -424,6 +424,34 @@ class archive {
     return array_of(std::move(*bytes), py::dtype(descr), std::move(shape));
   }
 
+  /** Labels of samples [first, first + count), (count, *label shape), or None without
+   *  labels. The array is checked against its checksum at the first call, in pieces, and
+   *  only the rows asked for are read: labels may be as large as the data (masks). */
+  py::object read_labels(long long first, long long count) {
+    check_range(first, count);
+    std::vector<std::byte> bytes;
+    std::string descr;
+    std::vector<u64> shape;
+    {
+      gil_released release;
+      std::lock_guard lock(m_);
+      auto& r = open_reader();
+      const auto* info = r.find_side_array("labels");
+      if (info != nullptr) {
+        if (!labels_checked_) {
+          r.verify_side_array("labels");
+          labels_checked_ = true;
+        }
+        descr = info->descr;
+        shape.assign(info->shape.begin() + 1, info->shape.end());
+        const u64 row = info->bytes / std::max<u64>(h_.geom.samples, 1);
+        bytes.resize(static_cast<u64>(count) * row);
+        r.read_side_array_rows("labels", static_cast<u64>(first), static_cast<u64>(count), bytes);
+      }
+    }
+    return labels_of(std::move(bytes), descr, shape, static_cast<u64>(count));
+  }
+
   std::string info_json() {
     // Of the file this Archive holds open, not of whatever has its name now.
     gil_released release;
@@ -471,6 +499,7 @@ class archive {
   formats::archive_header h_;
   std::unique_ptr<backend> be_;
   std::unique_ptr<backend> be_serial_;  // for reads too small to share out (or null: be_ is)
+  bool labels_checked_ = false;  // read_labels verified the labels' checksum (with m_ held)
 };
 
 /** What the two Python loaders share: the C++ loader, used under m_ and without the GIL, so
@@ -809,6 +838,8 @@ PYBIND11_MODULE(_dctchop, m) {
            "samples [first, first + count) as stored: coefficient bytes, shape (count, bytes "
            "per sample), uint8 (dctchop.torch.coefficient_planes makes planes of them)")
       .def("labels", &archive::labels, "the labels side array, or None")
+      .def("read_labels", &archive::read_labels, py::arg("first"), py::arg("count") = 1,
+           "labels of samples [first, first + count), or None")
       .def("info_json", &archive::info_json, "what `dctchop info --json` prints");
 
   m.attr("_MAX_THREADS") = max_threads;  // as the command's --threads allows

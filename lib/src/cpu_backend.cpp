@@ -245,13 +245,22 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
                   "(|x - offset| up to %.3g, f32's largest is 3.4e+38); ",
                   max_dev);
     suggestion = b;
-    // The offset far outside values that would fit (--offset 1e39, say) is the thing to change.
+    // The offset far outside values that would fit (--offset 1e39, say) is the thing to change;
+    // values close together far from zero (1e60 +- 1e30) fit about their middle.
+    const double middle = lo / 2 + hi / 2;
     if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < f32_max) {
       char o[160];
       std::snprintf(o, sizeof o,
                     "the offset %.3g lies far from the values, which lie in [%.9g, %.9g]; choose "
                     "one among them (--offset mean)",
                     p.offset, lo, hi);
+      suggestion += o;
+    } else if (offset_outside && p.block * (hi / 2 - lo / 2) < f32_max) {
+      char o[200];
+      std::snprintf(o, sizeof o,
+                    "the offset %.17g lies outside the values, which lie in [%.17g, %.17g]; "
+                    "choose one among them (--offset %.17g, their middle)",
+                    p.offset, lo, hi, middle);
       suggestion += o;
     } else {
       suggestion += "rescale the data";

@@ -88,7 +88,7 @@ bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst)
 #if defined(__F16C__) && defined(__FLT16_MAX__)  // _Float16: GCC 12, clang 15 and later
       // The hardware conversion (vcvtps2ph) rounds to nearest even like float_to_half.
       for (; i < n; ++i) {
-        const _Float16 hf = static_cast<_Float16>(static_cast<float>(src[i]));
+        const _Float16 hf = static_cast<_Float16>(narrow_for_rounding(src[i]));
         std::uint16_t h;
         std::memcpy(&h, &hf, 2);
         ok &= !half_is_nonfinite(h);
@@ -96,7 +96,7 @@ bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst)
       }
 #else
       for (; i < n; ++i) {
-        std::uint16_t h = float_to_half(static_cast<float>(src[i]));
+        std::uint16_t h = float_to_half(narrow_for_rounding(src[i]));
         ok &= !half_is_nonfinite(h);
         d[i] = h;
       }
@@ -106,7 +106,7 @@ bool store_coeffs(const Real* src, std::size_t n, coeff_type ct, std::byte* dst)
     case coeff_type::bf16: {
       auto* d = reinterpret_cast<std::uint16_t*>(dst);
       for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h = float_to_bf16(static_cast<float>(src[i]));
+        std::uint16_t h = float_to_bf16(narrow_for_rounding(src[i]));
         ok &= !bf16_is_nonfinite(h);
         d[i] = h;
       }

@@ -117,6 +117,9 @@ def check_python_habits(d, back, y):
         raises(ValueError, lambda: arch.read(0, -1), "count must be at least 0")
     check(len(dctchop.Loader(path, batch_size=4, shuffle=None, drop_last=0)) == 10,
           "shuffle=None and drop_last=0 are False, as torch takes them")
+    # None for decode handed out coefficients (drop_last has no None in torch either).
+    raises(TypeError, lambda: dctchop.Loader(path, decode=None), "decode must be True or False")
+    raises(TypeError, lambda: dctchop.Loader(path, drop_last=None), "drop_last must be True or False")
     # A state resumes only the same kind of loader, and says what a state is.
     l4 = dctchop.Loader(path, batch_size=4, seed=3)
     next(l4)
@@ -229,11 +232,59 @@ def check_python_habits(d, back, y):
         # with "exited unexpectedly", the error lost.)
         stale = pickle.loads(same)
         for read in (lambda: stale[0], lambda: stale.read(0), lambda: stale.labels(),
-                     lambda: stale.read_coefficients(1)):
+                     lambda: stale.read_coefficients(1), lambda: stale.read_labels(0)):
             e = raises(dctchop.Error, read, "swap.dcz: another archive has its name since this "
                        "Archive was pickled")
             check(e is not None and e.kind == "bad_input", f"kind: {e and e.kind}")
         swapped.close()
+        # A Loader's copy the same (its unpickling raised ArgumentError where the new file
+        # had other samples, killing a spawned worker; with as many, it read the new file),
+        # and where the file is gone; an unchanged file's copy goes on where the loader stood.
+        dctchop.compress(x, f"{d}/lswap.dcz", labels=np.arange(4))
+        loader = dctchop.Loader(f"{d}/lswap.dcz", batch_size=2, shuffle=False)
+        next(loader)
+        twin = pickle.loads(pickle.dumps(loader))
+        check(np.array_equal(next(twin)[1], [2, 3]), "an unchanged file's copy goes on")
+        twin.close()
+        kept = pickle.dumps(loader)
+        for replacement in (255 - x, np.concatenate([x, x])):
+            dctchop.compress(replacement, f"{d}/lnew.dcz", labels=np.arange(len(replacement)))
+            os.replace(f"{d}/lnew.dcz", f"{d}/lswap.dcz")
+            stale = pickle.loads(kept)  # (no error here)
+            check(len(stale) == 2, f"len() of a stale copy: {len(stale)}")
+            for use in (lambda: next(stale), lambda: stale.state()):
+                e = raises(dctchop.Error, use, "lswap.dcz: another archive has its name since "
+                           "this Loader was pickled")
+                check(e is not None and e.kind == "bad_input", f"kind: {e and e.kind}")
+            stale.close()
+            check(stale.closed, "a stale copy closes")
+        os.remove(f"{d}/lswap.dcz")
+        stale = pickle.loads(kept)
+        e = raises(dctchop.Error, lambda: next(stale), "lswap.dcz: cannot be opened again for "
+                   "this Loader's copy")
+        check(e is not None and e.kind == "bad_input", f"kind: {e and e.kind}")
+        loader.close()
+        # Labels a few rows at a time, as ArchiveDataset reads them; a damaged labels array
+        # is found at the first read.
+        dctchop.compress(x, f"{d}/lab.dcz", labels=np.arange(40).reshape(4, 10) * 3)
+        with dctchop.Archive(f"{d}/lab.dcz") as a:
+            check(np.array_equal(a.read_labels(1, 2), np.arange(10, 30).reshape(2, 10) * 3),
+                  "read_labels(1, 2)")
+            check(a.read_labels(4, 0).shape == (0, 10), "read_labels(4, 0)")
+            raises(IndexError, lambda: a.read_labels(3, 2), "samples 3 to 4: out of range")
+        with dctchop.Archive(f"{d}/swap.dcz") as a:
+            check(a.read_labels(0) is not None, "labels")
+        dctchop.compress(x, f"{d}/nolab.dcz")
+        with dctchop.Archive(f"{d}/nolab.dcz") as a:
+            check(a.read_labels(0) is None, "no labels: None")
+        blob = bytearray(open(f"{d}/lab.dcz", "rb").read())
+        where = blob.find((np.arange(40) * 3).astype("<i8").tobytes())
+        check(where > 0, "the labels' bytes are in the archive")
+        blob[where + 8 * 35] ^= 1  # sample 3's
+        open(f"{d}/lab_bad.dcz", "wb").write(bytes(blob))
+        with dctchop.Archive(f"{d}/lab_bad.dcz") as a:
+            e = raises(dctchop.Error, lambda: a.read_labels(3), "labels")
+            check(e is not None and e.kind == "corrupt", f"kind: {e and e.kind}")
     finally:
         os.chdir(here)
     # Thread counts beyond any machine are an error, not a crash.

@@ -97,6 +97,19 @@ def check_types_torch_lacks(binary, d):
     firsts = [int(shifting[4][1]) for _ in range(3)]
     check(firsts == [classes[4] - 1] * 3, f"in-place target_transform: {firsts}")
     plain = ArchiveDataset(f"{d}/il.dcz")
+    # Labels as large as the data (masks) are read a sample's at a time: the dataset held
+    # them whole and pickled them into every DataLoader worker.
+    images = (np.arange(6 * 64 * 64) % 251).astype(np.uint8).reshape(6, 64, 64)
+    masks = images % 3
+    np.save(f"{d}/images.npy", images)
+    np.save(f"{d}/masks.npy", masks)
+    compress(binary, f"{d}/images.npy", f"{d}/m.dcz", "--labels", f"{d}/masks.npy", "-f")
+    segmentation = ArchiveDataset(f"{d}/m.dcz")
+    size = len(pickle.dumps(segmentation))
+    check(size < masks.nbytes // 8, f"an ArchiveDataset pickles to {size} bytes")
+    again = pickle.loads(pickle.dumps(segmentation))
+    check(all(torch.equal(again[i][1], torch.from_numpy(masks[i])) for i in range(6)),
+          "masks read a sample at a time")
     y = plain[4][1]
     y += 100
     check(int(plain[4][1]) == classes[4], "a label handed out shares no memory with the dataset")

@@ -103,10 +103,11 @@ def _count(name, value, least, most=2**63 - 1):
     return int(value)
 
 
-def _flag(name, value):
-    """value as a bool: True, False (NumPy's too), 0, 1, or None for False (as torch takes
-    shuffle=None); TypeError naming it for anything else."""
-    if value is None:
+def _flag(name, value, none=False):
+    """value as a bool: True, False (NumPy's too), 0, 1, or, where `none`, None for False (as
+    torch's DataLoader takes shuffle=None); TypeError naming it for anything else (None for
+    decode=True would hand out coefficients)."""
+    if value is None and none:
         return False
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
         return bool(value)
@@ -359,6 +360,13 @@ class Archive(_Archive):
         self._check_same()
         return super().labels()
 
+    def read_labels(self, first, count=1):
+        """Labels of samples [first, first + count), shape (count, *label shape), or None
+        without labels: only those rows are read (labels may be as large as the data), the
+        whole array checked against its checksum, in pieces, at the first call."""
+        self._check_same()
+        return super().read_labels(self._first(first), _count("count", count, 0))
+
     def read(self, first, count=1):
         """Decoded samples [first, first + count) as an array of shape (count, *sample_shape)
         (first from 0; archive[i] counts from the end for a negative i). IndexError outside
@@ -444,15 +452,67 @@ class _ClosedLoader:
         raise _bad_argument("the loader is closed")
 
 
-def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per_epoch=None):
+class _UnreadLoader(_ClosedLoader):
+    """The inner loader of a copy that cannot read what the pickled loader read (another file
+    has its name since, or none): len() answers as the pickled one's; a batch, state() and the
+    rest raise dctchop.Error (bad_input) saying why. Then, not while unpickling, where a
+    DataLoader worker would die without passing the error on."""
+    closed = False
+
+    def __init__(self, why, batches_per_epoch=None):
+        super().__init__(batches_per_epoch)
+        self._why = why
+
+    def close(self):
+        self.closed = True
+
+    def __getattr__(self, name):
+        if self.closed:
+            raise _bad_argument("the loader is closed")
+        e = Error(self._why)
+        e.kind = "bad_input"
+        raise e
+
+
+def _identity_of(path):
+    """Archive._identity of the archive at `path` (header and index digest), which a loader's
+    copy compares with its file's; None where it cannot be opened."""
+    try:
+        with Archive(path, 1) as a:
+            return a._identity()
+    except Error:
+        return None
+
+
+def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per_epoch=None,
+              identity=None):
     """An unpickled loader (_Batches.__reduce__): made again from the same file and options,
-    then moved to where the pickled one stood; a closed one, closed without opening its file."""
+    then moved to where the pickled one stood; a closed one, closed without opening its file.
+    Where the file is no longer the pickled loader's (`identity`: none in older pickles), the
+    copy raises dctchop.Error from its first batch on, as an Archive's copy does."""
+    def unread(why):
+        loader = kind.__new__(kind)
+        _Batches.__init__(loader, _UnreadLoader(why, batches_per_epoch), absolute, options)
+        loader.last_samples, loader.last_epoch = last
+        return loader
+
     if closed:
         loader = kind.__new__(kind)
         _Batches.__init__(loader, _ClosedLoader(batches_per_epoch), absolute, options)
         loader.last_samples, loader.last_epoch = last
         return loader
-    loader = kind(absolute, **options)
+    try:
+        loader = kind(absolute, **options)
+    except Error as e:
+        if identity is None:
+            raise
+        return unread(f"{_shown(absolute)}: cannot be opened again for this "
+                      f"{kind.__name__}'s copy: {e}")
+    if identity is not None and loader._identity != identity:
+        loader.close()
+        return unread(f"{_shown(absolute)}: another archive has its name since this "
+                      f"{kind.__name__} was pickled (the file was replaced): open the new one "
+                      "anew")
     loader.restore(state)
     loader._resumed = resumed
     loader.last_samples, loader.last_epoch = last
@@ -462,12 +522,13 @@ def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per
 class _Batches:
     """What the two loaders share: epochs, state and restore, and pickling."""
 
-    def __init__(self, inner, path, options):
+    def __init__(self, inner, path, options, identity=None):
         self._l = inner
         self.last_samples = None  # global sample indices of the last batch
         self._resumed = False  # restore() was called since the last iter()
         self._absolute = os.path.abspath(path)  # for pickling: the same file from any folder
         self._options_given = options
+        self._identity = identity  # the file's (Archive._identity), which a copy compares
 
     def __reduce__(self):
         # A loader holds a prefetch thread and an open file, which cannot cross to another
@@ -481,7 +542,8 @@ class _Batches:
         except Error:  # a closed copy from a pickle made before it was kept
             batches = None
         return (_reloaded, (type(self), self._absolute, self._options_given, state,
-                            self._resumed, (self.last_samples, self.last_epoch), closed, batches))
+                            self._resumed, (self.last_samples, self.last_epoch), closed, batches,
+                            self._identity))
 
     @staticmethod
     def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
@@ -608,8 +670,8 @@ class Loader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, decode=True, threads=1):
-        shuffle, drop_last, decode = (_flag("shuffle", shuffle), _flag("drop_last", drop_last),
-                                      _flag("decode", decode))
+        shuffle, drop_last, decode = (_flag("shuffle", shuffle, none=True),
+                                      _flag("drop_last", drop_last), _flag("decode", decode))
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         name = _path(path)
         options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed,
@@ -617,7 +679,8 @@ class Loader(_Batches):
                        drop_last=drop_last, prefetch=prefetch, decode=decode, threads=threads)
         super().__init__(_Loader(name, batch_size, shuffle, seed, shuffle_window, rank,
                                  world, drop_last, prefetch, decode,
-                                 _count("threads", threads, 0, _MAX_THREADS)), name, options)
+                                 _count("threads", threads, 0, _MAX_THREADS)), name, options,
+                         _identity_of(name))
         self.last_epoch = None
 
     def __next__(self):

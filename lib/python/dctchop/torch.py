@@ -16,8 +16,8 @@ import os
 import numpy as np
 import torch
 
-from . import (Archive, _Batches, _bad_argument, _count, _flag, _out_of_range, _path,
-               decode_matrices)
+from . import (Archive, _Batches, _bad_argument, _count, _flag, _identity_of, _out_of_range,
+               _path, decode_matrices)
 from ._dctchop import _DeviceLoader
 
 _COEFF_NUMPY = {"f16": np.float16, "bf16": None, "f32": np.float32, "i16": np.int16}
@@ -179,8 +179,17 @@ class ArchiveDataset(torch.utils.data.Dataset):
         self.decode = _flag("decode", decode)
         self.archive = Archive(path, threads=threads)
         self.transform, self.target_transform = transform, target_transform
-        labels = self.archive.labels()
-        self.labels = None if labels is None else _tensor(labels)
+        # Read a sample's at a time, not whole: labels may be as large as the data (masks),
+        # and a whole copy went to every DataLoader worker in the pickle. uint64 ones that no
+        # PyTorch type holds are refused now, as DeviceLoader does (read whole: class
+        # numbers or ids, seldom large).
+        side = json.loads(self.archive.info_json()).get("side_arrays") or []
+        labels = next((s for s in side if s["name"] == "labels"), None)
+        self._has_labels = labels is not None
+        if labels is not None and labels["descr"] == "<u8" and np.dtype(np.uint64) in _WIDER:
+            if _past_int64(self.archive.labels()):
+                raise _bad_argument(f"{self.archive.path}: its uint64 labels hold values above "
+                                    "2**63 - 1, which no PyTorch type holds")
 
     def __len__(self):
         return self.archive.samples
@@ -204,11 +213,9 @@ class ArchiveDataset(torch.utils.data.Dataset):
         x = _tensor(self.archive.read(i, 1)[0]) if self.decode else self._coefficients(i)
         if self.transform is not None:
             x = self.transform(x)
-        if self.labels is None:
+        if not self._has_labels:
             return x
-        # A copy: a view of the table would let an in-place transform (t.sub_(1)) change the
-        # stored label, again every epoch.
-        y = self.labels[i].clone()
+        y = _tensor(self.archive.read_labels(i, 1)[0])
         return x, (y if self.target_transform is None else self.target_transform(y))
 
     def _coefficients(self, i):
@@ -229,7 +236,7 @@ class DeviceLoader(_Batches):
 
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=3, threads=1):
-        shuffle, drop_last = _flag("shuffle", shuffle), _flag("drop_last", drop_last)
+        shuffle, drop_last = _flag("shuffle", shuffle, none=True), _flag("drop_last", drop_last)
         self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
         _count("buffers", buffers, 1, 1024)  # (device_loader::max_buffers)
         _count("threads", threads, 1, 256)  # (loader_options::max_threads)
@@ -259,7 +266,7 @@ class DeviceLoader(_Batches):
                        threads=threads)
         super().__init__(_DeviceLoader(path, batch_size, shuffle, seed, shuffle_window, rank,
                                        world, drop_last, prefetch, device, buffers, threads),
-                         path, options)
+                         path, options, _identity_of(path))
         self.last_epoch = None
 
     def __next__(self):

@@ -117,12 +117,12 @@ DCTCHOP_HD bool store_coeff(Real v, coeff_code code, void* dst, std::uint64_t i)
       return (float_bits(f) & 0x7f800000u) != 0x7f800000u;
     }
     case coeff_code::f16: {
-      const std::uint16_t h = float_to_half(static_cast<float>(v));
+      const std::uint16_t h = float_to_half(narrow_for_rounding(v));
       static_cast<std::uint16_t*>(dst)[i] = h;
       return !half_is_nonfinite(h);
     }
     case coeff_code::bf16: {
-      const std::uint16_t h = float_to_bf16(static_cast<float>(v));
+      const std::uint16_t h = float_to_bf16(narrow_for_rounding(v));
       static_cast<std::uint16_t*>(dst)[i] = h;
       return !bf16_is_nonfinite(h);
     }

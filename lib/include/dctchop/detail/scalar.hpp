@@ -167,6 +167,22 @@ DCTCHOP_HD float bf16_to_float(std::uint16_t b) {
 
 DCTCHOP_HD bool bf16_is_nonfinite(std::uint16_t b) { return (b & 0x7f80u) == 0x7f80u; }
 
+/** `v` as a float to be rounded on to binary16 or bfloat16 (float_to_half, float_to_bf16): a
+ *  float as it is; a double rounded to odd (toward zero, and the last bit set where any were
+ *  lost), so that rounding that float to nearest gives what rounding the double once would.
+ *  (Rounded to nearest float first, a double just past a half-way point of the narrower type
+ *  can land on it, and then go to even: one unit below the nearest. f64, i32 and u32 data
+ *  are transformed in double.) */
+DCTCHOP_HD float narrow_for_rounding(float v) { return v; }
+DCTCHOP_HD float narrow_for_rounding(double v) {
+  const float f = static_cast<float>(v);
+  const double back = static_cast<double>(f);
+  if (back == v || v != v) return f;
+  std::uint32_t u = float_bits(f);
+  if ((back < 0 ? -back : back) > (v < 0 ? -v : v)) --u;  // toward zero: sign and magnitude
+  return bits_float(u | 1u);
+}
+
 /** One IEEE binary16 value as it lies in memory: the element type of f16 datasets in the
  *  kernels. Reads as float (exact, implicitly: it takes part in arithmetic as a float, as the
  *  codec computes f16 data in binary32); made from a float explicitly, rounded to nearest
