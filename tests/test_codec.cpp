@@ -870,8 +870,12 @@ TEST(Scalar, DoublesRoundOnceToHalfAndBf16NotTwiceThroughFloat) {
   const auto bf16 = [](float f) { return detail::float_to_bf16(f); };
   const auto half_back = [](std::uint16_t h) { return detail::half_to_float(h); };
   const auto bf16_back = [](std::uint16_t h) { return detail::bf16_to_float(h); };
-  const auto to_half = [](double d) { return detail::float_to_half(detail::narrow_for_rounding(d)); };
-  const auto to_bf16 = [](double d) { return detail::float_to_bf16(detail::narrow_for_rounding(d)); };
+  const auto to_half = [](double d) {
+    return detail::float_to_half(detail::narrow_for_rounding(d));
+  };
+  const auto to_bf16 = [](double d) {
+    return detail::float_to_bf16(detail::narrow_for_rounding(d));
+  };
   const double eps = std::ldexp(1.0, -30);
   EXPECT_EQ(to_half(1 + std::ldexp(1.0, -11) + eps), 0x3c01);   // was 0x3c00
   EXPECT_EQ(to_half(-1 - std::ldexp(1.0, -11) - eps), 0xbc01);
@@ -930,7 +934,8 @@ TEST(CoeffTypes, F64AndI32DataStoreTheNearestF16AndBf16Coefficient) {
             detail::float_to_bf16(67633152.0f));
   // And the per-block store the CUDA kernels share.
   std::uint16_t out = 0;
-  EXPECT_TRUE(detail::store_coeff(1 + std::ldexp(1.0, -8) + eps, detail::coeff_code::bf16, &out, 0));
+  const double past_tie = 1 + std::ldexp(1.0, -8) + eps;
+  EXPECT_TRUE(detail::store_coeff(past_tie, detail::coeff_code::bf16, &out, 0));
   EXPECT_EQ(out, 0x3f81);
   EXPECT_TRUE(detail::store_coeff(65519.998, detail::coeff_code::f16, &out, 0));
   EXPECT_EQ(out, 0x7bff);

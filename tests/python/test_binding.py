@@ -119,7 +119,8 @@ def check_python_habits(d, back, y):
           "shuffle=None and drop_last=0 are False, as torch takes them")
     # None for decode handed out coefficients (drop_last has no None in torch either).
     raises(TypeError, lambda: dctchop.Loader(path, decode=None), "decode must be True or False")
-    raises(TypeError, lambda: dctchop.Loader(path, drop_last=None), "drop_last must be True or False")
+    raises(TypeError, lambda: dctchop.Loader(path, drop_last=None),
+           "drop_last must be True or False")
     # A state resumes only the same kind of loader, and says what a state is.
     l4 = dctchop.Loader(path, batch_size=4, seed=3)
     next(l4)
