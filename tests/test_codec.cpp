@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -222,6 +223,36 @@ TEST(RoundTrip, ChopEqualsBlockIsWithinStoragePrecisionForEveryDtypeAndCoeffType
       round_trip_case<std::uint32_t>(dtype::u32, ct, b, rng);
     }
   }
+}
+
+TEST(RoundTrip, F32AndF64DataAtTheirLargestDecodeWithinTheirRangeNotToInf) {
+  // 63 f32 values at the largest and one a little below, offset by their mean: the decode ran
+  // past the largest value into +inf (half the values), which compress then called not
+  // finite and verify a corrupt archive. Decoded values are clamped to the dtype's range,
+  // as f16's are.
+  const auto check = [](auto top, dtype type) {
+    using T = decltype(top);
+    std::vector<T> x(64, top);
+    x[9] = static_cast<T>(0.99) * top;
+    double mean = 0;
+    for (const T v : x) mean += static_cast<double>(v) / 64;
+    geometry g{layout::hw, 1, 1, 8, 8};
+    for (const int chop : {2, 4, 8}) {
+      const codec_params p{8, chop, coeff_type::f32, static_cast<double>(static_cast<T>(mean))};
+      const auto be = make_backend(backend_kind::cpu, {1});
+      std::vector<std::byte> c(coeff_bytes_per_sample(p, g));
+      be->encode(p, make_view(g, type, static_cast<const void*>(x.data()), 1), c);
+      std::vector<T> y(64);
+      be->decode(p, c, make_view(g, type, static_cast<void*>(y.data()), 1));
+      int at_top = 0;
+      for (const T v : y) {
+        ASSERT_TRUE(std::isfinite(v)) << chop;
+        at_top += v == top;
+      }
+      EXPECT_GT(at_top, 0) << chop;
+    }
+  };
+  check(std::numeric_limits<float>::max(), dtype::f32);
 }
 
 TEST(RoundTrip, U8WithF16AtBlock8IsExact) {

@@ -783,6 +783,26 @@ TEST(Hdf5Source, ExternalLinksInACircleOrPastHdf5sSixteenAreBadInputNamingTheWay
                 "the 16 links HDF5 follows: " + dir.file(ch(0)) + ":/img -> " + dir.file(ch(1)),
                 dir.file(ch(16)) + ":/img -> " + dir.file(ch(17)) + ":/img"});
   EXPECT_EQ(open(ch(1))->shape(), (std::vector<std::uint64_t>{2, 8, 8}));
+  // The same for a group on the way that is such a link (it was "the file is damaged").
+  {
+    auto f = h5_create(dir.file("g.h5"));
+    h5_check(H5Lcreate_external("nofile.h5", "/g", f.get(), "/g", H5P_DEFAULT, H5P_DEFAULT),
+             "link");
+    h5_check(H5Lcreate_soft("/h", f.get(), "/h", H5P_DEFAULT, H5P_DEFAULT), "link");
+    h5_check(H5Lcreate_external(a.c_str(), "/img", f.get(), "/c", H5P_DEFAULT, H5P_DEFAULT),
+             "link");
+  }
+  const std::string g = dir.file("g.h5");
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(g + ":/g/img")); }, errc::bad_input,
+               {g + ":/g/img: /g, on the way to it, is an external link to nofile.h5:/g, which "
+                    "cannot be opened: nofile.h5 is missing"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(g + ":/h/img")); }, errc::bad_input,
+               {g + ":/h/img: /h, on the way to it, is a link that HDF5 cannot follow to its "
+                    "end: links lead round in a circle: " + g + ":/h -> " + g + ":/h"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(g + ":/c/x")); }, errc::bad_input,
+               {g + ":/c/x: /c, on the way to it, is a link that HDF5 cannot follow to its end: "
+                    "external links lead round in a circle: " + g + ":/c -> " + a + ":/img -> " +
+                    a2 + ":/img -> " + a + ":/img"});
 }
 
 TEST(Hdf5Source, ADatasetReachedByMoreThanOneLinkIsOneCandidateNamedByAHardLink) {
@@ -1784,6 +1804,46 @@ void make_vds(const std::string& path, const char* file, const char* object) {
   h5_check(H5Pset_virtual(dcpl.get(), vspace.get(), file, object, sspace.get()), "virtual");
   h5 d(H5Dcreate2(f.get(), "/v", H5T_STD_U8LE, vspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
        H5Dclose, "create");
+}
+
+TEST(Hdf5Cli, FilesFoundThroughHdf5sPrefixesOrByAGoneAbsoluteNamesLastPartAreInputs) {
+  // HDF5 finds a source under HDF5_VDS_PREFIX's folders, a raw file under
+  // HDF5_EXTFILE_PREFIX's, and a file whose absolute name is gone by its last part beside the
+  // file naming it: -o ... -f replaced them all (the source then began with the archive's
+  // magic), as they were not counted among the inputs.
+  temp_dir dir;
+  std::filesystem::create_directories(dir.path() / "V");
+  std::filesystem::create_directories(dir.path() / "P");
+  const std::vector<std::uint8_t> v(6 * 64, 9);
+  {
+    auto s = h5_create(dir.file("P/s.h5"));
+    h5_write(s.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
+    auto b = h5_create(dir.file("V/beside.h5"));
+    h5_write(b.get(), "/src", H5T_STD_U8LE, {6, 8, 8}, v);
+  }
+  make_vds(dir.file("V/v.h5"), "s.h5", "/src");                          // found under P
+  make_vds(dir.file("V/gone.h5"), "/no/such/folder/beside.h5", "/src");  // found beside
+  make_external_h5(dir.file("V/e.h5"), "e.raw");                           // found under P
+  write_bytes(dir.file("P/e.raw"), std::string(v.begin(), v.end()));
+  const std::string src = read_bytes(dir.file("P/s.h5")), raw = read_bytes(dir.file("P/e.raw")),
+                    beside = read_bytes(dir.file("V/beside.h5"));
+  // They are read so (HDF5's own rules, not dctchop's)...
+  EXPECT_EQ(sh(dir, "HDF5_VDS_PREFIX=P DCTCHOP compress V/v.h5:/v -o a.dcz -q").status, 0);
+  EXPECT_EQ(sh(dir, "DCTCHOP compress V/gone.h5:/v -o b.dcz -q").status, 0);
+  EXPECT_EQ(sh(dir, "HDF5_EXTFILE_PREFIX=P DCTCHOP compress V/e.h5 -o c.dcz -q").status, 0);
+  // ...and so are inputs.
+  for (const std::string cmd :
+       {"HDF5_VDS_PREFIX=P DCTCHOP compress V/v.h5:/v -o P/s.h5 -f",
+        "HDF5_VDS_PREFIX=/elsewhere:P DCTCHOP eval V/v.h5:/v --chop 4 1<> P/s.h5",
+        "HDF5_VDS_PREFIX='${ORIGIN}/../P' DCTCHOP compress V/v.h5:/v -o P/s.h5 -f",
+        "DCTCHOP compress V/gone.h5:/v -o V/beside.h5 -f",
+        "HDF5_EXTFILE_PREFIX=P DCTCHOP compress V/e.h5 -o P/e.raw -f"}) {
+    const auto c = sh(dir, cmd);
+    EXPECT_EQ(c.status, 2) << cmd << "\n" << describe(c);
+    EXPECT_EQ(read_bytes(dir.file("P/s.h5")), src) << cmd;
+    EXPECT_EQ(read_bytes(dir.file("P/e.raw")), raw) << cmd;
+    EXPECT_EQ(read_bytes(dir.file("V/beside.h5")), beside) << cmd;
+  }
 }
 
 TEST(Hdf5Cli, FilesReadFurtherOnAreInputsTooChainsOfLinksAndSourcesOfSources) {

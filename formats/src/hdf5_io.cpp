@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <cstdlib>
+#include <string_view>
 #include <memory>
 #include <optional>
 #include <set>
@@ -723,6 +725,18 @@ class hdf5_source final : public sample_source {
       }
     }
     if (there <= 0) {
+      // A group on the way that is a link HDF5 cannot follow (to itself, to a missing file)
+      // is no damage: said as for the dataset itself.
+      H5L_info_t li{};
+      if (there < 0 && on_the_way != "/" &&
+          H5Lget_info(file_.get(), on_the_way.c_str(), &li, H5P_DEFAULT) >= 0 &&
+          li.type != H5L_TYPE_HARD) {
+        const std::string how = not_a_dataset(on_the_way);
+        if (how.rfind("is a group", 0) != 0 && how.rfind("is not a", 0) != 0) {
+          throw error(errc::bad_input, nm + ": " + on_the_way + ", on the way to it, " + how);
+        }
+      }
+      H5Eclear2(H5E_DEFAULT);
       if (there < 0) {  // (a group on the way that cannot be read)
         throw error(errc::bad_input, nm + ": the file is damaged: the groups on the way to the "
                                           "dataset cannot be read" +
@@ -1596,13 +1610,33 @@ namespace {
 
 /** The names by which HDF5 may find `name`, a file named from within `from` (an external
  *  link's target, a raw file, a virtual dataset's source): as it is (from the working
- *  folder), and a relative one also beside `from`. */
-std::vector<std::string> names_from(const std::string& name, const std::string& from) {
+ *  folder); a relative one, or an absolute one's last part (which HDF5 looks for where the
+ *  absolute one is missing), beside `from`, in the working folder and under each folder that
+ *  the environment variable `prefixes` lists (HDF5_EXT_PREFIX, HDF5_VDS_PREFIX or
+ *  HDF5_EXTFILE_PREFIX: separated by ':', with ${ORIGIN} for from's folder). More than HDF5
+ *  opens, on purpose: any file it may read is an input, which no output may replace. */
+std::vector<std::string> names_from(const std::string& name, const std::string& from,
+                                    const char* prefixes) {
+  namespace fs = std::filesystem;
   std::vector<std::string> names;
   if (name.empty() || name == ".") return names;  // (a virtual dataset's "this file")
   names.push_back(name);
-  const std::filesystem::path folder = std::filesystem::path(from).parent_path();
-  if (name.front() != '/' && !folder.empty()) names.push_back((folder / name).string());
+  const fs::path folder = fs::path(from).parent_path();
+  const fs::path rel = name.front() == '/' ? fs::path(name).filename() : fs::path(name);
+  if (rel.empty()) return names;
+  if (name.front() == '/') names.push_back(rel.string());
+  if (!folder.empty()) names.push_back((folder / rel).string());
+  const char* listed = std::getenv(prefixes);
+  std::string_view rest = listed != nullptr ? listed : "";
+  while (!rest.empty()) {
+    const std::size_t colon = std::min(rest.find(':'), rest.size());
+    std::string prefix(rest.substr(0, colon));
+    rest.remove_prefix(std::min(colon + 1, rest.size()));
+    if (const auto at = prefix.find("${ORIGIN}"); at != std::string::npos) {
+      prefix.replace(at, 9, folder.empty() ? std::string(".") : folder.string());
+    }
+    if (!prefix.empty()) names.push_back((fs::path(prefix) / rel).string());
+  }
   return names;
 }
 
@@ -1659,7 +1693,7 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
       return;
     }
     const std::string obj = std::string(target_object) + rest;
-    for (const auto& f : names_from(target_file, path)) {
+    for (const auto& f : names_from(target_file, path, "HDF5_EXT_PREFIX")) {
       w.files.push_back(f);
       walk_reads(f, obj, w, depth + 1);
     }
@@ -1676,7 +1710,7 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
     if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
                         &size) >= 0) {
       const std::string name(text.data(), strnlen(text.data(), text.size()));
-      for (const auto& f : names_from(name, path)) w.files.push_back(f);
+      for (const auto& f : names_from(name, path, "HDF5_EXTFILE_PREFIX")) w.files.push_back(f);
     }
   }
   std::size_t sources = 0;
@@ -1712,7 +1746,7 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
       if (one) walk_reads(path, dset, w, depth + 1);
       continue;
     }
-    for (const auto& f : names_from(name, path)) {
+    for (const auto& f : names_from(name, path, "HDF5_VDS_PREFIX")) {
       w.files.push_back(f);  // every source named, whatever the budget
       if (one) walk_reads(f, dset, w, depth + 1);
     }

@@ -477,7 +477,9 @@ class archive {
       const std::string which =
           count <= 1 ? "sample " + std::to_string(first)
                      : "samples " + std::to_string(first) + " to " +
-                           std::to_string(static_cast<u64>(first) + static_cast<u64>(count) - 1);
+                           (first < 0 ? std::to_string(first + (count - 1))  // -40 to -39
+                                      : std::to_string(static_cast<u64>(first) +
+                                                       static_cast<u64>(count) - 1));
       raise_sample_index_error(which + ": out of range; " + path_ + " has " + std::to_string(n) +
                                " samples" +
                                (n > 0 ? ", 0 to " + std::to_string(n - 1) : std::string()));

@@ -650,7 +650,9 @@ inline Out convert_out(Real v, Real offset) {
     const float x = static_cast<float>(v + offset);
     return half_value(x < -k_half_max ? -k_half_max : (x > k_half_max ? k_half_max : x));
   } else if constexpr (std::is_floating_point_v<Out>) {
-    return static_cast<Out>(v + offset);
+    constexpr Out top = std::numeric_limits<Out>::max();  // clamped, as detail::convert_out
+    const Out x = static_cast<Out>(v + offset);
+    return x < -top ? -top : (x > top ? top : x);
   } else {
     constexpr Real lo = static_cast<Real>(std::numeric_limits<Out>::min());
     constexpr Real hi = static_cast<Real>(std::numeric_limits<Out>::max());

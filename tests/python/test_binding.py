@@ -259,11 +259,20 @@ def check_python_habits(d, back, y):
                 check(e is not None and e.kind == "bad_input", f"kind: {e and e.kind}")
             stale.close()
             check(stale.closed, "a stale copy closes")
+        with dctchop.Archive(f"{d}/lswap.dcz") as a:
+            archive_kept = pickle.dumps(a)
         os.remove(f"{d}/lswap.dcz")
+        # (An Archive's copy raised FileNotFoundError while unpickling: a spawned DataLoader
+        # worker died of it, "exited unexpectedly".)
+        gone = pickle.loads(archive_kept)
+        check(gone.samples == 8, f"a gone archive's copy keeps its header: {gone.samples}")
+        e = raises(dctchop.Error, lambda: gone[0], "lswap.dcz: cannot be opened again for this "
+                   "Archive's copy")
+        check(e is not None and e.kind == "io", f"kind: {e and e.kind}")  # (the open's)
         stale = pickle.loads(kept)
         e = raises(dctchop.Error, lambda: next(stale), "lswap.dcz: cannot be opened again for "
                    "this Loader's copy")
-        check(e is not None and e.kind == "bad_input", f"kind: {e and e.kind}")
+        check(e is not None and e.kind == "io", f"kind: {e and e.kind}")
         loader.close()
         # Labels a few rows at a time, as ArchiveDataset reads them; a damaged labels array
         # is found at the first read.

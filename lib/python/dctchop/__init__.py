@@ -294,12 +294,24 @@ def _reopened(absolute, threads, name, closed, header=None, identity=None):
     its path, and must be the same archive: another file renamed over it since (compress
     with overwrite=True) would pair the pickled object's labels and length (an
     ArchiveDataset's, in a DataLoader worker) with the new file's samples."""
-    if closed and header is not None:
+    def from_header():
         a = Archive.__new__(Archive)
         _Archive.__init__(a, absolute, header)
         a._threads, a._name, a._absolute = threads, name, absolute
         return a
-    a = Archive(absolute, threads)
+
+    if closed and header is not None:
+        return from_header()
+    try:
+        a = Archive(absolute, threads)
+    except (Error, OSError) as e:
+        if header is None:  # (an older pickle)
+            raise
+        # Gone, unreadable, not an archive: said at the first read, as for a replaced one.
+        a = from_header()
+        a._replaced = f"{_shown(name)}: cannot be opened again for this Archive's copy: {e}"
+        a._replaced_kind = getattr(e, "kind", None) or "bad_input"
+        return a
     a._name = name
     if identity is not None and a._identity() != identity:
         # Raised when it is read, not here: a DataLoader worker that fails while it unpickles
@@ -348,11 +360,12 @@ class Archive(_Archive):
         return int(first)
 
     _replaced = None  # why a copy refuses to read: another file has its name (_reopened)
+    _replaced_kind = "bad_input"  # or the kind of the error that opening it again raised
 
     def _check_same(self):
         if self._replaced is not None:
             e = Error(self._replaced)
-            e.kind = "bad_input"
+            e.kind = self._replaced_kind
             raise e
 
     def labels(self):
@@ -426,8 +439,8 @@ class Archive(_Archive):
         # path as given, and closed again if it was (then from its header, without the file).
         if self.closed:
             return (_reopened, (self._absolute, self._threads, self._name, True, self._header_json()))
-        return (_reopened, (self._absolute, self._threads, self._name, False, None,
-                            self._identity()))
+        return (_reopened, (self._absolute, self._threads, self._name, False,
+                            self._header_json(), self._identity()))
 
     def __repr__(self):
         state = "closed" if self.closed else f"{self.samples} samples"
@@ -459,9 +472,9 @@ class _UnreadLoader(_ClosedLoader):
     DataLoader worker would die without passing the error on."""
     closed = False
 
-    def __init__(self, why, batches_per_epoch=None):
+    def __init__(self, why, batches_per_epoch=None, kind="bad_input"):
         super().__init__(batches_per_epoch)
-        self._why = why
+        self._why, self._kind = why, kind
 
     def close(self):
         self.closed = True
@@ -470,7 +483,7 @@ class _UnreadLoader(_ClosedLoader):
         if self.closed:
             raise _bad_argument("the loader is closed")
         e = Error(self._why)
-        e.kind = "bad_input"
+        e.kind = self._kind
         raise e
 
 
@@ -490,9 +503,10 @@ def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per
     then moved to where the pickled one stood; a closed one, closed without opening its file.
     Where the file is no longer the pickled loader's (`identity`: none in older pickles), the
     copy raises dctchop.Error from its first batch on, as an Archive's copy does."""
-    def unread(why):
+    def unread(why, error_kind="bad_input"):
         loader = kind.__new__(kind)
-        _Batches.__init__(loader, _UnreadLoader(why, batches_per_epoch), absolute, options)
+        _Batches.__init__(loader, _UnreadLoader(why, batches_per_epoch, error_kind), absolute,
+                          options)
         loader.last_samples, loader.last_epoch = last
         return loader
 
@@ -507,7 +521,7 @@ def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per
         if identity is None:
             raise
         return unread(f"{_shown(absolute)}: cannot be opened again for this "
-                      f"{kind.__name__}'s copy: {e}")
+                      f"{kind.__name__}'s copy: {e}", getattr(e, "kind", None) or "bad_input")
     if identity is not None and loader._identity != identity:
         loader.close()
         return unread(f"{_shown(absolute)}: another archive has its name since this "

@@ -225,7 +225,8 @@ DCTCHOP_HD Real load_coeff(const void* src, coeff_code code, std::uint64_t i) {
 }
 
 /** A decoded value: the offset added back, then rounded (ties to even) and clamped for integer
- *  outputs, and clamped to the finite range for f16 (rounded to nearest even). */
+ *  outputs, and clamped to the finite range for f16 (rounded to nearest even), f32 and f64
+ *  (f32 data at its largest, offset by its mean, decoded past it: +inf; a NaN stays NaN). */
 template <typename Out, typename Real>
 DCTCHOP_HD Out convert_out(Real v, Real offset) {
   if constexpr (std::is_same_v<Out, half_value>) {
@@ -236,7 +237,9 @@ DCTCHOP_HD Out convert_out(Real v, Real offset) {
     constexpr Real hi = static_cast<Real>(std::numeric_limits<Out>::max());
     return round_clamp_to<Out>(v + offset, lo, hi);
   } else {
-    return static_cast<Out>(v + offset);
+    constexpr Out top = std::numeric_limits<Out>::max();
+    const Out x = static_cast<Out>(v + offset);
+    return x < -top ? -top : (x > top ? top : x);
   }
 }
 
