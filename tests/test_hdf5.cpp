@@ -783,6 +783,24 @@ TEST(Hdf5Source, ExternalLinksInACircleOrPastHdf5sSixteenAreBadInputNamingTheWay
                 "the 16 links HDF5 follows: " + dir.file(ch(0)) + ":/img -> " + dir.file(ch(1)),
                 dir.file(ch(16)) + ":/img -> " + dir.file(ch(17)) + ":/img"});
   EXPECT_EQ(open(ch(1))->shape(), (std::vector<std::uint64_t>{2, 8, 8}));
+  // Two links or more that end at nothing: the way is named (it said "x1.h5 holds no /img",
+  // where x1.h5 holds /img, a link).
+  link("x0.h5", "x1.h5");
+  link("x1.h5", "x2.h5");  // (no x2.h5)
+  expect_error([&] { open("x0.h5"); }, errc::bad_input,
+               {"x0.h5:/img: is a link that HDF5 cannot follow to its end: external links lead "
+                "to a file that cannot be opened (" + dir.file("x2.h5") + " is missing): " +
+                dir.file("x0.h5") + ":/img -> " + dir.file("x1.h5") + ":/img -> " +
+                dir.file("x2.h5") + ":/img"});
+  {
+    auto f = h5_create(dir.file("soft.h5"));
+    h5_check(H5Lcreate_soft("/b", f.get(), "/a", H5P_DEFAULT, H5P_DEFAULT), "link");
+    h5_check(H5Lcreate_soft("/gone", f.get(), "/b", H5P_DEFAULT, H5P_DEFAULT), "link");
+  }
+  const std::string sf = dir.file("soft.h5");
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(sf + ":/a")); }, errc::bad_input,
+               {"links lead to nothing (" + sf + " holds no /gone): " + sf + ":/a -> " + sf +
+                ":/b -> " + sf + ":/gone"});
   // The same for a group on the way that is such a link (it was "the file is damaged").
   {
     auto f = h5_create(dir.file("g.h5"));

@@ -550,8 +550,15 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
     }
     seen.push_back(key);
     H5L_info_t li{};
-    if (H5Lget_info(at, here.c_str(), &li, H5P_DEFAULT) < 0 || li.type == H5L_TYPE_HARD ||
-        li.u.val_size == 0 || li.u.val_size > text.size() ||
+    if (H5Lget_info(at, here.c_str(), &li, H5P_DEFAULT) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      // Past two links or more, where it ends is named with the way (one link to nothing:
+      // the caller says so).
+      return links >= 2 ? kind + " lead to nothing (" + here_file + " holds no " + here +
+                              "): " + way
+                        : std::string();
+    }
+    if (li.type == H5L_TYPE_HARD || li.u.val_size == 0 || li.u.val_size > text.size() ||
         H5Lget_val(at, here.c_str(), text.data(), text.size(), H5P_DEFAULT) < 0) {
       H5Eclear2(H5E_DEFAULT);
       return {};
@@ -571,7 +578,14 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
       return {};
     }
     named_source next = open_named_source(target_file, here_file);
-    if (!next.opened.f.valid()) return {};  // missing or not HDF5: the caller says so
+    if (!next.opened.f.valid()) {  // missing or not HDF5: after one link, the caller says so
+      if (links == 0) return {};
+      const std::string why = next.file.empty() ? std::string(target_file) + " is missing"
+                                                : next.opened.why;
+      if (why.empty()) return {};  // (a file a writer holds open: HDF5 reads it)
+      return "external links lead to a file that cannot be opened (" + why + "): " + way +
+             " -> " + target_file + ":" + target_object;
+    }
     external = true;
     opened = std::move(next.opened.f);
     here_file = next.file;
