@@ -1824,6 +1824,23 @@ void make_vds(const std::string& path, const char* file, const char* object) {
        H5Dclose, "create");
 }
 
+TEST(Hdf5Cli, AVirtualDatasetsSourceThatIsALinkInACircleIsNamedSo) {
+  // It said "src.h5 holds no /circ_a", which holds it, as a link.
+  temp_dir dir;
+  {
+    auto s = h5_create(dir.file("src.h5"));
+    h5_check(H5Lcreate_soft("/circ_b", s.get(), "/circ_a", H5P_DEFAULT, H5P_DEFAULT), "link");
+    h5_check(H5Lcreate_soft("/circ_a", s.get(), "/circ_b", H5P_DEFAULT, H5P_DEFAULT), "link");
+  }
+  make_vds(dir.file("v.h5"), "src.h5", "/circ_a");
+  const auto c = cli(dir, "compress v.h5:/v -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_NE(c.err.find("src.h5:/circ_a is a link that HDF5 cannot follow to its end: links lead "
+                       "round in a circle: src.h5:/circ_a -> src.h5:/circ_b -> src.h5:/circ_a"),
+            std::string::npos)
+      << c.err;
+}
+
 TEST(Hdf5Cli, FilesFoundThroughHdf5sPrefixesOrByAGoneAbsoluteNamesLastPartAreInputs) {
   // HDF5 finds a source under HDF5_VDS_PREFIX's folders, a raw file under
   // HDF5_EXTFILE_PREFIX's, and a file whose absolute name is gone by its last part beside the

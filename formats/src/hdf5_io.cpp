@@ -426,6 +426,8 @@ struct source_need {
   std::optional<hsize_t> values;
 };
 
+std::string link_way_problem(hid_t f, const std::string& file, const std::string& object);
+
 /** Why the open HDF5 file `f` (named `file`) holds no dataset `object`, or (with `need`) none
  *  that gives what need asks: "" when it does. */
 std::string missing_dataset(hid_t f, const std::string& file, const std::string& object,
@@ -433,6 +435,10 @@ std::string missing_dataset(hid_t f, const std::string& file, const std::string&
   quiet_hdf5 quiet;
   if (H5Oexists_by_name(f, object.c_str(), H5P_DEFAULT) <= 0) {
     H5Eclear2(H5E_DEFAULT);
+    // (A virtual dataset's source that is a link in a circle is there, as a link.)
+    if (const std::string way = link_way_problem(f, file, object); !way.empty()) {
+      return file + ":" + object + " is a link that HDF5 cannot follow to its end: " + way;
+    }
     return file + " holds no " + object;
   }
   h5_id d(H5Dopen2(f, object.c_str(), H5P_DEFAULT), H5Dclose);
