@@ -823,6 +823,25 @@ TEST(Hdf5Source, ExternalLinksInACircleOrPastHdf5sSixteenAreBadInputNamingTheWay
                     a2 + ":/img -> " + a + ":/img"});
 }
 
+TEST(Hdf5Source, ADatasetReachedByTwoExternalLinksAndASoftOneIsOneCandidate) {
+  // Each external link opens the file anew, under another HDF5 file number: the one dataset
+  // was three candidates ("name the dataset; candidates: /e, /e2, /s").
+  temp_dir dir;
+  {
+    auto t = h5_create(dir.file("t.h5"));
+    h5_write(t.get(), "/img", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 1));
+    auto l = h5_create(dir.file("l.h5"));
+    const std::string t_h5 = dir.file("t.h5");
+    for (const char* name : {"/e", "/e2"}) {
+      h5_check(H5Lcreate_external(t_h5.c_str(), "/img", l.get(), name, H5P_DEFAULT, H5P_DEFAULT),
+               "link");
+    }
+    h5_check(H5Lcreate_soft("/e", l.get(), "/s", H5P_DEFAULT, H5P_DEFAULT), "link");
+  }
+  const auto src = formats::open_dataset(parse_dataset_spec(dir.file("l.h5")));
+  EXPECT_EQ(src->dataset_path(), "/e");
+}
+
 TEST(Hdf5Source, ADatasetReachedByMoreThanOneLinkIsOneCandidateNamedByAHardLink) {
   // One dataset, four names: two hard links, a soft link and an external link to the file
   // itself. It is still the one dataset of the file, chosen without --dataset, under the

@@ -306,17 +306,30 @@ row_selection select_rows(hid_t dset, const std::vector<u64>& shape, u64 first, 
   return sel;
 }
 
-/** What two links to one object share (its file and place in it); "" when HDF5 cannot say. */
+/** What two links to one object share (its file and place in it); "" when HDF5 cannot say.
+ *  The file by its device and inode where it can be found by its name: two external links
+ *  to one file open it twice, under two HDF5 file numbers. */
 std::string object_identity(hid_t obj) {
+  std::string file;
+  {
+    h5_id f(H5Iget_file_id(obj), H5Fclose);
+    char name[4096];
+    const ssize_t n = f.valid() ? H5Fget_name(f.get(), name, sizeof name) : -1;
+    struct stat st {};
+    if (n > 0 && static_cast<std::size_t>(n) < sizeof name && ::stat(name, &st) == 0) {
+      file = std::to_string(st.st_dev) + "/" + std::to_string(st.st_ino);
+    }
+  }
 #if H5_VERSION_GE(1, 12, 0)
   H5O_info2_t oi;
   if (H5Oget_info3(obj, &oi, H5O_INFO_BASIC) < 0) return {};
-  return std::to_string(oi.fileno) + ":" +
-         std::string(reinterpret_cast<const char*>(&oi.token), sizeof oi.token);
+  if (file.empty()) file = std::to_string(oi.fileno);
+  return file + ":" + std::string(reinterpret_cast<const char*>(&oi.token), sizeof oi.token);
 #else
   H5O_info_t oi;
   if (H5Oget_info2(obj, &oi, H5O_INFO_BASIC) < 0) return {};
-  return std::to_string(oi.fileno) + ":" + std::to_string(oi.addr);
+  if (file.empty()) file = std::to_string(oi.fileno);
+  return file + ":" + std::to_string(oi.addr);
 #endif
 }
 
