@@ -467,9 +467,10 @@ class _ClosedLoader:
 
 class _UnreadLoader(_ClosedLoader):
     """The inner loader of a copy that cannot read what the pickled loader read (another file
-    has its name since, or none): len() answers as the pickled one's; a batch, state() and the
-    rest raise dctchop.Error (bad_input) saying why. Then, not while unpickling, where a
-    DataLoader worker would die without passing the error on."""
+    has its name since, or none can be opened): len() answers as the pickled one's; a batch,
+    state() and the rest raise dctchop.Error saying why (of kind bad_input, or the kind of the
+    error that opening it raised). Then, not while unpickling, where a DataLoader worker
+    would die without passing the error on."""
     closed = False
 
     def __init__(self, why, batches_per_epoch=None, kind="bad_input"):
