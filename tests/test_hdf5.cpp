@@ -543,6 +543,37 @@ TEST(Hdf5Source, ChunkedGzipU8InAGroupReadsEveryRowRangeExactly) {
   }
 }
 
+TEST(Hdf5Cli, GzipChunksSpanningManyReadsAreDecodedOnceAndReadExactly) {
+  // h5py's own chunks of images hold one channel of 128 of them: each read of a few images
+  // decoded every chunk it touched again. Decoded chunks that hold rows past a read are kept
+  // for the next: the data read must be the same whatever the read sizes and chunk shapes.
+  temp_dir dir;
+  const u64 n = 30, h = 16, w = 16, c = 3;
+  std::vector<std::uint8_t> v(n * h * w * c);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 24);
+  }
+  save_npy(dir.file("x.npy"), dtype::u8, {n, h, w, c}, v);
+  {
+    auto f = h5_create(dir.file("x.h5"));
+    h5_write(f.get(), "/a", H5T_STD_U8LE, {n, h, w, c}, v, storage{{7, 8, 8, 1}, 4});
+    h5_write(f.get(), "/b", H5T_STD_U8LE, {n, h, w, c}, v, storage{{30, 16, 4, 3}, 1});
+  }
+  const auto must = [](const temp_dir& d, const std::string& args) {
+    const auto r = cli(d, args);
+    ASSERT_EQ(r.status, 0) << args << "\n" << describe(r);
+  };
+  must(dir, "compress x.npy -o ref.dcz --chop 8 --coeff f32 -q --chunk-mb 0.002");
+  must(dir, "decompress ref.dcz -o ref.npy -q");
+  const std::string ref = read_bytes(dir.file("ref.npy"));
+  for (const std::string args : {"x.h5:/a --chunk-mb 0.002", "x.h5:/a --chunk-mb 0.005",
+                                 "x.h5:/b --chunk-mb 0.002", "x.h5:/a --threads 1"}) {
+    must(dir, "compress " + args + " -o h.dcz --chop 8 --coeff f32 -q -f");
+    must(dir, "decompress h.dcz -o h.npy -q -f");
+    EXPECT_EQ(read_bytes(dir.file("h.npy")), ref) << args;
+  }
+}
+
 TEST(Hdf5Source, ContiguousF32AndNonDividingChunksU16ReadExactly) {
   temp_dir dir;
   make_mixed_file(dir.file("m.h5"));

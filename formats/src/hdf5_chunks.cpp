@@ -30,6 +30,8 @@ bool byte_order_only(hid_t file_type, hid_t memory_type) {
 constexpr u64 k_max_chunk_bytes = u64(64) << 20;
 /** What the decoding threads may hold at once in decoded chunks (more threads take turns). */
 constexpr u64 k_scratch_budget = u64(512) << 20;
+/** The most decoded bytes kept from one read for the next (chunk_reader::kept_). */
+constexpr u64 k_kept_budget = u64(128) << 20;
 }  // namespace
 
 std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t file_type,
@@ -165,34 +167,42 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
   // The buffers stay from call to call: fresh ones cost page faults on every byte.
   std::vector<stored_chunk>& chunks = stored_;
   std::size_t used = 0;
+  std::vector<std::size_t> from_kept;  // indices into kept_ of chunks decoded already
   std::vector<hsize_t> offset(nd, 0);
   offset[0] = first / chunk_[0] * chunk_[0];
   for (;;) {
-    hsize_t size = 0;
-    if (H5Dget_chunk_storage_size(dset_, offset.data(), &size) < 0 || size == 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return false;  // not written: HDF5 fills it in
-    }
-    if (size > max_stored_) {
-      throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
-                                       " claims " + std::to_string(size) + " stored bytes for " +
-                                       std::to_string(chunk_bytes_) + " of data; the file is damaged");
-    }
-    if (used == chunks.size()) chunks.emplace_back();
-    stored_chunk& c = chunks[used++];
-    c.offset = offset;
-    c.bytes.resize(size);
-    uint32_t mask = 0;
-    if (H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
-      const hdf5_failure why = last_hdf5_failure();
-      const std::string at = name + ": cannot read the chunk at row " + std::to_string(offset[0]);
-      if (!why.system) {  // no system call failed: the file's structure is at fault
-        throw error(errc::bad_input, at + ": the file is damaged" +
-                                         (why.text.empty() ? std::string() : " (" + why.text + ")"));
+    const auto kept = std::find_if(kept_.begin(), kept_.end(),
+                                   [&](const auto& k) { return k.first == offset; });
+    if (kept != kept_.end()) {
+      from_kept.push_back(static_cast<std::size_t>(kept - kept_.begin()));
+    } else {
+      hsize_t size = 0;
+      if (H5Dget_chunk_storage_size(dset_, offset.data(), &size) < 0 || size == 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return false;  // not written: HDF5 fills it in
       }
-      throw error(errc::io, at + (why.text.empty() ? std::string() : " (" + why.text + ")"));
+      if (size > max_stored_) {
+        throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
+                                         " claims " + std::to_string(size) +
+                                         " stored bytes for " + std::to_string(chunk_bytes_) +
+                                         " of data; the file is damaged");
+      }
+      if (used == chunks.size()) chunks.emplace_back();
+      stored_chunk& c = chunks[used++];
+      c.offset = offset;
+      c.bytes.resize(size);
+      uint32_t mask = 0;
+      if (H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
+        const hdf5_failure why = last_hdf5_failure();
+        const std::string at = name + ": cannot read the chunk at row " + std::to_string(offset[0]);
+        if (!why.system) {  // no system call failed: the file's structure is at fault
+          const std::string said = why.text.empty() ? std::string() : " (" + why.text + ")";
+          throw error(errc::bad_input, at + ": the file is damaged" + said);
+        }
+        throw error(errc::io, at + (why.text.empty() ? std::string() : " (" + why.text + ")"));
+      }
+      c.mask = mask;
     }
-    c.mask = mask;
     bool more = false;  // the next chunk's offset: the last axis fastest
     for (std::size_t j = nd; j-- > 0;) {
       offset[j] += chunk_[j];
@@ -204,10 +214,26 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     }
     if (!more) break;
   }
-  // Decode and place them on up to threads_ threads, one chunk at a time each.
-  const std::size_t crew_size = std::min<std::size_t>(threads_, used);
+  // The chunks that hold rows past this read's end are kept decoded for the next read, where
+  // all of them fit the budget (a read in order then decodes each chunk once).
+  const u64 end = first + count;
+  const bool past = end < shape_[0];  // (after the last row, no read in order follows)
+  std::size_t spanning = 0;
+  for (std::size_t i = 0; i < used; ++i) spanning += chunks[i].offset[0] + chunk_[0] > end;
+  for (const std::size_t k : from_kept) spanning += kept_[k].first[0] + chunk_[0] > end;
+  const bool keep = past && spanning > 0 && u64(spanning) * chunk_bytes_ <= k_kept_budget;
+  std::vector<std::vector<unsigned char>> next_kept(keep ? used : 0);
+  // Decode and place them on up to threads_ threads, one chunk at a time each; the kept ones
+  // are only placed.
+  const std::size_t jobs = used + from_kept.size();
+  const std::size_t crew_size = std::min<std::size_t>(threads_, jobs);
   if (scratch_.size() < crew_size) scratch_.resize(crew_size);
-  dctchop::detail::run_parts(used, crew_size, [&](std::size_t i, std::size_t t) {
+  dctchop::detail::run_parts(jobs, crew_size, [&](std::size_t i, std::size_t t) {
+    if (i >= used) {
+      const auto& k = kept_[from_kept[i - used]];
+      scatter(k.first, k.second.data(), first, count, static_cast<unsigned char*>(dst));
+      return;
+    }
     auto& [a, b] = scratch_[t];
     a.resize(chunk_bytes_);
     if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
@@ -220,7 +246,20 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
                       "); the file is damaged");
     }
     scatter(chunks[i].offset, c, first, count, static_cast<unsigned char*>(dst));
+    if (keep && chunks[i].offset[0] + chunk_[0] > end) next_kept[i].assign(c, c + chunk_bytes_);
   });
+  // What the next read takes: the chunks kept before that still hold rows past this end, and
+  // the ones decoded now that do.
+  std::vector<std::pair<std::vector<hsize_t>, std::vector<unsigned char>>> kept;
+  if (keep) {
+    for (const std::size_t k : from_kept) {
+      if (kept_[k].first[0] + chunk_[0] > end) kept.push_back(std::move(kept_[k]));
+    }
+    for (std::size_t i = 0; i < used; ++i) {
+      if (!next_kept[i].empty()) kept.emplace_back(chunks[i].offset, std::move(next_kept[i]));
+    }
+  }
+  kept_ = std::move(kept);
   return true;
 }
 
