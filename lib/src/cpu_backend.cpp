@@ -247,7 +247,6 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
     suggestion = b;
     // The offset far outside values that would fit (--offset 1e39, say) is the thing to change;
     // values close together far from zero (1e60 +- 1e30) fit about their middle.
-    const double middle = lo / 2 + hi / 2;
     if (offset_outside && p.block * std::max(std::fabs(lo), std::fabs(hi)) < f32_max) {
       char o[160];
       std::snprintf(o, sizeof o,
@@ -260,7 +259,7 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
       std::snprintf(o, sizeof o,
                     "the offset %.17g lies outside the values, which lie in [%.17g, %.17g]; "
                     "choose one among them (--offset %.17g, their middle)",
-                    p.offset, lo, hi, middle);
+                    p.offset, lo, hi, lo / 2 + hi / 2);
       suggestion += o;
     } else {
       suggestion += "rescale the data";

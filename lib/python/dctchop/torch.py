@@ -59,6 +59,25 @@ def _tensor(a):
     return torch.from_numpy(a)
 
 
+def _labels_of(archive):
+    """The description of `archive`'s labels side array (name, descr, shape), or None."""
+    side = json.loads(archive.info_json()).get("side_arrays") or []
+    return next((s for s in side if s["name"] == "labels"), None)
+
+
+def _refuse_labels_past_int64(archive, shown, advice=""):
+    """ArgumentError where `archive`'s labels are uint64 holding values that no PyTorch type
+    holds (only a PyTorch without uint64 tensors, before 2.3): refused up front, not at the
+    sample or batch that holds the first. Read whole, once: class numbers or ids, seldom
+    large."""
+    labels = _labels_of(archive)
+    if labels is None or labels["descr"] != "<u8" or np.dtype(np.uint64) not in _WIDER:
+        return
+    if _past_int64(archive.labels()):
+        raise _bad_argument(f"{shown}: its uint64 labels hold values above 2**63 - 1, which no "
+                            f"PyTorch type holds{advice}")
+
+
 def coefficient_planes(raw, archive):
     """Raw coefficient bytes of a batch (N, bytes per sample; uint8, as the loader hands them
     out with decode=False) as a float32 tensor (N, P, Kh, Kw); `archive` is the Archive they
@@ -180,16 +199,9 @@ class ArchiveDataset(torch.utils.data.Dataset):
         self.archive = Archive(path, threads=threads)
         self.transform, self.target_transform = transform, target_transform
         # Read a sample's at a time, not whole: labels may be as large as the data (masks),
-        # and a whole copy went to every DataLoader worker in the pickle. uint64 ones that no
-        # PyTorch type holds are refused now, as DeviceLoader does (read whole: class
-        # numbers or ids, seldom large).
-        side = json.loads(self.archive.info_json()).get("side_arrays") or []
-        labels = next((s for s in side if s["name"] == "labels"), None)
-        self._has_labels = labels is not None
-        if labels is not None and labels["descr"] == "<u8" and np.dtype(np.uint64) in _WIDER:
-            if _past_int64(self.archive.labels()):
-                raise _bad_argument(f"{self.archive.path}: its uint64 labels hold values above "
-                                    "2**63 - 1, which no PyTorch type holds")
+        # and a whole copy went to every DataLoader worker in the pickle.
+        self._has_labels = _labels_of(self.archive) is not None
+        _refuse_labels_past_int64(self.archive, self.archive.path)
 
     def __len__(self):
         return self.archive.samples
@@ -244,18 +256,9 @@ class DeviceLoader(_Batches):
         path = _path(path)
         with Archive(path) as a:
             kind = a.dtype
-            # Labels are made tensors batch by batch, after the loader has moved on: uint64
-            # ones that no PyTorch type holds are refused now, as ArchiveDataset does, rather
-            # than losing the batch that holds the first.
-            # (Only a PyTorch without uint64 tensors, before 2.3; the labels are read whole
-            # here, once: uint64 labels are class numbers or ids, seldom large.)
-            side = json.loads(a.info_json()).get("side_arrays") or []
-            if np.dtype(np.uint64) in _WIDER and any(s["name"] == "labels" and s["descr"] == "<u8"
-                                                     for s in side):
-                if _past_int64(a.labels()):
-                    raise _bad_argument(f"{os.fsdecode(path)}: its uint64 labels hold values above "
-                                        "2**63 - 1, which no PyTorch type holds; use Loader "
-                                        "(NumPy arrays)")
+            # Labels are made tensors batch by batch, after the loader has moved on: the
+            # batch that held the first such label was lost.
+            _refuse_labels_past_int64(a, os.fsdecode(path), "; use Loader (NumPy arrays)")
         if np.dtype(kind) in _WIDER:  # DLPack hands the batch over as it is, without a copy
             raise _bad_argument(f"{os.fsdecode(path)} holds {kind} data, which this PyTorch has no tensor type for "
                              f"(DLPack shares the batch without a copy); use ArchiveDataset, which "
