@@ -538,6 +538,47 @@ std::string missing_in(const named_source& src, const std::string& object, const
                               : src.opened.why;
 }
 
+/** What the link `name` of `loc` says: `there` where HDF5 knows the link; its type, HARD for
+ *  a hard link (no value), ERROR where HDF5 cannot give its value (or it is empty, or over 4
+ *  KiB); for a soft link the path it names as written (`as_written`) and from the root
+ *  (`object`: a relative one is from the link's group); for an external link its `file` and
+ *  `object` as written. */
+struct link_value {
+  bool there = false;
+  H5L_type_t type = H5L_TYPE_ERROR;
+  std::string file, object, as_written;
+};
+link_value read_link(hid_t loc, const std::string& name) {
+  link_value v;
+  H5L_info_t li{};
+  if (H5Lget_info(loc, name.c_str(), &li, H5P_DEFAULT) < 0) return v;
+  v.there = true;
+  if (li.type == H5L_TYPE_HARD) {
+    v.type = H5L_TYPE_HARD;
+    return v;
+  }
+  if (li.u.val_size == 0 || li.u.val_size > 4096) return v;
+  std::vector<char> text(li.u.val_size + 1, '\0');
+  if (H5Lget_val(loc, name.c_str(), text.data(), text.size(), H5P_DEFAULT) < 0) return v;
+  if (li.type == H5L_TYPE_SOFT) {
+    v.as_written.assign(text.data(), strnlen(text.data(), li.u.val_size));
+    if (v.as_written.empty()) return v;
+    v.object = v.as_written.front() == '/' ? v.as_written
+                                           : name.substr(0, name.rfind('/') + 1) + v.as_written;
+    v.type = H5L_TYPE_SOFT;
+    return v;
+  }
+  const char *file = nullptr, *object = nullptr;
+  if (li.type == H5L_TYPE_EXTERNAL &&
+      H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &file, &object) >= 0 &&
+      file != nullptr && object != nullptr) {
+    v.type = H5L_TYPE_EXTERNAL;
+    v.file = file;
+    v.object = object;
+  }
+  return v;
+}
+
 /** The most links (soft and external) that HDF5 follows on one way: H5Pset_nlinks's default. */
 constexpr int hdf5_link_limit = 16;
 
@@ -553,7 +594,6 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
   std::vector<std::tuple<dev_t, ino_t, std::string>> seen;
   std::string way;
   bool external = false;
-  std::vector<char> text(4096);
   for (int links = 0;; ++links) {
     const hid_t at = opened.valid() ? opened.get() : f;
     struct stat st {};
@@ -568,47 +608,32 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
              " links HDF5 follows: " + way;
     }
     seen.push_back(key);
-    H5L_info_t li{};
-    if (H5Lget_info(at, here.c_str(), &li, H5P_DEFAULT) < 0) {
-      H5Eclear2(H5E_DEFAULT);
+    const link_value link = read_link(at, here);
+    H5Eclear2(H5E_DEFAULT);
+    if (!link.there) {
       // Past two links or more, where it ends is named with the way (one link to nothing:
       // the caller says so).
       return links >= 2 ? kind + " lead to nothing (" + here_file + " holds no " + here +
                               "): " + way
                         : std::string();
     }
-    if (li.type == H5L_TYPE_HARD || li.u.val_size == 0 || li.u.val_size > text.size() ||
-        H5Lget_val(at, here.c_str(), text.data(), text.size(), H5P_DEFAULT) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return {};
-    }
-    if (li.type == H5L_TYPE_SOFT) {  // within this file, from the link's group
-      std::string to(text.data(), strnlen(text.data(), li.u.val_size));
-      if (to.empty()) return {};
-      if (to.front() != '/') to = here.substr(0, here.rfind('/') + 1) + to;
-      here = to;
+    if (link.type == H5L_TYPE_SOFT) {  // within this file
+      here = link.object;
       continue;
     }
-    const char *target_file = nullptr, *target_object = nullptr;
-    if (li.type != H5L_TYPE_EXTERNAL ||
-        H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &target_file,
-                            &target_object) < 0 ||
-        target_file == nullptr || target_object == nullptr) {
-      return {};
-    }
-    named_source next = open_named_source(target_file, here_file);
+    if (link.type != H5L_TYPE_EXTERNAL) return {};
+    named_source next = open_named_source(link.file, here_file);
     if (!next.opened.f.valid()) {  // missing or not HDF5: after one link, the caller says so
       if (links == 0) return {};
-      const std::string why = next.file.empty() ? std::string(target_file) + " is missing"
-                                                : next.opened.why;
+      const std::string why = next.file.empty() ? link.file + " is missing" : next.opened.why;
       if (why.empty()) return {};  // (a file a writer holds open: HDF5 reads it)
       return "external links lead to a file that cannot be opened (" + why + "): " + way +
-             " -> " + target_file + ":" + target_object;
+             " -> " + link.file + ":" + link.object;
     }
     external = true;
     opened = std::move(next.opened.f);
     here_file = next.file;
-    here = target_object;
+    here = link.object;
     if (here.empty() || here.front() != '/') here = "/" + here;
   }
 }
@@ -627,44 +652,28 @@ class hdf5_source final : public sample_source {
       }
       return "is not a dataset";
     }
-    H5L_info_t li{};
-    if (H5Lget_info(file_.get(), at, &li, H5P_DEFAULT) < 0 || li.u.val_size == 0 ||
-        li.u.val_size > 4096) {
-      return "is a link to nothing this file or its links hold";
-    }
-    std::vector<char> val(li.u.val_size + 1, '\0');
-    if (H5Lget_val(file_.get(), at, val.data(), val.size(), H5P_DEFAULT) < 0) {
+    const link_value link = read_link(file_.get(), path);
+    H5Eclear2(H5E_DEFAULT);
+    if (link.type != H5L_TYPE_SOFT && link.type != H5L_TYPE_EXTERNAL) {
       return "is a link to nothing this file or its links hold";
     }
     if (const std::string way = link_way_problem(file_.get(), path_, path); !way.empty()) {
       return "is a link that HDF5 cannot follow to its end: " + way;
     }
-    if (li.type == H5L_TYPE_SOFT) {
-      // The target's own name is there (a link itself) but leads nowhere: a chain of soft
-      // links that ends at nothing, or goes round in a circle (/a -> /b -> /a).
-      // (a relative target is looked up from the link's group)
-      std::string target = val.data();
-      if (!target.empty() && target.front() != '/') {
-        target = path.substr(0, path.rfind('/') + 1) + target;
-      }
-      const bool named = H5Lexists(file_.get(), target.c_str(), H5P_DEFAULT) > 0;
+    if (link.type == H5L_TYPE_SOFT) {
+      // The target's own name is there (a link itself) but leads nowhere.
+      const bool named = H5Lexists(file_.get(), link.object.c_str(), H5P_DEFAULT) > 0;
       H5Eclear2(H5E_DEFAULT);
-      return std::string("is a soft link to ") + val.data() +
+      return "is a soft link to " + link.as_written +
              (named ? ", a link that leads to nothing (or back round to this one)"
                     : ", which does not exist");
     }
-    const char *file = nullptr, *object = nullptr;
-    if (li.type == H5L_TYPE_EXTERNAL &&
-        H5Lunpack_elink_val(val.data(), val.size(), nullptr, &file, &object) >= 0 && file &&
-        object) {
-      const named_source src = open_named_source(file, path_);
-      const std::string why =
-          src.file.empty() ? std::string(file) + " is missing" : missing_in(src, object, nullptr);
-      return std::string("is an external link to ") + file + ":" + object +
-             ", which cannot be opened: " +
-             (why.empty() ? std::string(file) + " is missing or holds no " + object : why);
-    }
-    return "is a link to nothing this file or its links hold";
+    const named_source src = open_named_source(link.file, path_);
+    const std::string why =
+        src.file.empty() ? link.file + " is missing" : missing_in(src, link.object, nullptr);
+    return "is an external link to " + link.file + ":" + link.object +
+           ", which cannot be opened: " +
+           (why.empty() ? link.file + " is missing or holds no " + link.object : why);
   }
 
  public:
@@ -1708,30 +1717,15 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
   for (std::size_t at = 1; at <= object.size(); ++at) {
     at = std::min(object.find('/', at), object.size());
     const std::string part = object.substr(0, at), rest = object.substr(at);
-    H5L_info_t li{};
-    if (H5Lget_info(file.get(), part.c_str(), &li, H5P_DEFAULT) < 0) return;
-    if (li.type == H5L_TYPE_HARD) continue;
-    if (li.u.val_size == 0 || li.u.val_size > text.size() ||
-        H5Lget_val(file.get(), part.c_str(), text.data(), text.size(), H5P_DEFAULT) < 0) {
+    const detail::link_value link = detail::read_link(file.get(), part);
+    if (link.type == H5L_TYPE_HARD) continue;
+    if (link.type == H5L_TYPE_SOFT) {  // a path within this file
+      walk_reads(path, link.object + rest, w, depth + 1);
       return;
     }
-    if (li.type == H5L_TYPE_SOFT) {  // a path within this file, from the link's group
-      std::string to(text.data(), strnlen(text.data(), li.u.val_size));
-      if (to.empty()) return;
-      if (to.front() != '/') to = part.substr(0, part.rfind('/') + 1) + to;
-      walk_reads(path, to + rest, w, depth + 1);
-      return;
-    }
-    const char* target_file = nullptr;
-    const char* target_object = nullptr;
-    if (li.type != H5L_TYPE_EXTERNAL ||
-        H5Lunpack_elink_val(text.data(), li.u.val_size, nullptr, &target_file,
-                            &target_object) < 0 ||
-        target_file == nullptr || target_object == nullptr) {
-      return;
-    }
-    const std::string obj = std::string(target_object) + rest;
-    for (const auto& f : names_from(target_file, path, "HDF5_EXT_PREFIX")) {
+    if (link.type != H5L_TYPE_EXTERNAL) return;
+    const std::string obj = link.object + rest;
+    for (const auto& f : names_from(link.file, path, "HDF5_EXT_PREFIX")) {
       w.files.push_back(f);
       walk_reads(f, obj, w, depth + 1);
     }
