@@ -1435,7 +1435,9 @@ int run(int argc, char** argv) {
                                  (*dec && (to_stdout(d_out) || to_stdout(d_labels_out)));
   auto stdout_carries_data = [&] {
     if (*cmp) {
-      return outputs_to_stdout || (c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)));
+      // (c_out is "-" once the default for stdin's input is taken, further on)
+      return outputs_to_stdout || c_out == "-" ||
+             (c_out.empty() && (c_in == "-" || names_a_descriptor(c_in)));
     }
     return outputs_to_stdout;
   };

@@ -488,6 +488,23 @@ TEST(Cli, CompressToStdoutWithJsonPutsTheReportOnStderr) {
   EXPECT_EQ(parse_json(i.out).at("shape"), json({5, 16, 16, 3}));
 }
 
+TEST(Cli, CompressOfStdinWithoutOutputPutsTheArchiveOnStdoutAndTheJsonReportOnStderr) {
+  // Without -o, stdin's (or a pipe's) archive goes to stdout: --json's report went there too,
+  // after the archive, which then had no index at its end (exit 0).
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  for (const std::string cmd : {"DCTCHOP compress - --json < in.npy > a.dcz",
+                                "cat in.npy | DCTCHOP compress /dev/stdin --json > a.dcz"}) {
+    auto c = sh(dir, cmd);
+    ASSERT_EQ(c.status, 0) << cmd << "\n" << describe(c);
+    const json j = parse_json(c.err);
+    EXPECT_EQ(j.at("output"), "-") << cmd;
+    EXPECT_EQ(j.at("archive_bytes").get<u64>(), std::filesystem::file_size(dir.file("a.dcz")));
+    auto v = cli(dir, "verify a.dcz");
+    EXPECT_EQ(v.status, 0) << cmd << "\n" << describe(v);
+  }
+}
+
 // ---------------------------------------------------------------- JSON reports
 
 TEST(Cli, JsonOfCompressAndInfoIsValidAndCarriesRatioAndPsnr) {

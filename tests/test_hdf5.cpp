@@ -3,6 +3,7 @@
 // here with the HDF5 C API (a small RAII wrapper below), independently of formats/src/hdf5_io.cpp,
 // and every decoded HDF5 file is read back the same way.
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <lz4.h>
@@ -1929,6 +1930,58 @@ TEST(Hdf5Cli, FilesFoundThroughHdf5sPrefixesOrByAGoneAbsoluteNamesLastPartAreInp
     EXPECT_EQ(read_bytes(dir.file("P/e.raw")), raw) << cmd;
     EXPECT_EQ(read_bytes(dir.file("V/beside.h5")), beside) << cmd;
   }
+}
+
+TEST(Hdf5Cli, AFileTheDatasetReadsThatIsAPipeIsRefusedWhereHdf5sOpenWouldWaitForAWriter) {
+  // HDF5 opens an external link's target, a raw file and a virtual dataset's source with a
+  // blocking open(): a FIFO there (without a writer) held dctchop for good, past SIGTERM.
+  // Where HDF5 finds a plain file first (here under HDF5_EXT_PREFIX) it reads that one.
+  temp_dir dir;
+  const std::vector<std::uint8_t> v(6 * 64, 7);
+  make_linked_inputs(dir, v);  // l.h5:/ext -> s.h5:/src; e.h5:/images in e.raw
+  std::filesystem::create_directories(dir.path() / "P");
+  std::filesystem::rename(dir.file("s.h5"), dir.file("P/s.h5"));
+  ASSERT_EQ(::mkfifo(dir.file("s.h5").c_str(), 0600), 0);
+  std::filesystem::remove(dir.file("e.raw"));
+  ASSERT_EQ(::mkfifo(dir.file("e.raw").c_str(), 0600), 0);
+  make_vds(dir.file("v.h5"), "s.h5", "/src");
+  {
+    auto c = h5_create(dir.file("chain.h5"));
+    h5_check(H5Lcreate_external("l.h5", "/ext", c.get(), "/x", H5P_DEFAULT, H5P_DEFAULT), "link");
+  }
+  const std::string bound = "timeout -s KILL 60 ";
+  struct refused {
+    std::string cmd, says;
+    int status;
+  };
+  for (const refused& r : std::vector<refused>{
+           {"compress l.h5:/ext -o a.dcz", "l.h5:/ext is an external link to s.h5:/src, and "
+                                           "s.h5 is a pipe (FIFO): HDF5 reads plain files only",
+            2},
+           {"compress chain.h5:/x -o a.dcz", "l.h5:/ext is an external link to s.h5:/src", 2},
+           {"compress e.h5:/images -o a.dcz", "e.h5:/images keeps its values in the file "
+                                              "e.raw, and e.raw is a pipe (FIFO)",
+            2},
+           {"eval v.h5:/v --chop 4", "v.h5:/v is a virtual dataset with a source in s.h5, "
+                                     "and s.h5 is a pipe (FIFO)",
+            2},
+           {"compress l.h5 -o a.dcz", "/ext cannot be read: l.h5:/ext is an external link", 3},
+           {"env HDF5_EXT_PREFIX=/no/such:. DCTCHOP compress P/../l.h5:/ext -o a.dcz",
+            "s.h5 is a pipe",
+            2}}) {
+    const std::string cmd =
+        bound + (r.cmd.find("DCTCHOP") == std::string::npos ? "DCTCHOP " + r.cmd : r.cmd);
+    const auto c = sh(dir, cmd);
+    EXPECT_EQ(c.status, r.status) << cmd << "\n" << describe(c);
+    EXPECT_TRUE(contains(c.err, r.says)) << cmd << "\n" << c.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz"))) << cmd;
+  }
+  // HDF5 looks under HDF5_EXT_PREFIX before beside the file: the plain P/s.h5.
+  const auto c = sh(dir, bound + "env HDF5_EXT_PREFIX=P DCTCHOP compress l.h5:/ext -o a.dcz -q");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto d = sh(dir, "DCTCHOP decompress a.dcz -o out.npy -q");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_EQ(load_npy(dir.file("out.npy")).values, std::vector<double>(v.begin(), v.end()));
 }
 
 TEST(Hdf5Cli, FilesReadFurtherOnAreInputsTooChainsOfLinksAndSourcesOfSources) {

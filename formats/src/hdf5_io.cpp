@@ -342,10 +342,18 @@ std::vector<candidate> list_datasets(hid_t file, const std::string& name,
     std::vector<candidate> out;
     std::map<std::string, std::pair<std::size_t, bool>> seen;  // identity: index, by a hard link
     std::vector<std::string> broken;  // external links that lead to no dataset
+    const std::string* file;          // its name
   } all;
+  all.file = &name;
   auto visit = [](hid_t group, const char* name, const H5L_info_t* link, void* data) -> herr_t {
     auto* l = static_cast<listing*>(data);
     auto* list = &l->out;
+    // (A link that leads to a FIFO: HDF5's open of it would wait for a writer.)
+    if (link != nullptr && link->type != H5L_TYPE_HARD &&
+        !problems_on_way(*l->file, std::string("/") + name).waits.empty()) {
+      if (link->type == H5L_TYPE_EXTERNAL) l->broken.push_back(std::string("/") + name);
+      return 0;
+    }
     const hid_t d = H5Dopen2(group, name, H5P_DEFAULT);
     if (d < 0) {  // a group or a dangling link
       H5Eclear2(H5E_DEFAULT);
@@ -394,6 +402,11 @@ std::vector<candidate> list_datasets(hid_t file, const std::string& name,
 }
 
 // ---- source -------------------------------------------------------------------------------
+
+/** Why a file that problems_on_way finds waiting cannot be read. */
+constexpr const char* hdf5_reads_files =
+    ": HDF5 reads plain files only (by seeking), and its open or read of this one could wait "
+    "without end: use a plain file";
 
 /** What a file that is not HDF5 is instead, when it is one of the files users mix up. */
 std::string not_hdf5_what(const std::string& path) {
@@ -499,6 +512,10 @@ named_hdf5 open_named_hdf5(const std::string& file) {
   quiet_hdf5 quiet;
   if (const int e = open_errno(file); e != 0) {
     return {{}, file + " cannot be read (" + std::strerror(e) + ")"};
+  }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // (HDF5's open of a FIFO waits)
+    return {{}, file + " is not a plain file (a pipe or device?), which HDF5 cannot read"};
   }
   if (H5Fis_hdf5(file.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -643,6 +660,9 @@ class hdf5_source final : public sample_source {
    *  there, so "no such dataset" would puzzle). */
   std::string not_a_dataset() const { return not_a_dataset(dataset_); }
   std::string not_a_dataset(const std::string& path) const {
+    if (const std::string waits = problems_on_way(path_, path).waits; !waits.empty()) {
+      return "cannot be read: " + waits + hdf5_reads_files;
+    }
     const char* at = path.c_str();
     if (H5Oexists_by_name(file_.get(), at, H5P_DEFAULT) > 0) {
       H5O_info_t oi{};
@@ -748,6 +768,11 @@ class hdf5_source final : public sample_source {
     dataset_ = spec.dataset.empty() ? choose(spec) : spec.dataset;
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     const std::string nm = name();
+    const way_problems way = problems_on_way(spec.path, dataset_);
+    if (!way.waits.empty()) {
+      const bool named = way.waits.rfind(nm + " ", 0) == 0;  // (it says where it starts)
+      throw error(errc::invalid_argument, (named ? "" : nm + ": ") + way.waits + hdf5_reads_files);
+    }
     // Each group on the way in turn: HDF5 fails alike on a missing group ("component not
     // found") and on one that cannot be read (damaged).
     htri_t there = 1;
@@ -848,7 +873,7 @@ class hdf5_source final : public sample_source {
         H5Eclear2(H5E_DEFAULT);
       }
       if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
-        if (auto c = virtual_source_cycle(spec.path, dataset_); !c.empty()) {
+        if (const std::string& c = way.cycle; !c.empty()) {
           throw error(errc::bad_input, nm + ": a virtual dataset whose sources lead back to it (" +
                                            c + "): HDF5 would read it without end");
         }
@@ -1656,23 +1681,36 @@ void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
 namespace {
 
 /** The names by which HDF5 may find `name`, a file named from within `from` (an external
- *  link's target, a raw file, a virtual dataset's source): as it is (from the working
- *  folder); a relative one, or an absolute one's last part (which HDF5 looks for where the
- *  absolute one is missing), beside `from`, in the working folder and under each folder that
+ *  link's target, a raw file, a virtual dataset's source). First those HDF5 1.10 tries, in
+ *  its order (H5F_prefix_open_file; for raw files H5D__efl_read), `tried` of them: an
+ *  absolute name as it is; then the name (an absolute one's last part) under each folder that
  *  the environment variable `prefixes` lists (HDF5_EXT_PREFIX, HDF5_VDS_PREFIX or
- *  HDF5_EXTFILE_PREFIX: separated by ':', with ${ORIGIN} for from's folder). More than HDF5
- *  opens, on purpose: any file it may read is an input, which no output may replace. */
-std::vector<std::string> names_from(const std::string& name, const std::string& from,
-                                    const char* prefixes) {
-  namespace fs = std::filesystem;
+ *  HDF5_EXTFILE_PREFIX: separated by ':', with ${ORIGIN} for from's folder), beside `from`,
+ *  from the working folder, and beside the file that `from` is a symbolic link to (a raw
+ *  file's: under the prefix, else from the working folder). Then the rest of the places
+ *  named: more than HDF5 opens, on purpose, as any file it may read is an input, which no
+ *  output may replace. */
+struct named_places {
   std::vector<std::string> names;
-  if (name.empty() || name == ".") return names;  // (a virtual dataset's "this file")
-  names.push_back(name);
+  std::size_t tried = 0;
+};
+named_places names_from(const std::string& name, const std::string& from, const char* prefixes) {
+  namespace fs = std::filesystem;
+  named_places out;
+  auto& names = out.names;
+  const auto add = [&](const std::string& n) {  // each once
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  if (name.empty() || name == ".") return out;  // (a virtual dataset's "this file")
+  const bool absolute = name.front() == '/';
   const fs::path folder = fs::path(from).parent_path();
-  const fs::path rel = name.front() == '/' ? fs::path(name).filename() : fs::path(name);
-  if (rel.empty()) return names;
-  if (name.front() == '/') names.push_back(rel.string());
-  if (!folder.empty()) names.push_back((folder / rel).string());
+  const fs::path rel = absolute ? fs::path(name).filename() : fs::path(name);
+  if (absolute) add(name);
+  if (rel.empty()) {
+    out.tried = names.size();
+    return out;
+  }
+  std::vector<std::string> under;  // the name under each prefix
   const char* listed = std::getenv(prefixes);
   std::string_view rest = listed != nullptr ? listed : "";
   while (!rest.empty()) {
@@ -1682,9 +1720,48 @@ std::vector<std::string> names_from(const std::string& name, const std::string& 
     if (const auto at = prefix.find("${ORIGIN}"); at != std::string::npos) {
       prefix.replace(at, 9, folder.empty() ? std::string(".") : folder.string());
     }
-    if (!prefix.empty()) names.push_back((fs::path(prefix) / rel).string());
+    if (!prefix.empty()) under.push_back((fs::path(prefix) / rel).string());
   }
-  return names;
+  const std::string beside = folder.empty() ? rel.string() : (folder / rel).string();
+  if (std::string_view(prefixes) == "HDF5_EXTFILE_PREFIX") {  // a raw file: one place
+    if (!absolute) add(under.empty() ? name : under.front());
+    out.tried = names.size();
+    if (absolute) add(rel.string());
+    for (const auto& u : under) add(u);
+    add(beside);
+    if (!absolute) add(name);
+    return out;
+  }
+  for (const auto& u : under) add(u);
+  add(beside);
+  add(rel.string());
+  std::error_code ec;
+  const fs::path real = fs::canonical(from, ec);
+  if (!ec) add((real.parent_path() / rel).string());
+  out.tried = names.size();
+  return out;
+}
+
+/** What a file found by one of `places` (names_from) would do to HDF5 when it opens it: ""
+ *  where the first that HDF5 would open (one that is there, not a folder, and, but for a raw
+ *  file, an HDF5 file: it goes on past others) is a plain file or none is there; else the
+ *  first that is a pipe, character device or socket, whose open would wait (a FIFO without
+ *  a writer, a terminal) or fail, said as "NAME is a pipe (FIFO)". */
+std::string waiting_place(const named_places& places, bool raw) {
+  for (std::size_t i = 0; i < places.tried; ++i) {
+    const std::string& n = places.names[i];
+    struct stat st {};
+    if (::stat(n.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+    if (S_ISFIFO(st.st_mode)) return n + " is a pipe (FIFO)";
+    if (S_ISCHR(st.st_mode)) return n + " is a character device";
+    if (S_ISSOCK(st.st_mode)) return n + " is a socket";
+    if (raw || !S_ISREG(st.st_mode)) return {};
+    detail::quiet_hdf5 quiet;
+    const htri_t hdf5 = H5Fis_hdf5(n.c_str());
+    H5Eclear2(H5E_DEFAULT);
+    if (hdf5 > 0) return {};
+  }
+  return {};
 }
 
 /** What files_read_by's walk found: the files, and the first cycle of virtual datasets. */
@@ -1697,6 +1774,9 @@ struct read_walk {
    *  that leads back to one is a cycle, which HDF5 reads by recursing without end. */
   std::vector<std::pair<std::tuple<dev_t, ino_t, std::string>, std::string>> way;
   std::string cycle;  // "a.h5:/v -> b.h5:/v -> a.h5:/v"; "" when none
+  /** The first file on the way that HDF5 would find as a pipe, device or socket, as "X.h5:/l
+   *  is an external link to f.h5:/img, and f.h5 is a pipe (FIFO)"; "" when none. */
+  std::string waits;
 };
 
 /** files_read_by's walk: the files that reading `object` of `path` reads besides `path`,
@@ -1708,6 +1788,8 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
   if (depth > 16 || w.opens <= 0) return;
   if (object.empty()) return;
   if (object.front() != '/') object = "/" + object;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // (a FIFO's open waits)
   --w.opens;
   h5_id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) return;
@@ -1725,7 +1807,12 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
     }
     if (link.type != H5L_TYPE_EXTERNAL) return;
     const std::string obj = link.object + rest;
-    for (const auto& f : names_from(link.file, path, "HDF5_EXT_PREFIX")) {
+    const named_places places = names_from(link.file, path, "HDF5_EXT_PREFIX");
+    if (const std::string why = waiting_place(places, false); !why.empty() && w.waits.empty()) {
+      w.waits = path + ":" + part + " is an external link to " + link.file + ":" + link.object +
+                ", and " + why;
+    }
+    for (const auto& f : places.names) {
       w.files.push_back(f);
       walk_reads(f, obj, w, depth + 1);
     }
@@ -1742,15 +1829,17 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
     if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
                         &size) >= 0) {
       const std::string name(text.data(), strnlen(text.data(), text.size()));
-      for (const auto& f : names_from(name, path, "HDF5_EXTFILE_PREFIX")) w.files.push_back(f);
+      const named_places places = names_from(name, path, "HDF5_EXTFILE_PREFIX");
+      if (const std::string why = waiting_place(places, true); !why.empty() && w.waits.empty()) {
+        w.waits = path + ":" + object + " keeps its values in the file " + name + ", and " + why;
+      }
+      for (const auto& f : places.names) w.files.push_back(f);
     }
   }
   std::size_t sources = 0;
   if (H5Pget_layout(dcpl.get()) != H5D_VIRTUAL || H5Pget_virtual_count(dcpl.get(), &sources) < 0) {
     return;
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return;
   const std::string here = path + ":" + object;
   auto key = std::make_tuple(st.st_dev, st.st_ino, object);
   for (std::size_t k = 0; k < w.way.size(); ++k) {
@@ -1778,7 +1867,11 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
       if (one) walk_reads(path, dset, w, depth + 1);
       continue;
     }
-    for (const auto& f : names_from(name, path, "HDF5_VDS_PREFIX")) {
+    const named_places places = names_from(name, path, "HDF5_VDS_PREFIX");
+    if (const std::string why = waiting_place(places, false); !why.empty() && w.waits.empty()) {
+      w.waits = here + " is a virtual dataset with a source in " + name + ", and " + why;
+    }
+    for (const auto& f : places.names) {
       w.files.push_back(f);  // every source named, whatever the budget
       if (one) walk_reads(f, dset, w, depth + 1);
     }
@@ -1788,12 +1881,12 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
 
 }  // namespace
 
-std::string detail::virtual_source_cycle(const std::string& path, const std::string& object) {
+detail::way_problems detail::problems_on_way(const std::string& path, const std::string& object) {
   detail::quiet_hdf5 quiet;
   read_walk w;
   walk_reads(path, object, w, 0);
   H5Eclear2(H5E_DEFAULT);
-  return w.cycle;
+  return {std::move(w.cycle), std::move(w.waits)};
 }
 
 std::vector<std::string> files_read_by(const dataset_spec& spec) {
@@ -1828,6 +1921,7 @@ std::vector<std::string> files_read_by(const dataset_spec& spec) {
   std::vector<char> text(4096);
   for (const auto& object : objects) {
     walk_reads(spec.path, object, w, 0);
+    if (!w.waits.empty()) continue;  // (HDF5's open would wait; the reader refuses it)
     // And the file the dataset is in, as HDF5 found it (HDF5_EXT_PREFIX may lead elsewhere).
     h5_id d(file.valid() ? H5Dopen2(file.get(), object.c_str(), H5P_DEFAULT) : H5I_INVALID_HID,
             H5Dclose);
