@@ -1754,6 +1754,36 @@ TEST(Cli, StdinOnATerminalIsRefusedForLabelsAndEveryNameOfStdinNotWaitedOn) {
   EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
 }
 
+TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAre) {
+  // `-o /dev/stderr -q 2> out.npy` (which the README allows) and `-o /dev/fd/3 3> out.npy`
+  // were "already exists (use -f to overwrite)", exit 6, the error line written into the
+  // file meant for the data; `-o /dev/stdout > out.npy` needed no -f.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o want.npy -q").status, 0);
+  const std::string want = read_bytes(dir.file("want.npy"));
+  for (const std::string cmd : {"DCTCHOP decompress a.dcz -o /dev/stderr -q 2> out.npy",
+                                "DCTCHOP decompress a.dcz -o /dev/fd/3 3> out.npy",
+                                "DCTCHOP decompress a.dcz -o /proc/self/fd/3 -q 3> out.npy"}) {
+    const auto c = sh(dir, cmd);
+    EXPECT_EQ(c.status, 0) << cmd << "\n" << describe(c);
+    EXPECT_EQ(read_bytes(dir.file("out.npy")), want) << cmd;
+  }
+  const auto z = sh(dir, "DCTCHOP compress in.npy -o /dev/fd/3 -q 3> b.dcz");
+  ASSERT_EQ(z.status, 0) << describe(z);
+  EXPECT_EQ(cli(dir, "verify b.dcz -q").status, 0);
+  // `3>>` appends: what the file held stays.
+  write_bytes(dir.file("log.bin"), "kept\n");
+  ASSERT_EQ(sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3 -q 3>> log.bin").status, 0);
+  EXPECT_EQ(read_bytes(dir.file("log.bin")), "kept\n" + want);
+  // An input is still an input by its descriptor's name.
+  const std::string archive = read_bytes(dir.file("a.dcz"));
+  const auto in = sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3 -q 3<> a.dcz");
+  EXPECT_EQ(in.status, 2) << describe(in);
+  EXPECT_EQ(read_bytes(dir.file("a.dcz")), archive);
+}
+
 TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {
   // `-o /dev/stdout --json` put the report into the pipe after the archive (exit 0, the
   // archive damaged); `-o a.dcz -f --json > a.dcz` wrote it into the file that -f replaced.

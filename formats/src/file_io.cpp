@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -445,6 +446,11 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     return f;
   }
   f.target_ = check_output_path(path, overwrite);
+  if (f.target_.descriptor >= 0) {
+    f.fd_ = ::fcntl(f.target_.descriptor, F_DUPFD_CLOEXEC, 3);
+    if (f.fd_ < 0) throw os_error(path, "open");
+    return f;
+  }
   if (f.target_.in_place) {
     // A FIFO or device: written into as it is (a FIFO waits here for its reader). With
     // `waiting`, the wait polls (a FIFO without a reader refuses a non-blocking open, ENXIO),
@@ -505,6 +511,16 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   output_target t;
   t.path = path;
   struct stat st {};
+  // A name of one of this process's descriptors open on a plain file (/dev/stderr, /dev/fd/3
+  // of `3> out.npy`): written into through it, as stdout's names are (the shell made the
+  // file, which -f would replace, leaving `3>>`'s file as it was).
+  if (const int fd = descriptor_named(path);
+      !regular_only && fd >= 0 && names_descriptors_file(path, fd) && ::fstat(fd, &st) == 0 &&
+      S_ISREG(st.st_mode)) {
+    t.in_place = true;
+    t.descriptor = fd;
+    return t;
+  }
   if (::stat(path.c_str(), &st) != 0) {
     // A name longer than the file system takes would be refused only when the finished
     // output is named, after all the work.
@@ -968,6 +984,21 @@ bool is_standard_output(const std::string& input, int fd) {
   if (::fstat(fd, &out) != 0 || !S_ISREG(out.st_mode)) return false;
   const bool ok = input == "-" ? ::fstat(STDIN_FILENO, &in) == 0 : ::stat(input.c_str(), &in) == 0;
   return ok && S_ISREG(in.st_mode) && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
+}
+
+int descriptor_named(const std::string& path) {
+  if (path == "/dev/stdin") return STDIN_FILENO;
+  if (path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  const std::string self = "/proc/" + std::to_string(::getpid()) + "/fd/";
+  for (const std::string& folder : {std::string("/dev/fd/"), std::string("/proc/self/fd/"), self}) {
+    if (path.size() <= folder.size() || path.compare(0, folder.size(), folder) != 0) continue;
+    int n = 0;
+    const char* end = path.data() + path.size();
+    const auto [at, ec] = std::from_chars(path.data() + folder.size(), end, n);
+    return ec == std::errc() && at == end && n >= 0 ? n : -1;
+  }
+  return -1;
 }
 
 bool names_descriptors_file(const std::string& path, int fd) {

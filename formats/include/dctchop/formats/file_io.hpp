@@ -169,6 +169,9 @@ struct output_target {
   std::string path;       ///< where the finished file goes: the path, or the file its symlink names
   bool in_place = false;  ///< an existing FIFO or device (/dev/null): written into, not replaced
   bool fifo = false;      ///< in place, and a FIFO (its open waits for a reader)
+  /** In place through this process's descriptor that the path names (/dev/stderr, /dev/fd/3
+   *  of `3> out.npy`), open on a plain file; -1 for none. */
+  int descriptor = -1;
   bool replaces = false;  ///< an existing regular file (-f): the new one takes its mode and owner
   unsigned mode = 0;      ///< the replaced file's permission bits (0777), when `replaces`
   unsigned uid = 0, gid = 0;  ///< and its owner
@@ -260,7 +263,9 @@ class output_file {
 /** Checks an output path: one that exists is refused (error output_exists) unless
  *  `overwrite`, a directory is error io. A symlink is followed: the file it names is replaced
  *  and the link stays. A FIFO or character device (/dev/null, a pipe's /dev/fd/N) is written in
- *  place, without -f since nothing is replaced, a block device only with -f; with
+ *  place, without -f since nothing is replaced, a block device only with -f, and so is a
+ *  plain file through the descriptor of this process that the path names (descriptor_named:
+ *  /dev/stderr, /dev/fd/3 of `3> out.npy`), as the shell made it; with
  *  `regular_only` (a format that seeks back, HDF5) either is error invalid_argument. A path
  *  whose folder is missing (or a file) is error io. */
 output_target check_output_path(const std::string& path, bool overwrite, bool regular_only = false);
@@ -347,6 +352,11 @@ bool same_file(const std::string& a, const std::string& b);
  *  is the file `input` (or, for "-", the file standard input is redirected from):
  *  `-o - 1<>in.npy` would write over what it reads. */
 bool is_standard_output(const std::string& input, int fd = 1);
+
+/** The descriptor that `path` names by itself: 0, 1 and 2 for /dev/stdin, /dev/stdout and
+ *  /dev/stderr, N for /dev/fd/N and /proc/self/fd/N (and /proc/PID/fd/N of this process); -1
+ *  for any other name. */
+int descriptor_named(const std::string& path);
 
 /** True when `path` names the file that descriptor `fd` is open on (the same device and
  *  inode: /dev/stdout for fd 1, a FIFO's name for the pipe that stdin is), unless that is a
