@@ -409,7 +409,9 @@ void keep_stdout_for_dctchop() {
  *  file opened would take a closed one, and a report meant for stdout would be written into
  *  it. A closed stdout or stderr gets /dev/full, so that a report written there fails and is
  *  reported (in the exit code: messages on a closed stderr are dropped); stdin gets
- *  /dev/null. Returns whether stdout was closed. */
+ *  /dev/null (and g_stdin_closed). Returns whether stdout was closed. */
+/** Standard input was closed when dctchop started (`<&-`: it reads /dev/null instead). */
+bool g_stdin_closed = false;
 bool open_standard_descriptors() {
   bool stdout_closed = false;
   for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
@@ -422,6 +424,7 @@ bool open_standard_descriptors() {
       ::close(got);
     }
     if (fd == STDOUT_FILENO) stdout_closed = true;
+    if (fd == STDIN_FILENO) g_stdin_closed = true;
   }
   return stdout_closed;
 }
@@ -460,6 +463,10 @@ void refuse_output_into_stdin(const std::vector<std::string>& ins,
 /** Refuse to read data typed at a terminal: "-" with stdin a TTY is almost always a mistake,
  *  and so is a terminal by its own name (/dev/tty, $(tty)), which waited for the keyboard. */
 void refuse_tty_stdin(const std::string& path) {
+  if (names_stdin(path) && g_stdin_closed) {  // (it read as an empty file)
+    throw error(errc::io, "cannot read standard input: it is closed (<&-); pipe data in or "
+                          "name a file instead of " + (path == "-" ? std::string("-") : path));
+  }
   if (names_stdin(path) && ::isatty(STDIN_FILENO) == 1) {
     throw error(errc::invalid_argument,
                 "standard input is a terminal; pipe data in or name a file instead of -");

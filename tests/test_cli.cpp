@@ -826,6 +826,22 @@ TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
   }
 }
 
+TEST(Cli, AClosedStandardInputNamedAsAnInputIsSaidSoNotReadAsAnEmptyFile) {
+  // `<&-` left stdin to /dev/null: "<stdin>: empty (0 bytes), not a .npy file", exit 3.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  for (const std::string args : {"compress - -o b.dcz", "decompress /dev/stdin -o b.npy",
+                                 "info -", "verify a.dcz --against -", "eval - --chop 2",
+                                 "compress in.npy --labels - -o b.dcz"}) {
+    const auto c = cli(dir, args + " <&-");
+    EXPECT_EQ(c.status, 5) << args << "\n" << describe(c);
+    EXPECT_TRUE(contains(c.err, "cannot read standard input: it is closed (<&-)")) << c.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  EXPECT_EQ(cli(dir, "info a.dcz <&-").status, 0);  // stdin not read: nothing wrong
+}
+
 TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   temp_dir dir;
   // Written before the archive recorded per-sample PSNR: a finite PSNR, no worst sample.
