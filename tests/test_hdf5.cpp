@@ -3677,6 +3677,57 @@ TEST(Hdf5Filters, APluginsOwnFailureLinesGoToStderrAndNeverToStdout) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.dcz")));
 }
 
+TEST(Hdf5Filters, ChunksNeverWrittenBesideCompressedOnesReadAsTheFillValueInTheMemoryOrder) {
+  // dctchop's reader decodes the compressed chunks and gives those never written the fill
+  // value itself (it handed such reads to HDF5): big-endian u16 with fill 0x0102, u8 with
+  // fill 5, and fill time never (zeros), each with the chunk at row 1 never written.
+  temp_dir dir;
+  const hsize_t dims[3] = {3, 8, 8}, one[3] = {1, 8, 8};
+  {
+    auto f = h5_create(dir.file("fill.h5"));
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    h5 mem(H5Screate_simple(3, one, nullptr), H5Sclose, "memory space");
+    struct variant {
+      const char* name;
+      hid_t type, native;
+      std::uint16_t fill;
+      bool never;
+    };
+    for (const variant& v : {variant{"/u16be", H5T_STD_U16BE, H5T_NATIVE_UINT16, 0x0102, false},
+                             variant{"/u8", H5T_STD_U8LE, H5T_NATIVE_UINT16, 5, false},
+                             variant{"/never", H5T_STD_U8LE, H5T_NATIVE_UINT16, 5, true}}) {
+      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+      h5_check(H5Pset_chunk(dcpl.get(), 3, one), "chunk");
+      h5_check(H5Pset_deflate(dcpl.get(), 6), "deflate");
+      h5_check(H5Pset_fill_value(dcpl.get(), H5T_NATIVE_UINT16, &v.fill), "fill");
+      if (v.never) h5_check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "fill time");
+      h5 d(H5Dcreate2(f.get(), v.name, v.type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+           H5Dclose, "create");
+      const std::vector<std::uint16_t> sevens(64, 7);
+      for (hsize_t r : {0, 2}) {
+        const hsize_t start[3] = {r, 0, 0};
+        h5_check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, one, nullptr),
+                 "select");
+        h5_check(H5Dwrite(d.get(), v.native, mem.get(), space.get(), H5P_DEFAULT, sevens.data()),
+                 "write");
+      }
+    }
+  }
+  for (const auto& [name, fill] : {std::pair{"/u16be", 0x0102}, {"/u8", 5}, {"/never", 0}}) {
+    auto spec = parse_dataset_spec(dir.file("fill.h5") + ":" + name);
+    spec.decode_threads = 2;
+    auto src = formats::open_dataset(spec);
+    EXPECT_TRUE(contains(src->reader(), "decoded by dctchop")) << name << ": " << src->reader();
+    const auto bytes = read_all(*src);
+    const std::size_t item = bytes.size() / (3 * 64);
+    for (std::size_t i = 0; i < 3 * 64; ++i) {
+      std::uint16_t value = 0;
+      std::memcpy(&value, bytes.data() + i * item, item);  // (little-endian host)
+      ASSERT_EQ(value, i / 64 == 1 ? fill : 7) << name << " value " << i;
+    }
+  }
+}
+
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
   temp_dir dir;
   // A deflate stream with bytes changed in its middle (zlib's checksum fails).
@@ -3711,6 +3762,17 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
     };
     each("/deflate_short", H5Z_FILTER_DEFLATE, {6}, zlib_stream(32));
     each("/deflate_long", H5Z_FILTER_DEFLATE, {6}, zlib_stream(1000));
+    // A long one beside a chunk never written: the read went to HDF5, whose deflate filter
+    // (and LZF's, h5py's too) cut it to size: wrong values, exit 0.
+    for (const auto& [name, id, cd, stream] :
+         {std::tuple{"/deflate_long_sparse", H5Z_FILTER_DEFLATE, std::vector<unsigned>{6},
+                     zlib_stream(128)},
+          std::tuple{"/lzf_long_sparse", H5Z_filter_t{32000}, std::vector<unsigned>{4, 261, 0},
+                     lzf_block(std::vector<std::uint8_t>(128, 9))}}) {
+      h5 d = h5_create_chunked(f.get(), name, H5T_STD_U8LE, {2, 8, 8}, {1, 8, 8}, {{id, cd}});
+      const hsize_t at[3] = {0, 0, 0};  // (the chunk at row 1 never written)
+      h5_check(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, at, stream.size(), stream.data()), name);
+    }
     // Big-endian u16 (2 x 4 x 8): HDF5 would convert them, and read a short chunk unchecked;
     // dctchop decodes them and swaps their bytes.
     h5_write_encoded(f.get(), "/deflate_short_be", {2, 4, 8}, nines, H5Z_FILTER_DEFLATE, {6},
@@ -3752,7 +3814,8 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
   for (const std::string& name : damaged) {
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
-  for (const std::string name : {"deflate_short", "deflate_long", "deflate_short_be"}) {  // (dctchop's reader only)
+  for (const std::string name : {"deflate_short", "deflate_long", "deflate_short_be",
+                                 "deflate_long_sparse", "lzf_long_sparse"}) {  // (dctchop's reader only)
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
   check_bad_cases(dir, cases);

@@ -88,6 +88,15 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   }
   // Unfiltered chunks HDF5 reads straight in, and shuffle alone costs little.
   if (!compressor) return nullptr;
+  // Chunks never written are the fill value here, not a reason to hand the read to HDF5,
+  // whose filters then took a chunk that decodes long, cut to size, without a word.
+  r->fill_.assign(r->item_, 0);
+  H5D_fill_time_t when = H5D_FILL_TIME_IFSET;
+  if (H5Pget_fill_time(dcpl, &when) < 0 ||
+      (when != H5D_FILL_TIME_NEVER && H5Pget_fill_value(dcpl, memory_type, r->fill_.data()) < 0)) {
+    H5Eclear2(H5E_DEFAULT);
+    return nullptr;
+  }
   return r;
 }
 
@@ -115,6 +124,15 @@ const unsigned char* chunk_reader::decode(const stored_chunk& c, unsigned char* 
     data = out;
   }
   return data;
+}
+
+const unsigned char* chunk_reader::filled(unsigned char* a) const {
+  if (std::all_of(fill_.begin(), fill_.end(), [](unsigned char v) { return v == 0; })) {
+    std::memset(a, 0, chunk_bytes_);
+  } else {
+    for (std::size_t i = 0; i < chunk_bytes_; i += item_) std::memcpy(a + i, fill_.data(), item_);
+  }
+  return a;
 }
 
 void chunk_reader::scatter(const std::vector<hsize_t>& offset, const unsigned char* c, u64 first,
@@ -177,10 +195,14 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       from_kept.push_back(static_cast<std::size_t>(kept - kept_.begin()));
     } else {
       hsize_t size = 0;
-      if (H5Dget_chunk_storage_size(dset_, offset.data(), &size) < 0 || size == 0) {
+      haddr_t address = HADDR_UNDEF;
+      unsigned stored_mask = 0;
+      // (H5Dget_chunk_storage_size fails alike for a chunk never written and a damaged one.)
+      if (H5Dget_chunk_info_by_coord(dset_, offset.data(), &stored_mask, &address, &size) < 0) {
         H5Eclear2(H5E_DEFAULT);
-        return false;  // not written: HDF5 fills it in
+        return false;  // HDF5 reads it, and says why it cannot
       }
+      if (address == HADDR_UNDEF) size = 0;
       if (size > max_stored_) {
         throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
                                          " claims " + std::to_string(size) +
@@ -190,9 +212,10 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       if (used == chunks.size()) chunks.emplace_back();
       stored_chunk& c = chunks[used++];
       c.offset = offset;
+      c.written = size > 0;  // (never written: the fill value)
       c.bytes.resize(size);
       uint32_t mask = 0;
-      if (H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
+      if (c.written && H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
         const hdf5_failure why = last_hdf5_failure();
         const std::string at = name + ": cannot read the chunk at row " + std::to_string(offset[0]);
         if (!why.system) {  // no system call failed: the file's structure is at fault
@@ -237,7 +260,8 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     auto& [a, b] = scratch_[t];
     a.resize(chunk_bytes_);
     if (stages_.front().id == H5Z_FILTER_SHUFFLE) b.resize(chunk_bytes_);
-    const unsigned char* c = decode(chunks[i], a.data(), b.data());
+    const unsigned char* c =
+        chunks[i].written ? decode(chunks[i], a.data(), b.data()) : filled(a.data());
     if (c == nullptr) {
       throw error(errc::bad_input,
                   name + ": read of rows " + std::to_string(first) + ".." +

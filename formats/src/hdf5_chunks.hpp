@@ -30,8 +30,10 @@ class chunk_reader {
                                             const std::vector<std::uint64_t>& shape,
                                             unsigned threads);
 
-  /** Rows [first, first + count) into dst, C order. False, having written nothing, when a
-   *  chunk there has no storage (HDF5's read gives its fill value). Throws errc::bad_input
+  /** Rows [first, first + count) into dst, C order; a chunk never written as the fill value
+   *  (which HDF5's read took as a reason to decode every chunk of the read itself, through
+   *  filters that cut a chunk that decodes long to size). False, having written nothing,
+   *  where HDF5 cannot say whether a chunk is stored (its read then says why). Throws errc::bad_input
    *  naming `name` and the rows for a chunk that does not decode, errc::io when HDF5 cannot
    *  read a chunk. */
   bool read_rows(std::uint64_t first, std::uint64_t count, void* dst, const std::string& name);
@@ -48,11 +50,14 @@ class chunk_reader {
   struct stored_chunk {
     std::vector<hsize_t> offset;
     unsigned mask = 0;
+    bool written = true;  // false: never written, read as the fill value
     std::vector<unsigned char> bytes;
   };
   chunk_reader() = default;
   /** Undoes the filters of `c` into `a` or `b` (chunk_bytes_ each); the decoded chunk. */
   const unsigned char* decode(const stored_chunk& c, unsigned char* a, unsigned char* b) const;
+  /** A chunk of the fill value, in `a` (chunk_bytes_); a. */
+  const unsigned char* filled(unsigned char* a) const;
   /** Copies the part of decoded chunk `c` within rows [first, first + count) to dst. */
   void scatter(const std::vector<hsize_t>& offset, const unsigned char* c, std::uint64_t first,
                std::uint64_t count, unsigned char* dst) const;
@@ -64,6 +69,9 @@ class chunk_reader {
   std::uint64_t max_stored_ = 0;
   unsigned threads_ = 1;
   bool swap_ = false;  // the file's values are in the other byte order
+  /** One value as a chunk that was never written reads (the fill value, in the memory type;
+   *  zeros where the fill time is never, as the reader zeroes its buffer first). */
+  std::vector<unsigned char> fill_;
   std::vector<stage> stages_;  // in write order: shuffle first, then the compressor
   std::vector<stored_chunk> stored_;  // the chunks of the last read, kept for their buffers
   std::vector<std::pair<std::vector<unsigned char>, std::vector<unsigned char>>> scratch_;
