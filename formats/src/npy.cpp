@@ -39,12 +39,18 @@ constexpr bool k_native_big = std::endian::native == std::endian::big;
   throw error(code, name + ": " + what);
 }
 
-// Quote text from a file for a one-line message: printable ASCII only, bounded length.
+// Quote text from a file for a one-line message: printable ASCII, any other byte as \xNN
+// (a `?` lost which it was), bounded length.
 std::string printable(std::string_view s, std::size_t max_len = 40) {
   std::string out;
   for (char c : s.substr(0, max_len)) {
     const auto u = static_cast<unsigned char>(c);
-    out += (u >= 0x20 && u < 0x7f) ? c : '?';
+    if (u >= 0x20 && u < 0x7f && u != '\\') {
+      out += c;
+    } else {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += {'\\', 'x', hex[u >> 4], hex[u & 15]};
+    }
   }
   if (s.size() > max_len) out += "...";
   return out;
