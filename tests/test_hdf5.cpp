@@ -1932,6 +1932,29 @@ TEST(Hdf5Cli, FilesFoundThroughHdf5sPrefixesOrByAGoneAbsoluteNamesLastPartAreInp
   }
 }
 
+TEST(Hdf5Cli, ADatasetThatHdf5CannotOpenIsCalledDamagedWithHdf5sReasonNotNotADataset) {
+  // A chunk side of 0 in the layout message: "is not a dataset", which sent the user looking
+  // for a mistake in the name.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("bad.h5"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {2, 16, 16}, std::vector<std::uint8_t>(512, 3),
+             storage{{2, 16, 16}, -1});
+  }
+  std::string bytes = read_bytes(dir.file("bad.h5"));
+  const std::uint32_t dims[4] = {2, 16, 16, 1};  // the layout message's chunk sides, item size
+  const std::string pattern(reinterpret_cast<const char*>(dims), sizeof dims);
+  const auto at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 0;
+  write_bytes(dir.file("bad.h5"), bytes);
+  const auto c = cli(dir, "compress bad.h5:/images -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "bad.h5:/images: is a dataset that HDF5 cannot open: the file is "
+                              "damaged (chunk dimension must be positive"))
+      << c.err;
+}
+
 TEST(Hdf5Cli, AFileTheDatasetReadsThatIsAPipeIsRefusedWhereHdf5sOpenWouldWaitForAWriter) {
   // HDF5 opens an external link's target, a raw file and a virtual dataset's source with a
   // blocking open(): a FIFO there (without a writer) held dctchop for good, past SIGTERM.

@@ -670,6 +670,13 @@ class hdf5_source final : public sample_source {
           oi.type == H5O_TYPE_GROUP) {
         return "is a group, not a dataset";
       }
+      if (oi.type == H5O_TYPE_DATASET) {  // (a chunk side of 0, say: HDF5 says why)
+        h5_id d(H5Dopen2(file_.get(), at, H5P_DEFAULT), H5Dclose);
+        const std::string why = d.valid() ? std::string() : last_hdf5_failure().text;
+        H5Eclear2(H5E_DEFAULT);
+        return "is a dataset that HDF5 cannot open: the file is damaged" +
+               (why.empty() ? std::string() : " (" + why + ")");
+      }
       return "is not a dataset";
     }
     const link_value link = read_link(file_.get(), path);
