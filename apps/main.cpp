@@ -405,13 +405,13 @@ void keep_stdout_for_dctchop() {
 #endif
 }
 
+/** Standard input was closed when dctchop started (`<&-`: it reads /dev/null instead). */
+bool g_stdin_closed = false;
 /** Opens descriptors 0, 1 and 2 where they are closed (`dctchop info x.dcz >&-`): the next
  *  file opened would take a closed one, and a report meant for stdout would be written into
  *  it. A closed stdout or stderr gets /dev/full, so that a report written there fails and is
  *  reported (in the exit code: messages on a closed stderr are dropped); stdin gets
  *  /dev/null (and g_stdin_closed). Returns whether stdout was closed. */
-/** Standard input was closed when dctchop started (`<&-`: it reads /dev/null instead). */
-bool g_stdin_closed = false;
 bool open_standard_descriptors() {
   bool stdout_closed = false;
   for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
@@ -485,8 +485,14 @@ void refuse_tty_stdin(const std::string& path) {
 
 /** Standard output was closed when dctchop started (it writes to /dev/full instead). */
 bool g_stdout_closed = false;
-/** Why CLI11's own output (--help, --version, which it flushes) failed to reach stdout. */
+/** Why CLI11's own output (--help, --version, which it flushes) or a report failed to reach
+ *  stdout (note_stdout_failure). */
 int g_stdout_errno = 0;
+/** Notes why stdout failed, right after a write to it: once it has failed, later writes and
+ *  the last flush do nothing, and errno by then says nothing ("write failed" for EPIPE). */
+void note_stdout_failure() {
+  if (!std::cout && g_stdout_errno == 0) g_stdout_errno = errno;
+}
 /** Where the command streams its data (standard output, a FIFO): an interruption cannot take
  *  back what went there. Empty for files, which are named only when complete. */
 std::string g_stream_output;
@@ -1770,11 +1776,13 @@ int run(int argc, char** argv) {
         } else {
           if (printed++ > 0) std::cout << "\n";
           print_info_text(j);
+          note_stdout_failure();
         }
       }, [&](const std::string& name, const std::string& what, int code) {
         if (i_json) docs.push_back(failure_json(name, what, code));
       });
       print_json_documents(i_json, i_in.size(), docs);
+      note_stdout_failure();
       return rc;
     } else if (*evl) {
       refuse_tty_stdin(e_in);
@@ -1899,6 +1907,7 @@ int run(int argc, char** argv) {
           docs.back()["passed"] = false;
         });
         print_json_documents(v_json, v_ins.size(), docs);
+        note_stdout_failure();
         return rc;
       }
       formats::verify_options o;

@@ -842,6 +842,23 @@ TEST(Cli, AClosedStandardInputNamedAsAnInputIsSaidSoNotReadAsAnEmptyFile) {
   EXPECT_EQ(cli(dir, "info a.dcz <&-").status, 0);  // stdin not read: nothing wrong
 }
 
+TEST(Cli, AReaderThatStopsEarlyIsABrokenPipeForInfoOfManyArchivesToo) {
+  // Once a report of many had failed, errno said nothing by the end: "cannot write to
+  // standard output: write failed", where one archive's says "Broken pipe".
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += " a.dcz";
+  for (const std::string tail : {"", " --json"}) {
+    (void)sh(dir, "{ DCTCHOP info" + many + tail +
+                      " 2> err.txt; echo $? > rc.txt; } | head -c 10 > /dev/null");
+    const std::string err = read_bytes(dir.file("err.txt"));
+    EXPECT_EQ(read_bytes(dir.file("rc.txt")), "5\n") << tail << "\n" << err;
+    EXPECT_TRUE(contains(err, "cannot write to standard output: Broken pipe")) << tail << err;
+  }
+}
+
 TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   temp_dir dir;
   // Written before the archive recorded per-sample PSNR: a finite PSNR, no worst sample.
