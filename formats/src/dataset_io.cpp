@@ -579,7 +579,9 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
   if (s.kind == file_kind::hdf5 && s.path == "-") {
     throw error(errc::invalid_argument,
                 "-: --dataset " + dataset + " names a dataset of an HDF5 file or an array of a "
-                ".npz, which are read and written by seeking: a pipe cannot be; use a file");
+                ".npz, which standard input or output cannot be (an HDF5 file is read and "
+                "written by seeking, a .npz read so, and `-` has no name to tell which): use a "
+                "file (a FIFO named FILE.npz takes a .npz)");
   }
   return s;
 }
