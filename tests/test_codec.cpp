@@ -351,6 +351,33 @@ TEST(Layouts, AutoPicksNhwcOrNchwAndRefusesAmbiguousShapes) {
   EXPECT_THROW(resolve_layout(hw, layout::nhwc), error);
 }
 
+TEST(Layouts, AShapeNoLayoutTakesIsBadInputWhetherOrNotALayoutWasNamed) {
+  // 1-D and 5-D arrays were bad input (exit 3) under auto but a usage error (exit 2) with
+  // --layout NHWC: one file, one problem, two exit codes.
+  for (const std::vector<u64>& s : {std::vector<u64>{10}, std::vector<u64>{2, 3, 8, 8, 1}}) {
+    for (layout l : {layout::automatic, layout::nhwc, layout::hw}) {
+      try {
+        resolve_layout(s, l);
+        FAIL() << "a shape of " << s.size() << " axes taken";
+      } catch (const error& e) {
+        EXPECT_EQ(e.code(), errc::bad_input) << e.what();
+        EXPECT_NE(std::string(e.what()).find("dctchop takes 2 (HW), 3 (NHW) or 4"),
+                  std::string::npos) << e.what();
+        if (s.size() == 5) {
+          EXPECT_NE(std::string(e.what()).find("squeeze"), std::string::npos) << e.what();
+        }
+      }
+    }
+  }
+  // A shape some layout takes, named with another: a usage error.
+  try {
+    resolve_layout(std::vector<u64>{4, 8, 8}, layout::nhwc);
+    FAIL() << "3 axes taken as NHWC";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+  }
+}
+
 TEST(Layouts, ASampleShapeIsTheShapeAfterTheSampleAxis) {
   using shape = std::vector<u64>;
   EXPECT_EQ(resolve_layout(shape{10, 32, 24, 3}, layout::automatic).sample_shape(), (shape{32, 24, 3}));

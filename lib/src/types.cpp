@@ -197,6 +197,16 @@ geometry resolve_layout(std::span<const std::uint64_t> shape, layout requested) 
       throw error(errc::bad_input, "shape " + shape_str(shape) + " has an empty axis");
     }
   }
+  if (nd < 2 || nd > 4) {  // no layout takes it, asked for or not (bad input, exit 3, either way)
+    const bool ones = std::count(shape.begin(), shape.end(), std::uint64_t{1}) > 0;
+    throw error(errc::bad_input,
+                "shape " + shape_str(shape) + " has " + std::to_string(nd) +
+                    (nd == 1 ? " axis" : " axes") +
+                    "; dctchop takes 2 (HW), 3 (NHW) or 4 (NHWC, NCHW)" +
+                    (nd > 4 && ones ? ": reshape it (numpy's squeeze drops axes of size 1)"
+                     : nd == 1    ? ": reshape it to the planes it holds (1, N for one row)"
+                                  : ": reshape it"));
+  }
   layout l = requested;
   if (l == layout::automatic) {
     if (nd == 2) {
