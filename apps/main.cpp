@@ -1576,9 +1576,13 @@ int run(int argc, char** argv) {
                         (*dec && (is_stderr(d_out) || is_stderr(d_labels_out))) ||
                         (stdout_carries_data() && stdout_is_stderr());
       if (into) {
+        const bool json = (*cmp && c_json) || (*dec && d_json);  // (-q given or not)
         throw error(errc::invalid_argument,
-                    "standard error goes where the data goes (2>&1, or -o /dev/stderr): "
-                    "messages would be written into it; send it elsewhere, or -q");
+                    std::string("standard error goes where the data goes (2>&1, or -o "
+                                "/dev/stderr): ") +
+                        (json ? "--json's report would be written into it; send it elsewhere, "
+                                "or leave out --json"
+                              : "messages would be written into it; send it elsewhere, or -q"));
       }
     }
     if (*cmp) {

@@ -1816,6 +1816,11 @@ TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAr
   const auto in = sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3 -q 3<> a.dcz");
   EXPECT_EQ(in.status, 2) << describe(in);
   EXPECT_EQ(read_bytes(dir.file("a.dcz")), archive);
+  // With -q given, --json's report is what would go there (the advice was "or -q").
+  const auto j = sh(dir, "DCTCHOP decompress a.dcz -o - -q --json > e.txt 2>&1");
+  EXPECT_EQ(j.status, 2) << describe(j);
+  EXPECT_TRUE(contains(read_bytes(dir.file("e.txt")), "--json's report would be written into "
+                                                       "it; send it elsewhere, or leave out --json"));
 }
 
 TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {
