@@ -2007,6 +2007,18 @@ TEST(Hdf5Cli, AFileTheDatasetReadsThatIsAPipeIsRefusedWhereHdf5sOpenWouldWaitFor
   EXPECT_EQ(load_npy(dir.file("out.npy")).values, std::vector<double>(v.begin(), v.end()));
 }
 
+TEST(Hdf5Cli, AVirtualDatasetsSourceMissingUnderHdf5VdsPrefixTooIsNoted) {
+  // With HDF5_VDS_PREFIX set, no note said that a source was found nowhere (its rows read
+  // as the fill value without a word); the places looked in are HDF5's own, in its order.
+  temp_dir dir;
+  make_vds(dir.file("v.h5"), "gone.h5", "/src");
+  const auto c = sh(dir, "HDF5_VDS_PREFIX=/nowhere DCTCHOP compress v.h5:/v -o a.dcz");
+  EXPECT_EQ(c.status, 0) << describe(c);
+  EXPECT_TRUE(contains(c.err, "v.h5:/v: a virtual dataset whose source file gone.h5 is not found "
+                              "(under HDF5_VDS_PREFIX, beside it, or here)"))
+      << c.err;
+}
+
 TEST(Hdf5Cli, FilesReadFurtherOnAreInputsTooChainsOfLinksAndSourcesOfSources) {
   // Only the first step was looked into: the middle of a chain of external links, a source
   // of a virtual dataset's source, and a file behind a source that is an external link were

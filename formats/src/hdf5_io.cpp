@@ -423,24 +423,65 @@ std::string not_hdf5_what(const std::string& path) {
   }
 }
 
-/** The places where HDF5 looks for a file that another file names (an external link's target,
- *  a virtual dataset's source), in its order (H5F_prefix_open_file), those that exist: an
- *  absolute name as it is; then the name (an absolute one's last part) beside the naming file
- *  `from`, then in the working directory. (HDF5_EXT_PREFIX and HDF5_VDS_PREFIX, which HDF5
- *  tries before the last two, are the callers' to heed.) */
-std::vector<std::string> named_file_places(const std::string& name, const std::string& from) {
+/** The names by which HDF5 may find `name`, a file named from within `from` (an external
+ *  link's target, a raw file, a virtual dataset's source). First those HDF5 1.10 tries, in
+ *  its order (H5F_prefix_open_file; for raw files H5D__efl_read), `tried` of them: an
+ *  absolute name as it is; then the name (an absolute one's last part) under each folder that
+ *  the environment variable `prefixes` lists (HDF5_EXT_PREFIX, HDF5_VDS_PREFIX or
+ *  HDF5_EXTFILE_PREFIX: separated by ':', with ${ORIGIN} for from's folder), beside `from`,
+ *  from the working folder, and beside the file that `from` is a symbolic link to (a raw
+ *  file's: under the prefix, else from the working folder). Then the rest of the places
+ *  named: more than HDF5 opens, on purpose, as any file it may read is an input, which no
+ *  output may replace. */
+struct named_places {
+  std::vector<std::string> names;
+  std::size_t tried = 0;
+};
+named_places names_from(const std::string& name, const std::string& from, const char* prefixes) {
   namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  std::error_code ec;
-  const fs::path p(name);
-  if (p.is_absolute() && fs::exists(p, ec)) out.push_back(name);
-  const fs::path rel = p.is_absolute() ? p.filename() : p;
-  if (rel.empty()) return out;
-  const fs::path dir = fs::path(from).parent_path();
-  if (!dir.empty() && fs::exists(dir / rel, ec)) out.push_back((dir / rel).string());
-  if (fs::exists(rel, ec) && (dir.empty() || !same_file((dir / rel).string(), rel.string()))) {
-    out.push_back(rel.string());
+  named_places out;
+  auto& names = out.names;
+  const auto add = [&](const std::string& n) {  // each once
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  if (name.empty() || name == ".") return out;  // (a virtual dataset's "this file")
+  const bool absolute = name.front() == '/';
+  const fs::path folder = fs::path(from).parent_path();
+  const fs::path rel = absolute ? fs::path(name).filename() : fs::path(name);
+  if (absolute) add(name);
+  if (rel.empty()) {
+    out.tried = names.size();
+    return out;
   }
+  std::vector<std::string> under;  // the name under each prefix
+  const char* listed = std::getenv(prefixes);
+  std::string_view rest = listed != nullptr ? listed : "";
+  while (!rest.empty()) {
+    const std::size_t colon = std::min(rest.find(':'), rest.size());
+    std::string prefix(rest.substr(0, colon));
+    rest.remove_prefix(std::min(colon + 1, rest.size()));
+    if (const auto at = prefix.find("${ORIGIN}"); at != std::string::npos) {
+      prefix.replace(at, 9, folder.empty() ? std::string(".") : folder.string());
+    }
+    if (!prefix.empty()) under.push_back((fs::path(prefix) / rel).string());
+  }
+  const std::string beside = folder.empty() ? rel.string() : (folder / rel).string();
+  if (std::string_view(prefixes) == "HDF5_EXTFILE_PREFIX") {  // a raw file: one place
+    if (!absolute) add(under.empty() ? name : under.front());
+    out.tried = names.size();
+    if (absolute) add(rel.string());
+    for (const auto& u : under) add(u);
+    add(beside);
+    if (!absolute) add(name);
+    return out;
+  }
+  for (const auto& u : under) add(u);
+  add(beside);
+  add(rel.string());
+  std::error_code ec;
+  const fs::path real = fs::canonical(from, ec);
+  if (!ec) add((real.parent_path() / rel).string());
+  out.tried = names.size();
   return out;
 }
 
@@ -531,16 +572,22 @@ named_hdf5 open_named_hdf5(const std::string& file) {
                   (why.empty() ? std::string() : " (" + why + ")")};
 }
 
-/** The file that HDF5 opens for one that another names (named_file_places): the first of
- *  them that opens as HDF5, as HDF5 goes on past one that does not; else the first, with why
- *  it does not open. `file` is empty when there is none at all. */
+/** The file that HDF5 opens for one that another names (names_from, `prefixes` its
+ *  environment variable): the first of the places it tries that opens as HDF5, as HDF5 goes
+ *  on past one that does not; else the first there, with why it does not open. `file` is
+ *  empty when there is none at all. */
 struct named_source {
   std::string file;
   named_hdf5 opened;
 };
-named_source open_named_source(const std::string& name, const std::string& from) {
+named_source open_named_source(const std::string& name, const std::string& from,
+                               const char* prefixes) {
   named_source first;
-  for (const std::string& place : named_file_places(name, from)) {
+  const named_places places = names_from(name, from, prefixes);
+  for (std::size_t i = 0; i < places.tried; ++i) {
+    const std::string& place = places.names[i];
+    std::error_code ec;
+    if (!std::filesystem::exists(place, ec)) continue;
     named_hdf5 n = open_named_hdf5(place);
     if (n.f.valid() || n.why.empty()) return {place, std::move(n)};
     if (first.file.empty()) first = {place, std::move(n)};
@@ -639,7 +686,7 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
       continue;
     }
     if (link.type != H5L_TYPE_EXTERNAL) return {};
-    named_source next = open_named_source(link.file, here_file);
+    named_source next = open_named_source(link.file, here_file, "HDF5_EXT_PREFIX");
     if (!next.opened.f.valid()) {  // missing or not HDF5: after one link, the caller says so
       if (links == 0) return {};
       const std::string why = next.file.empty() ? link.file + " is missing" : next.opened.why;
@@ -695,7 +742,7 @@ class hdf5_source final : public sample_source {
              (named ? ", a link that leads to nothing (or back round to this one)"
                     : ", which does not exist");
     }
-    const named_source src = open_named_source(link.file, path_);
+    const named_source src = open_named_source(link.file, path_, "HDF5_EXT_PREFIX");
     const std::string why =
         src.file.empty() ? link.file + " is missing" : missing_in(src, link.object, nullptr);
     return "is an external link to " + link.file + ":" + link.object +
@@ -1084,14 +1131,13 @@ class hdf5_source final : public sample_source {
     }
   }
 
-  /** A virtual dataset's source files that cannot be found, relative names looked up beside
-   *  this file and in the working directory (as HDF5 does), as a note: HDF5 reads their rows
-   *  as the fill value without a word, and h5py too. "" when all are there, or when
-   *  HDF5_VDS_PREFIX says where to look instead. A source that is there but gives no data
+  /** A virtual dataset's source files that cannot be found where HDF5 looks (names_from:
+   *  under HDF5_VDS_PREFIX, beside this file, in the working directory), as a note: HDF5
+   *  reads their rows as the fill value without a word, and h5py too. "" when all are
+   *  there. A source that is there but gives no data
    *  (not HDF5, damaged, without the dataset, or smaller than the part mapped from it),
    *  which HDF5 would also read as the fill value, is an error(bad_input) naming it. */
   std::string missing_virtual_sources(hid_t dcpl, const std::string& nm) const {
-    if (const char* prefix = std::getenv("HDF5_VDS_PREFIX"); prefix && *prefix) return {};
     std::size_t count = 0;
     if (H5Pget_virtual_count(dcpl, &count) < 0) return {};
     std::set<std::string> missing;
@@ -1116,7 +1162,7 @@ class hdf5_source final : public sample_source {
       }
       if (name != "." && open_name != name) {
         open_file = named_source{};  // (closed before the next opens)
-        open_file = open_named_source(name, path_);
+        open_file = open_named_source(name, path_, "HDF5_VDS_PREFIX");
         open_name = name;
       }
       if (name != "." && open_file.file.empty()) {
@@ -1154,9 +1200,12 @@ class hdf5_source final : public sample_source {
       }
     }
     if (missing.empty()) return {};
+    const char* prefix = std::getenv("HDF5_VDS_PREFIX");
+    const bool prefixed = prefix != nullptr && *prefix != '\0';
     return "a virtual dataset whose source file" + std::string(missing.size() > 1 ? "s " : " ") +
            name_list(missing) + (missing.size() > 1 ? " are" : " is") +
-           " not found (beside it, or here): the rows mapped to " +
+           " not found (" + (prefixed ? "under HDF5_VDS_PREFIX, " : "") +
+           "beside it, or here): the rows mapped to " +
            (missing.size() > 1 ? "them" : "it") + " read as the fill value";
   }
 
@@ -1687,74 +1736,12 @@ void skip_hdf5_exit_handler() noexcept { H5dont_atexit(); }
 
 namespace {
 
-/** The names by which HDF5 may find `name`, a file named from within `from` (an external
- *  link's target, a raw file, a virtual dataset's source). First those HDF5 1.10 tries, in
- *  its order (H5F_prefix_open_file; for raw files H5D__efl_read), `tried` of them: an
- *  absolute name as it is; then the name (an absolute one's last part) under each folder that
- *  the environment variable `prefixes` lists (HDF5_EXT_PREFIX, HDF5_VDS_PREFIX or
- *  HDF5_EXTFILE_PREFIX: separated by ':', with ${ORIGIN} for from's folder), beside `from`,
- *  from the working folder, and beside the file that `from` is a symbolic link to (a raw
- *  file's: under the prefix, else from the working folder). Then the rest of the places
- *  named: more than HDF5 opens, on purpose, as any file it may read is an input, which no
- *  output may replace. */
-struct named_places {
-  std::vector<std::string> names;
-  std::size_t tried = 0;
-};
-named_places names_from(const std::string& name, const std::string& from, const char* prefixes) {
-  namespace fs = std::filesystem;
-  named_places out;
-  auto& names = out.names;
-  const auto add = [&](const std::string& n) {  // each once
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  };
-  if (name.empty() || name == ".") return out;  // (a virtual dataset's "this file")
-  const bool absolute = name.front() == '/';
-  const fs::path folder = fs::path(from).parent_path();
-  const fs::path rel = absolute ? fs::path(name).filename() : fs::path(name);
-  if (absolute) add(name);
-  if (rel.empty()) {
-    out.tried = names.size();
-    return out;
-  }
-  std::vector<std::string> under;  // the name under each prefix
-  const char* listed = std::getenv(prefixes);
-  std::string_view rest = listed != nullptr ? listed : "";
-  while (!rest.empty()) {
-    const std::size_t colon = std::min(rest.find(':'), rest.size());
-    std::string prefix(rest.substr(0, colon));
-    rest.remove_prefix(std::min(colon + 1, rest.size()));
-    if (const auto at = prefix.find("${ORIGIN}"); at != std::string::npos) {
-      prefix.replace(at, 9, folder.empty() ? std::string(".") : folder.string());
-    }
-    if (!prefix.empty()) under.push_back((fs::path(prefix) / rel).string());
-  }
-  const std::string beside = folder.empty() ? rel.string() : (folder / rel).string();
-  if (std::string_view(prefixes) == "HDF5_EXTFILE_PREFIX") {  // a raw file: one place
-    if (!absolute) add(under.empty() ? name : under.front());
-    out.tried = names.size();
-    if (absolute) add(rel.string());
-    for (const auto& u : under) add(u);
-    add(beside);
-    if (!absolute) add(name);
-    return out;
-  }
-  for (const auto& u : under) add(u);
-  add(beside);
-  add(rel.string());
-  std::error_code ec;
-  const fs::path real = fs::canonical(from, ec);
-  if (!ec) add((real.parent_path() / rel).string());
-  out.tried = names.size();
-  return out;
-}
-
 /** What a file found by one of `places` (names_from) would do to HDF5 when it opens it: ""
  *  where the first that HDF5 would open (one that is there, not a folder, and, but for a raw
  *  file, an HDF5 file: it goes on past others) is a plain file or none is there; else the
  *  first that is a pipe, character device or socket, whose open would wait (a FIFO without
  *  a writer, a terminal) or fail, said as "NAME is a pipe (FIFO)". */
-std::string waiting_place(const named_places& places, bool raw) {
+std::string waiting_place(const detail::named_places& places, bool raw) {
   for (std::size_t i = 0; i < places.tried; ++i) {
     const std::string& n = places.names[i];
     struct stat st {};
@@ -1814,7 +1801,7 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
     }
     if (link.type != H5L_TYPE_EXTERNAL) return;
     const std::string obj = link.object + rest;
-    const named_places places = names_from(link.file, path, "HDF5_EXT_PREFIX");
+    const detail::named_places places = detail::names_from(link.file, path, "HDF5_EXT_PREFIX");
     if (const std::string why = waiting_place(places, false); !why.empty() && w.waits.empty()) {
       w.waits = path + ":" + part + " is an external link to " + link.file + ":" + link.object +
                 ", and " + why;
@@ -1836,7 +1823,7 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
     if (H5Pget_external(dcpl.get(), static_cast<unsigned>(i), text.size(), text.data(), &offset,
                         &size) >= 0) {
       const std::string name(text.data(), strnlen(text.data(), text.size()));
-      const named_places places = names_from(name, path, "HDF5_EXTFILE_PREFIX");
+      const detail::named_places places = detail::names_from(name, path, "HDF5_EXTFILE_PREFIX");
       if (const std::string why = waiting_place(places, true); !why.empty() && w.waits.empty()) {
         w.waits = path + ":" + object + " keeps its values in the file " + name + ", and " + why;
       }
@@ -1874,7 +1861,7 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
       if (one) walk_reads(path, dset, w, depth + 1);
       continue;
     }
-    const named_places places = names_from(name, path, "HDF5_VDS_PREFIX");
+    const detail::named_places places = detail::names_from(name, path, "HDF5_VDS_PREFIX");
     if (const std::string why = waiting_place(places, false); !why.empty() && w.waits.empty()) {
       w.waits = here + " is a virtual dataset with a source in " + name + ", and " + why;
     }
