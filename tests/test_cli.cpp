@@ -1819,8 +1819,9 @@ TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAr
   // With -q given, --json's report is what would go there (the advice was "or -q").
   const auto j = sh(dir, "DCTCHOP decompress a.dcz -o - -q --json > e.txt 2>&1");
   EXPECT_EQ(j.status, 2) << describe(j);
-  EXPECT_TRUE(contains(read_bytes(dir.file("e.txt")), "--json's report would be written into "
-                                                       "it; send it elsewhere, or leave out --json"));
+  EXPECT_TRUE(contains(read_bytes(dir.file("e.txt")),
+                       "--json's report would be written into it; send it elsewhere, or leave "
+                       "out --json"));
 }
 
 TEST(Cli, AnOutputNamedByStdoutsOwnFileCarriesDataSoTheJsonReportGoesToStderr) {

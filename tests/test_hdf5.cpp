@@ -3849,8 +3849,9 @@ TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
   for (const std::string& name : damaged) {
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
+  // (dctchop's reader only)
   for (const std::string name : {"deflate_short", "deflate_long", "deflate_short_be",
-                                 "deflate_long_sparse", "lzf_long_sparse"}) {  // (dctchop's reader only)
+                                 "deflate_long_sparse", "lzf_long_sparse"}) {
     cases.push_back({"compress z.h5:/" + name + " -o out.dcz", 3, {"z.h5:/" + name, "does not decode"}});
   }
   check_bad_cases(dir, cases);

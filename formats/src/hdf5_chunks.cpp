@@ -215,7 +215,8 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       c.written = size > 0;  // (never written: the fill value)
       c.bytes.resize(size);
       uint32_t mask = 0;
-      if (c.written && H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
+      if (c.written &&
+          H5Dread_chunk(dset_, H5P_DEFAULT, offset.data(), &mask, c.bytes.data()) < 0) {
         const hdf5_failure why = last_hdf5_failure();
         const std::string at = name + ": cannot read the chunk at row " + std::to_string(offset[0]);
         if (!why.system) {  // no system call failed: the file's structure is at fault

@@ -33,9 +33,9 @@ class chunk_reader {
   /** Rows [first, first + count) into dst, C order; a chunk never written as the fill value
    *  (which HDF5's read took as a reason to decode every chunk of the read itself, through
    *  filters that cut a chunk that decodes long to size). False, having written nothing,
-   *  where HDF5 cannot say whether a chunk is stored (its read then says why). Throws errc::bad_input
-   *  naming `name` and the rows for a chunk that does not decode, errc::io when HDF5 cannot
-   *  read a chunk. */
+   *  where HDF5 cannot say whether a chunk is stored (its read then says why). Throws
+   *  errc::bad_input naming `name` and the rows for a chunk that does not decode (to exactly
+   *  its size), errc::io when HDF5 cannot read a chunk. */
   bool read_rows(std::uint64_t first, std::uint64_t count, void* dst, const std::string& name);
 
   /** The threads that decode chunks (fewer than asked for when large chunks would pass the
