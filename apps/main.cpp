@@ -1936,6 +1936,7 @@ int run(int argc, char** argv) {
         // that every other failure's JSON carries.
         nlohmann::json j = r.to_json();
         j["file"] = name;
+        j["against"] = v_against == "-" ? "<stdin>" : v_against;  // (the original, by its name)
         if (rc != 0) {
           std::string why = "mismatch: " + r.mismatch;
           if (rc == exit_quality) {
