@@ -2007,6 +2007,21 @@ TEST(Hdf5Cli, AFileTheDatasetReadsThatIsAPipeIsRefusedWhereHdf5sOpenWouldWaitFor
   EXPECT_EQ(load_npy(dir.file("out.npy")).values, std::vector<double>(v.begin(), v.end()));
 }
 
+TEST(Hdf5Cli, AnExternalLinkToASymbolicLinkInALoopSaysSoNotMissing) {
+  temp_dir dir;
+  std::filesystem::create_symlink("loop2.h5", dir.file("loop1.h5"));
+  std::filesystem::create_symlink("loop1.h5", dir.file("loop2.h5"));
+  {
+    auto f = h5_create(dir.file("ext.h5"));
+    h5_check(H5Lcreate_external("loop1.h5", "/img", f.get(), "/img", H5P_DEFAULT, H5P_DEFAULT),
+             "link");
+  }
+  const auto c = cli(dir, "compress ext.h5:/img -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "loop1.h5 cannot be read (Too many levels of symbolic links)"))
+      << c.err;
+}
+
 TEST(Hdf5Cli, AVirtualDatasetsSourceMissingUnderHdf5VdsPrefixTooIsNoted) {
   // With HDF5_VDS_PREFIX set, no note said that a source was found nowhere (its rows read
   // as the fill value without a word); the places looked in are HDF5's own, in its order.

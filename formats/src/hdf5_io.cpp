@@ -586,8 +586,8 @@ named_source open_named_source(const std::string& name, const std::string& from,
   const named_places places = names_from(name, from, prefixes);
   for (std::size_t i = 0; i < places.tried; ++i) {
     const std::string& place = places.names[i];
-    std::error_code ec;
-    if (!std::filesystem::exists(place, ec)) continue;
+    struct stat st {};  // (a symbolic link in a loop is there, and says why it cannot be read)
+    if (::stat(place.c_str(), &st) != 0 && errno != ELOOP) continue;
     named_hdf5 n = open_named_hdf5(place);
     if (n.f.valid() || n.why.empty()) return {place, std::move(n)};
     if (first.file.empty()) first = {place, std::move(n)};
