@@ -417,11 +417,22 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
        errc::corrupt, "chunk 0 holds 2 samples, more than the header's samples_per_chunk (1)"},
       {"big-endian labels",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = ">i4"; }),
-       errc::corrupt, "side array 'labels' is malformed"},
+       errc::corrupt,
+       "side array 'labels' is malformed: descr '>i4' is not spelled as ARCHIVE.md spells it "
+       "('<', little-endian, for more)"},
+      // (the reasons were "is malformed" alone)
+      {"labels of a row too few",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["shape"][0] = 2; }),
+       errc::corrupt,
+       "side array 'labels' is malformed: its shape's first axis is 2, not the 3 samples"},
+      {"labels of bytes their shape does not say",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["bytes"] = 15; }),
+       errc::corrupt,
+       "side array 'labels' is malformed: its bytes are 15, where its shape and type take 12"},
       // numpy reads 'int32' too, but ARCHIVE.md writes '<i4'
       {"a descr in numpy's other spelling",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = "int32"; }),
-       errc::corrupt, "side array 'labels' is malformed"},
+       errc::corrupt, "side array 'labels' is malformed: descr 'int32' is not"},
       // A chunk of a later codec stage (zstd, say), consistent everywhere: never decoded as
       // dense coefficients.
       {"a chunk of a later stage",
@@ -505,7 +516,7 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
        "\u20ac\u20ac...\" is not one"},
       {"a four-byte descr marked as single-byte",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["descr"] = "|i4"; }),
-       errc::corrupt, "side array 'labels' is malformed"},
+       errc::corrupt, "side array 'labels' is malformed: descr '|i4' is not"},
       // verify checked arrays by name, so the second of two "labels" went unchecked
       {"two side arrays of one name",
        with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"].push_back(j["side_arrays"][0]); }),

@@ -545,21 +545,34 @@ nlohmann::json archive_header::to_json() const {
 
 namespace {
 
-/** One entry per sample along axis 0, numeric, and as many bytes as its shape says: what
- *  the reader checks once (so that readers of a side array can trust its description), and
- *  the writer before it writes one. Little-endian (or single-byte) only: the bytes are read
- *  as they lie. Spelled as ARCHIVE.md writes them, "|" for one byte and "<" for more: not
- *  numpy's other names ("<u1", "uint8"). */
-bool side_array_well_formed(const side_array_info& s, u64 samples) {
+/** What is wrong with a side array's description ("" when nothing): one entry per sample
+ *  along axis 0, numeric, and as many bytes as its shape says: what the reader checks once
+ *  (so that readers of a side array can trust its description), and the writer before it
+ *  writes one. Little-endian (or single-byte) only: the bytes are read as they lie. Spelled
+ *  as ARCHIVE.md writes them, "|" for one byte and "<" for more: not numpy's other names
+ *  ("<u1", "uint8"). */
+std::string side_array_problem(const side_array_info& s, u64 samples) {
   const auto type = parse_npy_descr(s.descr);
-  u64 bytes = type ? type->itemsize : 0;
-  bool overflow = false;
+  if (!type) return "descr '" + s.descr + "' is not a numeric type ARCHIVE.md names";
+  if (s.descr.size() != 3 || s.descr[0] != (type->itemsize == 1 ? '|' : '<')) {
+    return "descr '" + s.descr + "' is not spelled as ARCHIVE.md spells it (" +
+           (type->itemsize == 1 ? "'|' for one byte" : "'<', little-endian, for more") + ")";
+  }
+  if (s.shape.empty()) return "its shape has no axes";
+  if (s.shape[0] != samples) {
+    return "its shape's first axis is " + std::to_string(s.shape[0]) + ", not the " +
+           std::to_string(samples) + " samples";
+  }
+  u64 bytes = type->itemsize;
   for (u64 d : s.shape) {
-    overflow |= d != 0 && bytes > UINT64_MAX / d;
+    if (d != 0 && bytes > UINT64_MAX / d) return "its shape's size passes 2^64 bytes";
     bytes *= d;
   }
-  return type && s.descr.size() == 3 && s.descr[0] == (type->itemsize == 1 ? '|' : '<') &&
-         !overflow && !s.shape.empty() && s.shape[0] == samples && bytes == s.bytes;
+  if (bytes != s.bytes) {
+    return "its bytes are " + std::to_string(s.bytes) + ", where its shape and type take " +
+           std::to_string(bytes);
+  }
+  return {};
 }
 
 }  // namespace
@@ -730,7 +743,7 @@ void archive_writer::write_side_array(const std::string& name, const std::string
     }
   }
   if ((row_bytes != 0 && shape[0] > UINT64_MAX / row_bytes) ||
-      !side_array_well_formed(s, header_.geom.samples)) {
+      !side_array_problem(s, header_.geom.samples).empty()) {
     throw error(errc::invalid_argument,
                 "side array '" + name + "' (" + descr + ", shape " + shape_text(shape) + ", " +
                     std::to_string(row_bytes) + " bytes a row): expected " +
@@ -1104,8 +1117,8 @@ void archive_reader::parse_footer(const std::string& text) {
         s.offset = json_integer<u64>(sj.at("offset"));
         s.bytes = json_integer<u64>(sj.at("bytes"));
         s.xxh64 = parse_hex64(sj.at("xxh64").get<std::string>());
-        if (!side_array_well_formed(s, header_.geom.samples)) {
-          corrupt(name, "side array '" + s.name + "' is malformed");
+        if (const std::string why = side_array_problem(s, header_.geom.samples); !why.empty()) {
+          corrupt(name, "side array '" + s.name + "' is malformed: " + why);
         }
         sides.push_back(std::move(s));
       }
