@@ -691,6 +691,10 @@ class device_loader : public closable_loader<loaders::device_loader> {
  *  makes it so), read in place. The array must outlive the compression. */
 formats::dataset_spec memory_spec(const py::array& a, const std::string& name) {
   const std::string descr = py::str(a.dtype().attr("str"));
+  if (!a.dtype().attr("names").is_none()) {  // ('|V4' would be called raw bytes)
+    throw error(errc::bad_input, name + ": structured dtypes (records with named fields) are "
+                                        "not supported; pass one numeric field (a['name'])");
+  }
   const auto t = formats::parse_npy_descr(descr);
   if (!t) throw error(errc::bad_input, name + ": " + formats::unsupported_descr_reason(descr));
   if (t->big_endian || !(a.flags() & py::array::c_style)) {

@@ -476,6 +476,10 @@ def check_compress_from_python(binary, d, x, y):
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/c.dcz", threads=10**6), "at most 4096")
     raises(ValueError, lambda: dctchop.compress(np.ma.masked_array(x), f"{d}/c.dcz"), "masked")
     raises(dctchop.Error, lambda: dctchop.compress(x.astype(np.complex64), f"{d}/c.dcz"), "complex")
+    # A record array of labels was called "void (raw bytes)", as its dtype.str ('|V4') says.
+    records = np.zeros(len(x), dtype=[("cls", "i4")])
+    raises(dctchop.Error, lambda: dctchop.compress(x, f"{d}/c.dcz", labels=records),
+           "<labels>: structured dtypes (records with named fields) are not supported")
     raises(TypeError, lambda: dctchop.compress(None, f"{d}/c.dcz"), "None")
     raises(TypeError, lambda: dctchop.compress(f"{d}/cx.npy", f"{d}/c.dcz"), "np.load it")
     raises(TypeError, lambda: dctchop.compress(x, f"{d}/c.dcz", labels=pathlib.Path(f"{d}/y.npy")),
