@@ -859,6 +859,21 @@ TEST(Cli, AReaderThatStopsEarlyIsABrokenPipeForInfoOfManyArchivesToo) {
   }
 }
 
+TEST(Cli, LabelsFromStdinAreCalledLabelsInTheirErrors) {
+  // "<stdin>: truncated .npy data": in a pipeline the data could as well be stdin.
+  temp_dir dir;
+  make_u8(dir, "in.npy");  // 5 samples
+  const std::vector<std::uint8_t> y(5, 1);
+  save_npy(dir.file("y.npy"), dctchop::dtype::u8, {5}, y);
+  const std::string whole = read_bytes(dir.file("y.npy"));
+  write_bytes(dir.file("cut.npy"), whole.substr(0, whole.size() - 2));
+  const auto c = cli(dir, "compress in.npy --labels - -o a.dcz < cut.npy");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "<stdin> (labels): truncated .npy data")) << c.err;
+  const auto d = cli(dir, "compress - -o a.dcz < cut.npy");  // the data's: as before
+  EXPECT_TRUE(contains(d.err, "error: <stdin>: ")) << d.err;
+}
+
 TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   temp_dir dir;
   // Written before the archive recorded per-sample PSNR: a finite PSNR, no worst sample.

@@ -70,7 +70,10 @@ std::string npz_key(std::string n) {
 class npy_source final : public sample_source {
  public:
   explicit npy_source(const dataset_spec& spec)
-      : stream_(reads_as_stream(spec.path)), r_(npy_reader::open(spec.path)) {
+      : stream_(reads_as_stream(spec.path)),
+        r_(npy_reader::open(spec.path, spec.purpose == dataset_spec::role::labels
+                                           ? "<stdin> (labels)"  // (the data's may be too)
+                                           : "<stdin>")) {
     r_.set_read_threads(spec.read_threads);
   }
   std::string name() const override { return r_.display_name(); }

@@ -170,9 +170,10 @@ class input_file::read_crew {
   const pid_t pid_;
 };
 
-input_file input_file::open(const std::string& path) {
+input_file input_file::open(const std::string& path, const std::string& stdin_name) {
   input_file f;
   f.path_ = path;
+  f.stdin_name_ = stdin_name;
   if (path == "-") {
     f.fd_ = STDIN_FILENO;
     f.owns_fd_ = false;
@@ -205,6 +206,7 @@ input_file& input_file::operator=(input_file&& o) noexcept {
   if (this != &o) {
     close();
     path_ = std::move(o.path_);
+    stdin_name_ = std::move(o.stdin_name_);
     fd_ = std::exchange(o.fd_, -1);
     owns_fd_ = std::exchange(o.owns_fd_, false);
     seekable_ = o.seekable_;
@@ -235,7 +237,7 @@ void input_file::close() noexcept {
   owns_fd_ = false;
 }
 
-std::string input_file::display_name() const { return path_ == "-" ? "<stdin>" : path_; }
+std::string input_file::display_name() const { return path_ == "-" ? stdin_name_ : path_; }
 
 void input_file::wait_readable() {
   for (;;) {

@@ -456,8 +456,8 @@ npy_reader::npy_reader(npy_reader&&) noexcept = default;
 npy_reader& npy_reader::operator=(npy_reader&&) noexcept = default;
 npy_reader::~npy_reader() = default;
 
-npy_reader npy_reader::open(const std::string& path) {
-  return open(std::make_unique<file_bytes>(input_file::open(path)));
+npy_reader npy_reader::open(const std::string& path, const std::string& stdin_name) {
+  return open(std::make_unique<file_bytes>(input_file::open(path, stdin_name)));
 }
 
 npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {

@@ -27,8 +27,8 @@ error os_error(const std::string& name, const char* action);
  *  error(interrupted), and so does a write of output_file. */
 class input_file {
  public:
-  /** Open `path`; "-" is standard input. */
-  static input_file open(const std::string& path);
+  /** Open `path`; "-" is standard input, called `stdin_name` in messages. */
+  static input_file open(const std::string& path, const std::string& stdin_name = "<stdin>");
   input_file(input_file&& other) noexcept;
   input_file& operator=(input_file&& other) noexcept;
   input_file(const input_file&) = delete;
@@ -114,6 +114,7 @@ class input_file {
   void read_range(std::uint64_t offset, void* dst, std::size_t n, const char* what,
                   bool quiet) const;
   std::string path_;
+  std::string stdin_name_ = "<stdin>";  // display_name() of "-"
   int fd_ = -1;
   bool owns_fd_ = false;
   bool seekable_ = false;

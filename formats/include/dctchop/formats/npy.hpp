@@ -63,7 +63,7 @@ class npy_reader {
  public:
   /** Open and parse the header; "-" reads standard input. Checks that a regular file holds
    *  all the data the header promises. */
-  static npy_reader open(const std::string& path);
+  static npy_reader open(const std::string& path, const std::string& stdin_name = "<stdin>");
   /** Read the array held in `bytes` (a member of a .npz file), named by its display_name(). */
   static npy_reader open(std::unique_ptr<detail::byte_source> bytes);
   npy_reader(npy_reader&&) noexcept;
