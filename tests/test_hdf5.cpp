@@ -3778,6 +3778,37 @@ TEST(Hdf5Filters, ChunksNeverWrittenBesideCompressedOnesReadAsTheFillValueInTheM
   }
 }
 
+TEST(Hdf5Filters, ADamagedFillValueMessageBesideAChunkNeverWrittenIsBadInputNotACrash) {
+  // H5Pget_fill_value (HDF5 1.10.8) crashed (SIGSEGV) on a fill-value message whose size
+  // lies; the reader now has HDF5 read one value of the chunk, which fails cleanly.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("f.h5"));
+    h5 d = h5_create_chunked(f.get(), "/images", H5T_STD_U8LE, {2, 16, 16}, {1, 16, 16},
+                             {{H5Z_FILTER_DEFLATE, {6}}});
+    const std::vector<std::uint8_t> row(256, 5);
+    h5 space(H5Dget_space(d.get()), H5Sclose, "space");
+    const hsize_t start[3] = {0, 0, 0}, one[3] = {1, 16, 16};
+    h5_check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, one, nullptr),
+             "select");
+    h5 mem(H5Screate_simple(3, one, nullptr), H5Sclose, "memory space");
+    h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), space.get(), H5P_DEFAULT, row.data()),
+             "write");  // (the chunk at row 1 never written)
+  }
+  std::string bytes = read_bytes(dir.file("f.h5"));
+  // The fill-value message (type 5, 8 bytes, version 2): its value's size, 0, made 0xff000000.
+  const std::string head("\x05\x00\x08\x00\x01\x00\x00\x00\x02", 9);
+  const auto at = bytes.find(head);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes.substr(at + 12, 4), std::string(4, '\0'));
+  bytes[at + 15] = '\xff';
+  write_bytes(dir.file("f.h5"), bytes);
+  const auto c = cli(dir, "compress f.h5:/images -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "f.h5:/images: read of rows 0..1 failed: the file is damaged"))
+      << c.err;
+}
+
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {
   temp_dir dir;
   // A deflate stream with bytes changed in its middle (zlib's checksum fails).

@@ -88,15 +88,7 @@ std::unique_ptr<chunk_reader> chunk_reader::make(hid_t dset, hid_t dcpl, hid_t f
   }
   // Unfiltered chunks HDF5 reads straight in, and shuffle alone costs little.
   if (!compressor) return nullptr;
-  // Chunks never written are the fill value here, not a reason to hand the read to HDF5,
-  // whose filters then took a chunk that decodes long, cut to size, without a word.
-  r->fill_.assign(r->item_, 0);
-  H5D_fill_time_t when = H5D_FILL_TIME_IFSET;
-  if (H5Pget_fill_time(dcpl, &when) < 0 ||
-      (when != H5D_FILL_TIME_NEVER && H5Pget_fill_value(dcpl, memory_type, r->fill_.data()) < 0)) {
-    H5Eclear2(H5E_DEFAULT);
-    return nullptr;
-  }
+  r->memory_type_ = memory_type;
   return r;
 }
 
@@ -124,6 +116,32 @@ const unsigned char* chunk_reader::decode(const stored_chunk& c, unsigned char* 
     data = out;
   }
   return data;
+}
+
+bool chunk_reader::fill_value(const std::vector<hsize_t>& at) {
+  if (!fill_.empty()) return true;
+  // One value of a chunk never written, read by HDF5: the fill value as HDF5 gives it (in
+  // the memory type; where the fill time is never, what the buffer held: zeros, as the
+  // reader zeroes its buffer). H5Pget_fill_value crashed on a damaged fill-value message
+  // (HDF5 1.10.8), where a read fails cleanly.
+  std::vector<unsigned char> one(item_, 0);
+  const hsize_t count = 1;
+  const hid_t file_space = H5Dget_space(dset_);
+  const hid_t memory_space = H5Screate_simple(1, &count, nullptr);
+  std::vector<hsize_t> ones(at.size(), 1);
+  const bool ok = file_space >= 0 && memory_space >= 0 &&
+                  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, at.data(), nullptr,
+                                      ones.data(), nullptr) >= 0 &&
+                  H5Dread(dset_, memory_type_, memory_space, file_space, H5P_DEFAULT,
+                          one.data()) >= 0;
+  if (memory_space >= 0) H5Sclose(memory_space);
+  if (file_space >= 0) H5Sclose(file_space);
+  if (!ok) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  fill_ = std::move(one);
+  return true;
 }
 
 const unsigned char* chunk_reader::filled(unsigned char* a) const {
@@ -213,6 +231,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       stored_chunk& c = chunks[used++];
       c.offset = offset;
       c.written = size > 0;  // (never written: the fill value)
+      if (!c.written && !fill_value(offset)) return false;  // HDF5 reads it, and says why
       c.bytes.resize(size);
       uint32_t mask = 0;
       if (c.written &&

@@ -56,6 +56,8 @@ class chunk_reader {
   chunk_reader() = default;
   /** Undoes the filters of `c` into `a` or `b` (chunk_bytes_ each); the decoded chunk. */
   const unsigned char* decode(const stored_chunk& c, unsigned char* a, unsigned char* b) const;
+  /** Reads fill_, at `at`, a chunk never written, once; false where HDF5 cannot. */
+  bool fill_value(const std::vector<hsize_t>& at);
   /** A chunk of the fill value, in `a` (chunk_bytes_); a. */
   const unsigned char* filled(unsigned char* a) const;
   /** Copies the part of decoded chunk `c` within rows [first, first + count) to dst. */
@@ -69,8 +71,10 @@ class chunk_reader {
   std::uint64_t max_stored_ = 0;
   unsigned threads_ = 1;
   bool swap_ = false;  // the file's values are in the other byte order
+  hid_t memory_type_ = H5I_INVALID_HID;  // the values' type in memory (the caller's)
   /** One value as a chunk that was never written reads (the fill value, in the memory type;
-   *  zeros where the fill time is never, as the reader zeroes its buffer first). */
+   *  zeros where the fill time is never, as the reader zeroes its buffer first); empty
+   *  until fill_value() reads it. */
   std::vector<unsigned char> fill_;
   std::vector<stage> stages_;  // in write order: shuffle first, then the compressor
   std::vector<stored_chunk> stored_;  // the chunks of the last read, kept for their buffers
