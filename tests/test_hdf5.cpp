@@ -2022,6 +2022,49 @@ TEST(Hdf5Cli, AnExternalLinkToASymbolicLinkInALoopSaysSoNotMissing) {
       << c.err;
 }
 
+TEST(Hdf5Cli, APatternSourcesFilesAreInputsAndAPipeAmongThemIsRefused) {
+  // An unlimited virtual dataset whose source is "src-%b.h5" (HDF5 reads block b from
+  // src-b.h5): -o src-1.h5 -f replaced a source with the archive, and a FIFO src-1.h5 held
+  // dctchop for good.
+  temp_dir dir;
+  for (int i = 0; i < 2; ++i) {
+    auto f = h5_create(dir.file("src-" + std::to_string(i) + ".h5"));
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {2, 16, 16},
+             std::vector<std::uint8_t>(512, static_cast<std::uint8_t>(i)));
+  }
+  {
+    const hsize_t dims[3] = {4, 16, 16}, max[3] = {H5S_UNLIMITED, 16, 16};
+    const hsize_t start[3] = {0, 0, 0}, stride[3] = {2, 1, 1}, count[3] = {H5S_UNLIMITED, 1, 1};
+    const hsize_t block[3] = {2, 16, 16}, one[3] = {1, 1, 1};
+    h5 v(H5Screate_simple(3, dims, max), H5Sclose, "virtual space");
+    h5_check(H5Sselect_hyperslab(v.get(), H5S_SELECT_SET, start, stride, count, block), "select");
+    h5 src(H5Screate_simple(3, block, nullptr), H5Sclose, "source space");
+    h5_check(H5Sselect_hyperslab(src.get(), H5S_SELECT_SET, start, nullptr, one, block), "select");
+    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    h5_check(H5Pset_virtual(dcpl.get(), v.get(), "src-%b.h5", "/images", src.get()), "virtual");
+    h5 fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "fapl");
+    h5_check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "libver");
+    h5 f(H5Fcreate(dir.file("vds.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+         "create");
+    h5 space(H5Screate_simple(3, dims, max), H5Sclose, "space");
+    h5 d(H5Dcreate2(f.get(), "/images", H5T_NATIVE_UINT8, space.get(), H5P_DEFAULT, dcpl.get(),
+                    H5P_DEFAULT),
+         H5Dclose, "create");
+  }
+  const std::string source = read_bytes(dir.file("src-1.h5"));
+  const auto c = cli(dir, "compress vds.h5:/images -o src-1.h5 -f");
+  EXPECT_EQ(c.status, 2) << describe(c);
+  EXPECT_TRUE(contains(c.err, "which the input vds.h5:/images reads")) << c.err;
+  EXPECT_EQ(read_bytes(dir.file("src-1.h5")), source);
+  std::filesystem::remove(dir.file("src-1.h5"));
+  ASSERT_EQ(::mkfifo(dir.file("src-1.h5").c_str(), 0600), 0);
+  const auto p = sh(dir, "timeout -s KILL 60 DCTCHOP compress vds.h5:/images -o a.dcz");
+  EXPECT_EQ(p.status, 2) << describe(p);
+  EXPECT_TRUE(contains(p.err, "a virtual dataset with a source in src-1.h5, and src-1.h5 is a "
+                              "pipe (FIFO)"))
+      << p.err;
+}
+
 TEST(Hdf5Cli, AVirtualDatasetsSourceMissingUnderHdf5VdsPrefixTooIsNoted) {
   // With HDF5_VDS_PREFIX set, no note said that a source was found nowhere (its rows read
   // as the fill value without a word); the places looked in are HDF5's own, in its order.

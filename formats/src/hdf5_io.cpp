@@ -1758,6 +1758,10 @@ std::string waiting_place(const detail::named_places& places, bool raw) {
   return {};
 }
 
+/** The blocks of a virtual dataset's pattern source ("src-%b.h5") looked for: up to this
+ *  many, stopping at this many missing in a row. */
+constexpr std::uint64_t k_pattern_blocks = 4096, k_pattern_gap = 16;
+
 /** What files_read_by's walk found: the files, and the first cycle of virtual datasets. */
 struct read_walk {
   std::vector<std::string> files;
@@ -1854,20 +1858,48 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
     const std::string dset =
         m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1)) : "";
     if (!walked.insert({name, dset}).second) continue;
-    // (A pattern's source, %b, names no one file: nothing further to find.)
-    const bool one = !dset.empty() && name.find('%') == std::string::npos &&
-                     dset.find('%') == std::string::npos;
     if (name == ".") {  // a dataset of this same file
-      if (one) walk_reads(path, dset, w, depth + 1);
+      if (!dset.empty() && dset.find('%') == std::string::npos) walk_reads(path, dset, w, depth + 1);
       continue;
     }
-    const detail::named_places places = detail::names_from(name, path, "HDF5_VDS_PREFIX");
-    if (const std::string why = waiting_place(places, false); !why.empty() && w.waits.empty()) {
-      w.waits = here + " is a virtual dataset with a source in " + name + ", and " + why;
+    const auto source = [&](const std::string& file, const std::string& object) {
+      const detail::named_places places = detail::names_from(file, path, "HDF5_VDS_PREFIX");
+      if (const std::string why = waiting_place(places, false); !why.empty() && w.waits.empty()) {
+        w.waits = here + " is a virtual dataset with a source in " + file + ", and " + why;
+      }
+      bool there = false;
+      for (const auto& f : places.names) {
+        w.files.push_back(f);  // every source named, whatever the budget
+        struct stat fs {};
+        there = there || ::stat(f.c_str(), &fs) == 0;
+        if (!object.empty()) walk_reads(f, object, w, depth + 1);
+      }
+      return there;
+    };
+    if (name.find('%') == std::string::npos && dset.find('%') == std::string::npos) {
+      source(name, dset);
+      continue;
     }
-    for (const auto& f : places.names) {
-      w.files.push_back(f);  // every source named, whatever the budget
-      if (one) walk_reads(f, dset, w, depth + 1);
+    // A pattern (an unlimited mapping's "src-%b.h5"): HDF5 reads block b from the name with
+    // %b as b (and %% as %), for b from 0 while they are there. Those that are there, and
+    // a few past a gap, are inputs too.
+    const auto expand = [](const std::string& pattern, std::uint64_t b) {
+      std::string out;
+      for (std::size_t k = 0; k < pattern.size(); ++k) {
+        if (pattern[k] == '%' && k + 1 < pattern.size() && pattern[k + 1] == 'b') {
+          out += std::to_string(b);
+          ++k;
+        } else if (pattern[k] == '%' && k + 1 < pattern.size() && pattern[k + 1] == '%') {
+          out += '%';
+          ++k;
+        } else {
+          out += pattern[k];
+        }
+      }
+      return out;
+    };
+    for (std::uint64_t b = 0, misses = 0; b < k_pattern_blocks && misses < k_pattern_gap; ++b) {
+      misses = source(expand(name, b), expand(dset, b)) ? 0 : misses + 1;
     }
   }
   w.way.pop_back();
