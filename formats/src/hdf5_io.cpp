@@ -1125,6 +1125,13 @@ class hdf5_source final : public sample_source {
     } catch (const error& e) {
       // None fits: an external link that leads nowhere may be where the data was meant to be.
       if (e.code() != errc::bad_input || broken.empty()) throw;
+      // One that leads to a FIFO is why (as where it is named): "holds no dataset at all",
+      // exit 3, said otherwise.
+      for (const auto& link : broken) {
+        if (const auto way = problems_on_way(path_, link); !way.waits.empty()) {
+          throw error(errc::invalid_argument, way.waits + hdf5_reads_files);
+        }
+      }
       std::string why = e.what();
       for (const auto& link : broken) why += "; " + link + " " + not_a_dataset(link);
       throw error(errc::bad_input, why);
