@@ -446,10 +446,15 @@ bool names_stdin(const std::string& in) {
 }
 
 /** An output into the pipe that an input comes from (`decompress - --labels-out /dev/stdin`,
- *  `compress - -o /dev/stdin`): lost, or read back as the input. (A file on stdin is an
- *  input that no output replaces: that check is the pipeline's.) */
+ *  `compress - -o /dev/stdin`): lost, or read back as the input; or into a closed stdin.
+ *  (A file on stdin is an input that no output replaces: that check is the pipeline's.) */
 void refuse_output_into_stdin(const std::vector<std::string>& ins,
                               const std::vector<std::string>& outs) {
+  for (const auto& out : outs) {  // (/dev/null stands in for it: the data went nowhere, exit 0)
+    if (g_stdin_closed && out != "-" && names_stdin(out)) {
+      throw error(errc::io, "cannot write to " + out + ": standard input is closed (<&-)");
+    }
+  }
   if (std::none_of(ins.begin(), ins.end(), names_stdin)) return;
   for (const auto& out : outs) {
     if (is_stdins_pipe(out)) {
