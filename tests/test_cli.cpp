@@ -880,6 +880,21 @@ TEST(Cli, LabelsFromStdinAreCalledLabelsInTheirErrors) {
   EXPECT_TRUE(contains(d.err, "error: <stdin>: ")) << d.err;
 }
 
+TEST(Cli, AnNpyHeadersControlBytesArePrintedEscapedAndGivenExactlyInJson) {
+  // The reader's message said '?' for them; the command escapes what a message holds.
+  temp_dir dir;
+  std::string h = "{'descr': '<f4\x1b[31m', 'fortran_order': False, 'shape': (1,), }";
+  h += std::string(127 - 10 - h.size(), ' ') + "\n";
+  write_bytes(dir.file("e.npy"), std::string("\x93NUMPY\x01\x00\x76\x00", 10) + h +
+                                     std::string(4, '\0'));
+  const auto c = cli(dir, "compress e.npy -o a.dcz");
+  EXPECT_EQ(c.status, 3) << describe(c);
+  EXPECT_TRUE(contains(c.err, "dtype '<f4\\x1b[31m'")) << c.err;
+  const auto j = cli(dir, "compress e.npy -o a.dcz --json");
+  EXPECT_TRUE(contains(parse_json(j.out).at("error").get<std::string>(), "dtype '<f4\x1b[31m'"))
+      << j.out;
+}
+
 TEST(Cli, InfoSaysPerSampleFiguresAreNotRecordedRatherThanLossless) {
   temp_dir dir;
   // Written before the archive recorded per-sample PSNR: a finite PSNR, no worst sample.

@@ -39,19 +39,11 @@ constexpr bool k_native_big = std::endian::native == std::endian::big;
   throw error(code, name + ": " + what);
 }
 
-// Quote text from a file for a one-line message: printable ASCII, any other byte as \xNN
-// (a `?` lost which it was), bounded length.
-std::string printable(std::string_view s, std::size_t max_len = 40) {
-  std::string out;
-  for (char c : s.substr(0, max_len)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f && u != '\\') {
-      out += c;
-    } else {
-      static constexpr char hex[] = "0123456789abcdef";
-      out += {'\\', 'x', hex[u >> 4], hex[u & 15]};
-    }
-  }
+// Quote text from a file for a one-line message, bounded in length. Its bytes as they are
+// (a '?' lost which one it was): the command prints a message's control characters and
+// bytes that are not UTF-8 escaped, and --json gives its text, as for names from anywhere.
+std::string bounded(std::string_view s, std::size_t max_len = 40) {
+  std::string out(s.substr(0, max_len));
   if (s.size() > max_len) out += "...";
   return out;
 }
@@ -138,7 +130,7 @@ std::string unsupported_descr_reason(const std::string& descr) {
       why = "this element type is not supported";
       break;
   }
-  return "dtype '" + printable(descr) + "': " + why +
+  return "dtype '" + bounded(descr) + "': " + why +
          " (data: " + k_dtype_numpy_names + "; labels: bool, int8..int64, uint8..uint64 or "
          "float16..float64)";
 }
@@ -171,7 +163,7 @@ class dict_parser {
       }
       const std::string key = parse_string("a quoted key");
       skip_ws();
-      expect(':', "expected ':' after key '" + printable(key) + "'");
+      expect(':', "expected ':' after key '" + bounded(key) + "'");
       skip_ws();
       if (key == "descr") {
         if (have_descr) bad("duplicate key 'descr'");
@@ -191,7 +183,7 @@ class dict_parser {
         have_shape = true;
         d.shape = parse_shape();
       } else {
-        bad("unexpected key '" + printable(key) + "'");
+        bad("unexpected key '" + bounded(key) + "'");
       }
       skip_ws();
       if (peek() == ',') {
