@@ -1721,7 +1721,8 @@ int run(int argc, char** argv) {
       auto npy_elsewhere = [](const std::string& path, formats::file_kind kind) {
         return kind == formats::file_kind::npy && path != "-" && !path.empty() &&
                !formats::name_ends_with(path, ".npy") &&
-               !formats::reads_as_stream(path);  // (/dev/null: no name to read)
+               !formats::reads_as_stream(path) &&          // (/dev/null: no name to read)
+               formats::descriptor_named(path) < 0;        // (/dev/fd/3: nor there)
       };
       std::vector<std::string> notes, hints;
       if (npy_elsewhere(d_out, spec.kind)) {

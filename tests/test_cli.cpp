@@ -1406,7 +1406,11 @@ TEST(Cli, BadOptionsExitWithUsageOrBackendCodeAndLeaveNoOutput) {
       {"eval in.npy --offset 1e999", 2, "--offset"},
       {"decompress a.dcz -o out.npy --samples 3:9", 2, "3:9"},
       {"decompress a.dcz -o out.npy --samples 5:", 2,
-       "a.dcz: sample range 5: is past the end of the archive's"},  // (it said "5:4")
+       "a.dcz: sample range 5: is past the end: the archive holds 5 samples"},  // (said "5:5")
+      {"decompress a.dcz -o out.npy --samples 0:99", 2,
+       "a.dcz: sample range 0:99 runs past the end: the archive holds 5 samples"},
+      {"decompress a.dcz -o out.npy --samples 7", 2,
+       "a.dcz: sample 7 is past the end: the archive holds 5 samples"},  // (said "7:8")
       {"decompress a.dcz -o out.npy --samples 4:2", 2, "a.dcz"},
       {"decompress a.dcz -o out.npy --samples x:2", 2, "--samples x:2: expected A:B with A < B"},
       {"decompress a.dcz -o out.npy --samples -3:", 2, "a negative index (from the end) is not taken"},
