@@ -1847,6 +1847,10 @@ TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAr
   const auto z = sh(dir, "DCTCHOP compress in.npy -o /dev/fd/3 -q 3> b.dcz");
   ASSERT_EQ(z.status, 0) << describe(z);
   EXPECT_EQ(cli(dir, "verify b.dcz -q").status, 0);
+  // HDF5 is written by name: said so (it was "already exists", which -f would not mend).
+  const auto h = sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3:/x -q 3> h.h5");
+  EXPECT_EQ(h.status, 2) << describe(h);
+  EXPECT_TRUE(contains(h.err, "an HDF5 file is written by its name")) << h.err;
   // `3>>` appends: what the file held stays.
   write_bytes(dir.file("log.bin"), "kept\n");
   ASSERT_EQ(sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3 -q 3>> log.bin").status, 0);

@@ -517,8 +517,13 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   // of `3> out.npy`): written into through it, as stdout's names are (the shell made the
   // file, which -f would replace, leaving `3>>`'s file as it was).
   if (const int fd = descriptor_named(path);
-      !regular_only && fd >= 0 && names_descriptors_file(path, fd) && ::fstat(fd, &st) == 0 &&
+      fd >= 0 && names_descriptors_file(path, fd) && ::fstat(fd, &st) == 0 &&
       S_ISREG(st.st_mode)) {
+    if (regular_only) {  // (it was "already exists", which -f would not have mended)
+      throw error(errc::invalid_argument,
+                  path + ": an HDF5 file is written by its name, which a descriptor's name "
+                         "does not give: name the file itself");
+    }
     t.in_place = true;
     t.descriptor = fd;
     return t;
