@@ -1930,6 +1930,9 @@ TEST(Cli, AFileNameThatIsNotUtf8IsCompressedAndReportedWithReplacementCharacters
   EXPECT_EQ(v.status, 0) << describe(v);
   EXPECT_TRUE(parse_json(v.out).at("passed").get<bool>());
   EXPECT_EQ(parse_json(v.out).at("against"), "lat\xef\xbf\xbd.npy");  // (the original's name)
+  // As verify without an original reports them (they were left out).
+  EXPECT_EQ(parse_json(v.out).at("samples"), j.at("samples"));
+  EXPECT_EQ(parse_json(v.out).at("chunks"), j.at("chunks"));
   // The text report prints the byte that is not UTF-8 escaped.
   auto t = cli(dir, "info " + sh_quote(latin1 + ".dcz"));
   EXPECT_TRUE(contains(t.out, "file:        lat\\xe9.dcz\n")) << t.out;

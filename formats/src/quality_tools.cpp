@@ -306,6 +306,10 @@ nlohmann::json verify_result::to_json() const {
   j["failures"] = failures;
   j["notes"] = notes;
   for (const auto& w : warnings) j["notes"].push_back(w);
+  if (mismatch.empty()) {
+    j["samples"] = samples;
+    j["chunks"] = chunks;
+  }
   return j;
 }
 
@@ -399,6 +403,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   stages.read = [&](u64, std::size_t i) {
     slot_buffers& b = slot[i];
     if (!r.next_chunk(b.info, b.coeffs)) return false;
+    ++res.chunks;
     b.in.resize(b.info.count * ibps);
     replaced += src.read(b.info.first, b.info.count, b.in.data());
     return true;
@@ -460,6 +465,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   const auto seen = acc.data_range();
   const bool other_range = is_float(h.type) && range && seen && *seen != *range;
   res.q = measured(acc, src.name(), other_range);
+  res.samples = h.geom.samples;
   const quality& q = *res.q;
   if (other_range) {
     const auto [now, made] = apart(*seen, *range, 9);  // digits enough to read apart

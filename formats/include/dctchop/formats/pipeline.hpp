@@ -263,6 +263,9 @@ struct verify_result {
   /** Doubts about the result, told after it: the quality is far from the one recorded when
    *  the archive was made (another original?). In to_json() they follow "notes". */
   std::vector<std::string> warnings;
+  /** The archive's samples, and the chunks read (checksums checked): 0 on a mismatch. In
+   *  to_json() as verify without an original gives them. */
+  std::uint64_t samples = 0, chunks = 0;
   bool passed() const { return mismatch.empty() && failures.empty(); }
   nlohmann::json to_json() const;
 };
