@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bitset>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -407,6 +408,22 @@ void keep_stdout_for_dctchop() {
 
 /** Standard input was closed when dctchop started (`<&-`: it reads /dev/null instead). */
 bool g_stdin_closed = false;
+/** The descriptors below 64 open when dctchop started: an output named /dev/fd/N of one
+ *  that was not took a descriptor dctchop opened itself (its temporary file), and wrote the
+ *  labels into the data's file, exit 0. */
+std::bitset<64> g_inherited;
+void note_inherited_descriptors() {
+  for (int fd = 0; fd < 64; ++fd) g_inherited[static_cast<std::size_t>(fd)] = ::fcntl(fd, F_GETFD) != -1;
+}
+/** Refuses an output named by a descriptor (/dev/fd/N, /proc/self/fd/N) that was not open
+ *  when dctchop started. */
+void refuse_descriptor_not_inherited(const std::string& out) {
+  const int fd = formats::descriptor_named(out);
+  if (fd < 0 || (fd < 64 && g_inherited[static_cast<std::size_t>(fd)])) return;
+  throw error::from_os(errc::io, out + ": descriptor " + std::to_string(fd) +
+                                     " is not open (open it: " + std::to_string(fd) + "> FILE)",
+                       EBADF);
+}
 /** Opens descriptors 0, 1 and 2 where they are closed (`dctchop info x.dcz >&-`): the next
  *  file opened would take a closed one, and a report meant for stdout would be written into
  *  it. A closed stdout or stderr gets /dev/full, so that a report written there fails and is
@@ -454,6 +471,7 @@ void refuse_output_into_stdin(const std::vector<std::string>& ins,
     if (g_stdin_closed && out != "-" && names_stdin(out)) {
       throw error(errc::io, "cannot write to " + out + ": standard input is closed (<&-)");
     }
+    refuse_descriptor_not_inherited(out);
   }
   if (std::none_of(ins.begin(), ins.end(), names_stdin)) return;
   for (const auto& out : outs) {
@@ -515,7 +533,7 @@ void refuse_tty_stdout(const std::string& path) {
     throw error(errc::invalid_argument, "refusing to write binary data to a terminal");
   }
   if (g_stdout_closed) {
-    throw error::from_os(errc::io, "standard output is closed: name an output file instead of -",
+    throw error::from_os(errc::io, "standard output is closed (>&-): name an output file instead",
                          EBADF);
   }
   g_stream_output = "standard output";
@@ -1993,6 +2011,7 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  note_inherited_descriptors();  // (before open_standard_descriptors fills the closed ones)
   const bool stdout_closed = open_standard_descriptors();
   g_stdout_closed = stdout_closed;
   keep_stdout_for_dctchop();

@@ -803,7 +803,7 @@ TEST(Cli, AReportThatCannotBeWrittenToStdoutIsAnIoErrorNotASuccess) {
   for (const std::string args : {"compress in.npy -o -", "decompress a.dcz -o -"}) {
     auto d = cli(dir, args + " >&-");
     EXPECT_EQ(d.status, 5) << args << "\n" << describe(d);
-    EXPECT_NE(d.err.find("standard output is closed: name an output file instead of -"),
+    EXPECT_NE(d.err.find("standard output is closed (>&-): name an output file instead"),
               std::string::npos) << d.err;
   }
   // Nothing to print, nothing wrong.
@@ -1847,6 +1847,19 @@ TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAr
   const auto z = sh(dir, "DCTCHOP compress in.npy -o /dev/fd/3 -q 3> b.dcz");
   ASSERT_EQ(z.status, 0) << describe(z);
   EXPECT_EQ(cli(dir, "verify b.dcz -q").status, 0);
+  // A descriptor not open when dctchop started: it took one of dctchop's own (its temporary
+  // output's), and --labels-out /dev/fd/4 wrote the labels into the data's file, exit 0.
+  for (const std::string out : {"-o /dev/fd/9", "-o /proc/self/fd/9"}) {
+    const auto n = sh(dir, "DCTCHOP decompress a.dcz " + out + " -q 9>&-");
+    EXPECT_EQ(n.status, 5) << out << "\n" << describe(n);
+    EXPECT_TRUE(contains(n.err, "descriptor 9 is not open")) << n.err;
+  }
+  save_npy(dir.file("y.npy"), dctchop::dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
+  ASSERT_EQ(cli(dir, "compress in.npy --labels y.npy -o l.dcz -q").status, 0);
+  const auto lo = sh(dir, "DCTCHOP decompress l.dcz -o y.h5 --labels-out /dev/fd/4 -q 4>&-");
+  EXPECT_EQ(lo.status, 5) << describe(lo);
+  EXPECT_TRUE(contains(lo.err, "descriptor 4 is not open")) << lo.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.h5")));
   // HDF5 is written by name: said so (it was "already exists", which -f would not mend).
   const auto h = sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3:/x -q 3> h.h5");
   EXPECT_EQ(h.status, 2) << describe(h);

@@ -516,6 +516,14 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   // A name of one of this process's descriptors open on a plain file (/dev/stderr, /dev/fd/3
   // of `3> out.npy`): written into through it, as stdout's names are (the shell made the
   // file, which -f would replace, leaving `3>>`'s file as it was).
+  if (const int fd = descriptor_named(path); fd >= 0 && ::fcntl(fd, F_GETFD) < 0) {
+    throw error::from_os(errc::io,
+                         path + ": " + (fd == 0 ? std::string("standard input is closed")
+                                                : "descriptor " + std::to_string(fd) +
+                                                      " is not open (open it: " +
+                                                      std::to_string(fd) + "> FILE)"),
+                         EBADF);
+  }
   if (const int fd = descriptor_named(path);
       fd >= 0 && names_descriptors_file(path, fd) && ::fstat(fd, &st) == 0 &&
       S_ISREG(st.st_mode)) {

@@ -341,7 +341,8 @@ std::vector<candidate> list_datasets(hid_t file, const std::string& name,
   struct listing {
     std::vector<candidate> out;
     std::map<std::string, std::pair<std::size_t, bool>> seen;  // identity: index, by a hard link
-    std::vector<std::string> broken;  // external links that lead to no dataset
+    std::vector<std::string> broken;  // external links that lead to no dataset; and datasets
+                                      // that lead to a FIFO (problems_on_way)
     const std::string* file;          // its name
   } all;
   all.file = &name;
@@ -361,6 +362,16 @@ std::vector<candidate> list_datasets(hid_t file, const std::string& name,
       return 0;
     }
     h5_id ds(d, H5Dclose);
+    // A virtual dataset with a pattern source opens its files to learn its extent (at
+    // H5Dget_space, below): one that is a FIFO waited there for good.
+    if (link != nullptr && link->type == H5L_TYPE_HARD) {
+      h5_id dcpl(H5Dget_create_plist(d), H5Pclose);
+      if (dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_VIRTUAL &&
+          !problems_on_way(*l->file, std::string("/") + name).waits.empty()) {
+        l->broken.push_back(std::string("/") + name);
+        return 0;
+      }
+    }
     const bool hard = link != nullptr && link->type == H5L_TYPE_HARD;
     const std::string id = object_identity(d);
     H5Eclear2(H5E_DEFAULT);
@@ -1119,19 +1130,19 @@ class hdf5_source final : public sample_source {
   std::string choose(const dataset_spec& spec) {
     std::vector<std::string> broken;
     auto all = list_datasets(file_.get(), path_, &broken);
+    // One that leads to a FIFO is refused, as where it is named (it was "holds no dataset at
+    // all", exit 3, or another dataset chosen in its place).
+    for (const auto& link : broken) {
+      if (const auto way = problems_on_way(path_, link); !way.waits.empty()) {
+        throw error(errc::invalid_argument, way.waits + hdf5_reads_files);
+      }
+    }
     try {
       return choose_array(path_, std::move(all), spec,
                           {"dataset", "FILE.h5:/path or --dataset", "--labels FILE.h5:/path"}, note_);
     } catch (const error& e) {
       // None fits: an external link that leads nowhere may be where the data was meant to be.
       if (e.code() != errc::bad_input || broken.empty()) throw;
-      // One that leads to a FIFO is why (as where it is named): "holds no dataset at all",
-      // exit 3, said otherwise.
-      for (const auto& link : broken) {
-        if (const auto way = problems_on_way(path_, link); !way.waits.empty()) {
-          throw error(errc::invalid_argument, way.waits + hdf5_reads_files);
-        }
-      }
       std::string why = e.what();
       for (const auto& link : broken) why += "; " + link + " " + not_a_dataset(link);
       throw error(errc::bad_input, why);
