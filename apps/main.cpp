@@ -413,7 +413,9 @@ bool g_stdin_closed = false;
  *  labels into the data's file, exit 0. */
 std::bitset<64> g_inherited;
 void note_inherited_descriptors() {
-  for (int fd = 0; fd < 64; ++fd) g_inherited[static_cast<std::size_t>(fd)] = ::fcntl(fd, F_GETFD) != -1;
+  for (int fd = 0; fd < 64; ++fd) {
+    g_inherited[static_cast<std::size_t>(fd)] = ::fcntl(fd, F_GETFD) != -1;
+  }
 }
 /** Refuses an output named by a descriptor (/dev/fd/N, /proc/self/fd/N) that was not open
  *  when dctchop started. */

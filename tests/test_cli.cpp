@@ -841,7 +841,8 @@ TEST(Cli, AClosedStandardInputNamedAsAnInputIsSaidSoNotReadAsAnEmptyFile) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
   EXPECT_EQ(cli(dir, "info a.dcz <&-").status, 0);  // stdin not read: nothing wrong
   // As an output: /dev/null stood in for it, and the data went nowhere (exit 0).
-  for (const std::string args : {"decompress a.dcz -o /dev/stdin", "compress in.npy -o /dev/fd/0"}) {
+  for (const std::string args :
+       {"decompress a.dcz -o /dev/stdin", "compress in.npy -o /dev/fd/0"}) {
     const auto c = cli(dir, args + " <&-");
     EXPECT_EQ(c.status, 5) << args << "\n" << describe(c);
     EXPECT_TRUE(contains(c.err, "standard input is closed (<&-)")) << c.err;

@@ -1877,7 +1877,9 @@ void walk_reads(const std::string& path, std::string object, read_walk& w, int d
         m > 0 ? std::string(text.data(), std::min<std::size_t>(m, text.size() - 1)) : "";
     if (!walked.insert({name, dset}).second) continue;
     if (name == ".") {  // a dataset of this same file
-      if (!dset.empty() && dset.find('%') == std::string::npos) walk_reads(path, dset, w, depth + 1);
+      if (!dset.empty() && dset.find('%') == std::string::npos) {
+        walk_reads(path, dset, w, depth + 1);
+      }
       continue;
     }
     const auto source = [&](const std::string& file, const std::string& object) {
