@@ -326,10 +326,11 @@ def main():
         with DeviceLoader(own, batch_size=5, seed=4, device=-1) as closing:
             kept, _ = next(closing)
             kept_idx = closing.last_samples.copy()
-            check(open_on(own) == 1 and len(os.listdir("/proc/self/task")) > tasks,
+            # (Its reading thread may have read all and ended by now: only the file is sure.)
+            check(open_on(own) == 1,
                   f"an open DeviceLoader: {open_on(own)} descriptors on its file")
         # Closed while its batch is held: the thread and the file go now, the batch stays.
-        check(closing.closed and open_on(own) == 0 and len(os.listdir("/proc/self/task")) == tasks,
+        check(closing.closed and open_on(own) == 0 and len(os.listdir("/proc/self/task")) <= tasks,
               f"closed with a batch held: {open_on(own)} descriptors, "
               f"{len(os.listdir('/proc/self/task'))} threads, {tasks} before")
         check(np.array_equal(kept.numpy(), a_x[kept_idx]), "a device batch outlives its closed loader")
