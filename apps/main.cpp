@@ -417,8 +417,9 @@ void note_inherited_descriptors() {
     g_inherited[static_cast<std::size_t>(fd)] = ::fcntl(fd, F_GETFD) != -1;
   }
 }
-/** Refuses an output named by a descriptor (/dev/fd/N, /proc/self/fd/N) that was not open
- *  when dctchop started. */
+/** Refuses a file named by a descriptor (/dev/fd/N, /proc/self/fd/N, any spelling or link
+ *  that leads there) that was not open when dctchop started: an output there replaced the
+ *  input (-o /dev/./fd/3 -f), an input read dctchop's own file. */
 void refuse_descriptor_not_inherited(const std::string& out) {
   const int fd = formats::descriptor_named(out);
   if (fd < 0 || (fd < 64 && g_inherited[static_cast<std::size_t>(fd)])) return;
@@ -461,7 +462,7 @@ bool is_stdins_pipe(const std::string& path) {
  *  -: the second reader found it drained), and standard input's pipe by its own name. */
 bool names_stdin(const std::string& in) {
   return in == "-" || in == "/dev/stdin" || in == "/dev/fd/0" || in == "/proc/self/fd/0" ||
-         is_stdins_pipe(in);
+         is_stdins_pipe(in) || formats::descriptor_named(in) == STDIN_FILENO;  // (/dev/./stdin)
 }
 
 /** An output into the pipe that an input comes from (`decompress - --labels-out /dev/stdin`,
@@ -492,6 +493,8 @@ void refuse_tty_stdin(const std::string& path) {
     throw error(errc::io, "cannot read standard input: it is closed (<&-); pipe data in or "
                           "name a file instead of " + (path == "-" ? std::string("-") : path));
   }
+  // (verify --against /dev/fd/3 read dctchop's own descriptor 3: the archive)
+  refuse_descriptor_not_inherited(path);
   if (names_stdin(path) && ::isatty(STDIN_FILENO) == 1) {
     throw error(errc::invalid_argument,
                 "standard input is a terminal; pipe data in or name a file instead of -");

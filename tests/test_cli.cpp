@@ -833,7 +833,8 @@ TEST(Cli, AClosedStandardInputNamedAsAnInputIsSaidSoNotReadAsAnEmptyFile) {
   ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
   for (const std::string args : {"compress - -o b.dcz", "decompress /dev/stdin -o b.npy",
                                  "info -", "verify a.dcz --against -", "eval - --chop 2",
-                                 "compress in.npy --labels - -o b.dcz"}) {
+                                 "compress in.npy --labels - -o b.dcz",
+                                 "decompress /dev/./stdin -o b.npy"}) {
     const auto c = cli(dir, args + " <&-");
     EXPECT_EQ(c.status, 5) << args << "\n" << describe(c);
     EXPECT_TRUE(contains(c.err, "cannot read standard input: it is closed (<&-)")) << c.err;
@@ -841,8 +842,8 @@ TEST(Cli, AClosedStandardInputNamedAsAnInputIsSaidSoNotReadAsAnEmptyFile) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
   EXPECT_EQ(cli(dir, "info a.dcz <&-").status, 0);  // stdin not read: nothing wrong
   // As an output: /dev/null stood in for it, and the data went nowhere (exit 0).
-  for (const std::string args :
-       {"decompress a.dcz -o /dev/stdin", "compress in.npy -o /dev/fd/0"}) {
+  for (const std::string args : {"decompress a.dcz -o /dev/stdin", "compress in.npy -o /dev/fd/0",
+                                 "decompress a.dcz -o /dev/./stdin"}) {
     const auto c = cli(dir, args + " <&-");
     EXPECT_EQ(c.status, 5) << args << "\n" << describe(c);
     EXPECT_TRUE(contains(c.err, "standard input is closed (<&-)")) << c.err;
@@ -1855,6 +1856,20 @@ TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAr
     EXPECT_EQ(n.status, 5) << out << "\n" << describe(n);
     EXPECT_TRUE(contains(n.err, "descriptor 9 is not open")) << n.err;
   }
+  // Other spellings of it, and links to it, took dctchop's own descriptor 3 (the input):
+  // with -f the input was replaced (exit 0); verify --against read the archive as the original.
+  std::filesystem::create_symlink("/dev/fd/9", dir.file("link.npy"));
+  const std::string archive = read_bytes(dir.file("a.dcz"));
+  for (const std::string cmd :
+       {"DCTCHOP decompress a.dcz -o /dev/./fd/9 -f -q 9>&-",
+        "DCTCHOP decompress a.dcz -o /proc/thread-self/fd/9 -f -q 9>&-",
+        "DCTCHOP decompress a.dcz -o link.npy -f -q 9>&-",
+        "DCTCHOP verify a.dcz --against /dev/fd/9 9>&-"}) {
+    const auto n = sh(dir, cmd);
+    EXPECT_EQ(n.status, 5) << cmd << "\n" << describe(n);
+    EXPECT_TRUE(contains(n.err, "descriptor 9 is not open")) << n.err;
+    EXPECT_EQ(read_bytes(dir.file("a.dcz")), archive) << cmd;
+  }
   save_npy(dir.file("y.npy"), dctchop::dtype::u8, {5}, std::vector<std::uint8_t>(5, 1));
   ASSERT_EQ(cli(dir, "compress in.npy --labels y.npy -o l.dcz -q").status, 0);
   const auto lo = sh(dir, "DCTCHOP decompress l.dcz -o y.h5 --labels-out /dev/fd/4 -q 4>&-");
@@ -1870,7 +1885,6 @@ TEST(Cli, AnOutputNamedByAnotherOpenDescriptorIsWrittenThroughItAsStdoutsNamesAr
   ASSERT_EQ(sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3 -q 3>> log.bin").status, 0);
   EXPECT_EQ(read_bytes(dir.file("log.bin")), "kept\n" + want);
   // An input is still an input by its descriptor's name.
-  const std::string archive = read_bytes(dir.file("a.dcz"));
   const auto in = sh(dir, "DCTCHOP decompress a.dcz -o /dev/fd/3 -q 3<> a.dcz");
   EXPECT_EQ(in.status, 2) << describe(in);
   EXPECT_EQ(read_bytes(dir.file("a.dcz")), archive);

@@ -1001,17 +1001,61 @@ bool is_standard_output(const std::string& input, int fd) {
   return ok && S_ISREG(in.st_mode) && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
 }
 
+namespace {
+/** N where `p` (symbolic links resolved) is /proc/PID/fd/N or /proc/PID/task/TID/fd/N of
+ *  this process; -1 otherwise. */
+int proc_fd_number(const std::string& p) {
+  const std::string self = "/proc/" + std::to_string(::getpid()) + "/";
+  if (p.compare(0, self.size(), self) != 0) return -1;
+  std::string_view rest(p);
+  rest.remove_prefix(self.size());
+  if (rest.substr(0, 5) == "task/") {  // (/proc/thread-self: /proc/PID/task/TID)
+    rest.remove_prefix(5);
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos) return -1;
+    rest.remove_prefix(slash + 1);
+  }
+  if (rest.substr(0, 3) != "fd/") return -1;
+  rest.remove_prefix(3);
+  int n = -1;
+  const auto [at, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
+  return ec == std::errc() && at == rest.data() + rest.size() && !rest.empty() ? n : -1;
+}
+}  // namespace
+
 int descriptor_named(const std::string& path) {
   if (path == "/dev/stdin") return STDIN_FILENO;
   if (path == "/dev/stdout") return STDOUT_FILENO;
   if (path == "/dev/stderr") return STDERR_FILENO;
-  const std::string self = "/proc/" + std::to_string(::getpid()) + "/fd/";
-  for (const std::string& folder : {std::string("/dev/fd/"), std::string("/proc/self/fd/"), self}) {
-    if (path.size() <= folder.size() || path.compare(0, folder.size(), folder) != 0) continue;
-    int n = 0;
-    const char* end = path.data() + path.size();
-    const auto [at, ec] = std::from_chars(path.data() + folder.size(), end, n);
-    return ec == std::errc() && at == end && n >= 0 ? n : -1;
+  // Any other spelling (/dev/./fd/3, /proc/thread-self/fd/3, a symbolic link to /dev/fd/3):
+  // its links followed a component at a time, up to the descriptor's own (magic) link, which
+  // is not followed (it names the file the descriptor is open on, or nothing when closed).
+  namespace fs = std::filesystem;
+  if (path.empty() || path == "-") return -1;
+  std::error_code ec;
+  fs::path todo = fs::absolute(path, ec);
+  if (ec) return -1;
+  for (int hops = 0; hops < 40; ++hops) {
+    fs::path at = "/";
+    bool followed = false;
+    for (auto it = std::next(todo.begin()); it != todo.end(); ++it) {
+      const std::string part = it->string();
+      if (part.empty() || part == ".") continue;
+      at = part == ".." ? at.parent_path() : at / part;
+      const bool last = std::next(it) == todo.end();
+      if (const int n = proc_fd_number(at.string()); n >= 0) return last ? n : -1;
+      struct stat st {};
+      if (::lstat(at.c_str(), &st) != 0) return -1;
+      if (!S_ISLNK(st.st_mode)) continue;
+      const fs::path target = fs::read_symlink(at, ec);
+      if (ec) return -1;
+      fs::path next = target.is_absolute() ? target : at.parent_path() / target;
+      for (auto rest = std::next(it); rest != todo.end(); ++rest) next /= *rest;
+      todo = next;
+      followed = true;
+      break;
+    }
+    if (!followed) return -1;
   }
   return -1;
 }
