@@ -1992,6 +1992,9 @@ TEST(Hdf5Cli, AFileTheDatasetReadsThatIsAPipeIsRefusedWhereHdf5sOpenWouldWaitFor
            // Chosen, not named: the same (it was exit 3, "holds no dataset at all").
            {"compress l.h5 -o a.dcz", "l.h5:/ext is an external link to s.h5:/src, and s.h5", 2},
            {"compress x.npy --labels l.h5 -o a.dcz", "l.h5:/ext is an external link", 2},
+           // (chained: named by this file's link first, as where it is named)
+           {"compress chain.h5 -o a.dcz",
+            "chain.h5:/x: l.h5:/ext is an external link to s.h5:/src", 2},
            {"env HDF5_EXT_PREFIX=/no/such:. DCTCHOP compress P/../l.h5:/ext -o a.dcz",
             "s.h5 is a pipe",
             2}}) {

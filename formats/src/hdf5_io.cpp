@@ -1134,7 +1134,12 @@ class hdf5_source final : public sample_source {
     // all", exit 3, or another dataset chosen in its place).
     for (const auto& link : broken) {
       if (const auto way = problems_on_way(path_, link); !way.waits.empty()) {
-        throw error(errc::invalid_argument, way.waits + hdf5_reads_files);
+        // Named by this file's own link first, as where it is named (the walk names the
+        // last link of a chain).
+        const std::string here = path_ + ":" + link;
+        const bool said = way.waits.rfind(here + " ", 0) == 0;
+        throw error(errc::invalid_argument,
+                    (said ? "" : here + ": ") + way.waits + hdf5_reads_files);
       }
     }
     try {
