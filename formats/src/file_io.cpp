@@ -516,7 +516,8 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
   // A name of one of this process's descriptors open on a plain file (/dev/stderr, /dev/fd/3
   // of `3> out.npy`): written into through it, as stdout's names are (the shell made the
   // file, which -f would replace, leaving `3>>`'s file as it was).
-  if (const int fd = descriptor_named(path); fd >= 0 && ::fcntl(fd, F_GETFD) < 0) {
+  const int fd = descriptor_named(path);  // (a walk of the path's links: once)
+  if (fd >= 0 && ::fcntl(fd, F_GETFD) < 0) {
     throw error::from_os(errc::io,
                          path + ": " + (fd == 0 ? std::string("standard input is closed")
                                                 : "descriptor " + std::to_string(fd) +
@@ -524,8 +525,7 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
                                                       std::to_string(fd) + "> FILE)"),
                          EBADF);
   }
-  if (const int fd = descriptor_named(path);
-      fd >= 0 && names_descriptors_file(path, fd) && ::fstat(fd, &st) == 0 &&
+  if (fd >= 0 && names_descriptors_file(path, fd) && ::fstat(fd, &st) == 0 &&
       S_ISREG(st.st_mode)) {
     if (regular_only) {  // (it was "already exists", which -f would not have mended)
       throw error(errc::invalid_argument,
@@ -1003,9 +1003,8 @@ bool is_standard_output(const std::string& input, int fd) {
 
 namespace {
 /** N where `p` (symbolic links resolved) is /proc/PID/fd/N or /proc/PID/task/TID/fd/N of
- *  this process; -1 otherwise. */
-int proc_fd_number(const std::string& p) {
-  const std::string self = "/proc/" + std::to_string(::getpid()) + "/";
+ *  this process, `self` being "/proc/PID/"; -1 otherwise. */
+int proc_fd_number(const std::string& p, const std::string& self) {
   if (p.compare(0, self.size(), self) != 0) return -1;
   std::string_view rest(p);
   rest.remove_prefix(self.size());
@@ -1035,6 +1034,7 @@ int descriptor_named(const std::string& path) {
   std::error_code ec;
   fs::path todo = fs::absolute(path, ec);
   if (ec) return -1;
+  const std::string self = "/proc/" + std::to_string(::getpid()) + "/";
   for (int hops = 0; hops < 40; ++hops) {
     fs::path at = "/";
     bool followed = false;
@@ -1043,7 +1043,7 @@ int descriptor_named(const std::string& path) {
       if (part.empty() || part == ".") continue;
       at = part == ".." ? at.parent_path() : at / part;
       const bool last = std::next(it) == todo.end();
-      if (const int n = proc_fd_number(at.string()); n >= 0) return last ? n : -1;
+      if (const int n = proc_fd_number(at.string(), self); n >= 0) return last ? n : -1;
       struct stat st {};
       if (::lstat(at.c_str(), &st) != 0) return -1;
       if (!S_ISLNK(st.st_mode)) continue;
