@@ -290,6 +290,53 @@ TEST(Ssim, U8SsimEqualsTheDirectComputationInEveryLayoutAndOnACrop) {
   EXPECT_NEAR(u8_ssim(va, vb), slow_mean_ssim(va, vb), 1e-12);
 }
 
+TEST(Ssim, PlanesWiderThanAColumnTileMeasureAsTheDirectComputation) {
+  // Rows of more than 8192 windows are measured in column tiles (a state of O(7 x 8192), not
+  // O(7 x width): 900 MiB a thread for 8 x 4M f32 planes); the tiles' windows and their sums
+  // are those of one pass. 9 x 16699 planes: tiles of 8192, 8192 and 309 windows (5 past the
+  // lanes). (test_quality_grid holds the figures to the device's order bit for bit.)
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> px(0, 255), noise(-20, 20);
+  const u64 h = 9, w = 16699;
+  geometry gi{layout::nhwc, 1, 3, h, w}, gp{layout::nchw, 1, 3, h, w};
+  std::vector<std::uint8_t> a(gi.values_per_sample()), b(a.size());
+  for (u64 k = 0; k < a.size(); ++k) {
+    a[k] = static_cast<std::uint8_t>(px(rng));
+    b[k] = static_cast<std::uint8_t>(std::clamp(a[k] + noise(rng), 0, 255));
+  }
+  std::vector<std::uint8_t> ap(a.size()), bp(a.size());  // the same planes, planar
+  for (u64 c = 0; c < 3; ++c)
+    for (u64 i = 0; i < h * w; ++i) {
+      ap[c * h * w + i] = a[i * 3 + c];
+      bp[c * h * w + i] = b[i * 3 + c];
+    }
+  const auto vi = [&](const std::vector<std::uint8_t>& v) {
+    return make_view(gi, dtype::u8, static_cast<const void*>(v.data()), 1);
+  };
+  const auto vp = [&](const std::vector<std::uint8_t>& v) {
+    return make_view(gp, dtype::u8, static_cast<const void*>(v.data()), 1);
+  };
+  const double want = slow_mean_ssim(vi(a), vi(b));
+  ASSERT_GT(want, 0.2);
+  ASSERT_LT(want, 0.99);
+  const double interleaved = u8_ssim(vi(a), vi(b)), planar = u8_ssim(vp(ap), vp(bp));
+  EXPECT_NEAR(interleaved, want, 1e-12);
+  EXPECT_EQ(interleaved, planar) << "a tile of strided columns against one of contiguous ones";
+
+  // Floats: the dense path and an f64 view, each tiled, against the direct computation and
+  // each other, bit for bit (the same shift, windows and order).
+  const std::vector<double> fa(ap.begin(), ap.begin() + h * w), fb(bp.begin(), bp.begin() + h * w);
+  const auto dense = ssim_plane(fa.data(), fb.data(), h, w, 255.0);
+  ASSERT_TRUE(dense);
+  EXPECT_NEAR(*dense, slow_ssim(fa, fb, h, w, 255.0), 1e-12);
+  geometry g{layout::hw, 1, 1, h, w};
+  quality_accumulator q(dtype::f64, 255.0, true);
+  q.add(make_view(g, dtype::f64, static_cast<const void*>(fa.data()), 1),
+        make_view(g, dtype::f64, static_cast<const void*>(fb.data()), 1));
+  ASSERT_TRUE(q.result().ssim.has_value());
+  EXPECT_EQ(*q.result().ssim, *dense);
+}
+
 TEST(Psnr, U8SquaredErrorsPastTheInt32RangeSumExactly) {
   // 400 x 400 values of error 255: the sum, 1.04e10, passes 2^31 many times over; u8 errors
   // are summed in 32-bit runs of 2^15 values and then in double.

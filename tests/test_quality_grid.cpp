@@ -155,6 +155,10 @@ void every_shape(int seed) {
       {layout::nhw, 1, 41, 100, 2},    // 4100 values: a last run of 4, all past the lanes
       {layout::nhw, 1, 64, 64, 2},     // 4096 values: one whole run
       {layout::nhw, 1, 1, 1, 3},       // one value
+      // Wider than the CPU's column tiles of 8192 windows (metric_kernels.cpp), whose sums
+      // must be one pass's: 8192, 8192 and 307 windows a row; 8192 and 1
+      {layout::nhwc, 3, 8, 16697, 1},
+      {layout::nchw, 2, 9, 8199, 1},
   };
   for (const shape& s : shapes) {
     const geometry g{s.lay, s.samples, s.planes, s.h, s.w};

@@ -201,17 +201,28 @@ error_stats contiguous_stats(const T* __restrict a, const T* __restrict b, u64 c
   return st;
 }
 
-/** The sum of `n` values in eight lanes, then the lanes in order: a fixed order, whatever the
- *  vector width. */
-double lane_sum(const double* __restrict v, u64 n) {
-  double lane[8] = {};
+/** Adds `n` values to eight lanes, lane j taking values j, j + 8, ... and lane 0 the last
+ *  n % 8 after its own: a fixed order, whatever the vector width. Lanes that go on from an
+ *  earlier call of a multiple of 8 values add as one call over both would. */
+void lane_add(const double* __restrict v, u64 n, double* __restrict lane) {
   u64 x = 0;
   for (; x + 8 <= n; x += 8)
     for (int j = 0; j < 8; ++j) lane[j] += v[x + j];
   for (; x < n; ++x) lane[0] += v[x];
+}
+
+/** The eight lanes' sum, in order. */
+double lanes_total(const double* lane) {
   double s = 0;
-  for (double l : lane) s += l;
+  for (int j = 0; j < 8; ++j) s += lane[j];
   return s;
+}
+
+/** The sum of `n` values in eight lanes, then the lanes in order. */
+double lane_sum(const double* __restrict v, u64 n) {
+  double lane[8] = {};
+  lane_add(v, n, lane);
+  return lanes_total(lane);
 }
 
 /** Box sums over 7 neighbours, written without running sums so that the loop vectorises. */
@@ -262,8 +273,15 @@ class ssim_rows {
   }
   /** The mean SSIM of the windows, once every row has been pushed or committed. */
   double mean() {
-    if (copied_ > rows_) take();
+    finish();
     return sum_ / static_cast<double>(windows_);
+  }
+  /** Instead of summing each row of windows, add it to that row's eight lanes at
+   *  `lanes` + 8 * (its row): a plane measured in column tiles (tiled_mean). */
+  void add_rows_to(double* lanes) { lanes_ = lanes; }
+  /** Take the last row in. */
+  void finish() {
+    if (copied_ > rows_) take();
   }
 
  private:
@@ -310,7 +328,8 @@ class ssim_rows {
     // The formula, the costly part, in whole vectors of 8 only (4 doubles, unrolled twice)
     const u64 nf = (nw + 7) / 8 * 8;
     for (u64 x = 0; x < nf; ++x) s[x] = f.window(bx[x], by[x], bq[x], bxy[x]);
-    sum_ += lane_sum(s, nw);  // the windows inside the plane only
+    if (lanes_ != nullptr) lane_add(s, nw, lanes_ + 8 * (rows_ - k_win));
+    else sum_ += lane_sum(s, nw);  // the windows inside the plane only
     windows_ += nw;
   }
   u64 w_, wp_;
@@ -322,7 +341,48 @@ class ssim_rows {
   std::vector<double> ssim_;
   double sum_ = 0;
   u64 windows_ = 0;
+  double* lanes_ = nullptr;
 };
+
+/** Windows of a row that one pass of ssim_rows takes at most: a wider plane is measured in
+ *  column tiles of this many windows (and the 6 columns more that their last ones reach), so
+ *  that the state stays some 2 MiB whatever the width (a plane of 8 x 4M f32 values took
+ *  900 MiB a thread). A multiple of the 8 lanes: a row's lanes go on from tile to tile, so
+ *  that the figures are those of one pass, bit for bit (the CUDA backend's too). */
+constexpr u64 ssim_tile_windows = 8192;
+static_assert(ssim_tile_windows % 8 == 0);
+
+/** The mean SSIM of an h x w plane (at least 7 x 7): `make(n)` makes the ssim_rows for rows of
+ *  n values and `feed(r, x0, n, rows)` gives it row r's columns x0 <= x < x0 + n. */
+template <typename Make, typename Feed>
+double tiled_mean(u64 h, u64 w, Make make, Feed feed) {
+  if (h < k_win || w < k_win || w - k_win + 1 <= ssim_tile_windows) {
+    auto rows = make(w);
+    for (u64 r = 0; r < h; ++r) feed(r, u64(0), w, rows);
+    return rows.mean();
+  }
+  const u64 row_windows = w - k_win + 1, window_rows = h - k_win + 1;
+  std::vector<double> lanes(8 * window_rows, 0.0);
+  for (u64 x0 = 0; x0 < row_windows; x0 += ssim_tile_windows) {
+    const u64 n = std::min(ssim_tile_windows, row_windows - x0) + k_win - 1;
+    auto rows = make(n);
+    rows.add_rows_to(lanes.data());
+    for (u64 r = 0; r < h; ++r) feed(r, x0, n, rows);
+    rows.finish();
+  }
+  double sum = 0;  // the rows in order, each its lanes in order: as one pass sums them
+  for (u64 r = 0; r < window_rows; ++r) sum += lanes_total(lanes.data() + 8 * r);
+  return sum / static_cast<double>(row_windows * window_rows);
+}
+
+/** Columns x0 <= x < x0 + n of a view. */
+const_sample_view columns(const const_sample_view& v, u64 x0, u64 n) {
+  const_sample_view c = v;
+  c.data = static_cast<const unsigned char*>(v.data) +
+           static_cast<i64>(x0) * v.stride_col * static_cast<i64>(size_of(v.type));
+  c.width = n;
+  return c;
+}
 
 /** The first value of plane c of sample n, as a double. */
 double row_value(const const_sample_view& v, u64 n, u64 c) {
@@ -371,16 +431,32 @@ error_stats sample_stats(const const_sample_view& a, const const_sample_view& b,
 
 double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n, double range) {
   const u64 w = a.width, planes = a.planes;
+  if (planes == 0) return 0.0;
   double sum = 0;
   if (a.type == dtype::u8) {
-    // Row by row, a group of planes at once: an interleaved row is split into the group's
-    // planes in one pass, and a plane's row is used where it lies when its values are
-    // contiguous. A group's running sums stay within u8_ssim_group_bytes (or one plane),
-    // whatever the number of planes.
-    if (planes == 0) return 0.0;
     const u64 per_plane = u8_ssim_plane_bytes(w);  // ssim_rows_u8's arrays
     const u64 group = std::clamp<u64>(u8_ssim_group_bytes / per_plane, 1, planes);
     const bool contiguous = a.stride_col == 1 && b.stride_col == 1;
+    if (group == 1) {  // a plane at a time, in column tiles where it is wide
+      for (u64 c = 0; c < planes; ++c) {
+        sum += tiled_mean(
+            a.height, w, [&](u64 cols) { return ssim_rows_u8(cols, u8_window(range)); },
+            [&](u64 r, u64 x0, u64 cols, ssim_rows_u8& rows) {
+              if (contiguous) {  // used where it lies
+                rows.push(row_of<std::uint8_t>(a, n, c, r) + x0,
+                          row_of<std::uint8_t>(b, n, c, r) + x0);
+                return;
+              }
+              load_row_as(columns(a, x0, cols), n, c, r, rows.next_a());
+              load_row_as(columns(b, x0, cols), n, c, r, rows.next_b());
+              rows.commit();
+            });
+      }
+      return sum;
+    }
+    // Narrow planes, row by row, a group of planes at once: an interleaved row is split into
+    // the group's planes in one pass, and a plane's row is used where it lies when its values
+    // are contiguous. A group's running sums stay within u8_ssim_group_bytes.
     std::vector<std::uint8_t> ra(contiguous ? 0 : group * w), rb(ra.size());
     for (u64 c0 = 0; c0 < planes; c0 += group) {
       const u64 c1 = std::min(planes, c0 + group);
@@ -404,13 +480,13 @@ double sample_ssim(const const_sample_view& a, const const_sample_view& b, u64 n
   }
   for (u64 c = 0; c < planes; ++c) {
     const double shift = a.height > 0 && w > 0 ? shift_of(row_value(a, n, c)) : 0.0;
-    ssim_rows_f64 ss(w, float_window(range, shift));
-    for (u64 r = 0; r < a.height; ++r) {
-      load_row_as(a, n, c, r, ss.next_a(), shift);
-      load_row_as(b, n, c, r, ss.next_b(), shift);
-      ss.commit();
-    }
-    sum += ss.mean();
+    sum += tiled_mean(
+        a.height, w, [&](u64 cols) { return ssim_rows_f64(cols, float_window(range, shift)); },
+        [&](u64 r, u64 x0, u64 cols, ssim_rows_f64& rows) {
+          load_row_as(columns(a, x0, cols), n, c, r, rows.next_a(), shift);
+          load_row_as(columns(b, x0, cols), n, c, r, rows.next_b(), shift);
+          rows.commit();
+        });
   }
   return sum;
 }
@@ -421,13 +497,13 @@ void load_row(const const_sample_view& v, u64 n, u64 c, u64 r, double* out) {
 
 double dense_ssim(const double* a, const double* b, u64 h, u64 w, double range) {
   const double shift = h > 0 && w > 0 ? shift_of(a[0]) : 0.0;
-  ssim_rows_f64 s(w, float_window(range, shift));
-  for (u64 r = 0; r < h; ++r) {
-    copy_shifted(a + r * w, w, shift, s.next_a());
-    copy_shifted(b + r * w, w, shift, s.next_b());
-    s.commit();
-  }
-  return s.mean();
+  return tiled_mean(
+      h, w, [&](u64 cols) { return ssim_rows_f64(cols, float_window(range, shift)); },
+      [&](u64 r, u64 x0, u64 cols, ssim_rows_f64& rows) {
+        copy_shifted(a + r * w + x0, cols, shift, rows.next_a());
+        copy_shifted(b + r * w + x0, cols, shift, rows.next_b());
+        rows.commit();
+      });
 }
 
 }  // namespace dctchop::detail::DCTCHOP_KERNEL_NS
