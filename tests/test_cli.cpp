@@ -2660,6 +2660,22 @@ TEST(Cli, BitsPerValueLeavesOutTheLabelsWithThePaddingThatAlignsThem) {
   EXPECT_NEAR(parse_json(i.out).at("bits_per_value").get<double>(), with, 1e-12);
 }
 
+TEST(Cli, AnArchiveLargerThanItsInputForChunksOfFewSamplesNamesChunkMb) {
+  // --chunk-mb 0.0001: a chunk a sample, each on a 4 KiB boundary. The note blamed "data
+  // this small" (of 30000 samples, 7.3 MiB to 120 MiB).
+  temp_dir dir;
+  make_u8(dir, "in.npy", 40);  // 40 x 16x16x3: 384 bytes of coefficients a sample at chop 4
+  auto c = cli(dir, "compress in.npy -o a.dcz --chunk-mb 0.0001");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  EXPECT_TRUE(contains(c.err, "the archive is larger than the input: its 40 chunks of 1 sample "
+                              "(384 bytes of coefficients) each start on a 4 KiB boundary; a "
+                              "larger --chunk-mb puts more samples into a chunk"))
+      << c.err;
+  auto d = cli(dir, "compress in.npy -o b.dcz");  // one chunk: no such note
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_FALSE(contains(d.err, "larger than the input")) << d.err;
+}
+
 TEST(Cli, LabelsCountInTheRatioOnBothSidesAsTheyAreStoredAsTheyAre) {
   // Per-pixel masks (40 x 64x64 u8, 160 KiB) beside 30 KiB of images: the archive holds
   // both, so the input does too. The data's bytes alone against the archive said 0.17x and

@@ -406,7 +406,7 @@ TEST(Hdf5Spec, ADatasetNameWithAColonAndNoLeadingSlashSplitsAtTheHdf5FilesName) 
     auto f = h5_create(dir.file("h.npy"));
     h5_write(f.get(), "/images", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 1));
   }
-  expect_error([&] { parse_dataset_spec(dir.file("h.npy") + ":images"); }, errc::invalid_argument,
+  expect_error([&] { parse_dataset_spec(dir.file("h.npy") + ":images"); }, errc::bad_input,
                {"h.npy is an HDF5 file, not a .npy file (name it .h5)"});
 }
 
@@ -720,6 +720,32 @@ TEST(Hdf5Source, ChosenDatasetIsNamedInTheNote) {
   EXPECT_TRUE(contains(src->name(), "/train/images")) << src->name();
 }
 
+TEST(Hdf5Source, CompressedChunksLargerThanTheCacheAreNotedSinceEachReadDecodesThemAgain) {
+  // A slab of rows that is one chunk is cached up to 1 GiB (256 MiB until 2026-12-07: a
+  // chunk of 281 MiB was decoded again for each of 36 reads, 20 s); one larger is said.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("big.h5"));
+    for (const auto& [name, rows] : {std::pair{"/huge", 2u}, std::pair{"/cached", 1u}}) {
+      const hsize_t dims[3] = {2, 32768, 24576}, chunk[3] = {rows, 32768, 24576};
+      h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+      h5_check(H5Pset_chunk(dcpl.get(), 3, chunk), "chunk");
+      h5_check(H5Pset_deflate(dcpl.get(), 1), "gzip");
+      h5 d(H5Dcreate2(f.get(), name, H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                      H5P_DEFAULT),
+           H5Dclose, "create");  // (never written: nothing stored, nothing read here)
+    }
+  }
+  auto huge = formats::open_dataset(parse_dataset_spec(dir.file("big.h5") + ":/huge"));
+  EXPECT_TRUE(contains(huge->note(), "big.h5:/huge: its compressed chunks of 1536 MiB are more "
+                                     "than dctchop lets HDF5 cache (64 MiB): HDF5 decodes a "
+                                     "chunk again for each read of rows in it"))
+      << huge->note();
+  auto cached = formats::open_dataset(parse_dataset_spec(dir.file("big.h5") + ":/cached"));
+  EXPECT_FALSE(contains(cached->note(), "lets HDF5 cache")) << cached->note();
+}
+
 TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
   temp_dir dir;
   {
@@ -750,8 +776,34 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
            H5Dclose, "create /z");
     }
     ASSERT_GE(H5Lcreate_external("absent.h5", "/x", f.get(), "/ext", H5P_DEFAULT, H5P_DEFAULT), 0);
+    // A bitfield (h5py reads it as unsigned integers), and a 3-byte integer: once named only
+    // "an unsupported element type (1-byte elements)".
+    {
+      const hsize_t dims[3] = {2, 8, 8};
+      h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+      h5 d(H5Dcreate2(f.get(), "/bits", H5T_STD_B8LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                      H5P_DEFAULT),
+           H5Dclose, "create /bits");
+      const std::vector<std::uint8_t> v(128, 5);
+      h5_check(H5Dwrite(d.get(), H5T_NATIVE_B8, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "bits");
+    }
+    {
+      h5 t(H5Tcopy(H5T_STD_I32LE), H5Tclose, "i24");
+      h5_check(H5Tset_precision(t.get(), 24), "precision");
+      h5_check(H5Tset_size(t.get(), 3), "size");
+      const hsize_t dims[3] = {2, 8, 8};
+      h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+      h5 d(H5Dcreate2(f.get(), "/i24", t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                      H5P_DEFAULT),
+           H5Dclose, "create /i24");
+    }
   }
   const std::string b = dir.file("bad.h5");
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/bits")); }, errc::bad_input,
+               {"bad.h5:/bits: is a bitfield dataset (HDF5 class H5T_BITFIELD, 1-byte elements",
+                "store its values as unsigned integers"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/i24")); }, errc::bad_input,
+               {"bad.h5:/i24: is a 3-byte integer dataset; dctchop reads integers of 1, 2, 4"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/grp")); }, errc::bad_input,
                {"bad.h5:/grp: is a group, not a dataset"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/soft")); }, errc::bad_input,
@@ -1642,6 +1694,33 @@ TEST(Hdf5Cli, AChunkedDatasetWithChunksNeverWrittenIsNotedSinceTheirRowsReadAsFi
   ASSERT_EQ(back.values.size(), 6u * 64);
   EXPECT_EQ(back.values[0], 9.0);
   EXPECT_EQ(back.values[5 * 64], 0.0);
+}
+
+TEST(Hdf5Cli, AContiguousDatasetNeverWrittenIsNotedAsItsChunkedTwinIs) {
+  // Created and never written: contiguous, it read as its fill value without a word.
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("c.h5"));
+    h5_write(f.get(), "/written", H5T_STD_U8LE, {3, 8, 8}, std::vector<std::uint8_t>(192, 7));
+    const hsize_t dims[3] = {3, 8, 8};
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    const std::uint8_t fill = 42;
+    h5_check(H5Pset_fill_value(dcpl.get(), H5T_NATIVE_UINT8, &fill), "fill");
+    h5 d(H5Dcreate2(f.get(), "/empty", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                    H5P_DEFAULT),
+         H5Dclose, "create");
+  }
+  auto written = must(dir, "compress c.h5:/written -o w.dcz");
+  EXPECT_FALSE(contains(written.err, "never written")) << written.err;
+  auto empty = must(dir, "compress c.h5:/empty -o e.dcz --chop 8");
+  EXPECT_TRUE(contains(empty.err, "c.h5:/empty: its data were never written (a writer that "
+                                  "stopped early?): its values read as the dataset's fill value"))
+      << empty.err;
+  must(dir, "decompress e.dcz -o e.npy");
+  const auto back = dctchop::test::load_npy(dir.file("e.npy"));
+  ASSERT_EQ(back.values.size(), 3u * 64);
+  EXPECT_EQ(back.values[100], 42.0);
 }
 
 TEST(Hdf5Cli, ValuesNeverWrittenOfADatasetWithoutFillReadAsZeroNotAsWhatTheBufferHeld) {

@@ -712,6 +712,21 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
   b[3] = std::numeric_limits<float>::infinity();
   q.add(va, vb);
   EXPECT_EQ(q.result().lossless_samples, 0u);
+  // ... at a range given. Taken from the data, an infinity in the original made R infinite
+  // and the PSNR inf - inf: a NaN inside the optional, neither a figure nor "undefined".
+  quality_accumulator from_data(dtype::f32, std::nullopt, true);
+  from_data.add(vb, va);
+  test::expect_error([&] { (void)from_data.result(); }, errc::bad_input,
+                     {"the original holds an infinity, so its range (max - min) is infinite"});
+  test::expect_error([&] { (void)from_data.result_at_data_range(); }, errc::bad_input,
+                     {"infinite"});
+  const std::vector<double> far{-1e308, 1e308, 0.0, 1.0};  // max - min overflows
+  const std::vector<double> near_far{-1e308, 1e308, 0.5, 1.0};
+  const geometry g4{layout::hw, 1, 1, 2, 2};
+  quality_accumulator wide(dtype::f64, std::nullopt, false);
+  wide.add(make_view(g4, dtype::f64, static_cast<const void*>(far.data()), 1),
+           make_view(g4, dtype::f64, static_cast<const void*>(near_far.data()), 1));
+  test::expect_error([&] { (void)wide.result(); }, errc::out_of_range, {"max - min overflows"});
   const auto null = make_view(g, dtype::f32, static_cast<const void*>(nullptr), 1);
   test::expect_error([&] { q.add(null, null); }, errc::invalid_argument,
                      {"empty or null sample view"});

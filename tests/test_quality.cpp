@@ -423,15 +423,21 @@ TEST(QualityPipeline, ASampleHarderThanTheWholeTriesTheChopsBelowOnTheWholeAndKe
   o.target.psnr_db = target;
   const auto r = formats::compress_npy(in, dir.file("a.dcz"), *be, o);
   EXPECT_EQ(r.codec.chop, smallest);
-  // Trials: the sample's 1..6, then the whole at 6, 5, ... down to the smallest. (The chop
-  // below it is not tried: on the sample it fell short by more than the whole gained, about
-  // 13 dB against 6 here, stripes that it drops.)
+  // Trials: the sample's 1..6, then the whole at 6, 5, ... down to the one below the
+  // smallest: each pass measures the chop below it on the whole too, and the pass at the
+  // smallest finds the one below it short of the target (stripes that it drops).
   std::vector<std::pair<int, bool>> got, want;
   for (const auto& t : r.trials) got.emplace_back(t.chop, t.on_sample);
   for (int k = 1; k <= 6; ++k) want.emplace_back(k, true);
-  for (int k = 6; k >= smallest; --k) want.emplace_back(k, false);
+  for (int k = 6; k >= smallest - 1; --k) want.emplace_back(k, false);
   EXPECT_EQ(got, want);
-  EXPECT_TRUE(r.trials.back().meets);
+  for (std::size_t i = 6; i < r.trials.size(); ++i) {
+    EXPECT_EQ(r.trials[i].meets, i + 1 < r.trials.size()) << "chop " << r.trials[i].chop;
+    ASSERT_TRUE(r.trials[i].q.psnr_db);
+    EXPECT_NEAR(*r.trials[i].q.psnr_db,
+                *whole.rows[std::size_t(r.trials[i].chop - 1)].q.psnr_db, 1e-9)
+        << "the whole dataset's figure at chop " << r.trials[i].chop << ", as eval gives it";
+  }
   EXPECT_EQ(formats::archive_info(dir.file("a.dcz")).at("codec").at("chop"), smallest);
   ASSERT_TRUE(r.q && r.q->psnr_db);
   EXPECT_NEAR(*r.q->psnr_db, *whole.rows[std::size_t(smallest - 1)].q.psnr_db, 1e-9);
@@ -519,7 +525,11 @@ TEST(QualityPipeline, ASampleShortOfTheTargetEvenAtChopBStillLetsTheWholeDataset
   EXPECT_FALSE(r.trials[7].meets) << "the sample falls short at chop 8";
   EXPECT_FALSE(r.trials[8].on_sample);
   EXPECT_TRUE(r.trials[8].meets);
-  EXPECT_EQ(r.trials.size(), 9u) << "chop 7 falls far short on the sample: not tried";
+  // The pass at chop 8 measured chop 7 on the whole dataset too: short of the target.
+  ASSERT_EQ(r.trials.size(), 10u);
+  EXPECT_EQ(r.trials[9].chop, 7);
+  EXPECT_FALSE(r.trials[9].on_sample);
+  EXPECT_FALSE(r.trials[9].meets);
   // Above what the whole gives: exit 8's error, naming the whole dataset, and no archive.
   o.target.psnr_db = at_b + 0.5;
   try {

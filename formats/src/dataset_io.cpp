@@ -531,9 +531,10 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     struct stat st {};
     if (::stat(text.c_str(), &st) != 0 && ::stat(text.substr(0, c).c_str(), &st) == 0 &&
         !S_ISDIR(st.st_mode)) {
-      // (One that is HDF5 inside: named alone, it is refused for that; say so at once.)
+      // (One that is HDF5 inside: named alone, it is refused for that; say so at once, as
+      // the same bad input, exit 3.)
       if (holds_hdf5(text.substr(0, c))) {
-        throw error(errc::invalid_argument, text + ": " + text.substr(0, c) +
+        throw error(errc::bad_input, text + ": " + text.substr(0, c) +
                                                 " is an HDF5 file, not a .npy file (name it .h5)");
       }
       throw error(errc::invalid_argument,

@@ -60,6 +60,9 @@ class chunk_reader {
   bool fill_value(const std::vector<hsize_t>& at);
   /** A chunk of the fill value, in `a` (chunk_bytes_); a. */
   const unsigned char* filled(unsigned char* a) const;
+  /** The stored bytes of the chunk at `offset` (0: never written); false where HDF5 cannot
+   *  say (a damaged index: HDF5's own read then says why). */
+  bool stored_size(const std::vector<hsize_t>& offset, hsize_t& size) const;
   /** Copies the part of decoded chunk `c` within rows [first, first + count) to dst. */
   void scatter(const std::vector<hsize_t>& offset, const unsigned char* c, std::uint64_t first,
                std::uint64_t count, unsigned char* dst) const;

@@ -245,6 +245,21 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
                        H5Tget_member_class(type, 0) == H5T_FLOAT &&
                        H5Tget_member_class(type, 1) == H5T_FLOAT && member_named(0, "r") &&
                        member_named(1, "i");
+  const std::string sized = std::to_string(size) + "-byte";
+  const std::string odd = cls == H5T_INTEGER ? "a " + sized + " integer dataset"  // 3 bytes, say
+                          : cls == H5T_FLOAT ? "a " + sized + " float dataset"
+                                             : std::string();
+  if (cls == H5T_BITFIELD) {  // (h5py reads it as unsigned integers, which hides the class)
+    throw error(errc::bad_input,
+                name + ": is a bitfield dataset (HDF5 class H5T_BITFIELD, " + sized +
+                    " elements: bits, not numbers); dctchop reads integer and float arrays: "
+                    "store its values as unsigned integers (h5py reads them so) to compress "
+                    "them as numbers");
+  }
+  if (!odd.empty()) {
+    throw error(errc::bad_input, name + ": is " + odd + "; dctchop reads integers of 1, 2, 4 "
+                                        "and 8 bytes and floats of 2, 4 and 8");
+  }
   const char* what = complex ? "a complex dataset (h5py's compound of r and i)"
                      : cls == H5T_COMPOUND ? "a compound (structured) dataset"
                      : cls == H5T_STRING ? "a string dataset"
@@ -957,12 +972,24 @@ class hdf5_source final : public sample_source {
           if (i > 0) per_slab *= (dims[static_cast<std::size_t>(i)] + chunk[static_cast<std::size_t>(i)] - 1) /
                                  chunk[static_cast<std::size_t>(i)];
         }
-        // At most 64 MiB; but where a slab of rows is one chunk larger than that (up to 256
-        // MiB), one chunk: HDF5 caches none larger than its cache, and decoded such a chunk
-        // again for every read of a few MiB (0.013 GB/s for gzip chunks of 512 images).
-        const u64 cap = per_slab == 1 && chunk_bytes <= (u64(256) << 20)
+        // At most 64 MiB; but where a slab of rows is one chunk larger than that (up to 1
+        // GiB), one chunk: HDF5 caches none larger than its cache, and decoded such a chunk
+        // again for every read of a few MiB (0.013 GB/s for gzip chunks of 512 images; a
+        // 281 MiB chunk, past the 256 MiB this was until 2026-12-07, took 20 s, now 1 s).
+        constexpr u64 largest_cached = u64(1) << 30;
+        const u64 cap = per_slab == 1 && chunk_bytes <= largest_cached
                             ? std::max<u64>(u64(64) << 20, chunk_bytes + (u64(1) << 20))
                             : u64(64) << 20;
+        if (chunk_bytes > cap && H5Pget_nfilters(dcpl.get()) > 0) {
+          const auto mib_text = [](u64 b) {
+            return std::to_string((b + (u64(1) << 20) - 1) >> 20) + " MiB";
+          };
+          note_ += (note_.empty() ? "" : "; ") + nm + ": its compressed chunks of " +
+                   mib_text(chunk_bytes) + " are more than dctchop lets HDF5 cache (" +
+                   mib_text(cap) + "): HDF5 decodes a chunk again for each read of rows in it "
+                   "(a larger --chunk-mb reads fewer times; smaller chunks, h5repack -l "
+                   "CHUNK=..., read at the speed of the filter)";
+        }
         cache_bytes = static_cast<std::size_t>(
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes), cap));
         outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
@@ -980,6 +1007,19 @@ class hdf5_source final : public sample_source {
             run_bytes(chunk, dims, type_.itemsize) >= straight_run_bytes) {
           cache_bytes = 0;
         }
+      } else if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
+                 H5Pget_external_count(dcpl.get()) == 0) {
+        // Contiguous data are allocated when first written (HDF5's default): none at all is
+        // a dataset created and never written, which reads as its fill value without a word,
+        // where the same dataset chunked has its unwritten chunks counted above.
+        H5D_space_status_t status{};
+        if (H5Dget_space_status(probe.get(), &status) >= 0 &&
+            status == H5D_SPACE_STATUS_NOT_ALLOCATED) {
+          note_ += (note_.empty() ? "" : "; ") + nm +
+                   ": its data were never written (a writer that stopped early?): its values "
+                   "read as " + fill_words(zero_first_);
+        }
+        H5Eclear2(H5E_DEFAULT);
       }
     }
     probe.reset();
@@ -1250,9 +1290,14 @@ class hdf5_source final : public sample_source {
     if (stored >= total) return {};
     return std::to_string(total - stored) + " of its " + std::to_string(total) +
            " chunks were never written (a writer that stopped early?): their values read as " +
-           (no_fill ? "0 (it has no fill value to give: fill time never, or no fill value), as "
-                      "in h5py"
-                    : "the dataset's fill value");
+           fill_words(no_fill);
+  }
+
+  /** What values HDF5 does not store read as. */
+  static std::string fill_words(bool no_fill) {
+    return no_fill ? "0 (it has no fill value to give: fill time never, or no fill value), as "
+                     "in h5py"
+                   : "the dataset's fill value";
   }
 
   /** Whether HDF5 leaves the values it does not store (unwritten chunks, unallocated data)

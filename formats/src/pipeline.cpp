@@ -644,6 +644,14 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
                     " blocks (" + std::to_string(ph) + "x" + std::to_string(pw) +
                     "), each of which keeps " + std::to_string(r.codec.chop) + "x" +
                     std::to_string(r.codec.chop) + " coefficients" + smaller_setting(r.codec));
+    } else if (r.chunks > 1 && r.samples_per_chunk * coeff_bytes < 4096) {
+      // (--chunk-mb 0.0001: 30000 chunks of one sample, each padded to 4 KiB, 0.06x)
+      out.push_back("the archive is larger than the input: its " + std::to_string(r.chunks) +
+                    " chunks of " + std::to_string(r.samples_per_chunk) + " sample" +
+                    (r.samples_per_chunk == 1 ? "" : "s") + " (" +
+                    std::to_string(r.samples_per_chunk * coeff_bytes) +
+                    " bytes of coefficients) each start on a 4 KiB boundary; a larger "
+                    "--chunk-mb puts more samples into a chunk");
     } else {
       out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
                     "header and chunks dominate");
@@ -768,42 +776,6 @@ std::string unreachable_text(const std::string& name, const codec_params& p, con
          (p.coeff != coeff_type::f32 ? std::string("; try --coeff f32")
                                      : std::string("; f32 coefficients are the most precise "
                                                    "dctchop stores"));
-}
-
-/** Whether the whole dataset at `chop` - 1 may meet the target `t`, where it met it at
- *  `chop` (the last of `trials`): the sample fell short at chop - 1 by less than the whole
- *  dataset beat the sample at chop, in each figure targeted. Only from the sample's trials
- *  (chop - 1 not measured on the whole yet). */
-bool worth_trying_below(const std::vector<chop_trial>& trials, int chop, const quality_target& t) {
-  const chop_trial* sample_at = nullptr;
-  const chop_trial* sample_below = nullptr;
-  for (const auto& tr : trials) {
-    if (tr.chop == chop - 1 && !tr.on_sample) return false;  // measured already
-    if (tr.on_sample && tr.chop == chop) sample_at = &tr;
-    if (tr.on_sample && tr.chop == chop - 1) sample_below = &tr;
-  }
-  const chop_trial& whole = trials.back();
-  if (sample_at == nullptr || sample_below == nullptr || whole.on_sample || whole.chop != chop) {
-    return false;
-  }
-  // (A figure that is not there, PSNR of lossless data, is infinitely good; an undefined one
-  // fails the target: meets() said so.)
-  const auto better_by = [](const std::optional<double>& a, const std::optional<double>& b) {
-    if (!a) return std::numeric_limits<double>::infinity();
-    if (!b) return -std::numeric_limits<double>::infinity();
-    return *a - *b;
-  };
-  if (t.psnr_db) {
-    const double gain = better_by(whole.q.psnr_db, sample_at->q.psnr_db);
-    const auto below = sample_below->q.psnr_db;
-    if (sample_below->q.psnr_undefined || !below || !(*below + gain >= *t.psnr_db)) return false;
-  }
-  if (t.ssim) {
-    const double gain = better_by(whole.q.ssim, sample_at->q.ssim);
-    const auto below = sample_below->q.ssim;
-    if (!below || !(*below + gain >= *t.ssim)) return false;
-  }
-  return true;
 }
 
 /** Runs of consecutive samples that a target search reads (all the data: one). */
@@ -970,9 +942,15 @@ namespace {
 compress_result write_archive(input_source& src, const std::string& output, backend& be,
                               const codec_params& p, const compress_options& o,
                               std::unique_ptr<sample_source>& labels, std::optional<double> range,
-                              bool measure, std::optional<archive_writer>* keep = nullptr) {
+                              bool measure, std::optional<archive_writer>* keep = nullptr,
+                              int below = 0, std::optional<quality>* below_q = nullptr) {
   const geometry& g = src.geom;
   const u64 cbps = coeff_bytes_per_sample(p, g);
+  // `below` > 0: the whole dataset is measured at that chop too (a target search's chop
+  // below, into *below_q), each chunk encoded, decoded and measured once more, no archive.
+  codec_params bp = p;
+  if (below > 0) bp.chop = below;
+  const u64 below_cbps = below > 0 && measure ? coeff_bytes_per_sample(bp, g) : 0;
   const u64 ibps = src.bytes_per_sample;
   archive_header ah = make_archive_header(src, p, o.chunk_mb, o.tool_version, utc_text(o.created));
   if (labels) {  // said in the header, so that a stream reader takes labels of any size
@@ -994,16 +972,18 @@ compress_result write_archive(input_source& src, const std::string& output, back
   // Each slot holds one chunk's buffers; memory is slots x (input, coefficients, decoded and
   // the measurements: 16 bytes a sample, which outweigh 1x1 planes at chop 1).
   const u64 slot_bytes =
-      spc * (ibps * (measure ? 2 : 1) + cbps + (measure ? quality_batch::bytes_per_sample : 0));
+      spc * (ibps * (measure ? 2 : 1) + cbps + (measure ? quality_batch::bytes_per_sample : 0) +
+             (below_cbps > 0 ? below_cbps + quality_batch::bytes_per_sample : 0));
   const pipeline_workers crew = make_workers(be, slot_bytes, chunk_count(g.samples, spc));
   const unsigned workers = crew.count();
   const std::size_t slots = crew.slots();
   struct slot_buffers {
-    byte_buffer in, coeffs, decoded;  // in the backend's host memory
+    byte_buffer in, coeffs, decoded, below_coeffs;  // in the backend's host memory
     u64 first = 0, n = 0;
-    quality_batch measured;
+    quality_batch measured, below_measured;
   };
   quality_accumulator acc(src.type, range, o.ssim || o.target.ssim);
+  quality_accumulator below_acc(src.type, range, o.ssim || o.target.ssim);
   std::vector<slot_buffers> slot(slots);
   allocate_for(src.name(), slots, spc, double(slots) * double(slot_bytes), [&] {
     for (auto& b : slot) {
@@ -1013,6 +993,11 @@ compress_result write_archive(input_source& src, const std::string& output, back
         b.decoded = host_buffer(be, spc * ibps);
         b.measured.sse.reserve(spc);
         if (acc.computes_ssim()) b.measured.ssim_sum.reserve(spc);
+      }
+      if (below_cbps > 0) {
+        b.below_coeffs = host_buffer(be, spc * below_cbps);
+        b.below_measured.sse.reserve(spc);
+        if (acc.computes_ssim()) b.below_measured.ssim_sum.reserve(spc);
       }
     }
   });
@@ -1041,11 +1026,18 @@ compress_result write_archive(input_source& src, const std::string& output, back
                          make_view(g, src.type, b.decoded.data(), b.n), acc,
                          workers > 1 ? 1 : o.threads, b.measured);
     }
+    if (below_cbps > 0) {  // the same samples at the chop below, into the same decoded buffer
+      const std::span<std::byte> kept(b.below_coeffs.data(), b.n * below_cbps);
+      encode_batch(wb, bp, view, kept, src.name(), b.first);
+      decode_and_measure(wb, bp, kept, view, make_view(g, src.type, b.decoded.data(), b.n),
+                         below_acc, workers > 1 ? 1 : o.threads, b.below_measured);
+    }
   };
   stages.write = [&](u64, std::size_t i) {
     slot_buffers& b = slot[i];
     w.write_chunk(b.first, b.n, std::span<const std::byte>(b.coeffs.data(), b.n * cbps));
     if (measure) acc.add(b.measured);  // in chunk order: the sums do not depend on the workers
+    if (below_cbps > 0) below_acc.add(b.below_measured);
     if (o.progress) o.progress(b.first + b.n, g.samples);
   };
   const u64 chunks = run_chunks(slots, workers, stages);
@@ -1070,6 +1062,9 @@ compress_result write_archive(input_source& src, const std::string& output, back
   if (measure) {
     r.q = measured_for_target(acc, src.name(),
                               o.target.any() ? "cannot be met: give --chop" : nullptr);
+  }
+  if (below_cbps > 0 && below_q != nullptr) {
+    *below_q = measured_for_target(below_acc, src.name(), "cannot be met: give --chop");
   }
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written
@@ -1221,18 +1216,36 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     return reported(write_archive(src, output, be, p, o, labels, range, measure));
   }
 
-  // The whole dataset at the sample's chop, unfinished until the search ends.
-  std::optional<archive_writer> best_w;
-  compress_result best;
-  for (;;) {
-    compress_result r = write_archive(src, output, be, p, o, labels, range, measure, &best_w);
-    chop_trial full{p.chop, *r.q, false, meets(*r.q, o.target, src.name())};
-    // When the sample was the whole dataset the measurement is already in the list.
-    if (trials.back().on_sample || trials.back().chop != p.chop) {
+  // The whole dataset at the sample's chop, unfinished until the search ends. Each pass also
+  // measures the chop below on the whole dataset where only the sample has measured it: the
+  // sample cannot say whether the rest of the data is easier or harder at the chop below
+  // than at this one (a sample 1.5 dB short at chop 4, whose whole dataset beat it by 1 dB
+  // at chop 5, kept chop 5, though the whole met the target at 4: 1.28x where 2x was there).
+  const auto on_whole = [&trials](int k) -> const chop_trial* {
+    for (const auto& t : trials)
+      if (t.chop == k && !t.on_sample) return &t;
+    return nullptr;
+  };
+  // Writes the whole dataset at q.chop (into *w) and records what it measured.
+  const auto pass = [&](const codec_params& q, std::optional<archive_writer>* w) {
+    const int below = q.chop > 1 && on_whole(q.chop - 1) == nullptr ? q.chop - 1 : 0;
+
+    std::optional<quality> below_q;
+    compress_result r =
+        write_archive(src, output, be, q, o, labels, range, measure, w, below, &below_q);
+    for (const auto& [k, fig] : {std::pair{q.chop, r.q}, std::pair{below, below_q}}) {
+      if (k == 0 || !fig || on_whole(k) != nullptr) continue;  // (known: the sample was all)
+      chop_trial full{k, *fig, false, meets(*fig, o.target, src.name())};
       trials.push_back(full);
       if (o.on_trial) o.on_trial(full);
     }
-    if (full.meets) {
+    return r;
+  };
+  std::optional<archive_writer> best_w;
+  compress_result best;
+  for (;;) {
+    compress_result r = pass(p, &best_w);
+    if (on_whole(p.chop)->meets) {
       best = std::move(r);
       break;
     }
@@ -1243,18 +1256,14 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     }
     ++p.chop;
   }
-  // The sample was harder than the whole dataset, by enough that the chop below, which fell
-  // short on the sample, may meet the target on the whole: tried on the whole, and kept if it
-  // does (the larger ratio), as long as that holds.
-  while (p.chop > 1 && worth_trying_below(trials, p.chop, o.target)) {
+  // The whole dataset met the target at the chop below too: written at it (the larger
+  // ratio), measuring the next one down, as long as that holds.
+  while (p.chop > 1 && on_whole(p.chop - 1) != nullptr && on_whole(p.chop - 1)->meets) {
     codec_params q = p;
     --q.chop;
     std::optional<archive_writer> w;
-    compress_result r = write_archive(src, output, be, q, o, labels, range, measure, &w);
-    chop_trial full{q.chop, *r.q, false, meets(*r.q, o.target, src.name())};
-    trials.push_back(full);
-    if (o.on_trial) o.on_trial(full);
-    if (!full.meets) break;
+    compress_result r = pass(q, &w);
+    if (!w) break;  // (its figures are the ones measured below: it meets)
     best = std::move(r);
     best_w = std::move(w);  // (the former, unfinished, leaves nothing behind)
     p = q;

@@ -377,6 +377,19 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                                  "and SSIM to be measured: rescale the data (times " + by +
                                  ", say)");
   }
+  if (!std::isfinite(range)) {
+    // max - min of data with an infinity in it (or of values more than the largest double
+    // apart): 20 log10(R) - 10 log10(MSE) was inf - inf, a NaN PSNR that read as a figure.
+    const bool infinity = !std::isfinite(min_) || !std::isfinite(max_);
+    throw error(infinity ? errc::bad_input : errc::out_of_range,
+                infinity ? std::string("quality: the original holds an infinity, so its range "
+                                       "(max - min) is infinite and PSNR, NRMSE and SSIM have "
+                                       "no value; replace the infinities, or measure at a "
+                                       "range given")
+                         : std::string("quality: the original's values lie further apart than "
+                                       "the largest double (max - min overflows), so PSNR, "
+                                       "NRMSE and SSIM have no value; rescale the data"));
+  }
   quality q;
   q.samples = samples_;
   q.values = values_;

@@ -108,7 +108,9 @@ class quality_accumulator {
    *  error(invalid_argument)). */
   void merge(const quality_accumulator& other);
   /** The figures so far; error(out_of_range) for data whose errors or range are too small
-   *  to square in double precision (below about 1e-150), which would read as lossless. */
+   *  to square in double precision (below about 1e-150), which would read as lossless, or
+   *  whose range (max - min) overflows a double; error(bad_input) where the range is taken
+   *  from data with an infinity in it (its PSNR would be inf - inf). */
   quality result() const;
   /** As result(), but with R = max - min of the original values added, also for a float
    *  accumulator given another R: the PSNR, NRMSE and per-sample figures at the data's own
@@ -161,9 +163,9 @@ std::optional<double> psnr(double range, double mse);
 
 /** SSIM of one plane pair (scikit-image defaults: 7x7 uniform window, K1 = 0.01, K2 = 0.03,
  *  sample covariance, mean over the windows that lie inside the plane); nullopt when the plane
- *  is smaller than 7x7. `a` and `b` are row-major h x w. A `range` of 0 makes the index 0/0
- *  in flat windows (NaN; quality_accumulator reports such data as constant, and as 1 where
- *  it came back exactly). */
+ *  is smaller than 7x7. `a` and `b` are row-major h x w. A `range` of 0 leaves flat windows
+ *  no index (0/0: NaN, or 0 where rounding leaves their variances a few ulps above 0;
+ *  quality_accumulator reports such data as constant, and as 1 where it came back exactly). */
 std::optional<double> ssim_plane(const double* a, const double* b, std::uint64_t h,
                                  std::uint64_t w, double range);
 
