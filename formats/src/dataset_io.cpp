@@ -335,7 +335,10 @@ class raw_source final : public sample_source {
     // Said before the size check, which would only say "describe 0 bytes"; as of an NPY's.
     if (std::find(shape_.begin(), shape_.end(), u64(0)) != shape_.end()) {
       std::string text;
-      for (u64 d : shape_) text += (text.empty() ? "" : ",") + std::to_string(d);
+      for (u64 d : shape_) {  // (appended in two steps: GCC 12 warned of a false overlap)
+        if (!text.empty()) text += ',';
+        text += std::to_string(d);
+      }
       throw error(errc::bad_input, name() + ": --shape " + text + " has an empty axis");
     }
     bytes_ = checked_count(shape_, name(), type_.itemsize);
