@@ -1786,7 +1786,7 @@ int run(int argc, char** argv) {
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         for (const auto& n : r.notes) log->warn("note: {}", n);
-        log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3f} GB/s)", d_in == "-" ? "<stdin>" : d_in,
+        log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3g} GB/s)", d_in == "-" ? "<stdin>" : d_in,
                   output_place(r.dataset.empty() ? d_out : spec.path, r.dataset),
                   shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
