@@ -2674,6 +2674,13 @@ TEST(Cli, AnArchiveLargerThanItsInputForChunksOfFewSamplesNamesChunkMb) {
   auto d = cli(dir, "compress in.npy -o b.dcz");  // one chunk: no such note
   ASSERT_EQ(d.status, 0) << describe(d);
   EXPECT_FALSE(contains(d.err, "larger than the input")) << d.err;
+  // With a chop that keeps more bytes than the values, both causes are said.
+  auto e = cli(dir, "compress in.npy -o e.dcz --chop 8 --chunk-mb 0.0001");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_TRUE(contains(e.err, "f16 coefficients at chop 8 take more bytes than the u8 values; "
+                              "use a smaller chop; and its 40 chunks of 1 sample (1536 bytes of "
+                              "coefficients) each start on a 4 KiB boundary"))
+      << e.err;
 }
 
 TEST(Cli, LabelsCountInTheRatioOnBothSidesAsTheyAreStoredAsTheyAre) {

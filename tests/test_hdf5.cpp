@@ -408,6 +408,23 @@ TEST(Hdf5Spec, ADatasetNameWithAColonAndNoLeadingSlashSplitsAtTheHdf5FilesName) 
   }
   expect_error([&] { parse_dataset_spec(dir.file("h.npy") + ":images"); }, errc::bad_input,
                {"h.npy is an HDF5 file, not a .npy file (name it .h5)"});
+  // Every spelling of a dataset in it, and a ZIP file of that name, likewise (exit 3, as the
+  // file named alone; they were usage errors calling the file a .npy).
+  expect_error([&] { parse_dataset_spec(dir.file("h.npy") + ":/images"); }, errc::bad_input,
+               {"h.npy is an HDF5 file, not a .npy file (name it .h5)"});
+  expect_error([&] { parse_dataset_spec(dir.file("h.npy"), "images"); }, errc::bad_input,
+               {"h.npy is an HDF5 file, not a .npy file (name it .h5)"});
+  write_bytes(dir.file("z.npy"), std::string("PK\x03\x04", 4) + std::string(60, '\0'));
+  for (const std::string& name : {dir.file("z.npy") + ":images", dir.file("z.npy") + ":/images"}) {
+    expect_error([&] { parse_dataset_spec(name); }, errc::bad_input,
+                 {"z.npy is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"});
+  }
+  // A .npy name of a real .npy (or none there) stays the usage error it was.
+  write_bytes(dir.file("n.npy"), "\x93NUMPY");
+  expect_error([&] { parse_dataset_spec(dir.file("n.npy") + ":images"); },
+               errc::invalid_argument, {"n.npy is a .npy file, which holds one array"});
+  expect_error([&] { parse_dataset_spec(dir.file("gone.npy") + ":/images"); },
+               errc::invalid_argument, {"gone.npy is a .npy name"});
 }
 
 TEST(Hdf5Spec, NpyAndStdinAreNpy) {
@@ -722,28 +739,51 @@ TEST(Hdf5Source, ChosenDatasetIsNamedInTheNote) {
 
 TEST(Hdf5Source, CompressedChunksLargerThanTheCacheAreNotedSinceEachReadDecodesThemAgain) {
   // A slab of rows that is one chunk is cached up to 1 GiB (256 MiB until 2026-12-07: a
-  // chunk of 281 MiB was decoded again for each of 36 reads, 20 s); one larger is said.
+  // chunk of 281 MiB was decoded again for each of 36 reads, 20 s); one larger is said,
+  // where a chunk is stored at all. (A chunk of a few bytes, written as stored: only the
+  // index is read here.)
   temp_dir dir;
   {
     auto f = h5_create(dir.file("big.h5"));
-    for (const auto& [name, rows] : {std::pair{"/huge", 2u}, std::pair{"/cached", 1u}}) {
-      const hsize_t dims[3] = {2, 32768, 24576}, chunk[3] = {rows, 32768, 24576};
+    const std::pair<const char*, hsize_t> sets[] = {
+        {"/huge", 2}, {"/cached", 1}, {"/never", 2}, {"/narrow", 2}};
+    for (const auto& [name, rows] : sets) {
+      const bool narrow = std::string(name) == "/narrow";  // chunks of half a sample's width
+      const hsize_t dims[3] = {2, 32768, 24576};
+      const hsize_t chunk[3] = {rows, 32768, narrow ? 12288u : 24576u};
       h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
       h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
       h5_check(H5Pset_chunk(dcpl.get(), 3, chunk), "chunk");
       h5_check(H5Pset_deflate(dcpl.get(), 1), "gzip");
       h5 d(H5Dcreate2(f.get(), name, H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(),
                       H5P_DEFAULT),
-           H5Dclose, "create");  // (never written: nothing stored, nothing read here)
+           H5Dclose, "create");
+      if (std::string(name) == "/never") continue;
+      const hsize_t at[3] = {0, 0, 0};
+      const char stored[16] = {};
+      h5_check(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, at, sizeof stored, stored), "chunk");
     }
   }
-  auto huge = formats::open_dataset(parse_dataset_spec(dir.file("big.h5") + ":/huge"));
+  const std::string b = dir.file("big.h5");
+  auto huge = formats::open_dataset(parse_dataset_spec(b + ":/huge"));
   EXPECT_TRUE(contains(huge->note(), "big.h5:/huge: its compressed chunks of 1536 MiB are more "
-                                     "than dctchop lets HDF5 cache (64 MiB): HDF5 decodes a "
-                                     "chunk again for each read of rows in it"))
+                                     "than the one chunk of up to 1024 MiB that dctchop lets "
+                                     "HDF5 cache: HDF5 decodes a chunk again for each read of "
+                                     "rows in it"))
       << huge->note();
-  auto cached = formats::open_dataset(parse_dataset_spec(dir.file("big.h5") + ":/cached"));
+  auto narrow = formats::open_dataset(parse_dataset_spec(b + ":/narrow"));
+  EXPECT_TRUE(contains(narrow->note(), "big.h5:/narrow: its compressed chunks of 768 MiB are "
+                                       "more than dctchop lets HDF5 cache (64 MiB; one chunk of "
+                                       "up to 1024 MiB where a chunk holds whole samples)"))
+      << narrow->note();
+  auto cached = formats::open_dataset(parse_dataset_spec(b + ":/cached"));
   EXPECT_FALSE(contains(cached->note(), "lets HDF5 cache")) << cached->note();
+  auto never = formats::open_dataset(parse_dataset_spec(b + ":/never"));
+  EXPECT_FALSE(contains(never->note(), "lets HDF5 cache")) << "nothing stored, nothing decoded";
+  EXPECT_TRUE(contains(never->note(), "big.h5:/never: its one chunk was never written (a "
+                                      "writer that stopped early?): its values read as the "
+                                      "dataset's fill value"))
+      << never->note();
 }
 
 TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
@@ -803,7 +843,8 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
                {"bad.h5:/bits: is a bitfield dataset (HDF5 class H5T_BITFIELD, 1-byte elements",
                 "store its values as unsigned integers"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/i24")); }, errc::bad_input,
-               {"bad.h5:/i24: is a 3-byte integer dataset; dctchop reads integers of 1, 2, 4"});
+               {"bad.h5:/i24: is a 3-byte integer dataset; dctchop reads integers of 1, 2 and 4 "
+                "bytes (and of 8 as labels)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/grp")); }, errc::bad_input,
                {"bad.h5:/grp: is a group, not a dataset"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/soft")); }, errc::bad_input,
@@ -3939,6 +3980,51 @@ TEST(Hdf5Filters, ADamagedFillValueMessageBesideAChunkNeverWrittenIsBadInputNotA
   EXPECT_EQ(c.status, 3) << describe(c);
   EXPECT_TRUE(contains(c.err, "f.h5:/images: read of rows 0..1 failed: the file is damaged"))
       << c.err;
+}
+
+TEST(Hdf5Filters, AChunkKeyDamagedInAVersion1BTreeIsBadInputNotAChunkReadAsFill) {
+  // h5py's default file format indexes chunks in a version 1 B-tree whose keys hold each
+  // chunk's coordinates. One flipped, the chunk is no longer found where it belongs, and it
+  // read as the fill value: zeros, exit 0, "lossless" (h5py reads the same). The index still
+  // counts every chunk of the dataset, so a chunk not found is damage.
+  temp_dir dir;
+  std::vector<std::uint8_t> x(400 * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 7 % 251 + 1);
+  hsize_t size = 0;
+  {
+    auto f = h5_create(dir.file("o.h5"));
+    h5_write(f.get(), "/x", H5T_STD_U8LE, {400, 8, 8}, x, storage{{2, 8, 8}, 6});
+    h5 d(H5Dopen2(f.get(), "/x", H5P_DEFAULT), H5Dclose, "open");
+    const hsize_t at[3] = {124, 0, 0};
+    unsigned mask = 0;
+    haddr_t address = 0;
+    h5_check(H5Dget_chunk_info_by_coord(d.get(), at, &mask, &address, &size), "chunk info");
+  }
+  must(dir, "compress o.h5:/x -o good.dcz --chop 8");  // (whole, it reads)
+  const std::string bytes = read_bytes(dir.file("o.h5"));
+  // The key of the chunk at row 124: its stored size (u32), filter mask (u32), then its
+  // offset in each of the 3 axes and a 4th of 0 (u64 each).
+  std::string key(40, '\0');
+  const std::uint32_t size32 = static_cast<std::uint32_t>(size);
+  const std::uint64_t row = 124;
+  std::memcpy(key.data(), &size32, 4);
+  std::memcpy(key.data() + 8, &row, 8);
+  const auto pos = bytes.find(key);
+  ASSERT_NE(pos, std::string::npos);
+  ASSERT_EQ(bytes.find(key, pos + 1), std::string::npos);
+  for (const auto& [what, byte] : {std::pair{"column", std::size_t(8 + 16 + 3)},
+                                   std::pair{"row", std::size_t(8 + 1)}}) {
+    std::string bad = bytes;
+    bad[pos + byte] = static_cast<char>(bad[pos + byte] ^ 1);  // column 0 -> 2^24; row 124 -> 380
+    write_bytes(dir.file("bad.h5"), bad);
+    const auto c = cli(dir, "compress bad.h5:/x -o bad.dcz --chop 8");
+    EXPECT_EQ(c.status, 3) << what << ": " << describe(c);
+    EXPECT_TRUE(contains(c.err, "bad.h5:/x: the chunk at row 124 is not where the file's "
+                                "chunk index should hold it, though the index counts every "
+                                "chunk of the dataset as stored: the file is damaged"))
+        << what << ": " << c.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("bad.dcz"))) << what;
+  }
 }
 
 TEST(Hdf5Filters, ADamagedCompressedChunkIsBadInputSayingSoAndLeavesNothing) {

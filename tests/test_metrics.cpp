@@ -708,10 +708,36 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
                      {"sample 0 of the measured data has an error that is not a number"});
   EXPECT_EQ(q.result().samples, 0u);
   EXPECT_EQ(q.result().lossless_samples, 0u);
-  // An Inf is a figure all the same: an infinite error, no lossless sample.
+  // An Inf is a figure all the same, at a range given: an infinite error, no lossless
+  // sample, PSNR -inf. Its SSIM is not a number, which is refused, not returned inside the
+  // optional.
   b[3] = std::numeric_limits<float>::infinity();
   q.add(va, vb);
-  EXPECT_EQ(q.result().lossless_samples, 0u);
+  test::expect_error([&] { (void)q.result(); }, errc::bad_input,
+                     {"quality: the data hold an infinity (in the original or the decoded copy), "
+                      "whose SSIM is not a number"});
+  quality_accumulator psnr_only(dtype::f32, 1.0, false);
+  psnr_only.add(va, vb);
+  EXPECT_EQ(psnr_only.result().lossless_samples, 0u);
+  ASSERT_TRUE(psnr_only.result().psnr_db.has_value());
+  EXPECT_EQ(*psnr_only.result().psnr_db, -std::numeric_limits<double>::infinity());
+  // Ranges given that no data have: below 0 at once; NaN or Inf at the figures; one whose
+  // SSIM constants pass the largest double, there too.
+  test::expect_error([] { quality_accumulator(dtype::f32, -1.0, true); }, errc::invalid_argument,
+                     {"a range R of -1.000000; R is max - min, 0 or more"});
+  for (const double r : {std::numeric_limits<double>::infinity(),
+                         std::numeric_limits<double>::quiet_NaN()}) {
+    quality_accumulator odd(dtype::f32, r, true);
+    odd.add(va, va);
+    test::expect_error([&] { (void)odd.result(); }, errc::invalid_argument,
+                       {"quality: the range R given", "is not a finite number"});
+  }
+  quality_accumulator vast(dtype::f32, std::numeric_limits<double>::max(), true);
+  std::vector<float> c = a;
+  c[9] = 1.5f;
+  vast.add(va, make_view(g, dtype::f32, static_cast<const void*>(c.data()), 1));
+  test::expect_error([&] { (void)vast.result(); }, errc::out_of_range,
+                     {"is too large for SSIM's constants"});
   // ... at a range given. Taken from the data, an infinity in the original made R infinite
   // and the PSNR inf - inf: a NaN inside the optional, neither a figure nor "undefined".
   quality_accumulator from_data(dtype::f32, std::nullopt, true);

@@ -452,15 +452,32 @@ std::string checked_dataset(const std::string& file, const std::string& d) {
 }
 
 /** The spec as written, before its dataset path is checked. */
-/** Whether the file at `path` starts with HDF5's signature. */
-bool holds_hdf5(const std::string& path) {
+/** What a file of a .npy name holds instead, by its first bytes, as the NPY reader names it
+ *  when the file is named alone ("" for anything else): a name that goes on to a dataset
+ *  (`x.npy:images`, `x.npy:/images`, `x.npy --dataset images`) is refused with the same
+ *  words and exit code (3), not as a usage error that calls the file a .npy. */
+std::string other_than_npy(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
+  if (fd < 0) return {};
+  struct stat st {};
   unsigned char head[8];
-  const bool hdf5 = ::pread(fd, head, 8, 0) == 8 &&
-                    detail::magic_of(head, 8) == detail::file_magic::hdf5;
+  const bool read = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, head, 8, 0) == 8;
   ::close(fd);
-  return hdf5;
+  if (!read) return {};
+  switch (detail::magic_of(head, 8)) {
+    case detail::file_magic::hdf5: return "is an HDF5 file, not a .npy file (name it .h5)";
+    case detail::file_magic::zip:
+    case detail::file_magic::empty_zip:
+      return "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)";
+    default: return {};
+  }
+}
+
+/** Refuses `text`, whose file `file` has a .npy name, where the file holds another format. */
+void refuse_other_than_npy(const std::string& text, const std::string& file) {
+  if (const std::string what = other_than_npy(file); !what.empty()) {
+    throw error(errc::bad_input, text + ": " + file + " " + what);
+  }
 }
 
 dataset_spec split_spec(const std::string& text, const std::string& dataset, bool raw) {
@@ -522,6 +539,7 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     const bool folder_exists = ::stat((file + ":").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     if (name_ends_with(file, ".npy") && !whole_exists && !folder_exists) {
       // "x.npy:/a": a dataset path after a file that holds one array, not a folder "x.npy:"
+      if (file_exists) refuse_other_than_npy(text, file);
       throw error(errc::invalid_argument, text + ": " + file + " is a .npy name; a dataset "
                                           "path needs an HDF5 file (FILE.h5:/path)");
     }
@@ -534,12 +552,9 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
     struct stat st {};
     if (::stat(text.c_str(), &st) != 0 && ::stat(text.substr(0, c).c_str(), &st) == 0 &&
         !S_ISDIR(st.st_mode)) {
-      // (One that is HDF5 inside: named alone, it is refused for that; say so at once, as
-      // the same bad input, exit 3.)
-      if (holds_hdf5(text.substr(0, c))) {
-        throw error(errc::bad_input, text + ": " + text.substr(0, c) +
-                                                " is an HDF5 file, not a .npy file (name it .h5)");
-      }
+      // (One that is HDF5 or ZIP inside: named alone, it is refused for that; say so at
+      // once, as the same bad input, exit 3.)
+      refuse_other_than_npy(text, text.substr(0, c));
       throw error(errc::invalid_argument,
                   text + ": " + text.substr(0, c) + " is a .npy file, which holds one array: "
                   "name it alone (a name after ':' picks an array of a .npz or a dataset of an "
@@ -578,6 +593,7 @@ dataset_spec split_spec(const std::string& text, const std::string& dataset, boo
   if (!dataset.empty() && name_ends_with(text, ".npy")) {
     // --dataset makes a file HDF5 whatever its name; a .npy name is almost surely a slip, and
     // an HDF5 file written under it would mislead every later reader.
+    refuse_other_than_npy(text, text);
     throw error(errc::invalid_argument, text + ": a .npy name, but --dataset " + dataset +
                                             " names a dataset in an HDF5 file (FILE.h5) or an "
                                             "array of a .npz (FILE.npz)");

@@ -238,6 +238,12 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
     } else {
       hsize_t size = 0;
       if (!stored_size(offset, size)) return false;  // HDF5 reads it, and says why it cannot
+      if (size == 0 && every_chunk_) {
+        throw error(errc::bad_input,
+                    name + ": the chunk at row " + std::to_string(offset[0]) +
+                        " is not where the file's chunk index should hold it, though the index "
+                        "counts every chunk of the dataset as stored: the file is damaged");
+      }
       if (size > max_stored_) {
         throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
                                          " claims " + std::to_string(size) +

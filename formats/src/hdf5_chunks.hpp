@@ -42,6 +42,11 @@ class chunk_reader {
    *  scratch budget). */
   unsigned threads() const noexcept { return threads_; }
 
+  /** The file's chunk index counts every chunk of the dataset as stored: a chunk that a
+   *  lookup does not find is then a damaged index (a flipped coordinate in a B-tree key),
+   *  an error, not a chunk never written that reads as the fill value. */
+  void expect_every_chunk(bool every) { every_chunk_ = every; }
+
  private:
   struct stage {
     H5Z_filter_t id = 0;
@@ -73,6 +78,7 @@ class chunk_reader {
   /** The most stored bytes a chunk of this pipeline can take; more is a damaged file. */
   std::uint64_t max_stored_ = 0;
   unsigned threads_ = 1;
+  bool every_chunk_ = false;  // expect_every_chunk
   bool swap_ = false;  // the file's values are in the other byte order
   hid_t memory_type_ = H5I_INVALID_HID;  // the values' type in memory (the caller's)
   /** One value as a chunk that was never written reads (the fill value, in the memory type;

@@ -257,8 +257,9 @@ npy_dtype numeric_type(hid_t type, const std::string& name) {
                     "them as numbers");
   }
   if (!odd.empty()) {
-    throw error(errc::bad_input, name + ": is " + odd + "; dctchop reads integers of 1, 2, 4 "
-                                        "and 8 bytes and floats of 2, 4 and 8");
+    throw error(errc::bad_input, name + ": is " + odd + "; dctchop reads integers of 1, 2 "
+                                        "and 4 bytes (and of 8 as labels) and floats of 2, 4 "
+                                        "and 8");
   }
   const char* what = complex ? "a complex dataset (h5py's compound of r and i)"
                      : cls == H5T_COMPOUND ? "a compound (structured) dataset"
@@ -980,21 +981,29 @@ class hdf5_source final : public sample_source {
         const u64 cap = per_slab == 1 && chunk_bytes <= largest_cached
                             ? std::max<u64>(u64(64) << 20, chunk_bytes + (u64(1) << 20))
                             : u64(64) << 20;
-        if (chunk_bytes > cap && H5Pget_nfilters(dcpl.get()) > 0) {
+        const chunk_counts counted = count_chunks(probe.get(), space.get(), dims, chunk);
+        every_chunk_stored_ = counted.known && counted.stored >= counted.total;
+        if (chunk_bytes > cap && H5Pget_nfilters(dcpl.get()) > 0 &&
+            (!counted.known || counted.stored > 0)) {  // (none stored: none decoded)
           const auto mib_text = [](u64 b) {
             return std::to_string((b + (u64(1) << 20) - 1) >> 20) + " MiB";
           };
           note_ += (note_.empty() ? "" : "; ") + nm + ": its compressed chunks of " +
-                   mib_text(chunk_bytes) + " are more than dctchop lets HDF5 cache (" +
-                   mib_text(cap) + "): HDF5 decodes a chunk again for each read of rows in it "
-                   "(a larger --chunk-mb reads fewer times; smaller chunks, h5repack -l "
-                   "CHUNK=..., read at the speed of the filter)";
+                   mib_text(chunk_bytes) +
+                   (per_slab == 1 ? " are more than the one chunk of up to " +
+                                        mib_text(largest_cached) +
+                                        " that dctchop lets HDF5 cache"
+                                  : " are more than dctchop lets HDF5 cache (" + mib_text(cap) +
+                                        "; one chunk of up to " + mib_text(largest_cached) +
+                                        " where a chunk holds whole samples)") +
+                   ": HDF5 decodes a chunk again for each read of rows in it (a larger "
+                   "--chunk-mb reads fewer times; smaller chunks, h5repack -l CHUNK=..., read "
+                   "at the speed of the filter)";
         }
         cache_bytes = static_cast<std::size_t>(
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes), cap));
         outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
-        if (auto u = unwritten_chunks(probe.get(), space.get(), dims, chunk, zero_first_);
-            !u.empty()) {
+        if (auto u = unwritten_chunks(counted, zero_first_); !u.empty()) {
           note_ += (note_.empty() ? "" : "; ") + nm + ": " + u;
         }
         // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
@@ -1033,6 +1042,7 @@ class hdf5_source final : public sample_source {
       h5_id file_type(H5Dget_type(dset_.get()), H5Tclose);
       chunks_ = chunk_reader::make(dset_.get(), dcpl.get(), file_type.get(), read_type(),
                                    shape_, spec.decode_threads);
+      if (chunks_) chunks_->expect_every_chunk(every_chunk_stored_);
     }
     const std::string filters = filter_names(pipeline_of(dcpl.get()));
     if (!chunks_) find_contiguous(dcpl.get(), spec.read_threads);
@@ -1272,24 +1282,39 @@ class hdf5_source final : public sample_source {
            (missing.size() > 1 ? "them" : "it") + " read as the fill value";
   }
 
-  /** Chunks of a chunked dataset that were never written (a writer that preallocated the
-   *  dataset and stopped early), as a note: HDF5 reads their values as the fill value without
-   *  a word, and h5py too. "" when every chunk is stored (or HDF5 cannot say). */
-  static std::string unwritten_chunks(hid_t dset, hid_t space, const std::vector<hsize_t>& dims,
-                                      const std::vector<hsize_t>& chunk, bool no_fill) {
-    u64 total = 1;
+  /** A chunked dataset's chunks: how many its shape has, how many its index holds. */
+  struct chunk_counts {
+    bool known = false;  // (false: HDF5 cannot say)
+    u64 total = 0, stored = 0;
+  };
+  static chunk_counts count_chunks(hid_t dset, hid_t space, const std::vector<hsize_t>& dims,
+                                   const std::vector<hsize_t>& chunk) {
+    chunk_counts c;
+    c.total = 1;
     for (std::size_t i = 0; i < dims.size(); ++i) {
       if (chunk[i] == 0) return {};
-      total *= (dims[i] + chunk[i] - 1) / chunk[i];
+      c.total *= (dims[i] + chunk[i] - 1) / chunk[i];
     }
     hsize_t stored = 0;
-    if (total == 0 || H5Dget_num_chunks(dset, space, &stored) < 0) {
+    if (c.total == 0 || H5Dget_num_chunks(dset, space, &stored) < 0) {
       H5Eclear2(H5E_DEFAULT);
       return {};
     }
-    if (stored >= total) return {};
-    return std::to_string(total - stored) + " of its " + std::to_string(total) +
-           " chunks were never written (a writer that stopped early?): their values read as " +
+    c.stored = stored;
+    c.known = true;
+    return c;
+  }
+
+  /** Chunks of a chunked dataset that were never written (a writer that preallocated the
+   *  dataset and stopped early), as a note: HDF5 reads their values as the fill value without
+   *  a word, and h5py too. "" when every chunk is stored (or HDF5 cannot say). */
+  static std::string unwritten_chunks(const chunk_counts& c, bool no_fill) {
+    if (!c.known || c.stored >= c.total) return {};
+    return (c.total == 1 ? std::string("its one chunk was")
+                         : std::to_string(c.total - c.stored) + " of its " +
+                               std::to_string(c.total) + " chunks were") +
+           " never written (a writer that stopped early?): " +
+           (c.total == 1 ? "its values read as " : "their values read as ") +
            fill_words(no_fill);
   }
 
@@ -1411,6 +1436,7 @@ class hdf5_source final : public sample_source {
   u64 preferred_ = 1;
   bool swmr_ = false;                 // opened as a SWMR reader
   bool zero_first_ = false;           // HDF5 leaves unstored values alone: gives_no_fill_value
+  bool every_chunk_stored_ = false;   // the chunk index counts as many chunks as the shape has
   std::optional<input_file> direct_;  // a contiguous dataset, read with pread (find_contiguous)
   u64 direct_at_ = 0;                 // its first byte in the file
   unsigned read_threads_ = 1;

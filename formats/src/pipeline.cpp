@@ -626,6 +626,18 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
     const u64 coeff_bytes = coeff_bytes_per_sample(r.codec, r.geom);
     const u64 value_bytes = r.geom.values_per_sample() * size_of(r.type);
     const u64 b = static_cast<u64>(r.codec.block);
+    // Chunks of few samples, each on a 4 KiB boundary (--chunk-mb 0.0001: 30000 chunks of one
+    // sample, 0.06x), said with whatever else makes the archive larger.
+    const bool padded = r.chunks > 1 && r.samples_per_chunk * coeff_bytes < 4096;
+    const std::string padding =
+        !padded ? std::string()
+                : "its " + std::to_string(r.chunks) + " chunks of " +
+                      std::to_string(r.samples_per_chunk) + " sample" +
+                      (r.samples_per_chunk == 1 ? "" : "s") + " (" +
+                      std::to_string(r.samples_per_chunk * coeff_bytes) +
+                      " bytes of coefficients) each start on a 4 KiB boundary; a larger "
+                      "--chunk-mb puts more samples into a chunk";
+    const std::string and_padding = padded ? "; and " + padding : std::string();
     if (coeff_ratio <= 1) {  // (at 1, chop = block: no reduction, whatever the padding adds)
       out.push_back("the archive is larger than the input: " +
                     std::string(to_string(r.codec.coeff)) + " coefficients at chop " +
@@ -634,7 +646,8 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
                     std::string(to_string(r.type)) + " values" +
                     (coeff_ratio < 1 ? "" : ", and the header and alignment add to them") +
                     "; use a smaller chop" +
-                    (size_of(r.codec.coeff) > 2 ? " or a 2-byte coefficient type" : ""));
+                    (size_of(r.codec.coeff) > 2 ? " or a 2-byte coefficient type" : "") +
+                    and_padding);
     } else if (coeff_bytes > value_bytes) {
       // Small planes: each is padded to whole blocks, and every block keeps K x K.
       const u64 ph = (r.geom.height + b - 1) / b * b, pw = (r.geom.width + b - 1) / b * b;
@@ -643,15 +656,10 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
                     " are padded to whole " + std::to_string(b) + "x" + std::to_string(b) +
                     " blocks (" + std::to_string(ph) + "x" + std::to_string(pw) +
                     "), each of which keeps " + std::to_string(r.codec.chop) + "x" +
-                    std::to_string(r.codec.chop) + " coefficients" + smaller_setting(r.codec));
-    } else if (r.chunks > 1 && r.samples_per_chunk * coeff_bytes < 4096) {
-      // (--chunk-mb 0.0001: 30000 chunks of one sample, each padded to 4 KiB, 0.06x)
-      out.push_back("the archive is larger than the input: its " + std::to_string(r.chunks) +
-                    " chunks of " + std::to_string(r.samples_per_chunk) + " sample" +
-                    (r.samples_per_chunk == 1 ? "" : "s") + " (" +
-                    std::to_string(r.samples_per_chunk * coeff_bytes) +
-                    " bytes of coefficients) each start on a 4 KiB boundary; a larger "
-                    "--chunk-mb puts more samples into a chunk");
+                    std::to_string(r.codec.chop) + " coefficients" + smaller_setting(r.codec) +
+                    and_padding);
+    } else if (padded) {
+      out.push_back("the archive is larger than the input: " + padding);
     } else {
       out.push_back("the archive is larger than the input: for data this small the 4 KiB-aligned "
                     "header and chunks dominate");

@@ -1,6 +1,7 @@
 #include "dctchop/metrics.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -155,7 +156,12 @@ quality_accumulator::quality_accumulator(dtype type, std::optional<double> range
   }
   known_range_ = integer_range(type);
   // (A range of NaN or Inf, data's with NaN or Inf in it, is taken: the encode that follows
-  // names the sample that holds one, which says more than a refusal here could.)
+  // names the sample that holds one, which says more than a refusal here could; the figures
+  // refuse it. No data have a range below 0: that one is the caller's slip.)
+  if (!known_range_ && range && *range < 0) {
+    throw error(errc::invalid_argument, "quality_accumulator: a range R of " +
+                                            std::to_string(*range) + "; R is max - min, 0 or more");
+  }
   if (!known_range_ && range) known_range_ = range;
 }
 
@@ -377,10 +383,20 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                                  "and SSIM to be measured: rescale the data (times " + by +
                                  ", say)");
   }
+  // Data with an infinity in it: no figure (inf - inf) where a number or nullopt is promised.
+  const bool infinity = values_ > 0 && (!std::isfinite(min_) || !std::isfinite(max_) ||
+                                        !std::isfinite(max_abs_));
+  const bool given = is_float(type_) && known_range_ &&
+                     (std::bit_cast<std::uint64_t>(range) ==
+                          std::bit_cast<std::uint64_t>(*known_range_) ||
+                      (std::isnan(range) && std::isnan(*known_range_)));
+  if (given && !std::isfinite(range)) {
+    throw error(errc::invalid_argument, "quality: the range R given (" + std::to_string(range) +
+                                            ") is not a finite number");
+  }
   if (!std::isfinite(range)) {
     // max - min of data with an infinity in it (or of values more than the largest double
     // apart): 20 log10(R) - 10 log10(MSE) was inf - inf, a NaN PSNR that read as a figure.
-    const bool infinity = !std::isfinite(min_) || !std::isfinite(max_);
     throw error(infinity ? errc::bad_input : errc::out_of_range,
                 infinity ? std::string("quality: the original holds an infinity, so its range "
                                        "(max - min) is infinite and PSNR, NRMSE and SSIM have "
@@ -412,6 +428,16 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
     // Constant data that came back exactly: the index is 0/0 at R = 0, but it is 1 for
     // identical planes at every R > 0, as PSNR is infinite at MSE 0 whatever R is.
     q.ssim = 1.0;
+  }
+  if (q.ssim && std::isnan(*q.ssim)) {
+    // An infinity in the data (at a range given: PSNR is then -inf, a figure), or a range
+    // whose (0.03 R)^2 passes the largest double: the index is inf / inf in every window.
+    throw error(infinity ? errc::bad_input : errc::out_of_range,
+                infinity ? std::string("quality: the data hold an infinity (in the original or "
+                                       "the decoded copy), whose SSIM is not a number")
+                         : "quality: a range R of " + std::to_string(q.range) +
+                               " is too large for SSIM's constants (0.01 R)^2 and (0.03 R)^2 "
+                               "to be doubles; rescale the data");
   }
   q.ssim_planes = ssim_planes_;
   q.ssim_state = q.ssim                    ? ssim_status::measured
