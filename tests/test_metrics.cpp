@@ -724,7 +724,7 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
   // Ranges given that no data have: below 0 at once; NaN or Inf at the figures; one whose
   // SSIM constants pass the largest double, there too.
   test::expect_error([] { quality_accumulator(dtype::f32, -1.0, true); }, errc::invalid_argument,
-                     {"a range R of -1.000000; R is max - min, 0 or more"});
+                     {"a range R of -1; R is max - min, 0 or more"});
   for (const double r : {std::numeric_limits<double>::infinity(),
                          std::numeric_limits<double>::quiet_NaN()}) {
     quality_accumulator odd(dtype::f32, r, true);

@@ -69,6 +69,15 @@ std::optional<double> integer_range(dtype t) noexcept {
   }
 }
 
+namespace {
+/** A number as %g prints it (to_string's %f gives DBL_MAX 309 digits). */
+std::string g6(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+}  // namespace
+
 std::optional<double> psnr(double range, double mse) {
   if (!(mse > 0.0) || !(range > 0.0)) return std::nullopt;
   return 20.0 * std::log10(range) - 10.0 * std::log10(mse);
@@ -159,8 +168,8 @@ quality_accumulator::quality_accumulator(dtype type, std::optional<double> range
   // names the sample that holds one, which says more than a refusal here could; the figures
   // refuse it. No data have a range below 0: that one is the caller's slip.)
   if (!known_range_ && range && *range < 0) {
-    throw error(errc::invalid_argument, "quality_accumulator: a range R of " +
-                                            std::to_string(*range) + "; R is max - min, 0 or more");
+    throw error(errc::invalid_argument, "quality_accumulator: a range R of " + g6(*range) +
+                                            "; R is max - min, 0 or more");
   }
   if (!known_range_ && range) known_range_ = range;
 }
@@ -391,7 +400,7 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                           std::bit_cast<std::uint64_t>(*known_range_) ||
                       (std::isnan(range) && std::isnan(*known_range_)));
   if (given && !std::isfinite(range)) {
-    throw error(errc::invalid_argument, "quality: the range R given (" + std::to_string(range) +
+    throw error(errc::invalid_argument, "quality: the range R given (" + g6(range) +
                                             ") is not a finite number");
   }
   if (!std::isfinite(range)) {
@@ -435,7 +444,7 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
     throw error(infinity ? errc::bad_input : errc::out_of_range,
                 infinity ? std::string("quality: the data hold an infinity (in the original or "
                                        "the decoded copy), whose SSIM is not a number")
-                         : "quality: a range R of " + std::to_string(q.range) +
+                         : "quality: a range R of " + g6(q.range) +
                                " is too large for SSIM's constants (0.01 R)^2 and (0.03 R)^2 "
                                "to be doubles; rescale the data");
   }
