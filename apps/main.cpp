@@ -521,6 +521,43 @@ int g_stdout_errno = 0;
 void note_stdout_failure() {
   if (!std::cout && g_stdout_errno == 0) g_stdout_errno = errno;
 }
+/** std::cout's buffer, forwarding to the one it had and noting errno where a write fails: a
+ *  report larger than stdio's buffer is written while it is made, and where the pipe had
+ *  closed by then, the failure was seen only at the end, errno gone ("write failed" for a
+ *  large `eval --json | true`, "Broken pipe" for a small one). */
+class errno_noting_buf final : public std::streambuf {
+ public:
+  explicit errno_noting_buf(std::streambuf* to) : to_(to) {}
+  std::streambuf* target() const noexcept { return to_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    errno = 0;
+    const int_type r = to_->sputc(traits_type::to_char_type(c));
+    if (traits_type::eq_int_type(r, traits_type::eof())) note();
+    return r;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    errno = 0;
+    const std::streamsize w = to_->sputn(s, n);
+    if (w < n) note();
+    return w;
+  }
+  int sync() override {
+    errno = 0;
+    const int r = to_->pubsync();
+    if (r != 0) note();
+    return r;
+  }
+
+ private:
+  void note() const {
+    if (g_stdout_errno == 0 && errno != 0) g_stdout_errno = errno;
+  }
+  std::streambuf* to_;
+};
+
 /** Where the command streams its data (standard output, a FIFO): an interruption cannot take
  *  back what went there. Empty for files, which are named only when complete. */
 std::string g_stream_output;
@@ -2020,12 +2057,16 @@ int main(int argc, char** argv) {
   const bool stdout_closed = open_standard_descriptors();
   g_stdout_closed = stdout_closed;
   keep_stdout_for_dctchop();
+  errno_noting_buf noting(std::cout.rdbuf());
+  std::cout.rdbuf(&noting);
   const int rc = run(argc, argv);
   // Reports reach stdout through a buffer: a write that failed (a full disk, a closed pipe) is
   // seen here at the latest, and a script must not take a lost report for a success.
   errno = 0;
   std::cout.flush();
-  if (!std::cout) {
+  const bool lost = !std::cout;
+  std::cout.rdbuf(noting.target());  // (which clears the state: read first)
+  if (lost) {
     const int e = g_stdout_errno != 0 ? g_stdout_errno : errno;
     std::fprintf(stderr, "dctchop: error: cannot write to standard output: %s\n",
                  stdout_closed ? "it is closed" : e != 0 ? std::strerror(e) : "write failed");

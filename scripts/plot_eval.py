@@ -2,7 +2,8 @@
 """Pictures for dctchop eval (Debian's python3-matplotlib and python3-numpy).
 
 Rate-distortion plot from `dctchop eval --csv` output (ratio against PSNR, one line per
-coefficient type, each point labelled with its chop):
+block size and coefficient type, each point labelled with its chop; rows without a finite
+PSNR, lossless or failed, are left out and counted on stderr):
 
     dctchop eval data.npy --chop 1,2,3,4,5,6,8 --coeff f16,bf16,i16 --csv > rd.csv
     scripts/plot_eval.py rd rd.csv -o rd.png
@@ -22,39 +23,83 @@ import subprocess
 import sys
 import tempfile
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+# matplotlib and numpy are imported when a picture is drawn: --help, and a clear message
+# where they are missing, need neither.
 
 # The repository's build, wherever the script is run from.
 DEFAULT_DCTCHOP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "build", "apps", "dctchop")
 
 
+def pyplot():
+    """matplotlib's pyplot, drawing to files (Agg), or a one-line reason it is not there."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        sys.exit(f"plot_eval.py: needs matplotlib for {sys.executable} ({e}; Debian's "
+                 "python3-matplotlib, which scripts/setup.sh installs, is /usr/bin/python3's)")
+    return plt
+
+
+RD_COLUMNS = ("block", "chop", "coeff", "ratio", "psnr_db")
+
+
+def rd_series(rows):
+    """The curves of an rd plot: {(block, coeff): [(ratio, psnr, chop), ...] by ratio} of the
+    rows with a finite PSNR, and how many rows were left out as lossless and as failed."""
+    series, lossless, failed = {}, 0, 0
+    for r in rows:
+        if r.get("error"):
+            failed += 1  # a setting that cannot hold the data
+            continue
+        if not r["psnr_db"]:
+            lossless += 1  # infinite PSNR: no point on a finite axis
+            continue
+        key = (int(r["block"]), r["coeff"])
+        series.setdefault(key, []).append((float(r["ratio"]), float(r["psnr_db"]), r["chop"]))
+    return {k: sorted(v) for k, v in sorted(series.items())}, lossless, failed
+
+
+def read_rd_rows(path):
+    """The rows of `dctchop eval --csv` output; a clear exit for anything else."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in RD_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            sys.exit(f"plot_eval.py: {path} is not `dctchop eval --csv` output (no column "
+                     f"{', '.join(missing)}); make it with: dctchop eval DATA --csv > {path}")
+        try:
+            return list(reader)
+        except csv.Error as e:
+            sys.exit(f"plot_eval.py: {path}: {e}")
+
+
 def plot_rd(args):
-    rows = []
-    with open(args.csv) as f:
-        for r in csv.DictReader(f):
-            if r.get("error") or not r["psnr_db"]:
-                continue  # a setting that cannot hold the data, or lossless (infinite PSNR)
-            rows.append(r)
-    if not rows:
+    series, lossless, failed = rd_series(read_rd_rows(args.csv))
+    left = [f"{n} {what}" for n, what in ((lossless, "lossless (infinite PSNR)"),
+                                           (failed, "failed")) if n]
+    if left:
+        print("plot_eval.py: left out " + " and ".join(left) + " row" +
+              ("s" if lossless + failed > 1 else ""), file=sys.stderr)
+    if not series:
         sys.exit("plot_eval.py: no finite rows in " + args.csv)
+    plt = pyplot()
+    blocks = sorted({b for b, _ in series})
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for coeff in sorted({r["coeff"] for r in rows}):
-        pts = sorted((float(r["ratio"]), float(r["psnr_db"]), r["chop"]) for r in rows
-                     if r["coeff"] == coeff)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=coeff)
+    for (block, coeff), pts in series.items():
+        label = coeff if len(blocks) == 1 else f"B={block} {coeff}"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         for x, y, k in pts:
             ax.annotate("K=" + k, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("compression ratio (archive bytes included, log scale)")
     ax.set_ylabel("PSNR (dB)")
-    ax.set_title(args.title or "dctchop: ratio against PSNR, block %s" % rows[0]["block"])
+    ax.set_title(args.title or "dctchop: ratio against PSNR, block " +
+                 ", ".join(str(b) for b in blocks))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(title="coefficients")
+    ax.legend(title="coefficients" if len(blocks) == 1 else "block, coefficients")
     fig.tight_layout()
     fig.savefig(args.output, dpi=110)
 
@@ -68,11 +113,38 @@ def find_dctchop(name):
     return path
 
 
+def sample_images(x):
+    """The samples of an array as dctchop lays it out by default (HW: one sample; NHW; NHWC
+    where the last axis is 1 to 4, else NCHW where the second is), each as an image to show:
+    HxW, or HxWx3 / HxWx4 (a sample of 2 planes, or more than 4, shows its first)."""
+    if x.ndim == 2:
+        return [x]
+    if x.ndim == 3:
+        return list(x)
+    if x.ndim != 4:
+        sys.exit(f"plot_eval.py: an array of {x.ndim} axes; dctchop takes 2 to 4")
+    if 1 <= x.shape[-1] <= 4:
+        hwc = x
+    elif 1 <= x.shape[1] <= 4:
+        hwc = x.transpose(0, 2, 3, 1)
+    else:
+        sys.exit(f"plot_eval.py: shape {x.shape}: neither axis 1 nor the last is 1 to 4 planes")
+    out = []
+    for s in hwc:
+        out.append(s if s.shape[-1] in (3, 4) else s[..., 0])
+    return out
+
+
 def plot_samples(args):
     args.dctchop = find_dctchop(args.dctchop)
+    import numpy as np
     data = np.load(args.npy, mmap_mode="r")
     chops = args.chops
-    n = min(args.count, data.shape[0])
+    samples = 1 if data.ndim == 2 else data.shape[0]
+    n = min(args.count, samples)
+    if n < 1:
+        sys.exit(f"plot_eval.py: {args.npy} holds no sample")
+    plt = pyplot()
     decoded = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k in chops:
@@ -81,20 +153,21 @@ def plot_samples(args):
                             "-f", "-q", "--no-quality"], check=True)
             subprocess.run([args.dctchop, "decompress", arc, "-o", out, "-f", "-q",
                             "--samples", "0:%d" % n], check=True)
-            decoded[k] = np.load(out)
+            decoded[k] = sample_images(np.load(out))
+    original = sample_images(np.asarray(data if data.ndim == 2 else data[:n]))
     # One grey scale for every panel: the dtype's range for integers, the data's for floats.
     if np.issubdtype(data.dtype, np.integer):
         lo, hi = np.iinfo(data.dtype).min, np.iinfo(data.dtype).max
     else:
-        lo, hi = float(np.min(data[:n])), float(np.max(data[:n]))
+        lo = float(min(np.min(img) for img in original))
+        hi = float(max(np.max(img) for img in original))
+        hi = hi if hi > lo else lo + 1.0  # (constant data: any scale shows it)
     cols = 1 + len(chops)
     fig, axes = plt.subplots(n, cols, figsize=(1.6 * cols, 1.6 * n), squeeze=False)
     for i in range(n):
         for c in range(cols):
-            img = np.asarray(data[i]) if c == 0 else decoded[chops[c - 1]][i]
+            img = np.asarray(original[i] if c == 0 else decoded[chops[c - 1]][i])
             ax = axes[i][c]
-            if img.ndim == 3 and img.shape[-1] == 1:
-                img = img[..., 0]
             if img.ndim == 3:  # colour: matplotlib wants [0, 1] floats or u8
                 img = np.clip((img.astype(np.float64) - lo) / (hi - lo), 0, 1)
                 ax.imshow(img, interpolation="nearest")

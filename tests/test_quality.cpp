@@ -611,6 +611,29 @@ TEST(QualityPipeline, SsimTargetOnU8PicksAChopThatMeetsItWhileTheChopBelowDoesNo
 
 // ============================================================ unreachable targets
 
+TEST(QualityPipeline, EvalGivesAChanceToCancelBetweenTheSettingsOfAChunk) {
+  // The progress function (the command's check for a signal) ran once a chunk: with many
+  // settings of one chunk, Ctrl-C waited for all of them, 10 s and more, and then threw the
+  // figures away. Now it runs before each setting too.
+  temp_dir dir;
+  const std::string in = save_noise_u8(dir);  // one chunk
+  formats::eval_options o;
+  o.threads = 1;
+  o.chops = {1, 2, 3, 4, 5, 6, 7, 8};
+  int calls = 0;
+  o.progress = [&](std::uint64_t, std::uint64_t) { ++calls; };
+  auto be = cpu();
+  const auto all = formats::eval_npy(in, *be, o);
+  ASSERT_EQ(all.rows.size(), 8u);
+  EXPECT_GE(calls, 8) << "a call before each setting";
+  calls = 0;
+  o.progress = [&](std::uint64_t, std::uint64_t) {
+    if (++calls == 3) throw error(errc::interrupted, "cancelled");
+  };
+  expect_error([&] { formats::eval_npy(in, *be, o); }, errc::interrupted, {"cancelled"});
+  EXPECT_EQ(calls, 3) << "stopped at the third setting, not after the eighth";
+}
+
 TEST(QualityPipeline, UnreachablePsnrTargetThrowsQualityNotMetAndWritesNothing) {
   temp_dir dir;
   const std::string in = save_noise_u8(dir);

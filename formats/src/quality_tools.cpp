@@ -207,6 +207,9 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     }
     for (auto& c : combos) {
       if (!c.row.error.empty()) continue;
+      // A chance to cancel between settings: with many settings of a chunk or two, Ctrl-C
+      // waited for all of them (10 s and more), and then threw them away.
+      if (o.progress) o.progress(first, g.samples);
       const std::span<std::byte> coeffs(coeff_buf.data(), n * coeff_bytes_per_sample(c.p, g));
       auto t0 = clock_type::now();
       try {
