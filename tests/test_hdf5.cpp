@@ -419,6 +419,18 @@ TEST(Hdf5Spec, ADatasetNameWithAColonAndNoLeadingSlashSplitsAtTheHdf5FilesName) 
     expect_error([&] { parse_dataset_spec(name); }, errc::bad_input,
                  {"z.npy is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"});
   }
+  // HDF5 after a user block (MATLAB v7.3 files have one of 512 bytes): HDF5 too.
+  {
+    h5 fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "fcpl");
+    h5_check(H5Pset_userblock(fcpl.get(), 512), "user block");
+    h5 f(H5Fcreate(dir.file("ub.npy").c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose,
+         "create ub.npy");
+    h5_write(f.get(), "/images", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 1));
+  }
+  expect_error([&] { parse_dataset_spec(dir.file("ub.npy") + ":images"); }, errc::bad_input,
+               {"ub.npy is an HDF5 file, not a .npy file (name it .h5)"});
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(dir.file("ub.npy"))); },
+               errc::bad_input, {"is an HDF5 file (after a user block), not a .npy file"});
   // A .npy name of a real .npy (or none there) stays the usage error it was.
   write_bytes(dir.file("n.npy"), "\x93NUMPY");
   expect_error([&] { parse_dataset_spec(dir.file("n.npy") + ":images"); },
@@ -1722,7 +1734,22 @@ TEST(Hdf5Cli, AChunkedDatasetWithChunksNeverWrittenIsNotedSinceTheirRowsReadAsFi
     const std::vector<std::uint8_t> rows(128, 9);
     h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), space.get(), H5P_DEFAULT, rows.data()),
              "write");
+    // 4 rows in chunks of 2, the first written: one chunk of two never written.
+    const hsize_t half_dims[3] = {4, 8, 8};
+    h5 half_space(H5Screate_simple(3, half_dims, nullptr), H5Sclose, "space");
+    h5 half(H5Dcreate2(f.get(), "/half", H5T_STD_U8LE, half_space.get(), H5P_DEFAULT, dcpl.get(),
+                       H5P_DEFAULT),
+            H5Dclose, "create");
+    h5_check(H5Sselect_hyperslab(half_space.get(), H5S_SELECT_SET, start, nullptr, chunk, nullptr),
+             "select");
+    h5_check(H5Dwrite(half.get(), H5T_NATIVE_UINT8, mem.get(), half_space.get(), H5P_DEFAULT,
+                      rows.data()),
+             "write");
   }
+  auto half = must(dir, "compress p.h5:/half -o h.dcz");
+  EXPECT_TRUE(contains(half.err, "p.h5:/half: 1 of its 2 chunks was never written (a writer that "
+                                 "stopped early?): its values read as the dataset's fill value"))
+      << half.err;
   auto whole = must(dir, "compress p.h5:/whole -o w.dcz");
   EXPECT_FALSE(contains(whole.err, "never written")) << whole.err;
   auto part = must(dir, "compress p.h5:/part -o p.dcz");
@@ -3986,44 +4013,48 @@ TEST(Hdf5Filters, AChunkKeyDamagedInAVersion1BTreeIsBadInputNotAChunkReadAsFill)
   // h5py's default file format indexes chunks in a version 1 B-tree whose keys hold each
   // chunk's coordinates. One flipped, the chunk is no longer found where it belongs, and it
   // read as the fill value: zeros, exit 0, "lossless" (h5py reads the same). The index still
-  // counts every chunk of the dataset, so a chunk not found is damage.
+  // counts every chunk of the dataset, so a chunk not found is damage: in gzip chunks, which
+  // dctchop decodes itself, and in chunks without filters, which HDF5 reads.
   temp_dir dir;
   std::vector<std::uint8_t> x(400 * 64);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 7 % 251 + 1);
-  hsize_t size = 0;
-  {
-    auto f = h5_create(dir.file("o.h5"));
-    h5_write(f.get(), "/x", H5T_STD_U8LE, {400, 8, 8}, x, storage{{2, 8, 8}, 6});
-    h5 d(H5Dopen2(f.get(), "/x", H5P_DEFAULT), H5Dclose, "open");
-    const hsize_t at[3] = {124, 0, 0};
-    unsigned mask = 0;
-    haddr_t address = 0;
-    h5_check(H5Dget_chunk_info_by_coord(d.get(), at, &mask, &address, &size), "chunk info");
-  }
-  must(dir, "compress o.h5:/x -o good.dcz --chop 8");  // (whole, it reads)
-  const std::string bytes = read_bytes(dir.file("o.h5"));
-  // The key of the chunk at row 124: its stored size (u32), filter mask (u32), then its
-  // offset in each of the 3 axes and a 4th of 0 (u64 each).
-  std::string key(40, '\0');
-  const std::uint32_t size32 = static_cast<std::uint32_t>(size);
-  const std::uint64_t row = 124;
-  std::memcpy(key.data(), &size32, 4);
-  std::memcpy(key.data() + 8, &row, 8);
-  const auto pos = bytes.find(key);
-  ASSERT_NE(pos, std::string::npos);
-  ASSERT_EQ(bytes.find(key, pos + 1), std::string::npos);
-  for (const auto& [what, byte] : {std::pair{"column", std::size_t(8 + 16 + 3)},
-                                   std::pair{"row", std::size_t(8 + 1)}}) {
-    std::string bad = bytes;
-    bad[pos + byte] = static_cast<char>(bad[pos + byte] ^ 1);  // column 0 -> 2^24; row 124 -> 380
-    write_bytes(dir.file("bad.h5"), bad);
-    const auto c = cli(dir, "compress bad.h5:/x -o bad.dcz --chop 8");
-    EXPECT_EQ(c.status, 3) << what << ": " << describe(c);
-    EXPECT_TRUE(contains(c.err, "bad.h5:/x: the chunk at row 124 is not where the file's "
-                                "chunk index should hold it, though the index counts every "
-                                "chunk of the dataset as stored: the file is damaged"))
-        << what << ": " << c.err;
-    EXPECT_FALSE(std::filesystem::exists(dir.file("bad.dcz"))) << what;
+  for (const int gzip : {6, -1}) {
+    const std::string kind = gzip < 0 ? "unfiltered" : "gzip";
+    hsize_t size = 0;
+    {
+      auto f = h5_create(dir.file("o.h5"));
+      h5_write(f.get(), "/x", H5T_STD_U8LE, {400, 8, 8}, x, storage{{2, 8, 8}, gzip});
+      h5 d(H5Dopen2(f.get(), "/x", H5P_DEFAULT), H5Dclose, "open");
+      const hsize_t at[3] = {124, 0, 0};
+      unsigned mask = 0;
+      haddr_t address = 0;
+      h5_check(H5Dget_chunk_info_by_coord(d.get(), at, &mask, &address, &size), "chunk info");
+    }
+    must(dir, "compress o.h5:/x -o good.dcz --chop 8 -f");  // (whole, it reads)
+    const std::string bytes = read_bytes(dir.file("o.h5"));
+    // The key of the chunk at row 124: its stored size (u32), filter mask (u32), then its
+    // offset in each of the 3 axes and a 4th of 0 (u64 each).
+    std::string key(40, '\0');
+    const std::uint32_t size32 = static_cast<std::uint32_t>(size);
+    const std::uint64_t row = 124;
+    std::memcpy(key.data(), &size32, 4);
+    std::memcpy(key.data() + 8, &row, 8);
+    const auto pos = bytes.find(key);
+    ASSERT_NE(pos, std::string::npos) << kind;
+    ASSERT_EQ(bytes.find(key, pos + 1), std::string::npos) << kind;
+    for (const auto& [what, byte] : {std::pair{"column", std::size_t(8 + 16 + 3)},
+                                     std::pair{"row", std::size_t(8 + 1)}}) {
+      std::string bad = bytes;
+      bad[pos + byte] = static_cast<char>(bad[pos + byte] ^ 1);  // column 0 -> 2^24; row 380
+      write_bytes(dir.file("bad.h5"), bad);
+      const auto c = cli(dir, "compress bad.h5:/x -o bad.dcz --chop 8");
+      EXPECT_EQ(c.status, 3) << kind << " " << what << ": " << describe(c);
+      EXPECT_TRUE(contains(c.err, "bad.h5:/x: the chunk at row 124 is not where the file's "
+                                  "chunk index should hold it, though the index counts every "
+                                  "chunk of the dataset as stored: the file is damaged"))
+          << kind << " " << what << ": " << c.err;
+      EXPECT_FALSE(std::filesystem::exists(dir.file("bad.dcz"))) << kind << " " << what;
+    }
   }
 }
 

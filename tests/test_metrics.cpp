@@ -737,7 +737,21 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
   c[9] = 1.5f;
   vast.add(va, make_view(g, dtype::f32, static_cast<const void*>(c.data()), 1));
   test::expect_error([&] { (void)vast.result(); }, errc::out_of_range,
-                     {"is too large for SSIM's constants"});
+                     {"is too large for SSIM, whose formula multiplies terms of R^2"});
+  // Finite errors whose squares pass the largest double: PSNR read -inf.
+  const std::vector<double> big{0.0, 1e160, 2e160, 3e160}, off{0.0, 1.01e160, 2e160, 3e160};
+  const geometry g4{layout::hw, 1, 1, 2, 2};
+  quality_accumulator huge(dtype::f64, std::nullopt, false);
+  huge.add(make_view(g4, dtype::f64, static_cast<const void*>(big.data()), 1),
+           make_view(g4, dtype::f64, static_cast<const void*>(off.data()), 1));
+  test::expect_error([&] { (void)huge.result(); }, errc::out_of_range,
+                     {"quality: errors this large (up to 1e+158) have squares past the largest "
+                      "double"});
+  // Two accumulators given the same NaN range have the same settings.
+  quality_accumulator n1(dtype::f32, std::numeric_limits<double>::quiet_NaN(), false),
+      n2(dtype::f32, std::numeric_limits<double>::quiet_NaN(), false);
+  n2.add(va, va);
+  n1.merge(n2);
   // ... at a range given. Taken from the data, an infinity in the original made R infinite
   // and the PSNR inf - inf: a NaN inside the optional, neither a figure nor "undefined".
   quality_accumulator from_data(dtype::f32, std::nullopt, true);

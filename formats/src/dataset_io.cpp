@@ -462,15 +462,19 @@ std::string other_than_npy(const std::string& path) {
   struct stat st {};
   unsigned char head[8];
   const bool read = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, head, 8, 0) == 8;
+  const detail::file_magic magic = read ? detail::magic_of(head, 8) : detail::file_magic::other;
+  const bool hdf5 = magic == detail::file_magic::hdf5 ||
+                    (read && magic == detail::file_magic::other &&
+                     detail::hdf5_after_user_block(
+                         static_cast<std::uint64_t>(st.st_size), [fd](std::uint64_t at, void* h) {
+                           return ::pread(fd, h, 8, static_cast<off_t>(at)) == 8;
+                         }));
   ::close(fd);
-  if (!read) return {};
-  switch (detail::magic_of(head, 8)) {
-    case detail::file_magic::hdf5: return "is an HDF5 file, not a .npy file (name it .h5)";
-    case detail::file_magic::zip:
-    case detail::file_magic::empty_zip:
-      return "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)";
-    default: return {};
+  if (hdf5) return "is an HDF5 file, not a .npy file (name it .h5)";
+  if (magic == detail::file_magic::zip || magic == detail::file_magic::empty_zip) {
+    return "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)";
   }
+  return {};
 }
 
 /** Refuses `text`, whose file `file` has a .npy name, where the file holds another format. */

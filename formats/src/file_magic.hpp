@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -25,6 +26,18 @@ inline file_magic magic_of(const void* head, std::size_t n) {
   if (starts("PK\x03\x04")) return file_magic::zip;        // a ZIP file's first local header
   if (starts("PK\x05\x06")) return file_magic::empty_zip;  // an empty ZIP: its directory's end
   return file_magic::other;
+}
+
+/** Whether an HDF5 signature follows a user block (512, 1024, 2048, ... bytes: MATLAB v7.3
+ *  files have one), in a file of `size` bytes whose first 8 were no signature;
+ *  `read8(offset, head)` reads 8 bytes there, false where it cannot. */
+template <typename Read8>
+bool hdf5_after_user_block(std::uint64_t size, Read8 read8) {
+  for (std::uint64_t at = 512; at + 8 <= size && at <= (std::uint64_t(1) << 30); at *= 2) {
+    unsigned char head[8];
+    if (read8(at, head) && magic_of(head, 8) == file_magic::hdf5) return true;
+  }
+  return false;
 }
 
 }  // namespace dctchop::formats::detail

@@ -17,6 +17,17 @@
 
 namespace dctchop::formats::detail {
 
+/** What a chunked dataset's index says of the chunk at `offset` (its first element). */
+enum class chunk_state {
+  stored,         ///< `size` bytes stored
+  never_written,  ///< not in the index
+  unknown         ///< HDF5 cannot say (a damaged index: its own read then says why)
+};
+/** Looks the chunk up by the index's own search (log n), and only where that fails for
+ *  another reason than a chunk never written, by H5Dget_chunk_info_by_coord, which walks
+ *  every chunk of the index (HDF5 1.10). */
+chunk_state look_up_chunk(hid_t dset, const std::vector<hsize_t>& offset, hsize_t& size);
+
 class chunk_reader {
  public:
   /** A reader for the chunked dataset `dset` (creation property list `dcpl`, `file_type`, read
@@ -65,9 +76,6 @@ class chunk_reader {
   bool fill_value(const std::vector<hsize_t>& at);
   /** A chunk of the fill value, in `a` (chunk_bytes_); a. */
   const unsigned char* filled(unsigned char* a) const;
-  /** The stored bytes of the chunk at `offset` (0: never written); false where HDF5 cannot
-   *  say (a damaged index: HDF5's own read then says why). */
-  bool stored_size(const std::vector<hsize_t>& offset, hsize_t& size) const;
   /** Copies the part of decoded chunk `c` within rows [first, first + count) to dst. */
   void scatter(const std::vector<hsize_t>& offset, const unsigned char* c, std::uint64_t first,
                std::uint64_t count, unsigned char* dst) const;

@@ -1016,6 +1016,7 @@ class hdf5_source final : public sample_source {
             run_bytes(chunk, dims, type_.itemsize) >= straight_run_bytes) {
           cache_bytes = 0;
         }
+        if (H5Pget_nfilters(dcpl.get()) == 0) raw_chunk_ = chunk;
       } else if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
                  H5Pget_external_count(dcpl.get()) == 0) {
         // Contiguous data are allocated when first written (HDF5's default): none at all is
@@ -1086,6 +1087,7 @@ class hdf5_source final : public sample_source {
       return;
     }
     if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
+    check_raw_chunks(first, count);
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (zero_first_) std::memset(dst, 0, count * row_bytes());
@@ -1310,12 +1312,12 @@ class hdf5_source final : public sample_source {
    *  a word, and h5py too. "" when every chunk is stored (or HDF5 cannot say). */
   static std::string unwritten_chunks(const chunk_counts& c, bool no_fill) {
     if (!c.known || c.stored >= c.total) return {};
+    const u64 missing = c.total - c.stored;
     return (c.total == 1 ? std::string("its one chunk was")
-                         : std::to_string(c.total - c.stored) + " of its " +
-                               std::to_string(c.total) + " chunks were") +
+                         : std::to_string(missing) + " of its " + std::to_string(c.total) +
+                               (missing == 1 ? " chunks was" : " chunks were")) +
            " never written (a writer that stopped early?): " +
-           (c.total == 1 ? "its values read as " : "their values read as ") +
-           fill_words(no_fill);
+           (missing == 1 ? "its values read as " : "their values read as ") + fill_words(no_fill);
   }
 
   /** What values HDF5 does not store read as. */
@@ -1437,6 +1439,39 @@ class hdf5_source final : public sample_source {
   bool swmr_ = false;                 // opened as a SWMR reader
   bool zero_first_ = false;           // HDF5 leaves unstored values alone: gives_no_fill_value
   bool every_chunk_stored_ = false;   // the chunk index counts as many chunks as the shape has
+  std::vector<hsize_t> raw_chunk_;    // the chunk shape of a chunked dataset without filters
+
+  /** The chunks that rows [first, first + count) of a chunked dataset without filters touch,
+   *  where the index counts every chunk as stored: one its lookup does not find (a key whose
+   *  coordinate was damaged) read as the fill value, exit 0. (A key whose size was damaged
+   *  to fewer bytes than the chunk HDF5 reads as it says, into its chunk cache, and copies
+   *  the rest of that buffer too, as h5py gets it: no lookup but one that walks the whole
+   *  index shows the size in HDF5 1.10, so that is left.) */
+  void check_raw_chunks(u64 first, u64 count) const {
+    if (raw_chunk_.empty() || !every_chunk_stored_) return;
+    const std::size_t nd = shape_.size();
+    std::vector<hsize_t> offset(nd, 0);
+    offset[0] = first / raw_chunk_[0] * raw_chunk_[0];
+    for (;;) {
+      hsize_t size = 0;
+      if (look_up_chunk(dset_.get(), offset, size) == chunk_state::never_written) {
+        throw error(errc::bad_input,
+                    name() + ": the chunk at row " + std::to_string(offset[0]) +
+                        " is not where the file's chunk index should hold it, though the index "
+                        "counts every chunk of the dataset as stored: the file is damaged");
+      }
+      bool more = false;  // the next chunk's offset: the last axis fastest
+      for (std::size_t j = nd; j-- > 0;) {
+        offset[j] += raw_chunk_[j];
+        if (offset[j] < (j == 0 ? first + count : shape_[j])) {
+          more = true;
+          break;
+        }
+        if (j > 0) offset[j] = 0;
+      }
+      if (!more) return;
+    }
+  }
   std::optional<input_file> direct_;  // a contiguous dataset, read with pread (find_contiguous)
   u64 direct_at_ = 0;                 // its first byte in the file
   unsigned read_threads_ = 1;

@@ -470,6 +470,18 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     // Through a pipe, an HDF5 or ZIP file is fine data that cannot be read that way: a usage
     // error (2), as for a FIFO named FILE.h5 or FILE.npz, not bad input.
     const errc piped = f.seekable() ? errc::bad_input : errc::invalid_argument;
+    if (magic == detail::file_magic::other && f.seekable() &&
+        detail::hdf5_after_user_block(f.size(), [&f](std::uint64_t at, void* head) {
+          try {  // (a short file: no signature there)
+            f.read_at(at, head, 8, "a user block");
+            return true;
+          } catch (const error&) {
+            return false;
+          }
+        })) {
+      fail(errc::bad_input, name, "is an HDF5 file (after a user block), not a .npy file "
+                                  "(name it .h5)");
+    }
     if (magic == detail::file_magic::hdf5)
       fail(piped, name,
            f.seekable() ? "is an HDF5 file, not a .npy file (name it .h5)"

@@ -344,7 +344,12 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
 
 void quality_accumulator::merge(const quality_accumulator& o) {
   // (The range too: SSIM sums made with two R mix two sets of constants.)
-  if (o.type_ != type_ || o.computes_ssim() != computes_ssim() || o.known_range_ != known_range_) {
+  // (Ranges the same bit for bit: NaN, given by both, is the same setting.)
+  const auto bits = [](const std::optional<double>& r) {
+    return r ? std::optional<std::uint64_t>(std::bit_cast<std::uint64_t>(*r)) : std::nullopt;
+  };
+  if (o.type_ != type_ || o.computes_ssim() != computes_ssim() ||
+      bits(o.known_range_) != bits(known_range_)) {
     throw error(errc::invalid_argument, "quality_accumulator: merging different settings");
   }
   if (o.values_ == 0) return;
@@ -415,6 +420,12 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                                        "the largest double (max - min overflows), so PSNR, "
                                        "NRMSE and SSIM have no value; rescale the data"));
   }
+  if (!infinity && !std::isfinite(sse_)) {
+    // Finite errors past about 1.3e154 square past the largest double: PSNR read -inf.
+    throw error(errc::out_of_range, "quality: errors this large (up to " + g6(max_abs_) +
+                                        ") have squares past the largest double, so PSNR and "
+                                        "NRMSE cannot be measured; rescale the data");
+  }
   quality q;
   q.samples = samples_;
   q.values = values_;
@@ -445,8 +456,9 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                 infinity ? std::string("quality: the data hold an infinity (in the original or "
                                        "the decoded copy), whose SSIM is not a number")
                          : "quality: a range R of " + g6(q.range) +
-                               " is too large for SSIM's constants (0.01 R)^2 and (0.03 R)^2 "
-                               "to be doubles; rescale the data");
+                               " is too large for SSIM, whose formula multiplies terms of "
+                               "R^2 (their products pass the largest double for R above "
+                               "about 1e77); rescale the data");
   }
   q.ssim_planes = ssim_planes_;
   q.ssim_state = q.ssim                    ? ssim_status::measured

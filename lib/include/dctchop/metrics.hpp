@@ -80,7 +80,8 @@ struct quality_batch {
 class quality_accumulator {
  public:
   /** @param type     element type of the data
-   *  @param range    R for float types when known; ignored for integer types
+   *  @param range    R for float types when known; ignored for integer types. Below 0:
+   *                  error(invalid_argument) here; NaN or infinite: from result()
    *  @param ssim     whether to compute SSIM (costs about as much as a decode) */
   quality_accumulator(dtype type, std::optional<double> range, bool ssim);
 
@@ -109,8 +110,10 @@ class quality_accumulator {
   void merge(const quality_accumulator& other);
   /** The figures so far; error(out_of_range) for data whose errors or range are too small
    *  to square in double precision (below about 1e-150), which would read as lossless, or
-   *  whose range (max - min) overflows a double; error(bad_input) where the range is taken
-   *  from data with an infinity in it (its PSNR would be inf - inf). */
+   *  whose range (max - min) overflows a double, errors whose squares do, or a range too
+   *  large for SSIM's formula; error(bad_input) where the range is taken from data with an
+   *  infinity in it (its PSNR would be inf - inf), or SSIM is measured of data with one;
+   *  error(invalid_argument) for a range given that is NaN or infinite. No figure is a NaN. */
   quality result() const;
   /** As result(), but with R = max - min of the original values added, also for a float
    *  accumulator given another R: the PSNR, NRMSE and per-sample figures at the data's own
