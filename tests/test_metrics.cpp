@@ -762,7 +762,6 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
                      {"infinite"});
   const std::vector<double> far{-1e308, 1e308, 0.0, 1.0};  // max - min overflows
   const std::vector<double> near_far{-1e308, 1e308, 0.5, 1.0};
-  const geometry g4{layout::hw, 1, 1, 2, 2};
   quality_accumulator wide(dtype::f64, std::nullopt, false);
   wide.add(make_view(g4, dtype::f64, static_cast<const void*>(far.data()), 1),
            make_view(g4, dtype::f64, static_cast<const void*>(near_far.data()), 1));

@@ -144,6 +144,16 @@ bool chunk_reader::fill_value(const std::vector<hsize_t>& at) {
   return true;
 }
 
+bool next_chunk(std::vector<hsize_t>& offset, const std::vector<std::uint64_t>& chunk,
+                const std::vector<std::uint64_t>& shape, std::uint64_t end) {
+  for (std::size_t j = offset.size(); j-- > 0;) {
+    offset[j] += chunk[j];
+    if (offset[j] < (j == 0 ? end : shape[j])) return true;
+    if (j > 0) offset[j] = 0;
+  }
+  return false;
+}
+
 chunk_state look_up_chunk(hid_t dset, const std::vector<hsize_t>& offset, hsize_t& size) {
   // The index's own lookup (a B-tree's, log n), which fails for a chunk never written
   // ("chunk storage is not allocated", HDF5 1.10) as for a damaged index. Anything but that
@@ -271,16 +281,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       }
       c.mask = mask;
     }
-    bool more = false;  // the next chunk's offset: the last axis fastest
-    for (std::size_t j = nd; j-- > 0;) {
-      offset[j] += chunk_[j];
-      if (offset[j] < (j == 0 ? first + count : shape_[j])) {
-        more = true;
-        break;
-      }
-      if (j > 0) offset[j] = 0;
-    }
-    if (!more) break;
+    if (!next_chunk(offset, chunk_, shape_, first + count)) break;
   }
   // The chunks that hold rows past this read's end are kept decoded for the next read, where
   // all of them fit the budget (a read in order then decodes each chunk once).

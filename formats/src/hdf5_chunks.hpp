@@ -28,6 +28,12 @@ enum class chunk_state {
  *  every chunk of the index (HDF5 1.10). */
 chunk_state look_up_chunk(hid_t dset, const std::vector<hsize_t>& offset, hsize_t& size);
 
+/** Steps `offset` to the next chunk of a dataset of `shape` in chunks of `chunk`, among
+ *  those that hold rows below `end` (every chunk of the other axes; the last axis fastest):
+ *  false past the last. */
+bool next_chunk(std::vector<hsize_t>& offset, const std::vector<std::uint64_t>& chunk,
+                const std::vector<std::uint64_t>& shape, std::uint64_t end);
+
 class chunk_reader {
  public:
   /** A reader for the chunked dataset `dset` (creation property list `dcpl`, `file_type`, read

@@ -1016,7 +1016,7 @@ class hdf5_source final : public sample_source {
             run_bytes(chunk, dims, type_.itemsize) >= straight_run_bytes) {
           cache_bytes = 0;
         }
-        if (H5Pget_nfilters(dcpl.get()) == 0) raw_chunk_ = chunk;
+        if (H5Pget_nfilters(dcpl.get()) == 0) raw_chunk_.assign(chunk.begin(), chunk.end());
       } else if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
                  H5Pget_external_count(dcpl.get()) == 0) {
         // Contiguous data are allocated when first written (HDF5's default): none at all is
@@ -1439,7 +1439,7 @@ class hdf5_source final : public sample_source {
   bool swmr_ = false;                 // opened as a SWMR reader
   bool zero_first_ = false;           // HDF5 leaves unstored values alone: gives_no_fill_value
   bool every_chunk_stored_ = false;   // the chunk index counts as many chunks as the shape has
-  std::vector<hsize_t> raw_chunk_;    // the chunk shape of a chunked dataset without filters
+  std::vector<u64> raw_chunk_;        // the chunk shape of a chunked dataset without filters
 
   /** The chunks that rows [first, first + count) of a chunked dataset without filters touch,
    *  where the index counts every chunk as stored: one its lookup does not find (a key whose
@@ -1460,16 +1460,7 @@ class hdf5_source final : public sample_source {
                         " is not where the file's chunk index should hold it, though the index "
                         "counts every chunk of the dataset as stored: the file is damaged");
       }
-      bool more = false;  // the next chunk's offset: the last axis fastest
-      for (std::size_t j = nd; j-- > 0;) {
-        offset[j] += raw_chunk_[j];
-        if (offset[j] < (j == 0 ? first + count : shape_[j])) {
-          more = true;
-          break;
-        }
-        if (j > 0) offset[j] = 0;
-      }
-      if (!more) return;
+      if (!next_chunk(offset, raw_chunk_, shape_, first + count)) return;
     }
   }
   std::optional<input_file> direct_;  // a contiguous dataset, read with pread (find_contiguous)
