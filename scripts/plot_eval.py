@@ -48,41 +48,50 @@ RD_COLUMNS = ("block", "chop", "coeff", "ratio", "psnr_db")
 
 def rd_series(rows):
     """The curves of an rd plot: {(block, coeff): [(ratio, psnr, chop), ...] by ratio} of the
-    rows with a finite PSNR, and how many rows were left out as lossless and as failed."""
-    series, lossless, failed = {}, 0, 0
+    rows with a finite PSNR, and how many rows were left out: {"lossless": n, "undefined": n,
+    "failed": n}. An empty PSNR is lossless where max_abs_error is 0, else undefined (R = 0:
+    constant float data that did not come back exactly)."""
+    series, left = {}, {"lossless": 0, "undefined": 0, "failed": 0}
     for r in rows:
         if r.get("error"):
-            failed += 1  # a setting that cannot hold the data
+            left["failed"] += 1  # a setting that cannot hold the data
             continue
         if not r["psnr_db"]:
-            lossless += 1  # infinite PSNR: no point on a finite axis
+            try:
+                exact = float(r.get("max_abs_error") or "nan") == 0.0
+            except ValueError:
+                exact = False
+            left["lossless" if exact else "undefined"] += 1  # no point on a finite axis
             continue
         key = (int(r["block"]), r["coeff"])
         series.setdefault(key, []).append((float(r["ratio"]), float(r["psnr_db"]), r["chop"]))
-    return {k: sorted(v) for k, v in sorted(series.items())}, lossless, failed
+    return {k: sorted(v) for k, v in sorted(series.items())}, left
 
 
 def read_rd_rows(path):
-    """The rows of `dctchop eval --csv` output; a clear exit for anything else."""
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in RD_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            sys.exit(f"plot_eval.py: {path} is not `dctchop eval --csv` output (no column "
-                     f"{', '.join(missing)}); make it with: dctchop eval DATA --csv > {path}")
-        try:
-            return list(reader)
-        except csv.Error as e:
-            sys.exit(f"plot_eval.py: {path}: {e}")
+    """The rows of `dctchop eval --csv` output (a BOM before it, as spreadsheets write, is
+    taken); a clear exit for anything else."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in RD_COLUMNS if c not in (reader.fieldnames or [])]
+            if not missing:
+                return list(reader)
+    except (UnicodeDecodeError, csv.Error):
+        missing = None
+    sys.exit(f"plot_eval.py: {path} is not `dctchop eval --csv` output" +
+             (f" (no column {', '.join(missing)})" if missing else "") +
+             f"; make it with: dctchop eval DATA --csv > {path}")
 
 
 def plot_rd(args):
-    series, lossless, failed = rd_series(read_rd_rows(args.csv))
-    left = [f"{n} {what}" for n, what in ((lossless, "lossless (infinite PSNR)"),
-                                           (failed, "failed")) if n]
-    if left:
-        print("plot_eval.py: left out " + " and ".join(left) + " row" +
-              ("s" if lossless + failed > 1 else ""), file=sys.stderr)
+    series, left = rd_series(read_rd_rows(args.csv))
+    words = {"lossless": "lossless (infinite PSNR)", "undefined": "undefined (PSNR of R = 0)",
+             "failed": "failed"}
+    said = [f"{n} {words[k]}" for k, n in left.items() if n]
+    if said:
+        print("plot_eval.py: left out " + " and ".join(said) + " row" +
+              ("s" if sum(left.values()) > 1 else ""), file=sys.stderr)
     if not series:
         sys.exit("plot_eval.py: no finite rows in " + args.csv)
     plt = pyplot()
@@ -138,7 +147,10 @@ def sample_images(x):
 def plot_samples(args):
     args.dctchop = find_dctchop(args.dctchop)
     import numpy as np
-    data = np.load(args.npy, mmap_mode="r")
+    try:
+        data = np.load(args.npy, mmap_mode="r", allow_pickle=False)
+    except ValueError as e:  # not a .npy (an HDF5 file, say), or an object array
+        sys.exit(f"plot_eval.py: {args.npy} is not a .npy file of numbers ({e})")
     chops = args.chops
     samples = 1 if data.ndim == 2 else data.shape[0]
     n = min(args.count, samples)
@@ -150,14 +162,17 @@ def plot_samples(args):
         for k in chops:
             arc, out = os.path.join(tmp, "a.dcz"), os.path.join(tmp, "d.npy")
             subprocess.run([args.dctchop, "compress", args.npy, "-o", arc, "--chop", str(k),
-                            "-f", "-q", "--no-quality"], check=True)
+                            "-f", "-q", "--no-quality"], check=True, stdout=subprocess.DEVNULL)
             subprocess.run([args.dctchop, "decompress", arc, "-o", out, "-f", "-q",
-                            "--samples", "0:%d" % n], check=True)
+                            "--samples", "0:%d" % n], check=True, stdout=subprocess.DEVNULL)
+            if not os.path.isfile(out):
+                sys.exit(f"plot_eval.py: {args.dctchop} wrote no decoded samples (is it dctchop?)")
             decoded[k] = sample_images(np.load(out))
     original = sample_images(np.asarray(data if data.ndim == 2 else data[:n]))
-    # One grey scale for every panel: the dtype's range for integers, the data's for floats.
-    if np.issubdtype(data.dtype, np.integer):
-        lo, hi = np.iinfo(data.dtype).min, np.iinfo(data.dtype).max
+    # One grey scale for every panel: u8's whole range (images), else the range of the
+    # originals shown (12-bit data in u16 was black at u16's range).
+    if data.dtype == np.uint8:
+        lo, hi = 0.0, 255.0
     else:
         lo = float(min(np.min(img) for img in original))
         hi = float(max(np.max(img) for img in original))
@@ -179,6 +194,16 @@ def plot_samples(args):
                 ax.set_title("original" if c == 0 else "chop %d" % chops[c - 1], fontsize=9)
     fig.tight_layout()
     fig.savefig(args.output, dpi=110)
+
+
+def positive(text):
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"at least 1: {text!r}")
+    return n
 
 
 def chop_list(text):
@@ -203,7 +228,7 @@ def main():
     sm.add_argument("--dctchop", default=DEFAULT_DCTCHOP,
                     help="the dctchop program (default: the repository's build/apps/dctchop)")
     sm.add_argument("--chops", type=chop_list, default="1,2,4,6")
-    sm.add_argument("--count", type=int, default=4)
+    sm.add_argument("--count", type=positive, default=4, help="samples shown (default 4)")
     sm.add_argument("-o", "--output", required=True)
     args = p.parse_args()
     try:

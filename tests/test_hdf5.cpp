@@ -431,6 +431,9 @@ TEST(Hdf5Spec, ADatasetNameWithAColonAndNoLeadingSlashSplitsAtTheHdf5FilesName) 
                {"ub.npy is an HDF5 file, not a .npy file (name it .h5)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(dir.file("ub.npy"))); },
                errc::bad_input, {"is an HDF5 file (after a user block), not a .npy file"});
+  std::filesystem::copy_file(dir.file("ub.npy"), dir.file("ub.dcz"));
+  expect_error([&] { (void)formats::archive_info(dir.file("ub.dcz")); }, errc::bad_input,
+               {"ub.dcz: is an HDF5 file, not a dctchop archive"});
   // A .npy name of a real .npy (or none there) stays the usage error it was.
   write_bytes(dir.file("n.npy"), "\x93NUMPY");
   expect_error([&] { parse_dataset_spec(dir.file("n.npy") + ":images"); },
@@ -4018,13 +4021,18 @@ TEST(Hdf5Filters, AChunkKeyDamagedInAVersion1BTreeIsBadInputNotAChunkReadAsFill)
   temp_dir dir;
   std::vector<std::uint8_t> x(400 * 64);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 7 % 251 + 1);
-  for (const int gzip : {6, -1}) {
-    const std::string kind = gzip < 0 ? "unfiltered" : "gzip";
+  const std::pair<std::string, filter_list> kinds[] = {
+      {"gzip", {{H5Z_FILTER_DEFLATE, {6}}}},
+      {"unfiltered", {}},
+      {"shuffle", {{H5Z_FILTER_SHUFFLE, {}}}},  // (HDF5 reads these two itself)
+      {"fletcher32", {{H5Z_FILTER_FLETCHER32, {}}}}};
+  for (const auto& [kind, filters] : kinds) {
     hsize_t size = 0;
     {
       auto f = h5_create(dir.file("o.h5"));
-      h5_write(f.get(), "/x", H5T_STD_U8LE, {400, 8, 8}, x, storage{{2, 8, 8}, gzip});
-      h5 d(H5Dopen2(f.get(), "/x", H5P_DEFAULT), H5Dclose, "open");
+      h5 d = h5_create_chunked(f.get(), "/x", H5T_STD_U8LE, {400, 8, 8}, {2, 8, 8}, filters);
+      h5_check(H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data()),
+               "write");
       const hsize_t at[3] = {124, 0, 0};
       unsigned mask = 0;
       haddr_t address = 0;

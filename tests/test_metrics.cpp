@@ -708,19 +708,18 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
                      {"sample 0 of the measured data has an error that is not a number"});
   EXPECT_EQ(q.result().samples, 0u);
   EXPECT_EQ(q.result().lossless_samples, 0u);
-  // An Inf is a figure all the same, at a range given: an infinite error, no lossless
-  // sample, PSNR -inf. Its SSIM is not a number, which is refused, not returned inside the
-  // optional.
+  // An Inf, at a range given: an infinite error (PSNR -inf, MSE inf) and a SSIM that is not
+  // a number, refused, not returned inside the optional.
   b[3] = std::numeric_limits<float>::infinity();
   q.add(va, vb);
   test::expect_error([&] { (void)q.result(); }, errc::bad_input,
-                     {"quality: the data hold an infinity (in the original or the decoded copy), "
-                      "whose SSIM is not a number"});
+                     {"quality: the data hold an infinity (in the original or the decoded "
+                      "copy)"});
   quality_accumulator psnr_only(dtype::f32, 1.0, false);
   psnr_only.add(va, vb);
-  EXPECT_EQ(psnr_only.result().lossless_samples, 0u);
-  ASSERT_TRUE(psnr_only.result().psnr_db.has_value());
-  EXPECT_EQ(*psnr_only.result().psnr_db, -std::numeric_limits<double>::infinity());
+  test::expect_error([&] { (void)psnr_only.result(); }, errc::bad_input,
+                     {"the data hold an infinity (in the original or the decoded copy): its "
+                      "error is infinite"});
   // Ranges given that no data have: below 0 at once; NaN or Inf at the figures; one whose
   // SSIM constants pass the largest double, there too.
   test::expect_error([] { quality_accumulator(dtype::f32, -1.0, true); }, errc::invalid_argument,
@@ -752,6 +751,8 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
       n2(dtype::f32, std::numeric_limits<double>::quiet_NaN(), false);
   n2.add(va, va);
   n1.merge(n2);
+  quality_accumulator zero(dtype::f32, 0.0, false), minus_zero(dtype::f32, -0.0, false);
+  zero.merge(minus_zero);  // (0 and -0 are one range)
   // ... at a range given. Taken from the data, an infinity in the original made R infinite
   // and the PSNR inf - inf: a NaN inside the optional, neither a figure nor "undefined".
   quality_accumulator from_data(dtype::f32, std::nullopt, true);

@@ -898,7 +898,12 @@ archive_reader archive_reader::open(const std::string& path) {
     std::string what = "not a dctchop archive (bad magic)";
     if (magic == detail::file_magic::npy) {
       what = "is a .npy file, not a dctchop archive (compress makes one of it)";
-    } else if (magic == detail::file_magic::hdf5) {
+    } else if (magic == detail::file_magic::hdf5 ||
+               (magic == detail::file_magic::other && r.file_.seekable() &&
+                detail::hdf5_after_user_block(r.file_.size(), [&r](u64 at, void* head) {
+                  r.file_.read_at(at, head, 8, "a user block");
+                  return true;
+                }))) {
       what = "is an HDF5 file, not a dctchop archive (compress makes one of a dataset in it)";
     } else if (magic == detail::file_magic::zip || magic == detail::file_magic::empty_zip) {
       what = "is a ZIP file (.npz?), not a dctchop archive (compress makes one of an array in it)";

@@ -1016,7 +1016,7 @@ class hdf5_source final : public sample_source {
             run_bytes(chunk, dims, type_.itemsize) >= straight_run_bytes) {
           cache_bytes = 0;
         }
-        if (H5Pget_nfilters(dcpl.get()) == 0) raw_chunk_.assign(chunk.begin(), chunk.end());
+        hdf5_chunk_.assign(chunk.begin(), chunk.end());
       } else if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
                  H5Pget_external_count(dcpl.get()) == 0) {
         // Contiguous data are allocated when first written (HDF5's default): none at all is
@@ -1087,7 +1087,7 @@ class hdf5_source final : public sample_source {
       return;
     }
     if (chunks_ && chunks_->read_rows(first, count, dst, name())) return;
-    check_raw_chunks(first, count);
+    check_hdf5_chunks(first, count);
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (zero_first_) std::memset(dst, 0, count * row_bytes());
@@ -1439,19 +1439,20 @@ class hdf5_source final : public sample_source {
   bool swmr_ = false;                 // opened as a SWMR reader
   bool zero_first_ = false;           // HDF5 leaves unstored values alone: gives_no_fill_value
   bool every_chunk_stored_ = false;   // the chunk index counts as many chunks as the shape has
-  std::vector<u64> raw_chunk_;        // the chunk shape of a chunked dataset without filters
+  std::vector<u64> hdf5_chunk_;       // a chunked dataset's chunk shape
 
-  /** The chunks that rows [first, first + count) of a chunked dataset without filters touch,
+  /** The chunks that rows [first, first + count) of a chunked dataset that HDF5 reads touch
+   *  (no filters, or ones dctchop does not decode: shuffle alone, fletcher32, szip, ...),
    *  where the index counts every chunk as stored: one its lookup does not find (a key whose
    *  coordinate was damaged) read as the fill value, exit 0. (A key whose size was damaged
-   *  to fewer bytes than the chunk HDF5 reads as it says, into its chunk cache, and copies
-   *  the rest of that buffer too, as h5py gets it: no lookup but one that walks the whole
-   *  index shows the size in HDF5 1.10, so that is left.) */
-  void check_raw_chunks(u64 first, u64 count) const {
-    if (raw_chunk_.empty() || !every_chunk_stored_) return;
+   *  to fewer bytes than an unfiltered chunk HDF5 reads as it says, into its chunk cache,
+   *  and copies the rest of that buffer too, as h5py gets it: no lookup but one that walks
+   *  the whole index shows the size in HDF5 1.10, so that is left.) */
+  void check_hdf5_chunks(u64 first, u64 count) const {
+    if (hdf5_chunk_.empty() || !every_chunk_stored_) return;
     const std::size_t nd = shape_.size();
     std::vector<hsize_t> offset(nd, 0);
-    offset[0] = first / raw_chunk_[0] * raw_chunk_[0];
+    offset[0] = first / hdf5_chunk_[0] * hdf5_chunk_[0];
     for (;;) {
       hsize_t size = 0;
       if (look_up_chunk(dset_.get(), offset, size) == chunk_state::never_written) {
@@ -1460,7 +1461,7 @@ class hdf5_source final : public sample_source {
                         " is not where the file's chunk index should hold it, though the index "
                         "counts every chunk of the dataset as stored: the file is damaged");
       }
-      if (!next_chunk(offset, raw_chunk_, shape_, first + count)) return;
+      if (!next_chunk(offset, hdf5_chunk_, shape_, first + count)) return;
     }
   }
   std::optional<input_file> direct_;  // a contiguous dataset, read with pread (find_contiguous)

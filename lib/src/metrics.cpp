@@ -344,12 +344,13 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
 
 void quality_accumulator::merge(const quality_accumulator& o) {
   // (The range too: SSIM sums made with two R mix two sets of constants.)
-  // (Ranges the same bit for bit: NaN, given by both, is the same setting.)
-  const auto bits = [](const std::optional<double>& r) {
-    return r ? std::optional<std::uint64_t>(std::bit_cast<std::uint64_t>(*r)) : std::nullopt;
+  // (Ranges equal, 0 and -0 too, or both NaN: a NaN given to both is the same setting.)
+  const auto same = [](const std::optional<double>& a, const std::optional<double>& b) {
+    return a.has_value() == b.has_value() &&
+           (!a || *a == *b || (std::isnan(*a) && std::isnan(*b)));
   };
   if (o.type_ != type_ || o.computes_ssim() != computes_ssim() ||
-      bits(o.known_range_) != bits(known_range_)) {
+      !same(o.known_range_, known_range_)) {
     throw error(errc::invalid_argument, "quality_accumulator: merging different settings");
   }
   if (o.values_ == 0) return;
@@ -420,11 +421,16 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                                        "the largest double (max - min overflows), so PSNR, "
                                        "NRMSE and SSIM have no value; rescale the data"));
   }
-  if (!infinity && !std::isfinite(sse_)) {
-    // Finite errors past about 1.3e154 square past the largest double: PSNR read -inf.
-    throw error(errc::out_of_range, "quality: errors this large (up to " + g6(max_abs_) +
-                                        ") have squares past the largest double, so PSNR and "
-                                        "NRMSE cannot be measured; rescale the data");
+  if (!std::isfinite(sse_)) {
+    // An infinite error (an infinity in the data, at a range given), or finite errors past
+    // about 1.3e154, whose squares pass the largest double: PSNR read -inf, MSE inf.
+    throw error(infinity ? errc::bad_input : errc::out_of_range,
+                infinity ? std::string("quality: the data hold an infinity (in the original or "
+                                       "the decoded copy): its error is infinite, and PSNR, "
+                                       "MSE and NRMSE have no value")
+                         : "quality: errors this large (up to " + g6(max_abs_) +
+                               ") have squares past the largest double, so PSNR and NRMSE "
+                               "cannot be measured; rescale the data");
   }
   quality q;
   q.samples = samples_;

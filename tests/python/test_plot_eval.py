@@ -41,7 +41,8 @@ def main():
         with open(os.path.join(d, "rd.csv"), "w") as f:
             f.write(csv_text + lines[-1].split(",")[0] + ",9,f16,,,,,,,,,cannot hold\n")
         rows = pe.read_rd_rows(os.path.join(d, "rd.csv"))
-        series, lossless, failed = pe.rd_series(rows)
+        series, left = pe.rd_series(rows)
+        lossless, failed = left["lossless"], left["failed"]
         check(sorted(series) == [(4, "f16"), (8, "f16")], f"one curve per block: {sorted(series)}")
         check(len(series[(8, "f16")]) == 3, f"block 8 has chops 1, 2, 4: {series[(8, 'f16')]}")
         check([p[2] for p in series[(4, "f16")]] == ["1", "2"],
@@ -53,7 +54,23 @@ def main():
         check(p.returncode == 0, f"rd: {p.returncode} {p.stderr}")
         check(os.path.getsize(os.path.join(d, "rd.png")) > 1000, "rd.png written")
         check("left out 1 lossless (infinite PSNR) and 1 failed rows" in p.stderr, p.stderr)
-        # eval's JSON, or its table, is not the CSV: one line, no traceback.
+        # A BOM before the CSV (spreadsheets write one) is read; constant float data that
+        # did not come back exactly has an undefined PSNR, not a lossless one.
+        with open(os.path.join(d, "bom.csv"), "w", encoding="utf-8-sig") as f:
+            f.write(csv_text)
+        check(len(pe.read_rd_rows(os.path.join(d, "bom.csv"))) == len(lines) - 1, "BOM read")
+        np.save(os.path.join(d, "c.npy"), np.full((4, 32, 32), 3.14159, np.float32))
+        r = subprocess.run([dctchop, "eval", "c.npy", "--chop", "1,2", "--coeff", "f16",
+                            "--offset", "0", "--csv", "-q"], cwd=d, capture_output=True,
+                           text=True, timeout=120)
+        import csv
+        import io
+        _, left_c = pe.rd_series(list(csv.DictReader(io.StringIO(r.stdout))))
+        check(left_c == {"lossless": 0, "undefined": 2, "failed": 0}, f"constant: {left_c}")
+        # eval's JSON, the program itself, or its table is not the CSV: one line, no traceback.
+        p = plot(script, ["rd", dctchop, "-o", "b.png"], d)
+        check(p.returncode == 1 and "Traceback" not in p.stderr and
+              "is not `dctchop eval --csv` output" in p.stderr, f"binary: {p.stderr}")
         r = subprocess.run([dctchop, "eval", "x.npy", "--json", "-q"], cwd=d,
                            capture_output=True, text=True, timeout=120)
         with open(os.path.join(d, "rd.json"), "w") as f:
@@ -73,6 +90,12 @@ def main():
                               "-o", name + ".png"], d)
             check(p.returncode == 0 and os.path.getsize(os.path.join(d, name + ".png")) > 1000,
                   f"samples {name}: {p.returncode} {p.stderr[-400:]}")
+        p = plot(script, ["samples", "x.npy", "--dctchop", "/bin/true", "-o", "t.png"], d)
+        check(p.returncode == 1 and "/bin/true wrote no decoded samples (is it dctchop?)" in
+              p.stderr, f"--dctchop /bin/true: {p.stderr}")
+        p = plot(script, ["samples", "x.npy", "--count", "0", "--dctchop", dctchop,
+                          "-o", "z.png"], d)
+        check(p.returncode == 2 and "at least 1" in p.stderr, f"--count 0: {p.stderr}")
         images = pe.sample_images(np.zeros((2, 3, 5, 6)))
         check(len(images) == 2 and images[0].shape == (5, 6, 3), "NCHW shown as HxWx3")
         images = pe.sample_images(np.zeros((2, 5, 6, 1)))
