@@ -161,6 +161,8 @@ def plot_samples(args):
     with tempfile.TemporaryDirectory() as tmp:
         for k in chops:
             arc, out = os.path.join(tmp, "a.dcz"), os.path.join(tmp, "d.npy")
+            if os.path.exists(out):
+                os.remove(out)  # (so that a program that writes nothing is found at every chop)
             subprocess.run([args.dctchop, "compress", args.npy, "-o", arc, "--chop", str(k),
                             "-f", "-q", "--no-quality"], check=True, stdout=subprocess.DEVNULL)
             subprocess.run([args.dctchop, "decompress", arc, "-o", out, "-f", "-q",

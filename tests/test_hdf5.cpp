@@ -781,15 +781,16 @@ TEST(Hdf5Source, CompressedChunksLargerThanTheCacheAreNotedSinceEachReadDecodesT
   }
   const std::string b = dir.file("big.h5");
   auto huge = formats::open_dataset(parse_dataset_spec(b + ":/huge"));
-  EXPECT_TRUE(contains(huge->note(), "big.h5:/huge: its compressed chunks of 1536 MiB are more "
-                                     "than the one chunk of up to 1024 MiB that dctchop lets "
-                                     "HDF5 cache: HDF5 decodes a chunk again for each read of "
-                                     "rows in it"))
+  EXPECT_TRUE(contains(huge->note(), "big.h5:/huge: its compressed chunks, 1536 MiB each "
+                                     "decoded, are more than the one chunk of up to 1024 MiB "
+                                     "that dctchop lets HDF5 cache: HDF5 decodes a chunk again "
+                                     "for each read of rows in it"))
       << huge->note();
   auto narrow = formats::open_dataset(parse_dataset_spec(b + ":/narrow"));
-  EXPECT_TRUE(contains(narrow->note(), "big.h5:/narrow: its compressed chunks of 768 MiB are "
-                                       "more than dctchop lets HDF5 cache (64 MiB; one chunk of "
-                                       "up to 1024 MiB where a chunk holds whole samples)"))
+  EXPECT_TRUE(contains(narrow->note(), "big.h5:/narrow: its compressed chunks, 768 MiB each "
+                                       "decoded, are more than dctchop lets HDF5 cache (64 MiB; "
+                                       "one chunk of up to 1024 MiB where a chunk holds whole "
+                                       "samples)"))
       << narrow->note();
   auto cached = formats::open_dataset(parse_dataset_spec(b + ":/cached"));
   EXPECT_FALSE(contains(cached->note(), "lets HDF5 cache")) << cached->note();

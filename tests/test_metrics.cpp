@@ -744,8 +744,8 @@ TEST(QualityAccumulator, ANanErrorANullViewAndAMergeOfTwoRangesAreRefused) {
   huge.add(make_view(g4, dtype::f64, static_cast<const void*>(big.data()), 1),
            make_view(g4, dtype::f64, static_cast<const void*>(off.data()), 1));
   test::expect_error([&] { (void)huge.result(); }, errc::out_of_range,
-                     {"quality: errors this large (up to 1e+158) have squares past the largest "
-                      "double"});
+                     {"quality: errors this large (up to 1e+158) have a sum of squares past "
+                      "the largest double"});
   // Two accumulators given the same NaN range have the same settings.
   quality_accumulator n1(dtype::f32, std::numeric_limits<double>::quiet_NaN(), false),
       n2(dtype::f32, std::numeric_limits<double>::quiet_NaN(), false);

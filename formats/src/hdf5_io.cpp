@@ -982,14 +982,16 @@ class hdf5_source final : public sample_source {
                             ? std::max<u64>(u64(64) << 20, chunk_bytes + (u64(1) << 20))
                             : u64(64) << 20;
         const chunk_counts counted = count_chunks(probe.get(), space.get(), dims, chunk);
-        every_chunk_stored_ = counted.known && counted.stored >= counted.total;
+        // (Equal: an index that also holds chunks outside the extent, which H5Dget_num_chunks
+        // counts in HDF5 1.10, says nothing of the chunks inside.)
+        every_chunk_stored_ = counted.known && counted.stored == counted.total;
         if (chunk_bytes > cap && H5Pget_nfilters(dcpl.get()) > 0 &&
             (!counted.known || counted.stored > 0)) {  // (none stored: none decoded)
           const auto mib_text = [](u64 b) {
             return std::to_string((b + (u64(1) << 20) - 1) >> 20) + " MiB";
           };
-          note_ += (note_.empty() ? "" : "; ") + nm + ": its compressed chunks of " +
-                   mib_text(chunk_bytes) +
+          note_ += (note_.empty() ? "" : "; ") + nm + ": its compressed chunks, " +
+                   mib_text(chunk_bytes) + " each decoded," +
                    (per_slab == 1 ? " are more than the one chunk of up to " +
                                         mib_text(largest_cached) +
                                         " that dctchop lets HDF5 cache"
@@ -1017,8 +1019,8 @@ class hdf5_source final : public sample_source {
           cache_bytes = 0;
         }
         hdf5_chunk_.assign(chunk.begin(), chunk.end());
-      } else if (nd > 0 && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
-                 H5Pget_external_count(dcpl.get()) == 0) {
+      } else if (nd > 0 && !zero_first_ && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS &&
+                 H5Pget_external_count(dcpl.get()) == 0) {  // (no fill value: noted above)
         // Contiguous data are allocated when first written (HDF5's default): none at all is
         // a dataset created and never written, which reads as its fill value without a word,
         // where the same dataset chunked has its unwritten chunks counted above.

@@ -1072,7 +1072,11 @@ compress_result write_archive(input_source& src, const std::string& output, back
                               o.target.any() ? "cannot be met: give --chop" : nullptr);
   }
   if (below_cbps > 0 && below_q != nullptr) {
-    *below_q = measured_for_target(below_acc, src.name(), "cannot be met: give --chop");
+    try {  // (figures the chop below cannot have: it is not tried, and this chop stands)
+      *below_q = measured_for_target(below_acc, src.name(), "cannot be met: give --chop");
+    } catch (const error&) {
+      below_q->reset();
+    }
   }
   w.set_footer_extra(footer_extra(r.input_bytes, r.q ? &*r.q : nullptr, r.nonfinite_replaced));
   if (o.target.any() && !meets(*r.q, o.target, src.name())) return r;  // caller retries; nothing written

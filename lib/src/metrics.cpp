@@ -429,8 +429,8 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
                                        "the decoded copy): its error is infinite, and PSNR, "
                                        "MSE and NRMSE have no value")
                          : "quality: errors this large (up to " + g6(max_abs_) +
-                               ") have squares past the largest double, so PSNR and NRMSE "
-                               "cannot be measured; rescale the data");
+                               ") have a sum of squares past the largest double, so PSNR and "
+                               "NRMSE cannot be measured; rescale the data");
   }
   quality q;
   q.samples = samples_;
