@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 
+from script_args import positive_int
+
 # matplotlib and numpy are imported when a picture is drawn: --help, and a clear message
 # where they are missing, need neither.
 
@@ -198,16 +200,6 @@ def plot_samples(args):
     fig.savefig(args.output, dpi=110)
 
 
-def positive(text):
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"at least 1: {text!r}")
-    return n
-
-
 def chop_list(text):
     try:
         chops = [int(k) for k in text.split(",")]
@@ -230,7 +222,7 @@ def main():
     sm.add_argument("--dctchop", default=DEFAULT_DCTCHOP,
                     help="the dctchop program (default: the repository's build/apps/dctchop)")
     sm.add_argument("--chops", type=chop_list, default="1,2,4,6")
-    sm.add_argument("--count", type=positive, default=4, help="samples shown (default 4)")
+    sm.add_argument("--count", type=positive_int, default=4, help="samples shown (default 4)")
     sm.add_argument("-o", "--output", required=True)
     args = p.parse_args()
     try:

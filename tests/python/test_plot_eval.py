@@ -22,6 +22,7 @@ def plot(script, args, cwd):
 def main():
     script, dctchop, tmp_root = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(tmp_root, exist_ok=True)
+    sys.path.insert(0, os.path.dirname(script))  # (its script_args.py, as when it is run)
     spec = importlib.util.spec_from_file_location("plot_eval", script)
     pe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pe)
