@@ -514,13 +514,9 @@ void refuse_tty_stdin(const std::string& path) {
 /** Standard output was closed when dctchop started (it writes to /dev/full instead). */
 bool g_stdout_closed = false;
 /** Why CLI11's own output (--help, --version, which it flushes) or a report failed to reach
- *  stdout (note_stdout_failure). */
+ *  stdout, noted at the write that failed (errno_noting_buf): once it has failed, later
+ *  writes and the last flush do nothing, and errno by then says nothing. */
 int g_stdout_errno = 0;
-/** Notes why stdout failed, right after a write to it: once it has failed, later writes and
- *  the last flush do nothing, and errno by then says nothing ("write failed" for EPIPE). */
-void note_stdout_failure() {
-  if (!std::cout && g_stdout_errno == 0) g_stdout_errno = errno;
-}
 /** std::cout's buffer, forwarding to the one it had and noting errno where a write fails: a
  *  report larger than stdio's buffer is written while it is made, and where the pipe had
  *  closed by then, the failure was seen only at the end, errno gone ("write failed" for a
@@ -1846,13 +1842,11 @@ int run(int argc, char** argv) {
         } else {
           if (printed++ > 0) std::cout << "\n";
           print_info_text(j);
-          note_stdout_failure();
         }
       }, [&](const std::string& name, const std::string& what, int code) {
         if (i_json) docs.push_back(failure_json(name, what, code));
       });
       print_json_documents(i_json, i_in.size(), docs);
-      note_stdout_failure();
       return rc;
     } else if (*evl) {
       refuse_tty_stdin(e_in);
@@ -1977,7 +1971,6 @@ int run(int argc, char** argv) {
           docs.back()["passed"] = false;
         });
         print_json_documents(v_json, v_ins.size(), docs);
-        note_stdout_failure();
         return rc;
       }
       formats::verify_options o;

@@ -470,11 +470,7 @@ std::string other_than_npy(const std::string& path) {
                            return ::pread(fd, h, 8, static_cast<off_t>(at)) == 8;
                          }));
   ::close(fd);
-  if (hdf5) return "is an HDF5 file, not a .npy file (name it .h5)";
-  if (magic == detail::file_magic::zip || magic == detail::file_magic::empty_zip) {
-    return "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)";
-  }
-  return {};
+  return detail::not_npy_text(hdf5 ? detail::file_magic::hdf5 : magic);
 }
 
 /** Refuses `text`, whose file `file` has a .npy name, where the file holds another format. */

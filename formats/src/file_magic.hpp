@@ -28,6 +28,18 @@ inline file_magic magic_of(const void* head, std::size_t n) {
   return file_magic::other;
 }
 
+/** What a seekable file named as a .npy holds instead ("" for anything else): the NPY
+ *  reader's words, which a name that goes on to a dataset (`x.npy:images`) repeats. */
+inline const char* not_npy_text(file_magic m) {
+  switch (m) {
+    case file_magic::hdf5: return "is an HDF5 file, not a .npy file (name it .h5)";
+    case file_magic::zip:
+    case file_magic::empty_zip:
+      return "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)";
+    default: return "";
+  }
+}
+
 /** Whether an HDF5 signature follows a user block (512, 1024, 2048, ... bytes: MATLAB v7.3
  *  files have one), in a file of `size` bytes whose first 8 were no signature;
  *  `read8(offset, head)` reads 8 bytes there, false where it cannot. */

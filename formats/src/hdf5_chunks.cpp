@@ -144,6 +144,13 @@ bool chunk_reader::fill_value(const std::vector<hsize_t>& at) {
   return true;
 }
 
+void missing_chunk(const std::string& name, std::uint64_t row) {
+  throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(row) +
+                                   " is not where the file's chunk index should hold it, though "
+                                   "the index counts every chunk of the dataset as stored: the "
+                                   "file is damaged");
+}
+
 bool next_chunk(std::vector<hsize_t>& offset, const std::vector<std::uint64_t>& chunk,
                 const std::vector<std::uint64_t>& shape, std::uint64_t end) {
   for (std::size_t j = offset.size(); j-- > 0;) {
@@ -253,12 +260,7 @@ bool chunk_reader::read_rows(u64 first, u64 count, void* dst, const std::string&
       const chunk_state state = look_up_chunk(dset_, offset, size);
       if (state == chunk_state::unknown) return false;  // HDF5 reads it, and says why it cannot
       if (state == chunk_state::never_written) size = 0;
-      if (size == 0 && every_chunk_) {
-        throw error(errc::bad_input,
-                    name + ": the chunk at row " + std::to_string(offset[0]) +
-                        " is not where the file's chunk index should hold it, though the index "
-                        "counts every chunk of the dataset as stored: the file is damaged");
-      }
+      if (size == 0 && every_chunk_) missing_chunk(name, offset[0]);
       if (size > max_stored_) {
         throw error(errc::bad_input, name + ": the chunk at row " + std::to_string(offset[0]) +
                                          " claims " + std::to_string(size) +

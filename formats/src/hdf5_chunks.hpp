@@ -34,6 +34,10 @@ chunk_state look_up_chunk(hid_t dset, const std::vector<hsize_t>& offset, hsize_
 bool next_chunk(std::vector<hsize_t>& offset, const std::vector<std::uint64_t>& chunk,
                 const std::vector<std::uint64_t>& shape, std::uint64_t end);
 
+/** The error for a chunk (at row `row`) that the chunk index does not hold, though it counts
+ *  every chunk of the dataset as stored: a damaged key, not a chunk never written. */
+[[noreturn]] void missing_chunk(const std::string& name, std::uint64_t row);
+
 class chunk_reader {
  public:
   /** A reader for the chunked dataset `dset` (creation property list `dcpl`, `file_type`, read

@@ -1458,10 +1458,7 @@ class hdf5_source final : public sample_source {
     for (;;) {
       hsize_t size = 0;
       if (look_up_chunk(dset_.get(), offset, size) == chunk_state::never_written) {
-        throw error(errc::bad_input,
-                    name() + ": the chunk at row " + std::to_string(offset[0]) +
-                        " is not where the file's chunk index should hold it, though the index "
-                        "counts every chunk of the dataset as stored: the file is damaged");
+        missing_chunk(name(), offset[0]);
       }
       if (!next_chunk(offset, hdf5_chunk_, shape_, first + count)) return;
     }

@@ -484,12 +484,12 @@ npy_reader npy_reader::open(std::unique_ptr<detail::byte_source> bytes) {
     }
     if (magic == detail::file_magic::hdf5)
       fail(piped, name,
-           f.seekable() ? "is an HDF5 file, not a .npy file (name it .h5)"
+           f.seekable() ? detail::not_npy_text(magic)
                         : "is an HDF5 file, which is read by seeking: pass the file's name "
                           "(FILE.h5), not a pipe or standard input");
     if (magic == detail::file_magic::zip)
       fail(piped, name,
-           f.seekable() ? "is a ZIP file (numpy's .npz?), not a .npy file (name it .npz)"
+           f.seekable() ? detail::not_npy_text(magic)
                         : "is a ZIP file (numpy's .npz?), which is read from its end: pass the "
                           "file's name (FILE.npz), not a pipe or standard input");
     fail(errc::bad_input, name, "not a .npy file (bad magic; expected \\x93NUMPY)");

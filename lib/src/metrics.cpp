@@ -1,7 +1,6 @@
 #include "dctchop/metrics.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -70,6 +69,9 @@ std::optional<double> integer_range(dtype t) noexcept {
 }
 
 namespace {
+/** Two ranges R as one setting: equal (0 and -0 too), or both NaN. */
+bool same_range(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
 /** A number as %g prints it (to_string's %f gives DBL_MAX 309 digits). */
 std::string g6(double v) {
   char b[32];
@@ -344,13 +346,9 @@ void quality_accumulator::add(const const_sample_view& a, const const_sample_vie
 
 void quality_accumulator::merge(const quality_accumulator& o) {
   // (The range too: SSIM sums made with two R mix two sets of constants.)
-  // (Ranges equal, 0 and -0 too, or both NaN: a NaN given to both is the same setting.)
-  const auto same = [](const std::optional<double>& a, const std::optional<double>& b) {
-    return a.has_value() == b.has_value() &&
-           (!a || *a == *b || (std::isnan(*a) && std::isnan(*b)));
-  };
   if (o.type_ != type_ || o.computes_ssim() != computes_ssim() ||
-      !same(o.known_range_, known_range_)) {
+      o.known_range_.has_value() != known_range_.has_value() ||
+      (known_range_ && !same_range(*o.known_range_, *known_range_))) {
     throw error(errc::invalid_argument, "quality_accumulator: merging different settings");
   }
   if (o.values_ == 0) return;
@@ -401,10 +399,7 @@ quality quality_accumulator::figures(const double range, const bool ssim_valid) 
   // Data with an infinity in it: no figure (inf - inf) where a number or nullopt is promised.
   const bool infinity = values_ > 0 && (!std::isfinite(min_) || !std::isfinite(max_) ||
                                         !std::isfinite(max_abs_));
-  const bool given = is_float(type_) && known_range_ &&
-                     (std::bit_cast<std::uint64_t>(range) ==
-                          std::bit_cast<std::uint64_t>(*known_range_) ||
-                      (std::isnan(range) && std::isnan(*known_range_)));
+  const bool given = is_float(type_) && known_range_ && same_range(range, *known_range_);
   if (given && !std::isfinite(range)) {
     throw error(errc::invalid_argument, "quality: the range R given (" + g6(range) +
                                             ") is not a finite number");
