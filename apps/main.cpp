@@ -865,6 +865,7 @@ void print_eval(const formats::eval_result& r, bool json, bool csv,
       j["exit_code"] = static_cast<int>(exit_bad_input);
     }
     j["shape"] = r.geom.shape();
+    j["samples"] = r.geom.samples;
     j["dtype"] = std::string(to_string(r.type));
     j["layout"] = std::string(to_string(r.geom.lay));  // (auto's choice, as compress says it)
     j["offset"] = r.offset;
@@ -1010,7 +1011,7 @@ int for_each_archive(const std::vector<std::string>& ins, spdlog::logger& log, E
 
 /** A failed archive's entry in the JSON array of info or verify of several archives. */
 nlohmann::json failure_json(const std::string& name, const std::string& what, int code) {
-  return {{"file", name}, {"error", what}, {"exit_code", code}};
+  return {{"file", name}, {"archive", name}, {"error", what}, {"exit_code", code}};
 }
 
 /** The words `sub` did not take, without the `--` that ends its options; a word after `--`
@@ -1728,6 +1729,7 @@ int run(int argc, char** argv) {
           j["threads"] = std::min<unsigned>(static_cast<unsigned>(std::max(be->threads(), 1)),
                                             std::max(dctchop::usable_cores().affinity, 1U));
         }
+        j["archive"] = c_out == "-" ? "<stdout>" : c_out;  // (the key every command has)
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);
@@ -1810,11 +1812,14 @@ int run(int argc, char** argv) {
         for (const auto& n : notes) j["notes"].push_back(n);
         // output_bytes counts the decoded values; the file written is larger by its format's
         // headers (and holds the labels too, in .h5 and .npz).
+        // (The file's size where it is one: the HDF5 library's file too; else, to a pipe,
+        // the bytes the writer gave it.)
         std::error_code ec;
         if (spec.path != "-" && std::filesystem::is_regular_file(spec.path, ec)) {
           const auto size = std::filesystem::file_size(spec.path, ec);
           if (!ec) j["file_bytes"] = size;
         }
+        j["archive"] = d_in == "-" ? "<stdin>" : d_in;
         print_json_report(j, d_in, d_out, stdout_carries_data());
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
@@ -1995,6 +2000,7 @@ int run(int argc, char** argv) {
         // that every other failure's JSON carries.
         nlohmann::json j = r.to_json();
         j["file"] = name;
+        j["archive"] = name;
         j["against"] = v_against == "-" ? "<stdin>" : v_against;  // (the original, by its name)
         if (rc != 0) {
           std::string why = "mismatch: " + r.mismatch;

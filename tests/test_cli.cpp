@@ -537,9 +537,68 @@ TEST(Cli, JsonOfCompressAndInfoIsValidAndCarriesRatioAndPsnr) {
   const json dj = parse_json(d.out);
   EXPECT_EQ(dj.at("output_bytes").get<u64>(), 40u * 16 * 16 * 3);
   EXPECT_EQ(dj.at("file_bytes").get<u64>(), std::filesystem::file_size(dir.file("out.npy")));
-  auto piped = cli(dir, "decompress a.dcz -o - --json > /dev/null");
+  // To a pipe, the bytes it took (the NPY header included): what `wc -c` counts.
+  auto piped = cli(dir, "decompress a.dcz -o - --json | cat > piped.npy");
   ASSERT_EQ(piped.status, 0) << describe(piped);
-  EXPECT_FALSE(parse_json(piped.err).contains("file_bytes")) << piped.err;
+  EXPECT_EQ(parse_json(piped.err).at("file_bytes").get<u64>(),
+            std::filesystem::file_size(dir.file("piped.npy")))
+      << piped.err;
+  EXPECT_EQ(read_bytes(dir.file("piped.npy")), read_bytes(dir.file("out.npy")));
+  auto raw = cli(dir, "decompress a.dcz -o - --raw --json | cat > piped.bin");
+  ASSERT_EQ(raw.status, 0) << describe(raw);
+  EXPECT_EQ(parse_json(raw.err).at("file_bytes").get<u64>(), 40u * 16 * 16 * 3) << raw.err;
+  EXPECT_EQ(std::filesystem::file_size(dir.file("piped.bin")), 40u * 16 * 16 * 3);
+}
+
+TEST(Cli, JsonReportsNameTheArchiveAndItsCodecWithTheSameKeysInEveryCommand) {
+  temp_dir dir;
+  make_u8(dir, "in.npy", 40);
+  auto c = cli(dir, "compress in.npy -o a.dcz --chop 3 --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json cj = parse_json(c.out);
+  auto i = cli(dir, "info a.dcz --json");
+  ASSERT_EQ(i.status, 0) << describe(i);
+  const json ij = parse_json(i.out);
+  auto d = cli(dir, "decompress a.dcz -o out.npy --json");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  const json dj = parse_json(d.out);
+  auto v = cli(dir, "verify a.dcz --json");
+  ASSERT_EQ(v.status, 0) << describe(v);
+  const json vj = parse_json(v.out);
+  auto va = cli(dir, "verify a.dcz --against in.npy --json");
+  ASSERT_EQ(va.status, 0) << describe(va);
+  const json vaj = parse_json(va.out);
+  auto e = cli(dir, "eval in.npy --chop 3 --json");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  const json ej = parse_json(e.out);
+
+  // The archive, by one key, in each command that reads or writes one.
+  for (const json* j : {&cj, &ij, &dj, &vj, &vaj}) EXPECT_EQ(j->at("archive"), "a.dcz") << *j;
+  // The codec as info shows it, in compress's report too (beside its top-level keys).
+  EXPECT_EQ(cj.at("codec"), ij.at("codec"));
+  EXPECT_EQ(cj["codec"].at("chop"), 3);
+  EXPECT_EQ(cj["codec"]["chop"], cj.at("chop"));
+  // 16x16 planes: 2x2 blocks of 3x3 kept, 3 planes, f16
+  EXPECT_EQ(cj["codec"]["coeff_bytes_per_sample"], 2 * 2 * 3 * 3 * 3 * 2);
+  // Samples at the top of every report that has a shape.
+  for (const json* j : {&cj, &ij, &dj, &vj, &vaj, &ej}) EXPECT_EQ(j->at("samples"), 40) << *j;
+  // Throughput by eval's names.
+  EXPECT_EQ(cj.at("compress_gbps"), cj.at("throughput_gbps"));
+  EXPECT_EQ(dj.at("decompress_gbps"), dj.at("throughput_gbps"));
+  EXPECT_EQ(dj.at("layout"), ij.at("layout"));
+  // verify without --against has the keys of verify with it (but `against`, `mismatch`).
+  for (const auto& [key, value] : vaj.items()) {
+    if (key != "against") EXPECT_TRUE(vj.contains(key)) << key << " missing from " << vj;
+  }
+  EXPECT_TRUE(vj.at("quality").is_null());
+  EXPECT_TRUE(vj.at("failures").empty());
+  // A failed archive among several names it by the same key.
+  write_bytes(dir.file("bad.dcz"), "not an archive");
+  auto two = cli(dir, "info a.dcz bad.dcz --json");
+  EXPECT_NE(two.status, 0) << describe(two);
+  const json tj = parse_json(two.out);
+  ASSERT_EQ(tj.size(), 2u) << tj;
+  EXPECT_EQ(tj[1].at("archive"), "bad.dcz") << tj;
 }
 
 // ---------------------------------------------------------------- overwriting

@@ -515,8 +515,18 @@ std::uint64_t predict_archive_bytes(const archive_header& header,
   return pos + footer + k_tail;
 }
 
+nlohmann::json codec_json(const codec_params& p, const geometry& g) {
+  const auto cs = coeff_shape(p, g.height, g.width);
+  return {{"transform", k_transform},
+          {"block", p.block},
+          {"chop", p.chop},
+          {"coeff", std::string(to_string(p.coeff))},
+          {"offset", p.offset},
+          {"coeff_plane", {cs.rows, cs.cols}},
+          {"coeff_bytes_per_sample", dctchop::coeff_bytes_per_sample(p, g)}};
+}
+
 nlohmann::json archive_header::to_json() const {
-  auto cs = coeff_shape(codec, geom.height, geom.width);
   nlohmann::json j;
   j["format"] = "dctchop-archive";
   j["version"] = {major, minor};
@@ -527,13 +537,7 @@ nlohmann::json archive_header::to_json() const {
   j["planes"] = geom.planes;
   j["height"] = geom.height;
   j["width"] = geom.width;
-  j["codec"] = {{"transform", k_transform},
-                {"block", codec.block},
-                {"chop", codec.chop},
-                {"coeff", std::string(to_string(codec.coeff))},
-                {"offset", codec.offset},
-                {"coeff_plane", {cs.rows, cs.cols}},
-                {"coeff_bytes_per_sample", coeff_bytes_per_sample()}};
+  j["codec"] = codec_json(codec, geom);
   j["chunking"] = {{"samples_per_chunk", samples_per_chunk}, {"alignment", alignment}};
   if (side_bytes > 0) j["chunking"]["side_bytes"] = side_bytes;
   if (nonfinite_replacement) j["nonfinite"] = {{"replace", *nonfinite_replacement}};

@@ -102,6 +102,7 @@ class npy_sink final : public sample_sink {
   void finish() override { w_.finish(); }
   void withdraw() noexcept override { w_.withdraw(); }
   void watch(std::function<void()> check) override { w_.watch(std::move(check)); }
+  std::optional<u64> bytes_written() const override { return w_.bytes_written(); }
 
  private:
   npy_writer w_;
@@ -237,6 +238,7 @@ class npz_sink final : public sample_sink {
   }
   std::string name() const override { return out_.display_name() + ":" + array_; }
   void watch(std::function<void()> check) override { out_.watch(std::move(check)); }
+  std::optional<u64> bytes_written() const override { return out_.position(); }
   void write_rows(const void* src, u64 count) override {
     zip_.write(src, count * row_bytes_);
     rows_ += count;
@@ -397,6 +399,7 @@ class raw_sink final : public sample_sink {
       : out_(output_file::create(path, ow)), type_(t), shape_(shape) {}
   std::string name() const override { return out_.display_name(); }
   void watch(std::function<void()> check) override { out_.watch(std::move(check)); }
+  std::optional<u64> bytes_written() const override { return out_.position(); }
   void write_rows(const void* src, u64 count) override {
     u64 rb = type_.itemsize;
     for (std::size_t i = 1; i < shape_.size(); ++i) rb *= shape_[i];

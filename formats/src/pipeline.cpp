@@ -900,10 +900,12 @@ nlohmann::json compress_result::to_json() const {
   j["shape"] = geom.shape();
   j["layout"] = std::string(to_string(geom.lay));
   j["dtype"] = std::string(to_string(type));
-  j["block"] = codec.block;
+  j["samples"] = geom.samples;
+  j["block"] = codec.block;  // (and "codec", as info has them)
   j["chop"] = codec.chop;
   j["coeff"] = std::string(to_string(codec.coeff));
   j["offset"] = codec.offset;
+  j["codec"] = codec_json(codec, geom);
   if (!source.empty()) j["source"] = source;
   if (!reader.empty()) j["reader"] = reader;
   if (!labels_source.empty()) j["labels_source"] = labels_source;
@@ -916,6 +918,7 @@ nlohmann::json compress_result::to_json() const {
   j["bits_per_value"] = bits_per_value();
   j["seconds"] = seconds;
   j["throughput_gbps"] = gb_per_s(data_bytes(), seconds);
+  j["compress_gbps"] = j["throughput_gbps"];  // eval's name for it
   j["quality"] = q ? quality_to_json(*q) : nlohmann::json(nullptr);
   if (nonfinite_replaced) j["nonfinite_replaced"] = *nonfinite_replaced;
   j["notes"] = notes;
@@ -929,11 +932,15 @@ nlohmann::json compress_result::to_json() const {
 
 nlohmann::json decompress_result::to_json() const {
   nlohmann::json j{{"shape", geom.shape()},
+                   {"samples", geom.samples},
+                   {"layout", std::string(to_string(geom.lay))},
                    {"dtype", std::string(to_string(type))},
                    {"output_bytes", output_bytes},
                    {"seconds", seconds},
                    {"throughput_gbps", gb_per_s(output_bytes, seconds)},
+                   {"decompress_gbps", gb_per_s(output_bytes, seconds)},  // eval's name
                    {"notes", notes}};
+  if (written_bytes) j["file_bytes"] = *written_bytes;
   if (!dataset.empty()) j["dataset"] = dataset;
   if (!labels_output.empty()) {
     j["labels"] = {{"output", labels_output}, {"shape", labels_shape}};
@@ -1570,6 +1577,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   res.type = h.type;
   res.dataset = ds;
   res.output_bytes = g.samples * ibps;
+  res.written_bytes = w->bytes_written();
   res.seconds = seconds_since(t0);
   return res;
 }
@@ -1613,6 +1621,7 @@ nlohmann::json archive_info(const archive_reader& r) {
   const auto& h = r.header();
   nlohmann::json j = h.to_json();
   j["file"] = r.display_name();
+  j["archive"] = r.display_name();  // (the key every command has)
   j["version"] = std::to_string(h.major) + "." + std::to_string(h.minor);
   const auto& f = r.footer();
   j["chunks"] = r.chunks().size();

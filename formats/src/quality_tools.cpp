@@ -295,10 +295,14 @@ nlohmann::json check_archive(const std::string& archive, const progress_fn& prog
   }
   for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
   return {{"file", r.display_name()},
+          {"archive", r.display_name()},  // (the key every command has)
           {"passed", true},
           {"chunks", chunks},
           {"side_arrays", side_arrays_json(r)},  // as info lists them
-          {"samples", r.header().geom.samples}};
+          {"samples", r.header().geom.samples},
+          {"quality", nullptr},  // (the keys of verify --against, which measures and gates)
+          {"failures", nlohmann::json::array()},
+          {"notes", nlohmann::json::array()}};
 }
 
 nlohmann::json verify_result::to_json() const {

@@ -901,7 +901,9 @@ PYBIND11_MODULE(_dctchop, m) {
                 return formats::compress(spec, output, *be, o);
               },
               progress);
-          return formats::json_text(r.to_json());
+          auto j = r.to_json();
+          j["archive"] = output == "-" ? "<stdout>" : output;  // as the command's report has it
+          return formats::json_text(j);
         } catch (const error&) {
           for (const auto& t : made) trials.append(formats::json_text(formats::chop_trial_to_json(t)));
           throw;

@@ -89,6 +89,11 @@ std::uint64_t predict_archive_bytes(const archive_header& header,
  *  header corrupt; compress refuses such data up front. */
 std::string archive_limit_passed(const geometry& g, const codec_params* p);
 
+/** The header's "codec" object (transform, block, chop, coeff, offset, coeff_plane,
+ *  coeff_bytes_per_sample) of data `g` coded with `p`: as `info` shows it, and as the
+ *  report of compress repeats it, so that one script reads it from either. */
+nlohmann::json codec_json(const codec_params& p, const geometry& g);
+
 /** Writes an archive front to back (works on a pipe). The file appears at its path only after
  *  finish(); destroyed before, nothing is left behind. */
 class archive_writer {

@@ -174,6 +174,9 @@ class sample_sink {
   /** output_file::watch for an output that may be a pipe (NPY, .npz, raw; an HDF5 output
    *  is a regular file). */
   virtual void watch(std::function<void()> check) { (void)check; }
+  /** Bytes written so far, its format's headers included (NPY, .npz, raw: what a pipe
+   *  took); nullopt where the library writing it does not say (HDF5). */
+  virtual std::optional<std::uint64_t> bytes_written() const { return std::nullopt; }
 };
 
 /** check_output_path for the file of an output dataset, before the work that fills it; an

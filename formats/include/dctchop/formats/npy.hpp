@@ -115,6 +115,8 @@ class npy_writer {
   /** After finish(): output_file::withdraw. */
   void withdraw() noexcept;
   std::string display_name() const { return out_.display_name(); }
+  /** Bytes written so far, the header included. */
+  std::uint64_t bytes_written() const noexcept { return out_.position(); }
   /** output_file::watch for the file written. */
   void watch(std::function<void()> check) { out_.watch(std::move(check)); }
 

@@ -173,6 +173,9 @@ struct decompress_result {
   std::string labels_output, labels_dataset;
   std::vector<std::uint64_t> labels_shape;  ///< of the labels written
   std::uint64_t output_bytes = 0;
+  /** Bytes the output took, its format's headers (and labels beside the data) included:
+   *  to_json's "file_bytes"; nullopt for HDF5. */
+  std::optional<std::uint64_t> written_bytes;
   double seconds = 0.0;
   std::vector<std::string> notes;  ///< things to tell the user (labels left out, ...)
   nlohmann::json to_json() const;
