@@ -854,6 +854,28 @@ void refuse_raw_dataset_name(const std::string& out, bool raw) {
                           out, folder.string(), as_dataset.dataset, as_dataset.path));
 }
 
+/** `-o y.npy:images`: a member named after a .npy name, where no file has the whole name.
+ *  A .npy holds one array, so this was meant as FILE.npz:images or FILE.h5:images (or y.npy
+ *  alone); written as it is, it made a file named "y.npy:images". Refused before anything is
+ *  written (a file of that name, made beforehand, is written with -f). `what` names the
+ *  output ("the output", "the labels"). */
+void refuse_npy_member(const std::string& out, formats::file_kind kind, const char* what) {
+  if (kind != formats::file_kind::npy || out == "-") return;
+  const auto c = out.rfind(':');
+  if (c == std::string::npos || c == 0 || c + 1 == out.size() ||
+      out.find('/', c) != std::string::npos || !formats::name_ends_with(out.substr(0, c), ".npy"))
+    return;
+  struct stat st {};
+  if (::lstat(out.c_str(), &st) == 0) return;
+  const std::string file = out.substr(0, c), name = out.substr(c + 1);
+  throw error(errc::invalid_argument,
+              fmt::format("{}: {} is a .npy name, and a .npy file holds one array, which is not "
+                          "named: write {} alone for {}, or {}.npz:{} or {}.h5:{} for an array or "
+                          "dataset named {}",
+                          out, file, file, what, file.substr(0, file.size() - 4), name,
+                          file.substr(0, file.size() - 4), name, name));
+}
+
 /** eval's report. `failure`: the error when every setting refused the data, which --json
  *  adds to the report as the "error" and "exit_code" of a failed command. */
 void print_eval(const formats::eval_result& r, bool json, bool csv,
@@ -1772,6 +1794,11 @@ int run(int argc, char** argv) {
           open_backend(d_be, d_quiet || (d_json && stdout_carries_data()), *log);
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
+      refuse_npy_member(d_out, spec.kind, "the output");
+      if (!d_labels_out.empty()) {
+        refuse_npy_member(d_labels_out, formats::parse_dataset_spec(d_labels_out).kind,
+                          "the labels");
+      }
       auto r = with_backend(*be, [&] { return formats::decompress(d_in, spec, *be, o); });
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word; so are

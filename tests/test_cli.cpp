@@ -2867,6 +2867,29 @@ TEST(Cli, LabelsStoredWithCompressComeBackWithLabelsOut) {
   EXPECT_EQ(l2.values, (std::vector<double>{-3, 1e12, 0}));
 }
 
+TEST(Cli, AnArrayNamedAfterANpyNameIsRefusedBeforeAnythingIsWrittenUnlessAFileHasTheWholeName) {
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  // y.npy is not there: `y.npy:images` made a file of that name, which no one meant.
+  check_bad_cases(dir, {{"decompress a.dcz -o y.npy:images", 2,
+                         "y.npy:images: y.npy is a .npy name, and a .npy file holds one array, "
+                         "which is not named: write y.npy alone for the output, or y.npz:images "
+                         "or y.h5:images for an array or dataset named images"},
+                        {"decompress a.dcz -o y.npy --labels-out l.npy:lab", 2,
+                         "l.npy:lab: l.npy is a .npy name"}});
+  // The forms it points to work; --raw takes the whole text as a path.
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npz:images -q").status, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("y.npz")));
+  auto raw = cli(dir, "decompress a.dcz -o y.npy:raw --raw -q");
+  ASSERT_EQ(raw.status, 0) << describe(raw);
+  // A file made beforehand under the whole name is that file (-f writes over it).
+  write_bytes(dir.file("z.npy:3"), "x");
+  auto named = cli(dir, "decompress a.dcz -o z.npy:3 -f -q");
+  ASSERT_EQ(named.status, 0) << describe(named);
+  EXPECT_EQ(read_bytes(dir.file("z.npy:3")).substr(0, 6), "\x93NUMPY");
+}
+
 TEST(Cli, DecompressOfDamagedLabelsLeavesNoOutputAndWritesNoneToAPipe) {
   // One flipped byte in the stored labels: every decompress that would write them fails as
   // corrupt (exit 4) and leaves no file, whether the labels are checked by the copy itself
