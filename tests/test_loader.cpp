@@ -539,6 +539,29 @@ TEST(Loader, BadOptionsAndStreamsAreRefused) {
                               {"prefetch 1025", "at most 1024"});
 }
 
+TEST(Loader, EpochsEndAtTheLastCountNotWrappingToZero) {
+  temp_dir dir;
+  const auto a = make_archive(dir, 16);
+  loaders::loader_options o;
+  o.batch_size = 8;
+  o.prefetch = 0;
+  loaders::archive_loader l(a, o);
+  const u64 last = std::numeric_limits<u64>::max() - 1;
+  auto s = l.state();
+  s.epoch = last + 1;  // a state the loader never saves: refused
+  dctchop::test::expect_error([&] { l.restore(s); }, errc::invalid_argument,
+                              {"epoch, 18446744073709551615, is past the last"});
+  s.epoch = last;  // its batches come, then an error, not epoch 0 again
+  l.restore(s);
+  EXPECT_EQ(l.next().epoch, last);
+  EXPECT_EQ(l.next().epoch, last);
+  dctchop::test::expect_error([&] { l.next(); }, errc::out_of_range,
+                              {"epoch 18446744073709551614 was the last"});
+  // What it saves then is refused too, rather than taken as epoch 0.
+  dctchop::test::expect_error([&] { l.restore(l.state()); }, errc::invalid_argument,
+                              {"past the last"});
+}
+
 TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   temp_dir dir;
   const auto a = make_archive(dir, 40);

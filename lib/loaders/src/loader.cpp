@@ -167,6 +167,8 @@ struct archive_loader::impl {
 
   // The producer side (the prefetch thread, or next() itself without prefetch).
   u64 make_epoch = 0, make_pos = 0;
+  /** Epochs count from 0 to this; the one after it would be 0 again. */
+  static constexpr u64 last_epoch = std::numeric_limits<u64>::max() - 1;
   std::optional<u64> order_epoch;
   std::vector<u64> order;  // this rank's samples of order_epoch
   struct cached_chunk {
@@ -496,6 +498,10 @@ struct archive_loader::impl {
   batch make_next() {
     const u64 per_epoch = batches_per_epoch();  // at least 1: the constructor refuses 0
     if (make_pos >= per_epoch) {
+      if (make_epoch >= last_epoch) {  // (only a restored state comes near: it would wrap to 0)
+        throw error(errc::out_of_range,
+                    "epoch " + std::to_string(make_epoch) + " was the last a loader counts");
+      }
       ++make_epoch;
       make_pos = 0;
     }
@@ -699,6 +705,12 @@ void archive_loader::restore(const loader_state& s) {
     throw error(errc::invalid_argument,
                 "this loader state is of a loader with " + text(a) + "; this one has " + text(b) +
                     ": it would resume at other batches");
+  }
+  if (s.epoch > impl::last_epoch) {
+    throw error(errc::invalid_argument,
+                "this loader state's epoch, " + std::to_string(s.epoch) +
+                    ", is past the last a loader counts, " + std::to_string(impl::last_epoch) +
+                    " (the count would wrap to 0)");
   }
   if (s.position > d.batches_per_epoch()) {
     throw error(errc::invalid_argument,
