@@ -1551,10 +1551,18 @@ int run(int argc, char** argv) {
       auto& t = j["chop_search"] = nlohmann::json::array();
       for (const auto& tr : c_trials) t.push_back(formats::chop_trial_to_json(tr));
     }
-    if (*ver && v_ins.size() == 1) {  // verify --against of its one archive, as in its report
-      j["file"] = v_ins.front() == "-" ? "<stdin>" : v_ins.front();
+    // The one archive of info or verify, as in their reports (and in failure_json's entries
+    // for several); decompress's too, as `archive`, the key every report has.
+    const auto named = [&j](const std::string& in, bool file) {
+      j["archive"] = in == "-" ? "<stdin>" : in;
+      if (file) j["file"] = j["archive"];
+    };
+    if (*ver && v_ins.size() == 1) {
+      named(v_ins.front(), true);
       j["passed"] = false;
     }
+    if (*inf && i_in.size() == 1) named(i_in.front(), true);
+    if (*dec && !d_in.empty()) named(d_in, false);
     std::cout << formats::json_text(j, 2) << "\n";
   };
   auto stopped_by_signal = [&] {

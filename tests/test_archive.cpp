@@ -784,6 +784,38 @@ TEST(Pipeline, U8RoundTripKeepsShapeAndDtypeAndPsnrEqualsReportedQuality) {
   EXPECT_EQ(cr.q->range, 255.0);
 }
 
+TEST(Pipeline, EveryOperationRefusesAThreadCountOutsideWhatMakeBackendTakes) {
+  // A C++ tester's find: -3 ran as every core and 100000 as 8, where make_backend refuses both.
+  temp_dir dir;
+  const std::string in = dir.file("in.npy"), dcz = dir.file("a.dcz");
+  write_u8_input(in);
+  auto be = cpu();
+  compress_npy(in, dcz, *be, small_chunks());
+  for (const int t : {-3, max_threads + 1, std::numeric_limits<int>::min()}) {
+    const std::string says = "::threads " + std::to_string(t) + ": expected 0 (every core) to 4096";
+    auto c = small_chunks();
+    c.threads = t;
+    expect_error([&] { compress_npy(in, dir.file("b.dcz"), *be, c); }, errc::invalid_argument,
+                 {"compress_options" + says});
+    decompress_options d;
+    d.threads = t;
+    expect_error([&] { decompress_to_npy(dcz, dir.file("o.npy"), *be, d); },
+                 errc::invalid_argument, {"decompress_options" + says});
+    verify_options v;
+    v.threads = t;
+    expect_error([&] { verify_archive(dcz, in, *be, v); }, errc::invalid_argument,
+                 {"verify_options" + says});
+    eval_options e;
+    e.threads = t;
+    expect_error([&] { eval_npy(in, *be, e); }, errc::invalid_argument, {"eval_options" + says});
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b.dcz")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.npy")));
+  auto c = small_chunks();
+  c.threads = max_threads;  // the bound itself is taken
+  EXPECT_NO_THROW(compress_npy(in, dir.file("b.dcz"), *be, c));
+}
+
 TEST(Pipeline, F32RoundTripUsesMaxMinusMinAsRangeAndMatchesReportedPsnr) {
   temp_dir dir;
   const std::string in = dir.file("f.npy"), dcz = dir.file("f.dcz"), out = dir.file("o.npy");

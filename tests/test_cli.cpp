@@ -599,6 +599,16 @@ TEST(Cli, JsonReportsNameTheArchiveAndItsCodecWithTheSameKeysInEveryCommand) {
   const json tj = parse_json(two.out);
   ASSERT_EQ(tj.size(), 2u) << tj;
   EXPECT_EQ(tj[1].at("archive"), "bad.dcz") << tj;
+  // And a failed command of one archive, wherever it failed.
+  for (const std::string args : {"verify bad.dcz --against in.npy", "verify a.dcz --against no.npy",
+                                  "info bad.dcz", "decompress bad.dcz -o o.npy"}) {
+    auto f = cli(dir, args + " --json");
+    EXPECT_NE(f.status, 0) << describe(f);
+    const json fj = parse_json(f.out);
+    const auto from = args.find(' ') + 1;  // the archive: the command's second word
+    EXPECT_EQ(fj.at("archive"), args.substr(from, args.find(' ', from) - from)) << args << fj;
+    EXPECT_TRUE(fj.contains("error") && fj.contains("exit_code")) << args << fj;
+  }
 }
 
 // ---------------------------------------------------------------- overwriting

@@ -753,8 +753,12 @@ TEST(Params, TheShapeHelpersCheckTheirParametersAndSizes) {
     }
   };
   refused([] { (void)coeff_shape({0, 1, coeff_type::f16, 0}, 16, 16); }, "block size 0");
-  refused([] { (void)dct_matrix(0); }, "the block is 1 or more");
-  refused([] { (void)dct_matrix(-3); }, "the block is 1 or more");
+  refused([] { (void)dct_matrix(0); }, "the block is 1 to 4096");
+  refused([] { (void)dct_matrix(-3); }, "the block is 1 to 4096");
+  // (2^20: 8 TiB asked for, std::bad_alloc rather than this error, in the next finds)
+  refused([] { (void)dct_matrix(1 << 20); }, "DCT matrix of block 1048576: the block is 1 to");
+  refused([] { (void)dct_matrix(max_dct_matrix_block + 1); }, "the block is 1 to 4096");
+  EXPECT_EQ(dct_matrix(33).size(), 33u * 33);  // any block up to the bound, not the codec's only
   const u64 big = u64(1) << 40;
   refused(
       [&] {

@@ -1107,6 +1107,7 @@ compress_result compress_npy(const std::string& input, const std::string& output
 
 compress_result compress(const dataset_spec& given, const std::string& output, backend& be,
                          const compress_options& o) {
+  check_threads(o.threads, "compress_options");
   // (A NaN passes every comparison: a PSNR target of NaN searched to chop 8.)
   if ((o.target.psnr_db && !std::isfinite(*o.target.psnr_db)) ||
       (o.target.ssim && !std::isfinite(*o.target.ssim))) {
@@ -1300,6 +1301,7 @@ decompress_result decompress_to_npy(const std::string& input, const std::string&
 
 decompress_result decompress(const std::string& input, const dataset_spec& out, backend& be,
                              const decompress_options& o) {
+  check_threads(o.threads, "decompress_options");
   const auto t0 = clock_type::now();
   const std::string output = out.path;
   check_not_same(input, output);

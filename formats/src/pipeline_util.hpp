@@ -184,6 +184,16 @@ class watch_reads {
   Watched& w_;
 };
 
+/** error(invalid_argument) for an options struct's `threads` outside 0..max_threads, as
+ *  make_backend refuses them (-3 ran as every core, 100000 as 8). `what`: "compress_options". */
+inline void check_threads(int threads, const char* what) {
+  if (threads < 0 || threads > max_threads) {
+    throw error(errc::invalid_argument, std::string(what) + "::threads " +
+                                            std::to_string(threads) + ": expected 0 (every core) to " +
+                                            std::to_string(max_threads));
+  }
+}
+
 /** Threads that split each large read of a file (input_file's split read_at): `threads`, the
  *  command's --threads (0: all), but no more than the cores this process may use (its
  *  affinity and a cgroup's CPU quota), and at most 8: more copy no faster from the page cache

@@ -118,6 +118,7 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 }
 
 eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) {
+  check_threads(o.threads, "eval_options");
   input_source src =
       open_input(read_with_threads_of(be, input, o.threads), o.lay, o.nonfinite_replacement);
   std::vector<std::string> notes;
@@ -327,6 +328,7 @@ verify_result verify_archive(const std::string& archive, const std::string& inpu
 
 verify_result verify_archive(const std::string& archive, const dataset_spec& input, backend& be,
                              const verify_options& o) {
+  check_threads(o.threads, "verify_options");
   for (const auto& gate : {o.min_psnr, o.min_ssim, o.max_error}) {
     if (gate && !std::isfinite(*gate)) {  // (a NaN gate passed whatever was measured)
       throw error(errc::invalid_argument, "a verify gate must be a finite number");

@@ -34,9 +34,11 @@ void validate(const codec_params& p) {
 }
 
 std::vector<double> dct_matrix(int block) {
-  if (block < 1) {  // (-3 gave 9 values, 0 none)
-    throw error(errc::invalid_argument, "DCT matrix of block " + std::to_string(block) +
-                                            ": the block is 1 or more");
+  // (-3 gave 9 values, 0 none; 2^20 asked for 8 TiB, std::bad_alloc, not this error)
+  if (block < 1 || block > max_dct_matrix_block) {
+    throw error(errc::invalid_argument,
+                "DCT matrix of block " + std::to_string(block) + ": the block is 1 to " +
+                    std::to_string(max_dct_matrix_block) + " (the codec's are 4, 8, 16, 32)");
   }
   const int b = block;
   std::vector<double> t(static_cast<std::size_t>(b) * b);

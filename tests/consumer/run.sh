@@ -12,3 +12,15 @@ cmake -S "$SRC" -B "$WORK/build" -G "$GEN" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$WORK/prefix" > "$WORK/configure.log" || { cat "$WORK/configure.log"; exit 1; }
 cmake --build "$WORK/build"
 "$WORK/build/consumer" "$SAMPLE" "$WORK"
+# A component that is not one of the targets fails the configure, naming it.
+mkdir -p "$WORK/unknown"
+cat > "$WORK/unknown/CMakeLists.txt" <<'EOF_CMAKE'
+cmake_minimum_required(VERSION 3.20)
+project(dctchop_unknown_component LANGUAGES CXX)
+find_package(dctchop REQUIRED COMPONENTS formats nosuch)
+EOF_CMAKE
+if cmake -S "$WORK/unknown" -B "$WORK/unknown/build" -G "$GEN" \
+    -DCMAKE_PREFIX_PATH="$WORK/prefix" > "$WORK/unknown.log" 2>&1; then
+  echo "find_package(dctchop COMPONENTS nosuch) was found"; exit 1
+fi
+grep -q nosuch "$WORK/unknown.log" || { cat "$WORK/unknown.log"; echo "the unknown component is not named"; exit 1; }

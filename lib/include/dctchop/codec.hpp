@@ -34,8 +34,11 @@ constexpr bool is_block_size(long long b) { return b == 4 || b == 8 || b == 16 |
 /** Throws error(invalid_argument) when B or K is out of range. */
 void validate(const codec_params& p);
 
+/** The largest block dct_matrix() makes (a 4096 x 4096 matrix takes 128 MiB). */
+inline constexpr int max_dct_matrix_block = 4096;
+
 /** The orthonormal DCT-II matrix T (B x B, row-major): T[u][x] = c(u) cos((2x+1)u pi / 2B).
- *  error(invalid_argument) for a block below 1. */
+ *  error(invalid_argument) for a block below 1 or above max_dct_matrix_block. */
 std::vector<double> dct_matrix(int block);
 
 /** Size of the coefficient plane of an H x W plane: (ceil(H/B)*K, ceil(W/B)*K). */

@@ -90,7 +90,7 @@ struct compress_options {
    *  dataset is written (all of it when smaller; else evenly spaced runs of samples). */
   std::uint64_t search_bytes = std::uint64_t(32) << 20;
   /** For the quality measurement, and the threads (at most 8) that split a large read of the
-   *  input's rows (0: every core). */
+   *  input's rows (0: every core; 0..max_threads, else error(invalid_argument)). */
   int threads = 0;
   /** NaN and Inf in a float input: an error naming the first sample (nullopt, the default),
    *  or replaced by this finite value and counted in the archive (--nonfinite replace=V). */
@@ -158,7 +158,8 @@ struct decompress_options {
   std::optional<std::uint64_t> end;       ///< one past the last sample; default: all
   std::string labels_out;  ///< write the labels here only (.npy, FILE.h5[:/dataset], FILE.npz[:array])
   bool overwrite = false;
-  /** Threads (at most 8) that split a large read of the archive's chunks (0: every core). */
+  /** Threads (at most 8) that split a large read of the archive's chunks (0: every core;
+   *  0..max_threads, else error(invalid_argument)). */
   int threads = 0;
   progress_fn progress;
 };
