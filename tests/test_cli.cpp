@@ -553,24 +553,17 @@ TEST(Cli, JsonOfCompressAndInfoIsValidAndCarriesRatioAndPsnr) {
 TEST(Cli, JsonReportsNameTheArchiveAndItsCodecWithTheSameKeysInEveryCommand) {
   temp_dir dir;
   make_u8(dir, "in.npy", 40);
-  auto c = cli(dir, "compress in.npy -o a.dcz --chop 3 --json");
-  ASSERT_EQ(c.status, 0) << describe(c);
-  const json cj = parse_json(c.out);
-  auto i = cli(dir, "info a.dcz --json");
-  ASSERT_EQ(i.status, 0) << describe(i);
-  const json ij = parse_json(i.out);
-  auto d = cli(dir, "decompress a.dcz -o out.npy --json");
-  ASSERT_EQ(d.status, 0) << describe(d);
-  const json dj = parse_json(d.out);
-  auto v = cli(dir, "verify a.dcz --json");
-  ASSERT_EQ(v.status, 0) << describe(v);
-  const json vj = parse_json(v.out);
-  auto va = cli(dir, "verify a.dcz --against in.npy --json");
-  ASSERT_EQ(va.status, 0) << describe(va);
-  const json vaj = parse_json(va.out);
-  auto e = cli(dir, "eval in.npy --chop 3 --json");
-  ASSERT_EQ(e.status, 0) << describe(e);
-  const json ej = parse_json(e.out);
+  const auto report = [&dir](const std::string& args) {  // a command that succeeds: its report
+    auto r = cli(dir, args + " --json");
+    EXPECT_EQ(r.status, 0) << describe(r);
+    return r.status == 0 ? parse_json(r.out) : json::object();
+  };
+  const json cj = report("compress in.npy -o a.dcz --chop 3");
+  const json ij = report("info a.dcz");
+  const json dj = report("decompress a.dcz -o out.npy");
+  const json vj = report("verify a.dcz");
+  const json vaj = report("verify a.dcz --against in.npy");
+  const json ej = report("eval in.npy --chop 3");
 
   // The archive, by one key, in each command that reads or writes one.
   for (const json* j : {&cj, &ij, &dj, &vj, &vaj}) EXPECT_EQ(j->at("archive"), "a.dcz") << *j;
