@@ -854,28 +854,6 @@ void refuse_raw_dataset_name(const std::string& out, bool raw) {
                           out, folder.string(), as_dataset.dataset, as_dataset.path));
 }
 
-/** `-o y.npy:images`: a member named after a .npy name, where no file has the whole name.
- *  A .npy holds one array, so this was meant as FILE.npz:images or FILE.h5:images (or y.npy
- *  alone); written as it is, it made a file named "y.npy:images". Refused before anything is
- *  written (a file of that name, made beforehand, is written with -f). `what` names the
- *  output ("the output", "the labels"). */
-void refuse_npy_member(const std::string& out, formats::file_kind kind, const char* what) {
-  if (kind != formats::file_kind::npy || out == "-") return;
-  const auto c = out.rfind(':');
-  if (c == std::string::npos || c == 0 || c + 1 == out.size() ||
-      out.find('/', c) != std::string::npos || !formats::name_ends_with(out.substr(0, c), ".npy"))
-    return;
-  struct stat st {};
-  if (::lstat(out.c_str(), &st) == 0) return;
-  const std::string file = out.substr(0, c), name = out.substr(c + 1);
-  throw error(errc::invalid_argument,
-              fmt::format("{}: {} is a .npy name, and a .npy file holds one array, which is not "
-                          "named: write {} alone for {}, or {}.npz:{} or {}.h5:{} for an array or "
-                          "dataset named {}",
-                          out, file, file, what, file.substr(0, file.size() - 4), name,
-                          file.substr(0, file.size() - 4), name, name));
-}
-
 /** eval's report. `failure`: the error when every setting refused the data, which --json
  *  adds to the report as the "error" and "exit_code" of a failed command. */
 void print_eval(const formats::eval_result& r, bool json, bool csv,
@@ -1544,8 +1522,22 @@ int run(int argc, char** argv) {
            !stdout_carries_data();
   };
   bool stdout_is_an_input = false;  // (the failure's report goes nowhere either)
+  // info and verify of several archives: the reports so far, one an archive, whose array a
+  // failure that ends the loop (a signal) completes with the archive it stopped in.
+  nlohmann::json archive_docs = nlohmann::json::array();
+  const std::vector<std::string>* archives_looped = nullptr;  // while in that loop
   auto json_failure = [&](const std::string& what, int code) {
     if (!json_on_stdout() || g_stdout_closed || stdout_is_an_input) return;
+    if (archives_looped && archives_looped->size() > 1) {
+      auto docs = archive_docs;
+      if (docs.size() < archives_looped->size()) {
+        const std::string& in = (*archives_looped)[docs.size()];
+        docs.push_back(failure_json(in == "-" ? "<stdin>" : in, what, code));
+        if (*ver) docs.back()["passed"] = false;
+      }
+      std::cout << formats::json_text(docs, 2) << "\n";
+      return;
+    }
     nlohmann::json j{{"error", what}, {"exit_code", code}};
     if (*cmp && !c_trials.empty()) {  // a search that failed: what it measured
       auto& t = j["chop_search"] = nlohmann::json::array();
@@ -1802,11 +1794,6 @@ int run(int argc, char** argv) {
           open_backend(d_be, d_quiet || (d_json && stdout_carries_data()), *log);
       const auto spec = formats::parse_dataset_spec(d_out, d_dataset, d_raw);
       refuse_raw_dataset_name(d_out, d_raw);
-      refuse_npy_member(d_out, spec.kind, "the output");
-      if (!d_labels_out.empty()) {
-        refuse_npy_member(d_labels_out, formats::parse_dataset_spec(d_labels_out).kind,
-                          "the labels");
-      }
       auto r = with_backend(*be, [&] { return formats::decompress(d_in, spec, *be, o); });
       bar.clear();
       // An NPY file under another name (out.raw without --raw, say) is worth a word; so are
@@ -1873,8 +1860,9 @@ int run(int argc, char** argv) {
       refuse_tty_stdins(i_in);
       // Several archives (the shards of a dataset): one failing does not hide the others'
       // reports. JSON: the report of one archive, an array of them for several.
-      auto docs = nlohmann::json::array();
+      auto& docs = archive_docs;
       int printed = 0;
+      archives_looped = &i_in;
       const int rc = for_each_archive(i_in, *log, [&](const std::string& in) {
         auto j = formats::archive_info(in);
         if (i_json) {
@@ -1886,6 +1874,7 @@ int run(int argc, char** argv) {
       }, [&](const std::string& name, const std::string& what, int code) {
         if (i_json) docs.push_back(failure_json(name, what, code));
       });
+      archives_looped = nullptr;
       print_json_documents(i_json, i_in.size(), docs);
       return rc;
     } else if (*evl) {
@@ -2000,7 +1989,8 @@ int run(int argc, char** argv) {
                     j["file"].get<std::string>(), chunks, chunks == 1 ? "" : "s", sides,
                     sides == 1 ? "" : "s");
         };
-        auto docs = nlohmann::json::array();
+        auto& docs = archive_docs;
+        archives_looped = &v_ins;
         const int rc = for_each_archive(v_ins, *log, [&](const std::string& in) {
           auto j = formats::check_archive(in, [](std::uint64_t, std::uint64_t) { check_signal(); });
           report(j);
@@ -2010,6 +2000,7 @@ int run(int argc, char** argv) {
           docs.push_back(failure_json(name, what, code));
           docs.back()["passed"] = false;
         });
+        archives_looped = nullptr;
         print_json_documents(v_json, v_ins.size(), docs);
         return rc;
       }

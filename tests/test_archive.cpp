@@ -816,6 +816,23 @@ TEST(Pipeline, EveryOperationRefusesAThreadCountOutsideWhatMakeBackendTakes) {
   EXPECT_NO_THROW(compress_npy(in, dir.file("b.dcz"), *be, c));
 }
 
+TEST(Pipeline, DecompressRefusesAMemberNamedAfterANpyNameAsTheCommandDoes) {
+  // A tester's find: the command refused `-o y.npy:images`, the library wrote that file.
+  temp_dir dir;
+  const std::string in = dir.file("in.npy"), dcz = dir.file("a.dcz");
+  write_u8_input(in);
+  auto be = cpu();
+  compress_npy(in, dcz, *be, small_chunks());
+  expect_error([&] { decompress_to_npy(dcz, dir.file("y.npy:images"), *be, {}); },
+               errc::invalid_argument, {"y.npy is a .npy name", "y.npz:images or"});
+  decompress_options o;
+  o.labels_out = dir.file("l.npy:x");
+  expect_error([&] { decompress_to_npy(dcz, dir.file("y.npy"), *be, o); },
+               errc::invalid_argument, {"l.npy is a .npy name", "for the labels"});
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.npy:images")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("y.npy")));
+}
+
 TEST(Pipeline, F32RoundTripUsesMaxMinusMinAsRangeAndMatchesReportedPsnr) {
   temp_dir dir;
   const std::string in = dir.file("f.npy"), dcz = dir.file("f.dcz"), out = dir.file("o.npy");

@@ -2880,7 +2880,20 @@ TEST(Cli, AnArrayNamedAfterANpyNameIsRefusedBeforeAnythingIsWrittenUnlessAFileHa
                          "which is not named: write y.npy alone for the output, or y.npz:images "
                          "or y.h5:images for an array or dataset named images"},
                         {"decompress a.dcz -o y.npy --labels-out l.npy:lab", 2,
-                         "l.npy:lab: l.npy is a .npy name"}});
+                         "l.npy:lab: l.npy is a .npy name"},
+                        // (and the other spellings of a member after a .npy name)
+                        {"decompress a.dcz -o y.npy:", 2,
+                         "y.npy:: y.npy is a .npy name, and a .npy file holds one array, which "
+                         "is not named: write y.npy alone for the output, or FILE.npz:NAME or "
+                         "FILE.h5:NAME for a named array or dataset"},
+                        {"decompress a.dcz -o y.npy::a", 2, "y.npy::a: y.npy is a .npy name"},
+                        {"decompress a.dcz -o Y.NPY:a:b", 2, "Y.NPY:a:b: Y.NPY is a .npy name"},
+                        {"decompress a.dcz -o ./sub.npy:x/y.npy:a", 2,
+                         "./sub.npy:x/y.npy is a .npy name"},
+                        {"decompress a.dcz -o z.npy:images --dataset images", 2,
+                         "z.npy:images: z.npy is a .npy name"},
+                        {"decompress a.dcz -o y.npy --labels-out l.npy:", 2,
+                         "l.npy:: l.npy is a .npy name"}});
   // The forms it points to work; --raw takes the whole text as a path.
   ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npz:images -q").status, 0);
   EXPECT_TRUE(std::filesystem::exists(dir.file("y.npz")));

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
 
 namespace {
@@ -79,6 +81,30 @@ TEST(Signals, AnInputFifoThatNoWriterOpensStopsWith130AsAStalledPipeDoes) {
     EXPECT_EQ(r.err.find("cannot open"), std::string::npos) << args << ": " << r.err;
     EXPECT_EQ(r.out.find("stuck"), std::string::npos) << args;
     EXPECT_TRUE(leftovers(dir, "").empty()) << args << ": a file was left behind";
+  }
+}
+
+TEST(Signals, InfoAndVerifyOfSeveralArchivesInterruptedStillPrintTheirJsonArray) {
+  // A tester's find: the array became one {"error", "exit_code"} object, the reports of the
+  // archives done lost, so that a script reading the array broke on signals alone.
+  for (const std::string cmd : {"info", "verify"}) {
+    temp_dir dir;
+    const std::string run =
+        numpy_sh("np.save('x.npy', np.zeros((2, 8, 8), np.uint8))") + " && " + k_bin +
+        " compress x.npy -o a.dcz -q && mkfifo f; " + k_bin + " " + cmd +
+        " a.dcz - --json < f > out.json & P=$!; exec 3>f; sleep 0.5; kill -TERM $P; " +
+        k_wait_or_kill + "exec 3>&-; cat out.json; rm f";
+    auto r = run_sh(run, dir.path());
+    EXPECT_NE(r.out.find("rc=130"), std::string::npos) << cmd << ": " << r.out << r.err;
+    const auto open = r.out.find('[');
+    ASSERT_NE(open, std::string::npos) << cmd << ": " << r.out;
+    const auto docs = nlohmann::json::parse(r.out.substr(open, r.out.rfind(']') + 1 - open));
+    ASSERT_EQ(docs.size(), 2u) << docs;
+    EXPECT_EQ(docs[0].at("archive"), "a.dcz") << docs;
+    EXPECT_FALSE(docs[0].contains("error")) << docs;
+    EXPECT_EQ(docs[1].at("archive"), "<stdin>") << docs;
+    EXPECT_EQ(docs[1].at("exit_code"), 130) << docs;
+    if (cmd == "verify") EXPECT_EQ(docs[1].at("passed"), false) << docs;
   }
 }
 

@@ -621,6 +621,29 @@ bool name_ends_with(const std::string& s, const std::string& suffix) {
   return tail == suffix;
 }
 
+void refuse_npy_member_output(const dataset_spec& out, const std::string& what) {
+  if (out.memory || out.path == "-" || out.kind == file_kind::raw || out.kind == file_kind::npz)
+    return;
+  const std::string& text = out.path;  // (an HDF5 file named by --dataset: all of it)
+  const auto base = text.find_last_of('/') + 1;  // (npos + 1: 0)
+  std::string lower = text.substr(base);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  const auto at = lower.find(".npy:");
+  if (at == std::string::npos) return;
+  struct stat st {};
+  if (::lstat(text.c_str(), &st) == 0) return;  // that file: written as it is
+  const std::string file = text.substr(0, base + at + 4), name = text.substr(base + at + 5);
+  const std::string stem = file.substr(0, file.size() - 4);
+  const bool plain = !name.empty() && name.find_first_of(": \t") == std::string::npos;
+  throw error(errc::invalid_argument,
+              text + ": " + file + " is a .npy name, and a .npy file holds one array, which " +
+                  "is not named: write " + file + " alone for " + what + ", or " +
+                  (plain ? stem + ".npz:" + name + " or " + stem + ".h5:" + name +
+                               " for an array or dataset named " + name
+                         : "FILE.npz:NAME or FILE.h5:NAME for a named array or dataset"));
+}
+
 std::optional<file_kind> format_named(const std::string& path) {
   if (name_ends_with(path, ".npy")) return file_kind::npy;
   if (name_ends_with(path, ".npz")) return file_kind::npz;

@@ -902,7 +902,10 @@ PYBIND11_MODULE(_dctchop, m) {
               },
               progress);
           auto j = r.to_json();
-          j["archive"] = output == "-" ? "<stdout>" : output;  // as the command's report has it
+          // As the command's report has them (names not UTF-8 with U+FFFD, as json_text
+          // writes them: the caller's bytes, b"p\xe9.dcz", in either key alike).
+          j["output"] = output;
+          j["archive"] = output == "-" ? "<stdout>" : output;
           return formats::json_text(j);
         } catch (const error&) {
           for (const auto& t : made) trials.append(formats::json_text(formats::chop_trial_to_json(t)));

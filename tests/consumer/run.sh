@@ -17,10 +17,11 @@ mkdir -p "$WORK/unknown"
 cat > "$WORK/unknown/CMakeLists.txt" <<'EOF_CMAKE'
 cmake_minimum_required(VERSION 3.20)
 project(dctchop_unknown_component LANGUAGES CXX)
-find_package(dctchop REQUIRED COMPONENTS formats nosuch)
+find_package(dctchop REQUIRED COMPONENTS nosuch formats nothere)
 EOF_CMAKE
 if cmake -S "$WORK/unknown" -B "$WORK/unknown/build" -G "$GEN" \
     -DCMAKE_PREFIX_PATH="$WORK/prefix" > "$WORK/unknown.log" 2>&1; then
   echo "find_package(dctchop COMPONENTS nosuch) was found"; exit 1
 fi
-grep -q nosuch "$WORK/unknown.log" || { cat "$WORK/unknown.log"; echo "the unknown component is not named"; exit 1; }
+grep -q "no component nosuch, nothere:" "$WORK/unknown.log" ||
+  { cat "$WORK/unknown.log"; echo "the unknown components are not named"; exit 1; }

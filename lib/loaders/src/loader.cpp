@@ -664,7 +664,9 @@ std::optional<batch> archive_loader::take(bool wait) {
 loader_state archive_loader::state() const noexcept {
   const impl& d = *impl_;
   loader_state s{d.used_epoch, d.used_pos, d.seed, d.shape()};
-  if (s.position >= d.batches_per_epoch()) {  // the epoch is complete: the next one is due
+  // The epoch is complete: the next one is due; after the last, the state stays at its end
+  // (restored, the loader ends there with next()'s error, as this one does).
+  if (s.position >= d.batches_per_epoch() && s.epoch < impl::last_epoch) {
     ++s.epoch;
     s.position = 0;
   }

@@ -266,7 +266,7 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
         raise again from None
     result = json.loads(report)
     result["notes"] = [_in_python_terms(n, (output,)) for n in result["notes"]]
-    result.update(backend="cpu", input="<array>", output=output)  # as compress --json has them
+    result.update(backend="cpu", input="<array>")  # as compress --json has them (and output)
     return result
 
 

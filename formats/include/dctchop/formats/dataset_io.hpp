@@ -80,6 +80,14 @@ std::optional<file_kind> format_named(const std::string& path);
 dataset_spec parse_dataset_spec(const std::string& text, const std::string& dataset = {},
                                 bool raw = false);
 
+/** An output named like a member of a .npy file ("y.npy:images", "y.npy:", "y.npy:a:b":
+ *  ".npy:" in the last component of the path), where no file has the whole name: a .npy holds
+ *  one array, so FILE.npz:NAME or FILE.h5:NAME (or the .npy alone) was meant, and written as
+ *  given it made a file of that name. error(invalid_argument) naming those, before anything
+ *  is written; a file made beforehand under the whole name is written (with overwrite).
+ *  `what`: "the output", "the labels". Raw outputs (--raw) and .npz members are not asked. */
+void refuse_npy_member_output(const dataset_spec& out, const std::string& what);
+
 /** Whether a file name ends with `suffix` (".npy"), in any case: how names tell formats apart. */
 bool name_ends_with(const std::string& path, const std::string& suffix);
 
