@@ -593,6 +593,25 @@ TEST(Loader, AStateOfAnotherLoaderOrPastTheEpochIsRefusedAndAnOldStateIsTaken) {
   auto ordered = o;
   ordered.shuffle = false;
   refused(ordered, "shuffle off");
+  // At an epoch's start nothing is lost: taken by any loader (a tester restarting a job with
+  // another world was refused), which starts that epoch as its own.
+  {
+    auto at_start = saved;
+    at_start.epoch = 2;
+    at_start.position = 0;
+    for (const auto& other : {o8, sharded, ordered}) {
+      loaders::archive_loader m(a, other), fresh(a, other);
+      m.restore(at_start);
+      auto want = fresh.state();
+      want.epoch = 2;
+      want.seed = saved.seed;
+      fresh.restore(want);
+      const auto b = m.next();
+      EXPECT_EQ(b.epoch, 2u);
+      EXPECT_EQ(b.index, 0u);
+      EXPECT_EQ(b.samples, fresh.next().samples);
+    }
+  }
   // The same samples chunked otherwise shuffle into another order: refused too.
   {
     temp_dir other_dir;

@@ -266,13 +266,17 @@ def check_python_habits(d, back, y):
         # worker died of it, "exited unexpectedly".)
         gone = pickle.loads(archive_kept)
         check(gone.samples == 8, f"a gone archive's copy keeps its header: {gone.samples}")
-        e = raises(dctchop.Error, lambda: gone[0], "lswap.dcz: cannot be opened again for this "
-                   "Archive's copy")
-        check(e is not None and e.kind == "io", f"kind: {e and e.kind}")  # (the open's)
+        # Of the open's class too (a tester's find: a plain dctchop.Error, which `except
+        # FileNotFoundError` around a DataLoader missed), with its errno.
+        e = raises(FileNotFoundError, lambda: gone[0], "lswap.dcz: cannot be opened again for "
+                   "this Archive's copy")
+        check(e is not None and e.kind == "io" and e.errno == errno.ENOENT and
+              isinstance(e, dctchop.FileError), f"kind: {e and e.kind}, errno {e and e.errno}")
         stale = pickle.loads(kept)
-        e = raises(dctchop.Error, lambda: next(stale), "lswap.dcz: cannot be opened again for "
-                   "this Loader's copy")
-        check(e is not None and e.kind == "io", f"kind: {e and e.kind}")
+        e = raises(FileNotFoundError, lambda: next(stale), "lswap.dcz: cannot be opened again "
+                   "for this Loader's copy")
+        check(e is not None and e.kind == "io" and e.errno == errno.ENOENT,
+              f"kind: {e and e.kind}, errno {e and e.errno}")
         loader.close()
         # Labels a few rows at a time, as ArchiveDataset reads them; a damaged labels array
         # is found at the first read.

@@ -691,7 +691,9 @@ void archive_loader::restore(const loader_state& s) {
                     "sample); resume from the start of its epoch (position 0) instead");
   }
   if (saved && !saved->samples_per_chunk) saved->samples_per_chunk = d.shape().samples_per_chunk;
-  if (saved && *saved != d.shape()) {
+  // At an epoch's start (position 0) nothing is skipped or repeated, whatever cut the
+  // epochs before: a job restarted with another world or batch size goes on from there.
+  if (saved && *saved != d.shape() && s.position > 0) {
     const auto& a = *saved;
     const auto b = d.shape();
     auto text = [](const loader_state::shape_of_batches& x) {

@@ -61,6 +61,16 @@ __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "SampleIn
            "compress", "decode_matrices", "__version__"]
 
 
+def _as_again(e, text):
+    """An error of e's class (FileNotFoundError, ArgumentError, ...), with its kind and errno,
+    saying `text`: so that `except OSError` and the rest catch it as they catch e."""
+    again = type(e)(text)
+    again.__dict__.update(e.__dict__)  # kind
+    if isinstance(e, OSError):
+        again.errno = e.errno
+    return again
+
+
 def _is_path(x):
     return isinstance(x, (str, bytes)) or hasattr(x, "__fspath__")
 
@@ -259,11 +269,7 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
         text = _in_python_terms(str(e), (output,))
         if text == str(e):
             raise
-        again = type(e)(text)
-        again.__dict__.update(e.__dict__)  # kind
-        if isinstance(e, OSError):
-            again.errno = e.errno
-        raise again from None
+        raise _as_again(e, text) from None
     result = json.loads(report)
     result["notes"] = [_in_python_terms(n, (output,)) for n in result["notes"]]
     result.update(backend="cpu", input="<array>")  # as compress --json has them (and output)
@@ -311,6 +317,7 @@ def _reopened(absolute, threads, name, closed, header=None, identity=None):
         a = from_header()
         a._replaced = f"{_shown(name)}: cannot be opened again for this Archive's copy: {e}"
         a._replaced_kind = getattr(e, "kind", None) or "bad_input"
+        a._replaced_error = e  # raised again of its class: a missing file a FileNotFoundError
         return a
     a._name = name
     if identity is not None and a._identity() != identity:
@@ -361,9 +368,12 @@ class Archive(_Archive):
 
     _replaced = None  # why a copy refuses to read: another file has its name (_reopened)
     _replaced_kind = "bad_input"  # or the kind of the error that opening it again raised
+    _replaced_error = None  # that error
 
     def _check_same(self):
         if self._replaced is not None:
+            if self._replaced_error is not None:
+                raise _as_again(self._replaced_error, self._replaced)
             e = Error(self._replaced)
             e.kind = self._replaced_kind
             raise e
@@ -473,9 +483,9 @@ class _UnreadLoader(_ClosedLoader):
     would die without passing the error on."""
     closed = False
 
-    def __init__(self, why, batches_per_epoch=None, kind="bad_input"):
+    def __init__(self, why, batches_per_epoch=None, kind="bad_input", error=None):
         super().__init__(batches_per_epoch)
-        self._why, self._kind = why, kind
+        self._why, self._kind, self._error = why, kind, error
 
     def close(self):
         self.closed = True
@@ -483,6 +493,8 @@ class _UnreadLoader(_ClosedLoader):
     def __getattr__(self, name):
         if self.closed:
             raise _bad_argument("the loader is closed")
+        if self._error is not None:  # (of its class: a missing file a FileNotFoundError)
+            raise _as_again(self._error, self._why)
         e = Error(self._why)
         e.kind = self._kind
         raise e
@@ -504,10 +516,10 @@ def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per
     then moved to where the pickled one stood; a closed one, closed without opening its file.
     Where the file is no longer the pickled loader's (`identity`: none in older pickles), the
     copy raises dctchop.Error from its first batch on, as an Archive's copy does."""
-    def unread(why, error_kind="bad_input"):
+    def unread(why, error_kind="bad_input", error=None):
         loader = kind.__new__(kind)
-        _Batches.__init__(loader, _UnreadLoader(why, batches_per_epoch, error_kind), absolute,
-                          options)
+        _Batches.__init__(loader, _UnreadLoader(why, batches_per_epoch, error_kind, error),
+                          absolute, options)
         loader.last_samples, loader.last_epoch = last
         return loader
 
@@ -522,7 +534,7 @@ def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per
         if identity is None:
             raise
         return unread(f"{_shown(absolute)}: cannot be opened again for this "
-                      f"{kind.__name__}'s copy: {e}", getattr(e, "kind", None) or "bad_input")
+                      f"{kind.__name__}'s copy: {e}", getattr(e, "kind", None) or "bad_input", e)
     if identity is not None and loader._identity != identity:
         loader.close()
         return unread(f"{_shown(absolute)}: another archive has its name since this "
