@@ -513,7 +513,9 @@ class closable_loader {
   template <class... Args>
   explicit closable_loader(Args&&... args) : l_(std::in_place, std::forward<Args>(args)...) {}
 
-  std::string state() {
+  /** `got`: the serial of the last batch Python holds (hand_over_kept), for settle(). */
+  std::string state(std::optional<u64> got) {
+    settle(got);
     if (before_pending_) return before_pending_->to_json();  // (not handed out yet)
     gil_released release;
     std::lock_guard lock(m_);
@@ -557,6 +559,29 @@ class closable_loader {
     }
     return t;
   }
+  /** hand_over, but the batch stays kept, with a serial number added to the tuple, until
+   *  Python says it holds it (settle: the serial it passes to the next call): a signal that
+   *  Python raises after this returns (as the call returns, or in the Python code around it,
+   *  before the batch reached the caller) lost the batch, which the loader had counted. The
+   *  next call, not told of it, hands the same batch out again; state() is the one before
+   *  it meanwhile. (A tester's Ctrl-C storm lost 0 to 5 batches a run of 50 interrupts.) */
+  py::tuple hand_over_kept(py::tuple t, loaders::loader_state before) {
+    pending_serial_ = ++serial_;
+    py::tuple with(t.size() + 1);
+    for (std::size_t i = 0; i < t.size(); ++i) with[i] = t[i];
+    with[t.size()] = py::int_(*pending_serial_);
+    t = std::move(with);
+    pending_ = t;
+    before_pending_ = std::move(before);
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    return t;
+  }
+  /** A batch kept by hand_over_kept that Python holds (serial `got`) is no longer kept. */
+  void settle(std::optional<u64> got) {
+    if (pending_serial_ && got && *got == *pending_serial_) drop_pending();
+  }
+  /** The batch kept by hand_over_kept, handed out again (still kept), or nullopt. */
+  std::optional<py::tuple> kept() const { return pending_serial_ ? pending_ : std::nullopt; }
   /** The batch kept by hand_over, handed out now (and no longer kept), or nullopt. */
   std::optional<py::tuple> take_pending() {
     std::optional<py::tuple> t = std::move(pending_);
@@ -567,12 +592,15 @@ class closable_loader {
   void drop_pending() {
     pending_.reset();
     before_pending_.reset();
+    pending_serial_.reset();
   }
   fork_safe_mutex m_;  // (the C++ loaders renew their own state in a forked child)
   std::atomic<bool> closed_{false};
   std::optional<Loader> l_;
   std::optional<py::tuple> pending_;  // with the GIL held, as every Python object
   std::optional<loaders::loader_state> before_pending_;
+  std::optional<u64> pending_serial_;  // hand_over_kept's batch, kept until settled
+  u64 serial_ = 0;
 };
 
 /** The loader as a Python iterator of (data, labels or None, sample indices). */
@@ -590,8 +618,11 @@ class loader : public closable_loader<loaders::archive_loader> {
 
   // What a batch needs to become arrays is kept here, for use after the lock.
 
-  py::tuple next() {
-    if (auto kept = take_pending()) return std::move(*kept);
+  /** The next batch, as a tuple (data, labels, samples, epoch, index, serial); `got`: the
+   *  serial of the batch Python holds (settle), or None. */
+  py::tuple next(std::optional<u64> got) {
+    settle(got);
+    if (auto again = kept()) return std::move(*again);  // (Python never held it)
     loaders::batch b;
     loaders::loader_state before;
     {
@@ -609,7 +640,7 @@ class loader : public closable_loader<loaders::archive_loader> {
     py::object labels = labels_of(std::move(b.labels), label_descr_, label_shape_, n);
     py::array_t<u64> idx(static_cast<py::ssize_t>(n));
     std::memcpy(idx.mutable_data(), b.samples.data(), n * sizeof(u64));
-    return hand_over(py::make_tuple(data, labels, idx, b.epoch, b.index), std::move(before));
+    return hand_over_kept(py::make_tuple(data, labels, idx, b.epoch, b.index), std::move(before));
   }
 
   u64 batches_per_epoch() const { return batches_; }
@@ -955,7 +986,7 @@ PYBIND11_MODULE(_dctchop, m) {
       .def_property_readonly("device", &device_loader::device)
       .def("close", &device_loader::close)
       .def_property_readonly("closed", &device_loader::closed, "Whether close() was called.")
-      .def("state", &device_loader::state)
+      .def("state", &device_loader::state, py::arg("got") = py::none())
       .def("restore", &device_loader::restore, py::arg("state_json"));
 
   py::class_<loader>(m, "_Loader")
@@ -971,12 +1002,12 @@ PYBIND11_MODULE(_dctchop, m) {
            py::arg("seed") = 0, py::arg("shuffle_window") = 4, py::arg("rank") = 0,
            py::arg("world") = 1, py::arg("drop_last") = true, py::arg("prefetch") = 2,
            py::arg("decode") = true, py::arg("threads") = 1)
-      .def("next", &loader::next)
+      .def("next", &loader::next, py::arg("got") = py::none())
       .def("close", &loader::close)
       .def_property_readonly("closed", &loader::closed, "Whether close() was called.")
       .def_property_readonly("batches_per_epoch", &loader::batches_per_epoch,
                              "Batches in one epoch of this rank (len(loader)).")
-      .def("state", &loader::state)
+      .def("state", &loader::state, py::arg("got") = py::none())
       .def("restore", &loader::restore, py::arg("state_json"))
       .def("epoch_order", &loader::epoch_order, py::arg("epoch"));
 }

@@ -551,6 +551,7 @@ class _Batches:
 
     def __init__(self, inner, path, options, identity=None):
         self._l = inner
+        self._got = None  # the serial of the last batch this object received (Loader)
         self.last_samples = None  # global sample indices of the last batch
         self._resumed = False  # restore() was called since the last iter()
         self._absolute = os.path.abspath(path)  # for pickling: the same file from any folder
@@ -621,7 +622,7 @@ class _Batches:
         """Where the loader stands, as a dict to save: epoch, position, seed, and how this
         loader cuts the archive into batches (samples, batch_size, shuffle, shuffle_window,
         rank, world, drop_last), which restore() checks."""
-        return json.loads(self._l.state())
+        return json.loads(self._l.state(self._got))
 
     def restore(self, state):
         """Continue from a saved state: the next batch is the one that was next then. The
@@ -711,8 +712,13 @@ class Loader(_Batches):
         self.last_epoch = None
 
     def __next__(self):
+        # The batch stays the loader's until self._got says this object holds it: a Ctrl-C
+        # raised anywhere before that line (as the call returns, in astype) leaves it to be
+        # handed out again by the next call, and state() before it meanwhile. From that line
+        # to the return nothing checks for signals (no call).
+        data, labels, samples, epoch, _, serial = self._l.next(self._got)
         self._resumed = False  # a batch taken: a loop after it starts a new epoch
-        data, labels, samples, epoch, _ = self._l.next()
-        self.last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
-        self.last_epoch = epoch
+        last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
+        self.last_samples, self.last_epoch = last_samples, epoch
+        self._got = serial
         return data, labels
