@@ -301,6 +301,18 @@ def main():
         except ValueError as e:
             check("decode=False" in str(e), f"coefficient_planes message: {e}")
         check(dev.epoch_order(0).shape == (10,), "DeviceLoader.epoch_order: 2 batches of 5")
+        # A state whose numbers became 0-d tensors (a checkpoint's dict, torch.save'd with
+        # torch.tensor values) restores: it raised "Object of type Tensor is not JSON
+        # serializable".
+        l1 = dctchop.Loader(dcz, batch_size=5, seed=3)
+        next(l1)
+        as_tensors = {k: torch.tensor(v) if isinstance(v, int) and not isinstance(v, bool) and
+                      v < 2**63 else v for k, v in l1.state().items()}
+        l2 = dctchop.Loader(dcz, batch_size=5)
+        l2.restore(as_tensors)
+        check(l2.state() == l1.state(), f"a state of 0-d tensors: {l2.state()} != {l1.state()}")
+        l1.close()
+        l2.close()
         # Every epoch restore() takes (a u64), epoch_order takes too.
         check(dev.epoch_order(2**64 - 1).shape == (10,), "epoch_order of epoch 2**64 - 1")
         try:
