@@ -1303,7 +1303,8 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                              const decompress_options& o) {
   check_threads(o.threads, "decompress_options");
   refuse_npy_member_output(out, "the output");
-  if (!o.labels_out.empty()) refuse_npy_member_output(parse_dataset_spec(o.labels_out), "the labels");
+  if (!o.labels_out.empty())
+    refuse_npy_member_output(parse_dataset_spec(o.labels_out), "the labels");
   const auto t0 = clock_type::now();
   const std::string output = out.path;
   check_not_same(input, output);

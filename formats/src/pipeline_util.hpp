@@ -188,9 +188,9 @@ class watch_reads {
  *  make_backend refuses them (-3 ran as every core, 100000 as 8). `what`: "compress_options". */
 inline void check_threads(int threads, const char* what) {
   if (threads < 0 || threads > max_threads) {
-    throw error(errc::invalid_argument, std::string(what) + "::threads " +
-                                            std::to_string(threads) + ": expected 0 (every core) to " +
-                                            std::to_string(max_threads));
+    throw error(errc::invalid_argument,
+                std::string(what) + "::threads " + std::to_string(threads) +
+                    ": expected 0 (every core) to " + std::to_string(max_threads));
   }
 }
 

@@ -747,8 +747,8 @@ def check_signal_during_next_keeps_the_batch(d):
     loader._l.next(loader._got)  # (the epoch's first batch again: 3 batches an epoch)
     copy_of = pickle.loads(pickle.dumps(loader))
     next(copy_of)
-    check(list(copy_of.last_samples) == list(range(0, 8)), f"the copy resumes at the batch "
-                                                          f"never held: {list(copy_of.last_samples)}")
+    check(list(copy_of.last_samples) == list(range(0, 8)),
+          f"the copy resumes at the batch never held: {list(copy_of.last_samples)}")
     copy_of.close()
     loader.close()
 
