@@ -2,6 +2,8 @@
 // This file parses arguments, prints reports and chooses exit codes; the codec and the formats
 // live in lib/ and formats/.
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -529,18 +531,30 @@ class errno_noting_buf final : public std::streambuf {
  protected:
   int_type overflow(int_type c) override {
     if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    if (signalled()) return traits_type::eof();
     errno = 0;
     const int_type r = to_->sputc(traits_type::to_char_type(c));
     if (traits_type::eq_int_type(r, traits_type::eof())) note();
     return r;
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    errno = 0;
-    const std::streamsize w = to_->sputn(s, n);
-    if (w < n) note();
-    return w;
+    // In pieces of a pipe's atomic write at most, each after a look for a signal: stdio
+    // writes a large report whole, going on after a write that a signal cut short.
+    std::streamsize done = 0;
+    while (done < n && !signalled()) {
+      const std::streamsize piece = std::min<std::streamsize>(n - done, PIPE_BUF);
+      errno = 0;
+      const std::streamsize w = to_->sputn(s + done, piece);
+      done += w;
+      if (w < piece) {
+        note();
+        break;
+      }
+    }
+    return done;
   }
   int sync() override {
+    if (signalled()) return -1;
     errno = 0;
     const int r = to_->pubsync();
     if (r != 0) note();
@@ -548,6 +562,17 @@ class errno_noting_buf final : public std::streambuf {
   }
 
  private:
+  /** After a signal, nothing more into a stdout with no room (a stalled pipe: `info --json
+   *  ... | slow`), which waited for its reader, signal or not, where only the write the
+   *  signal cut short failed (EINTR); main() makes the cut report the signal's (130). A
+   *  stdout with room (a file, a pipe being read) still takes the failure's JSON report. */
+  static bool signalled() {
+    if (g_signal.load() == 0) return false;
+    pollfd p{STDOUT_FILENO, POLLOUT, 0};
+    if (::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0) return false;
+    if (g_stdout_errno == 0) g_stdout_errno = EINTR;
+    return true;
+  }
   void note() const {
     if (g_stdout_errno == 0 && errno != 0) g_stdout_errno = errno;
   }
@@ -2093,6 +2118,16 @@ int main(int argc, char** argv) {
   std::cout.rdbuf(noting.target());  // (which clears the state: read first)
   if (lost) {
     const int e = g_stdout_errno != 0 ? g_stdout_errno : errno;
+    if (g_signal.load() != 0 || e == EINTR) {
+      // The signal cut the report short (or stopped it): the signal's failure, in one line
+      // (the command's own, where it saw the signal first; "Interrupted system call", exit
+      // 5, before 2026-12-07).
+      if (rc != exit_interrupted) {
+        std::fprintf(stderr, "dctchop: interrupted; the report on standard output is "
+                             "incomplete\n");
+      }
+      return exit_interrupted;
+    }
     std::fprintf(stderr, "dctchop: error: cannot write to standard output: %s\n",
                  stdout_closed ? "it is closed" : e != 0 ? std::strerror(e) : "write failed");
     return rc == exit_ok ? exit_io : rc;

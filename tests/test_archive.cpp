@@ -829,8 +829,15 @@ TEST(Pipeline, DecompressRefusesAMemberNamedAfterANpyNameAsTheCommandDoes) {
   o.labels_out = dir.file("l.npy:x");
   expect_error([&] { decompress_to_npy(dcz, dir.file("y.npy"), *be, o); },
                errc::invalid_argument, {"l.npy is a .npy name", "for the labels"});
+  // A spec made by hand with a dataset for a .npy (the name alone never gives one).
+  dataset_spec by_hand;
+  by_hand.path = dir.file("w.npy");
+  by_hand.dataset = "x";
+  expect_error([&] { decompress(dcz, by_hand, *be, {}); }, errc::invalid_argument,
+               {"w.npy: a .npy file holds one array", "dataset x"});
   EXPECT_FALSE(std::filesystem::exists(dir.file("y.npy:images")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("y.npy")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("w.npy")));
 }
 
 TEST(Pipeline, F32RoundTripUsesMaxMinusMinAsRangeAndMatchesReportedPsnr) {

@@ -108,6 +108,27 @@ TEST(Signals, InfoAndVerifyOfSeveralArchivesInterruptedStillPrintTheirJsonArray)
   }
 }
 
+TEST(Signals, AReportIntoAStalledPipeStopsAtASignalWith130InOneLine) {
+  // A tester's find: `info --json` of many archives into a pipe whose reader sleeps gave
+  // "cannot write to standard output: Interrupted system call" (exit 5) after the signal, or
+  // (the signal between two writes) waited for the reader and exited 0.
+  temp_dir dir;
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += " a.dcz";  // ~1 KiB a report: past the pipe's 64 KiB
+  const std::string run =
+      numpy_sh("np.save('x.npy', np.zeros((2, 8, 8), np.uint8))") + " && " + k_bin +
+      " compress x.npy -o a.dcz -q && mkfifo f; " + k_bin + " info" + many +
+      " --json > f 2> err & P=$!; exec 3<f; sleep 0.5; kill -TERM $P; " + k_wait_or_kill +
+      "exec 3<&-; rm f";
+  auto r = run_sh(run, dir.path());
+  EXPECT_NE(r.out.find("rc=130"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.out.find("stuck"), std::string::npos) << r.out;
+  const std::string err = dctchop::test::read_bytes(dir.file("err"));
+  EXPECT_NE(err.find("interrupted"), std::string::npos) << err;
+  EXPECT_EQ(err.find("Interrupted system call"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "one line on stderr: " << err;
+}
+
 TEST(Signals, TermWhileTheOutputPipeIsStalledExits130Promptly) {
   // A reader that takes a few bytes and then stalls (the shell holds the FIFO open and reads
   // no more): dctchop's writer blocks with the pipe full and every buffer in use. The signal

@@ -1303,6 +1303,11 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                              const decompress_options& o) {
   check_threads(o.threads, "decompress_options");
   refuse_npy_member_output(out, "the output");
+  if (out.kind == file_kind::npy && !out.dataset.empty()) {  // (a spec made by hand: C++)
+    throw error(errc::invalid_argument,
+                out.path + ": a .npy file holds one array, which is not named, and dataset " +
+                    out.dataset + " names one (an HDF5 file or a .npz names its arrays)");
+  }
   if (!o.labels_out.empty())
     refuse_npy_member_output(parse_dataset_spec(o.labels_out), "the labels");
   const auto t0 = clock_type::now();

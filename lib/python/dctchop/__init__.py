@@ -95,6 +95,15 @@ def _shown(name):
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
+def _error_of_kind(message, kind):
+    """A dctchop.Error saying `message` of kind `kind`, of the class the C++ side raises for
+    that kind: ArgumentError (a ValueError) for bad input or arguments."""
+    e = (ArgumentError if kind in ("bad_input", "invalid_argument", "out_of_range")
+         else Error)(message)
+    e.kind = kind
+    return e
+
+
 def _bad_argument(message):
     """The ArgumentError (a dctchop.Error and a ValueError) that the C++ side raises too."""
     e = ArgumentError(message)
@@ -374,9 +383,7 @@ class Archive(_Archive):
         if self._replaced is not None:
             if self._replaced_error is not None:
                 raise _as_again(self._replaced_error, self._replaced)
-            e = Error(self._replaced)
-            e.kind = self._replaced_kind
-            raise e
+            raise _error_of_kind(self._replaced, self._replaced_kind)
 
     def labels(self):
         """The labels side array, or None."""
@@ -495,9 +502,7 @@ class _UnreadLoader(_ClosedLoader):
             raise _bad_argument("the loader is closed")
         if self._error is not None:  # (of its class: a missing file a FileNotFoundError)
             raise _as_again(self._error, self._why)
-        e = Error(self._why)
-        e.kind = self._kind
-        raise e
+        raise _error_of_kind(self._why, self._kind)
 
 
 def _identity_of(path):
@@ -616,7 +621,19 @@ class _Batches:
             state = self.state()
             if state["epoch"] != epoch or state["position"] >= self.batches_per_epoch:
                 return
-            yield next(self)
+            # The batch held (self._got) only here, with nothing that checks for signals
+            # between that and the yield: a Ctrl-C as next(self) returned lost it.
+            batch, serial, samples, in_epoch = self._take()
+            self._got = serial
+            self.last_samples, self.last_epoch = samples, in_epoch
+            yield batch
+
+    def _take(self):
+        """The next batch, its serial (which the loader keeps, handing the batch out again,
+        until self._got says this object holds it), its samples and epoch. DeviceLoader:
+        its next batch, serial None."""
+        batch = next(self)
+        return batch, None, self.last_samples, self.last_epoch
 
     def state(self):
         """Where the loader stands, as a dict to save: epoch, position, seed, and how this
@@ -652,7 +669,7 @@ class _Batches:
         made anew for each epoch (in an IterableDataset's __iter__, in DataLoader workers)
         otherwise starts at epoch 0, in the same order, every time."""
         state = self.state()
-        state.update(epoch=_count("epoch", epoch, 0, 2**64 - 1), position=0)  # (as restore takes)
+        state.update(epoch=_count("epoch", epoch, 0, 2**64 - 2), position=0)  # (as restore takes)
         self.restore(state)
 
     def state_dict(self):
@@ -722,9 +739,13 @@ class Loader(_Batches):
         # raised anywhere before that line (as the call returns, in astype) leaves it to be
         # handed out again by the next call, and state() before it meanwhile. From that line
         # to the return nothing checks for signals (no call).
+        batch, serial, samples, epoch = self._take()
+        self._got = serial
+        self.last_samples, self.last_epoch = samples, epoch
+        return batch
+
+    def _take(self):
         data, labels, samples, epoch, _, serial = self._l.next(self._got)
         self._resumed = False  # a batch taken: a loop after it starts a new epoch
-        last_samples = samples.astype(np.int64)  # (torch.as_tensor takes no uint64)
-        self.last_samples, self.last_epoch = last_samples, epoch
-        self._got = serial
-        return data, labels
+        # (int64: torch.as_tensor takes no uint64)
+        return (data, labels), serial, samples.astype(np.int64), epoch
