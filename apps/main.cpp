@@ -519,64 +519,73 @@ bool g_stdout_closed = false;
  *  stdout, noted at the write that failed (errno_noting_buf): once it has failed, later
  *  writes and the last flush do nothing, and errno by then says nothing. */
 int g_stdout_errno = 0;
-/** std::cout's buffer, forwarding to the one it had and noting errno where a write fails: a
- *  report larger than stdio's buffer is written while it is made, and where the pipe had
- *  closed by then, the failure was seen only at the end, errno gone ("write failed" for a
- *  large `eval --json | true`, "Broken pipe" for a small one). */
+/** std::cout's buffer, written to descriptor 1 itself (std::cout's stdio stream is left
+ *  alone, which nothing else writes: plugins' printf goes to stderr), noting errno where a
+ *  write fails: a report larger than the buffer is written while it is made, and where the
+ *  pipe had closed by then, the failure was seen only at the end, errno gone ("write failed"
+ *  for a large `eval --json | true`, "Broken pipe" for a small one). A stdout that its parent
+ *  left non-blocking is waited on (stdio gave up at its first EAGAIN: a report into such a
+ *  pipe stopped at 64 KiB, exit 5). After a signal, a stdout that takes nothing for a second
+ *  (a stalled pipe: `info --json ... | stalled`) is given up, where it waited for its reader
+ *  (or failed with EINTR, exit 5): main() makes the cut report the signal's (130). */
 class errno_noting_buf final : public std::streambuf {
  public:
-  explicit errno_noting_buf(std::streambuf* to) : to_(to) {}
+  explicit errno_noting_buf(std::streambuf* to) : to_(to) { setp(buf_, buf_ + sizeof buf_); }
   std::streambuf* target() const noexcept { return to_; }
+  /** Bytes that reached stdout. */
+  std::uint64_t written() const noexcept { return written_; }
 
  protected:
   int_type overflow(int_type c) override {
-    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
-    if (signalled()) return traits_type::eof();
-    errno = 0;
-    const int_type r = to_->sputc(traits_type::to_char_type(c));
-    if (traits_type::eq_int_type(r, traits_type::eof())) note();
-    return r;
-  }
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    // In pieces of a pipe's atomic write at most, each after a look for a signal: stdio
-    // writes a large report whole, going on after a write that a signal cut short.
-    std::streamsize done = 0;
-    while (done < n && !signalled()) {
-      const std::streamsize piece = std::min<std::streamsize>(n - done, PIPE_BUF);
-      errno = 0;
-      const std::streamsize w = to_->sputn(s + done, piece);
-      done += w;
-      if (w < piece) {
-        note();
-        break;
-      }
+    if (!drain()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
     }
-    return done;
+    return traits_type::not_eof(c);
   }
-  int sync() override {
-    if (signalled()) return -1;
-    errno = 0;
-    const int r = to_->pubsync();
-    if (r != 0) note();
-    return r;
-  }
+  int sync() override { return drain() ? 0 : -1; }
 
  private:
-  /** After a signal, nothing more into a stdout with no room (a stalled pipe: `info --json
-   *  ... | slow`), which waited for its reader, signal or not, where only the write the
-   *  signal cut short failed (EINTR); main() makes the cut report the signal's (130). A
-   *  stdout with room (a file, a pipe being read) still takes the failure's JSON report. */
-  static bool signalled() {
-    if (g_signal.load() == 0) return false;
-    pollfd p{STDOUT_FILENO, POLLOUT, 0};
-    if (::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0) return false;
-    if (g_stdout_errno == 0) g_stdout_errno = EINTR;
+  /** The buffer to descriptor 1, emptied whether or not it got there. */
+  bool drain() {
+    const bool ok = write_all(pbase(), static_cast<std::size_t>(pptr() - pbase()));
+    setp(buf_, buf_ + sizeof buf_);
+    return ok;
+  }
+  bool write_all(const char* p, std::size_t n) {
+    while (n > 0) {
+      if (failed_) return false;
+      if (g_signal.load() != 0 && !room(1000)) return fail(EINTR);
+      const ssize_t w = ::write(STDOUT_FILENO, p, std::min<std::size_t>(n, PIPE_BUF));
+      if (w > 0) {
+        p += w;
+        n -= static_cast<std::size_t>(w);
+        written_ += static_cast<std::uint64_t>(w);
+      } else if (w < 0 && errno == EINTR) {
+        continue;  // (the look for a signal above decides)
+      } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        room(100);  // a non-blocking pipe, full: wait for room
+      } else {
+        return fail(w < 0 ? errno : EIO);
+      }
+    }
     return true;
   }
-  void note() const {
-    if (g_stdout_errno == 0 && errno != 0) g_stdout_errno = errno;
+  /** Whether stdout takes a write within `ms` milliseconds. */
+  static bool room(int ms) {
+    pollfd p{STDOUT_FILENO, POLLOUT, 0};
+    return ::poll(&p, 1, ms) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP)) != 0;
   }
-  std::streambuf* to_;
+  bool fail(int e) {
+    if (g_stdout_errno == 0) g_stdout_errno = e;
+    failed_ = true;
+    return false;
+  }
+  std::streambuf* to_;  // (the stdio buffer it replaces, put back at the end)
+  char buf_[PIPE_BUF];
+  std::uint64_t written_ = 0;
+  bool failed_ = false;
 };
 
 /** Where the command streams its data (standard output, a FIFO): an interruption cannot take
@@ -1583,8 +1592,12 @@ int run(int argc, char** argv) {
     std::cout << formats::json_text(j, 2) << "\n";
   };
   auto stopped_by_signal = [&] {
-    log->error("{}", interrupted_text());
     json_failure(interrupted_text(), exit_interrupted);
+    // (Said after the failure's report, which a stdout that takes nothing cuts short.)
+    std::cout.flush();
+    const bool cut = !std::cout && g_stdout_errno == EINTR;
+    log->error("{}{}", interrupted_text(),
+               cut ? " (the report on standard output is incomplete)" : "");
     return exit_interrupted;
   };
 

@@ -1134,6 +1134,38 @@ TEST(Cli, AStdinPipeLeftNonBlockingByItsParentIsReadAsABlockingOne) {
   EXPECT_TRUE(contains(v.err, "every checksum ok")) << describe(v);
 }
 
+TEST(Cli, AReportIntoAStdoutPipeLeftNonBlockingIsWrittenWhole) {
+  // The same for stdout: a report past the pipe's 64 KiB into a pipe its parent left
+  // non-blocking stopped there, "cannot write to standard output: Resource temporarily
+  // unavailable", exit 5 (stdio gives up at EAGAIN). The reader starts late and reads slowly.
+  temp_dir dir;
+  make_u8(dir, "in.npy", 4);
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  std::string many;
+  for (int i = 0; i < 200; ++i) many += " a.dcz";  // ~1.4 KiB a report: 280 KiB
+  write_bytes(dir.file("drain.py"),
+              "import os, subprocess, sys, time\n"
+              "r, w = os.pipe()\n"
+              "os.set_blocking(w, False)\n"
+              "p = subprocess.Popen(sys.argv[1:], stdout=w)\n"
+              "os.close(w)\n"
+              "time.sleep(0.3)\n"
+              "got = b''\n"
+              "while True:\n"
+              "    b = os.read(r, 65536)\n"
+              "    if not b: break\n"
+              "    got += b\n"
+              "    time.sleep(0.005)\n"
+              "open('got.json', 'wb').write(got)\n"
+              "sys.exit(p.wait())\n");
+  auto r = sh(dir, "/usr/bin/python3 drain.py " + sh_quote(DCTCHOP_BINARY) + " info" + many +
+                       " --json");
+  ASSERT_EQ(r.status, 0) << describe(r);
+  ASSERT_EQ(cli(dir, "info" + many + " --json > file.json").status, 0);
+  EXPECT_GT(read_bytes(dir.file("file.json")).size(), 65536u);
+  EXPECT_EQ(read_bytes(dir.file("got.json")), read_bytes(dir.file("file.json")));
+}
+
 TEST(Cli, EvalWhereNoSettingHoldsTheDataIsBadInputNotASuccess) {
   temp_dir dir;
   std::vector<std::uint16_t> v(4 * 32 * 32);
