@@ -120,6 +120,9 @@ std::string output_place(const std::string& path, const std::string& dataset) {
   return dataset.empty() ? path : path + ":" + dataset;
 }
 
+/** An input as reports and messages name it: "<stdin>" for "-". */
+std::string input_place(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+
 std::string human_bytes(std::uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b);
@@ -532,8 +535,6 @@ class errno_noting_buf final : public std::streambuf {
  public:
   explicit errno_noting_buf(std::streambuf* to) : to_(to) { setp(buf_, buf_ + sizeof buf_); }
   std::streambuf* target() const noexcept { return to_; }
-  /** Bytes that reached stdout. */
-  std::uint64_t written() const noexcept { return written_; }
 
  protected:
   int_type overflow(int_type c) override {
@@ -561,7 +562,6 @@ class errno_noting_buf final : public std::streambuf {
       if (w > 0) {
         p += w;
         n -= static_cast<std::size_t>(w);
-        written_ += static_cast<std::uint64_t>(w);
       } else if (w < 0 && errno == EINTR) {
         continue;  // (the look for a signal above decides)
       } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -584,7 +584,6 @@ class errno_noting_buf final : public std::streambuf {
   }
   std::streambuf* to_;  // (the stdio buffer it replaces, put back at the end)
   char buf_[PIPE_BUF];
-  std::uint64_t written_ = 0;
   bool failed_ = false;
 };
 
@@ -1021,7 +1020,7 @@ int for_each_archive(const std::vector<std::string>& ins, spdlog::logger& log, E
   auto fail = [&](const std::string& in, const std::string& line, const std::string& what,
                   int code) {
     log.error("{}", line);
-    failed(in == "-" ? "<stdin>" : in, what, code);
+    failed(input_place(in), what, code);
     if (rc == exit_ok) rc = code;
   };
   for (const auto& in : ins) {
@@ -1566,7 +1565,7 @@ int run(int argc, char** argv) {
       auto docs = archive_docs;
       if (docs.size() < archives_looped->size()) {
         const std::string& in = (*archives_looped)[docs.size()];
-        docs.push_back(failure_json(in == "-" ? "<stdin>" : in, what, code));
+        docs.push_back(failure_json(input_place(in), what, code));
         if (*ver) docs.back()["passed"] = false;
       }
       std::cout << formats::json_text(docs, 2) << "\n";
@@ -1580,7 +1579,7 @@ int run(int argc, char** argv) {
     // The one archive of info or verify, as in their reports (and in failure_json's entries
     // for several); decompress's too, as `archive`, the key every report has.
     const auto named = [&j](const std::string& in, bool file) {
-      j["archive"] = in == "-" ? "<stdin>" : in;
+      j["archive"] = input_place(in);
       if (file) j["file"] = j["archive"];
     };
     if (*ver && v_ins.size() == 1) {
@@ -1789,13 +1788,13 @@ int run(int argc, char** argv) {
           j["threads"] = std::min<unsigned>(static_cast<unsigned>(std::max(be->threads(), 1)),
                                             std::max(dctchop::usable_cores().affinity, 1U));
         }
-        j["archive"] = c_out == "-" ? "<stdout>" : c_out;  // (the key every command has)
+        j["archive"] = output_place(c_out, "");  // (the key every command has)
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
         for (const auto& n : r.notes) log->info("{}", n);
         if (!r.trials.empty()) log->info("chose chop {} for the target", r.codec.chop);
         log->info("{} -> {}: {} {} {}, block {} chop {} {}",
-                  r.source.empty() ? (c_in == "-" ? "<stdin>" : c_in) : r.source,
+                  r.source.empty() ? input_place(c_in) : r.source,
                   c_out == "-" ? "<stdout>" : c_out, shape_text(r.geom.shape()),
                   to_string(r.type), to_string(r.geom.lay), r.codec.block, r.codec.chop,
                   to_string(r.codec.coeff));
@@ -1879,12 +1878,12 @@ int run(int argc, char** argv) {
           const auto size = std::filesystem::file_size(spec.path, ec);
           if (!ec) j["file_bytes"] = size;
         }
-        j["archive"] = d_in == "-" ? "<stdin>" : d_in;
+        j["archive"] = input_place(d_in);
         print_json_report(j, d_in, d_out, stdout_carries_data());
       } else if (!d_quiet) {
         for (std::size_t i = 0; i < notes.size(); ++i) log->warn("note: {} ({})", notes[i], hints[i]);
         for (const auto& n : r.notes) log->warn("note: {}", n);
-        log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3g} GB/s)", d_in == "-" ? "<stdin>" : d_in,
+        log->info("{} -> {}: {} {}, {} in {:.3f} s ({:.3g} GB/s)", input_place(d_in),
                   output_place(r.dataset.empty() ? d_out : spec.path, r.dataset),
                   shape_text(r.geom.shape()),
                   to_string(r.type), human_bytes(r.output_bytes), r.seconds,
@@ -1976,7 +1975,7 @@ int run(int argc, char** argv) {
                                          [](const auto& row) { return !row.error.empty(); })) {
         // (Or data too small for its figures to be measured, whatever the setting.)
         const std::string& why = r.rows.front().error;
-        failed = fmt::format("{}: {} ({})", e_in == "-" ? "<stdin>" : e_in,
+        failed = fmt::format("{}: {} ({})", input_place(e_in),
                              why.find("be measured") != std::string::npos
                                  ? "the figures of no setting tried can be measured"
                                  : "no setting tried can hold the data",
@@ -2057,7 +2056,7 @@ int run(int argc, char** argv) {
       if (!v_quiet && !v_json) {
         for (const auto& n : r.notes) log->info("{}", n);
       }
-      const std::string name = v_in == "-" ? "<stdin>" : v_in;  // as verify without --against has it
+      const std::string name = input_place(v_in);  // as verify without --against has it
       const int rc = !r.mismatch.empty() ? exit_mismatch : !r.passed() ? exit_quality : 0;
       if (v_json) {
         // A failed verify is a failed command: its report carries the error and exit code
@@ -2065,7 +2064,7 @@ int run(int argc, char** argv) {
         nlohmann::json j = r.to_json();
         j["file"] = name;
         j["archive"] = name;
-        j["against"] = v_against == "-" ? "<stdin>" : v_against;  // (the original, by its name)
+        j["against"] = input_place(v_against);  // (the original, by its name)
         if (rc != 0) {
           std::string why = "mismatch: " + r.mismatch;
           if (rc == exit_quality) {

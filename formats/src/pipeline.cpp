@@ -1308,8 +1308,6 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                 out.path + ": a .npy file holds one array, which is not named, and dataset " +
                     out.dataset + " names one (an HDF5 file or a .npz names its arrays)");
   }
-  if (!o.labels_out.empty())
-    refuse_npy_member_output(parse_dataset_spec(o.labels_out), "the labels");
   const auto t0 = clock_type::now();
   const std::string output = out.path;
   check_not_same(input, output);
@@ -1321,6 +1319,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   std::optional<dataset_spec> labels_file;  // --labels-out, when it is a file of its own
   if (!o.labels_out.empty()) {
     dataset_spec ls = parse_dataset_spec(o.labels_out);
+    refuse_npy_member_output(ls, "the labels");
     check_not_same(input, ls.path);
     if (ls.kind == file_kind::npz) detail::check_member_key(ls.dataset, ls.path);  // now, not at the end
     // (A character device such as /dev/null takes both: written in place, never replaced.)

@@ -649,12 +649,9 @@ class _Batches:
             raise TypeError(f"restore takes the dict that state() returned, not {type(state).__name__}")
         # Values that went through NumPy (np.savez and np.load) are NumPy scalars or 0-d
         # arrays; through a torch checkpoint, 0-d tensors: their .item() (the number).
-        def plain(v):
-            if isinstance(v, (np.generic, np.ndarray)) and np.ndim(v) == 0:
-                return v.item()
-            if getattr(v, "ndim", None) == 0 and callable(getattr(v, "item", None)):
-                return v.item()
-            return v
+        def plain(v):  # (NumPy scalars have ndim 0 too)
+            return v.item() if getattr(v, "ndim", None) == 0 and callable(
+                getattr(v, "item", None)) else v
         try:
             text = json.dumps({k: plain(v) for k, v in state.items()})
         except RecursionError:  # (lists in lists, deeper than Python's json goes)
