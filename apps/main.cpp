@@ -519,7 +519,7 @@ void refuse_tty_stdin(const std::string& path) {
 /** Standard output was closed when dctchop started (it writes to /dev/full instead). */
 bool g_stdout_closed = false;
 /** Why CLI11's own output (--help, --version, which it flushes) or a report failed to reach
- *  stdout, noted at the write that failed (errno_noting_buf): once it has failed, later
+ *  stdout, noted at the write that failed (stdout_fd_buf): once it has failed, later
  *  writes and the last flush do nothing, and errno by then says nothing. */
 int g_stdout_errno = 0;
 /** std::cout's buffer, written to descriptor 1 itself (std::cout's stdio stream is left
@@ -531,9 +531,9 @@ int g_stdout_errno = 0;
  *  pipe stopped at 64 KiB, exit 5). After a signal, a stdout that takes nothing for a second
  *  (a stalled pipe: `info --json ... | stalled`) is given up, where it waited for its reader
  *  (or failed with EINTR, exit 5): main() makes the cut report the signal's (130). */
-class errno_noting_buf final : public std::streambuf {
+class stdout_fd_buf final : public std::streambuf {
  public:
-  explicit errno_noting_buf(std::streambuf* to) : to_(to) { setp(buf_, buf_ + sizeof buf_); }
+  explicit stdout_fd_buf(std::streambuf* to) : to_(to) { setp(buf_, buf_ + sizeof buf_); }
   std::streambuf* target() const noexcept { return to_; }
 
  protected:
@@ -2119,15 +2119,15 @@ int main(int argc, char** argv) {
   const bool stdout_closed = open_standard_descriptors();
   g_stdout_closed = stdout_closed;
   keep_stdout_for_dctchop();
-  errno_noting_buf noting(std::cout.rdbuf());
-  std::cout.rdbuf(&noting);
+  stdout_fd_buf to_fd(std::cout.rdbuf());
+  std::cout.rdbuf(&to_fd);
   const int rc = run(argc, argv);
   // Reports reach stdout through a buffer: a write that failed (a full disk, a closed pipe) is
   // seen here at the latest, and a script must not take a lost report for a success.
   errno = 0;
   std::cout.flush();
   const bool lost = !std::cout;
-  std::cout.rdbuf(noting.target());  // (which clears the state: read first)
+  std::cout.rdbuf(to_fd.target());  // (which clears the state: read first)
   if (lost) {
     const int e = g_stdout_errno != 0 ? g_stdout_errno : errno;
     if (g_signal.load() != 0 || e == EINTR) {
