@@ -460,7 +460,34 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
                      j["dtype"] = "f32";  // (of integer data, a replacement is left aside)
                      j["nonfinite"] = {{"replace", 0.0}};
                    }),
-       errc::corrupt, "nonfinite_replaced"},
+       errc::corrupt,
+       "index: no nonfinite_replaced, which the index of an archive whose header has "
+       "nonfinite holds (beside quality, not in it)"},
+      // ARCHIVE.md places it beside quality: one in quality does not count for it.
+      {"a replacement whose count is in quality",
+       with_footer(with_header(bytes_,
+                               [](nlohmann::json& j) {
+                                 j["dtype"] = "f32";
+                                 j["nonfinite"] = {{"replace", 0.0}};
+                               }),
+                   [](nlohmann::json& j) { j["quality"] = {{"nonfinite_replaced", 0}}; }),
+       errc::corrupt, "index: no nonfinite_replaced"},
+      {"a replacement count of null",
+       with_footer(with_header(bytes_,
+                               [](nlohmann::json& j) {
+                                 j["dtype"] = "f32";
+                                 j["nonfinite"] = {{"replace", 0.0}};
+                               }),
+                   [](nlohmann::json& j) { j["nonfinite_replaced"] = nullptr; }),
+       errc::corrupt, "index: no nonfinite_replaced"},
+      // JSON whose number no double holds: said so, not "not valid JSON".
+      {"a header number past a double",
+       with_header_text(bytes_,
+                        [](std::string& t) { t.insert(1, R"("provenance":{"x":1e400},)"); }),
+       errc::corrupt, "header holds a number past the range of a double (number overflow parsing '1e400')"},
+      {"an index that is not JSON",
+       with_footer_text(bytes_, [](std::string& t) { t.insert(1, "x"); }), errc::corrupt,
+       "index is not valid JSON (parse error at line 1, column 2: syntax error"},
       // Readers size buffers by samples_per_chunk: a tiny archive claiming 2^20 made them
       // allocate gigabytes (and fail as "out of memory", naming no file).
       {"samples_per_chunk above the samples",
@@ -679,14 +706,19 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
       test::expect_error([&] { read_random(path); }, errc::corrupt, {"rule.dcz", text});
       test::expect_error([&] { read_stream(b); }, errc::corrupt, {text});
     }
-    // A data_offset past the end of a whole file (one flipped bit): the preamble is damaged,
-    // where it said "truncated (no index at the end)" of a file whose index is there.
-    std::string b = bytes_;
-    put_u64_at(b, 32, std::uint64_t(1) << 20);
-    test::write_bytes(path, b);
-    test::expect_error([&] { read_random(path); }, errc::corrupt,
-                       {"rule.dcz", "the preamble's data_offset (1048576) lies past the index at "
-                                    "the end of the file", "the preamble is damaged"});
+    // A data_offset an alignment unit or more past the header's end, aligned: bytes there
+    // would be read by no checksum (ARCHIVE.md: no gap anywhere), from a file and a stream
+    // alike; far past (one flipped bit), the same: the preamble is checked first.
+    const std::uint64_t first = (header_end + 4095) / 4096 * 4096;
+    for (const std::uint64_t at : {first + 4096, std::uint64_t(1) << 20}) {
+      std::string b = bytes_;
+      put_u64_at(b, 32, at);
+      test::write_bytes(path, b);
+      const std::string text = "preamble fields out of range: data_offset " + std::to_string(at) +
+                               " is past " + std::to_string(first) + ", where the header ends";
+      test::expect_error([&] { read_random(path); }, errc::corrupt, {"rule.dcz", text});
+      test::expect_error([&] { read_stream(b); }, errc::corrupt, {text});
+    }
   }
   // Cut inside the magic: truncated (exit 4), not "not an archive" (exit 3).
   for (std::size_t n = 1; n < 8; ++n) {
@@ -704,6 +736,18 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::write_bytes(path, damaged);
     test::expect_error([&] { read_random(path); }, errc::corrupt, {"rule.dcz", "chunk 0"});
     test::expect_error([&] { read_stream(damaged); }, errc::corrupt, {"chunk 0: checksum mismatch"});
+  }
+  // A chunk record that disagrees with where a stream is says which field does.
+  for (const auto& [at, value, text] : std::vector<std::tuple<int, std::uint64_t, std::string>>{
+           {8, 5, "its index is 5"},
+           {16, 1, "its first sample is 1, not 0"},
+           {24, 7, "its 7 samples are not 1..3, the samples left"},
+           {40, 100, "its raw size 100 is not 256 (2 samples)"},
+           {32, 100, "its stored size 100 is not its raw size 256 (it uses no codec stage)"}}) {
+    const std::string b = with_chunk0_record(bytes_, [&](char* rec) {
+      for (int i = 0; i < 8; ++i) rec[at + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+    });
+    test::expect_error([&] { read_stream(b); }, errc::corrupt, {"chunk 0: bad record: " + text});
   }
   // The rewriting itself keeps an archive readable: the same edits, undone, decode alike.
   const std::string same = with_footer(
@@ -764,6 +808,39 @@ TEST_F(CorruptionSweep, AChunkOfSeveralSamplesAboveAGibibyteDecodedIsRefused) {
                       "samples holds at most 16 GiB of coefficients and 1 GiB decoded"});
   j["chunking"]["samples_per_chunk"] = n / 2;
   EXPECT_EQ(formats::parse_archive_header(j.dump(), "big.dcz").samples_per_chunk, n / 2);
+  // One sample past it: 256 bytes past the limit, said with the digits that show it past.
+  j["chunking"]["samples_per_chunk"] = n / 2 + 1;
+  test::expect_error([&] { formats::parse_archive_header(j.dump(), "big.dcz"); }, errc::corrupt,
+                     {"big.dcz", "would hold 0.5 GiB of coefficients and 1.0000002 GiB decoded"});
+}
+
+TEST_F(CorruptionSweep, AnOptionalMemberGivenAsNullIsReadAsAbsent) {
+  // ARCHIVE.md: an optional member given as null is absent (compress --json prints
+  // "quality": null where it measured none; another writer may copy that).
+  const std::string b = with_footer(
+      with_header(bytes_, [](nlohmann::json& j) {
+        j["nonfinite"] = nullptr;
+        j["chunking"]["side_bytes"] = nullptr;
+        j["provenance"] = nullptr;
+      }),
+      [](nlohmann::json& j) {
+        j["quality"] = nullptr;
+        j["input_bytes"] = nullptr;
+      });
+  const std::string path = dir_.file("null.dcz");
+  test::write_bytes(path, b);
+  for (const decoded& d : {read_random(path), read_stream(b)}) {
+    EXPECT_EQ(d.samples, expect_.samples);
+    EXPECT_EQ(d.labels, expect_.labels);
+  }
+  const auto r = archive_reader::open(path);
+  EXPECT_FALSE(r.header().nonfinite_replacement);
+  EXPECT_EQ(r.header().side_bytes, 0u);
+  EXPECT_FALSE(r.footer().contains("quality"));
+  EXPECT_FALSE(r.footer().contains("input_bytes"));
+  // A required member as null is not absent but wrong.
+  test::write_bytes(path, with_footer(bytes_, [](nlohmann::json& j) { j["samples"] = nullptr; }));
+  test::expect_error([&] { read_random(path); }, errc::corrupt, {"null.dcz", "index: "});
 }
 
 TEST_F(CorruptionSweep, AStreamThatEndsAfterAHeaderClaimingATerabyteFailsAtOnceIntoHdf5) {

@@ -146,6 +146,22 @@ using detail::put_u64;
 
 u64 align_up(u64 v, u64 a) { return (v + a - 1) / a * a; }
 
+/** "is not valid JSON", with why where the parser said (a number past binary64, 1e400, is
+ *  JSON that no double holds). */
+std::string not_json_text(const std::string& why) {
+  if (why.rfind("number overflow", 0) == 0) {
+    return "holds a number past the range of a double (" + why + ")";
+  }
+  return why.empty() ? "is not valid JSON" : "is not valid JSON (" + why + ")";
+}
+
+/** Whether object `j` has member `key` with a value: an optional member given as null is
+ *  absent (ARCHIVE.md). */
+bool has(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
 /** Read and drop n bytes of a stream (padding), in small pieces: the count comes from the
  *  file, so it must not size an allocation. */
 void discard(input_file& f, u64 n, const char* what) {
@@ -363,21 +379,31 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     if (h.samples_per_chunk > 1 &&
         (h.samples_per_chunk > k_max_chunk_bytes / h.coeff_bytes_per_sample() ||
          h.samples_per_chunk > k_max_chunk_decoded / decoded)) {
-      char gib[64];
-      std::snprintf(gib, sizeof gib, "%.3g GiB of coefficients and %.3g GiB decoded",
-                    double(h.samples_per_chunk) * double(h.coeff_bytes_per_sample()) / 0x1p30,
-                    double(h.samples_per_chunk) * double(decoded) / 0x1p30);
-      corrupt(file, spc + " is too many: a chunk of that many samples would hold " + gib +
-                        ", and a chunk of several samples holds at most 16 GiB of coefficients "
-                        "and 1 GiB decoded");
+      // In GiB to 3 digits, or to as many as show a size past its limit to be past it.
+      const auto gib = [](double bytes, double limit) {
+        char t[64];
+        for (int digits = 3; digits <= 12; ++digits) {
+          std::snprintf(t, sizeof t, "%.*g", digits, bytes / 0x1p30);
+          if (bytes <= limit || std::strtod(t, nullptr) * 0x1p30 > limit) break;
+        }
+        return std::string(t);
+      };
+      const double n = double(h.samples_per_chunk);
+      corrupt(file, spc + " is too many: a chunk of that many samples would hold " +
+                        gib(n * double(h.coeff_bytes_per_sample()), double(k_max_chunk_bytes)) +
+                        " GiB of coefficients and " +
+                        gib(n * double(decoded), double(k_max_chunk_decoded)) +
+                        " GiB decoded, and a chunk of several samples holds at most 16 GiB of "
+                        "coefficients and 1 GiB decoded");
     }
     // Checked against the preamble's by the reader.
     h.alignment = json_integer<std::uint32_t>(m(m(j, "chunking"), "alignment", "chunking."));
-    if (j.at("chunking").contains("side_bytes")) {
+    // (An optional member given as null is absent: ARCHIVE.md.)
+    if (has(j.at("chunking"), "side_bytes")) {
       h.side_bytes = json_integer<u64>(m(m(j, "chunking"), "side_bytes", "chunking."));
     }
     if (j.contains("provenance")) h.provenance = j.at("provenance");
-    if (j.contains("nonfinite")) {
+    if (has(j, "nonfinite")) {
       const auto& nf = j.at("nonfinite");
       if (!nf.is_object() || !nf.contains("replace") || !nf.at("replace").is_number()) {
         corrupt(file, "header member nonfinite is not an object whose 'replace' is a number");
@@ -589,9 +615,11 @@ namespace {
  *  The reader's rules, which the writer checks before it writes them. */
 std::string footer_extra_problem(const nlohmann::json& f, bool replacement) {
   try {
-    if (f.contains("nonfinite_replaced") || replacement) {
-      (void)json_integer<u64>(f.at("nonfinite_replaced"));  // required with header "nonfinite"
+    if (replacement && !f.contains("nonfinite_replaced")) {
+      return "no nonfinite_replaced, which the index of an archive whose header has nonfinite "
+             "holds (beside quality, not in it): the count of the values replaced";
     }
+    if (f.contains("nonfinite_replaced")) (void)json_integer<u64>(f.at("nonfinite_replaced"));
     if (f.contains("input_bytes")) {  // optional, informative: a count all the same
       (void)json_integer<u64>(f.at("input_bytes"));
     }
@@ -858,12 +886,12 @@ std::string archive_limit_passed(const geometry& g, const codec_params* p) {
 
 
 archive_header parse_archive_header(std::string_view text, const std::string& file) {
-  std::string twice;
+  std::string twice, why;
   bool deep = false;
-  nlohmann::json j = parse_json_naming_once(text, twice, nullptr, &deep);
+  nlohmann::json j = parse_json_naming_once(text, twice, nullptr, &deep, &why);
   if (deep) corrupt(file, "header " + too_deep_text());
   if (j.is_discarded() || !j.is_object() || !plain_json_text(text)) {
-    corrupt(file, "header is not valid JSON");
+    corrupt(file, "header " + not_json_text(why));
   }
   if (!twice.empty()) corrupt(file, "header names member '" + twice + "' twice");
   return header_from_json(j, file);
@@ -939,6 +967,11 @@ archive_reader archive_reader::open(const std::string& path) {
     } else if (data_offset % alignment != 0) {
       bad = "data_offset " + n(data_offset) + " is not a multiple of the alignment (" +
             n(alignment) + ")";
+    } else if (data_offset != align_up(k_preamble + header_bytes, alignment)) {
+      // (No gap: bytes between the header and chunk 0 would be read by no checksum.)
+      bad = "data_offset " + n(data_offset) + " is past " +
+            n(align_up(k_preamble + header_bytes, alignment)) +
+            ", where the header ends, aligned (chunk 0 starts there)";
     }
     if (!bad.empty()) corrupt(name, "preamble fields out of range: " + bad);
   }
@@ -1043,7 +1076,7 @@ void archive_reader::check_placement(u64 footer_offset) const {
 
 void archive_reader::parse_footer(const std::string& text) {
   const std::string name = display_name();
-  std::string twice;
+  std::string twice, why;
   // The chunks' entries are taken as they are parsed, and left out of the tree: an entry
   // held as JSON took about 1 KB (200,000 chunks: 215 MB for `info`), a chunk_info 64 bytes.
   std::vector<chunk_info> chunks;
@@ -1075,13 +1108,18 @@ void archive_reader::parse_footer(const std::string& text) {
         }
         return false;
       },
-      &deep);
+      &deep, &why);
   if (deep) corrupt(name, "index " + too_deep_text());
   if (f.is_discarded() || !f.is_object() || !plain_json_text(text)) {
-    corrupt(name, "index is not valid JSON");
+    corrupt(name, "index " + not_json_text(why));
   }
   if (!twice.empty()) corrupt(name, "index names member '" + twice + "' twice");
   if (!bad_entry.empty()) corrupt(name, "index: " + bad_entry);
+  // An optional member given as null is absent (ARCHIVE.md): dropped here, for every reader
+  // of footer() after.
+  for (const char* optional : {"side_arrays", "input_bytes", "quality", "nonfinite_replaced"}) {
+    if (const auto it = f.find(optional); it != f.end() && it->is_null()) f.erase(it);
+  }
   std::vector<side_array_info> sides;
   try {
     if (json_integer<u64>(f.at("samples")) != header_.geom.samples) {
@@ -1223,7 +1261,20 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
                       " uses codec stages that this dctchop cannot decode; upgrade dctchop");
     }
     if (!sane || c.stored_bytes != c.raw_bytes) {
-      corrupt(name, "chunk " + std::to_string(next_index_) + ": bad record");
+      const auto n = [](u64 v) { return std::to_string(v); };
+      const u64 left = header_.geom.samples - next_sample_;
+      const std::string why =
+          std::memcmp(rec, k_chunk_magic, 8) != 0 ? "no chunk magic"
+          : get_u64(rec + 8) != next_index_       ? "its index is " + n(get_u64(rec + 8))
+          : c.first != next_sample_ ? "its first sample is " + n(c.first) + ", not " + n(next_sample_)
+          : c.count == 0 || c.count > left
+              ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
+          : c.raw_bytes != c.count * cbps
+              ? "its raw size " + n(c.raw_bytes) + " is not " + n(c.count * cbps) + " (" +
+                    n(c.count) + " samples)"
+              : "its stored size " + n(c.stored_bytes) + " is not its raw size " +
+                    n(c.raw_bytes) + " (it uses no codec stage)";
+      corrupt(name, "chunk " + n(next_index_) + ": bad record: " + why);
     }
     if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
     // Grown as the bytes come, 64 MiB at a time: a record's size is believed only as far as

@@ -52,6 +52,15 @@ std::vector<T> json_integers(const nlohmann::json& v) {
  *  263 KB, overflowed the stack of `dctchop info`. */
 inline constexpr std::size_t max_json_depth = 256;
 
+/** nlohmann's message without its tag: "key 'x' not found", not
+ *  "[json.exception.out_of_range.403] key 'x' not found". */
+inline std::string json_error_text(const nlohmann::json::exception& e) {
+  const std::string_view w = e.what();
+  const auto tag_end = w.find("] ");
+  const bool tagged = !w.empty() && w.front() == '[' && tag_end != std::string_view::npos;
+  return std::string(tagged ? w.substr(tag_end + 2) : w);
+}
+
 namespace detail {
 /** SAX events of a parse that note the first member an object names twice, and stop at a
  *  nesting deeper than max_json_depth. (A parse with a callback does the same in one pass, but
@@ -94,35 +103,31 @@ struct member_names_once : nlohmann::json_sax<nlohmann::json> {
     --depth;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+  std::string error;  ///< why the text is no JSON (nlohmann's words), when it is not
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = json_error_text(e);
     return false;
   }
 };
 }  // namespace detail
-
-/** nlohmann's message without its tag: "key 'x' not found", not
- *  "[json.exception.out_of_range.403] key 'x' not found". */
-inline std::string json_error_text(const nlohmann::json::exception& e) {
-  const std::string_view w = e.what();
-  const auto tag_end = w.find("] ");
-  const bool tagged = !w.empty() && w.front() == '[' && tag_end != std::string_view::npos;
-  return std::string(tagged ? w.substr(tag_end + 2) : w);
-}
 
 /** Parse `text` (a discarded value when it is not JSON), noting in `duplicate` the first
  *  member an object names twice ("" when none). The grammar allows that, and readers
  *  disagree on which one counts (nlohmann and Python's json take the last, others the
  *  first), so such a text has no one meaning: callers refuse it. A text that nests arrays
  *  and objects deeper than max_json_depth is a discarded value too, and `too_deep` (where
- *  given) says so. Two linear passes. `keep` is nlohmann's parser callback, which may take
+ *  given) says so, and `why` (where given) why a text is not JSON, in nlohmann's words. Two
+ *  linear passes. `keep` is nlohmann's parser callback, which may take
  *  values as they are parsed and leave them out of the result. */
 inline nlohmann::json parse_json_naming_once(std::string_view text, std::string& duplicate,
                                              nlohmann::json::parser_callback_t keep = nullptr,
-                                             bool* too_deep = nullptr) {
+                                             bool* too_deep = nullptr,
+                                             std::string* why = nullptr) {
   duplicate.clear();
   if (too_deep) *too_deep = false;
   detail::member_names_once names;
   nlohmann::json::sax_parse(text.begin(), text.end(), &names);
+  if (why) *why = names.error;
   if (names.too_deep) {
     if (too_deep) *too_deep = true;
     return nlohmann::json(nlohmann::json::value_t::discarded);
