@@ -1795,6 +1795,57 @@ TEST(Hdf5Cli, AContiguousDatasetNeverWrittenIsNotedAsItsChunkedTwinIs) {
   EXPECT_EQ(back.values[100], 42.0);
 }
 
+TEST(Hdf5Cli, ANanFillValueOfValuesNeverWrittenIsNamedInTheErrorItCauses) {
+  // f32 with fill value NaN, samples 0 and 1 written (chunked), or none (contiguous): the
+  // NaN of sample 2 is the fill value, which the error says (the note came only on success).
+  temp_dir dir;
+  {
+    auto f = h5_create(dir.file("n.h5"));
+    const hsize_t dims[3] = {4, 8, 8}, chunk[3] = {1, 8, 8};
+    h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (const bool chunked : {true, false}) {
+      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+      if (chunked) h5_check(H5Pset_chunk(dcpl.get(), 3, chunk), "chunk");
+      h5_check(H5Pset_fill_value(dcpl.get(), H5T_NATIVE_FLOAT, &nan), "fill");
+      h5 d(H5Dcreate2(f.get(), chunked ? "/part" : "/none", H5T_IEEE_F32LE, space.get(),
+                      H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+           H5Dclose, "create");
+      if (!chunked) continue;
+      const hsize_t start[3] = {0, 0, 0}, two[3] = {2, 8, 8};
+      h5_check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, two, nullptr),
+               "select");
+      h5 mem(H5Screate_simple(3, two, nullptr), H5Sclose, "memory space");
+      const std::vector<float> rows(128, 1.5f);
+      h5_check(H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
+                        rows.data()),
+               "write");
+    }
+  }
+  for (const auto& [name, sample, said] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"part", 2, "n.h5:/part: 2 of its 4 chunks were never written"},
+           {"none", 0, "n.h5:/none: its data were never written"}}) {
+    for (const std::string command : {"compress", "eval"}) {
+      auto r = cli(dir, command + " n.h5:/" + name + (command == "compress" ? " -o a.dcz" : ""));
+      EXPECT_EQ(r.status, 3) << describe(r);
+      EXPECT_TRUE(contains(r.err, "n.h5:/" + name + ": sample " + std::to_string(sample) +
+                                      ": holds a NaN or Inf, which DCT+Chop cannot keep"))
+          << r.err;
+      EXPECT_TRUE(contains(r.err, said + " (a writer that stopped early?): their values read as "
+                                         "the dataset's fill value")
+                  || contains(r.err, said + " (a writer that stopped early?): its values read "
+                                            "as the dataset's fill value"))
+          << r.err;
+    }
+  }
+  // Data whose own NaN is the cause: the error says nothing of fill values.
+  dctchop::test::save_npy(dir.file("x.npy"), dtype::f32, {2, 8, 8},
+                          std::vector<float>(128, std::numeric_limits<float>::quiet_NaN()));
+  auto own = cli(dir, "compress x.npy -o x.dcz");
+  EXPECT_EQ(own.status, 3) << describe(own);
+  EXPECT_FALSE(contains(own.err, "never written")) << own.err;
+}
+
 TEST(Hdf5Cli, ValuesNeverWrittenOfADatasetWithoutFillReadAsZeroNotAsWhatTheBufferHeld) {
   // Fill time never (netCDF-4's NC_NOFILL): HDF5 leaves what it does not store alone in the
   // reader's buffer. dctchop's buffers are reused, and an archive held a previous read's

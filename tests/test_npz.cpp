@@ -366,6 +366,22 @@ TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
                           " (not readable as arrays here: names)");
   // the labels are never the images themselves
   temp_dir dir;
+  // Keras's pairs whose splits are of one size (rows tell nothing): x_test's are y_test,
+  // X_val's Y_val; labels from another file, or of data with no pair, stay a choice.
+  write_bytes(dir.file("k.npz"),
+              make_zip({{"x_train.npy", npy_u16({6, 8, 8})}, {"y_train.npy", npy_u16({6})},
+                        {"x_test.npy", npy_u16({6, 8, 8})}, {"y_test.npy", npy_u16({6})},
+                        {"X_val.npy", npy_u16({6, 8, 8})}, {"Y_val.npy", npy_u16({6})}}));
+  auto k = parse_dataset_spec(dir.file("k.npz"));
+  k.purpose = dataset_spec::role::labels;
+  k.rows = 6;
+  for (const auto& [data, want] : std::vector<std::pair<std::string, std::string>>{
+           {"x_train", "y_train"}, {"x_test", "y_test"}, {"X_val", "Y_val"}}) {
+    k.not_this = data;
+    EXPECT_EQ(open_dataset(k)->dataset_path(), want);
+  }
+  k.not_this.clear();
+  EXPECT_EQ(error_of([&] { open_dataset(k); }).code(), errc::invalid_argument);
   write_bytes(dir.file("one.npz"), make_zip({{"y.npy", npy_u16({6})}, {"x.npy", npy_u16({6, 8, 8})}}));
   s = open_npz(dir.file("one.npz"));
   EXPECT_EQ(s->dataset_path(), "x");

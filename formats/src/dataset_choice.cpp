@@ -84,12 +84,27 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
     for (const auto& c : fit)
       if (group(c.path) == group(not_this)) beside.push_back(c);
   }
+  // Keras's pairs (mnist.npz: x_train, y_train, x_test, y_test): x_NAME's labels are
+  // y_NAME (or Y_NAME, X_NAME's), beside it.
+  auto partner = [&]() -> std::string {
+    const std::string data = leaf(not_this);
+    if (!labels || data.size() < 3 || (data[0] != 'x' && data[0] != 'X') || data[1] != '_') {
+      return {};
+    }
+    std::vector<std::string> named;
+    for (const auto& c : beside) {
+      const std::string l = leaf(c.path);
+      if (!l.empty() && (l[0] == 'y' || l[0] == 'Y') && l.substr(1) == data.substr(1)) named.push_back(c.path);
+    }
+    return named.size() == 1 ? named[0] : std::string();
+  };
   std::vector<candidate> pool = fit;  // what an error lists: the ones that could be meant
   std::string chosen;
   if (fit.size() == 1) {
     chosen = fit[0].path;
   } else {
-    if (!beside.empty()) chosen = by_name(beside);
+    chosen = partner();
+    if (chosen.empty() && !beside.empty()) chosen = by_name(beside);
     if (chosen.empty()) chosen = by_name(fit);
     if (chosen.empty() && beside.size() == 1) chosen = beside[0].path;
     if (chosen.empty() && beside.size() > 1) pool = beside;

@@ -1006,7 +1006,8 @@ class hdf5_source final : public sample_source {
             std::min<u64>(std::max<u64>(cache_bytes, chunk_bytes * per_slab + chunk_bytes), cap));
         outputs_ = expected_outputs(dcpl.get(), static_cast<std::size_t>(chunk_bytes));
         if (auto u = unwritten_chunks(counted, zero_first_); !u.empty()) {
-          note_ += (note_.empty() ? "" : "; ") + nm + ": " + u;
+          unwritten_ = nm + ": " + u;
+          note_ += (note_.empty() ? "" : "; ") + unwritten_;
         }
         // Without filters HDF5 reads a chunk straight into our buffer when it bypasses the
         // cache, and reads a part of one without reading it whole: a cache would only add a
@@ -1027,9 +1028,10 @@ class hdf5_source final : public sample_source {
         H5D_space_status_t status{};
         if (H5Dget_space_status(probe.get(), &status) >= 0 &&
             status == H5D_SPACE_STATUS_NOT_ALLOCATED) {
-          note_ += (note_.empty() ? "" : "; ") + nm +
-                   ": its data were never written (a writer that stopped early?): its values "
-                   "read as " + fill_words(zero_first_);
+          unwritten_ = nm +
+                       ": its data were never written (a writer that stopped early?): its "
+                       "values read as " + fill_words(zero_first_);
+          note_ += (note_.empty() ? "" : "; ") + unwritten_;
         }
         H5Eclear2(H5E_DEFAULT);
       }
@@ -1070,6 +1072,7 @@ class hdf5_source final : public sample_source {
   bool rereadable() const override { return true; }
   u64 preferred_rows() const override { return preferred_; }
   std::string note() const override { return note_; }
+  std::string unwritten() const override { return unwritten_; }
   std::string reader() const override { return reader_; }
 
   void read_rows(u64 first, u64 count, void* dst) override {
@@ -1439,6 +1442,7 @@ class hdf5_source final : public sample_source {
   std::vector<u64> shape_;
   u64 preferred_ = 1;
   bool swmr_ = false;                 // opened as a SWMR reader
+  std::string unwritten_;  // the part of note_ that says values were never written
   bool zero_first_ = false;           // HDF5 leaves unstored values alone: gives_no_fill_value
   bool every_chunk_stored_ = false;   // the chunk index counts as many chunks as the shape has
   std::vector<u64> hdf5_chunk_;       // a chunked dataset's chunk shape

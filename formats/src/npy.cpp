@@ -406,10 +406,10 @@ std::optional<npy_dtype> parse_npy_descr(const std::string& descr) {
     t.big_endian = true;
   } else if (order == '<') {
     t.big_endian = false;
-  } else if (order == '=') {
-    t.big_endian = k_native_big;
   } else {
-    return std::nullopt;  // '|' (not applicable) on a multi-byte type
+    // '=' native; '|' (not applicable) on a multi-byte type numpy takes as native too
+    // (np.dtype('|u2') is uint16): a hand-made header's, which np.load reads.
+    t.big_endian = k_native_big;
   }
   return t;
 }

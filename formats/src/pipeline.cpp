@@ -429,10 +429,12 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
   return h;
 }
 
-void rethrow_in(const error& e, const std::string& file, u64 first) {
+void rethrow_in(const error& e, const sample_source& src, u64 first) {
+  const std::string file = src.name();
   if (e.sample() >= 0) {
+    const std::string unwritten = src.unwritten();
     throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
-                              e.detail());
+                              e.detail() + (unwritten.empty() ? "" : "; " + unwritten));
   }
   throw error(e.code(), file + ": " + e.what());
 }
@@ -833,7 +835,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
       const auto view = make_view(src.geom, src.type,
                                   static_cast<const void*>(in.data() + first * ibps), c);
       const std::span<std::byte> kept(coeffs.data(), c * coeff_bytes_per_sample(p, src.geom));
-      encode_batch(be, p, view, kept, src.name(), first);
+      encode_batch(be, p, view, kept, *src.src, first);
       decode_and_measure(be, p, kept, view,
                          make_view(src.geom, src.type, static_cast<void*>(out.data()), c), acc,
                          threads, figures);
@@ -1035,7 +1037,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
     slot_buffers& b = slot[i];
     backend& wb = *crew.be[worker];
     const auto view = make_view(g, src.type, static_cast<const void*>(b.in.data()), b.n);
-    encode_batch(wb, p, view, std::span(b.coeffs.data(), b.n * cbps), src.name(), b.first);
+    encode_batch(wb, p, view, std::span(b.coeffs.data(), b.n * cbps), *src.src, b.first);
     if (measure) {  // (on the device where the backend measures there)
       decode_and_measure(wb, p, std::span<const std::byte>(b.coeffs.data(), b.n * cbps), view,
                          make_view(g, src.type, b.decoded.data(), b.n), acc,
@@ -1043,7 +1045,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
     }
     if (below_cbps > 0) {  // the same samples at the chop below, into the same decoded buffer
       const std::span<std::byte> kept(b.below_coeffs.data(), b.n * below_cbps);
-      encode_batch(wb, bp, view, kept, src.name(), b.first);
+      encode_batch(wb, bp, view, kept, *src.src, b.first);
       decode_and_measure(wb, bp, kept, view, make_view(g, src.type, b.decoded.data(), b.n),
                          below_acc, workers > 1 ? 1 : o.threads, b.below_measured);
     }

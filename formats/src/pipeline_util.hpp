@@ -251,17 +251,18 @@ std::optional<double> float_range(const dataset_spec& spec, layout lay,
  *  input had them replaced. eval uses it too, to predict the archive's size exactly. */
 nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64> replaced);
 
-/** Re-throw an error from a batch with the file and the absolute sample index. */
-[[noreturn]] void rethrow_in(const error& e, const std::string& file, u64 first);
+/** Re-throw an error from a batch of `src` with its name and the absolute sample index, and
+ *  for a sample's error, what the source says of values never written (a NaN fill value). */
+[[noreturn]] void rethrow_in(const error& e, const sample_source& src, u64 first);
 
 /** be.encode(), with a sample-level error re-thrown naming the file and absolute sample
  *  (`first` is the batch's first sample). */
 inline void encode_batch(backend& be, const codec_params& p, const const_sample_view& view,
-                         std::span<std::byte> coeffs, const std::string& file, u64 first) {
+                         std::span<std::byte> coeffs, const sample_source& src, u64 first) {
   try {
     be.encode(p, view, coeffs);
   } catch (const error& e) {
-    rethrow_in(e, file, first);
+    rethrow_in(e, src, first);
   }
 }
 

@@ -216,7 +216,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
       try {
         be.encode(c.p, view, coeffs);
       } catch (const error& e) {
-        if (e.code() != errc::out_of_range) rethrow_in(e, src.name(), first);
+        if (e.code() != errc::out_of_range) rethrow_in(e, *src.src, first);
         c.row.error = e.detail();  // this coefficient type cannot hold the data
         continue;
       }
@@ -437,7 +437,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                     src.name() + ": sample " + std::to_string(at) + " holds a NaN or Inf, which " +
                         r.display_name() +
                         " cannot have been made from (it was compressed without --nonfinite "
-                        "replace=V)");
+                        "replace=V)" +
+                        (src.src->unwritten().empty() ? "" : "; " + src.src->unwritten()));
       }
       throw error(errc::corrupt,
                   r.display_name() + ": corrupt archive: sample " + std::to_string(at) +
