@@ -833,9 +833,15 @@ PYBIND11_MODULE(_dctchop, m) {
       }
       py::object instance = cls(message_text(e.what()));
       instance.attr("kind") = to_string(e.code());  // "io", "corrupt", "bad_input", ...
-      // errno as OSError(errno, strerror) would set it; strerror stays None, so that str() is
-      // the message (os.strerror(e.errno) gives the text). dctchop/__init__.py pickles it.
-      if (code != 0) instance.attr("errno") = code;
+      // errno and strerror as OSError(errno, strerror) would set them; str() stays the
+      // message (FileError.__str__ in dctchop/__init__.py, which pickles them too, and names
+      // the file where it knows it).
+      if (code != 0) {
+        instance.attr("errno") = code;
+        if (PyObject_IsInstance(instance.ptr(), PyExc_OSError) == 1) {
+          instance.attr("strerror") = std::strerror(code);
+        }
+      }
       PyErr_SetObject(cls.ptr(), instance.ptr());
     }
   });

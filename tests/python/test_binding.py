@@ -48,6 +48,11 @@ def check_python_habits(d, back, y):
     # A sequence: len, indexing from either end, slices.
     check(len(a) == 37, f"len {len(a)}")
     check(np.array_equal(a[0], back[0]) and np.array_equal(a[-1], back[36]), "a[0] and a[-1]")
+    # Any index with __index__, as a list takes it (ArchiveDataset did), but a bool.
+    check(np.array_equal(a[np.array(3)], back[3]) and np.array_equal(a[np.uint8(4)], back[4]),
+          "a[np.array(3)]")
+    for bad in (True, np.bool_(False), np.array(True), np.array([1]), 1.0):
+        raises(TypeError, lambda: a[bad], "archive indices are integers or slices")
     check(np.array_equal(a[3:7], back[3:7]), "a[3:7]")
     check(np.array_equal(a[35:99], back[35:]), "a slice past the end stops at the end")
     check(a[37:].shape == (0, 20, 18, 3) and a[40:50].shape[0] == 0, "slices at the end are empty")
@@ -423,6 +428,15 @@ def check_compress_from_python(binary, d, x, y):
     check(e is not None and e.errno == errno.ENOTDIR and isinstance(e, FileError_), f"{e!r}")
     e = raises(IsADirectoryError, lambda: dctchop.Archive(f"{d}/folder.dcz"), "is a directory")
     check(e is not None and str(e).startswith(f"{d}/folder.dcz"), f"{e!r}")
+    # strerror and filename as open() sets them (None before), str() still the message; kept
+    # through pickling.
+    for fn, name, code in ((lambda: dctchop.Archive(f"{d}/missing.dcz"), f"{d}/missing.dcz", errno.ENOENT),
+                           (lambda: dctchop.Loader(f"{d}/missing.dcz"), f"{d}/missing.dcz", errno.ENOENT),
+                           (lambda: dctchop.compress(x, f"{d}/py.dcz"), f"{d}/py.dcz", errno.EEXIST)):
+        e = raises(OSError, fn)
+        for b in (e, pickle.loads(pickle.dumps(e)) if e is not None else None):
+            check(b is not None and (b.errno, b.strerror, b.filename) == (code, os.strerror(code), name)
+                  and str(b).startswith(name + ": "), f"{b!r}: {b.strerror!r} {b.filename!r}")
     # They pickle, errno and kind included: a DataLoader worker sends its errors that way (an
     # error that cannot be pickled leaves the parent waiting for the batch forever).
     for fn in (lambda: dctchop.compress(x, f"{d}/py.dcz"), lambda: dctchop.Archive(f"{d}/missing.dcz"),
@@ -488,6 +502,12 @@ def check_compress_from_python(binary, d, x, y):
            "<labels>: structured dtypes (records with named fields) are not supported")
     raises(TypeError, lambda: dctchop.compress(None, f"{d}/c.dcz"), "None")
     raises(TypeError, lambda: dctchop.compress(f"{d}/cx.npy", f"{d}/c.dcz"), "np.load it")
+    # bytes of data (a NUL, or past a path's length) are no path, and not printed whole (a 4
+    # MiB buffer made a message of 16.7 MB).
+    e = raises(TypeError, lambda: dctchop.compress(x.tobytes(), f"{d}/c.dcz"), "not a bytes object")
+    check(e is not None and len(str(e)) < 200, f"a message of {len(str(e)) if e else 0} characters")
+    e = raises(TypeError, lambda: dctchop.compress(b"p" * 3000, f"{d}/c.dcz"), "not the path b'ppp")
+    check(e is not None and len(str(e)) < 400, f"a message of {len(str(e)) if e else 0} characters")
     raises(TypeError, lambda: dctchop.compress(x, f"{d}/c.dcz", labels=pathlib.Path(f"{d}/y.npy")),
            "the labels as an array")
     # A 2-D array is one image: said, with the fix for rows of flattened images.

@@ -21,8 +21,9 @@ PermissionError, IsADirectoryError or NotADirectoryError, as open() raises them;
 IndexError (dctchop.SampleIndexError, kind "out_of_range").
 """
 import json
-import re
+import operator
 import os
+import re
 
 import numpy as np
 
@@ -43,8 +44,9 @@ def _reduce_error(self):
     state = dict(vars(self))
     args = self.args
     if isinstance(self, OSError):
-        if self.errno is not None:
-            state["errno"] = self.errno
+        for key in ("errno", "strerror") + (("filename",) if len(args) == 1 else ()):
+            if getattr(self, key) is not None:
+                state[key] = getattr(self, key)
         if self.filename is not None and len(args) == 2:  # (OSError(errno, strerror, filename)
             # keeps the file name out of args)
             args = args + (self.filename,) + ((self.filename2,) if self.filename2 is not None else ())
@@ -57,6 +59,31 @@ Error.kind = None  # an error made from a message alone (a DataLoader worker's, 
 # first base (Error, a RuntimeError) would otherwise take the arguments as a message alone.
 FileError.__init__ = OSError.__init__
 
+
+def _file_error_str(self):
+    """dctchop's one line, which names the file and says what is wrong: errno, strerror and
+    filename are set as open() sets them, and OSError's str() would be made of those alone."""
+    return str(self.args[0]) if len(self.args) == 1 else OSError.__str__(self)
+
+
+FileError.__str__ = _file_error_str
+
+
+class _naming:
+    """Gives an OSError raised within it the file name `path` (as given), where the library
+    left it None: e.filename as open() sets it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, traceback):
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = self.path if isinstance(self.path, (str, bytes)) else os.fspath(self.path)
+        return False
+
 __all__ = ["Archive", "ArgumentError", "Error", "FileError", "Loader", "SampleIndexError",
            "compress", "decode_matrices", "__version__"]
 
@@ -67,7 +94,7 @@ def _as_again(e, text):
     again = type(e)(text)
     again.__dict__.update(e.__dict__)  # kind
     if isinstance(e, OSError):
-        again.errno = e.errno
+        again.errno, again.strerror, again.filename = e.errno, e.strerror, e.filename
     return again
 
 
@@ -233,8 +260,12 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     if coeff is not None and not isinstance(coeff, str):
         raise TypeError(f"coeff must be a str or None, not {type(coeff).__name__}")
     for name, a in (("data", data), ("labels", labels)):
+        if isinstance(a, bytes) and (b"\0" in a or len(a) > 4096):  # no path: bytes of data
+            raise TypeError(f"compress takes the {name} as an array, not a bytes object "
+                            f"({len(a)} bytes): np.frombuffer(b, dtype).reshape(shape) it")
         if _is_path(a):
-            raise TypeError(f"compress takes the {name} as an array, not the path {a!r}: "
+            shown = repr(a) if len(repr(a)) <= 200 else repr(a)[:200] + "..."
+            raise TypeError(f"compress takes the {name} as an array, not the path {shown}: "
                             "np.load it, or run `dctchop compress` on the file")
     data = _native(data, "data")
     if labels is not None:
@@ -272,6 +303,8 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
                            measure_ssim, psnr, ssim, _count("threads", threads, 0, _MAX_THREADS),
                            nonfinite, progress, trials)
     except Error as e:
+        if isinstance(e, OSError) and e.filename is None:  # (as _naming: of the output)
+            e.filename = output
         if trials:  # what the search measured before it gave up, as report["chop_search"]
             e.chop_search = [json.loads(t) for t in trials]
         # The library's messages name the command's options: name the keywords instead.
@@ -351,7 +384,8 @@ class Archive(_Archive):
 
     def __init__(self, path, threads=0):
         name = _path(path)
-        super().__init__(name, _count("threads", threads, 0, _MAX_THREADS))
+        with _naming(path):
+            super().__init__(name, _count("threads", threads, 0, _MAX_THREADS))
         self._threads = threads
         self._name = os.fsdecode(name)
         self._absolute = os.path.abspath(name)  # for pickling: the same file from any folder
@@ -435,9 +469,16 @@ class Archive(_Archive):
             for k, i in enumerate(picked):  # a sample here and there: those alone
                 out[k] = self.read(i, 1)[0]
             return out
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}")
-        i = int(index) + (self.samples if index < 0 else 0)
+        # Anything with __index__, as a list takes it (a 0-d integer array, a one-value
+        # integer tensor), but a bool (which operator.index takes from NumPy and torch)
+        try:
+            if isinstance(index, bool) or str(getattr(index, "dtype", "")) in ("bool", "torch.bool"):
+                raise TypeError
+            index = operator.index(index)
+        except TypeError:
+            raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}") \
+                from None
+        i = index + (self.samples if index < 0 else 0)
         if not 0 <= i < self.samples:
             raise _out_of_range(f"sample {index}: out of range; {_shown(self.path)} has "
                                 f"{self.samples} "
@@ -725,10 +766,10 @@ class Loader(_Batches):
         options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed,
                        shuffle_window=shuffle_window, rank=rank, world=world,
                        drop_last=drop_last, prefetch=prefetch, decode=decode, threads=threads)
-        super().__init__(_Loader(name, batch_size, shuffle, seed, shuffle_window, rank,
-                                 world, drop_last, prefetch, decode,
-                                 _count("threads", threads, 0, _MAX_THREADS)), name, options,
-                         _identity_of(name))
+        with _naming(path):
+            loader = _Loader(name, batch_size, shuffle, seed, shuffle_window, rank, world,
+                             drop_last, prefetch, decode, _count("threads", threads, 0, _MAX_THREADS))
+        super().__init__(loader, name, options, _identity_of(name))
         self.last_epoch = None
 
     def __next__(self):
