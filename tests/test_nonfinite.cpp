@@ -295,6 +295,29 @@ TEST(NonFinite, AModeOtherThanErrorOrAFiniteReplacementIsAUsageError) {
   EXPECT_EQ(cli(dir, "compress x.npy -o e.dcz --nonfinite Error -q").status, 3);
 }
 
+TEST(NonFinite, AnF64ReplacementNoCoefficientTypeHoldsIsNamedInTheErrorItCauses) {
+  // f64 holds 1e300, so it is taken; the blocks of a sample with NaN then overflow f32: the
+  // error said "rescale the data" of data within +-1, not naming the replacement.
+  temp_dir dir;
+  make_input(dir, dtype::f64);
+  auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=1e300");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_NE(r.err.find("x.npy: sample 2: a DCT coefficient does not fit f32"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("; it owes it to its NaN and Inf, which count as the --nonfinite "
+                       "replacement 1e+300: a block of it is past f32 (8 x |V - offset| = "
+                       "8e+300), where the sample's other values fit; a replacement among "
+                       "them fits too"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.npy"});
+  // Where the data's own values do not fit either (an offset far from all of them), the
+  // replacement is not named.
+  r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=0 --coeff f16 --offset 1e9");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_EQ(r.err.find("--nonfinite replacement"), std::string::npos) << r.err;
+}
+
 TEST(NonFinite, AReplacementBeyondF32IsRefusedNamingItsLargestExactly) {
   // "+-3.40282e+38" was below 3.4028234e38, which fits.
   temp_dir dir;

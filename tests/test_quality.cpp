@@ -205,31 +205,47 @@ TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAnd
   q.mse = 1e-18;  // RMSE 1e-9, a tenth of the range
   // f16's step near zero, 2^-24: (K/B)^2 step^2 / 12 = 7e-17 at chop 4, far above a tenth of
   // the error; f32's and bf16's steps are negligible.
-  const auto f16 = coefficient_rounding_note(coeff_type::f16, 8, 4, q);
+  const auto f16 = coefficient_rounding_note(dtype::f32, coeff_type::f16, 8, 4, q);
   EXPECT_NE(f16.find("f16 holds coefficients near zero only to steps of 6e-08"), std::string::npos) << f16;
   EXPECT_NE(f16.find("f32 (the default for float input) or bf16 keep more of the detail"), std::string::npos) << f16;
-  EXPECT_EQ(coefficient_rounding_note(coeff_type::f32, 8, 4, q), "");
-  EXPECT_EQ(coefficient_rounding_note(coeff_type::bf16, 8, 4, q), "");
-  const auto i16 = coefficient_rounding_note(coeff_type::i16, 8, 4, q);
+  EXPECT_EQ(coefficient_rounding_note(dtype::f32, coeff_type::f32, 8, 4, q), "");
+  EXPECT_EQ(coefficient_rounding_note(dtype::f32, coeff_type::bf16, 8, 4, q), "");
+  const auto i16 = coefficient_rounding_note(dtype::f32, coeff_type::i16, 8, 4, q);
   EXPECT_NE(i16.find("f32 (the default for float input) or bf16 keep"), std::string::npos) << i16;
   // An exact result (mse 0, range > 0: blocks the codec holds exactly) has nothing to blame.
   q.mse = 0;
   for (coeff_type c : {coeff_type::f16, coeff_type::bf16, coeff_type::f32, coeff_type::i16})
-    EXPECT_EQ(coefficient_rounding_note(c, 8, 4, q), "") << to_string(c);
+    EXPECT_EQ(coefficient_rounding_note(dtype::f32, c, 8, 4, q), "") << to_string(c);
+  // Integer data: i16's whole numbers, where they are a good part of the error (at chop = block
+  // the whole of it: values off by one, where f16 gives u8 data back exactly); never the float
+  // types' steps near zero.
+  quality u;
+  u.range = 255;
+  u.mse = 1.0 / 12;  // what i16 gives u8 data at chop 8: 8% of the values off by one
+  EXPECT_EQ(coefficient_rounding_note(dtype::u8, coeff_type::i16, 8, 8, u),
+            "i16 rounds every coefficient to a whole number (an error of up to 0.5 each): at chop "
+            "8 that rounding is a good part of the error of u8 data (values off by one, where "
+            "chop 8 keeps every coefficient); f16 or f32 keep more of the detail");
+  EXPECT_NE(coefficient_rounding_note(dtype::u16, coeff_type::i16, 8, 8, u).find("; f32 keeps more"),
+            std::string::npos);
+  for (coeff_type c : {coeff_type::f16, coeff_type::bf16, coeff_type::f32})
+    EXPECT_EQ(coefficient_rounding_note(dtype::u8, c, 8, 8, u), "") << to_string(c);
+  u.mse = 30;  // chop 4's error: the rounding, (4/8)^2 / 12 at most, is no part of it
+  EXPECT_EQ(coefficient_rounding_note(dtype::u8, coeff_type::i16, 8, 4, u), "");
   // No type reaches data of range 1e-44: the note says to scale it.
   q.range = 1e-44;
   q.mse = 1e-90;
-  EXPECT_NE(coefficient_rounding_note(coeff_type::f32, 8, 8, q).find("scale the data up"), std::string::npos);
+  EXPECT_NE(coefficient_rounding_note(dtype::f32, coeff_type::f32, 8, 8, q).find("scale the data up"), std::string::npos);
   // Range 1e-40: f16's note offers f32 alone (bf16's steps, 2^-133, are too coarse here too),
   // and f32's own note, at its own smaller error, offers nothing finer. Neither says that f32
   // keeps all the detail.
   q.range = 1e-40;
   q.mse = 1e-82;  // what f16 gives: RMSE a tenth of the range
-  const auto tiny_f16 = coefficient_rounding_note(coeff_type::f16, 8, 8, q);
+  const auto tiny_f16 = coefficient_rounding_note(dtype::f32, coeff_type::f16, 8, 8, q);
   EXPECT_NE(tiny_f16.find("; f32 (the default for float input) keeps more of the detail"),
             std::string::npos) << tiny_f16;
   q.mse = 1e-91;  // what f32 gives
-  const auto tiny_f32 = coefficient_rounding_note(coeff_type::f32, 8, 8, q);
+  const auto tiny_f32 = coefficient_rounding_note(dtype::f32, coeff_type::f32, 8, 8, q);
   EXPECT_NE(tiny_f32.find("no coefficient type keeps more of the detail"), std::string::npos)
       << tiny_f32;
 }

@@ -429,6 +429,39 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
   return h;
 }
 
+std::string replacement_overflow_text(const codec_params& p, std::optional<double> replacement,
+                                      const const_sample_view& view, long long sample) {
+  if (!replacement || sample < 0 || u64(sample) >= view.samples ||
+      (view.type != dtype::f32 && view.type != dtype::f64)) {
+    return {};
+  }
+  // |C[u][v]| <= B * max |x - offset| (cpu_backend's bound): the replacement's blocks past
+  // the type, the sample's other values within it.
+  const double largest = p.coeff == coeff_type::f16    ? 65504.0
+                         : p.coeff == coeff_type::i16  ? 32767.0
+                         : p.coeff == coeff_type::bf16 ? 0x1.fep127
+                                                       : double(std::numeric_limits<float>::max());
+  const double v = view.type == dtype::f32 ? double(float(*replacement)) : *replacement;
+  bool there = false;
+  double others = 0;
+  for (u64 c = 0; c < view.planes; ++c)
+    for (u64 y = 0; y < view.height; ++y)
+      for (u64 x = 0; x < view.width; ++x) {
+        const std::int64_t at = sample * view.stride_sample + std::int64_t(c) * view.stride_plane +
+                                std::int64_t(y) * view.stride_row + std::int64_t(x) * view.stride_col;
+        const double value = view.type == dtype::f32 ? double(static_cast<const float*>(view.data)[at])
+                                                     : static_cast<const double*>(view.data)[at];
+        if (value == v) there = true;
+        else others = std::max(others, std::fabs(value - p.offset));
+      }
+  const double mine = p.block * std::fabs(v - p.offset);
+  if (!there || !(mine > largest) || !(p.block * others <= largest)) return {};
+  return "; it owes it to its NaN and Inf, which count as the --nonfinite replacement " +
+         g_text(*replacement) + ": a block of it is past " + std::string(to_string(p.coeff)) +
+         " (" + std::to_string(p.block) + " x |V - offset| = " + g_text(mine) +
+         "), where the sample's other values fit; a replacement among them fits too";
+}
+
 void rethrow_in(const error& e, const sample_source& src, u64 first) {
   const std::string file = src.name();
   if (e.sample() >= 0) {
@@ -504,8 +537,21 @@ bool rounding_matters(coeff_type c, int block, int chop, const quality& q) {
 
 }  // namespace
 
-std::string coefficient_rounding_note(coeff_type coeff, int block, int chop, const quality& q) {
+std::string coefficient_rounding_note(dtype type, coeff_type coeff, int block, int chop,
+                                      const quality& q) {
   if (!rounding_matters(coeff, block, chop, q)) return {};
+  if (!is_float(type)) {
+    // (The float types' steps near zero are no matter for whole numbers; their steps among
+    // large coefficients are, but those are the transform's own precision.)
+    if (coeff != coeff_type::i16) return {};
+    const bool narrow = size_of(type) == 1;
+    return "i16 rounds every coefficient to a whole number (an error of up to 0.5 each): at "
+           "chop " + std::to_string(chop) + " that rounding is a good part of the error of " +
+           std::string(to_string(type)) + " data (values off by one" +
+           (chop == block ? ", where chop " + std::to_string(chop) +
+                                " keeps every coefficient" : std::string()) +
+           "); " + (narrow ? "f16 or f32 keep" : "f32 keeps") + " more of the detail";
+  }
   // (No figure for the rounding's own PSNR: coefficients much smaller than the step err by
   // less than the uniform step^2/12, and a bound the measured PSNR beats reads as a
   // contradiction.)
@@ -618,8 +664,8 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
   if (output != "-") {
     if (auto note = archive_name_note(output); !note.empty()) out.push_back(std::move(note));
   }
-  if (r.q && is_float(r.type)) {
-    auto note = coefficient_rounding_note(r.codec.coeff, r.codec.block, r.codec.chop, *r.q);
+  if (r.q) {
+    auto note = coefficient_rounding_note(r.type, r.codec.coeff, r.codec.block, r.codec.chop, *r.q);
     if (!note.empty()) out.push_back(std::move(note));
   }
   if (r.archive_bytes > r.input_bytes) {
@@ -835,7 +881,7 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
       const auto view = make_view(src.geom, src.type,
                                   static_cast<const void*>(in.data() + first * ibps), c);
       const std::span<std::byte> kept(coeffs.data(), c * coeff_bytes_per_sample(p, src.geom));
-      encode_batch(be, p, view, kept, *src.src, first);
+      encode_batch(be, p, view, kept, src, first);
       decode_and_measure(be, p, kept, view,
                          make_view(src.geom, src.type, static_cast<void*>(out.data()), c), acc,
                          threads, figures);
@@ -1037,7 +1083,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
     slot_buffers& b = slot[i];
     backend& wb = *crew.be[worker];
     const auto view = make_view(g, src.type, static_cast<const void*>(b.in.data()), b.n);
-    encode_batch(wb, p, view, std::span(b.coeffs.data(), b.n * cbps), *src.src, b.first);
+    encode_batch(wb, p, view, std::span(b.coeffs.data(), b.n * cbps), src, b.first);
     if (measure) {  // (on the device where the backend measures there)
       decode_and_measure(wb, p, std::span<const std::byte>(b.coeffs.data(), b.n * cbps), view,
                          make_view(g, src.type, b.decoded.data(), b.n), acc,
@@ -1045,7 +1091,7 @@ compress_result write_archive(input_source& src, const std::string& output, back
     }
     if (below_cbps > 0) {  // the same samples at the chop below, into the same decoded buffer
       const std::span<std::byte> kept(b.below_coeffs.data(), b.n * below_cbps);
-      encode_batch(wb, bp, view, kept, *src.src, b.first);
+      encode_batch(wb, bp, view, kept, src, b.first);
       decode_and_measure(wb, bp, kept, view, make_view(g, src.type, b.decoded.data(), b.n),
                          below_acc, workers > 1 ? 1 : o.threads, b.below_measured);
     }

@@ -60,10 +60,12 @@ void allocate_for(const std::string& name, u64 chunks, u64 samples, double bytes
 /** `v` as printf's %g writes it. */
 std::string g_text(double v);
 
-/** For float data: a warning where rounding the coefficients to `coeff`'s step near zero
- *  (i16: 1; f16, bf16 and f32: their smallest numbers) may alone be a good part of the error
- *  (a tenth of it or more), naming the types that would not be; else "". */
-std::string coefficient_rounding_note(coeff_type coeff, int block, int chop, const quality& q);
+/** A warning where rounding the coefficients to `coeff`'s step near zero (i16: 1; f16, bf16
+ *  and f32: their smallest numbers) may alone be a good part of the error (a tenth of it or
+ *  more), naming the types that would not be; else "". For float data; of integer data, i16's
+ *  whole numbers only (at chop = block they are the whole error: values off by one). */
+std::string coefficient_rounding_note(dtype type, coeff_type coeff, int block, int chop,
+                                      const quality& q);
 
 struct input_source;
 
@@ -255,14 +257,28 @@ nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64
  *  for a sample's error, what the source says of values never written (a NaN fill value). */
 [[noreturn]] void rethrow_in(const error& e, const sample_source& src, u64 first);
 
+/** What a coefficient too large for its type owes to a --nonfinite replacement far from the
+ *  offset (a sample's NaN and Inf count as it), as words to add to the error about sample
+ *  `sample` of `view`; "" unless the replacement is there, a block of it cannot fit
+ *  `p.coeff` and a block of the sample's other values can (f32 and f64 data). */
+std::string replacement_overflow_text(const codec_params& p, std::optional<double> replacement,
+                                      const const_sample_view& view, long long sample);
+
 /** be.encode(), with a sample-level error re-thrown naming the file and absolute sample
  *  (`first` is the batch's first sample). */
 inline void encode_batch(backend& be, const codec_params& p, const const_sample_view& view,
-                         std::span<std::byte> coeffs, const sample_source& src, u64 first) {
+                         std::span<std::byte> coeffs, const input_source& src, u64 first) {
   try {
     be.encode(p, view, coeffs);
   } catch (const error& e) {
-    rethrow_in(e, src, first);
+    const std::string also =
+        e.code() == errc::out_of_range
+            ? replacement_overflow_text(p, src.nonfinite_replacement, view, e.sample())
+            : std::string();
+    if (also.empty()) rethrow_in(e, *src.src, first);
+    rethrow_in(e.sample() >= 0 ? error(e.code(), e.detail() + also, e.sample())
+                               : error(e.code(), e.detail() + also),
+               *src.src, first);
   }
 }
 
