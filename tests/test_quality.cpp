@@ -226,8 +226,9 @@ TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAnd
             "i16 rounds every coefficient to a whole number (an error of up to 0.5 each): at chop "
             "8 that rounding is a good part of the error of u8 data (values off by one, where "
             "chop 8 keeps every coefficient); f16 or f32 keep more of the detail");
-  EXPECT_NE(coefficient_rounding_note(dtype::u16, coeff_type::i16, 8, 8, u).find("; f32 keeps more"),
-            std::string::npos);
+  EXPECT_NE(
+      coefficient_rounding_note(dtype::u16, coeff_type::i16, 8, 8, u).find("; f32 keeps more"),
+      std::string::npos);
   for (coeff_type c : {coeff_type::f16, coeff_type::bf16, coeff_type::f32})
     EXPECT_EQ(coefficient_rounding_note(dtype::u8, c, 8, 8, u), "") << to_string(c);
   u.mse = 30;  // chop 4's error: the rounding, (4/8)^2 / 12 at most, is no part of it
@@ -235,7 +236,9 @@ TEST(QualityNotes, TheRoundingNoteComesWhereTheTypesStepIsAGoodPartOfTheErrorAnd
   // No type reaches data of range 1e-44: the note says to scale it.
   q.range = 1e-44;
   q.mse = 1e-90;
-  EXPECT_NE(coefficient_rounding_note(dtype::f32, coeff_type::f32, 8, 8, q).find("scale the data up"), std::string::npos);
+  EXPECT_NE(
+      coefficient_rounding_note(dtype::f32, coeff_type::f32, 8, 8, q).find("scale the data up"),
+      std::string::npos);
   // Range 1e-40: f16's note offers f32 alone (bf16's steps, 2^-133, are too coarse here too),
   // and f32's own note, at its own smaller error, offers nothing finer. Neither says that f32
   // keeps all the detail.

@@ -1266,7 +1266,8 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       const std::string why =
           std::memcmp(rec, k_chunk_magic, 8) != 0 ? "no chunk magic"
           : get_u64(rec + 8) != next_index_       ? "its index is " + n(get_u64(rec + 8))
-          : c.first != next_sample_ ? "its first sample is " + n(c.first) + ", not " + n(next_sample_)
+          : c.first != next_sample_
+              ? "its first sample is " + n(c.first) + ", not " + n(next_sample_)
           : c.count == 0 || c.count > left
               ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
           : c.raw_bytes != c.count * cbps

@@ -94,7 +94,9 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
     std::vector<std::string> named;
     for (const auto& c : beside) {
       const std::string l = leaf(c.path);
-      if (!l.empty() && (l[0] == 'y' || l[0] == 'Y') && l.substr(1) == data.substr(1)) named.push_back(c.path);
+      if (!l.empty() && (l[0] == 'y' || l[0] == 'Y') && l.substr(1) == data.substr(1)) {
+        named.push_back(c.path);
+      }
     }
     return named.size() == 1 ? named[0] : std::string();
   };

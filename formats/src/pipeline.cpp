@@ -447,10 +447,12 @@ std::string replacement_overflow_text(const codec_params& p, std::optional<doubl
   for (u64 c = 0; c < view.planes; ++c)
     for (u64 y = 0; y < view.height; ++y)
       for (u64 x = 0; x < view.width; ++x) {
-        const std::int64_t at = sample * view.stride_sample + std::int64_t(c) * view.stride_plane +
-                                std::int64_t(y) * view.stride_row + std::int64_t(x) * view.stride_col;
-        const double value = view.type == dtype::f32 ? double(static_cast<const float*>(view.data)[at])
-                                                     : static_cast<const double*>(view.data)[at];
+        const std::int64_t at =
+            sample * view.stride_sample + std::int64_t(c) * view.stride_plane +
+            std::int64_t(y) * view.stride_row + std::int64_t(x) * view.stride_col;
+        const double value = view.type == dtype::f32
+                                 ? double(static_cast<const float*>(view.data)[at])
+                                 : static_cast<const double*>(view.data)[at];
         if (value == v) there = true;
         else others = std::max(others, std::fabs(value - p.offset));
       }

@@ -276,7 +276,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     std::vector<coeff_type> said;
     for (const auto& row : res.rows) {
       if (!row.error.empty() || std::find(said.begin(), said.end(), row.coeff) != said.end()) continue;
-      if (auto note = coefficient_rounding_note(src.type, row.coeff, row.block, row.chop, row.q); !note.empty()) {
+      if (auto note = coefficient_rounding_note(src.type, row.coeff, row.block, row.chop, row.q);
+          !note.empty()) {
         res.warnings.push_back(std::move(note));
         said.push_back(row.coeff);
       }

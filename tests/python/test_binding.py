@@ -430,12 +430,15 @@ def check_compress_from_python(binary, d, x, y):
     check(e is not None and str(e).startswith(f"{d}/folder.dcz"), f"{e!r}")
     # strerror and filename as open() sets them (None before), str() still the message; kept
     # through pickling.
-    for fn, name, code in ((lambda: dctchop.Archive(f"{d}/missing.dcz"), f"{d}/missing.dcz", errno.ENOENT),
-                           (lambda: dctchop.Loader(f"{d}/missing.dcz"), f"{d}/missing.dcz", errno.ENOENT),
-                           (lambda: dctchop.compress(x, f"{d}/py.dcz"), f"{d}/py.dcz", errno.EEXIST)):
+    missing = f"{d}/missing.dcz"
+    for fn, name, code in ((lambda: dctchop.Archive(missing), missing, errno.ENOENT),
+                           (lambda: dctchop.Loader(missing), missing, errno.ENOENT),
+                           (lambda: dctchop.compress(x, f"{d}/py.dcz"), f"{d}/py.dcz",
+                            errno.EEXIST)):
         e = raises(OSError, fn)
         for b in (e, pickle.loads(pickle.dumps(e)) if e is not None else None):
-            check(b is not None and (b.errno, b.strerror, b.filename) == (code, os.strerror(code), name)
+            check(b is not None and
+                  (b.errno, b.strerror, b.filename) == (code, os.strerror(code), name)
                   and str(b).startswith(name + ": "), f"{b!r}: {b.strerror!r} {b.filename!r}")
     # They pickle, errno and kind included: a DataLoader worker sends its errors that way (an
     # error that cannot be pickled leaves the parent waiting for the batch forever).

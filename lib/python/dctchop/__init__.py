@@ -472,7 +472,8 @@ class Archive(_Archive):
         # Anything with __index__, as a list takes it (a 0-d integer array, a one-value
         # integer tensor), but a bool (which operator.index takes from NumPy and torch)
         try:
-            if isinstance(index, bool) or str(getattr(index, "dtype", "")) in ("bool", "torch.bool"):
+            if isinstance(index, bool) or str(getattr(index, "dtype", "")) in ("bool",
+                                                                               "torch.bool"):
                 raise TypeError
             index = operator.index(index)
         except TypeError:
@@ -768,7 +769,8 @@ class Loader(_Batches):
                        drop_last=drop_last, prefetch=prefetch, decode=decode, threads=threads)
         with _naming(path):
             loader = _Loader(name, batch_size, shuffle, seed, shuffle_window, rank, world,
-                             drop_last, prefetch, decode, _count("threads", threads, 0, _MAX_THREADS))
+                             drop_last, prefetch, decode,
+                             _count("threads", threads, 0, _MAX_THREADS))
         super().__init__(loader, name, options, _identity_of(name))
         self.last_epoch = None
 
