@@ -522,6 +522,17 @@ TEST(Loader, BadOptionsAndStreamsAreRefused) {
   o.rank = 2;
   EXPECT_THROW(loaders::archive_loader(a, o), error);
   EXPECT_THROW(loaders::loader_state::from_json("{\"epoch\": 1}"), error);
+  // Epoch, position and seed alone are a state saved before 2026-11-30; one that says more of
+  // its batches' shape (7 ranks, 999 samples) but not its batch size is refused, not taken as
+  // one of those (its shape was ignored).
+  EXPECT_FALSE(loaders::loader_state::from_json(R"({"epoch": 1, "position": 3, "seed": 5})")
+                   .batches.has_value());
+  dctchop::test::expect_error(
+      [] {
+        loaders::loader_state::from_json(
+            R"({"epoch": 1, "position": 3, "seed": 5, "samples": 999, "world": 7, "rank": 3})");
+      },
+      errc::invalid_argument, {"not a loader state", "no batch_size"});
   o.rank = 0;
   o.world = 0;
   dctchop::test::expect_error([&] { loaders::archive_loader(a, o); }, errc::invalid_argument,

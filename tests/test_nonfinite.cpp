@@ -302,15 +302,29 @@ TEST(NonFinite, AnF64ReplacementNoCoefficientTypeHoldsIsNamedInTheErrorItCauses)
   make_input(dir, dtype::f64);
   auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=1e300");
   EXPECT_EQ(r.status, 3) << describe(r);
-  EXPECT_NE(r.err.find("x.npy: sample 2: a DCT coefficient does not fit f32"), std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("; it owes it to its NaN and Inf, which count as the --nonfinite "
-                       "replacement 1e+300: a block of it is past f32 (8 x |V - offset| = "
-                       "8e+300), where the sample's other values fit; a replacement among "
-                       "them fits too"),
+  const std::string said =
+      ": a DCT coefficient does not fit f32: its NaN and Inf count as the --nonfinite "
+      "replacement 1e+300, too far from its other values (within [";
+  EXPECT_NE(r.err.find("x.npy: sample 2" + said), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("]) for f32 to hold a block of both; a replacement among them fits"),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(r.err.find("rescale"), std::string::npos) << r.err;
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"x.npy"});
+  // eval's settings say so too.
+  r = cli(dir, "eval x.npy --chop 4 --nonfinite replace=1e300");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_NE(r.err.find("no setting tried can hold the data (a DCT coefficient does not fit f32: "
+                       "its NaN and Inf count as the --nonfinite replacement 1e+300"),
+            std::string::npos)
+      << r.err;
+  // A NaN in the first sample, whose mean, the offset, the replacement then moves as well.
+  std::vector<double> first(2 * 64, 0.25);
+  first[3] = std::numeric_limits<double>::quiet_NaN();
+  test::save_npy(dir.file("first.npy"), dtype::f64, {2, 8, 8}, first);
+  r = cli(dir, "compress first.npy -o f.dcz --nonfinite replace=1e300");
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_NE(r.err.find("first.npy: sample 0" + said + "0.25, 0.25])"), std::string::npos) << r.err;
   // Where the data's own values do not fit either (an offset far from all of them), the
   // replacement is not named.
   r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=0 --coeff f16 --offset 1e9");

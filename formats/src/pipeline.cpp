@@ -429,21 +429,22 @@ archive_header make_archive_header(const input_source& src, const codec_params& 
   return h;
 }
 
-std::string replacement_overflow_text(const codec_params& p, std::optional<double> replacement,
-                                      const const_sample_view& view, long long sample) {
-  if (!replacement || sample < 0 || u64(sample) >= view.samples ||
-      (view.type != dtype::f32 && view.type != dtype::f64)) {
-    return {};
+std::string overflow_detail(const error& e, const codec_params& p,
+                            std::optional<double> replacement, const const_sample_view& view) {
+  const long long sample = e.sample();
+  if (e.code() != errc::out_of_range || !replacement || sample < 0 ||
+      u64(sample) >= view.samples || (view.type != dtype::f32 && view.type != dtype::f64)) {
+    return e.detail();
   }
-  // |C[u][v]| <= B * max |x - offset| (cpu_backend's bound): the replacement's blocks past
-  // the type, the sample's other values within it.
+  // |C[u][v]| <= B * max |x - offset| (cpu_backend's bound): the sample's other values within
+  // the type among themselves (an offset amid them), the replacement past it from them.
   const double largest = p.coeff == coeff_type::f16    ? 65504.0
                          : p.coeff == coeff_type::i16  ? 32767.0
                          : p.coeff == coeff_type::bf16 ? 0x1.fep127
                                                        : double(std::numeric_limits<float>::max());
   const double v = view.type == dtype::f32 ? double(float(*replacement)) : *replacement;
   bool there = false;
-  double others = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (u64 c = 0; c < view.planes; ++c)
     for (u64 y = 0; y < view.height; ++y)
       for (u64 x = 0; x < view.width; ++x) {
@@ -453,15 +454,26 @@ std::string replacement_overflow_text(const codec_params& p, std::optional<doubl
         const double value = view.type == dtype::f32
                                  ? double(static_cast<const float*>(view.data)[at])
                                  : static_cast<const double*>(view.data)[at];
-        if (value == v) there = true;
-        else others = std::max(others, std::fabs(value - p.offset));
+        if (value == v) {
+          there = true;
+        } else {
+          lo = std::min(lo, value);
+          hi = std::max(hi, value);
+        }
       }
-  const double mine = p.block * std::fabs(v - p.offset);
-  if (!there || !(mine > largest) || !(p.block * others <= largest)) return {};
-  return "; it owes it to its NaN and Inf, which count as the --nonfinite replacement " +
-         g_text(*replacement) + ": a block of it is past " + std::string(to_string(p.coeff)) +
-         " (" + std::to_string(p.block) + " x |V - offset| = " + g_text(mine) +
-         "), where the sample's other values fit; a replacement among them fits too";
+  if (!there || !(lo <= hi) || !(p.block * (hi - lo) <= largest) ||
+      !(p.block * (std::max(hi, v) - std::min(lo, v)) > largest)) {
+    return e.detail();
+  }
+  const auto exact = [](double x) {  // the shortest text that reads back as x
+    char t[32];
+    *std::to_chars(t, t + sizeof t - 1, x).ptr = '\0';
+    return std::string(t);
+  };
+  return "a DCT coefficient does not fit " + std::string(to_string(p.coeff)) +
+         ": its NaN and Inf count as the --nonfinite replacement " + exact(*replacement) +
+         ", too far from its other values (within [" + exact(lo) + ", " + exact(hi) + "]) for " +
+         std::string(to_string(p.coeff)) + " to hold a block of both; a replacement among them fits";
 }
 
 void rethrow_in(const error& e, const sample_source& src, u64 first) {

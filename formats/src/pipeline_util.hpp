@@ -257,12 +257,12 @@ nlohmann::json footer_extra(u64 input_bytes, const quality* q, std::optional<u64
  *  for a sample's error, what the source says of values never written (a NaN fill value). */
 [[noreturn]] void rethrow_in(const error& e, const sample_source& src, u64 first);
 
-/** What a coefficient too large for its type owes to a --nonfinite replacement far from the
- *  offset (a sample's NaN and Inf count as it), as words to add to the error about sample
- *  `sample` of `view`; "" unless the replacement is there, a block of it cannot fit
- *  `p.coeff` and a block of the sample's other values can (f32 and f64 data). */
-std::string replacement_overflow_text(const codec_params& p, std::optional<double> replacement,
-                                      const const_sample_view& view, long long sample);
+/** The detail of `e`, a coefficient too large for `p.coeff` in a sample of `view`: where the
+ *  sample's NaN and Inf, counted as the --nonfinite `replacement`, lie too far from its other
+ *  values for the type (which fit it among themselves; f32 and f64 data), it names the
+ *  replacement (the advice was to rescale data within +-1); else e.detail(). */
+std::string overflow_detail(const error& e, const codec_params& p,
+                            std::optional<double> replacement, const const_sample_view& view);
 
 /** be.encode(), with a sample-level error re-thrown naming the file and absolute sample
  *  (`first` is the batch's first sample). */
@@ -271,14 +271,9 @@ inline void encode_batch(backend& be, const codec_params& p, const const_sample_
   try {
     be.encode(p, view, coeffs);
   } catch (const error& e) {
-    const std::string also =
-        e.code() == errc::out_of_range
-            ? replacement_overflow_text(p, src.nonfinite_replacement, view, e.sample())
-            : std::string();
-    if (also.empty()) rethrow_in(e, *src.src, first);
-    rethrow_in(e.sample() >= 0 ? error(e.code(), e.detail() + also, e.sample())
-                               : error(e.code(), e.detail() + also),
-               *src.src, first);
+    const std::string detail = overflow_detail(e, p, src.nonfinite_replacement, view);
+    if (detail == e.detail()) rethrow_in(e, *src.src, first);
+    rethrow_in(error(e.code(), detail, e.sample()), *src.src, first);  // (sample >= 0 there)
   }
 }
 

@@ -217,7 +217,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
         be.encode(c.p, view, coeffs);
       } catch (const error& e) {
         if (e.code() != errc::out_of_range) rethrow_in(e, *src.src, first);
-        c.row.error = e.detail();  // this coefficient type cannot hold the data
+        // this coefficient type cannot hold the data (or the replacement of its NaN)
+        c.row.error = overflow_detail(e, c.p, src.nonfinite_replacement, view);
         continue;
       }
       c.row.encode_seconds += seconds_since(t0);

@@ -125,7 +125,14 @@ loader_state loader_state::from_json(const std::string& text) {
   s.epoch = integer("epoch");
   s.position = integer("position");
   s.seed = integer("seed");
-  if (j.contains("batch_size")) {
+  // The three alone are a state saved before 2026-11-30; one that says part of its batches'
+  // shape but not its batch size is not one (its shape was ignored: a state of 7 ranks
+  // restored into a loader of one).
+  bool shaped = false;
+  for (const auto& [key, value] : j.items()) {
+    shaped = shaped || (key != "epoch" && key != "position" && key != "seed");
+  }
+  if (j.contains("batch_size") || shaped) {
     shape_of_batches b;
     b.samples = integer("samples");
     b.batch_size = integer("batch_size");
