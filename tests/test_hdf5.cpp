@@ -1804,6 +1804,22 @@ TEST(Hdf5Cli, ANanFillValueOfValuesNeverWrittenIsNamedInTheErrorItCauses) {
     const hsize_t dims[3] = {4, 8, 8}, chunk[3] = {1, 8, 8};
     h5 space(H5Screate_simple(3, dims, nullptr), H5Sclose, "space");
     const float nan = std::numeric_limits<float>::quiet_NaN();
+    {
+      h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+      h5_check(H5Pset_chunk(dcpl.get(), 3, chunk), "chunk");
+      h5 d(H5Dcreate2(f.get(), "/own", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                      H5P_DEFAULT),
+           H5Dclose, "create");
+      const hsize_t start[3] = {0, 0, 0}, two[3] = {2, 8, 8};
+      h5_check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, two, nullptr),
+               "select");
+      h5 mem(H5Screate_simple(3, two, nullptr), H5Sclose, "memory space");
+      std::vector<float> rows(128, 1.5f);
+      rows[70] = nan;  // sample 1's
+      h5_check(H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
+                        rows.data()),
+               "write");
+    }
     for (const bool chunked : {true, false}) {
       h5 dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
       if (chunked) h5_check(H5Pset_chunk(dcpl.get(), 3, chunk), "chunk");
@@ -1832,17 +1848,17 @@ TEST(Hdf5Cli, ANanFillValueOfValuesNeverWrittenIsNamedInTheErrorItCauses) {
                                       ": holds a NaN or Inf, which DCT+Chop cannot keep"))
           << r.err;
       EXPECT_TRUE(contains(r.err, said + " (a writer that stopped early?): their values read as "
-                                         "the dataset's fill value")
+                                         "the dataset's fill value (nan), in this sample too")
                   || contains(r.err, said + " (a writer that stopped early?): its values read "
-                                            "as the dataset's fill value"))
+                                            "as the dataset's fill value (nan), in this sample too"))
           << r.err;
     }
   }
-  // Data whose own NaN is the cause: the error says nothing of fill values.
-  dctchop::test::save_npy(dir.file("x.npy"), dtype::f32, {2, 8, 8},
-                          std::vector<float>(128, std::numeric_limits<float>::quiet_NaN()));
-  auto own = cli(dir, "compress x.npy -o x.dcz");
+  // A NaN of its own in a written sample of a dataset with chunks never written (fill 0): the
+  // fill value is not blamed.
+  auto own = cli(dir, "compress n.h5:/own -o a.dcz");
   EXPECT_EQ(own.status, 3) << describe(own);
+  EXPECT_TRUE(contains(own.err, "n.h5:/own: sample 1: holds a NaN or Inf")) << own.err;
   EXPECT_FALSE(contains(own.err, "never written")) << own.err;
 }
 

@@ -1072,7 +1072,48 @@ class hdf5_source final : public sample_source {
   bool rereadable() const override { return true; }
   u64 preferred_rows() const override { return preferred_; }
   std::string note() const override { return note_; }
-  std::string unwritten() const override { return unwritten_; }
+  std::string unwritten(u64 sample) const override {
+    if (unwritten_.empty() || sample >= shape_[0]) return {};
+    // Where: chunks never written among those of the sample's rows (a 2-D dataset is one
+    // image of every row); data never written at all (contiguous) everywhere.
+    std::vector<hsize_t> at(shape_.size(), 0);
+    if (!hdf5_chunk_.empty()) {
+      const u64 first = shape_.size() == 2 ? 0 : sample;
+      const u64 end = shape_.size() == 2 ? shape_[0] : sample + 1;
+      at[0] = first / hdf5_chunk_[0] * hdf5_chunk_[0];
+      for (;;) {
+        hsize_t size = 0;
+        // (Not look_up_chunk: after a read, HDF5 1.10's H5Dget_chunk_storage_size gives a
+        // chunk never written, which its cache then holds filled, a size. This walks the
+        // index; an error's path, once.)
+        haddr_t address = 0;
+        unsigned mask = 0;
+        const bool found =
+            H5Dget_chunk_info_by_coord(dset_.get(), at.data(), &mask, &address, &size) >= 0;
+        H5Eclear2(H5E_DEFAULT);
+        if (found && address == HADDR_UNDEF) break;
+        if (!next_chunk(at, hdf5_chunk_, shape_, end)) return {};
+      }
+      at[0] = std::max<hsize_t>(at[0], first);
+    }
+    if (zero_first_) return unwritten_ + ", in this sample too";  // (the value is said: 0)
+    // The value, as HDF5 reads it there (H5Pget_fill_value crashed on a damaged fill-value
+    // message, where a read fails cleanly; chunk_reader::fill_value).
+    double value = 0;
+    const hsize_t one = 1;
+    std::vector<hsize_t> ones(at.size(), 1);
+    h5_id file_space(H5Dget_space(dset_.get()), H5Sclose);
+    h5_id memory_space(H5Screate_simple(1, &one, nullptr), H5Sclose);
+    const bool read = file_space.get() >= 0 && memory_space.get() >= 0 &&
+                      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, at.data(), nullptr,
+                                          ones.data(), nullptr) >= 0 &&
+                      H5Dread(dset_.get(), H5T_NATIVE_DOUBLE, memory_space.get(),
+                              file_space.get(), H5P_DEFAULT, &value) >= 0;
+    H5Eclear2(H5E_DEFAULT);
+    char text[40] = "";
+    if (read) std::snprintf(text, sizeof text, " (%.9g)", value);
+    return unwritten_ + text + ", in this sample too";
+  }
   std::string reader() const override { return reader_; }
 
   void read_rows(u64 first, u64 count, void* dst) override {

@@ -479,7 +479,7 @@ std::string overflow_detail(const error& e, const codec_params& p,
 void rethrow_in(const error& e, const sample_source& src, u64 first) {
   const std::string file = src.name();
   if (e.sample() >= 0) {
-    const std::string unwritten = src.unwritten();
+    const std::string unwritten = src.unwritten(first + u64(e.sample()));
     throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
                               e.detail() + (unwritten.empty() ? "" : "; " + unwritten));
   }

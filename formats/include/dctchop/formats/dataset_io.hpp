@@ -111,9 +111,14 @@ class sample_source {
   /** Something the user should be told, e.g. which dataset was chosen; empty if nothing. */
   virtual std::string note() const { return {}; }
   /** The part of note() that says some values were never written and read as a fill value
-   *  (HDF5 chunks or data a writer never wrote), for an error about a sample's values (a NaN
-   *  fill value is "a NaN in sample 2"); empty if none. */
-  virtual std::string unwritten() const { return {}; }
+   *  (HDF5 chunks or data a writer never wrote), with the value, for an error about the
+   *  values of sample `sample` (row `sample`; of a 2-D dataset, one HW image, every row) that
+   *  lies where they were never written (a NaN fill value is "a NaN in sample 2"); empty
+   *  where the sample's values were all written. */
+  virtual std::string unwritten(std::uint64_t sample) const {
+    (void)sample;
+    return {};
+  }
   /** How the rows are read, for a user who asks why a read is slow: "HDF5 chunks (shuffle,
    *  deflate) decoded by dctchop on 2 threads", "HDF5 (blosc, decoded by HDF5 on one
    *  thread)"; empty where there is nothing to tell (an NPY file). */
