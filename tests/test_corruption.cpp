@@ -406,7 +406,7 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
        errc::corrupt, "index names member 'samples' twice"},
       {"input_bytes that is not a count",
        with_footer(bytes_, [](nlohmann::json& j) { j["input_bytes"] = "1"; }),
-       errc::corrupt, "index: expected an integer in range"},
+       errc::corrupt, "index: member input_bytes: expected an integer in range"},
       {"another transform",
        with_header(bytes_, [](nlohmann::json& j) { j["codec"]["transform"] = "dct4-lapped"; }),
        errc::unsupported_version, "codec transform \"dct4-lapped\" is not one this dctchop"},
@@ -564,10 +564,13 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
        errc::corrupt, "index chunks hold an entry that is not an object"},
       {"a chunk entry without its checksum",
        with_footer(bytes_, [](nlohmann::json& j) { j["chunks"][1].erase("xxh64"); }),
-       errc::corrupt, "index: key 'xxh64' not found"},
+       errc::corrupt, "index: member chunks[1].xxh64: key 'xxh64' not found"},
       {"a chunk entry whose count is text",
        with_footer(bytes_, [](nlohmann::json& j) { j["chunks"][0]["count"] = "2"; }),
-       errc::corrupt, "index: expected an integer in range"},
+       errc::corrupt, "index: member chunks[0].count: expected an integer in range"},
+      {"a side array entry whose checksum is null",
+       with_footer(bytes_, [](nlohmann::json& j) { j["side_arrays"][0]["xxh64"] = nullptr; }),
+       errc::corrupt, "index: member side_arrays[0].xxh64: type must be string, but is null"},
       // Where the stream reader finds the side array: at an aligned offset after the chunks.
       {"a side array off its alignment",
        with_footer(bytes_,
@@ -750,6 +753,16 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     });
     test::expect_error([&] { read_stream(b); }, errc::corrupt, {"chunk 0: bad record: " + text});
   }
+  // From a file, the record is compared with the index, field by field: which one differs.
+  for (const auto& [at, text] : std::vector<std::pair<int, std::string>>{
+           {8, "its index is 5, the index's 0"},
+           {48, "its stages is 5, the index's 0"}}) {
+    std::string b = bytes_;  // (the record alone: the index keeps its own)
+    b[u64_at(b, 32) + at] = 5;
+    test::write_bytes(path, b);
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"chunk 0 (samples 0..1): record disagrees with the index: " + text});
+  }
   // The rewriting itself keeps an archive readable: the same edits, undone, decode alike.
   const std::string same = with_footer(
       with_header(bytes_, [](nlohmann::json& j) { j["codec"]["transform"] = "dct2-orthonormal-blockwise"; }),
@@ -841,7 +854,8 @@ TEST_F(CorruptionSweep, AnOptionalMemberGivenAsNullIsReadAsAbsent) {
   EXPECT_FALSE(r.footer().contains("input_bytes"));
   // A required member as null is not absent but wrong.
   test::write_bytes(path, with_footer(bytes_, [](nlohmann::json& j) { j["samples"] = nullptr; }));
-  test::expect_error([&] { read_random(path); }, errc::corrupt, {"null.dcz", "index: "});
+  test::expect_error([&] { read_random(path); }, errc::corrupt,
+                     {"null.dcz", "index: member samples: expected an integer in range, found null"});
 }
 
 TEST_F(CorruptionSweep, AStreamThatEndsAfterAHeaderClaimingATerabyteFailsAtOnceIntoHdf5) {

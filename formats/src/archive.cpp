@@ -614,21 +614,23 @@ namespace {
  *  header has a replacement), input_bytes a count, quality figures numbers, flags or null.
  *  The reader's rules, which the writer checks before it writes them. */
 std::string footer_extra_problem(const nlohmann::json& f, bool replacement) {
+  std::string where;
   try {
     if (replacement && !f.contains("nonfinite_replaced")) {
       return "no nonfinite_replaced, which the index of an archive whose header has nonfinite "
              "holds (beside quality, not in it): the count of the values replaced";
     }
-    if (f.contains("nonfinite_replaced")) (void)json_integer<u64>(f.at("nonfinite_replaced"));
-    if (f.contains("input_bytes")) {  // optional, informative: a count all the same
-      (void)json_integer<u64>(f.at("input_bytes"));
+    // Optional, informative, counts all the same.
+    for (const char* count : {"nonfinite_replaced", "input_bytes"}) {
+      where = count;
+      if (f.contains(count)) (void)json_integer<u64>(f.at(count));
     }
   } catch (const nlohmann::json::exception& e) {
-    return json_error_text(e);
+    return "member " + where + ": " + json_error_text(e);
   } catch (const std::invalid_argument& e) {
-    return e.what();
+    return "member " + where + ": " + e.what();
   } catch (const std::out_of_range& e) {
-    return e.what();
+    return "member " + where + ": " + e.what();
   }
   // The quality figures that `info` prints: numbers, flags, null (an infinite PSNR). (A NaN
   // or Inf is no JSON number: nlohmann writes it as null, which reads as lossless.)
@@ -1088,23 +1090,27 @@ void archive_reader::parse_footer(const std::string& text) {
         if (depth == 1 && e == event::key) in_chunks = v == "chunks";
         if (!in_chunks || depth != 2 || e != event::object_end) return true;
         if (!bad_entry.empty()) return false;
+        // (A message about a member's value or type names it: "member chunks[3].stages".)
+        const std::string at = "member chunks[" + std::to_string(chunks.size()) + "].";
+        const char* key = "";
+        const auto member = [&](const char* k) -> const nlohmann::json& { return v.at(key = k); };
         try {
           chunk_info c;
           c.index = chunks.size();
-          c.offset = json_integer<u64>(v.at("offset"));
-          c.first = json_integer<u64>(v.at("first"));
-          c.count = json_integer<u64>(v.at("count"));
-          c.stored_bytes = json_integer<u64>(v.at("stored_bytes"));
-          c.raw_bytes = json_integer<u64>(v.at("raw_bytes"));
-          c.stages = json_integer<std::uint32_t>(v.at("stages"));
-          c.xxh64 = parse_hex64(v.at("xxh64").get<std::string>());
+          c.offset = json_integer<u64>(member("offset"));
+          c.first = json_integer<u64>(member("first"));
+          c.count = json_integer<u64>(member("count"));
+          c.stored_bytes = json_integer<u64>(member("stored_bytes"));
+          c.raw_bytes = json_integer<u64>(member("raw_bytes"));
+          c.stages = json_integer<std::uint32_t>(member("stages"));
+          c.xxh64 = parse_hex64(member("xxh64").get<std::string>());
           chunks.push_back(c);
         } catch (const nlohmann::json::exception& x) {
-          bad_entry = json_error_text(x);
+          bad_entry = at + key + ": " + json_error_text(x);
         } catch (const std::invalid_argument& x) {
-          bad_entry = x.what();
+          bad_entry = at + key + ": " + x.what();
         } catch (const std::out_of_range& x) {
-          bad_entry = x.what();
+          bad_entry = at + key + ": " + x.what();
         }
         return false;
       },
@@ -1121,13 +1127,19 @@ void archive_reader::parse_footer(const std::string& text) {
     if (const auto it = f.find(optional); it != f.end() && it->is_null()) f.erase(it);
   }
   std::vector<side_array_info> sides;
+  std::string where;  // the member read last: a message about its value or type names it
+  const auto member = [&](const nlohmann::json& o, const char* key,
+                          const std::string& within = "") -> const nlohmann::json& {
+    where = within + key;
+    return o.at(key);
+  };
   try {
-    if (json_integer<u64>(f.at("samples")) != header_.geom.samples) {
+    if (json_integer<u64>(member(f, "samples")) != header_.geom.samples) {
       corrupt(name, "index and header disagree on the sample count");
     }
     const u64 cbps = header_.coeff_bytes_per_sample();
     u64 next = 0;
-    if (!f.at("chunks").is_array()) corrupt(name, "index chunks are not a list");
+    if (!member(f, "chunks").is_array()) corrupt(name, "index chunks are not a list");
     if (f.contains("side_arrays") && !f.at("side_arrays").is_array()) {
       corrupt(name, "index side_arrays are not a list");
     }
@@ -1155,31 +1167,33 @@ void archive_reader::parse_footer(const std::string& text) {
     if (f.contains("side_arrays")) {
       for (const auto& sj : f.at("side_arrays")) {
         side_array_info s;
-        s.name = sj.at("name").get<std::string>();
+        const std::string within = "side_arrays[" + std::to_string(sides.size()) + "].";
+        s.name = member(sj, "name", within).get<std::string>();
         for (const auto& other : sides) {  // looked up by name: one array per name
           if (other.name == s.name) corrupt(name, "two side arrays named '" + s.name + "'");
         }
-        s.descr = sj.at("descr").get<std::string>();
-        s.shape = json_integers<u64>(sj.at("shape"));
-        s.offset = json_integer<u64>(sj.at("offset"));
-        s.bytes = json_integer<u64>(sj.at("bytes"));
-        s.xxh64 = parse_hex64(sj.at("xxh64").get<std::string>());
+        s.descr = member(sj, "descr", within).get<std::string>();
+        s.shape = json_integers<u64>(member(sj, "shape", within));
+        s.offset = json_integer<u64>(member(sj, "offset", within));
+        s.bytes = json_integer<u64>(member(sj, "bytes", within));
+        s.xxh64 = parse_hex64(member(sj, "xxh64", within).get<std::string>());
         if (const std::string why = side_array_problem(s, header_.geom.samples); !why.empty()) {
           corrupt(name, "side array '" + s.name + "' is malformed: " + why);
         }
         sides.push_back(std::move(s));
       }
     }
+    where.clear();  // (footer_extra_problem names its members itself)
     if (const std::string p = footer_extra_problem(f, header_.nonfinite_replacement.has_value());
         !p.empty()) {
       corrupt(name, "index: " + p);
     }
   } catch (const nlohmann::json::exception& e) {
-    corrupt(name, "index: " + json_error_text(e));
+    corrupt(name, "index: " + (where.empty() ? "" : "member " + where + ": ") + json_error_text(e));
   } catch (const std::invalid_argument& e) {
-    corrupt(name, std::string("index: ") + e.what());
+    corrupt(name, "index: " + (where.empty() ? "" : "member " + where + ": ") + e.what());
   } catch (const std::out_of_range& e) {
-    corrupt(name, std::string("index: ") + e.what());
+    corrupt(name, "index: " + (where.empty() ? "" : "member " + where + ": ") + e.what());
   }
   chunks_ = std::move(chunks);
   checked_.assign(chunks_.size(), false);
@@ -1192,11 +1206,30 @@ void archive_reader::verify_chunk(const chunk_info& c, const unsigned char* rec,
   const std::string where = "chunk " + std::to_string(c.index) + " (samples " +
                             std::to_string(c.first) + ".." +
                             std::to_string(c.first + c.count - 1) + ")";
-  if (std::memcmp(rec, k_chunk_magic, 8) != 0) corrupt(display_name(), where + ": bad record");
-  if (get_u64(rec + 8) != c.index || get_u64(rec + 16) != c.first || get_u64(rec + 24) != c.count ||
-      get_u64(rec + 32) != c.stored_bytes || get_u64(rec + 40) != c.raw_bytes ||
-      get_u32(rec + 48) != c.stages || get_u64(rec + 56) != c.xxh64) {
-    corrupt(display_name(), where + ": record disagrees with the index");
+  if (std::memcmp(rec, k_chunk_magic, 8) != 0) {
+    corrupt(display_name(), where + ": bad record: no chunk magic");
+  }
+  // Which field, as the stream reader says (its own checks name them).
+  const struct {
+    const char* field;
+    u64 record, index;
+  } fields[] = {{"index", get_u64(rec + 8), c.index},
+                {"first sample", get_u64(rec + 16), c.first},
+                {"sample count", get_u64(rec + 24), c.count},
+                {"stored size", get_u64(rec + 32), c.stored_bytes},
+                {"raw size", get_u64(rec + 40), c.raw_bytes},
+                {"stages", get_u32(rec + 48), c.stages},
+                {"checksum", get_u64(rec + 56), c.xxh64}};
+  for (const auto& f : fields) {
+    if (f.record == f.index) continue;
+    const bool hex = f.field == std::string_view("checksum");
+    const auto text = [hex](u64 v) {
+      char t[24];
+      std::snprintf(t, sizeof t, hex ? "%016llx" : "%llu", static_cast<unsigned long long>(v));
+      return std::string(t);
+    };
+    corrupt(display_name(), where + ": record disagrees with the index: its " + f.field + " is " +
+                                text(f.record) + ", the index's " + text(f.index));
   }
   if (k_check_sums && chunk_hash(rec, payload) != c.xxh64) {
     corrupt(display_name(), where + ": checksum mismatch");
