@@ -4,6 +4,7 @@ what `dctchop decompress` writes, and the loader iterates epochs, shards and res
 Usage: test_binding.py DCTCHOP_BINARY SCRATCH_DIR   (PYTHONPATH holds the built package)"""
 import copy
 import errno
+import io
 import json
 import os
 import pathlib
@@ -53,6 +54,15 @@ def check_python_habits(d, back, y):
           "a[np.array(3)]")
     for bad in (True, np.bool_(False), np.array(True), np.array([1]), 1.0):
         raises(TypeError, lambda: a[bad], "archive indices are integers or slices")
+    # read and the rest take the same (Loader's counts too).
+    check(np.array_equal(a.read(np.array(3), np.array(2)), back[3:5]) and
+          np.array_equal(a.read_coefficients(np.array(3)), a.read_coefficients(3)),
+          "read(np.array(3), np.array(2))")
+    raises(TypeError, lambda: a.read(np.array(True)), "first must be an integer")
+    raises(TypeError, lambda: dctchop.Loader(path, batch_size=np.array(True)),
+           "batch_size must be an integer")
+    check(len(dctchop.Loader(path, batch_size=np.array(4))) == len(dctchop.Loader(path, batch_size=4)),
+          "batch_size=np.array(4)")
     check(np.array_equal(a[3:7], back[3:7]), "a[3:7]")
     check(np.array_equal(a[35:99], back[35:]), "a slice past the end stops at the end")
     check(a[37:].shape == (0, 20, 18, 3) and a[40:50].shape[0] == 0, "slices at the end are empty")
@@ -279,11 +289,16 @@ def check_python_habits(d, back, y):
                    "this Archive's copy")
         check(e is not None and e.kind == "io" and e.errno == errno.ENOENT and
               isinstance(e, dctchop.FileError), f"kind: {e and e.kind}, errno {e and e.errno}")
+        # Its filename the name its message shows (a str), not the bytes it was opened by.
+        check(e is not None and e.filename == f"{d}/lswap.dcz" and
+              str(e).startswith(e.filename), f"filename {e and e.filename!r}")
         stale = pickle.loads(kept)
         e = raises(FileNotFoundError, lambda: next(stale), "lswap.dcz: cannot be opened again "
                    "for this Loader's copy")
         check(e is not None and e.kind == "io" and e.errno == errno.ENOENT,
               f"kind: {e and e.kind}, errno {e and e.errno}")
+        check(e is not None and isinstance(e.filename, str) and e.filename.endswith("lswap.dcz")
+              and str(e).startswith(e.filename), f"filename {e and e.filename!r}")
         loader.close()
         # Labels a few rows at a time, as ArchiveDataset reads them; a damaged labels array
         # is found at the first read.
@@ -509,6 +524,11 @@ def check_compress_from_python(binary, d, x, y):
     # MiB buffer made a message of 16.7 MB).
     e = raises(TypeError, lambda: dctchop.compress(x.tobytes(), f"{d}/c.dcz"), "not a bytes object")
     check(e is not None and len(str(e)) < 200, f"a message of {len(str(e)) if e else 0} characters")
+    buffer = io.BytesIO()
+    np.save(buffer, x)  # a .npy file's bytes: np.load them
+    raises(TypeError, lambda: dctchop.compress(buffer.getvalue(), f"{d}/c.dcz"),
+           "np.load(io.BytesIO(b)) it")
+    raises(TypeError, lambda: dctchop.compress(b"", f"{d}/c.dcz"), "not a bytes object (0 bytes)")
     e = raises(TypeError, lambda: dctchop.compress(b"p" * 3000, f"{d}/c.dcz"), "not the path b'ppp")
     check(e is not None and len(str(e)) < 400, f"a message of {len(str(e)) if e else 0} characters")
     raises(TypeError, lambda: dctchop.compress(x, f"{d}/c.dcz", labels=pathlib.Path(f"{d}/y.npy")),

@@ -138,11 +138,22 @@ def _bad_argument(message):
     return e
 
 
+def _integer(value, what):
+    """value as an int: anything with __index__, as a list takes it (NumPy's integers, a 0-d
+    integer array, a one-value integer tensor), but a bool (which operator.index takes from
+    NumPy and torch); TypeError saying `what` otherwise."""
+    try:
+        if isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what}, not {type(value).__name__}") from None
+
+
 def _count(name, value, least, most=2**63 - 1):
     """value as an int in [least, most]; ArgumentError (or TypeError) naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
-    value = int(value)  # a NumPy uint64 compares with an int through float64, which rounds
+    value = _integer(value, f"{name} must be an integer")  # (an int: a NumPy uint64 compared
+    # with an int through float64, which rounds)
     if not least <= value <= most:
         bound = f"at least {least}" if value < least else f"at most {most}"
         raise _bad_argument(f"{name} must be {bound}, not {value}")
@@ -260,9 +271,11 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
     if coeff is not None and not isinstance(coeff, str):
         raise TypeError(f"coeff must be a str or None, not {type(coeff).__name__}")
     for name, a in (("data", data), ("labels", labels)):
-        if isinstance(a, bytes) and (b"\0" in a or len(a) > 4096):  # no path: bytes of data
+        if isinstance(a, bytes) and (not a or b"\0" in a or len(a) > 4096):  # bytes of data
+            how = ("np.load(io.BytesIO(b)) it" if a.startswith(b"\x93NUMPY")  # a .npy file's
+                   else "np.frombuffer(b, dtype).reshape(shape) it")
             raise TypeError(f"compress takes the {name} as an array, not a bytes object "
-                            f"({len(a)} bytes): np.frombuffer(b, dtype).reshape(shape) it")
+                            f"({len(a)} bytes): {how}")
         if _is_path(a):
             shown = repr(a) if len(repr(a)) <= 200 else repr(a)[:200] + "..."
             raise TypeError(f"compress takes the {name} as an array, not the path {shown}: "
@@ -360,6 +373,8 @@ def _reopened(absolute, threads, name, closed, header=None, identity=None):
         a._replaced = f"{_shown(name)}: cannot be opened again for this Archive's copy: {e}"
         a._replaced_kind = getattr(e, "kind", None) or "bad_input"
         a._replaced_error = e  # raised again of its class: a missing file a FileNotFoundError
+        if isinstance(e, OSError):
+            e.filename = name  # (the name its message shows, not the bytes it was opened by)
         return a
     a._name = name
     if identity is not None and a._identity() != identity:
@@ -401,9 +416,8 @@ class Archive(_Archive):
 
     def _first(self, first):
         """`first` as an int that the library takes; out of int64 is out of range."""
-        if isinstance(first, bool) or not isinstance(first, (int, np.integer)):
-            raise TypeError(f"first must be an integer, not {type(first).__name__}")
-        if not -2**63 <= int(first) < 2**63:
+        first = _integer(first, "first must be an integer")
+        if not -2**63 <= first < 2**63:
             raise _out_of_range(f"sample {first}: out of range; {_shown(self.path)} has "
                                 f"{self.samples} "
                                 "samples")
@@ -469,16 +483,7 @@ class Archive(_Archive):
             for k, i in enumerate(picked):  # a sample here and there: those alone
                 out[k] = self.read(i, 1)[0]
             return out
-        # Anything with __index__, as a list takes it (a 0-d integer array, a one-value
-        # integer tensor), but a bool (which operator.index takes from NumPy and torch)
-        try:
-            if isinstance(index, bool) or str(getattr(index, "dtype", "")) in ("bool",
-                                                                               "torch.bool"):
-                raise TypeError
-            index = operator.index(index)
-        except TypeError:
-            raise TypeError(f"archive indices are integers or slices, not {type(index).__name__}") \
-                from None
+        index = _integer(index, "archive indices are integers or slices")
         i = index + (self.samples if index < 0 else 0)
         if not 0 <= i < self.samples:
             raise _out_of_range(f"sample {index}: out of range; {_shown(self.path)} has "
@@ -580,6 +585,8 @@ def _reloaded(kind, absolute, options, state, resumed, last, closed, batches_per
     except Error as e:
         if identity is None:
             raise
+        if isinstance(e, OSError):
+            e.filename = os.fsdecode(absolute)  # (as its message shows it)
         return unread(f"{_shown(absolute)}: cannot be opened again for this "
                       f"{kind.__name__}'s copy: {e}", getattr(e, "kind", None) or "bad_input", e)
     if identity is not None and loader._identity != identity:
