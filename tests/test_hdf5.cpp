@@ -1457,6 +1457,17 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
     auto s = must(dir, "compress split.h5:" + g + "/images --labels split.h5 -o s.dcz -f");
     EXPECT_TRUE(contains(s.err, "using labels " + g + "/labels of split.h5")) << s.err;
   }
+  // Keras's pair, y_NAME of x_NAME: beside the images first, then anywhere in the file (not
+  // an unrelated dataset beside them).
+  {
+    auto f = h5_create(dir.file("pair.h5"));
+    h5_write(f.get(), "/g/x_train", H5T_STD_U8LE, k_u8_shape,
+             dctchop::test::smooth_u8_nhwc(6, 16, 16, 3));
+    h5_write(f.get(), "/g/other", H5T_STD_I64LE, {6}, k_labels);
+    h5_write(f.get(), "/y_train", H5T_STD_I64LE, {6}, k_labels);
+  }
+  auto pair = must(dir, "compress pair.h5:/g/x_train --labels pair.h5 -o p.dcz -f");
+  EXPECT_TRUE(contains(pair.err, "using labels /y_train of pair.h5")) << pair.err;
   // ... whatever their name: /train/y beside /train/images, not /test/labels (which took it,
   // its name coming first among the labels' names).
   {

@@ -382,6 +382,20 @@ TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
   }
   k.not_this.clear();
   EXPECT_EQ(error_of([&] { open_dataset(k); }).code(), errc::invalid_argument);
+  // A pair of another row count beside an array that fits: said, not passed over for it.
+  write_bytes(dir.file("w.npz"),
+              make_zip({{"x_train.npy", npy_u16({6, 8, 8})}, {"y_train.npy", npy_u16({4})},
+                        {"labels.npy", npy_u16({6})}}));
+  auto w = parse_dataset_spec(dir.file("w.npz"));
+  w.purpose = dataset_spec::role::labels;
+  w.rows = 6;
+  w.not_this = "x_train";
+  const auto wrong = error_of([&] { open_dataset(w); });
+  EXPECT_EQ(wrong.code(), errc::bad_input);
+  EXPECT_NE(std::string(wrong.what()).find("y_train, the labels that x_train's name pairs it with, "
+                                           "has 4 rows, not 6"),
+            std::string::npos)
+      << wrong.what();
   write_bytes(dir.file("one.npz"), make_zip({{"y.npy", npy_u16({6})}, {"x.npy", npy_u16({6, 8, 8})}}));
   s = open_npz(dir.file("one.npz"));
   EXPECT_EQ(s->dataset_path(), "x");

@@ -85,28 +85,43 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
       if (group(c.path) == group(not_this)) beside.push_back(c);
   }
   // Keras's pairs (mnist.npz: x_train, y_train, x_test, y_test): x_NAME's labels are
-  // y_NAME (or Y_NAME, X_NAME's), beside it.
+  // y_NAME (or Y_NAME, X_NAME's), beside it first, then elsewhere in the file. A pair of
+  // another row count is an error, not a reason to take another array.
   auto partner = [&]() -> std::string {
     const std::string data = leaf(not_this);
     if (!labels || data.size() < 3 || (data[0] != 'x' && data[0] != 'X') || data[1] != '_') {
       return {};
     }
-    std::vector<std::string> named;
-    for (const auto& c : beside) {
+    const auto pairs = [&](const candidate& c) {
       const std::string l = leaf(c.path);
-      if (!l.empty() && (l[0] == 'y' || l[0] == 'Y') && l.substr(1) == data.substr(1)) {
-        named.push_back(c.path);
-      }
+      return !l.empty() && (l[0] == 'y' || l[0] == 'Y') && l.substr(1) == data.substr(1);
+    };
+    for (const auto* among : {&beside, &fit}) {
+      std::vector<std::string> named;
+      for (const auto& c : *among)
+        if (pairs(c)) named.push_back(c.path);
+      if (named.size() == 1) return named[0];
+      if (named.size() > 1) return {};
     }
-    return named.size() == 1 ? named[0] : std::string();
+    for (const auto& c : all) {  // there, but not fit to be labels: say why
+      if (!pairs(c) || c.path == not_this || !c.numeric || c.shape.empty() || !spec.rows ||
+          c.shape[0] == *spec.rows || group(c.path) != group(not_this)) {
+        continue;
+      }
+      throw error(errc::bad_input, file + ": " + c.path + ", the labels that " + not_this +
+                                       "'s name pairs it with, has " + std::to_string(c.shape[0]) +
+                                       " rows, not " + std::to_string(*spec.rows) +
+                                       ", one a sample; name the labels (" + words.name_labels +
+                                       ")");
+    }
+    return {};
   };
   std::vector<candidate> pool = fit;  // what an error lists: the ones that could be meant
-  std::string chosen;
-  if (fit.size() == 1) {
+  std::string chosen = partner();
+  if (chosen.empty() && fit.size() == 1) {
     chosen = fit[0].path;
-  } else {
-    chosen = partner();
-    if (chosen.empty() && !beside.empty()) chosen = by_name(beside);
+  } else if (chosen.empty()) {
+    if (!beside.empty()) chosen = by_name(beside);
     if (chosen.empty()) chosen = by_name(fit);
     if (chosen.empty() && beside.size() == 1) chosen = beside[0].path;
     if (chosen.empty() && beside.size() > 1) pool = beside;
