@@ -859,13 +859,15 @@ void print_info_text(const nlohmann::json& j) {
                              app::printable(s["descr"].get<std::string>()),
                              shape_text(s["shape"].get<std::vector<std::uint64_t>>()));
   }
-  // Informative fields (ARCHIVE.md): another writer's may be of any JSON type, or absent.
+  // Informative fields (ARCHIVE.md): another writer's may be of any JSON type, or absent
+  // (null too).
   const auto& p = j["provenance"];
-  auto field = [&p](const char* key) {
-    if (!p.is_object() || !p.contains(key)) return std::string("?");
+  auto there = [&p](const char* key) { return p.is_object() && p.contains(key) && !p[key].is_null(); };
+  auto field = [&](const char* key) {
+    if (!there(key)) return std::string("?");
     return app::printable(p[key].is_string() ? p[key].get<std::string>() : p[key].dump());
   };
-  if (p.is_object() && p.contains("source")) {
+  if (there("tool") || there("source") || there("created")) {
     std::cout << fmt::format("provenance:  {} from {} at {}\n", field("tool"), field("source"),
                              field("created"));
   }

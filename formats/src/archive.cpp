@@ -402,7 +402,7 @@ archive_header header_from_json(const nlohmann::json& j, const std::string& file
     if (has(j.at("chunking"), "side_bytes")) {
       h.side_bytes = json_integer<u64>(m(m(j, "chunking"), "side_bytes", "chunking."));
     }
-    if (j.contains("provenance")) h.provenance = j.at("provenance");
+    if (has(j, "provenance")) h.provenance = j.at("provenance");
     if (has(j, "nonfinite")) {
       const auto& nf = j.at("nonfinite");
       if (!nf.is_object() || !nf.contains("replace") || !nf.at("replace").is_number()) {
