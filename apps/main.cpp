@@ -862,7 +862,9 @@ void print_info_text(const nlohmann::json& j) {
   // Informative fields (ARCHIVE.md): another writer's may be of any JSON type, or absent
   // (null too).
   const auto& p = j["provenance"];
-  auto there = [&p](const char* key) { return p.is_object() && p.contains(key) && !p[key].is_null(); };
+  auto there = [&p](const char* key) {
+    return p.is_object() && p.contains(key) && !p[key].is_null();
+  };
   auto field = [&](const char* key) {
     if (!there(key)) return std::string("?");
     return app::printable(p[key].is_string() ? p[key].get<std::string>() : p[key].dump());

@@ -855,7 +855,8 @@ TEST_F(CorruptionSweep, AnOptionalMemberGivenAsNullIsReadAsAbsent) {
   // A required member as null is not absent but wrong.
   test::write_bytes(path, with_footer(bytes_, [](nlohmann::json& j) { j["samples"] = nullptr; }));
   test::expect_error([&] { read_random(path); }, errc::corrupt,
-                     {"null.dcz", "index: member samples: expected an integer in range, found null"});
+                     {"null.dcz",
+                      "index: member samples: expected an integer in range, found null"});
 }
 
 TEST_F(CorruptionSweep, AStreamThatEndsAfterAHeaderClaimingATerabyteFailsAtOnceIntoHdf5) {

@@ -1860,8 +1860,8 @@ TEST(Hdf5Cli, ANanFillValueOfValuesNeverWrittenIsNamedInTheErrorItCauses) {
           << r.err;
       EXPECT_TRUE(contains(r.err, said + " (a writer that stopped early?): their values read as "
                                          "the dataset's fill value (nan), in this sample too")
-                  || contains(r.err, said + " (a writer that stopped early?): its values read "
-                                            "as the dataset's fill value (nan), in this sample too"))
+                  || contains(r.err, said + " (a writer that stopped early?): its values read as "
+                                            "the dataset's fill value (nan), in this sample too"))
           << r.err;
     }
   }

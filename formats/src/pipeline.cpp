@@ -473,7 +473,8 @@ std::string overflow_detail(const error& e, const codec_params& p,
   return "a DCT coefficient does not fit " + std::string(to_string(p.coeff)) +
          ": its NaN and Inf count as the --nonfinite replacement " + exact(*replacement) +
          ", too far from its other values (within [" + exact(lo) + ", " + exact(hi) + "]) for " +
-         std::string(to_string(p.coeff)) + " to hold a block of both; a replacement among them fits";
+         std::string(to_string(p.coeff)) +
+         " to hold a block of both; a replacement among them fits";
 }
 
 void rethrow_in(const error& e, const sample_source& src, u64 first) {

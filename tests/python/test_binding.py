@@ -61,8 +61,8 @@ def check_python_habits(d, back, y):
     raises(TypeError, lambda: a.read(np.array(True)), "first must be an integer")
     raises(TypeError, lambda: dctchop.Loader(path, batch_size=np.array(True)),
            "batch_size must be an integer")
-    check(len(dctchop.Loader(path, batch_size=np.array(4))) == len(dctchop.Loader(path, batch_size=4)),
-          "batch_size=np.array(4)")
+    check(len(dctchop.Loader(path, batch_size=np.array(4))) ==
+          len(dctchop.Loader(path, batch_size=4)), "batch_size=np.array(4)")
     check(np.array_equal(a[3:7], back[3:7]), "a[3:7]")
     check(np.array_equal(a[35:99], back[35:]), "a slice past the end stops at the end")
     check(a[37:].shape == (0, 20, 18, 3) and a[40:50].shape[0] == 0, "slices at the end are empty")
