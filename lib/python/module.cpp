@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "dctchop/codec.hpp"
+#include "dctchop/cores.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
 #include "dctchop/formats/pipeline.hpp"
@@ -156,6 +157,11 @@ class gil_released {
  *  there. */
 std::atomic<u64> fork_generation{0};
 pthread_mutex_t renewing = PTHREAD_MUTEX_INITIALIZER;
+
+/** Before fork(): the forking thread's OpenMP pool ended (release_thread_pool), so that the
+ *  child's OpenMP work (PyTorch's, in a multiprocessing worker forked after Archive decoded
+ *  on several threads) does not wait forever for threads only the parent has. */
+void before_fork() noexcept { release_thread_pool(); }
 
 void after_fork_in_child() noexcept {
   renewing = PTHREAD_MUTEX_INITIALIZER;  // a thread of the parent may have held it
@@ -758,7 +764,7 @@ loaders::loader_options options_of(std::size_t batch_size, bool shuffle, u64 see
 
 PYBIND11_MODULE(_dctchop, m) {
   m.doc() = "dctchop: DCT+Chop archives as NumPy arrays, and a training loader";
-  ::pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  ::pthread_atfork(before_fork, nullptr, after_fork_in_child);
   m.attr("__version__") = DCTCHOP_VERSION_STRING;
   // dctchop.Error, and two kinds of it that are also the built-in exception a Python user
   // would catch: ValueError for bad arguments and values, OSError for I/O failures.

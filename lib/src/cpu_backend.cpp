@@ -97,6 +97,22 @@ const pid_t loaded_in = ::getpid();
 }  // namespace
 #endif
 
+}  // namespace dctchop::detail
+
+namespace dctchop {
+
+void release_thread_pool() noexcept {
+// (OpenMP 5.0's; GCC's libgomp has it from GCC 10, whose _OPENMP still says 4.5)
+#if defined(_OPENMP) && \
+    (_OPENMP >= 201811 || (defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10))
+  (void)omp_pause_resource_all(omp_pause_soft);  // (libgomp: the calling thread's pool)
+#endif
+}
+
+}  // namespace dctchop
+
+namespace dctchop::detail {
+
 int threads_that_start(int want) {
   std::mutex m;
   std::condition_variable cv;

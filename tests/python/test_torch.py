@@ -40,6 +40,39 @@ def check_dataloader_workers(dcz):
             check(False, f"{method}: DataLoader workers: {e}")
 
 
+def _torch_work():
+    t = torch.randn(300, 300)
+    (t @ t).sum().item()
+
+
+def check_forked_torch_work(dcz):
+    """A process forked (multiprocessing, not a DataLoader worker, which PyTorch runs on one
+    thread) after Archive decoded on several threads and PyTorch's own work: PyTorch's work of
+    two threads in it waited forever for libgomp threads that only this process has (the
+    module's fork handler now ends the forking thread's pool). A watchdog makes a hang a
+    failure."""
+    import multiprocessing
+    dctchop.Archive(dcz, threads=2).read(0, 12)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _torch_work()
+        for _ in range(2):
+            p = multiprocessing.get_context("fork").Process(target=_torch_work)
+            p.start()
+            p.join(60)
+            hung = p.is_alive()
+            if hung:
+                p.kill()
+                p.join()
+            check(not hung and p.exitcode == 0,
+                  f"forked PyTorch work after a decode on 2 threads: "
+                  f"{'hung' if hung else f'exit {p.exitcode}'}")
+            dctchop.Archive(dcz, threads=2).read(0, 12)  # (and decodes again after it)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def check_dataset_indices_and_transforms(dcz, ds):
     """Indices as torch code has them (0-d tensors and NumPy integers, negative too), refusals
     that say what an index is, and torchvision's transform and target_transform."""
@@ -293,6 +326,7 @@ def main():
             del xt, xc
         twin.close()
         check_dataloader_workers(f"{d}/x_f16.dcz")
+        check_forked_torch_work(f"{d}/x_f16.dcz")
         check_types_torch_lacks(binary, d)
         # coefficient_planes of decoded values (decode=False forgotten) says what it takes.
         try:

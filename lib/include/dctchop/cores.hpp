@@ -46,4 +46,13 @@ core_limits usable_cores() noexcept;
 core_limits usable_cores_under(const std::string& root, unsigned online, unsigned affinity,
                                const char* omp_num_threads = nullptr) noexcept;
 
+/** Ends the OpenMP threads that the calling thread's parallel regions keep for the next one
+ *  (omp_pause_resource_all; no effect inside a region or without OpenMP), to be called before
+ *  fork(): GNU libgomp keeps such a pool for each thread that ran a region, and a child
+ *  forked from that thread inherits the pool without its threads, so that OpenMP work of
+ *  several threads in the child (PyTorch's, on the same libgomp) waits for them forever. The
+ *  next region of this thread starts its threads anew. The Python module calls it from a
+ *  pthread_atfork handler. */
+void release_thread_pool() noexcept;
+
 }  // namespace dctchop
