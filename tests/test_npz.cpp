@@ -396,6 +396,21 @@ TEST(Npz, WithoutANameTheOneFittingArrayIsChosenAndSeveralAreListed) {
                                            "has 4 rows, not 6"),
             std::string::npos)
       << wrong.what();
+  // ... and beside a pair of the right count elsewhere (another split's labels): said too. The
+  // pair of the same case is x's (y_test beside Y_test); alone, the other case is.
+  write_bytes(dir.file("o.npz"),
+              make_zip({{"g/x_test.npy", npy_u16({6, 8, 8})}, {"g/y_test.npy", npy_u16({4})},
+                        {"h/y_test.npy", npy_u16({6})}, {"Y_test.npy", npy_u16({6})},
+                        {"y_test.npy", npy_u16({6})}, {"x_test.npy", npy_u16({6, 8, 8})}}));
+  auto o = parse_dataset_spec(dir.file("o.npz"));
+  o.purpose = dataset_spec::role::labels;
+  o.rows = 6;
+  o.not_this = "g/x_test";
+  EXPECT_NE(std::string(error_of([&] { open_dataset(o); }).what())
+                .find("g/y_test, the labels that g/x_test's name pairs it with, has 4 rows"),
+            std::string::npos);
+  o.not_this = "x_test";
+  EXPECT_EQ(open_dataset(o)->dataset_path(), "y_test");
   write_bytes(dir.file("one.npz"), make_zip({{"y.npy", npy_u16({6})}, {"x.npy", npy_u16({6, 8, 8})}}));
   s = open_npz(dir.file("one.npz"));
   EXPECT_EQ(s->dataset_path(), "x");

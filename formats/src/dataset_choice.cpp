@@ -34,10 +34,54 @@ std::string listing(const std::vector<candidate>& arrays) {
   return out;
 }
 
+/** Keras's pairs (mnist.npz: x_train, y_train, x_test, y_test): the labels of images named
+ *  x_NAME are y_NAME (X_NAME's Y_NAME; the other case where there is none), beside them
+ *  first, then anywhere in the file; "" where there is no such array. A pair of another row
+ *  count (or not numeric), where it would have been taken, is an error naming it, not a
+ *  reason to take another array (another split's labels). */
+std::string keras_pair(const std::string& file, const std::vector<candidate>& all,
+                       const dataset_spec& spec, const choice_words& words) {
+  const std::string data = leaf(spec.not_this);
+  if (spec.purpose != dataset_spec::role::labels || data.size() < 3 ||
+      (data[0] != 'x' && data[0] != 'X') || data[1] != '_') {
+    return {};
+  }
+  const std::string same = (data[0] == 'x' ? "y" : "Y") + data.substr(1);
+  const std::string other = (data[0] == 'x' ? "Y" : "y") + data.substr(1);
+  const auto group = [](const std::string& p) { return p.substr(0, p.rfind('/') + 1); };
+  for (const bool beside : {true, false}) {
+    for (const std::string& want : {same, other}) {
+      std::vector<const candidate*> named;
+      for (const auto& c : all) {
+        if (leaf(c.path) == want && c.path != spec.not_this &&
+            (group(c.path) == group(spec.not_this)) == beside) {
+          named.push_back(&c);
+        }
+      }
+      if (named.empty()) continue;
+      if (named.size() > 1) return {};  // (the usual choice lists them)
+      const candidate& c = *named.front();
+      if (c.numeric && !c.shape.empty() && (!spec.rows || c.shape[0] == *spec.rows)) {
+        return c.path;
+      }
+      throw error(errc::bad_input,
+                  file + ": " + c.path + ", the labels that " + spec.not_this +
+                      "'s name pairs it with, " +
+                      (!c.numeric || c.shape.empty()
+                           ? std::string("is not numeric")
+                           : "has " + std::to_string(c.shape[0]) + " rows, not " +
+                                 std::to_string(*spec.rows) + ", one a sample") +
+                      "; name the labels (" + words.name_labels + ")");
+    }
+  }
+  return {};
+}
+
 std::string choose_array(const std::string& file, const std::vector<candidate>& all,
                          const dataset_spec& spec, const choice_words& words, std::string& note) {
   const bool labels = spec.purpose == dataset_spec::role::labels;
   const std::string& not_this = spec.not_this;
+  const std::string paired = keras_pair(file, all, spec, words);
   std::vector<candidate> fit;
   for (const auto& c : all) {
     if (c.numeric && (labels || c.labels_type.empty()) && c.shape.size() >= (labels ? 1u : 2u) &&
@@ -45,7 +89,7 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
         (!spec.rows || c.shape[0] == *spec.rows))
       fit.push_back(c);
   }
-  if (fit.empty()) {
+  if (fit.empty() && paired.empty()) {
     const std::string rows =
         spec.rows ? ", " + std::to_string(*spec.rows) + (*spec.rows == 1 ? " row" : " rows") : "";
     throw error(errc::bad_input,
@@ -84,40 +128,8 @@ std::string choose_array(const std::string& file, const std::vector<candidate>& 
     for (const auto& c : fit)
       if (group(c.path) == group(not_this)) beside.push_back(c);
   }
-  // Keras's pairs (mnist.npz: x_train, y_train, x_test, y_test): x_NAME's labels are
-  // y_NAME (or Y_NAME, X_NAME's), beside it first, then elsewhere in the file. A pair of
-  // another row count is an error, not a reason to take another array.
-  auto partner = [&]() -> std::string {
-    const std::string data = leaf(not_this);
-    if (!labels || data.size() < 3 || (data[0] != 'x' && data[0] != 'X') || data[1] != '_') {
-      return {};
-    }
-    const auto pairs = [&](const candidate& c) {
-      const std::string l = leaf(c.path);
-      return !l.empty() && (l[0] == 'y' || l[0] == 'Y') && l.substr(1) == data.substr(1);
-    };
-    for (const auto* among : {&beside, &fit}) {
-      std::vector<std::string> named;
-      for (const auto& c : *among)
-        if (pairs(c)) named.push_back(c.path);
-      if (named.size() == 1) return named[0];
-      if (named.size() > 1) return {};
-    }
-    for (const auto& c : all) {  // there, but not fit to be labels: say why
-      if (!pairs(c) || c.path == not_this || !c.numeric || c.shape.empty() || !spec.rows ||
-          c.shape[0] == *spec.rows || group(c.path) != group(not_this)) {
-        continue;
-      }
-      throw error(errc::bad_input, file + ": " + c.path + ", the labels that " + not_this +
-                                       "'s name pairs it with, has " + std::to_string(c.shape[0]) +
-                                       " rows, not " + std::to_string(*spec.rows) +
-                                       ", one a sample; name the labels (" + words.name_labels +
-                                       ")");
-    }
-    return {};
-  };
   std::vector<candidate> pool = fit;  // what an error lists: the ones that could be meant
-  std::string chosen = partner();
+  std::string chosen = paired;
   if (chosen.empty() && fit.size() == 1) {
     chosen = fit[0].path;
   } else if (chosen.empty()) {
