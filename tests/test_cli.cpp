@@ -1781,7 +1781,8 @@ TEST(Cli, WithJsonAFailedCommandPrintsItsErrorAsJsonWhereItsReportWouldGo) {
            {"eval missing.npy --json", 5, "missing.npy", false},
            // every setting refused the data: the report with its rows, and the error
            {"eval white.npy --coeff f16 --chop 2 --json", 3,
-            "white.npy: no setting tried can hold the data (a DCT coefficient does not fit f16",
+            "white.npy: no setting tried can hold the data (sample 0: a DCT coefficient does not "
+            "fit f16",
             false}}) {
     auto r = cli(dir, args);
     EXPECT_EQ(r.status, code) << args << "\n" << describe(r);

@@ -303,10 +303,12 @@ TEST(NonFinite, AnF64ReplacementNoCoefficientTypeHoldsIsNamedInTheErrorItCauses)
   auto r = cli(dir, "compress x.npy -o a.dcz --nonfinite replace=1e300");
   EXPECT_EQ(r.status, 3) << describe(r);
   const std::string said =
-      ": a DCT coefficient does not fit f32: its NaN and Inf count as the --nonfinite "
-      "replacement 1e+300, too far from its other values (within [";
+      ": a DCT coefficient does not fit f32: the sample's values equal to the --nonfinite "
+      "replacement 1e+300 (its NaN and Inf, if it held some) lie too far from its others "
+      "(within [";
   EXPECT_NE(r.err.find("x.npy: sample 2" + said), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("]) for f32 to hold a block of both; a replacement among them fits"),
+  EXPECT_NE(r.err.find("]) for f32 to hold a block of both; where they are NaN and Inf, a "
+                       "replacement among the others fits"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("rescale"), std::string::npos) << r.err;
@@ -314,8 +316,8 @@ TEST(NonFinite, AnF64ReplacementNoCoefficientTypeHoldsIsNamedInTheErrorItCauses)
   // eval's settings say so too.
   r = cli(dir, "eval x.npy --chop 4 --nonfinite replace=1e300");
   EXPECT_EQ(r.status, 3) << describe(r);
-  EXPECT_NE(r.err.find("no setting tried can hold the data (a DCT coefficient does not fit f32: "
-                       "its NaN and Inf count as the --nonfinite replacement 1e+300"),
+  EXPECT_NE(r.err.find("no setting tried can hold the data (sample 2: a DCT coefficient does not "
+                       "fit f32: the sample's values equal to the --nonfinite replacement 1e+300"),
             std::string::npos)
       << r.err;
   // A NaN in the first sample, whose mean, the offset, the replacement then moves as well.

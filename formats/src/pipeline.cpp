@@ -470,11 +470,15 @@ std::string overflow_detail(const error& e, const codec_params& p,
     *std::to_chars(t, t + sizeof t - 1, x).ptr = '\0';
     return std::string(t);
   };
-  return "a DCT coefficient does not fit " + std::string(to_string(p.coeff)) +
-         ": its NaN and Inf count as the --nonfinite replacement " + exact(*replacement) +
-         ", too far from its other values (within [" + exact(lo) + ", " + exact(hi) + "]) for " +
-         std::string(to_string(p.coeff)) +
-         " to hold a block of both; a replacement among them fits";
+  // (Values of the data's own may equal the replacement: which ones were NaN is not known
+  // here, so the words say both.)
+  const std::string type(to_string(p.coeff));
+  return "a DCT coefficient does not fit " + type +
+         ": the sample's values equal to the --nonfinite replacement " + exact(*replacement) +
+         " (its NaN and Inf, if it held some) lie too far from its others (within [" + exact(lo) +
+         ", " + exact(hi) + "]) for " + type +
+         " to hold a block of both; where they are NaN and Inf, a replacement among the others "
+         "fits";
 }
 
 void rethrow_in(const error& e, const sample_source& src, u64 first) {

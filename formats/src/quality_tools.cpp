@@ -217,8 +217,11 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
         be.encode(c.p, view, coeffs);
       } catch (const error& e) {
         if (e.code() != errc::out_of_range) rethrow_in(e, *src.src, first);
-        // this coefficient type cannot hold the data (or the replacement of its NaN)
-        c.row.error = overflow_detail(e, c.p, src.nonfinite_replacement, view);
+        // this coefficient type cannot hold the data (or the replacement of its NaN): which
+        // sample, as compress says
+        c.row.error = (e.sample() >= 0 ? "sample " + std::to_string(first + u64(e.sample())) + ": "
+                                       : std::string()) +
+                      overflow_detail(e, c.p, src.nonfinite_replacement, view);
         continue;
       }
       c.row.encode_seconds += seconds_since(t0);
