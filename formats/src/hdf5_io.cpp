@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -1072,7 +1073,7 @@ class hdf5_source final : public sample_source {
   bool rereadable() const override { return true; }
   u64 preferred_rows() const override { return preferred_; }
   std::string note() const override { return note_; }
-  std::string unwritten(u64 sample) const override {
+  std::string unwritten(u64 sample, bool nonfinite) const override {
     if (unwritten_.empty() || sample >= shape_[0]) return {};
     // Where: chunks never written among those of the sample's rows (a 2-D dataset is one
     // image of every row); data never written at all (contiguous) everywhere.
@@ -1096,7 +1097,9 @@ class hdf5_source final : public sample_source {
       }
       at[0] = std::max<hsize_t>(at[0], first);
     }
-    if (zero_first_) return unwritten_ + ", in this sample too";  // (the value is said: 0)
+    if (zero_first_) {  // (the value is said: 0)
+      return nonfinite ? std::string() : unwritten_ + ", in this sample too";
+    }
     // The value, as HDF5 reads it there (H5Pget_fill_value crashed on a damaged fill-value
     // message, where a read fails cleanly; chunk_reader::fill_value).
     double value = 0;
@@ -1110,6 +1113,7 @@ class hdf5_source final : public sample_source {
                       H5Dread(dset_.get(), H5T_NATIVE_DOUBLE, memory_space.get(),
                               file_space.get(), H5P_DEFAULT, &value) >= 0;
     H5Eclear2(H5E_DEFAULT);
+    if (nonfinite && read && std::isfinite(value)) return {};  // (not the NaN's source)
     char text[40] = "";
     if (read) std::snprintf(text, sizeof text, " (%.9g)", value);
     return unwritten_ + text + ", in this sample too";

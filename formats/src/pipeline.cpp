@@ -484,7 +484,9 @@ std::string overflow_detail(const error& e, const codec_params& p,
 void rethrow_in(const error& e, const sample_source& src, u64 first) {
   const std::string file = src.name();
   if (e.sample() >= 0) {
-    const std::string unwritten = src.unwritten(first + u64(e.sample()));
+    // (A NaN or Inf: cpu_backend's words, and the original's in quality_tools.)
+    const bool nonfinite = e.detail().starts_with("holds a NaN or Inf");
+    const std::string unwritten = src.unwritten(first + u64(e.sample()), nonfinite);
     throw error(e.code(), file + ": sample " + std::to_string(first + u64(e.sample())) + ": " +
                               e.detail() + (unwritten.empty() ? "" : "; " + unwritten));
   }

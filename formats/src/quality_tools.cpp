@@ -443,7 +443,9 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
                         r.display_name() +
                         " cannot have been made from (it was compressed without --nonfinite "
                         "replace=V)" +
-                        (src.src->unwritten(at).empty() ? "" : "; " + src.src->unwritten(at)));
+                        (src.src->unwritten(at, true).empty()
+                             ? ""
+                             : "; " + src.src->unwritten(at, true)));
       }
       throw error(errc::corrupt,
                   r.display_name() + ": corrupt archive: sample " + std::to_string(at) +

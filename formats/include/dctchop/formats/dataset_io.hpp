@@ -114,9 +114,11 @@ class sample_source {
    *  (HDF5 chunks or data a writer never wrote), with the value, for an error about the
    *  values of sample `sample` (row `sample`; of a 2-D dataset, one HW image, every row) that
    *  lies where they were never written (a NaN fill value is "a NaN in sample 2"); empty
-   *  where the sample's values were all written. */
-  virtual std::string unwritten(std::uint64_t sample) const {
+   *  where the sample's values were all written, and, for an error about a NaN or Inf
+   *  (`nonfinite`), where the fill value is finite. */
+  virtual std::string unwritten(std::uint64_t sample, bool nonfinite) const {
     (void)sample;
+    (void)nonfinite;
     return {};
   }
   /** How the rows are read, for a user who asks why a read is slow: "HDF5 chunks (shuffle,
