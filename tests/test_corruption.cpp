@@ -642,7 +642,21 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::write_bytes(path, swapped);
     test::expect_error([&] { read_random(path); }, errc::corrupt,
                        {"rule.dcz", "chunk 0 is at offset", "not at 4096 (the data offset)"});
-    test::expect_error([&] { read_stream(swapped); }, errc::corrupt, {"index disagrees with chunk 0"});
+    test::expect_error([&] { read_stream(swapped); }, errc::corrupt,
+                       {"index disagrees with chunk 0: its offset is 4096, the index's "});
+  }
+  // An index entry at odds with the ones before it says how; a side array entry that is no
+  // object says so (not the JSON library's "cannot use at() with null").
+  for (const auto& [edit, text] :
+       std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
+           {[](nlohmann::json& j) { j["chunks"][1]["first"] = 3; },
+            "index entry 1 is inconsistent: its first sample is 3, where the one before ends at 2"},
+           {[](nlohmann::json& j) { j["chunks"][1]["raw_bytes"] = 99; },
+            "index entry 1 is inconsistent: its raw size 99 is not 128 (1 sample)"},
+           {[](nlohmann::json& j) { j["side_arrays"][0] = nullptr; },
+            "index side_arrays hold an entry that is not an object"}}) {
+    test::write_bytes(path, with_footer(bytes_, edit));
+    test::expect_error([&] { read_random(path); }, errc::corrupt, {"rule.dcz", text});
   }
   // The footer moved 8 bytes on (off its alignment), the tail updated to match.
   {

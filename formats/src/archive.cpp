@@ -155,6 +155,35 @@ std::string not_json_text(const std::string& why) {
   return why.empty() ? "is not valid JSON" : "is not valid JSON (" + why + ")";
 }
 
+/** The first field in which a chunk as its record gives it (`rec`; its place where `placed`)
+ *  and its index entry differ, as words ("its first sample is 4, the index's 6"); "" where
+ *  they agree. */
+std::string chunk_difference(const chunk_info& rec, const chunk_info& entry, bool placed) {
+  const struct {
+    const char* field;
+    u64 record, index;
+  } fields[] = {{"offset", placed ? rec.offset : entry.offset, entry.offset},
+                {"index", rec.index, entry.index},
+                {"first sample", rec.first, entry.first},
+                {"sample count", rec.count, entry.count},
+                {"stored size", rec.stored_bytes, entry.stored_bytes},
+                {"raw size", rec.raw_bytes, entry.raw_bytes},
+                {"stages", rec.stages, entry.stages},
+                {"checksum", rec.xxh64, entry.xxh64}};
+  for (const auto& f : fields) {
+    if (f.record == f.index) continue;
+    const bool hex = f.field == std::string_view("checksum");
+    const auto text = [hex](u64 v) {
+      char t[24];
+      std::snprintf(t, sizeof t, hex ? "%016llx" : "%llu", static_cast<unsigned long long>(v));
+      return std::string(t);
+    };
+    return std::string("its ") + f.field + " is " + text(f.record) + ", the index's " +
+           text(f.index);
+  }
+  return {};
+}
+
 /** Whether object `j` has member `key` with a value: an optional member given as null is
  *  absent (ARCHIVE.md). */
 bool has(const nlohmann::json& j, const char* key) {
@@ -1148,10 +1177,18 @@ void archive_reader::parse_footer(const std::string& text) {
       corrupt(name, "index chunks hold an entry that is not an object");
     }
     for (const chunk_info& c : chunks) {
-      if (c.first != next || c.count == 0 || c.count > header_.geom.samples - next ||
-          c.raw_bytes != c.count * cbps) {
-        corrupt(name, "index entry " + std::to_string(c.index) + " is inconsistent");
-      }
+      const auto n = [](u64 v) { return std::to_string(v); };
+      const u64 left = header_.geom.samples - next;
+      const std::string why =
+          c.first != next ? "its first sample is " + n(c.first) + ", where the one before ends at " +
+                                n(next)
+          : c.count == 0 || c.count > left
+              ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
+          : c.raw_bytes != c.count * cbps
+              ? "its raw size " + n(c.raw_bytes) + " is not " + n(c.count * cbps) + " (" +
+                    n(c.count) + (c.count == 1 ? " sample)" : " samples)")
+              : std::string();
+      if (!why.empty()) corrupt(name, "index entry " + n(c.index) + " is inconsistent: " + why);
       if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
       if (c.stages != 0) {
         throw error(errc::unsupported_version,
@@ -1168,6 +1205,7 @@ void archive_reader::parse_footer(const std::string& text) {
       for (const auto& sj : f.at("side_arrays")) {
         side_array_info s;
         const std::string within = "side_arrays[" + std::to_string(sides.size()) + "].";
+        if (!sj.is_object()) corrupt(name, "index side_arrays hold an entry that is not an object");
         s.name = member(sj, "name", within).get<std::string>();
         for (const auto& other : sides) {  // looked up by name: one array per name
           if (other.name == s.name) corrupt(name, "two side arrays named '" + s.name + "'");
@@ -1210,26 +1248,16 @@ void archive_reader::verify_chunk(const chunk_info& c, const unsigned char* rec,
     corrupt(display_name(), where + ": bad record: no chunk magic");
   }
   // Which field, as the stream reader says (its own checks name them).
-  const struct {
-    const char* field;
-    u64 record, index;
-  } fields[] = {{"index", get_u64(rec + 8), c.index},
-                {"first sample", get_u64(rec + 16), c.first},
-                {"sample count", get_u64(rec + 24), c.count},
-                {"stored size", get_u64(rec + 32), c.stored_bytes},
-                {"raw size", get_u64(rec + 40), c.raw_bytes},
-                {"stages", get_u32(rec + 48), c.stages},
-                {"checksum", get_u64(rec + 56), c.xxh64}};
-  for (const auto& f : fields) {
-    if (f.record == f.index) continue;
-    const bool hex = f.field == std::string_view("checksum");
-    const auto text = [hex](u64 v) {
-      char t[24];
-      std::snprintf(t, sizeof t, hex ? "%016llx" : "%llu", static_cast<unsigned long long>(v));
-      return std::string(t);
-    };
-    corrupt(display_name(), where + ": record disagrees with the index: its " + f.field + " is " +
-                                text(f.record) + ", the index's " + text(f.index));
+  chunk_info r;
+  r.index = get_u64(rec + 8);
+  r.first = get_u64(rec + 16);
+  r.count = get_u64(rec + 24);
+  r.stored_bytes = get_u64(rec + 32);
+  r.raw_bytes = get_u64(rec + 40);
+  r.stages = get_u32(rec + 48);
+  r.xxh64 = get_u64(rec + 56);
+  if (const std::string why = chunk_difference(r, c, false); !why.empty()) {
+    corrupt(display_name(), where + ": record disagrees with the index: " + why);
   }
   if (k_check_sums && chunk_hash(rec, payload) != c.xxh64) {
     corrupt(display_name(), where + ": checksum mismatch");
@@ -1305,7 +1333,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
               ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
           : c.raw_bytes != c.count * cbps
               ? "its raw size " + n(c.raw_bytes) + " is not " + n(c.count * cbps) + " (" +
-                    n(c.count) + " samples)"
+                    n(c.count) + (c.count == 1 ? " sample)" : " samples)")
               : "its stored size " + n(c.stored_bytes) + " is not its raw size " +
                     n(c.raw_bytes) + " (it uses no codec stage)";
       corrupt(name, "chunk " + n(next_index_) + ": bad record: " + why);
@@ -1382,8 +1410,8 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   if (seen.size() != chunks_.size()) corrupt(name, "index disagrees with the chunks read");
   for (std::size_t i = 0; i < seen.size(); ++i) {
     const auto &a = seen[i], &b = chunks_[i];
-    if (a.offset != b.offset || a.first != b.first || a.count != b.count || a.xxh64 != b.xxh64) {
-      corrupt(name, "index disagrees with chunk " + std::to_string(i));
+    if (const std::string why = chunk_difference(a, b, true); !why.empty()) {
+      corrupt(name, "index disagrees with chunk " + std::to_string(i) + ": " + why);
     }
   }
   check_placement(foff);
