@@ -116,8 +116,24 @@ decltype(auto) calling_python(Fn&& fn, const std::function<void()>& before_parki
  *  and its stray bytes read as \xe9, not as a UnicodeDecodeError raised in place of the
  *  error that carries the message. */
 py::object message_text(const std::string& message) {
+  // One line, as the command prints it: a control character of a name (a newline in a path)
+  // escaped, as a byte that is not UTF-8 is (\xe9).
+  std::string line;
+  line.reserve(message.size());
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      line += c;
+    } else if (c == '\n' || c == '\t' || c == '\r') {
+      line += c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r";
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", u);
+      line += esc;
+    }
+  }
   py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
-      message.data(), static_cast<py::ssize_t>(message.size()), "backslashreplace"));
+      line.data(), static_cast<py::ssize_t>(line.size()), "backslashreplace"));
   if (!text) throw py::error_already_set();
   return text;
 }

@@ -63,6 +63,23 @@ def check_python_habits(d, back, y):
            "batch_size must be an integer")
     check(len(dctchop.Loader(path, batch_size=np.array(4))) ==
           len(dctchop.Loader(path, batch_size=4)), "batch_size=np.array(4)")
+    # rank and world too, and the DeviceLoader's (a '>=' between an __index__ object and an
+    # int was Python's own TypeError).
+
+    class Index:
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+    ranked = dctchop.Loader(path, batch_size=Index(2), rank=Index(1), world=Index(2))
+    check(ranked.state()["rank"] == 1 and ranked.state()["world"] == 2, f"{ranked.state()}")
+    check(pickle.loads(pickle.dumps(ranked)).state() == ranked.state(), "pickled with ints")
+    # A message is one line: a newline of a name is escaped, as the command prints it; the
+    # filename is the name itself.
+    e = raises(FileNotFoundError, lambda: dctchop.Archive(f"{d}/a\nb.dcz"))
+    check(e is not None and "\n" not in str(e) and "a\\nb.dcz: cannot open" in str(e) and
+          e.filename == f"{d}/a\nb.dcz", f"{e!r}")
     check(np.array_equal(a[3:7], back[3:7]), "a[3:7]")
     check(np.array_equal(a[35:99], back[35:]), "a slice past the end stops at the end")
     check(a[37:].shape == (0, 20, 18, 3) and a[40:50].shape[0] == 0, "slices at the end are empty")
@@ -527,7 +544,7 @@ def check_compress_from_python(binary, d, x, y):
     buffer = io.BytesIO()
     np.save(buffer, x)  # a .npy file's bytes: np.load them
     raises(TypeError, lambda: dctchop.compress(buffer.getvalue(), f"{d}/c.dcz"),
-           "np.load(io.BytesIO(b)) it")
+           "load it: np.load(io.BytesIO(b))")
     raises(TypeError, lambda: dctchop.compress(b"", f"{d}/c.dcz"), "not a bytes object (0 bytes)")
     e = raises(TypeError, lambda: dctchop.compress(b"p" * 3000, f"{d}/c.dcz"), "not the path b'ppp")
     check(e is not None and len(str(e)) < 400, f"a message of {len(str(e)) if e else 0} characters")

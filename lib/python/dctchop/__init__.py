@@ -119,7 +119,10 @@ def _path(path):
 def _shown(name):
     """A path as messages show it: a byte that is not UTF-8 as \\xe9, as the library's own
     messages have it (os.fsdecode's lone surrogate, \\udce9, cannot even be printed)."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    # (a control character as the library's messages have it: a message is one line)
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(
+        m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
 def _error_of_kind(message, kind):
@@ -272,8 +275,8 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
         raise TypeError(f"coeff must be a str or None, not {type(coeff).__name__}")
     for name, a in (("data", data), ("labels", labels)):
         if isinstance(a, bytes) and (not a or b"\0" in a or len(a) > 4096):  # bytes of data
-            how = ("np.load(io.BytesIO(b)) it" if a.startswith(b"\x93NUMPY")  # a .npy file's
-                   else "np.frombuffer(b, dtype).reshape(shape) it")
+            how = ("load it: np.load(io.BytesIO(b))" if a.startswith(b"\x93NUMPY")  # a .npy's
+                   else "make it one: np.frombuffer(b, dtype).reshape(shape)")
             raise TypeError(f"compress takes the {name} as an array, not a bytes object "
                             f"({len(a)} bytes): {how}")
         if _is_path(a):
@@ -629,14 +632,15 @@ class _Batches:
 
     @staticmethod
     def _options(batch_size, shuffle_window, rank, world, prefetch, seed):
-        _count("batch_size", batch_size, 1)
-        _count("world", world, 1, 2**31 - 1)
-        _count("rank", rank, 0, 2**31 - 1)
+        """The options as ints (anything with __index__ given), each checked."""
+        batch_size = _count("batch_size", batch_size, 1)
+        world = _count("world", world, 1, 2**31 - 1)
+        rank = _count("rank", rank, 0, 2**31 - 1)
         if rank >= world:
             raise _bad_argument(f"rank {rank} is outside 0..{world - 1} (world {world})")
-        _count("shuffle_window", shuffle_window, 0)  # 0 is taken as 1
-        _count("prefetch", prefetch, 0, 1024)  # batches held in memory, ahead (max_prefetch)
-        _count("seed", seed, 0, 2**64 - 1)
+        shuffle_window = _count("shuffle_window", shuffle_window, 0)  # 0 is taken as 1
+        prefetch = _count("prefetch", prefetch, 0, 1024)  # batches held ahead (max_prefetch)
+        return batch_size, shuffle_window, rank, world, prefetch, _count("seed", seed, 0, 2**64 - 1)
 
     @property
     def batches_per_epoch(self):
@@ -769,15 +773,16 @@ class Loader(_Batches):
                  world=1, drop_last=True, prefetch=2, decode=True, threads=1):
         shuffle, drop_last, decode = (_flag("shuffle", shuffle, none=True),
                                       _flag("drop_last", drop_last), _flag("decode", decode))
-        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
+        batch_size, shuffle_window, rank, world, prefetch, seed = self._options(
+            batch_size, shuffle_window, rank, world, prefetch, seed)
+        threads = _count("threads", threads, 0, _MAX_THREADS)
         name = _path(path)
         options = dict(batch_size=batch_size, shuffle=shuffle, seed=seed,
                        shuffle_window=shuffle_window, rank=rank, world=world,
                        drop_last=drop_last, prefetch=prefetch, decode=decode, threads=threads)
         with _naming(path):
             loader = _Loader(name, batch_size, shuffle, seed, shuffle_window, rank, world,
-                             drop_last, prefetch, decode,
-                             _count("threads", threads, 0, _MAX_THREADS))
+                             drop_last, prefetch, decode, threads)
         super().__init__(loader, name, options, _identity_of(name))
         self.last_epoch = None
 

@@ -249,10 +249,11 @@ class DeviceLoader(_Batches):
     def __init__(self, path, batch_size=32, shuffle=True, seed=0, shuffle_window=4, rank=0,
                  world=1, drop_last=True, prefetch=2, device=-1, buffers=3, threads=1):
         shuffle, drop_last = _flag("shuffle", shuffle, none=True), _flag("drop_last", drop_last)
-        self._options(batch_size, shuffle_window, rank, world, prefetch, seed)
-        _count("buffers", buffers, 1, 1024)  # (device_loader::max_buffers)
-        _count("threads", threads, 1, 256)  # (loader_options::max_threads)
-        _count("device", device, -1, 2**31 - 1)  # -1: the host
+        batch_size, shuffle_window, rank, world, prefetch, seed = self._options(
+            batch_size, shuffle_window, rank, world, prefetch, seed)
+        buffers = _count("buffers", buffers, 1, 1024)  # (device_loader::max_buffers)
+        threads = _count("threads", threads, 1, 256)  # (loader_options::max_threads)
+        device = _count("device", device, -1, 2**31 - 1)  # -1: the host
         path = _path(path)
         with Archive(path) as a:
             kind = a.dtype
