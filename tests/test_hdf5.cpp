@@ -2603,7 +2603,7 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
         std::pair{"o.h5:/g/", "o.h5: HDF5 dataset path '/g/': expected a name like /images"},
         std::pair{"o.h5:", "o.h5:: no dataset after ':'"},
         std::pair{"o.h5:/labels", "would both be /labels"},
-        std::pair{"o.h5:/labels/images", "would lie inside the labels' dataset /labels"},
+        std::pair{"o.h5:/g/labels", "would both be /g/labels"},
         std::pair{"o.h5:labels", "would both be /labels"}}) {
     auto r = cli(dir, std::string("decompress a.dcz -o ") + out);
     EXPECT_EQ(r.status, 2) << out << "\n" << describe(r);
@@ -2614,8 +2614,8 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   EXPECT_NE(l.err.find("the data and the archive's labels would both be /labels"), std::string::npos) << l.err;
   // Paths inside one another are named as such, --labels-out's too.
   for (const auto& [args, says] :
-       {std::pair{"-o o.h5:/labels/images", "the data's path would lie inside the labels' "
-                                            "dataset /labels"},
+       {std::pair{"-o o.h5:/y/images --labels-out o.h5:/y", "the data's path would lie inside "
+                                                             "the labels' dataset /y"},
         std::pair{"-o o.h5:/x --labels-out o.h5:/x/y", "o.h5:/x: the labels' path /x/y would "
                                                        "lie inside the data's dataset"}}) {
     auto p = cli(dir, std::string("decompress a.dcz ") + args);
@@ -2627,6 +2627,12 @@ TEST(Hdf5Cli, OutputDatasetPathsThatCannotBeOrClashWithTheLabelsExit2AndLeaveNot
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5:images")));
   const auto back = must(dir, "compress o.h5:/images -o b.dcz --json").out;
   EXPECT_EQ(parse_json(back).at("shape"), json({6, 16, 16, 3}));
+  // The labels go beside the data, in its group (they went to /labels): where the input rule
+  // finds them again, and a second split of the file would not collide with them.
+  auto split = must(dir, "decompress a.dcz -o s.h5:/train/images");
+  EXPECT_TRUE(contains(split.err, "labels 6 -> s.h5:/train/labels")) << split.err;
+  auto again = must(dir, "compress s.h5:/train/images --labels s.h5 -o c.dcz");
+  EXPECT_TRUE(contains(again.err, "using labels /train/labels of s.h5")) << again.err;
   // compress writes archives: an HDF5 dataset as its output is a usage error.
   auto c = cli(dir, "compress t.h5:/train/images -o z.h5:/x");
   EXPECT_EQ(c.status, 2) << describe(c);

@@ -1385,6 +1385,14 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // their own; any other output cannot share its file with the labels.
   const bool npz_out = out.kind == file_kind::npz;
   std::string labels_beside = npz_out ? npz_labels_array : hdf5_labels_dataset;
+  // In the data's group: /train/labels beside /train/images, where the input rule looks for
+  // them (it was /labels, which a file of a train and a test group could not hold twice).
+  if (out.kind == file_kind::hdf5) {
+    const auto slash = out.dataset.rfind('/');
+    if (slash != std::string::npos && slash > 0) {
+      labels_beside = out.dataset.substr(0, slash) + hdf5_labels_dataset;
+    }
+  }
   std::optional<dataset_spec> labels_file;  // --labels-out, when it is a file of its own
   if (!o.labels_out.empty()) {
     dataset_spec ls = parse_dataset_spec(o.labels_out);
