@@ -184,6 +184,19 @@ std::string chunk_difference(const chunk_info& rec, const chunk_info& entry, boo
   return {};
 }
 
+/** A chunk record's fields (ARCHIVE.md; not its place, which the record does not say). */
+chunk_info record_fields(const unsigned char* rec) {
+  chunk_info r;
+  r.index = get_u64(rec + 8);
+  r.first = get_u64(rec + 16);
+  r.count = get_u64(rec + 24);
+  r.stored_bytes = get_u64(rec + 32);
+  r.raw_bytes = get_u64(rec + 40);
+  r.stages = get_u32(rec + 48);
+  r.xxh64 = get_u64(rec + 56);
+  return r;
+}
+
 /** Whether object `j` has member `key` with a value: an optional member given as null is
  *  absent (ARCHIVE.md). */
 bool has(const nlohmann::json& j, const char* key) {
@@ -1248,15 +1261,7 @@ void archive_reader::verify_chunk(const chunk_info& c, const unsigned char* rec,
     corrupt(display_name(), where + ": bad record: no chunk magic");
   }
   // Which field, as the stream reader says (its own checks name them).
-  chunk_info r;
-  r.index = get_u64(rec + 8);
-  r.first = get_u64(rec + 16);
-  r.count = get_u64(rec + 24);
-  r.stored_bytes = get_u64(rec + 32);
-  r.raw_bytes = get_u64(rec + 40);
-  r.stages = get_u32(rec + 48);
-  r.xxh64 = get_u64(rec + 56);
-  if (const std::string why = chunk_difference(r, c, false); !why.empty()) {
+  if (const std::string why = chunk_difference(record_fields(rec), c, false); !why.empty()) {
     corrupt(display_name(), where + ": record disagrees with the index: " + why);
   }
   if (k_check_sums && chunk_hash(rec, payload) != c.xxh64) {
@@ -1294,17 +1299,12 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
   if (next_sample_ < header_.geom.samples) {
     unsigned char rec[k_record];
     file_.read_exact(rec, k_record, "a chunk record");
-    chunk_info c;
+    chunk_info c = record_fields(rec);
+    const u64 said_index = c.index;
     c.index = next_index_;
     c.offset = offset;
-    c.first = get_u64(rec + 16);
-    c.count = get_u64(rec + 24);
-    c.stored_bytes = get_u64(rec + 32);
-    c.raw_bytes = get_u64(rec + 40);
-    c.stages = get_u32(rec + 48);
-    c.xxh64 = get_u64(rec + 56);
     const u64 cbps = header_.coeff_bytes_per_sample();
-    const bool sane = std::memcmp(rec, k_chunk_magic, 8) == 0 && get_u64(rec + 8) == next_index_ &&
+    const bool sane = std::memcmp(rec, k_chunk_magic, 8) == 0 && said_index == next_index_ &&
                       c.first == next_sample_ && c.count > 0 &&
                       c.count <= header_.geom.samples - next_sample_ &&
                       c.raw_bytes == c.count * cbps;
@@ -1326,7 +1326,7 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
       const u64 left = header_.geom.samples - next_sample_;
       const std::string why =
           std::memcmp(rec, k_chunk_magic, 8) != 0 ? "no chunk magic"
-          : get_u64(rec + 8) != next_index_       ? "its index is " + n(get_u64(rec + 8))
+          : said_index != next_index_             ? "its index is " + n(said_index)
           : c.first != next_sample_
               ? "its first sample is " + n(c.first) + ", not " + n(next_sample_)
           : c.count == 0 || c.count > left
