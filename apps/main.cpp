@@ -1296,9 +1296,9 @@ int run(int argc, char** argv) {
   std::string d_dataset;
   bool d_raw = false;
   dec->add_option("-o,--output", d_out,
-                  "output (required): FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go beside, in "
-                  "its group: /g/labels), FILE.npz[:array] (arrays data and labels), or raw "
-                  "with --raw")
+                  "output (required): FILE.npy, - (stdout), FILE.h5[:/dataset] (labels go "
+                  "beside, in its group: /g/labels), FILE.npz[:array] (arrays data and "
+                  "labels), or raw with --raw")
       ->check(non_empty_path);
   dec->add_option("--dataset", d_dataset,
                   "HDF5 dataset path (default /data) or .npz array name (default data) for the output");

@@ -653,6 +653,9 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
             "index entry 1 is inconsistent: its first sample is 3, where the one before ends at 2"},
            {[](nlohmann::json& j) { j["chunks"][1]["raw_bytes"] = 99; },
             "index entry 1 is inconsistent: its raw size 99 is not 128 (1 sample)"},
+           {[](nlohmann::json& j) { j["chunks"][1]["stored_bytes"] = 129; },
+            "index entry 1 is inconsistent: its stored size 129 is not its raw size 128 (it "
+            "uses no codec stage)"},
            {[](nlohmann::json& j) { j["side_arrays"][0] = nullptr; },
             "index side_arrays hold an entry that is not an object"}}) {
     test::write_bytes(path, with_footer(bytes_, edit));

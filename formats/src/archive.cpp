@@ -1193,8 +1193,8 @@ void archive_reader::parse_footer(const std::string& text) {
       const auto n = [](u64 v) { return std::to_string(v); };
       const u64 left = header_.geom.samples - next;
       const std::string why =
-          c.first != next ? "its first sample is " + n(c.first) + ", where the one before ends at " +
-                                n(next)
+          c.first != next
+              ? "its first sample is " + n(c.first) + ", where the one before ends at " + n(next)
           : c.count == 0 || c.count > left
               ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
           : c.raw_bytes != c.count * cbps
@@ -1209,7 +1209,10 @@ void archive_reader::parse_footer(const std::string& text) {
                         " uses codec stages that this dctchop cannot decode; upgrade dctchop");
       }
       if (c.stored_bytes != c.raw_bytes) {
-        corrupt(name, "index entry " + std::to_string(c.index) + " has a wrong stored size");
+        corrupt(name, "index entry " + std::to_string(c.index) +
+                          " is inconsistent: its stored size " + std::to_string(c.stored_bytes) +
+                          " is not its raw size " + std::to_string(c.raw_bytes) +
+                          " (it uses no codec stage)");
       }
       next += c.count;
     }
