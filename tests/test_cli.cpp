@@ -432,12 +432,16 @@ TEST(Cli, LabelsLargerThanAStreamHoldsInMemoryComeThroughAPipeWhole) {
                        "assert (z == y).all() and (f['labels'][:] == y[100:]).all(), 'labels differ'\"");
   EXPECT_EQ(check.status, 0) << describe(check);
   // Bytes that go on after an archive (two archives concatenated, a mistaken pipe) are not
-  // spooled without end: past the decoded data's size (as f64) plus 256 MiB, corrupt.
+  // spooled without end: past the decoded data's size (as f64) plus 256 MiB, corrupt. (Not
+  // under AddressSanitizer: 300 MB through a pipe and 256 MiB to disk took a third of CI's
+  // slowest test, on the code the 69 MiB above already runs there.)
+#if !defined(DCTCHOP_TEST_ASAN)
   ASSERT_EQ(cli(dir, "compress x.npy -o small.dcz -q --no-quality").status, 0);
   auto endless = sh(dir, "(cat small.dcz; head -c 300000000 /dev/zero) | TMPDIR=tmp DCTCHOP verify -");
   EXPECT_EQ(endless.status, 4) << describe(endless);
   EXPECT_NE(endless.err.find("MiB follow the last chunk"), std::string::npos) << describe(endless);
   EXPECT_TRUE(std::filesystem::is_empty(dir.file("tmp")));
+#endif
   // A flipped byte in the spooled part of the labels: the pipe's verify says so.
   std::string bad = read_bytes(dir.file("a.dcz"));
   const auto at = bad.size() - 64 - 4 * 1048576;  // in the labels, near their end
