@@ -184,6 +184,21 @@ std::string chunk_difference(const chunk_info& rec, const chunk_info& entry, boo
   return {};
 }
 
+/** What is wrong with chunk `c`'s sample count or raw size where `left` samples are still to
+ *  come, at `cbps` coefficient bytes a sample, as words ("its raw size 99 is not 128 (1
+ *  sample)"); "" where nothing is. The index's entries and a stream's records alike. */
+std::string count_problem(const chunk_info& c, u64 left, u64 cbps) {
+  const auto n = [](u64 v) { return std::to_string(v); };
+  if (c.count == 0 || c.count > left) {
+    return "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left";
+  }
+  if (c.raw_bytes != c.count * cbps) {
+    return "its raw size " + n(c.raw_bytes) + " is not " + n(c.count * cbps) + " (" +
+           n(c.count) + (c.count == 1 ? " sample)" : " samples)");
+  }
+  return {};
+}
+
 /** A chunk record's fields (ARCHIVE.md; not its place, which the record does not say). */
 chunk_info record_fields(const unsigned char* rec) {
   chunk_info r;
@@ -1190,18 +1205,13 @@ void archive_reader::parse_footer(const std::string& text) {
       corrupt(name, "index chunks hold an entry that is not an object");
     }
     for (const chunk_info& c : chunks) {
-      const auto n = [](u64 v) { return std::to_string(v); };
-      const u64 left = header_.geom.samples - next;
-      const std::string why =
-          c.first != next
-              ? "its first sample is " + n(c.first) + ", where the one before ends at " + n(next)
-          : c.count == 0 || c.count > left
-              ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
-          : c.raw_bytes != c.count * cbps
-              ? "its raw size " + n(c.raw_bytes) + " is not " + n(c.count * cbps) + " (" +
-                    n(c.count) + (c.count == 1 ? " sample)" : " samples)")
-              : std::string();
-      if (!why.empty()) corrupt(name, "index entry " + n(c.index) + " is inconsistent: " + why);
+      const std::string why = c.first != next ? "its first sample is " + std::to_string(c.first) +
+                                                    ", where the one before ends at " +
+                                                    std::to_string(next)
+                                              : count_problem(c, header_.geom.samples - next, cbps);
+      if (!why.empty()) {
+        corrupt(name, "index entry " + std::to_string(c.index) + " is inconsistent: " + why);
+      }
       if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
       if (c.stages != 0) {
         throw error(errc::unsupported_version,
@@ -1326,19 +1336,16 @@ bool archive_reader::next_chunk(chunk_info& info, std::vector<std::byte, Alloc>&
     }
     if (!sane || c.stored_bytes != c.raw_bytes) {
       const auto n = [](u64 v) { return std::to_string(v); };
-      const u64 left = header_.geom.samples - next_sample_;
-      const std::string why =
+      std::string why =
           std::memcmp(rec, k_chunk_magic, 8) != 0 ? "no chunk magic"
           : said_index != next_index_             ? "its index is " + n(said_index)
           : c.first != next_sample_
               ? "its first sample is " + n(c.first) + ", not " + n(next_sample_)
-          : c.count == 0 || c.count > left
-              ? "its " + n(c.count) + " samples are not 1.." + n(left) + ", the samples left"
-          : c.raw_bytes != c.count * cbps
-              ? "its raw size " + n(c.raw_bytes) + " is not " + n(c.count * cbps) + " (" +
-                    n(c.count) + (c.count == 1 ? " sample)" : " samples)")
-              : "its stored size " + n(c.stored_bytes) + " is not its raw size " +
-                    n(c.raw_bytes) + " (it uses no codec stage)";
+              : count_problem(c, header_.geom.samples - next_sample_, cbps);
+      if (why.empty()) {
+        why = "its stored size " + n(c.stored_bytes) + " is not its raw size " +
+              n(c.raw_bytes) + " (it uses no codec stage)";
+      }
       corrupt(name, "chunk " + n(next_index_) + ": bad record: " + why);
     }
     if (c.count > header_.samples_per_chunk) too_many_samples(name, c, header_.samples_per_chunk);
