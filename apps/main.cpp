@@ -56,7 +56,7 @@ enum exit_code : int {
   exit_exists = 6,
   exit_backend = 7,
   exit_quality = 8,   // verify: a gate failed; compress --psnr/--ssim: target unreachable
-  exit_mismatch = 9,  // verify: archive and input differ in shape or dtype
+  exit_mismatch = 9,  // verify: archive and input differ in shape or dtype, or labels differ
   exit_interrupted = 130,
 };
 
@@ -99,6 +99,7 @@ Examples:
   dctchop info shards/*.dcz                            # one report each; verify takes several too
   dctchop eval train.npy --block 4,8,16 --chop 2,4     # block sizes compared
   dctchop verify train.dcz --against train.npy --min-psnr 30 || echo "quality gate failed"
+  dctchop verify train.dcz --against train.npy --labels labels.npy   # stored labels equal?
   dctchop decompress train.dcz -o check.npy --samples 0:100
   dctchop compress train.npy -o train.dcz --backend cuda --device 1   # the second GPU
   cat train.dcz | dctchop decompress - -o - > all.npy
@@ -1363,7 +1364,7 @@ int run(int argc, char** argv) {
 
   // ---- verify
   std::vector<std::string> v_ins;
-  std::string v_against;
+  std::string v_against, v_labels;
   backend_args v_be;
   std::optional<double> v_min_psnr, v_min_ssim, v_max_error;
   bool v_json = false, v_quiet = false;
@@ -1378,6 +1379,10 @@ int run(int argc, char** argv) {
   ver->add_option("--against", v_against,
                   "the original: FILE.npy, - (stdin), FILE.h5[:/dataset], FILE.npz[:array], or raw with --raw; "
                   "without it only the checksums and the index are checked")
+      ->check(non_empty_path);
+  ver->add_option("--labels", v_labels,
+                  "the original labels (FILE.npy, FILE.h5:/labels, FILE.npz:y_train): the "
+                  "archive's must equal them (exit 9 otherwise); needs --against")
       ->check(non_empty_path);
   ver->add_option("--min-psnr", v_min_psnr, "fail (exit 8) when PSNR is below X dB")
       ->check(finite_number);
@@ -1626,6 +1631,7 @@ int run(int argc, char** argv) {
       if (*ver) {
         ins = v_ins;
         ins.push_back(v_against);
+        ins.push_back(v_labels);
       }
       const bool report_on_stdout = json_on_stdout() || *evl || *inf;
       for (const auto& in : ins) {
@@ -1649,7 +1655,7 @@ int run(int argc, char** argv) {
           if (regular(STDOUT_FILENO) || regular(STDERR_FILENO)) {
             auto spec = formats::resolve_by_content(formats::parse_dataset_spec(in));
             // (Where none is named, the one chosen: compress's labels choose by their names.)
-            if (*cmp && &in == &ins.back() && in == c_labels) {
+            if ((*cmp || *ver) && &in == &ins.back() && in == (*cmp ? c_labels : v_labels)) {
               spec.purpose = formats::dataset_spec::role::labels;
             }
             also = formats::files_read_by(spec);
@@ -2002,8 +2008,15 @@ int run(int argc, char** argv) {
       if (names_stdin(v_against) && std::any_of(v_ins.begin(), v_ins.end(), names_stdin)) {
         throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
       }
+      if (names_stdin(v_labels) &&
+          (names_stdin(v_against) || std::any_of(v_ins.begin(), v_ins.end(), names_stdin))) {
+        throw error(errc::invalid_argument,
+                    fmt::format("the {} and --labels cannot both be stdin",
+                                names_stdin(v_against) ? "input" : "archive"));
+      }
       refuse_tty_stdins(v_ins);
       refuse_tty_stdin(v_against);
+      refuse_tty_stdin(v_labels);
       if (v_ins.size() > 1 && !v_against.empty()) {
         throw error(errc::invalid_argument,
                     fmt::format("verify --against takes one archive, not {}", v_ins.size()));
@@ -2012,6 +2025,10 @@ int run(int argc, char** argv) {
       if (v_against.empty()) {
         if (v_min_psnr || v_min_ssim || v_max_error) {
           throw error(errc::invalid_argument, "quality gates need --against ORIGINAL");
+        }
+        if (!v_labels.empty()) {
+          throw error(errc::invalid_argument,
+                      "--labels gives the original's labels: it needs --against ORIGINAL");
         }
         for (const char* name : {"--dataset", "--raw", "--dtype", "--shape"}) {  // the original's
           if (ver->count(name) > 0) {
@@ -2050,6 +2067,7 @@ int run(int argc, char** argv) {
       o.min_psnr = v_min_psnr;
       o.min_ssim = v_min_ssim;
       o.max_error = v_max_error;
+      o.labels_path = v_labels;
       o.threads = v_be.threads;
       app::progress_bar bar("verifying", !v_quiet);
       o.progress = progress_to(bar);
@@ -2081,10 +2099,12 @@ int run(int argc, char** argv) {
         }
         std::cout << formats::json_text(j, 2) << "\n";
       }
-      if (!r.mismatch.empty()) {
-        log->error("mismatch: {}", r.mismatch);
-      } else {
+      // (The labels differ: the data was measured, and its figures and gates are said too.)
+      if (r.q) {
         if (!v_quiet && !v_json) log->info("{}: checksums ok; {}", name, quality_line(*r.q));
+        if (!r.labels_source.empty() && r.mismatch.empty() && !v_quiet && !v_json) {
+          log->info("labels equal {}'s ({} rows)", r.labels_source, r.labels_rows);
+        }
         for (const auto& f : r.failures) log->error("{}: gate failed: {}", name, f);
         if (r.passed() && !v_quiet && !v_json && (v_min_psnr || v_min_ssim || v_max_error)) {
           log->info("every gate holds");
@@ -2093,6 +2113,7 @@ int run(int argc, char** argv) {
           for (const auto& w : r.warnings) log->warn("note: {}", w);
         }
       }
+      if (!r.mismatch.empty()) log->error("mismatch: {}", r.mismatch);
       if (rc != 0) return rc;
     }
   } catch (const interrupted&) {

@@ -73,6 +73,7 @@ run_shards() {
   local program="$1" tmp="$2" n="$3" i failed=0
   local pids=()
   mkdir -p "$tmp"
+  tmp="$(cd "$tmp" && pwd)"  # (absolute, as ctest gives it: tests work in other folders too)
   for ((i = 0; i < n; i++)); do
     GTEST_TOTAL_SHARDS="$n" GTEST_SHARD_INDEX="$i" DCTCHOP_TMP="$tmp" \
       timeout -s KILL 1800 "$program" --gtest_brief=1 > "$tmp/shard-$i.log" 2>&1 &

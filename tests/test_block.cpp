@@ -535,6 +535,32 @@ TEST(BlockFunctions, StoreCoeffRefusesWhatTheTypeCannotHoldAndRoundsI16TiesToEve
   EXPECT_EQ(detail::load_coeff<double>(f, coeff_code::f32, 0), static_cast<double>(1e30f));
 }
 
+// The messages' "largest" of a coefficient type is what store_coeff keeps: it stores as
+// itself, and the next value the type has past it (one unit in its last place) is refused.
+TEST(BlockFunctions, MaxFiniteOfACoefficientTypeIsTheLargestValueStoreCoeffKeeps) {
+  const std::pair<coeff_type, coeff_code> types[] = {{coeff_type::f16, coeff_code::f16},
+                                                     {coeff_type::bf16, coeff_code::bf16},
+                                                     {coeff_type::f32, coeff_code::f32},
+                                                     {coeff_type::i16, coeff_code::i16}};
+  for (const auto& [type, code] : types) {
+    SCOPED_TRACE(std::string(to_string(type)));
+    const double largest = max_finite(type);
+    // The unit in the last place at the top: f16 keeps 11 significant bits (2^15 * 2^-10),
+    // bf16 8 (2^127 * 2^-7), f32 24 (2^127 * 2^-23).
+    const double step = type == coeff_type::f16    ? 0x1p5
+                        : type == coeff_type::bf16 ? 0x1p120
+                        : type == coeff_type::f32  ? 0x1p104
+                                                   : 1.0;
+    alignas(8) unsigned char out[8];
+    for (const double sign : {1.0, -1.0}) {
+      EXPECT_TRUE(detail::store_coeff(sign * largest, code, out, 0));
+      EXPECT_EQ(detail::load_coeff<double>(out, code, 0), sign * largest);
+      if (type == coeff_type::i16 && sign < 0) continue;  // (i16 holds -32768)
+      EXPECT_FALSE(detail::store_coeff(sign * (largest + step), code, out, 0));
+    }
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -1442,6 +1442,9 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   // The images file itself: of its datasets, /train/labels is the one named like labels.
   auto t = must(dir, "compress t.h5:/train/images --labels t.h5 -o b.dcz -f");
   EXPECT_TRUE(contains(t.err, "using labels /train/labels of t.h5")) << t.err;
+  // verify --labels finds them by the same rule, and compares them with those b.dcz stores.
+  auto v = must(dir, "verify b.dcz --against t.h5:/train/images --labels t.h5");
+  EXPECT_TRUE(contains(v.err, "labels equal t.h5:/train/labels's (6 rows)")) << v.err;
   // A train/test file whose splits have as many rows: the labels beside the images.
   {
     auto f = h5_create(dir.file("split.h5"));

@@ -2055,6 +2055,98 @@ TEST(QualityCli, SsimTargetOnPlanesBelow7x7Exits8NamingTheFileAndTheReason) {
   EXPECT_EQ(parse_json(n.out).at("quality").at("ssim_status"), "off") << n.out;
 }
 
+// verify --labels compares the labels an archive stores with the original's, byte for byte:
+// their values, dtype and shape, from a file or a stream, and says which rows differ.
+TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer) {
+  temp_dir dir;
+  make_verified(dir);  // x.npy (4 samples) and a.dcz, which stores no labels
+  const auto save_i64 = [&](const std::string& name, std::vector<std::uint64_t> shape,
+                            std::vector<std::int64_t> v) {
+    auto w = formats::npy_writer::create(dir.file(name), *formats::parse_npy_descr("<i8"),
+                                         shape, false);
+    w.write_rows(v.data(), shape[0]);
+    w.finish();
+  };
+  save_i64("y.npy", {4}, {3, 1, 4, 1});
+  save_i64("other.npy", {4}, {3, 1, 5, 9});
+  save_i64("column.npy", {4, 1}, {3, 1, 4, 1});
+  save_i64("five.npy", {5}, {3, 1, 4, 1, 5});
+  save_npy(dir.file("y32.npy"), dtype::i32, {4}, std::vector<std::int32_t>{3, 1, 4, 1});
+  ASSERT_EQ(cli(dir, "compress x.npy -o l.dcz -q --labels y.npy").status, 0);
+
+  auto ok = cli(dir, "verify l.dcz --against x.npy --labels y.npy");
+  EXPECT_EQ(ok.status, 0) << describe(ok);
+  EXPECT_TRUE(contains(ok.err, "labels equal y.npy's (4 rows)")) << ok.err;
+  const json j = parse_json(cli(dir, "verify l.dcz --against x.npy --labels y.npy --json").out);
+  EXPECT_EQ(j.value("passed", false), true) << j.dump();
+  EXPECT_EQ(j.at("labels"), json({{"source", "y.npy"}, {"rows", 4}, {"rows_differing", 0}}));
+  // Without --labels the stored labels are only checked (their checksum), not compared.
+  EXPECT_FALSE(parse_json(cli(dir, "verify l.dcz --against x.npy --json").out).contains("labels"));
+
+  // Values that differ: exit 9 after the data's figures, saying how many rows and which first.
+  auto diff = cli(dir, "verify l.dcz --against x.npy --labels other.npy --min-psnr 1");
+  EXPECT_EQ(diff.status, 9) << describe(diff);
+  EXPECT_TRUE(contains(diff.err, "checksums ok; PSNR")) << diff.err;
+  EXPECT_TRUE(contains(diff.err, "mismatch: l.dcz's labels differ from other.npy's in 2 of 4 "
+                                 "rows, the first row 2")) << diff.err;
+  EXPECT_FALSE(contains(diff.err, "labels equal")) << diff.err;
+  const auto dj = cli(dir, "verify l.dcz --against x.npy --labels other.npy --json");
+  EXPECT_EQ(dj.status, 9) << describe(dj);
+  const json d = parse_json(dj.out);
+  EXPECT_EQ(d.value("passed", true), false);
+  EXPECT_EQ(d.value("exit_code", 0), 9);
+  EXPECT_TRUE(d.at("quality").is_object()) << dj.out;  // the data was measured
+  EXPECT_EQ(d.at("labels").at("rows_differing"), 2);
+  EXPECT_EQ(d.value("error", ""), "mismatch: " + d.value("mismatch", "?"));
+  // Another dtype or shape of the same numbers, more rows, or an archive without labels.
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"l.dcz --labels y32.npy", "l.dcz's labels are 4 <i8, but y32.npy is 4 <i4"},
+           {"l.dcz --labels column.npy", "l.dcz's labels are 4 <i8, but column.npy is 4x1 <i8"},
+           {"l.dcz --labels five.npy", "l.dcz's labels are 4 <i8, but five.npy is 5 <i8"},
+           {"a.dcz --labels y.npy", "a.dcz holds no labels, but --labels y.npy is 4 <i8"}}) {
+    auto r = cli(dir, "verify " + args + " --against x.npy");
+    EXPECT_EQ(r.status, 9) << args << "\n" << describe(r);
+    EXPECT_TRUE(contains(r.err, "mismatch: " + says)) << args << "\n" << r.err;
+  }
+
+  // The archive from a stream, whose labels come after its chunks; the labels from stdin.
+  EXPECT_EQ(sh(dir, "cat l.dcz | DCTCHOP verify - --against x.npy --labels y.npy").status, 0);
+  auto sdiff = sh(dir, "cat l.dcz | DCTCHOP verify - --against x.npy --labels other.npy");
+  EXPECT_EQ(sdiff.status, 9) << describe(sdiff);
+  EXPECT_TRUE(contains(sdiff.err, "<stdin>'s labels differ from other.npy's")) << sdiff.err;
+  EXPECT_EQ(sh(dir, "cat y.npy | DCTCHOP verify l.dcz --against x.npy --labels -").status, 0);
+  EXPECT_EQ(sh(dir, "cat other.npy | DCTCHOP verify l.dcz --against x.npy --labels -").status, 9);
+
+  // Usage: --labels without an original, or two inputs from stdin; a labels file that is not
+  // there is said before anything is decoded.
+  for (const auto& [cmd, says] : std::vector<std::pair<std::string, std::string>>{
+           {"DCTCHOP verify l.dcz --labels y.npy",
+            "--labels gives the original's labels: it needs --against ORIGINAL"},
+           {"cat l.dcz | DCTCHOP verify - --against x.npy --labels -",
+            "the archive and --labels cannot both be stdin"},
+           {"cat x.npy | DCTCHOP verify l.dcz --against - --labels -",
+            "the input and --labels cannot both be stdin"}}) {
+    auto r = sh(dir, cmd);
+    EXPECT_EQ(r.status, 2) << cmd << "\n" << describe(r);
+    EXPECT_TRUE(contains(r.err, says)) << cmd << "\n" << r.err;
+  }
+  auto missing = cli(dir, "verify l.dcz --against x.npy --labels nowhere.npy");
+  EXPECT_NE(missing.status, 0) << describe(missing);
+  EXPECT_TRUE(contains(missing.err, "nowhere.npy")) << missing.err;
+  EXPECT_FALSE(contains(missing.err, "checksums ok")) << missing.err;
+
+  // Stored labels damaged on disk: the comparison reads them checking their checksum (exit 4).
+  const auto reader = formats::archive_reader::open(dir.file("l.dcz"));
+  const auto* side = reader.find_side_array("labels");
+  ASSERT_NE(side, nullptr);
+  const std::uint64_t at = side->offset;
+  std::string bytes = read_bytes(dir.file("l.dcz"));
+  bytes[at] = char(bytes[at] ^ 0x40);
+  write_bytes(dir.file("bad.dcz"), bytes);
+  auto bad = cli(dir, "verify bad.dcz --against x.npy --labels y.npy");
+  EXPECT_EQ(bad.status, 4) << describe(bad);
+}
+
 TEST(QualityCli, FloatDataFromStdinHasNoSsimInCompressButVerifyTakesTheRangeFromTheArchive) {
   temp_dir dir;
   const analytic_f32 d;

@@ -438,10 +438,7 @@ std::string overflow_detail(const error& e, const codec_params& p,
   }
   // |C[u][v]| <= B * max |x - offset| (cpu_backend's bound): the sample's other values within
   // the type among themselves (an offset amid them), the replacement past it from them.
-  const double largest = p.coeff == coeff_type::f16    ? 65504.0
-                         : p.coeff == coeff_type::i16  ? 32767.0
-                         : p.coeff == coeff_type::bf16 ? 0x1.fep127
-                                                       : double(std::numeric_limits<float>::max());
+  const double largest = max_finite(p.coeff);
   const double v = view.type == dtype::f32 ? double(float(*replacement)) : *replacement;
   bool there = false;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
@@ -929,6 +926,39 @@ std::vector<chop_trial> search_on_sample(input_source& src, backend& be, codec_p
 
 }  // namespace
 
+namespace detail {
+
+std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec& input,
+                                           const input_source& src, const std::string& output) {
+  if (!spec.memory) spec = resolve_by_content(spec);
+  spec.purpose = dataset_spec::role::labels;
+  const bool data_file = !spec.memory && same_file(spec.path, input.path);
+  if ((spec.kind == file_kind::hdf5 || spec.kind == file_kind::npz) && spec.dataset.empty() &&
+      data_file) {
+    spec.not_this = src.src->dataset_path();  // the images are not their own labels
+  }
+  spec.rows = src.geom.samples;  // a search takes only labels of one row per sample
+  if (!output.empty() && !spec.memory &&
+      ((spec.path == output && output != "-") || same_file(spec.path, output) ||
+       (output == "-" && is_standard_output(spec.path)))) {
+    throw error(errc::invalid_argument,
+                output == "-" ? "standard output is the labels input file " + spec.path +
+                                    ": the output would replace it"
+                              : output + ": the output would replace the labels input " +
+                                    spec.path);
+  }
+  std::unique_ptr<sample_source> labels = open_dataset(spec);
+  if (!output.empty()) check_not_read_by(spec, labels->dataset_path(), labels->name(), output);
+  if (data_file && labels->dataset_path() == src.src->dataset_path()) {
+    throw error(errc::invalid_argument,
+                labels->name() + ": --labels names the images themselves; labels are another "
+                                 "array of one row per sample (class numbers, targets)");
+  }
+  return labels;
+}
+
+}  // namespace detail
+
 nlohmann::json quality_to_json(const quality& q) {
   nlohmann::json j;
   j["psnr_db"] = opt(q.psnr_db);  // null: lossless (see "lossless") or undefined
@@ -1233,34 +1263,9 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
     throw error(errc::invalid_argument, "labels given twice: as " + o.labels->path + " and as " +
                                             o.labels_path);
   }
-  dataset_spec labels_spec = o.labels               ? *o.labels
-                             : o.labels_path.empty() ? dataset_spec{}
-                                                     : resolve_by_content(parse_dataset_spec(o.labels_path));
-  labels_spec.purpose = dataset_spec::role::labels;
-  if ((labels_spec.kind == file_kind::hdf5 || labels_spec.kind == file_kind::npz) &&
-      labels_spec.dataset.empty() &&
-      same_file(labels_spec.path, input)) {
-    labels_spec.not_this = src.src->dataset_path();  // the images are not their own labels
-  }
-  labels_spec.rows = src.geom.samples;  // a search takes only labels of one row per sample
   if (o.labels || !o.labels_path.empty()) {
-    if (!labels_spec.memory &&
-        ((labels_spec.path == output && output != "-") || same_file(labels_spec.path, output) ||
-         (output == "-" && is_standard_output(labels_spec.path)))) {
-      throw error(errc::invalid_argument,
-                  output == "-" ? "standard output is the labels input file " + labels_spec.path +
-                                      ": the output would replace it"
-                                : output + ": the output would replace the labels input " +
-                                      labels_spec.path);
-    }
-    labels = open_dataset(labels_spec);
-    check_not_read_by(labels_spec, labels->dataset_path(), labels->name(), output);
-    if (!labels_spec.memory && same_file(labels_spec.path, input) &&
-        labels->dataset_path() == src.src->dataset_path()) {
-      throw error(errc::invalid_argument,
-                  labels->name() + ": --labels names the images themselves; labels are another "
-                                   "array of one row per sample (class numbers, targets)");
-    }
+    labels = open_labels(o.labels ? *o.labels : parse_dataset_spec(o.labels_path), in, src,
+                         output);
     if (!labels->note().empty()) notes.push_back(labels->note());
     const auto& lshape = labels->shape();
     if (lshape.empty() || lshape[0] != src.geom.samples) {

@@ -96,6 +96,15 @@ std::vector<std::string> compress_warnings(const compress_result& r, const std::
 /** An archive's side arrays as the JSON reports list them: name, descr, shape, bytes each. */
 nlohmann::json side_arrays_json(const archive_reader& r);
 
+/** The labels that `spec` names (compress's and verify's --labels; an array in memory, or a
+ *  file resolved by its content) for the data `src` read from `input`, opened as labels: a
+ *  search of an HDF5 or .npz file takes arrays of one row per sample only, and not the data's
+ *  own array in the data's file. Refuses (invalid_argument) the data's own array named outright
+ *  and, where `output` is not empty, labels that `output` would replace. Their row count is
+ *  the caller's to check. */
+std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec& input,
+                                           const input_source& src, const std::string& output);
+
 /** Rows of the NPY array per sample: HW arrays are one sample of H rows. */
 inline u64 rows_per_sample(const geometry& g) { return g.lay == layout::hw ? g.height : 1; }
 

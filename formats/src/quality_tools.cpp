@@ -93,6 +93,43 @@ std::string recorded_quality_note(const nlohmann::json& footer, const quality& q
          figure(now) + " against " + input + ": is " + input + " that data, unchanged?";
 }
 
+/** "" where the labels `r` stores equal `labels` byte for byte (NumPy descr and shape
+ *  too), else the mismatch. Reads the stored labels once, checking their checksum, and sets
+ *  res.labels_*. */
+std::string labels_difference(archive_reader& r, sample_source& labels, verify_result& res) {
+  res.labels_source = labels.name();
+  const std::string descr = labels.type().native_descr();
+  const std::string given = labels.name() + " is " + shape_text(labels.shape()) + " " + descr;
+  const side_array_info* stored = r.find_side_array("labels");
+  if (stored == nullptr) return r.display_name() + " holds no labels, but --labels " + given;
+  if (stored->shape != labels.shape() || stored->descr != descr) {
+    return r.display_name() + "'s labels are " + shape_text(stored->shape) + " " +
+           stored->descr + ", but " + given;
+  }
+  const u64 rows = labels.rows(), row_bytes = labels.row_bytes();
+  res.labels_rows = rows;
+  const row_source archived = r.side_array_in_order("labels");
+  std::vector<std::byte> kept;
+  u64 first_differing = 0;
+  for_each_row_piece(
+      rows, row_bytes, [&](u64 first, u64 n, void* dst) { labels.read_rows(first, n, dst); },
+      [&](const void* data, u64 first, u64 n) {
+        kept.resize(n * row_bytes);
+        archived(first, n, kept.data());
+        const auto* theirs = static_cast<const std::byte*>(data);
+        for (u64 k = 0; k < n; ++k) {
+          if (std::memcmp(kept.data() + k * row_bytes, theirs + k * row_bytes, row_bytes) != 0 &&
+              res.labels_rows_differing++ == 0) {
+            first_differing = first + k;
+          }
+        }
+      });
+  if (res.labels_rows_differing == 0) return {};
+  return r.display_name() + "'s labels differ from " + labels.name() + "'s in " +
+         std::to_string(res.labels_rows_differing) + " of " + std::to_string(rows) + " rows" +
+         (rows == 1 ? "" : ", the first row " + std::to_string(first_differing));
+}
+
 }  // namespace
 
 nlohmann::json eval_row::to_json() const {
@@ -319,9 +356,14 @@ nlohmann::json verify_result::to_json() const {
   j["failures"] = failures;
   j["notes"] = notes;
   for (const auto& w : warnings) j["notes"].push_back(w);
-  if (mismatch.empty()) {
+  if (q) {
     j["samples"] = samples;
     j["chunks"] = chunks;
+  }
+  if (!labels_source.empty()) {
+    j["labels"] = {{"source", labels_source},
+                   {"rows", labels_rows},
+                   {"rows_differing", labels_rows_differing}};
   }
   return j;
 }
@@ -341,6 +383,13 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   }
   if (archive == "-" && input.path == "-") {
     throw error(errc::invalid_argument, "the archive and the input cannot both be stdin");
+  }
+  const std::optional<dataset_spec> labels_spec =
+      o.labels_path.empty() ? std::nullopt : std::optional(parse_dataset_spec(o.labels_path));
+  if (labels_spec && labels_spec->path == "-" && (archive == "-" || input.path == "-")) {
+    throw error(errc::invalid_argument, std::string("the ") +
+                                            (archive == "-" ? "archive" : "input") +
+                                            " and --labels cannot both be stdin");
   }
   archive_reader r = archive_reader::open(archive);
   r.set_read_threads(read_threads_for(o.threads));
@@ -368,6 +417,13 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // The input as compressed: with the replacement of NaN and Inf that the header records
   // (which fits the dtype, being the archive's).
   if (is_float(src.type)) src.nonfinite_replacement = h.nonfinite_replacement;
+  // The labels are opened now, so that a name that reads nothing is said before the decode;
+  // compared after it, where a stream's labels are (after its last chunk).
+  std::unique_ptr<sample_source> labels;
+  if (labels_spec) {
+    labels = open_labels(*labels_spec, input, src, "");
+    if (!labels->note().empty()) res.notes.push_back(labels->note());
+  }
 
   // R for float data: the range recorded at compression, else a first pass over a file.
   std::optional<double> range;
@@ -461,7 +517,10 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
     if (o.progress) o.progress(done, h.geom.samples);
   };
   run_chunks(slot.size(), crew.count(), stages);
-  for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
+  for (const auto& s : r.side_arrays()) {
+    if (!labels || s.name != "labels") r.verify_side_array(s.name);  // in pieces
+  }
+  if (labels) res.mismatch = labels_difference(r, *labels, res);  // (checks their checksum)
   if (replaced > 0) {  // (only where the header records a replacement: else an error above)
     const std::string v = g_text(*h.nonfinite_replacement);
     res.notes.push_back(src.name() + ": its " + std::to_string(replaced) + " NaN/Inf value" +

@@ -225,7 +225,7 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
   std::string suggestion;
   // |C[u][v]| <= B * max |x - offset| (orthonormal rows: sum_x |T[u][x]| <= sqrt(B)), so
   // below f32's largest value f32 holds every coefficient of this sample.
-  const double f32_max = std::numeric_limits<float>::max();
+  const double f32_max = max_finite(coeff_type::f32);
   auto with = [&p](coeff_type coeff, double offset) {  // p as the suggestion would change it
     codec_params q = p;
     q.coeff = coeff;
@@ -237,9 +237,7 @@ bool sample_holds(const codec_params& q, const const_sample_view& v, u64 n) {
     // Values that lie outside the offset's side of them but close together (12-bit data in
     // u16, say) fit this type once the offset is among them: the DC bound is then at most
     // B * (hi - lo).
-    const double largest = p.coeff == coeff_type::f16 ? 65504.0
-                           : p.coeff == coeff_type::i16 ? 32767.0
-                                                        : f32_max;
+    const double largest = max_finite(p.coeff);
     // Or, beyond the bound's promise, where this sample fits with the offset amid its values
     // (smooth data spread wider than the bound allows).
     if (offset_outside && (p.block * (hi - lo) < 0.9 * largest ||

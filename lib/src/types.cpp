@@ -61,6 +61,16 @@ double max_finite(dtype t) noexcept {
   return 0.0;
 }
 
+double max_finite(coeff_type t) noexcept {
+  switch (t) {
+    case coeff_type::f16: return 65504.0;
+    case coeff_type::bf16: return 0x1.fep127;
+    case coeff_type::f32: return double(std::numeric_limits<float>::max());
+    case coeff_type::i16: return 32767.0;
+  }
+  return 0.0;
+}
+
 std::string_view to_string(dtype t) noexcept {
   switch (t) {
     case dtype::u8: return "u8";

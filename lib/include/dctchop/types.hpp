@@ -35,6 +35,9 @@ bool is_float(dtype t) noexcept;
 bool computes_in_double(dtype t) noexcept;
 /** The largest finite value of the type: 255 for u8, 65504 for f16, FLT_MAX for f32, ... */
 double max_finite(dtype t) noexcept;
+/** The largest finite coefficient of the type: 65504 for f16, 0x1.fep127 for bf16, FLT_MAX for
+ *  f32, 32767 for i16. (A coefficient that rounds past it is refused, never stored as Inf.) */
+double max_finite(coeff_type t) noexcept;
 
 std::string_view to_string(dtype t) noexcept;
 std::string_view to_string(coeff_type t) noexcept;

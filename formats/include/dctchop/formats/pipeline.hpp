@@ -255,27 +255,36 @@ eval_result eval_npy(const std::string& input, backend& be, const eval_options& 
 
 struct verify_options {
   std::optional<double> min_psnr, min_ssim, max_error;
+  /** The original labels (FILE.npy, FILE.h5:/labels, FILE.npz:y_train, as compress's
+   *  --labels): the archive's stored labels must equal them, byte for byte, else a mismatch. */
+  std::string labels_path;
   int threads = 0;  ///< as compress_options
   progress_fn progress;
 };
 
 struct verify_result {
-  std::string mismatch;               ///< non-empty: archive and input differ in shape or dtype
-  std::optional<quality> q;           ///< when the shapes match
+  /** Non-empty: archive and input differ in shape or dtype, or the labels differ. */
+  std::string mismatch;
+  std::optional<quality> q;           ///< when the shapes match (the labels may not)
   std::vector<std::string> failures;  ///< gates that did not hold, one line each
   std::vector<std::string> notes;     ///< things to tell the user (e.g. the dataset chosen)
   /** Doubts about the result, told after it: the quality is far from the one recorded when
    *  the archive was made (another original?). In to_json() they follow "notes". */
   std::vector<std::string> warnings;
-  /** The archive's samples, and the chunks read (checksums checked): 0 on a mismatch. In
-   *  to_json() as verify without an original gives them. */
+  /** The archive's samples, and the chunks read (checksums checked): 0 on a mismatch of the
+   *  data. In to_json() as verify without an original gives them. */
   std::uint64_t samples = 0, chunks = 0;
+  /** With verify_options::labels_path: the labels compared (their name) and how many of their
+   *  rows differ from the archive's (0: equal; a mismatch says where otherwise). */
+  std::string labels_source;
+  std::uint64_t labels_rows = 0, labels_rows_differing = 0;
   bool passed() const { return mismatch.empty() && failures.empty(); }
   nlohmann::json to_json() const;
 };
 
 /** Check every checksum of `archive`, compare its shape and dtype with `input`, decode and
- *  measure the quality against `input`, and apply the gates. Corruption throws
+ *  measure the quality against `input`, apply the gates, and compare the stored labels with
+ *  options.labels_path where given. Corruption throws
  *  error(corrupt); a failed gate or a mismatch is reported in the result. */
 verify_result verify_archive(const std::string& archive, const dataset_spec& input, backend& be,
                              const verify_options& options);
