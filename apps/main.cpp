@@ -109,6 +109,19 @@ Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt ar
             9 archive and input differ, 130 interrupted.
 )";
 
+/** The help's footer for command `cmd`: the examples of k_examples that run it (a pipeline
+ *  too), and the exit codes. */
+std::string examples_for(std::string_view cmd) {
+  const std::string runs = "dctchop " + std::string(cmd) + " ";
+  std::istringstream in(k_examples);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    const bool example = line.find("dctchop ") != std::string::npos;
+    if (!example || line.find(runs) != std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
 const char* k_offset_help =
     "subtracted from every value before the transform: auto (128 for u8, 32768 for u16, 0 for "
     "i8 and i16, the first sample's mean for float, i32 and u32 data), mean (the first "
@@ -703,7 +716,8 @@ void add_input_options(CLI::App* cmd, input_options& in) {
       ->check(non_empty_value);
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
   cmd->add_option("--dtype", in.dtype,
-                  std::string("raw input element type: ") + k_dtype_names)
+                  std::string("raw input element type: ") + k_dtype_names +
+                      " (or NumPy's names: uint8, float32, ...)")
       ->check(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")
@@ -1395,6 +1409,9 @@ int run(int argc, char** argv) {
   add_backend_options(ver, v_be, "CPU threads (0: every core), one chunk each");
   ver->add_flag("--json", v_json, "print JSON");
   ver->add_flag("-q,--quiet", v_quiet, "print nothing but errors and failed gates");
+
+  // Each command's help shows its own examples (and the exit codes); dctchop --help all.
+  for (auto* sub : app.get_subcommands({})) sub->footer(examples_for(sub->get_name()));
 
   // A first word that is no command ("compres", "frobnicate"): CLI11 says only that a
   // subcommand is required.
@@ -2102,8 +2119,8 @@ int run(int argc, char** argv) {
       // (The labels differ: the data was measured, and its figures and gates are said too.)
       if (r.q) {
         if (!v_quiet && !v_json) log->info("{}: checksums ok; {}", name, quality_line(*r.q));
-        if (!r.labels_source.empty() && r.mismatch.empty() && !v_quiet && !v_json) {
-          log->info("labels equal {}'s ({} rows)", r.labels_source, r.labels_rows);
+        if (r.labels && r.labels->rows_differing == 0u && !v_quiet && !v_json) {
+          log->info("labels equal {}'s ({} rows)", r.labels->source, *r.labels->rows);
         }
         for (const auto& f : r.failures) log->error("{}: gate failed: {}", name, f);
         if (r.passed() && !v_quiet && !v_json && (v_min_psnr || v_min_ssim || v_max_error)) {

@@ -2689,6 +2689,22 @@ TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
   EXPECT_EQ(h.status, 0) << describe(h);
   EXPECT_NE(h.out.find("Examples"), std::string::npos) << h.out;
   EXPECT_NE(h.out.find("Exit codes"), std::string::npos) << h.out;
+  // A command's help shows the examples that run it (a pipeline's too), and the exit codes.
+  for (const std::string cmd : {"compress", "decompress", "info", "verify", "eval"}) {
+    const auto sub = cli(dir, cmd + " --help");
+    ASSERT_EQ(sub.status, 0) << describe(sub);
+    std::istringstream lines(sub.out.substr(sub.out.find("Examples:")));
+    int examples = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("dctchop ") == std::string::npos) continue;
+      ++examples;
+      EXPECT_NE(line.find("dctchop " + cmd + " "), std::string::npos) << cmd << ": " << line;
+    }
+    EXPECT_GE(examples, 2) << sub.out;
+    EXPECT_NE(sub.out.find("Exit codes"), std::string::npos) << sub.out;
+  }
+  EXPECT_NE(cli(dir, "decompress --help").out.find("cat train.dcz | dctchop decompress - -o -"),
+            std::string::npos);
 }
 
 TEST(Cli, VersionSaysWhereTheCudaKernelsWereCompiledForBuildSpeedNotRunSpeed) {
@@ -3079,6 +3095,31 @@ TEST(Cli, LabelsOutOnTheSamePathAsTheOutputIsRefused) {
   }
 }
 
+
+// compress says how it read every input (HDF5's and .npz's in their tests): NPY and raw files
+// on the threads that --threads gives, a stream in order.
+TEST(Cli, CompressNamesItsReaderForNpyAndRawInputsFromFilesAndStreams) {
+  temp_dir dir;
+  make_u8(dir, "u.npy");
+  const std::string raw = read_bytes(dir.file("u.npy"));
+  write_bytes(dir.file("u.bin"), raw.substr(raw.size() - 5 * 16 * 16 * 3));
+  const std::string as_raw = " --raw --dtype u8 --shape 5,16,16,3";
+  // (--threads 2: no more than the cores this process may use)
+  const std::string two = usable_cores().usable >= 2 ? "up to 2 threads" : "1 thread";
+  for (const auto& [cmd, reader] : std::vector<std::pair<std::string, std::string>>{
+           {"DCTCHOP compress u.npy -o - --threads 1", "NPY: read directly on 1 thread"},
+           {"DCTCHOP compress u.npy -o - --threads 2", "NPY: read directly on " + two},
+           {"cat u.npy | DCTCHOP compress - -o -", "NPY from a stream: read in order on 1 thread"},
+           {"DCTCHOP compress u.bin -o - --threads 2" + as_raw, "raw: read directly on " + two},
+           {"cat u.bin | DCTCHOP compress - -o -" + as_raw,
+            "raw from a stream: read in order on 1 thread"}}) {
+    auto r = sh(dir, cmd + " --json 2>&1 >/dev/null");
+    ASSERT_EQ(r.status, 0) << cmd << "\n" << describe(r);
+    EXPECT_EQ(parse_json(r.out).value("reader", ""), reader) << cmd << "\n" << r.out;
+    auto text = sh(dir, cmd + " 2>&1 >/dev/null");
+    EXPECT_TRUE(contains(text.out, "  read: " + reader + "\n")) << cmd << "\n" << text.out;
+  }
+}
 
 TEST(Cli, SourceDateEpochMakesTheSameArchiveBytesRunAfterRun) {
   // The header records when the archive was made; SOURCE_DATE_EPOCH (the reproducible-builds

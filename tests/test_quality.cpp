@@ -2087,7 +2087,7 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
   auto diff = cli(dir, "verify l.dcz --against x.npy --labels other.npy --min-psnr 1");
   EXPECT_EQ(diff.status, 9) << describe(diff);
   EXPECT_TRUE(contains(diff.err, "checksums ok; PSNR")) << diff.err;
-  EXPECT_TRUE(contains(diff.err, "mismatch: l.dcz's labels differ from other.npy's in 2 of 4 "
+  EXPECT_TRUE(contains(diff.err, "mismatch: l.dcz's labels and other.npy differ in 2 of 4 "
                                  "rows, the first row 2")) << diff.err;
   EXPECT_FALSE(contains(diff.err, "labels equal")) << diff.err;
   const auto dj = cli(dir, "verify l.dcz --against x.npy --labels other.npy --json");
@@ -2107,13 +2107,35 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
     auto r = cli(dir, "verify " + args + " --against x.npy");
     EXPECT_EQ(r.status, 9) << args << "\n" << describe(r);
     EXPECT_TRUE(contains(r.err, "mismatch: " + says)) << args << "\n" << r.err;
+    // Not compared: no count of differing rows that a script could read as "equal".
+    const json rj = parse_json(cli(dir, "verify " + args + " --against x.npy --json").out);
+    EXPECT_TRUE(rj.at("labels").at("rows_differing").is_null()) << rj.dump();
+    EXPECT_EQ(rj.at("labels").at("rows"), json(args.find("five") != std::string::npos ? 5 : 4));
   }
+  // Labels of no rows at all are no dataset's labels: bad input, as compress says.
+  save_npy(dir.file("scalar.npy"), dtype::i32, {}, std::vector<std::int32_t>{3});
+  for (const char* cmd : {"verify l.dcz --against x.npy --labels scalar.npy",
+                          "compress x.npy -o s.dcz --labels scalar.npy"}) {
+    auto r = cli(dir, cmd);
+    EXPECT_EQ(r.status, 3) << cmd << "\n" << describe(r);
+    EXPECT_TRUE(contains(r.err, "scalar.npy: labels need one row per sample (4), found a 0-d "
+                                "array")) << cmd << "\n" << r.err;
+  }
+  // Data that does not match: the labels are not read, and a note says so.
+  save_npy(dir.file("more.npy"), dtype::u8, {5, 32, 32}, textured_u8(5, 32, 32));
+  auto data = cli(dir, "verify l.dcz --against more.npy --labels other.npy --json");
+  EXPECT_EQ(data.status, 9) << describe(data);
+  const json dm = parse_json(data.out);
+  EXPECT_EQ(dm.at("labels"), json({{"source", "other.npy"}, {"rows", nullptr},
+                                   {"rows_differing", nullptr}})) << data.out;
+  EXPECT_TRUE(contains(dm.at("notes").dump(), "the labels other.npy were not compared: the data "
+                                              "does not match")) << data.out;
 
   // The archive from a stream, whose labels come after its chunks; the labels from stdin.
   EXPECT_EQ(sh(dir, "cat l.dcz | DCTCHOP verify - --against x.npy --labels y.npy").status, 0);
   auto sdiff = sh(dir, "cat l.dcz | DCTCHOP verify - --against x.npy --labels other.npy");
   EXPECT_EQ(sdiff.status, 9) << describe(sdiff);
-  EXPECT_TRUE(contains(sdiff.err, "<stdin>'s labels differ from other.npy's")) << sdiff.err;
+  EXPECT_TRUE(contains(sdiff.err, "<stdin>'s labels and other.npy differ")) << sdiff.err;
   EXPECT_EQ(sh(dir, "cat y.npy | DCTCHOP verify l.dcz --against x.npy --labels -").status, 0);
   EXPECT_EQ(sh(dir, "cat other.npy | DCTCHOP verify l.dcz --against x.npy --labels -").status, 9);
 

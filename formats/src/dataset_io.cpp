@@ -67,6 +67,14 @@ std::string npz_key(std::string n) {
 
 // ---- NPY ----------------------------------------------------------------------------------
 
+/** reader() of rows read as they lie in a file (`what`: "NPY", "raw"), a read of 4 MiB or
+ *  more split among `threads` (input_file::read_at), or from a stream in order. */
+std::string direct_reader(const std::string& what, bool stream, unsigned threads) {
+  if (stream) return what + " from a stream: read in order on 1 thread";
+  return what + ": read directly on " +
+         (threads <= 1 ? std::string("1 thread") : "up to " + std::to_string(threads) + " threads");
+}
+
 class npy_source final : public sample_source {
  public:
   explicit npy_source(const dataset_spec& spec)
@@ -75,6 +83,7 @@ class npy_source final : public sample_source {
                                            ? "<stdin> (labels)"  // (the data's may be too)
                                            : "<stdin>")) {
     r_.set_read_threads(spec.read_threads);
+    reader_ = direct_reader("NPY", stream_, spec.read_threads);
   }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
@@ -82,10 +91,12 @@ class npy_source final : public sample_source {
   bool rereadable() const override { return !stream_; }
   void read_rows(u64 first, u64 count, void* dst) override { r_.read_rows(first, count, dst); }
   void watch(std::function<void()> check) override { r_.watch(std::move(check)); }
+  std::string reader() const override { return reader_; }
 
  private:
   bool stream_;  // stdin, a FIFO, <(cmd): read once, in order
   npy_reader r_;
+  std::string reader_;
 };
 
 class npy_sink final : public sample_sink {
@@ -114,6 +125,7 @@ class npz_source final : public sample_source {
  public:
   explicit npz_source(const dataset_spec& spec) : r_(open_member(spec)) {
     r_.set_read_threads(spec.read_threads);
+    if (reader_.empty()) reader_ = direct_reader("a stored .npz member", false, spec.read_threads);
   }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
@@ -352,6 +364,9 @@ class raw_source final : public sample_source {
   }
   std::string name() const override { return f_.display_name(); }
   void watch(std::function<void()> check) override { f_.watch(std::move(check)); }
+  std::string reader() const override {
+    return direct_reader("raw", !f_.seekable(), read_threads_);
+  }
   const npy_dtype& type() const override { return type_; }
   const std::vector<u64>& shape() const override { return shape_; }
   bool rereadable() const override { return f_.seekable(); }

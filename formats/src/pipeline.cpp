@@ -954,6 +954,10 @@ std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec
                 labels->name() + ": --labels names the images themselves; labels are another "
                                  "array of one row per sample (class numbers, targets)");
   }
+  if (labels->shape().empty()) {  // (no row count to compare)
+    throw error(errc::bad_input, labels->name() + ": labels need one row per sample (" +
+                                     std::to_string(src.geom.samples) + "), found a 0-d array");
+  }
   return labels;
 }
 
@@ -1268,14 +1272,14 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
                          output);
     if (!labels->note().empty()) notes.push_back(labels->note());
     const auto& lshape = labels->shape();
-    if (lshape.empty() || lshape[0] != src.geom.samples) {
+    if (lshape[0] != src.geom.samples) {  // (a 0-d array: refused by open_labels)
       // One HW image of as many rows as there are labels: flattened images, most likely.
       const std::string flat = one_image_note(src, o.lay);
       throw error(errc::bad_input,
                   labels->name() + ": labels need one row per sample (" +
                       std::to_string(src.geom.samples) + "), found " +
-                      (lshape.empty() ? std::string("a 0-d array") : std::to_string(lshape[0])) +
-                      (flat.empty() || lshape.empty() || lshape[0] != src.geom.height
+                      std::to_string(lshape[0]) +
+                      (flat.empty() || lshape[0] != src.geom.height
                            ? std::string()
                            : " (" + flat + ")"));
     }

@@ -97,7 +97,7 @@ std::string recorded_quality_note(const nlohmann::json& footer, const quality& q
  *  too), else the mismatch. Reads the stored labels once, checking their checksum, and sets
  *  res.labels_*. */
 std::string labels_difference(archive_reader& r, sample_source& labels, verify_result& res) {
-  res.labels_source = labels.name();
+  res.labels = verify_result::labels_check{labels.name(), labels.rows(), std::nullopt};
   const std::string descr = labels.type().native_descr();
   const std::string given = labels.name() + " is " + shape_text(labels.shape()) + " " + descr;
   const side_array_info* stored = r.find_side_array("labels");
@@ -107,10 +107,9 @@ std::string labels_difference(archive_reader& r, sample_source& labels, verify_r
            stored->descr + ", but " + given;
   }
   const u64 rows = labels.rows(), row_bytes = labels.row_bytes();
-  res.labels_rows = rows;
   const row_source archived = r.side_array_in_order("labels");
   std::vector<std::byte> kept;
-  u64 first_differing = 0;
+  u64 differing = 0, first_differing = 0;
   for_each_row_piece(
       rows, row_bytes, [&](u64 first, u64 n, void* dst) { labels.read_rows(first, n, dst); },
       [&](const void* data, u64 first, u64 n) {
@@ -119,14 +118,15 @@ std::string labels_difference(archive_reader& r, sample_source& labels, verify_r
         const auto* theirs = static_cast<const std::byte*>(data);
         for (u64 k = 0; k < n; ++k) {
           if (std::memcmp(kept.data() + k * row_bytes, theirs + k * row_bytes, row_bytes) != 0 &&
-              res.labels_rows_differing++ == 0) {
+              differing++ == 0) {
             first_differing = first + k;
           }
         }
       });
-  if (res.labels_rows_differing == 0) return {};
-  return r.display_name() + "'s labels differ from " + labels.name() + "'s in " +
-         std::to_string(res.labels_rows_differing) + " of " + std::to_string(rows) + " rows" +
+  res.labels->rows_differing = differing;
+  if (differing == 0) return {};
+  return r.display_name() + "'s labels and " + labels.name() + " differ in " +
+         std::to_string(differing) + " of " + std::to_string(rows) + " rows" +
          (rows == 1 ? "" : ", the first row " + std::to_string(first_differing));
 }
 
@@ -360,10 +360,13 @@ nlohmann::json verify_result::to_json() const {
     j["samples"] = samples;
     j["chunks"] = chunks;
   }
-  if (!labels_source.empty()) {
-    j["labels"] = {{"source", labels_source},
-                   {"rows", labels_rows},
-                   {"rows_differing", labels_rows_differing}};
+  if (labels) {
+    const auto number = [](const std::optional<std::uint64_t>& n) {
+      return n ? nlohmann::json(*n) : nlohmann::json(nullptr);
+    };
+    j["labels"] = {{"source", labels->source},
+                   {"rows", number(labels->rows)},
+                   {"rows_differing", number(labels->rows_differing)}};
   }
   return j;
 }
@@ -401,18 +404,28 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // cannot have the archive's layout is a mismatch.
   input_source src = open_input_source(read_with_threads_of(be, input, o.threads), std::nullopt);
   if (!src.src->note().empty()) res.notes.push_back(src.src->note());
+  // A mismatch of the data leaves the labels unread: said, so that a second run is not
+  // needed to learn that they were not compared.
+  const auto data_mismatch = [&](std::string why) {
+    res.mismatch = std::move(why);
+    if (labels_spec) {
+      res.labels = verify_result::labels_check{o.labels_path, std::nullopt, std::nullopt};
+      res.notes.push_back("the labels " + o.labels_path +
+                          " were not compared: the data does not match");
+    }
+    return res;
+  };
   try {
     apply_layout(src, h.geom.lay);
   } catch (const error& e) {
     if (e.code() != errc::invalid_argument) throw;
-    res.mismatch = holds + " " + std::string(to_string(h.geom.lay)) + "; " + e.what();
-    if (src.type != h.type) res.mismatch += "; its values are " + std::string(to_string(src.type));
-    return res;
+    std::string why = holds + " " + std::string(to_string(h.geom.lay)) + "; " + e.what();
+    if (src.type != h.type) why += "; its values are " + std::string(to_string(src.type));
+    return data_mismatch(std::move(why));
   }
   if (src.type != h.type || src.geom.shape() != h.geom.shape()) {
-    res.mismatch = holds + " but " + src.name() + " is " + shape_text(src.geom.shape()) + " " +
-                   std::string(to_string(src.type));
-    return res;
+    return data_mismatch(holds + " but " + src.name() + " is " + shape_text(src.geom.shape()) +
+                         " " + std::string(to_string(src.type)));
   }
   // The input as compressed: with the replacement of NaN and Inf that the header records
   // (which fits the dtype, being the archive's).

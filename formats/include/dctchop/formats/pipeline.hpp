@@ -274,10 +274,16 @@ struct verify_result {
   /** The archive's samples, and the chunks read (checksums checked): 0 on a mismatch of the
    *  data. In to_json() as verify without an original gives them. */
   std::uint64_t samples = 0, chunks = 0;
-  /** With verify_options::labels_path: the labels compared (their name) and how many of their
-   *  rows differ from the archive's (0: equal; a mismatch says where otherwise). */
-  std::string labels_source;
-  std::uint64_t labels_rows = 0, labels_rows_differing = 0;
+  /** With verify_options::labels_path: the labels given, by the name they were read under (as
+   *  given where the data does not match and they were not read), their rows, and how many of
+   *  those differ from the archive's (0: equal; the mismatch says which first): nullopt where
+   *  they were not compared (the data does not match, their dtype or shape differ from the
+   *  stored labels', or the archive holds none). */
+  struct labels_check {
+    std::string source;
+    std::optional<std::uint64_t> rows, rows_differing;
+  };
+  std::optional<labels_check> labels;  ///< nullopt without verify_options::labels_path
   bool passed() const { return mismatch.empty() && failures.empty(); }
   nlohmann::json to_json() const;
 };
