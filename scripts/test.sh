@@ -142,5 +142,6 @@ if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   sanitized "$TSAN" "-fsanitize=thread -fno-omit-frame-pointer" "" -DDCTCHOP_WITH_OPENMP=OFF \
     -DDCTCHOP_THREAD_TESTS_ONLY=ON "${tsan_cc[@]}"
   cmake --build "$TSAN" -j"$JOBS" --target dctchop_tests
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN/tests/dctchop_tests"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    run_shards "$TSAN/tests/dctchop_tests" "$TSAN/tests/tmp" "$JOBS"
 fi
