@@ -106,7 +106,7 @@ Examples:
 
 Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input or format, 4 corrupt archive, 5 I/O error,
             6 output exists (use -f), 7 backend unavailable, 8 quality gate or target not met,
-            9 archive and input differ, 130 interrupted.
+            9 archive and input (or their labels) differ, 130 interrupted.
 )";
 
 /** The help's footer for command `cmd`: the examples of k_examples that run it (a pipeline

@@ -4,7 +4,8 @@
 #  - the same suite again in an AddressSanitizer + UndefinedBehaviorSanitizer build (leaks
 #    and float-to-integer overflow included; CPU only, without the Python module, the
 #    benchmarks and two Python checks of figures; UBSan not on the test files' own code, but
-#    for those that instantiate the library's inline arithmetic);
+#    for those that instantiate the library's inline arithmetic; the unit tests in two shards,
+#    their commands without LeakSanitizer, which scripts/cli_leaks.sh runs on the command);
 #  - the tests of the threaded code (loaders, accelerator feeds, chunk pipeline, direct
 #    writer) in a ThreadSanitizer build (without OpenMP, whose runtime TSan cannot see into).
 # Usage: scripts/test.sh [build-dir]      (default: build; the sanitizer builds go to
@@ -58,6 +59,43 @@ sanitized() {
     -DCMAKE_EXE_LINKER_FLAGS="$flags $exe_flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" "$@"
 }
 
+# run_shards PROGRAM TMP N: the GoogleTest PROGRAM in N processes at once, shard i of N each,
+# as ctest runs a test: in PROGRAM's folder, with DCTCHOP_TMP=TMP. Each shard's log is printed
+# whole where it failed (a shard that ran past 30 minutes names the test it was in), its
+# summary where it passed; returns 1 if any failed. (One process runs every test of its shard,
+# where ctest starts one a test: state one test leaves, a thread pool say, meets the next.)
+run_shards() {
+  local program tmp n="$3" i rc failed=0
+  program="$(realpath -- "$1")"
+  tmp="$(realpath -m -- "$2")"
+  local pids=()
+  mkdir -p "$tmp"
+  # (timeout puts each shard in a process group of its own, which a Ctrl-C does not reach.)
+  trap 'kill -TERM "${pids[@]}" 2>/dev/null' INT TERM
+  for ((i = 0; i < n; i++)); do
+    (cd "$(dirname "$program")" &&
+      GTEST_TOTAL_SHARDS="$n" GTEST_SHARD_INDEX="$i" DCTCHOP_TMP="$tmp" \
+        exec timeout -s KILL 1800 "$program" > "$tmp/shard-$i.log" 2>&1) &
+    pids+=("$!")
+  done
+  for ((i = 0; i < n; i++)); do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    echo "== $program, shard $((i + 1)) of $n: exit $rc"
+    if [ "$rc" -eq 0 ]; then
+      grep -E '^\[ +(PASSED|SKIPPED) +\]|^\[=+\] .* ran' "$tmp/shard-$i.log" || true
+    else
+      failed=1
+      cat "$tmp/shard-$i.log"
+      if [ "$rc" -eq 137 ]; then
+        echo "(killed after 1800 s in: $(grep '^\[ RUN' "$tmp/shard-$i.log" | tail -n 1))"
+      fi
+    fi
+  done
+  trap - INT TERM
+  return "$failed"
+}
+
 # With no GPU here, the CUDA backend is only compiled and linked (its GPU tests report
 # skipped), so a new build folder compiles it to PTX for one virtual architecture
 # (compute_90) instead of machine code for two: nvcc on cuda_backend.cu was a third of CI's
@@ -67,26 +105,6 @@ sanitized() {
 # scripts/gpu-check.sh (sm_90, ptxas included) on a GPU machine. A folder configured before
 # keeps its settings; DCTCHOP_CUDA_ARCH=LIST sets the architectures, compiled as usual (in a
 # folder configured before too).
-# run_shards PROGRAM TMP N: the GoogleTest PROGRAM in N processes at once, shard i of N each
-# (in DCTCHOP_TMP=TMP, as ctest runs it), printing only failures; fails if any shard does.
-run_shards() {
-  local program="$1" tmp="$2" n="$3" i failed=0
-  local pids=()
-  mkdir -p "$tmp"
-  tmp="$(cd "$tmp" && pwd)"  # (absolute, as ctest gives it: tests work in other folders too)
-  for ((i = 0; i < n; i++)); do
-    GTEST_TOTAL_SHARDS="$n" GTEST_SHARD_INDEX="$i" DCTCHOP_TMP="$tmp" \
-      timeout -s KILL 1800 "$program" --gtest_brief=1 > "$tmp/shard-$i.log" 2>&1 &
-    pids+=("$!")
-  done
-  for ((i = 0; i < n; i++)); do
-    if ! wait "${pids[$i]}"; then failed=1; fi
-    echo "== $program, shard $((i + 1)) of $n:"
-    cat "$tmp/shard-$i.log"
-  done
-  return "$failed"
-}
-
 cuda_arch=()
 if [ -n "${DCTCHOP_CUDA_ARCH:-}" ]; then
   cuda_arch=(-DCMAKE_CUDA_ARCHITECTURES="$DCTCHOP_CUDA_ARCH" -DDCTCHOP_CUDA_FAST_COMPILE=OFF)
@@ -119,7 +137,13 @@ if [ "${DCTCHOP_NO_SANITIZERS:-0}" != "1" ]; then
   # process a test as ctest starts them: an ASan start of the test program, with its leak
   # check at exit, is 0.2 s, and 640 of them took a minute of CI's time on 2 cores (364 s
   # for the stage by ctest, 261 s in two shards). The release run above ran each alone.
-  run_shards "$ASAN/tests/dctchop_tests" "$ASAN/tests/tmp" "$JOBS"
+  # Their commands (some 1,500 starts; not those of the Python and fuzz checks above) run
+  # without LeakSanitizer's check at exit, 45 ms each, 50 s of the stage here; the test
+  # programs keep theirs, and scripts/cli_leaks.sh checks the command for leaks down every
+  # command's paths and error paths.
+  DCTCHOP_TEST_COMMAND_ASAN_OPTIONS=detect_leaks=0 \
+    run_shards "$ASAN/tests/dctchop_tests" "$ASAN/tests/tmp" "$JOBS"
+  scripts/cli_leaks.sh "$ASAN/apps/dctchop"
   unset ASAN_OPTIONS UBSAN_OPTIONS
 
   # The TSan build compiles with clang where it links a ThreadSanitizer program (setup.sh

@@ -1445,6 +1445,10 @@ TEST(Hdf5Cli, LabelsFromAnHdf5FileWithoutADatasetPathAreFoundByTheLabelsRule) {
   // verify --labels finds them by the same rule, and compares them with those b.dcz stores.
   auto v = must(dir, "verify b.dcz --against t.h5:/train/images --labels t.h5");
   EXPECT_TRUE(contains(v.err, "labels equal t.h5:/train/labels's (6 rows)")) << v.err;
+  // ... and refuses the images named as their own labels, as compress does.
+  auto self = cli(dir, "verify b.dcz --against t.h5:/train/images --labels t.h5:/train/images");
+  EXPECT_EQ(self.status, 2) << describe(self);
+  EXPECT_TRUE(contains(self.err, "--labels names the images themselves")) << self.err;
   // A train/test file whose splits have as many rows: the labels beside the images.
   {
     auto f = h5_create(dir.file("split.h5"));

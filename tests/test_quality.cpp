@@ -2081,14 +2081,21 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
   EXPECT_EQ(j.value("passed", false), true) << j.dump();
   EXPECT_EQ(j.at("labels"), json({{"source", "y.npy"}, {"rows", 4}, {"rows_differing", 0}}));
   // Without --labels the stored labels are only checked (their checksum), not compared.
-  EXPECT_FALSE(parse_json(cli(dir, "verify l.dcz --against x.npy --json").out).contains("labels"));
+  const auto plain = cli(dir, "verify l.dcz --against x.npy --json");
+  ASSERT_EQ(plain.status, 0) << describe(plain);
+  EXPECT_EQ(parse_json(plain.out).value("passed", false), true) << plain.out;
+  EXPECT_FALSE(parse_json(plain.out).contains("labels")) << plain.out;
 
-  // Values that differ: exit 9 after the data's figures, saying how many rows and which first.
-  auto diff = cli(dir, "verify l.dcz --against x.npy --labels other.npy --min-psnr 1");
+  // Values that differ: exit 9 after the data's figures and a failed gate (9 where 8 would
+  // be), saying how many rows differ and which first.
+  auto diff = cli(dir, "verify l.dcz --against x.npy --labels other.npy --min-psnr 99");
   EXPECT_EQ(diff.status, 9) << describe(diff);
-  EXPECT_TRUE(contains(diff.err, "checksums ok; PSNR")) << diff.err;
-  EXPECT_TRUE(contains(diff.err, "mismatch: l.dcz's labels and other.npy differ in 2 of 4 "
-                                 "rows, the first row 2")) << diff.err;
+  const auto figures = diff.err.find("checksums ok; PSNR");
+  const auto gate = diff.err.find("gate failed: PSNR");
+  const auto labels_line = diff.err.find("mismatch: l.dcz's labels and other.npy differ in 2 of "
+                                         "4 rows, the first row 2");
+  EXPECT_TRUE(figures < gate && gate < labels_line && labels_line != std::string::npos)
+      << diff.err;
   EXPECT_FALSE(contains(diff.err, "labels equal")) << diff.err;
   const auto dj = cli(dir, "verify l.dcz --against x.npy --labels other.npy --json");
   EXPECT_EQ(dj.status, 9) << describe(dj);
@@ -2153,7 +2160,7 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
     EXPECT_TRUE(contains(r.err, says)) << cmd << "\n" << r.err;
   }
   auto missing = cli(dir, "verify l.dcz --against x.npy --labels nowhere.npy");
-  EXPECT_NE(missing.status, 0) << describe(missing);
+  EXPECT_EQ(missing.status, 5) << describe(missing);
   EXPECT_TRUE(contains(missing.err, "nowhere.npy")) << missing.err;
   EXPECT_FALSE(contains(missing.err, "checksums ok")) << missing.err;
 
@@ -2165,8 +2172,13 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
   std::string bytes = read_bytes(dir.file("l.dcz"));
   bytes[at] = char(bytes[at] ^ 0x40);
   write_bytes(dir.file("bad.dcz"), bytes);
-  auto bad = cli(dir, "verify bad.dcz --against x.npy --labels y.npy");
-  EXPECT_EQ(bad.status, 4) << describe(bad);
+  for (const char* labels : {"y.npy", "y32.npy"}) {  // (compared or not: checked)
+    auto bad = cli(dir, std::string("verify bad.dcz --against x.npy --labels ") + labels);
+    EXPECT_EQ(bad.status, 4) << labels << "\n" << describe(bad);
+    EXPECT_TRUE(contains(bad.err, "labels")) << bad.err;
+  }
+  auto stream = sh(dir, "cat bad.dcz | DCTCHOP verify - --against x.npy --labels y.npy");
+  EXPECT_EQ(stream.status, 4) << describe(stream);
 }
 
 TEST(QualityCli, FloatDataFromStdinHasNoSsimInCompressButVerifyTakesTheRangeFromTheArchive) {

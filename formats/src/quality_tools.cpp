@@ -94,8 +94,8 @@ std::string recorded_quality_note(const nlohmann::json& footer, const quality& q
 }
 
 /** "" where the labels `r` stores equal `labels` byte for byte (NumPy descr and shape
- *  too), else the mismatch. Reads the stored labels once, checking their checksum, and sets
- *  res.labels_*. */
+ *  too), else the mismatch. Reads the stored labels once, checking their checksum (whether or
+ *  not they are compared), and sets res.labels. */
 std::string labels_difference(archive_reader& r, sample_source& labels, verify_result& res) {
   res.labels = verify_result::labels_check{labels.name(), labels.rows(), std::nullopt};
   const std::string descr = labels.type().native_descr();
@@ -103,6 +103,7 @@ std::string labels_difference(archive_reader& r, sample_source& labels, verify_r
   const side_array_info* stored = r.find_side_array("labels");
   if (stored == nullptr) return r.display_name() + " holds no labels, but --labels " + given;
   if (stored->shape != labels.shape() || stored->descr != descr) {
+    r.verify_side_array("labels");  // (damaged: corrupt, whatever they are compared with)
     return r.display_name() + "'s labels are " + shape_text(stored->shape) + " " +
            stored->descr + ", but " + given;
   }
@@ -434,7 +435,8 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // compared after it, where a stream's labels are (after its last chunk).
   std::unique_ptr<sample_source> labels;
   if (labels_spec) {
-    labels = open_labels(*labels_spec, input, src, "");
+    // (The input by its content, as compress takes it: data.nc:images is data.nc's array.)
+    labels = open_labels(*labels_spec, resolve_by_content(input), src, "");
     if (!labels->note().empty()) res.notes.push_back(labels->note());
   }
 
