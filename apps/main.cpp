@@ -83,7 +83,7 @@ struct interrupted {};
 
 const char* k_examples = R"(
 Examples:
-  dctchop compress train.npy -o train.dcz              # u8 images, block 8, chop 4, f16
+  dctchop compress train.npy -o train.dcz --labels labels.npy   # u8: block 8, chop 4, f16
   dctchop compress train.npy -o t35.dcz --psnr 35      # the largest ratio with PSNR >= 35 dB
   dctchop compress fields.npy -o f.dcz --chop 2 --coeff bf16
   dctchop compress train.h5:/images --labels train.h5:/labels -o train_h5.dcz
@@ -717,7 +717,7 @@ void add_input_options(CLI::App* cmd, input_options& in) {
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
   cmd->add_option("--dtype", in.dtype,
                   std::string("raw input element type: ") + k_dtype_names +
-                      " (or NumPy's names: uint8, float32, ...)")
+                      " (or NumPy's int8, uint8, ..., float64)")
       ->check(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")

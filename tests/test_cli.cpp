@@ -3104,6 +3104,10 @@ TEST(Cli, CompressNamesItsReaderForNpyAndRawInputsFromFilesAndStreams) {
   const std::string raw = read_bytes(dir.file("u.npy"));
   write_bytes(dir.file("u.bin"), raw.substr(raw.size() - 5 * 16 * 16 * 3));
   const std::string as_raw = " --raw --dtype u8 --shape 5,16,16,3";
+  {  // the same values in Fortran order
+    const auto h = formats::make_npy_header(formats::npy_dtype_of(dtype::u8), {5, 16, 16, 3}, true);
+    write_bytes(dir.file("f.npy"), std::string(h.begin(), h.end()) + raw.substr(raw.size() - 3840));
+  }
   // (--threads 2: no more than the cores this process may use)
   const std::string two = usable_cores().usable >= 2 ? "up to 2 threads" : "1 thread";
   for (const auto& [cmd, reader] : std::vector<std::pair<std::string, std::string>>{
@@ -3112,7 +3116,9 @@ TEST(Cli, CompressNamesItsReaderForNpyAndRawInputsFromFilesAndStreams) {
            {"cat u.npy | DCTCHOP compress - -o -", "NPY from a stream: read in order on 1 thread"},
            {"DCTCHOP compress u.bin -o - --threads 2" + as_raw, "raw: read directly on " + two},
            {"cat u.bin | DCTCHOP compress - -o -" + as_raw,
-            "raw from a stream: read in order on 1 thread"}}) {
+            "raw from a stream: read in order on 1 thread"},
+           {"DCTCHOP compress f.npy -o - --threads 2",
+            "NPY in Fortran order: gathered into C order on 1 thread"}}) {
     auto r = sh(dir, cmd + " --json 2>&1 >/dev/null");
     ASSERT_EQ(r.status, 0) << cmd << "\n" << describe(r);
     EXPECT_EQ(parse_json(r.out).value("reader", ""), reader) << cmd << "\n" << r.out;

@@ -2107,10 +2107,10 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
   EXPECT_EQ(d.value("error", ""), "mismatch: " + d.value("mismatch", "?"));
   // Another dtype or shape of the same numbers, more rows, or an archive without labels.
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
-           {"l.dcz --labels y32.npy", "l.dcz's labels are 4 <i8, but y32.npy is 4 <i4"},
-           {"l.dcz --labels column.npy", "l.dcz's labels are 4 <i8, but column.npy is 4x1 <i8"},
-           {"l.dcz --labels five.npy", "l.dcz's labels are 4 <i8, but five.npy is 5 <i8"},
-           {"a.dcz --labels y.npy", "a.dcz holds no labels, but --labels y.npy is 4 <i8"}}) {
+           {"l.dcz --labels y32.npy", "l.dcz's labels are 4 int64, but y32.npy is 4 int32"},
+           {"l.dcz --labels column.npy", "l.dcz's labels are 4 int64, but column.npy is 4x1 int64"},
+           {"l.dcz --labels five.npy", "l.dcz's labels are 4 int64, but five.npy is 5 int64"},
+           {"a.dcz --labels y.npy", "a.dcz holds no labels, but --labels y.npy is 4 int64"}}) {
     auto r = cli(dir, "verify " + args + " --against x.npy");
     EXPECT_EQ(r.status, 9) << args << "\n" << describe(r);
     EXPECT_TRUE(contains(r.err, "mismatch: " + says)) << args << "\n" << r.err;
@@ -2137,6 +2137,7 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
                                    {"rows_differing", nullptr}})) << data.out;
   EXPECT_TRUE(contains(dm.at("notes").dump(), "the labels other.npy were not compared: the data "
                                               "does not match")) << data.out;
+  // ... but the archive is still read whole: damaged, it is corrupt (4), not a mismatch (9).
 
   // The archive from a stream, whose labels come after its chunks; the labels from stdin.
   EXPECT_EQ(sh(dir, "cat l.dcz | DCTCHOP verify - --against x.npy --labels y.npy").status, 0);
@@ -2179,6 +2180,12 @@ TEST(QualityCli, VerifyWithLabelsPassesOnTheStoredLabelsAndExits9WhereTheyDiffer
   }
   auto stream = sh(dir, "cat bad.dcz | DCTCHOP verify - --against x.npy --labels y.npy");
   EXPECT_EQ(stream.status, 4) << describe(stream);
+  // A data mismatch still reads the archive whole, checking every checksum (4 before 9).
+  for (const char* cmd : {"DCTCHOP verify bad.dcz --against more.npy",
+                          "cat bad.dcz | DCTCHOP verify - --against more.npy --labels y.npy"}) {
+    auto r = sh(dir, cmd);
+    EXPECT_EQ(r.status, 4) << cmd << "\n" << describe(r);
+  }
 }
 
 TEST(QualityCli, FloatDataFromStdinHasNoSsimInCompressButVerifyTakesTheRangeFromTheArchive) {

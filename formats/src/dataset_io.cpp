@@ -75,6 +75,12 @@ std::string direct_reader(const std::string& what, bool stream, unsigned threads
          (threads <= 1 ? std::string("1 thread") : "up to " + std::to_string(threads) + " threads");
 }
 
+/** reader() of an array in Fortran order, which is gathered into C order a column at a time
+ *  on one thread. */
+std::string fortran_reader(const std::string& what) {
+  return what + " in Fortran order: gathered into C order on 1 thread";
+}
+
 class npy_source final : public sample_source {
  public:
   explicit npy_source(const dataset_spec& spec)
@@ -83,7 +89,8 @@ class npy_source final : public sample_source {
                                            ? "<stdin> (labels)"  // (the data's may be too)
                                            : "<stdin>")) {
     r_.set_read_threads(spec.read_threads);
-    reader_ = direct_reader("NPY", stream_, spec.read_threads);
+    reader_ = r_.header().fortran_order ? fortran_reader("NPY")
+                                        : direct_reader("NPY", stream_, spec.read_threads);
   }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }
@@ -125,7 +132,11 @@ class npz_source final : public sample_source {
  public:
   explicit npz_source(const dataset_spec& spec) : r_(open_member(spec)) {
     r_.set_read_threads(spec.read_threads);
-    if (reader_.empty()) reader_ = direct_reader("a stored .npz member", false, spec.read_threads);
+    if (reader_.empty()) {
+      reader_ = r_.header().fortran_order
+                    ? fortran_reader("a stored .npz member")
+                    : direct_reader("a stored .npz member", false, spec.read_threads);
+    }
   }
   std::string name() const override { return r_.display_name(); }
   const npy_dtype& type() const override { return r_.header().type; }

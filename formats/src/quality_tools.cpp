@@ -99,13 +99,16 @@ std::string recorded_quality_note(const nlohmann::json& footer, const quality& q
 std::string labels_difference(archive_reader& r, sample_source& labels, verify_result& res) {
   res.labels = verify_result::labels_check{labels.name(), labels.rows(), std::nullopt};
   const std::string descr = labels.type().native_descr();
-  const std::string given = labels.name() + " is " + shape_text(labels.shape()) + " " + descr;
+  // (Types in NumPy's names, "int64": its codes read "<u8" as uint64, dctchop's u8 as uint8.)
+  const std::string given =
+      labels.name() + " is " + shape_text(labels.shape()) + " " + labels.type().numpy_name();
   const side_array_info* stored = r.find_side_array("labels");
   if (stored == nullptr) return r.display_name() + " holds no labels, but --labels " + given;
   if (stored->shape != labels.shape() || stored->descr != descr) {
     r.verify_side_array("labels");  // (damaged: corrupt, whatever they are compared with)
+    const auto type = parse_npy_descr(stored->descr);  // (checked when the archive was opened)
     return r.display_name() + "'s labels are " + shape_text(stored->shape) + " " +
-           stored->descr + ", but " + given;
+           (type ? type->numpy_name() : stored->descr) + ", but " + given;
   }
   const u64 rows = labels.rows(), row_bytes = labels.row_bytes();
   const row_source archived = r.side_array_in_order("labels");
@@ -408,6 +411,13 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // A mismatch of the data leaves the labels unread: said, so that a second run is not
   // needed to learn that they were not compared.
   const auto data_mismatch = [&](std::string why) {
+    // The archive is still read whole, every checksum checked (corrupt: exit 4 before 9).
+    chunk_info info;
+    std::vector<std::byte> coeffs;
+    while (r.next_chunk(info, coeffs)) {
+      if (o.progress) o.progress(info.first + info.count, h.geom.samples);
+    }
+    for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);
     res.mismatch = std::move(why);
     if (labels_spec) {
       res.labels = verify_result::labels_check{o.labels_path, std::nullopt, std::nullopt};
