@@ -930,7 +930,7 @@ namespace detail {
 
 std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec& input,
                                            const input_source& src, const std::string& output) {
-  if (!spec.memory) spec = resolve_by_content(spec);
+  spec = resolve_by_content(spec);  // (an array in memory stays as it is)
   spec.purpose = dataset_spec::role::labels;
   const bool data_file = !spec.memory && same_file(spec.path, input.path);
   if ((spec.kind == file_kind::hdf5 || spec.kind == file_kind::npz) && spec.dataset.empty() &&

@@ -93,6 +93,21 @@ std::string recorded_quality_note(const nlohmann::json& footer, const quality& q
          figure(now) + " against " + input + ": is " + input + " that data, unchanged?";
 }
 
+/** Reads `r`'s chunks from where it stands to its end and its side arrays, checking every
+ *  checksum (and for a stream the index too; error(corrupt) on the first fault), calling
+ *  `progress` after each chunk. Returns the chunks read. */
+u64 read_to_end(archive_reader& r, const progress_fn& progress) {
+  std::vector<std::byte> buf;
+  chunk_info c;
+  u64 chunks = 0;
+  while (r.next_chunk(c, buf)) {
+    ++chunks;
+    if (progress) progress(c.first + c.count, r.header().geom.samples);
+  }
+  for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
+  return chunks;
+}
+
 /** "" where the labels `r` stores equal `labels` byte for byte (NumPy descr and shape
  *  too), else the mismatch. Reads the stored labels once, checking their checksum (whether or
  *  not they are compared), and sets res.labels. */
@@ -333,14 +348,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
 
 nlohmann::json check_archive(const std::string& archive, const progress_fn& progress) {
   archive_reader r = archive_reader::open(archive);
-  std::vector<std::byte> buf;
-  chunk_info c;
-  std::uint64_t chunks = 0;
-  while (r.next_chunk(c, buf)) {  // each checksum, and for streams the index too
-    ++chunks;
-    if (progress) progress(c.first + c.count, r.header().geom.samples);
-  }
-  for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);  // in pieces
+  const std::uint64_t chunks = read_to_end(r, progress);
   return {{"file", r.display_name()},
           {"archive", r.display_name()},  // (the key every command has)
           {"passed", true},
@@ -411,13 +419,7 @@ verify_result verify_archive(const std::string& archive, const dataset_spec& inp
   // A mismatch of the data leaves the labels unread: said, so that a second run is not
   // needed to learn that they were not compared.
   const auto data_mismatch = [&](std::string why) {
-    // The archive is still read whole, every checksum checked (corrupt: exit 4 before 9).
-    chunk_info info;
-    std::vector<std::byte> coeffs;
-    while (r.next_chunk(info, coeffs)) {
-      if (o.progress) o.progress(info.first + info.count, h.geom.samples);
-    }
-    for (const auto& s : r.side_arrays()) r.verify_side_array(s.name);
+    read_to_end(r, o.progress);  // every checksum still checked (corrupt: exit 4 before 9)
     res.mismatch = std::move(why);
     if (labels_spec) {
       res.labels = verify_result::labels_check{o.labels_path, std::nullopt, std::nullopt};

@@ -63,10 +63,10 @@ double max_finite(dtype t) noexcept {
 
 double max_finite(coeff_type t) noexcept {
   switch (t) {
-    case coeff_type::f16: return 65504.0;
-    case coeff_type::bf16: return 0x1.fep127;
-    case coeff_type::f32: return double(std::numeric_limits<float>::max());
-    case coeff_type::i16: return 32767.0;
+    case coeff_type::f16: return max_finite(dtype::f16);
+    case coeff_type::bf16: return 0x1.fep127;  // (no dtype of its own)
+    case coeff_type::f32: return max_finite(dtype::f32);
+    case coeff_type::i16: return max_finite(dtype::i16);
   }
   return 0.0;
 }
