@@ -1167,6 +1167,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     formats::eval_options eo;
     eo.threads = 1;
     eo.chops = {1, 3, 6};
+    eo.min_seconds = 0;  // one pass a chunk: decode() once a setting
     const auto ec = formats::eval_npy(in, *plain, eo);
     const auto em = formats::eval_npy(in, be, eo);
     ASSERT_EQ(em.rows.size(), 3u);
@@ -1176,6 +1177,7 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     for (std::size_t i = 0; i < em.rows.size(); ++i) {
       SCOPED_TRACE(em.rows[i].chop);
       ASSERT_TRUE(em.rows[i].error.empty()) << em.rows[i].error;
+      EXPECT_EQ(em.rows[i].passes, 1u);
       ASSERT_TRUE(em.rows[i].q.psnr_db.has_value());
       expect_same_figures(em.rows[i].q, ec.rows[i].q);
     }
@@ -1194,6 +1196,87 @@ TEST(QualityPipeline, CompressVerifyEvalAndTheSearchTakeTheFiguresTheBackendMeas
     }
     ASSERT_TRUE(sc.q && sm.q);
     expect_same_figures(*sm.q, *sc.q);
+  }
+}
+
+/** The CPU backend, whose timed encodes and decodes (not the untimed first pass of eval's
+ *  first chunk) sleep for `slow` seconds: the first `slow_calls` of them, or every one. */
+class sleepy_backend final : public backend {
+ public:
+  sleepy_backend(double slow, int slow_calls) : slow_(slow), slow_calls_(slow_calls) {}
+  int encodes = 0, decodes = 0;
+  std::string name() const override { return "sleepy"; }
+  void encode(const codec_params& p, const const_sample_view& in,
+              std::span<std::byte> coeffs) override {
+    inner_->encode(p, in, coeffs);
+    nap(encodes++);
+  }
+  void decode(const codec_params& p, std::span<const std::byte> coeffs,
+              const sample_view& out) override {
+    inner_->decode(p, coeffs, out);
+    nap(decodes++);
+  }
+
+ private:
+  void nap(int call) const {  // (call 0: the warm-up)
+    if (call > 0 && (slow_calls_ < 0 || call <= slow_calls_)) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(slow_));
+    }
+  }
+  double slow_;
+  int slow_calls_;
+  std::unique_ptr<backend> inner_ = cpu();
+};
+
+TEST(QualityPipeline, EvalTimesEachSettingForItsMinimumTimeAndCountsEachChunksFastestPass) {
+  temp_dir dir;
+  const std::string in = save_textured(dir, "tex.npy", 6);  // 6 KiB: microseconds a pass
+  formats::eval_options eo;
+  eo.threads = 1;
+  eo.chops = {2};
+  const auto plain = formats::eval_npy(in, *cpu(), [&] {
+    auto o = eo;
+    o.min_seconds = 0;
+    return o;
+  }());
+  {
+    // The first timed encode and decode take 0.1 s each, the others microseconds: the chunk
+    // goes through again until 0.3 s were timed, or 100 times (here), and the fastest counts.
+    sleepy_backend be(0.1, 1);
+    eo.min_seconds = 0.3;
+    const auto r = formats::eval_npy(in, be, eo);
+    ASSERT_EQ(r.rows.size(), 1u);
+    EXPECT_EQ(r.rows[0].passes, formats::eval_options::max_passes);
+    EXPECT_EQ(be.encodes, 1 + 100);  // (the warm-up, then the passes)
+    EXPECT_LT(r.rows[0].encode_seconds, 0.05);
+    EXPECT_LT(r.rows[0].decode_seconds, 0.05);
+    // The same figures as one pass: each pass gives the same bytes.
+    expect_same_figures(r.rows[0].q, plain.rows[0].q);
+  }
+  {
+    // 0: one pass, the slow one, counts.
+    sleepy_backend be(0.1, 1);
+    eo.min_seconds = 0;
+    const auto r = formats::eval_npy(in, be, eo);
+    EXPECT_EQ(r.rows[0].passes, 1u);
+    EXPECT_GE(r.rows[0].encode_seconds, 0.1);
+    EXPECT_GE(r.rows[0].decode_seconds, 0.1);
+  }
+  {
+    // Every call 10 ms: the passes stop once 0.035 s were timed, after 2 (20 ms or more a
+    // pass; 1 where a sleep ran 17.5 ms past), not 100.
+    sleepy_backend be(0.01, -1);
+    eo.min_seconds = 0.035;
+    const auto r = formats::eval_npy(in, be, eo);
+    EXPECT_EQ(r.rows[0].passes, static_cast<u64>(be.encodes - 1));
+    EXPECT_GE(r.rows[0].passes, 1u);
+    EXPECT_LE(r.rows[0].passes, 2u);
+  }
+  // Out of range: refused before anything is read.
+  for (double bad : {-0.5, 3601.0, std::numeric_limits<double>::quiet_NaN()}) {
+    eo.min_seconds = bad;
+    test::expect_error([&] { (void)formats::eval_npy(dir.file("absent.npy"), *cpu(), eo); },
+                       errc::invalid_argument, {"eval_options::min_seconds"});
   }
 }
 
@@ -1509,6 +1592,28 @@ TEST(QualityCli, EvalOfStdinGivesTheSameFiguresAsEvalOfTheFile) {
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(jp["rows"][i].at("quality").at("psnr_db"), jf["rows"][i].at("quality").at("psnr_db"));
     EXPECT_EQ(jp["rows"][i].at("quality").at("ssim"), jf["rows"][i].at("quality").at("ssim"));
+  }
+}
+
+TEST(QualityCli, EvalMinTimeSetsTheTimedPassesThatJsonCountsAndIsRefusedOutOfRange) {
+  temp_dir dir;
+  save_textured(dir);  // 4 KiB: microseconds a pass, so 1 s of timing stops at 100 passes
+  for (const auto& [opt, passes] : std::vector<std::pair<std::string, int>>{
+           {"--min-time 0", 1}, {"--min-time 1", 100}}) {
+    auto j = cli(dir, "eval tex.npy --chop 2,4 --json -q " + opt);
+    ASSERT_EQ(j.status, 0) << describe(j);
+    const json jr = parse_json(j.out);
+    ASSERT_EQ(jr.at("rows").size(), 2u) << j.out;
+    for (const auto& row : jr["rows"]) {
+      EXPECT_EQ(row.at("passes").get<int>(), passes) << opt;
+      EXPECT_GT(row.at("compress_gbps").get<double>(), 0) << opt;
+    }
+  }
+  for (const std::string bad : {"-1", "3601", "nan", "inf", "x"}) {
+    auto c = cli(dir, "eval tex.npy --min-time " + bad);
+    EXPECT_EQ(c.status, 2) << describe(c);
+    EXPECT_TRUE(contains(c.err, "--min-time")) << describe(c);
+    EXPECT_TRUE(c.out.empty()) << describe(c);
   }
 }
 

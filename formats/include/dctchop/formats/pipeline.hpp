@@ -216,6 +216,13 @@ struct eval_options {
   std::optional<double> nonfinite_replacement;  ///< as compress_options
   offset_choice offset;                         ///< as compress_options
   int threads = 0;                              ///< as compress_options
+  /** Each setting's codec is timed for at least this many seconds in all (its encodes and
+   *  decodes together): a chunk goes through it again, in memory, until then (at most
+   *  `max_passes` times a chunk), and the chunk's fastest encode and fastest decode count,
+   *  as lzbench and `zstd -b` time. A pass of a few milliseconds, which a small dataset
+   *  takes, varied several times over between runs on a busy host. 0: one pass a chunk. */
+  double min_seconds = 0.1;
+  static constexpr std::uint64_t max_passes = 100;
   progress_fn progress;
 };
 
@@ -225,7 +232,9 @@ struct eval_row {
   coeff_type coeff = coeff_type::f16;
   std::uint64_t archive_bytes = 0, input_bytes = 0, values = 0;
   quality q;
+  /** Over the chunks, each chunk's fastest encode and decode (eval_options::min_seconds). */
   double encode_seconds = 0, decode_seconds = 0;
+  std::uint64_t passes = 0;  ///< chunks through the codec, timed (repeats included)
   std::string error;  ///< non-empty when this setting cannot hold the data (e.g. f16 overflow)
   double ratio() const { return archive_bytes ? double(input_bytes) / double(archive_bytes) : 0; }
   double bits_per_value() const { return formats::bits_per_value(archive_bytes, 0, values); }
