@@ -709,7 +709,16 @@ struct input_options {
   bool raw = false;     ///< --raw
   std::string dtype;    ///< --dtype (raw)
   std::string shape;    ///< --shape (raw), e.g. 64,512,512
+  std::string samples;  ///< --samples A:B (compress, eval); empty: all
 };
+
+/** --samples of an input (compress, eval): rows A:B of axis 0, read as the whole dataset. */
+void add_samples_option(CLI::App* cmd, input_options& in) {
+  cmd->add_option("--samples", in.samples,
+                  "take samples A:B of the input only (half-open; A:, :B, or A for one), as "
+                  "if they were the whole dataset; labels too")
+      ->check(non_empty_value);
+}
 
 void add_input_options(CLI::App* cmd, input_options& in) {
   cmd->add_option("--dataset", in.dataset,
@@ -764,6 +773,7 @@ formats::dataset_spec input_spec(const std::string& path, const input_options& i
     }
     if (spec.raw_shape.empty()) throw error(errc::invalid_argument, "--shape is empty");
   }
+  if (!in.samples.empty()) parse_range(in.samples, spec.first_row, spec.end_row);
   return spec;
 }
 
@@ -1257,6 +1267,7 @@ int run(int argc, char** argv) {
       ->check(non_empty_path)
       ->required();
   add_input_options(cmp, c_io);
+  add_samples_option(cmp, c_io);
   cmp->add_option("-o,--output", c_out,
                   "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)")
       ->check(non_empty_path);
@@ -1349,6 +1360,7 @@ int run(int argc, char** argv) {
       ->check(non_empty_path)
       ->required();
   add_input_options(evl, e_io);
+  add_samples_option(evl, e_io);
   evl->add_option("--block", e_blocks, "comma-separated block sizes B to try: 4, 8, 16, 32")
       ->capture_default_str();
   auto* e_chop_opt = evl->add_option("--chop", e_chops,

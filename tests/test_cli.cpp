@@ -452,6 +452,62 @@ TEST(Cli, LabelsLargerThanAStreamHoldsInMemoryComeThroughAPipeWhole) {
   EXPECT_NE(v.err.find("side array 'labels': checksum mismatch"), std::string::npos) << describe(v);
 }
 
+TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe) {
+  temp_dir dir;
+  const std::uint64_t n = 12;
+  std::vector<std::uint8_t> x(n * 16 * 16);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 37 % 251);
+  std::vector<std::int32_t> y(n);  // labels 100, 101, ...
+  for (std::uint64_t i = 0; i < n; ++i) y[i] = 100 + static_cast<std::int32_t>(i);
+  save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, x);
+  save_npy(dir.file("y.npy"), dtype::i32, {n}, y);
+  for (const char* args : {"compress x.npy --labels y.npy -o all.dcz -q",
+                           "decompress all.dcz -o mid.npy --samples 3:7 --labels-out mid_labels.npy -q",
+                           "decompress all.dcz -o end.npy --samples 9: -q"}) {
+    auto r = cli(dir, args);
+    ASSERT_EQ(r.status, 0) << describe(r);
+  }
+  // Samples 3:7 compressed alone decode to what the whole archive's 3:7 decode to (u8: the
+  // offset is 128 either way), labels too; from a pipe, the rows before 9 are passed over.
+  auto c = cli(dir, "compress x.npy --samples 3:7 --labels y.npy -o part.dcz --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const json r = parse_json(c.out);
+  EXPECT_EQ(r.at("shape"), json({4, 16, 16})) << c.out;
+  auto d = cli(dir, "decompress part.dcz -o part.npy --labels-out part_labels.npy -q");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_EQ(read_bytes(dir.file("part.npy")), read_bytes(dir.file("mid.npy")));
+  EXPECT_EQ(read_bytes(dir.file("part_labels.npy")), read_bytes(dir.file("mid_labels.npy")));
+  auto info = cli(dir, "info part.dcz");
+  EXPECT_TRUE(contains(info.out, "from x.npy[3:7]")) << describe(info);
+  auto piped = sh(dir, "cat x.npy | DCTCHOP compress - --samples 9: -o piped.dcz -q && "
+                       "DCTCHOP decompress piped.dcz -o piped.npy -q");
+  ASSERT_EQ(piped.status, 0) << describe(piped);
+  EXPECT_EQ(read_bytes(dir.file("piped.npy")), read_bytes(dir.file("end.npy")));
+  auto e = cli(dir, "eval x.npy --samples 5 --chop 2 --json -q");
+  ASSERT_EQ(e.status, 0) << describe(e);
+  EXPECT_EQ(parse_json(e.out).at("samples"), 1) << e.out;
+  // Ranges past the end or empty, of one image, or labels of another length: refused, nothing
+  // written.
+  std::vector<std::uint8_t> img(16 * 16, 7);
+  save_npy(dir.file("img.npy"), dtype::u8, {16, 16}, img);
+  save_npy(dir.file("y5.npy"), dtype::i32, {5}, std::vector<std::int32_t>(5));
+  const auto before = dir.entries();
+  for (const auto& [args, code, text] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"x.npy --samples 12", 2, "x.npy: sample 12 is past the end: it holds 12 samples"},
+           {"x.npy --samples 10:13", 2, "x.npy: sample range 10:13 runs past the end"},
+           {"x.npy --samples 6:6", 2, "sample range 6:6 is empty"},
+           {"x.npy --samples -1:", 2, "a negative index"},
+           {"x.npy --samples ''", 2, "--samples"},
+           {"img.npy --samples 0:1", 2, "an array of 2 axes is one image"},
+           {"x.npy --samples 1:3 --labels y5.npy", 3,
+            "y5.npy: labels need one row per sample of x.npy (12), found 5"}}) {
+    auto b = cli(dir, "compress " + args + " -o bad.dcz");
+    EXPECT_EQ(b.status, code) << describe(b);
+    EXPECT_TRUE(contains(b.err, text)) << describe(b);
+  }
+  EXPECT_EQ(dir.entries(), before);
+}
+
 TEST(Cli, InfoOfAPipedArchiveDescribesIt) {
   temp_dir dir;
   ASSERT_EQ(cli(dir, "compress " + sh_quote(sample_npy("u8_nhwc.npy")) + " -o a.dcz -q").status, 0);
@@ -585,7 +641,9 @@ TEST(Cli, JsonReportsNameTheArchiveAndItsCodecWithTheSameKeysInEveryCommand) {
   EXPECT_EQ(dj.at("layout"), ij.at("layout"));
   // verify without --against has the keys of verify with it (but `against`, `mismatch`).
   for (const auto& [key, value] : vaj.items()) {
-    if (key != "against") EXPECT_TRUE(vj.contains(key)) << key << " missing from " << vj;
+    if (key != "against") {
+      EXPECT_TRUE(vj.contains(key)) << key << " missing from " << vj;
+    }
   }
   EXPECT_TRUE(vj.at("quality").is_null());
   EXPECT_TRUE(vj.at("failures").empty());

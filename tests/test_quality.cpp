@@ -1228,6 +1228,40 @@ class sleepy_backend final : public backend {
   std::unique_ptr<backend> inner_ = cpu();
 };
 
+TEST(QualityPipeline, EvalInPartsOnSeveralThreadsGivesOneThreadsFiguresAndFirstBadSample) {
+  // 24 samples of 256 x 256 u16 (1.5 Mi values): on 2 threads eval runs each pass in parts,
+  // one thread a part. The figures are one thread's, and where f16 cannot hold a sample's
+  // coefficients the row names the first such sample, 17, which lies in a later part.
+  temp_dir dir;
+  const u64 n = 24, side = 256;
+  std::vector<std::uint16_t> v(n * side * side);
+  lcg r(3);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<std::uint16_t>(30000 + (i % side) * 8 + (r.next() & 63));
+  }
+  for (const u64 bad : {u64(17), u64(21)}) {  // full-range blocks: DC 8 x 32767 > f16's 65504
+    for (u64 k = 0; k < side * 8; ++k) v[bad * side * side + k] = 65535;
+  }
+  save_npy(dir.file("u16.npy"), dtype::u16, {n, side, side}, v);
+  formats::eval_options eo;
+  eo.chops = {4};
+  eo.coeffs = {coeff_type::f16, coeff_type::f32};
+  eo.ssim = true;
+  eo.min_seconds = 0;
+  eo.threads = 1;
+  const auto one = formats::eval_npy(dir.file("u16.npy"), *cpu(), eo);
+  eo.threads = 2;
+  const auto two =
+      formats::eval_npy(dir.file("u16.npy"), *make_backend(backend_kind::cpu, {2}), eo);
+  ASSERT_EQ(one.rows.size(), 2u);
+  ASSERT_EQ(two.rows.size(), 2u);
+  for (const auto* res : {&one, &two}) {
+    EXPECT_TRUE(contains(res->rows[0].error, "sample 17: ")) << res->rows[0].error;
+    ASSERT_TRUE(res->rows[1].error.empty()) << res->rows[1].error;
+  }
+  expect_same_figures(two.rows[1].q, one.rows[1].q);
+}
+
 TEST(QualityPipeline, EvalTimesEachSettingForItsMinimumTimeAndCountsEachChunksFastestPass) {
   temp_dir dir;
   const std::string in = save_textured(dir, "tex.npy", 6);  // 6 KiB: microseconds a pass

@@ -104,7 +104,9 @@ TEST(Signals, InfoAndVerifyOfSeveralArchivesInterruptedStillPrintTheirJsonArray)
     EXPECT_FALSE(docs[0].contains("error")) << docs;
     EXPECT_EQ(docs[1].at("archive"), "<stdin>") << docs;
     EXPECT_EQ(docs[1].at("exit_code"), 130) << docs;
-    if (cmd == "verify") EXPECT_EQ(docs[1].at("passed"), false) << docs;
+    if (cmd == "verify") {
+      EXPECT_EQ(docs[1].at("passed"), false) << docs;
+    }
   }
 }
 

@@ -773,12 +773,89 @@ std::unique_ptr<sample_source> open_any(const dataset_spec& given) {
 
 }  // namespace
 
+namespace {
+
+/** Rows [first, end) of another source, as rows 0.. of its own (dataset_spec::first_row). */
+class row_range_source final : public sample_source {
+ public:
+  row_range_source(std::unique_ptr<sample_source> inner, u64 first, u64 end)
+      : inner_(std::move(inner)), first_(first), shape_(inner_->shape()),
+        name_(inner_->name() + "[" + std::to_string(first) + ":" + std::to_string(end) + "]") {
+    shape_[0] = end - first;
+  }
+  std::string name() const override { return name_; }
+  const npy_dtype& type() const override { return inner_->type(); }
+  const std::vector<u64>& shape() const override { return shape_; }
+  bool rereadable() const override { return inner_->rereadable(); }
+  u64 preferred_rows() const override { return inner_->preferred_rows(); }
+  void read_rows(u64 first, u64 count, void* dst) override {
+    if (!inner_->rereadable() && !skipped_) {
+      // A stream: the rows before the range pass through a buffer of 16 MiB at most.
+      skipped_ = true;
+      const u64 rb = std::max<u64>(row_bytes(), 1);
+      const u64 per = std::max<u64>(1, (u64(16) << 20) / rb);
+      std::vector<std::byte> buf(static_cast<std::size_t>(std::min(per, first_) * rb));
+      for (u64 at = 0; at < first_; at += per) {
+        inner_->read_rows(at, std::min(per, first_ - at), buf.data());
+      }
+    }
+    inner_->read_rows(first_ + first, count, dst);
+  }
+  std::string dataset_path() const override { return inner_->dataset_path(); }
+  std::string note() const override { return inner_->note(); }
+  std::string unwritten(u64 sample, bool nonfinite) const override {
+    return inner_->unwritten(first_ + sample, nonfinite);
+  }
+  std::string reader() const override { return inner_->reader(); }
+  void watch(std::function<void()> check) override { inner_->watch(std::move(check)); }
+  u64 whole_rows() const override { return inner_->rows(); }
+
+ private:
+  std::unique_ptr<sample_source> inner_;
+  u64 first_;
+  std::vector<u64> shape_;
+  std::string name_;
+  bool skipped_ = false;
+};
+
+}  // namespace
+
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
   auto s = open_any(given);
   // Whatever the file claims (an HDF5 dataset's extent costs nothing to declare), its bytes
   // must count in 64 bits: row_bytes() and every size made from the shape rely on it.
   (void)checked_count(s->shape(), s->name(), s->type().itemsize);
-  return s;
+  return take_row_range(std::move(s), given);
+}
+
+std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
+                                              const dataset_spec& given) {
+  if (!given.has_row_range()) return s;
+  const u64 first = given.first_row;
+  const bool one = given.end_row && *given.end_row == first + 1;
+  const std::string range =
+      one ? "sample " + std::to_string(first)
+          : "sample range " + std::to_string(first) + ":" +
+                (given.end_row ? std::to_string(*given.end_row) : std::string());
+  const auto& shape = s->shape();
+  if (shape.empty() || (given.purpose == dataset_spec::role::data && shape.size() < 3)) {
+    throw error(errc::invalid_argument,
+                s->name() + ": " + range + ": " +
+                    (shape.empty() ? std::string("a 0-d array has no samples to choose")
+                                   : "an array of " + std::to_string(shape.size()) +
+                                         (shape.size() == 1 ? " axis" : " axes") +
+                                         " is one image, not samples to choose from"));
+  }
+  const u64 total = shape[0], end = given.end_row.value_or(total);
+  if (first >= end || end > total) {
+    const std::string what = first >= total ? "is past the end"
+                             : end > total   ? "runs past the end"
+                                             : "is empty";
+    throw error(errc::invalid_argument, s->name() + ": " + range + " " + what + ": it holds " +
+                                            std::to_string(total) +
+                                            (total == 1 ? " sample" : " samples"));
+  }
+  return std::make_unique<row_range_source>(std::move(s), first, end);
 }
 
 namespace {

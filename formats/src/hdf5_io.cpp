@@ -566,6 +566,7 @@ std::string missing_dataset(hid_t f, const std::string& file, const std::string&
 struct named_hdf5 {
   h5_id f;
   std::string why;
+  int os_error = 0;  ///< where `why` is a system error (errno): an I/O error, not damage
 };
 /** 0 where `file` opens for reading now, else why not (errno): checked before HDF5 opens
  *  it, since H5Fis_hdf5 calls a file it cannot open (out of descriptors: ulimit -n) "not an
@@ -580,7 +581,7 @@ int open_errno(const std::string& file) {
 named_hdf5 open_named_hdf5(const std::string& file) {
   quiet_hdf5 quiet;
   if (const int e = open_errno(file); e != 0) {
-    return {{}, file + " cannot be read (" + std::strerror(e) + ")"};
+    return {{}, file + " cannot be read (" + std::strerror(e) + ")", e};
   }
   struct stat st {};
   if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // (HDF5's open of a FIFO waits)
@@ -731,6 +732,14 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
 }
 
 class hdf5_source final : public sample_source {
+  /** The errno of a system error that not_a_dataset() met on a file a link leads to (out of
+   *  descriptors, no permission), or 0: such an error is an I/O error (exit 5), not damage. */
+  mutable int system_errno_ = 0;
+  /** error(bad_input, what), or an I/O error where not_a_dataset() met a system error. */
+  error diagnosed(const std::string& what) const {
+    return system_errno_ != 0 ? error::from_os(errc::io, what, system_errno_)
+                              : error(errc::bad_input, what);
+  }
   /** What dataset_ names instead of a dataset: a group, or a link to nothing (the name is
    *  there, so "no such dataset" would puzzle). */
   std::string not_a_dataset() const { return not_a_dataset(dataset_); }
@@ -771,6 +780,7 @@ class hdf5_source final : public sample_source {
                     : ", which does not exist");
     }
     const named_source src = open_named_source(link.file, path_, "HDF5_EXT_PREFIX");
+    if (src.opened.os_error != 0) system_errno_ = src.opened.os_error;
     const std::string why =
         src.file.empty() ? link.file + " is missing" : missing_in(src, link.object, nullptr);
     return "is an external link to " + link.file + ":" + link.object +
@@ -882,7 +892,7 @@ class hdf5_source final : public sample_source {
           li.type != H5L_TYPE_HARD) {
         const std::string how = not_a_dataset(on_the_way);
         if (how.rfind("is a group", 0) != 0 && how.rfind("is not a", 0) != 0) {
-          throw error(errc::bad_input, nm + ": " + on_the_way + ", on the way to it, " + how);
+          throw diagnosed(nm + ": " + on_the_way + ", on the way to it, " + how);
         }
       }
       H5Eclear2(H5E_DEFAULT);
@@ -898,8 +908,8 @@ class hdf5_source final : public sample_source {
       // (An external link's message is about the file it leads to: this one's list would
       // mislead.)
       const std::string why = not_a_dataset();
-      throw error(errc::bad_input,
-                  nm + ": " + why + (why.rfind("is an external link", 0) == 0 ? "" : list_hint()));
+      throw diagnosed(nm + ": " + why +
+                      (why.rfind("is an external link", 0) == 0 ? "" : list_hint()));
     }
     {
       h5_id type(H5Dget_type(probe.get()), H5Tclose);
@@ -1252,7 +1262,7 @@ class hdf5_source final : public sample_source {
       if (e.code() != errc::bad_input || broken.empty()) throw;
       std::string why = e.what();
       for (const auto& link : broken) why += "; " + link + " " + not_a_dataset(link);
-      throw error(errc::bad_input, why);
+      throw diagnosed(why);
     }
   }
 
@@ -1319,9 +1329,14 @@ class hdf5_source final : public sample_source {
       const std::string why =
           here ? missing_dataset(file_.get(), path_, object, r) : missing_in(open_file, object, r);
       if (!why.empty()) {
-        throw error(errc::bad_input, nm + ": a virtual dataset whose source " +
-                                         (name == "." ? object + " (in this file)" : name + ":" + object) +
-                                         " cannot give the rows mapped to it: " + why);
+        const std::string what =
+            nm + ": a virtual dataset whose source " +
+            (name == "." ? object + " (in this file)" : name + ":" + object) +
+            " cannot give the rows mapped to it: " + why;
+        // (a file it cannot open for a system error: out of descriptors, no permission)
+        const int e = here ? 0 : open_file.opened.os_error;
+        if (e != 0) throw error::from_os(errc::io, what, e);
+        throw error(errc::bad_input, what);
       }
     }
     if (missing.empty()) return {};
@@ -1568,9 +1583,20 @@ class hdf5_sink final : public sample_sink {
     if (opened < 0) {
       const int e = errno;
       const std::string folder = temp_;  // (abandon() clears it)
+      // A limit on open files or memory, not a change: the folder is ours, and where no
+      // descriptor of it could be had, it goes by its name (empty: just made). Each retry of
+      // a job under `ulimit -n 4` left one behind, "changed while it was being made".
+      const bool limit = (ours || dir_fd_ < 0) && (e == EMFILE || e == ENFILE || e == ENOMEM);
+      const bool by_name = dir_fd_ < 0;  // (with a descriptor, abandon() removes it)
       // Another's folder in its place is left alone (abandon() would remove it, empty).
       if (!ours && dir_fd_ >= 0) ::close(std::exchange(dir_fd_, -1));
       abandon();
+      if (limit) {
+        if (by_name) ::rmdir(folder.c_str());
+        throw error::from_os(errc::io, path_ + ": cannot open its temporary folder " + folder +
+                                           ": " + std::strerror(e),
+                             e);
+      }
       throw error::from_os(errc::io, path_ + ": its temporary folder " + folder +
                                          " changed while it was being made; try again", e);
     }

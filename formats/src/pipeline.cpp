@@ -937,7 +937,11 @@ std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec
       data_file) {
     spec.not_this = src.src->dataset_path();  // the images are not their own labels
   }
-  spec.rows = src.geom.samples;  // a search takes only labels of one row per sample
+  // A search takes only labels of one row per sample: of the whole dataset, where a range
+  // (--samples) takes part of it; the labels then take the same range, below.
+  spec.rows = input.has_row_range() ? src.src->whole_rows() : src.geom.samples;
+  spec.first_row = 0;
+  spec.end_row.reset();
   if (!output.empty() && !spec.memory &&
       ((spec.path == output && output != "-") || same_file(spec.path, output) ||
        (output == "-" && is_standard_output(spec.path)))) {
@@ -957,6 +961,17 @@ std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec
   if (labels->shape().empty()) {  // (no row count to compare)
     throw error(errc::bad_input, labels->name() + ": labels need one row per sample (" +
                                      std::to_string(src.geom.samples) + "), found a 0-d array");
+  }
+  if (input.has_row_range()) {
+    if (labels->rows() != src.src->whole_rows()) {
+      throw error(errc::bad_input, labels->name() + ": labels need one row per sample of " +
+                                       input.display() + " (" +
+                                       std::to_string(src.src->whole_rows()) + "), found " +
+                                       std::to_string(labels->rows()));
+    }
+    dataset_spec range = input;
+    range.purpose = dataset_spec::role::labels;
+    labels = take_row_range(std::move(labels), range);
   }
   return labels;
 }

@@ -46,6 +46,13 @@ struct dataset_spec {
   std::string not_this;
   /** Rows (axis 0) that a dataset the search chooses must have: the labels' one per sample. */
   std::optional<std::uint64_t> rows;
+  /** Input: rows [first_row, end_row) of the dataset only (compress and eval --samples), read
+   *  as rows 0.. of a dataset of that many, named "NAME[A:B]"; end_row unset: to the end.
+   *  open_dataset refuses a range past the end or empty, and one of data of fewer than 3
+   *  axes (one image). */
+  std::uint64_t first_row = 0;
+  std::optional<std::uint64_t> end_row;
+  bool has_row_range() const { return first_row != 0 || end_row.has_value(); }
   // raw binary only:
   std::optional<npy_dtype> raw_type;
   std::vector<std::uint64_t> raw_shape;
@@ -129,6 +136,8 @@ class sample_source {
   virtual void watch(std::function<void()> check) { (void)check; }
   /** Rows along axis 0 (1 for a 0-d array). */
   std::uint64_t rows() const { return shape().empty() ? 1 : shape()[0]; }
+  /** Rows of the whole dataset, where a range (dataset_spec::first_row) reads part of it. */
+  virtual std::uint64_t whole_rows() const { return rows(); }
   /** Bytes of one row. */
   std::uint64_t row_bytes() const;
 };
@@ -152,6 +161,12 @@ std::vector<std::string> files_read_by(const dataset_spec& spec);
 /** Open a dataset for reading. Errors name the file and dataset: missing file (io), missing
  *  dataset, compound or string data, raw size mismatch (bad_input). */
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);
+
+/** `s`, or the rows of it that `range`'s first_row and end_row name (what open_dataset does
+ *  with a spec's range); error(invalid_argument) for a range past its end or empty, and for a
+ *  range of data (range.purpose) of fewer than 3 axes. */
+std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
+                                              const dataset_spec& range);
 
 /** Rows [first, first + count) of an array into `dst` (count rows, C order). */
 using row_source = std::function<void(std::uint64_t first, std::uint64_t count, void* dst)>;

@@ -30,7 +30,8 @@ std::thread start_quiet_thread(F&& f) {
   } catch (const std::system_error& e) {  // the system's limit on threads, or on memory
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     throw error(errc::io, std::string("cannot start a thread: ") + e.code().message() +
-                              " (the system's limit on threads or memory; fewer threads may do)");
+                              " (the system's limit on threads or on memory: ulimit -u, a pids "
+                              "cgroup, ulimit -v)");
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     throw;
