@@ -917,12 +917,27 @@ void refuse_raw_dataset_name(const std::string& out, bool raw) {
                           out, folder.string(), as_dataset.dataset, as_dataset.path));
 }
 
+/** The backend a report's figures came from: "backend", "device" (CUDA: --device's index, a
+ *  fresh process's current device, 0, by default) and "threads" (CPU: --threads, or for 0
+ *  what a CPU quota or OMP_NUM_THREADS leaves of the cores, so that a batch job's log shows
+ *  what it got; never more than the CPUs it may run on, which no more threads ever use: it
+ *  said 4096). */
+void add_backend_json(nlohmann::json& j, const backend& be, int device) {
+  j["backend"] = be.name();
+  if (be.name() == "cuda") j["device"] = std::max(device, 0);
+  if (be.name().rfind("cpu", 0) == 0) {
+    j["threads"] = std::min<unsigned>(static_cast<unsigned>(std::max(be.threads(), 1)),
+                                      std::max(dctchop::usable_cores().affinity, 1U));
+  }
+}
+
 /** eval's report. `failure`: the error when every setting refused the data, which --json
- *  adds to the report as the "error" and "exit_code" of a failed command. */
+ *  adds to the report as the "error" and "exit_code" of a failed command. `context`: keys
+ *  the JSON report takes as they are (the backend, --min-time). */
 void print_eval(const formats::eval_result& r, bool json, bool csv,
-                const std::optional<std::string>& failure) {
+                const std::optional<std::string>& failure, const nlohmann::json& context) {
   if (json) {
-    nlohmann::json j;
+    nlohmann::json j = context;
     if (failure) {
       j["error"] = *failure;
       j["exit_code"] = static_cast<int>(exit_bad_input);
@@ -1825,16 +1840,7 @@ int run(int argc, char** argv) {
       if (c_json) {
         // Notes go into the report, not before it: with -o - it shares stderr with them.
         auto j = r.to_json();
-        j["backend"] = be->name();
-        // The GPU by --device's index (a fresh process's current device, 0, by default).
-        if (be->name() == "cuda") j["device"] = std::max(c_be.device, 0);
-        // The CPU codec's threads: --threads, or for 0 what a CPU quota or OMP_NUM_THREADS
-        // leaves of the cores (a batch job's log shows what it got); never more than the
-        // CPUs it may run on, which no more threads than that ever use (it said 4096).
-        if (be->name().rfind("cpu", 0) == 0) {
-          j["threads"] = std::min<unsigned>(static_cast<unsigned>(std::max(be->threads(), 1)),
-                                            std::max(dctchop::usable_cores().affinity, 1U));
-        }
+        add_backend_json(j, *be, c_be.device);
         j["archive"] = output_place(c_out, "");  // (the key every command has)
         print_json_report(j, c_in, c_out, stdout_carries_data());
       } else if (!c_quiet) {
@@ -2033,7 +2039,9 @@ int run(int argc, char** argv) {
                                  : "no setting tried can hold the data",
                              why);
       }
-      print_eval(r, e_json, e_csv, failed);
+      nlohmann::json context = {{"min_time", o.min_seconds}};
+      add_backend_json(context, *be, e_be.device);
+      print_eval(r, e_json, e_csv, failed, context);
       if (failed) {
         log->error("error: {}", *failed);
         return exit_bad_input;

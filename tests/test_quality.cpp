@@ -1638,6 +1638,10 @@ TEST(QualityCli, EvalMinTimeSetsTheTimedPassesThatJsonCountsAndIsRefusedOutOfRan
     ASSERT_EQ(j.status, 0) << describe(j);
     const json jr = parse_json(j.out);
     ASSERT_EQ(jr.at("rows").size(), 2u) << j.out;
+    // What the figures were timed on, and for how long.
+    EXPECT_EQ(jr.at("backend"), "cpu") << j.out;
+    EXPECT_GE(jr.at("threads").get<int>(), 1) << j.out;
+    EXPECT_EQ(jr.at("min_time").get<double>(), passes == 1 ? 0.0 : 1.0) << j.out;
     for (const auto& row : jr["rows"]) {
       EXPECT_EQ(row.at("passes").get<int>(), passes) << opt;
       EXPECT_GT(row.at("compress_gbps").get<double>(), 0) << opt;
