@@ -462,7 +462,8 @@ TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe
   save_npy(dir.file("x.npy"), dtype::u8, {n, 16, 16}, x);
   save_npy(dir.file("y.npy"), dtype::i32, {n}, y);
   for (const char* args : {"compress x.npy --labels y.npy -o all.dcz -q",
-                           "decompress all.dcz -o mid.npy --samples 3:7 --labels-out mid_labels.npy -q",
+                           "decompress all.dcz -o mid.npy --samples 3:7 "
+                           "--labels-out mid_labels.npy -q",
                            "decompress all.dcz -o end.npy --samples 9: -q"}) {
     auto r = cli(dir, args);
     ASSERT_EQ(r.status, 0) << describe(r);

@@ -1322,7 +1322,8 @@ TEST(Hdf5Cli, AnHdf5OutputUnderALimitOnOpenFilesSaysSoAndLeavesNoTemporaryFolder
   int failed = 0;
   for (int limit = 4; limit <= 16; ++limit) {
     SCOPED_TRACE(limit);
-    auto c = sh(dir, "ulimit -n " + std::to_string(limit) + " && DCTCHOP decompress a.dcz -o out/x.h5 -f");
+    auto c = sh(dir, "ulimit -n " + std::to_string(limit) +
+                         " && DCTCHOP decompress a.dcz -o out/x.h5 -f");
     if (c.status == 127) continue;  // (the loader's own: the libraries did not open)
     if (c.status != 0) {
       ++failed;

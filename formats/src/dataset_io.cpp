@@ -828,17 +828,30 @@ std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
   return take_row_range(std::move(s), given);
 }
 
+std::string sample_range_problem(u64 first, std::optional<u64> end, u64 total) {
+  const u64 last = end.value_or(total);
+  if (first < last && last <= total) return {};
+  // As typed (`7:` said "7:5", an end never given; `16` "16:17"), and what is wrong.
+  const bool one = end && *end == first + 1;
+  const std::string range =
+      one ? "sample " + std::to_string(first)
+          : "sample range " + std::to_string(first) + ":" + (end ? std::to_string(*end) : "");
+  return range + (first >= total ? " is past the end"
+                  : last > total ? " runs past the end"
+                                 : " is empty");
+}
+
 std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
                                               const dataset_spec& given) {
   if (!given.has_row_range()) return s;
   const u64 first = given.first_row;
-  const bool one = given.end_row && *given.end_row == first + 1;
-  const std::string range =
-      one ? "sample " + std::to_string(first)
-          : "sample range " + std::to_string(first) + ":" +
-                (given.end_row ? std::to_string(*given.end_row) : std::string());
   const auto& shape = s->shape();
   if (shape.empty() || (given.purpose == dataset_spec::role::data && shape.size() < 3)) {
+    const bool one = given.end_row && *given.end_row == first + 1;
+    const std::string range =
+        one ? "sample " + std::to_string(first)
+            : "sample range " + std::to_string(first) + ":" +
+                  (given.end_row ? std::to_string(*given.end_row) : std::string());
     throw error(errc::invalid_argument,
                 s->name() + ": " + range + ": " +
                     (shape.empty() ? std::string("a 0-d array has no samples to choose")
@@ -846,16 +859,14 @@ std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
                                          (shape.size() == 1 ? " axis" : " axes") +
                                          " is one image, not samples to choose from"));
   }
-  const u64 total = shape[0], end = given.end_row.value_or(total);
-  if (first >= end || end > total) {
-    const std::string what = first >= total ? "is past the end"
-                             : end > total   ? "runs past the end"
-                                             : "is empty";
-    throw error(errc::invalid_argument, s->name() + ": " + range + " " + what + ": it holds " +
+  const u64 total = shape[0];
+  if (const std::string problem = sample_range_problem(first, given.end_row, total);
+      !problem.empty()) {
+    throw error(errc::invalid_argument, s->name() + ": " + problem + ": it holds " +
                                             std::to_string(total) +
                                             (total == 1 ? " sample" : " samples"));
   }
-  return std::make_unique<row_range_source>(std::move(s), first, end);
+  return std::make_unique<row_range_source>(std::move(s), first, given.end_row.value_or(total));
 }
 
 namespace {

@@ -1457,18 +1457,9 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   const auto& h = r.header();
   const u64 total = h.geom.samples;
   const u64 first = o.first, end = o.end.value_or(total);
-  if (first >= end || end > total) {
-    // As typed (`7:` said "7:5", an end never given; `16` "16:17"), and what is wrong.
-    const bool one = o.end && *o.end == first + 1;
-    const std::string range =
-        one ? "sample " + std::to_string(first)
-            : "sample range " + std::to_string(first) + ":" +
-                  (o.end ? std::to_string(*o.end) : std::string());
-    const std::string what = first >= total ? "is past the end"
-                             : end > total   ? "runs past the end"
-                                             : "is empty";
+  if (const std::string problem = sample_range_problem(first, o.end, total); !problem.empty()) {
     throw error(errc::invalid_argument,
-                r.display_name() + ": " + range + " " + what + ": the archive holds " +
+                r.display_name() + ": " + problem + ": the archive holds " +
                     std::to_string(total) + (total == 1 ? " sample" : " samples"));
   }
   geometry g = h.geom;

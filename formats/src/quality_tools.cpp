@@ -442,8 +442,9 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
           if (e.code() != errc::out_of_range) rethrow_in(e, *src.src, first);
           // this coefficient type cannot hold the data (or the replacement of its NaN):
           // which sample, as compress says (the first pass finds it: each gives the same)
-          c.row.error = (e.sample() >= 0 ? "sample " + std::to_string(first + u64(e.sample())) + ": "
-                                         : std::string()) +
+          c.row.error = (e.sample() >= 0
+                             ? "sample " + std::to_string(first + u64(e.sample())) + ": "
+                             : std::string()) +
                         overflow_detail(e, c.p, src.nonfinite_replacement, view);
           break;
         }

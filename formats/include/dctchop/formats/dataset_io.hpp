@@ -162,6 +162,12 @@ std::vector<std::string> files_read_by(const dataset_spec& spec);
  *  dataset, compound or string data, raw size mismatch (bad_input). */
 std::unique_ptr<sample_source> open_dataset(const dataset_spec& spec);
 
+/** A sample range A:B as given (`first`, `end`; "sample A" for one, "sample range A:" without
+ *  an end) and what is wrong with it among `total` samples ("... is past the end", "... runs
+ *  past the end", "... is empty"), or "" where it lies within them. For messages. */
+std::string sample_range_problem(std::uint64_t first, std::optional<std::uint64_t> end,
+                                 std::uint64_t total);
+
 /** `s`, or the rows of it that `range`'s first_row and end_row name (what open_dataset does
  *  with a spec's range); error(invalid_argument) for a range past its end or empty, and for a
  *  range of data (range.purpose) of fewer than 3 axes. */
