@@ -98,7 +98,7 @@ Examples:
   dctchop info train.dcz --json
   dctchop info shards/*.dcz                            # one report each; verify takes several too
   dctchop eval train.npy --block 4,8,16 --chop 2,4     # block sizes compared
-  dctchop eval train.npy --chop 4 --no-ssim --min-time 1   # speed, timed 1 s a setting
+  dctchop eval train.npy --chop 4 --no-ssim --min-time 1   # speed: 1 s or 100 passes
   dctchop verify train.dcz --against train.npy --min-psnr 30 || echo "quality gate failed"
   dctchop verify train.dcz --against train.npy --labels labels.npy   # stored labels equal?
   dctchop decompress train.dcz -o check.npy --samples 0:100
@@ -713,10 +713,11 @@ struct input_options {
 };
 
 /** --samples of an input (compress, eval): rows A:B of axis 0, read as the whole dataset. */
-void add_samples_option(CLI::App* cmd, input_options& in) {
+void add_samples_option(CLI::App* cmd, input_options& in, bool labels) {
   cmd->add_option("--samples", in.samples,
-                  "take samples A:B of the input only (half-open; A:, :B, or A for one), as "
-                  "if they were the whole dataset; labels too")
+                  std::string("take samples A:B of the input only (half-open; A:, :B, or A for "
+                              "one), as if they were the whole dataset") +
+                      (labels ? "; the labels' rows A:B too" : ""))
       ->check(non_empty_value);
 }
 
@@ -1282,7 +1283,7 @@ int run(int argc, char** argv) {
       ->check(non_empty_path)
       ->required();
   add_input_options(cmp, c_io);
-  add_samples_option(cmp, c_io);
+  add_samples_option(cmp, c_io, true);
   cmp->add_option("-o,--output", c_out,
                   "output archive, or - for stdout (default: INPUT.dcz; stdout for - input)")
       ->check(non_empty_path);
@@ -1375,7 +1376,7 @@ int run(int argc, char** argv) {
       ->check(non_empty_path)
       ->required();
   add_input_options(evl, e_io);
-  add_samples_option(evl, e_io);
+  add_samples_option(evl, e_io, false);
   evl->add_option("--block", e_blocks, "comma-separated block sizes B to try: 4, 8, 16, 32")
       ->capture_default_str();
   auto* e_chop_opt = evl->add_option("--chop", e_chops,
@@ -1396,8 +1397,8 @@ int run(int argc, char** argv) {
                       "run on, one chunk at a time");
   evl->add_option("--min-time", e_min_time,
                   "seconds (0 to 3600) each setting's codec is timed for at least: a chunk "
-                  "that takes less goes through it again in memory (at most 100 times), and "
-                  "its fastest pass counts; 0: one pass a chunk")
+                  "(64 MiB) that takes less goes through it again in memory, up to 100 "
+                  "times, and its fastest pass counts; 0: one pass a chunk")
       ->check(finite_number)
       ->capture_default_str();
   auto* e_json_opt = evl->add_flag("--json", e_json, "print JSON");
@@ -1781,6 +1782,11 @@ int run(int argc, char** argv) {
           const auto spec =
               formats::resolve_by_content(formats::parse_dataset_spec(c_in, c_io.dataset, c_io.raw));
           named_array = spec.dataset;
+          // (two shards of one file, --samples 0:5 and 5:10, both default to its name)
+          if (!c_io.samples.empty()) {
+            named_array += (named_array.empty() ? "" : " ") + std::string("--samples ") +
+                           c_io.samples;
+          }
           std::string stem = spec.path;
           const auto dot = stem.rfind('.');
           if (dot != std::string::npos && stem.find('/', dot) == std::string::npos) stem.resize(dot);

@@ -484,6 +484,15 @@ TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe
                        "DCTCHOP decompress piped.dcz -o piped.npy -q");
   ASSERT_EQ(piped.status, 0) << describe(piped);
   EXPECT_EQ(read_bytes(dir.file("piped.npy")), read_bytes(dir.file("end.npy")));
+  // A stream is read to its end, as without a range: cut short or followed by more bytes,
+  // it is bad input even where the range lies before the damage.
+  for (const auto& [cmd, text] : std::vector<std::pair<std::string, std::string>>{
+           {"head -c 2000 x.npy", "truncated .npy data"},
+           {"(cat x.npy; echo more)", "more bytes follow the array's data"}}) {
+    auto bad = sh(dir, cmd + " | DCTCHOP compress - --samples 0:2 -o cut.dcz -q");
+    EXPECT_EQ(bad.status, 3) << describe(bad);
+    EXPECT_TRUE(contains(bad.err, text)) << describe(bad);
+  }
   auto e = cli(dir, "eval x.npy --samples 5 --chop 2 --json -q");
   ASSERT_EQ(e.status, 0) << describe(e);
   EXPECT_EQ(parse_json(e.out).at("samples"), 1) << e.out;

@@ -780,6 +780,7 @@ class row_range_source final : public sample_source {
  public:
   row_range_source(std::unique_ptr<sample_source> inner, u64 first, u64 end)
       : inner_(std::move(inner)), first_(first), shape_(inner_->shape()),
+        range_("samples " + std::to_string(first) + ":" + std::to_string(end)),
         name_(inner_->name() + "[" + std::to_string(first) + ":" + std::to_string(end) + "]") {
     shape_[0] = end - first;
   }
@@ -787,22 +788,28 @@ class row_range_source final : public sample_source {
   const npy_dtype& type() const override { return inner_->type(); }
   const std::vector<u64>& shape() const override { return shape_; }
   bool rereadable() const override { return inner_->rereadable(); }
-  u64 preferred_rows() const override { return inner_->preferred_rows(); }
+  /** (The inner reads' size where the range starts on a boundary of them; else 1: shifted,
+   *  each read would straddle two of an HDF5 dataset's chunks.) */
+  u64 preferred_rows() const override {
+    const u64 p = inner_->preferred_rows();
+    return p > 1 && first_ % p != 0 ? 1 : p;
+  }
   void read_rows(u64 first, u64 count, void* dst) override {
     if (!inner_->rereadable() && !skipped_) {
-      // A stream: the rows before the range pass through a buffer of 16 MiB at most.
       skipped_ = true;
-      const u64 rb = std::max<u64>(row_bytes(), 1);
-      const u64 per = std::max<u64>(1, (u64(16) << 20) / rb);
-      std::vector<std::byte> buf(static_cast<std::size_t>(std::min(per, first_) * rb));
-      for (u64 at = 0; at < first_; at += per) {
-        inner_->read_rows(at, std::min(per, first_ - at), buf.data());
-      }
+      pass_over(0, first_);  // a stream: the rows before the range
     }
     inner_->read_rows(first_ + first, count, dst);
+    if (!inner_->rereadable() && first + count == shape_[0]) {
+      pass_over(first_ + shape_[0], inner_->rows());  // and those after it
+    }
   }
   std::string dataset_path() const override { return inner_->dataset_path(); }
-  std::string note() const override { return inner_->note(); }
+  /** (The dataset's note, which may be about rows outside the range: said so.) */
+  std::string note() const override {
+    const std::string n = inner_->note();
+    return n.empty() ? n : n + " (of the whole dataset, not only the " + range_ + " taken)";
+  }
   std::string unwritten(u64 sample, bool nonfinite) const override {
     return inner_->unwritten(first_ + sample, nonfinite);
   }
@@ -811,10 +818,25 @@ class row_range_source final : public sample_source {
   u64 whole_rows() const override { return inner_->rows(); }
 
  private:
+  /** A stream's rows [at, to), read and let go: those before the range, and those after it,
+   *  so that the stream is read whole, as without a range (its checks of a truncated or
+   *  overlong stream made, its writer not cut off by a broken pipe); through a buffer of 16
+   *  MiB at most. */
+  void pass_over(u64 at, u64 to) {
+    if (at >= to) return;
+    const u64 rb = std::max<u64>(row_bytes(), 1);
+    const u64 per = std::max<u64>(1, (u64(16) << 20) / rb);
+    std::vector<std::byte> buf(static_cast<std::size_t>(std::min(per, to - at) * rb));
+    for (; at < to; at += std::min(per, to - at)) {
+      inner_->read_rows(at, std::min(per, to - at), buf.data());
+    }
+  }
+
+
   std::unique_ptr<sample_source> inner_;
   u64 first_;
   std::vector<u64> shape_;
-  std::string name_;
+  std::string range_, name_;
   bool skipped_ = false;
 };
 

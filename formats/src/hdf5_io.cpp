@@ -521,7 +521,8 @@ struct source_need {
   std::optional<hsize_t> values;
 };
 
-std::string link_way_problem(hid_t f, const std::string& file, const std::string& object);
+std::string link_way_problem(hid_t f, const std::string& file, const std::string& object,
+                             int* os_error = nullptr);
 
 /** Why the open HDF5 file `f` (named `file`) holds no dataset `object`, or (with `need`) none
  *  that gives what need asks: "" when it does. */
@@ -680,7 +681,10 @@ constexpr int hdf5_link_limit = 16;
  *  in a circle or past hdf5_link_limit ("external links lead round in a circle: a.h5:/x ->
  *  b.h5:/x -> a.h5:/x"), else "" (the way ends at something, or at nothing, which the caller
  *  says). Only a whole name that is a link is followed, not links among its groups. */
-std::string link_way_problem(hid_t f, const std::string& file, const std::string& object) {
+/** (`os_error`, where given: the errno of a system error on a file the way leads to, behind
+ *  the problem returned, else left alone.) */
+std::string link_way_problem(hid_t f, const std::string& file, const std::string& object,
+                             int* os_error) {
   quiet_hdf5 quiet;
   std::string here_file = file, here = object;
   h5_id opened;  // the file `f` is for the first step, then the one the last link led to
@@ -720,6 +724,7 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
       if (links == 0) return {};
       const std::string why = next.file.empty() ? link.file + " is missing" : next.opened.why;
       if (why.empty()) return {};  // (a file a writer holds open: HDF5 reads it)
+      if (os_error != nullptr && next.opened.os_error != 0) *os_error = next.opened.os_error;
       return "external links lead to a file that cannot be opened (" + why + "): " + way +
              " -> " + link.file + ":" + link.object;
     }
@@ -768,7 +773,8 @@ class hdf5_source final : public sample_source {
     if (link.type != H5L_TYPE_SOFT && link.type != H5L_TYPE_EXTERNAL) {
       return "is a link to nothing this file or its links hold";
     }
-    if (const std::string way = link_way_problem(file_.get(), path_, path); !way.empty()) {
+    if (const std::string way = link_way_problem(file_.get(), path_, path, &system_errno_);
+        !way.empty()) {
       return "is a link that HDF5 cannot follow to its end: " + way;
     }
     if (link.type == H5L_TYPE_SOFT) {
@@ -1151,8 +1157,10 @@ class hdf5_source final : public sample_source {
     const auto sel = select_rows(dset_.get(), shape_, first, count, name());
     decode_scope expect(outputs_);  // dctchop's filters check what they decode against it
     if (zero_first_) std::memset(dst, 0, count * row_bytes());
+    errno = 0;
     if (H5Dread(dset_.get(), read_type(), sel.mem_space.get(), sel.file_space.get(),
                 H5P_DEFAULT, dst) < 0) {
+      const int read_errno = errno;  // (HDF5's open of an external raw file leaves open's)
       const auto [why, in_filter, system] = last_hdf5_failure();
       const std::string rows =
           "read of rows " + std::to_string(first) + ".." + std::to_string(first + count - 1);
@@ -1165,6 +1173,16 @@ class hdf5_source final : public sample_source {
                                          " failed: a chunk does not decode through its filters (" +
                                          (why.empty() ? std::string("filter failed") : why) +
                                          "); the file is damaged");
+      }
+      // An external raw data file (h5py's external=) that the system will not open now: out of
+      // descriptors, no permission. An I/O error, not damage.
+      if (why.find("external raw data file") != std::string::npos &&
+          (read_errno == EMFILE || read_errno == ENFILE || read_errno == EACCES ||
+           read_errno == EPERM || read_errno == ENOMEM || read_errno == ELOOP)) {
+        throw error::from_os(errc::io,
+                             name() + ": " + rows + " failed: an external raw data file " +
+                                 "cannot be opened: " + std::strerror(read_errno),
+                             read_errno);
       }
       if (!system) {  // no system call failed: the file's structure is at fault
         throw error(errc::bad_input, name() + ": " + rows + " failed: the file is damaged" +

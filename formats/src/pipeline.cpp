@@ -959,13 +959,19 @@ std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec
                                  "array of one row per sample (class numbers, targets)");
   }
   if (labels->shape().empty()) {  // (no row count to compare)
-    throw error(errc::bad_input, labels->name() + ": labels need one row per sample (" +
-                                     std::to_string(src.geom.samples) + "), found a 0-d array");
+    throw error(errc::bad_input,
+                labels->name() + ": labels need one row per sample (" +
+                    std::to_string(input.has_row_range() ? src.src->whole_rows()
+                                                         : src.geom.samples) +
+                    "), found a 0-d array");
   }
   if (input.has_row_range()) {
     if (labels->rows() != src.src->whole_rows()) {
+      const std::string data = src.src->dataset_path().empty()
+                                   ? input.path
+                                   : input.path + ":" + src.src->dataset_path();
       throw error(errc::bad_input, labels->name() + ": labels need one row per sample of " +
-                                       input.display() + " (" +
+                                       data + " (" +
                                        std::to_string(src.src->whole_rows()) + "), found " +
                                        std::to_string(labels->rows()));
     }

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +39,7 @@ namespace {
 class pass_crew {
  public:
   explicit pass_crew(std::size_t helpers) {
+    threads_.reserve(helpers);  // (no allocation between a start and its keeping)
     for (std::size_t t = 1; t <= helpers; ++t) {
       try {
         threads_.push_back(dctchop::detail::start_quiet_thread([this, t] { serve(t); }));
@@ -46,14 +48,7 @@ class pass_crew {
       }
     }
   }
-  ~pass_crew() {
-    {
-      const std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
+  ~pass_crew() { stop(); }
   pass_crew(const pass_crew&) = delete;
   pass_crew& operator=(const pass_crew&) = delete;
   /** Threads that take parts: the caller and those kept. */
@@ -78,6 +73,14 @@ class pass_crew {
   }
 
  private:
+  void stop() noexcept {
+    {
+      const std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
   void work(std::size_t t) {
     std::unique_lock lock(m_);
     while (job_ != nullptr && next_ < parts_) {
@@ -362,12 +365,17 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
       crew.push_back(std::move(one));
     }
   }
-  // (kept, so that a pass does not start threads, nor their first allocations map memory)
-  pass_crew helpers(crew.size() > 1 ? crew.size() - 1 : 0);
-  crew.resize(std::min(crew.size(), helpers.size()));
-  // The codec over a chunk of n samples (in, coeffs and out): in parts of 1 Mi values or
-  // more (a millisecond or so of one core's work, beside which the helpers' start, 0.1 ms,
-  // weighs little), at most one a worker; in one part, the backend's own call.
+  // Kept from the first pass in parts on, so that a pass does not start threads, nor their
+  // first allocations map memory; none for data that never splits.
+  std::optional<pass_crew> helpers;
+  const auto helpers_for = [&]() -> pass_crew& {
+    if (!helpers) helpers.emplace(crew.size() - 1);
+    return *helpers;
+  };
+  // The codec over a chunk of n samples (in, coeffs and out): a chunk of 1 Mi values or more
+  // in parts of 256 Ki values or more, up to 4 a thread (so that a helper that wakes late
+  // still finds some), a thread's part a millisecond or so of one core's work; a smaller
+  // chunk in the backend's own call.
   const auto parts_of = [&](u64 n) {
     if (crew.size() <= 1 || n * g.values_per_sample() < (u64(1) << 20)) return u64(1);
     return std::min<u64>({4 * static_cast<u64>(crew.size()), n, n * g.values_per_sample() >> 18});
@@ -377,7 +385,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     if (parts <= 1) {
       return be.encode(p, make_view(g, src.type, static_cast<const void*>(in.data()), n), coeffs);
     }
-    helpers.run(parts, [&](std::size_t i, std::size_t t) {
+    helpers_for().run(parts, [&](std::size_t i, std::size_t t) {
       const u64 a = n * i / parts, b = n * (i + 1) / parts;
       try {
         crew[t]->encode(p, make_view(g, src.type, static_cast<const void*>(in.data() + a * ibps),
@@ -394,7 +402,7 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
     if (parts <= 1) {
       return be.decode(p, coeffs, make_view(g, src.type, static_cast<void*>(out.data()), n));
     }
-    helpers.run(parts, [&](std::size_t i, std::size_t t) {
+    helpers_for().run(parts, [&](std::size_t i, std::size_t t) {
       const u64 a = n * i / parts, b = n * (i + 1) / parts;
       crew[t]->decode(p, coeffs.subspan(a * cbps, (b - a) * cbps),
                       make_view(g, src.type, static_cast<void*>(out.data() + a * ibps), b - a));
