@@ -1325,6 +1325,9 @@ TEST(Hdf5Cli, AnHdf5OutputUnderALimitOnOpenFilesSaysSoAndLeavesNoTemporaryFolder
     auto c = sh(dir, "ulimit -n " + std::to_string(limit) +
                          " && DCTCHOP decompress a.dcz -o out/x.h5 -f");
     if (c.status == 127) continue;  // (the loader's own: the libraries did not open)
+    // (UBSan's own, in the sanitizer build: its check of a vptr tests memory through a pipe
+    // of its own, which the limit refuses, and calls the first virtual call "invalid vptr".)
+    if (c.status == 1 && contains(c.err, "invalid vptr")) continue;
     if (c.status != 0) {
       ++failed;
       EXPECT_EQ(c.status, 5) << describe(c);
