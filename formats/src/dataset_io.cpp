@@ -832,7 +832,6 @@ class row_range_source final : public sample_source {
     }
   }
 
-
   std::unique_ptr<sample_source> inner_;
   u64 first_;
   std::vector<u64> shape_;
@@ -850,17 +849,23 @@ std::unique_ptr<sample_source> open_dataset(const dataset_spec& given) {
   return take_row_range(std::move(s), given);
 }
 
+namespace {
+
+/** A range as typed: `7:` is "sample range 7:" (not "7:5", an end never given), `16` "sample
+ *  16" (not "16:17"). */
+std::string sample_range_text(u64 first, std::optional<u64> end) {
+  if (end && *end == first + 1) return "sample " + std::to_string(first);
+  return "sample range " + std::to_string(first) + ":" + (end ? std::to_string(*end) : "");
+}
+
+}  // namespace
+
 std::string sample_range_problem(u64 first, std::optional<u64> end, u64 total) {
   const u64 last = end.value_or(total);
   if (first < last && last <= total) return {};
-  // As typed (`7:` said "7:5", an end never given; `16` "16:17"), and what is wrong.
-  const bool one = end && *end == first + 1;
-  const std::string range =
-      one ? "sample " + std::to_string(first)
-          : "sample range " + std::to_string(first) + ":" + (end ? std::to_string(*end) : "");
-  return range + (first >= total ? " is past the end"
-                  : last > total ? " runs past the end"
-                                 : " is empty");
+  return sample_range_text(first, end) + (first >= total ? " is past the end"
+                                          : last > total ? " runs past the end"
+                                                         : " is empty");
 }
 
 std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
@@ -869,13 +874,8 @@ std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
   const u64 first = given.first_row;
   const auto& shape = s->shape();
   if (shape.empty() || (given.purpose == dataset_spec::role::data && shape.size() < 3)) {
-    const bool one = given.end_row && *given.end_row == first + 1;
-    const std::string range =
-        one ? "sample " + std::to_string(first)
-            : "sample range " + std::to_string(first) + ":" +
-                  (given.end_row ? std::to_string(*given.end_row) : std::string());
     throw error(errc::invalid_argument,
-                s->name() + ": " + range + ": " +
+                s->name() + ": " + sample_range_text(first, given.end_row) + ": " +
                     (shape.empty() ? std::string("a 0-d array has no samples to choose")
                                    : "an array of " + std::to_string(shape.size()) +
                                          (shape.size() == 1 ? " axis" : " axes") +

@@ -346,29 +346,31 @@ std::string smaller_setting(const codec_params& c) {
   return " (block 4, chop 1: the least there is); planes this small do not shrink";
 }
 
-pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks) {
-  constexpr u64 budget = u64(384) << 20;
-  const u64 fit = budget / std::max<u64>(slot_bytes, 1);
-  const u64 most = std::min<u64>(fit > 3 ? fit - 2 : 1, std::max<u64>(chunks, 1));
-  pipeline_workers crew;
+std::vector<std::unique_ptr<backend>> single_threaded_copies(backend& be, u64 most) {
   // No more workers than the CPUs this process may run on (its affinity mask), as for the
   // codec's parallel steps (region_threads): a worker only computes, so more would take turns
   // on them, each with a chunk's buffers (--threads 4096 on 2 CPUs started 600 workers, in
   // 334 MB where 2 took 35).
   const u64 cpus = std::max(usable_cores().affinity, 1U);
   const u64 want = std::min<u64>({static_cast<u64>(std::max(be.threads(), 1)), most, cpus});
-  if (want > 1) {
-    for (u64 i = 0; i < want; ++i) {
-      auto one = be.single_threaded();
-      if (!one) break;
-      crew.be.push_back(one.get());
-      crew.owned.push_back(std::move(one));
-    }
+  std::vector<std::unique_ptr<backend>> copies;
+  for (u64 i = 0; want > 1 && i < want; ++i) {
+    auto one = be.single_threaded();
+    if (!one) break;
+    copies.push_back(std::move(one));
   }
-  if (crew.be.size() <= 1) {
-    crew.owned.clear();
-    crew.be.assign(1, &be);
-  }
+  if (copies.size() <= 1) copies.clear();
+  return copies;
+}
+
+pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks) {
+  constexpr u64 budget = u64(384) << 20;
+  const u64 fit = budget / std::max<u64>(slot_bytes, 1);
+  const u64 most = std::min<u64>(fit > 3 ? fit - 2 : 1, std::max<u64>(chunks, 1));
+  pipeline_workers crew;
+  crew.owned = single_threaded_copies(be, most);
+  for (const auto& one : crew.owned) crew.be.push_back(one.get());
+  if (crew.be.empty()) crew.be.assign(1, &be);
   // A chunk of one huge sample (a 512^3 f32 volume): as many in flight as the budget holds,
   // down to one at a time, rather than three of them.
   crew.slot_count = fit >= 3 ? crew.be.size() + 2 : static_cast<std::size_t>(std::max<u64>(fit, 1));
@@ -939,7 +941,8 @@ std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec
   }
   // A search takes only labels of one row per sample: of the whole dataset, where a range
   // (--samples) takes part of it; the labels then take the same range, below.
-  spec.rows = input.has_row_range() ? src.src->whole_rows() : src.geom.samples;
+  const u64 rows_wanted = input.has_row_range() ? src.src->whole_rows() : src.geom.samples;
+  spec.rows = rows_wanted;
   spec.first_row = 0;
   spec.end_row.reset();
   if (!output.empty() && !spec.memory &&
@@ -961,18 +964,16 @@ std::unique_ptr<sample_source> open_labels(dataset_spec spec, const dataset_spec
   if (labels->shape().empty()) {  // (no row count to compare)
     throw error(errc::bad_input,
                 labels->name() + ": labels need one row per sample (" +
-                    std::to_string(input.has_row_range() ? src.src->whole_rows()
-                                                         : src.geom.samples) +
-                    "), found a 0-d array");
+                    std::to_string(rows_wanted) + "), found a 0-d array");
   }
   if (input.has_row_range()) {
-    if (labels->rows() != src.src->whole_rows()) {
+    if (labels->rows() != rows_wanted) {
       const std::string data = src.src->dataset_path().empty()
                                    ? input.path
                                    : input.path + ":" + src.src->dataset_path();
       throw error(errc::bad_input, labels->name() + ": labels need one row per sample of " +
-                                       data + " (" +
-                                       std::to_string(src.src->whole_rows()) + "), found " +
+                                       data + " (" + std::to_string(rows_wanted) +
+                                       "), found " +
                                        std::to_string(labels->rows()));
     }
     dataset_spec range = input;

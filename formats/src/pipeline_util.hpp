@@ -303,6 +303,11 @@ struct pipeline_workers {
  *  workers than chunks. */
 pipeline_workers make_workers(backend& be, u64 slot_bytes, u64 chunks);
 
+/** Single-threaded copies of `be` (backend::single_threaded) for as many workers as its
+ *  threads(), `most` and the CPUs this process may run on allow; none where that is one, or
+ *  where `be` does not split so. (The chunk pipelines' workers, eval's passes in parts.) */
+std::vector<std::unique_ptr<backend>> single_threaded_copies(backend& be, u64 most);
+
 /** Samples for a buffer of at most `bytes` on its larger side, the input (`ibps` a sample)
  *  or the coefficients (`cbps`: tiny planes pad to whole blocks and outgrow their input):
  *  at least 1, at most `samples`. (eval's chunks and a target search's trial sample.) */

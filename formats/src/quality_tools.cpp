@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -16,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include "dctchop/cores.hpp"
 #include "dctchop/detail/quiet_thread.hpp"
 #include "dctchop/error.hpp"
 #include "dctchop/formats/archive.hpp"
@@ -355,16 +355,8 @@ eval_result eval(const dataset_spec& input, backend& be, const eval_options& o) 
   // waiting for another at a barrier. A pass of the backend's own threads (an OpenMP team)
   // waited at the team's barrier, beside another busy process, for the thread that shared a
   // core: a 12 MB pass read 0.8 GB/s where one thread read 2.5 and two 5.2.
-  std::vector<std::unique_ptr<backend>> crew;
-  {
-    const u64 cpus = std::max(usable_cores().affinity, 1U);
-    const u64 want = std::min<u64>(static_cast<u64>(std::max(be.threads(), 1)), cpus);
-    for (u64 i = 0; want > 1 && i < want; ++i) {
-      auto one = be.single_threaded();
-      if (!one) break;
-      crew.push_back(std::move(one));
-    }
-  }
+  const std::vector<std::unique_ptr<backend>> crew =
+      single_threaded_copies(be, std::numeric_limits<u64>::max());
   // Kept from the first pass in parts on, so that a pass does not start threads, nor their
   // first allocations map memory; none for data that never splits.
   std::optional<pass_crew> helpers;
