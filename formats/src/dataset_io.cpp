@@ -818,18 +818,15 @@ class row_range_source final : public sample_source {
   u64 whole_rows() const override { return inner_->rows(); }
 
  private:
-  /** A stream's rows [at, to), read and let go: those before the range, and those after it,
-   *  so that the stream is read whole, as without a range (its checks of a truncated or
-   *  overlong stream made, its writer not cut off by a broken pipe); through a buffer of 16
-   *  MiB at most. */
+  /** A stream's rows [at, to), read and let go (in pieces: for_each_row_piece): those before
+   *  the range, and those after it, so that the stream is read whole, as without a range (its
+   *  checks of a truncated or overlong stream made, its writer not cut off by a broken pipe). */
   void pass_over(u64 at, u64 to) {
     if (at >= to) return;
-    const u64 rb = std::max<u64>(row_bytes(), 1);
-    const u64 per = std::max<u64>(1, (u64(16) << 20) / rb);
-    std::vector<std::byte> buf(static_cast<std::size_t>(std::min(per, to - at) * rb));
-    for (; at < to; at += std::min(per, to - at)) {
-      inner_->read_rows(at, std::min(per, to - at), buf.data());
-    }
+    for_each_row_piece(
+        to - at, row_bytes(),
+        [&](u64 first, u64 count, void* dst) { inner_->read_rows(at + first, count, dst); },
+        [](const void*, u64, u64) {});
   }
 
   std::unique_ptr<sample_source> inner_;
