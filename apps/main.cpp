@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bitset>
 #include <atomic>
 #include <cctype>
@@ -24,6 +25,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -233,13 +235,43 @@ const CLI::Validator block_size(
     },
     "4|8|16|32");
 
-/** --dtype: dctchop's names or numpy's (uint8 ... float64), any case, as parse_dtype reads them. */
+/** numpy's type code (`a.dtype.str`: <f4, |u1, =i2, or f4 without the byte order) as dctchop's
+ *  name; "" for no such code. `big` is set for a big-endian code of a type wider than a byte. */
+std::string numpy_type_code(std::string_view s, bool& big) {
+  big = false;
+  char order = '=';
+  if (!s.empty() && std::string_view("<>=|").find(s.front()) != std::string_view::npos) {
+    order = s.front();
+    s.remove_prefix(1);
+  }
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> codes{{
+      {"i1", "i8"}, {"u1", "u8"}, {"i2", "i16"}, {"u2", "u16"}, {"i4", "i32"}, {"u4", "u32"},
+      {"f2", "f16"}, {"f4", "f32"}, {"f8", "f64"}}};
+  for (const auto& [code, name] : codes) {
+    if (s != code) continue;
+    big = order == '>' && code.back() != '1';
+    return std::string(name);
+  }
+  return {};
+}
+
+/** --dtype: dctchop's names, numpy's (uint8 ... float64) in any case, as parse_dtype reads them,
+ *  or numpy's type codes (<f4, u1), which become dctchop's names. */
 const CLI::Validator dtype_name(
     [](std::string& s) {
       if (s.empty()) return std::string("an empty value");
-      return parse_dtype(s) ? std::string()
-                            : fmt::format("{}: expected one of {} (numpy's {} too)", s,
-                                          k_dtype_names, k_dtype_numpy_names);
+      if (parse_dtype(s)) return std::string();
+      bool big = false;
+      if (std::string name = numpy_type_code(s, big); !name.empty()) {
+        if (big) {
+          return s + ": big-endian; --raw reads little-endian values (numpy writes them with "
+                     "a.astype('<" + s.substr(1) + "').tofile(...))";
+        }
+        s = std::move(name);
+        return std::string();
+      }
+      return fmt::format("{}: expected one of {} (numpy's {} too, or its codes: <f4, u1, ...)", s,
+                         k_dtype_names, k_dtype_numpy_names);
     },
     "i8|u8|i16|u16|i32|u32|f16|f32|f64");
 
@@ -728,8 +760,8 @@ void add_input_options(CLI::App* cmd, input_options& in) {
   auto* raw = cmd->add_flag("--raw", in.raw, "the input is raw little-endian binary (C order)");
   cmd->add_option("--dtype", in.dtype,
                   std::string("raw input element type: ") + k_dtype_names +
-                      " (or NumPy's int8, uint8, ..., float64)")
-      ->check(dtype_name)
+                      " (or NumPy's int8, uint8, ..., float64, or its codes <f4, u1, ...)")
+      ->transform(dtype_name)
       ->needs(raw);
   cmd->add_option("--shape", in.shape, "raw input shape, e.g. 64,512,512")
       ->check(non_empty_value)

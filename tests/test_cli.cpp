@@ -502,6 +502,7 @@ TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe
   save_npy(dir.file("img.npy"), dtype::u8, {16, 16}, img);
   save_npy(dir.file("y5.npy"), dtype::i32, {5}, std::vector<std::int32_t>(5));
   const auto before = dir.entries();
+  // An array of 1 axis holds no image, range or not: the shape's own error (exit 3).
   for (const auto& [args, code, text] : std::vector<std::tuple<std::string, int, std::string>>{
            {"x.npy --samples 12", 2, "x.npy: sample 12 is past the end: it holds 12 samples"},
            {"x.npy --samples 10:13", 2, "x.npy: sample range 10:13 runs past the end"},
@@ -509,6 +510,9 @@ TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe
            {"x.npy --samples -1:", 2, "a negative index"},
            {"x.npy --samples ''", 2, "--samples"},
            {"img.npy --samples 0:1", 2, "an array of 2 axes is one image"},
+           {"y5.npy --samples 0:1", 3,
+            "y5.npy: shape (5,) has 1 axis; dctchop takes 2 (HW), 3 (NHW) or 4 (NHWC, NCHW): "
+            "reshape it to the planes it holds (1, N for one row)"},
            {"x.npy --samples 1:3 --labels y5.npy", 3,
             "y5.npy: labels need one row per sample of x.npy (12), found 5"}}) {
     auto b = cli(dir, "compress " + args + " -o bad.dcz");
@@ -2457,8 +2461,11 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 % 256);
   write_bytes(dir.file("r.bin"), bytes);
   std::vector<std::string> decoded;
-  for (const std::string& names : {std::string("--dtype u8 --coeff bf16"),
-                                   std::string("--dtype UInt8 --coeff bfloat16")}) {
+  // numpy's type codes too (x.dtype.str): a byte has no byte order, so >u1 is u1.
+  for (const std::string& names :
+       {std::string("--dtype u8 --coeff bf16"), std::string("--dtype UInt8 --coeff bfloat16"),
+        std::string("--dtype '|u1' --coeff bf16"), std::string("--dtype '<u1' --coeff bf16"),
+        std::string("--dtype u1 --coeff bf16"), std::string("--dtype '>u1' --coeff bf16")}) {
     auto r = cli(dir, "compress r.bin --raw --shape 2,16,24 -o a.dcz -f -q " + names + " && " +
                           test::dctchop_bin() + " info a.dcz --json");
     ASSERT_EQ(r.status, 0) << names << ": " << describe(r);
@@ -2468,12 +2475,39 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
     ASSERT_EQ(cli(dir, "decompress a.dcz -o d.npy -f").status, 0) << names;
     decoded.push_back(read_bytes(dir.file("d.npy")));
   }
-  EXPECT_TRUE(decoded[0] == decoded[1]);
+  for (const auto& d : decoded) EXPECT_TRUE(d == decoded[0]);
   EXPECT_NE(decoded[0], std::string(decoded[0].size(), '\0'));
+  // Codes of every type read the same values as dctchop's names: 2 x 16 x 24 bytes are
+  // 2 x 16 x 12 of 2 bytes, 2 x 16 x 6 of 4, 2 x 8 x 6 of 8. Bytes below 64 make finite floats.
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 % 64);
+  write_bytes(dir.file("c.bin"), bytes);
+  for (const auto& [code, name, shape] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"'<i1'", "i8", "2,16,24"}, {"'=u2'", "u16", "2,16,12"}, {"i2", "i16", "2,16,12"},
+           {"'<f2'", "f16", "2,16,12"}, {"'<u4'", "u32", "2,16,6"}, {"'<i4'", "i32", "2,16,6"},
+           {"'<f4'", "f32", "2,16,6"}, {"f8", "f64", "2,8,6"}}) {
+    std::string out[2];
+    for (int i = 0; i < 2; ++i) {
+      auto r = cli(dir, "eval c.bin --raw --shape " + shape + " --chop 4 --min-time 0 --json -q " +
+                            "--dtype " + (i == 0 ? code : name));
+      ASSERT_EQ(r.status, 0) << code << ": " << describe(r);
+      const auto j = parse_json(r.out);
+      out[i] = j.at("dtype").dump() + " " + j.at("rows").at(0).at("quality").dump();
+    }
+    EXPECT_EQ(out[0], out[1]) << code;
+    EXPECT_NE(out[0].find("\"" + name + "\""), std::string::npos) << code << ": " << out[0];
+  }
   check_bad_cases(dir, {
+      {"compress r.bin --raw --dtype '>f4' --shape 2,16,6 -o w.dcz", 2,
+       "--dtype: >f4: big-endian; --raw reads little-endian values (numpy writes them with "
+       "a.astype('<f4').tofile(...))"},
+      {"compress r.bin --raw --dtype f3 --shape 2,16,6 -o w.dcz", 2,
+       "or its codes: <f4, u1, ...)"},
+      {"compress r.bin --raw --dtype '<u1x' --shape 2,16,6 -o w.dcz", 2, "--dtype: <u1x: expected"},
       {"compress r.bin --raw --dtype int64 --shape 2,16,24 -o w.dcz", 2,
        "--dtype: int64: expected one of i8, u8, i16, u16, i32, u32, f16, f32, f64 (numpy's int8, "
-       "uint8, int16, uint16, int32, uint32, float16, float32, float64 too)"},
+       "uint8, int16, uint16, int32, uint32, float16, float32, float64 too, or its codes: <f4, u1, "
+       "...)"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f64", 2,
        "--coeff: f64: expected f16, bf16, f32 or i16"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f16,bf16", 2,

@@ -870,6 +870,14 @@ std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
   if (!given.has_row_range()) return s;
   const u64 first = given.first_row;
   const auto& shape = s->shape();
+  if (given.purpose == dataset_spec::role::data && shape.size() < 2) {
+    // No images at all, range or not: the same error (exit 3) as without a range.
+    try {
+      (void)resolve_layout(shape, layout::automatic);
+    } catch (const error& e) {
+      throw error(e.code(), s->name() + ": " + e.what());
+    }
+  }
   if (shape.empty() || (given.purpose == dataset_spec::role::data && shape.size() < 3)) {
     throw error(errc::invalid_argument,
                 s->name() + ": " + sample_range_text(first, given.end_row) + ": " +
