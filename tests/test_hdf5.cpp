@@ -1723,6 +1723,15 @@ TEST(Hdf5Cli, AVirtualDatasetWhoseSourceIsThereButGivesNoDataIsBadInputNamingIt)
   EXPECT_TRUE(contains(chosen.err, "the file holds no dataset at all; /ext is an external link to "
                                    "s.h5:/src, which cannot be opened: s.h5 is a truncated HDF5 "
                                    "file")) << chosen.err;
+  // A directory in its place is named as one (it read "a pipe or device?").
+  std::filesystem::remove(dir.file("s.h5"));
+  std::filesystem::create_directory(dir.file("s.h5"));
+  auto folder = cli(dir, "compress l.h5:/ext -o a.dcz");
+  EXPECT_EQ(folder.status, 3) << describe(folder);
+  EXPECT_TRUE(contains(folder.err, "l.h5:/ext: is an external link to s.h5:/src, which cannot be "
+                                   "opened: s.h5 is a directory, not a plain file, which HDF5 "
+                                   "cannot read")) << folder.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
 }
 
 TEST(Hdf5Cli, AVirtualDatasetsSourceIsTheFileHdf5OpensBesideItBeforeTheWorkingFolder) {
@@ -2505,6 +2514,18 @@ TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOne
   EXPECT_TRUE(contains(gone.err, "e.h5:/images: its values are stored in the external raw file "
                                  "e.raw, not found beside the HDF5 file or here"))
       << gone.err;
+  // A directory of that name, beside the file or here: said so (HDF5 opens it, and its read
+  // failed as "the file is damaged").
+  std::filesystem::create_directory(dir.file("e.raw"));
+  for (const std::string at : {"", "cd sub && "}) {
+    auto folder = sh(dir, at + "DCTCHOP compress " + (at.empty() ? "" : "../") +
+                              "e.h5:/images -o c.dcz");
+    EXPECT_EQ(folder.status, 3) << at << describe(folder);
+    EXPECT_TRUE(contains(folder.err, "e.h5:/images: its values are stored in the external raw "
+                                     "file e.raw, but that is a directory")) << at << folder.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.dcz")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("sub/c.dcz")));
 }
 
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {

@@ -586,7 +586,11 @@ named_hdf5 open_named_hdf5(const std::string& file) {
   }
   struct stat st {};
   if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // (HDF5's open of a FIFO waits)
-    return {{}, file + " is not a plain file (a pipe or device?), which HDF5 cannot read"};
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a pipe"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return {{}, file + " is " + what + ", not a plain file, which HDF5 cannot read"};
   }
   if (H5Fis_hdf5(file.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -1438,7 +1442,7 @@ class hdf5_source final : public sample_source {
     if (const char* prefix = std::getenv("HDF5_EXTFILE_PREFIX"); prefix && *prefix) return false;
     const fs::path here = fs::path(path_).parent_path();
     bool all_here = true, all_beside = true;
-    std::set<std::string> missing, all;
+    std::set<std::string> missing, all, folders;
     struct segment {
       std::string name;
       u64 offset, need;  // the data's bytes in this file, from offset
@@ -1458,10 +1462,19 @@ class hdf5_source final : public sample_source {
       std::error_code ec;
       const bool at_cwd = fs::exists(name, ec);
       const bool beside = fs::path(name).is_relative() && fs::exists(here / name, ec);
+      if (fs::is_directory(at_cwd || !beside ? fs::path(name) : here / name, ec)) {
+        folders.insert(name);
+      }
       all_here = all_here && at_cwd;
       all_beside = all_beside && beside;
       if (!at_cwd && !beside) missing.insert(name);
       all.insert(name);
+    }
+    if (!folders.empty()) {
+      throw error(errc::bad_input, nm + ": its values are stored in the external raw file" +
+                                       (folders.size() > 1 ? "s " : " ") + name_list(folders) +
+                                       ", but " + (folders.size() > 1 ? "these are directories"
+                                                                      : "that is a directory"));
     }
     if (missing.empty() && !all_here && !all_beside) {
       // Some only here, some only beside the file: one prefix cannot reach them all.
