@@ -749,6 +749,15 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
     test::expect_error([&] { read_stream(bytes_.substr(0, n)); }, errc::corrupt,
                        {"truncated inside the preamble"});
   }
+  // Cut inside the header: said as every other cut is, "corrupt archive: truncated ...".
+  for (const std::size_t n : {std::size_t(64), std::size_t(65),
+                             static_cast<std::size_t>(64 + u64_at(bytes_, 16) - 1)}) {
+    test::write_bytes(path, bytes_.substr(0, n));
+    test::expect_error([&] { read_random(path); }, errc::corrupt,
+                       {"rule.dcz: corrupt archive: truncated inside the header"});
+    test::expect_error([&] { read_stream(bytes_.substr(0, n)); }, errc::corrupt,
+                       {"corrupt archive: truncated inside the header"});
+  }
   // The stages field damaged (the checksum no longer matches): corrupt, not a later stage,
   // from a file (the index disagrees) and from a stream (the checksum says so) alike.
   {

@@ -1036,9 +1036,10 @@ archive_reader archive_reader::open(const std::string& path) {
   }
   std::string text(header_bytes, '\0');
   if (r.file_.seekable()) {
+    if (r.file_.size() - k_preamble < header_bytes) corrupt(name, "truncated inside the header");
     r.file_.read_at(k_preamble, text.data(), text.size(), "header");
-  } else {
-    r.file_.read_exact(text.data(), text.size(), "header");
+  } else if (r.file_.read(text.data(), text.size()) != text.size()) {
+    corrupt(name, "truncated inside the header");
   }
   check_sum(text.data(), text.size(), header_hash, name, "header");
   r.header_ = parse_archive_header(text, name);

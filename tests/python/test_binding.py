@@ -502,6 +502,22 @@ def check_compress_from_python(binary, d, x, y):
     e = raises(ValueError, lambda: dctchop.compress(x.astype(np.int64), f"{d}/i.dcz"), "dtype int64 is not supported")
     check(e is not None and e.kind == "bad_input" and isinstance(e, dctchop.Error), f"an int64 array: {e!r}")
     raises(ValueError, lambda: dctchop.compress(x, f"{d}/l.dcz", labels=y[:5]), "one row per sample")
+    # A list of Python ints or bools: NumPy chose int64 (bool), not the caller; the message
+    # says how to choose. A list of floats is f64, which dctchop takes; list labels are kept.
+    for listed, kind in (([[[1, 2], [3, 4]]] * 2, "int64"), ([[[True] * 8] * 8] * 2, "bool")):
+        raises(ValueError, lambda: dctchop.compress(listed, f"{d}/list.dcz"),
+               f"data is a list that NumPy reads as {kind}, which dctchop does not compress",
+               "np.asarray(data, np.uint8)")
+    check(not os.path.exists(f"{d}/list.dcz"), "a refused list leaves no file")
+    r = dctchop.compress([[[1.0, 2.0], [3.0, 4.0]]] * 2, f"{d}/list.dcz", labels=[3, 4])
+    check(r["dtype"] == "f64" and dctchop.Archive(f"{d}/list.dcz").labels().tolist() == [3, 4],
+          f"a list of floats is f64, labels of a list kept: {r}")
+    # A block size that is none: one message for every one (block=0 said "at least 1").
+    for b in (0, 5, 64, -8):
+        raises(ValueError, lambda: dctchop.compress(x, f"{d}/b.dcz", block=b),
+               f"block size {b} is not one of 4, 8, 16, 32")
+        raises(ValueError, lambda: dctchop.decode_matrices(b, 1, 8, 8),
+               f"block size {b} is not one of 4, 8, 16, 32")
     raises(ValueError, lambda: dctchop.compress(np.float32(3), f"{d}/z.dcz"), "0-d")
     raises(ValueError, lambda: dctchop.compress(np.full((2, 8, 8), np.nan, np.float32), f"{d}/n.dcz"), "NaN")
     # Flags and names of the right type only (overwrite="False" overwrote; layout=None was

@@ -163,6 +163,15 @@ def _count(name, value, least, most=2**63 - 1):
     return int(value)
 
 
+def _block(value):
+    """value as a block size, 4, 8, 16 or 32; ArgumentError (or TypeError) as the codec says it
+    (a bound of 1, for block=0, would name a size that is no more valid)."""
+    value = _integer(value, "block must be an integer")
+    if value not in (4, 8, 16, 32):
+        raise _bad_argument(f"block size {value} is not one of 4, 8, 16, 32")
+    return int(value)
+
+
 def _flag(name, value, none=False):
     """value as a bool: True, False (NumPy's too), 0, 1, or, where `none`, None for False (as
     torch's DataLoader takes shuffle=None); TypeError naming it for anything else (None for
@@ -190,7 +199,14 @@ def _native(a, name):
     if isinstance(a, np.ma.MaskedArray):
         raise _bad_argument(f"{name} is a masked array, whose mask would be lost: fill it "
                             "first (a.filled(value)), or pass nonfinite= for masked NaNs")
+    given = a
     a = np.require(a, requirements=["C"])  # keeps a 0-d array 0-d, for its message
+    if name == "data" and not hasattr(given, "dtype") and \
+            (a.dtype == np.bool_ or (a.dtype.kind in "iu" and a.dtype.itemsize == 8)):
+        # A list of Python ints (or bools): NumPy chose the type, not the caller.
+        raise _bad_argument(f"{name} is a {type(given).__name__} that NumPy reads as "
+                            f"{a.dtype.name}, which dctchop does not compress: make it an array "
+                            f"of the type it holds, e.g. np.asarray({name}, np.uint8)")
     return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
@@ -313,7 +329,7 @@ def compress(data, output, *, chop=None, block=8, coeff=None, layout="auto", lab
         raise _bad_argument(f"progress {progress!r}: expected None or a callable (done, total)")
     trials = []  # a failed psnr / ssim search's measurements (JSON texts)
     try:
-        report = _compress(data, output_bytes, labels, _count("block", block, 1, 32),
+        report = _compress(data, output_bytes, labels, _block(block),
                            _count("chop", 4 if chop is None else chop, 1, 32), coeff or "",
                            layout, rule, value, chunk_mb, overwrite, quality,
                            measure_ssim, psnr, ssim, _count("threads", threads, 0, _MAX_THREADS),
@@ -347,7 +363,7 @@ def decode_matrices(block, chop, height, width, dtype=np.float64):
     if kind != "f":
         raise TypeError(f"dtype must be a float type (np.float32, np.float16, np.float64), "
                         f"not {dtype!r}")
-    lt, r = _decode_matrices(_count("block", block, 1, 32), _count("chop", chop, 1, 32),
+    lt, r = _decode_matrices(_block(block), _count("chop", chop, 1, 32),
                              _count("height", height, 1), _count("width", width, 1))
     return lt.astype(dtype, copy=False), r.astype(dtype, copy=False)
 
