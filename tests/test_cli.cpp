@@ -2321,6 +2321,52 @@ std::optional<std::size_t> threads_started(const temp_dir& dir, const std::strin
  *  a reader, a writer and a few more, never N. */
 std::size_t thread_bound() { return 2 * std::max(1u, std::thread::hardware_concurrency()) + 8; }
 
+TEST(Cli, ADataFileAndItsLabelsFileAreNamedOneRightAfterTheOtherTheFolderSyncedAfterBoth) {
+  // decompress --labels-out names the data, then the labels: the data's folder was synced in
+  // between (milliseconds on a disk), in which a SIGKILL left the data without its labels
+  // (a tester's random kills near the end hit it 4 times in 40). Now no sync comes between
+  // the two names, and the folder is synced after both. New outputs, -f over old ones, and
+  // an HDF5 data output (named by rename from its private folder).
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o l.dcz -q --labels y.npy").status, 0);
+  /** The last quoted argument of a call: where a link or rename puts its file. */
+  const auto destination = [](const test::traced_call& c) {
+    const auto b = c.rest.rfind('"');
+    if (b == std::string::npos || b == 0) return std::string();
+    const auto a = c.rest.rfind('"', b - 1);
+    return a == std::string::npos ? std::string() : c.rest.substr(a + 1, b - a - 1);
+  };
+  for (const std::string out : {"out.npz", "out.npz", "out.h5", "out.npy"}) {
+    const bool again = std::filesystem::exists(dir.file("lab.npy"));
+    const auto calls = traced(dir, "DCTCHOP decompress l.dcz -o " + out +
+                                       " --labels-out lab.npy -q" + (again ? " -f" : ""),
+                           "linkat,rename,renameat,renameat2,fsync,fdatasync");
+    if (!calls) GTEST_SKIP() << "needs strace, allowed to trace its child";
+    std::optional<std::size_t> data_named, labels_named;
+    for (std::size_t i = 0; i < calls->size(); ++i) {
+      const auto& c = (*calls)[i];
+      if (c.name == "fsync" || c.name == "fdatasync" || c.result().value_or(-1) != 0) continue;
+      if (destination(c) == out) data_named = i;
+      if (destination(c) == "lab.npy") labels_named = i;
+    }
+    ASSERT_TRUE(data_named && labels_named) << out << (again ? " -f" : "");
+    EXPECT_LT(*data_named, *labels_named) << out;
+    for (std::size_t i = *data_named; i < *labels_named; ++i) {
+      EXPECT_TRUE((*calls)[i].name != "fsync" && (*calls)[i].name != "fdatasync")
+          << out << (again ? " -f" : "") << ": a sync between the two names: "
+          << (*calls)[i].name << (*calls)[i].rest;
+    }
+    std::size_t syncs_after = 0;
+    for (std::size_t i = *labels_named; i < calls->size(); ++i) {
+      syncs_after += (*calls)[i].name == "fsync";
+    }
+    EXPECT_GE(syncs_after, 2u) << out << ": the labels' folder and the data's, after both";
+  }
+  EXPECT_EQ(load_npy(dir.file("lab.npy")).raw, load_npy(dir.file("y.npy")).raw);
+}
+
 TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
   // --threads 1000 (within 0..4096) on two samples, with 8 GB of address space (8 MiB of
   // stack a thread): a worker per chunk and an OpenMP team per strip of work, not a

@@ -4,6 +4,7 @@
 // and every decoded HDF5 file is read back the same way.
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <lz4.h>
@@ -2949,6 +2950,46 @@ TEST(Hdf5Cli, AnHdf5OutputIsWrittenUnderAUmaskThatLeavesItsOwnerOnlyReadingAndKe
     EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "b.dcz", "b.npy", "c.dcz", "c.npy",
                                                         "out.h5", "out.npy", "t.h5"})) << m;
   }
+}
+
+TEST(Hdf5Cli, AnHdf5OutputInASetGroupIdFolderTakesTheFoldersGroupAsEveryOutputDoes) {
+  // A new file in a set-group-ID folder (a team's shared folder) takes the folder's group.
+  // The HDF5 output, made in a private folder of its own first, took the user's group: its
+  // folder's mode, set to 0700, dropped the bit it inherited. As root, the folder is given
+  // nobody's group (65534); as another user, one of its other groups, else the test skips.
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  std::filesystem::create_directory(dir.file("team"));
+  gid_t other = 65534;
+  if (::geteuid() != 0) {
+    std::vector<gid_t> groups(static_cast<std::size_t>(std::max(::getgroups(0, nullptr), 0)));
+    groups.resize(static_cast<std::size_t>(
+        std::max(::getgroups(static_cast<int>(groups.size()), groups.data()), 0)));
+    const auto it = std::find_if(groups.begin(), groups.end(),
+                                 [](gid_t g) { return g != ::getegid(); });
+    if (it == groups.end()) GTEST_SKIP() << "needs root, or a second group to give a folder";
+    other = *it;
+  }
+  ASSERT_EQ(::chown(dir.file("team").c_str(), static_cast<uid_t>(-1), other), 0);
+  ASSERT_EQ(::chmod(dir.file("team").c_str(), 02777), 0);
+  ASSERT_NE(other, ::getegid()) << "the folder's group must differ from the user's";
+  for (const std::string out : {"team/x.h5", "team/x.npy", "team/x.npz", "team/y.h5:/images"}) {
+    const auto r = sh(dir, "DCTCHOP decompress a.dcz -o " + out + " -q");
+    ASSERT_EQ(r.status, 0) << out << "\n" << describe(r);
+  }
+  for (const char* name : {"x.h5", "x.npy", "x.npz", "y.h5"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.file(std::string("team/") + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_gid, other) << name << " takes the folder's group";
+  }
+  // Nothing else there: the private folders are gone.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("team"))) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"x.h5", "x.npy", "x.npz", "y.h5"}));
 }
 
 // ---------------------------------------------------------------- bad inputs

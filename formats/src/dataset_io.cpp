@@ -118,6 +118,8 @@ class npy_sink final : public sample_sink {
   }
   void prepare() override { w_.prepare(); }
   void finish() override { w_.finish(); }
+  void defer_folder_sync() noexcept override { w_.defer_folder_sync(); }
+  void sync_folder() const noexcept override { w_.sync_folder(); }
   void withdraw() noexcept override { w_.withdraw(); }
   void watch(std::function<void()> check) override { w_.watch(std::move(check)); }
   std::optional<u64> bytes_written() const override { return w_.bytes_written(); }
@@ -293,6 +295,8 @@ class npz_sink final : public sample_sink {
     prepare();
     out_.commit();
   }
+  void defer_folder_sync() noexcept override { out_.defer_folder_sync(); }
+  void sync_folder() const noexcept override { out_.sync_folder(); }
   void withdraw() noexcept override { out_.withdraw(); }
 
  private:
@@ -445,6 +449,8 @@ class raw_sink final : public sample_sink {
     prepare();
     out_.commit();
   }
+  void defer_folder_sync() noexcept override { out_.defer_folder_sync(); }
+  void sync_folder() const noexcept override { out_.sync_folder(); }
   void withdraw() noexcept override { out_.withdraw(); }
 
  private:

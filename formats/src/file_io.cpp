@@ -494,9 +494,12 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
   int fd = open_unnamed(to);
   if (fd < 0) {
     // The temporary name is created with O_EXCL and mode 0666, so the umask applies as for any
-    // new file (mkstemp would leave it 0600).
+    // new file (mkstemp would leave it 0600); replacing a file (-f), 0600, which
+    // keep_mode_and_owner then makes the old file's: a replaced file of 0600 was readable by
+    // others through the temporary name until then.
+    const mode_t mode = f.target_.replaces ? 0600 : 0666;
     f.temp_path_ = create_temp_beside(to, [&](const std::string& candidate) {
-      fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
       if (fd < 0 && errno != EEXIST) refuse_temp_file(path, to);
       return fd >= 0;
     });
@@ -808,7 +811,7 @@ void output_file::commit() {
     // Linked: the folder is synced so that the name lasts as the data does. Where it cannot
     // be (a write-only drop box, 0733, is not this user's to open), the file is synced once
     // more, which journaling file systems (ext4, XFS) commit together with its new name.
-    if (temp_path_.empty() && !sync_folder_of(target_.path)) (void)::fsync(fd_);
+    if (temp_path_.empty() && sync_folder_ && !sync_folder_of(target_.path)) (void)::fsync(fd_);
   }
   // A second descriptor outlives the close, whose failure (NFS reports late write errors
   // there) must come before the rename: it syncs the file again after a rename into a
@@ -826,9 +829,16 @@ void output_file::commit() {
     throw e;
   }
   fd_ = -1;
-  if (!temp_path_.empty()) publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_, resync.fd);
+  if (!temp_path_.empty()) {
+    publish_temp(-1, temp_path_, target_.path, display_name(), overwrite_, resync.fd,
+                 sync_folder_);
+  }
   committed_ = true;
   temp_path_.clear();
+}
+
+void output_file::sync_folder() const noexcept {
+  if (committed_ && !is_stdout_ && !target_.in_place) sync_folder_of(target_.path);
 }
 
 void output_file::withdraw() noexcept {
@@ -884,7 +894,8 @@ bool rename_no_replace(const std::string& temp, const std::string& path) {
 }  // namespace
 
 void publish_temp(int fd, const std::string& temp, const std::string& path,
-                  const std::string& display_name, bool overwrite, int resync_fd) {
+                  const std::string& display_name, bool overwrite, int resync_fd,
+                  bool sync_folder) {
   // EINVAL: a descriptor that cannot be synced (a pipe, some special files), nothing to flush.
   const char* failed = nullptr;
   if (fd >= 0 && ::fsync(fd) != 0 && errno != EINVAL) {
@@ -908,7 +919,7 @@ void publish_temp(int fd, const std::string& temp, const std::string& path,
     errno = e;
     throw os_error(display_name, failed);
   }
-  if (!sync_folder_of(path) && resync_fd >= 0) (void)::fsync(resync_fd);
+  if (sync_folder && !sync_folder_of(path) && resync_fd >= 0) (void)::fsync(resync_fd);
 }
 
 void output_file::name_anonymous() {

@@ -1608,7 +1608,13 @@ class hdf5_sink final : public sample_sink {
     const bool ours = dir_fd_ >= 0 && ::fstat(dir_fd_, &made) == 0 &&
                       made.st_uid == ::geteuid() && (made.st_mode & 0077) == 0;
     int opened = -1;
-    if (ours && ::chmod(descriptor_path(dir_fd_).c_str(), 0700) == 0) {
+    // 0700, and the set-group-ID bit that a folder made in a set-group-ID folder inherits:
+    // the file made in it then takes that folder's group, as any output made there does (a
+    // chmod to 0700 dropped it: the HDF5 output took the user's group). Not changed when it
+    // already is so: a chmod by a user outside the folder's group drops the bit.
+    const mode_t want = 0700 | (made.st_mode & S_ISGID);
+    if (ours && ((made.st_mode & 07777) == want ||
+                 ::chmod(descriptor_path(dir_fd_).c_str(), want) == 0)) {
       opened = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
     if (opened < 0) {
@@ -1845,9 +1851,13 @@ class hdf5_sink final : public sample_sink {
   void finish() override {
     prepare();
     // (publish_temp removes the file when it fails; the destructor then the folder.)
-    publish_temp(-1, temp_file(), target_.path, path_, overwrite_, own_fd_);
+    publish_temp(-1, temp_file(), target_.path, path_, overwrite_, own_fd_, sync_folder_);
     finished_ = true;
     remove_temp_folder();
+  }
+  void defer_folder_sync() noexcept override { sync_folder_ = false; }
+  void sync_folder() const noexcept override {
+    if (finished_) sync_folder_of(target_.path);
   }
   void withdraw() noexcept override {
     if (finished_ && !target_.replaces) {
@@ -1933,6 +1943,7 @@ class hdf5_sink final : public sample_sink {
   h5_id file_, dset_;
   u64 rows_ = 0;
   bool prepared_ = false, finished_ = false;
+  bool sync_folder_ = true;  // finish() syncs the folder (defer_folder_sync)
   int own_fd_ = -1;
   write_behind behind_;
   // The direct path (see find_data_address): rows of row_bytes_ from the data's address on.

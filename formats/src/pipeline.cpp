@@ -1664,6 +1664,9 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // keeps another user's file), and then the old data goes back in place.
   std::optional<kept_original> old_data;
   if (lw && output != "-") old_data.emplace(out.path);
+  // The labels are named right after the data, the data's folder synced after both: a
+  // SIGKILL in the sync (milliseconds on a disk) left the data without its labels.
+  if (lw) w->defer_folder_sync();
   w->finish();
   if (lw) {
     try {
@@ -1672,6 +1675,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
       if (!old_data || !old_data->restore()) w->withdraw();  // (withdraw removes a file that replaced none)
       throw;
     }
+    w->sync_folder();
   }
   if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)
     res.notes.push_back(r.display_name() + ": its original held " + std::to_string(n) +

@@ -207,6 +207,11 @@ class sample_sink {
   virtual void prepare() = 0;
   /** prepare() if not done, then move the output into place. */
   virtual void finish() = 0;
+  /** finish() names the output without syncing its folder, which sync_folder() does after
+   *  (output_file::defer_folder_sync): for the first of two outputs that must appear
+   *  together, named one right after the other. Outputs that are no file ignore both. */
+  virtual void defer_folder_sync() noexcept {}
+  virtual void sync_folder() const noexcept {}
   /** After finish(): remove the output it named, when that replaced nothing (no file was at
    *  its path; one replaced with -f is gone already). For the first of two outputs that must
    *  appear together, when the second cannot be named (a file appeared at its path). */

@@ -220,6 +220,12 @@ class output_file {
   void flush_to_disk();
   /** Flush, fsync and rename into place. */
   void commit();
+  /** commit() names the file without syncing its folder, which sync_folder() then does: for
+   *  the first of two outputs that must appear together, so that the second is named at once
+   *  after it (a folder's sync can take milliseconds, in which a SIGKILL left one alone). */
+  void defer_folder_sync() noexcept { sync_folder_ = false; }
+  /** sync_folder_of the finished file's folder (best effort; after commit()). */
+  void sync_folder() const noexcept;
   /** After commit(): unlink the file it named, when that replaced none (sample_sink::withdraw). */
   void withdraw() noexcept;
   /** Whether writes currently go to the disk with direct I/O. */
@@ -248,6 +254,7 @@ class output_file {
   bool is_stdout_ = false;
   bool overwrite_ = false;
   bool committed_ = false;
+  bool sync_folder_ = true;  // commit() syncs the folder (defer_folder_sync)
   bool flushed_ = false;  // flush_to_disk() done
   std::uint64_t position_ = 0;
   write_behind behind_;
@@ -310,9 +317,10 @@ bool sync_folder_of(const std::string& path) noexcept;
  *  data. Where the folder cannot be synced (a write-only drop box), `resync_fd` (a descriptor
  *  of the same file; -1: none) is synced once more, which journaling file systems commit
  *  together with the new name. On failure `temp` is removed and error(io) names
- *  `display_name`. */
+ *  `display_name`. `sync_folder` false: the caller syncs the folder later (no resync). */
 void publish_temp(int fd, const std::string& temp, const std::string& path,
-                  const std::string& display_name, bool overwrite, int resync_fd = -1);
+                  const std::string& display_name, bool overwrite, int resync_fd = -1,
+                  bool sync_folder = true);
 
 /** True when `path` is read as a stream, once and in order: "-" (standard input, even
  *  redirected from a file), or a FIFO or device (`<(cmd)`, a named pipe). */
