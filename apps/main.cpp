@@ -261,6 +261,13 @@ const CLI::Validator dtype_name(
     [](std::string& s) {
       if (s.empty()) return std::string("an empty value");
       if (parse_dtype(s)) return std::string();
+      // numpy's i8 and u8 are 8-byte integers; dctchop's (taken above, bare) are 1-byte.
+      if (s.size() == 3 && std::string_view("<>=|").find(s[0]) != std::string_view::npos &&
+          (s.substr(1) == "i8" || s.substr(1) == "u8")) {
+        return s + ": numpy's " + (s[1] == 'i' ? "int64" : "uint64") +
+               ", which dctchop does not compress (dctchop's " + s.substr(1) + " is numpy's " +
+               (s[1] == 'i' ? "int8, <i1)" : "uint8, |u1)");
+      }
       bool big = false;
       if (std::string name = numpy_type_code(s, big); !name.empty()) {
         if (big) {
@@ -569,6 +576,9 @@ bool g_stdout_closed = false;
  *  stdout, noted at the write that failed (stdout_fd_buf): once it has failed, later
  *  writes and the last flush do nothing, and errno by then says nothing. */
 int g_stdout_errno = 0;
+/** stdout carries help or version text (CLI11's, on a successful parse error): a reader that
+ *  took what it wanted and closed the pipe (`dctchop --help | head`) is no failure. */
+bool g_stdout_is_help = false;
 /** std::cout's buffer, written to descriptor 1 itself (std::cout's stdio stream is left
  *  alone, which nothing else writes: plugins' printf goes to stderr), noting errno where a
  *  write fails: a report larger than the buffer is written while it is made, and where the
@@ -1562,6 +1572,7 @@ int run(int argc, char** argv) {
     errno = 0;
     int rc = app.exit(e);
     if (!std::cout) g_stdout_errno = errno;  // (by the end, later calls may have changed it)
+    g_stdout_is_help = rc == 0;
     return rc == 0 ? exit_ok : exit_usage;
   }
   // `decompress a.dcz out.npy`: the likeliest slip of all, so the message shows the fix
@@ -2243,6 +2254,9 @@ int main(int argc, char** argv) {
   std::cout.rdbuf(to_fd.target());  // (which clears the state: read first)
   if (lost) {
     const int e = g_stdout_errno != 0 ? g_stdout_errno : errno;
+    // Help read in part (`| head`), as other commands' help is: quietly (exit 5 before
+    // 2026-12-07). A report cut short still fails: a script must not take it for whole.
+    if (g_stdout_is_help && e == EPIPE) return rc;
     if (g_signal.load() != 0 || e == EINTR) {
       // The signal cut the report short (or stopped it): the signal's failure, in one line
       // (the command's own, where it saw the signal first; "Interrupted system call", exit

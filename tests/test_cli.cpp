@@ -2297,10 +2297,12 @@ TEST(Cli, ASampleLargerThanMemoryFromStdinSaysHowMuchItNeeds) {
  *  `calls`, its calls in order; std::nullopt where strace cannot trace. */
 std::optional<std::vector<test::traced_call>> traced(const temp_dir& dir,
                                                      const std::string& command,
-                                                     const std::string& calls) {
+                                                     const std::string& calls,
+                                                     const std::string& flags = "") {
   if (sh(dir, "strace -o /dev/null -f true").status != 0) return std::nullopt;
   temp_dir traces;
-  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -o " +
+  const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace " +
+                             flags + " -f -o " +
                              sh_quote(traces.file("t.txt")) + " -e " + sh_quote("trace=" + calls) +
                              " " + command + " > /dev/null");
   EXPECT_EQ(r.status, 0) << describe(r);
@@ -2325,12 +2327,15 @@ TEST(Cli, ADataFileAndItsLabelsFileAreNamedOneRightAfterTheOtherTheFolderSyncedA
   // decompress --labels-out names the data, then the labels: the data's folder was synced in
   // between (milliseconds on a disk), in which a SIGKILL left the data without its labels
   // (a tester's random kills near the end hit it 4 times in 40). Now no sync comes between
-  // the two names, and the folder is synced after both. New outputs, -f over old ones, and
-  // an HDF5 data output (named by rename from its private folder).
+  // the two names, and each folder is synced after both, the data's first. New outputs, -f
+  // over old ones, and HDF5 data (named by rename from its private folder); the data in d/,
+  // the labels in l/, so that strace -y tells the folders apart.
   temp_dir dir;
   make_u8(dir, "in.npy");
   save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
-  ASSERT_EQ(cli(dir, "compress in.npy -o l.dcz -q --labels y.npy").status, 0);
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  std::filesystem::create_directory(dir.file("d"));
+  std::filesystem::create_directory(dir.file("l"));
   /** The last quoted argument of a call: where a link or rename puts its file. */
   const auto destination = [](const test::traced_call& c) {
     const auto b = c.rest.rfind('"');
@@ -2338,33 +2343,88 @@ TEST(Cli, ADataFileAndItsLabelsFileAreNamedOneRightAfterTheOtherTheFolderSyncedA
     const auto a = c.rest.rfind('"', b - 1);
     return a == std::string::npos ? std::string() : c.rest.substr(a + 1, b - a - 1);
   };
-  for (const std::string out : {"out.npz", "out.npz", "out.h5", "out.npy"}) {
-    const bool again = std::filesystem::exists(dir.file("lab.npy"));
-    const auto calls = traced(dir, "DCTCHOP decompress l.dcz -o " + out +
-                                       " --labels-out lab.npy -q" + (again ? " -f" : ""),
-                           "linkat,rename,renameat,renameat2,fsync,fdatasync");
+  const auto is_sync = [](const test::traced_call& c) {
+    return c.name == "fsync" || c.name == "fdatasync";
+  };
+  for (const std::string out : {"d/out.npz", "d/out.npz", "d/out.h5", "d/out.h5", "d/out.npy"}) {
+    const bool again = std::filesystem::exists(dir.file(out));
+    const std::string run = out + (again ? " -f" : "");
+    if (!again) std::filesystem::remove(dir.file("l/lab.npy"));
+    const auto calls = traced(dir, "DCTCHOP decompress a.dcz -o " + out +
+                                       " --labels-out l/lab.npy -q" + (again ? " -f" : ""),
+                              "linkat,rename,renameat,renameat2,fsync,fdatasync", "-y");
     if (!calls) GTEST_SKIP() << "needs strace, allowed to trace its child";
     std::optional<std::size_t> data_named, labels_named;
     for (std::size_t i = 0; i < calls->size(); ++i) {
       const auto& c = (*calls)[i];
-      if (c.name == "fsync" || c.name == "fdatasync" || c.result().value_or(-1) != 0) continue;
+      if (is_sync(c) || c.result().value_or(-1) != 0) continue;
       if (destination(c) == out) data_named = i;
-      if (destination(c) == "lab.npy") labels_named = i;
+      if (destination(c) == "l/lab.npy") labels_named = i;
     }
-    ASSERT_TRUE(data_named && labels_named) << out << (again ? " -f" : "");
-    EXPECT_LT(*data_named, *labels_named) << out;
+    ASSERT_TRUE(data_named && labels_named) << run;
+    EXPECT_LT(*data_named, *labels_named) << run;
     for (std::size_t i = *data_named; i < *labels_named; ++i) {
-      EXPECT_TRUE((*calls)[i].name != "fsync" && (*calls)[i].name != "fdatasync")
-          << out << (again ? " -f" : "") << ": a sync between the two names: "
-          << (*calls)[i].name << (*calls)[i].rest;
+      EXPECT_FALSE(is_sync((*calls)[i]))
+          << run << ": a sync between the two names: " << (*calls)[i].rest;
     }
-    std::size_t syncs_after = 0;
+    std::optional<std::size_t> d_synced, l_synced;  // each folder's first sync after both
     for (std::size_t i = *labels_named; i < calls->size(); ++i) {
-      syncs_after += (*calls)[i].name == "fsync";
+      const auto& c = (*calls)[i];
+      if (!is_sync(c)) continue;
+      if (!d_synced && contains(c.rest, "/d>")) d_synced = i;
+      if (!l_synced && contains(c.rest, "/l>")) l_synced = i;
     }
-    EXPECT_GE(syncs_after, 2u) << out << ": the labels' folder and the data's, after both";
+    ASSERT_TRUE(d_synced && l_synced) << run << ": both folders synced after both names";
+    EXPECT_LT(*d_synced, *l_synced) << run << ": the data's folder first";
   }
-  EXPECT_EQ(load_npy(dir.file("lab.npy")).raw, load_npy(dir.file("y.npy")).raw);
+  EXPECT_EQ(load_npy(dir.file("l/lab.npy")).raw, load_npy(dir.file("y.npy")).raw);
+}
+
+TEST(Cli, WhatAKilledRunLeftBesideAnOutputIsNamedInANoteAndLeftAlone) {
+  // A SIGKILL leaves an HDF5 output's private folder (and, without O_TMPFILE, any output's
+  // temporary file; after decompress -f --labels-out, the old data's only copy): the next
+  // run to that output says so, and removes nothing (another run may still be writing).
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  std::filesystem::create_directory(dir.file(".out.h5.tmp0123456789ab"));
+  write_bytes(dir.file(".out.h5.tmp0123456789ab/out.h5"), "partial");
+  write_bytes(dir.file(".lab.npy.old00000000beef"), "old labels?");
+  write_bytes(dir.file(".b.dcz.tmpfedcba987654"), "partial");
+  // Not of that form: another name, too few digits, capitals, another kind.
+  for (const char* other : {".out.h5.tmp0123", ".out.h5.tmp0123456789AB", ".out.h5.bak0123456789ab",
+                            ".xout.h5.tmp0123456789ab", "out.h5.tmp0123456789ab"}) {
+    write_bytes(dir.file(other), "x");
+  }
+  const auto before = dir.entries();
+  const auto d = cli(dir, "decompress a.dcz -o out.h5 --labels-out lab.npy");
+  ASSERT_EQ(d.status, 0) << describe(d);
+  EXPECT_TRUE(contains(d.err, "out.h5: .out.h5.tmp0123456789ab beside it was left by an earlier "
+                              "run that was stopped (SIGKILL), or is another run's, still "
+                              "writing: remove it once no dctchop writes out.h5")) << d.err;
+  EXPECT_TRUE(contains(d.err, "lab.npy: .lab.npy.old00000000beef beside it is the file that an "
+                              "earlier decompress -f --labels-out replaced, kept there when that "
+                              "run was stopped (SIGKILL): its only copy, to rename back or "
+                              "remove")) << d.err;
+  std::size_t notes = 0;
+  for (auto at = d.err.find("beside it"); at != std::string::npos; at = d.err.find("beside it", at + 1)) {
+    ++notes;
+  }
+  EXPECT_EQ(notes, 2u) << "the two, none of the names of other forms: " << d.err;
+  const auto c = cli(dir, "compress in.npy -o b.dcz --json");
+  ASSERT_EQ(c.status, 0) << describe(c);
+  const auto listed = parse_json(c.out).at("notes");
+  ASSERT_FALSE(listed.empty()) << c.out;
+  EXPECT_EQ(listed.at(0), "b.dcz: .b.dcz.tmpfedcba987654 beside it was left by an earlier run "
+                          "that was stopped (SIGKILL), or is another run's, still writing: "
+                          "remove it once no dctchop writes b.dcz") << c.out;
+  EXPECT_FALSE(contains(listed.dump(), "out.h5")) << c.out;
+  // Nothing removed: the new outputs beside what was there.
+  auto after = before;
+  for (const char* made : {"b.dcz", "lab.npy", "out.h5"}) after.push_back(made);
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(dir.entries(), after);
 }
 
 TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
@@ -2547,6 +2607,12 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
       {"compress r.bin --raw --dtype '>f4' --shape 2,16,6 -o w.dcz", 2,
        "--dtype: >f4: big-endian; --raw reads little-endian values (numpy writes them with "
        "a.astype('<f4').tofile(...))"},
+      {"compress r.bin --raw --dtype '<i8' --shape 2,16,3 -o w.dcz", 2,
+       "--dtype: <i8: numpy's int64, which dctchop does not compress (dctchop's i8 is numpy's "
+       "int8, <i1)"},
+      {"compress r.bin --raw --dtype '|u8' --shape 2,16,3 -o w.dcz", 2,
+       "--dtype: |u8: numpy's uint64, which dctchop does not compress (dctchop's u8 is numpy's "
+       "uint8, |u1)"},
       {"compress r.bin --raw --dtype f3 --shape 2,16,6 -o w.dcz", 2,
        "or its codes: <f4, u1, ...)"},
       {"compress r.bin --raw --dtype '<u1x' --shape 2,16,6 -o w.dcz", 2, "--dtype: <u1x: expected"},
@@ -2815,6 +2881,23 @@ TEST(Cli, ACgroupCpuQuotaLimitsTheThreadsOfEveryCore) {
     EXPECT_NE(r.out.find(" in /sys/fs/cgroup/"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(made), std::string::npos) << r.out;
   }
+}
+
+TEST(Cli, HelpOrVersionIntoAPipeItsReaderClosedEndsQuietlyButAReportDoesNot) {
+  // `dctchop compress --help | head`: the reader takes what it wants and goes; the help ended
+  // with "cannot write to standard output: Broken pipe", exit 5 (a tester: 2 to 17 runs in
+  // 30). Here the reader is gone before dctchop writes, every time. A report cut so still
+  // fails: a script must not take it for whole.
+  temp_dir dir;
+  make_u8(dir, "in.npy");
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  for (const std::string args : {"--help", "compress --help", "eval --help", "--version"}) {
+    const auto r = sh(dir, "(sleep 0.3; DCTCHOP " + args + "; echo \"rc=$?\" >&2) | true");
+    EXPECT_EQ(r.err, "rc=0\n") << args << ": " << describe(r);
+  }
+  const auto report = sh(dir, "(sleep 0.3; DCTCHOP info a.dcz; echo \"rc=$?\" >&2) | true");
+  EXPECT_EQ(report.err, "dctchop: error: cannot write to standard output: Broken pipe\nrc=5\n")
+      << describe(report);
 }
 
 TEST(Cli, VersionMentionsCpuAndHelpShowsExamples) {
@@ -3095,7 +3178,17 @@ TEST(Cli, AnArrayNamedAfterANpyNameIsRefusedBeforeAnythingIsWrittenUnlessAFileHa
                         {"decompress a.dcz -o z.npy:images --dataset images", 2,
                          "z.npy:images: z.npy is a .npy name"},
                         {"decompress a.dcz -o y.npy --labels-out l.npy:", 2,
-                         "l.npy:: l.npy is a .npy name"}});
+                         "l.npy:: l.npy is a .npy name"},
+                        // netCDF-4 and MATLAB names are HDF5 inputs, never HDF5 outputs: it
+                        // read "the folder out.nc: does not exist" (exit 5).
+                        {"decompress a.dcz -o out.nc:/x", 2,
+                         "out.nc:/x: only names ending .h5, .hdf5, .hdf or .he5 are written as "
+                         "HDF5 (out.nc is read as HDF5 by its bytes, but written as NPY): write "
+                         "out.h5:/x for the output"},
+                        {"decompress a.dcz -o y.npy --labels-out sub/M.MAT:lab", 2,
+                         "sub/M.MAT:lab: only names ending .h5, .hdf5, .hdf or .he5 are written "
+                         "as HDF5 (sub/M.MAT is read as HDF5 by its bytes, but written as NPY): "
+                         "write sub/M.h5:lab for the labels"}});
   // The forms it points to work; --raw takes the whole text as a path.
   ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npz:images -q").status, 0);
   EXPECT_TRUE(std::filesystem::exists(dir.file("y.npz")));

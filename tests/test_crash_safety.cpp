@@ -135,6 +135,43 @@ TEST(CrashSafety, WithoutProcAnHdf5OutputIsRefusedNotOpenedThroughANameOthersMay
       << "other outputs need no /proc";
 }
 
+TEST(CrashSafety, WithoutOTmpfileAFileReplacedWithForceIsNeverReadableByOthersMeanwhile) {
+  // Without O_TMPFILE (here: without /proc, which naming an unnamed file needs) the output is
+  // a named temporary file first. It was made 0666 less the umask and only then given the
+  // replaced file's mode: a file of 0600 replaced, another user could open its successor
+  // meanwhile (a tester did, under strace) and read it whole later. Now it is made 0600 when
+  // it replaces one; a new output's is 0666 less the umask, as any new file's.
+  if (!can_mount()) GTEST_SKIP() << "needs root and unshare, to hide /proc from dctchop alone";
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+  GTEST_SKIP() << "the sanitizers' runtimes read /proc themselves";
+#endif
+  temp_dir dir;
+  make_input(dir, 16);
+  if (sh(dir, "strace -o /dev/null true").status != 0) GTEST_SKIP() << "needs strace";
+  for (const bool replace : {false, true}) {
+    const auto r = sh(dir, std::string("umask 022; unshare -m sh -c 'mount -t tmpfs none /proc && "
+                                       "strace -f -o t.txt -e trace=openat,fchmod DCTCHOP compress "
+                                       "in.npy -o a.dcz -q") + (replace ? " -f" : "") + "'");
+    ASSERT_EQ(r.status, 0) << describe(r);
+    std::string made, later;
+    for (const auto& c : test::read_strace(dir.file("t.txt"))) {
+      if (c.name == "openat" && c.path().find(".a.dcz.tmp") != std::string::npos) {
+        made = c.after_path();
+      }
+      if (c.name == "fchmod" && !made.empty()) later += c.rest;
+    }
+    std::filesystem::remove(dir.file("t.txt"));
+    EXPECT_NE(made.find(replace ? "O_CREAT|O_EXCL|O_CLOEXEC, 0600)" : "O_CREAT|O_EXCL|O_CLOEXEC, "
+                                                                       "0666)"),
+              std::string::npos) << replace << ": " << made;
+    if (replace) EXPECT_NE(later.find("0600"), std::string::npos) << later;  // (the old mode)
+    EXPECT_EQ(std::filesystem::status(dir.file("a.dcz")).permissions(),
+              std::filesystem::perms(replace ? 0600 : 0644)) << replace;
+    if (!replace) std::filesystem::permissions(dir.file("a.dcz"), std::filesystem::perms(0600));
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"a.dcz", "in.npy"}));
+}
+
 TEST(CrashSafety, PastTheFileSizeLimitEveryOutputKindFailsWithAnIoErrorAndLeavesNothing) {
   temp_dir dir;
   make_input(dir, 256);  // 1 MiB in, about 0.5 MiB of archive

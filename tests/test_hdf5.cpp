@@ -875,7 +875,8 @@ TEST(Hdf5Source, BadDatasetsThrowTheDocumentedErrorsNamingFileAndDataset) {
                {"bad.h5:/empty: is an empty dataset (a null dataspace, h5py.Empty)"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/z")); }, errc::bad_input,
                {"bad.h5:/z: is a complex dataset (h5py's compound of r and i)"});
-  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/ext")); }, errc::bad_input,
+  // (A file not there is an I/O error, exit 5, as a missing input is; 3 before 2026-12-07.)
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/ext")); }, errc::io,
                {"bad.h5:/ext: is an external link to absent.h5:/x, which cannot be opened: "
                 "absent.h5 is missing"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(b + ":/rec")); }, errc::bad_input,
@@ -928,8 +929,8 @@ TEST(Hdf5Source, ExternalLinksInACircleOrPastHdf5sSixteenAreBadInputNamingTheWay
   // Two links or more that end at nothing: the way is named (it said "x1.h5 holds no /img",
   // where x1.h5 holds /img, a link).
   link("x0.h5", "x1.h5");
-  link("x1.h5", "x2.h5");  // (no x2.h5)
-  expect_error([&] { open("x0.h5"); }, errc::bad_input,
+  link("x1.h5", "x2.h5");  // (no x2.h5: a file not there, an I/O error as a missing input)
+  expect_error([&] { open("x0.h5"); }, errc::io,
                {"x0.h5:/img: is a link that HDF5 cannot follow to its end: external links lead "
                 "to a file that cannot be opened (" + dir.file("x2.h5") + " is missing): " +
                 dir.file("x0.h5") + ":/img -> " + dir.file("x1.h5") + ":/img -> " +
@@ -953,7 +954,7 @@ TEST(Hdf5Source, ExternalLinksInACircleOrPastHdf5sSixteenAreBadInputNamingTheWay
              "link");
   }
   const std::string g = dir.file("g.h5");
-  expect_error([&] { formats::open_dataset(parse_dataset_spec(g + ":/g/img")); }, errc::bad_input,
+  expect_error([&] { formats::open_dataset(parse_dataset_spec(g + ":/g/img")); }, errc::io,
                {g + ":/g/img: /g, on the way to it, is an external link to nofile.h5:/g, which "
                     "cannot be opened: nofile.h5 is missing"});
   expect_error([&] { formats::open_dataset(parse_dataset_spec(g + ":/h/img")); }, errc::bad_input,
@@ -2523,10 +2524,19 @@ TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOne
                               "e.h5:/images -o c.dcz");
     EXPECT_EQ(folder.status, 3) << at << describe(folder);
     EXPECT_TRUE(contains(folder.err, "e.h5:/images: its values are stored in the external raw "
-                                     "file e.raw, but that is a directory")) << at << folder.err;
+                                     "file " + std::string(at.empty() ? "" : "../") +
+                                     "e.raw, but that is a directory")) << at << folder.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("c.dcz")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("sub/c.dcz")));
+  // A directory of that name in the working folder, the file beside the HDF5 file: read.
+  std::filesystem::remove(dir.file("e.raw"));
+  dctchop::test::write_bytes(dir.file("e.raw"), std::string(v.begin(), v.end()));
+  std::filesystem::create_directory(dir.file("sub/e.raw"));
+  auto beside = sh(dir, "cd sub && DCTCHOP compress ../e.h5:/images -o c.dcz --chop 8 "
+                        "--coeff f32 -q && DCTCHOP decompress c.dcz -o c.npy -q");
+  ASSERT_EQ(beside.status, 0) << describe(beside);
+  EXPECT_EQ(load_npy(dir.file("sub/c.npy")).raw, as_bytes(v));
 }
 
 TEST(Hdf5Cli, OneImageLikeDatasetIsUsedWithoutNamingItAndSaidOnStderr) {
@@ -2978,7 +2988,14 @@ TEST(Hdf5Cli, AnHdf5OutputInASetGroupIdFolderTakesTheFoldersGroupAsEveryOutputDo
     const auto r = sh(dir, "DCTCHOP decompress a.dcz -o " + out + " -q");
     ASSERT_EQ(r.status, 0) << out << "\n" << describe(r);
   }
-  for (const char* name : {"x.h5", "x.npy", "x.npz", "y.h5"}) {
+  // A umask that takes the owner's bits (0277) makes the private folder 0500 and the bit
+  // it inherited, whose mode is then set (the bit kept); and -f over an output there.
+  for (const std::string args : {"umask 0277 && DCTCHOP decompress a.dcz -o team/z.h5 -q",
+                                 "DCTCHOP decompress a.dcz -o team/x.h5 -f -q"}) {
+    const auto r = sh(dir, args);
+    ASSERT_EQ(r.status, 0) << args << "\n" << describe(r);
+  }
+  for (const char* name : {"x.h5", "x.npy", "x.npz", "y.h5", "z.h5"}) {
     struct stat st {};
     ASSERT_EQ(::stat(dir.file(std::string("team/") + name).c_str(), &st), 0) << name;
     EXPECT_EQ(st.st_gid, other) << name << " takes the folder's group";
@@ -2989,7 +3006,7 @@ TEST(Hdf5Cli, AnHdf5OutputInASetGroupIdFolderTakesTheFoldersGroupAsEveryOutputDo
     names.push_back(e.path().filename().string());
   }
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"x.h5", "x.npy", "x.npz", "y.h5"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"x.h5", "x.npy", "x.npz", "y.h5", "z.h5"}));
 }
 
 // ---------------------------------------------------------------- bad inputs

@@ -119,7 +119,7 @@ class npy_sink final : public sample_sink {
   void prepare() override { w_.prepare(); }
   void finish() override { w_.finish(); }
   void defer_folder_sync() noexcept override { w_.defer_folder_sync(); }
-  void sync_folder() const noexcept override { w_.sync_folder(); }
+  void sync_folder() noexcept override { w_.sync_folder(); }
   void withdraw() noexcept override { w_.withdraw(); }
   void watch(std::function<void()> check) override { w_.watch(std::move(check)); }
   std::optional<u64> bytes_written() const override { return w_.bytes_written(); }
@@ -296,7 +296,7 @@ class npz_sink final : public sample_sink {
     out_.commit();
   }
   void defer_folder_sync() noexcept override { out_.defer_folder_sync(); }
-  void sync_folder() const noexcept override { out_.sync_folder(); }
+  void sync_folder() noexcept override { out_.sync_folder(); }
   void withdraw() noexcept override { out_.withdraw(); }
 
  private:
@@ -450,7 +450,7 @@ class raw_sink final : public sample_sink {
     out_.commit();
   }
   void defer_folder_sync() noexcept override { out_.defer_folder_sync(); }
-  void sync_folder() const noexcept override { out_.sync_folder(); }
+  void sync_folder() noexcept override { out_.sync_folder(); }
   void withdraw() noexcept override { out_.withdraw(); }
 
  private:
@@ -661,9 +661,25 @@ void refuse_npy_member_output(const dataset_spec& out, const std::string& what) 
   std::string lower = text.substr(base);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return std::tolower(c); });
+  struct stat st {};
+  // "out.nc:/x": netCDF-4 and MATLAB v7.3 files are read as HDF5 by their bytes, but an
+  // output is HDF5 by its name only; this one would go to a folder "out.nc:" (exit 5, "does
+  // not exist").
+  std::string whole = text;  // (the dataset's path after the name may hold slashes)
+  std::transform(whole.begin(), whole.end(), whole.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  for (const char* ext : {".nc:", ".nc4:", ".mat:"}) {
+    const auto c = whole.find(ext);
+    if (c == std::string::npos || ::lstat(text.c_str(), &st) == 0) continue;
+    const std::string file = text.substr(0, c + std::strlen(ext) - 1);
+    const std::string stem = file.substr(0, file.rfind('.'));
+    throw error(errc::invalid_argument,
+                text + ": only names ending .h5, .hdf5, .hdf or .he5 are written as HDF5 (" +
+                    file + " is read as HDF5 by its bytes, but written as NPY): write " + stem +
+                    ".h5" + text.substr(file.size()) + " for " + what);
+  }
   const auto at = lower.find(".npy:");
   if (at == std::string::npos) return;
-  struct stat st {};
   if (::lstat(text.c_str(), &st) == 0) return;  // that file: written as it is
   const std::string file = text.substr(0, base + at + 4), name = text.substr(base + at + 5);
   const std::string stem = file.substr(0, file.size() - 4);

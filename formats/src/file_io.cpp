@@ -618,6 +618,43 @@ void refuse_temp_file(const std::string& name, const std::string& target) {
   throw os_error(name, "create a temporary file beside it");
 }
 
+std::vector<std::string> leftover_notes(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return {};
+  const std::string leaf = file.filename().string();
+  std::vector<std::string> notes;
+  std::vector<std::string> names;
+  for (std::filesystem::directory_iterator it(file.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // "." NAME "." kind 12 hex digits, as create_temp_beside makes them.
+    if (name.size() != leaf.size() + 17 || name[0] != '.' ||
+        name.compare(1, leaf.size(), leaf) != 0 || name[leaf.size() + 1] != '.') {
+      continue;
+    }
+    const std::string kind = name.substr(leaf.size() + 2, 3);
+    if ((kind != "tmp" && kind != "old") ||
+        name.find_first_not_of("0123456789abcdef", leaf.size() + 5) != std::string::npos) {
+      continue;
+    }
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const bool old = name.compare(leaf.size() + 2, 3, "old") == 0;
+    notes.push_back(
+        path + ": " + name + " beside it " +
+        (old ? "is the file that an earlier decompress -f --labels-out replaced, kept there "
+               "when that run was stopped (SIGKILL): its only copy, to rename back or remove"
+             : "was left by an earlier run that was stopped (SIGKILL), or is another run's, "
+               "still writing: remove it once no dctchop writes " + path));
+  }
+  return notes;
+}
+
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create,
                                const char* kind) {
@@ -664,6 +701,8 @@ output_file& output_file::operator=(output_file&& o) noexcept {
     is_stdout_ = o.is_stdout_;
     overwrite_ = o.overwrite_;
     committed_ = std::exchange(o.committed_, true);
+    sync_folder_ = o.sync_folder_;
+    resync_fd_ = std::exchange(o.resync_fd_, -1);
     flushed_ = o.flushed_;
     position_ = o.position_;
     behind_ = o.behind_;
@@ -686,6 +725,7 @@ void output_file::abandon() noexcept {
   }
   fd_ = -1;
   temp_path_.clear();
+  if (resync_fd_ >= 0) ::close(std::exchange(resync_fd_, -1));
 }
 
 std::string output_file::display_name() const { return is_stdout_ ? "<stdout>" : path_; }
@@ -822,6 +862,8 @@ void output_file::commit() {
       if (fd >= 0) ::close(fd);
     }
   } const resync{temp_path_.empty() ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)};
+  // Deferred, the folder's sync (or the file's second one) comes in sync_folder().
+  if (!sync_folder_) resync_fd_ = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
   if (::close(fd_) != 0) {
     const error e = os_error(display_name(), "close");  // before unlink() sets errno
     fd_ = -1;
@@ -837,8 +879,12 @@ void output_file::commit() {
   temp_path_.clear();
 }
 
-void output_file::sync_folder() const noexcept {
-  if (committed_ && !is_stdout_ && !target_.in_place) sync_folder_of(target_.path);
+void output_file::sync_folder() noexcept {
+  if (committed_ && !is_stdout_ && !target_.in_place && !sync_folder_of(target_.path) &&
+      resync_fd_ >= 0) {
+    (void)::fsync(resync_fd_);
+  }
+  if (resync_fd_ >= 0) ::close(std::exchange(resync_fd_, -1));
 }
 
 void output_file::withdraw() noexcept {

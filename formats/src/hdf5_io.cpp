@@ -729,6 +729,7 @@ std::string link_way_problem(hid_t f, const std::string& file, const std::string
       const std::string why = next.file.empty() ? link.file + " is missing" : next.opened.why;
       if (why.empty()) return {};  // (a file a writer holds open: HDF5 reads it)
       if (os_error != nullptr && next.opened.os_error != 0) *os_error = next.opened.os_error;
+      if (os_error != nullptr && next.file.empty()) *os_error = ENOENT;
       return "external links lead to a file that cannot be opened (" + why + "): " + way +
              " -> " + link.file + ":" + link.object;
     }
@@ -791,6 +792,8 @@ class hdf5_source final : public sample_source {
     }
     const named_source src = open_named_source(link.file, path_, "HDF5_EXT_PREFIX");
     if (src.opened.os_error != 0) system_errno_ = src.opened.os_error;
+    // A file that is not there, as a missing input, raw file or source is: an I/O error.
+    if (src.file.empty()) system_errno_ = ENOENT;
     const std::string why =
         src.file.empty() ? link.file + " is missing" : missing_in(src, link.object, nullptr);
     return "is an external link to " + link.file + ":" + link.object +
@@ -1460,14 +1463,20 @@ class hdf5_source final : public sample_source {
       left -= need;
       if (need > 0) segments.push_back({name, static_cast<u64>(offset), need});
       std::error_code ec;
-      const bool at_cwd = fs::exists(name, ec);
-      const bool beside = fs::path(name).is_relative() && fs::exists(here / name, ec);
-      if (fs::is_directory(at_cwd || !beside ? fs::path(name) : here / name, ec)) {
-        folders.insert(name);
-      }
+      // A directory of that name is no file to read (HDF5 opens it, and its read fails as
+      // "damaged"): a file in the other place is read instead, else the directory named.
+      const bool relative = fs::path(name).is_relative();
+      const bool cwd_dir = fs::is_directory(name, ec);
+      const bool beside_dir = relative && fs::is_directory(here / name, ec);
+      const bool at_cwd = !cwd_dir && fs::exists(name, ec);
+      const bool beside = relative && !beside_dir && fs::exists(here / name, ec);
       all_here = all_here && at_cwd;
       all_beside = all_beside && beside;
-      if (!at_cwd && !beside) missing.insert(name);
+      if (!at_cwd && !beside && (cwd_dir || beside_dir)) {
+        folders.insert(cwd_dir ? name : (here / name).string());
+      } else if (!at_cwd && !beside) {
+        missing.insert(name);
+      }
       all.insert(name);
     }
     if (!folders.empty()) {
@@ -1856,8 +1865,10 @@ class hdf5_sink final : public sample_sink {
     remove_temp_folder();
   }
   void defer_folder_sync() noexcept override { sync_folder_ = false; }
-  void sync_folder() const noexcept override {
-    if (finished_) sync_folder_of(target_.path);
+  void sync_folder() noexcept override {
+    // (own_fd_ is open until the destructor: the file synced once more where the folder
+    // cannot be, as publish_temp does.)
+    if (finished_ && !sync_folder_of(target_.path) && own_fd_ >= 0) (void)::fsync(own_fd_);
   }
   void withdraw() noexcept override {
     if (finished_ && !target_.replaces) {

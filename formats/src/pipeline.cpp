@@ -1325,6 +1325,9 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
   }
   const auto reported = [&](compress_result r) {
     r.notes = notes;
+    if (output != "-") {  // (what a SIGKILL of an earlier run left beside it)
+      for (auto& n : leftover_notes(output)) r.notes.push_back(std::move(n));
+    }
     r.source = src.name();
     r.reader = src.src->reader();
     if (labels) r.labels_source = labels->name();
@@ -1664,18 +1667,23 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
   // keeps another user's file), and then the old data goes back in place.
   std::optional<kept_original> old_data;
   if (lw && output != "-") old_data.emplace(out.path);
-  // The labels are named right after the data, the data's folder synced after both: a
-  // SIGKILL in the sync (milliseconds on a disk) left the data without its labels.
-  if (lw) w->defer_folder_sync();
+  // The labels are named right after the data, the folders synced after both (the data's
+  // first): a SIGKILL in the data's sync (milliseconds on a disk) left it without its labels.
+  if (lw) {
+    w->defer_folder_sync();
+    lw->defer_folder_sync();
+  }
   w->finish();
   if (lw) {
     try {
       lw->finish();
     } catch (...) {
       if (!old_data || !old_data->restore()) w->withdraw();  // (withdraw removes a file that replaced none)
+      w->sync_folder();  // (what stays, named: a replaced file that could not be put back)
       throw;
     }
     w->sync_folder();
+    lw->sync_folder();
   }
   if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)
     res.notes.push_back(r.display_name() + ": its original held " + std::to_string(n) +
@@ -1685,6 +1693,13 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
                         "not as NaN or Inf, and nothing in the output marks them");
   }
 
+  // What a SIGKILL of an earlier run left beside the outputs (an HDF5 output's folder, the
+  // old data that -f --labels-out kept): said, never removed (another run may be at work).
+  for (const std::string* path :
+       {&output, labels_file ? &labels_file->path : static_cast<const std::string*>(nullptr)}) {
+    if (path == nullptr || *path == "-") continue;
+    for (auto& n : leftover_notes(*path)) res.notes.push_back(std::move(n));
+  }
   res.geom = g;
   res.type = h.type;
   res.dataset = ds;

@@ -211,7 +211,7 @@ class sample_sink {
    *  (output_file::defer_folder_sync): for the first of two outputs that must appear
    *  together, named one right after the other. Outputs that are no file ignore both. */
   virtual void defer_folder_sync() noexcept {}
-  virtual void sync_folder() const noexcept {}
+  virtual void sync_folder() noexcept {}
   /** After finish(): remove the output it named, when that replaced nothing (no file was at
    *  its path; one replaced with -f is gone already). For the first of two outputs that must
    *  appear together, when the second cannot be named (a file appeared at its path). */

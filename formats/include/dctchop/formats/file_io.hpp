@@ -224,8 +224,10 @@ class output_file {
    *  the first of two outputs that must appear together, so that the second is named at once
    *  after it (a folder's sync can take milliseconds, in which a SIGKILL left one alone). */
   void defer_folder_sync() noexcept { sync_folder_ = false; }
-  /** sync_folder_of the finished file's folder (best effort; after commit()). */
-  void sync_folder() const noexcept;
+  /** After commit() with the sync deferred: sync_folder_of the finished file's folder, or,
+   *  where it cannot be synced (a write-only drop box), the file once more, as commit()
+   *  would have (best effort). */
+  void sync_folder() noexcept;
   /** After commit(): unlink the file it named, when that replaced none (sample_sink::withdraw). */
   void withdraw() noexcept;
   /** Whether writes currently go to the disk with direct I/O. */
@@ -255,6 +257,7 @@ class output_file {
   bool overwrite_ = false;
   bool committed_ = false;
   bool sync_folder_ = true;  // commit() syncs the folder (defer_folder_sync)
+  int resync_fd_ = -1;       // the committed file, for sync_folder() when it was deferred
   bool flushed_ = false;  // flush_to_disk() done
   std::uint64_t position_ = 0;
   write_behind behind_;
@@ -295,6 +298,14 @@ void keep_mode_and_owner(int fd, const output_target& t) noexcept;
  *  (three letters) replaces "tmp": "old" names a file kept for putting back, which a crash
  *  may leave as the only copy of its data. Returns the name used; error(io) after 100 taken
  *  names. */
+/** What earlier runs left beside the output `path` (the file a symlink names): this user's
+ *  ".NAME.tmpXXXXXXXXXXXX" files and folders (an HDF5 output's, or any output's where the file
+ *  system has no O_TMPFILE: left by a SIGKILL, or another run's still at work) and
+ *  ".NAME.oldXXXXXXXXXXXX" files (the old data that `decompress -f --labels-out` keeps, left as
+ *  its only copy by a SIGKILL). Notes that say so, one a name; none where the folder cannot
+ *  be read. */
+std::vector<std::string> leftover_notes(const std::string& path);
+
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create,
                                const char* kind = "tmp");

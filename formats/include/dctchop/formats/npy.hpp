@@ -116,7 +116,7 @@ class npy_writer {
   void withdraw() noexcept;
   /** output_file::defer_folder_sync and sync_folder, for the file written. */
   void defer_folder_sync() noexcept { out_.defer_folder_sync(); }
-  void sync_folder() const noexcept { out_.sync_folder(); }
+  void sync_folder() noexcept { out_.sync_folder(); }
   std::string display_name() const { return out_.display_name(); }
   /** Bytes written so far, the header included. */
   std::uint64_t bytes_written() const noexcept { return out_.position(); }
