@@ -2408,7 +2408,8 @@ TEST(Cli, WhatAKilledRunLeftBesideAnOutputIsNamedInANoteAndLeftAlone) {
                               "run was stopped (SIGKILL): its only copy, to rename back or "
                               "remove")) << d.err;
   std::size_t notes = 0;
-  for (auto at = d.err.find("beside it"); at != std::string::npos; at = d.err.find("beside it", at + 1)) {
+  for (auto at = d.err.find("beside it"); at != std::string::npos;
+       at = d.err.find("beside it", at + 1)) {
     ++notes;
   }
   EXPECT_EQ(notes, 2u) << "the two, none of the names of other forms: " << d.err;

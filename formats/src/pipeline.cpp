@@ -1684,6 +1684,7 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
     }
     w->sync_folder();
     lw->sync_folder();
+    old_data.reset();  // (its hidden name gone before the look for leftovers below)
   }
   if (const u64 n = r.nonfinite_replaced().value_or(0); n > 0) {  // (a stream's footer is read by now)
     res.notes.push_back(r.display_name() + ": its original held " + std::to_string(n) +
