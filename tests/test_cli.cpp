@@ -2323,6 +2323,13 @@ std::optional<std::size_t> threads_started(const temp_dir& dir, const std::strin
  *  a reader, a writer and a few more, never N. */
 std::size_t thread_bound() { return 2 * std::max(1u, std::thread::hardware_concurrency()) + 8; }
 
+/** in.npy (make_u8), y.npy (its 5 labels, i16) and a.dcz, the two compressed together. */
+void make_labelled_archive(const temp_dir& dir) {
+  make_u8(dir, "in.npy");
+  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
+  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+}
+
 TEST(Cli, ADataFileAndItsLabelsFileAreNamedOneRightAfterTheOtherTheFolderSyncedAfterBoth) {
   // decompress --labels-out names the data, then the labels: the data's folder was synced in
   // between (milliseconds on a disk), in which a SIGKILL left the data without its labels
@@ -2331,9 +2338,7 @@ TEST(Cli, ADataFileAndItsLabelsFileAreNamedOneRightAfterTheOtherTheFolderSyncedA
   // over old ones, and HDF5 data (named by rename from its private folder); the data in d/,
   // the labels in l/, so that strace -y tells the folders apart.
   temp_dir dir;
-  make_u8(dir, "in.npy");
-  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
-  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  make_labelled_archive(dir);
   std::filesystem::create_directory(dir.file("d"));
   std::filesystem::create_directory(dir.file("l"));
   /** The last quoted argument of a call: where a link or rename puts its file. */
@@ -2385,9 +2390,7 @@ TEST(Cli, WhatAKilledRunLeftBesideAnOutputIsNamedInANoteAndLeftAlone) {
   // temporary file; after decompress -f --labels-out, the old data's only copy): the next
   // run to that output says so, and removes nothing (another run may still be writing).
   temp_dir dir;
-  make_u8(dir, "in.npy");
-  save_npy(dir.file("y.npy"), dtype::i16, {5}, std::vector<std::int16_t>{1, 2, 3, 4, 5});
-  ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q --labels y.npy").status, 0);
+  make_labelled_archive(dir);
   std::filesystem::create_directory(dir.file(".out.h5.tmp0123456789ab"));
   write_bytes(dir.file(".out.h5.tmp0123456789ab/out.h5"), "partial");
   write_bytes(dir.file(".lab.npy.old00000000beef"), "old labels?");
