@@ -2962,6 +2962,35 @@ TEST(Hdf5Cli, AnHdf5OutputIsWrittenUnderAUmaskThatLeavesItsOwnerOnlyReadingAndKe
   }
 }
 
+TEST(Hdf5Cli, AFileAnotherProgramHoldsOpenForWritingIsNotReplacedWithForce) {
+  // -f replaced an HDF5 file that h5py held open for writing: what it wrote after went to
+  // the old file, lost without a word (an input so held is refused, exit 5). Its lock says
+  // so: refused the same way, and replaced once the writer has closed it. So is any file a
+  // program holds an exclusive lock on (flock -x).
+  temp_dir dir;
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  {
+    auto held = h5_create(dir.file("held.h5"));  // (HDF5 locks a file it writes)
+    const auto r = cli(dir, "decompress a.dcz -o held.h5 -f");
+    EXPECT_EQ(r.status, 5) << describe(r);
+    EXPECT_EQ(r.err, "dctchop: error: held.h5: another program has it open for writing (it "
+                     "holds the file's lock, as HDF5 does for a file it writes): replaced, what "
+                     "it writes next would be lost; replace it once that program has closed "
+                     "it\n");
+  }
+  must(dir, "decompress a.dcz -o held.h5 -f -q");
+  write_bytes(dir.file("held.npy"), "old");
+  const auto locked = sh(dir, "flock -x held.npy sleep 1.5 & sleep 0.5; "
+                              "DCTCHOP decompress a.dcz -o held.npy -f; echo \"rc=$?\"; wait");
+  EXPECT_TRUE(contains(locked.out, "rc=5")) << describe(locked);
+  EXPECT_TRUE(contains(locked.err, "held.npy: another program has it open for writing"))
+      << describe(locked);
+  EXPECT_EQ(read_bytes(dir.file("held.npy")), "old");
+  must(dir, "decompress a.dcz -o held.npy -f -q");
+  EXPECT_EQ(read_bytes(dir.file("held.npy")).substr(0, 6), "\x93NUMPY");
+}
+
 TEST(Hdf5Cli, AnHdf5OutputInASetGroupIdFolderTakesTheFoldersGroupAsEveryOutputDoes) {
   // A new file in a set-group-ID folder (a team's shared folder) takes the folder's group.
   // The HDF5 output, made in a private folder of its own first, took the user's group: its

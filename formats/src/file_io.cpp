@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -589,6 +590,21 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
     std::error_code ec;
     const auto real = std::filesystem::canonical(path, ec);
     if (!ec) t.path = real.string();
+  }
+  // A file another program holds an exclusive lock on (HDF5 takes one for a file it writes):
+  // replaced, what that program writes after goes to the old file, lost without a word. Its
+  // lock is the only sign there is; a file system without locks says nothing here.
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC); fd >= 0) {
+    const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);  // (and with it the lock, where it was taken)
+    if (held) {
+      throw error::from_os(errc::io,
+                           path + ": another program has it open for writing (it holds the "
+                                  "file's lock, as HDF5 does for a file it writes): replaced, "
+                                  "what it writes next would be lost; replace it once that "
+                                  "program has closed it",
+                           EWOULDBLOCK);
+    }
   }
   t.replaces = true;
   t.mode = st.st_mode & 0777;  // not set-user-ID or set-group-ID: the bytes are new
