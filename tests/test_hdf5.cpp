@@ -2320,7 +2320,7 @@ TEST(Hdf5Cli, AFileTheDatasetReadsThatIsAPipeIsRefusedWhereHdf5sOpenWouldWaitFor
   EXPECT_EQ(load_npy(dir.file("out.npy")).values, std::vector<double>(v.begin(), v.end()));
 }
 
-TEST(Hdf5Cli, AnExternalLinkToASymbolicLinkInALoopSaysSoNotMissing) {
+TEST(Hdf5Cli, AnExternalLinkOrVirtualSourceToASymbolicLinkInALoopIsExit5SayingSo) {
   temp_dir dir;
   std::filesystem::create_symlink("loop2.h5", dir.file("loop1.h5"));
   std::filesystem::create_symlink("loop1.h5", dir.file("loop2.h5"));
@@ -2334,6 +2334,28 @@ TEST(Hdf5Cli, AnExternalLinkToASymbolicLinkInALoopSaysSoNotMissing) {
   EXPECT_EQ(c.status, 5) << describe(c);
   EXPECT_TRUE(contains(c.err, "loop1.h5 cannot be read (Too many levels of symbolic links)"))
       << c.err;
+  // A virtual dataset's source so, the same.
+  {
+    auto f = h5_create(dir.file("vds.h5"));
+    const hsize_t dims[3] = {4, 8, 8}, top[3] = {0, 0, 0};
+    const hid_t vspace = H5Screate_simple(3, dims, nullptr);
+    const hid_t sspace = H5Screate_simple(3, dims, nullptr);
+    H5Sselect_hyperslab(sspace, H5S_SELECT_SET, top, nullptr, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    ASSERT_GE(H5Pset_virtual(dcpl, vspace, "loop1.h5", "/d", sspace), 0);
+    const hid_t d = H5Dcreate2(f.get(), "/v", H5T_STD_U8LE, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sspace);
+    H5Sclose(vspace);
+  }
+  const auto v = cli(dir, "compress vds.h5:/v -o a.dcz");
+  EXPECT_EQ(v.status, 5) << describe(v);
+  EXPECT_TRUE(contains(v.err, "vds.h5:/v: a virtual dataset whose source loop1.h5:/d cannot give "
+                              "the rows mapped to it: loop1.h5 cannot be read (Too many levels "
+                              "of symbolic links)")) << v.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.dcz")));
 }
 
 TEST(Hdf5Cli, APatternSourcesFilesAreInputsAndAPipeAmongThemIsRefused) {
