@@ -266,7 +266,14 @@ const CLI::Validator dtype_name(
           (s.substr(1) == "i8" || s.substr(1) == "u8")) {
         return s + ": numpy's " + (s[1] == 'i' ? "int64" : "uint64") +
                ", which dctchop does not compress (dctchop's " + s.substr(1) + " is numpy's " +
-               (s[1] == 'i' ? "int8, <i1)" : "uint8, |u1)");
+               (s[1] == 'i' ? "int8, |i1)" : "uint8, |u1)");
+      }
+      std::string lower = s;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (lower == "int64" || lower == "uint64") {
+        return s + ": dctchop does not compress 8-byte integers (labels may be int64): "
+                   "convert them, to int32 or float64 say";
       }
       bool big = false;
       if (std::string name = numpy_type_code(s, big); !name.empty()) {
@@ -950,14 +957,19 @@ void print_info_text(const nlohmann::json& j) {
 void refuse_raw_dataset_name(const std::string& out, bool raw) {
   if (!raw || out == "-" || out.find(':') == std::string::npos) return;
   const auto as_dataset = formats::parse_dataset_spec(out);
-  if (as_dataset.kind == formats::file_kind::raw || as_dataset.dataset.empty()) return;
+  const bool named = as_dataset.kind != formats::file_kind::raw && !as_dataset.dataset.empty();
+  const auto meant = formats::member_of_unwritable_container(out);  // (out.nc:/x)
+  if (!named && !meant) return;
   std::error_code ec;
   const auto folder = std::filesystem::path(out).parent_path();
   if (folder.empty() || std::filesystem::is_directory(folder, ec)) return;
   throw error(errc::invalid_argument,
               fmt::format("{}: --raw writes raw binary to this path as it is, whose folder {} is "
-                          "not there; without --raw it names the dataset {} of {}",
-                          out, folder.string(), as_dataset.dataset, as_dataset.path));
+                          "not there; without --raw {}",
+                          out, folder.string(),
+                          named ? fmt::format("it names the dataset {} of {}", as_dataset.dataset,
+                                              as_dataset.path)
+                                : fmt::format("write {} ({})", meant->meant, meant->why)));
 }
 
 /** The backend a report's figures came from: "backend", "device" (CUDA: --device's index, a

@@ -2429,6 +2429,13 @@ TEST(Cli, WhatAKilledRunLeftBesideAnOutputIsNamedInANoteAndLeftAlone) {
   for (const char* made : {"b.dcz", "lab.npy", "out.h5"}) after.push_back(made);
   std::sort(after.begin(), after.end());
   EXPECT_EQ(dir.entries(), after);
+  // A name too long for ".NAME.tmp..." (240 bytes and more) has ".dctchop.tmp..." instead.
+  const std::string longer = std::string(240, 'n') + ".npy";
+  write_bytes(dir.file(".dctchop.old00000000cafe"), "old data?");
+  const auto l = cli(dir, "decompress a.dcz -o " + longer);
+  ASSERT_EQ(l.status, 0) << describe(l);
+  EXPECT_TRUE(contains(l.err, longer + ": .dctchop.old00000000cafe beside it is the file that an "
+                                       "earlier decompress -f --labels-out replaced")) << l.err;
 }
 
 TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
@@ -2613,15 +2620,18 @@ TEST(Cli, DtypeAndCoeffTakeNumpysNamesAsFormatsArchiveMdSays) {
        "a.astype('<f4').tofile(...))"},
       {"compress r.bin --raw --dtype '<i8' --shape 2,16,3 -o w.dcz", 2,
        "--dtype: <i8: numpy's int64, which dctchop does not compress (dctchop's i8 is numpy's "
-       "int8, <i1)"},
+       "int8, |i1)"},
+      {"compress r.bin --raw --dtype UInt64 --shape 2,16,3 -o w.dcz", 2,
+       "--dtype: UInt64: dctchop does not compress 8-byte integers (labels may be int64): "
+       "convert them, to int32 or float64 say"},
       {"compress r.bin --raw --dtype '|u8' --shape 2,16,3 -o w.dcz", 2,
        "--dtype: |u8: numpy's uint64, which dctchop does not compress (dctchop's u8 is numpy's "
        "uint8, |u1)"},
       {"compress r.bin --raw --dtype f3 --shape 2,16,6 -o w.dcz", 2,
        "or its codes: <f4, u1, ...)"},
       {"compress r.bin --raw --dtype '<u1x' --shape 2,16,6 -o w.dcz", 2, "--dtype: <u1x: expected"},
-      {"compress r.bin --raw --dtype int64 --shape 2,16,24 -o w.dcz", 2,
-       "--dtype: int64: expected one of i8, u8, i16, u16, i32, u32, f16, f32, f64 (numpy's int8, "
+      {"compress r.bin --raw --dtype int65 --shape 2,16,24 -o w.dcz", 2,
+       "--dtype: int65: expected one of i8, u8, i16, u16, i32, u32, f16, f32, f64 (numpy's int8, "
        "uint8, int16, uint16, int32, uint32, float16, float32, float64 too, or its codes: <f4, u1, "
        "...)"},
       {"compress r.bin --raw --dtype u8 --shape 2,16,24 -o w.dcz --coeff f64", 2,
@@ -3192,7 +3202,18 @@ TEST(Cli, AnArrayNamedAfterANpyNameIsRefusedBeforeAnythingIsWrittenUnlessAFileHa
                         {"decompress a.dcz -o y.npy --labels-out sub/M.MAT:lab", 2,
                          "sub/M.MAT:lab: only names ending .h5, .hdf5, .hdf or .he5 are written "
                          "as HDF5 (sub/M.MAT is read as HDF5 by its bytes, but written as NPY): "
-                         "write sub/M.h5:lab for the labels"}});
+                         "write sub/M.h5:lab for the labels"},
+                        // A .zip is read as .npz by its bytes: out.zip:x made an NPY file.
+                        {"decompress a.dcz -o out.zip:x", 2,
+                         "out.zip:x: only names ending .npz are written as .npz (out.zip is "
+                         "read as .npz by its bytes, but written as NPY): write out.npz:x for "
+                         "the output"},
+                        {"compress in.npy -o out.nc:/x", 2,
+                         "-o out.nc:/x: compress writes a .dcz archive, not a member of out.nc "
+                         "(decompress writes one as out.h5:/x)"},
+                        {"decompress a.dcz -o out.nc:/x --raw", 2,
+                         "out.nc:/x: --raw writes raw binary to this path as it is, whose folder "
+                         "out.nc: is not there; without --raw write out.h5:/x (only names"}});
   // The forms it points to work; --raw takes the whole text as a path.
   ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npz:images -q").status, 0);
   EXPECT_TRUE(std::filesystem::exists(dir.file("y.npz")));

@@ -745,9 +745,17 @@ TEST_F(CorruptionSweep, ArchivesThatBreakArchiveMdRulesBehindValidChecksumsAreRe
   for (std::size_t n = 1; n < 8; ++n) {
     test::write_bytes(path, bytes_.substr(0, n));
     test::expect_error([&] { read_random(path); }, errc::corrupt,
-                       {"rule.dcz", "truncated inside the preamble (" + std::to_string(n) + " bytes)"});
+                       {"rule.dcz", "truncated inside the preamble (" + std::to_string(n) +
+                                        (n == 1 ? " byte)" : " bytes)")});
     test::expect_error([&] { read_stream(bytes_.substr(0, n)); }, errc::corrupt,
                        {"truncated inside the preamble"});
+  }
+  // Cut anywhere in a stream past the header (its padding, a chunk's record, a chunk): said
+  // as every cut of a file is, "corrupt archive: truncated ..." (a stream's said "<stdin>:
+  // truncated: end of file inside a chunk").
+  for (std::size_t n = 64 + u64_at(bytes_, 16); n < bytes_.size(); n += 997) {
+    test::expect_error([&] { read_stream(bytes_.substr(0, n)); }, errc::corrupt,
+                       {"corrupt archive: truncated"});
   }
   // Cut inside the header: said as every other cut is, "corrupt archive: truncated ...".
   for (const std::size_t n : {std::size_t(64), std::size_t(65),

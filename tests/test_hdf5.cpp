@@ -1729,7 +1729,7 @@ TEST(Hdf5Cli, AVirtualDatasetWhoseSourceIsThereButGivesNoDataIsBadInputNamingIt)
   std::filesystem::remove(dir.file("s.h5"));
   std::filesystem::create_directory(dir.file("s.h5"));
   auto folder = cli(dir, "compress l.h5:/ext -o a.dcz");
-  EXPECT_EQ(folder.status, 3) << describe(folder);
+  EXPECT_EQ(folder.status, 5) << describe(folder);  // (an I/O error, as an input named so)
   EXPECT_TRUE(contains(folder.err, "l.h5:/ext: is an external link to s.h5:/src, which cannot be "
                                    "opened: s.h5 is a directory, not a plain file, which HDF5 "
                                    "cannot read")) << folder.err;
@@ -2544,7 +2544,7 @@ TEST(Hdf5Cli, ExternalRawFilesBesideTheFileAreReadFromAnotherFolderAndMissingOne
   for (const std::string at : {"", "cd sub && "}) {
     auto folder = sh(dir, at + "DCTCHOP compress " + (at.empty() ? "" : "../") +
                               "e.h5:/images -o c.dcz");
-    EXPECT_EQ(folder.status, 3) << at << describe(folder);
+    EXPECT_EQ(folder.status, 5) << at << describe(folder);  // (as an input named so)
     EXPECT_TRUE(contains(folder.err, "e.h5:/images: its values are stored in the external raw "
                                      "file " + std::string(at.empty() ? "" : "../") +
                                      "e.raw, but that is a directory")) << at << folder.err;

@@ -981,7 +981,8 @@ archive_reader archive_reader::open(const std::string& path) {
   if (got == 0) throw error(errc::bad_input, name + ": empty (0 bytes), not a dctchop archive");
   // The start of the magic and nothing more: an archive cut short, not another file.
   if (got < 8 && std::memcmp(pre, k_magic.data(), got) == 0) {
-    corrupt(name, "truncated inside the preamble (" + std::to_string(got) + " bytes)");
+    corrupt(name, "truncated inside the preamble (" + std::to_string(got) +
+                      (got == 1 ? " byte)" : " bytes)"));
   }
   if (got < 8 || std::memcmp(pre, k_magic.data(), 8) != 0) {
     // Inputs of compress handed to decompress, info or verify are worth naming.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 #include "byte_source.hpp"
@@ -661,23 +662,11 @@ void refuse_npy_member_output(const dataset_spec& out, const std::string& what) 
   std::string lower = text.substr(base);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  struct stat st {};
-  // "out.nc:/x": netCDF-4 and MATLAB v7.3 files are read as HDF5 by their bytes, but an
-  // output is HDF5 by its name only; this one would go to a folder "out.nc:" (exit 5, "does
-  // not exist").
-  std::string whole = text;  // (the dataset's path after the name may hold slashes)
-  std::transform(whole.begin(), whole.end(), whole.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  for (const char* ext : {".nc:", ".nc4:", ".mat:"}) {
-    const auto c = whole.find(ext);
-    if (c == std::string::npos || ::lstat(text.c_str(), &st) == 0) continue;
-    const std::string file = text.substr(0, c + std::strlen(ext) - 1);
-    const std::string stem = file.substr(0, file.rfind('.'));
-    throw error(errc::invalid_argument,
-                text + ": only names ending .h5, .hdf5, .hdf or .he5 are written as HDF5 (" +
-                    file + " is read as HDF5 by its bytes, but written as NPY): write " + stem +
-                    ".h5" + text.substr(file.size()) + " for " + what);
+  if (const auto m = member_of_unwritable_container(text)) {
+    throw error(errc::invalid_argument, text + ": " + m->why + ": write " + m->meant + " for " +
+                                            what);
   }
+  struct stat st {};
   const auto at = lower.find(".npy:");
   if (at == std::string::npos) return;
   if (::lstat(text.c_str(), &st) == 0) return;  // that file: written as it is
@@ -690,6 +679,28 @@ void refuse_npy_member_output(const dataset_spec& out, const std::string& what) 
                   (plain ? stem + ".npz:" + name + " or " + stem + ".h5:" + name +
                                " for an array or dataset named " + name
                          : "FILE.npz:NAME or FILE.h5:NAME for a named array or dataset"));
+}
+
+std::optional<container_member> member_of_unwritable_container(const std::string& text) {
+  std::string whole = text;  // (the dataset's path after the name may hold slashes)
+  std::transform(whole.begin(), whole.end(), whole.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  struct stat st {};
+  for (const auto& [ext, kind, as] :
+       {std::tuple{".nc:", "HDF5", ".h5"}, std::tuple{".nc4:", "HDF5", ".h5"},
+        std::tuple{".mat:", "HDF5", ".h5"}, std::tuple{".zip:", ".npz", ".npz"}}) {
+    const auto c = whole.find(ext);
+    if (c == std::string::npos || ::lstat(text.c_str(), &st) == 0) continue;
+    container_member m;
+    m.file = text.substr(0, c + std::strlen(ext) - 1);
+    m.meant = m.file.substr(0, m.file.rfind('.')) + as + text.substr(m.file.size());
+    m.why = "only names ending " +
+            std::string(std::strcmp(as, ".h5") == 0 ? ".h5, .hdf5, .hdf or .he5" : ".npz") +
+            " are written as " + kind + " (" + m.file + " is read as " + kind +
+            " by its bytes, but written as NPY)";
+    return m;
+  }
+  return std::nullopt;
 }
 
 std::optional<file_kind> format_named(const std::string& path) {
@@ -892,8 +903,9 @@ std::unique_ptr<sample_source> take_row_range(std::unique_ptr<sample_source> s,
   if (!given.has_row_range()) return s;
   const u64 first = given.first_row;
   const auto& shape = s->shape();
-  if (given.purpose == dataset_spec::role::data && shape.size() < 2) {
-    // No images at all, range or not: the same error (exit 3) as without a range.
+  if (given.purpose == dataset_spec::role::data && (shape.size() < 2 || shape.size() > 4)) {
+    // No layout takes it, range or not: the same error (exit 3) as without a range, of the
+    // whole array's shape.
     try {
       (void)resolve_layout(shape, layout::automatic);
     } catch (const error& e) {

@@ -290,7 +290,7 @@ std::size_t input_file::read(void* dst, std::size_t n) {
 void input_file::read_exact(void* dst, std::size_t n, const char* what) {
   std::size_t got = read(dst, n);
   if (got != n) {
-    throw error(truncated_, display_name() + ": truncated: end of file inside " + what);
+    throw error(truncated_, display_name() + truncated_text() + "end of file inside " + what);
   }
 }
 
@@ -302,7 +302,7 @@ void input_file::read_range(std::uint64_t offset, void* dst, std::size_t n, cons
                             bool quiet) const {
   if (!seekable_) throw error(errc::invalid_argument, display_name() + ": positioned read on a stream");
   if (offset > size_ || n > size_ - offset) {
-    throw error(truncated_, display_name() + ": truncated: " + what + " lies past the end");
+    throw error(truncated_, display_name() + truncated_text() + what + " lies past the end");
   }
   auto* p = static_cast<char*>(dst);
   std::size_t done = 0;
@@ -317,7 +317,7 @@ void input_file::read_range(std::uint64_t offset, void* dst, std::size_t n, cons
       throw os_error(display_name(), "read");
     }
     if (r == 0) {
-      throw error(truncated_, display_name() + ": truncated: end of file inside " + what);
+      throw error(truncated_, display_name() + truncated_text() + "end of file inside " + what);
     }
     done += static_cast<std::size_t>(r);
   }
@@ -638,13 +638,17 @@ std::vector<std::string> leftover_notes(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path file = std::filesystem::weakly_canonical(path, ec);
   if (ec) return {};
-  const std::string leaf = file.filename().string();
+  // "." NAME "." kind 12 hex digits, as create_temp_beside makes them: ".dctchop" in place of
+  // ".NAME" where that would pass the folder's limit on names.
+  const long limit = ::pathconf(file.parent_path().c_str(), _PC_NAME_MAX);
+  const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
+  std::string leaf = file.filename().string();
+  if (leaf.size() + 17 > name_max) leaf = "dctchop";
   std::vector<std::string> notes;
   std::vector<std::string> names;
   for (std::filesystem::directory_iterator it(file.parent_path(), ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    // "." NAME "." kind 12 hex digits, as create_temp_beside makes them.
     if (name.size() != leaf.size() + 17 || name[0] != '.' ||
         name.compare(1, leaf.size(), leaf) != 0 || name[leaf.size() + 1] != '.') {
       continue;

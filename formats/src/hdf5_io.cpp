@@ -590,7 +590,9 @@ named_hdf5 open_named_hdf5(const std::string& file) {
                        : S_ISFIFO(st.st_mode) ? "a pipe"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "a device";
-    return {{}, file + " is " + what + ", not a plain file, which HDF5 cannot read"};
+    // A directory cannot be opened as a file: an I/O error (EISDIR), as for an input named so.
+    return {{}, file + " is " + what + ", not a plain file, which HDF5 cannot read",
+            S_ISDIR(st.st_mode) ? EISDIR : 0};
   }
   if (H5Fis_hdf5(file.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
@@ -1479,11 +1481,13 @@ class hdf5_source final : public sample_source {
       }
       all.insert(name);
     }
-    if (!folders.empty()) {
-      throw error(errc::bad_input, nm + ": its values are stored in the external raw file" +
-                                       (folders.size() > 1 ? "s " : " ") + name_list(folders) +
-                                       ", but " + (folders.size() > 1 ? "these are directories"
-                                                                      : "that is a directory"));
+    if (!folders.empty()) {  // (an I/O error, EISDIR, as for an input named so)
+      throw error::from_os(errc::io,
+                           nm + ": its values are stored in the external raw file" +
+                               (folders.size() > 1 ? "s " : " ") + name_list(folders) + ", but " +
+                               (folders.size() > 1 ? "these are directories"
+                                                   : "that is a directory"),
+                           EISDIR);
     }
     if (missing.empty() && !all_here && !all_beside) {
       // Some only here, some only beside the file: one prefix cannot reach them all.

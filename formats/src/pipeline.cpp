@@ -1243,6 +1243,11 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
   const std::string input = in.path;
   if (!in.memory) check_not_same(input, output);
   if (output != "-") {
+    if (const auto m = member_of_unwritable_container(output)) {
+      throw error(errc::invalid_argument, "-o " + output + ": compress writes a .dcz archive, "
+                                          "not a member of " + m->file + " (decompress writes "
+                                          "one as " + m->meant + ")");
+    }
     const dataset_spec out = parse_dataset_spec(output);
     if (!out.dataset.empty()) {
       const bool npz = out.kind == file_kind::npz;

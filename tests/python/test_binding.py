@@ -509,6 +509,9 @@ def check_compress_from_python(binary, d, x, y):
                f"data is a list that NumPy reads as {kind}, which dctchop does not compress",
                "np.asarray(data, np.uint8)")
     check(not os.path.exists(f"{d}/list.dcz"), "a refused list leaves no file")
+    # A typed buffer chose its type: said as an array's is (not as a list's).
+    raises(ValueError, lambda: dctchop.compress(memoryview(np.zeros((2, 16, 16), "<i8")),
+                                                f"{d}/list.dcz"), "dtype int64 is not supported")
     r = dctchop.compress([[[1.0, 2.0], [3.0, 4.0]]] * 2, f"{d}/list.dcz", labels=[3, 4])
     check(r["dtype"] == "f64" and dctchop.Archive(f"{d}/list.dcz").labels().tolist() == [3, 4],
           f"a list of floats is f64, labels of a list kept: {r}")

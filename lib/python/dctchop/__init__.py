@@ -201,7 +201,7 @@ def _native(a, name):
                             "first (a.filled(value)), or pass nonfinite= for masked NaNs")
     given = a
     a = np.require(a, requirements=["C"])  # keeps a 0-d array 0-d, for its message
-    if name == "data" and not hasattr(given, "dtype") and \
+    if name == "data" and isinstance(given, (list, tuple)) and \
             (a.dtype == np.bool_ or (a.dtype.kind in "iu" and a.dtype.itemsize == 8)):
         # A list of Python ints (or bools): NumPy chose the type, not the caller.
         raise _bad_argument(f"{name} is a {type(given).__name__} that NumPy reads as "

@@ -95,6 +95,18 @@ dataset_spec parse_dataset_spec(const std::string& text, const std::string& data
  *  `what`: "the output", "the labels". Raw outputs (--raw) and .npz members are not asked. */
 void refuse_npy_member_output(const dataset_spec& out, const std::string& what);
 
+/** A name that reads as a member of a file that dctchop reads by its bytes but writes only
+ *  under its own names ("out.nc:/x", "m.mat:x": HDF5; "a.zip:x": .npz), where no file has the
+ *  whole name. Written as given, it went to a folder "out.nc:" (exit 5) or made an NPY file of
+ *  that name. */
+struct container_member {
+  std::string file;   ///< "out.nc"
+  std::string meant;  ///< the name that writes it: "out.h5:/x"
+  std::string why;    ///< "only names ending .h5, ... are written as HDF5 (out.nc is read ...)"
+};
+/** The container_member that `text` names, if any. */
+std::optional<container_member> member_of_unwritable_container(const std::string& text);
+
 /** Whether a file name ends with `suffix` (".npy"), in any case: how names tell formats apart. */
 bool name_ends_with(const std::string& path, const std::string& suffix);
 

@@ -86,6 +86,11 @@ class input_file {
    *  the dataset readers (NPY, NPZ, raw), also when it shrinks while it is read. */
   void set_truncation_code(errc code) noexcept { truncated_ = code; }
   errc truncation_code() const noexcept { return truncated_; }
+  /** ": truncated: ", or for an archive (truncation_code() corrupt, the default) ": corrupt
+   *  archive: truncated: ", as the archive's other damage is said. */
+  const char* truncated_text() const noexcept {
+    return truncated_ == errc::corrupt ? ": corrupt archive: truncated: " : ": truncated: ";
+  }
   /** Bytes consumed by sequential reads so far. */
   std::uint64_t position() const noexcept { return position_; }
   /** Whether `fd` is open on this very file (the same device and inode). */
