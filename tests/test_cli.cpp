@@ -501,8 +501,10 @@ TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe
   std::vector<std::uint8_t> img(16 * 16, 7);
   save_npy(dir.file("img.npy"), dtype::u8, {16, 16}, img);
   save_npy(dir.file("y5.npy"), dtype::i32, {5}, std::vector<std::int32_t>(5));
+  save_npy(dir.file("v5.npy"), dtype::u8, {2, 2, 8, 8, 2}, std::vector<std::uint8_t>(512));
   const auto before = dir.entries();
-  // An array of 1 axis holds no image, range or not: the shape's own error (exit 3).
+  // An array of 1 axis holds no image, range or not: the shape's own error (exit 3), and so
+  // does one of 5, of its whole shape (the range's read "(1, 2, 8, 8, 2) ... squeeze").
   for (const auto& [args, code, text] : std::vector<std::tuple<std::string, int, std::string>>{
            {"x.npy --samples 12", 2, "x.npy: sample 12 is past the end: it holds 12 samples"},
            {"x.npy --samples 10:13", 2, "x.npy: sample range 10:13 runs past the end"},
@@ -513,6 +515,9 @@ TEST(Cli, CompressAndEvalSamplesTakeRowsOfTheInputAndOfItsLabelsFromAFileOrAPipe
            {"y5.npy --samples 0:1", 3,
             "y5.npy: shape (5,) has 1 axis; dctchop takes 2 (HW), 3 (NHW) or 4 (NHWC, NCHW): "
             "reshape it to the planes it holds (1, N for one row)"},
+           {"v5.npy --samples 0:1", 3,
+            "v5.npy: shape (2, 2, 8, 8, 2) has 5 axes; dctchop takes 2 (HW), 3 (NHW) or 4 "
+            "(NHWC, NCHW): reshape it"},
            {"x.npy --samples 1:3 --labels y5.npy", 3,
             "y5.npy: labels need one row per sample of x.npy (12), found 5"}}) {
     auto b = cli(dir, "compress " + args + " -o bad.dcz");
@@ -2406,10 +2411,10 @@ TEST(Cli, WhatAKilledRunLeftBesideAnOutputIsNamedInANoteAndLeftAlone) {
   EXPECT_TRUE(contains(d.err, "out.h5: .out.h5.tmp0123456789ab beside it was left by an earlier "
                               "run that was stopped (SIGKILL), or is another run's, still "
                               "writing: remove it once no dctchop writes out.h5")) << d.err;
-  EXPECT_TRUE(contains(d.err, "lab.npy: .lab.npy.old00000000beef beside it is the file that an "
+  EXPECT_TRUE(contains(d.err, "lab.npy: .lab.npy.old00000000beef beside it is a file that an "
                               "earlier decompress -f --labels-out replaced, kept there when that "
-                              "run was stopped (SIGKILL): its only copy, to rename back or "
-                              "remove")) << d.err;
+                              "run was stopped (SIGKILL), or another run's, still at work: then "
+                              "its only copy, to rename back or remove")) << d.err;
   std::size_t notes = 0;
   for (auto at = d.err.find("beside it"); at != std::string::npos;
        at = d.err.find("beside it", at + 1)) {
@@ -2434,8 +2439,13 @@ TEST(Cli, WhatAKilledRunLeftBesideAnOutputIsNamedInANoteAndLeftAlone) {
   write_bytes(dir.file(".dctchop.old00000000cafe"), "old data?");
   const auto l = cli(dir, "decompress a.dcz -o " + longer);
   ASSERT_EQ(l.status, 0) << describe(l);
-  EXPECT_TRUE(contains(l.err, longer + ": .dctchop.old00000000cafe beside it is the file that an "
-                                       "earlier decompress -f --labels-out replaced")) << l.err;
+  EXPECT_TRUE(contains(l.err, longer + ": .dctchop.old00000000cafe beside it (of an output with a "
+                                       "long name in this folder) is a file that an earlier "
+                                       "decompress -f --labels-out replaced")) << l.err;
+  // Outputs that are no file leave nothing to look for: none named.
+  const auto piped = cli(dir, "decompress a.dcz -o - > /dev/null");
+  ASSERT_EQ(piped.status, 0) << describe(piped);
+  EXPECT_FALSE(contains(piped.err, "beside it")) << piped.err;
 }
 
 TEST(Cli, ThousandsOfThreadsOnASmallInputStartOnlyWhatTheWorkUses) {
@@ -2905,11 +2915,17 @@ TEST(Cli, HelpOrVersionIntoAPipeItsReaderClosedEndsQuietlyButAReportDoesNot) {
   temp_dir dir;
   make_u8(dir, "in.npy");
   ASSERT_EQ(cli(dir, "compress in.npy -o a.dcz -q").status, 0);
+  // The reader closes the pipe, then says so (a file "gone"), and only then dctchop writes.
+  const auto closed = [&](const std::string& args) {
+    std::filesystem::remove(dir.file("gone"));
+    return sh(dir, "(until [ -e gone ]; do sleep 0.01; done; DCTCHOP " + args +
+                       "; echo \"rc=$?\" >&2) | { exec 0<&-; touch gone; }");
+  };
   for (const std::string args : {"--help", "compress --help", "eval --help", "--version"}) {
-    const auto r = sh(dir, "(sleep 0.3; DCTCHOP " + args + "; echo \"rc=$?\" >&2) | true");
+    const auto r = closed(args);
     EXPECT_EQ(r.err, "rc=0\n") << args << ": " << describe(r);
   }
-  const auto report = sh(dir, "(sleep 0.3; DCTCHOP info a.dcz; echo \"rc=$?\" >&2) | true");
+  const auto report = closed("info a.dcz");
   EXPECT_EQ(report.err, "dctchop: error: cannot write to standard output: Broken pipe\nrc=5\n")
       << describe(report);
 }
@@ -3214,6 +3230,12 @@ TEST(Cli, AnArrayNamedAfterANpyNameIsRefusedBeforeAnythingIsWrittenUnlessAFileHa
                         {"decompress a.dcz -o out.nc:/x --raw", 2,
                          "out.nc:/x: --raw writes raw binary to this path as it is, whose folder "
                          "out.nc: is not there; without --raw write out.h5:/x (only names"}});
+  // A path in a folder that is there, whatever its name, is written as it is.
+  std::filesystem::create_directory(dir.file("runs.nc:2024"));
+  ASSERT_EQ(cli(dir, "decompress a.dcz -o runs.nc:2024/out.npy -q").status, 0);
+  ASSERT_EQ(cli(dir, "compress in.npy -o runs.nc:2024/a.dcz -q").status, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("runs.nc:2024/out.npy")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("runs.nc:2024/a.dcz")));
   // The forms it points to work; --raw takes the whole text as a path.
   ASSERT_EQ(cli(dir, "decompress a.dcz -o y.npz:images -q").status, 0);
   EXPECT_TRUE(std::filesystem::exists(dir.file("y.npz")));

@@ -404,14 +404,21 @@ TEST(CrashSafety, AnOutputInAFolderItsWriterCannotOpenIsSyncedThroughTheFileOnce
     GTEST_SKIP() << "needs strace and setpriv";
   }
   std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
-  ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q && chmod 0644 in.npy a.dcz && "
+  ASSERT_EQ(sh(dir, "/usr/bin/python3 -c \"import numpy as np; np.save('y.npy', "
+                    "np.arange(8))\" && DCTCHOP compress in.npy -o a.dcz -q && DCTCHOP compress "
+                    "in.npy --labels y.npy -o b.dcz -q && chmod 0644 in.npy a.dcz b.dcz && "
                     "mkdir drop && chmod 0733 drop").status, 0);
   struct run {
     std::string args, name;
+    bool pair = false;  // data and a labels file: both synced (deferred) after both names
   };
   for (const run& c : {run{"compress in.npy -o drop/out.dcz", "drop/out.dcz"},  // linked
                        run{"compress in.npy -o drop/out.dcz -f", "drop/out.dcz"},  // renamed over
-                       run{"decompress a.dcz -o drop/out.h5:/x", "drop/out.h5"}}) {  // renamed
+                       run{"decompress a.dcz -o drop/out.h5:/x", "drop/out.h5"},  // renamed
+                       run{"decompress b.dcz -o drop/d.npy --labels-out drop/l.npy", "drop/l.npy",
+                           true},
+                       run{"decompress b.dcz -o drop/d.h5:/x --labels-out drop/l.npy -f",
+                           "drop/l.npy", true}}) {
     const auto r = sh(dir, "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" "
                            "strace -o trace.txt -f -e trace=fsync,linkat,rename,renameat2,openat "
                            "setpriv --reuid=65534 --regid=65534 --clear-groups "
@@ -436,6 +443,12 @@ TEST(CrashSafety, AnOutputInAFolderItsWriterCannotOpenIsSyncedThroughTheFileOnce
     EXPECT_NE(trace.find("EACCES", refused), std::string::npos) << c.args << "\n" << trace;
     EXPECT_NE(trace.find("fsync(", refused), std::string::npos)
         << c.args << ": the file was not synced again once named\n" << trace;
+    if (c.pair) {  // the data's folder refused too, and the data synced again after that
+      const auto again = trace.find("\"drop\", O_RDONLY", refused + 1);
+      ASSERT_NE(again, std::string::npos) << c.args << ": one folder sync tried\n" << trace;
+      EXPECT_NE(trace.find("fsync(", trace.find("fsync(", refused) + 1), std::string::npos)
+          << c.args << ": one of the two files not synced again\n" << trace;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -691,6 +692,9 @@ std::optional<container_member> member_of_unwritable_container(const std::string
         std::tuple{".mat:", "HDF5", ".h5"}, std::tuple{".zip:", ".npz", ".npz"}}) {
     const auto c = whole.find(ext);
     if (c == std::string::npos || ::lstat(text.c_str(), &st) == 0) continue;
+    // A path in a folder that is there ("runs.nc:2024/out.npy"), written as it is.
+    const std::string folder = std::filesystem::path(text).parent_path().string();
+    if (!folder.empty() && ::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
     container_member m;
     m.file = text.substr(0, c + std::strlen(ext) - 1);
     m.meant = m.file.substr(0, m.file.rfind('.')) + as + text.substr(m.file.size());

@@ -449,6 +449,9 @@ output_file output_file::create(const std::string& path, bool overwrite, bool di
     return f;
   }
   f.target_ = check_output_path(path, overwrite);
+  // A file a program holds locked for writing (HDF5's lock): its later writes would go to the
+  // old file, lost without a word. Once an output, where it is made.
+  refuse_locked_output(f.target_, path);
   if (f.target_.descriptor >= 0) {
     f.fd_ = ::fcntl(f.target_.descriptor, F_DUPFD_CLOEXEC, 3);
     if (f.fd_ < 0) throw os_error(path, "open");
@@ -591,21 +594,6 @@ output_target check_output_path(const std::string& path, bool overwrite, bool re
     const auto real = std::filesystem::canonical(path, ec);
     if (!ec) t.path = real.string();
   }
-  // A file another program holds an exclusive lock on (HDF5 takes one for a file it writes):
-  // replaced, what that program writes after goes to the old file, lost without a word. Its
-  // lock is the only sign there is; a file system without locks says nothing here.
-  if (const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC); fd >= 0) {
-    const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(fd);  // (and with it the lock, where it was taken)
-    if (held) {
-      throw error::from_os(errc::io,
-                           path + ": another program has it open for writing (it holds the "
-                                  "file's lock, as HDF5 does for a file it writes): replaced, "
-                                  "what it writes next would be lost; replace it once that "
-                                  "program has closed it",
-                           EWOULDBLOCK);
-    }
-  }
   t.replaces = true;
   t.mode = st.st_mode & 0777;  // not set-user-ID or set-group-ID: the bytes are new
   t.uid = st.st_uid;
@@ -634,45 +622,79 @@ void refuse_temp_file(const std::string& name, const std::string& target) {
   throw os_error(name, "create a temporary file beside it");
 }
 
-std::vector<std::string> leftover_notes(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::path file = std::filesystem::weakly_canonical(path, ec);
-  if (ec) return {};
-  // "." NAME "." kind 12 hex digits, as create_temp_beside makes them: ".dctchop" in place of
-  // ".NAME" where that would pass the folder's limit on names.
-  const long limit = ::pathconf(file.parent_path().c_str(), _PC_NAME_MAX);
-  const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
-  std::string leaf = file.filename().string();
-  if (leaf.size() + 17 > name_max) leaf = "dctchop";
-  std::vector<std::string> notes;
-  std::vector<std::string> names;
-  for (std::filesystem::directory_iterator it(file.parent_path(), ec), end; !ec && it != end;
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() != leaf.size() + 17 || name[0] != '.' ||
-        name.compare(1, leaf.size(), leaf) != 0 || name[leaf.size() + 1] != '.') {
-      continue;
-    }
-    const std::string kind = name.substr(leaf.size() + 2, 3);
-    if ((kind != "tmp" && kind != "old") ||
-        name.find_first_not_of("0123456789abcdef", leaf.size() + 5) != std::string::npos) {
-      continue;
-    }
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
-    names.push_back(name);
+std::vector<std::string> leftover_notes(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  // The leaves to look for, by folder: "." NAME "." kind 12 hex digits, as
+  // create_temp_beside makes them (".dctchop" for ".NAME" where that passes the folder's limit).
+  std::vector<std::pair<fs::path, std::vector<std::pair<std::string, std::string>>>> folders;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    const fs::path file = fs::weakly_canonical(path, ec);
+    if (ec || !fs::is_regular_file(file, ec)) continue;  // (stdout, a FIFO, /dev/null)
+    const long limit = ::pathconf(file.parent_path().c_str(), _PC_NAME_MAX);
+    const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
+    std::string leaf = file.filename().string();
+    if (leaf.size() + 17 > name_max) leaf = "dctchop";
+    auto at = std::find_if(folders.begin(), folders.end(),
+                           [&](const auto& f) { return f.first == file.parent_path(); });
+    if (at == folders.end()) at = folders.insert(folders.end(), {file.parent_path(), {}});
+    at->second.emplace_back(leaf, path);
   }
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    const bool old = name.compare(leaf.size() + 2, 3, "old") == 0;
+  std::vector<std::pair<std::string, std::string>> found;  // (output, leftover)
+  for (const auto& [folder, leaves] : folders) {
+    std::error_code ec;
+    std::size_t read = 0;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end && read < 100000;
+         it.increment(ec), ++read) {
+      const std::string name = it->path().filename().string();
+      for (const auto& [leaf, output] : leaves) {
+        if (name.size() != leaf.size() + 17 || name[0] != '.' ||
+            name.compare(1, leaf.size(), leaf) != 0 || name[leaf.size() + 1] != '.') {
+          continue;
+        }
+        const std::string kind = name.substr(leaf.size() + 2, 3);
+        if ((kind != "tmp" && kind != "old") ||
+            name.find_first_not_of("0123456789abcdef", leaf.size() + 5) != std::string::npos) {
+          continue;
+        }
+        struct stat st {};
+        if (::lstat(it->path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+        found.emplace_back(output, name);
+        break;  // (one output's: the same name for another would be the same leftover)
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> notes;
+  for (const auto& [output, name] : found) {
+    const bool old = name.compare(name.size() - 15, 3, "old") == 0;
+    const bool shared = name.rfind(".dctchop.", 0) == 0;
     notes.push_back(
-        path + ": " + name + " beside it " +
-        (old ? "is the file that an earlier decompress -f --labels-out replaced, kept there "
-               "when that run was stopped (SIGKILL): its only copy, to rename back or remove"
+        output + ": " + name + " beside it " +
+        (shared ? "(of an output with a long name in this folder) " : "") +
+        (old ? "is a file that an earlier decompress -f --labels-out replaced, kept there when "
+               "that run was stopped (SIGKILL), or another run's, still at work: then its only "
+               "copy, to rename back or remove"
              : "was left by an earlier run that was stopped (SIGKILL), or is another run's, "
-               "still writing: remove it once no dctchop writes " + path));
+               "still writing: remove it once no dctchop writes " + output));
   }
   return notes;
+}
+
+void refuse_locked_output(const output_target& t, const std::string& name) {
+  if (!t.replaces) return;
+  const int probe = ::open(t.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (probe < 0) return;
+  const bool held = ::flock(probe, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(probe);  // (and with it the lock, where it was taken)
+  if (held) {
+    throw error::from_os(errc::io,
+                         name + ": a program holds it locked for writing (an exclusive flock, "
+                                "which HDF5 takes on a file it writes): replaced, what it "
+                                "writes next would be lost; replace it once that program has "
+                                "closed it",
+                         EWOULDBLOCK);
+  }
 }
 
 std::string create_temp_beside(const std::string& path,

@@ -1586,6 +1586,7 @@ class hdf5_sink final : public sample_sink {
         shape_(shape), overwrite_(overwrite) {
     if (dataset_.front() != '/') dataset_ = "/" + dataset_;
     target_ = check_output_path(path_, overwrite, /*regular_only=*/true);
+    refuse_locked_output(target_, path_);  // (a file another program writes, as output_file)
     quiet_hdf5 quiet;
     // The output appears complete or not at all: written under a temporary name and named by
     // finish(). Large objects (the data) start on 4 KiB boundaries, for direct I/O.
@@ -1889,9 +1890,23 @@ class hdf5_sink final : public sample_sink {
     h5_id space(nd == 0 ? H5Screate(H5S_SCALAR)
                         : H5Screate_simple(static_cast<int>(nd), dims.data(), nullptr),
                 H5Sclose);
+    // No modification times in the objects (h5py's default too): the same archive decodes to
+    // the same bytes, run after run (each dataset's header held the time it was made).
+    h5_id gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+    H5Pset_obj_track_times(gcpl.get(), false);
+    for (auto slash = name.find('/', 1); slash != std::string::npos;
+         slash = name.find('/', slash + 1)) {  // "/train/images" makes /train
+      const std::string group = name.substr(0, slash);
+      if (H5Lexists(file_.get(), group.c_str(), H5P_DEFAULT) > 0) continue;
+      H5Eclear2(H5E_DEFAULT);
+      h5_id g(H5Gcreate2(file_.get(), group.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
+              H5Gclose);
+    }
+    H5Eclear2(H5E_DEFAULT);
     h5_id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-    H5Pset_create_intermediate_group(lcpl.get(), 1);  // "/train/images" makes /train
+    H5Pset_create_intermediate_group(lcpl.get(), 1);  // (what the loop above could not make)
     h5_id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_obj_track_times(dcpl.get(), false);
     u64 bytes = type.itemsize;
     for (auto d : shape) bytes *= d;  // (the sources' shapes are checked against overflow)
     if (for_direct && name == dataset_ && nd > 0 && bytes >= direct_min_bytes) {

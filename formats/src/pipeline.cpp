@@ -1331,7 +1331,7 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
   const auto reported = [&](compress_result r) {
     r.notes = notes;
     if (output != "-") {  // (what a SIGKILL of an earlier run left beside it)
-      for (auto& n : leftover_notes(output)) r.notes.push_back(std::move(n));
+      for (auto& n : leftover_notes({output})) r.notes.push_back(std::move(n));
     }
     r.source = src.name();
     r.reader = src.src->reader();
@@ -1701,11 +1701,10 @@ decompress_result decompress(const std::string& input, const dataset_spec& out, 
 
   // What a SIGKILL of an earlier run left beside the outputs (an HDF5 output's folder, the
   // old data that -f --labels-out kept): said, never removed (another run may be at work).
-  for (const std::string* path :
-       {&output, labels_file ? &labels_file->path : static_cast<const std::string*>(nullptr)}) {
-    if (path == nullptr || *path == "-") continue;
-    for (auto& n : leftover_notes(*path)) res.notes.push_back(std::move(n));
-  }
+  std::vector<std::string> outputs;
+  if (output != "-") outputs.push_back(output);
+  if (labels_file && labels_file->path != "-") outputs.push_back(labels_file->path);
+  for (auto& n : leftover_notes(outputs)) res.notes.push_back(std::move(n));
   res.geom = g;
   res.type = h.type;
   res.dataset = ds;

@@ -297,20 +297,26 @@ void keep_mode_and_owner(int fd, const output_target& t) noexcept;
  *  (/proc), or the system's reason. */
 [[noreturn]] void refuse_temp_file(const std::string& name, const std::string& target);
 
+/** What earlier runs left beside the finished outputs `paths` (regular files; the file a
+ *  symlink names; others are passed over): this user's ".NAME.tmpXXXXXXXXXXXX" files and
+ *  folders (an HDF5 output's, or any output's where the file system has no O_TMPFILE: left by
+ *  a SIGKILL, or another run's still at work) and ".NAME.oldXXXXXXXXXXXX" files (the old data
+ *  that `decompress -f --labels-out` keeps: left as its only copy by a SIGKILL, or another
+ *  run's); ".dctchop.*" for a name too long for those. Notes that say so, one a name; each
+ *  folder read once, its first 100,000 entries; none where it cannot be read. */
+std::vector<std::string> leftover_notes(const std::vector<std::string>& paths);
+
+/** error(io) when another process (or this one, through another descriptor) holds an
+ *  exclusive lock (flock) on the regular file `t` replaces, as HDF5 does on a file it
+ *  writes: replaced, what it writes next would be lost. Nothing where `t` replaces no file. */
+void refuse_locked_output(const output_target& t, const std::string& name);
+
 /** Make a temporary file beside `path`, named ".NAME.tmpXXXXXXXXXXXX" (same folder, so that a
  *  rename into place is atomic): `try_create(candidate)` creates it exclusively and returns
  *  false when that name is taken (any other failure it throws, refuse_temp_file). `kind`
  *  (three letters) replaces "tmp": "old" names a file kept for putting back, which a crash
  *  may leave as the only copy of its data. Returns the name used; error(io) after 100 taken
  *  names. */
-/** What earlier runs left beside the output `path` (the file a symlink names): this user's
- *  ".NAME.tmpXXXXXXXXXXXX" files and folders (an HDF5 output's, or any output's where the file
- *  system has no O_TMPFILE: left by a SIGKILL, or another run's still at work) and
- *  ".NAME.oldXXXXXXXXXXXX" files (the old data that `decompress -f --labels-out` keeps, left as
- *  its only copy by a SIGKILL). Notes that say so, one a name; none where the folder cannot
- *  be read. */
-std::vector<std::string> leftover_notes(const std::string& path);
-
 std::string create_temp_beside(const std::string& path,
                                const std::function<bool(const std::string&)>& try_create,
                                const char* kind = "tmp");
