@@ -46,6 +46,16 @@ bool can_mount() {
   return ok;
 }
 
+/** Skips a test that hides /proc from dctchop alone (a mount namespace of its own), where it
+ *  cannot: without root and unshare, or under the sanitizers, whose runtimes read /proc. */
+#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
+#define DCTCHOP_SKIP_UNLESS_PROC_CAN_BE_HIDDEN() \
+  GTEST_SKIP() << "the sanitizers' runtimes read /proc themselves"
+#else
+#define DCTCHOP_SKIP_UNLESS_PROC_CAN_BE_HIDDEN() \
+  if (!can_mount()) GTEST_SKIP() << "needs root and unshare, to hide /proc from dctchop alone"
+#endif
+
 /** stderr is a single line that names `what`. */
 void expect_one_line_naming(const test::command_result& r, const std::string& what) {
   EXPECT_NE(r.err.find(what), std::string::npos) << describe(r);
@@ -118,10 +128,7 @@ TEST(CrashSafety, AnHdf5OutputsTemporaryFileCannotBeRedirectedByWhoeverMayWriteI
 TEST(CrashSafety, WithoutProcAnHdf5OutputIsRefusedNotOpenedThroughANameOthersMayChange) {
   // HDF5 opens its temporary file through /proc/self/fd/N/NAME; without /proc that was the
   // folder's name, which a tester swapped for a folder holding a symlink to root's file.
-  if (!can_mount()) GTEST_SKIP() << "needs root and unshare, to hide /proc from dctchop alone";
-#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
-  GTEST_SKIP() << "the sanitizers' runtimes read /proc themselves";
-#endif
+  DCTCHOP_SKIP_UNLESS_PROC_CAN_BE_HIDDEN();
   temp_dir dir;
   make_input(dir, 16);
   ASSERT_EQ(sh(dir, "DCTCHOP compress in.npy -o a.dcz -q").status, 0);
@@ -141,10 +148,7 @@ TEST(CrashSafety, WithoutOTmpfileAFileReplacedWithForceIsNeverReadableByOthersMe
   // replaced file's mode: a file of 0600 replaced, another user could open its successor
   // meanwhile (a tester did, under strace) and read it whole later. Now it is made 0600 when
   // it replaces one; a new output's is 0666 less the umask, as any new file's.
-  if (!can_mount()) GTEST_SKIP() << "needs root and unshare, to hide /proc from dctchop alone";
-#if defined(DCTCHOP_TEST_ASAN) || defined(DCTCHOP_TEST_TSAN)
-  GTEST_SKIP() << "the sanitizers' runtimes read /proc themselves";
-#endif
+  DCTCHOP_SKIP_UNLESS_PROC_CAN_BE_HIDDEN();
   temp_dir dir;
   make_input(dir, 16);
   if (sh(dir, "strace -o /dev/null true").status != 0) GTEST_SKIP() << "needs strace";

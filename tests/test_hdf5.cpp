@@ -1215,6 +1215,12 @@ command_result must(const temp_dir& dir, const std::string& args) {
   return r;
 }
 
+/** t.h5 (make_train_file) and a.dcz, its images compressed. */
+void make_train_archive(const temp_dir& dir) {
+  make_train_file(dir.file("t.h5"));
+  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+}
+
 TEST(Hdf5Cli, U8GzipGroupToArchiveToHdf5AndNpyWithLabelsAndAttributes) {
   temp_dir dir;
   make_train_file(dir.file("t.h5"));
@@ -1319,8 +1325,7 @@ TEST(Hdf5Cli, AnHdf5OutputUnderALimitOnOpenFilesSaysSoAndLeavesNoTemporaryFolder
   // try again": every retry left one more. Whatever the limit, an error names the cause, and
   // nothing is left but a finished output.
   temp_dir dir;
-  make_train_file(dir.file("t.h5"));
-  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  make_train_archive(dir);
   std::filesystem::create_directory(dir.file("out"));
   int failed = 0;
   for (int limit = 4; limit <= 16; ++limit) {
@@ -2939,8 +2944,7 @@ TEST(Hdf5Cli, AnHdf5OutputIsWrittenUnderAUmaskThatLeavesItsOwnerOnlyReadingAndKe
   // NPY output of the same command was written. Root passes every permission check, so as
   // root the command runs as nobody.
   temp_dir dir;
-  make_train_file(dir.file("t.h5"));
-  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  make_train_archive(dir);
   std::string as_owner;
   if (::geteuid() == 0) {
     if (sh(dir, "setpriv --reuid=65534 --regid=65534 --clear-groups true").status != 0) {
@@ -3011,8 +3015,7 @@ TEST(Hdf5Cli, AFileAnotherProgramHoldsOpenForWritingIsNotReplacedWithForce) {
   // so: refused the same way, and replaced once the writer has closed it. So is any file a
   // program holds an exclusive lock on (flock -x).
   temp_dir dir;
-  make_train_file(dir.file("t.h5"));
-  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  make_train_archive(dir);
   const char* locking = std::getenv("HDF5_USE_FILE_LOCKING");
   if (locking == nullptr || (std::string(locking) != "FALSE" && std::string(locking) != "0")) {
     auto held = h5_create(dir.file("held.h5"));  // (HDF5 locks a file it writes)
@@ -3042,8 +3045,7 @@ TEST(Hdf5Cli, AnHdf5OutputInASetGroupIdFolderTakesTheFoldersGroupAsEveryOutputDo
   // folder's mode, set to 0700, dropped the bit it inherited. As root, the folder is given
   // nobody's group (65534); as another user, one of its other groups, else the test skips.
   temp_dir dir;
-  make_train_file(dir.file("t.h5"));
-  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  make_train_archive(dir);
   std::filesystem::create_directory(dir.file("team"));
   gid_t other = 65534;
   if (::geteuid() != 0) {
@@ -3259,8 +3261,7 @@ TEST(Hdf5BadInput, FileWithOnlyOneDimensionalDataIsRefusedNamingTheDataset) {
 
 TEST(Hdf5BadInput, DecompressToAnUnwritableHdf5PlaceExits5AndLeavesNothing) {
   temp_dir dir;
-  make_train_file(dir.file("t.h5"));
-  must(dir, "compress t.h5:/train/images -o a.dcz -q");
+  make_train_archive(dir);
   check_bad_cases(dir, {
       {"decompress a.dcz -o nodir/out.h5:/x", 5, {"nodir/out.h5"}},
       {"decompress a.dcz -o - --dataset /x", 2, {"HDF5"}},
