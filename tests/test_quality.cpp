@@ -289,6 +289,15 @@ TEST(QualityPipeline, ANanTargetOrGateIsRefusedByTheLibraryAsByTheCommand) {
     expect_error([&] { formats::compress_npy(in, dir.file("n.dcz"), *be, o); },
                  errc::invalid_argument, {"a quality target must be a finite number"});
   }
+  // An SSIM target outside [-1, 1] is no target either (it searched every chop first, then
+  // said "try --coeff f32"), as the command's --ssim says.
+  for (const double bad : {2.0, 1.0000001, -1.5}) {
+    formats::compress_options o;
+    o.threads = 1;
+    o.target.ssim = bad;
+    expect_error([&] { formats::compress_npy(in, dir.file("n.dcz"), *be, o); },
+                 errc::invalid_argument, {"an SSIM target must be within -1 to 1, not "});
+  }
   EXPECT_FALSE(fs::exists(dir.file("n.dcz")));
   formats::compress_options plain;
   plain.threads = 1;

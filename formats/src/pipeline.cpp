@@ -1238,6 +1238,12 @@ compress_result compress(const dataset_spec& given, const std::string& output, b
       (o.target.ssim && !std::isfinite(*o.target.ssim))) {
     throw error(errc::invalid_argument, "a quality target must be a finite number");
   }
+  // (SSIM lies in [-1, 1]: a target above searched every chop first, the command's --ssim
+  // refuses it; the library's callers get the same.)
+  if (o.target.ssim && (*o.target.ssim < -1 || *o.target.ssim > 1)) {
+    throw error(errc::invalid_argument, "an SSIM target must be within -1 to 1, not " +
+                                            g_text(*o.target.ssim));
+  }
   const auto t0 = clock_type::now();
   const dataset_spec in = resolve_by_content(given);  // ("sst.nc:images" is sst.nc's)
   const std::string input = in.path;
