@@ -1215,6 +1215,22 @@ command_result must(const temp_dir& dir, const std::string& args) {
   return r;
 }
 
+/** In `f`, /v: a u8 virtual dataset of 4 x 8 x 8, all of it `source`:/d. */
+void add_whole_vds(hid_t f, const std::string& source) {
+  const hsize_t dims[3] = {4, 8, 8}, top[3] = {0, 0, 0};
+  const hid_t vspace = H5Screate_simple(3, dims, nullptr);
+  const hid_t sspace = H5Screate_simple(3, dims, nullptr);
+  H5Sselect_hyperslab(sspace, H5S_SELECT_SET, top, nullptr, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  EXPECT_GE(H5Pset_virtual(dcpl, vspace, source.c_str(), "/d", sspace), 0) << source;
+  const hid_t d = H5Dcreate2(f, "/v", H5T_STD_U8LE, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  EXPECT_GE(d, 0) << source;
+  if (d >= 0) H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(sspace);
+  H5Sclose(vspace);
+}
+
 /** t.h5 (make_train_file) and a.dcz, its images compressed. */
 void make_train_archive(const temp_dir& dir) {
   make_train_file(dir.file("t.h5"));
@@ -1758,21 +1774,10 @@ TEST(Hdf5Cli, AVirtualDatasetsSourceIsTheFileHdf5OpensBesideItBeforeTheWorkingFo
     auto s = h5_create(dir.file("src.h5"));  // in the working folder: 2 rows
     h5_write(s.get(), "/d", H5T_STD_U8LE, {2, 8, 8}, std::vector<std::uint8_t>(128, 1));
   }
-  const hsize_t dims[3] = {4, 8, 8}, top[3] = {0, 0, 0};
   for (const std::string& source : {std::string("src.h5"), dir.file("gone/src.h5")}) {
     const std::string vds = source == "src.h5" ? "sub/v.h5" : "sub/w.h5";
     auto f = h5_create(dir.file(vds));
-    const hid_t vspace = H5Screate_simple(3, dims, nullptr);
-    const hid_t sspace = H5Screate_simple(3, dims, nullptr);
-    H5Sselect_hyperslab(sspace, H5S_SELECT_SET, top, nullptr, dims, nullptr);
-    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    ASSERT_GE(H5Pset_virtual(dcpl, vspace, source.c_str(), "/d", sspace), 0);
-    const hid_t d = H5Dcreate2(f.get(), "/v", H5T_STD_U8LE, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ASSERT_GE(d, 0);
-    H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(sspace);
-    H5Sclose(vspace);
+    add_whole_vds(f.get(), source);
   }
   for (const char* vds : {"sub/v.h5", "sub/w.h5"}) {
     auto c = must(dir, std::string("compress ") + vds + ":/v -o a.dcz -f --chop 8");
@@ -2343,18 +2348,7 @@ TEST(Hdf5Cli, AnExternalLinkOrVirtualSourceToASymbolicLinkInALoopIsExit5SayingSo
   // A virtual dataset's source so, the same.
   {
     auto f = h5_create(dir.file("vds.h5"));
-    const hsize_t dims[3] = {4, 8, 8}, top[3] = {0, 0, 0};
-    const hid_t vspace = H5Screate_simple(3, dims, nullptr);
-    const hid_t sspace = H5Screate_simple(3, dims, nullptr);
-    H5Sselect_hyperslab(sspace, H5S_SELECT_SET, top, nullptr, dims, nullptr);
-    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    ASSERT_GE(H5Pset_virtual(dcpl, vspace, "loop1.h5", "/d", sspace), 0);
-    const hid_t d = H5Dcreate2(f.get(), "/v", H5T_STD_U8LE, vspace, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    ASSERT_GE(d, 0);
-    H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(sspace);
-    H5Sclose(vspace);
+    add_whole_vds(f.get(), "loop1.h5");
   }
   const auto v = cli(dir, "compress vds.h5:/v -o a.dcz");
   EXPECT_EQ(v.status, 5) << describe(v);
