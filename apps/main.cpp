@@ -235,24 +235,28 @@ const CLI::Validator block_size(
     },
     "4|8|16|32");
 
-/** numpy's type code (`a.dtype.str`: <f4, |u1, =i2, or f4 without the byte order) as dctchop's
- *  name; "" for no such code. `big` is set for a big-endian code of a type wider than a byte. */
-std::string numpy_type_code(std::string_view s, bool& big) {
-  big = false;
-  char order = '=';
-  if (!s.empty() && std::string_view("<>=|").find(s.front()) != std::string_view::npos) {
-    order = s.front();
-    s.remove_prefix(1);
-  }
+/** numpy's type code (`a.dtype.str`: <f4, |u1, =i2, or f4 without the byte order). */
+struct numpy_code {
+  std::string name;    ///< dctchop's name for it; "" for no code dctchop takes
+  bool big = false;    ///< big-endian, of a type wider than a byte
+  bool wide = false;   ///< <i8, |u8...: numpy's 8-byte integers (bare, i8 and u8 are dctchop's)
+};
+numpy_code numpy_type_code(std::string_view s) {
+  numpy_code c;
+  const bool ordered =
+      !s.empty() && std::string_view("<>=|").find(s.front()) != std::string_view::npos;
+  const char order = ordered ? s.front() : '=';
+  if (ordered) s.remove_prefix(1);
+  c.wide = ordered && (s == "i8" || s == "u8");
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> codes{{
       {"i1", "i8"}, {"u1", "u8"}, {"i2", "i16"}, {"u2", "u16"}, {"i4", "i32"}, {"u4", "u32"},
       {"f2", "f16"}, {"f4", "f32"}, {"f8", "f64"}}};
   for (const auto& [code, name] : codes) {
     if (s != code) continue;
-    big = order == '>' && code.back() != '1';
-    return std::string(name);
+    c.big = order == '>' && code.back() != '1';
+    c.name = name;
   }
-  return {};
+  return c;
 }
 
 /** --dtype: dctchop's names, numpy's (uint8 ... float64) in any case, as parse_dtype reads them,
@@ -261,9 +265,9 @@ const CLI::Validator dtype_name(
     [](std::string& s) {
       if (s.empty()) return std::string("an empty value");
       if (parse_dtype(s)) return std::string();
+      const numpy_code code = numpy_type_code(s);
       // numpy's i8 and u8 are 8-byte integers; dctchop's (taken above, bare) are 1-byte.
-      if (s.size() == 3 && std::string_view("<>=|").find(s[0]) != std::string_view::npos &&
-          (s.substr(1) == "i8" || s.substr(1) == "u8")) {
+      if (code.wide) {
         return s + ": numpy's " + (s[1] == 'i' ? "int64" : "uint64") +
                ", which dctchop does not compress (dctchop's " + s.substr(1) + " is numpy's " +
                (s[1] == 'i' ? "int8, |i1)" : "uint8, |u1)");
@@ -275,13 +279,12 @@ const CLI::Validator dtype_name(
         return s + ": dctchop does not compress 8-byte integers (labels may be int64): "
                    "convert them, to int32 or float64 say";
       }
-      bool big = false;
-      if (std::string name = numpy_type_code(s, big); !name.empty()) {
-        if (big) {
+      if (!code.name.empty()) {
+        if (code.big) {
           return s + ": big-endian; --raw reads little-endian values (numpy writes them with "
                      "a.astype('<" + s.substr(1) + "').tofile(...))";
         }
-        s = std::move(name);
+        s = code.name;
         return std::string();
       }
       return fmt::format("{}: expected one of {} (numpy's {} too, or its codes: <f4, u1, ...)", s,

@@ -622,6 +622,23 @@ void refuse_temp_file(const std::string& name, const std::string& target) {
   throw os_error(name, "create a temporary file beside it");
 }
 
+namespace {
+
+/** Length of the suffix of a temporary name beside an output: "." kind (3) and 12 hex digits. */
+constexpr std::size_t k_temp_suffix = 16;
+
+/** What names the temporary files beside `path` after its "." (".NAME.tmpXXXX..."): its last
+ *  part, or "dctchop" where ".NAME" and the suffix would pass the folder's own limit on names
+ *  (255 on most file systems, less on some: eCryptfs about 143). */
+std::string temp_stem(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  const long limit = ::pathconf(folder_of(path).c_str(), _PC_NAME_MAX);
+  const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
+  return 1 + name.size() + k_temp_suffix > name_max ? std::string("dctchop") : name;
+}
+
+}  // namespace
+
 std::vector<std::string> leftover_notes(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
   // The leaves to look for, by folder: "." NAME "." kind 12 hex digits, as
@@ -631,10 +648,7 @@ std::vector<std::string> leftover_notes(const std::vector<std::string>& paths) {
     std::error_code ec;
     const fs::path file = fs::weakly_canonical(path, ec);
     if (ec || !fs::is_regular_file(file, ec)) continue;  // (stdout, a FIFO, /dev/null)
-    const long limit = ::pathconf(file.parent_path().c_str(), _PC_NAME_MAX);
-    const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
-    std::string leaf = file.filename().string();
-    if (leaf.size() + 17 > name_max) leaf = "dctchop";
+    const std::string leaf = temp_stem(file.string());
     auto at = std::find_if(folders.begin(), folders.end(),
                            [&](const auto& f) { return f.first == file.parent_path(); });
     if (at == folders.end()) at = folders.insert(folders.end(), {file.parent_path(), {}});
@@ -648,7 +662,7 @@ std::vector<std::string> leftover_notes(const std::vector<std::string>& paths) {
          it.increment(ec), ++read) {
       const std::string name = it->path().filename().string();
       for (const auto& [leaf, output] : leaves) {
-        if (name.size() != leaf.size() + 17 || name[0] != '.' ||
+        if (name.size() != 1 + leaf.size() + k_temp_suffix || name[0] != '.' ||
             name.compare(1, leaf.size(), leaf) != 0 || name[leaf.size() + 1] != '.') {
           continue;
         }
@@ -702,11 +716,10 @@ std::string create_temp_beside(const std::string& path,
                                const char* kind) {
   // Same folder as the output, so that rename() is atomic. Built with append: GCC 12 warns
   // falsely on "." + std::string&& (-Wrestrict).
-  const std::filesystem::path p(path);
   const std::string dir = folder_of(path);
-  // The folder's own limit (255 on most file systems, less on some: eCryptfs about 143).
-  const long limit = ::pathconf(dir.c_str(), _PC_NAME_MAX);
-  const std::size_t name_max = limit > 0 ? static_cast<std::size_t>(limit) : NAME_MAX;
+  // ".NAME.tmp..." where that fits a name, else ".dctchop.tmp...": a long output name (240
+  // bytes and more) must not make its temporary name too long.
+  const std::string stem = temp_stem(path);
   std::random_device rd;
   std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
                       static_cast<std::uint64_t>(::getpid()));
@@ -714,11 +727,8 @@ std::string create_temp_beside(const std::string& path,
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, ".%.3s%012llx", kind,
                   static_cast<unsigned long long>(rng() & 0xffffffffffffull));
-    // ".NAME.tmp..." where that fits a name (255 bytes), else ".dctchop.tmp...": a long output
-    // name (240 bytes and more) must not make its temporary name too long.
     std::string leaf(".");
-    leaf.append(p.filename().string()).append(suffix);
-    if (leaf.size() > name_max) leaf = std::string(".dctchop").append(suffix);
+    leaf.append(stem).append(suffix);
     const std::string temp = (std::filesystem::path(dir) / leaf).string();
     if (try_create(temp)) return temp;
   }
@@ -903,8 +913,9 @@ void output_file::commit() {
     ~closing() {
       if (fd >= 0) ::close(fd);
     }
-  } const resync{temp_path_.empty() ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)};
-  // Deferred, the folder's sync (or the file's second one) comes in sync_folder().
+  } const resync{temp_path_.empty() || !sync_folder_ ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)};
+  // Deferred, the folder's sync (or the file's second one) comes in sync_folder(), which
+  // keeps the second descriptor till then.
   if (!sync_folder_) resync_fd_ = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
   if (::close(fd_) != 0) {
     const error e = os_error(display_name(), "close");  // before unlink() sets errno
